@@ -1,0 +1,96 @@
+# Convenience front end over CMake. Builds live in build/<config>:
+#   release  -O2 -g, NDEBUG
+#   asan     AddressSanitizer + UndefinedBehaviorSanitizer, -O1, lock-order checker
+#   tsan     ThreadSanitizer, -O1, lock-order checker
+#
+#   make            release build
+#   make test       build and test all three; final line "N passed, N failed"
+#   make demo       build and run the demo (or the examples)
+#   make test-release | test-asan | test-tsan | bench | install | deps | clean
+#
+# CI=true (or any value but 0/false) adds -DWEFT_WERROR=ON.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+CONFIGS := release asan tsan
+
+WERROR := $(if $(filter-out 0 false FALSE no,$(CI)),ON,OFF)
+CMAKE_ARGS ?=
+
+cmake_flags_release := -DCMAKE_BUILD_TYPE=Release -DWEFT_SANITIZE=
+cmake_flags_asan    := -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=address -DWEFT_BUILD_BENCH=OFF
+cmake_flags_tsan    := -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=thread -DWEFT_BUILD_BENCH=OFF
+
+# The make run by `cmake --build` must not inherit this make's flags/jobserver.
+CMAKE_BUILD := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build
+
+.PHONY: all deps build-release build-asan build-tsan test test-release test-asan \
+        test-tsan demo bench install clean
+
+all: build-release
+
+# Installs missing tools/packages (a no-op when everything is present).
+deps:
+	@scripts/install-deps.sh
+
+$(addprefix build-,$(CONFIGS)): build-%: deps
+	cmake -S . -B $(BUILD)/$* $(cmake_flags_$*) -DWEFT_WERROR=$(WERROR) $(CMAKE_ARGS) >/dev/null
+	$(CMAKE_BUILD) $(BUILD)/$* -j $(JOBS)
+
+$(addprefix test-,$(CONFIGS)): test-%: build-%
+	tests/run_tests.sh $(BUILD)/$* $*
+
+# Runs every configuration even when one fails, then adds the counts up.
+test: deps
+	@passed=0; failed=0; \
+	for c in $(CONFIGS); do \
+	  rm -f $(BUILD)/$$c/test-logs/summary; \
+	  if $(MAKE) --no-print-directory build-$$c; then \
+	    tests/run_tests.sh $(BUILD)/$$c $$c; \
+	  else \
+	    echo "$$c: BUILD FAILED"; \
+	  fi; \
+	  if [ -f $(BUILD)/$$c/test-logs/summary ]; then \
+	    read p f < $(BUILD)/$$c/test-logs/summary; \
+	    passed=$$((passed + p)); failed=$$((failed + f)); \
+	  else \
+	    failed=$$((failed + 1)); \
+	  fi; \
+	done; \
+	echo "$$passed passed, $$failed failed"; \
+	[ $$failed -eq 0 ] && [ $$passed -gt 0 ]
+
+# The demo program if there is one, else every example.
+demo: build-release
+	@if [ -x $(BUILD)/release/demo ]; then \
+	  $(BUILD)/release/demo; \
+	else \
+	  status=0; \
+	  for e in $$(cat $(BUILD)/release/examples.list 2>/dev/null); do \
+	    echo "== $$e"; $(BUILD)/release/$$e || status=1; \
+	  done; \
+	  exit $$status; \
+	fi
+
+bench: deps
+	cmake -S . -B $(BUILD)/release $(cmake_flags_release) -DWEFT_BUILD_BENCH=ON \
+	  -DWEFT_WERROR=$(WERROR) $(CMAKE_ARGS) >/dev/null
+	$(CMAKE_BUILD) $(BUILD)/release -j $(JOBS)
+	@status=0; \
+	for b in $$(cat $(BUILD)/release/benches.list 2>/dev/null); do \
+	  echo "== $$b"; $(BUILD)/release/$$b || status=1; \
+	done; \
+	exit $$status
+
+install: build-release
+	cmake --install $(BUILD)/release --prefix $(PREFIX)
+	@# Refresh the loader cache so programs find libweft.so right away.
+	@case "$(PREFIX)" in /usr|/usr/|/usr/local|/usr/local/) \
+	  if [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi;; esac
+
+clean:
+	rm -rf $(BUILD)

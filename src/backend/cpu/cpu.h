@@ -1,0 +1,132 @@
+/*
+ * CPU backend: kernels (wf_cpu_kernel) and the loops they are made of.
+ * Internal.
+ *
+ * Every kernel walks its operands with the strided iterator below: adjacent
+ * dims that are contiguous with each other for all operands are merged, the
+ * outer dims are walked with index counters, and an inner 1-d loop runs over
+ * the innermost dim with one element stride per operand. Inner loops never do
+ * per-element index arithmetic; they specialize the common stride patterns
+ * (all 1, a 0-stride broadcast operand) and fall back to a general stride.
+ */
+#ifndef WEFT_BACKEND_CPU_CPU_H
+#define WEFT_BACKEND_CPU_CPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/array.h"
+#include "weft.h"
+
+/* ---------------------------------------------------------------- iteration */
+
+enum { WF_CPU_MAX_OPERANDS = 4 };
+
+/* The inner 1-d loop: `n` elements; ptrs[k] points at operand k's first
+ * element and strides[k] is its stride in elements (may be 0 or negative). */
+typedef void (*wf_cpu_inner_fn)(int64_t n, char *const *ptrs, const int64_t *strides,
+                                const void *ctx);
+
+/* A walk over `nops` operands sharing one shape. */
+typedef struct wf_cpu_iter {
+    int nops;
+    int ndim;   /* after dropping size-1 dims and merging; 0 means one element */
+    bool empty; /* some dim is 0: nothing to do */
+    int64_t shape[WF_MAX_NDIM];
+    int64_t strides[WF_CPU_MAX_OPERANDS][WF_MAX_NDIM]; /* elements */
+    char *data[WF_CPU_MAX_OPERANDS];                   /* element 0 of each operand */
+    size_t itemsize[WF_CPU_MAX_OPERANDS];
+} wf_cpu_iter;
+
+/* Row-major contiguous element strides (the same as wf__contiguous_strides,
+ * kept here so the raw-memory loops stand alone). */
+static inline void wf__cpu_row_strides(const int64_t *shape, int ndim, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= shape[d] > 0 ? shape[d] : 1;
+    }
+}
+
+/* Two's complement wraparound from unsigned without implementation-defined
+ * conversions (compiles to a plain move). */
+static inline int32_t wf__cpu_wrap_i32(uint32_t u)
+{
+    return u <= (uint32_t)INT32_MAX ? (int32_t)u : (int32_t)(u - 0x80000000u) + INT32_MIN;
+}
+static inline int64_t wf__cpu_wrap_i64(uint64_t u)
+{
+    return u <= (uint64_t)INT64_MAX ? (int64_t)u
+                                    : (int64_t)(u - 0x8000000000000000u) + INT64_MIN;
+}
+
+/* Sets up a walk. strides[k] has `ndim` element strides for operand k. */
+void wf__cpu_iter_init(wf_cpu_iter *it, int ndim, const int64_t *shape, int nops,
+                       char *const *data, const size_t *itemsize,
+                       const int64_t *const *strides);
+/* Calls `fn` once per innermost row (once with n = 1 for 0 dims). */
+void wf__cpu_iter_run(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const void *ctx);
+/* Writes into perm the dims ordered by decreasing |stride| (stable), so that
+ * walking in that order reads the operand close to its memory order. */
+void wf__cpu_dims_by_stride(int ndim, const int64_t *strides, int *perm);
+
+/* ---------------------------------------------------------------- copy and convert */
+
+/* Copies an N-d strided block of `itemsize`-byte elements into contiguous,
+ * row-major `dst`. */
+void wf__cpu_copy_strided(int ndim, const int64_t *shape, size_t itemsize, const void *src,
+                          const int64_t *src_strides, void *dst);
+/* Runs a copy over a 2-operand walk (operand 0 destination, 1 source, same
+ * element size). */
+void wf__cpu_copy_iter(const wf_cpu_iter *it);
+/* Copies a READY array's elements (any strides and offset) row-major into
+ * `dst` (same dtype). Used by wf_array_data / wf_array_copy_to. */
+wf_status wf__cpu_copy_to_contiguous(const wf_array *src, void *dst);
+
+/* Converts an N-d strided block from `src_dtype` to `dst_dtype` (both with
+ * their own element strides). Float to integer saturates and maps NaN to 0,
+ * integer to integer wraps, bool is value != 0, f16/bf16 go through float32
+ * with round to nearest even. Same dtypes copy. */
+void wf__cpu_convert_strided(int ndim, const int64_t *shape, const void *src,
+                             wf_dtype src_dtype, const int64_t *src_strides, void *dst,
+                             wf_dtype dst_dtype, const int64_t *dst_strides);
+/* 1-d form: n elements with element strides. */
+void wf__cpu_convert_1d(int64_t n, const void *src, wf_dtype src_dtype, int64_t src_stride,
+                        void *dst, wf_dtype dst_dtype, int64_t dst_stride);
+
+/* ---------------------------------------------------------------- math loops */
+
+/* y[i] = e^x[i] over contiguous blocks; the one place to swap in a
+ * vectorized polynomial. */
+void wf__cpu_exp_f32(int64_t n, const float *restrict x, float *restrict y);
+void wf__cpu_exp_f64(int64_t n, const double *restrict x, double *restrict y);
+/* Sum of n floats with element stride, pairwise (error O(log n)). */
+float wf__cpu_sum_f32(int64_t n, const float *x, int64_t stride);
+double wf__cpu_sum_f64(int64_t n, const double *x, int64_t stride);
+
+/* ---------------------------------------------------------------- kernels */
+
+wf_status wf__cpu_full(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
+wf_status wf__cpu_arange(wf_array *out, wf_array *const *inputs, int ninputs,
+                         const void *params);
+wf_status wf__cpu_astype(wf_array *out, wf_array *const *inputs, int ninputs,
+                         const void *params);
+wf_status wf__cpu_add(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
+wf_status wf__cpu_multiply(wf_array *out, wf_array *const *inputs, int ninputs,
+                           const void *params);
+wf_status wf__cpu_exp(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
+wf_status wf__cpu_sum(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
+wf_status wf__cpu_reshape(wf_array *out, wf_array *const *inputs, int ninputs,
+                          const void *params);
+wf_status wf__cpu_transpose(wf_array *out, wf_array *const *inputs, int ninputs,
+                            const void *params);
+wf_status wf__cpu_broadcast_to(wf_array *out, wf_array *const *inputs, int ninputs,
+                               const void *params);
+wf_status wf__cpu_slice(wf_array *out, wf_array *const *inputs, int ninputs,
+                        const void *params);
+wf_status wf__cpu_matmul(wf_array *out, wf_array *const *inputs, int ninputs,
+                         const void *params);
+
+#endif

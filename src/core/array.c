@@ -1,0 +1,455 @@
+/*
+ * Array nodes: creation, references, release, metadata and shape helpers.
+ *
+ * Node headers come from a type-stable pool: their memory is never returned
+ * to the system, and a released node is reused only after QUARANTINE other
+ * nodes were released, so a handle used after its release is caught
+ * (refcount 0) instead of touching freed memory.
+ */
+#include "core/array.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/scope.h"
+#include "runtime/stream.h"
+#include "util/lock.h"
+
+/* ------------------------------------------------------------ node pool */
+
+enum { POOL_CHUNK = 256, QUARANTINE = 4096 };
+
+struct pool_chunk {
+    struct pool_chunk *next;
+    wf_array nodes[POOL_CHUNK];
+};
+
+static struct {
+    wf_mutex lock; /* leaf: calls nothing while held */
+    struct pool_chunk *chunks;
+    wf_array *free_head, *free_tail; /* FIFO linked through queue_next */
+    int64_t free_count;
+} pool = {.lock = {PTHREAD_MUTEX_INITIALIZER, WF_LOCK_LEAF}};
+
+static atomic_int_fast64_t arrays_live;
+
+int64_t wf__arrays_live(void) { return atomic_load(&arrays_live); }
+
+static void pool_push_free(wf_array *n)
+{
+    n->queue_next = NULL;
+    if (pool.free_tail)
+        pool.free_tail->queue_next = n;
+    else
+        pool.free_head = n;
+    pool.free_tail = n;
+    pool.free_count++;
+}
+
+static wf_array *pool_take(void)
+{
+    wf__mutex_lock(&pool.lock);
+    if (pool.free_count <= QUARANTINE) {
+        struct pool_chunk *chunk = calloc(1, sizeof *chunk);
+        if (chunk) {
+            chunk->next = pool.chunks;
+            pool.chunks = chunk;
+            for (int i = 0; i < POOL_CHUNK; i++)
+                pool_push_free(&chunk->nodes[i]);
+        }
+    }
+    /* If a new chunk could not be had, quarantined nodes are better than failing. */
+    wf_array *n = pool.free_head;
+    if (n) {
+        pool.free_head = n->queue_next;
+        if (!pool.free_head)
+            pool.free_tail = NULL;
+        pool.free_count--;
+    }
+    wf__mutex_unlock(&pool.lock);
+    return n;
+}
+
+static void pool_give_back(wf_array *n)
+{
+    wf__mutex_lock(&pool.lock);
+    pool_push_free(n);
+    wf__mutex_unlock(&pool.lock);
+}
+
+/* ------------------------------------------------------------ shapes */
+
+void wf__contiguous_strides(const int64_t *shape, int ndim, int64_t *strides)
+{
+    int64_t stride = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = stride;
+        stride *= shape[i] > 0 ? shape[i] : 1;
+    }
+}
+
+bool wf__is_row_contiguous(const int64_t *shape, const int64_t *strides, int ndim)
+{
+    int64_t expected = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        if (shape[i] == 0)
+            return true;
+        if (shape[i] != 1 && strides[i] != expected)
+            return false;
+        expected *= shape[i];
+    }
+    return true;
+}
+
+wf_status wf__shape_size(const char *op, const int64_t *shape, int ndim, int64_t *size)
+{
+    if (ndim < 0 || ndim > WF_MAX_NDIM)
+        return wf__error(WF_ERR_INVALID_ARGUMENT, "%s: rank %d is outside 0..%d", op, ndim,
+                         WF_MAX_NDIM);
+    if (ndim > 0 && !shape)
+        return wf__error(WF_ERR_NULL_ARGUMENT, "%s: shape is NULL with rank %d", op, ndim);
+    int64_t total = 1;
+    bool empty = false;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return wf__error(WF_ERR_INVALID_ARGUMENT, "%s: dimension %d is negative (%lld)", op, i,
+                             (long long)shape[i]);
+        if (shape[i] == 0)
+            empty = true;
+    }
+    for (int i = 0; i < ndim && !empty; i++) {
+        /* Keep size * 8 bytes representable so byte counts never overflow. */
+        if (shape[i] != 0 && total > (INT64_MAX / 8) / shape[i])
+            return wf__error(WF_ERR_OVERFLOW, "%s: shape has more than 2^60 elements", op);
+        total *= shape[i];
+    }
+    *size = empty ? 0 : total;
+    return WF_OK;
+}
+
+wf_status wf__normalize_axis(const char *op, int axis, int ndim, int *out)
+{
+    if (axis < -ndim || axis >= ndim)
+        return wf__error(WF_ERR_AXIS, "%s: axis %d is out of range for rank %d", op, axis, ndim);
+    *out = axis < 0 ? axis + ndim : axis;
+    return WF_OK;
+}
+
+wf_status wf__broadcast_shapes(const char *op, const int64_t *a, int na, const int64_t *b,
+                               int nb, int64_t *out, int *nout)
+{
+    int n = na > nb ? na : nb;
+    for (int i = 0; i < n; i++) {
+        int64_t da = i < n - na ? 1 : a[i - (n - na)];
+        int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
+        if (da != db && da != 1 && db != 1)
+            return wf__error(WF_ERR_SHAPE,
+                             "%s: shapes cannot broadcast (dimension %d: %lld vs %lld)", op, i,
+                             (long long)da, (long long)db);
+        out[i] = da == 1 ? db : da;
+    }
+    *nout = n;
+    return WF_OK;
+}
+
+/* ------------------------------------------------------------ nodes */
+
+static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* A node with shape, strides, params and input slots, refcount 1. */
+static wf_array *node_alloc(wf_dtype dtype, const int64_t *shape, int ndim, int64_t size,
+                            size_t params_size, int ninputs)
+{
+    size_t dims_bytes = 2 * (size_t)ndim * sizeof(int64_t);
+    size_t extra_bytes = dims_bytes + align8(params_size) + (size_t)ninputs * sizeof(wf_array *);
+    char *extra = extra_bytes ? malloc(extra_bytes) : NULL;
+    if (extra_bytes && !extra) {
+        wf__error(WF_ERR_OUT_OF_MEMORY, "out of memory creating an array node");
+        return NULL;
+    }
+    wf_array *n = pool_take();
+    if (!n) {
+        free(extra);
+        wf__error(WF_ERR_OUT_OF_MEMORY, "out of memory creating an array node");
+        return NULL;
+    }
+    memset(n, 0, sizeof *n);
+    n->extra = extra;
+    n->dtype = dtype;
+    n->ndim = ndim;
+    n->size = size;
+    n->shape = ndim ? (int64_t *)extra : NULL;
+    n->strides = ndim ? n->shape + ndim : NULL;
+    if (ndim)
+        memcpy(n->shape, shape, (size_t)ndim * sizeof(int64_t));
+    if (params_size)
+        n->params = extra + dims_bytes;
+    if (ninputs)
+        n->inputs = (wf_array **)(extra + dims_bytes + align8(params_size));
+    atomic_init(&n->refcount, 1);
+    atomic_init(&n->state, WF_NODE_PENDING);
+    atomic_init(&n->dense_copy, NULL);
+    atomic_fetch_add(&arrays_live, 1);
+    return n;
+}
+
+/* Nodes whose refcount reached 0 and still need freeing. */
+struct free_list {
+    wf_array **items;
+    size_t count, capacity;
+    wf_array *local[64];
+};
+
+static void free_graph_from(wf_array *root);
+
+static void free_list_push(struct free_list *list, wf_array *n)
+{
+    if (list->count == list->capacity) {
+        size_t grown = list->capacity * 2;
+        wf_array **bigger = malloc(grown * sizeof *bigger);
+        if (!bigger) { /* out of memory: free this branch with a list of its own */
+            free_graph_from(n);
+            return;
+        }
+        memcpy(bigger, list->items, list->count * sizeof *bigger);
+        if (list->items != list->local)
+            free(list->items);
+        list->items = bigger;
+        list->capacity = grown;
+    }
+    list->items[list->count++] = n;
+}
+
+/* Frees one node whose refcount reached 0; queues inputs that reach 0. */
+static void node_free(wf_array *n, struct free_list *list)
+{
+    for (int i = 0; i < n->ninputs; i++) {
+        wf_array *in = n->inputs[i];
+        if (atomic_fetch_sub_explicit(&in->refcount, 1, memory_order_acq_rel) == 1)
+            free_list_push(list, in);
+    }
+    wf_buffer *dense = atomic_load(&n->dense_copy);
+    if (dense)
+        wf__buffer_release(dense);
+    if (n->buffer)
+        wf__buffer_release(n->buffer);
+    if (n->stream)
+        wf__stream_decref(n->stream);
+    free(n->error_message);
+    free(n->extra);
+    n->extra = NULL;
+    atomic_fetch_sub(&arrays_live, 1);
+    pool_give_back(n);
+}
+
+/* Frees a graph without recursion: a chain of a million nodes must not
+ * overflow the stack. */
+static void free_graph_from(wf_array *root)
+{
+    struct free_list list = {.count = 0, .capacity = 64};
+    list.items = list.local;
+    list.items[list.count++] = root;
+    while (list.count)
+        node_free(list.items[--list.count], &list);
+    if (list.items != list.local)
+        free(list.items);
+}
+
+void wf__array_decref(wf_array *a)
+{
+    if (atomic_fetch_sub_explicit(&a->refcount, 1, memory_order_acq_rel) == 1)
+        free_graph_from(a);
+}
+
+wf_array *wf__array_check(const wf_array *a, const char *op, const char *what)
+{
+    if (!a) {
+        wf__null_input(op, what);
+        return NULL;
+    }
+    if (atomic_load_explicit(&((wf_array *)a)->refcount, memory_order_acquire) <= 0) {
+        wf__error(WF_ERR_MISUSE, "%s: %s was already released", op, what);
+        return NULL;
+    }
+    return (wf_array *)a;
+}
+
+static wf_array *finish_new_reference(wf_array *n)
+{
+    if (wf__scope_adopt(n) != WF_OK) {
+        wf__array_decref(n);
+        return NULL;
+    }
+    return n;
+}
+
+wf_array *wf__node_new(const wf_prim_def *prim, const void *params, wf_array *const *inputs,
+                       int ninputs)
+{
+    for (int i = 0; i < ninputs; i++)
+        if (!wf__array_check(inputs[i], prim->name, "an input"))
+            return NULL;
+    wf_dtype dtype;
+    int ndim = 0;
+    int64_t shape[WF_MAX_NDIM];
+    if (prim->infer(params, inputs, ninputs, &dtype, &ndim, shape) != WF_OK)
+        return NULL;
+    int64_t size;
+    if (wf__shape_size(prim->name, shape, ndim, &size) != WF_OK)
+        return NULL;
+    wf_stream *stream = wf__stream_current();
+    if (!stream)
+        return NULL;
+    wf_array *n = node_alloc(dtype, shape, ndim, size, prim->params_size, ninputs);
+    if (!n)
+        return NULL;
+    n->prim = prim;
+    if (prim->params_size)
+        memcpy(n->params, params, prim->params_size);
+    for (int i = 0; i < ninputs; i++)
+        n->inputs[i] = wf__array_incref(inputs[i]);
+    n->ninputs = ninputs;
+    n->stream = wf__stream_incref(stream);
+    return finish_new_reference(n);
+}
+
+wf_array *wf__array_new_ready(wf_dtype dtype, const int64_t *shape, int ndim, wf_buffer *buffer)
+{
+    int64_t size;
+    if (wf__shape_size("array", shape, ndim, &size) != WF_OK)
+        return NULL;
+    wf_array *n = node_alloc(dtype, shape, ndim, size, 0, 0);
+    if (!n)
+        return NULL;
+    wf__contiguous_strides(n->shape, ndim, n->strides);
+    n->row_contiguous = true;
+    n->buffer = wf__buffer_retain(buffer);
+    atomic_store_explicit(&n->state, WF_NODE_READY, memory_order_release);
+    return finish_new_reference(n);
+}
+
+wf_status wf__array_alloc_output(wf_array *out)
+{
+    size_t bytes = (size_t)out->size * wf_dtype_size(out->dtype);
+    wf_buffer *b = wf__buffer_alloc(bytes);
+    if (!b)
+        return wf_last_error();
+    out->buffer = b;
+    out->offset = 0;
+    wf__contiguous_strides(out->shape, out->ndim, out->strides);
+    out->row_contiguous = true;
+    return WF_OK;
+}
+
+void wf__array_set_view(wf_array *out, const wf_array *base, const int64_t *strides, int64_t offset)
+{
+    out->buffer = wf__buffer_retain(base->buffer);
+    out->offset = offset;
+    if (out->ndim)
+        memcpy(out->strides, strides, (size_t)out->ndim * sizeof(int64_t));
+    out->row_contiguous = wf__is_row_contiguous(out->shape, out->strides, out->ndim);
+}
+
+/* ------------------------------------------------------------ public API */
+
+wf_array *wf_retain(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_retain", "the array"))
+        return NULL;
+    return finish_new_reference(wf__array_incref(a));
+}
+
+void wf_release(wf_array *a)
+{
+    if (!a)
+        return;
+    if (!wf__array_check(a, "wf_release", "the array"))
+        return;
+    wf__scope_forget(a);
+    wf__array_decref(a);
+}
+
+static wf_status check_new_shape(const char *op, const int64_t *shape, int ndim, wf_dtype dtype,
+                                 int64_t *size)
+{
+    if (!wf__dtype_valid(dtype))
+        return wf__error(WF_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dtype);
+    return wf__shape_size(op, shape, ndim, size);
+}
+
+wf_array *wf_array_from_data(const void *data, const int64_t *shape, int ndim, wf_dtype dtype)
+{
+    int64_t size;
+    if (check_new_shape("wf_array_from_data", shape, ndim, dtype, &size) != WF_OK)
+        return NULL;
+    if (!data && size > 0) {
+        wf__error(WF_ERR_NULL_ARGUMENT, "wf_array_from_data: data is NULL for %lld elements",
+                  (long long)size);
+        return NULL;
+    }
+    size_t bytes = (size_t)size * wf_dtype_size(dtype);
+    wf_buffer *b = wf__buffer_alloc(bytes);
+    if (!b)
+        return NULL;
+    if (dtype == WF_DTYPE_BOOL) { /* keep bools canonical 0/1 */
+        for (int64_t i = 0; i < size; i++)
+            ((uint8_t *)b->data)[i] = ((const uint8_t *)data)[i] != 0;
+    } else if (bytes) {
+        memcpy(b->data, data, bytes);
+    }
+    wf_array *a = wf__array_new_ready(dtype, shape, ndim, b);
+    wf__buffer_release(b);
+    return a;
+}
+
+wf_array *wf_scalar(double value, wf_dtype dtype)
+{
+    if (!wf__dtype_valid(dtype)) {
+        wf__error(WF_ERR_DTYPE, "wf_scalar: invalid dtype %d", (int)dtype);
+        return NULL;
+    }
+    wf_buffer *b = wf__buffer_alloc(wf_dtype_size(dtype));
+    if (!b)
+        return NULL;
+    wf__store_from_double(b->data, dtype, 0, value);
+    wf_array *a = wf__array_new_ready(dtype, NULL, 0, b);
+    wf__buffer_release(b);
+    return a;
+}
+
+static const wf_array *live_or_null(const wf_array *a)
+{
+    if (!a || atomic_load(&((wf_array *)a)->refcount) <= 0)
+        return NULL;
+    return a;
+}
+
+int wf_array_ndim(const wf_array *a) { return live_or_null(a) ? a->ndim : 0; }
+
+const int64_t *wf_array_shape(const wf_array *a)
+{
+    return live_or_null(a) && a->ndim ? a->shape : NULL;
+}
+
+int64_t wf_array_dim(const wf_array *a, int axis)
+{
+    if (!live_or_null(a) || axis < -a->ndim || axis >= a->ndim)
+        return -1;
+    return a->shape[axis < 0 ? axis + a->ndim : axis];
+}
+
+int64_t wf_array_size(const wf_array *a) { return live_or_null(a) ? a->size : 0; }
+
+wf_dtype wf_array_dtype(const wf_array *a) { return live_or_null(a) ? a->dtype : WF_DTYPE_COUNT; }
+
+size_t wf_array_nbytes(const wf_array *a)
+{
+    return live_or_null(a) ? (size_t)a->size * wf_dtype_size(a->dtype) : 0;
+}
+
+bool wf_array_is_evaluated(const wf_array *a)
+{
+    return live_or_null(a) && wf__array_state(a) >= WF_NODE_READY;
+}

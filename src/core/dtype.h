@@ -1,0 +1,25 @@
+/* dtype helpers: half-precision conversions and classification. Internal. */
+#ifndef WEFT_CORE_DTYPE_H
+#define WEFT_CORE_DTYPE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "weft.h"
+
+bool wf__dtype_valid(wf_dtype dtype);
+bool wf__dtype_is_float(wf_dtype dtype); /* f16, bf16, f32, f64 */
+
+/* IEEE binary16 and bfloat16 <-> float, round to nearest even, NaN kept. */
+float wf__f16_to_f32(uint16_t h);
+uint16_t wf__f32_to_f16(float f);
+float wf__bf16_to_f32(uint16_t h);
+uint16_t wf__f32_to_bf16(float f);
+
+/* Reads element `index` of a contiguous array of `dtype` as double. */
+double wf__load_as_double(const void *data, wf_dtype dtype, int64_t index);
+/* Writes `value` converted to `dtype` (C conversion; floats to ints truncate,
+ * bool is value != 0) at element `index`. */
+void wf__store_from_double(void *data, wf_dtype dtype, int64_t index, double value);
+
+#endif

@@ -1,0 +1,14 @@
+/* Per-thread scopes (DESIGN section 6). Internal. */
+#ifndef WEFT_CORE_SCOPE_H
+#define WEFT_CORE_SCOPE_H
+
+#include "core/array.h"
+
+/* Hands a new reference to `a` to this thread's innermost scope, if one is
+ * open. WF_ERR_OUT_OF_MEMORY (recorded) if it cannot be recorded. */
+wf_status wf__scope_adopt(wf_array *a);
+/* Forgets one reference to `a` owned by an open scope of this thread (the
+ * caller is releasing it by hand). */
+void wf__scope_forget(wf_array *a);
+
+#endif

@@ -1,0 +1,61 @@
+/* Primitives with no inputs: full, arange. */
+#include "backend/cpu/cpu.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "prim/prims.h"
+
+static wf_status infer_full(const void *params, wf_array *const *inputs, int ninputs,
+                            wf_dtype *dtype, int *ndim, int64_t *shape)
+{
+    (void)inputs;
+    const wf_full_params *p = params;
+    if (ninputs != 0)
+        return wf__error(WF_ERR_INTERNAL, "full: expected 0 inputs, got %d", ninputs);
+    if (!wf__dtype_valid(p->dtype))
+        return wf__error(WF_ERR_DTYPE, "wf_full: invalid dtype %d", (int)p->dtype);
+    wf_status st = wf__check_shape("wf_full", p->shape, p->ndim, p->dtype);
+    if (st != WF_OK)
+        return st;
+    *dtype = p->dtype;
+    *ndim = p->ndim;
+    wf__shape_copy(shape, p->shape, p->ndim);
+    return WF_OK;
+}
+
+const wf_prim_def wf__prim_full = {
+    .name = "full",
+    .flags = 0,
+    .params_size = sizeof(wf_full_params),
+    .infer = infer_full,
+    .cpu_kernel = wf__cpu_full,
+};
+
+static wf_status infer_arange(const void *params, wf_array *const *inputs, int ninputs,
+                              wf_dtype *dtype, int *ndim, int64_t *shape)
+{
+    (void)inputs;
+    const wf_arange_params *p = params;
+    if (ninputs != 0)
+        return wf__error(WF_ERR_INTERNAL, "arange: expected 0 inputs, got %d", ninputs);
+    if (!wf__dtype_valid(p->dtype))
+        return wf__error(WF_ERR_DTYPE, "wf_arange: invalid dtype %d", (int)p->dtype);
+    if (p->count < 0)
+        return wf__error(WF_ERR_INVALID_ARGUMENT, "wf_arange: negative count %lld",
+                         (long long)p->count);
+    int64_t one[1] = {p->count};
+    wf_status st = wf__check_shape("wf_arange", one, 1, p->dtype);
+    if (st != WF_OK)
+        return st;
+    *dtype = p->dtype;
+    *ndim = 1;
+    shape[0] = p->count;
+    return WF_OK;
+}
+
+const wf_prim_def wf__prim_arange = {
+    .name = "arange",
+    .flags = 0,
+    .params_size = sizeof(wf_arange_params),
+    .infer = infer_arange,
+    .cpu_kernel = wf__cpu_arange,
+};

@@ -1,0 +1,16 @@
+/* Evaluation (DESIGN section 3). Internal. */
+#ifndef WEFT_RUNTIME_EVAL_H
+#define WEFT_RUNTIME_EVAL_H
+
+#include "core/array.h"
+
+/* Runs one queued node: waits for inputs computed on other streams, runs the
+ * kernel (no lock held), publishes READY or FAILED, detaches the inputs and
+ * drops the queue's reference. Called by the thread holding the stream's
+ * execution token. */
+void wf__eval_run_task(wf_array *node);
+
+/* Makes sure `a` is computed; records and returns its error if it failed. */
+wf_status wf__eval_one(wf_array *a, const char *op);
+
+#endif

@@ -1,0 +1,154 @@
+/*
+ * The intra-op thread pool: a list of open jobs; each job is a range split
+ * into chunks taken with an atomic counter by the caller and by pool threads.
+ * A job lives on its caller's stack; the caller unlinks it and waits until no
+ * pool thread is still inside it before returning.
+ */
+#include "runtime/pool.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "util/lock.h"
+
+enum { MAX_POOL_THREADS = 256, CHUNKS_PER_THREAD = 4 };
+
+struct job {
+    wf_parallel_fn fn;
+    void *ctx;
+    int64_t n, chunk, nchunks;
+    atomic_int_fast64_t next_chunk;
+    int helpers; /* pool threads inside the job (pool lock) */
+    struct job *next;
+};
+
+static struct {
+    wf_mutex lock; /* level 55 */
+    pthread_cond_t work;     /* pool threads wait for jobs */
+    pthread_cond_t finished; /* callers wait for helpers to leave */
+    struct job *jobs;
+    int size; /* threads per kernel, caller included */
+} pool = {.lock = {PTHREAD_MUTEX_INITIALIZER, WF_LOCK_POOL},
+          .work = PTHREAD_COND_INITIALIZER,
+          .finished = PTHREAD_COND_INITIALIZER};
+
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static atomic_uint_fast64_t chunks_helped;
+
+uint64_t wf__pool_chunks_helped(void) { return atomic_load(&chunks_helped); }
+
+/* Takes and runs chunks until none is left; returns how many it ran. */
+static int64_t run_chunks(struct job *job)
+{
+    int64_t ran = 0;
+    for (;;) {
+        int64_t c = atomic_fetch_add_explicit(&job->next_chunk, 1, memory_order_relaxed);
+        if (c >= job->nchunks)
+            return ran;
+        int64_t begin = c * job->chunk;
+        int64_t end = begin + job->chunk < job->n ? begin + job->chunk : job->n;
+        job->fn(job->ctx, begin, end);
+        ran++;
+    }
+}
+
+static struct job *open_job(void)
+{
+    for (struct job *j = pool.jobs; j; j = j->next)
+        if (atomic_load_explicit(&j->next_chunk, memory_order_relaxed) < j->nchunks)
+            return j;
+    return NULL;
+}
+
+static void *pool_thread(void *arg)
+{
+    (void)arg;
+    wf__mutex_lock(&pool.lock);
+    for (;;) {
+        struct job *job = open_job();
+        if (!job) {
+            wf__cond_wait(&pool.work, &pool.lock);
+            continue;
+        }
+        job->helpers++;
+        wf__mutex_unlock(&pool.lock);
+        int64_t ran = run_chunks(job);
+        atomic_fetch_add_explicit(&chunks_helped, (uint_fast64_t)ran, memory_order_relaxed);
+        wf__mutex_lock(&pool.lock);
+        if (--job->helpers == 0)
+            pthread_cond_broadcast(&pool.finished);
+    }
+    return NULL;
+}
+
+static int configured_size(void)
+{
+    const char *env = getenv("WEFT_NUM_THREADS");
+    long n = env ? strtol(env, NULL, 10) : 0;
+    if (n <= 0)
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    return n > MAX_POOL_THREADS ? MAX_POOL_THREADS : (int)n;
+}
+
+static void start_threads(void)
+{
+    int wanted = configured_size();
+    pool.size = 1;
+    for (int i = 1; i < wanted; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, pool_thread, NULL) != 0)
+            break; /* fewer helpers: the callers do more of the work */
+        pthread_detach(t);
+        pool.size++;
+    }
+}
+
+void wf__pool_start(void) { pthread_once(&pool_once, start_threads); }
+
+int wf__pool_size(void)
+{
+    wf__pool_start();
+    return pool.size;
+}
+
+void wf__parallel_for(int64_t n, int64_t min_chunk, wf_parallel_fn fn, void *ctx)
+{
+    if (n <= 0)
+        return;
+    int threads = wf__pool_size();
+    if (min_chunk < 1)
+        min_chunk = 1;
+    if (threads == 1 || n < 2 * min_chunk) {
+        fn(ctx, 0, n);
+        return;
+    }
+    int64_t chunk = (n + (int64_t)threads * CHUNKS_PER_THREAD - 1) /
+                    ((int64_t)threads * CHUNKS_PER_THREAD);
+    if (chunk < min_chunk)
+        chunk = min_chunk;
+    struct job job = {.fn = fn, .ctx = ctx, .n = n, .chunk = chunk};
+    job.nchunks = (n + chunk - 1) / chunk;
+    atomic_init(&job.next_chunk, 0);
+
+    wf__mutex_lock(&pool.lock);
+    job.next = pool.jobs;
+    pool.jobs = &job;
+    pthread_cond_broadcast(&pool.work);
+    wf__mutex_unlock(&pool.lock);
+
+    run_chunks(&job);
+
+    /* Unlink the job, then wait for pool threads still running its chunks. */
+    wf__mutex_lock(&pool.lock);
+    struct job **link = &pool.jobs;
+    while (*link != &job)
+        link = &(*link)->next;
+    *link = job.next;
+    while (job.helpers > 0)
+        wf__cond_wait(&pool.finished, &pool.lock);
+    wf__mutex_unlock(&pool.lock);
+}

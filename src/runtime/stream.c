@@ -1,0 +1,344 @@
+/*
+ * CPU streams: a FIFO of nodes, a worker thread, and an execution token so
+ * that exactly one thread (the worker, or a thread waiting in wf_eval that
+ * helps) runs the stream's tasks at a time, in order.
+ *
+ * Streams are refcounted and listed in a process-wide registry. The default
+ * stream lives as long as the process; every other stream, with its worker,
+ * goes away with its last reference (nodes hold references to their stream,
+ * so a stream with queued work stays alive). Each thread's push stack holds
+ * references and is released when the thread exits.
+ */
+#include "runtime/stream.h"
+
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "runtime/eval.h"
+#include "runtime/node_wait.h"
+#include "runtime/pool.h"
+#include "util/lock.h"
+
+struct wf_stream {
+    atomic_int_fast64_t refcount;
+    wf_mutex queue_lock; /* level 40: head, tail, busy, shutdown */
+    pthread_cond_t work_ready; /* the worker waits here */
+    pthread_cond_t idle;       /* wf_stream_synchronize waits here */
+    wf_array *head, *tail;
+    bool busy;     /* the execution token is held */
+    bool shutdown; /* last reference gone: the worker exits when idle */
+    bool worker_frees; /* the worker dropped the last reference itself */
+    pthread_t worker;
+    struct wf_stream *registry_prev, *registry_next;
+};
+
+/* ------------------------------------------------------------ registry */
+
+static struct {
+    wf_mutex lock; /* level 30 */
+    wf_stream *first;
+    size_t count;
+    wf_stream *default_stream;
+} registry = {.lock = {PTHREAD_MUTEX_INITIALIZER, WF_LOCK_STREAM_REGISTRY}};
+
+static void registry_add(wf_stream *s)
+{
+    wf__mutex_lock(&registry.lock);
+    s->registry_next = registry.first;
+    if (registry.first)
+        registry.first->registry_prev = s;
+    registry.first = s;
+    registry.count++;
+    wf__mutex_unlock(&registry.lock);
+}
+
+static void registry_remove(wf_stream *s)
+{
+    wf__mutex_lock(&registry.lock);
+    if (s->registry_prev)
+        s->registry_prev->registry_next = s->registry_next;
+    else
+        registry.first = s->registry_next;
+    if (s->registry_next)
+        s->registry_next->registry_prev = s->registry_prev;
+    registry.count--;
+    wf__mutex_unlock(&registry.lock);
+}
+
+size_t wf_stream_count(void)
+{
+    wf__mutex_lock(&registry.lock);
+    size_t n = registry.count;
+    wf__mutex_unlock(&registry.lock);
+    return n;
+}
+
+/* ------------------------------------------------------------ tasks */
+
+static wf_array *queue_pop(wf_stream *s)
+{
+    wf_array *n = s->head;
+    s->head = n->queue_next;
+    if (!s->head)
+        s->tail = NULL;
+    n->queue_next = NULL;
+    return n;
+}
+
+/* With the queue locked and the token just given up: hand queued work to the
+ * worker, or tell synchronizers the stream is idle. */
+static void after_token_release(wf_stream *s)
+{
+    if (s->head)
+        pthread_cond_signal(&s->work_ready);
+    else
+        pthread_cond_broadcast(&s->idle);
+}
+
+static void *worker_main(void *arg)
+{
+    wf_stream *s = arg;
+    wf__mutex_lock(&s->queue_lock);
+    for (;;) {
+        if (!s->busy && s->head) {
+            s->busy = true;
+            wf_array *task = queue_pop(s);
+            wf__mutex_unlock(&s->queue_lock);
+            wf__eval_run_task(task);
+            wf__mutex_lock(&s->queue_lock);
+            s->busy = false;
+            if (!s->head)
+                pthread_cond_broadcast(&s->idle);
+            continue;
+        }
+        if (s->shutdown && !s->head && !s->busy)
+            break;
+        wf__cond_wait(&s->work_ready, &s->queue_lock);
+    }
+    bool frees = s->worker_frees;
+    wf__mutex_unlock(&s->queue_lock);
+    if (frees) {
+        wf__mutex_destroy(&s->queue_lock);
+        pthread_cond_destroy(&s->work_ready);
+        pthread_cond_destroy(&s->idle);
+        free(s);
+    }
+    return NULL;
+}
+
+void wf__stream_enqueue(wf_stream *s, wf_array *node)
+{
+    wf__array_incref(node); /* the queue's reference, dropped after the run */
+    wf__mutex_lock(&s->queue_lock);
+    node->queue_next = NULL;
+    if (s->tail)
+        s->tail->queue_next = node;
+    else
+        s->head = node;
+    s->tail = node;
+    wf__node_publish(node, WF_NODE_SUBMITTED);
+    wf__mutex_unlock(&s->queue_lock);
+}
+
+void wf__stream_kick(wf_stream *s)
+{
+    wf__mutex_lock(&s->queue_lock);
+    if (!s->busy && s->head)
+        pthread_cond_signal(&s->work_ready);
+    wf__mutex_unlock(&s->queue_lock);
+}
+
+void wf__stream_help_until_done(wf_stream *s, wf_array *node)
+{
+    wf__mutex_lock(&s->queue_lock);
+    while (wf__array_state(node) < WF_NODE_READY && !s->busy && s->head) {
+        s->busy = true;
+        wf_array *task = queue_pop(s);
+        wf__mutex_unlock(&s->queue_lock);
+        wf__eval_run_task(task);
+        wf__mutex_lock(&s->queue_lock);
+        s->busy = false;
+    }
+    if (!s->busy)
+        after_token_release(s);
+    wf__mutex_unlock(&s->queue_lock);
+    wf__node_wait_at_least(node, WF_NODE_READY);
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+static wf_stream *stream_create(void)
+{
+    wf_stream *s = calloc(1, sizeof *s);
+    if (!s) {
+        wf__error(WF_ERR_OUT_OF_MEMORY, "wf_stream_new: out of memory");
+        return NULL;
+    }
+    atomic_init(&s->refcount, 1);
+    wf__mutex_init(&s->queue_lock, WF_LOCK_STREAM_QUEUE);
+    pthread_cond_init(&s->work_ready, NULL);
+    pthread_cond_init(&s->idle, NULL);
+    if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
+        wf__mutex_destroy(&s->queue_lock);
+        pthread_cond_destroy(&s->work_ready);
+        pthread_cond_destroy(&s->idle);
+        free(s);
+        wf__error(WF_ERR_OUT_OF_MEMORY, "wf_stream_new: cannot start a worker thread");
+        return NULL;
+    }
+    registry_add(s);
+    return s;
+}
+
+wf_stream *wf__stream_incref(wf_stream *s)
+{
+    atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed);
+    return s;
+}
+
+/* The last reference: stop the worker once it is idle and free the stream.
+ * If the worker itself dropped the reference (a task released the last node
+ * on this stream), it cannot join itself: it frees the stream on its way out. */
+static void stream_destroy(wf_stream *s)
+{
+    registry_remove(s);
+    bool self = pthread_equal(pthread_self(), s->worker);
+    wf__mutex_lock(&s->queue_lock);
+    s->shutdown = true;
+    s->worker_frees = self;
+    pthread_cond_signal(&s->work_ready);
+    wf__mutex_unlock(&s->queue_lock);
+    if (self) {
+        pthread_detach(s->worker);
+        return;
+    }
+    pthread_join(s->worker, NULL);
+    wf__mutex_destroy(&s->queue_lock);
+    pthread_cond_destroy(&s->work_ready);
+    pthread_cond_destroy(&s->idle);
+    free(s);
+}
+
+void wf__stream_decref(wf_stream *s)
+{
+    if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) == 1)
+        stream_destroy(s);
+}
+
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+/* The intra-op pool starts with the default stream: both live as long as the
+ * process, so thread counts are stable from the first evaluation on. */
+static void create_default_stream(void)
+{
+    wf__pool_start();
+    registry.default_stream = stream_create();
+}
+
+static wf_stream *default_stream_borrowed(void)
+{
+    pthread_once(&default_once, create_default_stream);
+    if (!registry.default_stream)
+        wf__error(WF_ERR_OUT_OF_MEMORY, "cannot create the default stream");
+    return registry.default_stream;
+}
+
+/* ------------------------------------------------------------ per-thread stack */
+
+struct push_stack {
+    wf_stream **items;
+    int count, capacity;
+};
+
+static _Thread_local struct push_stack *thread_pushes;
+static pthread_key_t push_key;
+static pthread_once_t push_key_once = PTHREAD_ONCE_INIT;
+
+static void release_pushes(void *p)
+{
+    struct push_stack *stack = p;
+    while (stack->count > 0)
+        wf__stream_decref(stack->items[--stack->count]);
+    free(stack->items);
+    free(stack);
+    thread_pushes = NULL;
+}
+
+static void make_push_key(void) { pthread_key_create(&push_key, release_pushes); }
+
+wf_stream *wf__stream_current(void)
+{
+    struct push_stack *stack = thread_pushes;
+    if (stack && stack->count > 0)
+        return stack->items[stack->count - 1];
+    return default_stream_borrowed();
+}
+
+wf_status wf_stream_push(wf_stream *s)
+{
+    if (!s)
+        return wf__error(WF_ERR_NULL_ARGUMENT, "wf_stream_push: stream is NULL");
+    struct push_stack *stack = thread_pushes;
+    if (!stack) {
+        pthread_once(&push_key_once, make_push_key);
+        stack = calloc(1, sizeof *stack);
+        if (!stack)
+            return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_stream_push: out of memory");
+        pthread_setspecific(push_key, stack);
+        thread_pushes = stack;
+    }
+    if (stack->count == stack->capacity) {
+        int grown = stack->capacity ? stack->capacity * 2 : 4;
+        wf_stream **items = realloc(stack->items, (size_t)grown * sizeof *items);
+        if (!items)
+            return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_stream_push: out of memory");
+        stack->items = items;
+        stack->capacity = grown;
+    }
+    stack->items[stack->count++] = wf__stream_incref(s);
+    return WF_OK;
+}
+
+wf_status wf_stream_pop(void)
+{
+    struct push_stack *stack = thread_pushes;
+    if (!stack || stack->count == 0)
+        return wf__error(WF_ERR_MISUSE, "wf_stream_pop: no stream was pushed on this thread");
+    wf__stream_decref(stack->items[--stack->count]);
+    return WF_OK;
+}
+
+wf_stream *wf_default_stream(void)
+{
+    wf_stream *s = default_stream_borrowed();
+    return s ? wf__stream_incref(s) : NULL;
+}
+
+wf_stream *wf_current_stream(void)
+{
+    wf_stream *s = wf__stream_current();
+    return s ? wf__stream_incref(s) : NULL;
+}
+
+wf_stream *wf_stream_new(void) { return stream_create(); }
+
+wf_stream *wf_stream_retain(wf_stream *s) { return s ? wf__stream_incref(s) : NULL; }
+
+void wf_stream_release(wf_stream *s)
+{
+    if (s)
+        wf__stream_decref(s);
+}
+
+wf_status wf_stream_synchronize(wf_stream *s)
+{
+    if (!s)
+        return wf__error(WF_ERR_NULL_ARGUMENT, "wf_stream_synchronize: stream is NULL");
+    wf__mutex_lock(&s->queue_lock);
+    if (!s->busy && s->head)
+        pthread_cond_signal(&s->work_ready);
+    while (s->busy || s->head)
+        wf__cond_wait(&s->idle, &s->queue_lock);
+    wf__mutex_unlock(&s->queue_lock);
+    return WF_OK;
+}
