@@ -95,8 +95,10 @@ int main(int argc, char **argv)
     workload(NULL); /* warm up the allocator cache and the pool */
     double serial = best_of(run_serial, workloads, repeats);
     double parallel = best_of(run_threads, workloads, repeats);
-    printf("%d independent workloads (1M floats, 4x multiply+exp, sum), best of %d:\n",
-           workloads, repeats);
+    const char *pool = getenv("WEFT_NUM_THREADS");
+    printf("%d independent workloads (1M floats, 4x multiply+exp, sum), best of %d, "
+           "WEFT_NUM_THREADS=%s:\n",
+           workloads, repeats, pool ? pool : "(cores)");
     printf("  1 thread, default stream:       %8.2f ms\n", 1e3 * serial);
     printf("  %d threads, %d streams:           %8.2f ms\n", workloads, workloads,
            1e3 * parallel);

@@ -131,7 +131,7 @@ static wf_status run_binary(wf_array *out, wf_array *const *inputs, wf_cpu_inner
     const int64_t *strides[3] = {out_strides, a->strides, b->strides};
     wf_cpu_iter it;
     wf__cpu_iter_init(&it, out->ndim, out->shape, 3, data, sizes, strides);
-    wf__cpu_iter_run(&it, loop, NULL);
+    wf__cpu_iter_run_parallel(&it, loop, NULL, WF_CPU_CHUNK_CHEAP);
     return WF_OK;
 }
 

@@ -187,7 +187,7 @@ void wf__cpu_convert_strided(int ndim, const int64_t *shape, const void *src,
         wf__cpu_copy_iter(&it); /* same dtype */
         return;
     }
-    wf__cpu_iter_run(&it, convert_inner, &fn);
+    wf__cpu_iter_run_parallel(&it, convert_inner, &fn, WF_CPU_CHUNK_CHEAP);
 }
 
 wf_status wf__cpu_astype(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)

@@ -49,7 +49,7 @@ static wf_cpu_inner_fn copy_loop(size_t itemsize)
 
 void wf__cpu_copy_iter(const wf_cpu_iter *it)
 {
-    wf__cpu_iter_run(it, copy_loop(it->itemsize[0]), NULL);
+    wf__cpu_iter_run_parallel(it, copy_loop(it->itemsize[0]), NULL, WF_CPU_CHUNK_CHEAP);
 }
 
 void wf__cpu_copy_strided(int ndim, const int64_t *shape, size_t itemsize, const void *src,

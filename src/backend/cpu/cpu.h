@@ -68,6 +68,13 @@ void wf__cpu_iter_init(wf_cpu_iter *it, int ndim, const int64_t *shape, int nops
                        const int64_t *const *strides);
 /* Calls `fn` once per innermost row (once with n = 1 for 0 dims). */
 void wf__cpu_iter_run(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const void *ctx);
+/* The same walk split over the intra-op pool in chunks of at least
+ * `min_chunk` elements (pick it by the cost of one element: about 64K for an
+ * add, 4K for an exp). Operand 0 must be the output; a walk where several
+ * positions write one output element (a stride-0 output dim) runs serially. */
+enum { WF_CPU_CHUNK_CHEAP = 1 << 16, WF_CPU_CHUNK_COSTLY = 1 << 12 };
+void wf__cpu_iter_run_parallel(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const void *ctx,
+                               int64_t min_chunk);
 /* Writes into perm the dims ordered by decreasing |stride| (stable), so that
  * walking in that order reads the operand close to its memory order. */
 void wf__cpu_dims_by_stride(int ndim, const int64_t *strides, int *perm);

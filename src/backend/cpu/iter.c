@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "runtime/pool.h"
+
 /* Can dim d be merged into dim d + 1 (its inner neighbour) for every operand? */
 static bool mergeable(const wf_cpu_iter *it, int outer, int inner)
 {
@@ -97,6 +99,67 @@ void wf__cpu_iter_run(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const void *ctx
         if (d < 0)
             return;
     }
+}
+
+/* Runs fn over the flat element range [begin, end) of the walk (row-major
+ * over the merged dims): a partial first row, whole rows, a partial last
+ * row. Only the row start costs index arithmetic. */
+static void run_range(const wf_cpu_iter *it, int64_t begin, int64_t end, wf_cpu_inner_fn fn,
+                      const void *ctx)
+{
+    const int last = it->ndim - 1;
+    const int64_t n = it->shape[last];
+    char *ptrs[WF_CPU_MAX_OPERANDS];
+    int64_t inner[WF_CPU_MAX_OPERANDS];
+    for (int k = 0; k < it->nops; k++)
+        inner[k] = it->strides[k][last];
+    int64_t pos = begin;
+    while (pos < end) {
+        int64_t row = pos / n, col = pos % n;
+        int64_t len = n - col < end - pos ? n - col : end - pos;
+        for (int k = 0; k < it->nops; k++) {
+            int64_t elements = col * it->strides[k][last];
+            int64_t r = row;
+            for (int d = last - 1; d >= 0; d--) {
+                elements += (r % it->shape[d]) * it->strides[k][d];
+                r /= it->shape[d];
+            }
+            ptrs[k] = it->data[k] + elements * (int64_t)it->itemsize[k];
+        }
+        fn(len, ptrs, inner, ctx);
+        pos += len;
+    }
+}
+
+struct parallel_walk {
+    const wf_cpu_iter *it;
+    wf_cpu_inner_fn fn;
+    const void *ctx;
+};
+
+static void run_chunk(void *arg, int64_t begin, int64_t end)
+{
+    const struct parallel_walk *w = arg;
+    run_range(w->it, begin, end, w->fn, w->ctx);
+}
+
+void wf__cpu_iter_run_parallel(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const void *ctx,
+                               int64_t min_chunk)
+{
+    if (it->empty || it->ndim == 0) {
+        wf__cpu_iter_run(it, fn, ctx);
+        return;
+    }
+    int64_t total = 1;
+    for (int d = 0; d < it->ndim; d++) {
+        if (it->strides[0][d] == 0) { /* several positions write one output */
+            wf__cpu_iter_run(it, fn, ctx);
+            return;
+        }
+        total *= it->shape[d];
+    }
+    struct parallel_walk w = {it, fn, ctx};
+    wf__parallel_for(total, min_chunk, run_chunk, &w);
 }
 
 static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }

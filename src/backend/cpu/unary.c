@@ -76,6 +76,7 @@ wf_status wf__cpu_exp(wf_array *out, wf_array *const *inputs, int ninputs, const
     const wf_dtype dtype = out->dtype;
     wf_cpu_iter it;
     wf__cpu_iter_init(&it, out->ndim, out->shape, 2, data, sizes, strides);
-    wf__cpu_iter_run(&it, dtype == WF_DTYPE_F64 ? exp_inner_f64 : exp_inner_f32, &dtype);
+    wf__cpu_iter_run_parallel(&it, dtype == WF_DTYPE_F64 ? exp_inner_f64 : exp_inner_f32, &dtype,
+                              WF_CPU_CHUNK_COSTLY);
     return WF_OK;
 }

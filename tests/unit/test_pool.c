@@ -1,0 +1,103 @@
+/* The intra-op pool: every index runs exactly once, callers work too, and a
+ * saturated pool (more concurrent kernels than pool threads, kernels that
+ * split again) finishes instead of deadlocking. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "harness.h"
+#include "runtime/pool.h"
+
+struct coverage {
+    atomic_int *hits;
+    int64_t n;
+};
+
+static void mark(void *arg, int64_t begin, int64_t end)
+{
+    struct coverage *c = arg;
+    for (int64_t i = begin; i < end; i++)
+        atomic_fetch_add_explicit(&c->hits[i], 1, memory_order_relaxed);
+}
+
+static int64_t count_wrong(const struct coverage *c)
+{
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < c->n; i++)
+        wrong += atomic_load(&c->hits[i]) != 1;
+    return wrong;
+}
+
+static void test_every_index_once(void)
+{
+    const int64_t sizes[] = {0, 1, 7, 1000, 100003};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        struct coverage c = {calloc((size_t)sizes[s] + 1, sizeof(atomic_int)), sizes[s]};
+        wf__parallel_for(c.n, 64, mark, &c);
+        CHECK_EQ_INT(count_wrong(&c), 0);
+        free(c.hits);
+    }
+}
+
+static void test_pool_threads_help(void)
+{
+    printf("    pool size %d\n", wf__pool_size());
+    if (wf__pool_size() < 2) {
+        CHECK_EQ_INT(wf__pool_size(), 1); /* WEFT_NUM_THREADS=1 or one core */
+        return;
+    }
+    uint64_t before = wf__pool_chunks_helped();
+    struct coverage c = {calloc(1 << 22, sizeof(atomic_int)), 1 << 22};
+    for (int round = 0; round < 20 && wf__pool_chunks_helped() == before; round++) {
+        for (int64_t i = 0; i < c.n; i++)
+            atomic_store_explicit(&c.hits[i], 0, memory_order_relaxed);
+        wf__parallel_for(c.n, 1024, mark, &c);
+        CHECK_EQ_INT(count_wrong(&c), 0);
+    }
+    CHECK(wf__pool_chunks_helped() > before);
+    free(c.hits);
+}
+
+/* A kernel that splits its work again inside each chunk. */
+static void nested(void *arg, int64_t begin, int64_t end)
+{
+    struct coverage *c = arg;
+    for (int64_t i = begin; i < end; i++) {
+        struct coverage inner = {c->hits + i * 256, 256};
+        wf__parallel_for(inner.n, 8, mark, &inner);
+    }
+}
+
+static void *many_kernels(void *arg)
+{
+    struct coverage *c = arg;
+    for (int round = 0; round < 20; round++)
+        wf__parallel_for(c->n / 256, 1, nested, c);
+    return NULL;
+}
+
+static void test_saturated_pool_finishes(void)
+{
+    enum { CALLERS = 8, ROWS = 64 };
+    struct coverage cs[CALLERS];
+    pthread_t t[CALLERS];
+    for (int i = 0; i < CALLERS; i++) {
+        cs[i] = (struct coverage){calloc(ROWS * 256, sizeof(atomic_int)), ROWS * 256};
+        pthread_create(&t[i], NULL, many_kernels, &cs[i]);
+    }
+    for (int i = 0; i < CALLERS; i++) {
+        pthread_join(t[i], NULL);
+        int64_t wrong = 0;
+        for (int64_t k = 0; k < cs[i].n; k++)
+            wrong += atomic_load(&cs[i].hits[k]) != 20;
+        CHECK_EQ_INT(wrong, 0);
+        free(cs[i].hits);
+    }
+}
+
+int main(void)
+{
+    RUN_TEST(test_every_index_once);
+    RUN_TEST(test_pool_threads_help);
+    RUN_TEST(test_saturated_pool_finishes);
+    return TEST_SUMMARY();
+}
