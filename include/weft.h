@@ -197,24 +197,172 @@ void wf_reset_peak_memory(void);
 /* Frees every cached buffer back to the system. */
 void wf_clear_cache(void);
 
-/* ---------------------------------------------------------------- ops */
+/* ---------------------------------------------------------------- ops
+ *
+ * Every op returns a new lazy array (NULL + last error on bad input) and
+ * borrows its inputs. Element-wise ops broadcast (NumPy rules) and promote
+ * dtypes (wf_promote_types). Axis arguments may be negative. Ops are built
+ * on this thread's current stream. */
 
-/* Element-wise, with NumPy broadcasting and type promotion. */
-wf_array *wf_add(wf_array *a, wf_array *b);
-wf_array *wf_multiply(wf_array *a, wf_array *b);
+/* ---- creation */
+
+/* Arrays shaped and typed like `a` (never evaluates `a`). */
+wf_array *wf_full_like(wf_array *a, double value);
+wf_array *wf_zeros_like(wf_array *a);
+wf_array *wf_ones_like(wf_array *a);
+/* `num` evenly spaced values from start to stop inclusive (num >= 0). */
+wf_array *wf_linspace(double start, double stop, int64_t num, wf_dtype dtype);
+/* n x m matrix with ones on diagonal k (k > 0 above the main diagonal). */
+wf_array *wf_eye(int64_t n, int64_t m, int64_t k, wf_dtype dtype);
+
+/* ---- random numbers
+ *
+ * Counter-based (Threefry-2x32), so a key and a position give the same bits
+ * on any thread. Functions taking `const wf_key *key` use that key; with
+ * NULL they split this thread's default key (each thread has its own, so
+ * threads never race on RNG state). */
+typedef struct wf_key {
+    uint32_t words[2];
+} wf_key;
+
+/* A key from a seed. */
+wf_key wf_random_key(uint64_t seed);
+/* Writes `count` independent keys derived from `key` into `out`. */
+wf_status wf_random_split(wf_key key, int count, wf_key *out);
+/* Reseeds this thread's default key. */
+void wf_random_seed(uint64_t seed);
+/* Normal(loc, scale) samples of a float dtype. */
+wf_array *wf_random_normal(const int64_t *shape, int ndim, wf_dtype dtype, double loc,
+                           double scale, const wf_key *key);
+/* Uniform samples in [low, high) of a float dtype. */
+wf_array *wf_random_uniform(const int64_t *shape, int ndim, wf_dtype dtype, double low,
+                            double high, const wf_key *key);
+/* Bool samples, true with probability `p` (broadcast to `shape`; shape NULL
+ * with ndim 0 takes p's shape). */
+wf_array *wf_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, const wf_key *key);
+/* Integers uniform in [low, high) of an integer dtype. */
+wf_array *wf_random_randint(int64_t low, int64_t high, const int64_t *shape, int ndim,
+                            wf_dtype dtype, const wf_key *key);
+/* Int32 indices sampled along `axis` from unnormalized log-probabilities;
+ * the result has logits' shape without `axis`. */
+wf_array *wf_random_categorical(wf_array *logits, int axis, const wf_key *key);
+
+/* ---- unary element-wise (integer and bool inputs of float-valued functions
+ * compute in float32) */
+
 /* e^x; integer and bool inputs give float32. */
 wf_array *wf_exp(wf_array *a);
-/* Converts to `dtype` (floats to integers truncate toward zero). */
+/* Converts to `dtype` (floats to integers truncate toward zero, NaN gives
+ * 0, out-of-range values saturate; bool is value != 0). */
 wf_array *wf_astype(wf_array *a, wf_dtype dtype);
+wf_array *wf_negative(wf_array *a);
+wf_array *wf_abs(wf_array *a);
+wf_array *wf_sign(wf_array *a);
+wf_array *wf_expm1(wf_array *a);
+wf_array *wf_log(wf_array *a);
+wf_array *wf_log1p(wf_array *a);
+wf_array *wf_log2(wf_array *a);
+wf_array *wf_sqrt(wf_array *a);
+wf_array *wf_rsqrt(wf_array *a);
+wf_array *wf_square(wf_array *a);
+wf_array *wf_reciprocal(wf_array *a);
+wf_array *wf_sin(wf_array *a);
+wf_array *wf_cos(wf_array *a);
+wf_array *wf_tan(wf_array *a);
+wf_array *wf_tanh(wf_array *a);
+wf_array *wf_sinh(wf_array *a);
+wf_array *wf_cosh(wf_array *a);
+wf_array *wf_arcsin(wf_array *a);
+wf_array *wf_arccos(wf_array *a);
+wf_array *wf_arctan(wf_array *a);
+wf_array *wf_sigmoid(wf_array *a);
+wf_array *wf_erf(wf_array *a);
+wf_array *wf_erfinv(wf_array *a);
+/* Rounding keeps the dtype; integers are returned unchanged. wf_round
+ * rounds half to even. */
+wf_array *wf_floor(wf_array *a);
+wf_array *wf_ceil(wf_array *a);
+wf_array *wf_round(wf_array *a);
+/* Bool results. */
+wf_array *wf_logical_not(wf_array *a);
+wf_array *wf_isnan(wf_array *a);
+wf_array *wf_isinf(wf_array *a);
+wf_array *wf_isfinite(wf_array *a);
+/* The same values; transforms treat it as a constant (no gradient). */
+wf_array *wf_stop_gradient(wf_array *a);
 
-/* Sum over `axes` (negative allowed, no repeats); `axes` NULL with
- * `naxes` 0 sums over every axis. bool and u8 sum to int32. */
+/* ---- binary element-wise */
+
+/* bool add is logical or, multiply logical and; integers wrap around. */
+wf_array *wf_add(wf_array *a, wf_array *b);
+wf_array *wf_multiply(wf_array *a, wf_array *b);
+wf_array *wf_subtract(wf_array *a, wf_array *b);
+/* True division: integer inputs give float32. */
+wf_array *wf_divide(wf_array *a, wf_array *b);
+wf_array *wf_power(wf_array *a, wf_array *b);
+wf_array *wf_maximum(wf_array *a, wf_array *b);
+wf_array *wf_minimum(wf_array *a, wf_array *b);
+/* Python semantics: floor division and remainder with the divisor's sign;
+ * integer division by zero gives 0. */
+wf_array *wf_floor_divide(wf_array *a, wf_array *b);
+wf_array *wf_remainder(wf_array *a, wf_array *b);
+/* Comparisons and logical ops give bool. */
+wf_array *wf_equal(wf_array *a, wf_array *b);
+wf_array *wf_not_equal(wf_array *a, wf_array *b);
+wf_array *wf_less(wf_array *a, wf_array *b);
+wf_array *wf_less_equal(wf_array *a, wf_array *b);
+wf_array *wf_greater(wf_array *a, wf_array *b);
+wf_array *wf_greater_equal(wf_array *a, wf_array *b);
+wf_array *wf_logical_and(wf_array *a, wf_array *b);
+wf_array *wf_logical_or(wf_array *a, wf_array *b);
+/* log(exp(a) + exp(b)), computed stably. */
+wf_array *wf_logaddexp(wf_array *a, wf_array *b);
+wf_array *wf_arctan2(wf_array *a, wf_array *b);
+/* cond ? a : b element-wise (cond is converted to bool). */
+wf_array *wf_where(wf_array *cond, wf_array *a, wf_array *b);
+/* Clamps to [low, high]; either bound may be NULL (not both). */
+wf_array *wf_clip(wf_array *a, wf_array *low, wf_array *high);
+
+/* ---- reductions over `axes` (negative allowed, no repeats; NULL with
+ * naxes 0: every axis), keeping reduced axes as size 1 if `keepdims` */
+
+/* bool and u8 sum to int32; f16/bf16 accumulate in float32. */
 wf_array *wf_sum(wf_array *a, const int *axes, int naxes, bool keepdims);
+wf_array *wf_mean(wf_array *a, const int *axes, int naxes, bool keepdims);
+wf_array *wf_prod(wf_array *a, const int *axes, int naxes, bool keepdims);
+wf_array *wf_max(wf_array *a, const int *axes, int naxes, bool keepdims);
+wf_array *wf_min(wf_array *a, const int *axes, int naxes, bool keepdims);
+/* Bool results. */
+wf_array *wf_all(wf_array *a, const int *axes, int naxes, bool keepdims);
+wf_array *wf_any(wf_array *a, const int *axes, int naxes, bool keepdims);
+wf_array *wf_logsumexp(wf_array *a, const int *axes, int naxes, bool keepdims);
+/* Variance and standard deviation with `ddof` delta degrees of freedom. */
+wf_array *wf_var(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof);
+wf_array *wf_std(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof);
+/* Int32 index of the first maximum / minimum along `axis`. */
+wf_array *wf_argmax(wf_array *a, int axis, bool keepdims);
+wf_array *wf_argmin(wf_array *a, int axis, bool keepdims);
+/* exp(a) / sum(exp(a)) over `axes`, computed stably; same shape as `a`. */
+wf_array *wf_softmax(wf_array *a, const int *axes, int naxes);
+/* Running sum / product along `axis`; `reverse` runs from the end,
+ * `inclusive` false shifts by one (starting at 0 / 1). */
+wf_array *wf_cumsum(wf_array *a, int axis, bool reverse, bool inclusive);
+wf_array *wf_cumprod(wf_array *a, int axis, bool reverse, bool inclusive);
+
+/* ---- shape */
 
 /* Same elements in a new shape; one entry may be -1. A view when possible. */
 wf_array *wf_reshape(wf_array *a, const int64_t *shape, int ndim);
 /* Permutes axes; `perm` NULL reverses them. Always a view. */
 wf_array *wf_transpose(wf_array *a, const int *perm, int nperm);
+wf_array *wf_swapaxes(wf_array *a, int axis1, int axis2);
+wf_array *wf_moveaxis(wf_array *a, int source, int destination);
+/* Inserts size-1 axes at `axes` (positions in the result). */
+wf_array *wf_expand_dims(wf_array *a, const int *axes, int naxes);
+/* Removes size-1 axes (`axes` NULL with 0: every size-1 axis). */
+wf_array *wf_squeeze(wf_array *a, const int *axes, int naxes);
+/* Merges axes start_axis..end_axis (inclusive) into one. */
+wf_array *wf_flatten(wf_array *a, int start_axis, int end_axis);
 /* Broadcasts to `shape` (NumPy rules). Always a view. */
 wf_array *wf_broadcast_to(wf_array *a, const int64_t *shape, int ndim);
 /* Slice with per-axis start, stop, step (NumPy semantics; negative
@@ -222,9 +370,76 @@ wf_array *wf_broadcast_to(wf_array *a, const int64_t *shape, int ndim);
  * `stops` and `steps` have ndim entries. Always a view. */
 wf_array *wf_slice(wf_array *a, const int64_t *starts, const int64_t *stops,
                    const int64_t *steps);
+/* A copy of `a` with the slice (as in wf_slice) replaced by `update`
+ * (broadcast to the slice's shape). */
+wf_array *wf_slice_update(wf_array *a, wf_array *update, const int64_t *starts,
+                          const int64_t *stops, const int64_t *steps);
+/* Joins `count` arrays along an existing axis / a new axis. */
+wf_array *wf_concatenate(wf_array *const *arrays, int count, int axis);
+wf_array *wf_stack(wf_array *const *arrays, int count, int axis);
+/* Splits into `sections` equal parts along `axis`; writes `sections` new
+ * arrays to `out`. */
+wf_status wf_split(wf_array *a, int sections, int axis, wf_array **out);
+/* Splits before each of the `count` ascending `indices`; writes count + 1
+ * new arrays to `out`. */
+wf_status wf_split_at(wf_array *a, const int64_t *indices, int count, int axis,
+                      wf_array **out);
+/* Pads each axis with `low[i]` values before and `high[i]` after (ndim
+ * entries each, >= 0), filled with `value`. */
+wf_array *wf_pad(wf_array *a, const int64_t *low, const int64_t *high, double value);
+/* Lower / upper triangle of the last two axes, from diagonal k. */
+wf_array *wf_tril(wf_array *a, int64_t k);
+wf_array *wf_triu(wf_array *a, int64_t k);
+/* Repeats each element `repeats` times along `axis`. */
+wf_array *wf_repeat(wf_array *a, int64_t repeats, int axis);
+/* Tiles `a` reps[i] times along each axis (NumPy tile rules). */
+wf_array *wf_tile(wf_array *a, const int64_t *reps, int nreps);
 
-/* Matrix product of 2-d (or 1-d) arrays, NumPy matmul rules; float types. */
+/* ---- indexing: indices are integer arrays; out-of-range indices make the
+ * evaluation fail with WF_ERR_INVALID_ARGUMENT (negative ones count from
+ * the end) */
+
+/* Elements of `a` at `indices` along `axis`; the result has a's shape with
+ * `axis` replaced by indices' shape. */
+wf_array *wf_take(wf_array *a, wf_array *indices, int axis);
+/* NumPy take_along_axis: indices broadcast against `a` except on `axis`. */
+wf_array *wf_take_along_axis(wf_array *a, wf_array *indices, int axis);
+/* A copy of `a` with updates[..., i, ...] added at a[..., indices[i], ...]
+ * along `axis` (1-d indices; repeated indices accumulate). */
+wf_array *wf_scatter_add(wf_array *a, wf_array *indices, wf_array *updates, int axis);
+
+/* ---- linear algebra */
+
+/* Matrix product with NumPy matmul rules: 1-d operands are vectors, leading
+ * axes batch and broadcast. Float types (f16/bf16 through float32). */
 wf_array *wf_matmul(wf_array *a, wf_array *b);
+/* beta * c + alpha * (a @ b), c broadcast to the product's shape. */
+wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta);
+
+/* ---- fused ("fast") ops */
+
+/* Normalizes over the last axis: (x - mean) / sqrt(var + eps) * weight +
+ * bias; weight and bias (1-d, last axis size) may be NULL. */
+wf_array *wf_layer_norm(wf_array *x, wf_array *weight, wf_array *bias, double eps);
+/* x / sqrt(mean(x^2) + eps) * weight over the last axis; weight may be NULL. */
+wf_array *wf_rms_norm(wf_array *x, wf_array *weight, double eps);
+/* Rotary position embedding on the first `dims` features of the last axis of
+ * x (..., seq, features); positions start at `offset`. `traditional` rotates
+ * adjacent pairs, otherwise the two halves. Frequencies base^(-2i/dims),
+ * positions multiplied by `scale`. */
+wf_array *wf_rope(wf_array *x, int dims, bool traditional, double base, double scale,
+                  int64_t offset);
+/* softmax(q @ k^T * scale + mask) @ v for q (..., Lq, D), k and v
+ * (..., Lk, D[v]); leading axes broadcast. `mask` (broadcast to
+ * (..., Lq, Lk)) is added, or if bool, masks out false. `causal` masks
+ * positions after the query's (aligned to the end). */
+wf_array *wf_scaled_dot_product_attention(wf_array *q, wf_array *k, wf_array *v, double scale,
+                                          wf_array *mask, bool causal);
+/* x * sigmoid(x). */
+wf_array *wf_silu(wf_array *x);
+/* Exact GELU, x * Phi(x), and its tanh approximation. */
+wf_array *wf_gelu(wf_array *x);
+wf_array *wf_gelu_tanh(wf_array *x);
 
 #ifdef __cplusplus
 }
