@@ -2,8 +2,9 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
-enum { MESSAGE_CAPACITY = 512 };
+enum { MESSAGE_CAPACITY = sizeof(((wf_error_state *)0)->message) };
 
 static _Thread_local wf_status last_status = WF_OK;
 static _Thread_local char last_message[MESSAGE_CAPACITY];
@@ -23,6 +24,20 @@ wf_status wf__null_input(const char *op, const char *what)
     if (last_status != WF_OK)
         return last_status;
     return wf__error(WF_ERR_NULL_ARGUMENT, "%s: %s is NULL", op, what);
+}
+
+void wf__error_save(wf_error_state *state)
+{
+    state->status = last_status;
+    if (last_status != WF_OK) /* copy only when there is something to keep */
+        memcpy(state->message, last_message, sizeof state->message);
+}
+
+void wf__error_restore(const wf_error_state *state)
+{
+    last_status = state->status;
+    if (state->status != WF_OK)
+        memcpy(last_message, state->message, sizeof last_message);
 }
 
 wf_status wf_last_error(void) { return last_status; }

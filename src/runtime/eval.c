@@ -20,6 +20,7 @@
 #include "core/scope.h"
 #include "runtime/node_wait.h"
 #include "runtime/stream.h"
+#include "util/lock.h"
 
 static atomic_uint_fast64_t kernels_run;
 static atomic_uint_fast64_t cross_stream_waits;
@@ -46,6 +47,7 @@ static bool injected_failure(void)
 
 static wf_status run_kernel(wf_array *n)
 {
+    wf__assert_no_locks_held("a kernel");
     if (injected_failure())
         return wf__error(WF_ERR_KERNEL, "%s: injected kernel failure", n->prim->name);
     int running = atomic_fetch_add(&kernels_running, 1) + 1;
@@ -67,6 +69,9 @@ static void store_failure(wf_array *n, wf_status status, const char *message)
 
 void wf__eval_run_task(wf_array *n)
 {
+    /* The task may belong to another thread: keep this thread's last error. */
+    wf_error_state caller_error;
+    wf__error_save(&caller_error);
     wf_status status = WF_OK;
     for (int i = 0; i < n->ninputs && status == WF_OK; i++) {
         wf_array *in = n->inputs[i];
@@ -97,6 +102,7 @@ void wf__eval_run_task(wf_array *n)
     n->ninputs = 0;
     wf__node_publish(n, status == WF_OK ? WF_NODE_READY : WF_NODE_FAILED);
     wf__array_decref(n); /* the queue's reference */
+    wf__error_restore(&caller_error);
 }
 
 /* ------------------------------------------------------------ the walk */

@@ -64,6 +64,23 @@ static void note_release(int level)
 }
 #endif
 
+void wf__assert_no_locks_held(const char *what)
+{
+#ifdef WEFT_LOCK_CHECK
+    if (held_count == 0)
+        return;
+    int held = held_levels[(held_count < MAX_HELD ? held_count : MAX_HELD) - 1];
+    if (violation_handler) {
+        violation_handler(held, 0);
+        return;
+    }
+    fprintf(stderr, "weft: lock of level %d held while %s runs\n", held, what);
+    abort();
+#else
+    (void)what;
+#endif
+}
+
 void wf__mutex_init(wf_mutex *m, int level)
 {
     pthread_mutex_init(&m->mutex, NULL);

@@ -39,6 +39,9 @@ int wf__locks_held(void);
  * installed (tests install one to see the checker fire). */
 typedef void (*wf_lock_violation_handler)(int held_level, int wanted_level);
 void wf__set_lock_violation_handler(wf_lock_violation_handler handler);
+/* Reports (like an inversion, with wanted level 0) a lock held where none
+ * may be: before a kernel or user code runs. No-op without the checker. */
+void wf__assert_no_locks_held(const char *what);
 /* True when this build checks lock order. */
 int wf__lock_check_enabled(void);
 

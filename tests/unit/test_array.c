@@ -124,6 +124,25 @@ static void test_bad_creation_input(void)
     wf_release(ok);
 }
 
+static void test_creation_under_memory_limit(void)
+{
+    float v[1024] = {0};
+    int64_t n = 1024;
+    wf_clear_cache();
+    wf_memory_stats stats;
+    CHECK_OK(wf_memory_stats_get(&stats));
+    CHECK_OK(wf_set_memory_limit(stats.active_bytes + 1024));
+    CHECK_NULL_WITH(wf_array_from_data(v, &n, 1, WF_DTYPE_F32), WF_ERR_OUT_OF_MEMORY);
+    wf_array *small = wf_array_from_data(v, &n, 1, WF_DTYPE_U8); /* 1 KiB fits */
+    CHECK_NOT_NULL(small);
+    wf_release(small);
+    CHECK_OK(wf_set_memory_limit(SIZE_MAX));
+    wf_array *big = wf_array_from_data(v, &n, 1, WF_DTYPE_F32);
+    CHECK_NOT_NULL(big);
+    wf_release(big);
+    CHECK_STATUS(wf_memory_stats_get(NULL), WF_ERR_NULL_ARGUMENT);
+}
+
 static void test_null_handles(void)
 {
     wf_release(NULL);
@@ -286,6 +305,7 @@ int main(void)
     RUN_TEST(test_empty_and_zero_d);
     RUN_TEST(test_bool_is_canonical);
     RUN_TEST(test_bad_creation_input);
+    RUN_TEST(test_creation_under_memory_limit);
     RUN_TEST(test_null_handles);
     RUN_TEST(test_null_input_keeps_first_error);
     RUN_TEST(test_released_array_is_misuse);

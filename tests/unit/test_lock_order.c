@@ -59,6 +59,16 @@ static void test_inversion_fires(void)
     CHECK_EQ_INT(violations, 2);
     CHECK_EQ_INT(wf__locks_held(), 0);
 
+    /* A lock held where a kernel is about to run is reported too. */
+    wf__mutex_lock(&queue);
+    wf__assert_no_locks_held("a test kernel");
+    wf__mutex_unlock(&queue);
+    CHECK_EQ_INT(violations, 3);
+    CHECK_EQ_INT(last_held, WF_LOCK_STREAM_QUEUE);
+    CHECK_EQ_INT(last_wanted, 0);
+    wf__assert_no_locks_held("a test kernel");
+    CHECK_EQ_INT(violations, 3);
+
     wf__mutex_destroy(&allocator);
     wf__mutex_destroy(&queue);
     wf__mutex_destroy(&other_queue);
