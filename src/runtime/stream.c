@@ -95,18 +95,36 @@ static void after_token_release(wf_stream *s)
         pthread_cond_broadcast(&s->idle);
 }
 
+static void stream_free_memory(wf_stream *s)
+{
+    wf__mutex_destroy(&s->queue_lock);
+    pthread_cond_destroy(&s->work_ready);
+    pthread_cond_destroy(&s->idle);
+    free(s);
+}
+
+/* With the queue locked: if nobody holds the execution token and work is
+ * queued, takes the token, runs the next task unlocked and gives the token
+ * back. Returns false when it ran nothing. */
+static bool run_next_task(wf_stream *s)
+{
+    if (s->busy || !s->head)
+        return false;
+    s->busy = true;
+    wf_array *task = queue_pop(s);
+    wf__mutex_unlock(&s->queue_lock);
+    wf__eval_run_task(task);
+    wf__mutex_lock(&s->queue_lock);
+    s->busy = false;
+    return true;
+}
+
 static void *worker_main(void *arg)
 {
     wf_stream *s = arg;
     wf__mutex_lock(&s->queue_lock);
     for (;;) {
-        if (!s->busy && s->head) {
-            s->busy = true;
-            wf_array *task = queue_pop(s);
-            wf__mutex_unlock(&s->queue_lock);
-            wf__eval_run_task(task);
-            wf__mutex_lock(&s->queue_lock);
-            s->busy = false;
+        if (run_next_task(s)) {
             if (!s->head)
                 pthread_cond_broadcast(&s->idle);
             continue;
@@ -117,12 +135,8 @@ static void *worker_main(void *arg)
     }
     bool frees = s->worker_frees;
     wf__mutex_unlock(&s->queue_lock);
-    if (frees) {
-        wf__mutex_destroy(&s->queue_lock);
-        pthread_cond_destroy(&s->work_ready);
-        pthread_cond_destroy(&s->idle);
-        free(s);
-    }
+    if (frees)
+        stream_free_memory(s);
     return NULL;
 }
 
@@ -151,14 +165,8 @@ void wf__stream_kick(wf_stream *s)
 void wf__stream_help_until_done(wf_stream *s, wf_array *node)
 {
     wf__mutex_lock(&s->queue_lock);
-    while (wf__array_state(node) < WF_NODE_READY && !s->busy && s->head) {
-        s->busy = true;
-        wf_array *task = queue_pop(s);
-        wf__mutex_unlock(&s->queue_lock);
-        wf__eval_run_task(task);
-        wf__mutex_lock(&s->queue_lock);
-        s->busy = false;
-    }
+    while (wf__array_state(node) < WF_NODE_READY && run_next_task(s))
+        ;
     if (!s->busy)
         after_token_release(s);
     wf__mutex_unlock(&s->queue_lock);
@@ -179,10 +187,7 @@ static wf_stream *stream_create(void)
     pthread_cond_init(&s->work_ready, NULL);
     pthread_cond_init(&s->idle, NULL);
     if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
-        wf__mutex_destroy(&s->queue_lock);
-        pthread_cond_destroy(&s->work_ready);
-        pthread_cond_destroy(&s->idle);
-        free(s);
+        stream_free_memory(s);
         wf__error(WF_ERR_OUT_OF_MEMORY, "wf_stream_new: cannot start a worker thread");
         return NULL;
     }
@@ -213,10 +218,7 @@ static void stream_destroy(wf_stream *s)
         return;
     }
     pthread_join(s->worker, NULL);
-    wf__mutex_destroy(&s->queue_lock);
-    pthread_cond_destroy(&s->work_ready);
-    pthread_cond_destroy(&s->idle);
-    free(s);
+    stream_free_memory(s);
 }
 
 void wf__stream_decref(wf_stream *s)
