@@ -4,7 +4,8 @@
 #   tsan     ThreadSanitizer, -O1, lock-order checker
 #
 #   make            release build
-#   make test       build and test all three; final line "N passed, N failed"
+#   make test       build and test all three, then check `make install` through
+#                   pkg-config (scripts/check-install.sh); final line "N passed, N failed"
 #   make demo       build and run the demo (or the examples)
 #   make test-release | test-asan | test-tsan | bench | install | deps | clean
 #
@@ -61,6 +62,11 @@ test: deps
 	    failed=$$((failed + 1)); \
 	  fi; \
 	done; \
+	if [ -f $(BUILD)/release/CMakeCache.txt ] && scripts/check-install.sh $(BUILD)/release; then \
+	  passed=$$((passed + 1)); \
+	else \
+	  echo "install check: FAILED"; failed=$$((failed + 1)); \
+	fi; \
 	echo "$$passed passed, $$failed failed"; \
 	[ $$failed -eq 0 ] && [ $$passed -gt 0 ]
 
