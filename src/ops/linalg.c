@@ -1,75 +1,157 @@
-/* Linear algebra: wf_matmul. 1-d operands follow NumPy: a vector on the left
- * becomes (1, k), on the right (k, 1), and that dim is dropped from the
- * result; this is done with reshapes around a 2-d matmul primitive. */
+/* Linear algebra: wf_matmul and wf_addmm with NumPy matmul rules.
+ *
+ * 1-d operands are vectors: on the left one becomes (1, k), on the right
+ * (k, 1), and that dim is dropped from the result (reshapes, which are
+ * views). Leading axes batch and broadcast. The primitives take operands of
+ * any (mixed) dtypes and produce the promoted float type; the kernel
+ * converts while staging operands for BLAS, so no cast nodes are made. */
+#include <string.h>
+
 #include "core/dtype.h"
 #include "core/error.h"
+#include "prim/linalg.h"
 #include "prim/prims.h"
 
-static wf_status check_operands(const wf_array *a, const wf_array *b, wf_dtype *dtype)
+/* The operands as matrices plus the shapes of the internal product (pshape,
+ * rank >= 2) and of the result (rshape, vector dims dropped). x and y are
+ * new references on success. */
+typedef struct product_setup {
+    wf_array *x, *y;
+    wf_dtype dtype;
+    int pndim, rndim;
+    int64_t pshape[WF_MAX_NDIM];
+    int64_t rshape[WF_MAX_NDIM];
+} product_setup;
+
+/* `v` (1-d, k) as (1, k) when `left`, else (k, 1); other ranks retained. */
+static wf_array *as_matrix(wf_array *v, bool left)
 {
+    if (v->ndim != 1)
+        return wf_retain(v);
+    const int64_t k = v->shape[0];
+    const int64_t shape[2] = {left ? 1 : k, left ? k : 1};
+    return wf_reshape(v, shape, 2);
+}
+
+static wf_status setup_product(const char *op, wf_array *a, wf_array *b, product_setup *s)
+{
+    s->x = s->y = NULL;
     if (a->ndim == 0 || b->ndim == 0)
         return wf__error(WF_ERR_SHAPE,
-                         "wf_matmul: operands must have at least 1 dim (got %d and %d)", a->ndim,
-                         b->ndim);
-    if (a->ndim > 2 || b->ndim > 2)
-        return wf__error(WF_ERR_UNSUPPORTED,
-                         "wf_matmul: operands of rank %d and %d (batched matmul is not done yet)",
+                         "%s: operands must have at least 1 dim (got ranks %d and %d)", op,
                          a->ndim, b->ndim);
-    *dtype = wf_promote_types(a->dtype, b->dtype);
-    if (!wf__dtype_is_float(*dtype))
-        return wf__error(WF_ERR_DTYPE, "wf_matmul: dtypes %s and %s (needs a float type)",
+    s->dtype = wf_promote_types(a->dtype, b->dtype);
+    if (!wf__dtype_is_float(s->dtype))
+        return wf__error(WF_ERR_DTYPE, "%s: dtypes %s and %s (needs a float type)", op,
                          wf_dtype_name(a->dtype), wf_dtype_name(b->dtype));
     const int64_t ka = a->shape[a->ndim - 1];
-    const int64_t kb = b->shape[0];
+    const int64_t kb = b->ndim == 1 ? b->shape[0] : b->shape[b->ndim - 2];
     if (ka != kb) {
-        char sa[128], sb[128];
-        return wf__error(WF_ERR_SHAPE, "wf_matmul: inner dimensions differ (%s @ %s)",
+        char sa[256], sb[256];
+        return wf__error(WF_ERR_SHAPE, "%s: inner dimensions differ (%s @ %s: %lld vs %lld)", op,
+                         wf__shape_str(a->shape, a->ndim, sa, sizeof sa),
+                         wf__shape_str(b->shape, b->ndim, sb, sizeof sb), (long long)ka,
+                         (long long)kb);
+    }
+    int nb = 0;
+    const int ab = a->ndim > 2 ? a->ndim - 2 : 0, bb = b->ndim > 2 ? b->ndim - 2 : 0;
+    wf_status st = wf__broadcast_shapes(op, a->shape, ab, b->shape, bb, s->pshape, &nb);
+    if (st != WF_OK) {
+        char sa[256], sb[256];
+        return wf__error(WF_ERR_SHAPE, "%s: batch dims of %s and %s do not broadcast", op,
                          wf__shape_str(a->shape, a->ndim, sa, sizeof sa),
                          wf__shape_str(b->shape, b->ndim, sb, sizeof sb));
+    }
+    const int64_t m = a->ndim == 1 ? 1 : a->shape[a->ndim - 2];
+    const int64_t n = b->ndim == 1 ? 1 : b->shape[b->ndim - 1];
+    s->pshape[nb] = m;
+    s->pshape[nb + 1] = n;
+    s->pndim = nb + 2;
+    s->rndim = 0;
+    for (int d = 0; d < nb; d++)
+        s->rshape[s->rndim++] = s->pshape[d];
+    if (a->ndim != 1)
+        s->rshape[s->rndim++] = m;
+    if (b->ndim != 1)
+        s->rshape[s->rndim++] = n;
+    s->x = as_matrix(a, true);
+    s->y = s->x ? as_matrix(b, false) : NULL;
+    if (!s->y) {
+        wf_release(s->x);
+        s->x = NULL;
+        return wf_last_error();
     }
     return WF_OK;
 }
 
-/* `x` cast to dtype and made 2-d ((1, k) for a left vector, (k, 1) for a
- * right one). Returns a new reference. */
-static wf_array *as_matrix(wf_array *x, wf_dtype dtype, bool left)
+/* Reshapes the internal product to the result shape; consumes `product`. */
+static wf_array *finish(wf_array *product, const product_setup *s)
 {
-    wf_array *cast = wf_astype(x, dtype);
-    if (!cast || cast->ndim == 2)
-        return cast;
-    const int64_t k = cast->shape[0];
-    const int64_t shape[2] = {left ? 1 : k, left ? k : 1};
-    wf_array *m = wf_reshape(cast, shape, 2);
-    wf_release(cast);
-    return m;
+    if (!product || s->rndim == s->pndim)
+        return product;
+    wf_array *out = wf_reshape(product, s->rshape, s->rndim);
+    wf_release(product);
+    return out;
 }
 
 wf_array *wf_matmul(wf_array *a, wf_array *b)
 {
     if (!wf__array_check(a, "wf_matmul", "a") || !wf__array_check(b, "wf_matmul", "b"))
         return NULL;
-    wf_dtype dtype = WF_DTYPE_F32;
-    if (check_operands(a, b, &dtype) != WF_OK)
+    product_setup s;
+    if (setup_product("wf_matmul", a, b, &s) != WF_OK)
         return NULL;
-    wf_array *x = as_matrix(a, dtype, true);
-    wf_array *y = x ? as_matrix(b, dtype, false) : NULL;
-    wf_array *product = NULL;
-    if (x && y) {
-        wf_array *inputs[2] = {x, y};
-        product = wf__node_new(&wf__prim_matmul, NULL, inputs, 2);
+    wf_array *inputs[2] = {s.x, s.y};
+    wf_array *product = wf__node_new(&wf__prim_matmul, NULL, inputs, 2);
+    wf_release(s.x);
+    wf_release(s.y);
+    return finish(product, &s);
+}
+
+wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta)
+{
+    if (!wf__array_check(c, "wf_addmm", "c") || !wf__array_check(a, "wf_addmm", "a") ||
+        !wf__array_check(b, "wf_addmm", "b"))
+        return NULL;
+    product_setup s;
+    if (setup_product("wf_addmm", a, b, &s) != WF_OK)
+        return NULL;
+    const wf_dtype dtype = wf_promote_types(s.dtype, c->dtype);
+    bool ok = true;
+    if (!wf__dtype_is_float(dtype)) {
+        wf__error(WF_ERR_DTYPE, "wf_addmm: dtype %s of c does not promote to a float type",
+                  wf_dtype_name(c->dtype));
+        ok = false;
     }
-    wf_release(x);
-    wf_release(y);
-    if (!product || (a->ndim == 2 && b->ndim == 2))
-        return product;
-    /* Drop the dims that the vectors added. */
-    int64_t shape[2];
-    int ndim = 0;
-    if (a->ndim == 2)
-        shape[ndim++] = a->shape[0];
-    if (b->ndim == 2)
-        shape[ndim++] = b->shape[1];
-    wf_array *out = wf_reshape(product, shape, ndim);
-    wf_release(product);
-    return out;
+    /* c must broadcast to the product's shape (the result keeps that shape). */
+    bool fits = c->ndim <= s.rndim;
+    for (int d = 0; fits && d < c->ndim; d++) {
+        const int64_t cd = c->shape[c->ndim - 1 - d], rd = s.rshape[s.rndim - 1 - d];
+        fits = cd == 1 || cd == rd;
+    }
+    if (ok && !fits) {
+        char sc[256], sr[256];
+        wf__error(WF_ERR_SHAPE, "wf_addmm: c of shape %s does not broadcast to the product's %s",
+                  wf__shape_str(c->shape, c->ndim, sc, sizeof sc),
+                  wf__shape_str(s.rshape, s.rndim, sr, sizeof sr));
+        ok = false;
+    }
+    wf_array *product = NULL;
+    if (ok) {
+        wf_array *cb = wf_broadcast_to(c, s.rshape, s.rndim);
+        wf_array *cp = cb && s.rndim != s.pndim ? wf_reshape(cb, s.pshape, s.pndim) : wf_retain(cb);
+        if (cp) {
+            wf_addmm_params p;
+            memset(&p, 0, sizeof p);
+            p.alpha = alpha;
+            p.beta = beta;
+            wf_array *inputs[3] = {s.x, s.y, cp};
+            product = wf__node_new(&wf__prim_addmm, &p, inputs, 3);
+        }
+        wf_release(cb);
+        wf_release(cp);
+    }
+    wf_release(s.x);
+    wf_release(s.y);
+    return finish(product, &s);
 }

@@ -980,8 +980,9 @@ static void test_matmul_errors(void)
                 WF_ERR_DTYPE, "wf_matmul");
     check_error(wf_matmul(wf_ones(s34, 2, WF_DTYPE_BOOL), wf_ones(s4, 1, WF_DTYPE_U8)),
                 WF_ERR_DTYPE, "wf_matmul");
-    check_error(wf_matmul(wf_ones(s234, 3, WF_DTYPE_F32), wf_ones(s4, 1, WF_DTYPE_F32)),
-                WF_ERR_UNSUPPORTED, "wf_matmul");
+    const int64_t s345[3] = {3, 4, 5};
+    check_error(wf_matmul(wf_ones(s234, 3, WF_DTYPE_F32), wf_ones(s345, 3, WF_DTYPE_F32)),
+                WF_ERR_SHAPE, "wf_matmul"); /* batch 2 vs 3 does not broadcast */
     check_error(wf_matmul(wf_scalar(1, WF_DTYPE_F32), a), WF_ERR_SHAPE, "wf_matmul");
     check_error(wf_matmul(NULL, a), WF_ERR_NULL_ARGUMENT, "wf_matmul");
     check_error(wf_matmul(a, NULL), WF_ERR_NULL_ARGUMENT, "wf_matmul");
