@@ -1,16 +1,148 @@
-/* Unary element-wise kernels: exp. */
+/* Unary element-wise kernels: exp and the ops of src/ops/unary.c.
+ *
+ * Float kernels run a contiguous block function (float32 or float64) on
+ * each row of the strided walk: contiguous float32/float64 rows go straight
+ * to it; strided rows, broadcast rows and f16/bf16 are staged through
+ * blocks (convert to the compute type, run, convert back). float32 math
+ * comes from vmath.c (vectorized polynomials); float64 transcendental
+ * functions use libm. Integer kernels (negative, abs, sign, square) wrap
+ * around like the binary ops; predicates give bool. */
 #include <math.h>
+#include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/vmath.h"
 #include "core/dtype.h"
+#include "core/error.h"
 
-enum { UNARY_BLOCK = 256 };
+enum { UNARY_BLOCK = 512 };
 
-/* Contiguous block loops: the place to swap in a vectorized polynomial. */
+typedef void (*block_f32)(int64_t n, const float *restrict x, float *restrict y);
+typedef void (*block_f64)(int64_t n, const double *restrict x, double *restrict y);
+
+/* ---------------------------------------------------------------- block loops */
+
+/* Contiguous loops in blocks of 8 with a fixed-count inner loop (vectorized
+ * at -O2, see binary.c), then a scalar tail. */
+#define MAP_LOOP(NAME, T, EXPR)                                                             \
+    static void NAME(int64_t n, const T *restrict x, T *restrict y)                         \
+    {                                                                                       \
+        int64_t i = 0;                                                                      \
+        for (; i + 8 <= n; i += 8)                                                          \
+            for (int j = 0; j < 8; j++) {                                                   \
+                const T v = x[i + j];                                                       \
+                y[i + j] = (EXPR);                                                          \
+            }                                                                               \
+        for (; i < n; i++) {                                                                \
+            const T v = x[i];                                                               \
+            y[i] = (EXPR);                                                                  \
+        }                                                                                   \
+    }
+
+/* libm, one element at a time (float64, and the float32 functions that are
+ * not on a hot path). */
+#define LIBM_LOOP(NAME, T, FN)                                                              \
+    static void NAME(int64_t n, const T *restrict x, T *restrict y)                         \
+    {                                                                                       \
+        for (int64_t i = 0; i < n; i++)                                                     \
+            y[i] = FN(x[i]);                                                                \
+    }
+
+static inline float sign_f32(float v) { return v > 0 ? 1.0f : v < 0 ? -1.0f : v; }
+static inline double sign_f64(double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : v; }
+/* Round half to even for |v| < 2^23 (2^52): adding and subtracting 2^23
+ * rounds in the current (nearest-even) mode; larger values, inf and NaN are
+ * already integral. */
+static inline float rint_f32(float v)
+{
+    const float a = fabsf(v);
+    const float r = copysignf((a + 0x1p23f) - 0x1p23f, v);
+    return a < 0x1p23f ? r : v;
+}
+static inline double rint_f64(double v)
+{
+    const double a = fabs(v);
+    const double r = copysign((a + 0x1p52) - 0x1p52, v);
+    return a < 0x1p52 ? r : v;
+}
+static inline float floor_f32(float v)
+{
+    const float r = rint_f32(v);
+    return r > v ? r - 1.0f : r;
+}
+static inline double floor_f64(double v)
+{
+    const double r = rint_f64(v);
+    return r > v ? r - 1.0 : r;
+}
+static inline float ceil_f32(float v)
+{
+    const float r = rint_f32(v);
+    return r < v ? r + 1.0f : r;
+}
+static inline double ceil_f64(double v)
+{
+    const double r = rint_f64(v);
+    return r < v ? r + 1.0 : r;
+}
+
+MAP_LOOP(negative_f32, float, -v)
+MAP_LOOP(negative_f64, double, -v)
+MAP_LOOP(abs_f32, float, fabsf(v))
+MAP_LOOP(abs_f64, double, fabs(v))
+MAP_LOOP(sign_f32_loop, float, sign_f32(v))
+MAP_LOOP(sign_f64_loop, double, sign_f64(v))
+MAP_LOOP(square_f32, float, v *v)
+MAP_LOOP(square_f64, double, v *v)
+MAP_LOOP(sqrt_f32, float, sqrtf(v))
+MAP_LOOP(sqrt_f64, double, sqrt(v))
+MAP_LOOP(rsqrt_f32, float, 1.0f / sqrtf(v))
+MAP_LOOP(rsqrt_f64, double, 1.0 / sqrt(v))
+MAP_LOOP(reciprocal_f32, float, 1.0f / v)
+MAP_LOOP(reciprocal_f64, double, 1.0 / v)
+MAP_LOOP(floor_f32_loop, float, floor_f32(v))
+MAP_LOOP(floor_f64_loop, double, floor_f64(v))
+MAP_LOOP(ceil_f32_loop, float, ceil_f32(v))
+MAP_LOOP(ceil_f64_loop, double, ceil_f64(v))
+MAP_LOOP(round_f32_loop, float, rint_f32(v))
+MAP_LOOP(round_f64_loop, double, rint_f64(v))
+
+static double sigmoid_f64_scalar(double v)
+{
+    const double t = exp(-fabs(v)); /* never overflows */
+    return (v < 0 ? t : 1.0) / (1.0 + t);
+}
+static double erfinv_f64_scalar(double v) { return wf__vm_erfinv(v, 2); }
+static float erfinv_f32_scalar(float v) { return (float)wf__vm_erfinv(v, 1); }
+
+LIBM_LOOP(expm1_f64, double, expm1)
+LIBM_LOOP(log_f64, double, log)
+LIBM_LOOP(log1p_f64, double, log1p)
+LIBM_LOOP(log2_f64, double, log2)
+LIBM_LOOP(sin_f64, double, sin)
+LIBM_LOOP(cos_f64, double, cos)
+LIBM_LOOP(tan_f64, double, tan)
+LIBM_LOOP(tanh_f64, double, tanh)
+LIBM_LOOP(sinh_f64, double, sinh)
+LIBM_LOOP(cosh_f64, double, cosh)
+LIBM_LOOP(arcsin_f64, double, asin)
+LIBM_LOOP(arccos_f64, double, acos)
+LIBM_LOOP(arctan_f64, double, atan)
+LIBM_LOOP(sigmoid_f64, double, sigmoid_f64_scalar)
+LIBM_LOOP(erf_f64, double, erf)
+LIBM_LOOP(erfinv_f64, double, erfinv_f64_scalar)
+LIBM_LOOP(sinh_f32, float, sinhf)
+LIBM_LOOP(cosh_f32, float, coshf)
+LIBM_LOOP(arcsin_f32, float, asinf)
+LIBM_LOOP(arccos_f32, float, acosf)
+LIBM_LOOP(arctan_f32, float, atanf)
+LIBM_LOOP(erfinv_f32, float, erfinv_f32_scalar)
+
+/* ---------------------------------------------------------------- exp (cpu.h) */
+
 void wf__cpu_exp_f32(int64_t n, const float *restrict x, float *restrict y)
 {
-    for (int64_t i = 0; i < n; i++)
-        y[i] = expf(x[i]);
+    wf__vm_exp_f32(n, x, y);
 }
 
 void wf__cpu_exp_f64(int64_t n, const double *restrict x, double *restrict y)
@@ -19,64 +151,299 @@ void wf__cpu_exp_f64(int64_t n, const double *restrict x, double *restrict y)
         y[i] = exp(x[i]);
 }
 
-/* Contiguous input and output go straight to the block loop. Anything else
- * (strided, broadcast, or a half type) is staged through blocks: convert the
- * input to the compute type, run the block loop, convert back. */
-static void exp_inner_f32(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx)
+/* ---------------------------------------------------------------- float walk */
+
+typedef struct float_op {
+    block_f32 f32;
+    block_f64 f64;
+    int64_t chunk; /* parallel grain: WF_CPU_CHUNK_CHEAP or _COSTLY */
+} float_op;
+
+typedef struct float_ctx {
+    const float_op *op;
+    wf_dtype dtype;
+} float_ctx;
+
+/* Operand 0 the output, 1 the input, both of ctx->dtype (a float type). */
+static void float_inner(int64_t n, char *const *ptrs, const int64_t *strides, const void *arg)
 {
-    const wf_dtype dtype = *(const wf_dtype *)ctx;
-    const size_t item = wf_dtype_size(dtype);
-    if (dtype == WF_DTYPE_F32 && strides[0] == 1 && strides[1] == 1) {
-        wf__cpu_exp_f32(n, (const float *)ptrs[1], (float *)ptrs[0]);
+    const float_ctx *c = arg;
+    const wf_dtype dtype = c->dtype;
+    if (dtype == WF_DTYPE_F64) {
+        if (strides[0] == 1 && strides[1] == 1) {
+            c->op->f64(n, (const double *)ptrs[1], (double *)ptrs[0]);
+            return;
+        }
+        double in[UNARY_BLOCK], res[UNARY_BLOCK];
+        for (int64_t i0 = 0; i0 < n; i0 += UNARY_BLOCK) {
+            const int64_t m = n - i0 < UNARY_BLOCK ? n - i0 : UNARY_BLOCK;
+            wf__cpu_convert_1d(m, (const double *)ptrs[1] + i0 * strides[1], dtype, strides[1],
+                               in, WF_DTYPE_F64, 1);
+            c->op->f64(m, in, res);
+            wf__cpu_convert_1d(m, res, WF_DTYPE_F64, 1, (double *)ptrs[0] + i0 * strides[0],
+                               dtype, strides[0]);
+        }
         return;
     }
+    if (dtype == WF_DTYPE_F32 && strides[0] == 1 && strides[1] == 1) {
+        c->op->f32(n, (const float *)ptrs[1], (float *)ptrs[0]);
+        return;
+    }
+    const int64_t item = (int64_t)wf_dtype_size(dtype);
     float in[UNARY_BLOCK], res[UNARY_BLOCK];
     for (int64_t i0 = 0; i0 < n; i0 += UNARY_BLOCK) {
         const int64_t m = n - i0 < UNARY_BLOCK ? n - i0 : UNARY_BLOCK;
-        const char *src = ptrs[1] + i0 * strides[1] * (int64_t)item;
-        char *dst = ptrs[0] + i0 * strides[0] * (int64_t)item;
-        wf__cpu_convert_1d(m, src, dtype, strides[1], in, WF_DTYPE_F32, 1);
-        wf__cpu_exp_f32(m, in, res);
-        wf__cpu_convert_1d(m, res, WF_DTYPE_F32, 1, dst, dtype, strides[0]);
+        wf__cpu_convert_1d(m, ptrs[1] + i0 * strides[1] * item, dtype, strides[1], in,
+                           WF_DTYPE_F32, 1);
+        c->op->f32(m, in, res);
+        wf__cpu_convert_1d(m, res, WF_DTYPE_F32, 1, ptrs[0] + i0 * strides[0] * item, dtype,
+                           strides[0]);
     }
 }
 
-static void exp_inner_f64(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx)
+/* Allocates the output and walks (out, in) with `fn`. */
+static wf_status run_walk(wf_array *out, const wf_array *in, wf_cpu_inner_fn fn, const void *ctx,
+                          int64_t chunk)
 {
-    (void)ctx;
-    if (strides[0] == 1 && strides[1] == 1) {
-        wf__cpu_exp_f64(n, (const double *)ptrs[1], (double *)ptrs[0]);
-        return;
-    }
-    double in[UNARY_BLOCK], res[UNARY_BLOCK];
-    for (int64_t i0 = 0; i0 < n; i0 += UNARY_BLOCK) {
-        const int64_t m = n - i0 < UNARY_BLOCK ? n - i0 : UNARY_BLOCK;
-        const double *src = (const double *)ptrs[1] + i0 * strides[1];
-        double *dst = (double *)ptrs[0] + i0 * strides[0];
-        wf__cpu_convert_1d(m, src, WF_DTYPE_F64, strides[1], in, WF_DTYPE_F64, 1);
-        wf__cpu_exp_f64(m, in, res);
-        wf__cpu_convert_1d(m, res, WF_DTYPE_F64, 1, dst, WF_DTYPE_F64, strides[0]);
-    }
+    wf_status st = wf__array_alloc_output(out);
+    if (st != WF_OK)
+        return st;
+    int64_t out_strides[WF_MAX_NDIM];
+    wf__cpu_row_strides(out->shape, out->ndim, out_strides);
+    char *data[2] = {wf__array_data_ptr(out), wf__array_data_ptr(in)};
+    const size_t sizes[2] = {wf_dtype_size(out->dtype), wf_dtype_size(in->dtype)};
+    const int64_t *strides[2] = {out_strides, in->strides};
+    wf_cpu_iter it;
+    wf__cpu_iter_init(&it, out->ndim, out->shape, 2, data, sizes, strides);
+    wf__cpu_iter_run_parallel(&it, fn, ctx, chunk);
+    return WF_OK;
+}
+
+static wf_status run_float(wf_array *out, wf_array *const *inputs, const float_op *op)
+{
+    const float_ctx ctx = {op, out->dtype};
+    return run_walk(out, inputs[0], float_inner, &ctx, op->chunk);
+}
+
+static void exp_f32_block(int64_t n, const float *restrict x, float *restrict y)
+{
+    wf__vm_exp_f32(n, x, y);
 }
 
 wf_status wf__cpu_exp(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)
 {
     (void)ninputs;
     (void)params;
-    const wf_array *a = inputs[0];
-    wf_status st = wf__array_alloc_output(out);
-    if (st != WF_OK)
-        return st;
-    int64_t out_strides[WF_MAX_NDIM];
-    wf__cpu_row_strides(out->shape, out->ndim, out_strides);
-    const size_t item = wf_dtype_size(out->dtype);
-    char *data[2] = {wf__array_data_ptr(out), wf__array_data_ptr(a)};
-    const size_t sizes[2] = {item, item};
-    const int64_t *strides[2] = {out_strides, a->strides};
+    static const float_op op = {exp_f32_block, wf__cpu_exp_f64, WF_CPU_CHUNK_COSTLY};
+    return run_float(out, inputs, &op);
+}
+
+/* ---------------------------------------------------------------- integer walk */
+
+/* Integer and bool versions of negative, abs, sign, square (strided). Signed
+ * results wrap around (negative and abs of the minimum give the minimum). */
+static inline int32_t neg_i32(int32_t v) { return wf__cpu_wrap_i32(0u - (uint32_t)v); }
+static inline int64_t neg_i64(int64_t v) { return wf__cpu_wrap_i64(0u - (uint64_t)v); }
+static inline int32_t abs_i32(int32_t v) { return v < 0 ? neg_i32(v) : v; }
+static inline int64_t abs_i64(int64_t v) { return v < 0 ? neg_i64(v) : v; }
+static inline int32_t sq_i32(int32_t v) { return wf__cpu_wrap_i32((uint32_t)v * (uint32_t)v); }
+static inline int64_t sq_i64(int64_t v) { return wf__cpu_wrap_i64((uint64_t)v * (uint64_t)v); }
+
+#define INT_LOOP(NAME, T, EXPR)                                                             \
+    static void NAME##_typed(int64_t n, T *restrict y, int64_t sy, const T *restrict x,      \
+                             int64_t sx)                                                    \
+    {                                                                                       \
+        int64_t i = 0;                                                                      \
+        if (sy == 1 && sx == 1) {                                                           \
+            for (; i + 8 <= n; i += 8)                                                      \
+                for (int j = 0; j < 8; j++) {                                               \
+                    const T v = x[i + j];                                                   \
+                    y[i + j] = (T)(EXPR);                                                   \
+                }                                                                           \
+        }                                                                                   \
+        for (; i < n; i++) {                                                                \
+            const T v = x[i * sx];                                                          \
+            y[i * sy] = (T)(EXPR);                                                          \
+        }                                                                                   \
+    }                                                                                       \
+    static void NAME(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx) \
+    {                                                                                       \
+        (void)ctx;                                                                          \
+        NAME##_typed(n, (T *)ptrs[0], strides[0], (const T *)ptrs[1], strides[1]);          \
+    }
+
+INT_LOOP(copy_u8, uint8_t, v) /* bool abs/sign/square and u8 abs */
+INT_LOOP(neg_u8, uint8_t, 0u - (unsigned)v)
+INT_LOOP(sign_u8, uint8_t, v != 0)
+INT_LOOP(sq_u8, uint8_t, (unsigned)v * (unsigned)v)
+INT_LOOP(neg_i32_loop, int32_t, neg_i32(v))
+INT_LOOP(abs_i32_loop, int32_t, abs_i32(v))
+INT_LOOP(sign_i32, int32_t, (v > 0) - (v < 0))
+INT_LOOP(sq_i32_loop, int32_t, sq_i32(v))
+INT_LOOP(neg_i64_loop, int64_t, neg_i64(v))
+INT_LOOP(abs_i64_loop, int64_t, abs_i64(v))
+INT_LOOP(sign_i64, int64_t, (v > 0) - (v < 0))
+INT_LOOP(sq_i64_loop, int64_t, sq_i64(v))
+
+enum int_op { INT_NEG, INT_ABS, INT_SIGN, INT_SQUARE };
+/* [op][bool, u8, i32, i64] */
+static const wf_cpu_inner_fn int_loops[4][4] = {
+    {NULL, neg_u8, neg_i32_loop, neg_i64_loop},
+    {copy_u8, copy_u8, abs_i32_loop, abs_i64_loop},
+    {copy_u8, sign_u8, sign_i32, sign_i64},
+    {copy_u8, sq_u8, sq_i32_loop, sq_i64_loop},
+};
+
+static wf_status run_numeric(wf_array *out, wf_array *const *inputs, enum int_op iop,
+                             const float_op *fop)
+{
     const wf_dtype dtype = out->dtype;
-    wf_cpu_iter it;
-    wf__cpu_iter_init(&it, out->ndim, out->shape, 2, data, sizes, strides);
-    wf__cpu_iter_run_parallel(&it, dtype == WF_DTYPE_F64 ? exp_inner_f64 : exp_inner_f32, &dtype,
-                              WF_CPU_CHUNK_COSTLY);
+    if (wf__dtype_is_float(dtype))
+        return run_float(out, inputs, fop);
+    wf_cpu_inner_fn fn = dtype <= WF_DTYPE_I64 ? int_loops[iop][dtype] : NULL;
+    if (!fn) /* the prim's inference rejects these */
+        return wf__error(WF_ERR_INTERNAL, "unary kernel: no integer loop for dtype %s",
+                         wf_dtype_name(dtype));
+    return run_walk(out, inputs[0], fn, NULL, WF_CPU_CHUNK_CHEAP);
+}
+
+/* ---------------------------------------------------------------- predicates */
+
+enum pred_op { PRED_NOT, PRED_ISNAN, PRED_ISINF, PRED_ISFINITE };
+
+typedef struct pred_ctx {
+    enum pred_op op;
+    wf_dtype in_dtype;
+} pred_ctx;
+
+#define PRED_LOOP(NAME, T, EXPR)                                                            \
+    static void NAME(int64_t n, const T *restrict x, uint8_t *restrict y)                   \
+    {                                                                                       \
+        int64_t i = 0;                                                                      \
+        for (; i + 8 <= n; i += 8)                                                          \
+            for (int j = 0; j < 8; j++) {                                                   \
+                const T v = x[i + j];                                                       \
+                y[i + j] = (uint8_t)(EXPR);                                                 \
+            }                                                                               \
+        for (; i < n; i++) {                                                                \
+            const T v = x[i];                                                               \
+            y[i] = (uint8_t)(EXPR);                                                         \
+        }                                                                                   \
+    }
+/* NaN is nonzero, so logical_not(NaN) is false. */
+PRED_LOOP(not_f64, double, !(v != 0))
+PRED_LOOP(isnan_f64, double, v != v)
+PRED_LOOP(isinf_f64, double, fabs(v) == INFINITY)
+PRED_LOOP(isfinite_f64, double, fabs(v) < INFINITY)
+PRED_LOOP(not_f32, float, !(v != 0))
+PRED_LOOP(isnan_f32, float, v != v)
+PRED_LOOP(isinf_f32, float, fabsf(v) == INFINITY)
+PRED_LOOP(isfinite_f32, float, fabsf(v) < INFINITY)
+
+typedef void (*pred_f64_fn)(int64_t n, const double *restrict x, uint8_t *restrict y);
+typedef void (*pred_f32_fn)(int64_t n, const float *restrict x, uint8_t *restrict y);
+static const pred_f64_fn pred_f64[4] = {not_f64, isnan_f64, isinf_f64, isfinite_f64};
+static const pred_f32_fn pred_f32[4] = {not_f32, isnan_f32, isinf_f32, isfinite_f32};
+
+/* Operand 0 the bool output, 1 the input (any dtype). Contiguous float32
+ * runs directly; anything else is staged through float64 (exact for every
+ * dtype's zero test and NaN/inf classification). */
+static void pred_inner(int64_t n, char *const *ptrs, const int64_t *strides, const void *arg)
+{
+    const pred_ctx *c = arg;
+    if (c->in_dtype == WF_DTYPE_F32 && strides[0] == 1 && strides[1] == 1) {
+        pred_f32[c->op](n, (const float *)ptrs[1], (uint8_t *)ptrs[0]);
+        return;
+    }
+    const int64_t item = (int64_t)wf_dtype_size(c->in_dtype);
+    double in[UNARY_BLOCK];
+    uint8_t res[UNARY_BLOCK];
+    for (int64_t i0 = 0; i0 < n; i0 += UNARY_BLOCK) {
+        const int64_t m = n - i0 < UNARY_BLOCK ? n - i0 : UNARY_BLOCK;
+        wf__cpu_convert_1d(m, ptrs[1] + i0 * strides[1] * item, c->in_dtype, strides[1], in,
+                           WF_DTYPE_F64, 1);
+        pred_f64[c->op](m, in, res);
+        wf__cpu_convert_1d(m, res, WF_DTYPE_BOOL, 1, ptrs[0] + i0 * strides[0], WF_DTYPE_BOOL,
+                           strides[0]);
+    }
+}
+
+static wf_status run_pred(wf_array *out, wf_array *const *inputs, enum pred_op op)
+{
+    const pred_ctx ctx = {op, inputs[0]->dtype};
+    return run_walk(out, inputs[0], pred_inner, &ctx, WF_CPU_CHUNK_CHEAP);
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+#define FLOAT_KERNEL(NAME, F32, F64, CHUNK)                                                 \
+    wf_status wf__cpu_##NAME(wf_array *out, wf_array *const *inputs, int ninputs,           \
+                             const void *params)                                            \
+    {                                                                                       \
+        (void)ninputs;                                                                      \
+        (void)params;                                                                       \
+        static const float_op op = {F32, F64, CHUNK};                                       \
+        return run_float(out, inputs, &op);                                                 \
+    }
+
+#define NUMERIC_KERNEL(NAME, IOP, F32, F64)                                                 \
+    wf_status wf__cpu_##NAME(wf_array *out, wf_array *const *inputs, int ninputs,           \
+                             const void *params)                                            \
+    {                                                                                       \
+        (void)ninputs;                                                                      \
+        (void)params;                                                                       \
+        static const float_op op = {F32, F64, WF_CPU_CHUNK_CHEAP};                          \
+        return run_numeric(out, inputs, IOP, &op);                                          \
+    }
+
+#define PRED_KERNEL(NAME, POP)                                                              \
+    wf_status wf__cpu_##NAME(wf_array *out, wf_array *const *inputs, int ninputs,           \
+                             const void *params)                                            \
+    {                                                                                       \
+        (void)ninputs;                                                                      \
+        (void)params;                                                                       \
+        return run_pred(out, inputs, POP);                                                  \
+    }
+
+enum { CHEAP = WF_CPU_CHUNK_CHEAP, COSTLY = WF_CPU_CHUNK_COSTLY };
+
+NUMERIC_KERNEL(negative, INT_NEG, negative_f32, negative_f64)
+NUMERIC_KERNEL(abs, INT_ABS, abs_f32, abs_f64)
+NUMERIC_KERNEL(sign, INT_SIGN, sign_f32_loop, sign_f64_loop)
+NUMERIC_KERNEL(square, INT_SQUARE, square_f32, square_f64)
+FLOAT_KERNEL(expm1, wf__vm_expm1_f32, expm1_f64, COSTLY)
+FLOAT_KERNEL(log, wf__vm_log_f32, log_f64, COSTLY)
+FLOAT_KERNEL(log1p, wf__vm_log1p_f32, log1p_f64, COSTLY)
+FLOAT_KERNEL(log2, wf__vm_log2_f32, log2_f64, COSTLY)
+FLOAT_KERNEL(sqrt, sqrt_f32, sqrt_f64, CHEAP)
+FLOAT_KERNEL(rsqrt, rsqrt_f32, rsqrt_f64, CHEAP)
+FLOAT_KERNEL(reciprocal, reciprocal_f32, reciprocal_f64, CHEAP)
+FLOAT_KERNEL(sin, wf__vm_sin_f32, sin_f64, COSTLY)
+FLOAT_KERNEL(cos, wf__vm_cos_f32, cos_f64, COSTLY)
+FLOAT_KERNEL(tan, wf__vm_tan_f32, tan_f64, COSTLY)
+FLOAT_KERNEL(tanh, wf__vm_tanh_f32, tanh_f64, COSTLY)
+FLOAT_KERNEL(sinh, sinh_f32, sinh_f64, COSTLY)
+FLOAT_KERNEL(cosh, cosh_f32, cosh_f64, COSTLY)
+FLOAT_KERNEL(arcsin, arcsin_f32, arcsin_f64, COSTLY)
+FLOAT_KERNEL(arccos, arccos_f32, arccos_f64, COSTLY)
+FLOAT_KERNEL(arctan, arctan_f32, arctan_f64, COSTLY)
+FLOAT_KERNEL(sigmoid, wf__vm_sigmoid_f32, sigmoid_f64, COSTLY)
+FLOAT_KERNEL(erf, wf__vm_erf_f32, erf_f64, COSTLY)
+FLOAT_KERNEL(erfinv, erfinv_f32, erfinv_f64, COSTLY)
+FLOAT_KERNEL(floor, floor_f32_loop, floor_f64_loop, CHEAP)
+FLOAT_KERNEL(ceil, ceil_f32_loop, ceil_f64_loop, CHEAP)
+FLOAT_KERNEL(round, round_f32_loop, round_f64_loop, CHEAP)
+PRED_KERNEL(logical_not, PRED_NOT)
+PRED_KERNEL(isnan, PRED_ISNAN)
+PRED_KERNEL(isinf, PRED_ISINF)
+PRED_KERNEL(isfinite, PRED_ISFINITE)
+
+/* The identity: a view of the input (no copy). */
+wf_status wf__cpu_stop_gradient(wf_array *out, wf_array *const *inputs, int ninputs,
+                                const void *params)
+{
+    (void)ninputs;
+    (void)params;
+    wf__array_set_view(out, inputs[0], inputs[0]->strides, inputs[0]->offset);
     return WF_OK;
 }

@@ -1,0 +1,110 @@
+/* Unary element-wise ops (wf_exp is in elementwise.c).
+ *
+ * Dtype rules (MLX-like):
+ *  - float-valued functions (expm1, log, sqrt, sin, sigmoid, erf, ...) on
+ *    integer or bool inputs compute in float32 (the input is cast first);
+ *    f16/bf16 compute in float32 and round back to their dtype;
+ *  - negative, abs, sign, square keep integer dtypes (integers wrap around:
+ *    negative/abs of the minimum give the minimum); negative of bool is
+ *    WF_ERR_DTYPE (as in NumPy; use wf_logical_not), while abs, sign and
+ *    square of bool keep bool and return the same values (|b| = sign(b) =
+ *    b*b = b);
+ *  - sign of a float gives -1, 1, NaN for NaN, and keeps +-0;
+ *  - floor, ceil, round return integer and bool inputs unchanged (the same
+ *    array, a new reference); round is half to even;
+ *  - logical_not, isnan, isinf, isfinite give bool (logical_not: true where
+ *    the value is 0, so NaN counts as true-valued; integers are never NaN or
+ *    inf and always finite);
+ *  - stop_gradient is an identity primitive of its own (a view, no copy). */
+#include "core/dtype.h"
+#include "core/error.h"
+#include "prim/prims.h"
+#include "prim/unary.h"
+
+/* Float-valued functions: integer/bool inputs are cast to float32. */
+static wf_array *float_op(const char *op, const wf_prim_def *prim, wf_array *a)
+{
+    if (!wf__array_check(a, op, "a"))
+        return NULL;
+    if (wf__dtype_is_float(a->dtype))
+        return wf__node_new(prim, NULL, &a, 1);
+    wf_array *x = wf_astype(a, WF_DTYPE_F32);
+    if (!x)
+        return NULL;
+    wf_array *out = wf__node_new(prim, NULL, &x, 1);
+    wf_release(x);
+    return out;
+}
+
+/* Ops on every dtype (the primitive decides the output dtype). */
+static wf_array *plain_op(const char *op, const wf_prim_def *prim, wf_array *a)
+{
+    if (!wf__array_check(a, op, "a"))
+        return NULL;
+    return wf__node_new(prim, NULL, &a, 1);
+}
+
+/* Rounding: integers are already integral. */
+static wf_array *rounding_op(const char *op, const wf_prim_def *prim, wf_array *a)
+{
+    if (!wf__array_check(a, op, "a"))
+        return NULL;
+    if (!wf__dtype_is_float(a->dtype))
+        return wf_retain(a);
+    return wf__node_new(prim, NULL, &a, 1);
+}
+
+wf_array *wf_negative(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_negative", "a"))
+        return NULL;
+    if (a->dtype == WF_DTYPE_BOOL) {
+        wf__error(WF_ERR_DTYPE,
+                  "wf_negative: bool arrays cannot be negated (use wf_logical_not)");
+        return NULL;
+    }
+    return wf__node_new(&wf__prim_negative, NULL, &a, 1);
+}
+
+wf_array *wf_abs(wf_array *a) { return plain_op("wf_abs", &wf__prim_abs, a); }
+wf_array *wf_sign(wf_array *a) { return plain_op("wf_sign", &wf__prim_sign, a); }
+wf_array *wf_square(wf_array *a) { return plain_op("wf_square", &wf__prim_square, a); }
+
+#define FLOAT_OP(name)                                                                      \
+    wf_array *wf_##name(wf_array *a) { return float_op("wf_" #name, &wf__prim_##name, a); }
+FLOAT_OP(expm1)
+FLOAT_OP(log)
+FLOAT_OP(log1p)
+FLOAT_OP(log2)
+FLOAT_OP(sqrt)
+FLOAT_OP(rsqrt)
+FLOAT_OP(reciprocal)
+FLOAT_OP(sin)
+FLOAT_OP(cos)
+FLOAT_OP(tan)
+FLOAT_OP(tanh)
+FLOAT_OP(sinh)
+FLOAT_OP(cosh)
+FLOAT_OP(arcsin)
+FLOAT_OP(arccos)
+FLOAT_OP(arctan)
+FLOAT_OP(sigmoid)
+FLOAT_OP(erf)
+FLOAT_OP(erfinv)
+
+wf_array *wf_floor(wf_array *a) { return rounding_op("wf_floor", &wf__prim_floor, a); }
+wf_array *wf_ceil(wf_array *a) { return rounding_op("wf_ceil", &wf__prim_ceil, a); }
+wf_array *wf_round(wf_array *a) { return rounding_op("wf_round", &wf__prim_round, a); }
+
+wf_array *wf_logical_not(wf_array *a)
+{
+    return plain_op("wf_logical_not", &wf__prim_logical_not, a);
+}
+wf_array *wf_isnan(wf_array *a) { return plain_op("wf_isnan", &wf__prim_isnan, a); }
+wf_array *wf_isinf(wf_array *a) { return plain_op("wf_isinf", &wf__prim_isinf, a); }
+wf_array *wf_isfinite(wf_array *a) { return plain_op("wf_isfinite", &wf__prim_isfinite, a); }
+
+wf_array *wf_stop_gradient(wf_array *a)
+{
+    return plain_op("wf_stop_gradient", &wf__prim_stop_gradient, a);
+}

@@ -1,0 +1,473 @@
+/*
+ * Unary element-wise ops through the public API against plain references
+ * computed here with doubles: every dtype, strided and broadcast (stride-0)
+ * inputs, 0-d and empty arrays, NaN/inf/signed zeros, large arrays (the
+ * parallel path), and every op's bad inputs.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/vmath.h"
+#include "conformance.h"
+#include "core/array.h"
+#include "core/dtype.h"
+#include "harness.h"
+#include "prim/unary.h"
+
+enum kind { FLOATF, NEG, KEEP, ROUNDF, PRED, IDENT };
+
+static double ref_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+static double ref_rsqrt(double x) { return 1.0 / sqrt(x); }
+static double ref_square(double x) { return x * x; }
+static double ref_recip(double x) { return 1.0 / x; }
+static double ref_neg(double x) { return -x; }
+static double ref_sign(double x) { return x > 0 ? 1 : x < 0 ? -1 : x; }
+static double ref_not(double x) { return x == 0 ? 1 : 0; }
+static double ref_isnan(double x) { return isnan(x) ? 1 : 0; }
+static double ref_isinf(double x) { return isinf(x) ? 1 : 0; }
+static double ref_isfinite(double x) { return isfinite(x) ? 1 : 0; }
+static double ref_ident(double x) { return x; }
+static double ref_round(double x) { return nearbyint(x); } /* default mode: half even */
+static double ref_erfinv(double x)
+{
+    /* bisection on erf: slow but simple and exact to double precision */
+    if (isnan(x) || x < -1 || x > 1)
+        return NAN;
+    if (x == 1 || x == -1)
+        return x * INFINITY;
+    double lo = -10, hi = 10;
+    for (int i = 0; i < 200; i++) {
+        double mid = 0.5 * (lo + hi);
+        /* erf(mid) < x; near +-1 through erfc, which keeps the digits */
+        bool below = x > 0.5 ? erfc(mid) > 1.0 - x : x < -0.5 ? erfc(-mid) < 1.0 + x : erf(mid) < x;
+        if (below)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+typedef struct unary_case {
+    const char *name;
+    wf_array *(*op)(wf_array *);
+    double (*ref)(double);
+    enum kind kind;
+    double lo, hi; /* test domain */
+} unary_case;
+
+static const unary_case cases[] = {
+    {"wf_exp", wf_exp, exp, FLOATF, -10, 10},
+    {"wf_negative", wf_negative, ref_neg, NEG, -100, 100},
+    {"wf_abs", wf_abs, fabs, KEEP, -100, 100},
+    {"wf_sign", wf_sign, ref_sign, KEEP, -3, 3},
+    {"wf_expm1", wf_expm1, expm1, FLOATF, -10, 10},
+    {"wf_log", wf_log, log, FLOATF, 0.01, 100},
+    {"wf_log1p", wf_log1p, log1p, FLOATF, -0.9, 100},
+    {"wf_log2", wf_log2, log2, FLOATF, 0.01, 100},
+    {"wf_sqrt", wf_sqrt, sqrt, FLOATF, 0, 100},
+    {"wf_rsqrt", wf_rsqrt, ref_rsqrt, FLOATF, 0.01, 100},
+    {"wf_square", wf_square, ref_square, KEEP, -100, 100},
+    {"wf_reciprocal", wf_reciprocal, ref_recip, FLOATF, 0.5, 100},
+    {"wf_sin", wf_sin, sin, FLOATF, -10, 10},
+    {"wf_cos", wf_cos, cos, FLOATF, -10, 10},
+    {"wf_tan", wf_tan, tan, FLOATF, -1.4, 1.4},
+    {"wf_tanh", wf_tanh, tanh, FLOATF, -5, 5},
+    {"wf_sinh", wf_sinh, sinh, FLOATF, -5, 5},
+    {"wf_cosh", wf_cosh, cosh, FLOATF, -5, 5},
+    {"wf_arcsin", wf_arcsin, asin, FLOATF, -1, 1},
+    {"wf_arccos", wf_arccos, acos, FLOATF, -1, 1},
+    {"wf_arctan", wf_arctan, atan, FLOATF, -10, 10},
+    {"wf_sigmoid", wf_sigmoid, ref_sigmoid, FLOATF, -20, 20},
+    {"wf_erf", wf_erf, erf, FLOATF, -4, 4},
+    {"wf_erfinv", wf_erfinv, ref_erfinv, FLOATF, -0.99, 0.99},
+    {"wf_floor", wf_floor, floor, ROUNDF, -100, 100},
+    {"wf_ceil", wf_ceil, ceil, ROUNDF, -100, 100},
+    {"wf_round", wf_round, ref_round, ROUNDF, -100, 100},
+    {"wf_logical_not", wf_logical_not, ref_not, PRED, -2, 2},
+    {"wf_isnan", wf_isnan, ref_isnan, PRED, -2, 2},
+    {"wf_isinf", wf_isinf, ref_isinf, PRED, -2, 2},
+    {"wf_isfinite", wf_isfinite, ref_isfinite, PRED, -2, 2},
+    {"wf_stop_gradient", wf_stop_gradient, ref_ident, IDENT, -100, 100},
+};
+enum { NCASES = sizeof cases / sizeof cases[0] };
+
+static bool is_int(wf_dtype d) { return !wf__dtype_is_float(d); }
+
+/* Output dtype of the case for input dtype d (WF_DTYPE_COUNT: an error). */
+static wf_dtype out_dtype(const unary_case *c, wf_dtype d)
+{
+    switch (c->kind) {
+    case FLOATF: return is_int(d) ? WF_DTYPE_F32 : d;
+    case NEG: return d == WF_DTYPE_BOOL ? WF_DTYPE_COUNT : d;
+    case PRED: return WF_DTYPE_BOOL;
+    default: return d;
+    }
+}
+
+/* Input values for dtype d within the case's domain (integers rounded into
+ * range; u8 and bool non-negative). */
+static double *make_inputs(const unary_case *c, wf_dtype d, int64_t n, uint32_t seed)
+{
+    double *v = conf_values(n, c->lo, c->hi, seed);
+    for (int64_t i = 0; i < n; i++) {
+        double x = v[i];
+        if (d == WF_DTYPE_BOOL)
+            x = (i % 3) != 0;
+        else if (is_int(d)) {
+            x = round(x);
+            if (x < c->lo)
+                x = ceil(c->lo);
+            if (x > c->hi)
+                x = floor(c->hi);
+            if (d == WF_DTYPE_U8 && x < 0)
+                x = -x;
+        }
+        if (i == 0 && c->lo <= 0 && c->hi >= 0)
+            x = 0; /* include a zero */
+        v[i] = conf_round_to(x, d);
+    }
+    return v;
+}
+
+/* The exact integer result of negative/abs/sign/square (with wraparound). */
+static double int_ref(const unary_case *c, wf_dtype d, double x)
+{
+    if (d == WF_DTYPE_BOOL)
+        return x; /* abs, sign, square of bool keep it */
+    double r = c->ref(x);
+    if (d == WF_DTYPE_U8) {
+        long long k = (long long)r % 256;
+        return (double)(k < 0 ? k + 256 : k);
+    }
+    if (d == WF_DTYPE_I32 && (r > 2147483647.0 || r < -2147483648.0))
+        return r; /* not reached with the test domains */
+    return r;
+}
+
+static double tol_for(const unary_case *c, wf_dtype out)
+{
+    if (c->kind == PRED || c->kind == IDENT || c->kind == ROUNDF || !wf__dtype_is_float(out))
+        return 0;
+    if (out == WF_DTYPE_F32)
+        return 1e-6; /* a few ulp */
+    if (out == WF_DTYPE_F64)
+        return c->op == wf_erfinv ? 1e-12 : 1e-14;
+    return conf_tolerance(out);
+}
+
+/* Runs one case for one dtype over contiguous, strided, broadcast, 0-d and
+ * empty inputs. */
+static void check_case(const unary_case *c, wf_dtype d)
+{
+    const int64_t shape[2] = {7, 9};
+    const int64_t n = 63;
+    wf_dtype od = out_dtype(c, d);
+    if (od == WF_DTYPE_COUNT)
+        return; /* checked in test_errors */
+    double *in = make_inputs(c, d, n, 17u + (uint32_t)d);
+    double *want = malloc((size_t)n * sizeof *want);
+    for (int64_t i = 0; i < n; i++) {
+        double r = (c->kind == NEG || c->kind == KEEP) && is_int(d) ? int_ref(c, d, in[i])
+                                                                    : c->ref(in[i]);
+        want[i] = conf_round_to(r, od);
+    }
+    const double tol = tol_for(c, od);
+    wf_scope_begin();
+    char what[128];
+    snprintf(what, sizeof what, "%s %s", c->name, wf_dtype_name(d));
+
+    /* contiguous */
+    wf_array *a = conf_array(in, shape, 2, d);
+    if (!conf_check((c->op(a)), od, shape, 2, want, tol))
+        printf("    (%s contiguous)\n", what);
+    /* non-contiguous (transposed storage) */
+    wf_array *s = conf_strided(in, shape, 2, d);
+    if (!conf_check((c->op(s)), od, shape, 2, want, tol))
+        printf("    (%s strided)\n", what);
+    /* broadcast: a row viewed with stride 0 */
+    const int64_t row_shape[1] = {9};
+    wf_array *row = conf_array(in, row_shape, 1, d);
+    wf_array *b = wf_broadcast_to(row, shape, 2);
+    double *want_b = malloc((size_t)n * sizeof *want_b);
+    for (int64_t i = 0; i < n; i++)
+        want_b[i] = want[i % 9];
+    if (!conf_check((c->op(b)), od, shape, 2, want_b, tol))
+        printf("    (%s broadcast)\n", what);
+    /* 0-d, from a stride-2 view */
+    wf_array *z = conf_strided(in + 3, NULL, 0, d);
+    if (!conf_check((c->op(z)), od, NULL, 0, want + 3, tol))
+        printf("    (%s 0-d)\n", what);
+    /* empty */
+    const int64_t empty_shape[2] = {0, 5};
+    wf_array *e = conf_array(in, empty_shape, 2, d);
+    conf_check((c->op(e)), od, empty_shape, 2, want, tol);
+    wf_scope_end();
+    free(want_b);
+    free(want);
+    free(in);
+}
+
+static void test_all_ops_all_dtypes(void)
+{
+    for (int k = 0; k < NCASES; k++)
+        for (int d = 0; d < WF_DTYPE_COUNT; d++)
+            check_case(&cases[k], (wf_dtype)d);
+}
+
+/* NaN, infinities, signed zeros, subnormals and out-of-domain values in
+ * float32 and float64, against libm (float32 results: within 4 ulp). */
+static void test_special_values(void)
+{
+    const double specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5,
+                               -2.5, 1e-40, -1e-40, 1e-30, 100.0, -100.0, 88.7, 89.0, -103.0,
+                               -110.0, 1e30, -1e30, 5000.0, 1e6, -2.0};
+    const int64_t n = (int64_t)(sizeof specials / sizeof specials[0]);
+    const wf_dtype dtypes[2] = {WF_DTYPE_F32, WF_DTYPE_F64};
+    for (int k = 0; k < NCASES; k++) {
+        const unary_case *c = &cases[k];
+        if (c->op == wf_erfinv || c->kind == IDENT)
+            continue; /* erfinv: test_erfinv */
+        for (int t = 0; t < 2; t++) {
+            wf_dtype d = dtypes[t];
+            double want[32], in[32];
+            for (int64_t i = 0; i < n; i++) {
+                in[i] = conf_round_to(specials[i], d);
+                want[i] = conf_round_to(c->ref(in[i]), out_dtype(c, d));
+            }
+            wf_scope_begin();
+            wf_array *a = conf_array(in, &n, 1, d);
+            wf_array *r = c->op(a);
+            double *got = r ? conf_read(r) : NULL;
+            if (CHECK_NOT_NULL(got)) {
+                for (int64_t i = 0; i < n; i++) {
+                    double w = want[i], g = got[i];
+                    bool ok;
+                    if (isnan(w))
+                        ok = isnan(g);
+                    else if (isinf(w) || w == 0)
+                        ok = g == w && signbit(g) == signbit(w);
+                    else
+                        ok = fabs(g - w) <= (d == WF_DTYPE_F32 ? 4 * 0x1p-24 : 1e-15) * fabs(w) ||
+                             (fabs(w) < 0x1p-126 && fabs(g - w) <= 4 * 0x1p-149);
+                    if (!ok)
+                        CHECK(!printf("    %s(%s %.9g) = %.9g, want %.9g\n", c->name,
+                                      wf_dtype_name(d), in[i], g, w));
+                }
+            }
+            free(got);
+            wf_scope_end();
+        }
+    }
+}
+
+/* erfinv: f32 within 1e-6 relative, f64 within 1e-12, across (-1, 1). */
+static void test_erfinv(void)
+{
+    const int64_t n = 2001;
+    double *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = -1.0 + 2.0 * (double)i / (double)(n - 1);
+    x[1] = -0.9999999;
+    x[n - 2] = 0.999999;
+    x[5] = 1e-30;
+    const wf_dtype dtypes[2] = {WF_DTYPE_F32, WF_DTYPE_F64};
+    for (int t = 0; t < 2; t++) {
+        double *in = malloc((size_t)n * sizeof *in), *want = malloc((size_t)n * sizeof *want);
+        for (int64_t i = 0; i < n; i++) {
+            in[i] = conf_round_to(x[i], dtypes[t]);
+            want[i] = conf_round_to(ref_erfinv(in[i]), dtypes[t]);
+        }
+        wf_array *a = conf_array(in, &n, 1, dtypes[t]);
+        conf_check(wf_erfinv(a), dtypes[t], &n, 1, want, t == 0 ? 1e-6 : 1e-12);
+        wf_release(a);
+        free(in);
+        free(want);
+    }
+    free(x);
+    double v = 0;
+    wf_array *bad = wf_scalar(1.5, WF_DTYPE_F32);
+    wf_array *r = wf_erfinv(bad);
+    CHECK_OK(wf_array_item(r, &v));
+    CHECK(isnan(v));
+    wf_release(r);
+    wf_release(bad);
+}
+
+/* Large arrays go through the pool in chunks; results are those of the
+ * block functions called directly (bit for bit), contiguous or strided. */
+static void test_large_parallel(void)
+{
+    const int64_t n = 300001;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)((double)(i % 20011) * 1e-3 - 10.0);
+    wf_array *a = wf_array_from_data(x, &n, 1, WF_DTYPE_F32);
+    struct {
+        wf_array *(*op)(wf_array *);
+        void (*fn)(int64_t, const float *restrict, float *restrict);
+    } fns[] = {{wf_exp, wf__vm_exp_f32},     {wf_sin, wf__vm_sin_f32},
+               {wf_tanh, wf__vm_tanh_f32},   {wf_erf, wf__vm_erf_f32},
+               {wf_sigmoid, wf__vm_sigmoid_f32}};
+    for (size_t k = 0; k < sizeof fns / sizeof fns[0]; k++) {
+        fns[k].fn(n, x, y);
+        wf_array *r = fns[k].op(a);
+        const void *data = NULL;
+        if (CHECK_OK(wf_array_data(r, &data)))
+            CHECK(memcmp(data, y, (size_t)n * sizeof *y) == 0);
+        wf_release(r);
+    }
+    /* strided: every other element of a 2n array */
+    int64_t n2 = 2 * n, start = 0, stop = 2 * n, step = 2;
+    float *x2 = malloc((size_t)n2 * sizeof *x2);
+    for (int64_t i = 0; i < n; i++) {
+        x2[2 * i] = x[i];
+        x2[2 * i + 1] = 1e30f;
+    }
+    wf_array *wide = wf_array_from_data(x2, &n2, 1, WF_DTYPE_F32);
+    wf_array *view = wf_slice(wide, &start, &stop, &step);
+    wf__vm_log1p_f32(n, x, y);
+    wf_array *r = wf_log1p(view);
+    const void *data = NULL;
+    if (CHECK_OK(wf_array_data(r, &data)))
+        CHECK(memcmp(data, y, (size_t)n * sizeof *y) == 0);
+    wf_release(r);
+    wf_release(view);
+    wf_release(wide);
+    wf_release(a);
+    free(x2);
+    free(x);
+    free(y);
+}
+
+/* Integer corner cases: wraparound of negative/abs/square, u8 negation. */
+static void test_integer_wrap(void)
+{
+    const int32_t v32[4] = {INT32_MIN, INT32_MAX, -7, 65536};
+    const int64_t v64[3] = {INT64_MIN, INT64_MAX, -3};
+    const int64_t n32 = 4, n64 = 3;
+    wf_array *a = wf_array_from_data(v32, &n32, 1, WF_DTYPE_I32);
+    wf_array *b = wf_array_from_data(v64, &n64, 1, WF_DTYPE_I64);
+    int32_t o32[4];
+    int64_t o64[3];
+    wf_array *r = wf_negative(a);
+    CHECK_OK(wf_array_copy_to(r, o32, sizeof o32));
+    CHECK_EQ_INT(o32[0], INT32_MIN);
+    CHECK_EQ_INT(o32[1], -INT32_MAX);
+    CHECK_EQ_INT(o32[2], 7);
+    wf_release(r);
+    r = wf_abs(a);
+    CHECK_OK(wf_array_copy_to(r, o32, sizeof o32));
+    CHECK_EQ_INT(o32[0], INT32_MIN);
+    CHECK_EQ_INT(o32[2], 7);
+    wf_release(r);
+    r = wf_square(a);
+    CHECK_OK(wf_array_copy_to(r, o32, sizeof o32));
+    CHECK_EQ_INT(o32[3], 0); /* 2^32 wraps to 0 */
+    CHECK_EQ_INT(o32[1], 1); /* (2^31 - 1)^2 = 1 mod 2^32 */
+    wf_release(r);
+    r = wf_negative(b);
+    CHECK_OK(wf_array_copy_to(r, o64, sizeof o64));
+    CHECK(o64[0] == INT64_MIN);
+    CHECK(o64[1] == -INT64_MAX);
+    wf_release(r);
+    r = wf_sign(b);
+    CHECK_OK(wf_array_copy_to(r, o64, sizeof o64));
+    CHECK(o64[0] == -1 && o64[1] == 1 && o64[2] == -1);
+    wf_release(r);
+    const uint8_t u[3] = {0, 1, 200};
+    const int64_t nu = 3;
+    wf_array *c = wf_array_from_data(u, &nu, 1, WF_DTYPE_U8);
+    uint8_t ou[3];
+    r = wf_negative(c);
+    CHECK_OK(wf_array_copy_to(r, ou, sizeof ou));
+    CHECK(ou[0] == 0 && ou[1] == 255 && ou[2] == 56);
+    wf_release(r);
+    wf_release(a);
+    wf_release(b);
+    wf_release(c);
+}
+
+/* Rounding returns integer inputs as they are; half to even for floats;
+ * stop_gradient is its own primitive and a view. */
+static void test_identities(void)
+{
+    wf_array *i = wf_arange(0, 5, 1, WF_DTYPE_I32);
+    wf_array *r = wf_round(i);
+    CHECK(r == i);
+    wf_release(r);
+    r = wf_floor(i);
+    CHECK(r == i);
+    wf_release(r);
+    const double halves[8] = {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 8388607.5, -0.0};
+    const double even[8] = {0, 2, 2, -0.0, -2, -2, 8388608, -0.0};
+    const int64_t n = 8;
+    wf_array *h = conf_array(halves, &n, 1, WF_DTYPE_F64);
+    conf_check(wf_round(h), WF_DTYPE_F64, &n, 1, even, 0);
+    wf_array *g = wf_stop_gradient(h);
+    if (CHECK_NOT_NULL(g)) {
+        CHECK(strcmp(g->prim->name, "stop_gradient") == 0);
+        CHECK_OK(wf_eval(&g, 1));
+        CHECK(g->buffer == h->buffer); /* a view: no copy */
+    }
+    conf_check(g, WF_DTYPE_F64, &n, 1, halves, 0);
+    wf_release(h);
+    wf_release(i);
+}
+
+static void test_errors(void)
+{
+    for (int k = 0; k < NCASES; k++)
+        conf_check_error(cases[k].op(NULL), WF_ERR_NULL_ARGUMENT, cases[k].name);
+    /* a NULL from an earlier failed op keeps its error */
+    wf_array *bad = wf_negative(NULL);
+    wf_clear_error();
+    wf_array *t = wf_full(NULL, -1, 0, WF_DTYPE_F32); /* records an error */
+    wf_status first = wf_last_error();
+    CHECK(t == NULL && first != WF_OK);
+    CHECK(wf_sin(t) == NULL);
+    CHECK_EQ_INT(wf_last_error(), first);
+    wf_clear_error();
+    (void)bad;
+    /* negative of bool */
+    wf_array *b = wf_scalar(1, WF_DTYPE_BOOL);
+    conf_check_error(wf_negative(b), WF_ERR_DTYPE, "wf_negative");
+    /* the primitives check their input dtype themselves too */
+    wf_array *x = wf_scalar(3, WF_DTYPE_I32);
+    conf_check_error(wf__node_new(&wf__prim_sin, NULL, &x, 1), WF_ERR_DTYPE, "sin");
+    wf_release(x);
+    wf_release(b);
+}
+
+/* wf_exp: every float dtype, strided. */
+static void test_exp_kernel_paths(void)
+{
+    const int64_t shape[3] = {3, 5, 40};
+    const int64_t n = 600;
+    double *v = conf_values(n, -20, 20, 5);
+    double *want = malloc((size_t)n * sizeof *want);
+    for (int d = WF_DTYPE_F16; d <= WF_DTYPE_F64; d++) {
+        for (int64_t i = 0; i < n; i++)
+            want[i] = conf_round_to(exp(conf_round_to(v[i], (wf_dtype)d)), (wf_dtype)d);
+        wf_array *s = conf_strided(v, shape, 3, (wf_dtype)d);
+        double tol = d == WF_DTYPE_F32 ? 1e-6 : d == WF_DTYPE_F64 ? 1e-15 : conf_tolerance(d);
+        conf_check(wf_exp(s), (wf_dtype)d, shape, 3, want, tol);
+        wf_release(s);
+    }
+    free(want);
+    free(v);
+}
+
+int main(void)
+{
+    RUN_TEST(test_all_ops_all_dtypes);
+    RUN_TEST(test_special_values);
+    RUN_TEST(test_erfinv);
+    RUN_TEST(test_large_parallel);
+    RUN_TEST(test_integer_wrap);
+    RUN_TEST(test_identities);
+    RUN_TEST(test_errors);
+    RUN_TEST(test_exp_kernel_paths);
+    return TEST_SUMMARY();
+}
