@@ -1,0 +1,344 @@
+/*
+ * Random ops: keys, splitting, the per-thread default key, and the sampling
+ * op constructors (see prim/random.h for how bits follow from keys).
+ *
+ * Keys: wf_random_key(seed) is (hi32(seed), lo32(seed)), as JAX's PRNGKey.
+ * Child i of wf_random_split(key) is threefry2x32(key, (hi32(i), lo32(i))).
+ *
+ * Default key: each thread has its own (_Thread_local, nothing to free at
+ * thread exit). It starts, on the thread's first use, as child n of a fixed
+ * root key, where n is a process-wide counter taken once per thread, so
+ * threads draw different streams (the first thread to use it gets n = 0,
+ * so a single-threaded program is reproducible). wf_random_seed(s) sets
+ * this thread's default key to wf_random_key(s). An op given key NULL
+ * replaces the default key k by split(k)[0] and samples with split(k)[1].
+ */
+#include <float.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "prim/prims.h"
+#include "prim/random.h"
+
+/* ---------------------------------------------------------------- keys */
+
+wf_key wf_random_key(uint64_t seed)
+{
+    wf_key k = {{(uint32_t)(seed >> 32), (uint32_t)seed}};
+    return k;
+}
+
+static wf_key key_child(wf_key key, uint64_t i)
+{
+    wf_key c;
+    wf__threefry2x32(key.words[0], key.words[1], (uint32_t)(i >> 32), (uint32_t)i,
+                     &c.words[0], &c.words[1]);
+    return c;
+}
+
+wf_status wf_random_split(wf_key key, int count, wf_key *out)
+{
+    if (count < 0)
+        return wf__error(WF_ERR_INVALID_ARGUMENT, "wf_random_split: count %d is negative",
+                         count);
+    if (count > 0 && out == NULL)
+        return wf__error(WF_ERR_NULL_ARGUMENT, "wf_random_split: out is NULL (count %d)",
+                         count);
+    for (int i = 0; i < count; i++)
+        out[i] = key_child(key, (uint64_t)i);
+    return WF_OK;
+}
+
+/* The root of the threads' initial default keys ("WEFT", "RNG!"). */
+static const wf_key default_root = {{0x57454654u, 0x524e4721u}};
+
+static atomic_uint_fast64_t thread_streams;
+
+static _Thread_local struct {
+    bool ready;
+    wf_key key;
+} default_key;
+
+void wf_random_seed(uint64_t seed)
+{
+    default_key.key = wf_random_key(seed);
+    default_key.ready = true;
+}
+
+/* The key an op uses: *key, or the next key of this thread's stream. */
+static wf_key take_key(const wf_key *key)
+{
+    if (key)
+        return *key;
+    if (!default_key.ready) {
+        uint64_t n = atomic_fetch_add_explicit(&thread_streams, 1, memory_order_relaxed);
+        default_key.key = key_child(default_root, n);
+        default_key.ready = true;
+    }
+    wf_key next = key_child(default_key.key, 0), use = key_child(default_key.key, 1);
+    default_key.key = next;
+    return use;
+}
+
+static void params_init(wf_random_params *p, int kind, wf_key key)
+{
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    p->key[0] = key.words[0];
+    p->key[1] = key.words[1];
+}
+
+/* Checks the dtype (float) and shape of a float generator. */
+static wf_status check_float_gen(const char *op, const int64_t *shape, int ndim, wf_dtype dtype)
+{
+    if (!wf__dtype_valid(dtype))
+        return wf__error(WF_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dtype);
+    if (!wf__dtype_is_float(dtype))
+        return wf__error(WF_ERR_DTYPE, "%s: dtype %s is not a float type", op,
+                         wf_dtype_name(dtype));
+    return wf__check_shape(op, shape, ndim, dtype);
+}
+
+/* ---------------------------------------------------------------- uniform */
+
+static double dtype_max(wf_dtype dtype)
+{
+    switch (dtype) {
+    case WF_DTYPE_F16: return 65504.0;
+    case WF_DTYPE_BF16: return 0x1.fep127; /* 0x7F7F */
+    case WF_DTYPE_F32: return FLT_MAX;
+    default: return DBL_MAX;
+    }
+}
+
+/* `v` (|v| <= dtype_max) rounded to dtype. */
+static double round_to(double v, wf_dtype dtype)
+{
+    switch (dtype) {
+    case WF_DTYPE_F16: return wf__f16_to_f32(wf__f32_to_f16((float)v));
+    case WF_DTYPE_BF16: return wf__bf16_to_f32(wf__f32_to_bf16((float)v));
+    case WF_DTYPE_F32: return (float)v;
+    default: return v;
+    }
+}
+
+/* The neighbour of dtype value `v` (finite, not the largest in direction
+ * `up`) towards +inf (up) or -inf. */
+static double step(double v, wf_dtype dtype, bool up)
+{
+    if (dtype == WF_DTYPE_F64)
+        return nextafter(v, up ? INFINITY : -INFINITY);
+    if (dtype == WF_DTYPE_F32)
+        return nextafterf((float)v, up ? INFINITY : -INFINITY);
+    const bool half = dtype == WF_DTYPE_F16;
+    uint16_t h = half ? wf__f32_to_f16((float)v) : wf__f32_to_bf16((float)v);
+    if ((h & 0x7fffu) == 0) /* +-0 */
+        h = up ? 0x0001u : 0x8001u;
+    else if (((h & 0x8000u) == 0) == up) /* away from zero */
+        h = (uint16_t)(h + 1u);
+    else
+        h = (uint16_t)(h - 1u);
+    return half ? wf__f16_to_f32(h) : wf__bf16_to_f32(h);
+}
+
+/* The smallest and largest values of dtype in [low, high); false if none. */
+static bool dtype_bounds(double low, double high, wf_dtype dtype, double *lo, double *hi)
+{
+    const double max = dtype_max(dtype);
+    if (low > max || high <= -max)
+        return false;
+    if (low < -max) {
+        *lo = -max;
+    } else {
+        *lo = round_to(low, dtype);
+        if (*lo < low)
+            *lo = step(*lo, dtype, true);
+    }
+    if (high > max) {
+        *hi = max;
+    } else {
+        *hi = round_to(high, dtype);
+        if (*hi >= high)
+            *hi = step(*hi, dtype, false);
+    }
+    return *lo <= *hi;
+}
+
+wf_array *wf_random_uniform(const int64_t *shape, int ndim, wf_dtype dtype, double low,
+                            double high, const wf_key *key)
+{
+    const char *op = "wf_random_uniform";
+    if (check_float_gen(op, shape, ndim, dtype) != WF_OK)
+        return NULL;
+    if (!isfinite(low) || !isfinite(high)) {
+        wf__error(WF_ERR_INVALID_ARGUMENT, "%s: low %g and high %g must be finite", op, low,
+                  high);
+        return NULL;
+    }
+    if (!(low < high)) {
+        wf__error(WF_ERR_INVALID_ARGUMENT, "%s: high %g <= low %g (empty range)", op, high,
+                  low);
+        return NULL;
+    }
+    double lo, hi;
+    if (!dtype_bounds(low, high, dtype, &lo, &hi)) {
+        wf__error(WF_ERR_INVALID_ARGUMENT, "%s: no %s value lies in [%g, %g)", op,
+                  wf_dtype_name(dtype), low, high);
+        return NULL;
+    }
+    wf_random_params p;
+    params_init(&p, WF_RANDOM_UNIFORM, take_key(key));
+    p.lo = lo;
+    p.hi = hi;
+    p.dtype = dtype;
+    p.ndim = ndim;
+    wf__shape_copy(p.shape, shape, ndim);
+    p.a = low;
+    p.b = high;
+    return wf__node_new(&wf__prim_random_uniform, &p, NULL, 0);
+}
+
+/* ---------------------------------------------------------------- normal */
+
+wf_array *wf_random_normal(const int64_t *shape, int ndim, wf_dtype dtype, double loc,
+                           double scale, const wf_key *key)
+{
+    const char *op = "wf_random_normal";
+    if (check_float_gen(op, shape, ndim, dtype) != WF_OK)
+        return NULL;
+    if (!isfinite(loc) || !isfinite(scale) || scale < 0) {
+        wf__error(WF_ERR_INVALID_ARGUMENT,
+                  "%s: loc %g must be finite and scale %g finite and >= 0", op, loc, scale);
+        return NULL;
+    }
+    wf_random_params p;
+    params_init(&p, WF_RANDOM_NORMAL, take_key(key));
+    p.dtype = dtype;
+    p.ndim = ndim;
+    wf__shape_copy(p.shape, shape, ndim);
+    p.a = loc;
+    p.b = scale;
+    return wf__node_new(&wf__prim_random_normal, &p, NULL, 0);
+}
+
+/* ---------------------------------------------------------------- randint */
+
+wf_array *wf_random_randint(int64_t low, int64_t high, const int64_t *shape, int ndim,
+                            wf_dtype dtype, const wf_key *key)
+{
+    const char *op = "wf_random_randint";
+    int64_t min, max;
+    switch (dtype) {
+    case WF_DTYPE_U8: min = 0, max = UINT8_MAX; break;
+    case WF_DTYPE_I32: min = INT32_MIN, max = INT32_MAX; break;
+    case WF_DTYPE_I64: min = INT64_MIN, max = INT64_MAX; break;
+    default:
+        if (wf__dtype_valid(dtype))
+            wf__error(WF_ERR_DTYPE, "%s: dtype %s is not an integer type (u8, i32, i64)", op,
+                      wf_dtype_name(dtype));
+        else
+            wf__error(WF_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dtype);
+        return NULL;
+    }
+    if (wf__check_shape(op, shape, ndim, dtype) != WF_OK)
+        return NULL;
+    if (high <= low) {
+        wf__error(WF_ERR_INVALID_ARGUMENT, "%s: high %lld <= low %lld (empty range)", op,
+                  (long long)high, (long long)low);
+        return NULL;
+    }
+    if (low < min || high - 1 > max) {
+        wf__error(WF_ERR_INVALID_ARGUMENT, "%s: [%lld, %lld) does not fit %s", op,
+                  (long long)low, (long long)high, wf_dtype_name(dtype));
+        return NULL;
+    }
+    wf_random_params p;
+    params_init(&p, WF_RANDOM_RANDINT, take_key(key));
+    p.dtype = dtype;
+    p.ndim = ndim;
+    wf__shape_copy(p.shape, shape, ndim);
+    p.ilow = low;
+    p.ihigh = high;
+    return wf__node_new(&wf__prim_random_randint, &p, NULL, 0);
+}
+
+/* ---------------------------------------------------------------- bernoulli */
+
+wf_array *wf_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, const wf_key *key)
+{
+    const char *op = "wf_random_bernoulli";
+    if (!wf__array_check(p, op, "p"))
+        return NULL;
+    if (!wf__dtype_valid(p->dtype)) {
+        wf__error(WF_ERR_DTYPE, "%s: p has an invalid dtype", op);
+        return NULL;
+    }
+    if (shape == NULL && ndim == 0) {
+        shape = p->shape;
+        ndim = p->ndim;
+    } else {
+        if (wf__check_shape(op, shape, ndim, WF_DTYPE_BOOL) != WF_OK)
+            return NULL;
+        int64_t b[WF_MAX_NDIM];
+        int nb = 0;
+        if (wf__broadcast_shapes(op, p->shape, p->ndim, shape, ndim, b, &nb) != WF_OK)
+            return NULL;
+        if (!wf__shape_equal(b, nb, shape, ndim)) {
+            char sp[256], ss[256];
+            wf__error(WF_ERR_SHAPE, "%s: p of shape %s does not broadcast to shape %s", op,
+                      wf__shape_str(p->shape, p->ndim, sp, sizeof sp),
+                      wf__shape_str(shape, ndim, ss, sizeof ss));
+            return NULL;
+        }
+    }
+    const wf_dtype pt = p->dtype == WF_DTYPE_F64 ? WF_DTYPE_F64 : WF_DTYPE_F32;
+    wf_array *cast = wf_astype(p, pt);
+    if (!cast)
+        return NULL;
+    wf_array *x = cast;
+    if (!wf__shape_equal(x->shape, x->ndim, shape, ndim)) {
+        x = wf_broadcast_to(cast, shape, ndim);
+        wf_release(cast);
+        if (!x)
+            return NULL;
+    }
+    wf_random_params params;
+    params_init(&params, WF_RANDOM_BERNOULLI, take_key(key));
+    wf_array *out = wf__node_new(&wf__prim_random_bernoulli, &params, &x, 1);
+    wf_release(x);
+    return out;
+}
+
+/* ---------------------------------------------------------------- categorical */
+
+wf_array *wf_random_categorical(wf_array *logits, int axis, const wf_key *key)
+{
+    const char *op = "wf_random_categorical";
+    if (!wf__array_check(logits, op, "logits"))
+        return NULL;
+    if (!wf__dtype_valid(logits->dtype)) {
+        wf__error(WF_ERR_DTYPE, "%s: logits have an invalid dtype", op);
+        return NULL;
+    }
+    int ax;
+    if (wf__normalize_axis(op, axis, logits->ndim, &ax) != WF_OK)
+        return NULL;
+    if (logits->shape[ax] == 0) {
+        wf__error(WF_ERR_SHAPE, "%s: axis %d has size 0 (no classes to sample from)", op,
+                  axis);
+        return NULL;
+    }
+    const wf_dtype lt = logits->dtype == WF_DTYPE_F64 ? WF_DTYPE_F64 : WF_DTYPE_F32;
+    wf_array *x = wf_astype(logits, lt);
+    if (!x)
+        return NULL;
+    wf_random_params p;
+    params_init(&p, WF_RANDOM_CATEGORICAL, take_key(key));
+    p.axis = ax;
+    wf_array *out = wf__node_new(&wf__prim_random_categorical, &p, &x, 1);
+    wf_release(x);
+    return out;
+}

@@ -1,0 +1,175 @@
+/* Random primitives: uniform, normal, randint (no inputs), bernoulli (p),
+ * categorical (logits). The op constructors check the user's arguments;
+ * infer re-checks what the kernels rely on. */
+#include "prim/random.h"
+
+#include <math.h>
+
+#include "backend/cpu/random.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "prim/prims.h"
+
+static wf_status expect(const wf_random_params *p, int kind, const char *op, int ninputs,
+                        int want_inputs)
+{
+    if (p->kind != kind)
+        return wf__error(WF_ERR_INTERNAL, "%s: params of kind %d", op, p->kind);
+    if (ninputs != want_inputs)
+        return wf__error(WF_ERR_INTERNAL, "%s: expected %d inputs, got %d", op, want_inputs,
+                         ninputs);
+    return WF_OK;
+}
+
+/* The output of a generator: params' dtype and shape. */
+static wf_status infer_generated(const wf_random_params *p, const char *op, wf_dtype *dtype,
+                                 int *ndim, int64_t *shape)
+{
+    wf_status st = wf__check_shape(op, p->shape, p->ndim, p->dtype);
+    if (st != WF_OK)
+        return st;
+    *dtype = p->dtype;
+    *ndim = p->ndim;
+    wf__shape_copy(shape, p->shape, p->ndim);
+    return WF_OK;
+}
+
+static wf_status infer_uniform(const void *params, wf_array *const *inputs, int ninputs,
+                               wf_dtype *dtype, int *ndim, int64_t *shape)
+{
+    (void)inputs;
+    const wf_random_params *p = params;
+    const char *op = "wf_random_uniform";
+    wf_status st = expect(p, WF_RANDOM_UNIFORM, op, ninputs, 0);
+    if (st != WF_OK)
+        return st;
+    if (!wf__dtype_is_float(p->dtype))
+        return wf__error(WF_ERR_DTYPE, "%s: dtype %s is not a float type", op,
+                         wf_dtype_name(p->dtype));
+    if (!(isfinite(p->a) && isfinite(p->b) && p->a < p->b && p->lo <= p->hi))
+        return wf__error(WF_ERR_INVALID_ARGUMENT, "%s: bad bounds [%g, %g)", op, p->a, p->b);
+    return infer_generated(p, op, dtype, ndim, shape);
+}
+
+static wf_status infer_normal(const void *params, wf_array *const *inputs, int ninputs,
+                              wf_dtype *dtype, int *ndim, int64_t *shape)
+{
+    (void)inputs;
+    const wf_random_params *p = params;
+    const char *op = "wf_random_normal";
+    wf_status st = expect(p, WF_RANDOM_NORMAL, op, ninputs, 0);
+    if (st != WF_OK)
+        return st;
+    if (!wf__dtype_is_float(p->dtype))
+        return wf__error(WF_ERR_DTYPE, "%s: dtype %s is not a float type", op,
+                         wf_dtype_name(p->dtype));
+    if (!(isfinite(p->a) && isfinite(p->b) && p->b >= 0))
+        return wf__error(WF_ERR_INVALID_ARGUMENT, "%s: bad loc %g or scale %g", op, p->a, p->b);
+    return infer_generated(p, op, dtype, ndim, shape);
+}
+
+static wf_status infer_randint(const void *params, wf_array *const *inputs, int ninputs,
+                               wf_dtype *dtype, int *ndim, int64_t *shape)
+{
+    (void)inputs;
+    const wf_random_params *p = params;
+    const char *op = "wf_random_randint";
+    wf_status st = expect(p, WF_RANDOM_RANDINT, op, ninputs, 0);
+    if (st != WF_OK)
+        return st;
+    if (p->dtype != WF_DTYPE_U8 && p->dtype != WF_DTYPE_I32 && p->dtype != WF_DTYPE_I64)
+        return wf__error(WF_ERR_DTYPE, "%s: dtype %s is not an integer type", op,
+                         wf_dtype_name(p->dtype));
+    if (p->ihigh <= p->ilow)
+        return wf__error(WF_ERR_INVALID_ARGUMENT, "%s: high %lld <= low %lld", op,
+                         (long long)p->ihigh, (long long)p->ilow);
+    return infer_generated(p, op, dtype, ndim, shape);
+}
+
+static wf_status infer_bernoulli(const void *params, wf_array *const *inputs, int ninputs,
+                                 wf_dtype *dtype, int *ndim, int64_t *shape)
+{
+    const wf_random_params *p = params;
+    const char *op = "wf_random_bernoulli";
+    wf_status st = expect(p, WF_RANDOM_BERNOULLI, op, ninputs, 1);
+    if (st != WF_OK)
+        return st;
+    const wf_array *prob = inputs[0];
+    if (prob->dtype != WF_DTYPE_F32 && prob->dtype != WF_DTYPE_F64)
+        return wf__error(WF_ERR_DTYPE, "%s: p has dtype %s (kernel takes float32/float64)",
+                         op, wf_dtype_name(prob->dtype));
+    *dtype = WF_DTYPE_BOOL;
+    *ndim = prob->ndim;
+    wf__shape_copy(shape, prob->shape, prob->ndim);
+    return WF_OK;
+}
+
+static wf_status infer_categorical(const void *params, wf_array *const *inputs, int ninputs,
+                                   wf_dtype *dtype, int *ndim, int64_t *shape)
+{
+    const wf_random_params *p = params;
+    const char *op = "wf_random_categorical";
+    wf_status st = expect(p, WF_RANDOM_CATEGORICAL, op, ninputs, 1);
+    if (st != WF_OK)
+        return st;
+    const wf_array *logits = inputs[0];
+    if (logits->dtype != WF_DTYPE_F32 && logits->dtype != WF_DTYPE_F64)
+        return wf__error(WF_ERR_DTYPE,
+                         "%s: logits have dtype %s (kernel takes float32/float64)", op,
+                         wf_dtype_name(logits->dtype));
+    if (p->axis < 0 || p->axis >= logits->ndim)
+        return wf__error(WF_ERR_AXIS, "%s: axis %d out of range for %d dims", op, p->axis,
+                         logits->ndim);
+    if (logits->shape[p->axis] == 0)
+        return wf__error(WF_ERR_SHAPE, "%s: axis %d has size 0 (nothing to sample)", op,
+                         p->axis);
+    if (logits->shape[p->axis] > INT32_MAX)
+        return wf__error(WF_ERR_SHAPE, "%s: axis %d has %lld classes (int32 indices)", op,
+                         p->axis, (long long)logits->shape[p->axis]);
+    *dtype = WF_DTYPE_I32;
+    *ndim = logits->ndim - 1;
+    for (int d = 0, e = 0; d < logits->ndim; d++)
+        if (d != p->axis)
+            shape[e++] = logits->shape[d];
+    return WF_OK;
+}
+
+const wf_prim_def wf__prim_random_uniform = {
+    .name = "random_uniform",
+    .flags = 0,
+    .params_size = sizeof(wf_random_params),
+    .infer = infer_uniform,
+    .cpu_kernel = wf__cpu_random_uniform,
+};
+
+const wf_prim_def wf__prim_random_normal = {
+    .name = "random_normal",
+    .flags = 0,
+    .params_size = sizeof(wf_random_params),
+    .infer = infer_normal,
+    .cpu_kernel = wf__cpu_random_normal,
+};
+
+const wf_prim_def wf__prim_random_randint = {
+    .name = "random_randint",
+    .flags = 0,
+    .params_size = sizeof(wf_random_params),
+    .infer = infer_randint,
+    .cpu_kernel = wf__cpu_random_randint,
+};
+
+const wf_prim_def wf__prim_random_bernoulli = {
+    .name = "random_bernoulli",
+    .flags = 0, /* element i also depends on i (its counter): not fusable */
+    .params_size = sizeof(wf_random_params),
+    .infer = infer_bernoulli,
+    .cpu_kernel = wf__cpu_random_bernoulli,
+};
+
+const wf_prim_def wf__prim_random_categorical = {
+    .name = "random_categorical",
+    .flags = 0,
+    .params_size = sizeof(wf_random_params),
+    .infer = infer_categorical,
+    .cpu_kernel = wf__cpu_random_categorical,
+};
