@@ -1,10 +1,12 @@
-/* Array creation ops: wf_full, wf_zeros, wf_ones, wf_arange (all lazy). */
+/* Array creation ops: wf_full, wf_zeros, wf_ones, wf_arange, wf_full_like,
+ * wf_zeros_like, wf_ones_like, wf_linspace, wf_eye (all lazy). */
 #include <math.h>
 #include <string.h>
 
 #include "core/dtype.h"
 #include "core/error.h"
 #include "prim/prims.h"
+#include "prim/shape.h"
 
 wf_array *wf_full(const int64_t *shape, int ndim, double value, wf_dtype dtype)
 {
@@ -66,4 +68,47 @@ wf_array *wf_arange(double start, double stop, double step, wf_dtype dtype)
     p.count = count;
     p.dtype = dtype;
     return wf__node_new(&wf__prim_arange, &p, NULL, 0);
+}
+
+wf_array *wf_full_like(wf_array *a, double value)
+{
+    if (!wf__array_check(a, "wf_full_like", "a"))
+        return NULL;
+    return wf_full(a->shape, a->ndim, value, a->dtype); /* metadata only: a is not evaluated */
+}
+
+wf_array *wf_zeros_like(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_zeros_like", "a"))
+        return NULL;
+    return wf_full(a->shape, a->ndim, 0.0, a->dtype);
+}
+
+wf_array *wf_ones_like(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_ones_like", "a"))
+        return NULL;
+    return wf_full(a->shape, a->ndim, 1.0, a->dtype);
+}
+
+wf_array *wf_linspace(double start, double stop, int64_t num, wf_dtype dtype)
+{
+    wf_linspace_params p;
+    memset(&p, 0, sizeof p);
+    p.start = start;
+    p.stop = stop;
+    p.num = num;
+    p.dtype = dtype;
+    return wf__node_new(&wf__prim_linspace, &p, NULL, 0); /* checked by its infer */
+}
+
+wf_array *wf_eye(int64_t n, int64_t m, int64_t k, wf_dtype dtype)
+{
+    wf_eye_params p;
+    memset(&p, 0, sizeof p);
+    p.n = n;
+    p.m = m;
+    p.k = k;
+    p.dtype = dtype;
+    return wf__node_new(&wf__prim_eye, &p, NULL, 0); /* checked by its infer */
 }

@@ -1,8 +1,12 @@
-/* Primitives with no inputs: full, arange. */
+/* Primitives with no inputs: full, arange, linspace, eye. */
+#include <math.h>
+
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/index.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "prim/prims.h"
+#include "prim/shape.h"
 
 static wf_status infer_full(const void *params, wf_array *const *inputs, int ninputs,
                             wf_dtype *dtype, int *ndim, int64_t *shape)
@@ -58,4 +62,69 @@ const wf_prim_def wf__prim_arange = {
     .params_size = sizeof(wf_arange_params),
     .infer = infer_arange,
     .cpu_kernel = wf__cpu_arange,
+};
+
+static wf_status infer_linspace(const void *params, wf_array *const *inputs, int ninputs,
+                                wf_dtype *dtype, int *ndim, int64_t *shape)
+{
+    (void)inputs;
+    const wf_linspace_params *p = params;
+    if (ninputs != 0)
+        return wf__error(WF_ERR_INTERNAL, "linspace: expected 0 inputs, got %d", ninputs);
+    if (!wf__dtype_valid(p->dtype))
+        return wf__error(WF_ERR_DTYPE, "wf_linspace: invalid dtype %d", (int)p->dtype);
+    if (p->num < 0)
+        return wf__error(WF_ERR_INVALID_ARGUMENT, "wf_linspace: num is negative (%lld)",
+                         (long long)p->num);
+    if (!isfinite(p->start) || !isfinite(p->stop))
+        return wf__error(WF_ERR_INVALID_ARGUMENT,
+                         "wf_linspace: start and stop must be finite (%g, %g)", p->start,
+                         p->stop);
+    int64_t one[1] = {p->num};
+    wf_status st = wf__check_shape("wf_linspace", one, 1, p->dtype);
+    if (st != WF_OK)
+        return st;
+    *dtype = p->dtype;
+    *ndim = 1;
+    shape[0] = p->num;
+    return WF_OK;
+}
+
+const wf_prim_def wf__prim_linspace = {
+    .name = "linspace",
+    .flags = 0,
+    .params_size = sizeof(wf_linspace_params),
+    .infer = infer_linspace,
+    .cpu_kernel = wf__cpu_linspace,
+};
+
+static wf_status infer_eye(const void *params, wf_array *const *inputs, int ninputs,
+                           wf_dtype *dtype, int *ndim, int64_t *shape)
+{
+    (void)inputs;
+    const wf_eye_params *p = params;
+    if (ninputs != 0)
+        return wf__error(WF_ERR_INTERNAL, "eye: expected 0 inputs, got %d", ninputs);
+    if (!wf__dtype_valid(p->dtype))
+        return wf__error(WF_ERR_DTYPE, "wf_eye: invalid dtype %d", (int)p->dtype);
+    if (p->n < 0 || p->m < 0)
+        return wf__error(WF_ERR_INVALID_ARGUMENT, "wf_eye: negative size (%lld, %lld)",
+                         (long long)p->n, (long long)p->m);
+    int64_t two[2] = {p->n, p->m};
+    wf_status st = wf__check_shape("wf_eye", two, 2, p->dtype);
+    if (st != WF_OK)
+        return st;
+    *dtype = p->dtype;
+    *ndim = 2;
+    shape[0] = p->n;
+    shape[1] = p->m;
+    return WF_OK;
+}
+
+const wf_prim_def wf__prim_eye = {
+    .name = "eye",
+    .flags = 0,
+    .params_size = sizeof(wf_eye_params),
+    .infer = infer_eye,
+    .cpu_kernel = wf__cpu_eye,
 };

@@ -1,5 +1,9 @@
-/* View and layout primitives: reshape, transpose, broadcast_to, slice. */
+/* View and layout primitives: reshape, transpose, broadcast_to, slice; and
+ * the copying layout primitives slice_update, concatenate, pad, tri. */
+#include "prim/shape.h"
+
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/index.h"
 #include "core/error.h"
 #include "prim/prims.h"
 
@@ -195,4 +199,162 @@ const wf_prim_def wf__prim_slice = {
     .params_size = sizeof(wf_slice_params),
     .infer = infer_slice,
     .cpu_kernel = wf__cpu_slice,
+};
+
+/* ---------------------------------------------------------------- slice_update */
+
+static wf_status infer_slice_update(const void *params, wf_array *const *inputs, int ninputs,
+                                    wf_dtype *dtype, int *ndim, int64_t *shape)
+{
+    const wf_slice_params *p = params;
+    if (ninputs != 2)
+        return wf__error(WF_ERR_INTERNAL, "slice_update: expected 2 inputs, got %d", ninputs);
+    const wf_array *a = inputs[0], *u = inputs[1];
+    if (p->ndim != a->ndim)
+        return wf__error(WF_ERR_INTERNAL, "slice_update: %d axes given for ndim %d", p->ndim,
+                         a->ndim);
+    int64_t want[WF_MAX_NDIM];
+    for (int d = 0; d < a->ndim; d++) {
+        if (p->steps[d] == 0)
+            return wf__error(WF_ERR_INVALID_ARGUMENT, "wf_slice_update: step is 0 on axis %d",
+                             d);
+        int64_t first;
+        wf__slice_resolve(a->shape[d], p->starts[d], p->stops[d], p->steps[d], &first,
+                          &want[d]);
+    }
+    if (u->dtype != a->dtype)
+        return wf__error(WF_ERR_DTYPE, "wf_slice_update: update dtype %s differs from %s",
+                         wf_dtype_name(u->dtype), wf_dtype_name(a->dtype));
+    if (!wf__shape_equal(u->shape, u->ndim, want, a->ndim)) {
+        char su[256], sw[256];
+        return wf__error(WF_ERR_SHAPE, "wf_slice_update: update shape %s is not the slice shape %s",
+                         wf__shape_str(u->shape, u->ndim, su, sizeof su),
+                         wf__shape_str(want, a->ndim, sw, sizeof sw));
+    }
+    *dtype = a->dtype;
+    *ndim = a->ndim;
+    wf__shape_copy(shape, a->shape, a->ndim);
+    return WF_OK;
+}
+
+const wf_prim_def wf__prim_slice_update = {
+    .name = "slice_update",
+    .flags = 0,
+    .params_size = sizeof(wf_slice_params),
+    .infer = infer_slice_update,
+    .cpu_kernel = wf__cpu_slice_update,
+};
+
+/* ---------------------------------------------------------------- concatenate */
+
+static wf_status infer_concatenate(const void *params, wf_array *const *inputs, int ninputs,
+                                   wf_dtype *dtype, int *ndim, int64_t *shape)
+{
+    const wf_axis_params *p = params;
+    if (ninputs < 1)
+        return wf__error(WF_ERR_INVALID_ARGUMENT, "wf_concatenate: no arrays given");
+    const wf_array *a = inputs[0];
+    if (a->ndim == 0)
+        return wf__error(WF_ERR_SHAPE, "wf_concatenate: 0-d arrays cannot be concatenated");
+    if (p->axis < 0 || p->axis >= a->ndim)
+        return wf__error(WF_ERR_AXIS, "wf_concatenate: axis %d is out of range for rank %d",
+                         p->axis, a->ndim);
+    int64_t total = 0;
+    for (int i = 0; i < ninputs; i++) {
+        const wf_array *x = inputs[i];
+        if (x->dtype != a->dtype)
+            return wf__error(WF_ERR_DTYPE, "wf_concatenate: array %d has dtype %s, not %s", i,
+                             wf_dtype_name(x->dtype), wf_dtype_name(a->dtype));
+        char s0[256], s1[256];
+        if (x->ndim != a->ndim)
+            return wf__error(WF_ERR_SHAPE,
+                             "wf_concatenate: array %d has shape %s, array 0 has %s (ranks differ)",
+                             i, wf__shape_str(x->shape, x->ndim, s1, sizeof s1),
+                             wf__shape_str(a->shape, a->ndim, s0, sizeof s0));
+        for (int d = 0; d < a->ndim; d++) {
+            if (d != p->axis && x->shape[d] != a->shape[d])
+                return wf__error(WF_ERR_SHAPE,
+                                 "wf_concatenate: array %d has shape %s, array 0 has %s "
+                                 "(axis %d differs)",
+                                 i, wf__shape_str(x->shape, x->ndim, s1, sizeof s1),
+                                 wf__shape_str(a->shape, a->ndim, s0, sizeof s0), d);
+        }
+        if (x->shape[p->axis] > INT64_MAX / 8 - total)
+            return wf__error(WF_ERR_OVERFLOW, "wf_concatenate: joined axis %d overflows",
+                             p->axis);
+        total += x->shape[p->axis];
+    }
+    *dtype = a->dtype;
+    *ndim = a->ndim;
+    wf__shape_copy(shape, a->shape, a->ndim);
+    shape[p->axis] = total;
+    return WF_OK;
+}
+
+const wf_prim_def wf__prim_concatenate = {
+    .name = "concatenate",
+    .flags = 0,
+    .params_size = sizeof(wf_axis_params),
+    .infer = infer_concatenate,
+    .cpu_kernel = wf__cpu_concatenate,
+};
+
+/* ---------------------------------------------------------------- pad */
+
+static wf_status infer_pad(const void *params, wf_array *const *inputs, int ninputs,
+                           wf_dtype *dtype, int *ndim, int64_t *shape)
+{
+    const wf_pad_params *p = params;
+    if (ninputs != 1)
+        return wf__error(WF_ERR_INTERNAL, "pad: expected 1 input, got %d", ninputs);
+    const wf_array *a = inputs[0];
+    if (p->ndim != a->ndim)
+        return wf__error(WF_ERR_INTERNAL, "pad: %d axes given for ndim %d", p->ndim, a->ndim);
+    for (int d = 0; d < a->ndim; d++) {
+        if (p->low[d] < 0 || p->high[d] < 0)
+            return wf__error(WF_ERR_INVALID_ARGUMENT,
+                             "wf_pad: negative padding (%lld, %lld) on axis %d",
+                             (long long)p->low[d], (long long)p->high[d], d);
+        const int64_t limit = INT64_MAX / 8;
+        if (p->low[d] > limit - a->shape[d] || p->high[d] > limit - a->shape[d] - p->low[d])
+            return wf__error(WF_ERR_OVERFLOW, "wf_pad: padded size of axis %d overflows", d);
+        shape[d] = a->shape[d] + p->low[d] + p->high[d];
+    }
+    *dtype = a->dtype;
+    *ndim = a->ndim;
+    return WF_OK;
+}
+
+const wf_prim_def wf__prim_pad = {
+    .name = "pad",
+    .flags = 0,
+    .params_size = sizeof(wf_pad_params),
+    .infer = infer_pad,
+    .cpu_kernel = wf__cpu_pad,
+};
+
+/* ---------------------------------------------------------------- tril / triu */
+
+static wf_status infer_tri(const void *params, wf_array *const *inputs, int ninputs,
+                           wf_dtype *dtype, int *ndim, int64_t *shape)
+{
+    const wf_tri_params *p = params;
+    if (ninputs != 1)
+        return wf__error(WF_ERR_INTERNAL, "tri: expected 1 input, got %d", ninputs);
+    const wf_array *a = inputs[0];
+    if (a->ndim < 2)
+        return wf__error(WF_ERR_SHAPE, "%s: the array needs at least 2 dimensions, got %d",
+                         p->upper ? "wf_triu" : "wf_tril", a->ndim);
+    *dtype = a->dtype;
+    *ndim = a->ndim;
+    wf__shape_copy(shape, a->shape, a->ndim);
+    return WF_OK;
+}
+
+const wf_prim_def wf__prim_tri = {
+    .name = "tri",
+    .flags = 0,
+    .params_size = sizeof(wf_tri_params),
+    .infer = infer_tri,
+    .cpu_kernel = wf__cpu_tri,
 };

@@ -1,0 +1,127 @@
+/* Indexing ops: wf_take, wf_take_along_axis, wf_scatter_add. Indices are
+ * u8, i32 or i64 arrays; out-of-range indices fail at evaluation. */
+#include <string.h>
+
+#include "core/error.h"
+#include "prim/prims.h"
+#include "prim/shape.h"
+
+static bool check_index_dtype(const char *op, const wf_array *indices)
+{
+    if (wf__is_index_dtype(indices->dtype))
+        return true;
+    wf__error(WF_ERR_DTYPE, "%s: indices must have an integer dtype, not %s", op,
+              wf_dtype_name(indices->dtype));
+    return false;
+}
+
+wf_array *wf_take(wf_array *a, wf_array *indices, int axis)
+{
+    if (!wf__array_check(a, "wf_take", "a") || !wf__array_check(indices, "wf_take", "indices"))
+        return NULL;
+    wf_axis_params p;
+    memset(&p, 0, sizeof p);
+    if (wf__normalize_axis("wf_take", axis, a->ndim, &p.axis) != WF_OK ||
+        !check_index_dtype("wf_take", indices))
+        return NULL;
+    wf_array *inputs[2] = {a, indices};
+    return wf__node_new(&wf__prim_take, &p, inputs, 2);
+}
+
+wf_array *wf_take_along_axis(wf_array *a, wf_array *indices, int axis)
+{
+    const char *op = "wf_take_along_axis";
+    if (!wf__array_check(a, op, "a") || !wf__array_check(indices, op, "indices"))
+        return NULL;
+    wf_axis_params p;
+    memset(&p, 0, sizeof p);
+    if (wf__normalize_axis(op, axis, a->ndim, &p.axis) != WF_OK ||
+        !check_index_dtype(op, indices))
+        return NULL;
+    char sa[256], si[256];
+    if (indices->ndim != a->ndim) {
+        wf__error(WF_ERR_SHAPE, "%s: indices of shape %s and array of shape %s differ in rank",
+                  op, wf__shape_str(indices->shape, indices->ndim, si, sizeof si),
+                  wf__shape_str(a->shape, a->ndim, sa, sizeof sa));
+        return NULL;
+    }
+    /* Broadcast everything but the axis. */
+    int64_t a_shape[WF_MAX_NDIM], i_shape[WF_MAX_NDIM];
+    for (int d = 0; d < a->ndim; d++) {
+        int64_t x = a->shape[d], y = indices->shape[d];
+        if (d == p.axis) {
+            a_shape[d] = x;
+            i_shape[d] = y;
+            continue;
+        }
+        if (x != y && x != 1 && y != 1) {
+            wf__error(WF_ERR_SHAPE,
+                      "%s: indices of shape %s do not broadcast against the array's shape %s "
+                      "(axis %d)",
+                      op, wf__shape_str(indices->shape, indices->ndim, si, sizeof si),
+                      wf__shape_str(a->shape, a->ndim, sa, sizeof sa), d);
+            return NULL;
+        }
+        a_shape[d] = i_shape[d] = x == 1 ? y : x;
+    }
+    wf_array *x = a, *ix = indices, *out = NULL;
+    if (!wf__shape_equal(a_shape, a->ndim, a->shape, a->ndim))
+        x = wf_broadcast_to(a, a_shape, a->ndim);
+    if (x && !wf__shape_equal(i_shape, a->ndim, indices->shape, a->ndim))
+        ix = wf_broadcast_to(indices, i_shape, a->ndim);
+    if (x && ix) {
+        wf_array *inputs[2] = {x, ix};
+        out = wf__node_new(&wf__prim_take_along_axis, &p, inputs, 2);
+    }
+    if (x != a)
+        wf_release(x);
+    if (ix != indices)
+        wf_release(ix);
+    return out;
+}
+
+wf_array *wf_scatter_add(wf_array *a, wf_array *indices, wf_array *updates, int axis)
+{
+    const char *op = "wf_scatter_add";
+    if (!wf__array_check(a, op, "a") || !wf__array_check(indices, op, "indices") ||
+        !wf__array_check(updates, op, "updates"))
+        return NULL;
+    wf_axis_params p;
+    memset(&p, 0, sizeof p);
+    if (wf__normalize_axis(op, axis, a->ndim, &p.axis) != WF_OK ||
+        !check_index_dtype(op, indices))
+        return NULL;
+    char s0[256], s1[256];
+    if (indices->ndim != 1) {
+        wf__error(WF_ERR_SHAPE, "%s: indices must be 1-d, got shape %s", op,
+                  wf__shape_str(indices->shape, indices->ndim, s0, sizeof s0));
+        return NULL;
+    }
+    /* Updates: a's shape with the axis replaced by the number of indices;
+     * they broadcast to it and are converted to a's dtype. */
+    int64_t want[WF_MAX_NDIM], joined[WF_MAX_NDIM];
+    int njoined = 0;
+    wf__shape_copy(want, a->shape, a->ndim);
+    want[p.axis] = indices->shape[0];
+    if (updates->ndim > a->ndim ||
+        wf__broadcast_shapes(op, updates->shape, updates->ndim, want, a->ndim, joined,
+                             &njoined) != WF_OK ||
+        !wf__shape_equal(joined, njoined, want, a->ndim)) {
+        wf__error(WF_ERR_SHAPE, "%s: updates of shape %s do not broadcast to %s", op,
+                  wf__shape_str(updates->shape, updates->ndim, s0, sizeof s0),
+                  wf__shape_str(want, a->ndim, s1, sizeof s1));
+        return NULL;
+    }
+    wf_array *u = wf_astype(updates, a->dtype), *out = NULL;
+    if (u && !wf__shape_equal(u->shape, u->ndim, want, a->ndim)) {
+        wf_array *b = wf_broadcast_to(u, want, a->ndim);
+        wf_release(u);
+        u = b;
+    }
+    if (u) {
+        wf_array *inputs[3] = {a, indices, u};
+        out = wf__node_new(&wf__prim_scatter_add, &p, inputs, 3);
+    }
+    wf_release(u);
+    return out;
+}

@@ -1,0 +1,74 @@
+/*
+ * Shape, indexing and creation primitives beyond the starter set in
+ * prims.h: their parameter structs and tables. Internal.
+ *
+ * Params structs are zeroed (memset) before being filled so that byte
+ * equality and hashing are correct; they hold no pointers.
+ */
+#ifndef WEFT_PRIM_SHAPE_H
+#define WEFT_PRIM_SHAPE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "prim/prims.h"
+
+/* concatenate, take, take_along_axis, scatter_add: one normalized axis. */
+typedef struct wf_axis_params {
+    int axis;
+} wf_axis_params;
+
+/* pad: low[d] / high[d] elements before / after axis d, filled with value. */
+typedef struct wf_pad_params {
+    double value;
+    int ndim;
+    int64_t low[WF_MAX_NDIM];
+    int64_t high[WF_MAX_NDIM];
+} wf_pad_params;
+
+/* tril (upper false) keeps j <= i + k; triu (upper true) keeps j >= i + k. */
+typedef struct wf_tri_params {
+    int64_t k;
+    int upper;
+} wf_tri_params;
+
+/* num values from start to stop inclusive (the last one is stop exactly). */
+typedef struct wf_linspace_params {
+    double start;
+    double stop;
+    int64_t num;
+    wf_dtype dtype;
+} wf_linspace_params;
+
+/* n x m with ones on diagonal k. */
+typedef struct wf_eye_params {
+    int64_t n;
+    int64_t m;
+    int64_t k;
+    wf_dtype dtype;
+} wf_eye_params;
+
+/* Inputs: (a, update) with update of a's dtype and of the slice's shape;
+ * params: wf_slice_params. */
+extern const wf_prim_def wf__prim_slice_update;
+/* Inputs: arrays of one dtype and rank, equal shapes except on the axis. */
+extern const wf_prim_def wf__prim_concatenate;
+extern const wf_prim_def wf__prim_pad;
+extern const wf_prim_def wf__prim_tri;
+/* Inputs: (a, indices). */
+extern const wf_prim_def wf__prim_take;
+/* Inputs: (a, indices) broadcast to one shape except on the axis. */
+extern const wf_prim_def wf__prim_take_along_axis;
+/* Inputs: (a, indices 1-d, updates of a's dtype and shape with the axis
+ * replaced by the number of indices). */
+extern const wf_prim_def wf__prim_scatter_add;
+extern const wf_prim_def wf__prim_linspace;
+extern const wf_prim_def wf__prim_eye;
+
+/* True for the integer dtypes indices may have (u8, i32, i64). */
+static inline bool wf__is_index_dtype(wf_dtype d)
+{
+    return d == WF_DTYPE_U8 || d == WF_DTYPE_I32 || d == WF_DTYPE_I64;
+}
+
+#endif
