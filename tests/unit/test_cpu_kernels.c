@@ -199,6 +199,21 @@ static void test_copy_strided_layouts(void)
     check_copy(2, (int64_t[]){6, 20}, (int64_t[]){20, 1}, buf);
 }
 
+/* Both dims >= 32 take the tiled transposing path, with partial tiles at
+ * the edges. */
+static void test_copy_transposed_tiles(void)
+{
+    const int64_t n = 3 * 70 * 45;
+    double *buf = malloc((size_t)n * sizeof *buf);
+    for (int64_t i = 0; i < n; i++)
+        buf[i] = (double)i;
+    check_copy(2, (int64_t[]){70, 45}, (int64_t[]){1, 70}, buf);               /* transpose */
+    check_copy(3, (int64_t[]){3, 45, 70}, (int64_t[]){3150, 1, 45}, buf);      /* batched */
+    check_copy(2, (int64_t[]){70, 45}, (int64_t[]){-1, 70}, buf + 69);         /* reversed */
+    check_copy(2, (int64_t[]){64, 33}, (int64_t[]){1, 140}, buf);              /* stepped */
+    free(buf);
+}
+
 static void test_copy_item_sizes(void)
 {
     uint8_t b8[16];
@@ -521,6 +536,7 @@ int main(void)
     RUN_TEST(test_iter_visits_in_row_major_order);
     RUN_TEST(test_dims_by_stride);
     RUN_TEST(test_copy_strided_layouts);
+    RUN_TEST(test_copy_transposed_tiles);
     RUN_TEST(test_copy_item_sizes);
     RUN_TEST(test_convert_all_pairs);
     RUN_TEST(test_convert_defined_edges);
