@@ -1,12 +1,15 @@
-/* Element-wise ops: wf_astype, wf_add, wf_multiply, wf_exp.
+/* Element-wise ops: wf_astype, wf_exp, and the binary and ternary ops
+ * (wf_add ... wf_arctan2, wf_where, wf_clip).
  *
- * Binary ops promote both operands to one dtype (wf_astype) and broadcast
- * them to one shape (wf_broadcast_to, a 0-stride view) here, so their
- * kernels see inputs of the output's shape and dtype. */
+ * Binary and ternary ops promote their operands to one compute dtype
+ * (wf_astype) and broadcast them to one shape (wf_broadcast_to, a 0-stride
+ * view) here, in nary_op, so their kernels see inputs of the output's shape
+ * and one dtype. */
 #include <string.h>
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "prim/binary.h"
 #include "prim/prims.h"
 
 wf_array *wf_astype(wf_array *a, wf_dtype dtype)
@@ -46,32 +49,217 @@ static wf_array *conform(wf_array *x, wf_dtype dtype, const int64_t *shape, int 
     return x;
 }
 
-static wf_array *binary_op(const char *op, const wf_prim_def *prim, wf_array *a, wf_array *b)
+enum { MAX_OPERANDS = 3 };
+
+/* The shared path of every binary and ternary op: broadcasts the n inputs
+ * (already checked non-NULL) together, conforms input i to dtypes[i], and
+ * builds the node. */
+static wf_array *nary_op(const char *op, const wf_prim_def *prim, wf_array *const *in, int n,
+                         const wf_dtype *dtypes)
 {
-    if (!wf__array_check(a, op, "a") || !wf__array_check(b, op, "b"))
-        return NULL;
-    const wf_dtype dtype = wf_promote_types(a->dtype, b->dtype);
     int64_t shape[WF_MAX_NDIM];
-    int ndim;
-    if (wf__broadcast_shapes(op, a->shape, a->ndim, b->shape, b->ndim, shape, &ndim) != WF_OK)
-        return NULL;
-    wf_array *owned_a, *owned_b = NULL, *out = NULL;
-    wf_array *x = conform(a, dtype, shape, ndim, &owned_a);
-    wf_array *y = x ? conform(b, dtype, shape, ndim, &owned_b) : NULL;
-    if (x && y) {
-        wf_array *inputs[2] = {x, y};
-        out = wf__node_new(prim, NULL, inputs, 2);
+    int ndim = in[0]->ndim;
+    wf__shape_copy(shape, in[0]->shape, ndim);
+    for (int i = 1; i < n; i++) {
+        int64_t next[WF_MAX_NDIM];
+        int nnext;
+        if (wf__broadcast_shapes(op, shape, ndim, in[i]->shape, in[i]->ndim, next, &nnext) !=
+            WF_OK)
+            return NULL;
+        wf__shape_copy(shape, next, nnext);
+        ndim = nnext;
     }
-    wf_release(owned_a);
-    wf_release(owned_b);
+    wf_array *owned[MAX_OPERANDS] = {NULL, NULL, NULL};
+    wf_array *conformed[MAX_OPERANDS];
+    wf_array *out = NULL;
+    int i = 0;
+    for (; i < n; i++) {
+        conformed[i] = conform(in[i], dtypes[i], shape, ndim, &owned[i]);
+        if (!conformed[i])
+            break;
+    }
+    if (i == n)
+        out = wf__node_new(prim, NULL, conformed, n);
+    for (int k = 0; k < n; k++)
+        wf_release(owned[k]);
     return out;
 }
 
-wf_array *wf_add(wf_array *a, wf_array *b) { return binary_op("wf_add", &wf__prim_add, a, b); }
+/* How a binary op picks its compute dtype from the promoted one. */
+enum compute_rule {
+    RULE_PROMOTE,         /* the promoted dtype */
+    RULE_PROMOTE_NO_BOOL, /* the promoted dtype; bool is an error */
+    RULE_FLOAT,           /* the promoted dtype if a float type, else float32 */
+    RULE_BOOL             /* bool (inputs converted: value != 0) */
+};
+
+static wf_array *binary_op(const char *op, const wf_prim_def *prim, wf_array *a, wf_array *b,
+                           enum compute_rule rule)
+{
+    if (!wf__array_check(a, op, "a") || !wf__array_check(b, op, "b"))
+        return NULL;
+    wf_dtype dtype = wf_promote_types(a->dtype, b->dtype);
+    switch (rule) {
+    case RULE_PROMOTE: break;
+    case RULE_PROMOTE_NO_BOOL:
+        if (dtype == WF_DTYPE_BOOL) {
+            wf__error(WF_ERR_DTYPE,
+                      "%s: bool inputs are not supported (for a bool difference use "
+                      "wf_not_equal)",
+                      op);
+            return NULL;
+        }
+        break;
+    case RULE_FLOAT:
+        if (!wf__dtype_is_float(dtype))
+            dtype = WF_DTYPE_F32;
+        break;
+    case RULE_BOOL: dtype = WF_DTYPE_BOOL; break;
+    }
+    wf_array *in[2] = {a, b};
+    const wf_dtype dtypes[2] = {dtype, dtype};
+    return nary_op(op, prim, in, 2, dtypes);
+}
+
+wf_array *wf_add(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_add", &wf__prim_add, a, b, RULE_PROMOTE);
+}
 
 wf_array *wf_multiply(wf_array *a, wf_array *b)
 {
-    return binary_op("wf_multiply", &wf__prim_multiply, a, b);
+    return binary_op("wf_multiply", &wf__prim_multiply, a, b, RULE_PROMOTE);
+}
+
+/* Bool subtract is an error, as in NumPy. */
+wf_array *wf_subtract(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_subtract", &wf__prim_subtract, a, b, RULE_PROMOTE_NO_BOOL);
+}
+
+/* True division: bool and integer inputs compute in float32. */
+wf_array *wf_divide(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_divide", &wf__prim_divide, a, b, RULE_FLOAT);
+}
+
+/* Integers: exact power by repeated squaring, wrapping; a negative exponent
+ * gives 0 except for bases 1 and -1 (see backend/cpu/binary.c). */
+wf_array *wf_power(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_power", &wf__prim_power, a, b, RULE_PROMOTE);
+}
+
+/* NaN propagates (NumPy maximum / minimum, not fmax / fmin). */
+wf_array *wf_maximum(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_maximum", &wf__prim_maximum, a, b, RULE_PROMOTE);
+}
+
+wf_array *wf_minimum(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_minimum", &wf__prim_minimum, a, b, RULE_PROMOTE);
+}
+
+/* Python semantics (quotient rounds toward -inf, remainder has the divisor's
+ * sign). Integer division by zero gives 0 for both; float division by zero
+ * gives IEEE results (floor_divide: a / 0, remainder: NaN). */
+wf_array *wf_floor_divide(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_floor_divide", &wf__prim_floor_divide, a, b, RULE_PROMOTE);
+}
+
+wf_array *wf_remainder(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_remainder", &wf__prim_remainder, a, b, RULE_PROMOTE);
+}
+
+/* Comparisons compare in the promoted dtype and give bool. */
+wf_array *wf_equal(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_equal", &wf__prim_equal, a, b, RULE_PROMOTE);
+}
+
+wf_array *wf_not_equal(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_not_equal", &wf__prim_not_equal, a, b, RULE_PROMOTE);
+}
+
+wf_array *wf_less(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_less", &wf__prim_less, a, b, RULE_PROMOTE);
+}
+
+wf_array *wf_less_equal(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_less_equal", &wf__prim_less_equal, a, b, RULE_PROMOTE);
+}
+
+wf_array *wf_greater(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_greater", &wf__prim_greater, a, b, RULE_PROMOTE);
+}
+
+wf_array *wf_greater_equal(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_greater_equal", &wf__prim_greater_equal, a, b, RULE_PROMOTE);
+}
+
+wf_array *wf_logical_and(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_logical_and", &wf__prim_logical_and, a, b, RULE_BOOL);
+}
+
+wf_array *wf_logical_or(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_logical_or", &wf__prim_logical_or, a, b, RULE_BOOL);
+}
+
+/* Float results; bool and integer inputs compute in float32. */
+wf_array *wf_logaddexp(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_logaddexp", &wf__prim_logaddexp, a, b, RULE_FLOAT);
+}
+
+wf_array *wf_arctan2(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_arctan2", &wf__prim_arctan2, a, b, RULE_FLOAT);
+}
+
+/* cond is converted to bool; a and b promote; all three broadcast. */
+wf_array *wf_where(wf_array *cond, wf_array *a, wf_array *b)
+{
+    if (!wf__array_check(cond, "wf_where", "cond") || !wf__array_check(a, "wf_where", "a") ||
+        !wf__array_check(b, "wf_where", "b"))
+        return NULL;
+    const wf_dtype dtype = wf_promote_types(a->dtype, b->dtype);
+    wf_array *in[3] = {cond, a, b};
+    const wf_dtype dtypes[3] = {WF_DTYPE_BOOL, dtype, dtype};
+    return nary_op("wf_where", &wf__prim_where, in, 3, dtypes);
+}
+
+/* With both bounds, one clip node (max then min, NaN propagating, as NumPy);
+ * with one, wf_maximum or wf_minimum (as MLX). The three operands promote
+ * together and broadcast together. */
+wf_array *wf_clip(wf_array *a, wf_array *low, wf_array *high)
+{
+    if (!wf__array_check(a, "wf_clip", "a"))
+        return NULL;
+    if (!low && !high) {
+        wf__null_input("wf_clip", "low and high (at most one bound may be NULL)");
+        return NULL;
+    }
+    if ((low && !wf__array_check(low, "wf_clip", "low")) ||
+        (high && !wf__array_check(high, "wf_clip", "high")))
+        return NULL;
+    if (!high)
+        return binary_op("wf_clip", &wf__prim_maximum, a, low, RULE_PROMOTE);
+    if (!low)
+        return binary_op("wf_clip", &wf__prim_minimum, a, high, RULE_PROMOTE);
+    const wf_dtype dtype = wf_promote_types(wf_promote_types(a->dtype, low->dtype), high->dtype);
+    wf_array *in[3] = {a, low, high};
+    const wf_dtype dtypes[3] = {dtype, dtype, dtype};
+    return nary_op("wf_clip", &wf__prim_clip, in, 3, dtypes);
 }
 
 wf_array *wf_exp(wf_array *a)

@@ -1,7 +1,10 @@
-/* Element-wise primitives: astype, add, multiply, exp. */
+/* Element-wise primitives: astype, exp, and the binary and ternary ops
+ * (add, multiply, and those of prim/binary.h). */
+#include "backend/cpu/binary.h"
 #include "backend/cpu/cpu.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "prim/binary.h"
 #include "prim/prims.h"
 
 static wf_status expect_inputs(const char *name, int ninputs, int expected)
@@ -40,10 +43,34 @@ const wf_prim_def wf__prim_astype = {
     .cpu_kernel = wf__cpu_astype,
 };
 
-/* The kernels of add and multiply take inputs of one shape and dtype; the
- * op constructors insert the casts and broadcasts. */
+/* Binary and ternary element-wise primitives: the kernels take inputs of
+ * one shape and one compute dtype; the op constructors insert the casts and
+ * broadcasts. `allowed` is a mask of accepted input dtypes (bit = dtype);
+ * `to_bool` gives a bool output (comparisons, logical ops). */
+#define DT(d) (1u << (d))
+#define DTYPES_ALL ((1u << WF_DTYPE_COUNT) - 1u)
+#define DTYPES_NO_BOOL (DTYPES_ALL & ~DT(WF_DTYPE_BOOL))
+#define DTYPES_FLOAT                                                                    \
+    (DT(WF_DTYPE_F16) | DT(WF_DTYPE_BF16) | DT(WF_DTYPE_F32) | DT(WF_DTYPE_F64))
+#define DTYPES_BOOL DT(WF_DTYPE_BOOL)
+
+static wf_status check_same_shapes(const char *op, wf_array *const *inputs, int ninputs)
+{
+    for (int i = 1; i < ninputs; i++) {
+        const wf_array *a = inputs[0], *b = inputs[i];
+        if (!wf__shape_equal(a->shape, a->ndim, b->shape, b->ndim)) {
+            char sa[256], sb[256];
+            return wf__error(WF_ERR_SHAPE, "%s: input shapes differ %s and %s", op,
+                             wf__shape_str(a->shape, a->ndim, sa, sizeof sa),
+                             wf__shape_str(b->shape, b->ndim, sb, sizeof sb));
+        }
+    }
+    return WF_OK;
+}
+
 static wf_status infer_binary(const char *op, wf_array *const *inputs, int ninputs,
-                              wf_dtype *dtype, int *ndim, int64_t *shape)
+                              unsigned allowed, bool to_bool, wf_dtype *dtype, int *ndim,
+                              int64_t *shape)
 {
     wf_status st = expect_inputs(op, ninputs, 2);
     if (st != WF_OK)
@@ -52,45 +79,111 @@ static wf_status infer_binary(const char *op, wf_array *const *inputs, int ninpu
     if (a->dtype != b->dtype)
         return wf__error(WF_ERR_DTYPE, "%s: input dtypes differ (%s, %s)", op,
                          wf_dtype_name(a->dtype), wf_dtype_name(b->dtype));
-    if (!wf__shape_equal(a->shape, a->ndim, b->shape, b->ndim)) {
-        char sa[256], sb[256];
-        return wf__error(WF_ERR_SHAPE, "%s: input shapes differ %s and %s", op,
-                         wf__shape_str(a->shape, a->ndim, sa, sizeof sa),
-                         wf__shape_str(b->shape, b->ndim, sb, sizeof sb));
-    }
+    if (!wf__dtype_valid(a->dtype) || !(allowed & DT(a->dtype)))
+        return wf__error(WF_ERR_DTYPE, "%s: dtype %s is not supported", op,
+                         wf_dtype_name(a->dtype));
+    st = check_same_shapes(op, inputs, 2);
+    if (st != WF_OK)
+        return st;
+    *dtype = to_bool ? WF_DTYPE_BOOL : a->dtype;
+    same_shape(a, ndim, shape);
+    return WF_OK;
+}
+
+#define BINARY_PRIM(NAME, ALLOWED, TO_BOOL, KERNEL)                                     \
+    static wf_status infer_##NAME(const void *params, wf_array *const *inputs,          \
+                                  int ninputs, wf_dtype *dtype, int *ndim,              \
+                                  int64_t *shape)                                       \
+    {                                                                                   \
+        (void)params;                                                                   \
+        return infer_binary(#NAME, inputs, ninputs, ALLOWED, TO_BOOL, dtype, ndim,      \
+                            shape);                                                     \
+    }                                                                                   \
+    const wf_prim_def wf__prim_##NAME = {                                               \
+        .name = #NAME,                                                                  \
+        .flags = WF_PRIM_ELEMENTWISE,                                                   \
+        .params_size = 0,                                                               \
+        .infer = infer_##NAME,                                                          \
+        .cpu_kernel = KERNEL,                                                           \
+    };
+
+BINARY_PRIM(add, DTYPES_ALL, false, wf__cpu_add)
+BINARY_PRIM(multiply, DTYPES_ALL, false, wf__cpu_multiply)
+BINARY_PRIM(subtract, DTYPES_NO_BOOL, false, wf__cpu_subtract)
+BINARY_PRIM(divide, DTYPES_FLOAT, false, wf__cpu_divide)
+BINARY_PRIM(power, DTYPES_ALL, false, wf__cpu_power)
+BINARY_PRIM(maximum, DTYPES_ALL, false, wf__cpu_maximum)
+BINARY_PRIM(minimum, DTYPES_ALL, false, wf__cpu_minimum)
+BINARY_PRIM(floor_divide, DTYPES_ALL, false, wf__cpu_floor_divide)
+BINARY_PRIM(remainder, DTYPES_ALL, false, wf__cpu_remainder)
+BINARY_PRIM(equal, DTYPES_ALL, true, wf__cpu_equal)
+BINARY_PRIM(not_equal, DTYPES_ALL, true, wf__cpu_not_equal)
+BINARY_PRIM(less, DTYPES_ALL, true, wf__cpu_less)
+BINARY_PRIM(less_equal, DTYPES_ALL, true, wf__cpu_less_equal)
+BINARY_PRIM(greater, DTYPES_ALL, true, wf__cpu_greater)
+BINARY_PRIM(greater_equal, DTYPES_ALL, true, wf__cpu_greater_equal)
+BINARY_PRIM(logical_and, DTYPES_BOOL, true, wf__cpu_logical_and)
+BINARY_PRIM(logical_or, DTYPES_BOOL, true, wf__cpu_logical_or)
+BINARY_PRIM(logaddexp, DTYPES_FLOAT, false, wf__cpu_logaddexp)
+BINARY_PRIM(arctan2, DTYPES_FLOAT, false, wf__cpu_arctan2)
+
+/* where(cond, a, b): cond bool, a and b of one dtype, one shape. */
+static wf_status infer_where(const void *params, wf_array *const *inputs, int ninputs,
+                             wf_dtype *dtype, int *ndim, int64_t *shape)
+{
+    (void)params;
+    wf_status st = expect_inputs("where", ninputs, 3);
+    if (st != WF_OK)
+        return st;
+    const wf_array *c = inputs[0], *a = inputs[1], *b = inputs[2];
+    if (c->dtype != WF_DTYPE_BOOL)
+        return wf__error(WF_ERR_DTYPE, "where: condition dtype %s is not bool",
+                         wf_dtype_name(c->dtype));
+    if (a->dtype != b->dtype)
+        return wf__error(WF_ERR_DTYPE, "where: input dtypes differ (%s, %s)",
+                         wf_dtype_name(a->dtype), wf_dtype_name(b->dtype));
+    st = check_same_shapes("where", inputs, 3);
+    if (st != WF_OK)
+        return st;
     *dtype = a->dtype;
     same_shape(a, ndim, shape);
     return WF_OK;
 }
 
-static wf_status infer_add(const void *params, wf_array *const *inputs, int ninputs,
-                           wf_dtype *dtype, int *ndim, int64_t *shape)
-{
-    (void)params;
-    return infer_binary("add", inputs, ninputs, dtype, ndim, shape);
-}
-
-static wf_status infer_multiply(const void *params, wf_array *const *inputs, int ninputs,
-                                wf_dtype *dtype, int *ndim, int64_t *shape)
-{
-    (void)params;
-    return infer_binary("multiply", inputs, ninputs, dtype, ndim, shape);
-}
-
-const wf_prim_def wf__prim_add = {
-    .name = "add",
+const wf_prim_def wf__prim_where = {
+    .name = "where",
     .flags = WF_PRIM_ELEMENTWISE,
     .params_size = 0,
-    .infer = infer_add,
-    .cpu_kernel = wf__cpu_add,
+    .infer = infer_where,
+    .cpu_kernel = wf__cpu_where,
 };
 
-const wf_prim_def wf__prim_multiply = {
-    .name = "multiply",
+/* clip(a, low, high): three inputs of one dtype and shape. */
+static wf_status infer_clip(const void *params, wf_array *const *inputs, int ninputs,
+                            wf_dtype *dtype, int *ndim, int64_t *shape)
+{
+    (void)params;
+    wf_status st = expect_inputs("clip", ninputs, 3);
+    if (st != WF_OK)
+        return st;
+    for (int i = 1; i < 3; i++)
+        if (inputs[i]->dtype != inputs[0]->dtype)
+            return wf__error(WF_ERR_DTYPE, "clip: input dtypes differ (%s, %s)",
+                             wf_dtype_name(inputs[0]->dtype), wf_dtype_name(inputs[i]->dtype));
+    st = check_same_shapes("clip", inputs, 3);
+    if (st != WF_OK)
+        return st;
+    *dtype = inputs[0]->dtype;
+    same_shape(inputs[0], ndim, shape);
+    return WF_OK;
+}
+
+const wf_prim_def wf__prim_clip = {
+    .name = "clip",
     .flags = WF_PRIM_ELEMENTWISE,
     .params_size = 0,
-    .infer = infer_multiply,
-    .cpu_kernel = wf__cpu_multiply,
+    .infer = infer_clip,
+    .cpu_kernel = wf__cpu_clip,
 };
 
 static wf_status infer_exp(const void *params, wf_array *const *inputs, int ninputs,

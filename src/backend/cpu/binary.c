@@ -1,14 +1,194 @@
-/* Binary element-wise kernels: add, multiply. Inputs have the output's shape
- * and dtype (the op inserted casts and broadcast views), any strides. */
+/* Binary element-wise kernels: add, multiply, subtract, divide, power,
+ * maximum, minimum, floor_divide, remainder, the comparisons, logical
+ * and/or, logaddexp, arctan2; and the half <-> float32 block conversions.
+ *
+ * Inputs have the output's shape and one compute dtype (the op inserted
+ * casts and broadcast views), any strides. Comparisons and logical ops write
+ * bool. Half types (f16, bf16) run the float32 loop over blocks converted
+ * into local buffers (see half_binary), never per-element calls. */
+#include "backend/cpu/binary.h"
+
+#include <math.h>
+#include <stdbool.h>
+
 #include "backend/cpu/cpu.h"
 #include "core/dtype.h"
+#include "core/error.h"
 
-/* Scalar operations. Integers wrap (unsigned arithmetic), bool add is
- * logical or and multiply logical and, halves are computed in float32. */
-static inline uint8_t add_bool(uint8_t a, uint8_t b) { return (uint8_t)(a | b); }
-static inline uint8_t mul_bool(uint8_t a, uint8_t b) { return (uint8_t)(a & b); }
+/* ---------------------------------------------------------------- half blocks */
+
+/* Contiguous runs in blocks of 8 (a fixed-count inner loop GCC vectorizes
+ * at -O2), then a scalar tail; other strides use a plain loop. */
+static void f16_to_f32_block(int64_t n, const uint16_t *restrict s, int64_t ss,
+                             float *restrict d)
+{
+    int64_t i = 0;
+    if (ss == 1) {
+        for (; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; j++)
+                d[i + j] = wf__cpu_f16_to_f32(s[i + j]);
+        for (; i < n; i++)
+            d[i] = wf__cpu_f16_to_f32(s[i]);
+    } else {
+        for (; i < n; i++)
+            d[i] = wf__cpu_f16_to_f32(s[i * ss]);
+    }
+}
+
+static void bf16_to_f32_block(int64_t n, const uint16_t *restrict s, int64_t ss,
+                              float *restrict d)
+{
+    int64_t i = 0;
+    if (ss == 1) {
+        for (; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; j++)
+                d[i + j] = wf__cpu_bf16_to_f32(s[i + j]);
+        for (; i < n; i++)
+            d[i] = wf__cpu_bf16_to_f32(s[i]);
+    } else {
+        for (; i < n; i++)
+            d[i] = wf__cpu_bf16_to_f32(s[i * ss]);
+    }
+}
+
+static void f32_to_f16_block(int64_t n, const float *restrict s, uint16_t *restrict d,
+                             int64_t ds)
+{
+    int64_t i = 0;
+    if (ds == 1) {
+        for (; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; j++)
+                d[i + j] = wf__cpu_f32_to_f16(s[i + j]);
+        for (; i < n; i++)
+            d[i] = wf__cpu_f32_to_f16(s[i]);
+    } else {
+        for (; i < n; i++)
+            d[i * ds] = wf__cpu_f32_to_f16(s[i]);
+    }
+}
+
+static void f32_to_bf16_block(int64_t n, const float *restrict s, uint16_t *restrict d,
+                              int64_t ds)
+{
+    int64_t i = 0;
+    if (ds == 1) {
+        for (; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; j++)
+                d[i + j] = wf__cpu_f32_to_bf16(s[i + j]);
+        for (; i < n; i++)
+            d[i] = wf__cpu_f32_to_bf16(s[i]);
+    } else {
+        for (; i < n; i++)
+            d[i * ds] = wf__cpu_f32_to_bf16(s[i]);
+    }
+}
+
+/* x86-64: hardware conversions (F16C: 8 halves per instruction) and AVX2
+ * builds of the bf16 loops, chosen at run time; the portable loops above
+ * serve other CPUs and strided operands. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#define WF_HAVE_X86_DISPATCH 1
+
+__attribute__((target("avx,f16c"))) static void f16_to_f32_f16c(int64_t n,
+                                                                 const uint16_t *restrict s,
+                                                                 float *restrict d)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+    for (; i < n; i++)
+        d[i] = wf__cpu_f16_to_f32(s[i]);
+}
+
+/* Immediate 0: round to nearest even, as wf__f32_to_f16 (NaN payloads may
+ * differ; a NaN stays a NaN). */
+__attribute__((target("avx,f16c"))) static void f32_to_f16_f16c(int64_t n,
+                                                                 const float *restrict s,
+                                                                 uint16_t *restrict d)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), 0));
+    for (; i < n; i++)
+        d[i] = wf__cpu_f32_to_f16(s[i]);
+}
+
+__attribute__((target("avx2"))) static void bf16_to_f32_avx2(int64_t n,
+                                                              const uint16_t *restrict s,
+                                                              float *restrict d)
+{
+    bf16_to_f32_block(n, s, 1, d);
+}
+
+__attribute__((target("avx2"))) static void f32_to_bf16_avx2(int64_t n, const float *restrict s,
+                                                              uint16_t *restrict d)
+{
+    f32_to_bf16_block(n, s, d, 1);
+}
+
+static bool cpu_has_f16c(void)
+{
+    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+}
+static bool cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+#endif
+
+void wf__cpu_halves_to_f32(int64_t n, const uint16_t *src, int64_t stride, wf_dtype dtype,
+                           float *dst)
+{
+#ifdef WF_HAVE_X86_DISPATCH
+    if (stride == 1 && n >= 8) {
+        if (dtype == WF_DTYPE_F16 && cpu_has_f16c()) {
+            f16_to_f32_f16c(n, src, dst);
+            return;
+        }
+        if (dtype == WF_DTYPE_BF16 && cpu_has_avx2()) {
+            bf16_to_f32_avx2(n, src, dst);
+            return;
+        }
+    }
+#endif
+    if (dtype == WF_DTYPE_BF16)
+        bf16_to_f32_block(n, src, stride, dst);
+    else
+        f16_to_f32_block(n, src, stride, dst);
+}
+
+void wf__cpu_f32_to_halves(int64_t n, const float *src, uint16_t *dst, int64_t stride,
+                           wf_dtype dtype)
+{
+#ifdef WF_HAVE_X86_DISPATCH
+    if (stride == 1 && n >= 8) {
+        if (dtype == WF_DTYPE_F16 && cpu_has_f16c()) {
+            f32_to_f16_f16c(n, src, dst);
+            return;
+        }
+        if (dtype == WF_DTYPE_BF16 && cpu_has_avx2()) {
+            f32_to_bf16_avx2(n, src, dst);
+            return;
+        }
+    }
+#endif
+    if (dtype == WF_DTYPE_BF16)
+        f32_to_bf16_block(n, src, dst, stride);
+    else
+        f32_to_f16_block(n, src, dst, stride);
+}
+
+/* ---------------------------------------------------------------- scalar operations */
+
+/* Bool values are normalized (any non-zero byte is true). Integers wrap
+ * (computed in unsigned arithmetic). */
+static inline uint8_t b01(uint8_t x) { return (uint8_t)(x != 0); }
+
+/* add / multiply: bool add is logical or, multiply logical and. */
+static inline uint8_t add_bool(uint8_t a, uint8_t b) { return (uint8_t)(b01(a) | b01(b)); }
+static inline uint8_t mul_bool(uint8_t a, uint8_t b) { return (uint8_t)(b01(a) & b01(b)); }
 static inline uint8_t add_u8(uint8_t a, uint8_t b) { return (uint8_t)(a + b); }
 static inline uint8_t mul_u8(uint8_t a, uint8_t b) { return (uint8_t)(a * b); }
+static inline uint8_t sub_u8(uint8_t a, uint8_t b) { return (uint8_t)(a - b); }
 static inline int32_t add_i32(int32_t a, int32_t b)
 {
     return wf__cpu_wrap_i32((uint32_t)a + (uint32_t)b);
@@ -16,6 +196,10 @@ static inline int32_t add_i32(int32_t a, int32_t b)
 static inline int32_t mul_i32(int32_t a, int32_t b)
 {
     return wf__cpu_wrap_i32((uint32_t)a * (uint32_t)b);
+}
+static inline int32_t sub_i32(int32_t a, int32_t b)
+{
+    return wf__cpu_wrap_i32((uint32_t)a - (uint32_t)b);
 }
 static inline int64_t add_i64(int64_t a, int64_t b)
 {
@@ -25,36 +209,165 @@ static inline int64_t mul_i64(int64_t a, int64_t b)
 {
     return wf__cpu_wrap_i64((uint64_t)a * (uint64_t)b);
 }
-static inline uint16_t add_f16(uint16_t a, uint16_t b)
+static inline int64_t sub_i64(int64_t a, int64_t b)
 {
-    return wf__f32_to_f16(wf__f16_to_f32(a) + wf__f16_to_f32(b));
+    return wf__cpu_wrap_i64((uint64_t)a - (uint64_t)b);
 }
-static inline uint16_t mul_f16(uint16_t a, uint16_t b)
-{
-    return wf__f32_to_f16(wf__f16_to_f32(a) * wf__f16_to_f32(b));
-}
-static inline uint16_t add_bf16(uint16_t a, uint16_t b)
-{
-    return wf__f32_to_bf16(wf__bf16_to_f32(a) + wf__bf16_to_f32(b));
-}
-static inline uint16_t mul_bf16(uint16_t a, uint16_t b)
-{
-    return wf__f32_to_bf16(wf__bf16_to_f32(a) * wf__bf16_to_f32(b));
-}
-static inline float add_f32(float a, float b) { return a + b; }
-static inline float mul_f32(float a, float b) { return a * b; }
-static inline double add_f64(double a, double b) { return a + b; }
-static inline double mul_f64(double a, double b) { return a * b; }
 
-/* The inner loop: operand 0 is the output, 1 and 2 the inputs. Specialized
- * for all-contiguous and for either input broadcast (stride 0). The
- * contiguous cases run in blocks of 8 with a fixed-count inner loop, which
- * GCC vectorizes at -O2 (its default cost model skips loops of unknown
- * count), followed by a scalar tail. The typed body takes its pointers as
- * restrict parameters (GCC ignores restrict on local pointers). */
-#define BINARY_LOOP(NAME, T, OP)                                                        \
-    static void NAME##_typed(int64_t n, T *restrict o, int64_t so, const T *restrict a,  \
-                             int64_t sa, const T *restrict b, int64_t sb)               \
+/* maximum / minimum: bool is or / and; floats propagate NaN (NumPy). */
+#define INT_MINMAX(T, SFX)                                                              \
+    static inline T max_##SFX(T a, T b) { return a > b ? a : b; }                       \
+    static inline T min_##SFX(T a, T b) { return a < b ? a : b; }
+INT_MINMAX(uint8_t, u8)
+INT_MINMAX(int32_t, i32)
+INT_MINMAX(int64_t, i64)
+static inline uint8_t max_bool(uint8_t a, uint8_t b) { return add_bool(a, b); }
+static inline uint8_t min_bool(uint8_t a, uint8_t b) { return mul_bool(a, b); }
+
+/* Integer power by repeated squaring, wrapping. A negative exponent gives 0
+ * (the truncated value of 1 / a^-b), except for bases 1 (gives 1) and -1
+ * (gives +-1 by the exponent's parity); NumPy raises an error there, MLX
+ * returns these values. 0^0 is 1. Bool: a^b is a or not b. */
+static inline uint64_t ipow_u64(uint64_t base, uint64_t exponent)
+{
+    uint64_t r = 1;
+    while (exponent) {
+        if (exponent & 1u)
+            r *= base;
+        base *= base;
+        exponent >>= 1;
+    }
+    return r;
+}
+static inline uint8_t pow_bool(uint8_t a, uint8_t b) { return (uint8_t)(b01(a) | !b01(b)); }
+static inline uint8_t pow_u8(uint8_t a, uint8_t b) { return (uint8_t)ipow_u64(a, b); }
+static inline int32_t pow_i32(int32_t a, int32_t b)
+{
+    if (b < 0)
+        return a == 1 ? 1 : a == -1 ? (((uint32_t)b & 1u) ? -1 : 1) : 0;
+    return wf__cpu_wrap_i32((uint32_t)ipow_u64((uint64_t)(uint32_t)a, (uint64_t)b));
+}
+static inline int64_t pow_i64(int64_t a, int64_t b)
+{
+    if (b < 0)
+        return a == 1 ? 1 : a == -1 ? (((uint64_t)b & 1u) ? -1 : 1) : 0;
+    return wf__cpu_wrap_i64(ipow_u64((uint64_t)a, (uint64_t)b));
+}
+
+/* Integer floor division and remainder with Python semantics: the quotient
+ * rounds toward -inf and the remainder takes the divisor's sign. Integer
+ * division by zero gives 0 for both (NumPy warns and gives 0; C would trap).
+ * Dividing the minimum value by -1 wraps (gives the minimum back, remainder
+ * 0) instead of overflowing. Bool: a // b is a and b, a % b is false. */
+static inline uint8_t floordiv_bool(uint8_t a, uint8_t b) { return mul_bool(a, b); }
+static inline uint8_t rem_bool(uint8_t a, uint8_t b)
+{
+    (void)a;
+    (void)b;
+    return 0;
+}
+static inline uint8_t floordiv_u8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a / b) : 0; }
+static inline uint8_t rem_u8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a % b) : 0; }
+#define INT_FLOORDIV(T, SFX, UT, WRAP)                                                  \
+    static inline T floordiv_##SFX(T a, T b)                                            \
+    {                                                                                   \
+        if (b == 0)                                                                     \
+            return 0; /* integer division by zero gives 0 */                            \
+        if (b == -1)                                                                    \
+            return WRAP((UT)0 - (UT)a);                                                 \
+        const T q = a / b, r = a % b;                                                   \
+        return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;                            \
+    }                                                                                   \
+    static inline T rem_##SFX(T a, T b)                                                 \
+    {                                                                                   \
+        if (b == 0 || b == -1)                                                          \
+            return 0; /* integer division by zero gives 0 */                            \
+        const T r = a % b;                                                              \
+        return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;                            \
+    }
+INT_FLOORDIV(int32_t, i32, uint32_t, wf__cpu_wrap_i32)
+INT_FLOORDIV(int64_t, i64, uint64_t, wf__cpu_wrap_i64)
+
+/* Float operations for float32 and float64 (halves use the float32 ones).
+ * floor_divide and remainder follow Python / NumPy's divmod: computed from
+ * fmod so that a == b * q + r holds as closely as it can; division by zero
+ * gives IEEE results (a / 0 for floor_divide: +-inf or NaN; NaN for
+ * remainder). logaddexp is max + log1p(exp(-|a - b|)), with equal
+ * arguments (including equal infinities) giving a + log(2). */
+#define FLOAT_OPS(T, SFX, S)                                                            \
+    static inline T add_##SFX(T a, T b) { return a + b; }                               \
+    static inline T sub_##SFX(T a, T b) { return a - b; }                               \
+    static inline T mul_##SFX(T a, T b) { return a * b; }                               \
+    static inline T div_##SFX(T a, T b) { return a / b; }                               \
+    static inline T max_##SFX(T a, T b) { return (a >= b || a != a) ? a : b; }          \
+    static inline T min_##SFX(T a, T b) { return (a <= b || a != a) ? a : b; }          \
+    static inline T pow_##SFX(T a, T b) { return pow##S(a, b); }                        \
+    static inline T atan2_##SFX(T a, T b) { return atan2##S(a, b); }                    \
+    static inline T floordiv_##SFX(T a, T b)                                            \
+    {                                                                                   \
+        if (b == 0)                                                                     \
+            return a / b;                                                               \
+        const T mod = fmod##S(a, b);                                                    \
+        T div = (a - mod) / b;                                                          \
+        if (mod != 0 && ((b < 0) != (mod < 0)))                                         \
+            div -= 1;                                                                   \
+        if (div == 0)                                                                   \
+            return copysign##S(0, a / b);                                               \
+        T fl = floor##S(div);                                                           \
+        if (div - fl > (T)0.5)                                                          \
+            fl += 1;                                                                    \
+        return fl;                                                                      \
+    }                                                                                   \
+    static inline T rem_##SFX(T a, T b)                                                 \
+    {                                                                                   \
+        T mod = fmod##S(a, b);                                                          \
+        if (b == 0)                                                                     \
+            return mod;                                                                 \
+        if (mod != 0)                                                                   \
+            return ((b < 0) != (mod < 0)) ? mod + b : mod;                              \
+        return copysign##S(0, b);                                                       \
+    }                                                                                   \
+    static inline T logaddexp_##SFX(T a, T b)                                           \
+    {                                                                                   \
+        if (a == b)                                                                     \
+            return a + (T)0.693147180559945309417232121458176568;                       \
+        const T m = a > b ? a : b;                                                      \
+        return m + log1p##S(exp##S(-fabs##S(a - b)));                                   \
+    }
+FLOAT_OPS(float, f32, f)
+FLOAT_OPS(double, f64, )
+
+/* Comparisons give bool; NaN compares unequal to everything. */
+#define CMP_OPS(T, SFX)                                                                 \
+    static inline uint8_t eq_##SFX(T a, T b) { return (uint8_t)(a == b); }              \
+    static inline uint8_t ne_##SFX(T a, T b) { return (uint8_t)(a != b); }              \
+    static inline uint8_t lt_##SFX(T a, T b) { return (uint8_t)(a < b); }               \
+    static inline uint8_t le_##SFX(T a, T b) { return (uint8_t)(a <= b); }              \
+    static inline uint8_t gt_##SFX(T a, T b) { return (uint8_t)(a > b); }               \
+    static inline uint8_t ge_##SFX(T a, T b) { return (uint8_t)(a >= b); }
+CMP_OPS(uint8_t, u8)
+CMP_OPS(int32_t, i32)
+CMP_OPS(int64_t, i64)
+CMP_OPS(float, f32)
+CMP_OPS(double, f64)
+static inline uint8_t eq_bool(uint8_t a, uint8_t b) { return eq_u8(b01(a), b01(b)); }
+static inline uint8_t ne_bool(uint8_t a, uint8_t b) { return ne_u8(b01(a), b01(b)); }
+static inline uint8_t lt_bool(uint8_t a, uint8_t b) { return lt_u8(b01(a), b01(b)); }
+static inline uint8_t le_bool(uint8_t a, uint8_t b) { return le_u8(b01(a), b01(b)); }
+static inline uint8_t gt_bool(uint8_t a, uint8_t b) { return gt_u8(b01(a), b01(b)); }
+static inline uint8_t ge_bool(uint8_t a, uint8_t b) { return ge_u8(b01(a), b01(b)); }
+
+/* ---------------------------------------------------------------- loops */
+
+/* The typed loop: o[i] = OP(a[i], b[i]). Specialized for all-contiguous and
+ * for either input broadcast (stride 0). The contiguous cases run in blocks
+ * of 8 with a fixed-count inner loop, which GCC vectorizes at -O2 (its
+ * default cost model skips loops of unknown count), followed by a scalar
+ * tail. The typed body takes its pointers as restrict parameters (GCC
+ * ignores restrict on local pointers). */
+#define TYPED_LOOP(NAME, TI, TO, OP)                                                    \
+    static void NAME##_typed(int64_t n, TO *restrict o, int64_t so, const TI *restrict a, \
+                             int64_t sa, const TI *restrict b, int64_t sb)              \
     {                                                                                   \
         int64_t i = 0;                                                                  \
         if (so == 1 && sa == 1 && sb == 1) {                                            \
@@ -64,14 +377,14 @@ static inline double mul_f64(double a, double b) { return a * b; }
             for (; i < n; i++)                                                          \
                 o[i] = OP(a[i], b[i]);                                                  \
         } else if (so == 1 && sa == 1 && sb == 0) {                                     \
-            const T y = *b;                                                             \
+            const TI y = *b;                                                            \
             for (; i + 8 <= n; i += 8)                                                  \
                 for (int j = 0; j < 8; j++)                                             \
                     o[i + j] = OP(a[i + j], y);                                         \
             for (; i < n; i++)                                                          \
                 o[i] = OP(a[i], y);                                                     \
         } else if (so == 1 && sa == 0 && sb == 1) {                                     \
-            const T x = *a;                                                             \
+            const TI x = *a;                                                            \
             for (; i + 8 <= n; i += 8)                                                  \
                 for (int j = 0; j < 8; j++)                                             \
                     o[i + j] = OP(x, b[i + j]);                                         \
@@ -81,71 +394,221 @@ static inline double mul_f64(double a, double b) { return a * b; }
             for (; i < n; i++)                                                          \
                 o[i * so] = OP(a[i * sa], b[i * sb]);                                   \
         }                                                                               \
-    }                                                                                   \
+    }
+
+/* The iterator's inner function for a typed loop. */
+#define INNER(NAME, TI, TO)                                                             \
     static void NAME(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx) \
     {                                                                                   \
         (void)ctx;                                                                      \
-        NAME##_typed(n, (T *)ptrs[0], strides[0], (const T *)ptrs[1], strides[1],       \
-                     (const T *)ptrs[2], strides[2]);                                   \
+        NAME##_typed(n, (TO *)ptrs[0], strides[0], (const TI *)ptrs[1], strides[1],     \
+                     (const TI *)ptrs[2], strides[2]);                                  \
     }
 
-BINARY_LOOP(add_loop_bool, uint8_t, add_bool)
-BINARY_LOOP(add_loop_u8, uint8_t, add_u8)
-BINARY_LOOP(add_loop_i32, int32_t, add_i32)
-BINARY_LOOP(add_loop_i64, int64_t, add_i64)
-BINARY_LOOP(add_loop_f16, uint16_t, add_f16)
-BINARY_LOOP(add_loop_bf16, uint16_t, add_bf16)
-BINARY_LOOP(add_loop_f32, float, add_f32)
-BINARY_LOOP(add_loop_f64, double, add_f64)
+#define LOOP(NAME, TI, TO, OP)                                                          \
+    TYPED_LOOP(NAME, TI, TO, OP)                                                        \
+    INNER(NAME, TI, TO)
 
-BINARY_LOOP(mul_loop_bool, uint8_t, mul_bool)
-BINARY_LOOP(mul_loop_u8, uint8_t, mul_u8)
-BINARY_LOOP(mul_loop_i32, int32_t, mul_i32)
-BINARY_LOOP(mul_loop_i64, int64_t, mul_i64)
-BINARY_LOOP(mul_loop_f16, uint16_t, mul_f16)
-BINARY_LOOP(mul_loop_bf16, uint16_t, mul_bf16)
-BINARY_LOOP(mul_loop_f32, float, mul_f32)
-BINARY_LOOP(mul_loop_f64, double, mul_f64)
+/* Halves: convert a block of each input into a float32 buffer (a stride-0
+ * input once), run the float32 typed loop, convert the block back (or, for a
+ * bool result, let the loop write the output directly). */
+enum { HALF_BLOCK = 512 };
 
-/* Indexed by wf_dtype. */
-static const wf_cpu_inner_fn add_loops[WF_DTYPE_COUNT] = {
-    add_loop_bool, add_loop_u8,   add_loop_i32, add_loop_i64,
-    add_loop_f16,  add_loop_bf16, add_loop_f32, add_loop_f64,
-};
-static const wf_cpu_inner_fn mul_loops[WF_DTYPE_COUNT] = {
-    mul_loop_bool, mul_loop_u8,   mul_loop_i32, mul_loop_i64,
-    mul_loop_f16,  mul_loop_bf16, mul_loop_f32, mul_loop_f64,
-};
+typedef void (*f32_arith_fn)(int64_t n, float *o, int64_t so, const float *a, int64_t sa,
+                             const float *b, int64_t sb);
+typedef void (*f32_cmp_fn)(int64_t n, uint8_t *o, int64_t so, const float *a, int64_t sa,
+                           const float *b, int64_t sb);
 
-static wf_status run_binary(wf_array *out, wf_array *const *inputs, wf_cpu_inner_fn loop)
+/* Loads the block [i0, i0 + m) of input k into buf (a stride-0 input was
+ * loaded once before the loop). */
+static inline void half_load(int64_t i0, int64_t m, const char *p, int64_t s, wf_dtype dt,
+                             float *buf)
 {
+    if (s != 0)
+        wf__cpu_halves_to_f32(m, (const uint16_t *)p + i0 * s, s, dt, buf);
+}
+
+static void half_arith(int64_t n, char *const *ptrs, const int64_t *strides, wf_dtype dt,
+                       f32_arith_fn fn)
+{
+    float xa[HALF_BLOCK], xb[HALF_BLOCK], xr[HALF_BLOCK];
+    const int64_t so = strides[0], sa = strides[1], sb = strides[2];
+    xa[0] = xb[0] = 0;
+    if (sa == 0)
+        wf__cpu_halves_to_f32(1, (const uint16_t *)ptrs[1], 1, dt, xa);
+    if (sb == 0)
+        wf__cpu_halves_to_f32(1, (const uint16_t *)ptrs[2], 1, dt, xb);
+    for (int64_t i0 = 0; i0 < n; i0 += HALF_BLOCK) {
+        const int64_t m = n - i0 < HALF_BLOCK ? n - i0 : HALF_BLOCK;
+        half_load(i0, m, ptrs[1], sa, dt, xa);
+        half_load(i0, m, ptrs[2], sb, dt, xb);
+        fn(m, xr, 1, xa, sa != 0, xb, sb != 0);
+        wf__cpu_f32_to_halves(m, xr, (uint16_t *)ptrs[0] + i0 * so, so, dt);
+    }
+}
+
+static void half_cmp(int64_t n, char *const *ptrs, const int64_t *strides, wf_dtype dt,
+                     f32_cmp_fn fn)
+{
+    float xa[HALF_BLOCK], xb[HALF_BLOCK];
+    const int64_t so = strides[0], sa = strides[1], sb = strides[2];
+    xa[0] = xb[0] = 0;
+    if (sa == 0)
+        wf__cpu_halves_to_f32(1, (const uint16_t *)ptrs[1], 1, dt, xa);
+    if (sb == 0)
+        wf__cpu_halves_to_f32(1, (const uint16_t *)ptrs[2], 1, dt, xb);
+    for (int64_t i0 = 0; i0 < n; i0 += HALF_BLOCK) {
+        const int64_t m = n - i0 < HALF_BLOCK ? n - i0 : HALF_BLOCK;
+        half_load(i0, m, ptrs[1], sa, dt, xa);
+        half_load(i0, m, ptrs[2], sb, dt, xb);
+        fn(m, (uint8_t *)ptrs[0] + i0 * so, so, xa, sa != 0, xb, sb != 0);
+    }
+}
+
+#define HALF_INNERS(NAME, HELPER)                                                       \
+    static void L_##NAME##_f16(int64_t n, char *const *ptrs, const int64_t *strides,    \
+                           const void *ctx)                                             \
+    {                                                                                   \
+        (void)ctx;                                                                      \
+        HELPER(n, ptrs, strides, WF_DTYPE_F16, L_##NAME##_f32_typed);                   \
+    }                                                                                   \
+    static void L_##NAME##_bf16(int64_t n, char *const *ptrs, const int64_t *strides,   \
+                            const void *ctx)                                            \
+    {                                                                                   \
+        (void)ctx;                                                                      \
+        HELPER(n, ptrs, strides, WF_DTYPE_BF16, L_##NAME##_f32_typed);                  \
+    }
+
+/* The loops of an op over every dtype: bool, u8, i32, i64, halves, f32, f64. */
+#define ARITH_ALL(NAME, OPB, OPU8, OPI32, OPI64, OPF32, OPF64)                          \
+    LOOP(L_##NAME##_bool, uint8_t, uint8_t, OPB)                                        \
+    LOOP(L_##NAME##_u8, uint8_t, uint8_t, OPU8)                                         \
+    LOOP(L_##NAME##_i32, int32_t, int32_t, OPI32)                                       \
+    LOOP(L_##NAME##_i64, int64_t, int64_t, OPI64)                                       \
+    LOOP(L_##NAME##_f32, float, float, OPF32)                                           \
+    LOOP(L_##NAME##_f64, double, double, OPF64)                                         \
+    HALF_INNERS(NAME, half_arith)                                                       \
+    static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
+        L_##NAME##_bool, L_##NAME##_u8, L_##NAME##_i32, L_##NAME##_i64,                 \
+        L_##NAME##_f16, L_##NAME##_bf16, L_##NAME##_f32, L_##NAME##_f64};
+
+/* The same without bool (subtract). */
+#define ARITH_NOBOOL(NAME, OPU8, OPI32, OPI64, OPF32, OPF64)                            \
+    LOOP(L_##NAME##_u8, uint8_t, uint8_t, OPU8)                                         \
+    LOOP(L_##NAME##_i32, int32_t, int32_t, OPI32)                                       \
+    LOOP(L_##NAME##_i64, int64_t, int64_t, OPI64)                                       \
+    LOOP(L_##NAME##_f32, float, float, OPF32)                                           \
+    LOOP(L_##NAME##_f64, double, double, OPF64)                                         \
+    HALF_INNERS(NAME, half_arith)                                                       \
+    static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
+        NULL, L_##NAME##_u8, L_##NAME##_i32, L_##NAME##_i64,                            \
+        L_##NAME##_f16, L_##NAME##_bf16, L_##NAME##_f32, L_##NAME##_f64};
+
+/* Float types only (divide, logaddexp, arctan2: the op casts integers). */
+#define ARITH_FLOAT(NAME, OPF32, OPF64)                                                 \
+    LOOP(L_##NAME##_f32, float, float, OPF32)                                           \
+    LOOP(L_##NAME##_f64, double, double, OPF64)                                         \
+    HALF_INNERS(NAME, half_arith)                                                       \
+    static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
+        NULL, NULL, NULL, NULL, L_##NAME##_f16, L_##NAME##_bf16, L_##NAME##_f32, L_##NAME##_f64};
+
+/* Comparisons: every dtype in, bool out. */
+#define CMP_ALL(NAME, OP)                                                               \
+    LOOP(L_##NAME##_bool, uint8_t, uint8_t, OP##_bool)                                  \
+    LOOP(L_##NAME##_u8, uint8_t, uint8_t, OP##_u8)                                      \
+    LOOP(L_##NAME##_i32, int32_t, uint8_t, OP##_i32)                                    \
+    LOOP(L_##NAME##_i64, int64_t, uint8_t, OP##_i64)                                    \
+    LOOP(L_##NAME##_f32, float, uint8_t, OP##_f32)                                      \
+    LOOP(L_##NAME##_f64, double, uint8_t, OP##_f64)                                     \
+    HALF_INNERS(NAME, half_cmp)                                                         \
+    static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
+        L_##NAME##_bool, L_##NAME##_u8, L_##NAME##_i32, L_##NAME##_i64,                 \
+        L_##NAME##_f16, L_##NAME##_bf16, L_##NAME##_f32, L_##NAME##_f64};
+
+ARITH_ALL(add, add_bool, add_u8, add_i32, add_i64, add_f32, add_f64)
+ARITH_ALL(mul, mul_bool, mul_u8, mul_i32, mul_i64, mul_f32, mul_f64)
+ARITH_NOBOOL(sub, sub_u8, sub_i32, sub_i64, sub_f32, sub_f64)
+ARITH_FLOAT(div, div_f32, div_f64)
+ARITH_ALL(pow, pow_bool, pow_u8, pow_i32, pow_i64, pow_f32, pow_f64)
+ARITH_ALL(max, max_bool, max_u8, max_i32, max_i64, max_f32, max_f64)
+ARITH_ALL(min, min_bool, min_u8, min_i32, min_i64, min_f32, min_f64)
+ARITH_ALL(floordiv, floordiv_bool, floordiv_u8, floordiv_i32, floordiv_i64, floordiv_f32,
+          floordiv_f64)
+ARITH_ALL(rem, rem_bool, rem_u8, rem_i32, rem_i64, rem_f32, rem_f64)
+ARITH_FLOAT(logaddexp, logaddexp_f32, logaddexp_f64)
+ARITH_FLOAT(atan2, atan2_f32, atan2_f64)
+CMP_ALL(eq, eq)
+CMP_ALL(ne, ne)
+CMP_ALL(lt, lt)
+CMP_ALL(le, le)
+CMP_ALL(gt, gt)
+CMP_ALL(ge, ge)
+
+/* Logical ops: bool inputs (the op converts), bool out. */
+static inline uint8_t land(uint8_t a, uint8_t b) { return mul_bool(a, b); }
+static inline uint8_t lor(uint8_t a, uint8_t b) { return add_bool(a, b); }
+LOOP(L_land_bool, uint8_t, uint8_t, land)
+LOOP(L_lor_bool, uint8_t, uint8_t, lor)
+static const wf_cpu_inner_fn land_loops[WF_DTYPE_COUNT] = {L_land_bool};
+static const wf_cpu_inner_fn lor_loops[WF_DTYPE_COUNT] = {L_lor_bool};
+
+/* ---------------------------------------------------------------- kernels */
+
+/* Elements per parallel chunk: a cheap op (a few cycles) or a libm call. */
+enum { COST_CHEAP = 0, COST_LIBM = 1 };
+
+static wf_status run_binary(const char *name, wf_array *out, wf_array *const *inputs,
+                            int ninputs, const wf_cpu_inner_fn *loops, int float_cost)
+{
+    if (ninputs != 2)
+        return wf__error(WF_ERR_INTERNAL, "%s: expected 2 inputs, got %d", name, ninputs);
     const wf_array *a = inputs[0], *b = inputs[1];
+    const wf_dtype dtype = a->dtype;
+    if (!wf__dtype_valid(dtype) || b->dtype != dtype || !loops[dtype])
+        return wf__error(WF_ERR_DTYPE, "%s: no CPU kernel for inputs %s, %s", name,
+                         wf_dtype_name(dtype), wf_dtype_name(b->dtype));
     wf_status st = wf__array_alloc_output(out);
     if (st != WF_OK)
         return st;
     int64_t out_strides[WF_MAX_NDIM];
     wf__cpu_row_strides(out->shape, out->ndim, out_strides);
-    const size_t item = wf_dtype_size(out->dtype);
+    const size_t in_item = wf_dtype_size(dtype);
     char *data[3] = {wf__array_data_ptr(out), wf__array_data_ptr(a), wf__array_data_ptr(b)};
-    const size_t sizes[3] = {item, item, item};
+    const size_t sizes[3] = {wf_dtype_size(out->dtype), in_item, in_item};
     const int64_t *strides[3] = {out_strides, a->strides, b->strides};
     wf_cpu_iter it;
     wf__cpu_iter_init(&it, out->ndim, out->shape, 3, data, sizes, strides);
-    wf__cpu_iter_run_parallel(&it, loop, NULL, WF_CPU_CHUNK_CHEAP);
+    const int64_t chunk = float_cost == COST_LIBM && wf__dtype_is_float(dtype)
+                              ? WF_CPU_CHUNK_COSTLY
+                              : WF_CPU_CHUNK_CHEAP;
+    wf__cpu_iter_run_parallel(&it, loops[dtype], NULL, chunk);
     return WF_OK;
 }
 
-wf_status wf__cpu_add(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)
-{
-    (void)ninputs;
-    (void)params;
-    return run_binary(out, inputs, add_loops[out->dtype]);
-}
+#define KERNEL(NAME, LOOPS, COST)                                                       \
+    wf_status wf__cpu_##NAME(wf_array *out, wf_array *const *inputs, int ninputs,       \
+                             const void *params)                                        \
+    {                                                                                   \
+        (void)params;                                                                   \
+        return run_binary(#NAME, out, inputs, ninputs, LOOPS, COST);                    \
+    }
 
-wf_status wf__cpu_multiply(wf_array *out, wf_array *const *inputs, int ninputs,
-                           const void *params)
-{
-    (void)ninputs;
-    (void)params;
-    return run_binary(out, inputs, mul_loops[out->dtype]);
-}
+KERNEL(add, add_loops, COST_CHEAP)
+KERNEL(multiply, mul_loops, COST_CHEAP)
+KERNEL(subtract, sub_loops, COST_CHEAP)
+KERNEL(divide, div_loops, COST_CHEAP)
+KERNEL(power, pow_loops, COST_LIBM)
+KERNEL(maximum, max_loops, COST_CHEAP)
+KERNEL(minimum, min_loops, COST_CHEAP)
+KERNEL(floor_divide, floordiv_loops, COST_LIBM)
+KERNEL(remainder, rem_loops, COST_LIBM)
+KERNEL(equal, eq_loops, COST_CHEAP)
+KERNEL(not_equal, ne_loops, COST_CHEAP)
+KERNEL(less, lt_loops, COST_CHEAP)
+KERNEL(less_equal, le_loops, COST_CHEAP)
+KERNEL(greater, gt_loops, COST_CHEAP)
+KERNEL(greater_equal, ge_loops, COST_CHEAP)
+KERNEL(logical_and, land_loops, COST_CHEAP)
+KERNEL(logical_or, lor_loops, COST_CHEAP)
+KERNEL(logaddexp, logaddexp_loops, COST_LIBM)
+KERNEL(arctan2, atan2_loops, COST_LIBM)
