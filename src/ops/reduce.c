@@ -1,8 +1,15 @@
-/* Reductions: wf_sum. */
+/* Reductions (wf_sum, wf_mean, wf_prod, wf_max, wf_min, wf_all, wf_any,
+ * wf_logsumexp, wf_var, wf_std), arg-reductions (wf_argmax, wf_argmin),
+ * wf_softmax and scans (wf_cumsum, wf_cumprod).
+ *
+ * Every op is one primitive whose kernel reads the input as it is (any
+ * strides, any dtype: conversions happen in the kernel's staging blocks), so
+ * no cast or copy node is added in front of it. */
 #include <string.h>
 
 #include "core/error.h"
 #include "prim/prims.h"
+#include "prim/reduce.h"
 
 /* Turns an axis list into a bitmask; NULL with 0 axes means every axis. */
 static wf_status axes_mask(const char *op, const int *axes, int naxes, int ndim, uint64_t *mask)
@@ -38,4 +45,125 @@ wf_array *wf_sum(wf_array *a, const int *axes, int naxes, bool keepdims)
         return NULL;
     p.keepdims = keepdims;
     return wf__node_new(&wf__prim_sum, &p, &a, 1);
+}
+
+static wf_array *reduce_op(const char *op, wf_reduce_op rop, wf_array *a, const int *axes,
+                           int naxes, bool keepdims, int ddof)
+{
+    if (!wf__array_check(a, op, "a"))
+        return NULL;
+    wf_reduce_params p;
+    memset(&p, 0, sizeof p);
+    if (axes_mask(op, axes, naxes, a->ndim, &p.axes) != WF_OK)
+        return NULL;
+    p.op = rop;
+    p.keepdims = keepdims;
+    p.ddof = ddof;
+    return wf__node_new(wf__reduce_prim(rop), &p, &a, 1);
+}
+
+wf_array *wf_mean(wf_array *a, const int *axes, int naxes, bool keepdims)
+{
+    return reduce_op("wf_mean", WF_REDUCE_MEAN, a, axes, naxes, keepdims, 0);
+}
+
+wf_array *wf_prod(wf_array *a, const int *axes, int naxes, bool keepdims)
+{
+    return reduce_op("wf_prod", WF_REDUCE_PROD, a, axes, naxes, keepdims, 0);
+}
+
+wf_array *wf_max(wf_array *a, const int *axes, int naxes, bool keepdims)
+{
+    return reduce_op("wf_max", WF_REDUCE_MAX, a, axes, naxes, keepdims, 0);
+}
+
+wf_array *wf_min(wf_array *a, const int *axes, int naxes, bool keepdims)
+{
+    return reduce_op("wf_min", WF_REDUCE_MIN, a, axes, naxes, keepdims, 0);
+}
+
+wf_array *wf_all(wf_array *a, const int *axes, int naxes, bool keepdims)
+{
+    return reduce_op("wf_all", WF_REDUCE_ALL, a, axes, naxes, keepdims, 0);
+}
+
+wf_array *wf_any(wf_array *a, const int *axes, int naxes, bool keepdims)
+{
+    return reduce_op("wf_any", WF_REDUCE_ANY, a, axes, naxes, keepdims, 0);
+}
+
+wf_array *wf_logsumexp(wf_array *a, const int *axes, int naxes, bool keepdims)
+{
+    return reduce_op("wf_logsumexp", WF_REDUCE_LOGSUMEXP, a, axes, naxes, keepdims, 0);
+}
+
+/* ddof follows NumPy: the divisor is max(n - ddof, 0) (so ddof >= n gives
+ * inf or NaN), and a negative ddof is allowed. */
+wf_array *wf_var(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof)
+{
+    return reduce_op("wf_var", WF_REDUCE_VAR, a, axes, naxes, keepdims, ddof);
+}
+
+wf_array *wf_std(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof)
+{
+    return reduce_op("wf_std", WF_REDUCE_STD, a, axes, naxes, keepdims, ddof);
+}
+
+static wf_array *arg_reduce(const char *op, int which, wf_array *a, int axis, bool keepdims)
+{
+    if (!wf__array_check(a, op, "a"))
+        return NULL;
+    wf_arg_reduce_params p;
+    memset(&p, 0, sizeof p);
+    if (wf__normalize_axis(op, axis, a->ndim, &p.axis) != WF_OK)
+        return NULL;
+    p.op = which;
+    p.keepdims = keepdims;
+    return wf__node_new(which == 1 ? &wf__prim_argmin : &wf__prim_argmax, &p, &a, 1);
+}
+
+wf_array *wf_argmax(wf_array *a, int axis, bool keepdims)
+{
+    return arg_reduce("wf_argmax", 0, a, axis, keepdims);
+}
+
+wf_array *wf_argmin(wf_array *a, int axis, bool keepdims)
+{
+    return arg_reduce("wf_argmin", 1, a, axis, keepdims);
+}
+
+wf_array *wf_softmax(wf_array *a, const int *axes, int naxes)
+{
+    if (!wf__array_check(a, "wf_softmax", "a"))
+        return NULL;
+    wf_softmax_params p;
+    memset(&p, 0, sizeof p);
+    if (axes_mask("wf_softmax", axes, naxes, a->ndim, &p.axes) != WF_OK)
+        return NULL;
+    return wf__node_new(&wf__prim_softmax, &p, &a, 1);
+}
+
+static wf_array *scan(const char *op, int which, wf_array *a, int axis, bool reverse,
+                      bool inclusive)
+{
+    if (!wf__array_check(a, op, "a"))
+        return NULL;
+    wf_scan_params p;
+    memset(&p, 0, sizeof p);
+    if (wf__normalize_axis(op, axis, a->ndim, &p.axis) != WF_OK)
+        return NULL;
+    p.op = which;
+    p.reverse = reverse;
+    p.inclusive = inclusive;
+    return wf__node_new(which == 1 ? &wf__prim_cumprod : &wf__prim_cumsum, &p, &a, 1);
+}
+
+wf_array *wf_cumsum(wf_array *a, int axis, bool reverse, bool inclusive)
+{
+    return scan("wf_cumsum", 0, a, axis, reverse, inclusive);
+}
+
+wf_array *wf_cumprod(wf_array *a, int axis, bool reverse, bool inclusive)
+{
+    return scan("wf_cumprod", 1, a, axis, reverse, inclusive);
 }

@@ -1,0 +1,309 @@
+/* Scan kernels: cumsum, cumprod (inclusive or exclusive, forward or
+ * reverse).
+ *
+ * A reverse scan is a forward scan over the axis walked backwards (the base
+ * pointers moved to the last element, the axis strides negated). Two forms,
+ * chosen by where the axis lies in the input's memory:
+ *  - rows: the axis is the input's innermost dim; each inner call scans
+ *    whole rows with a running carry (parallel over rows);
+ *  - vertical: otherwise; the other dims are walked once per axis index,
+ *    adding that slice into a row of running accumulators (kept in cache by
+ *    splitting the other dims into chunks, in parallel).
+ * Integers wrap (unsigned arithmetic); bool/u8 scan in int32; half types
+ * accumulate in float32 and round each output once. Inputs and outputs of
+ * other dtypes than the accumulator's go through stack blocks. */
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/reduce.h"
+#include "core/dtype.h"
+#include "prim/reduce.h"
+#include "runtime/pool.h"
+
+enum { SCAN_STAGE = 512, SCAN_CHUNK = 1 << 15 };
+
+union scan_scalar {
+    int32_t i32;
+    int64_t i64;
+    float f32;
+    double f64;
+};
+
+#define ADD_I32(a, b) wf__cpu_wrap_i32((uint32_t)(a) + (uint32_t)(b))
+#define MUL_I32(a, b) wf__cpu_wrap_i32((uint32_t)(a) * (uint32_t)(b))
+#define ADD_I64(a, b) wf__cpu_wrap_i64((uint64_t)(a) + (uint64_t)(b))
+#define MUL_I64(a, b) wf__cpu_wrap_i64((uint64_t)(a) * (uint64_t)(b))
+#define ADD_F(a, b) ((a) + (b))
+#define MUL_F(a, b) ((a) * (b))
+
+/* Row scan of n elements (x and o may be the same block); *carry is the
+ * running value before the first element and after the last. */
+#define SCAN_ROW(NAME, T, OP)                                                            \
+    static void NAME(int64_t n, const T *x, int64_t sx, T *o, int64_t so, T *carry,     \
+                     bool inclusive)                                                     \
+    {                                                                                    \
+        T c = *carry;                                                                    \
+        if (inclusive) {                                                                 \
+            for (int64_t i = 0; i < n; i++) {                                            \
+                c = OP(c, x[i * sx]);                                                    \
+                o[i * so] = c;                                                           \
+            }                                                                            \
+        } else {                                                                         \
+            for (int64_t i = 0; i < n; i++) {                                            \
+                const T v = x[i * sx];                                                   \
+                o[i * so] = c;                                                           \
+                c = OP(c, v);                                                            \
+            }                                                                            \
+        }                                                                                \
+        *carry = c;                                                                      \
+    }
+
+/* Vertical step over n positions: acc = acc (op) x, o = the new (inclusive)
+ * or old (exclusive) accumulator. */
+#define SCAN_VERT(NAME, T, OP)                                                           \
+    static void NAME(int64_t n, T *acc, int64_t sa, const T *x, int64_t sx, T *o,       \
+                     int64_t so, bool inclusive)                                         \
+    {                                                                                    \
+        if (inclusive) {                                                                 \
+            for (int64_t i = 0; i < n; i++) {                                            \
+                const T a = OP(acc[i * sa], x[i * sx]);                                  \
+                acc[i * sa] = a;                                                         \
+                o[i * so] = a;                                                           \
+            }                                                                            \
+        } else {                                                                         \
+            for (int64_t i = 0; i < n; i++) {                                            \
+                const T a = acc[i * sa], v = x[i * sx];                                  \
+                o[i * so] = a;                                                           \
+                acc[i * sa] = OP(a, v);                                                  \
+            }                                                                            \
+        }                                                                                \
+    }
+
+SCAN_ROW(row_add_i32, int32_t, ADD_I32)
+SCAN_ROW(row_mul_i32, int32_t, MUL_I32)
+SCAN_ROW(row_add_i64, int64_t, ADD_I64)
+SCAN_ROW(row_mul_i64, int64_t, MUL_I64)
+SCAN_ROW(row_add_f32, float, ADD_F)
+SCAN_ROW(row_mul_f32, float, MUL_F)
+SCAN_ROW(row_add_f64, double, ADD_F)
+SCAN_ROW(row_mul_f64, double, MUL_F)
+SCAN_VERT(vert_add_i32, int32_t, ADD_I32)
+SCAN_VERT(vert_mul_i32, int32_t, MUL_I32)
+SCAN_VERT(vert_add_i64, int64_t, ADD_I64)
+SCAN_VERT(vert_mul_i64, int64_t, MUL_I64)
+SCAN_VERT(vert_add_f32, float, ADD_F)
+SCAN_VERT(vert_mul_f32, float, MUL_F)
+SCAN_VERT(vert_add_f64, double, ADD_F)
+SCAN_VERT(vert_mul_f64, double, MUL_F)
+
+typedef struct scan_ctx {
+    bool prod, inclusive;
+    wf_dtype xdt, odt, at;
+    size_t xi, oi;
+    int64_t len;      /* axis length */
+    int64_t sxa, soa; /* axis strides (elements; negated for reverse) */
+    int64_t k;        /* vertical: axis index */
+} scan_ctx;
+
+static void row_typed(const scan_ctx *c, int64_t n, const void *x, int64_t sx, void *o,
+                      int64_t so, union scan_scalar *carry)
+{
+    switch (c->at) {
+    case WF_DTYPE_I32:
+        (c->prod ? row_mul_i32 : row_add_i32)(n, x, sx, o, so, &carry->i32, c->inclusive);
+        break;
+    case WF_DTYPE_I64:
+        (c->prod ? row_mul_i64 : row_add_i64)(n, x, sx, o, so, &carry->i64, c->inclusive);
+        break;
+    case WF_DTYPE_F32:
+        (c->prod ? row_mul_f32 : row_add_f32)(n, x, sx, o, so, &carry->f32, c->inclusive);
+        break;
+    default:
+        (c->prod ? row_mul_f64 : row_add_f64)(n, x, sx, o, so, &carry->f64, c->inclusive);
+        break;
+    }
+}
+
+static void vert_typed(const scan_ctx *c, int64_t n, void *acc, int64_t sa, const void *x,
+                       int64_t sx, void *o, int64_t so)
+{
+    switch (c->at) {
+    case WF_DTYPE_I32:
+        (c->prod ? vert_mul_i32 : vert_add_i32)(n, acc, sa, x, sx, o, so, c->inclusive);
+        break;
+    case WF_DTYPE_I64:
+        (c->prod ? vert_mul_i64 : vert_add_i64)(n, acc, sa, x, sx, o, so, c->inclusive);
+        break;
+    case WF_DTYPE_F32:
+        (c->prod ? vert_mul_f32 : vert_add_f32)(n, acc, sa, x, sx, o, so, c->inclusive);
+        break;
+    default:
+        (c->prod ? vert_mul_f64 : vert_add_f64)(n, acc, sa, x, sx, o, so, c->inclusive);
+        break;
+    }
+}
+
+static void identity(const scan_ctx *c, union scan_scalar *v)
+{
+    memset(v, 0, sizeof *v);
+    switch (c->at) {
+    case WF_DTYPE_I32: v->i32 = c->prod ? 1 : 0; break;
+    case WF_DTYPE_I64: v->i64 = c->prod ? 1 : 0; break;
+    case WF_DTYPE_F32: v->f32 = c->prod ? 1.0f : 0.0f; break;
+    default: v->f64 = c->prod ? 1.0 : 0.0; break;
+    }
+}
+
+/* Rows walk: operands [out, x]; each element is a row along the axis. */
+static void scan_rows(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx)
+{
+    const scan_ctx *c = ctx;
+    const bool direct = c->xdt == c->at && c->odt == c->at;
+    double buf[SCAN_STAGE];
+    for (int64_t r = 0; r < n; r++) {
+        const char *x = ptrs[1] + r * strides[1] * (int64_t)c->xi;
+        char *o = ptrs[0] + r * strides[0] * (int64_t)c->oi;
+        union scan_scalar carry;
+        identity(c, &carry);
+        if (direct) {
+            row_typed(c, c->len, x, c->sxa, o, c->soa, &carry);
+            continue;
+        }
+        for (int64_t i0 = 0; i0 < c->len; i0 += SCAN_STAGE) {
+            const int64_t m = c->len - i0 < SCAN_STAGE ? c->len - i0 : SCAN_STAGE;
+            wf__cpu_convert_1d(m, x + i0 * c->sxa * (int64_t)c->xi, c->xdt, c->sxa, buf, c->at,
+                               1);
+            row_typed(c, m, buf, 1, buf, 1, &carry);
+            wf__cpu_convert_1d(m, buf, c->at, 1, o + i0 * c->soa * (int64_t)c->oi, c->odt,
+                               c->soa);
+        }
+    }
+}
+
+/* Vertical walk: operands [out, acc, x] at axis index c->k. */
+static void scan_vert(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx)
+{
+    const scan_ctx *c = ctx;
+    const size_t ai = wf_dtype_size(c->at);
+    if (c->xdt == c->at && c->odt == c->at) {
+        vert_typed(c, n, ptrs[1], strides[1], ptrs[2], strides[2], ptrs[0], strides[0]);
+        return;
+    }
+    double xb[SCAN_STAGE], ob[SCAN_STAGE];
+    for (int64_t i0 = 0; i0 < n; i0 += SCAN_STAGE) {
+        const int64_t m = n - i0 < SCAN_STAGE ? n - i0 : SCAN_STAGE;
+        wf__cpu_convert_1d(m, ptrs[2] + i0 * strides[2] * (int64_t)c->xi, c->xdt, strides[2],
+                           xb, c->at, 1);
+        vert_typed(c, m, ptrs[1] + i0 * strides[1] * (int64_t)ai, strides[1], xb, 1, ob, 1);
+        wf__cpu_convert_1d(m, ob, c->at, 1, ptrs[0] + i0 * strides[0] * (int64_t)c->oi, c->odt,
+                           strides[0]);
+    }
+}
+
+static void vert_block(const wf_cpu_iter *sub, const scan_ctx *base)
+{
+    scan_ctx c = *base;
+    wf_cpu_iter s = *sub;
+    for (int64_t k = 0; k < c.len; k++) {
+        c.k = k;
+        s.data[0] = sub->data[0] + k * c.soa * (int64_t)c.oi;
+        s.data[2] = sub->data[2] + k * c.sxa * (int64_t)c.xi;
+        wf__cpu_iter_run(&s, scan_vert, &c);
+    }
+}
+
+/* The axis loop over a chunk of the other dims, tiled along the innermost
+ * one when the input or output is strided there (a transposed layout). */
+static void vert_body(const wf_cpu_iter *sub, void *arg)
+{
+    const scan_ctx *c = arg;
+    if (!wf__cpu_wants_tiling(sub) && !(sub->ndim == 1 && c->len > 1 &&
+                                        (sub->strides[0][0] > 1 || sub->strides[2][0] > 1))) {
+        vert_block(sub, c);
+        return;
+    }
+    const int last = sub->ndim - 1;
+    wf_cpu_iter t = *sub;
+    for (int64_t b = 0; b < sub->shape[last]; b += WF_CPU_TILE) {
+        t.shape[last] = sub->shape[last] - b < WF_CPU_TILE ? sub->shape[last] - b : WF_CPU_TILE;
+        for (int k = 0; k < sub->nops; k++)
+            t.data[k] = sub->data[k] + b * sub->strides[k][last] * (int64_t)sub->itemsize[k];
+        vert_block(&t, c);
+    }
+}
+
+static void fill_identity(const scan_ctx *c, void *acc, int64_t n)
+{
+    union scan_scalar v;
+    identity(c, &v);
+    const size_t ai = wf_dtype_size(c->at);
+    for (int64_t i = 0; i < n; i++)
+        memcpy((char *)acc + (size_t)i * ai, &v, ai);
+}
+
+wf_status wf__cpu_scan(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)
+{
+    (void)ninputs;
+    const wf_array *in = inputs[0];
+    const wf_scan_params *p = params;
+    wf_status st = wf__array_alloc_output(out);
+    if (st != WF_OK)
+        return st;
+    if (out->size == 0)
+        return WF_OK;
+    scan_ctx c;
+    memset(&c, 0, sizeof c);
+    c.prod = p->op == 1;
+    c.inclusive = p->inclusive;
+    c.xdt = in->dtype;
+    c.odt = out->dtype;
+    c.at = out->dtype == WF_DTYPE_F16 || out->dtype == WF_DTYPE_BF16 ? WF_DTYPE_F32 : out->dtype;
+    c.xi = wf_dtype_size(in->dtype);
+    c.oi = wf_dtype_size(out->dtype);
+    c.len = in->shape[p->axis];
+    int64_t out_st[WF_MAX_NDIM];
+    wf__cpu_row_strides(out->shape, out->ndim, out_st);
+    c.sxa = in->strides[p->axis];
+    c.soa = out_st[p->axis];
+    char *xbase = wf__array_data_ptr(in);
+    char *obase = wf__array_data_ptr(out);
+    if (p->reverse) {
+        xbase += (c.len - 1) * c.sxa * (int64_t)c.xi;
+        obase += (c.len - 1) * c.soa * (int64_t)c.oi;
+        c.sxa = -c.sxa;
+        c.soa = -c.soa;
+    }
+    wf_cpu_iter it;
+    char *data2[2] = {obase, xbase};
+    const size_t items2[2] = {c.oi, c.xi};
+    const enum wf_cpu_layout lay2[2] = {WF_CPU_LAYOUT_FULL, WF_CPU_LAYOUT_IN};
+    /* Rows when the axis is innermost in the input and the output rows are
+     * contiguous too; otherwise the (tiled) vertical form. */
+    if (wf__cpu_axis_walk(&it, in, p->axis, 2, data2, items2, lay2) &&
+        (c.soa == 1 || c.soa == -1 || out->size == c.len)) {
+        const int64_t per = SCAN_CHUNK / c.len;
+        wf__cpu_iter_run_parallel(&it, scan_rows, &c, per > 0 ? per : 1);
+        return WF_OK;
+    }
+    const int64_t others = out->size / c.len;
+    wf_buffer *accb = wf__buffer_alloc((size_t)others * wf_dtype_size(c.at) + 8);
+    if (accb == NULL)
+        return WF_ERR_OUT_OF_MEMORY;
+    fill_identity(&c, accb->data, others);
+    char *data3[3] = {obase, accb->data, xbase};
+    const size_t items3[3] = {c.oi, wf_dtype_size(c.at), c.xi};
+    const enum wf_cpu_layout lay3[3] = {WF_CPU_LAYOUT_FULL, WF_CPU_LAYOUT_ACC,
+                                        WF_CPU_LAYOUT_IN};
+    wf__cpu_axis_walk(&it, in, p->axis, 3, data3, items3, lay3);
+    const int d = wf__cpu_pick_split_dim(&it, 0, 2 * (int64_t)wf__pool_size());
+    const int64_t total = out->size;
+    if (d >= 0 && total >= 2 * SCAN_CHUNK) {
+        const int64_t per_index = total / it.shape[d];
+        const int64_t min_chunk = SCAN_CHUNK / (per_index > 0 ? per_index : 1);
+        wf__cpu_split_run(&it, d, min_chunk > 0 ? min_chunk : 1, vert_body, &c);
+    } else {
+        vert_body(&it, &c);
+    }
+    wf__buffer_release(accb);
+    return WF_OK;
+}
