@@ -320,7 +320,8 @@ wf_array *wf_logaddexp(wf_array *a, wf_array *b);
 wf_array *wf_arctan2(wf_array *a, wf_array *b);
 /* cond ? a : b element-wise (cond is converted to bool). */
 wf_array *wf_where(wf_array *cond, wf_array *a, wf_array *b);
-/* Clamps to [low, high]; either bound may be NULL (not both). */
+/* Clamps to [low, high]; either bound may be NULL (not both), meaning no
+ * bound, so check bounds built by other ops before passing them. */
 wf_array *wf_clip(wf_array *a, wf_array *low, wf_array *high);
 
 /* ---- reductions over `axes` (negative allowed, no repeats; NULL with
