@@ -442,6 +442,38 @@ wf_array *wf_silu(wf_array *x);
 wf_array *wf_gelu(wf_array *x);
 wf_array *wf_gelu_tanh(wf_array *x);
 
+/* ---------------------------------------------------------------- custom kernels */
+
+/* What a custom kernel is given: its inputs as row-major contiguous data
+ * (borrowed, read-only, valid during the call) and the output to fill. */
+typedef struct wf_custom_call {
+    int ninputs;
+    const void *const *inputs;          /* input i's elements, row-major */
+    const wf_dtype *input_dtypes;
+    const int *input_ndims;
+    const int64_t *const *input_shapes; /* NULL entries for 0-d inputs */
+    void *output;                       /* the result's elements, row-major */
+    wf_dtype output_dtype;
+    int output_ndim;
+    const int64_t *output_shape;
+} wf_custom_call;
+
+/* A user kernel: fills call->output and returns WF_OK, or returns an error
+ * status, which fails the array and everything computed from it. It runs on
+ * a stream's worker or on a thread inside wf_eval, with no weft lock held; it
+ * may build arrays but not evaluate them (wf_eval and data access return
+ * WF_ERR_MISUSE inside a kernel: the kernel runs inside an evaluation). */
+typedef wf_status (*wf_custom_kernel)(void *payload, const wf_custom_call *call);
+
+/* A lazy array of `shape` and `dtype` computed by `kernel` from `count`
+ * inputs. `name` (up to 31 characters kept) names it in error messages.
+ * Takes ownership of `payload`: `payload_free` (may be NULL) is called once,
+ * with no lock held, when the array is freed - or before returning if
+ * wf_custom fails. */
+wf_array *wf_custom(const char *name, wf_custom_kernel kernel, void *payload,
+                    void (*payload_free)(void *payload), wf_array *const *inputs, int count,
+                    const int64_t *shape, int ndim, wf_dtype dtype);
+
 #ifdef __cplusplus
 }
 #endif

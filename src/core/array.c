@@ -237,6 +237,8 @@ static void node_free(wf_array *n, struct free_list *list)
         wf__buffer_release(n->buffer);
     if (n->stream)
         wf__stream_decref(n->stream);
+    if (n->prim && n->prim->params_release)
+        n->prim->params_release(n->params);
     free(n->error_message);
     free(n->extra);
     n->extra = NULL;
@@ -285,26 +287,35 @@ static wf_array *finish_new_reference(wf_array *n)
     return n;
 }
 
+/* The node owns what its params own from the start: every failure before
+ * the node exists releases them here, and after that node_free does. */
+static wf_array *fail_before_node(const wf_prim_def *prim, const void *params)
+{
+    if (prim->params_release)
+        prim->params_release((void *)params);
+    return NULL;
+}
+
 wf_array *wf__node_new(const wf_prim_def *prim, const void *params, wf_array *const *inputs,
                        int ninputs)
 {
     for (int i = 0; i < ninputs; i++)
         if (!wf__array_check(inputs[i], prim->name, "an input"))
-            return NULL;
+            return fail_before_node(prim, params);
     wf_dtype dtype;
     int ndim = 0;
     int64_t shape[WF_MAX_NDIM];
     if (prim->infer(params, inputs, ninputs, &dtype, &ndim, shape) != WF_OK)
-        return NULL;
+        return fail_before_node(prim, params);
     int64_t size;
     if (wf__shape_size(prim->name, shape, ndim, &size) != WF_OK)
-        return NULL;
+        return fail_before_node(prim, params);
     wf_stream *stream = wf__stream_current();
     if (!stream)
-        return NULL;
+        return fail_before_node(prim, params);
     wf_array *n = node_alloc(dtype, shape, ndim, size, prim->params_size, ninputs);
     if (!n)
-        return NULL;
+        return fail_before_node(prim, params);
     n->prim = prim;
     if (prim->params_size)
         memcpy(n->params, params, prim->params_size);

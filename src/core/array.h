@@ -82,12 +82,16 @@ typedef struct wf_prim_def {
     bool (*params_equal)(const void *a, const void *b); /* NULL: memcmp */
     uint64_t (*params_hash)(const void *params);        /* NULL: hash of bytes */
     wf_cpu_kernel cpu_kernel;
+    /* Releases what params own (user payloads); NULL for plain params.
+     * Called once when the node is freed, with no lock held. */
+    void (*params_release)(void *params);
 } wf_prim_def;
 
 /* Builds a PENDING node: checks inputs (NULL input -> wf__null_input), runs
  * prim->infer, copies params, retains inputs, takes this thread's current
  * stream, and registers the new reference with this thread's scope.
- * Returns NULL with the error recorded. */
+ * Returns NULL with the error recorded. What the params own belongs to the
+ * node from the call on: released by prim->params_release on failure too. */
 wf_array *wf__node_new(const wf_prim_def *prim, const void *params, wf_array *const *inputs,
                        int ninputs);
 

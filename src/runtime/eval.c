@@ -196,8 +196,15 @@ static wf_status walk_from(struct walk *w, wf_array *root)
     return status;
 }
 
+static _Thread_local int user_code_depth;
+
+void wf__eval_user_code_begin(void) { user_code_depth++; }
+void wf__eval_user_code_end(void) { user_code_depth--; }
+
 static wf_status check_roots(const char *op, wf_array *const *arrays, size_t count)
 {
+    if (user_code_depth > 0)
+        return wf__error(WF_ERR_MISUSE, "%s: cannot evaluate inside a custom kernel", op);
     if (!arrays && count)
         return wf__error(WF_ERR_NULL_ARGUMENT, "%s: arrays is NULL", op);
     for (size_t i = 0; i < count; i++)
@@ -268,6 +275,8 @@ wf_status wf__eval_one(wf_array *a, const char *op)
 {
     if (!wf__array_check(a, op, "the array"))
         return wf_last_error();
+    if (user_code_depth > 0 && wf__array_state(a) < WF_NODE_READY)
+        return wf__error(WF_ERR_MISUSE, "%s: cannot evaluate inside a custom kernel", op);
     if (wf__array_state(a) < WF_NODE_READY) {
         wf_status status = wf_eval(&a, 1);
         if (status != WF_OK)

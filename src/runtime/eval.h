@@ -13,4 +13,10 @@ void wf__eval_run_task(wf_array *node);
 /* Makes sure `a` is computed; records and returns its error if it failed. */
 wf_status wf__eval_one(wf_array *a, const char *op);
 
+/* Brackets user code run inside an evaluation (custom kernels): while this
+ * thread is inside, wf_eval, wf_async_eval and data access are
+ * WF_ERR_MISUSE (they would wait on the evaluation that runs them). */
+void wf__eval_user_code_begin(void);
+void wf__eval_user_code_end(void);
+
 #endif
