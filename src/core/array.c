@@ -287,6 +287,24 @@ static wf_array *finish_new_reference(wf_array *n)
     return n;
 }
 
+bool wf__prim_params_equal(const wf_prim_def *prim, const void *a, const void *b)
+{
+    if (prim->params_equal)
+        return prim->params_equal(a, b);
+    return prim->params_size == 0 || memcmp(a, b, prim->params_size) == 0;
+}
+
+uint64_t wf__prim_params_hash(const wf_prim_def *prim, const void *params)
+{
+    if (prim->params_hash)
+        return prim->params_hash(params);
+    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a over the bytes */
+    const unsigned char *bytes = params;
+    for (size_t i = 0; i < prim->params_size; i++)
+        h = (h ^ bytes[i]) * 0x100000001b3u;
+    return h;
+}
+
 /* The node owns what its params own from the start: every failure before
  * the node exists releases them here, and after that node_free does. */
 static wf_array *fail_before_node(const wf_prim_def *prim, const void *params)

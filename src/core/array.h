@@ -87,6 +87,13 @@ typedef struct wf_prim_def {
     void (*params_release)(void *params);
 } wf_prim_def;
 
+/* Whether two nodes of `prim` have equal parameters, and a hash consistent
+ * with it: prim->params_equal / params_hash, or the params' bytes (params
+ * are zeroed before being filled, so padding compares equal). Compile's
+ * common-subexpression elimination and cache keys are built on these. */
+bool wf__prim_params_equal(const wf_prim_def *prim, const void *a, const void *b);
+uint64_t wf__prim_params_hash(const wf_prim_def *prim, const void *params);
+
 /* Builds a PENDING node: checks inputs (NULL input -> wf__null_input), runs
  * prim->infer, copies params, retains inputs, takes this thread's current
  * stream, and registers the new reference with this thread's scope.

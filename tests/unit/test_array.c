@@ -297,6 +297,33 @@ static void test_deep_chain_release_does_not_recurse(void)
     CHECK_EQ_INT(wf__arrays_live(), live);
 }
 
+/* Nodes built by the same op with the same arguments have equal params and
+ * hashes; other arguments differ (what CSE and cache keys will rely on). */
+static void test_params_equality_and_hash(void)
+{
+    int64_t shape[2] = {2, 3};
+    wf_array *x = wf_ones(shape, 2, WF_DTYPE_F32);
+    int axes0[1] = {0}, axes1[1] = {1};
+    wf_array *s0 = wf_sum(x, axes0, 1, false), *s0b = wf_sum(x, axes0, 1, false);
+    wf_array *s1 = wf_sum(x, axes1, 1, false), *k0 = wf_sum(x, axes0, 1, true);
+    const wf_prim_def *prim = s0->prim;
+    CHECK(prim == s1->prim && prim == k0->prim);
+    CHECK(wf__prim_params_equal(prim, s0->params, s0b->params));
+    CHECK_EQ_INT(wf__prim_params_hash(prim, s0->params), wf__prim_params_hash(prim, s0b->params));
+    CHECK(!wf__prim_params_equal(prim, s0->params, s1->params));
+    CHECK(!wf__prim_params_equal(prim, s0->params, k0->params));
+    CHECK(wf__prim_params_hash(prim, s0->params) != wf__prim_params_hash(prim, s1->params));
+    wf_array *e1 = wf_exp(x), *e2 = wf_exp(x); /* no params at all */
+    CHECK(wf__prim_params_equal(e1->prim, e1->params, e2->params));
+    wf_release(s0);
+    wf_release(s0b);
+    wf_release(s1);
+    wf_release(k0);
+    wf_release(e1);
+    wf_release(e2);
+    wf_release(x);
+}
+
 int main(void)
 {
     RUN_TEST(test_from_data_and_metadata);
@@ -315,5 +342,6 @@ int main(void)
     RUN_TEST(test_scope_misuse);
     RUN_TEST(test_thread_exit_closes_scopes);
     RUN_TEST(test_deep_chain_release_does_not_recurse);
+    RUN_TEST(test_params_equality_and_hash);
     return TEST_SUMMARY();
 }
