@@ -12,78 +12,21 @@
 
 #include "core/array.h"
 #include "core/dtype.h"
+#include "conformance.h"
 #include "harness.h"
 
 /* ---------------------------------------------------------------- helpers */
 
-static int64_t shape_size(const int64_t *shape, int ndim)
-{
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++)
-        n *= shape[d];
-    return n;
-}
-
-/* A READY array of `dtype` holding `values` converted as wf_scalar does. */
-static wf_array *from_doubles(const double *values, const int64_t *shape, int ndim,
-                              wf_dtype dtype)
-{
-    int64_t n = shape_size(shape, ndim);
-    void *buf = calloc((size_t)n + 1, 8);
-    for (int64_t i = 0; i < n; i++)
-        wf__store_from_double(buf, dtype, i, values[i]);
-    wf_array *a = wf_array_from_data(buf, shape, ndim, dtype);
-    free(buf);
-    return a;
-}
-
 /* 0, 1, 2, ... as `dtype` (values kept small so every dtype holds them). */
 static wf_array *iota(const int64_t *shape, int ndim, wf_dtype dtype, double scale, double shift)
 {
-    int64_t n = shape_size(shape, ndim);
+    int64_t n = conf_size(shape, ndim);
     double *v = malloc(((size_t)n + 1) * sizeof *v);
     for (int64_t i = 0; i < n; i++)
         v[i] = (double)i * scale + shift;
-    wf_array *a = from_doubles(v, shape, ndim, dtype);
+    wf_array *a = conf_array(v, shape, ndim, dtype);
     free(v);
     return a;
-}
-
-/* Evaluates `a` and reads its elements as doubles (caller frees). */
-static double *read_doubles(wf_array *a)
-{
-    int64_t n = wf_array_size(a);
-    size_t bytes = wf_array_nbytes(a);
-    void *raw = malloc(bytes + 8);
-    double *out = malloc(((size_t)n + 1) * sizeof *out);
-    if (wf_array_copy_to(a, raw, bytes) != WF_OK) {
-        free(raw);
-        free(out);
-        return NULL;
-    }
-    for (int64_t i = 0; i < n; i++)
-        out[i] = wf__load_as_double(raw, wf_array_dtype(a), i);
-    free(raw);
-    return out;
-}
-
-/* The value `v` takes when stored in `dtype` (float sources: saturate). */
-static double round_to(double v, wf_dtype dtype)
-{
-    uint64_t cell = 0;
-    wf__store_from_double(&cell, dtype, 0, v);
-    return wf__load_as_double(&cell, dtype, 0);
-}
-
-static double tolerance(wf_dtype d)
-{
-    switch (d) {
-    case WF_DTYPE_F16: return 2e-3;
-    case WF_DTYPE_BF16: return 1e-2;
-    case WF_DTYPE_F32: return 2e-6;
-    case WF_DTYPE_F64: return 1e-12;
-    default: return 0;
-    }
 }
 
 /* Checks shape, dtype and values (relative tolerance, NaN equals NaN). */
@@ -100,10 +43,10 @@ static bool check_array(wf_array *a, wf_dtype dtype, const int64_t *shape, int n
         ok = CHECK_EQ_INT(wf_array_shape(a)[d], shape[d]) && ok;
     if (!ok)
         return false;
-    double *got = read_doubles(a);
+    double *got = conf_read(a);
     if (!CHECK_NOT_NULL(got))
         return false;
-    int64_t n = shape_size(shape, ndim);
+    int64_t n = conf_size(shape, ndim);
     int bad = 0;
     for (int64_t i = 0; i < n && bad < 5; i++) {
         double t = tol * (fabs(want[i]) > 1 ? fabs(want[i]) : 1);
@@ -159,7 +102,7 @@ static void test_full_zeros_ones(void)
         CHECK(!wf_array_is_evaluated(f)); /* lazy */
         double want[6];
         for (int i = 0; i < 6; i++)
-            want[i] = round_to(2.5, d);
+            want[i] = conf_round_to(2.5, d);
         check_array(f, d, shape, 2, want, 0);
         for (int i = 0; i < 6; i++)
             want[i] = 0;
@@ -220,7 +163,7 @@ static void test_arange(void)
         want[i] = 0.3 * i;
     check_array(wf_arange(0, 1, 0.3, WF_DTYPE_F64), WF_DTYPE_F64, shape, 1, want, 1e-15);
     for (int i = 0; i < 4; i++)
-        want[i] = round_to(0.3 * i, WF_DTYPE_F16);
+        want[i] = conf_round_to(0.3 * i, WF_DTYPE_F16);
     check_array(wf_arange(0, 1, 0.3, WF_DTYPE_F16), WF_DTYPE_F16, shape, 1, want, 0);
 
     shape[0] = 0;
@@ -259,7 +202,7 @@ static double ref_cast(double v, wf_dtype from, wf_dtype to)
             return (int32_t)(uint32_t)(uint64_t)i;
         return (double)i;
     }
-    return round_to(v, to);
+    return conf_round_to(v, to);
 }
 
 static void test_astype_all_pairs(void)
@@ -270,10 +213,10 @@ static void test_astype_all_pairs(void)
         for (int t = 0; t < WF_DTYPE_COUNT; t++) {
             wf_scope_begin();
             wf_dtype sd = all_dtypes[s], td = all_dtypes[t];
-            wf_array *a = from_doubles(values, shape, 2, sd);
+            wf_array *a = conf_array(values, shape, 2, sd);
             double in[8], want[8];
             for (int i = 0; i < 8; i++) {
-                in[i] = round_to(values[i], sd);
+                in[i] = conf_round_to(values[i], sd);
                 want[i] = ref_cast(in[i], sd, td);
             }
             if (!check_array(wf_astype(a, td), td, shape, 2, want, 0))
@@ -316,7 +259,7 @@ static double ref_binary(double x, double y, bool add, wf_dtype d)
     if (d == WF_DTYPE_F64)
         return add ? x + y : x * y;
     float r = add ? (float)x + (float)y : (float)x * (float)y;
-    return round_to(r, d);
+    return conf_round_to(r, d);
 }
 
 /* a (2, 3) op b (3,) broadcast, for every dtype and both ops. */
@@ -328,17 +271,17 @@ static void test_binary_every_dtype(void)
     for (int k = 0; k < WF_DTYPE_COUNT; k++) {
         wf_scope_begin();
         wf_dtype d = all_dtypes[k];
-        wf_array *a = from_doubles(va, sa, 2, d), *b = from_doubles(vb, sb, 1, d);
+        wf_array *a = conf_array(va, sa, 2, d), *b = conf_array(vb, sb, 1, d);
         double want_add[6], want_mul[6], want_rev[6];
         for (int i = 0; i < 6; i++) {
-            double x = round_to(va[i], d), y = round_to(vb[i % 3], d);
+            double x = conf_round_to(va[i], d), y = conf_round_to(vb[i % 3], d);
             want_add[i] = ref_binary(x, y, true, d);
             want_mul[i] = ref_binary(x, y, false, d);
             want_rev[i] = ref_binary(y, x, true, d);
         }
-        check_array(wf_add(a, b), d, sa, 2, want_add, tolerance(d));
-        check_array(wf_multiply(a, b), d, sa, 2, want_mul, tolerance(d));
-        check_array(wf_add(b, a), d, sa, 2, want_rev, tolerance(d));
+        check_array(wf_add(a, b), d, sa, 2, want_add, conf_tolerance(d));
+        check_array(wf_multiply(a, b), d, sa, 2, want_mul, conf_tolerance(d));
+        check_array(wf_add(b, a), d, sa, 2, want_rev, conf_tolerance(d));
         wf_scope_end();
     }
 }
@@ -348,22 +291,22 @@ static void test_binary_wraparound_and_bool(void)
     wf_scope_begin();
     const int64_t one[1] = {1}, two[1] = {2};
     double v;
-    wf_array *imax = from_doubles((double[]){2147483647}, one, 1, WF_DTYPE_I32);
-    wf_array *i1 = from_doubles((double[]){1}, one, 1, WF_DTYPE_I32);
+    wf_array *imax = conf_array((double[]){2147483647}, one, 1, WF_DTYPE_I32);
+    wf_array *i1 = conf_array((double[]){1}, one, 1, WF_DTYPE_I32);
     v = -2147483648.0;
     check_array(wf_add(imax, i1), WF_DTYPE_I32, one, 1, &v, 0);
     v = -2; /* (2^31 - 1) * 2 wraps to -2 */
-    check_array(wf_multiply(imax, from_doubles((double[]){2}, one, 1, WF_DTYPE_I32)),
+    check_array(wf_multiply(imax, conf_array((double[]){2}, one, 1, WF_DTYPE_I32)),
                 WF_DTYPE_I32, one, 1, &v, 0);
-    wf_array *u200 = from_doubles((double[]){200}, one, 1, WF_DTYPE_U8);
+    wf_array *u200 = conf_array((double[]){200}, one, 1, WF_DTYPE_U8);
     v = 144; /* 400 mod 256 */
     check_array(wf_add(u200, u200), WF_DTYPE_U8, one, 1, &v, 0);
-    wf_array *lmax = from_doubles((double[]){9.2233720368547758e18}, one, 1, WF_DTYPE_I64);
+    wf_array *lmax = conf_array((double[]){9.2233720368547758e18}, one, 1, WF_DTYPE_I64);
     double neg2 = -2; /* INT64_MAX + INT64_MAX wraps to -2 */
     check_array(wf_add(lmax, lmax), WF_DTYPE_I64, one, 1, &neg2, 0);
 
-    wf_array *t = from_doubles((double[]){1, 0}, two, 1, WF_DTYPE_BOOL);
-    wf_array *f = from_doubles((double[]){1, 1}, two, 1, WF_DTYPE_BOOL);
+    wf_array *t = conf_array((double[]){1, 0}, two, 1, WF_DTYPE_BOOL);
+    wf_array *f = conf_array((double[]){1, 1}, two, 1, WF_DTYPE_BOOL);
     double orv[2] = {1, 1}, andv[2] = {1, 0};
     check_array(wf_add(t, f), WF_DTYPE_BOOL, two, 1, orv, 0);
     check_array(wf_multiply(t, f), WF_DTYPE_BOOL, two, 1, andv, 0);
@@ -383,14 +326,14 @@ static void test_binary_promotion(void)
         {WF_DTYPE_BOOL, WF_DTYPE_F64, WF_DTYPE_F64}, {WF_DTYPE_U8, WF_DTYPE_I64, WF_DTYPE_I64},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        wf_array *a = from_doubles(v1, s, 1, cases[c].a), *b = from_doubles(v2, s, 1, cases[c].b);
+        wf_array *a = conf_array(v1, s, 1, cases[c].a), *b = conf_array(v2, s, 1, cases[c].b);
         double want[3];
         for (int i = 0; i < 3; i++) {
-            double x = ref_cast(round_to(v1[i], cases[c].a), cases[c].a, cases[c].out);
-            double y = ref_cast(round_to(v2[i], cases[c].b), cases[c].b, cases[c].out);
+            double x = ref_cast(conf_round_to(v1[i], cases[c].a), cases[c].a, cases[c].out);
+            double y = ref_cast(conf_round_to(v2[i], cases[c].b), cases[c].b, cases[c].out);
             want[i] = ref_binary(x, y, true, cases[c].out);
         }
-        check_array(wf_add(a, b), cases[c].out, s, 1, want, tolerance(cases[c].out));
+        check_array(wf_add(a, b), cases[c].out, s, 1, want, conf_tolerance(cases[c].out));
     }
     wf_scope_end();
 }
@@ -478,15 +421,15 @@ static void test_exp(void)
         wf_dtype out = is_float(d) ? d : WF_DTYPE_F32;
         double want[15];
         for (int i = 0; i < 15; i++)
-            want[i] = round_to(exp(round_to(i * 0.5 - 3, d)), out);
-        check_array(wf_exp(a), out, s, 2, want, tolerance(out) + 1e-6);
+            want[i] = conf_round_to(exp(conf_round_to(i * 0.5 - 3, d)), out);
+        check_array(wf_exp(a), out, s, 2, want, conf_tolerance(out) + 1e-6);
         /* Transposed input. */
         const int64_t ts[2] = {5, 3};
         double twant[15];
         for (int i = 0; i < 5; i++)
             for (int j = 0; j < 3; j++)
                 twant[i * 3 + j] = want[j * 5 + i];
-        check_array(wf_exp(wf_transpose(a, NULL, 0)), out, ts, 2, twant, tolerance(out) + 1e-6);
+        check_array(wf_exp(wf_transpose(a, NULL, 0)), out, ts, 2, twant, conf_tolerance(out) + 1e-6);
         wf_scope_end();
     }
     wf_scope_begin();
@@ -531,10 +474,10 @@ static void test_sum_every_dtype_and_axes(void)
         wf_dtype out = (d == WF_DTYPE_BOOL || d == WF_DTYPE_U8) ? WF_DTYPE_I32 : d;
         double x[24];
         for (int i = 0; i < 24; i++)
-            x[i] = round_to(d == WF_DTYPE_BOOL ? i % 3 == 0 : i * 0.5, d);
+            x[i] = conf_round_to(d == WF_DTYPE_BOOL ? i % 3 == 0 : i * 0.5, d);
         for (unsigned mask = 0; mask < 8; mask++) {
             wf_scope_begin();
-            wf_array *a = from_doubles(x, s, 3, d);
+            wf_array *a = conf_array(x, s, 3, d);
             int axes[3], naxes = 0;
             int64_t oshape[3], kshape[3];
             int ondim = 0;
@@ -548,13 +491,13 @@ static void test_sum_every_dtype_and_axes(void)
                 }
             }
             double want[24];
-            ref_sum3(x, s, mask, want, shape_size(oshape, ondim));
-            for (int i = 0; i < shape_size(oshape, ondim); i++)
-                want[i] = round_to(want[i], out);
+            ref_sum3(x, s, mask, want, conf_size(oshape, ondim));
+            for (int i = 0; i < conf_size(oshape, ondim); i++)
+                want[i] = conf_round_to(want[i], out);
             if (!check_array(wf_sum(a, axes, naxes, false), out, oshape, ondim, want,
-                             tolerance(out)))
+                             conf_tolerance(out)))
                 printf("      sum %s mask %u\n", wf_dtype_name(d), mask);
-            check_array(wf_sum(a, axes, naxes, true), out, kshape, 3, want, tolerance(out));
+            check_array(wf_sum(a, axes, naxes, true), out, kshape, 3, want, conf_tolerance(out));
             wf_scope_end();
         }
     }
@@ -887,14 +830,14 @@ static void test_matmul_dtypes(void)
         wf_dtype d = dts[k];
         double va[12], vb[20], want[15];
         for (int i = 0; i < 12; i++)
-            va[i] = round_to(i * 0.25 - 1, d);
+            va[i] = conf_round_to(i * 0.25 - 1, d);
         for (int i = 0; i < 20; i++)
-            vb[i] = round_to(2 - i * 0.125, d);
+            vb[i] = conf_round_to(2 - i * 0.125, d);
         ref_matmul(va, vb, 3, 4, 5, want);
         for (int i = 0; i < 15; i++)
-            want[i] = round_to(want[i], d);
-        wf_array *a = from_doubles(va, sa, 2, d), *b = from_doubles(vb, sb, 2, d);
-        check_array(wf_matmul(a, b), d, so, 2, want, tolerance(d));
+            want[i] = conf_round_to(want[i], d);
+        wf_array *a = conf_array(va, sa, 2, d), *b = conf_array(vb, sb, 2, d);
+        check_array(wf_matmul(a, b), d, so, 2, want, conf_tolerance(d));
         wf_scope_end();
     }
 }
@@ -910,9 +853,9 @@ static void test_matmul_layouts(void)
         va[i] = i - 5;
     for (int i = 0; i < 40; i++)
         vb[i] = (i % 7) - 3;
-    wf_array *a = from_doubles(va, s43, 2, WF_DTYPE_F32); /* (4, 3) */
+    wf_array *a = conf_array(va, s43, 2, WF_DTYPE_F32); /* (4, 3) */
     wf_array *at = wf_transpose(a, NULL, 0);              /* (3, 4) */
-    wf_array *b = from_doubles(vb, s58, 2, WF_DTYPE_F32);
+    wf_array *b = conf_array(vb, s58, 2, WF_DTYPE_F32);
     /* b[1:, ::2] -> (4, 4) */
     wf_array *bs = wf_slice(b, (int64_t[]){1, 0}, (int64_t[]){5, 8}, (int64_t[]){1, 2});
     double ta[12], sbv[16], want[12];
