@@ -86,9 +86,13 @@ void wf__eval_run_task(wf_array *n)
         }
     }
     if (status == WF_OK) {
+        wf_clear_error(); /* so a kernel's failure message is its own */
         status = run_kernel(n);
         atomic_fetch_add_explicit(&kernels_run, 1, memory_order_relaxed);
         if (status != WF_OK) {
+            if (wf_last_error() == WF_OK) /* the kernel gave no message */
+                wf__error(status, "%s: the kernel failed (%s)", n->prim->name,
+                          wf_status_name(status));
             store_failure(n, status, wf_last_error_message());
             if (n->buffer) {
                 wf__buffer_release(n->buffer);
