@@ -137,7 +137,10 @@ wf_status wf_array_item(wf_array *a, double *out);
 /* ---------------------------------------------------------------- scopes */
 
 /* Opens a scope on this thread. Every array reference handed to this thread
- * while it is open (op results, wf_retain) belongs to it. Scopes nest. */
+ * while it is open (op results, wf_retain) belongs to it. Scopes nest.
+ * wf_release of an array an open scope holds takes one such reference out
+ * of the scope; so release a reference you held from before the scope only
+ * after the scope ends if the scope may hold the same array too. */
 wf_status wf_scope_begin(void);
 /* Closes this thread's innermost scope, releasing the references it owns.
  * WF_ERR_MISUSE without a matching wf_scope_begin. */
@@ -379,10 +382,11 @@ wf_array *wf_slice_update(wf_array *a, wf_array *update, const int64_t *starts,
 wf_array *wf_concatenate(wf_array *const *arrays, int count, int axis);
 wf_array *wf_stack(wf_array *const *arrays, int count, int axis);
 /* Splits into `sections` equal parts along `axis`; writes `sections` new
- * arrays to `out`. */
+ * arrays to `out`. On failure no array is returned: `out` is untouched when
+ * the arguments are invalid, else its entries are NULL. */
 wf_status wf_split(wf_array *a, int sections, int axis, wf_array **out);
 /* Splits before each of the `count` ascending `indices`; writes count + 1
- * new arrays to `out`. */
+ * new arrays to `out` (failure as in wf_split). */
 wf_status wf_split_at(wf_array *a, const int64_t *indices, int count, int axis,
                       wf_array **out);
 /* Pads each axis with `low[i]` values before and `high[i]` after (ndim

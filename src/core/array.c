@@ -119,11 +119,13 @@ wf_status wf__shape_size(const char *op, const int64_t *shape, int ndim, int64_t
         if (shape[i] == 0)
             empty = true;
     }
-    for (int i = 0; i < ndim && !empty; i++) {
-        /* Keep size * 8 bytes representable so byte counts never overflow. */
+    for (int i = 0; i < ndim; i++) {
+        /* Keep size * 8 bytes representable so byte counts never overflow.
+         * Zero dims are skipped, not short-circuited (as NumPy does): an
+         * empty array's other dims still multiply into strides and loops. */
         if (shape[i] != 0 && total > (INT64_MAX / 8) / shape[i])
             return wf__error(WF_ERR_OVERFLOW, "%s: shape has more than 2^60 elements", op);
-        total *= shape[i];
+        total *= shape[i] != 0 ? shape[i] : 1;
     }
     *size = empty ? 0 : total;
     return WF_OK;

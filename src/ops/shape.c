@@ -2,6 +2,7 @@
  * ops built on them (swapaxes, moveaxis, expand_dims, squeeze, flatten,
  * split, split_at, stack, repeat, tile); slice_update, concatenate, pad,
  * tril and triu have primitives of their own. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -447,10 +448,10 @@ static wf_status split_bounds(wf_array *a, int axis, const int64_t *bounds, int 
 
 wf_status wf_split(wf_array *a, int sections, int axis, wf_array **out)
 {
+    /* Arguments are checked before `out` is touched: a wild `sections` must
+     * not write past the caller's array. */
     if (out == NULL)
         return wf__error(WF_ERR_NULL_ARGUMENT, "wf_split: out is NULL");
-    for (int i = 0; i < sections; i++)
-        out[i] = NULL;
     if (!wf__array_check(a, "wf_split", "a"))
         return wf_last_error();
     if (sections <= 0)
@@ -464,6 +465,8 @@ wf_status wf_split(wf_array *a, int sections, int axis, wf_array **out)
         return wf__error(WF_ERR_SHAPE,
                          "wf_split: axis %d of size %lld does not split into %d equal sections",
                          axis, (long long)dim, sections);
+    for (int i = 0; i < sections; i++)
+        out[i] = NULL;
     int64_t *bounds = malloc(((size_t)sections + 1) * sizeof *bounds);
     if (!bounds)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_split: out of memory");
@@ -479,18 +482,18 @@ wf_status wf_split_at(wf_array *a, const int64_t *indices, int count, int axis,
 {
     if (out == NULL)
         return wf__error(WF_ERR_NULL_ARGUMENT, "wf_split_at: out is NULL");
-    for (int i = 0; i <= count; i++)
-        out[i] = NULL;
     if (!wf__array_check(a, "wf_split_at", "a"))
         return wf_last_error();
-    if (count < 0)
-        return wf__error(WF_ERR_INVALID_ARGUMENT, "wf_split_at: count is negative (%d)", count);
+    if (count < 0 || count == INT_MAX)
+        return wf__error(WF_ERR_INVALID_ARGUMENT, "wf_split_at: count is %d", count);
     if (indices == NULL && count > 0)
         return wf__error(WF_ERR_NULL_ARGUMENT, "wf_split_at: indices is NULL with count %d",
                          count);
     int ax;
     if (wf__normalize_axis("wf_split_at", axis, a->ndim, &ax) != WF_OK)
         return wf_last_error();
+    for (int i = 0; i <= count; i++)
+        out[i] = NULL;
     int64_t *bounds = malloc(((size_t)count + 2) * sizeof *bounds);
     if (!bounds)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_split_at: out of memory");
@@ -583,6 +586,9 @@ static wf_array *widen_axis(wf_array *x, int axis, int64_t r, bool before)
     return out;
 }
 
+/* Largest result axis wf_repeat builds gather indices for (4 MiB of int32). */
+enum { REPEAT_GATHER_MAX = 1 << 20 };
+
 wf_array *wf_repeat(wf_array *a, int64_t repeats, int axis)
 {
     if (!wf__array_check(a, "wf_repeat", "a"))
@@ -608,11 +614,12 @@ wf_array *wf_repeat(wf_array *a, int64_t repeats, int axis)
     int64_t inner = 1;
     for (int d = ax + 1; d < a->ndim; d++)
         inner *= a->shape[d];
-    if (inner >= 16 || shape[ax] == 0 || shape[ax] > INT32_MAX)
+    if (inner >= 16 || shape[ax] == 0 || shape[ax] > REPEAT_GATHER_MAX)
         return widen_axis(a, ax, repeats, false);
     /* Small inner blocks: the broadcast copy would run rows of `repeats`
      * elements; a gather with indices 0,..,0,1,..,1,... (int32, the size of
-     * the result's axis) runs one tight loop instead. */
+     * the result's axis) runs one tight loop instead. The indices are built
+     * here, at construction, so only for a modest axis. */
     int32_t *idx = malloc((size_t)shape[ax] * sizeof *idx);
     if (!idx) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "wf_repeat: out of memory");

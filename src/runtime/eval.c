@@ -122,7 +122,7 @@ struct walk {
     struct frame *frames;
     size_t count, capacity;
     struct frame local[LOCAL_FRAMES];
-    wf_stream *touched[MAX_TOUCHED]; /* streams to wake when the walk ends */
+    wf_stream *touched[MAX_TOUCHED]; /* streams to wake when the walk ends (held) */
     int ntouched;
 };
 
@@ -149,17 +149,25 @@ static bool push_frame(struct walk *w, wf_array *n)
     return true;
 }
 
+/* Queues `n`. The walk holds a reference to each stream it will kick: once
+ * queued, `n` may run and be freed, and with it its stream's last reference. */
 static void submit(struct walk *w, wf_array *n)
 {
     wf_stream *s = n->stream;
-    wf__stream_enqueue(s, n);
-    for (int i = 0; i < w->ntouched; i++)
-        if (w->touched[i] == s)
+    for (int i = 0; i < w->ntouched; i++) {
+        if (w->touched[i] == s) {
+            wf__stream_enqueue(s, n);
             return;
-    if (w->ntouched < MAX_TOUCHED)
+        }
+    }
+    wf__stream_incref(s);
+    wf__stream_enqueue(s, n);
+    if (w->ntouched < MAX_TOUCHED) {
         w->touched[w->ntouched++] = s;
-    else
+    } else {
         wf__stream_kick(s);
+        wf__stream_decref(s);
+    }
 }
 
 /* Out of memory mid-walk: the claimed path must not stay CLAIMED. */
@@ -225,9 +233,11 @@ static wf_status schedule(wf_array *const *arrays, size_t count, wf_stream *keep
     wf_status status = WF_OK;
     for (size_t i = 0; i < count && status == WF_OK; i++)
         status = walk_from(&w, arrays[i]);
-    for (int i = 0; i < w.ntouched; i++)
+    for (int i = 0; i < w.ntouched; i++) {
         if (w.touched[i] != keep_for_self)
             wf__stream_kick(w.touched[i]);
+        wf__stream_decref(w.touched[i]);
+    }
     if (w.frames != w.local)
         free(w.frames);
     return status;
@@ -258,6 +268,8 @@ wf_status wf_eval(wf_array *const *arrays, size_t count)
         wf_array *a = arrays[i];
         if (wf__array_state(a) < WF_NODE_READY)
             wf__stream_help_until_done(a->stream, a);
+        else if (i == 0 && own) /* not kicked by schedule: work there for later roots */
+            wf__stream_kick(own);
     }
     for (size_t i = 0; i < count; i++)
         if (root_status(arrays[i]) != WF_OK)

@@ -117,6 +117,9 @@ static void test_bad_creation_input(void)
                     WF_ERR_INVALID_ARGUMENT);
     CHECK_NULL_WITH(wf_array_from_data(v, shape, 2, (wf_dtype)77), WF_ERR_DTYPE);
     CHECK_NULL_WITH(wf_array_from_data(v, huge, 3, WF_DTYPE_F32), WF_ERR_OVERFLOW);
+    /* Empty, but the other dims would overflow strides (signed overflow). */
+    int64_t empty_huge[3] = {0, 1LL << 40, 1LL << 40};
+    CHECK_NULL_WITH(wf_zeros(empty_huge, 3, WF_DTYPE_F32), WF_ERR_OVERFLOW);
     CHECK_NULL_WITH(wf_scalar(1, WF_DTYPE_COUNT), WF_ERR_DTYPE);
     /* Still usable afterwards. */
     wf_array *ok = wf_array_from_data(v, shape, 2, WF_DTYPE_F32);

@@ -136,6 +136,34 @@ static void test_cross_stream_dependency(void)
     wf_stream_release(sb);
 }
 
+/* wf_eval leaves the first root's stream for this thread to run; when that
+ * root is already computed, work queued there for a later root must still
+ * run (this hung: B's task waited for A's, and A's worker was never woken). */
+static void test_eval_first_root_already_computed(void)
+{
+    wf_stream *sa = wf_stream_new();
+    wf_stream *sb = wf_stream_new();
+    CHECK_OK(wf_stream_push(sa));
+    wf_array *one = wf_scalar(1, WF_DTYPE_F32);
+    wf_array *done = wf_add(one, one);
+    CHECK_OK(wf_async_eval(&done, 1)); /* run by A's worker, which then sleeps */
+    CHECK_OK(wf_stream_synchronize(sa));
+    wf_array *x = wf_add(done, one); /* pending on A */
+    CHECK_OK(wf_stream_pop());
+    CHECK_OK(wf_stream_push(sb));
+    wf_array *y = wf_multiply(x, x); /* on B, waits for x */
+    CHECK_OK(wf_stream_pop());
+    wf_array *roots[2] = {done, y};
+    CHECK_OK(wf_eval(roots, 2));
+    CHECK_NEAR(item_of(y), 9, 0);
+    wf_release(y);
+    wf_release(x);
+    wf_release(done);
+    wf_release(one);
+    wf_stream_release(sa);
+    wf_stream_release(sb);
+}
+
 static void test_synchronize_waits_for_async_work(void)
 {
     wf_stream *s = wf_stream_new();
@@ -250,6 +278,7 @@ int main(void)
     RUN_TEST(test_push_pop_and_current);
     RUN_TEST(test_streams_freed_with_last_reference);
     RUN_TEST(test_cross_stream_dependency);
+    RUN_TEST(test_eval_first_root_already_computed);
     RUN_TEST(test_synchronize_waits_for_async_work);
     RUN_TEST(test_kernel_failure_reaches_dependents);
     RUN_TEST(test_threads_share_one_graph);

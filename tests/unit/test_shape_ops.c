@@ -9,6 +9,7 @@
  * working.
  */
 #include <math.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -467,18 +468,22 @@ static void test_split(void)
     const int64_t s[1] = {5};
     wf_array *a = wf_zeros(s, 1, WF_DTYPE_F32);
     wf_array *out[5] = {a, a, a, a, a};
+    /* Invalid arguments leave `out` untouched (a wild count must not write
+     * past the caller's array). */
     CHECK_STATUS(wf_split(a, 2, 0, out), WF_ERR_SHAPE);
     CHECK_STR_CONTAINS(wf_last_error_message(), "wf_split");
-    CHECK(out[0] == NULL && out[1] == NULL);
+    CHECK(out[0] == a && out[1] == a);
     CHECK_STATUS(wf_split(a, 0, 0, out), WF_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(wf_split(a, 5, 1, out), WF_ERR_AXIS);
-    CHECK(out[4] == NULL);
+    CHECK_STATUS(wf_split(a, INT_MAX, 0, out), WF_ERR_SHAPE);
+    CHECK(out[4] == a);
     wf_clear_error();
     CHECK_STATUS(wf_split(NULL, 1, 0, out), WF_ERR_NULL_ARGUMENT);
     CHECK_STATUS(wf_split(a, 1, 0, NULL), WF_ERR_NULL_ARGUMENT);
     CHECK_STATUS(wf_split_at(a, NULL, 1, 0, out), WF_ERR_NULL_ARGUMENT);
     CHECK_STR_CONTAINS(wf_last_error_message(), "wf_split_at");
-    CHECK(out[0] == NULL && out[1] == NULL);
+    CHECK(out[0] == a && out[1] == a);
+    CHECK_STATUS(wf_split_at(a, NULL, INT_MAX, 0, out), WF_ERR_INVALID_ARGUMENT);
     const int64_t at[1] = {2};
     CHECK_STATUS(wf_split_at(a, at, 1, 2, out), WF_ERR_AXIS);
     CHECK_STATUS(wf_split_at(a, at, -1, 0, out), WF_ERR_INVALID_ARGUMENT);
@@ -618,6 +623,15 @@ static void test_repeat(void)
     conf_check_error(wf_repeat(a, INT64_MAX, 0), WF_ERR_OVERFLOW, "wf_repeat");
     conf_check_error(wf_repeat(wf_ones(NULL, 0, WF_DTYPE_F32), 2, 0), WF_ERR_AXIS, "wf_repeat");
     conf_check_error(wf_repeat(NULL, 2, 0), WF_ERR_NULL_ARGUMENT, "wf_repeat");
+    /* A huge repeat is lazy: no index table is built (it was: 1 GiB here,
+     * past the memory limit, and a loop over 2^28 rows before returning). */
+    wf_memory_stats before;
+    CHECK_OK(wf_memory_stats_get(&before));
+    CHECK_OK(wf_set_memory_limit((size_t)64 << 20));
+    wf_array *huge = wf_repeat(a, (int64_t)1 << 27, 0);
+    if (CHECK_NOT_NULL(huge))
+        CHECK_EQ_INT(wf_array_dim(huge, 0), (int64_t)1 << 28);
+    CHECK_OK(wf_set_memory_limit(before.limit_bytes));
     /* Rank WF_MAX_NDIM takes the merged path. */
     int64_t big[WF_MAX_NDIM];
     for (int i = 0; i < WF_MAX_NDIM; i++)

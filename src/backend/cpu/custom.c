@@ -46,9 +46,9 @@ wf_status wf__cpu_custom(wf_array *out, wf_array *const *inputs, int ninputs, co
         wf__eval_user_code_begin();
         status = p->kernel(p->payload, &call);
         wf__eval_user_code_end();
-        if (status != WF_OK) { /* a positive (non-weft) code becomes WF_ERR_KERNEL */
+        if (status != WF_OK) { /* a code that is not a weft error becomes WF_ERR_KERNEL */
             wf_status returned = status;
-            status = status < 0 ? status : WF_ERR_KERNEL;
+            status = status < WF_OK && status >= WF_ERR_INTERNAL ? status : WF_ERR_KERNEL;
             wf__error(status, "wf_custom '%s': the kernel returned %d (%s)", p->name,
                       (int)returned, wf_status_name(returned));
         }
