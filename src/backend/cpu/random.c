@@ -43,6 +43,8 @@ static void tf_blocks(uint32_t k0, uint32_t k1, uint64_t j0, int64_t m, uint32_t
         if ((j >> 32) != ((j + 7) >> 32))
             break; /* the high word changes inside the block: scalar tail */
         const uint32_t hi = (uint32_t)(j >> 32), lo = (uint32_t)j;
+        /* wf__threefry2x32 written out again: called here (results through
+         * pointers) GCC does not vectorize the 8 lanes, 3x slower. */
         for (uint32_t l = 0; l < 8; l++) {
             uint32_t x0 = hi + k0, x1 = lo + l + k1;
             WF__TF_ROUND(13); WF__TF_ROUND(15); WF__TF_ROUND(26); WF__TF_ROUND(6);
