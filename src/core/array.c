@@ -3,8 +3,8 @@
  *
  * Node headers come from a type-stable pool: their memory is never returned
  * to the system, and a released node is reused only after QUARANTINE other
- * nodes were released, so a handle used after its release is caught
- * (refcount 0) instead of touching freed memory.
+ * nodes of its shard were released, so a handle used after its release is
+ * caught (refcount 0) instead of touching freed memory.
  */
 #include "core/array.h"
 
@@ -19,64 +19,101 @@
 
 /* ------------------------------------------------------------ node pool */
 
-enum { POOL_CHUNK = 256, QUARANTINE = 4096 };
+/* Shards keep threads that build graphs at the same time off one lock: a
+ * thread takes and returns nodes through its own shard (picked round-robin
+ * the first time; a plain int, so thread exit leaves nothing behind). A
+ * released node waits behind QUARANTINE others of its shard before reuse. */
+enum { POOL_CHUNK = 256, POOL_SHARDS = 16, QUARANTINE = 1024 };
 
 struct pool_chunk {
     struct pool_chunk *next;
     wf_array nodes[POOL_CHUNK];
 };
 
-static struct {
+struct pool_shard {
     wf_mutex lock; /* leaf: calls nothing while held */
     struct pool_chunk *chunks;
     wf_array *free_head, *free_tail; /* FIFO linked through queue_next */
     int64_t free_count;
-} pool = {.lock = {PTHREAD_MUTEX_INITIALIZER, WF_LOCK_LEAF}};
+    int64_t live; /* taken minus given back through this shard (may be < 0) */
+    char pad[64]; /* one cache line per shard's hot fields */
+};
 
-static atomic_int_fast64_t arrays_live;
+static struct pool_shard shards[POOL_SHARDS];
+static pthread_once_t shards_once = PTHREAD_ONCE_INIT;
+static atomic_uint next_shard;
+static _Thread_local int thread_shard = -1;
 
-int64_t wf__arrays_live(void) { return atomic_load(&arrays_live); }
+static void init_shards(void)
+{
+    for (int i = 0; i < POOL_SHARDS; i++)
+        wf__mutex_init(&shards[i].lock, WF_LOCK_LEAF);
+}
 
-static void pool_push_free(wf_array *n)
+int64_t wf__arrays_live(void)
+{
+    pthread_once(&shards_once, init_shards);
+    int64_t live = 0;
+    for (int i = 0; i < POOL_SHARDS; i++) {
+        wf__mutex_lock(&shards[i].lock);
+        live += shards[i].live;
+        wf__mutex_unlock(&shards[i].lock);
+    }
+    return live;
+}
+
+static struct pool_shard *this_threads_shard(void)
+{
+    pthread_once(&shards_once, init_shards);
+    if (thread_shard < 0)
+        thread_shard = (int)(atomic_fetch_add(&next_shard, 1) % POOL_SHARDS);
+    return &shards[thread_shard];
+}
+
+static void pool_push_free(struct pool_shard *p, wf_array *n)
 {
     n->queue_next = NULL;
-    if (pool.free_tail)
-        pool.free_tail->queue_next = n;
+    if (p->free_tail)
+        p->free_tail->queue_next = n;
     else
-        pool.free_head = n;
-    pool.free_tail = n;
-    pool.free_count++;
+        p->free_head = n;
+    p->free_tail = n;
+    p->free_count++;
 }
 
 static wf_array *pool_take(void)
 {
-    wf__mutex_lock(&pool.lock);
-    if (pool.free_count <= QUARANTINE) {
+    struct pool_shard *p = this_threads_shard();
+    wf__mutex_lock(&p->lock);
+    if (p->free_count <= QUARANTINE) {
         struct pool_chunk *chunk = calloc(1, sizeof *chunk);
         if (chunk) {
-            chunk->next = pool.chunks;
-            pool.chunks = chunk;
+            chunk->next = p->chunks;
+            p->chunks = chunk;
             for (int i = 0; i < POOL_CHUNK; i++)
-                pool_push_free(&chunk->nodes[i]);
+                pool_push_free(p, &chunk->nodes[i]);
         }
     }
     /* If a new chunk could not be had, quarantined nodes are better than failing. */
-    wf_array *n = pool.free_head;
+    wf_array *n = p->free_head;
     if (n) {
-        pool.free_head = n->queue_next;
-        if (!pool.free_head)
-            pool.free_tail = NULL;
-        pool.free_count--;
+        p->free_head = n->queue_next;
+        if (!p->free_head)
+            p->free_tail = NULL;
+        p->free_count--;
+        p->live++;
     }
-    wf__mutex_unlock(&pool.lock);
+    wf__mutex_unlock(&p->lock);
     return n;
 }
 
 static void pool_give_back(wf_array *n)
 {
-    wf__mutex_lock(&pool.lock);
-    pool_push_free(n);
-    wf__mutex_unlock(&pool.lock);
+    struct pool_shard *p = this_threads_shard();
+    wf__mutex_lock(&p->lock);
+    pool_push_free(p, n);
+    p->live--;
+    wf__mutex_unlock(&p->lock);
 }
 
 /* ------------------------------------------------------------ shapes */
@@ -193,7 +230,6 @@ static wf_array *node_alloc(wf_dtype dtype, const int64_t *shape, int ndim, int6
     atomic_init(&n->refcount, 1);
     atomic_init(&n->state, WF_NODE_PENDING);
     atomic_init(&n->dense_copy, NULL);
-    atomic_fetch_add(&arrays_live, 1);
     return n;
 }
 
@@ -244,7 +280,6 @@ static void node_free(wf_array *n, struct free_list *list)
     free(n->error_message);
     free(n->extra);
     n->extra = NULL;
-    atomic_fetch_sub(&arrays_live, 1);
     pool_give_back(n);
 }
 

@@ -28,6 +28,7 @@ struct wf_stream {
     bool busy;     /* the execution token is held */
     bool shutdown; /* last reference gone: the worker exits when idle */
     bool worker_frees; /* the worker dropped the last reference itself */
+    bool immortal;     /* the default stream: never freed, so not counted */
     pthread_t worker;
     struct wf_stream *registry_prev, *registry_next;
 };
@@ -195,9 +196,12 @@ static wf_stream *stream_create(void)
     return s;
 }
 
+/* Every node holds its stream; the default stream's count is skipped so
+ * threads building on it do not all hit one cache line. */
 wf_stream *wf__stream_incref(wf_stream *s)
 {
-    atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed);
+    if (!s->immortal)
+        atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed);
     return s;
 }
 
@@ -223,6 +227,8 @@ static void stream_destroy(wf_stream *s)
 
 void wf__stream_decref(wf_stream *s)
 {
+    if (s->immortal)
+        return;
     if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) == 1)
         stream_destroy(s);
 }
@@ -235,6 +241,8 @@ static void create_default_stream(void)
 {
     wf__pool_start();
     registry.default_stream = stream_create();
+    if (registry.default_stream)
+        registry.default_stream->immortal = true;
 }
 
 static wf_stream *default_stream_borrowed(void)
