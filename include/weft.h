@@ -139,8 +139,9 @@ wf_status wf_array_item(wf_array *a, double *out);
 /* Opens a scope on this thread. Every array reference handed to this thread
  * while it is open (op results, wf_retain) belongs to it. Scopes nest.
  * wf_release of an array an open scope holds takes one such reference out
- * of the scope; so release a reference you held from before the scope only
- * after the scope ends if the scope may hold the same array too. */
+ * of the scope. Op results are always new arrays; but if you wf_retain
+ * inside a scope an array you already held, release your older reference
+ * after the scope ends (the scope tracks arrays, not references). */
 wf_status wf_scope_begin(void);
 /* Closes this thread's innermost scope, releasing the references it owns.
  * WF_ERR_MISUSE without a matching wf_scope_begin. */
@@ -256,7 +257,8 @@ wf_array *wf_random_categorical(wf_array *logits, int axis, const wf_key *key);
 /* e^x; integer and bool inputs give float32. */
 wf_array *wf_exp(wf_array *a);
 /* Converts to `dtype` (floats to integers truncate toward zero, NaN gives
- * 0, out-of-range values saturate; bool is value != 0). */
+ * 0, out-of-range values saturate; bool is value != 0). To the same dtype:
+ * a view of `a`. */
 wf_array *wf_astype(wf_array *a, wf_dtype dtype);
 wf_array *wf_negative(wf_array *a);
 wf_array *wf_abs(wf_array *a);

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "prim/binary.h"
 #include "prim/prims.h"
+#include "prim/shape.h"
 
 wf_array *wf_astype(wf_array *a, wf_dtype dtype)
 {
@@ -20,8 +21,8 @@ wf_array *wf_astype(wf_array *a, wf_dtype dtype)
         wf__error(WF_ERR_DTYPE, "wf_astype: invalid dtype %d", (int)dtype);
         return NULL;
     }
-    if (a->dtype == dtype) /* arrays are immutable: the same value will do */
-        return wf_retain(a);
+    if (a->dtype == dtype)
+        return wf__same_value(a);
     wf_astype_params p;
     memset(&p, 0, sizeof p);
     p.dtype = dtype;

@@ -19,6 +19,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "prim/prims.h"
+#include "prim/shape.h"
 #include "prim/unary.h"
 
 /* Float-valued functions: integer/bool inputs are cast to float32. */
@@ -50,7 +51,7 @@ static wf_array *rounding_op(const char *op, const wf_prim_def *prim, wf_array *
     if (!wf__array_check(a, op, "a"))
         return NULL;
     if (!wf__dtype_is_float(a->dtype))
-        return wf_retain(a);
+        return wf__same_value(a);
     return wf__node_new(prim, NULL, &a, 1);
 }
 

@@ -14,6 +14,7 @@
 
 #include "core/array.h"
 #include "repro_common.h"
+#include "settle.h"
 #include "weft.h"
 
 enum { THREADS = 2000, BATCH = 8, DEADLINE_SECONDS = 60 };
@@ -106,7 +107,7 @@ int main(void)
 
     size_t streams = wf_stream_count();
     int threads = os_threads();
-    int64_t arrays = wf__arrays_live();
+    int64_t arrays = live_arrays();
     wf_memory_stats before;
     wf_memory_stats_get(&before);
 
@@ -120,7 +121,7 @@ int main(void)
     printf("repro_thread_churn: %d threads evaluated; streams %zu -> %zu, OS threads %d -> %d, "
            "arrays %lld -> %lld, active bytes %zu -> %zu\n",
            atomic_load(&evaluated), streams, wf_stream_count(), threads, threads_after,
-           (long long)arrays, (long long)wf__arrays_live(), before.active_bytes,
+           (long long)arrays, (long long)live_arrays(), before.active_bytes,
            after.active_bytes);
     if (atomic_load(&evaluated) + atomic_load(&wrong_values) < THREADS)
         return REPRO_NOT_REACHED;
@@ -130,7 +131,7 @@ int main(void)
         status = REPRO_FAIL;
     }
     if (wf_stream_count() != streams || threads_after != threads ||
-        wf__arrays_live() != arrays || after.active_bytes != before.active_bytes) {
+        live_arrays() != arrays || after.active_bytes != before.active_bytes) {
         fprintf(stderr, "repro_thread_churn: something was left behind\n");
         status = REPRO_FAIL;
     }

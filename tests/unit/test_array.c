@@ -5,6 +5,7 @@
 
 #include "core/array.h"
 #include "harness.h"
+#include "settle.h"
 
 static void test_from_data_and_metadata(void)
 {
@@ -217,7 +218,7 @@ static void test_status_names(void)
 
 static void test_scope_releases_chain(void)
 {
-    int64_t live = wf__arrays_live();
+    int64_t live = live_arrays();
     int64_t shape[1] = {4};
     CHECK_OK(wf_scope_begin());
     wf_array *x = wf_ones(shape, 1, WF_DTYPE_F32);
@@ -233,12 +234,12 @@ static void test_scope_releases_chain(void)
         sum_value += data[i];
     CHECK_NEAR(sum_value, 4 * exp(2.0), 1e-4);
     wf_release(kept);
-    CHECK_EQ_INT(wf__arrays_live(), live);
+    CHECK_EQ_INT(live_arrays(), live);
 }
 
 static void test_nested_scopes_and_manual_release(void)
 {
-    int64_t live = wf__arrays_live();
+    int64_t live = live_arrays();
     CHECK_OK(wf_scope_begin());
     wf_array *a = wf_scalar(1, WF_DTYPE_F32);
     CHECK_OK(wf_scope_begin());
@@ -251,7 +252,29 @@ static void test_nested_scopes_and_manual_release(void)
     CHECK_OK(wf_array_item(b, &v));
     CHECK_NEAR(v, 2, 0);
     CHECK_OK(wf_scope_end());
-    CHECK_EQ_INT(wf__arrays_live(), live);
+    CHECK_EQ_INT(live_arrays(), live);
+}
+
+/* An op whose result equals its input still returns a node of its own, so
+ * releasing an older reference to the input inside a scope is not mistaken
+ * for releasing the op's result. */
+static void test_scope_with_older_reference(void)
+{
+    int64_t live = live_arrays();
+    int64_t n = 3;
+    wf_array *a = wf_ones(&n, 1, WF_DTYPE_I32);
+    CHECK_OK(wf_scope_begin());
+    wf_array *same = wf_astype(a, WF_DTYPE_I32);
+    wf_array *rounded = wf_floor(a);
+    CHECK(same != a && rounded != a);
+    wf_release(a); /* the reference from before the scope */
+    double total = 0;
+    wf_array *s = wf_sum(rounded, NULL, 0, false);
+    CHECK_OK(wf_array_item(s, &total));
+    CHECK_NEAR(total, 3, 0);
+    CHECK_OK(wf_scope_end());
+    CHECK_EQ_INT(live_arrays(), live);
+    (void)same;
 }
 
 static void test_scope_misuse(void)
@@ -278,16 +301,16 @@ static void *thread_leaves_scope_open(void *arg)
 
 static void test_thread_exit_closes_scopes(void)
 {
-    int64_t live = wf__arrays_live();
+    int64_t live = live_arrays();
     pthread_t t;
     pthread_create(&t, NULL, thread_leaves_scope_open, NULL);
     pthread_join(t, NULL);
-    CHECK_EQ_INT(wf__arrays_live(), live);
+    CHECK_EQ_INT(live_arrays(), live);
 }
 
 static void test_deep_chain_release_does_not_recurse(void)
 {
-    int64_t live = wf__arrays_live();
+    int64_t live = live_arrays();
     wf_array *x = wf_scalar(0, WF_DTYPE_F32);
     wf_array *one = wf_scalar(1, WF_DTYPE_F32);
     for (int i = 0; i < 200000; i++) {
@@ -297,7 +320,7 @@ static void test_deep_chain_release_does_not_recurse(void)
     }
     wf_release(one);
     wf_release(x); /* frees 200,000 nodes iteratively */
-    CHECK_EQ_INT(wf__arrays_live(), live);
+    CHECK_EQ_INT(live_arrays(), live);
 }
 
 /* Nodes built by the same op with the same arguments have equal params and
@@ -342,6 +365,7 @@ int main(void)
     RUN_TEST(test_status_names);
     RUN_TEST(test_scope_releases_chain);
     RUN_TEST(test_nested_scopes_and_manual_release);
+    RUN_TEST(test_scope_with_older_reference);
     RUN_TEST(test_scope_misuse);
     RUN_TEST(test_thread_exit_closes_scopes);
     RUN_TEST(test_deep_chain_release_does_not_recurse);

@@ -12,6 +12,7 @@
 #include "conformance.h"
 #include "core/array.h"
 #include "harness.h"
+#include "settle.h"
 
 enum { ROOTS = 12, THREADS = 6, ROUNDS = 150 };
 
@@ -144,11 +145,11 @@ static void test_every_family_under_threads(void)
 
 int main(void)
 {
-    int64_t live = wf__arrays_live();
+    int64_t live = live_arrays();
     RUN_TEST(test_every_family_under_threads);
     int status = TEST_SUMMARY();
-    if (wf__arrays_live() != live) {
-        printf("leaked %lld arrays\n", (long long)(wf__arrays_live() - live));
+    if (live_arrays() != live) {
+        printf("leaked %lld arrays\n", (long long)(live_arrays() - live));
         status = 1;
     }
     return status;

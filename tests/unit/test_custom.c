@@ -7,6 +7,7 @@
 #include "conformance.h"
 #include "core/array.h"
 #include "harness.h"
+#include "settle.h"
 
 static atomic_int payloads_freed;
 static atomic_int kernel_calls;
@@ -61,8 +62,10 @@ static void test_custom_kernel_computes_lazily(void)
     wf_array *d = wf_add(c, c); /* an ordinary op on top */
     conf_check(c, WF_DTYPE_F32, shape, 2, want, 1e-6);
     CHECK_EQ_INT(atomic_load(&kernel_calls), calls + 1);
+    settle_default_stream();
     CHECK_EQ_INT(atomic_load(&payloads_freed), freed); /* d still holds c's node */
     wf_release(d);
+    settle_default_stream();
     CHECK_EQ_INT(atomic_load(&payloads_freed), freed + 1);
     wf_release(a);
     wf_release(b);
@@ -136,6 +139,7 @@ static void test_failing_custom_kernel_reaches_everyone(void)
     for (int t = 0; t < THREADS; t++)
         wf_release(roots[t]);
     wf_release(bad);
+    settle_default_stream();
     CHECK_EQ_INT(atomic_load(&payloads_freed), freed + 1);
     wf_release(sum_x);
     wf_release(x);
@@ -193,18 +197,19 @@ static void test_bad_custom_input(void)
                                1, WF_DTYPE_F32),
                      WF_ERR_NULL_ARGUMENT, "input");
     /* Every failed call freed its payload. */
+    settle_default_stream();
     CHECK_EQ_INT(atomic_load(&payloads_freed), freed + 6);
     wf_release(x);
 }
 
 int main(void)
 {
-    int64_t live = wf__arrays_live();
+    int64_t live = live_arrays();
     RUN_TEST(test_custom_kernel_computes_lazily);
     RUN_TEST(test_failing_custom_kernel_reaches_everyone);
     RUN_TEST(test_evaluating_inside_a_kernel_is_misuse);
     RUN_TEST(test_bad_custom_input);
-    if (wf__arrays_live() != live)
-        printf("leaked %lld arrays\n", (long long)(wf__arrays_live() - live));
-    return TEST_SUMMARY() || wf__arrays_live() != live;
+    if (live_arrays() != live)
+        printf("leaked %lld arrays\n", (long long)(live_arrays() - live));
+    return TEST_SUMMARY() || live_arrays() != live;
 }

@@ -26,6 +26,7 @@
 #include "core/array.h"
 #include "core/dtype.h"
 #include "harness.h"
+#include "settle.h"
 
 #if defined(__SANITIZE_THREAD__)
 enum { DEFAULT_STEPS = 16000 };
@@ -1409,7 +1410,7 @@ static void test_fuzz_api(void)
     wf_memory_stats st0;
     CHECK_OK(wf_memory_stats_get(&st0));
     CHECK_OK(wf_set_memory_limit((size_t)256 << 20));
-    int64_t live0 = wf__arrays_live();
+    int64_t live0 = live_arrays();
     wf_stream_release(wf_default_stream()); /* created once, lives on */
     size_t streams0 = wf_stream_count();
     for (int i = 0; i < NUM_STREAMS; i++)
@@ -1443,7 +1444,7 @@ static void test_fuzz_api(void)
     for (int i = 0; i < 500 && wf_stream_count() > streams0; i++)
         usleep(2000);
     CHECK_EQ_SIZE(wf_stream_count(), streams0);
-    CHECK_EQ_INT(wf__arrays_live(), live0);
+    CHECK_EQ_INT(live_arrays(), live0);
     CHECK_EQ_INT(atomic_load(&g_payloads_freed), atomic_load(&g_payloads_made));
     CHECK_OK(wf_set_memory_limit(st0.limit_bytes));
     wf_clear_error();
@@ -1462,7 +1463,7 @@ static void test_fuzz_api(void)
     wf_release(s);
     wf_release(y);
     wf_release(x);
-    CHECK_EQ_INT(wf__arrays_live(), live0);
+    CHECK_EQ_INT(live_arrays(), live0);
     if (atomic_load(&wf_test_state()->checks_failed))
         printf("    reproduce with WEFT_FUZZ_SEED=%llu (WEFT_FUZZ_TRACE=1 prints each step)\n",
                (unsigned long long)g_seed);

@@ -19,6 +19,7 @@
 #include "core/array.h"
 #include "core/dtype.h"
 #include "harness.h"
+#include "settle.h"
 #include "conformance.h"
 #include "runtime/pool.h"
 
@@ -876,7 +877,7 @@ static void test_bad_inputs(void)
     wf_release(le);
 }
 
-static void test_no_leaks(void) { CHECK_EQ_INT(wf__arrays_live(), 0); }
+static void test_no_leaks(void) { CHECK_EQ_INT(live_arrays(), 0); }
 
 int main(void)
 {

@@ -15,6 +15,7 @@
 #include "core/array.h"
 #include "core/dtype.h"
 #include "harness.h"
+#include "settle.h"
 #include "conformance.h"
 
 static const wf_dtype all_dtypes[WF_DTYPE_COUNT] = {
@@ -866,7 +867,7 @@ int main(void)
     RUN_TEST(test_cumsum_cumprod);
     RUN_TEST(test_errors);
     RUN_TEST(test_parallel_determinism);
-    const int64_t live = wf__arrays_live();
+    const int64_t live = live_arrays();
     if (live != 0)
         printf("  %lld arrays still live\n", (long long)live);
     return TEST_SUMMARY();

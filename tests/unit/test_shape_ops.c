@@ -17,6 +17,7 @@
 #include "core/array.h"
 #include "core/dtype.h"
 #include "harness.h"
+#include "settle.h"
 
 static const wf_dtype all_dtypes[WF_DTYPE_COUNT] = {
     WF_DTYPE_BOOL, WF_DTYPE_U8, WF_DTYPE_I32, WF_DTYPE_I64,
@@ -872,6 +873,6 @@ int main(void)
     RUN_TEST(test_linspace);
     RUN_TEST(test_eye);
     RUN_TEST(test_large);
-    CHECK_EQ_INT(wf__arrays_live(), 0);
+    CHECK_EQ_INT(live_arrays(), 0);
     return TEST_SUMMARY();
 }
