@@ -14,7 +14,7 @@ wf_array *wf_full(const int64_t *shape, int ndim, double value, wf_dtype dtype)
         wf__error(WF_ERR_DTYPE, "wf_full: invalid dtype %d", (int)dtype);
         return NULL;
     }
-    if (wf__check_shape("wf_full", shape, ndim, dtype) != WF_OK)
+    if (wf__check_shape("wf_full", shape, ndim) != WF_OK)
         return NULL;
     wf_full_params p;
     memset(&p, 0, sizeof p);

@@ -99,7 +99,7 @@ static wf_status check_float_gen(const char *op, const int64_t *shape, int ndim,
     if (!wf__dtype_is_float(dtype))
         return wf__error(WF_ERR_DTYPE, "%s: dtype %s is not a float type", op,
                          wf_dtype_name(dtype));
-    return wf__check_shape(op, shape, ndim, dtype);
+    return wf__check_shape(op, shape, ndim);
 }
 
 /* ---------------------------------------------------------------- uniform */
@@ -243,7 +243,7 @@ wf_array *wf_random_randint(int64_t low, int64_t high, const int64_t *shape, int
             wf__error(WF_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dtype);
         return NULL;
     }
-    if (wf__check_shape(op, shape, ndim, dtype) != WF_OK)
+    if (wf__check_shape(op, shape, ndim) != WF_OK)
         return NULL;
     if (high <= low) {
         wf__error(WF_ERR_INVALID_ARGUMENT, "%s: high %lld <= low %lld (empty range)", op,
@@ -280,7 +280,7 @@ wf_array *wf_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, const
         shape = p->shape;
         ndim = p->ndim;
     } else {
-        if (wf__check_shape(op, shape, ndim, WF_DTYPE_BOOL) != WF_OK)
+        if (wf__check_shape(op, shape, ndim) != WF_OK)
             return NULL;
         int64_t b[WF_MAX_NDIM];
         int nb = 0;

@@ -73,7 +73,7 @@ wf_array *wf_broadcast_to(wf_array *a, const int64_t *shape, int ndim)
 {
     if (!wf__array_check(a, "wf_broadcast_to", "a"))
         return NULL;
-    if (wf__check_shape("wf_broadcast_to", shape, ndim, a->dtype) != WF_OK)
+    if (wf__check_shape("wf_broadcast_to", shape, ndim) != WF_OK)
         return NULL;
     wf_broadcast_to_params p;
     memset(&p, 0, sizeof p);
@@ -611,7 +611,7 @@ wf_array *wf_repeat(wf_array *a, int64_t repeats, int axis)
         return NULL;
     }
     shape[ax] *= repeats;
-    if (wf__check_shape("wf_repeat", shape, a->ndim, a->dtype) != WF_OK)
+    if (wf__check_shape("wf_repeat", shape, a->ndim) != WF_OK)
         return NULL;
     int64_t inner = 1;
     for (int d = ax + 1; d < a->ndim; d++)
@@ -666,7 +666,7 @@ wf_array *wf_tile(wf_array *a, const int64_t *reps, int nreps)
         }
         final_shape[d] = shape[d] * r[d];
     }
-    if (wf__check_shape("wf_tile", final_shape, n, a->dtype) != WF_OK)
+    if (wf__check_shape("wf_tile", final_shape, n) != WF_OK)
         return NULL;
     wf_array *x = wf_reshape(a, shape, n); /* leading 1s */
     /* Tile as many axes at once as the rank allows: (1, s) broadcast to

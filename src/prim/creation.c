@@ -17,7 +17,7 @@ static wf_status infer_full(const void *params, wf_array *const *inputs, int nin
         return wf__error(WF_ERR_INTERNAL, "full: expected 0 inputs, got %d", ninputs);
     if (!wf__dtype_valid(p->dtype))
         return wf__error(WF_ERR_DTYPE, "wf_full: invalid dtype %d", (int)p->dtype);
-    wf_status st = wf__check_shape("wf_full", p->shape, p->ndim, p->dtype);
+    wf_status st = wf__check_shape("wf_full", p->shape, p->ndim);
     if (st != WF_OK)
         return st;
     *dtype = p->dtype;
@@ -47,7 +47,7 @@ static wf_status infer_arange(const void *params, wf_array *const *inputs, int n
         return wf__error(WF_ERR_INVALID_ARGUMENT, "wf_arange: negative count %lld",
                          (long long)p->count);
     int64_t one[1] = {p->count};
-    wf_status st = wf__check_shape("wf_arange", one, 1, p->dtype);
+    wf_status st = wf__check_shape("wf_arange", one, 1);
     if (st != WF_OK)
         return st;
     *dtype = p->dtype;
@@ -81,7 +81,7 @@ static wf_status infer_linspace(const void *params, wf_array *const *inputs, int
                          "wf_linspace: start and stop must be finite (%g, %g)", p->start,
                          p->stop);
     int64_t one[1] = {p->num};
-    wf_status st = wf__check_shape("wf_linspace", one, 1, p->dtype);
+    wf_status st = wf__check_shape("wf_linspace", one, 1);
     if (st != WF_OK)
         return st;
     *dtype = p->dtype;
@@ -111,7 +111,7 @@ static wf_status infer_eye(const void *params, wf_array *const *inputs, int ninp
         return wf__error(WF_ERR_INVALID_ARGUMENT, "wf_eye: negative size (%lld, %lld)",
                          (long long)p->n, (long long)p->m);
     int64_t two[2] = {p->n, p->m};
-    wf_status st = wf__check_shape("wf_eye", two, 2, p->dtype);
+    wf_status st = wf__check_shape("wf_eye", two, 2);
     if (st != WF_OK)
         return st;
     *dtype = p->dtype;

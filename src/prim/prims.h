@@ -102,8 +102,9 @@ static inline bool wf__shape_equal(const int64_t *a, int na, const int64_t *b, i
 /* Formats "(2, 3)" into buf and returns buf (truncated to cap). */
 const char *wf__shape_str(const int64_t *shape, int ndim, char *buf, size_t cap);
 /* Checks a shape for an op: 0 <= ndim <= WF_MAX_NDIM, shape non-NULL when
- * ndim > 0, no negative dims, element and byte counts that fit int64. */
-wf_status wf__check_shape(const char *op, const int64_t *shape, int ndim, wf_dtype dtype);
+ * ndim > 0, no negative dims, at most 2^60 elements (so byte counts of any
+ * dtype fit int64). */
+wf_status wf__check_shape(const char *op, const int64_t *shape, int ndim);
 
 /* NumPy slice resolution for one axis of size `dim` (step != 0): the first
  * index taken and the number of elements. */

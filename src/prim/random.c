@@ -25,7 +25,7 @@ static wf_status expect(const wf_random_params *p, int kind, const char *op, int
 static wf_status infer_generated(const wf_random_params *p, const char *op, wf_dtype *dtype,
                                  int *ndim, int64_t *shape)
 {
-    wf_status st = wf__check_shape(op, p->shape, p->ndim, p->dtype);
+    wf_status st = wf__check_shape(op, p->shape, p->ndim);
     if (st != WF_OK)
         return st;
     *dtype = p->dtype;

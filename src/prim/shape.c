@@ -114,7 +114,7 @@ static wf_status infer_broadcast_to(const void *params, wf_array *const *inputs,
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "broadcast_to: expected 1 input, got %d", ninputs);
     const wf_array *a = inputs[0];
-    wf_status st = wf__check_shape("wf_broadcast_to", p->shape, p->ndim, a->dtype);
+    wf_status st = wf__check_shape("wf_broadcast_to", p->shape, p->ndim);
     if (st != WF_OK)
         return st;
     char sa[256], sb[256];
