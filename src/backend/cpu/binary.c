@@ -571,7 +571,7 @@ static wf_status run_binary(const char *name, wf_array *out, wf_array *const *in
     if (st != WF_OK)
         return st;
     int64_t out_strides[WF_MAX_NDIM];
-    wf__cpu_row_strides(out->shape, out->ndim, out_strides);
+    wf__contiguous_strides(out->shape, out->ndim, out_strides);
     const size_t in_item = wf_dtype_size(dtype);
     char *data[3] = {wf__array_data_ptr(out), wf__array_data_ptr(a), wf__array_data_ptr(b)};
     const size_t sizes[3] = {wf_dtype_size(out->dtype), in_item, in_item};

@@ -199,7 +199,7 @@ wf_status wf__cpu_astype(wf_array *out, wf_array *const *inputs, int ninputs, co
     if (st != WF_OK)
         return st;
     int64_t out_strides[WF_MAX_NDIM];
-    wf__cpu_row_strides(out->shape, out->ndim, out_strides);
+    wf__contiguous_strides(out->shape, out->ndim, out_strides);
     wf__cpu_convert_strided(in->ndim, in->shape, wf__array_data_ptr(in), in->dtype, in->strides,
                             wf__array_data_ptr(out), out->dtype, out_strides);
     return WF_OK;

@@ -130,7 +130,7 @@ void wf__cpu_copy_strided(int ndim, const int64_t *shape, size_t itemsize, const
                           const int64_t *src_strides, void *dst)
 {
     int64_t dst_strides[WF_MAX_NDIM];
-    wf__cpu_row_strides(shape, ndim, dst_strides);
+    wf__contiguous_strides(shape, ndim, dst_strides);
     char *data[2] = {(char *)dst, (char *)src};
     const size_t sizes[2] = {itemsize, itemsize};
     const int64_t *strides[2] = {dst_strides, src_strides};

@@ -39,17 +39,6 @@ typedef struct wf_cpu_iter {
     size_t itemsize[WF_CPU_MAX_OPERANDS];
 } wf_cpu_iter;
 
-/* Row-major contiguous element strides (the same as wf__contiguous_strides,
- * kept here so the raw-memory loops stand alone). */
-static inline void wf__cpu_row_strides(const int64_t *shape, int ndim, int64_t *strides)
-{
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        strides[d] = s;
-        s *= shape[d] > 0 ? shape[d] : 1;
-    }
-}
-
 /* Two's complement wraparound from unsigned without implementation-defined
  * conversions (compiles to a plain move). */
 static inline int32_t wf__cpu_wrap_i32(uint32_t u)

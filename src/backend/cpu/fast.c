@@ -632,7 +632,7 @@ static wf_status run_act(wf_array *out, wf_array *const *inputs, int kind)
     if (st != WF_OK)
         return st;
     int64_t out_strides[WF_MAX_NDIM];
-    wf__cpu_row_strides(out->shape, out->ndim, out_strides);
+    wf__contiguous_strides(out->shape, out->ndim, out_strides);
     const size_t item = wf_dtype_size(out->dtype);
     char *data[2] = {wf__array_data_ptr(out), wf__array_data_ptr(a)};
     const size_t sizes[2] = {item, item};

@@ -44,7 +44,7 @@ static wf_status load_indices(const char *op, const wf_array *indices, int axis,
         return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory reading %lld indices", op,
                          (long long)n);
     int64_t row[WF_MAX_NDIM];
-    wf__cpu_row_strides(indices->shape, indices->ndim, row);
+    wf__contiguous_strides(indices->shape, indices->ndim, row);
     wf__cpu_convert_strided(indices->ndim, indices->shape, wf__array_data_ptr(indices),
                             indices->dtype, indices->strides, v, WF_DTYPE_I64, row);
     for (int64_t i = 0; i < n; i++) {
@@ -208,7 +208,7 @@ wf_status wf__cpu_take(wf_array *out, wf_array *const *inputs, int ninputs, cons
     } else {
         job.mode = TAKE_STRIDED;
         int64_t row[WF_MAX_NDIM];
-        wf__cpu_row_strides(inner_shape, inner_ndim, row);
+        wf__contiguous_strides(inner_shape, inner_ndim, row);
         char *data[2] = {job.dst, (char *)job.src};
         const size_t sizes[2] = {job.item, job.item};
         const int64_t *strides[2] = {row, inner_strides};
@@ -299,7 +299,7 @@ wf_status wf__cpu_take_along_axis(wf_array *out, wf_array *const *inputs, int ni
     atomic_int_fast64_t bad_value = 0;
     struct along_ctx ctx = {a->shape[p->axis], a->strides[p->axis], &bad, &bad_value};
     int64_t row[WF_MAX_NDIM], a_strides[WF_MAX_NDIM];
-    wf__cpu_row_strides(out->shape, out->ndim, row);
+    wf__contiguous_strides(out->shape, out->ndim, row);
     wf__shape_copy(a_strides, a->strides, a->ndim);
     a_strides[p->axis] = 0;
     const size_t item = wf_dtype_size(out->dtype);

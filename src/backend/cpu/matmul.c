@@ -89,7 +89,7 @@ wf_status wf__cpu_mm_prepare(const wf_array *x, int nb, const int64_t *bshape, w
     wf_buffer *buf = wf__buffer_alloc((size_t)count * wf_dtype_size(compute));
     if (buf == NULL)
         return WF_ERR_OUT_OF_MEMORY; /* recorded by the allocator */
-    wf__cpu_row_strides(cshape, nb + 2, dstrides);
+    wf__contiguous_strides(cshape, nb + 2, dstrides);
     if (count > 0)
         wf__cpu_convert_strided(nb + 2, cshape, wf__array_data_ptr(x), x->dtype, sstrides,
                                 buf->data, compute, dstrides);
@@ -261,7 +261,7 @@ static wf_status batched_product(wf_array *out, const wf_array *a, const wf_arra
         p.c = staged->data;
     }
     int64_t cstrides[WF_MAX_NDIM];
-    wf__cpu_row_strides(out->shape, out->ndim, cstrides);
+    wf__contiguous_strides(out->shape, out->ndim, cstrides);
     if (c != NULL && beta != 0.0)
         wf__cpu_convert_strided(out->ndim, out->shape, wf__array_data_ptr(c), c->dtype,
                                 c->strides, p.c, p.compute, cstrides);

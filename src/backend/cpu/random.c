@@ -434,7 +434,7 @@ wf_status wf__cpu_random_bernoulli(wf_array *out, wf_array *const *inputs, int n
     if (st != WF_OK || out->size == 0)
         return st;
     int64_t out_strides[WF_MAX_NDIM];
-    wf__cpu_row_strides(out->shape, out->ndim, out_strides);
+    wf__contiguous_strides(out->shape, out->ndim, out_strides);
     char *data[2] = {wf__array_data_ptr(out), wf__array_data_ptr(prob)};
     const size_t sizes[2] = {1, wf_dtype_size(prob->dtype)};
     const int64_t *strides[2] = {out_strides, prob->strides};
@@ -516,7 +516,7 @@ wf_status wf__cpu_random_categorical(wf_array *out, wf_array *const *inputs, int
     for (int d = 0, e = 0; d < logits->ndim; d++)
         if (d != axis)
             in_strides[e++] = logits->strides[d];
-    wf__cpu_row_strides(out->shape, out->ndim, out_strides);
+    wf__contiguous_strides(out->shape, out->ndim, out_strides);
     char *data[2] = {wf__array_data_ptr(out), wf__array_data_ptr(logits)};
     const size_t sizes[2] = {sizeof(int32_t), wf_dtype_size(logits->dtype)};
     const int64_t *strides[2] = {out_strides, in_strides};

@@ -453,7 +453,7 @@ static void build_walk(wf_cpu_iter *it, const wf_array *in, uint64_t axes, int n
         if (!reduced)
             s *= in->shape[d];
     }
-    wf__cpu_row_strides(in->shape, in->ndim, full_st);
+    wf__contiguous_strides(in->shape, in->ndim, full_st);
     int perm[WF_MAX_NDIM];
     int64_t shape[WF_MAX_NDIM], st[WF_CPU_MAX_OPERANDS][WF_MAX_NDIM];
     wf__cpu_dims_by_stride(in->ndim, in->strides, perm);
@@ -1321,7 +1321,7 @@ wf_status wf__cpu_softmax(wf_array *out, wf_array *const *inputs, int ninputs,
     drive(&j);
     /* Scale: walk out row-major with s broadcast over the reduced axes. */
     int64_t out_st[WF_MAX_NDIM], s_st[WF_MAX_NDIM], sstride = 1;
-    wf__cpu_row_strides(out->shape, out->ndim, out_st);
+    wf__contiguous_strides(out->shape, out->ndim, out_st);
     for (int d = out->ndim - 1; d >= 0; d--) {
         const bool reduced = (p->axes >> d) & 1u;
         s_st[d] = reduced ? 0 : sstride;
@@ -1582,8 +1582,8 @@ bool wf__cpu_axis_walk(wf_cpu_iter *it, const wf_array *in, int axis, int nops, 
         in_st[m] = in->strides[d];
         m++;
     }
-    wf__cpu_row_strides(shape, m, acc_st);
-    wf__cpu_row_strides(in->shape, in->ndim, full_st);
+    wf__contiguous_strides(shape, m, acc_st);
+    wf__contiguous_strides(in->shape, in->ndim, full_st);
     int perm[WF_MAX_NDIM];
     wf__cpu_dims_by_stride(m, in_st, perm);
     int64_t pshape[WF_MAX_NDIM];

@@ -262,7 +262,7 @@ wf_status wf__cpu_scan(wf_array *out, wf_array *const *inputs, int ninputs, cons
     c.oi = wf_dtype_size(out->dtype);
     c.len = in->shape[p->axis];
     int64_t out_st[WF_MAX_NDIM];
-    wf__cpu_row_strides(out->shape, out->ndim, out_st);
+    wf__contiguous_strides(out->shape, out->ndim, out_st);
     c.sxa = in->strides[p->axis];
     c.soa = out_st[p->axis];
     char *xbase = wf__array_data_ptr(in);

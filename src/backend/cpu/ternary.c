@@ -76,7 +76,7 @@ wf_status wf__cpu_where(wf_array *out, wf_array *const *inputs, int ninputs, con
     if (st != WF_OK)
         return st;
     int64_t out_strides[WF_MAX_NDIM];
-    wf__cpu_row_strides(out->shape, out->ndim, out_strides);
+    wf__contiguous_strides(out->shape, out->ndim, out_strides);
     char *data[4] = {wf__array_data_ptr(out), wf__array_data_ptr(c), wf__array_data_ptr(a),
                      wf__array_data_ptr(b)};
     const size_t sizes[4] = {item, 1, item, item};
@@ -211,7 +211,7 @@ wf_status wf__cpu_clip(wf_array *out, wf_array *const *inputs, int ninputs, cons
     if (st != WF_OK)
         return st;
     int64_t out_strides[WF_MAX_NDIM];
-    wf__cpu_row_strides(out->shape, out->ndim, out_strides);
+    wf__contiguous_strides(out->shape, out->ndim, out_strides);
     const size_t item = wf_dtype_size(dtype);
     char *data[4] = {wf__array_data_ptr(out), wf__array_data_ptr(a), wf__array_data_ptr(lo),
                      wf__array_data_ptr(hi)};

@@ -209,7 +209,7 @@ static wf_status run_walk(wf_array *out, const wf_array *in, wf_cpu_inner_fn fn,
     if (st != WF_OK)
         return st;
     int64_t out_strides[WF_MAX_NDIM];
-    wf__cpu_row_strides(out->shape, out->ndim, out_strides);
+    wf__contiguous_strides(out->shape, out->ndim, out_strides);
     char *data[2] = {wf__array_data_ptr(out), wf__array_data_ptr(in)};
     const size_t sizes[2] = {wf_dtype_size(out->dtype), wf_dtype_size(in->dtype)};
     const int64_t *strides[2] = {out_strides, in->strides};

@@ -67,7 +67,7 @@ wf_status wf__cpu_reshape(wf_array *out, wf_array *const *inputs, int ninputs,
     const wf_array *in = inputs[0];
     int64_t strides[WF_MAX_NDIM];
     if (in->size == 0 || wf__is_row_contiguous(in->shape, in->strides, in->ndim)) {
-        wf__cpu_row_strides(out->shape, out->ndim, strides);
+        wf__contiguous_strides(out->shape, out->ndim, strides);
         wf__array_set_view(out, in, strides, in->offset);
         return WF_OK;
     }
@@ -178,7 +178,7 @@ wf_status wf__cpu_slice_update(wf_array *out, wf_array *const *inputs, int ninpu
     if (st != WF_OK || update->size == 0)
         return st;
     int64_t row[WF_MAX_NDIM], strides[WF_MAX_NDIM], offset = 0;
-    wf__cpu_row_strides(out->shape, out->ndim, row);
+    wf__contiguous_strides(out->shape, out->ndim, row);
     for (int d = 0; d < out->ndim; d++) {
         int64_t first, count;
         wf__slice_resolve(out->shape[d], p->starts[d], p->stops[d], p->steps[d], &first,
@@ -198,7 +198,7 @@ wf_status wf__cpu_concatenate(wf_array *out, wf_array *const *inputs, int ninput
     if (st != WF_OK)
         return st;
     int64_t row[WF_MAX_NDIM];
-    wf__cpu_row_strides(out->shape, out->ndim, row);
+    wf__contiguous_strides(out->shape, out->ndim, row);
     int64_t at = 0; /* position along the axis */
     for (int i = 0; i < ninputs; i++) {
         copy_into(out, at * row[p->axis], row, inputs[i]);
@@ -218,7 +218,7 @@ wf_status wf__cpu_pad(wf_array *out, wf_array *const *inputs, int ninputs, const
     if (out->size != a->size)
         fill_value(out, p->value);
     int64_t row[WF_MAX_NDIM], offset = 0;
-    wf__cpu_row_strides(out->shape, out->ndim, row);
+    wf__contiguous_strides(out->shape, out->ndim, row);
     for (int d = 0; d < out->ndim; d++)
         offset += p->low[d] * row[d];
     copy_into(out, offset, row, a);
