@@ -109,6 +109,37 @@ static inline double conf_round_to(double v, wf_dtype dtype)
     return wf__load_as_double(&cell, dtype, 0);
 }
 
+/* Deterministic whole numbers in [-50, 50) (non-negative for u8) as `dtype`
+ * stores them (bool: 0/1) (caller frees). */
+static inline double *conf_integer_values(int64_t n, wf_dtype dtype, uint32_t seed)
+{
+    double *v = conf_values(n, -50, 50, seed);
+    for (int64_t i = 0; i < n; i++) {
+        v[i] = floor(v[i]);
+        if (dtype == WF_DTYPE_U8)
+            v[i] = fabs(v[i]);
+        v[i] = conf_round_to(v[i], dtype);
+    }
+    return v;
+}
+
+/* Row-major flat index <-> multi-index. */
+static inline void conf_unravel(int64_t flat, const int64_t *shape, int ndim, int64_t *idx)
+{
+    for (int d = ndim - 1; d >= 0; d--) {
+        idx[d] = shape[d] ? flat % shape[d] : 0;
+        flat = shape[d] ? flat / shape[d] : 0;
+    }
+}
+
+static inline int64_t conf_ravel(const int64_t *idx, const int64_t *shape, int ndim)
+{
+    int64_t flat = 0;
+    for (int d = 0; d < ndim; d++)
+        flat = flat * shape[d] + idx[d];
+    return flat;
+}
+
 /* Relative tolerance of a result in `dtype` (0: exact). */
 static inline double conf_tolerance(wf_dtype d)
 {

@@ -23,33 +23,6 @@ static const wf_dtype all_dtypes[WF_DTYPE_COUNT] = {
     WF_DTYPE_F16,  WF_DTYPE_BF16, WF_DTYPE_F32, WF_DTYPE_F64};
 static const wf_dtype index_dtypes[3] = {WF_DTYPE_U8, WF_DTYPE_I32, WF_DTYPE_I64};
 
-static double *values_for(int64_t n, wf_dtype d, uint32_t seed)
-{
-    double *v = conf_values(n, -50, 50, seed);
-    for (int64_t i = 0; i < n; i++) {
-        v[i] = floor(v[i]);
-        if (d == WF_DTYPE_U8)
-            v[i] = fabs(v[i]);
-        v[i] = conf_round_to(v[i], d);
-    }
-    return v;
-}
-
-static void unravel(int64_t flat, const int64_t *shape, int ndim, int64_t *idx)
-{
-    for (int d = ndim - 1; d >= 0; d--) {
-        idx[d] = shape[d] ? flat % shape[d] : 0;
-        flat = shape[d] ? flat / shape[d] : 0;
-    }
-}
-static int64_t ravel(const int64_t *idx, const int64_t *shape, int ndim)
-{
-    int64_t flat = 0;
-    for (int d = 0; d < ndim; d++)
-        flat = flat * shape[d] + idx[d];
-    return flat;
-}
-
 /* Evaluates `a` expecting a kernel failure with `want` and `needle` in the
  * message; releases `a`. */
 static void check_eval_fails(wf_array *a, wf_status want, const char *needle)
@@ -78,16 +51,16 @@ static void ref_take(const double *v, const int64_t *shape, int ndim, const doub
     *ondim = n;
     int64_t oidx[WF_MAX_NDIM], aidx[WF_MAX_NDIM], iidx[WF_MAX_NDIM];
     for (int64_t i = 0; i < conf_size(oshape, n); i++) {
-        unravel(i, oshape, n, oidx);
+        conf_unravel(i, oshape, n, oidx);
         for (int d = 0; d < axis; d++)
             aidx[d] = oidx[d];
         for (int d = 0; d < indim; d++)
             iidx[d] = oidx[axis + d];
-        int64_t k = (int64_t)idx[ravel(iidx, ishape, indim)];
+        int64_t k = (int64_t)idx[conf_ravel(iidx, ishape, indim)];
         aidx[axis] = k < 0 ? k + shape[axis] : k;
         for (int d = axis + 1; d < ndim; d++)
             aidx[d] = oidx[d - 1 + indim];
-        want[i] = v[ravel(aidx, shape, ndim)];
+        want[i] = v[conf_ravel(aidx, shape, ndim)];
     }
 }
 
@@ -99,7 +72,7 @@ static void test_take(void)
         for (int q = 0; q < 3; q++) {
             wf_scope_begin();
             wf_dtype d = all_dtypes[t], id = index_dtypes[q];
-            double *v = values_for(60, d, 1 + t);
+            double *v = conf_integer_values(60, d, 1 + t);
             wf_array *a = t % 2 ? conf_strided(v, s, 3, d) : conf_array(v, s, 3, d);
             for (int axis = 0; axis < 3; axis++) {
                 double iv[6];
@@ -125,7 +98,7 @@ static void test_take(void)
     wf_scope_begin();
     /* A data array whose inner block is not contiguous (strided walk). */
     const int64_t s2[3] = {4, 3, 2};
-    double *v = values_for(24, WF_DTYPE_F32, 9);
+    double *v = conf_integer_values(24, WF_DTYPE_F32, 9);
     wf_array *base = conf_array(v, s2, 3, WF_DTYPE_F32);
     const int perm[3] = {0, 2, 1}; /* (4, 2, 3), inner (2, 3) strided */
     wf_array *tr = wf_transpose(base, perm, 3);
@@ -133,11 +106,11 @@ static void test_take(void)
     const int64_t ts[3] = {4, 2, 3};
     for (int64_t i = 0; i < 24; i++) {
         int64_t idx[3], src[3];
-        unravel(i, ts, 3, idx);
+        conf_unravel(i, ts, 3, idx);
         src[0] = idx[0];
         src[1] = idx[2];
         src[2] = idx[1];
-        tv[i] = v[ravel(src, s2, 3)];
+        tv[i] = v[conf_ravel(src, s2, 3)];
     }
     const int64_t ns[1] = {5};
     double iv[5] = {3, -4, 0, 3, 1}, want[120];
@@ -192,7 +165,7 @@ static void test_take_along_axis(void)
         for (int q = 0; q < 3; q++) {
             wf_scope_begin();
             wf_dtype d = all_dtypes[t], id = index_dtypes[q];
-            double *v = values_for(24, d, 21 + t);
+            double *v = conf_integer_values(24, d, 21 + t);
             wf_array *a = t % 2 ? conf_strided(v, s, 3, d) : conf_array(v, s, 3, d);
             for (int axis = 0; axis < 3; axis++) {
                 /* Indices: axis dim 5, the middle axis broadcast (size 1) when not the axis. */
@@ -212,12 +185,12 @@ static void test_take_along_axis(void)
                 double want[120];
                 int64_t oidx[3], iidx[3];
                 for (int64_t i = 0; i < conf_size(os, 3); i++) {
-                    unravel(i, os, 3, oidx);
+                    conf_unravel(i, os, 3, oidx);
                     for (int dd = 0; dd < 3; dd++)
                         iidx[dd] = is[dd] == 1 ? 0 : oidx[dd];
-                    int64_t k = (int64_t)iv[ravel(iidx, is, 3)];
+                    int64_t k = (int64_t)iv[conf_ravel(iidx, is, 3)];
                     oidx[axis] = k < 0 ? k + s[axis] : k;
-                    want[i] = v[ravel(oidx, s, 3)];
+                    want[i] = v[conf_ravel(oidx, s, 3)];
                 }
                 conf_check(wf_take_along_axis(a, ix, axis), d, os, 3, want, 0);
             }
@@ -269,10 +242,10 @@ static void ref_scatter_add(const double *a, const int64_t *shape, int ndim, con
     memcpy(us, shape, (size_t)ndim * sizeof *us);
     us[axis] = n;
     for (int64_t i = 0; i < conf_size(us, ndim); i++) {
-        unravel(i, us, ndim, uidx);
+        conf_unravel(i, us, ndim, uidx);
         int64_t k = (int64_t)idx[uidx[axis]];
         uidx[axis] = k < 0 ? k + shape[axis] : k;
-        int64_t f = ravel(uidx, shape, ndim);
+        int64_t f = conf_ravel(uidx, shape, ndim);
         if (d == WF_DTYPE_BOOL)
             want[f] = (want[f] != 0 || u[i] != 0) ? 1 : 0;
         else
@@ -293,7 +266,7 @@ static void test_scatter_add(void)
         for (int q = 0; q < 3; q++) {
             wf_scope_begin();
             wf_dtype d = all_dtypes[t], id = index_dtypes[q];
-            double *v = values_for(24, d, 41 + t);
+            double *v = conf_integer_values(24, d, 41 + t);
             if (d == WF_DTYPE_BOOL)
                 for (int i = 0; i < 24; i++)
                     v[i] = i % 3 == 0;
@@ -308,7 +281,7 @@ static void test_scatter_add(void)
                 iv[4] = iv[0];
                 int64_t us[3] = {3, 4, 2};
                 us[axis] = n;
-                double *u = values_for(conf_size(us, 3), d, 51 + t);
+                double *u = conf_integer_values(conf_size(us, 3), d, 51 + t);
                 if (d == WF_DTYPE_BOOL)
                     for (int64_t i = 0; i < conf_size(us, 3); i++)
                         u[i] = i % 4 == 1;
@@ -383,7 +356,7 @@ static void test_large(void)
 {
     wf_scope_begin();
     const int64_t rows = 2000, cols = 64, s[2] = {2000, 64};
-    double *v = values_for(rows * cols, WF_DTYPE_F32, 3);
+    double *v = conf_integer_values(rows * cols, WF_DTYPE_F32, 3);
     wf_array *table = conf_array(v, s, 2, WF_DTYPE_F32);
     const int64_t n = 3000, ns[1] = {3000};
     double *iv = malloc(sizeof(double) * (size_t)n);
@@ -414,7 +387,7 @@ static void test_large(void)
     conf_check(wf_take(top, col_ix, 1), WF_DTYPE_F32, os1, 2, w1, 0);
     free(w1);
     /* Scatter-add of embedding-style rows. */
-    double *u = values_for(n * cols, WF_DTYPE_F32, 4);
+    double *u = conf_integer_values(n * cols, WF_DTYPE_F32, 4);
     for (int64_t i = 0; i < n; i++)
         iv[i] = (double)((i * 13) % 500);
     wf_array *rix = conf_array(iv, ns, 1, WF_DTYPE_I32);

@@ -25,35 +25,6 @@ static const wf_dtype all_dtypes[WF_DTYPE_COUNT] = {
 
 /* ---------------------------------------------------------------- reference helpers */
 
-/* Values 0..n-1 shifted, rounded to what `dtype` stores (bool: 0/1). */
-static double *values_for(int64_t n, wf_dtype d, uint32_t seed)
-{
-    double *v = conf_values(n, -50, 50, seed);
-    for (int64_t i = 0; i < n; i++) {
-        v[i] = floor(v[i]);
-        if (d == WF_DTYPE_U8)
-            v[i] = fabs(v[i]);
-        v[i] = conf_round_to(v[i], d);
-    }
-    return v;
-}
-
-/* Flat row-major index <-> multi-index. */
-static void unravel(int64_t flat, const int64_t *shape, int ndim, int64_t *idx)
-{
-    for (int d = ndim - 1; d >= 0; d--) {
-        idx[d] = shape[d] ? flat % shape[d] : 0;
-        flat = shape[d] ? flat / shape[d] : 0;
-    }
-}
-static int64_t ravel(const int64_t *idx, const int64_t *shape, int ndim)
-{
-    int64_t flat = 0;
-    for (int d = 0; d < ndim; d++)
-        flat = flat * shape[d] + idx[d];
-    return flat;
-}
-
 /* want[i] = in[transposed index]: out axis d is in axis perm[d]. */
 static void ref_transpose(const double *in, const int64_t *shape, int ndim, const int *perm,
                           double *want)
@@ -63,10 +34,10 @@ static void ref_transpose(const double *in, const int64_t *shape, int ndim, cons
         oshape[d] = shape[perm[d]];
     int64_t n = conf_size(shape, ndim);
     for (int64_t i = 0; i < n; i++) {
-        unravel(i, oshape, ndim, oidx);
+        conf_unravel(i, oshape, ndim, oidx);
         for (int d = 0; d < ndim; d++)
             iidx[perm[d]] = oidx[d];
-        want[i] = in[ravel(iidx, shape, ndim)];
+        want[i] = in[conf_ravel(iidx, shape, ndim)];
     }
 }
 
@@ -87,7 +58,7 @@ static void test_swapaxes_moveaxis(void)
     for (int k = 0; k < WF_DTYPE_COUNT; k++) {
         wf_scope_begin();
         wf_dtype d = all_dtypes[k];
-        double *v = values_for(24, d, 1 + k), want[24];
+        double *v = conf_integer_values(24, d, 1 + k), want[24];
         wf_array *a = conf_strided(v, shape, 3, d);
         int perm[3] = {2, 1, 0};
         ref_transpose(v, shape, 3, perm, want);
@@ -127,7 +98,7 @@ static void test_expand_squeeze_flatten(void)
     for (int k = 0; k < WF_DTYPE_COUNT; k++) {
         wf_scope_begin();
         wf_dtype d = all_dtypes[k];
-        double *v = values_for(24, d, 11 + k);
+        double *v = conf_integer_values(24, d, 11 + k);
         wf_array *a = conf_strided(v, shape, 3, d);
         /* Same element order: only the shape changes. */
         const int axes[2] = {0, -1};
@@ -154,7 +125,7 @@ static void test_expand_squeeze_flatten(void)
     wf_scope_begin();
     /* Flattening leading axes of a transposed array is a view. */
     const int64_t s3[3] = {2, 3, 4};
-    double *v = values_for(24, WF_DTYPE_F32, 5);
+    double *v = conf_integer_values(24, WF_DTYPE_F32, 5);
     wf_array *base = conf_array(v, s3, 3, WF_DTYPE_F32);
     const int perm[3] = {2, 0, 1}; /* (4, 2, 3), strides (1, 12, 4) */
     wf_array *t = wf_transpose(base, perm, 3);
@@ -229,7 +200,7 @@ static void ref_slice_update(const double *a, const int64_t *shape, int ndim,
     }
     int64_t m = conf_size(count, ndim);
     for (int64_t i = 0; i < m; i++) {
-        unravel(i, count, ndim, idx);
+        conf_unravel(i, count, ndim, idx);
         int64_t pos[WF_MAX_NDIM];
         for (int d = 0; d < ndim; d++)
             pos[d] = first[d] + idx[d] * steps[d];
@@ -237,7 +208,7 @@ static void ref_slice_update(const double *a, const int64_t *shape, int ndim,
             int64_t od = idx[ndim - undim + d];
             uidx[d] = ushape[d] == 1 ? 0 : od;
         }
-        want[ravel(pos, shape, ndim)] = u[ravel(uidx, ushape, undim)];
+        want[conf_ravel(pos, shape, ndim)] = u[conf_ravel(uidx, ushape, undim)];
     }
 }
 
@@ -247,11 +218,11 @@ static void test_slice_update(void)
     for (int k = 0; k < WF_DTYPE_COUNT; k++) {
         wf_scope_begin();
         wf_dtype d = all_dtypes[k];
-        double *v = values_for(30, d, 21 + k), want[30];
+        double *v = conf_integer_values(30, d, 21 + k), want[30];
         wf_array *a = conf_strided(v, shape, 2, d);
         /* Full-shape update, strided. */
         const int64_t st[2] = {1, -1}, sp[2] = {5, 0}, ss[2] = {2, -2}, ush[2] = {2, 3};
-        double *u = values_for(6, d, 99 + k);
+        double *u = conf_integer_values(6, d, 99 + k);
         wf_array *up = conf_strided(u, ush, 2, d);
         ref_slice_update(v, shape, 2, st, sp, ss, u, ush, 2, want);
         conf_check(wf_slice_update(a, up, st, sp, ss), d, shape, 2, want, 0);
@@ -308,8 +279,8 @@ static void test_concatenate(void)
         wf_scope_begin();
         wf_dtype d = all_dtypes[k];
         const int64_t sa[3] = {2, 3, 4}, sb[3] = {2, 1, 4}, sc[3] = {2, 2, 4};
-        double *va = values_for(24, d, 31 + k), *vb = values_for(8, d, 32 + k),
-               *vc = values_for(16, WF_DTYPE_I32, 33 + k);
+        double *va = conf_integer_values(24, d, 31 + k), *vb = conf_integer_values(8, d, 32 + k),
+               *vc = conf_integer_values(16, WF_DTYPE_I32, 33 + k);
         wf_array *x[3] = {conf_strided(va, sa, 3, d), conf_array(vb, sb, 3, d),
                           conf_strided(vc, sc, 3, WF_DTYPE_I32)};
         const wf_dtype out_d = wf_promote_types(d, WF_DTYPE_I32);
@@ -391,7 +362,7 @@ static void test_stack(void)
         wf_scope_begin();
         wf_dtype d = all_dtypes[k];
         const int64_t s[2] = {2, 3};
-        double *va = values_for(6, d, 41 + k), *vb = values_for(6, d, 42 + k);
+        double *va = conf_integer_values(6, d, 41 + k), *vb = conf_integer_values(6, d, 42 + k);
         wf_array *x[2] = {conf_strided(va, s, 2, d), conf_array(vb, s, 2, d)};
         const int64_t s0[3] = {2, 2, 3}, s1[3] = {2, 2, 3}, s2[3] = {2, 3, 2};
         double w0[12], w1[12], w2[12];
@@ -437,7 +408,7 @@ static void test_split(void)
         wf_scope_begin();
         wf_dtype d = all_dtypes[k];
         const int64_t s[2] = {4, 6};
-        double *v = values_for(24, d, 51 + k);
+        double *v = conf_integer_values(24, d, 51 + k);
         wf_array *a = conf_strided(v, s, 2, d);
         wf_array *out[3];
         CHECK_OK(wf_split(a, 3, 1, out));
@@ -503,7 +474,7 @@ static void test_pad(void)
         wf_scope_begin();
         wf_dtype d = all_dtypes[k];
         const int64_t s[2] = {3, 4};
-        double *v = values_for(12, d, 61 + k);
+        double *v = conf_integer_values(12, d, 61 + k);
         wf_array *a = conf_strided(v, s, 2, d);
         const int64_t low[2] = {1, 0}, high[2] = {2, 3}, so[2] = {6, 7};
         double want[42];
@@ -550,7 +521,7 @@ static void test_tril_triu(void)
     for (int t = 0; t < WF_DTYPE_COUNT; t++) {
         wf_scope_begin();
         wf_dtype d = all_dtypes[t];
-        double *v = values_for(40, d, 71 + t);
+        double *v = conf_integer_values(40, d, 71 + t);
         wf_array *a = conf_strided(v, s, 3, d);
         for (int q = 0; q < 9; q++) {
             const int64_t k = ks[q];
@@ -595,7 +566,7 @@ static void test_repeat(void)
     for (int t = 0; t < WF_DTYPE_COUNT; t++) {
         wf_scope_begin();
         wf_dtype d = all_dtypes[t];
-        double *v = values_for(12, d, 81 + t);
+        double *v = conf_integer_values(12, d, 81 + t);
         wf_array *a = conf_strided(v, s, 3, d);
         for (int axis = -3; axis < 3; axis++) {
             const int ax = axis < 0 ? axis + 3 : axis;
@@ -605,9 +576,9 @@ static void test_repeat(void)
                 double want[36];
                 int64_t idx[3];
                 for (int64_t i = 0; i < conf_size(so, 3); i++) {
-                    unravel(i, so, 3, idx);
+                    conf_unravel(i, so, 3, idx);
                     idx[ax] /= r;
-                    want[i] = v[ravel(idx, s, 3)];
+                    want[i] = v[conf_ravel(idx, s, 3)];
                 }
                 conf_check(wf_repeat(a, r, axis), d, so, 3, want, 0);
             }
@@ -652,13 +623,13 @@ static void test_repeat(void)
     conf_check(wf_tile(b, reps, WF_MAX_NDIM), WF_DTYPE_F32, bs, WF_MAX_NDIM, tw, 0);
     /* Inner blocks of 16 or more take the broadcast path; strided input. */
     const int64_t ls[3] = {3, 4, 16}, lo[3] = {3, 12, 16};
-    double *lv = values_for(192, WF_DTYPE_I32, 8), lw[576];
+    double *lv = conf_integer_values(192, WF_DTYPE_I32, 8), lw[576];
     wf_array *l = conf_strided(lv, ls, 3, WF_DTYPE_I32);
     for (int64_t i = 0; i < 576; i++) {
         int64_t idx[3];
-        unravel(i, lo, 3, idx);
+        conf_unravel(i, lo, 3, idx);
         idx[1] /= 3;
-        lw[i] = lv[ravel(idx, ls, 3)];
+        lw[i] = lv[conf_ravel(idx, ls, 3)];
     }
     conf_check(wf_repeat(l, 3, 1), WF_DTYPE_I32, lo, 3, lw, 0);
     free(lv);
@@ -678,10 +649,10 @@ static void ref_tile(const double *v, const int64_t *shape, int ndim, const int6
     }
     *ondim = n;
     for (int64_t i = 0; i < conf_size(oshape, n); i++) {
-        unravel(i, oshape, n, idx);
+        conf_unravel(i, oshape, n, idx);
         for (int d = 0; d < n; d++)
             idx[d] %= s[d];
-        want[i] = v[ravel(idx, s, n)];
+        want[i] = v[conf_ravel(idx, s, n)];
     }
 }
 
@@ -694,7 +665,7 @@ static void test_tile(void)
     for (int t = 0; t < WF_DTYPE_COUNT; t++) {
         wf_scope_begin();
         wf_dtype d = all_dtypes[t];
-        double *v = values_for(6, d, 91 + t);
+        double *v = conf_integer_values(6, d, 91 + t);
         wf_array *a = conf_strided(v, s, 2, d);
         for (int q = 0; q < 5; q++) {
             double want[128];
@@ -839,7 +810,7 @@ static void test_large(void)
     wf_scope_begin();
     const int64_t s[2] = {300, 700};
     const int64_t n = 300 * 700;
-    double *v = values_for(n, WF_DTYPE_F32, 7);
+    double *v = conf_integer_values(n, WF_DTYPE_F32, 7);
     wf_array *a = conf_strided(v, s, 2, WF_DTYPE_F32);
     double *want = malloc(sizeof(double) * (size_t)n * 2);
     for (int64_t i = 0; i < 300; i++)
