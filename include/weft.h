@@ -105,21 +105,26 @@ wf_array *wf_array_from_data(const void *data, const int64_t *shape, int ndim,
 wf_array *wf_scalar(double value, wf_dtype dtype);
 /* An array of `shape` filled with `value` converted to `dtype` (lazy). */
 wf_array *wf_full(const int64_t *shape, int ndim, double value, wf_dtype dtype);
-/* wf_full with 0 and 1. */
+/* Zeros of `shape` and `dtype` (lazy). */
 wf_array *wf_zeros(const int64_t *shape, int ndim, wf_dtype dtype);
+/* Ones of `shape` and `dtype` (lazy). */
 wf_array *wf_ones(const int64_t *shape, int ndim, wf_dtype dtype);
 /* 1-d array start, start+step, ... up to but excluding stop (lazy).
  * step must be non-zero and finite. */
 wf_array *wf_arange(double start, double stop, double step, wf_dtype dtype);
 
-/* Metadata; these never evaluate. For NULL they return 0 / NULL / COUNT. */
+/* Metadata never evaluates; for NULL or a released array these return 0,
+ * NULL or WF_DTYPE_COUNT. Number of dimensions. */
 int wf_array_ndim(const wf_array *a);
 /* Pointer to ndim sizes, valid while `a` lives (NULL for 0-d). */
 const int64_t *wf_array_shape(const wf_array *a);
 /* Size of dimension `axis` (negative counts from the end); -1 if out of range. */
 int64_t wf_array_dim(const wf_array *a, int axis);
+/* Number of elements (1 for 0-d). */
 int64_t wf_array_size(const wf_array *a);
+/* Element type. */
 wf_dtype wf_array_dtype(const wf_array *a);
+/* Bytes of the elements: size times the dtype's size. */
 size_t wf_array_nbytes(const wf_array *a);
 /* True once the array's value is computed (or failed). */
 bool wf_array_is_evaluated(const wf_array *a);
@@ -195,6 +200,7 @@ typedef struct wf_memory_stats {
 /* Caps active + cached bytes; allocations beyond it fail with
  * WF_ERR_OUT_OF_MEMORY (after dropping the cache). SIZE_MAX: no limit. */
 wf_status wf_set_memory_limit(size_t bytes);
+/* Fills *out with the current counters. */
 wf_status wf_memory_stats_get(wf_memory_stats *out);
 /* Sets peak_bytes to the current active_bytes. */
 void wf_reset_peak_memory(void);
@@ -210,9 +216,12 @@ void wf_clear_cache(void);
 
 /* ---- creation */
 
-/* Arrays shaped and typed like `a` (never evaluates `a`). */
+/* `value` shaped and typed like `a` (never evaluates `a`; likewise the two
+ * below). */
 wf_array *wf_full_like(wf_array *a, double value);
+/* Zeros shaped and typed like `a`. */
 wf_array *wf_zeros_like(wf_array *a);
+/* Ones shaped and typed like `a`. */
 wf_array *wf_ones_like(wf_array *a);
 /* `num` evenly spaced values from start to stop inclusive (num >= 0). */
 wf_array *wf_linspace(double start, double stop, int64_t num, wf_dtype dtype);
@@ -260,38 +269,66 @@ wf_array *wf_exp(wf_array *a);
  * 0, out-of-range values saturate; bool is value != 0). To the same dtype:
  * a view of `a`. */
 wf_array *wf_astype(wf_array *a, wf_dtype dtype);
+/* -a (bool: WF_ERR_DTYPE; integers wrap). */
 wf_array *wf_negative(wf_array *a);
+/* |a| (integers wrap at the minimum; bool unchanged). */
 wf_array *wf_abs(wf_array *a);
+/* -1, 0 or 1 in a's dtype (keeps -0 and NaN; bool unchanged). */
 wf_array *wf_sign(wf_array *a);
+/* e^a - 1, accurate near 0. */
 wf_array *wf_expm1(wf_array *a);
+/* Natural logarithm (log of a negative: NaN; log 0: -inf). */
 wf_array *wf_log(wf_array *a);
+/* log(1 + a), accurate near 0. */
 wf_array *wf_log1p(wf_array *a);
+/* Base-2 logarithm. */
 wf_array *wf_log2(wf_array *a);
+/* Square root (negative: NaN). */
 wf_array *wf_sqrt(wf_array *a);
+/* 1 / sqrt(a). */
 wf_array *wf_rsqrt(wf_array *a);
+/* a * a (integers wrap; bool unchanged). */
 wf_array *wf_square(wf_array *a);
+/* 1 / a. */
 wf_array *wf_reciprocal(wf_array *a);
+/* Sine (radians). */
 wf_array *wf_sin(wf_array *a);
+/* Cosine (radians). */
 wf_array *wf_cos(wf_array *a);
+/* Tangent (radians). */
 wf_array *wf_tan(wf_array *a);
+/* Hyperbolic tangent. */
 wf_array *wf_tanh(wf_array *a);
+/* Hyperbolic sine. */
 wf_array *wf_sinh(wf_array *a);
+/* Hyperbolic cosine. */
 wf_array *wf_cosh(wf_array *a);
+/* Inverse sine (outside [-1, 1]: NaN). */
 wf_array *wf_arcsin(wf_array *a);
+/* Inverse cosine (outside [-1, 1]: NaN). */
 wf_array *wf_arccos(wf_array *a);
+/* Inverse tangent. */
 wf_array *wf_arctan(wf_array *a);
+/* 1 / (1 + e^-a). */
 wf_array *wf_sigmoid(wf_array *a);
+/* The error function. */
 wf_array *wf_erf(wf_array *a);
+/* Inverse of erf on (-1, 1); +-1 give +-inf. */
 wf_array *wf_erfinv(wf_array *a);
-/* Rounding keeps the dtype; integers are returned unchanged. wf_round
- * rounds half to even. */
+/* Largest integral value <= a. Rounding keeps the dtype; integer inputs
+ * give a view of the same values. */
 wf_array *wf_floor(wf_array *a);
+/* Smallest integral value >= a. */
 wf_array *wf_ceil(wf_array *a);
+/* Nearest integral value, halves to even. */
 wf_array *wf_round(wf_array *a);
-/* Bool results. */
+/* True where a is zero (bool result, as for the is* tests below). */
 wf_array *wf_logical_not(wf_array *a);
+/* True where a is NaN. */
 wf_array *wf_isnan(wf_array *a);
+/* True where a is +-inf. */
 wf_array *wf_isinf(wf_array *a);
+/* True where a is neither NaN nor +-inf. */
 wf_array *wf_isfinite(wf_array *a);
 /* The same values; transforms treat it as a constant (no gradient). */
 wf_array *wf_stop_gradient(wf_array *a);
@@ -300,28 +337,42 @@ wf_array *wf_stop_gradient(wf_array *a);
 
 /* bool add is logical or, multiply logical and; integers wrap around. */
 wf_array *wf_add(wf_array *a, wf_array *b);
+/* a * b. */
 wf_array *wf_multiply(wf_array *a, wf_array *b);
+/* a - b (bool: WF_ERR_DTYPE). */
 wf_array *wf_subtract(wf_array *a, wf_array *b);
 /* True division: integer inputs give float32. */
 wf_array *wf_divide(wf_array *a, wf_array *b);
+/* a ** b (integers: repeated squaring, wrapping; negative exponents give 0 but for bases +-1). */
 wf_array *wf_power(wf_array *a, wf_array *b);
+/* Element-wise maximum (NaN propagates). */
 wf_array *wf_maximum(wf_array *a, wf_array *b);
+/* Element-wise minimum (NaN propagates). */
 wf_array *wf_minimum(wf_array *a, wf_array *b);
 /* Python semantics: floor division and remainder with the divisor's sign;
  * integer division by zero gives 0. */
 wf_array *wf_floor_divide(wf_array *a, wf_array *b);
+/* a - b * floor_divide(a, b). */
 wf_array *wf_remainder(wf_array *a, wf_array *b);
 /* Comparisons and logical ops give bool. */
 wf_array *wf_equal(wf_array *a, wf_array *b);
+/* a != b. */
 wf_array *wf_not_equal(wf_array *a, wf_array *b);
+/* a < b. */
 wf_array *wf_less(wf_array *a, wf_array *b);
+/* a <= b. */
 wf_array *wf_less_equal(wf_array *a, wf_array *b);
+/* a > b. */
 wf_array *wf_greater(wf_array *a, wf_array *b);
+/* a >= b. */
 wf_array *wf_greater_equal(wf_array *a, wf_array *b);
+/* a && b (inputs converted to bool). */
 wf_array *wf_logical_and(wf_array *a, wf_array *b);
+/* a || b (inputs converted to bool). */
 wf_array *wf_logical_or(wf_array *a, wf_array *b);
 /* log(exp(a) + exp(b)), computed stably. */
 wf_array *wf_logaddexp(wf_array *a, wf_array *b);
+/* Angle of the point (b, a), in (-pi, pi]. */
 wf_array *wf_arctan2(wf_array *a, wf_array *b);
 /* cond ? a : b element-wise (cond is converted to bool). */
 wf_array *wf_where(wf_array *cond, wf_array *a, wf_array *b);
@@ -334,25 +385,35 @@ wf_array *wf_clip(wf_array *a, wf_array *low, wf_array *high);
 
 /* bool and u8 sum to int32; f16/bf16 accumulate in float32. */
 wf_array *wf_sum(wf_array *a, const int *axes, int naxes, bool keepdims);
+/* Mean (integers give float32). */
 wf_array *wf_mean(wf_array *a, const int *axes, int naxes, bool keepdims);
+/* Product (bool and u8 give int32). */
 wf_array *wf_prod(wf_array *a, const int *axes, int naxes, bool keepdims);
+/* Maximum (NaN propagates; a zero-size reduction is WF_ERR_SHAPE). */
 wf_array *wf_max(wf_array *a, const int *axes, int naxes, bool keepdims);
+/* Minimum (NaN propagates; a zero-size reduction is WF_ERR_SHAPE). */
 wf_array *wf_min(wf_array *a, const int *axes, int naxes, bool keepdims);
-/* Bool results. */
+/* True where every element is nonzero (bool result). */
 wf_array *wf_all(wf_array *a, const int *axes, int naxes, bool keepdims);
+/* True where any element is nonzero. */
 wf_array *wf_any(wf_array *a, const int *axes, int naxes, bool keepdims);
+/* log(sum(exp(a))), computed stably. */
 wf_array *wf_logsumexp(wf_array *a, const int *axes, int naxes, bool keepdims);
-/* Variance and standard deviation with `ddof` delta degrees of freedom. */
+/* Variance: mean squared deviation, divided by n - ddof instead of n
+ * (integers give float32). */
 wf_array *wf_var(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof);
+/* sqrt(wf_var). */
 wf_array *wf_std(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof);
-/* Int32 index of the first maximum / minimum along `axis`. */
+/* Int32 index of the first maximum along `axis`. */
 wf_array *wf_argmax(wf_array *a, int axis, bool keepdims);
+/* Int32 index of the first minimum along `axis`. */
 wf_array *wf_argmin(wf_array *a, int axis, bool keepdims);
 /* exp(a) / sum(exp(a)) over `axes`, computed stably; same shape as `a`. */
 wf_array *wf_softmax(wf_array *a, const int *axes, int naxes);
-/* Running sum / product along `axis`; `reverse` runs from the end,
- * `inclusive` false shifts by one (starting at 0 / 1). */
+/* Running sum along `axis`; `reverse` runs from the end, `inclusive` false
+ * shifts by one (starting at 0; at 1 for wf_cumprod). */
 wf_array *wf_cumsum(wf_array *a, int axis, bool reverse, bool inclusive);
+/* Running product along `axis`, as wf_cumsum. */
 wf_array *wf_cumprod(wf_array *a, int axis, bool reverse, bool inclusive);
 
 /* ---- shape */
@@ -361,7 +422,9 @@ wf_array *wf_cumprod(wf_array *a, int axis, bool reverse, bool inclusive);
 wf_array *wf_reshape(wf_array *a, const int64_t *shape, int ndim);
 /* Permutes axes; `perm` NULL reverses them. Always a view. */
 wf_array *wf_transpose(wf_array *a, const int *perm, int nperm);
+/* Exchanges two axes (a view). */
 wf_array *wf_swapaxes(wf_array *a, int axis1, int axis2);
+/* Moves axis `source` to position `destination` (a view). */
 wf_array *wf_moveaxis(wf_array *a, int source, int destination);
 /* Inserts size-1 axes at `axes` (positions in the result). */
 wf_array *wf_expand_dims(wf_array *a, const int *axes, int naxes);
@@ -382,6 +445,7 @@ wf_array *wf_slice_update(wf_array *a, wf_array *update, const int64_t *starts,
                           const int64_t *stops, const int64_t *steps);
 /* Joins `count` arrays along an existing axis / a new axis. */
 wf_array *wf_concatenate(wf_array *const *arrays, int count, int axis);
+/* Joins `count` arrays of one shape along a new axis. */
 wf_array *wf_stack(wf_array *const *arrays, int count, int axis);
 /* Splits into `sections` equal parts along `axis`; writes `sections` new
  * arrays to `out`. On failure no array is returned: `out` is untouched when
@@ -394,8 +458,9 @@ wf_status wf_split_at(wf_array *a, const int64_t *indices, int count, int axis,
 /* Pads each axis with `low[i]` values before and `high[i]` after (ndim
  * entries each, >= 0), filled with `value`. */
 wf_array *wf_pad(wf_array *a, const int64_t *low, const int64_t *high, double value);
-/* Lower / upper triangle of the last two axes, from diagonal k. */
+/* Lower triangle of the last two axes, from diagonal k (zeros above). */
 wf_array *wf_tril(wf_array *a, int64_t k);
+/* Upper triangle of the last two axes, from diagonal k. */
 wf_array *wf_triu(wf_array *a, int64_t k);
 /* Repeats each element `repeats` times along `axis`. */
 wf_array *wf_repeat(wf_array *a, int64_t repeats, int axis);
@@ -446,6 +511,7 @@ wf_array *wf_scaled_dot_product_attention(wf_array *q, wf_array *k, wf_array *v,
 wf_array *wf_silu(wf_array *x);
 /* Exact GELU, x * Phi(x), and its tanh approximation. */
 wf_array *wf_gelu(wf_array *x);
+/* GELU with the tanh approximation. */
 wf_array *wf_gelu_tanh(wf_array *x);
 
 /* ---------------------------------------------------------------- custom kernels */
