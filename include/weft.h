@@ -352,7 +352,7 @@ wf_array *wf_minimum(wf_array *a, wf_array *b);
 /* Python semantics: floor division and remainder with the divisor's sign;
  * integer division by zero gives 0. */
 wf_array *wf_floor_divide(wf_array *a, wf_array *b);
-/* a - b * floor_divide(a, b). */
+/* The remainder with the divisor's sign (Python's %); integer % 0 gives 0. */
 wf_array *wf_remainder(wf_array *a, wf_array *b);
 /* Comparisons and logical ops give bool. */
 wf_array *wf_equal(wf_array *a, wf_array *b);
