@@ -749,8 +749,33 @@ static void exp_block_f32(int64_t n, const float *restrict x, float *restrict y)
     wf__cpu_exp_f32(n, x, y);
 }
 
+/* t[i] = x[i * sx] - shift(m[i * sm]) for one stage of `len` elements: the
+ * first step of pass 2 of logsumexp and of softmax alike. */
+#define SHIFTED_STAGE(NAME, T, SHIFT)                                                    \
+    static inline void NAME(int64_t len, const T *x, int64_t sx, const T *m, int64_t sm, \
+                            T *t)                                                        \
+    {                                                                                    \
+        if (sm == 0) {                                                                   \
+            const T sh = SHIFT(*m);                                                      \
+            if (sx == 1)                                                                 \
+                for (int64_t i = 0; i < len; i++)                                        \
+                    t[i] = x[i] - sh;                                                    \
+            else                                                                         \
+                for (int64_t i = 0; i < len; i++)                                        \
+                    t[i] = x[i * sx] - sh;                                               \
+        } else if (sm == 1 && sx == 1) {                                                 \
+            for (int64_t i = 0; i < len; i++)                                            \
+                t[i] = x[i] - SHIFT(m[i]);                                               \
+        } else {                                                                         \
+            for (int64_t i = 0; i < len; i++)                                            \
+                t[i] = x[i * sx] - SHIFT(m[i * sm]);                                     \
+        }                                                                                \
+    }
+SHIFTED_STAGE(shifted_f32, float, shift_f32)
+SHIFTED_STAGE(shifted_f64, double, shift_f64)
+
 /* Pass 2 of logsumexp: acc += exp(x - shift(m)), operands [acc, m, x]. */
-#define LSE_LOOP(NAME, T, SHIFT, EXP, ROW_SUM)                                           \
+#define LSE_LOOP(NAME, T, SHIFTED, EXP, ROW_SUM)                                           \
     static void NAME(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx) \
     {                                                                                    \
         (void)ctx;                                                                       \
@@ -761,24 +786,7 @@ static void exp_block_f32(int64_t n, const float *restrict x, float *restrict y)
         T t[STAGE], e[STAGE];                                                            \
         for (int64_t i0 = 0; i0 < n; i0 += STAGE) {                                      \
             const int64_t len = n - i0 < STAGE ? n - i0 : STAGE;                         \
-            const T *xb = x + i0 * sx;                                                   \
-            if (sm == 0) {                                                               \
-                const T sh = SHIFT(*m);                                                  \
-                if (sx == 1)                                                             \
-                    for (int64_t i = 0; i < len; i++)                                    \
-                        t[i] = xb[i] - sh;                                               \
-                else                                                                     \
-                    for (int64_t i = 0; i < len; i++)                                    \
-                        t[i] = xb[i * sx] - sh;                                          \
-            } else if (sm == 1 && sx == 1) {                                             \
-                const T *mb = m + i0;                                                    \
-                for (int64_t i = 0; i < len; i++)                                        \
-                    t[i] = xb[i] - SHIFT(mb[i]);                                         \
-            } else {                                                                     \
-                const T *mb = m + i0 * sm;                                               \
-                for (int64_t i = 0; i < len; i++)                                        \
-                    t[i] = xb[i * sx] - SHIFT(mb[i * sm]);                               \
-            }                                                                            \
+            SHIFTED(len, x + i0 * sx, sx, m + i0 * sm, sm, t);                          \
             EXP(len, t, e);                                                              \
             if (sa == 0) {                                                               \
                 *acc += ROW_SUM(len, e, 1);                                              \
@@ -789,12 +797,12 @@ static void exp_block_f32(int64_t n, const float *restrict x, float *restrict y)
             }                                                                            \
         }                                                                                \
     }
-LSE_LOOP(lse_f32, float, shift_f32, exp_block_f32, wf__cpu_sum_f32)
-LSE_LOOP(lse_f64, double, shift_f64, exp_block_f64, wf__cpu_sum_f64)
+LSE_LOOP(lse_f32, float, shifted_f32, exp_block_f32, wf__cpu_sum_f32)
+LSE_LOOP(lse_f64, double, shifted_f64, exp_block_f64, wf__cpu_sum_f64)
 
 /* Pass 2 of softmax: out = exp(x - shift(m)); s += out. Operands
  * [out, s, m, x]. */
-#define SOFTMAX_EXP_LOOP(NAME, T, SHIFT, EXP, ROW_SUM)                                   \
+#define SOFTMAX_EXP_LOOP(NAME, T, SHIFTED, EXP, ROW_SUM)                                   \
     static void NAME(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx) \
     {                                                                                    \
         (void)ctx;                                                                       \
@@ -806,25 +814,8 @@ LSE_LOOP(lse_f64, double, shift_f64, exp_block_f64, wf__cpu_sum_f64)
         T t[STAGE], e[STAGE];                                                            \
         for (int64_t i0 = 0; i0 < n; i0 += STAGE) {                                      \
             const int64_t len = n - i0 < STAGE ? n - i0 : STAGE;                         \
-            const T *xb = x + i0 * sx;                                                   \
             T *ob = out + i0 * so;                                                       \
-            if (sm == 0) {                                                               \
-                const T sh = SHIFT(*m);                                                  \
-                if (sx == 1)                                                             \
-                    for (int64_t i = 0; i < len; i++)                                    \
-                        t[i] = xb[i] - sh;                                               \
-                else                                                                     \
-                    for (int64_t i = 0; i < len; i++)                                    \
-                        t[i] = xb[i * sx] - sh;                                          \
-            } else if (sm == 1 && sx == 1) {                                             \
-                const T *mb = m + i0;                                                    \
-                for (int64_t i = 0; i < len; i++)                                        \
-                    t[i] = xb[i] - SHIFT(mb[i]);                                         \
-            } else {                                                                     \
-                const T *mb = m + i0 * sm;                                               \
-                for (int64_t i = 0; i < len; i++)                                        \
-                    t[i] = xb[i * sx] - SHIFT(mb[i * sm]);                               \
-            }                                                                            \
+            SHIFTED(len, x + i0 * sx, sx, m + i0 * sm, sm, t);                          \
             if (so == 1) {                                                               \
                 EXP(len, t, ob);                                                         \
                 if (ss == 0)                                                             \
@@ -844,8 +835,8 @@ LSE_LOOP(lse_f64, double, shift_f64, exp_block_f64, wf__cpu_sum_f64)
             }                                                                            \
         }                                                                                \
     }
-SOFTMAX_EXP_LOOP(softmax_exp_f32, float, shift_f32, exp_block_f32, wf__cpu_sum_f32)
-SOFTMAX_EXP_LOOP(softmax_exp_f64, double, shift_f64, exp_block_f64, wf__cpu_sum_f64)
+SOFTMAX_EXP_LOOP(softmax_exp_f32, float, shifted_f32, exp_block_f32, wf__cpu_sum_f32)
+SOFTMAX_EXP_LOOP(softmax_exp_f64, double, shifted_f64, exp_block_f64, wf__cpu_sum_f64)
 
 /* Pass 3 of softmax: out /= s. Operands [out, s]. */
 #define SOFTMAX_SCALE_LOOP(NAME, T)                                                      \
