@@ -14,7 +14,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/scope.h"
-#include "runtime/stream.h"
+#include "core/stream_hooks.h"
 #include "util/lock.h"
 
 /* ------------------------------------------------------------ node pool */
@@ -197,12 +197,14 @@ wf_status wf__broadcast_shapes(const char *op, const int64_t *a, int na, const i
 
 static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
-/* A node with shape, strides, params and input slots, refcount 1. */
+/* A node with shape, strides, params, input and result slots, refcount 1. */
 static wf_array *node_alloc(wf_dtype dtype, const int64_t *shape, int ndim, int64_t size,
-                            size_t params_size, int ninputs)
+                            size_t params_size, int ninputs, int nresults)
 {
     size_t dims_bytes = 2 * (size_t)ndim * sizeof(int64_t);
-    size_t extra_bytes = dims_bytes + align8(params_size) + (size_t)ninputs * sizeof(wf_array *);
+    size_t inputs_at = dims_bytes + align8(params_size);
+    size_t results_at = inputs_at + (size_t)ninputs * sizeof(wf_array *);
+    size_t extra_bytes = results_at + (size_t)nresults * sizeof(wf_array *);
     char *extra = extra_bytes ? malloc(extra_bytes) : NULL;
     if (extra_bytes && !extra) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "out of memory creating an array node");
@@ -226,7 +228,12 @@ static wf_array *node_alloc(wf_dtype dtype, const int64_t *shape, int ndim, int6
     if (params_size)
         n->params = extra + dims_bytes;
     if (ninputs)
-        n->inputs = (wf_array **)(extra + dims_bytes + align8(params_size));
+        n->inputs = (wf_array **)(extra + inputs_at);
+    if (nresults) {
+        n->results = (wf_array **)(extra + results_at);
+        for (int i = 0; i < nresults; i++)
+            n->results[i] = NULL;
+    }
     atomic_init(&n->refcount, 1);
     atomic_init(&n->state, WF_NODE_PENDING);
     atomic_init(&n->dense_copy, NULL);
@@ -268,13 +275,17 @@ static void node_free(wf_array *n, struct free_list *list)
         if (atomic_fetch_sub_explicit(&in->refcount, 1, memory_order_acq_rel) == 1)
             free_list_push(list, in);
     }
+    for (int i = 0; n->results && i < wf__prim_noutputs(n->prim) - 1; i++) {
+        wf_array *r = n->results[i];
+        if (r && atomic_fetch_sub_explicit(&r->refcount, 1, memory_order_acq_rel) == 1)
+            free_list_push(list, r);
+    }
     wf_buffer *dense = atomic_load(&n->dense_copy);
     if (dense)
         wf__buffer_release(dense);
     if (n->buffer)
         wf__buffer_release(n->buffer);
-    if (n->stream)
-        wf__stream_decref(n->stream);
+    wf__node_stream_drop(n->stream);
     if (n->prim && n->prim->params_release)
         n->prim->params_release(n->params);
     free(n->error_message);
@@ -315,13 +326,13 @@ wf_array *wf__array_check(const wf_array *a, const char *op, const char *what)
     return (wf_array *)a;
 }
 
-static wf_array *finish_new_reference(wf_array *n)
+wf_array *wf__array_publish(wf_array *a)
 {
-    if (wf__scope_adopt(n) != WF_OK) {
-        wf__array_decref(n);
+    if (a && wf__scope_adopt(a) != WF_OK) {
+        wf__array_decref(a);
         return NULL;
     }
-    return n;
+    return a;
 }
 
 bool wf__prim_params_equal(const wf_prim_def *prim, const void *a, const void *b)
@@ -351,34 +362,84 @@ static wf_array *fail_before_node(const wf_prim_def *prim, const void *params)
     return NULL;
 }
 
+enum { LOCAL_DESCS = 8 };
+
+/* Runs prim->infer on the inputs' descriptions into outputs. */
+static wf_status infer_outputs(const wf_prim_def *prim, const void *params,
+                               wf_array *const *inputs, int ninputs, wf_out_desc *outputs)
+{
+    wf_desc local[LOCAL_DESCS];
+    wf_desc *descs = ninputs ? local : NULL; /* no inputs: nothing to describe */
+    if (ninputs > LOCAL_DESCS) {
+        descs = malloc((size_t)ninputs * sizeof *descs);
+        if (!descs)
+            return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", prim->name);
+    }
+    for (int i = 0; i < ninputs; i++)
+        descs[i] = wf__array_desc(inputs[i]);
+    wf_status st = prim->infer(params, descs, ninputs, outputs);
+    if (descs != local)
+        free(descs);
+    return st;
+}
+
+/* The hidden result nodes 1.. of a multi-output primary (see wf_array). */
+static wf_status make_results(wf_array *primary, const wf_out_desc *outputs, int noutputs)
+{
+    for (int i = 1; i < noutputs; i++) {
+        int64_t size;
+        if (wf__shape_size(primary->prim->name, outputs[i].shape, outputs[i].ndim, &size) !=
+            WF_OK)
+            return wf_last_error();
+        primary->results[i - 1] =
+            node_alloc(outputs[i].dtype, outputs[i].shape, outputs[i].ndim, size, 0, 0, 0);
+        if (!primary->results[i - 1])
+            return wf_last_error();
+    }
+    return WF_OK;
+}
+
 wf_array *wf__node_new(const wf_prim_def *prim, const void *params, wf_array *const *inputs,
                        int ninputs)
 {
     for (int i = 0; i < ninputs; i++)
         if (!wf__array_check(inputs[i], prim->name, "an input"))
             return fail_before_node(prim, params);
-    wf_dtype dtype;
-    int ndim = 0;
-    int64_t shape[WF_MAX_NDIM];
-    if (prim->infer(params, inputs, ninputs, &dtype, &ndim, shape) != WF_OK)
+    const int noutputs = wf__prim_noutputs(prim);
+    wf_out_desc one, *outputs = &one;
+    if (noutputs > 1 && !(outputs = malloc((size_t)noutputs * sizeof *outputs))) {
+        wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", prim->name);
         return fail_before_node(prim, params);
+    }
+    wf_array *n = NULL;
+    wf_stream *stream = NULL;
     int64_t size;
-    if (wf__shape_size(prim->name, shape, ndim, &size) != WF_OK)
+    if (infer_outputs(prim, params, inputs, ninputs, outputs) == WF_OK &&
+        wf__shape_size(prim->name, outputs[0].shape, outputs[0].ndim, &size) == WF_OK &&
+        wf__node_stream_take(&stream) == WF_OK)
+        n = node_alloc(outputs[0].dtype, outputs[0].shape, outputs[0].ndim, size,
+                       prim->params_size, ninputs, noutputs - 1);
+    if (!n) {
+        wf__node_stream_drop(stream);
+        if (outputs != &one)
+            free(outputs);
         return fail_before_node(prim, params);
-    wf_stream *stream = wf__stream_current();
-    if (!stream)
-        return fail_before_node(prim, params);
-    wf_array *n = node_alloc(dtype, shape, ndim, size, prim->params_size, ninputs);
-    if (!n)
-        return fail_before_node(prim, params);
+    }
     n->prim = prim;
     if (prim->params_size)
         memcpy(n->params, params, prim->params_size);
     for (int i = 0; i < ninputs; i++)
         n->inputs[i] = wf__array_incref(inputs[i]);
     n->ninputs = ninputs;
-    n->stream = wf__stream_incref(stream);
-    return finish_new_reference(n);
+    n->stream = stream;
+    wf_status st = make_results(n, outputs, noutputs);
+    if (outputs != &one)
+        free(outputs);
+    if (st != WF_OK) {
+        wf__array_decref(n); /* frees the results made so far and the params */
+        return NULL;
+    }
+    return n;
 }
 
 wf_array *wf__array_new_ready(wf_dtype dtype, const int64_t *shape, int ndim, wf_buffer *buffer)
@@ -386,14 +447,14 @@ wf_array *wf__array_new_ready(wf_dtype dtype, const int64_t *shape, int ndim, wf
     int64_t size;
     if (wf__shape_size("array", shape, ndim, &size) != WF_OK)
         return NULL;
-    wf_array *n = node_alloc(dtype, shape, ndim, size, 0, 0);
+    wf_array *n = node_alloc(dtype, shape, ndim, size, 0, 0, 0);
     if (!n)
         return NULL;
     wf__contiguous_strides(n->shape, ndim, n->strides);
     n->row_contiguous = true;
     n->buffer = wf__buffer_retain(buffer);
     atomic_store_explicit(&n->state, WF_NODE_READY, memory_order_release);
-    return finish_new_reference(n);
+    return n;
 }
 
 wf_status wf__array_alloc_output(wf_array *out)
@@ -424,7 +485,7 @@ wf_array *wf_retain(wf_array *a)
 {
     if (!wf__array_check(a, "wf_retain", "the array"))
         return NULL;
-    return finish_new_reference(wf__array_incref(a));
+    return wf__array_publish(wf__array_incref(a));
 }
 
 void wf_release(wf_array *a)
@@ -445,16 +506,11 @@ static wf_status check_new_shape(const char *op, const int64_t *shape, int ndim,
     return wf__shape_size(op, shape, ndim, size);
 }
 
-wf_array *wf_array_from_data(const void *data, const int64_t *shape, int ndim, wf_dtype dtype)
+wf_array *wf__array_from_data(const void *data, const int64_t *shape, int ndim, wf_dtype dtype)
 {
     int64_t size;
-    if (check_new_shape("wf_array_from_data", shape, ndim, dtype, &size) != WF_OK)
+    if (wf__shape_size("wf_array_from_data", shape, ndim, &size) != WF_OK)
         return NULL;
-    if (!data && size > 0) {
-        wf__error(WF_ERR_NULL_ARGUMENT, "wf_array_from_data: data is NULL for %lld elements",
-                  (long long)size);
-        return NULL;
-    }
     size_t bytes = (size_t)size * wf_dtype_size(dtype);
     wf_buffer *b = wf__buffer_alloc(bytes);
     if (!b)
@@ -470,6 +526,19 @@ wf_array *wf_array_from_data(const void *data, const int64_t *shape, int ndim, w
     return a;
 }
 
+wf_array *wf_array_from_data(const void *data, const int64_t *shape, int ndim, wf_dtype dtype)
+{
+    int64_t size;
+    if (check_new_shape("wf_array_from_data", shape, ndim, dtype, &size) != WF_OK)
+        return NULL;
+    if (!data && size > 0) {
+        wf__error(WF_ERR_NULL_ARGUMENT, "wf_array_from_data: data is NULL for %lld elements",
+                  (long long)size);
+        return NULL;
+    }
+    return wf__array_publish(wf__array_from_data(data, shape, ndim, dtype));
+}
+
 wf_array *wf_scalar(double value, wf_dtype dtype)
 {
     if (!wf__dtype_valid(dtype)) {
@@ -482,7 +551,7 @@ wf_array *wf_scalar(double value, wf_dtype dtype)
     wf__store_from_double(b->data, dtype, 0, value);
     wf_array *a = wf__array_new_ready(dtype, NULL, 0, b);
     wf__buffer_release(b);
-    return a;
+    return wf__array_publish(a);
 }
 
 static const wf_array *live_or_null(const wf_array *a)

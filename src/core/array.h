@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "core/buffer.h"
+#include "core/device_kind.h"
 #include "weft.h"
 
 enum wf_node_state {
@@ -45,47 +46,90 @@ struct wf_array {
     void *params;                   /* prim->params_size bytes, owned */
     struct wf_array **inputs;       /* owned references */
     int ninputs;
-    struct wf_stream *stream; /* owned reference; where the kernel runs */
+    /* Owned reference (through core's stream hooks, core/stream_hooks.h);
+     * where the kernel runs. NULL: the default stream (a node built before
+     * the runtime started). */
+    struct wf_stream *stream;
     struct wf_array *queue_next; /* link in the stream's FIFO while queued */
-    void *extra; /* one allocation holding shape, strides, params, inputs */
+    void *extra; /* one allocation holding shape, strides, params, inputs, results */
+    /* A primary node of a multi-output primitive: its outputs 1.. (output 0
+     * is the node itself), hidden nodes its kernel fills (owned; never
+     * evaluated themselves). NULL otherwise. See wf__node_output. */
+    struct wf_array **results;
 
     /* Set before FAILED is published. */
     wf_status error;
     char *error_message; /* malloc'd, may be NULL */
 };
 
-/* A CPU kernel. `inputs` are READY. The kernel gives `out` its storage, either
- * a fresh contiguous buffer (wf__array_alloc_output) or a view of an input
- * (wf__array_set_view). On failure it records the error (wf__error) and
- * returns its status. Runs with no internal lock held. */
-typedef wf_status (*wf_cpu_kernel)(wf_array *out, wf_array *const *inputs, int ninputs,
-                                   const void *params);
+/* A kernel for one device. `inputs` are READY. The kernel gives `out` its
+ * storage, either a fresh contiguous buffer (wf__array_alloc_output) or a
+ * view of an input (wf__array_set_view); a primitive with several outputs
+ * gives each of wf__node_output(out, 0..noutputs-1) its storage. On failure
+ * it records the error (wf__error) and returns its status. Runs with no
+ * internal lock held. */
+typedef wf_status (*wf_kernel_fn)(wf_array *out, wf_array *const *inputs, int ninputs,
+                                  const void *params);
 
-/* Shape and dtype inference: writes the output dtype, rank and shape
- * (shape has room for WF_MAX_NDIM entries). Records an error on bad input. */
-typedef wf_status (*wf_infer_fn)(const void *params, wf_array *const *inputs, int ninputs,
-                                 wf_dtype *dtype, int *ndim, int64_t *shape);
+/* What shape inference sees of an input: no node, no data, so transforms
+ * and shapeless replay can infer without building nodes. `shape` is
+ * borrowed (ndim entries; may be NULL when ndim is 0). */
+typedef struct wf_desc {
+    wf_dtype dtype;
+    int ndim;
+    const int64_t *shape;
+} wf_desc;
+
+/* An inferred output: dtype, rank and shape (held inline). */
+typedef struct wf_out_desc {
+    wf_dtype dtype;
+    int ndim;
+    int64_t shape[WF_MAX_NDIM];
+} wf_out_desc;
+
+/* Shape and dtype inference: fills outputs[0 .. wf__prim_noutputs(prim)).
+ * Records an error on bad input. */
+typedef wf_status (*wf_infer_fn)(const void *params, const wf_desc *inputs, int ninputs,
+                                 wf_out_desc *outputs);
 
 enum wf_prim_flags {
     WF_PRIM_ELEMENTWISE = 1u << 0, /* out[i] depends on in[i] only */
     WF_PRIM_VIEW = 1u << 1          /* the kernel only makes a view */
 };
 
+/* A primitive's kernel per device kind. Written by wf__kernel_register (the
+ * backends register at the runtime's start-up, src/prim/kernel.h), read when
+ * a node runs. Each primitive points at its own slots: a file-scope compound
+ * literal `&(wf_kernel_slots){{0}}`, so the table itself stays const. */
+typedef struct wf_kernel_slots {
+    wf_kernel_fn fn[WF_DEVICE_KIND_COUNT];
+} wf_kernel_slots;
+
 /* A primitive: the table every node points to (DESIGN section 2). Transform
  * rules (vjp, jvp, vmap) join later. Params are plain structs, zeroed before
- * being filled, so byte equality and hashing are correct by default. */
+ * being filled, so byte equality and hashing are correct by default.
+ * Semantics only: kernels live in the backends (see `kernels`). */
 typedef struct wf_prim_def {
     const char *name;
     unsigned flags;
+    /* Outputs per node; 0 means 1. A node of a primitive with several is a
+     * hidden primary; the user holds its siblings (wf__node_new_multi). */
+    int noutputs;
     size_t params_size;
     wf_infer_fn infer;
     bool (*params_equal)(const void *a, const void *b); /* NULL: memcmp */
     uint64_t (*params_hash)(const void *params);        /* NULL: hash of bytes */
-    wf_cpu_kernel cpu_kernel;
     /* Releases what params own (user payloads); NULL for plain params.
      * Called once when the node is freed, with no lock held. */
     void (*params_release)(void *params);
+    wf_kernel_slots *kernels;
 } wf_prim_def;
+
+/* Outputs of one node of `prim` (1 unless it declares more). */
+static inline int wf__prim_noutputs(const wf_prim_def *prim)
+{
+    return prim->noutputs > 1 ? prim->noutputs : 1;
+}
 
 /* Whether two nodes of `prim` have equal parameters, and a hash consistent
  * with it: prim->params_equal / params_hash, or the params' bytes (params
@@ -95,16 +139,43 @@ bool wf__prim_params_equal(const wf_prim_def *prim, const void *a, const void *b
 uint64_t wf__prim_params_hash(const wf_prim_def *prim, const void *params);
 
 /* Builds a PENDING node: checks inputs (NULL input -> wf__null_input), runs
- * prim->infer, copies params, retains inputs, takes this thread's current
- * stream, and registers the new reference with this thread's scope.
- * Returns NULL with the error recorded. What the params own belongs to the
- * node from the call on: released by prim->params_release on failure too. */
+ * prim->infer on the inputs' descriptions, copies params, retains inputs and
+ * takes this thread's current stream. An internal builder: the new
+ * reference is not registered with any scope and the last error is touched
+ * only on failure (public ops hand results out through wf__array_publish).
+ * For a primitive with several outputs the node is the hidden primary that
+ * holds them all (wf__node_output); users get its siblings, built by
+ * wf__node_new_multi (prim/sibling.h). Returns NULL with the error
+ * recorded. What the params own belongs to the node from the call on:
+ * released by prim->params_release on failure too. */
 wf_array *wf__node_new(const wf_prim_def *prim, const void *params, wf_array *const *inputs,
                        int ninputs);
 
-/* A READY array over `buffer` (retained) with contiguous strides; registered
- * with this thread's scope. */
+/* Output i of a node: the node itself for i == 0, else a hidden result of a
+ * multi-output primary (i < wf__prim_noutputs(n->prim)). */
+static inline wf_array *wf__node_output(const wf_array *n, int i)
+{
+    return i == 0 ? (wf_array *)n : n->results[i - 1];
+}
+
+/* The description shape inference sees of an array. */
+static inline wf_desc wf__array_desc(const wf_array *a)
+{
+    wf_desc d = {a->dtype, a->ndim, a->shape};
+    return d;
+}
+
+/* Hands a new internal reference to the user: registers it with this
+ * thread's innermost open scope. Passes NULL through; if the scope cannot
+ * record it, releases it and returns NULL with the error recorded. */
+wf_array *wf__array_publish(wf_array *a);
+
+/* A READY array over `buffer` (retained) with contiguous strides; not
+ * registered with any scope (an internal builder). */
 wf_array *wf__array_new_ready(wf_dtype dtype, const int64_t *shape, int ndim, wf_buffer *buffer);
+/* A READY array holding a copy of `data` (bools made 0/1); internal builder
+ * behind wf_array_from_data, which checks the arguments. */
+wf_array *wf__array_from_data(const void *data, const int64_t *shape, int ndim, wf_dtype dtype);
 
 /* For kernels: gives `out` a fresh contiguous buffer of out->size elements. */
 wf_status wf__array_alloc_output(wf_array *out);
@@ -158,6 +229,13 @@ static inline wf_array *wf__array_incref(wf_array *a)
 {
     atomic_fetch_add_explicit(&a->refcount, 1, memory_order_relaxed);
     return a;
+}
+/* Drops an internal reference (a builder's temporary); NULL does nothing.
+ * No scope bookkeeping. */
+static inline void wf__array_release(wf_array *a)
+{
+    if (a)
+        wf__array_decref(a);
 }
 /* Live array nodes in the process (a leak check for tests). */
 int64_t wf__arrays_live(void);

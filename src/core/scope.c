@@ -84,11 +84,16 @@ static bool frame_remove(struct scope_frame *f, const wf_array *a)
     return false;
 }
 
+static _Thread_local uint64_t thread_adoptions;
+
+uint64_t wf__scope_adoptions(void) { return thread_adoptions; }
+
 wf_status wf__scope_adopt(wf_array *a)
 {
     struct scope_stack *stack = thread_scopes;
     if (!stack || stack->depth == 0)
         return WF_OK;
+    thread_adoptions++;
     return frame_push(&stack->frames[stack->depth - 1], a);
 }
 

@@ -10,5 +10,8 @@ wf_status wf__scope_adopt(wf_array *a);
 /* Forgets one reference to `a` owned by an open scope of this thread (the
  * caller is releasing it by hand). */
 void wf__scope_forget(wf_array *a);
+/* References this thread has handed to its scopes so far (a test counter:
+ * proves an op records its result and none of its temporaries). */
+uint64_t wf__scope_adoptions(void);
 
 #endif

@@ -5,10 +5,11 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "ops/ops.h"
 #include "prim/prims.h"
 #include "prim/shape.h"
 
-wf_array *wf_full(const int64_t *shape, int ndim, double value, wf_dtype dtype)
+wf_array *wf__op_full(const int64_t *shape, int ndim, double value, wf_dtype dtype)
 {
     if (!wf__dtype_valid(dtype)) {
         wf__error(WF_ERR_DTYPE, "wf_full: invalid dtype %d", (int)dtype);
@@ -25,14 +26,14 @@ wf_array *wf_full(const int64_t *shape, int ndim, double value, wf_dtype dtype)
     return wf__node_new(&wf__prim_full, &p, NULL, 0);
 }
 
-wf_array *wf_zeros(const int64_t *shape, int ndim, wf_dtype dtype)
+wf_array *wf__op_zeros(const int64_t *shape, int ndim, wf_dtype dtype)
 {
-    return wf_full(shape, ndim, 0.0, dtype);
+    return wf__op_full(shape, ndim, 0.0, dtype);
 }
 
-wf_array *wf_ones(const int64_t *shape, int ndim, wf_dtype dtype)
+wf_array *wf__op_ones(const int64_t *shape, int ndim, wf_dtype dtype)
 {
-    return wf_full(shape, ndim, 1.0, dtype);
+    return wf__op_full(shape, ndim, 1.0, dtype);
 }
 
 /* Number of elements: ceil((stop - start) / step), 0 if negative. */
@@ -52,7 +53,7 @@ static wf_status arange_count(double start, double stop, double step, int64_t *c
     return WF_OK;
 }
 
-wf_array *wf_arange(double start, double stop, double step, wf_dtype dtype)
+wf_array *wf__op_arange(double start, double stop, double step, wf_dtype dtype)
 {
     if (!wf__dtype_valid(dtype)) {
         wf__error(WF_ERR_DTYPE, "wf_arange: invalid dtype %d", (int)dtype);
@@ -70,28 +71,28 @@ wf_array *wf_arange(double start, double stop, double step, wf_dtype dtype)
     return wf__node_new(&wf__prim_arange, &p, NULL, 0);
 }
 
-wf_array *wf_full_like(wf_array *a, double value)
+wf_array *wf__op_full_like(wf_array *a, double value)
 {
     if (!wf__array_check(a, "wf_full_like", "a"))
         return NULL;
-    return wf_full(a->shape, a->ndim, value, a->dtype); /* metadata only: a is not evaluated */
+    return wf__op_full(a->shape, a->ndim, value, a->dtype); /* metadata only: a is not evaluated */
 }
 
-wf_array *wf_zeros_like(wf_array *a)
+wf_array *wf__op_zeros_like(wf_array *a)
 {
     if (!wf__array_check(a, "wf_zeros_like", "a"))
         return NULL;
-    return wf_full(a->shape, a->ndim, 0.0, a->dtype);
+    return wf__op_full(a->shape, a->ndim, 0.0, a->dtype);
 }
 
-wf_array *wf_ones_like(wf_array *a)
+wf_array *wf__op_ones_like(wf_array *a)
 {
     if (!wf__array_check(a, "wf_ones_like", "a"))
         return NULL;
-    return wf_full(a->shape, a->ndim, 1.0, a->dtype);
+    return wf__op_full(a->shape, a->ndim, 1.0, a->dtype);
 }
 
-wf_array *wf_linspace(double start, double stop, int64_t num, wf_dtype dtype)
+wf_array *wf__op_linspace(double start, double stop, int64_t num, wf_dtype dtype)
 {
     wf_linspace_params p;
     memset(&p, 0, sizeof p);
@@ -102,7 +103,7 @@ wf_array *wf_linspace(double start, double stop, int64_t num, wf_dtype dtype)
     return wf__node_new(&wf__prim_linspace, &p, NULL, 0); /* checked by its infer */
 }
 
-wf_array *wf_eye(int64_t n, int64_t m, int64_t k, wf_dtype dtype)
+wf_array *wf__op_eye(int64_t n, int64_t m, int64_t k, wf_dtype dtype)
 {
     wf_eye_params p;
     memset(&p, 0, sizeof p);
@@ -111,4 +112,45 @@ wf_array *wf_eye(int64_t n, int64_t m, int64_t k, wf_dtype dtype)
     p.k = k;
     p.dtype = dtype;
     return wf__node_new(&wf__prim_eye, &p, NULL, 0); /* checked by its infer */
+}
+
+/* ---------------------------------------------------------------- public entry points
+ * The internal builders above, each result handed to the caller's scope. */
+
+wf_array *wf_full(const int64_t *shape, int ndim, double value, wf_dtype dtype)
+{
+    return wf__array_publish(wf__op_full(shape, ndim, value, dtype));
+}
+
+wf_array *wf_zeros(const int64_t *shape, int ndim, wf_dtype dtype)
+{
+    return wf__array_publish(wf__op_zeros(shape, ndim, dtype));
+}
+
+wf_array *wf_ones(const int64_t *shape, int ndim, wf_dtype dtype)
+{
+    return wf__array_publish(wf__op_ones(shape, ndim, dtype));
+}
+
+wf_array *wf_arange(double start, double stop, double step, wf_dtype dtype)
+{
+    return wf__array_publish(wf__op_arange(start, stop, step, dtype));
+}
+
+wf_array *wf_full_like(wf_array *a, double value)
+{
+    return wf__array_publish(wf__op_full_like(a, value));
+}
+
+wf_array *wf_zeros_like(wf_array *a) { return wf__array_publish(wf__op_zeros_like(a)); }
+wf_array *wf_ones_like(wf_array *a) { return wf__array_publish(wf__op_ones_like(a)); }
+
+wf_array *wf_linspace(double start, double stop, int64_t num, wf_dtype dtype)
+{
+    return wf__array_publish(wf__op_linspace(start, stop, num, dtype));
+}
+
+wf_array *wf_eye(int64_t n, int64_t m, int64_t k, wf_dtype dtype)
+{
+    return wf__array_publish(wf__op_eye(n, m, k, dtype));
 }

@@ -3,6 +3,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "ops/ops.h"
 #include "prim/custom.h"
 
 enum { MAX_CUSTOM_INPUTS = 64 };
@@ -15,9 +16,9 @@ static wf_array *fail(void *payload, void (*payload_free)(void *))
     return NULL;
 }
 
-wf_array *wf_custom(const char *name, wf_custom_kernel kernel, void *payload,
-                    void (*payload_free)(void *payload), wf_array *const *inputs, int count,
-                    const int64_t *shape, int ndim, wf_dtype dtype)
+wf_array *wf__op_custom(const char *name, wf_custom_kernel kernel, void *payload,
+                        void (*payload_free)(void *payload), wf_array *const *inputs, int count,
+                        const int64_t *shape, int ndim, wf_dtype dtype)
 {
     wf_custom_params p;
     memset(&p, 0, sizeof p);
@@ -46,4 +47,12 @@ wf_array *wf_custom(const char *name, wf_custom_kernel kernel, void *payload,
     if (ndim)
         memcpy(p.shape, shape, (size_t)ndim * sizeof *shape);
     return wf__node_new(&wf__prim_custom, &p, inputs, count);
+}
+
+wf_array *wf_custom(const char *name, wf_custom_kernel kernel, void *payload,
+                    void (*payload_free)(void *payload), wf_array *const *inputs, int count,
+                    const int64_t *shape, int ndim, wf_dtype dtype)
+{
+    return wf__array_publish(wf__op_custom(name, kernel, payload, payload_free, inputs, count,
+                                           shape, ndim, dtype));
 }

@@ -9,11 +9,12 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "ops/ops.h"
 #include "prim/binary.h"
 #include "prim/prims.h"
 #include "prim/shape.h"
 
-wf_array *wf_astype(wf_array *a, wf_dtype dtype)
+wf_array *wf__op_astype(wf_array *a, wf_dtype dtype)
 {
     if (!wf__array_check(a, "wf_astype", "a"))
         return NULL;
@@ -36,14 +37,14 @@ static wf_array *conform(wf_array *x, wf_dtype dtype, const int64_t *shape, int 
 {
     *owned = NULL;
     if (x->dtype != dtype) {
-        x = wf_astype(x, dtype);
+        x = wf__op_astype(x, dtype);
         if (!x)
             return NULL;
         *owned = x;
     }
     if (!wf__shape_equal(x->shape, x->ndim, shape, ndim)) {
-        wf_array *b = wf_broadcast_to(x, shape, ndim);
-        wf_release(*owned);
+        wf_array *b = wf__op_broadcast_to(x, shape, ndim);
+        wf__array_release(*owned);
         *owned = b;
         x = b;
     }
@@ -82,7 +83,7 @@ static wf_array *nary_op(const char *op, const wf_prim_def *prim, wf_array *cons
     if (i == n)
         out = wf__node_new(prim, NULL, conformed, n);
     for (int k = 0; k < n; k++)
-        wf_release(owned[k]);
+        wf__array_release(owned[k]);
     return out;
 }
 
@@ -122,42 +123,42 @@ static wf_array *binary_op(const char *op, const wf_prim_def *prim, wf_array *a,
     return nary_op(op, prim, in, 2, dtypes);
 }
 
-wf_array *wf_add(wf_array *a, wf_array *b)
+wf_array *wf__op_add(wf_array *a, wf_array *b)
 {
     return binary_op("wf_add", &wf__prim_add, a, b, RULE_PROMOTE);
 }
 
-wf_array *wf_multiply(wf_array *a, wf_array *b)
+wf_array *wf__op_multiply(wf_array *a, wf_array *b)
 {
     return binary_op("wf_multiply", &wf__prim_multiply, a, b, RULE_PROMOTE);
 }
 
 /* Bool subtract is an error, as in NumPy. */
-wf_array *wf_subtract(wf_array *a, wf_array *b)
+wf_array *wf__op_subtract(wf_array *a, wf_array *b)
 {
     return binary_op("wf_subtract", &wf__prim_subtract, a, b, RULE_PROMOTE_NO_BOOL);
 }
 
 /* True division: bool and integer inputs compute in float32. */
-wf_array *wf_divide(wf_array *a, wf_array *b)
+wf_array *wf__op_divide(wf_array *a, wf_array *b)
 {
     return binary_op("wf_divide", &wf__prim_divide, a, b, RULE_FLOAT);
 }
 
 /* Integers: exact power by repeated squaring, wrapping; a negative exponent
  * gives 0 except for bases 1 and -1 (see backend/cpu/binary.c). */
-wf_array *wf_power(wf_array *a, wf_array *b)
+wf_array *wf__op_power(wf_array *a, wf_array *b)
 {
     return binary_op("wf_power", &wf__prim_power, a, b, RULE_PROMOTE);
 }
 
 /* NaN propagates (NumPy maximum / minimum, not fmax / fmin). */
-wf_array *wf_maximum(wf_array *a, wf_array *b)
+wf_array *wf__op_maximum(wf_array *a, wf_array *b)
 {
     return binary_op("wf_maximum", &wf__prim_maximum, a, b, RULE_PROMOTE);
 }
 
-wf_array *wf_minimum(wf_array *a, wf_array *b)
+wf_array *wf__op_minimum(wf_array *a, wf_array *b)
 {
     return binary_op("wf_minimum", &wf__prim_minimum, a, b, RULE_PROMOTE);
 }
@@ -165,70 +166,70 @@ wf_array *wf_minimum(wf_array *a, wf_array *b)
 /* Python semantics (quotient rounds toward -inf, remainder has the divisor's
  * sign). Integer division by zero gives 0 for both; float division by zero
  * gives IEEE results (floor_divide: a / 0, remainder: NaN). */
-wf_array *wf_floor_divide(wf_array *a, wf_array *b)
+wf_array *wf__op_floor_divide(wf_array *a, wf_array *b)
 {
     return binary_op("wf_floor_divide", &wf__prim_floor_divide, a, b, RULE_PROMOTE);
 }
 
-wf_array *wf_remainder(wf_array *a, wf_array *b)
+wf_array *wf__op_remainder(wf_array *a, wf_array *b)
 {
     return binary_op("wf_remainder", &wf__prim_remainder, a, b, RULE_PROMOTE);
 }
 
 /* Comparisons compare in the promoted dtype and give bool. */
-wf_array *wf_equal(wf_array *a, wf_array *b)
+wf_array *wf__op_equal(wf_array *a, wf_array *b)
 {
     return binary_op("wf_equal", &wf__prim_equal, a, b, RULE_PROMOTE);
 }
 
-wf_array *wf_not_equal(wf_array *a, wf_array *b)
+wf_array *wf__op_not_equal(wf_array *a, wf_array *b)
 {
     return binary_op("wf_not_equal", &wf__prim_not_equal, a, b, RULE_PROMOTE);
 }
 
-wf_array *wf_less(wf_array *a, wf_array *b)
+wf_array *wf__op_less(wf_array *a, wf_array *b)
 {
     return binary_op("wf_less", &wf__prim_less, a, b, RULE_PROMOTE);
 }
 
-wf_array *wf_less_equal(wf_array *a, wf_array *b)
+wf_array *wf__op_less_equal(wf_array *a, wf_array *b)
 {
     return binary_op("wf_less_equal", &wf__prim_less_equal, a, b, RULE_PROMOTE);
 }
 
-wf_array *wf_greater(wf_array *a, wf_array *b)
+wf_array *wf__op_greater(wf_array *a, wf_array *b)
 {
     return binary_op("wf_greater", &wf__prim_greater, a, b, RULE_PROMOTE);
 }
 
-wf_array *wf_greater_equal(wf_array *a, wf_array *b)
+wf_array *wf__op_greater_equal(wf_array *a, wf_array *b)
 {
     return binary_op("wf_greater_equal", &wf__prim_greater_equal, a, b, RULE_PROMOTE);
 }
 
-wf_array *wf_logical_and(wf_array *a, wf_array *b)
+wf_array *wf__op_logical_and(wf_array *a, wf_array *b)
 {
     return binary_op("wf_logical_and", &wf__prim_logical_and, a, b, RULE_BOOL);
 }
 
-wf_array *wf_logical_or(wf_array *a, wf_array *b)
+wf_array *wf__op_logical_or(wf_array *a, wf_array *b)
 {
     return binary_op("wf_logical_or", &wf__prim_logical_or, a, b, RULE_BOOL);
 }
 
 /* Float results; bool and integer inputs compute in float32. */
-wf_array *wf_logaddexp(wf_array *a, wf_array *b)
+wf_array *wf__op_logaddexp(wf_array *a, wf_array *b)
 {
     return binary_op("wf_logaddexp", &wf__prim_logaddexp, a, b, RULE_FLOAT);
 }
 
-wf_array *wf_arctan2(wf_array *a, wf_array *b)
+wf_array *wf__op_arctan2(wf_array *a, wf_array *b)
 {
     return binary_op("wf_arctan2", &wf__prim_arctan2, a, b, RULE_FLOAT);
 }
 
 /* cond is converted to bool; a and b promote; all three broadcast. */
-wf_array *wf_where(wf_array *cond, wf_array *a, wf_array *b)
+wf_array *wf__op_where(wf_array *cond, wf_array *a, wf_array *b)
 {
     if (!wf__array_check(cond, "wf_where", "cond") || !wf__array_check(a, "wf_where", "a") ||
         !wf__array_check(b, "wf_where", "b"))
@@ -242,7 +243,7 @@ wf_array *wf_where(wf_array *cond, wf_array *a, wf_array *b)
 /* With both bounds, one clip node (max then min, NaN propagating, as NumPy);
  * with one, wf_maximum or wf_minimum (as MLX). The three operands promote
  * together and broadcast together. */
-wf_array *wf_clip(wf_array *a, wf_array *low, wf_array *high)
+wf_array *wf__op_clip(wf_array *a, wf_array *low, wf_array *high)
 {
     if (!wf__array_check(a, "wf_clip", "a"))
         return NULL;
@@ -263,16 +264,92 @@ wf_array *wf_clip(wf_array *a, wf_array *low, wf_array *high)
     return nary_op("wf_clip", &wf__prim_clip, in, 3, dtypes);
 }
 
-wf_array *wf_exp(wf_array *a)
+wf_array *wf__op_exp(wf_array *a)
 {
     if (!wf__array_check(a, "wf_exp", "a"))
         return NULL;
     if (wf__dtype_is_float(a->dtype))
         return wf__node_new(&wf__prim_exp, NULL, &a, 1);
-    wf_array *x = wf_astype(a, WF_DTYPE_F32);
+    wf_array *x = wf__op_astype(a, WF_DTYPE_F32);
     if (!x)
         return NULL;
     wf_array *out = wf__node_new(&wf__prim_exp, NULL, &x, 1);
-    wf_release(x);
+    wf__array_release(x);
     return out;
 }
+
+/* ---------------------------------------------------------------- public entry points
+ * The internal builders above, each result handed to the caller's scope. */
+
+wf_array *wf_astype(wf_array *a, wf_dtype dtype)
+{
+    return wf__array_publish(wf__op_astype(a, dtype));
+}
+
+wf_array *wf_add(wf_array *a, wf_array *b) { return wf__array_publish(wf__op_add(a, b)); }
+wf_array *wf_multiply(wf_array *a, wf_array *b) { return wf__array_publish(wf__op_multiply(a, b)); }
+wf_array *wf_subtract(wf_array *a, wf_array *b) { return wf__array_publish(wf__op_subtract(a, b)); }
+wf_array *wf_divide(wf_array *a, wf_array *b) { return wf__array_publish(wf__op_divide(a, b)); }
+wf_array *wf_power(wf_array *a, wf_array *b) { return wf__array_publish(wf__op_power(a, b)); }
+wf_array *wf_maximum(wf_array *a, wf_array *b) { return wf__array_publish(wf__op_maximum(a, b)); }
+wf_array *wf_minimum(wf_array *a, wf_array *b) { return wf__array_publish(wf__op_minimum(a, b)); }
+
+wf_array *wf_floor_divide(wf_array *a, wf_array *b)
+{
+    return wf__array_publish(wf__op_floor_divide(a, b));
+}
+
+wf_array *wf_remainder(wf_array *a, wf_array *b)
+{
+    return wf__array_publish(wf__op_remainder(a, b));
+}
+
+wf_array *wf_equal(wf_array *a, wf_array *b) { return wf__array_publish(wf__op_equal(a, b)); }
+
+wf_array *wf_not_equal(wf_array *a, wf_array *b)
+{
+    return wf__array_publish(wf__op_not_equal(a, b));
+}
+
+wf_array *wf_less(wf_array *a, wf_array *b) { return wf__array_publish(wf__op_less(a, b)); }
+
+wf_array *wf_less_equal(wf_array *a, wf_array *b)
+{
+    return wf__array_publish(wf__op_less_equal(a, b));
+}
+
+wf_array *wf_greater(wf_array *a, wf_array *b) { return wf__array_publish(wf__op_greater(a, b)); }
+
+wf_array *wf_greater_equal(wf_array *a, wf_array *b)
+{
+    return wf__array_publish(wf__op_greater_equal(a, b));
+}
+
+wf_array *wf_logical_and(wf_array *a, wf_array *b)
+{
+    return wf__array_publish(wf__op_logical_and(a, b));
+}
+
+wf_array *wf_logical_or(wf_array *a, wf_array *b)
+{
+    return wf__array_publish(wf__op_logical_or(a, b));
+}
+
+wf_array *wf_logaddexp(wf_array *a, wf_array *b)
+{
+    return wf__array_publish(wf__op_logaddexp(a, b));
+}
+
+wf_array *wf_arctan2(wf_array *a, wf_array *b) { return wf__array_publish(wf__op_arctan2(a, b)); }
+
+wf_array *wf_where(wf_array *cond, wf_array *a, wf_array *b)
+{
+    return wf__array_publish(wf__op_where(cond, a, b));
+}
+
+wf_array *wf_clip(wf_array *a, wf_array *low, wf_array *high)
+{
+    return wf__array_publish(wf__op_clip(a, low, high));
+}
+
+wf_array *wf_exp(wf_array *a) { return wf__array_publish(wf__op_exp(a)); }

@@ -7,10 +7,11 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "ops/ops.h"
 #include "prim/linalg.h"
 #include "prim/prims.h"
 
-wf_array *wf_layer_norm(wf_array *x, wf_array *weight, wf_array *bias, double eps)
+wf_array *wf__op_layer_norm(wf_array *x, wf_array *weight, wf_array *bias, double eps)
 {
     if (!wf__array_check(x, "wf_layer_norm", "x"))
         return NULL;
@@ -32,7 +33,7 @@ wf_array *wf_layer_norm(wf_array *x, wf_array *weight, wf_array *bias, double ep
     return wf__node_new(&wf__prim_layer_norm, &p, inputs, n);
 }
 
-wf_array *wf_rms_norm(wf_array *x, wf_array *weight, double eps)
+wf_array *wf__op_rms_norm(wf_array *x, wf_array *weight, double eps)
 {
     if (!wf__array_check(x, "wf_rms_norm", "x"))
         return NULL;
@@ -46,8 +47,8 @@ wf_array *wf_rms_norm(wf_array *x, wf_array *weight, double eps)
     return wf__node_new(&wf__prim_rms_norm, &p, inputs, weight ? 2 : 1);
 }
 
-wf_array *wf_rope(wf_array *x, int dims, bool traditional, double base, double scale,
-                  int64_t offset)
+wf_array *wf__op_rope(wf_array *x, int dims, bool traditional, double base, double scale,
+                      int64_t offset)
 {
     if (!wf__array_check(x, "wf_rope", "x"))
         return NULL;
@@ -61,8 +62,8 @@ wf_array *wf_rope(wf_array *x, int dims, bool traditional, double base, double s
     return wf__node_new(&wf__prim_rope, &p, &x, 1);
 }
 
-wf_array *wf_scaled_dot_product_attention(wf_array *q, wf_array *k, wf_array *v, double scale,
-                                          wf_array *mask, bool causal)
+wf_array *wf__op_scaled_dot_product_attention(wf_array *q, wf_array *k, wf_array *v, double scale,
+                                              wf_array *mask, bool causal)
 {
     const char *op = "wf_scaled_dot_product_attention";
     if (!wf__array_check(q, op, "q") || !wf__array_check(k, op, "k") ||
@@ -95,7 +96,8 @@ wf_array *wf_scaled_dot_product_attention(wf_array *q, wf_array *k, wf_array *v,
     /* The mask is broadcast (a view) to (lead..., Lq, Lk). */
     int64_t shape[WF_MAX_NDIM];
     int n = 0;
-    if (wf__sdpa_lead_shape(op, q, k, v, shape, &n) != WF_OK)
+    const wf_desc dq = wf__array_desc(q), dk = wf__array_desc(k), dv = wf__array_desc(v);
+    if (wf__sdpa_lead_shape(op, &dq, &dk, &dv, shape, &n) != WF_OK)
         return NULL;
     if (n + 2 > WF_MAX_NDIM) {
         wf__error(WF_ERR_SHAPE, "%s: rank too large", op);
@@ -115,12 +117,12 @@ wf_array *wf_scaled_dot_product_attention(wf_array *q, wf_array *k, wf_array *v,
                   wf__shape_str(shape, n + 2, ss, sizeof ss));
         return NULL;
     }
-    wf_array *mb = wf_broadcast_to(mask, shape, n + 2);
+    wf_array *mb = wf__op_broadcast_to(mask, shape, n + 2);
     if (!mb)
         return NULL;
     wf_array *inputs[4] = {q, k, v, mb};
     wf_array *out = wf__node_new(&wf__prim_sdpa, &p, inputs, 4);
-    wf_release(mb);
+    wf__array_release(mb);
     return out;
 }
 
@@ -131,14 +133,46 @@ static wf_array *activation(const char *op, const wf_prim_def *prim, wf_array *x
         return NULL;
     if (wf__dtype_is_float(x->dtype))
         return wf__node_new(prim, NULL, &x, 1);
-    wf_array *f = wf_astype(x, WF_DTYPE_F32);
+    wf_array *f = wf__op_astype(x, WF_DTYPE_F32);
     if (!f)
         return NULL;
     wf_array *out = wf__node_new(prim, NULL, &f, 1);
-    wf_release(f);
+    wf__array_release(f);
     return out;
 }
 
-wf_array *wf_silu(wf_array *x) { return activation("wf_silu", &wf__prim_silu, x); }
-wf_array *wf_gelu(wf_array *x) { return activation("wf_gelu", &wf__prim_gelu, x); }
-wf_array *wf_gelu_tanh(wf_array *x) { return activation("wf_gelu_tanh", &wf__prim_gelu_tanh, x); }
+wf_array *wf__op_silu(wf_array *x) { return activation("wf_silu", &wf__prim_silu, x); }
+wf_array *wf__op_gelu(wf_array *x) { return activation("wf_gelu", &wf__prim_gelu, x); }
+wf_array *wf__op_gelu_tanh(wf_array *x)
+{
+    return activation("wf_gelu_tanh", &wf__prim_gelu_tanh, x);
+}
+
+/* ---------------------------------------------------------------- public entry points
+ * The internal builders above, each result handed to the caller's scope. */
+
+wf_array *wf_layer_norm(wf_array *x, wf_array *weight, wf_array *bias, double eps)
+{
+    return wf__array_publish(wf__op_layer_norm(x, weight, bias, eps));
+}
+
+wf_array *wf_rms_norm(wf_array *x, wf_array *weight, double eps)
+{
+    return wf__array_publish(wf__op_rms_norm(x, weight, eps));
+}
+
+wf_array *wf_rope(wf_array *x, int dims, bool traditional, double base, double scale,
+                  int64_t offset)
+{
+    return wf__array_publish(wf__op_rope(x, dims, traditional, base, scale, offset));
+}
+
+wf_array *wf_scaled_dot_product_attention(wf_array *q, wf_array *k, wf_array *v, double scale,
+                                          wf_array *mask, bool causal)
+{
+    return wf__array_publish(wf__op_scaled_dot_product_attention(q, k, v, scale, mask, causal));
+}
+
+wf_array *wf_silu(wf_array *x) { return wf__array_publish(wf__op_silu(x)); }
+wf_array *wf_gelu(wf_array *x) { return wf__array_publish(wf__op_gelu(x)); }
+wf_array *wf_gelu_tanh(wf_array *x) { return wf__array_publish(wf__op_gelu_tanh(x)); }

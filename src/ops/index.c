@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/ops.h"
 #include "prim/prims.h"
 #include "prim/shape.h"
 
@@ -15,7 +16,7 @@ static bool check_index_dtype(const char *op, const wf_array *indices)
     return false;
 }
 
-wf_array *wf_take(wf_array *a, wf_array *indices, int axis)
+wf_array *wf__op_take(wf_array *a, wf_array *indices, int axis)
 {
     if (!wf__array_check(a, "wf_take", "a") || !wf__array_check(indices, "wf_take", "indices"))
         return NULL;
@@ -28,7 +29,7 @@ wf_array *wf_take(wf_array *a, wf_array *indices, int axis)
     return wf__node_new(&wf__prim_take, &p, inputs, 2);
 }
 
-wf_array *wf_take_along_axis(wf_array *a, wf_array *indices, int axis)
+wf_array *wf__op_take_along_axis(wf_array *a, wf_array *indices, int axis)
 {
     const char *op = "wf_take_along_axis";
     if (!wf__array_check(a, op, "a") || !wf__array_check(indices, op, "indices"))
@@ -66,21 +67,21 @@ wf_array *wf_take_along_axis(wf_array *a, wf_array *indices, int axis)
     }
     wf_array *x = a, *ix = indices, *out = NULL;
     if (!wf__shape_equal(a_shape, a->ndim, a->shape, a->ndim))
-        x = wf_broadcast_to(a, a_shape, a->ndim);
+        x = wf__op_broadcast_to(a, a_shape, a->ndim);
     if (x && !wf__shape_equal(i_shape, a->ndim, indices->shape, a->ndim))
-        ix = wf_broadcast_to(indices, i_shape, a->ndim);
+        ix = wf__op_broadcast_to(indices, i_shape, a->ndim);
     if (x && ix) {
         wf_array *inputs[2] = {x, ix};
         out = wf__node_new(&wf__prim_take_along_axis, &p, inputs, 2);
     }
     if (x != a)
-        wf_release(x);
+        wf__array_release(x);
     if (ix != indices)
-        wf_release(ix);
+        wf__array_release(ix);
     return out;
 }
 
-wf_array *wf_scatter_add(wf_array *a, wf_array *indices, wf_array *updates, int axis)
+wf_array *wf__op_scatter_add(wf_array *a, wf_array *indices, wf_array *updates, int axis)
 {
     const char *op = "wf_scatter_add";
     if (!wf__array_check(a, op, "a") || !wf__array_check(indices, op, "indices") ||
@@ -112,16 +113,34 @@ wf_array *wf_scatter_add(wf_array *a, wf_array *indices, wf_array *updates, int 
                   wf__shape_str(want, a->ndim, s1, sizeof s1));
         return NULL;
     }
-    wf_array *u = wf_astype(updates, a->dtype), *out = NULL;
+    wf_array *u = wf__op_astype(updates, a->dtype), *out = NULL;
     if (u && !wf__shape_equal(u->shape, u->ndim, want, a->ndim)) {
-        wf_array *b = wf_broadcast_to(u, want, a->ndim);
-        wf_release(u);
+        wf_array *b = wf__op_broadcast_to(u, want, a->ndim);
+        wf__array_release(u);
         u = b;
     }
     if (u) {
         wf_array *inputs[3] = {a, indices, u};
         out = wf__node_new(&wf__prim_scatter_add, &p, inputs, 3);
     }
-    wf_release(u);
+    wf__array_release(u);
     return out;
+}
+
+/* ---------------------------------------------------------------- public entry points
+ * The internal builders above, each result handed to the caller's scope. */
+
+wf_array *wf_take(wf_array *a, wf_array *indices, int axis)
+{
+    return wf__array_publish(wf__op_take(a, indices, axis));
+}
+
+wf_array *wf_take_along_axis(wf_array *a, wf_array *indices, int axis)
+{
+    return wf__array_publish(wf__op_take_along_axis(a, indices, axis));
+}
+
+wf_array *wf_scatter_add(wf_array *a, wf_array *indices, wf_array *updates, int axis)
+{
+    return wf__array_publish(wf__op_scatter_add(a, indices, updates, axis));
 }

@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "ops/ops.h"
 #include "prim/linalg.h"
 #include "prim/prims.h"
 
@@ -27,10 +28,10 @@ typedef struct product_setup {
 static wf_array *as_matrix(wf_array *v, bool left)
 {
     if (v->ndim != 1)
-        return wf_retain(v);
+        return wf__array_incref(v);
     const int64_t k = v->shape[0];
     const int64_t shape[2] = {left ? 1 : k, left ? k : 1};
-    return wf_reshape(v, shape, 2);
+    return wf__op_reshape(v, shape, 2);
 }
 
 static wf_status setup_product(const char *op, wf_array *a, wf_array *b, product_setup *s)
@@ -77,7 +78,7 @@ static wf_status setup_product(const char *op, wf_array *a, wf_array *b, product
     s->x = as_matrix(a, true);
     s->y = s->x ? as_matrix(b, false) : NULL;
     if (!s->y) {
-        wf_release(s->x);
+        wf__array_release(s->x);
         s->x = NULL;
         return wf_last_error();
     }
@@ -89,12 +90,12 @@ static wf_array *finish(wf_array *product, const product_setup *s)
 {
     if (!product || s->rndim == s->pndim)
         return product;
-    wf_array *out = wf_reshape(product, s->rshape, s->rndim);
-    wf_release(product);
+    wf_array *out = wf__op_reshape(product, s->rshape, s->rndim);
+    wf__array_release(product);
     return out;
 }
 
-wf_array *wf_matmul(wf_array *a, wf_array *b)
+wf_array *wf__op_matmul(wf_array *a, wf_array *b)
 {
     if (!wf__array_check(a, "wf_matmul", "a") || !wf__array_check(b, "wf_matmul", "b"))
         return NULL;
@@ -103,12 +104,12 @@ wf_array *wf_matmul(wf_array *a, wf_array *b)
         return NULL;
     wf_array *inputs[2] = {s.x, s.y};
     wf_array *product = wf__node_new(&wf__prim_matmul, NULL, inputs, 2);
-    wf_release(s.x);
-    wf_release(s.y);
+    wf__array_release(s.x);
+    wf__array_release(s.y);
     return finish(product, &s);
 }
 
-wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta)
+wf_array *wf__op_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta)
 {
     if (!wf__array_check(c, "wf_addmm", "c") || !wf__array_check(a, "wf_addmm", "a") ||
         !wf__array_check(b, "wf_addmm", "b"))
@@ -138,8 +139,9 @@ wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double b
     }
     wf_array *product = NULL;
     if (ok) {
-        wf_array *cb = wf_broadcast_to(c, s.rshape, s.rndim);
-        wf_array *cp = cb && s.rndim != s.pndim ? wf_reshape(cb, s.pshape, s.pndim) : wf_retain(cb);
+        wf_array *cb = wf__op_broadcast_to(c, s.rshape, s.rndim);
+        wf_array *cp = cb && s.rndim != s.pndim ? wf__op_reshape(cb, s.pshape, s.pndim)
+                                                : wf__array_incref(cb);
         if (cp) {
             wf_addmm_params p;
             memset(&p, 0, sizeof p);
@@ -148,10 +150,20 @@ wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double b
             wf_array *inputs[3] = {s.x, s.y, cp};
             product = wf__node_new(&wf__prim_addmm, &p, inputs, 3);
         }
-        wf_release(cb);
-        wf_release(cp);
+        wf__array_release(cb);
+        wf__array_release(cp);
     }
-    wf_release(s.x);
-    wf_release(s.y);
+    wf__array_release(s.x);
+    wf__array_release(s.y);
     return finish(product, &s);
+}
+
+/* ---------------------------------------------------------------- public entry points
+ * The internal builders above, each result handed to the caller's scope. */
+
+wf_array *wf_matmul(wf_array *a, wf_array *b) { return wf__array_publish(wf__op_matmul(a, b)); }
+
+wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta)
+{
+    return wf__array_publish(wf__op_addmm(c, a, b, alpha, beta));
 }

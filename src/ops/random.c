@@ -20,6 +20,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "ops/ops.h"
 #include "prim/prims.h"
 #include "prim/random.h"
 
@@ -167,8 +168,8 @@ static bool dtype_bounds(double low, double high, wf_dtype dtype, double *lo, do
     return *lo <= *hi;
 }
 
-wf_array *wf_random_uniform(const int64_t *shape, int ndim, wf_dtype dtype, double low,
-                            double high, const wf_key *key)
+wf_array *wf__op_random_uniform(const int64_t *shape, int ndim, wf_dtype dtype, double low,
+                                double high, const wf_key *key)
 {
     const char *op = "wf_random_uniform";
     if (check_float_gen(op, shape, ndim, dtype) != WF_OK)
@@ -203,8 +204,8 @@ wf_array *wf_random_uniform(const int64_t *shape, int ndim, wf_dtype dtype, doub
 
 /* ---------------------------------------------------------------- normal */
 
-wf_array *wf_random_normal(const int64_t *shape, int ndim, wf_dtype dtype, double loc,
-                           double scale, const wf_key *key)
+wf_array *wf__op_random_normal(const int64_t *shape, int ndim, wf_dtype dtype, double loc,
+                               double scale, const wf_key *key)
 {
     const char *op = "wf_random_normal";
     if (check_float_gen(op, shape, ndim, dtype) != WF_OK)
@@ -226,8 +227,8 @@ wf_array *wf_random_normal(const int64_t *shape, int ndim, wf_dtype dtype, doubl
 
 /* ---------------------------------------------------------------- randint */
 
-wf_array *wf_random_randint(int64_t low, int64_t high, const int64_t *shape, int ndim,
-                            wf_dtype dtype, const wf_key *key)
+wf_array *wf__op_random_randint(int64_t low, int64_t high, const int64_t *shape, int ndim,
+                                wf_dtype dtype, const wf_key *key)
 {
     const char *op = "wf_random_randint";
     int64_t min, max;
@@ -267,7 +268,7 @@ wf_array *wf_random_randint(int64_t low, int64_t high, const int64_t *shape, int
 
 /* ---------------------------------------------------------------- bernoulli */
 
-wf_array *wf_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, const wf_key *key)
+wf_array *wf__op_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, const wf_key *key)
 {
     const char *op = "wf_random_bernoulli";
     if (!wf__array_check(p, op, "p"))
@@ -295,26 +296,26 @@ wf_array *wf_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, const
         }
     }
     const wf_dtype pt = p->dtype == WF_DTYPE_F64 ? WF_DTYPE_F64 : WF_DTYPE_F32;
-    wf_array *cast = wf_astype(p, pt);
+    wf_array *cast = wf__op_astype(p, pt);
     if (!cast)
         return NULL;
     wf_array *x = cast;
     if (!wf__shape_equal(x->shape, x->ndim, shape, ndim)) {
-        x = wf_broadcast_to(cast, shape, ndim);
-        wf_release(cast);
+        x = wf__op_broadcast_to(cast, shape, ndim);
+        wf__array_release(cast);
         if (!x)
             return NULL;
     }
     wf_random_params params;
     params_init(&params, WF_RANDOM_BERNOULLI, take_key(key));
     wf_array *out = wf__node_new(&wf__prim_random_bernoulli, &params, &x, 1);
-    wf_release(x);
+    wf__array_release(x);
     return out;
 }
 
 /* ---------------------------------------------------------------- categorical */
 
-wf_array *wf_random_categorical(wf_array *logits, int axis, const wf_key *key)
+wf_array *wf__op_random_categorical(wf_array *logits, int axis, const wf_key *key)
 {
     const char *op = "wf_random_categorical";
     if (!wf__array_check(logits, op, "logits"))
@@ -332,13 +333,44 @@ wf_array *wf_random_categorical(wf_array *logits, int axis, const wf_key *key)
         return NULL;
     }
     const wf_dtype lt = logits->dtype == WF_DTYPE_F64 ? WF_DTYPE_F64 : WF_DTYPE_F32;
-    wf_array *x = wf_astype(logits, lt);
+    wf_array *x = wf__op_astype(logits, lt);
     if (!x)
         return NULL;
     wf_random_params p;
     params_init(&p, WF_RANDOM_CATEGORICAL, take_key(key));
     p.axis = ax;
     wf_array *out = wf__node_new(&wf__prim_random_categorical, &p, &x, 1);
-    wf_release(x);
+    wf__array_release(x);
     return out;
+}
+
+/* ---------------------------------------------------------------- public entry points
+ * The internal builders above, each result handed to the caller's scope. */
+
+wf_array *wf_random_uniform(const int64_t *shape, int ndim, wf_dtype dtype, double low,
+                            double high, const wf_key *key)
+{
+    return wf__array_publish(wf__op_random_uniform(shape, ndim, dtype, low, high, key));
+}
+
+wf_array *wf_random_normal(const int64_t *shape, int ndim, wf_dtype dtype, double loc,
+                           double scale, const wf_key *key)
+{
+    return wf__array_publish(wf__op_random_normal(shape, ndim, dtype, loc, scale, key));
+}
+
+wf_array *wf_random_randint(int64_t low, int64_t high, const int64_t *shape, int ndim,
+                            wf_dtype dtype, const wf_key *key)
+{
+    return wf__array_publish(wf__op_random_randint(low, high, shape, ndim, dtype, key));
+}
+
+wf_array *wf_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, const wf_key *key)
+{
+    return wf__array_publish(wf__op_random_bernoulli(p, shape, ndim, key));
+}
+
+wf_array *wf_random_categorical(wf_array *logits, int axis, const wf_key *key)
+{
+    return wf__array_publish(wf__op_random_categorical(logits, axis, key));
 }

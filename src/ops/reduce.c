@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/ops.h"
 #include "prim/prims.h"
 #include "prim/reduce.h"
 
@@ -35,7 +36,7 @@ static wf_status axes_mask(const char *op, const int *axes, int naxes, int ndim,
     return WF_OK;
 }
 
-wf_array *wf_sum(wf_array *a, const int *axes, int naxes, bool keepdims)
+wf_array *wf__op_sum(wf_array *a, const int *axes, int naxes, bool keepdims)
 {
     if (!wf__array_check(a, "wf_sum", "a"))
         return NULL;
@@ -62,49 +63,49 @@ static wf_array *reduce_op(const char *op, wf_reduce_op rop, wf_array *a, const 
     return wf__node_new(wf__reduce_prim(rop), &p, &a, 1);
 }
 
-wf_array *wf_mean(wf_array *a, const int *axes, int naxes, bool keepdims)
+wf_array *wf__op_mean(wf_array *a, const int *axes, int naxes, bool keepdims)
 {
     return reduce_op("wf_mean", WF_REDUCE_MEAN, a, axes, naxes, keepdims, 0);
 }
 
-wf_array *wf_prod(wf_array *a, const int *axes, int naxes, bool keepdims)
+wf_array *wf__op_prod(wf_array *a, const int *axes, int naxes, bool keepdims)
 {
     return reduce_op("wf_prod", WF_REDUCE_PROD, a, axes, naxes, keepdims, 0);
 }
 
-wf_array *wf_max(wf_array *a, const int *axes, int naxes, bool keepdims)
+wf_array *wf__op_max(wf_array *a, const int *axes, int naxes, bool keepdims)
 {
     return reduce_op("wf_max", WF_REDUCE_MAX, a, axes, naxes, keepdims, 0);
 }
 
-wf_array *wf_min(wf_array *a, const int *axes, int naxes, bool keepdims)
+wf_array *wf__op_min(wf_array *a, const int *axes, int naxes, bool keepdims)
 {
     return reduce_op("wf_min", WF_REDUCE_MIN, a, axes, naxes, keepdims, 0);
 }
 
-wf_array *wf_all(wf_array *a, const int *axes, int naxes, bool keepdims)
+wf_array *wf__op_all(wf_array *a, const int *axes, int naxes, bool keepdims)
 {
     return reduce_op("wf_all", WF_REDUCE_ALL, a, axes, naxes, keepdims, 0);
 }
 
-wf_array *wf_any(wf_array *a, const int *axes, int naxes, bool keepdims)
+wf_array *wf__op_any(wf_array *a, const int *axes, int naxes, bool keepdims)
 {
     return reduce_op("wf_any", WF_REDUCE_ANY, a, axes, naxes, keepdims, 0);
 }
 
-wf_array *wf_logsumexp(wf_array *a, const int *axes, int naxes, bool keepdims)
+wf_array *wf__op_logsumexp(wf_array *a, const int *axes, int naxes, bool keepdims)
 {
     return reduce_op("wf_logsumexp", WF_REDUCE_LOGSUMEXP, a, axes, naxes, keepdims, 0);
 }
 
 /* ddof follows NumPy: the divisor is max(n - ddof, 0) (so ddof >= n gives
  * inf or NaN), and a negative ddof is allowed. */
-wf_array *wf_var(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof)
+wf_array *wf__op_var(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof)
 {
     return reduce_op("wf_var", WF_REDUCE_VAR, a, axes, naxes, keepdims, ddof);
 }
 
-wf_array *wf_std(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof)
+wf_array *wf__op_std(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof)
 {
     return reduce_op("wf_std", WF_REDUCE_STD, a, axes, naxes, keepdims, ddof);
 }
@@ -122,17 +123,17 @@ static wf_array *arg_reduce(const char *op, int which, wf_array *a, int axis, bo
     return wf__node_new(which == 1 ? &wf__prim_argmin : &wf__prim_argmax, &p, &a, 1);
 }
 
-wf_array *wf_argmax(wf_array *a, int axis, bool keepdims)
+wf_array *wf__op_argmax(wf_array *a, int axis, bool keepdims)
 {
     return arg_reduce("wf_argmax", 0, a, axis, keepdims);
 }
 
-wf_array *wf_argmin(wf_array *a, int axis, bool keepdims)
+wf_array *wf__op_argmin(wf_array *a, int axis, bool keepdims)
 {
     return arg_reduce("wf_argmin", 1, a, axis, keepdims);
 }
 
-wf_array *wf_softmax(wf_array *a, const int *axes, int naxes)
+wf_array *wf__op_softmax(wf_array *a, const int *axes, int naxes)
 {
     if (!wf__array_check(a, "wf_softmax", "a"))
         return NULL;
@@ -158,12 +159,90 @@ static wf_array *scan(const char *op, int which, wf_array *a, int axis, bool rev
     return wf__node_new(which == 1 ? &wf__prim_cumprod : &wf__prim_cumsum, &p, &a, 1);
 }
 
-wf_array *wf_cumsum(wf_array *a, int axis, bool reverse, bool inclusive)
+wf_array *wf__op_cumsum(wf_array *a, int axis, bool reverse, bool inclusive)
 {
     return scan("wf_cumsum", 0, a, axis, reverse, inclusive);
 }
 
-wf_array *wf_cumprod(wf_array *a, int axis, bool reverse, bool inclusive)
+wf_array *wf__op_cumprod(wf_array *a, int axis, bool reverse, bool inclusive)
 {
     return scan("wf_cumprod", 1, a, axis, reverse, inclusive);
+}
+
+/* ---------------------------------------------------------------- public entry points
+ * The internal builders above, each result handed to the caller's scope. */
+
+wf_array *wf_sum(wf_array *a, const int *axes, int naxes, bool keepdims)
+{
+    return wf__array_publish(wf__op_sum(a, axes, naxes, keepdims));
+}
+
+wf_array *wf_mean(wf_array *a, const int *axes, int naxes, bool keepdims)
+{
+    return wf__array_publish(wf__op_mean(a, axes, naxes, keepdims));
+}
+
+wf_array *wf_prod(wf_array *a, const int *axes, int naxes, bool keepdims)
+{
+    return wf__array_publish(wf__op_prod(a, axes, naxes, keepdims));
+}
+
+wf_array *wf_max(wf_array *a, const int *axes, int naxes, bool keepdims)
+{
+    return wf__array_publish(wf__op_max(a, axes, naxes, keepdims));
+}
+
+wf_array *wf_min(wf_array *a, const int *axes, int naxes, bool keepdims)
+{
+    return wf__array_publish(wf__op_min(a, axes, naxes, keepdims));
+}
+
+wf_array *wf_all(wf_array *a, const int *axes, int naxes, bool keepdims)
+{
+    return wf__array_publish(wf__op_all(a, axes, naxes, keepdims));
+}
+
+wf_array *wf_any(wf_array *a, const int *axes, int naxes, bool keepdims)
+{
+    return wf__array_publish(wf__op_any(a, axes, naxes, keepdims));
+}
+
+wf_array *wf_logsumexp(wf_array *a, const int *axes, int naxes, bool keepdims)
+{
+    return wf__array_publish(wf__op_logsumexp(a, axes, naxes, keepdims));
+}
+
+wf_array *wf_var(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof)
+{
+    return wf__array_publish(wf__op_var(a, axes, naxes, keepdims, ddof));
+}
+
+wf_array *wf_std(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof)
+{
+    return wf__array_publish(wf__op_std(a, axes, naxes, keepdims, ddof));
+}
+
+wf_array *wf_argmax(wf_array *a, int axis, bool keepdims)
+{
+    return wf__array_publish(wf__op_argmax(a, axis, keepdims));
+}
+
+wf_array *wf_argmin(wf_array *a, int axis, bool keepdims)
+{
+    return wf__array_publish(wf__op_argmin(a, axis, keepdims));
+}
+
+wf_array *wf_softmax(wf_array *a, const int *axes, int naxes)
+{
+    return wf__array_publish(wf__op_softmax(a, axes, naxes));
+}
+
+wf_array *wf_cumsum(wf_array *a, int axis, bool reverse, bool inclusive)
+{
+    return wf__array_publish(wf__op_cumsum(a, axis, reverse, inclusive));
+}
+
+wf_array *wf_cumprod(wf_array *a, int axis, bool reverse, bool inclusive)
+{
+    return wf__array_publish(wf__op_cumprod(a, axis, reverse, inclusive));
 }

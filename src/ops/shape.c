@@ -7,12 +7,14 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/scope.h"
+#include "ops/ops.h"
 #include "prim/prims.h"
 #include "prim/shape.h"
 
-wf_array *wf__same_value(wf_array *a) { return wf_reshape(a, a->shape, a->ndim); }
+wf_array *wf__same_value(wf_array *a) { return wf__op_reshape(a, a->shape, a->ndim); }
 
-wf_array *wf_reshape(wf_array *a, const int64_t *shape, int ndim)
+wf_array *wf__op_reshape(wf_array *a, const int64_t *shape, int ndim)
 {
     if (!wf__array_check(a, "wf_reshape", "a"))
         return NULL;
@@ -32,7 +34,7 @@ wf_array *wf_reshape(wf_array *a, const int64_t *shape, int ndim)
     return wf__node_new(&wf__prim_reshape, &p, &a, 1);
 }
 
-wf_array *wf_transpose(wf_array *a, const int *perm, int nperm)
+wf_array *wf__op_transpose(wf_array *a, const int *perm, int nperm)
 {
     if (!wf__array_check(a, "wf_transpose", "a"))
         return NULL;
@@ -69,7 +71,7 @@ wf_array *wf_transpose(wf_array *a, const int *perm, int nperm)
     return wf__node_new(&wf__prim_transpose, &p, &a, 1);
 }
 
-wf_array *wf_broadcast_to(wf_array *a, const int64_t *shape, int ndim)
+wf_array *wf__op_broadcast_to(wf_array *a, const int64_t *shape, int ndim)
 {
     if (!wf__array_check(a, "wf_broadcast_to", "a"))
         return NULL;
@@ -82,8 +84,8 @@ wf_array *wf_broadcast_to(wf_array *a, const int64_t *shape, int ndim)
     return wf__node_new(&wf__prim_broadcast_to, &p, &a, 1);
 }
 
-wf_array *wf_slice(wf_array *a, const int64_t *starts, const int64_t *stops,
-                   const int64_t *steps)
+wf_array *wf__op_slice(wf_array *a, const int64_t *starts, const int64_t *stops,
+                       const int64_t *steps)
 {
     if (!wf__array_check(a, "wf_slice", "a"))
         return NULL;
@@ -110,7 +112,7 @@ wf_array *wf_slice(wf_array *a, const int64_t *starts, const int64_t *stops,
 
 /* ---------------------------------------------------------------- axis permutations */
 
-wf_array *wf_swapaxes(wf_array *a, int axis1, int axis2)
+wf_array *wf__op_swapaxes(wf_array *a, int axis1, int axis2)
 {
     if (!wf__array_check(a, "wf_swapaxes", "a"))
         return NULL;
@@ -123,10 +125,10 @@ wf_array *wf_swapaxes(wf_array *a, int axis1, int axis2)
         perm[d] = d;
     perm[x] = y;
     perm[y] = x;
-    return wf_transpose(a, perm, a->ndim);
+    return wf__op_transpose(a, perm, a->ndim);
 }
 
-wf_array *wf_moveaxis(wf_array *a, int source, int destination)
+wf_array *wf__op_moveaxis(wf_array *a, int source, int destination)
 {
     if (!wf__array_check(a, "wf_moveaxis", "a"))
         return NULL;
@@ -140,12 +142,12 @@ wf_array *wf_moveaxis(wf_array *a, int source, int destination)
             rest[n++] = d;
     for (int d = 0, k = 0; d < a->ndim; d++)
         perm[d] = d == dst ? src : rest[k++];
-    return wf_transpose(a, perm, a->ndim);
+    return wf__op_transpose(a, perm, a->ndim);
 }
 
 /* ---------------------------------------------------------------- reshapes */
 
-wf_array *wf_expand_dims(wf_array *a, const int *axes, int naxes)
+wf_array *wf__op_expand_dims(wf_array *a, const int *axes, int naxes)
 {
     if (!wf__array_check(a, "wf_expand_dims", "a"))
         return NULL;
@@ -177,10 +179,10 @@ wf_array *wf_expand_dims(wf_array *a, const int *axes, int naxes)
     int64_t shape[WF_MAX_NDIM];
     for (int d = 0, k = 0; d < rank; d++)
         shape[d] = inserted[d] ? 1 : a->shape[k++];
-    return wf_reshape(a, shape, rank);
+    return wf__op_reshape(a, shape, rank);
 }
 
-wf_array *wf_squeeze(wf_array *a, const int *axes, int naxes)
+wf_array *wf__op_squeeze(wf_array *a, const int *axes, int naxes)
 {
     if (!wf__array_check(a, "wf_squeeze", "a"))
         return NULL;
@@ -218,10 +220,10 @@ wf_array *wf_squeeze(wf_array *a, const int *axes, int naxes)
     for (int d = 0; d < a->ndim; d++)
         if (!drop[d])
             shape[rank++] = a->shape[d];
-    return wf_reshape(a, shape, rank);
+    return wf__op_reshape(a, shape, rank);
 }
 
-wf_array *wf_flatten(wf_array *a, int start_axis, int end_axis)
+wf_array *wf__op_flatten(wf_array *a, int start_axis, int end_axis)
 {
     if (!wf__array_check(a, "wf_flatten", "a"))
         return NULL;
@@ -237,7 +239,7 @@ wf_array *wf_flatten(wf_array *a, int start_axis, int end_axis)
     }
     if (a->ndim == 0) {
         const int64_t one = 1;
-        return wf_reshape(a, &one, 1);
+        return wf__op_reshape(a, &one, 1);
     }
     int64_t shape[WF_MAX_NDIM];
     int rank = 0;
@@ -249,7 +251,7 @@ wf_array *wf_flatten(wf_array *a, int start_axis, int end_axis)
     shape[rank++] = merged;
     for (int d = end + 1; d < a->ndim; d++)
         shape[rank++] = a->shape[d];
-    return wf_reshape(a, shape, rank);
+    return wf__op_reshape(a, shape, rank);
 }
 
 /* ---------------------------------------------------------------- slice_update */
@@ -270,16 +272,16 @@ static wf_array *cast_and_broadcast(const char *op, const char *what, wf_array *
                   wf__shape_str(shape, ndim, st, sizeof st));
         return NULL;
     }
-    wf_array *c = wf_astype(x, dtype);
+    wf_array *c = wf__op_astype(x, dtype);
     if (!c || wf__shape_equal(c->shape, c->ndim, shape, ndim))
         return c;
-    wf_array *b = wf_broadcast_to(c, shape, ndim);
-    wf_release(c);
+    wf_array *b = wf__op_broadcast_to(c, shape, ndim);
+    wf__array_release(c);
     return b;
 }
 
-wf_array *wf_slice_update(wf_array *a, wf_array *update, const int64_t *starts,
-                          const int64_t *stops, const int64_t *steps)
+wf_array *wf__op_slice_update(wf_array *a, wf_array *update, const int64_t *starts,
+                              const int64_t *stops, const int64_t *steps)
 {
     if (!wf__array_check(a, "wf_slice_update", "a") ||
         !wf__array_check(update, "wf_slice_update", "update"))
@@ -310,13 +312,13 @@ wf_array *wf_slice_update(wf_array *a, wf_array *update, const int64_t *starts,
         return NULL;
     wf_array *inputs[2] = {a, u};
     wf_array *out = wf__node_new(&wf__prim_slice_update, &p, inputs, 2);
-    wf_release(u);
+    wf__array_release(u);
     return out;
 }
 
 /* ---------------------------------------------------------------- concatenate, stack */
 
-wf_array *wf_concatenate(wf_array *const *arrays, int count, int axis)
+wf_array *wf__op_concatenate(wf_array *const *arrays, int count, int axis)
 {
     if (count <= 0) {
         wf__error(WF_ERR_INVALID_ARGUMENT, "wf_concatenate: count is %d, need at least 1",
@@ -350,19 +352,19 @@ wf_array *wf_concatenate(wf_array *const *arrays, int count, int axis)
     int made = 0;
     wf_array *out = NULL;
     for (; made < count; made++) {
-        cast[made] = wf_astype(arrays[made], dtype);
+        cast[made] = wf__op_astype(arrays[made], dtype);
         if (!cast[made])
             break;
     }
     if (made == count)
         out = wf__node_new(&wf__prim_concatenate, &p, cast, count);
     for (int i = 0; i < made; i++)
-        wf_release(cast[i]);
+        wf__array_release(cast[i]);
     free(cast);
     return out;
 }
 
-wf_array *wf_stack(wf_array *const *arrays, int count, int axis)
+wf_array *wf__op_stack(wf_array *const *arrays, int count, int axis)
 {
     if (count <= 0) {
         wf__error(WF_ERR_INVALID_ARGUMENT, "wf_stack: count is %d, need at least 1", count);
@@ -401,14 +403,14 @@ wf_array *wf_stack(wf_array *const *arrays, int count, int axis)
     int made = 0;
     wf_array *out = NULL;
     for (; made < count; made++) {
-        expanded[made] = wf_expand_dims(arrays[made], &ax, 1);
+        expanded[made] = wf__op_expand_dims(arrays[made], &ax, 1);
         if (!expanded[made])
             break;
     }
     if (made == count)
-        out = wf_concatenate(expanded, count, ax);
+        out = wf__op_concatenate(expanded, count, ax);
     for (int i = 0; i < made; i++)
-        wf_release(expanded[i]);
+        wf__array_release(expanded[i]);
     free(expanded);
     return out;
 }
@@ -426,7 +428,7 @@ static wf_array *slice_axis(wf_array *a, int axis, int64_t start, int64_t stop)
     }
     starts[axis] = start;
     stops[axis] = stop;
-    return wf_slice(a, starts, stops, steps);
+    return wf__op_slice(a, starts, stops, steps);
 }
 
 /* Fills out[0..n) with slices between consecutive bounds[0..n]; on failure
@@ -439,7 +441,7 @@ static wf_status split_bounds(wf_array *a, int axis, const int64_t *bounds, int 
         if (!out[i]) {
             wf_status st = wf_last_error();
             for (int j = 0; j < i; j++) {
-                wf_release(out[j]);
+                wf__array_release(out[j]);
                 out[j] = NULL;
             }
             return st;
@@ -448,7 +450,7 @@ static wf_status split_bounds(wf_array *a, int axis, const int64_t *bounds, int 
     return WF_OK;
 }
 
-wf_status wf_split(wf_array *a, int sections, int axis, wf_array **out)
+wf_status wf__op_split(wf_array *a, int sections, int axis, wf_array **out)
 {
     /* Arguments are checked before `out` is touched: a wild `sections` must
      * not write past the caller's array. */
@@ -479,8 +481,8 @@ wf_status wf_split(wf_array *a, int sections, int axis, wf_array **out)
     return st;
 }
 
-wf_status wf_split_at(wf_array *a, const int64_t *indices, int count, int axis,
-                      wf_array **out)
+wf_status wf__op_split_at(wf_array *a, const int64_t *indices, int count, int axis,
+                          wf_array **out)
 {
     if (out == NULL)
         return wf__error(WF_ERR_NULL_ARGUMENT, "wf_split_at: out is NULL");
@@ -510,7 +512,7 @@ wf_status wf_split_at(wf_array *a, const int64_t *indices, int count, int axis,
 
 /* ---------------------------------------------------------------- pad, tril, triu */
 
-wf_array *wf_pad(wf_array *a, const int64_t *low, const int64_t *high, double value)
+wf_array *wf__op_pad(wf_array *a, const int64_t *low, const int64_t *high, double value)
 {
     if (!wf__array_check(a, "wf_pad", "a"))
         return NULL;
@@ -540,8 +542,8 @@ static wf_array *tri(wf_array *a, int64_t k, bool upper)
     return wf__node_new(&wf__prim_tri, &p, &a, 1);
 }
 
-wf_array *wf_tril(wf_array *a, int64_t k) { return tri(a, k, false); }
-wf_array *wf_triu(wf_array *a, int64_t k) { return tri(a, k, true); }
+wf_array *wf__op_tril(wf_array *a, int64_t k) { return tri(a, k, false); }
+wf_array *wf__op_triu(wf_array *a, int64_t k) { return tri(a, k, true); }
 
 /* ---------------------------------------------------------------- repeat, tile */
 
@@ -580,18 +582,18 @@ static wf_array *widen_axis(wf_array *x, int axis, int64_t r, bool before)
     s2[at] = r;
     wf__shape_copy(s3, x->shape, n);
     s3[axis] *= r;
-    wf_array *y = wf_reshape(x, s1, rank);
-    wf_array *z = y ? wf_broadcast_to(y, s2, rank) : NULL;
-    wf_array *out = z ? wf_reshape(z, s3, n) : NULL;
-    wf_release(y);
-    wf_release(z);
+    wf_array *y = wf__op_reshape(x, s1, rank);
+    wf_array *z = y ? wf__op_broadcast_to(y, s2, rank) : NULL;
+    wf_array *out = z ? wf__op_reshape(z, s3, n) : NULL;
+    wf__array_release(y);
+    wf__array_release(z);
     return out;
 }
 
 /* Largest result axis wf_repeat builds gather indices for (4 MiB of int32). */
 enum { REPEAT_GATHER_MAX = 1 << 20 };
 
-wf_array *wf_repeat(wf_array *a, int64_t repeats, int axis)
+wf_array *wf__op_repeat(wf_array *a, int64_t repeats, int axis)
 {
     if (!wf__array_check(a, "wf_repeat", "a"))
         return NULL;
@@ -629,14 +631,14 @@ wf_array *wf_repeat(wf_array *a, int64_t repeats, int axis)
     }
     for (int64_t i = 0; i < shape[ax]; i++)
         idx[i] = (int32_t)(i / repeats);
-    wf_array *indices = wf_array_from_data(idx, &shape[ax], 1, WF_DTYPE_I32);
+    wf_array *indices = wf__array_from_data(idx, &shape[ax], 1, WF_DTYPE_I32);
     free(idx);
-    wf_array *out = indices ? wf_take(a, indices, ax) : NULL;
-    wf_release(indices);
+    wf_array *out = indices ? wf__op_take(a, indices, ax) : NULL;
+    wf__array_release(indices);
     return out;
 }
 
-wf_array *wf_tile(wf_array *a, const int64_t *reps, int nreps)
+wf_array *wf__op_tile(wf_array *a, const int64_t *reps, int nreps)
 {
     if (!wf__array_check(a, "wf_tile", "a"))
         return NULL;
@@ -668,7 +670,7 @@ wf_array *wf_tile(wf_array *a, const int64_t *reps, int nreps)
     }
     if (wf__check_shape("wf_tile", final_shape, n) != WF_OK)
         return NULL;
-    wf_array *x = wf_reshape(a, shape, n); /* leading 1s */
+    wf_array *x = wf__op_reshape(a, shape, n); /* leading 1s */
     /* Tile as many axes at once as the rank allows: (1, s) broadcast to
      * (r, s) for each, then one reshape (one copy). */
     int d0 = 0;
@@ -679,7 +681,7 @@ wf_array *wf_tile(wf_array *a, const int64_t *reps, int nreps)
             break;
         if (n == WF_MAX_NDIM) {
             wf_array *y = widen_axis(x, d0, r[d0], true);
-            wf_release(x);
+            wf__array_release(x);
             x = y;
             d0++;
             continue;
@@ -699,13 +701,126 @@ wf_array *wf_tile(wf_array *a, const int64_t *reps, int nreps)
             if (widen)
                 d0 = d + 1;
         }
-        wf_array *y = wf_reshape(x, s1, rank);
-        wf_array *z = y ? wf_broadcast_to(y, s2, rank) : NULL;
-        wf_array *t = z ? wf_reshape(z, s3, n) : NULL;
-        wf_release(x);
-        wf_release(y);
-        wf_release(z);
+        wf_array *y = wf__op_reshape(x, s1, rank);
+        wf_array *z = y ? wf__op_broadcast_to(y, s2, rank) : NULL;
+        wf_array *t = z ? wf__op_reshape(z, s3, n) : NULL;
+        wf__array_release(x);
+        wf__array_release(y);
+        wf__array_release(z);
         x = t;
     }
     return x;
+}
+
+/* ---------------------------------------------------------------- public entry points
+ * The internal builders above, each result handed to the caller's scope. */
+
+/* Hands the n results of a successful split to the caller's scope; if one
+ * cannot be recorded, releases them all and leaves every entry NULL. */
+static wf_status publish_parts(wf_status st, wf_array **out, int n)
+{
+    for (int i = 0; st == WF_OK && i < n; i++) {
+        if (wf__scope_adopt(out[i]) == WF_OK)
+            continue;
+        st = wf_last_error();
+        for (int j = 0; j < n; j++) {
+            if (j < i)
+                wf_release(out[j]);
+            else
+                wf__array_decref(out[j]);
+            out[j] = NULL;
+        }
+    }
+    return st;
+}
+
+wf_status wf_split(wf_array *a, int sections, int axis, wf_array **out)
+{
+    wf_status st = wf__op_split(a, sections, axis, out);
+    return publish_parts(st, out, st == WF_OK ? sections : 0);
+}
+
+wf_status wf_split_at(wf_array *a, const int64_t *indices, int count, int axis, wf_array **out)
+{
+    wf_status st = wf__op_split_at(a, indices, count, axis, out);
+    return publish_parts(st, out, st == WF_OK ? count + 1 : 0);
+}
+
+wf_array *wf_reshape(wf_array *a, const int64_t *shape, int ndim)
+{
+    return wf__array_publish(wf__op_reshape(a, shape, ndim));
+}
+
+wf_array *wf_transpose(wf_array *a, const int *perm, int nperm)
+{
+    return wf__array_publish(wf__op_transpose(a, perm, nperm));
+}
+
+wf_array *wf_broadcast_to(wf_array *a, const int64_t *shape, int ndim)
+{
+    return wf__array_publish(wf__op_broadcast_to(a, shape, ndim));
+}
+
+wf_array *wf_slice(wf_array *a, const int64_t *starts, const int64_t *stops, const int64_t *steps)
+{
+    return wf__array_publish(wf__op_slice(a, starts, stops, steps));
+}
+
+wf_array *wf_swapaxes(wf_array *a, int axis1, int axis2)
+{
+    return wf__array_publish(wf__op_swapaxes(a, axis1, axis2));
+}
+
+wf_array *wf_moveaxis(wf_array *a, int source, int destination)
+{
+    return wf__array_publish(wf__op_moveaxis(a, source, destination));
+}
+
+wf_array *wf_expand_dims(wf_array *a, const int *axes, int naxes)
+{
+    return wf__array_publish(wf__op_expand_dims(a, axes, naxes));
+}
+
+wf_array *wf_squeeze(wf_array *a, const int *axes, int naxes)
+{
+    return wf__array_publish(wf__op_squeeze(a, axes, naxes));
+}
+
+wf_array *wf_flatten(wf_array *a, int start_axis, int end_axis)
+{
+    return wf__array_publish(wf__op_flatten(a, start_axis, end_axis));
+}
+
+wf_array *wf_slice_update(wf_array *a, wf_array *update, const int64_t *starts,
+                          const int64_t *stops, const int64_t *steps)
+{
+    return wf__array_publish(wf__op_slice_update(a, update, starts, stops, steps));
+}
+
+wf_array *wf_concatenate(wf_array *const *arrays, int count, int axis)
+{
+    return wf__array_publish(wf__op_concatenate(arrays, count, axis));
+}
+
+wf_array *wf_stack(wf_array *const *arrays, int count, int axis)
+{
+    return wf__array_publish(wf__op_stack(arrays, count, axis));
+}
+
+wf_array *wf_pad(wf_array *a, const int64_t *low, const int64_t *high, double value)
+{
+    return wf__array_publish(wf__op_pad(a, low, high, value));
+}
+
+wf_array *wf_tril(wf_array *a, int64_t k) { return wf__array_publish(wf__op_tril(a, k)); }
+wf_array *wf_triu(wf_array *a, int64_t k) { return wf__array_publish(wf__op_triu(a, k)); }
+
+wf_array *wf_repeat(wf_array *a, int64_t repeats, int axis)
+{
+    return wf__array_publish(wf__op_repeat(a, repeats, axis));
+}
+
+wf_array *wf_tile(wf_array *a, const int64_t *reps, int nreps)
+{
+    return wf__array_publish(wf__op_tile(a, reps, nreps));
 }

@@ -18,6 +18,7 @@
  *  - stop_gradient is an identity primitive of its own (a view, no copy). */
 #include "core/dtype.h"
 #include "core/error.h"
+#include "ops/ops.h"
 #include "prim/prims.h"
 #include "prim/shape.h"
 #include "prim/unary.h"
@@ -29,11 +30,11 @@ static wf_array *float_op(const char *op, const wf_prim_def *prim, wf_array *a)
         return NULL;
     if (wf__dtype_is_float(a->dtype))
         return wf__node_new(prim, NULL, &a, 1);
-    wf_array *x = wf_astype(a, WF_DTYPE_F32);
+    wf_array *x = wf__op_astype(a, WF_DTYPE_F32);
     if (!x)
         return NULL;
     wf_array *out = wf__node_new(prim, NULL, &x, 1);
-    wf_release(x);
+    wf__array_release(x);
     return out;
 }
 
@@ -55,7 +56,7 @@ static wf_array *rounding_op(const char *op, const wf_prim_def *prim, wf_array *
     return wf__node_new(prim, NULL, &a, 1);
 }
 
-wf_array *wf_negative(wf_array *a)
+wf_array *wf__op_negative(wf_array *a)
 {
     if (!wf__array_check(a, "wf_negative", "a"))
         return NULL;
@@ -67,12 +68,14 @@ wf_array *wf_negative(wf_array *a)
     return wf__node_new(&wf__prim_negative, NULL, &a, 1);
 }
 
-wf_array *wf_abs(wf_array *a) { return plain_op("wf_abs", &wf__prim_abs, a); }
-wf_array *wf_sign(wf_array *a) { return plain_op("wf_sign", &wf__prim_sign, a); }
-wf_array *wf_square(wf_array *a) { return plain_op("wf_square", &wf__prim_square, a); }
+wf_array *wf__op_abs(wf_array *a) { return plain_op("wf_abs", &wf__prim_abs, a); }
+wf_array *wf__op_sign(wf_array *a) { return plain_op("wf_sign", &wf__prim_sign, a); }
+wf_array *wf__op_square(wf_array *a) { return plain_op("wf_square", &wf__prim_square, a); }
 
+/* The internal builder and the public op of one float-valued function. */
 #define FLOAT_OP(name)                                                                      \
-    wf_array *wf_##name(wf_array *a) { return float_op("wf_" #name, &wf__prim_##name, a); }
+    wf_array *wf__op_##name(wf_array *a) { return float_op("wf_" #name, &wf__prim_##name, a); } \
+    wf_array *wf_##name(wf_array *a) { return wf__array_publish(wf__op_##name(a)); }
 FLOAT_OP(expm1)
 FLOAT_OP(log)
 FLOAT_OP(log1p)
@@ -93,19 +96,35 @@ FLOAT_OP(sigmoid)
 FLOAT_OP(erf)
 FLOAT_OP(erfinv)
 
-wf_array *wf_floor(wf_array *a) { return rounding_op("wf_floor", &wf__prim_floor, a); }
-wf_array *wf_ceil(wf_array *a) { return rounding_op("wf_ceil", &wf__prim_ceil, a); }
-wf_array *wf_round(wf_array *a) { return rounding_op("wf_round", &wf__prim_round, a); }
+wf_array *wf__op_floor(wf_array *a) { return rounding_op("wf_floor", &wf__prim_floor, a); }
+wf_array *wf__op_ceil(wf_array *a) { return rounding_op("wf_ceil", &wf__prim_ceil, a); }
+wf_array *wf__op_round(wf_array *a) { return rounding_op("wf_round", &wf__prim_round, a); }
 
-wf_array *wf_logical_not(wf_array *a)
+wf_array *wf__op_logical_not(wf_array *a)
 {
     return plain_op("wf_logical_not", &wf__prim_logical_not, a);
 }
-wf_array *wf_isnan(wf_array *a) { return plain_op("wf_isnan", &wf__prim_isnan, a); }
-wf_array *wf_isinf(wf_array *a) { return plain_op("wf_isinf", &wf__prim_isinf, a); }
-wf_array *wf_isfinite(wf_array *a) { return plain_op("wf_isfinite", &wf__prim_isfinite, a); }
+wf_array *wf__op_isnan(wf_array *a) { return plain_op("wf_isnan", &wf__prim_isnan, a); }
+wf_array *wf__op_isinf(wf_array *a) { return plain_op("wf_isinf", &wf__prim_isinf, a); }
+wf_array *wf__op_isfinite(wf_array *a) { return plain_op("wf_isfinite", &wf__prim_isfinite, a); }
 
-wf_array *wf_stop_gradient(wf_array *a)
+wf_array *wf__op_stop_gradient(wf_array *a)
 {
     return plain_op("wf_stop_gradient", &wf__prim_stop_gradient, a);
 }
+
+/* ---------------------------------------------------------------- public entry points
+ * The internal builders above, each result handed to the caller's scope. */
+
+wf_array *wf_negative(wf_array *a) { return wf__array_publish(wf__op_negative(a)); }
+wf_array *wf_abs(wf_array *a) { return wf__array_publish(wf__op_abs(a)); }
+wf_array *wf_sign(wf_array *a) { return wf__array_publish(wf__op_sign(a)); }
+wf_array *wf_square(wf_array *a) { return wf__array_publish(wf__op_square(a)); }
+wf_array *wf_floor(wf_array *a) { return wf__array_publish(wf__op_floor(a)); }
+wf_array *wf_ceil(wf_array *a) { return wf__array_publish(wf__op_ceil(a)); }
+wf_array *wf_round(wf_array *a) { return wf__array_publish(wf__op_round(a)); }
+wf_array *wf_logical_not(wf_array *a) { return wf__array_publish(wf__op_logical_not(a)); }
+wf_array *wf_isnan(wf_array *a) { return wf__array_publish(wf__op_isnan(a)); }
+wf_array *wf_isinf(wf_array *a) { return wf__array_publish(wf__op_isinf(a)); }
+wf_array *wf_isfinite(wf_array *a) { return wf__array_publish(wf__op_isfinite(a)); }
+wf_array *wf_stop_gradient(wf_array *a) { return wf__array_publish(wf__op_stop_gradient(a)); }

@@ -1,15 +1,13 @@
 /* Primitives with no inputs: full, arange, linspace, eye. */
 #include <math.h>
 
-#include "backend/cpu/cpu.h"
-#include "backend/cpu/index.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "prim/prims.h"
 #include "prim/shape.h"
 
-static wf_status infer_full(const void *params, wf_array *const *inputs, int ninputs,
-                            wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_full(const void *params, const wf_desc *inputs, int ninputs,
+                            wf_out_desc *out)
 {
     (void)inputs;
     const wf_full_params *p = params;
@@ -20,9 +18,9 @@ static wf_status infer_full(const void *params, wf_array *const *inputs, int nin
     wf_status st = wf__check_shape("wf_full", p->shape, p->ndim);
     if (st != WF_OK)
         return st;
-    *dtype = p->dtype;
-    *ndim = p->ndim;
-    wf__shape_copy(shape, p->shape, p->ndim);
+    out->dtype = p->dtype;
+    out->ndim = p->ndim;
+    wf__shape_copy(out->shape, p->shape, p->ndim);
     return WF_OK;
 }
 
@@ -31,11 +29,11 @@ const wf_prim_def wf__prim_full = {
     .flags = 0,
     .params_size = sizeof(wf_full_params),
     .infer = infer_full,
-    .cpu_kernel = wf__cpu_full,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
-static wf_status infer_arange(const void *params, wf_array *const *inputs, int ninputs,
-                              wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_arange(const void *params, const wf_desc *inputs, int ninputs,
+                              wf_out_desc *out)
 {
     (void)inputs;
     const wf_arange_params *p = params;
@@ -50,9 +48,9 @@ static wf_status infer_arange(const void *params, wf_array *const *inputs, int n
     wf_status st = wf__check_shape("wf_arange", one, 1);
     if (st != WF_OK)
         return st;
-    *dtype = p->dtype;
-    *ndim = 1;
-    shape[0] = p->count;
+    out->dtype = p->dtype;
+    out->ndim = 1;
+    out->shape[0] = p->count;
     return WF_OK;
 }
 
@@ -61,11 +59,11 @@ const wf_prim_def wf__prim_arange = {
     .flags = 0,
     .params_size = sizeof(wf_arange_params),
     .infer = infer_arange,
-    .cpu_kernel = wf__cpu_arange,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
-static wf_status infer_linspace(const void *params, wf_array *const *inputs, int ninputs,
-                                wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_linspace(const void *params, const wf_desc *inputs, int ninputs,
+                                wf_out_desc *out)
 {
     (void)inputs;
     const wf_linspace_params *p = params;
@@ -84,9 +82,9 @@ static wf_status infer_linspace(const void *params, wf_array *const *inputs, int
     wf_status st = wf__check_shape("wf_linspace", one, 1);
     if (st != WF_OK)
         return st;
-    *dtype = p->dtype;
-    *ndim = 1;
-    shape[0] = p->num;
+    out->dtype = p->dtype;
+    out->ndim = 1;
+    out->shape[0] = p->num;
     return WF_OK;
 }
 
@@ -95,11 +93,10 @@ const wf_prim_def wf__prim_linspace = {
     .flags = 0,
     .params_size = sizeof(wf_linspace_params),
     .infer = infer_linspace,
-    .cpu_kernel = wf__cpu_linspace,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
-static wf_status infer_eye(const void *params, wf_array *const *inputs, int ninputs,
-                           wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_eye(const void *params, const wf_desc *inputs, int ninputs, wf_out_desc *out)
 {
     (void)inputs;
     const wf_eye_params *p = params;
@@ -114,10 +111,10 @@ static wf_status infer_eye(const void *params, wf_array *const *inputs, int ninp
     wf_status st = wf__check_shape("wf_eye", two, 2);
     if (st != WF_OK)
         return st;
-    *dtype = p->dtype;
-    *ndim = 2;
-    shape[0] = p->n;
-    shape[1] = p->m;
+    out->dtype = p->dtype;
+    out->ndim = 2;
+    out->shape[0] = p->n;
+    out->shape[1] = p->m;
     return WF_OK;
 }
 
@@ -126,5 +123,5 @@ const wf_prim_def wf__prim_eye = {
     .flags = 0,
     .params_size = sizeof(wf_eye_params),
     .infer = infer_eye,
-    .cpu_kernel = wf__cpu_eye,
+    .kernels = &(wf_kernel_slots){{0}},
 };

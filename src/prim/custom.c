@@ -6,18 +6,18 @@
 #include "core/dtype.h"
 #include "core/error.h"
 
-static wf_status infer_custom(const void *params, wf_array *const *inputs, int ninputs,
-                              wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_custom(const void *params, const wf_desc *inputs, int ninputs,
+                              wf_out_desc *out)
 {
     (void)inputs;
     (void)ninputs;
     const wf_custom_params *p = params;
     if (!wf__dtype_valid(p->dtype))
         return wf__error(WF_ERR_DTYPE, "wf_custom '%s': invalid dtype %d", p->name, (int)p->dtype);
-    *dtype = p->dtype;
-    *ndim = p->ndim;
+    out->dtype = p->dtype;
+    out->ndim = p->ndim;
     if (p->ndim)
-        memcpy(shape, p->shape, (size_t)p->ndim * sizeof *shape);
+        memcpy(out->shape, p->shape, (size_t)p->ndim * sizeof *out->shape);
     return WF_OK;
 }
 
@@ -34,6 +34,6 @@ const wf_prim_def wf__prim_custom = {
     .flags = 0,
     .params_size = sizeof(wf_custom_params),
     .infer = infer_custom,
-    .cpu_kernel = wf__cpu_custom,
+    .kernels = &(wf_kernel_slots){{0}},
     .params_release = release_payload,
 };

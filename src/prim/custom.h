@@ -18,7 +18,4 @@ typedef struct wf_custom_params {
 
 extern const wf_prim_def wf__prim_custom;
 
-/* The CPU kernel: contiguous inputs, a fresh output, the user's call. */
-wf_status wf__cpu_custom(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
-
 #endif

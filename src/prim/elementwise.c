@@ -1,7 +1,5 @@
 /* Element-wise primitives: astype, exp, and the binary and ternary ops
  * (add, multiply, and those of prim/binary.h). */
-#include "backend/cpu/binary.h"
-#include "backend/cpu/cpu.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "prim/binary.h"
@@ -15,14 +13,14 @@ static wf_status expect_inputs(const char *name, int ninputs, int expected)
     return WF_OK;
 }
 
-static void same_shape(const wf_array *a, int *ndim, int64_t *shape)
+static void same_shape(const wf_desc *a, wf_out_desc *out)
 {
-    *ndim = a->ndim;
-    wf__shape_copy(shape, a->shape, a->ndim);
+    out->ndim = a->ndim;
+    wf__shape_copy(out->shape, a->shape, a->ndim);
 }
 
-static wf_status infer_astype(const void *params, wf_array *const *inputs, int ninputs,
-                              wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_astype(const void *params, const wf_desc *inputs, int ninputs,
+                              wf_out_desc *out)
 {
     const wf_astype_params *p = params;
     wf_status st = expect_inputs("astype", ninputs, 1);
@@ -30,8 +28,8 @@ static wf_status infer_astype(const void *params, wf_array *const *inputs, int n
         return st;
     if (!wf__dtype_valid(p->dtype))
         return wf__error(WF_ERR_DTYPE, "wf_astype: invalid dtype %d", (int)p->dtype);
-    *dtype = p->dtype;
-    same_shape(inputs[0], ndim, shape);
+    out->dtype = p->dtype;
+    same_shape(&inputs[0], out);
     return WF_OK;
 }
 
@@ -40,7 +38,7 @@ const wf_prim_def wf__prim_astype = {
     .flags = WF_PRIM_ELEMENTWISE,
     .params_size = sizeof(wf_astype_params),
     .infer = infer_astype,
-    .cpu_kernel = wf__cpu_astype,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* Binary and ternary element-wise primitives: the kernels take inputs of
@@ -54,10 +52,10 @@ const wf_prim_def wf__prim_astype = {
     (DT(WF_DTYPE_F16) | DT(WF_DTYPE_BF16) | DT(WF_DTYPE_F32) | DT(WF_DTYPE_F64))
 #define DTYPES_BOOL DT(WF_DTYPE_BOOL)
 
-static wf_status check_same_shapes(const char *op, wf_array *const *inputs, int ninputs)
+static wf_status check_same_shapes(const char *op, const wf_desc *inputs, int ninputs)
 {
     for (int i = 1; i < ninputs; i++) {
-        const wf_array *a = inputs[0], *b = inputs[i];
+        const wf_desc *a = &inputs[0], *b = &inputs[i];
         if (!wf__shape_equal(a->shape, a->ndim, b->shape, b->ndim)) {
             char sa[256], sb[256];
             return wf__error(WF_ERR_SHAPE, "%s: input shapes differ %s and %s", op,
@@ -68,14 +66,13 @@ static wf_status check_same_shapes(const char *op, wf_array *const *inputs, int 
     return WF_OK;
 }
 
-static wf_status infer_binary(const char *op, wf_array *const *inputs, int ninputs,
-                              unsigned allowed, bool to_bool, wf_dtype *dtype, int *ndim,
-                              int64_t *shape)
+static wf_status infer_binary(const char *op, const wf_desc *inputs, int ninputs,
+                              unsigned allowed, bool to_bool, wf_out_desc *out)
 {
     wf_status st = expect_inputs(op, ninputs, 2);
     if (st != WF_OK)
         return st;
-    const wf_array *a = inputs[0], *b = inputs[1];
+    const wf_desc *a = &inputs[0], *b = &inputs[1];
     if (a->dtype != b->dtype)
         return wf__error(WF_ERR_DTYPE, "%s: input dtypes differ (%s, %s)", op,
                          wf_dtype_name(a->dtype), wf_dtype_name(b->dtype));
@@ -85,57 +82,55 @@ static wf_status infer_binary(const char *op, wf_array *const *inputs, int ninpu
     st = check_same_shapes(op, inputs, 2);
     if (st != WF_OK)
         return st;
-    *dtype = to_bool ? WF_DTYPE_BOOL : a->dtype;
-    same_shape(a, ndim, shape);
+    out->dtype = to_bool ? WF_DTYPE_BOOL : a->dtype;
+    same_shape(a, out);
     return WF_OK;
 }
 
-#define BINARY_PRIM(NAME, ALLOWED, TO_BOOL, KERNEL)                                     \
-    static wf_status infer_##NAME(const void *params, wf_array *const *inputs,          \
-                                  int ninputs, wf_dtype *dtype, int *ndim,              \
-                                  int64_t *shape)                                       \
+#define BINARY_PRIM(NAME, ALLOWED, TO_BOOL)                                             \
+    static wf_status infer_##NAME(const void *params, const wf_desc *inputs,          \
+                                  int ninputs, wf_out_desc *out)                        \
     {                                                                                   \
         (void)params;                                                                   \
-        return infer_binary(#NAME, inputs, ninputs, ALLOWED, TO_BOOL, dtype, ndim,      \
-                            shape);                                                     \
+        return infer_binary(#NAME, inputs, ninputs, ALLOWED, TO_BOOL, out);             \
     }                                                                                   \
     const wf_prim_def wf__prim_##NAME = {                                               \
         .name = #NAME,                                                                  \
         .flags = WF_PRIM_ELEMENTWISE,                                                   \
         .params_size = 0,                                                               \
         .infer = infer_##NAME,                                                          \
-        .cpu_kernel = KERNEL,                                                           \
+        .kernels = &(wf_kernel_slots){{0}},                                             \
     };
 
-BINARY_PRIM(add, DTYPES_ALL, false, wf__cpu_add)
-BINARY_PRIM(multiply, DTYPES_ALL, false, wf__cpu_multiply)
-BINARY_PRIM(subtract, DTYPES_NO_BOOL, false, wf__cpu_subtract)
-BINARY_PRIM(divide, DTYPES_FLOAT, false, wf__cpu_divide)
-BINARY_PRIM(power, DTYPES_ALL, false, wf__cpu_power)
-BINARY_PRIM(maximum, DTYPES_ALL, false, wf__cpu_maximum)
-BINARY_PRIM(minimum, DTYPES_ALL, false, wf__cpu_minimum)
-BINARY_PRIM(floor_divide, DTYPES_ALL, false, wf__cpu_floor_divide)
-BINARY_PRIM(remainder, DTYPES_ALL, false, wf__cpu_remainder)
-BINARY_PRIM(equal, DTYPES_ALL, true, wf__cpu_equal)
-BINARY_PRIM(not_equal, DTYPES_ALL, true, wf__cpu_not_equal)
-BINARY_PRIM(less, DTYPES_ALL, true, wf__cpu_less)
-BINARY_PRIM(less_equal, DTYPES_ALL, true, wf__cpu_less_equal)
-BINARY_PRIM(greater, DTYPES_ALL, true, wf__cpu_greater)
-BINARY_PRIM(greater_equal, DTYPES_ALL, true, wf__cpu_greater_equal)
-BINARY_PRIM(logical_and, DTYPES_BOOL, true, wf__cpu_logical_and)
-BINARY_PRIM(logical_or, DTYPES_BOOL, true, wf__cpu_logical_or)
-BINARY_PRIM(logaddexp, DTYPES_FLOAT, false, wf__cpu_logaddexp)
-BINARY_PRIM(arctan2, DTYPES_FLOAT, false, wf__cpu_arctan2)
+BINARY_PRIM(add, DTYPES_ALL, false)
+BINARY_PRIM(multiply, DTYPES_ALL, false)
+BINARY_PRIM(subtract, DTYPES_NO_BOOL, false)
+BINARY_PRIM(divide, DTYPES_FLOAT, false)
+BINARY_PRIM(power, DTYPES_ALL, false)
+BINARY_PRIM(maximum, DTYPES_ALL, false)
+BINARY_PRIM(minimum, DTYPES_ALL, false)
+BINARY_PRIM(floor_divide, DTYPES_ALL, false)
+BINARY_PRIM(remainder, DTYPES_ALL, false)
+BINARY_PRIM(equal, DTYPES_ALL, true)
+BINARY_PRIM(not_equal, DTYPES_ALL, true)
+BINARY_PRIM(less, DTYPES_ALL, true)
+BINARY_PRIM(less_equal, DTYPES_ALL, true)
+BINARY_PRIM(greater, DTYPES_ALL, true)
+BINARY_PRIM(greater_equal, DTYPES_ALL, true)
+BINARY_PRIM(logical_and, DTYPES_BOOL, true)
+BINARY_PRIM(logical_or, DTYPES_BOOL, true)
+BINARY_PRIM(logaddexp, DTYPES_FLOAT, false)
+BINARY_PRIM(arctan2, DTYPES_FLOAT, false)
 
 /* where(cond, a, b): cond bool, a and b of one dtype, one shape. */
-static wf_status infer_where(const void *params, wf_array *const *inputs, int ninputs,
-                             wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_where(const void *params, const wf_desc *inputs, int ninputs,
+                             wf_out_desc *out)
 {
     (void)params;
     wf_status st = expect_inputs("where", ninputs, 3);
     if (st != WF_OK)
         return st;
-    const wf_array *c = inputs[0], *a = inputs[1], *b = inputs[2];
+    const wf_desc *c = &inputs[0], *a = &inputs[1], *b = &inputs[2];
     if (c->dtype != WF_DTYPE_BOOL)
         return wf__error(WF_ERR_DTYPE, "where: condition dtype %s is not bool",
                          wf_dtype_name(c->dtype));
@@ -145,8 +140,8 @@ static wf_status infer_where(const void *params, wf_array *const *inputs, int ni
     st = check_same_shapes("where", inputs, 3);
     if (st != WF_OK)
         return st;
-    *dtype = a->dtype;
-    same_shape(a, ndim, shape);
+    out->dtype = a->dtype;
+    same_shape(a, out);
     return WF_OK;
 }
 
@@ -155,26 +150,26 @@ const wf_prim_def wf__prim_where = {
     .flags = WF_PRIM_ELEMENTWISE,
     .params_size = 0,
     .infer = infer_where,
-    .cpu_kernel = wf__cpu_where,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* clip(a, low, high): three inputs of one dtype and shape. */
-static wf_status infer_clip(const void *params, wf_array *const *inputs, int ninputs,
-                            wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_clip(const void *params, const wf_desc *inputs, int ninputs,
+                            wf_out_desc *out)
 {
     (void)params;
     wf_status st = expect_inputs("clip", ninputs, 3);
     if (st != WF_OK)
         return st;
     for (int i = 1; i < 3; i++)
-        if (inputs[i]->dtype != inputs[0]->dtype)
+        if (inputs[i].dtype != inputs[0].dtype)
             return wf__error(WF_ERR_DTYPE, "clip: input dtypes differ (%s, %s)",
-                             wf_dtype_name(inputs[0]->dtype), wf_dtype_name(inputs[i]->dtype));
+                             wf_dtype_name(inputs[0].dtype), wf_dtype_name(inputs[i].dtype));
     st = check_same_shapes("clip", inputs, 3);
     if (st != WF_OK)
         return st;
-    *dtype = inputs[0]->dtype;
-    same_shape(inputs[0], ndim, shape);
+    out->dtype = inputs[0].dtype;
+    same_shape(&inputs[0], out);
     return WF_OK;
 }
 
@@ -183,21 +178,20 @@ const wf_prim_def wf__prim_clip = {
     .flags = WF_PRIM_ELEMENTWISE,
     .params_size = 0,
     .infer = infer_clip,
-    .cpu_kernel = wf__cpu_clip,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
-static wf_status infer_exp(const void *params, wf_array *const *inputs, int ninputs,
-                           wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_exp(const void *params, const wf_desc *inputs, int ninputs, wf_out_desc *out)
 {
     (void)params;
     wf_status st = expect_inputs("exp", ninputs, 1);
     if (st != WF_OK)
         return st;
-    if (!wf__dtype_is_float(inputs[0]->dtype))
+    if (!wf__dtype_is_float(inputs[0].dtype))
         return wf__error(WF_ERR_DTYPE, "exp: input dtype %s is not a float type",
-                         wf_dtype_name(inputs[0]->dtype));
-    *dtype = inputs[0]->dtype;
-    same_shape(inputs[0], ndim, shape);
+                         wf_dtype_name(inputs[0].dtype));
+    out->dtype = inputs[0].dtype;
+    same_shape(&inputs[0], out);
     return WF_OK;
 }
 
@@ -206,5 +200,5 @@ const wf_prim_def wf__prim_exp = {
     .flags = WF_PRIM_ELEMENTWISE,
     .params_size = 0,
     .infer = infer_exp,
-    .cpu_kernel = wf__cpu_exp,
+    .kernels = &(wf_kernel_slots){{0}},
 };

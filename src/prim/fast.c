@@ -3,28 +3,26 @@
  * primitive with its own kernel (backend/cpu/fast.c). */
 #include <math.h>
 
-#include "backend/cpu/cpu.h"
-#include "backend/cpu/linalg.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "prim/linalg.h"
 #include "prim/prims.h"
 
-static void same_shape(const wf_array *a, int *ndim, int64_t *shape)
+static void same_shape(const wf_desc *a, wf_out_desc *out)
 {
-    *ndim = a->ndim;
-    wf__shape_copy(shape, a->shape, a->ndim);
+    out->ndim = a->ndim;
+    wf__shape_copy(out->shape, a->shape, a->ndim);
 }
 
 /* ---------------------------------------------------------------- norms */
 
-static wf_status infer_norm(const char *op, const wf_norm_params *p, wf_array *const *inputs,
-                            int ninputs, wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_norm(const char *op, const wf_norm_params *p, const wf_desc *inputs,
+                            int ninputs, wf_out_desc *out)
 {
     const int want = 1 + (p->has_weight ? 1 : 0) + (p->has_bias ? 1 : 0);
     if (ninputs != want)
         return wf__error(WF_ERR_INTERNAL, "%s: expected %d inputs, got %d", op, want, ninputs);
-    const wf_array *x = inputs[0];
+    const wf_desc *x = &inputs[0];
     if (x->ndim < 1)
         return wf__error(WF_ERR_SHAPE, "%s: x must have at least 1 dim (got a 0-d array)", op);
     if (!(p->eps >= 0) || !isfinite(p->eps))
@@ -33,7 +31,7 @@ static wf_status infer_norm(const char *op, const wf_norm_params *p, wf_array *c
     const int64_t d = x->shape[x->ndim - 1];
     wf_dtype dt = x->dtype;
     for (int i = 1; i < ninputs; i++) {
-        const wf_array *w = inputs[i];
+        const wf_desc *w = &inputs[i];
         const char *what = (i == 1 && p->has_weight) ? "weight" : "bias";
         if (w->ndim != 1 || w->shape[0] != d) {
             char sw[256];
@@ -46,24 +44,24 @@ static wf_status infer_norm(const char *op, const wf_norm_params *p, wf_array *c
     if (!wf__dtype_is_float(dt))
         return wf__error(WF_ERR_DTYPE, "%s: dtype %s (needs a float type)", op,
                          wf_dtype_name(dt));
-    *dtype = dt;
-    same_shape(x, ndim, shape);
+    out->dtype = dt;
+    same_shape(x, out);
     return WF_OK;
 }
 
-static wf_status infer_layer_norm(const void *params, wf_array *const *inputs, int ninputs,
-                                  wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_layer_norm(const void *params, const wf_desc *inputs, int ninputs,
+                                  wf_out_desc *out)
 {
-    return infer_norm("wf_layer_norm", params, inputs, ninputs, dtype, ndim, shape);
+    return infer_norm("wf_layer_norm", params, inputs, ninputs, out);
 }
 
-static wf_status infer_rms_norm(const void *params, wf_array *const *inputs, int ninputs,
-                                wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_rms_norm(const void *params, const wf_desc *inputs, int ninputs,
+                                wf_out_desc *out)
 {
     const wf_norm_params *p = params;
     if (p->has_bias)
         return wf__error(WF_ERR_INTERNAL, "wf_rms_norm: takes no bias");
-    return infer_norm("wf_rms_norm", params, inputs, ninputs, dtype, ndim, shape);
+    return infer_norm("wf_rms_norm", params, inputs, ninputs, out);
 }
 
 const wf_prim_def wf__prim_layer_norm = {
@@ -71,7 +69,7 @@ const wf_prim_def wf__prim_layer_norm = {
     .flags = 0,
     .params_size = sizeof(wf_norm_params),
     .infer = infer_layer_norm,
-    .cpu_kernel = wf__cpu_layer_norm,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 const wf_prim_def wf__prim_rms_norm = {
@@ -79,18 +77,18 @@ const wf_prim_def wf__prim_rms_norm = {
     .flags = 0,
     .params_size = sizeof(wf_norm_params),
     .infer = infer_rms_norm,
-    .cpu_kernel = wf__cpu_rms_norm,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* ---------------------------------------------------------------- rope */
 
-static wf_status infer_rope(const void *params, wf_array *const *inputs, int ninputs,
-                            wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_rope(const void *params, const wf_desc *inputs, int ninputs,
+                            wf_out_desc *out)
 {
     const wf_rope_params *p = params;
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "rope: expected 1 input, got %d", ninputs);
-    const wf_array *x = inputs[0];
+    const wf_desc *x = &inputs[0];
     if (x->ndim < 2)
         return wf__error(WF_ERR_SHAPE, "wf_rope: x must be (..., seq, features) (got rank %d)",
                          x->ndim);
@@ -106,8 +104,8 @@ static wf_status infer_rope(const void *params, wf_array *const *inputs, int nin
         return wf__error(WF_ERR_INVALID_ARGUMENT,
                          "wf_rope: base %g must be finite and > 0, scale %g finite", p->base,
                          p->scale);
-    *dtype = x->dtype;
-    same_shape(x, ndim, shape);
+    out->dtype = x->dtype;
+    same_shape(x, out);
     return WF_OK;
 }
 
@@ -116,13 +114,13 @@ const wf_prim_def wf__prim_rope = {
     .flags = 0,
     .params_size = sizeof(wf_rope_params),
     .infer = infer_rope,
-    .cpu_kernel = wf__cpu_rope,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* ---------------------------------------------------------------- attention */
 
-wf_status wf__sdpa_lead_shape(const char *op, const wf_array *q, const wf_array *k,
-                              const wf_array *v, int64_t *out, int *nout)
+wf_status wf__sdpa_lead_shape(const char *op, const wf_desc *q, const wf_desc *k,
+                              const wf_desc *v, int64_t *out, int *nout)
 {
     const int nq = q->ndim - 2, nk = k->ndim - 2, nv = v->ndim - 2;
     int n = nq > nk ? nq : nk;
@@ -151,15 +149,15 @@ wf_status wf__sdpa_lead_shape(const char *op, const wf_array *q, const wf_array 
     return WF_OK;
 }
 
-static wf_status infer_sdpa(const void *params, wf_array *const *inputs, int ninputs,
-                            wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_sdpa(const void *params, const wf_desc *inputs, int ninputs,
+                            wf_out_desc *out)
 {
     const wf_sdpa_params *p = params;
     const char *op = "wf_scaled_dot_product_attention";
     const int want = p->mask_kind == WF_SDPA_MASK_NONE ? 3 : 4;
     if (ninputs != want)
         return wf__error(WF_ERR_INTERNAL, "sdpa: expected %d inputs, got %d", want, ninputs);
-    const wf_array *q = inputs[0], *k = inputs[1], *v = inputs[2];
+    const wf_desc *q = &inputs[0], *k = &inputs[1], *v = &inputs[2];
     if (q->ndim < 2 || k->ndim < 2 || v->ndim < 2)
         return wf__error(WF_ERR_SHAPE, "%s: q, k, v need rank >= 2 (got %d, %d, %d)", op,
                          q->ndim, k->ndim, v->ndim);
@@ -184,13 +182,13 @@ static wf_status infer_sdpa(const void *params, wf_array *const *inputs, int nin
     if (!isfinite(p->scale))
         return wf__error(WF_ERR_INVALID_ARGUMENT, "%s: scale %g must be finite", op, p->scale);
     int n = 0;
-    wf_status st = wf__sdpa_lead_shape(op, q, k, v, shape, &n);
+    wf_status st = wf__sdpa_lead_shape(op, q, k, v, out->shape, &n);
     if (st != WF_OK)
         return st;
     if (want == 4) {
-        const wf_array *m = inputs[3];
+        const wf_desc *m = &inputs[3];
         const int64_t ms[2] = {lq, lk};
-        if (m->ndim != n + 2 || !wf__shape_equal(m->shape, n, shape, n) ||
+        if (m->ndim != n + 2 || !wf__shape_equal(m->shape, n, out->shape, n) ||
             !wf__shape_equal(m->shape + n, 2, ms, 2))
             return wf__error(WF_ERR_SHAPE, "%s: mask not broadcast to (..., Lq, Lk)", op);
         if (p->mask_kind == WF_SDPA_MASK_BOOL ? m->dtype != WF_DTYPE_BOOL
@@ -198,10 +196,10 @@ static wf_status infer_sdpa(const void *params, wf_array *const *inputs, int nin
             return wf__error(WF_ERR_DTYPE, "%s: mask dtype %s (needs bool or a float type)", op,
                              wf_dtype_name(m->dtype));
     }
-    shape[n] = lq;
-    shape[n + 1] = dv;
-    *ndim = n + 2;
-    *dtype = dt;
+    out->shape[n] = lq;
+    out->shape[n + 1] = dv;
+    out->ndim = n + 2;
+    out->dtype = dt;
     return WF_OK;
 }
 
@@ -210,43 +208,43 @@ const wf_prim_def wf__prim_sdpa = {
     .flags = 0,
     .params_size = sizeof(wf_sdpa_params),
     .infer = infer_sdpa,
-    .cpu_kernel = wf__cpu_sdpa,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* ---------------------------------------------------------------- activations */
 
-static wf_status infer_activation(const char *op, wf_array *const *inputs, int ninputs,
-                                  wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_activation(const char *op, const wf_desc *inputs, int ninputs,
+                                  wf_out_desc *out)
 {
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "%s: expected 1 input, got %d", op, ninputs);
-    if (!wf__dtype_is_float(inputs[0]->dtype))
+    if (!wf__dtype_is_float(inputs[0].dtype))
         return wf__error(WF_ERR_DTYPE, "%s: input dtype %s is not a float type", op,
-                         wf_dtype_name(inputs[0]->dtype));
-    *dtype = inputs[0]->dtype;
-    same_shape(inputs[0], ndim, shape);
+                         wf_dtype_name(inputs[0].dtype));
+    out->dtype = inputs[0].dtype;
+    same_shape(&inputs[0], out);
     return WF_OK;
 }
 
-static wf_status infer_silu(const void *params, wf_array *const *inputs, int ninputs,
-                            wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_silu(const void *params, const wf_desc *inputs, int ninputs,
+                            wf_out_desc *out)
 {
     (void)params;
-    return infer_activation("wf_silu", inputs, ninputs, dtype, ndim, shape);
+    return infer_activation("wf_silu", inputs, ninputs, out);
 }
 
-static wf_status infer_gelu(const void *params, wf_array *const *inputs, int ninputs,
-                            wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_gelu(const void *params, const wf_desc *inputs, int ninputs,
+                            wf_out_desc *out)
 {
     (void)params;
-    return infer_activation("wf_gelu", inputs, ninputs, dtype, ndim, shape);
+    return infer_activation("wf_gelu", inputs, ninputs, out);
 }
 
-static wf_status infer_gelu_tanh(const void *params, wf_array *const *inputs, int ninputs,
-                                 wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_gelu_tanh(const void *params, const wf_desc *inputs, int ninputs,
+                                 wf_out_desc *out)
 {
     (void)params;
-    return infer_activation("wf_gelu_tanh", inputs, ninputs, dtype, ndim, shape);
+    return infer_activation("wf_gelu_tanh", inputs, ninputs, out);
 }
 
 const wf_prim_def wf__prim_silu = {
@@ -254,7 +252,7 @@ const wf_prim_def wf__prim_silu = {
     .flags = WF_PRIM_ELEMENTWISE,
     .params_size = 0,
     .infer = infer_silu,
-    .cpu_kernel = wf__cpu_silu,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 const wf_prim_def wf__prim_gelu = {
@@ -262,7 +260,7 @@ const wf_prim_def wf__prim_gelu = {
     .flags = WF_PRIM_ELEMENTWISE,
     .params_size = 0,
     .infer = infer_gelu,
-    .cpu_kernel = wf__cpu_gelu,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 const wf_prim_def wf__prim_gelu_tanh = {
@@ -270,5 +268,5 @@ const wf_prim_def wf__prim_gelu_tanh = {
     .flags = WF_PRIM_ELEMENTWISE,
     .params_size = 0,
     .infer = infer_gelu_tanh,
-    .cpu_kernel = wf__cpu_gelu_tanh,
+    .kernels = &(wf_kernel_slots){{0}},
 };

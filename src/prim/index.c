@@ -1,10 +1,9 @@
 /* Indexing primitives: take, take_along_axis, scatter_add. */
-#include "backend/cpu/index.h"
 #include "core/error.h"
 #include "prim/prims.h"
 #include "prim/shape.h"
 
-static wf_status check_indices(const char *op, const wf_array *indices)
+static wf_status check_indices(const char *op, const wf_desc *indices)
 {
     if (!wf__is_index_dtype(indices->dtype))
         return wf__error(WF_ERR_DTYPE, "%s: indices must have an integer dtype, not %s", op,
@@ -12,7 +11,7 @@ static wf_status check_indices(const char *op, const wf_array *indices)
     return WF_OK;
 }
 
-static wf_status check_axis(const char *op, int axis, const wf_array *a)
+static wf_status check_axis(const char *op, int axis, const wf_desc *a)
 {
     if (a->ndim == 0)
         return wf__error(WF_ERR_AXIS, "%s: axis %d is out of range for a 0-d array", op, axis);
@@ -24,13 +23,13 @@ static wf_status check_axis(const char *op, int axis, const wf_array *a)
 
 /* ---------------------------------------------------------------- take */
 
-static wf_status infer_take(const void *params, wf_array *const *inputs, int ninputs,
-                            wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_take(const void *params, const wf_desc *inputs, int ninputs,
+                            wf_out_desc *out)
 {
     const wf_axis_params *p = params;
     if (ninputs != 2)
         return wf__error(WF_ERR_INTERNAL, "take: expected 2 inputs, got %d", ninputs);
-    const wf_array *a = inputs[0], *idx = inputs[1];
+    const wf_desc *a = &inputs[0], *idx = &inputs[1];
     wf_status st = check_axis("wf_take", p->axis, a);
     if (st == WF_OK)
         st = check_indices("wf_take", idx);
@@ -42,13 +41,13 @@ static wf_status infer_take(const void *params, wf_array *const *inputs, int nin
                          WF_MAX_NDIM);
     int n = 0;
     for (int d = 0; d < p->axis; d++)
-        shape[n++] = a->shape[d];
+        out->shape[n++] = a->shape[d];
     for (int d = 0; d < idx->ndim; d++)
-        shape[n++] = idx->shape[d];
+        out->shape[n++] = idx->shape[d];
     for (int d = p->axis + 1; d < a->ndim; d++)
-        shape[n++] = a->shape[d];
-    *dtype = a->dtype;
-    *ndim = rank;
+        out->shape[n++] = a->shape[d];
+    out->dtype = a->dtype;
+    out->ndim = rank;
     return WF_OK;
 }
 
@@ -57,19 +56,19 @@ const wf_prim_def wf__prim_take = {
     .flags = 0,
     .params_size = sizeof(wf_axis_params),
     .infer = infer_take,
-    .cpu_kernel = wf__cpu_take,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* ---------------------------------------------------------------- take_along_axis */
 
-static wf_status infer_take_along_axis(const void *params, wf_array *const *inputs,
-                                       int ninputs, wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_take_along_axis(const void *params, const wf_desc *inputs, int ninputs,
+                                       wf_out_desc *out)
 {
     const wf_axis_params *p = params;
     if (ninputs != 2)
         return wf__error(WF_ERR_INTERNAL, "take_along_axis: expected 2 inputs, got %d",
                          ninputs);
-    const wf_array *a = inputs[0], *idx = inputs[1];
+    const wf_desc *a = &inputs[0], *idx = &inputs[1];
     wf_status st = check_axis("wf_take_along_axis", p->axis, a);
     if (st == WF_OK)
         st = check_indices("wf_take_along_axis", idx);
@@ -89,9 +88,9 @@ static wf_status infer_take_along_axis(const void *params, wf_array *const *inpu
                              "shape %s off axis %d",
                              wf__shape_str(idx->shape, idx->ndim, si, sizeof si),
                              wf__shape_str(a->shape, a->ndim, sa, sizeof sa), p->axis);
-    *dtype = a->dtype;
-    *ndim = idx->ndim;
-    wf__shape_copy(shape, idx->shape, idx->ndim);
+    out->dtype = a->dtype;
+    out->ndim = idx->ndim;
+    wf__shape_copy(out->shape, idx->shape, idx->ndim);
     return WF_OK;
 }
 
@@ -100,18 +99,18 @@ const wf_prim_def wf__prim_take_along_axis = {
     .flags = 0,
     .params_size = sizeof(wf_axis_params),
     .infer = infer_take_along_axis,
-    .cpu_kernel = wf__cpu_take_along_axis,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* ---------------------------------------------------------------- scatter_add */
 
-static wf_status infer_scatter_add(const void *params, wf_array *const *inputs, int ninputs,
-                                   wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_scatter_add(const void *params, const wf_desc *inputs, int ninputs,
+                                   wf_out_desc *out)
 {
     const wf_axis_params *p = params;
     if (ninputs != 3)
         return wf__error(WF_ERR_INTERNAL, "scatter_add: expected 3 inputs, got %d", ninputs);
-    const wf_array *a = inputs[0], *idx = inputs[1], *u = inputs[2];
+    const wf_desc *a = &inputs[0], *idx = &inputs[1], *u = &inputs[2];
     wf_status st = check_axis("wf_scatter_add", p->axis, a);
     if (st == WF_OK)
         st = check_indices("wf_scatter_add", idx);
@@ -131,9 +130,9 @@ static wf_status infer_scatter_add(const void *params, wf_array *const *inputs, 
         return wf__error(WF_ERR_SHAPE, "wf_scatter_add: updates of shape %s, expected %s",
                          wf__shape_str(u->shape, u->ndim, s0, sizeof s0),
                          wf__shape_str(want, a->ndim, s1, sizeof s1));
-    *dtype = a->dtype;
-    *ndim = a->ndim;
-    wf__shape_copy(shape, a->shape, a->ndim);
+    out->dtype = a->dtype;
+    out->ndim = a->ndim;
+    wf__shape_copy(out->shape, a->shape, a->ndim);
     return WF_OK;
 }
 
@@ -142,5 +141,5 @@ const wf_prim_def wf__prim_scatter_add = {
     .flags = 0,
     .params_size = sizeof(wf_axis_params),
     .infer = infer_scatter_add,
-    .cpu_kernel = wf__cpu_scatter_add,
+    .kernels = &(wf_kernel_slots){{0}},
 };

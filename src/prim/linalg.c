@@ -2,16 +2,14 @@
  * ops reshape 1-d operands). Leading (batch) axes broadcast; the inputs may
  * have different dtypes (the kernel converts while staging for BLAS); the
  * output has their promoted type, which must be a float type. */
-#include "backend/cpu/cpu.h"
-#include "backend/cpu/linalg.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "prim/linalg.h"
 #include "prim/prims.h"
 
 /* Output dtype and shape of a @ b, with errors naming `op`. */
-static wf_status infer_product(const char *op, const wf_array *a, const wf_array *b,
-                               wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_product(const char *op, const wf_desc *a, const wf_desc *b,
+                               wf_out_desc *out)
 {
     if (a->ndim < 2 || b->ndim < 2)
         return wf__error(WF_ERR_SHAPE, "%s: operands of rank %d and %d (the primitive needs 2+)",
@@ -27,24 +25,24 @@ static wf_status infer_product(const char *op, const wf_array *a, const wf_array
                          wf__shape_str(b->shape, b->ndim, sb, sizeof sb));
     }
     int nb = 0;
-    wf_status st = wf__broadcast_shapes(op, a->shape, a->ndim - 2, b->shape, b->ndim - 2, shape,
-                                        &nb);
+    wf_status st = wf__broadcast_shapes(op, a->shape, a->ndim - 2, b->shape, b->ndim - 2,
+                                        out->shape, &nb);
     if (st != WF_OK)
         return st;
-    shape[nb] = a->shape[a->ndim - 2];
-    shape[nb + 1] = b->shape[b->ndim - 1];
-    *ndim = nb + 2;
-    *dtype = dt;
+    out->shape[nb] = a->shape[a->ndim - 2];
+    out->shape[nb + 1] = b->shape[b->ndim - 1];
+    out->ndim = nb + 2;
+    out->dtype = dt;
     return WF_OK;
 }
 
-static wf_status infer_matmul(const void *params, wf_array *const *inputs, int ninputs,
-                              wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_matmul(const void *params, const wf_desc *inputs, int ninputs,
+                              wf_out_desc *out)
 {
     (void)params;
     if (ninputs != 2)
         return wf__error(WF_ERR_INTERNAL, "matmul: expected 2 inputs, got %d", ninputs);
-    return infer_product("wf_matmul", inputs[0], inputs[1], dtype, ndim, shape);
+    return infer_product("wf_matmul", &inputs[0], &inputs[1], out);
 }
 
 const wf_prim_def wf__prim_matmul = {
@@ -52,28 +50,28 @@ const wf_prim_def wf__prim_matmul = {
     .flags = 0,
     .params_size = 0,
     .infer = infer_matmul,
-    .cpu_kernel = wf__cpu_matmul,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* c must already have the product's shape (the op broadcasts it). */
-static wf_status infer_addmm(const void *params, wf_array *const *inputs, int ninputs,
-                             wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_addmm(const void *params, const wf_desc *inputs, int ninputs,
+                             wf_out_desc *out)
 {
     (void)params;
     if (ninputs != 3)
         return wf__error(WF_ERR_INTERNAL, "addmm: expected 3 inputs, got %d", ninputs);
-    wf_status st = infer_product("wf_addmm", inputs[0], inputs[1], dtype, ndim, shape);
+    wf_status st = infer_product("wf_addmm", &inputs[0], &inputs[1], out);
     if (st != WF_OK)
         return st;
-    const wf_array *c = inputs[2];
-    if (!wf__shape_equal(c->shape, c->ndim, shape, *ndim)) {
+    const wf_desc *c = &inputs[2];
+    if (!wf__shape_equal(c->shape, c->ndim, out->shape, out->ndim)) {
         char sc[256], sp[256];
         return wf__error(WF_ERR_SHAPE, "wf_addmm: c has shape %s, the product %s",
                          wf__shape_str(c->shape, c->ndim, sc, sizeof sc),
-                         wf__shape_str(shape, *ndim, sp, sizeof sp));
+                         wf__shape_str(out->shape, out->ndim, sp, sizeof sp));
     }
-    *dtype = wf_promote_types(*dtype, c->dtype);
-    if (!wf__dtype_is_float(*dtype))
+    out->dtype = wf_promote_types(out->dtype, c->dtype);
+    if (!wf__dtype_is_float(out->dtype))
         return wf__error(WF_ERR_DTYPE, "wf_addmm: dtype %s of c", wf_dtype_name(c->dtype));
     return WF_OK;
 }
@@ -83,5 +81,5 @@ const wf_prim_def wf__prim_addmm = {
     .flags = 0,
     .params_size = sizeof(wf_addmm_params),
     .infer = infer_addmm,
-    .cpu_kernel = wf__cpu_addmm,
+    .kernels = &(wf_kernel_slots){{0}},
 };

@@ -59,7 +59,7 @@ extern const wf_prim_def wf__prim_gelu_tanh;
 /* Output leading ("batch") shape of sdpa from q, k, v leading shapes (all
  * but their last two dims), with grouped-query heads. Records WF_ERR_SHAPE
  * naming `op`. out has WF_MAX_NDIM room. */
-wf_status wf__sdpa_lead_shape(const char *op, const wf_array *q, const wf_array *k,
-                              const wf_array *v, int64_t *out, int *nout);
+wf_status wf__sdpa_lead_shape(const char *op, const wf_desc *q, const wf_desc *k,
+                              const wf_desc *v, int64_t *out, int *nout);
 
 #endif

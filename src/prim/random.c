@@ -5,7 +5,6 @@
 
 #include <math.h>
 
-#include "backend/cpu/random.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "prim/prims.h"
@@ -22,20 +21,19 @@ static wf_status expect(const wf_random_params *p, int kind, const char *op, int
 }
 
 /* The output of a generator: params' dtype and shape. */
-static wf_status infer_generated(const wf_random_params *p, const char *op, wf_dtype *dtype,
-                                 int *ndim, int64_t *shape)
+static wf_status infer_generated(const wf_random_params *p, const char *op, wf_out_desc *out)
 {
     wf_status st = wf__check_shape(op, p->shape, p->ndim);
     if (st != WF_OK)
         return st;
-    *dtype = p->dtype;
-    *ndim = p->ndim;
-    wf__shape_copy(shape, p->shape, p->ndim);
+    out->dtype = p->dtype;
+    out->ndim = p->ndim;
+    wf__shape_copy(out->shape, p->shape, p->ndim);
     return WF_OK;
 }
 
-static wf_status infer_uniform(const void *params, wf_array *const *inputs, int ninputs,
-                               wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_uniform(const void *params, const wf_desc *inputs, int ninputs,
+                               wf_out_desc *out)
 {
     (void)inputs;
     const wf_random_params *p = params;
@@ -48,11 +46,11 @@ static wf_status infer_uniform(const void *params, wf_array *const *inputs, int 
                          wf_dtype_name(p->dtype));
     if (!(isfinite(p->a) && isfinite(p->b) && p->a < p->b && p->lo <= p->hi))
         return wf__error(WF_ERR_INVALID_ARGUMENT, "%s: bad bounds [%g, %g)", op, p->a, p->b);
-    return infer_generated(p, op, dtype, ndim, shape);
+    return infer_generated(p, op, out);
 }
 
-static wf_status infer_normal(const void *params, wf_array *const *inputs, int ninputs,
-                              wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_normal(const void *params, const wf_desc *inputs, int ninputs,
+                              wf_out_desc *out)
 {
     (void)inputs;
     const wf_random_params *p = params;
@@ -65,11 +63,11 @@ static wf_status infer_normal(const void *params, wf_array *const *inputs, int n
                          wf_dtype_name(p->dtype));
     if (!(isfinite(p->a) && isfinite(p->b) && p->b >= 0))
         return wf__error(WF_ERR_INVALID_ARGUMENT, "%s: bad loc %g or scale %g", op, p->a, p->b);
-    return infer_generated(p, op, dtype, ndim, shape);
+    return infer_generated(p, op, out);
 }
 
-static wf_status infer_randint(const void *params, wf_array *const *inputs, int ninputs,
-                               wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_randint(const void *params, const wf_desc *inputs, int ninputs,
+                               wf_out_desc *out)
 {
     (void)inputs;
     const wf_random_params *p = params;
@@ -83,36 +81,36 @@ static wf_status infer_randint(const void *params, wf_array *const *inputs, int 
     if (p->ihigh <= p->ilow)
         return wf__error(WF_ERR_INVALID_ARGUMENT, "%s: high %lld <= low %lld", op,
                          (long long)p->ihigh, (long long)p->ilow);
-    return infer_generated(p, op, dtype, ndim, shape);
+    return infer_generated(p, op, out);
 }
 
-static wf_status infer_bernoulli(const void *params, wf_array *const *inputs, int ninputs,
-                                 wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_bernoulli(const void *params, const wf_desc *inputs, int ninputs,
+                                 wf_out_desc *out)
 {
     const wf_random_params *p = params;
     const char *op = "wf_random_bernoulli";
     wf_status st = expect(p, WF_RANDOM_BERNOULLI, op, ninputs, 1);
     if (st != WF_OK)
         return st;
-    const wf_array *prob = inputs[0];
+    const wf_desc *prob = &inputs[0];
     if (prob->dtype != WF_DTYPE_F32 && prob->dtype != WF_DTYPE_F64)
         return wf__error(WF_ERR_DTYPE, "%s: p has dtype %s (kernel takes float32/float64)",
                          op, wf_dtype_name(prob->dtype));
-    *dtype = WF_DTYPE_BOOL;
-    *ndim = prob->ndim;
-    wf__shape_copy(shape, prob->shape, prob->ndim);
+    out->dtype = WF_DTYPE_BOOL;
+    out->ndim = prob->ndim;
+    wf__shape_copy(out->shape, prob->shape, prob->ndim);
     return WF_OK;
 }
 
-static wf_status infer_categorical(const void *params, wf_array *const *inputs, int ninputs,
-                                   wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_categorical(const void *params, const wf_desc *inputs, int ninputs,
+                                   wf_out_desc *out)
 {
     const wf_random_params *p = params;
     const char *op = "wf_random_categorical";
     wf_status st = expect(p, WF_RANDOM_CATEGORICAL, op, ninputs, 1);
     if (st != WF_OK)
         return st;
-    const wf_array *logits = inputs[0];
+    const wf_desc *logits = &inputs[0];
     if (logits->dtype != WF_DTYPE_F32 && logits->dtype != WF_DTYPE_F64)
         return wf__error(WF_ERR_DTYPE,
                          "%s: logits have dtype %s (kernel takes float32/float64)", op,
@@ -126,11 +124,11 @@ static wf_status infer_categorical(const void *params, wf_array *const *inputs, 
     if (logits->shape[p->axis] > INT32_MAX)
         return wf__error(WF_ERR_SHAPE, "%s: axis %d has %lld classes (int32 indices)", op,
                          p->axis, (long long)logits->shape[p->axis]);
-    *dtype = WF_DTYPE_I32;
-    *ndim = logits->ndim - 1;
+    out->dtype = WF_DTYPE_I32;
+    out->ndim = logits->ndim - 1;
     for (int d = 0, e = 0; d < logits->ndim; d++)
         if (d != p->axis)
-            shape[e++] = logits->shape[d];
+            out->shape[e++] = logits->shape[d];
     return WF_OK;
 }
 
@@ -139,7 +137,7 @@ const wf_prim_def wf__prim_random_uniform = {
     .flags = 0,
     .params_size = sizeof(wf_random_params),
     .infer = infer_uniform,
-    .cpu_kernel = wf__cpu_random_uniform,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 const wf_prim_def wf__prim_random_normal = {
@@ -147,7 +145,7 @@ const wf_prim_def wf__prim_random_normal = {
     .flags = 0,
     .params_size = sizeof(wf_random_params),
     .infer = infer_normal,
-    .cpu_kernel = wf__cpu_random_normal,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 const wf_prim_def wf__prim_random_randint = {
@@ -155,7 +153,7 @@ const wf_prim_def wf__prim_random_randint = {
     .flags = 0,
     .params_size = sizeof(wf_random_params),
     .infer = infer_randint,
-    .cpu_kernel = wf__cpu_random_randint,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 const wf_prim_def wf__prim_random_bernoulli = {
@@ -163,7 +161,7 @@ const wf_prim_def wf__prim_random_bernoulli = {
     .flags = 0, /* element i also depends on i (its counter): not fusable */
     .params_size = sizeof(wf_random_params),
     .infer = infer_bernoulli,
-    .cpu_kernel = wf__cpu_random_bernoulli,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 const wf_prim_def wf__prim_random_categorical = {
@@ -171,5 +169,5 @@ const wf_prim_def wf__prim_random_categorical = {
     .flags = 0,
     .params_size = sizeof(wf_random_params),
     .infer = infer_categorical,
-    .cpu_kernel = wf__cpu_random_categorical,
+    .kernels = &(wf_kernel_slots){{0}},
 };

@@ -2,8 +2,6 @@
  * logsumexp; argmax, argmin; softmax; cumsum, cumprod. */
 #include "prim/reduce.h"
 
-#include "backend/cpu/cpu.h"
-#include "backend/cpu/reduce.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "prim/prims.h"
@@ -13,13 +11,13 @@ wf_dtype wf__sum_dtype(wf_dtype in)
     return (in == WF_DTYPE_BOOL || in == WF_DTYPE_U8) ? WF_DTYPE_I32 : in;
 }
 
-static wf_status infer_sum(const void *params, wf_array *const *inputs, int ninputs,
-                           wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_sum(const void *params, const wf_desc *inputs, int ninputs,
+                           wf_out_desc *out)
 {
     const wf_sum_params *p = params;
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "sum: expected 1 input, got %d", ninputs);
-    const wf_array *a = inputs[0];
+    const wf_desc *a = &inputs[0];
     if (a->ndim < 64 && (p->axes >> a->ndim) != 0)
         return wf__error(WF_ERR_AXIS, "wf_sum: axis mask 0x%llx out of range for ndim %d",
                          (unsigned long long)p->axes, a->ndim);
@@ -27,13 +25,13 @@ static wf_status infer_sum(const void *params, wf_array *const *inputs, int ninp
     for (int d = 0; d < a->ndim; d++) {
         if ((p->axes >> d) & 1u) {
             if (p->keepdims)
-                shape[n++] = 1;
+                out->shape[n++] = 1;
         } else {
-            shape[n++] = a->shape[d];
+            out->shape[n++] = a->shape[d];
         }
     }
-    *ndim = n;
-    *dtype = wf__sum_dtype(a->dtype);
+    out->ndim = n;
+    out->dtype = wf__sum_dtype(a->dtype);
     return WF_OK;
 }
 
@@ -42,7 +40,7 @@ const wf_prim_def wf__prim_sum = {
     .flags = 0,
     .params_size = sizeof(wf_sum_params),
     .infer = infer_sum,
-    .cpu_kernel = wf__cpu_sum,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* ---------------------------------------------------------------- other reductions */
@@ -66,8 +64,8 @@ static const char *const reduce_op_names[WF_REDUCE_OP_COUNT] = {
 };
 
 /* Output shape of a reduction over the axes in `mask` (checked). */
-static wf_status reduced_shape(const char *op, uint64_t mask, bool keepdims, const wf_array *a,
-                               int *ndim, int64_t *shape)
+static wf_status reduced_shape(const char *op, uint64_t mask, bool keepdims, const wf_desc *a,
+                               wf_out_desc *out)
 {
     if (a->ndim < 64 && (mask >> a->ndim) != 0)
         return wf__error(WF_ERR_AXIS, "%s: axis mask 0x%llx out of range for ndim %d", op,
@@ -76,17 +74,17 @@ static wf_status reduced_shape(const char *op, uint64_t mask, bool keepdims, con
     for (int d = 0; d < a->ndim; d++) {
         if ((mask >> d) & 1u) {
             if (keepdims)
-                shape[n++] = 1;
+                out->shape[n++] = 1;
         } else {
-            shape[n++] = a->shape[d];
+            out->shape[n++] = a->shape[d];
         }
     }
-    *ndim = n;
+    out->ndim = n;
     return WF_OK;
 }
 
-static wf_status infer_reduce(const void *params, wf_array *const *inputs, int ninputs,
-                              wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_reduce(const void *params, const wf_desc *inputs, int ninputs,
+                              wf_out_desc *out)
 {
     const wf_reduce_params *p = params;
     if (p->op < 0 || p->op >= WF_REDUCE_OP_COUNT)
@@ -94,8 +92,8 @@ static wf_status infer_reduce(const void *params, wf_array *const *inputs, int n
     const char *op = reduce_op_names[p->op];
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "%s: expected 1 input, got %d", op, ninputs);
-    const wf_array *a = inputs[0];
-    wf_status st = reduced_shape(op, p->axes, p->keepdims, a, ndim, shape);
+    const wf_desc *a = &inputs[0];
+    wf_status st = reduced_shape(op, p->axes, p->keepdims, a, out);
     if (st != WF_OK)
         return st;
     if (p->op == WF_REDUCE_MAX || p->op == WF_REDUCE_MIN) {
@@ -113,7 +111,7 @@ static wf_status infer_reduce(const void *params, wf_array *const *inputs, int n
                              wf__shape_str(a->shape, a->ndim, buf, sizeof buf), op + 3);
         }
     }
-    *dtype = wf__reduce_out_dtype((wf_reduce_op)p->op, a->dtype);
+    out->dtype = wf__reduce_out_dtype((wf_reduce_op)p->op, a->dtype);
     return WF_OK;
 }
 
@@ -123,7 +121,7 @@ static wf_status infer_reduce(const void *params, wf_array *const *inputs, int n
         .flags = 0,                                                                      \
         .params_size = sizeof(wf_reduce_params),                                         \
         .infer = infer_reduce,                                                           \
-        .cpu_kernel = wf__cpu_reduce,                                                    \
+        .kernels = &(wf_kernel_slots){{0}},                                              \
     };
 REDUCE_PRIM(wf__prim_prod, "prod")
 REDUCE_PRIM(wf__prim_max, "max")
@@ -153,14 +151,14 @@ const wf_prim_def *wf__reduce_prim(wf_reduce_op op)
 
 /* ---------------------------------------------------------------- argmax / argmin */
 
-static wf_status infer_arg_reduce(const void *params, wf_array *const *inputs, int ninputs,
-                                  wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_arg_reduce(const void *params, const wf_desc *inputs, int ninputs,
+                                  wf_out_desc *out)
 {
     const wf_arg_reduce_params *p = params;
     const char *op = p->op == 1 ? "wf_argmin" : "wf_argmax";
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "%s: expected 1 input, got %d", op, ninputs);
-    const wf_array *a = inputs[0];
+    const wf_desc *a = &inputs[0];
     if (p->axis < 0 || p->axis >= a->ndim)
         return wf__error(WF_ERR_AXIS, "%s: axis %d out of range for ndim %d", op, p->axis,
                          a->ndim);
@@ -170,9 +168,9 @@ static wf_status infer_arg_reduce(const void *params, wf_array *const *inputs, i
     for (int d = 0; d < a->ndim; d++) {
         if (d == p->axis) {
             if (p->keepdims)
-                shape[n++] = 1;
+                out->shape[n++] = 1;
         } else {
-            shape[n++] = a->shape[d];
+            out->shape[n++] = a->shape[d];
             out_size *= a->shape[d];
         }
     }
@@ -184,8 +182,8 @@ static wf_status infer_arg_reduce(const void *params, wf_array *const *inputs, i
         return wf__error(WF_ERR_SHAPE,
                          "%s: axis %d has %lld elements, more than an int32 index holds", op,
                          p->axis, (long long)len);
-    *ndim = n;
-    *dtype = WF_DTYPE_I32;
+    out->ndim = n;
+    out->dtype = WF_DTYPE_I32;
     return WF_OK;
 }
 
@@ -194,7 +192,7 @@ const wf_prim_def wf__prim_argmax = {
     .flags = 0,
     .params_size = sizeof(wf_arg_reduce_params),
     .infer = infer_arg_reduce,
-    .cpu_kernel = wf__cpu_arg_reduce,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 const wf_prim_def wf__prim_argmin = {
@@ -202,24 +200,24 @@ const wf_prim_def wf__prim_argmin = {
     .flags = 0,
     .params_size = sizeof(wf_arg_reduce_params),
     .infer = infer_arg_reduce,
-    .cpu_kernel = wf__cpu_arg_reduce,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* ---------------------------------------------------------------- softmax */
 
-static wf_status infer_softmax(const void *params, wf_array *const *inputs, int ninputs,
-                               wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_softmax(const void *params, const wf_desc *inputs, int ninputs,
+                               wf_out_desc *out)
 {
     const wf_softmax_params *p = params;
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "wf_softmax: expected 1 input, got %d", ninputs);
-    const wf_array *a = inputs[0];
+    const wf_desc *a = &inputs[0];
     if (a->ndim < 64 && (p->axes >> a->ndim) != 0)
         return wf__error(WF_ERR_AXIS, "wf_softmax: axis mask 0x%llx out of range for ndim %d",
                          (unsigned long long)p->axes, a->ndim);
-    *ndim = a->ndim;
-    wf__shape_copy(shape, a->shape, a->ndim);
-    *dtype = wf__reduce_out_dtype(WF_REDUCE_LOGSUMEXP, a->dtype);
+    out->ndim = a->ndim;
+    wf__shape_copy(out->shape, a->shape, a->ndim);
+    out->dtype = wf__reduce_out_dtype(WF_REDUCE_LOGSUMEXP, a->dtype);
     return WF_OK;
 }
 
@@ -228,25 +226,25 @@ const wf_prim_def wf__prim_softmax = {
     .flags = 0,
     .params_size = sizeof(wf_softmax_params),
     .infer = infer_softmax,
-    .cpu_kernel = wf__cpu_softmax,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* ---------------------------------------------------------------- cumsum / cumprod */
 
-static wf_status infer_scan(const void *params, wf_array *const *inputs, int ninputs,
-                            wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_scan(const void *params, const wf_desc *inputs, int ninputs,
+                            wf_out_desc *out)
 {
     const wf_scan_params *p = params;
     const char *op = p->op == 1 ? "wf_cumprod" : "wf_cumsum";
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "%s: expected 1 input, got %d", op, ninputs);
-    const wf_array *a = inputs[0];
+    const wf_desc *a = &inputs[0];
     if (p->axis < 0 || p->axis >= a->ndim)
         return wf__error(WF_ERR_AXIS, "%s: axis %d out of range for ndim %d", op, p->axis,
                          a->ndim);
-    *ndim = a->ndim;
-    wf__shape_copy(shape, a->shape, a->ndim);
-    *dtype = wf__sum_dtype(a->dtype);
+    out->ndim = a->ndim;
+    wf__shape_copy(out->shape, a->shape, a->ndim);
+    out->dtype = wf__sum_dtype(a->dtype);
     return WF_OK;
 }
 
@@ -255,7 +253,7 @@ const wf_prim_def wf__prim_cumsum = {
     .flags = 0,
     .params_size = sizeof(wf_scan_params),
     .infer = infer_scan,
-    .cpu_kernel = wf__cpu_scan,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 const wf_prim_def wf__prim_cumprod = {
@@ -263,5 +261,5 @@ const wf_prim_def wf__prim_cumprod = {
     .flags = 0,
     .params_size = sizeof(wf_scan_params),
     .infer = infer_scan,
-    .cpu_kernel = wf__cpu_scan,
+    .kernels = &(wf_kernel_slots){{0}},
 };

@@ -2,8 +2,6 @@
  * the copying layout primitives slice_update, concatenate, pad, tri. */
 #include "prim/shape.h"
 
-#include "backend/cpu/cpu.h"
-#include "backend/cpu/index.h"
 #include "core/error.h"
 #include "prim/prims.h"
 
@@ -47,17 +45,20 @@ wf_status wf__reshape_resolve(const char *op, int64_t size, const int64_t *shape
     return WF_OK;
 }
 
-static wf_status infer_reshape(const void *params, wf_array *const *inputs, int ninputs,
-                               wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_reshape(const void *params, const wf_desc *inputs, int ninputs,
+                               wf_out_desc *out)
 {
     const wf_reshape_params *p = params;
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "reshape: expected 1 input, got %d", ninputs);
-    wf_status st = wf__reshape_resolve("wf_reshape", inputs[0]->size, p->shape, p->ndim, shape);
+    int64_t size = 1;
+    for (int d = 0; d < inputs[0].ndim; d++)
+        size *= inputs[0].shape[d]; /* an input's size fits int64 */
+    wf_status st = wf__reshape_resolve("wf_reshape", size, p->shape, p->ndim, out->shape);
     if (st != WF_OK)
         return st;
-    *dtype = inputs[0]->dtype;
-    *ndim = p->ndim;
+    out->dtype = inputs[0].dtype;
+    out->ndim = p->ndim;
     return WF_OK;
 }
 
@@ -66,18 +67,18 @@ const wf_prim_def wf__prim_reshape = {
     .flags = 0,
     .params_size = sizeof(wf_reshape_params),
     .infer = infer_reshape,
-    .cpu_kernel = wf__cpu_reshape,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* ---------------------------------------------------------------- transpose */
 
-static wf_status infer_transpose(const void *params, wf_array *const *inputs, int ninputs,
-                                 wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_transpose(const void *params, const wf_desc *inputs, int ninputs,
+                                 wf_out_desc *out)
 {
     const wf_transpose_params *p = params;
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "transpose: expected 1 input, got %d", ninputs);
-    const wf_array *a = inputs[0];
+    const wf_desc *a = &inputs[0];
     if (p->ndim != a->ndim)
         return wf__error(WF_ERR_AXIS, "wf_transpose: permutation of %d axes for ndim %d",
                          p->ndim, a->ndim);
@@ -90,10 +91,10 @@ static wf_status infer_transpose(const void *params, wf_array *const *inputs, in
         if (seen[axis])
             return wf__error(WF_ERR_AXIS, "wf_transpose: axis %d repeated", axis);
         seen[axis] = true;
-        shape[i] = a->shape[axis];
+        out->shape[i] = a->shape[axis];
     }
-    *dtype = a->dtype;
-    *ndim = a->ndim;
+    out->dtype = a->dtype;
+    out->ndim = a->ndim;
     return WF_OK;
 }
 
@@ -102,18 +103,18 @@ const wf_prim_def wf__prim_transpose = {
     .flags = WF_PRIM_VIEW,
     .params_size = sizeof(wf_transpose_params),
     .infer = infer_transpose,
-    .cpu_kernel = wf__cpu_transpose,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* ---------------------------------------------------------------- broadcast_to */
 
-static wf_status infer_broadcast_to(const void *params, wf_array *const *inputs, int ninputs,
-                                    wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_broadcast_to(const void *params, const wf_desc *inputs, int ninputs,
+                                    wf_out_desc *out)
 {
     const wf_broadcast_to_params *p = params;
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "broadcast_to: expected 1 input, got %d", ninputs);
-    const wf_array *a = inputs[0];
+    const wf_desc *a = &inputs[0];
     wf_status st = wf__check_shape("wf_broadcast_to", p->shape, p->ndim);
     if (st != WF_OK)
         return st;
@@ -129,9 +130,9 @@ static wf_status infer_broadcast_to(const void *params, wf_array *const *inputs,
                              wf__shape_str(a->shape, a->ndim, sa, sizeof sa),
                              wf__shape_str(p->shape, p->ndim, sb, sizeof sb));
     }
-    wf__shape_copy(shape, p->shape, p->ndim);
-    *dtype = a->dtype;
-    *ndim = p->ndim;
+    wf__shape_copy(out->shape, p->shape, p->ndim);
+    out->dtype = a->dtype;
+    out->ndim = p->ndim;
     return WF_OK;
 }
 
@@ -140,7 +141,7 @@ const wf_prim_def wf__prim_broadcast_to = {
     .flags = WF_PRIM_VIEW,
     .params_size = sizeof(wf_broadcast_to_params),
     .infer = infer_broadcast_to,
-    .cpu_kernel = wf__cpu_broadcast_to,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* ---------------------------------------------------------------- slice */
@@ -172,13 +173,13 @@ void wf__slice_resolve(int64_t dim, int64_t start, int64_t stop, int64_t step, i
                      : 0;
 }
 
-static wf_status infer_slice(const void *params, wf_array *const *inputs, int ninputs,
-                             wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_slice(const void *params, const wf_desc *inputs, int ninputs,
+                             wf_out_desc *out)
 {
     const wf_slice_params *p = params;
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "slice: expected 1 input, got %d", ninputs);
-    const wf_array *a = inputs[0];
+    const wf_desc *a = &inputs[0];
     if (p->ndim != a->ndim)
         return wf__error(WF_ERR_INTERNAL, "slice: %d axes given for ndim %d", p->ndim, a->ndim);
     for (int d = 0; d < a->ndim; d++) {
@@ -186,10 +187,10 @@ static wf_status infer_slice(const void *params, wf_array *const *inputs, int ni
             return wf__error(WF_ERR_INVALID_ARGUMENT, "wf_slice: step is 0 on axis %d", d);
         int64_t first;
         wf__slice_resolve(a->shape[d], p->starts[d], p->stops[d], p->steps[d], &first,
-                          &shape[d]);
+                          &out->shape[d]);
     }
-    *dtype = a->dtype;
-    *ndim = a->ndim;
+    out->dtype = a->dtype;
+    out->ndim = a->ndim;
     return WF_OK;
 }
 
@@ -198,18 +199,18 @@ const wf_prim_def wf__prim_slice = {
     .flags = WF_PRIM_VIEW,
     .params_size = sizeof(wf_slice_params),
     .infer = infer_slice,
-    .cpu_kernel = wf__cpu_slice,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* ---------------------------------------------------------------- slice_update */
 
-static wf_status infer_slice_update(const void *params, wf_array *const *inputs, int ninputs,
-                                    wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_slice_update(const void *params, const wf_desc *inputs, int ninputs,
+                                    wf_out_desc *out)
 {
     const wf_slice_params *p = params;
     if (ninputs != 2)
         return wf__error(WF_ERR_INTERNAL, "slice_update: expected 2 inputs, got %d", ninputs);
-    const wf_array *a = inputs[0], *u = inputs[1];
+    const wf_desc *a = &inputs[0], *u = &inputs[1];
     if (p->ndim != a->ndim)
         return wf__error(WF_ERR_INTERNAL, "slice_update: %d axes given for ndim %d", p->ndim,
                          a->ndim);
@@ -231,9 +232,9 @@ static wf_status infer_slice_update(const void *params, wf_array *const *inputs,
                          wf__shape_str(u->shape, u->ndim, su, sizeof su),
                          wf__shape_str(want, a->ndim, sw, sizeof sw));
     }
-    *dtype = a->dtype;
-    *ndim = a->ndim;
-    wf__shape_copy(shape, a->shape, a->ndim);
+    out->dtype = a->dtype;
+    out->ndim = a->ndim;
+    wf__shape_copy(out->shape, a->shape, a->ndim);
     return WF_OK;
 }
 
@@ -242,18 +243,18 @@ const wf_prim_def wf__prim_slice_update = {
     .flags = 0,
     .params_size = sizeof(wf_slice_params),
     .infer = infer_slice_update,
-    .cpu_kernel = wf__cpu_slice_update,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* ---------------------------------------------------------------- concatenate */
 
-static wf_status infer_concatenate(const void *params, wf_array *const *inputs, int ninputs,
-                                   wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_concatenate(const void *params, const wf_desc *inputs, int ninputs,
+                                   wf_out_desc *out)
 {
     const wf_axis_params *p = params;
     if (ninputs < 1)
         return wf__error(WF_ERR_INVALID_ARGUMENT, "wf_concatenate: no arrays given");
-    const wf_array *a = inputs[0];
+    const wf_desc *a = &inputs[0];
     if (a->ndim == 0)
         return wf__error(WF_ERR_SHAPE, "wf_concatenate: 0-d arrays cannot be concatenated");
     if (p->axis < 0 || p->axis >= a->ndim)
@@ -261,7 +262,7 @@ static wf_status infer_concatenate(const void *params, wf_array *const *inputs, 
                          p->axis, a->ndim);
     int64_t total = 0;
     for (int i = 0; i < ninputs; i++) {
-        const wf_array *x = inputs[i];
+        const wf_desc *x = &inputs[i];
         if (x->dtype != a->dtype)
             return wf__error(WF_ERR_DTYPE, "wf_concatenate: array %d has dtype %s, not %s", i,
                              wf_dtype_name(x->dtype), wf_dtype_name(a->dtype));
@@ -284,10 +285,10 @@ static wf_status infer_concatenate(const void *params, wf_array *const *inputs, 
                              p->axis);
         total += x->shape[p->axis];
     }
-    *dtype = a->dtype;
-    *ndim = a->ndim;
-    wf__shape_copy(shape, a->shape, a->ndim);
-    shape[p->axis] = total;
+    out->dtype = a->dtype;
+    out->ndim = a->ndim;
+    wf__shape_copy(out->shape, a->shape, a->ndim);
+    out->shape[p->axis] = total;
     return WF_OK;
 }
 
@@ -296,18 +297,17 @@ const wf_prim_def wf__prim_concatenate = {
     .flags = 0,
     .params_size = sizeof(wf_axis_params),
     .infer = infer_concatenate,
-    .cpu_kernel = wf__cpu_concatenate,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* ---------------------------------------------------------------- pad */
 
-static wf_status infer_pad(const void *params, wf_array *const *inputs, int ninputs,
-                           wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_pad(const void *params, const wf_desc *inputs, int ninputs, wf_out_desc *out)
 {
     const wf_pad_params *p = params;
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "pad: expected 1 input, got %d", ninputs);
-    const wf_array *a = inputs[0];
+    const wf_desc *a = &inputs[0];
     if (p->ndim != a->ndim)
         return wf__error(WF_ERR_INTERNAL, "pad: %d axes given for ndim %d", p->ndim, a->ndim);
     for (int d = 0; d < a->ndim; d++) {
@@ -318,10 +318,10 @@ static wf_status infer_pad(const void *params, wf_array *const *inputs, int ninp
         const int64_t limit = INT64_MAX / 8;
         if (p->low[d] > limit - a->shape[d] || p->high[d] > limit - a->shape[d] - p->low[d])
             return wf__error(WF_ERR_OVERFLOW, "wf_pad: padded size of axis %d overflows", d);
-        shape[d] = a->shape[d] + p->low[d] + p->high[d];
+        out->shape[d] = a->shape[d] + p->low[d] + p->high[d];
     }
-    *dtype = a->dtype;
-    *ndim = a->ndim;
+    out->dtype = a->dtype;
+    out->ndim = a->ndim;
     return WF_OK;
 }
 
@@ -330,24 +330,23 @@ const wf_prim_def wf__prim_pad = {
     .flags = 0,
     .params_size = sizeof(wf_pad_params),
     .infer = infer_pad,
-    .cpu_kernel = wf__cpu_pad,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 /* ---------------------------------------------------------------- tril / triu */
 
-static wf_status infer_tri(const void *params, wf_array *const *inputs, int ninputs,
-                           wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_tri(const void *params, const wf_desc *inputs, int ninputs, wf_out_desc *out)
 {
     const wf_tri_params *p = params;
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "tri: expected 1 input, got %d", ninputs);
-    const wf_array *a = inputs[0];
+    const wf_desc *a = &inputs[0];
     if (a->ndim < 2)
         return wf__error(WF_ERR_SHAPE, "%s: the array needs at least 2 dimensions, got %d",
                          p->upper ? "wf_triu" : "wf_tril", a->ndim);
-    *dtype = a->dtype;
-    *ndim = a->ndim;
-    wf__shape_copy(shape, a->shape, a->ndim);
+    out->dtype = a->dtype;
+    out->ndim = a->ndim;
+    wf__shape_copy(out->shape, a->shape, a->ndim);
     return WF_OK;
 }
 
@@ -356,5 +355,5 @@ const wf_prim_def wf__prim_tri = {
     .flags = 0,
     .params_size = sizeof(wf_tri_params),
     .infer = infer_tri,
-    .cpu_kernel = wf__cpu_tri,
+    .kernels = &(wf_kernel_slots){{0}},
 };

@@ -65,11 +65,6 @@ extern const wf_prim_def wf__prim_scatter_add;
 extern const wf_prim_def wf__prim_linspace;
 extern const wf_prim_def wf__prim_eye;
 
-/* A new array node with a's value (a view): what an op returns when its
- * result equals its input, so every op result is a node of its own (a scope
- * never mistakes a caller's older reference to `a` for the op's). */
-wf_array *wf__same_value(wf_array *a);
-
 /* True for the integer dtypes indices may have (u8, i32, i64). */
 static inline bool wf__is_index_dtype(wf_dtype d)
 {

@@ -18,6 +18,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/scope.h"
+#include "prim/kernel.h"
 #include "runtime/node_wait.h"
 #include "runtime/stream.h"
 #include "util/lock.h"
@@ -54,7 +55,10 @@ static wf_status run_kernel(wf_array *n)
     int seen = atomic_load(&kernels_running_max);
     while (running > seen && !atomic_compare_exchange_weak(&kernels_running_max, &seen, running))
         ;
-    wf_status status = n->prim->cpu_kernel(n, n->inputs, n->ninputs, n->params);
+    /* Streams are CPU streams until devices land. */
+    wf_kernel_fn kernel = wf__kernel_lookup(n->prim, WF_DEVICE_KIND_CPU);
+    wf_status status = kernel ? kernel(n, n->inputs, n->ninputs, n->params)
+                              : wf__kernel_missing(n->prim, WF_DEVICE_KIND_CPU);
     atomic_fetch_sub(&kernels_running, 1);
     return status;
 }
@@ -153,7 +157,7 @@ static bool push_frame(struct walk *w, wf_array *n)
  * queued, `n` may run and be freed, and with it its stream's last reference. */
 static void submit(struct walk *w, wf_array *n)
 {
-    wf_stream *s = n->stream;
+    wf_stream *s = wf__stream_of(n);
     for (int i = 0; i < w->ntouched; i++) {
         if (w->touched[i] == s) {
             wf__stream_enqueue(s, n);
@@ -219,6 +223,8 @@ static wf_status check_roots(const char *op, wf_array *const *arrays, size_t cou
         return wf__error(WF_ERR_MISUSE, "%s: cannot evaluate inside a custom kernel", op);
     if (!arrays && count)
         return wf__error(WF_ERR_NULL_ARGUMENT, "%s: arrays is NULL", op);
+    if (!wf__stream_default()) /* nodes without a stream of their own run there */
+        return wf_last_error();
     for (size_t i = 0; i < count; i++)
         if (!wf__array_check(arrays[i], op, "an array"))
             return wf_last_error();
@@ -257,7 +263,7 @@ wf_status wf_eval(wf_array *const *arrays, size_t count)
         return status;
     /* This thread runs the first root's stream itself when it is idle: a
      * cross-thread wake-up costs more than a small kernel. */
-    wf_stream *own = count ? arrays[0]->stream : NULL;
+    wf_stream *own = count ? wf__stream_of(arrays[0]) : NULL;
     status = schedule(arrays, count, own);
     if (status != WF_OK) { /* some roots were never queued: do not wait */
         if (own)
@@ -267,7 +273,7 @@ wf_status wf_eval(wf_array *const *arrays, size_t count)
     for (size_t i = 0; i < count; i++) {
         wf_array *a = arrays[i];
         if (wf__array_state(a) < WF_NODE_READY)
-            wf__stream_help_until_done(a->stream, a);
+            wf__stream_help_until_done(wf__stream_of(a), a);
         else if (i == 0 && own) /* not kicked by schedule: work there for later roots */
             wf__stream_kick(own);
     }

@@ -17,6 +17,7 @@
 #include "runtime/eval.h"
 #include "runtime/node_wait.h"
 #include "runtime/pool.h"
+#include "runtime/start.h"
 #include "util/lock.h"
 
 struct wf_stream {
@@ -178,6 +179,7 @@ void wf__stream_help_until_done(wf_stream *s, wf_array *node)
 
 static wf_stream *stream_create(void)
 {
+    wf__runtime_start();
     wf_stream *s = calloc(1, sizeof *s);
     if (!s) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "wf_stream_new: out of memory");
@@ -245,7 +247,7 @@ static void create_default_stream(void)
         registry.default_stream->immortal = true;
 }
 
-static wf_stream *default_stream_borrowed(void)
+wf_stream *wf__stream_default(void)
 {
     pthread_once(&default_once, create_default_stream);
     if (!registry.default_stream)
@@ -281,7 +283,14 @@ wf_stream *wf__stream_current(void)
     struct push_stack *stack = thread_pushes;
     if (stack && stack->count > 0)
         return stack->items[stack->count - 1];
-    return default_stream_borrowed();
+    return wf__stream_default();
+}
+
+wf_stream *wf__stream_of(const wf_array *n)
+{
+    if (n->stream || !n->prim)
+        return n->stream;
+    return wf__stream_default();
 }
 
 wf_status wf_stream_push(wf_stream *s)
@@ -320,7 +329,7 @@ wf_status wf_stream_pop(void)
 
 wf_stream *wf_default_stream(void)
 {
-    wf_stream *s = default_stream_borrowed();
+    wf_stream *s = wf__stream_default();
     return s ? wf__stream_incref(s) : NULL;
 }
 

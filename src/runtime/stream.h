@@ -18,6 +18,13 @@
  * could not be created. */
 wf_stream *wf__stream_current(void);
 wf_stream *wf__stream_incref(wf_stream *s);
+/* The stream node `n` runs on: its own, or the default stream when it has
+ * none (built before the runtime started, see core/stream_hooks.h; NULL
+ * for arrays made from data). Borrowed. */
+wf_stream *wf__stream_of(const wf_array *n);
+/* The default stream, created on first use (borrowed); NULL with the error
+ * recorded if it could not be created. */
+wf_stream *wf__stream_default(void);
 void wf__stream_decref(wf_stream *s);
 
 /* Appends CLAIMED `node` to the FIFO and publishes SUBMITTED while the queue

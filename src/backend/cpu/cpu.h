@@ -1,5 +1,5 @@
 /*
- * CPU backend: kernels (wf_cpu_kernel) and the loops they are made of.
+ * CPU backend: kernels (wf_kernel_fn) and the loops they are made of.
  * Internal.
  *
  * Every kernel walks its operands with the strided iterator below: adjacent
@@ -124,5 +124,10 @@ wf_status wf__cpu_slice(wf_array *out, wf_array *const *inputs, int ninputs,
                         const void *params);
 wf_status wf__cpu_matmul(wf_array *out, wf_array *const *inputs, int ninputs,
                          const void *params);
+/* wf_custom: contiguous inputs, a fresh output, the user's call. */
+wf_status wf__cpu_custom(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
+/* A sibling of a multi-output primitive (prim/sibling.h): a view. */
+wf_status wf__cpu_sibling(wf_array *out, wf_array *const *inputs, int ninputs,
+                          const void *params);
 
 #endif

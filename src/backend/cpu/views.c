@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "prim/prims.h"
 #include "prim/shape.h"
+#include "prim/sibling.h"
 #include "runtime/pool.h"
 
 bool wf__cpu_reshape_strides(const int64_t *shape, const int64_t *strides, int ndim,
@@ -109,6 +110,17 @@ wf_status wf__cpu_broadcast_to(wf_array *out, wf_array *const *inputs, int ninpu
         strides[i] = stretched ? 0 : in->strides[j];
     }
     wf__array_set_view(out, in, strides, in->offset);
+    return WF_OK;
+}
+
+/* A sibling of a multi-output primary: a view of the primary's result. */
+wf_status wf__cpu_sibling(wf_array *out, wf_array *const *inputs, int ninputs,
+                          const void *params)
+{
+    (void)ninputs;
+    const wf_sibling_params *p = params;
+    const wf_array *result = wf__node_output(inputs[0], p->index);
+    wf__array_set_view(out, result, result->strides, result->offset);
     return WF_OK;
 }
 

@@ -1,0 +1,54 @@
+/* The list of every built-in primitive (see prim/registry.h). A primitive
+ * added anywhere in src/prim is added here too; test_prim_registry checks
+ * that each has a name, a unique one, and a CPU kernel. */
+#include "prim/registry.h"
+
+#include "prim/binary.h"
+#include "prim/custom.h"
+#include "prim/linalg.h"
+#include "prim/prims.h"
+#include "prim/random.h"
+#include "prim/reduce.h"
+#include "prim/shape.h"
+#include "prim/sibling.h"
+#include "prim/unary.h"
+
+#define WF_UNARY_LIST_PRIM(name, kind, flags) &wf__prim_##name,
+
+static const wf_prim_def *const all_prims[] = {
+    /* creation */
+    &wf__prim_full, &wf__prim_arange, &wf__prim_linspace, &wf__prim_eye,
+    /* element-wise */
+    &wf__prim_astype, &wf__prim_exp, &wf__prim_add, &wf__prim_multiply, &wf__prim_subtract,
+    &wf__prim_divide, &wf__prim_power, &wf__prim_maximum, &wf__prim_minimum,
+    &wf__prim_floor_divide, &wf__prim_remainder, &wf__prim_equal, &wf__prim_not_equal,
+    &wf__prim_less, &wf__prim_less_equal, &wf__prim_greater, &wf__prim_greater_equal,
+    &wf__prim_logical_and, &wf__prim_logical_or, &wf__prim_logaddexp, &wf__prim_arctan2,
+    &wf__prim_where, &wf__prim_clip,
+    WF_UNARY_PRIMS(WF_UNARY_LIST_PRIM)
+    /* reductions, arg-reductions, softmax, scans */
+    &wf__prim_sum, &wf__prim_prod, &wf__prim_max, &wf__prim_min, &wf__prim_all, &wf__prim_any,
+    &wf__prim_mean, &wf__prim_var, &wf__prim_std, &wf__prim_logsumexp, &wf__prim_argmax,
+    &wf__prim_argmin, &wf__prim_softmax, &wf__prim_cumsum, &wf__prim_cumprod,
+    /* shape and layout */
+    &wf__prim_reshape, &wf__prim_transpose, &wf__prim_broadcast_to, &wf__prim_slice,
+    &wf__prim_slice_update, &wf__prim_concatenate, &wf__prim_pad, &wf__prim_tri,
+    /* indexing */
+    &wf__prim_take, &wf__prim_take_along_axis, &wf__prim_scatter_add,
+    /* linear algebra and fused ops */
+    &wf__prim_matmul, &wf__prim_addmm, &wf__prim_layer_norm, &wf__prim_rms_norm,
+    &wf__prim_rope, &wf__prim_sdpa, &wf__prim_silu, &wf__prim_gelu, &wf__prim_gelu_tanh,
+    /* random */
+    &wf__prim_random_uniform, &wf__prim_random_normal, &wf__prim_random_randint,
+    &wf__prim_random_bernoulli, &wf__prim_random_categorical,
+    /* user kernels, multi-output siblings */
+    &wf__prim_custom, &wf__prim_sibling,
+};
+
+#undef WF_UNARY_LIST_PRIM
+
+const wf_prim_def *const *wf__prim_registry(size_t *count)
+{
+    *count = sizeof all_prims / sizeof all_prims[0];
+    return all_prims;
+}
