@@ -30,6 +30,11 @@ extern "C" {
 #define WF_VERSION_MAJOR 0
 #define WF_VERSION_MINOR 1
 #define WF_VERSION_PATCH 0
+/* The same version as a string and as one number (major*10000 + minor*100 +
+ * patch), for compile-time checks; wf_version() and wf_version_number() give
+ * the library's at run time. */
+#define WF_VERSION_STRING "0.1.0"
+#define WF_VERSION_NUMBER (WF_VERSION_MAJOR * 10000 + WF_VERSION_MINOR * 100 + WF_VERSION_PATCH)
 
 /* Highest rank an array may have. */
 #define WF_MAX_NDIM 32
@@ -189,8 +194,10 @@ size_t wf_stream_count(void);
 
 /* ---------------------------------------------------------------- memory */
 
-/* Allocator counters, in bytes. */
+/* Allocator counters, in bytes. Can grow: set struct_size (use
+ * wf_memory_stats_default()); fields past it are never written. */
 typedef struct wf_memory_stats {
+    size_t struct_size;  /* sizeof the struct as the caller knows it */
     size_t active_bytes; /* held by live buffers */
     size_t peak_bytes;   /* highest active_bytes since start or last reset */
     size_t cached_bytes; /* freed buffers kept for reuse */
@@ -200,7 +207,18 @@ typedef struct wf_memory_stats {
 /* Caps active + cached bytes; allocations beyond it fail with
  * WF_ERR_OUT_OF_MEMORY (after dropping the cache). SIZE_MAX: no limit. */
 wf_status wf_set_memory_limit(size_t bytes);
-/* Fills *out with the current counters. */
+/* A zeroed wf_memory_stats whose struct_size is the size this code was
+ * compiled with (inline, so a newer library never writes past it). Bindings
+ * that cannot call it set struct_size to the size of their own struct. */
+static inline wf_memory_stats wf_memory_stats_default(void)
+{
+    wf_memory_stats stats = {0};
+    stats.struct_size = sizeof stats;
+    return stats;
+}
+/* Fills the fields of *out that fit in out->struct_size with the current
+ * counters (struct_size itself is left alone). WF_ERR_INVALID_ARGUMENT when
+ * struct_size is smaller than the first version of the struct (5 fields). */
 wf_status wf_memory_stats_get(wf_memory_stats *out);
 /* Sets peak_bytes to the current active_bytes. */
 void wf_reset_peak_memory(void);
@@ -545,6 +563,116 @@ typedef wf_status (*wf_custom_kernel)(void *payload, const wf_custom_call *call)
 wf_array *wf_custom(const char *name, wf_custom_kernel kernel, void *payload,
                     void (*payload_free)(void *payload), wf_array *const *inputs, int count,
                     const int64_t *shape, int ndim, wf_dtype dtype);
+
+/* ---------------------------------------------------------------- version */
+
+/* The library's version, "major.minor.patch" (a static string). Compare it
+ * with WF_VERSION_STRING to check that the header matches the library. */
+const char *wf_version(void);
+/* The library's version as major*10000 + minor*100 + patch (WF_VERSION_NUMBER
+ * of the header it was built with). */
+int wf_version_number(void);
+
+/* ---------------------------------------------------------------- devices
+ *
+ * A device is where arrays are computed and stored: the CPU today. Devices
+ * are static objects that live as long as the process; they are never
+ * released. Host data access (wf_array_data, wf_array_copy_to, wf_array_item)
+ * always gives host memory: for an array on another device it will copy.
+ * Getters given NULL record WF_ERR_NULL_ARGUMENT, and given a pointer that
+ * is not a device WF_ERR_INVALID_ARGUMENT. */
+
+typedef struct wf_device wf_device;
+
+/* What kind of hardware a device is. */
+typedef enum wf_device_type {
+    WF_DEVICE_TYPE_INVALID = -1, /* returned for a bad handle */
+    WF_DEVICE_TYPE_CPU = 0
+} wf_device_type;
+
+/* The CPU device (never NULL). */
+wf_device *wf_device_cpu(void);
+/* Number of devices (at least 1: the CPU is device 0). */
+int wf_device_count(void);
+/* Device `index` (0 .. wf_device_count()-1); NULL + WF_ERR_INVALID_ARGUMENT
+ * out of range. */
+wf_device *wf_device_get(int index);
+/* The device's type; WF_DEVICE_TYPE_INVALID for a bad handle. */
+wf_device_type wf_device_kind(const wf_device *device);
+/* A static name ("cpu"); NULL for a bad handle. */
+const char *wf_device_name(const wf_device *device);
+/* A small id, equal to the device's index and stable for the process (never
+ * an address; caches may key on it); UINT64_MAX for a bad handle. */
+uint64_t wf_device_id(const wf_device *device);
+/* The device's process-wide default stream (a new reference). */
+wf_stream *wf_device_default_stream(wf_device *device);
+/* A new stream on `device`, with its own worker (a new reference). */
+wf_stream *wf_stream_new_on(wf_device *device);
+/* The device a stream runs on (static, no reference); NULL for NULL. */
+wf_device *wf_stream_device(const wf_stream *s);
+/* The device where a's value lives (evaluated) or will be computed (lazy).
+ * Never evaluates. NULL for NULL or a released array. */
+wf_device *wf_array_device(const wf_array *a);
+
+/* ---------------------------------------------------------------- external memory */
+
+/* Called once when weft no longer uses external memory: `data` and `ctx` as
+ * given to wf_array_from_external. */
+typedef void (*wf_external_deleter)(void *data, void *ctx);
+
+/* A READY array over caller-owned host memory, without a copy. `data` points
+ * at element 0 and must be aligned for `dtype`; `strides` (ndim entries, in
+ * elements, may be negative or 0) or NULL for row-major. Bool data must hold
+ * only 0 and 1 (checked). weft never writes, reuses or hands out the memory
+ * for writing; it is not counted in wf_memory_stats.
+ * `deleter(data, ctx)` is called exactly once, with no weft lock held, on
+ * whichever thread drops the last reference to the array or to any view or
+ * result that still reads the memory; it may call weft but must not evaluate
+ * or wait for weft work. A NULL deleter means you keep ownership and keep the
+ * memory valid for the whole life of the array and everything made from it
+ * (ctx must then be NULL). On failure (NULL returned) the deleter is NOT
+ * called: the memory is still yours. */
+wf_array *wf_array_from_external(void *data, const int64_t *shape, int ndim, wf_dtype dtype,
+                                 const int64_t *strides, wf_external_deleter deleter, void *ctx);
+
+/* ---------------------------------------------------------------- slots
+ *
+ * A slot is a thread-safe cell holding at most one array reference: one
+ * thread publishes new values while others read them, with no user lock.
+ * A reader always gets a whole, live array (a new reference) that some store
+ * put there. Slots are refcounted handles; using a released slot records
+ * WF_ERR_MISUSE (slot memory is type-stable, so this is never undefined
+ * behaviour, until the memory is reused for a later slot).
+ * Functions that return an array return NULL both for an empty slot and on
+ * error: to tell them apart, call wf_clear_error() first and check
+ * wf_last_error() (a successful call leaves it as it was). */
+
+typedef struct wf_slot wf_slot;
+
+/* A new slot holding a reference to `initial`, or empty if `initial` is
+ * NULL (a new reference; the slot takes its own reference to `initial`). */
+wf_slot *wf_slot_new(wf_array *initial);
+/* Adds a reference to `slot` and returns it (NULL for NULL). */
+wf_slot *wf_slot_retain(wf_slot *slot);
+/* Drops one reference; the last one releases the value it holds. NULL is a
+ * no-op. */
+void wf_slot_release(wf_slot *slot);
+/* The current value (a new reference), or NULL if the slot is empty. */
+wf_array *wf_slot_load(wf_slot *slot);
+/* Replaces the value with `value` (the slot takes its own reference) and
+ * drops the old one. `value` must not be NULL (an earlier error is kept, as
+ * for ops); empty a slot with wf_slot_take. */
+wf_status wf_slot_store(wf_slot *slot, wf_array *value);
+/* Stores `value` (not NULL, as for wf_slot_store) and returns the old value
+ * (the slot's reference, handed to you), NULL if the slot was empty. */
+wf_array *wf_slot_exchange(wf_slot *slot, wf_array *value);
+/* Empties the slot and returns its value (handed to you), NULL if empty. */
+wf_array *wf_slot_take(wf_slot *slot);
+/* If the slot holds `expected` (the same handle; NULL: the slot is empty),
+ * stores `desired` (not NULL) and sets *swapped to true; otherwise leaves
+ * the slot as it is and sets *swapped to false. */
+wf_status wf_slot_compare_exchange(wf_slot *slot, wf_array *expected, wf_array *desired,
+                                   bool *swapped);
 
 #ifdef __cplusplus
 }

@@ -53,6 +53,11 @@
  *
  * At exit, cached blocks stay reachable from the static free lists, so leak
  * checkers do not report them; wf_clear_cache returns them to the system.
+ *
+ * External buffers (wf_array_from_external) wrap caller-owned memory in a
+ * header of their own (struct external_block). They never touch the lock,
+ * the counters or the cache: their last release calls the owner's deleter
+ * with no lock held and frees the header.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -60,8 +65,10 @@
 
 #include "core/buffer.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "core/error.h"
@@ -84,6 +91,14 @@ typedef struct block {
     struct block *age_next, *age_prev;     /* global, oldest at age_head */
     unsigned cls;
 } block;
+
+/* An external buffer: caller memory plus how to give it back. */
+typedef struct external_block {
+    wf_buffer buf; /* first member: a wf_buffer * is an external_block * */
+    void (*deleter)(void *data, void *ctx);
+    void *owner_data; /* what the owner passed, given back to the deleter */
+    void *ctx;
+} external_block;
 
 static wf_mutex g_lock = {.mutex = PTHREAD_MUTEX_INITIALIZER, .level = WF_LOCK_ALLOCATOR};
 
@@ -262,6 +277,7 @@ static wf_buffer *init_buffer(block *b, size_t bytes)
 {
     atomic_init(&b->buf.refcount, 1);
     b->buf.bytes = bytes;
+    b->buf.flags = 0;
     return &b->buf;
 }
 
@@ -347,12 +363,60 @@ wf_buffer *wf__buffer_retain(wf_buffer *b)
     return b;
 }
 
+/* ------------------------------------------------------------ external buffers */
+
+wf_buffer *wf__buffer_wrap_external(void *data, size_t bytes, void (*deleter)(void *, void *),
+                                    void *owner_data, void *ctx)
+{
+    external_block *e = malloc(sizeof *e);
+    if (!e) {
+        wf__error(WF_ERR_OUT_OF_MEMORY, "out of memory: cannot allocate a buffer header");
+        return NULL;
+    }
+    atomic_init(&e->buf.refcount, 1);
+    /* Nothing is ever read from an empty buffer, but data is never NULL. */
+    e->buf.data = data ? data : (void *)g_empty_block;
+    e->buf.bytes = bytes;
+    e->buf.capacity = 0;
+    e->buf.flags = WF_BUFFER_EXTERNAL;
+    e->deleter = deleter;
+    e->owner_data = owner_data;
+    e->ctx = ctx;
+    return &e->buf;
+}
+
+/* The owner's code runs here: no lock may be held (debug builds check). */
+static void release_external(external_block *e)
+{
+    if (e->deleter) {
+        wf__assert_no_locks_held("an external buffer's deleter");
+        e->deleter(e->owner_data, e->ctx);
+    }
+    free(e);
+}
+
+void wf__buffer_discard_external(wf_buffer *b)
+{
+    free((external_block *)b);
+}
+
+bool wf__buffer_is_external(const wf_buffer *b)
+{
+    return (b->flags & WF_BUFFER_EXTERNAL) != 0;
+}
+
+/* ------------------------------------------------------------ release */
+
 void wf__buffer_release(wf_buffer *b)
 {
     if (!b)
         return;
     if (atomic_fetch_sub_explicit(&b->refcount, 1, memory_order_acq_rel) != 1)
         return;
+    if (b->flags & WF_BUFFER_EXTERNAL) {
+        release_external((external_block *)b);
+        return;
+    }
     block *k = (block *)b;
     size_t cap = b->capacity;
     if (cap == 0) {
@@ -400,16 +464,31 @@ wf_status wf_set_memory_limit(size_t bytes)
     return WF_OK;
 }
 
+/* The first published layout: struct_size and four counters. Callers built
+ * against it pass this size; later versions only append fields. */
+#define MEMORY_STATS_FIRST_SIZE (offsetof(wf_memory_stats, limit_bytes) + sizeof(size_t))
+
 wf_status wf_memory_stats_get(wf_memory_stats *out)
 {
     if (!out)
         return wf__error(WF_ERR_NULL_ARGUMENT, "wf_memory_stats_get: out is NULL");
+    size_t caller_size = out->struct_size;
+    if (caller_size < MEMORY_STATS_FIRST_SIZE)
+        return wf__error(WF_ERR_INVALID_ARGUMENT,
+                         "wf_memory_stats_get: struct_size is %zu, at least %zu expected "
+                         "(initialize the struct with wf_memory_stats_default())",
+                         caller_size, (size_t)MEMORY_STATS_FIRST_SIZE);
+    wf_memory_stats now = {0};
     wf__mutex_lock(&g_lock);
-    out->active_bytes = g_active;
-    out->peak_bytes = g_peak;
-    out->cached_bytes = g_cached;
-    out->limit_bytes = g_limit;
+    now.active_bytes = g_active;
+    now.peak_bytes = g_peak;
+    now.cached_bytes = g_cached;
+    now.limit_bytes = g_limit;
     wf__mutex_unlock(&g_lock);
+    /* Only what the caller's struct has room for; its struct_size stays. */
+    size_t known = caller_size < sizeof now ? caller_size : sizeof now;
+    size_t skip = sizeof now.struct_size;
+    memcpy((char *)out + skip, (const char *)&now + skip, known - skip);
     return WF_OK;
 }
 

@@ -588,3 +588,132 @@ bool wf_array_is_evaluated(const wf_array *a)
 {
     return live_or_null(a) && wf__array_state(a) >= WF_NODE_READY;
 }
+
+/* ------------------------------------------------------------ external memory */
+
+/* Element offsets (from element 0) of the lowest and highest elements that
+ * `strides` reach, kept within 2^60 (as wf__shape_size keeps sizes) so that
+ * byte offsets never overflow. Only called for non-empty arrays. */
+static wf_status external_extent(const int64_t *shape, const int64_t *strides, int ndim,
+                                 int64_t *lowest, int64_t *highest)
+{
+    const int64_t limit = INT64_MAX / 8;
+    int64_t lo = 0, hi = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 1)
+            continue; /* a stride over one element reaches nothing */
+        int64_t stride = strides[i];
+        if (stride < -limit || stride > limit)
+            return wf__error(WF_ERR_OVERFLOW,
+                             "wf_array_from_external: stride %d (%lld) is out of range", i,
+                             (long long)stride);
+        int64_t magnitude = stride < 0 ? -stride : stride;
+        if (magnitude && shape[i] - 1 > (limit - (hi - lo)) / magnitude)
+            return wf__error(WF_ERR_OVERFLOW,
+                             "wf_array_from_external: strides span more than 2^60 elements");
+        if (stride < 0)
+            lo -= magnitude * (shape[i] - 1);
+        else
+            hi += magnitude * (shape[i] - 1);
+    }
+    *lowest = lo;
+    *highest = hi;
+    return WF_OK;
+}
+
+/* Kernels rely on bools being 0 or 1; external memory cannot be fixed up. */
+static bool external_bools_canonical(const uint8_t *first, const int64_t *shape,
+                                     const int64_t *strides, int ndim, int64_t size)
+{
+    int64_t index[WF_MAX_NDIM] = {0};
+    int64_t offset = 0;
+    for (int64_t n = 0; n < size; n++) {
+        if (first[offset] > 1)
+            return false;
+        for (int i = ndim - 1; i >= 0; i--) { /* next index, last axis fastest */
+            offset += strides[i];
+            if (++index[i] < shape[i])
+                break;
+            offset -= strides[i] * shape[i];
+            index[i] = 0;
+        }
+    }
+    return true;
+}
+
+/* Checks the memory an external array would read; fills its layout. */
+static wf_status check_external_memory(void *data, const int64_t *shape, int ndim,
+                                       wf_dtype dtype, const int64_t *strides, int64_t size,
+                                       int64_t *layout_strides, int64_t *lowest, int64_t *highest)
+{
+    const char *op = "wf_array_from_external";
+    size_t item = wf_dtype_size(dtype);
+    if (!data && size > 0)
+        return wf__error(WF_ERR_NULL_ARGUMENT, "%s: data is NULL for %lld elements", op,
+                         (long long)size);
+    if ((uintptr_t)data % item != 0)
+        return wf__error(WF_ERR_INVALID_ARGUMENT,
+                         "%s: data %p is not aligned for %s (%zu bytes)", op, data,
+                         wf_dtype_name(dtype), item);
+    *lowest = *highest = 0;
+    if (size == 0 || !strides) { /* an empty array reads nothing: strides unused */
+        wf__contiguous_strides(shape, ndim, layout_strides);
+        *highest = size > 0 ? size - 1 : 0;
+    } else {
+        if (external_extent(shape, strides, ndim, lowest, highest) != WF_OK)
+            return wf_last_error();
+        memcpy(layout_strides, strides, (size_t)ndim * sizeof(int64_t));
+    }
+    if (size == 0)
+        return WF_OK;
+    uintptr_t below = (uintptr_t)(-*lowest) * item, above = (uintptr_t)(*highest + 1) * item;
+    if ((uintptr_t)data < below || UINTPTR_MAX - (uintptr_t)data < above)
+        return wf__error(WF_ERR_INVALID_ARGUMENT,
+                         "%s: the strides reach outside the address space from data %p", op,
+                         data);
+    if (dtype == WF_DTYPE_BOOL &&
+        !external_bools_canonical(data, shape, layout_strides, ndim, size))
+        return wf__error(WF_ERR_INVALID_ARGUMENT,
+                         "%s: bool data holds a byte other than 0 or 1", op);
+    return WF_OK;
+}
+
+wf_array *wf_array_from_external(void *data, const int64_t *shape, int ndim, wf_dtype dtype,
+                                 const int64_t *strides, wf_external_deleter deleter, void *ctx)
+{
+    const char *op = "wf_array_from_external";
+    int64_t size;
+    if (check_new_shape(op, shape, ndim, dtype, &size) != WF_OK)
+        return NULL;
+    if (!deleter && ctx) {
+        wf__error(WF_ERR_INVALID_ARGUMENT,
+                  "%s: ctx is set but deleter is NULL (ctx would never be given back)", op);
+        return NULL;
+    }
+    int64_t layout[WF_MAX_NDIM], lowest = 0, highest = 0;
+    if (check_external_memory(data, shape, ndim, dtype, strides, size, layout, &lowest,
+                              &highest) != WF_OK)
+        return NULL;
+
+    size_t item = wf_dtype_size(dtype);
+    char *first_byte = size ? (char *)data + lowest * (int64_t)item : data;
+    size_t bytes = size ? (size_t)(highest - lowest + 1) * item : 0;
+    wf_buffer *b = wf__buffer_wrap_external(first_byte, bytes, deleter, data, ctx);
+    if (!b)
+        return NULL;
+    /* Until the buffer is attached, a failure frees it without the deleter. */
+    wf_array *n = node_alloc(dtype, shape, ndim, size, 0, 0);
+    if (n)
+        n = finish_new_reference(n);
+    if (!n) {
+        wf__buffer_discard_external(b);
+        return NULL;
+    }
+    if (ndim)
+        memcpy(n->strides, layout, (size_t)ndim * sizeof(int64_t));
+    n->offset = -lowest;
+    n->row_contiguous = wf__is_row_contiguous(n->shape, n->strides, ndim);
+    n->buffer = b;
+    atomic_store_explicit(&n->state, WF_NODE_READY, memory_order_release);
+    return n;
+}

@@ -10,22 +10,45 @@
 #define WEFT_CORE_BUFFER_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "weft.h"
 
+enum wf_buffer_flags {
+    /* Caller-owned memory (wf_array_from_external): never written, reused,
+     * cached or donated by weft; only aligned for its dtype. */
+    WF_BUFFER_EXTERNAL = 1u << 0
+};
+
 typedef struct wf_buffer {
     atomic_size_t refcount;
-    void *data;      /* 64-byte aligned; never NULL, even for 0 bytes */
+    void *data;      /* 64-byte aligned (external: dtype aligned); never NULL */
     size_t bytes;    /* what was asked for */
-    size_t capacity; /* what was reserved (counted in the stats) */
+    size_t capacity; /* what was reserved (counted in the stats; 0 if external) */
+    unsigned flags;  /* enum wf_buffer_flags */
 } wf_buffer;
 
 /* A new buffer of at least `bytes` (refcount 1). On failure returns NULL and
  * records WF_ERR_OUT_OF_MEMORY (limit reached or system out of memory). */
 wf_buffer *wf__buffer_alloc(size_t bytes);
 wf_buffer *wf__buffer_retain(wf_buffer *b);
-/* Drops a reference; the last one returns the memory to the cache. */
+/* Drops a reference; the last one returns the memory to the cache (an
+ * external buffer calls its deleter instead, with no lock held). */
 void wf__buffer_release(wf_buffer *b);
+
+/* A buffer (refcount 1) over caller-owned memory: `bytes` from `data` (NULL
+ * only when bytes is 0). The last release calls deleter(owner_data, ctx) if
+ * the deleter is not NULL. Counts nothing in the stats. NULL with
+ * WF_ERR_OUT_OF_MEMORY if the header cannot be allocated (the deleter is not
+ * called). */
+wf_buffer *wf__buffer_wrap_external(void *data, size_t bytes, void (*deleter)(void *, void *),
+                                    void *owner_data, void *ctx);
+/* Frees an external buffer that was never shared (refcount 1) without
+ * calling its deleter: for constructors that fail after wrapping. */
+void wf__buffer_discard_external(wf_buffer *b);
+/* True for caller-owned memory. Any code that writes into an input's buffer
+ * (in-place ops, donation) must check this first and never do it then. */
+bool wf__buffer_is_external(const wf_buffer *b);
 
 #endif

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "runtime/device.h"
 #include "runtime/eval.h"
 #include "runtime/node_wait.h"
 #include "runtime/pool.h"
@@ -32,6 +33,7 @@ struct wf_stream {
     bool immortal;     /* the default stream: never freed, so not counted */
     pthread_t worker;
     struct wf_stream *registry_prev, *registry_next;
+    wf_device *device; /* where its tasks run; set at creation */
 };
 
 /* ------------------------------------------------------------ registry */
@@ -186,6 +188,7 @@ static wf_stream *stream_create(void)
         return NULL;
     }
     atomic_init(&s->refcount, 1);
+    s->device = wf__device_cpu();
     wf__mutex_init(&s->queue_lock, WF_LOCK_STREAM_QUEUE);
     pthread_cond_init(&s->work_ready, NULL);
     pthread_cond_init(&s->idle, NULL);
@@ -361,3 +364,5 @@ wf_status wf_stream_synchronize(wf_stream *s)
     wf__mutex_unlock(&s->queue_lock);
     return WF_OK;
 }
+
+wf_device *wf__stream_device(const wf_stream *s) { return s->device; }

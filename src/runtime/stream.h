@@ -25,6 +25,8 @@ wf_stream *wf__stream_of(const wf_array *n);
 /* The default stream, created on first use (borrowed); NULL with the error
  * recorded if it could not be created. */
 wf_stream *wf__stream_default(void);
+/* The device the stream runs on (static). */
+wf_device *wf__stream_device(const wf_stream *s);
 void wf__stream_decref(wf_stream *s);
 
 /* Appends CLAIMED `node` to the FIFO and publishes SUBMITTED while the queue

@@ -108,7 +108,7 @@ int main(void)
     size_t streams = wf_stream_count();
     int threads = os_threads();
     int64_t arrays = live_arrays();
-    wf_memory_stats before;
+    wf_memory_stats before = wf_memory_stats_default();
     wf_memory_stats_get(&before);
 
     if (!repro_run_with_deadline(churn, NULL, DEADLINE_SECONDS)) {
@@ -116,7 +116,7 @@ int main(void)
         return REPRO_FAIL;
     }
     int threads_after = os_threads_settled(threads);
-    wf_memory_stats after;
+    wf_memory_stats after = wf_memory_stats_default();
     wf_memory_stats_get(&after);
     printf("repro_thread_churn: %d threads evaluated; streams %zu -> %zu, OS threads %d -> %d, "
            "arrays %lld -> %lld, active bytes %zu -> %zu\n",

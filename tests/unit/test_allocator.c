@@ -12,8 +12,7 @@
 
 static wf_memory_stats stats_now(void)
 {
-    wf_memory_stats s;
-    memset(&s, 0, sizeof s);
+    wf_memory_stats s = wf_memory_stats_default();
     CHECK_OK(wf_memory_stats_get(&s));
     return s;
 }
@@ -473,7 +472,7 @@ static void *churn(void *arg)
             atomic_fetch_add(&limit_failures, 1);
         }
         if (i % 64 == 0) {
-            wf_memory_stats s;
+            wf_memory_stats s = wf_memory_stats_default();
             wf_memory_stats_get(&s);
             if (s.active_bytes + s.cached_bytes > s.limit_bytes)
                 atomic_fetch_add(&over_limit_seen, 1);

@@ -133,7 +133,7 @@ static void test_creation_under_memory_limit(void)
     float v[1024] = {0};
     int64_t n = 1024;
     wf_clear_cache();
-    wf_memory_stats stats;
+    wf_memory_stats stats = wf_memory_stats_default();
     CHECK_OK(wf_memory_stats_get(&stats));
     CHECK_OK(wf_set_memory_limit(stats.active_bytes + 1024));
     CHECK_NULL_WITH(wf_array_from_data(v, &n, 1, WF_DTYPE_F32), WF_ERR_OUT_OF_MEMORY);

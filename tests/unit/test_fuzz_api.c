@@ -1198,7 +1198,7 @@ static void op_eval(void)
     }
     case 4: {
         set_op("memory");
-        wf_memory_stats st;
+        wf_memory_stats st = wf_memory_stats_default();
         check_status(wf_memory_stats_get(one_in(3) ? NULL : &st));
         if (one_in(4))
             wf_reset_peak_memory();
@@ -1407,7 +1407,7 @@ static void test_fuzz_api(void)
     signal(SIGBUS, crash_handler);
 #endif
 
-    wf_memory_stats st0;
+    wf_memory_stats st0 = wf_memory_stats_default();
     CHECK_OK(wf_memory_stats_get(&st0));
     CHECK_OK(wf_set_memory_limit((size_t)256 << 20));
     int64_t live0 = live_arrays();

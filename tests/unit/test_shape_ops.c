@@ -597,7 +597,7 @@ static void test_repeat(void)
     conf_check_error(wf_repeat(NULL, 2, 0), WF_ERR_NULL_ARGUMENT, "wf_repeat");
     /* A huge repeat is lazy: no index table is built (it was: 1 GiB here,
      * past the memory limit, and a loop over 2^28 rows before returning). */
-    wf_memory_stats before;
+    wf_memory_stats before = wf_memory_stats_default();
     CHECK_OK(wf_memory_stats_get(&before));
     CHECK_OK(wf_set_memory_limit((size_t)64 << 20));
     wf_array *huge = wf_repeat(a, (int64_t)1 << 27, 0);
