@@ -407,11 +407,6 @@ static void test_deleter_may_call_weft(void)
 
 enum { THREADS = 8, PER_THREAD = 200 };
 
-struct shared_external {
-    wf_array *array; /* one reference handed to each thread */
-    atomic_int done;
-};
-
 static void *use_and_release(void *arg)
 {
     wf_array *a = arg;
