@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h> /* memset, for the inline *_default() initializers */
 
 #ifdef __cplusplus
 extern "C" {
@@ -212,7 +213,8 @@ wf_status wf_set_memory_limit(size_t bytes);
  * that cannot call it set struct_size to the size of their own struct. */
 static inline wf_memory_stats wf_memory_stats_default(void)
 {
-    wf_memory_stats stats = {0};
+    wf_memory_stats stats;
+    memset(&stats, 0, sizeof stats);
     stats.struct_size = sizeof stats;
     return stats;
 }
