@@ -702,9 +702,9 @@ wf_array *wf_array_from_external(void *data, const int64_t *shape, int ndim, wf_
     if (!b)
         return NULL;
     /* Until the buffer is attached, a failure frees it without the deleter. */
-    wf_array *n = node_alloc(dtype, shape, ndim, size, 0, 0);
+    wf_array *n = node_alloc(dtype, shape, ndim, size, 0, 0, 0);
     if (n)
-        n = finish_new_reference(n);
+        n = wf__array_publish(n);
     if (!n) {
         wf__buffer_discard_external(b);
         return NULL;

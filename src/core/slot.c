@@ -21,7 +21,6 @@
 
 #include "core/array.h"
 #include "core/error.h"
-#include "core/scope.h"
 #include "util/lock.h"
 
 enum { SLOT_CHUNK = 64, SLOT_QUARANTINE = 256 };
@@ -146,16 +145,6 @@ static wf_array *value_check(wf_array *value, const char *op)
     return wf__array_check(value, op, "the value");
 }
 
-/* Hands a reference taken out of a slot to the caller (and its scope). */
-static wf_array *hand_out(wf_array *a)
-{
-    if (a && wf__scope_adopt(a) != WF_OK) {
-        wf__array_decref(a);
-        return NULL;
-    }
-    return a;
-}
-
 /* Puts `value` (a reference the slot now owns, or NULL) in the slot and
  * returns the reference it held. */
 static wf_array *swap_value(wf_slot *s, wf_array *value)
@@ -224,7 +213,7 @@ wf_array *wf_slot_load(wf_slot *slot)
     if (value) /* before a concurrent store can drop the slot's reference */
         wf__array_incref(value);
     wf__mutex_unlock(&slot->lock);
-    return hand_out(value);
+    return wf__array_publish(value);
 }
 
 wf_status wf_slot_store(wf_slot *slot, wf_array *value)
@@ -241,14 +230,14 @@ wf_array *wf_slot_exchange(wf_slot *slot, wf_array *value)
 {
     if (!slot_check(slot, "wf_slot_exchange") || !value_check(value, "wf_slot_exchange"))
         return NULL;
-    return hand_out(swap_value(slot, wf__array_incref(value)));
+    return wf__array_publish(swap_value(slot, wf__array_incref(value)));
 }
 
 wf_array *wf_slot_take(wf_slot *slot)
 {
     if (!slot_check(slot, "wf_slot_take"))
         return NULL;
-    return hand_out(swap_value(slot, NULL));
+    return wf__array_publish(swap_value(slot, NULL));
 }
 
 wf_status wf_slot_compare_exchange(wf_slot *slot, wf_array *expected, wf_array *desired,

@@ -10,7 +10,7 @@
 #include "runtime/stream.h"
 
 static wf_device devices[] = {
-    {.id = 0, .type = WF_DEVICE_TYPE_CPU, .name = "cpu"},
+    {.id = 0, .type = WF_DEVICE_TYPE_CPU, .kernels = WF_DEVICE_KIND_CPU, .name = "cpu"},
 };
 
 enum { DEVICE_COUNT = (int)(sizeof devices / sizeof devices[0]) };
@@ -93,7 +93,6 @@ wf_device *wf_array_device(const wf_array *a)
         return NULL;
     /* A computed value lives in its buffer, which is host memory today; a
      * lazy one will be computed on its stream's device. */
-    if (wf__array_state(a) >= WF_NODE_READY || !a->stream)
-        return wf__device_cpu();
-    return wf__stream_device(a->stream);
+    wf_stream *s = wf__array_state(a) >= WF_NODE_READY ? NULL : wf__stream_of(a);
+    return s ? wf__stream_device(s) : wf__device_cpu();
 }

@@ -10,11 +10,13 @@
 
 #include <stdint.h>
 
+#include "core/device_kind.h"
 #include "weft.h"
 
 struct wf_device {
     uint64_t id; /* index in the device table */
     wf_device_type type;
+    enum wf_device_kind kernels; /* which kernel table runs its nodes */
     const char *name;
 };
 
