@@ -676,6 +676,104 @@ wf_array *wf_slot_take(wf_slot *slot);
 wf_status wf_slot_compare_exchange(wf_slot *slot, wf_array *expected, wf_array *desired,
                                    bool *swapped);
 
+/* ---------------------------------------------------------------- transforms
+ *
+ * Functions are wf_fn handles: a C callback plus a payload. Transforms take
+ * a wf_fn and return a new one, so they compose: wf_grad(wf_grad(f)),
+ * wf_vmap(wf_grad(f)), a wf_jvp of a function that calls wf_vjp. Tracing
+ * state is per thread: one thread computing gradients never changes what
+ * another thread's calls do. The callback runs with no weft lock held and
+ * may call any API (evaluating intermediates included: the graph is kept for
+ * the backward pass). Nodes built from a traced array on another thread are
+ * not seen by the transform: build the function's graph on the calling
+ * thread. */
+
+/* A refcounted function handle. Opaque; immutable once made, so one wf_fn
+ * may be called from many threads at once. */
+typedef struct wf_fn wf_fn;
+
+/* A function body. `inputs` are borrowed. It writes at most *noutputs (in:
+ * capacity) new references to `outputs` and sets *noutputs to the count. A
+ * non-OK status becomes the caller's error (with the message of the weft
+ * call that failed, or one naming the status); on failure the callback
+ * returns no references (it releases what it made). */
+typedef wf_status (*wf_fn_callback)(void *payload, wf_array *const *inputs, size_t ninputs,
+                                    wf_array **outputs, size_t *noutputs);
+
+/* Most outputs a transformed function may return (transforms call bodies
+ * with this capacity). */
+#define WF_FN_MAX_OUTPUTS 64
+
+/* A function from `callback`. `payload_free` (may be NULL) is called once
+ * with `payload`, with no lock held, on whichever thread drops the last
+ * reference - or before returning if wf_fn_new fails. */
+wf_fn *wf_fn_new(wf_fn_callback callback, void *payload, void (*payload_free)(void *payload));
+/* Adds a reference and returns fn (NULL for NULL). */
+wf_fn *wf_fn_retain(wf_fn *fn);
+/* Drops a reference (NULL is a no-op). A call in flight holds its own
+ * reference, so releasing during another thread's call is safe. */
+void wf_fn_release(wf_fn *fn);
+/* Calls fn: `outputs` has room for *noutputs (in) entries, receives new
+ * references and *noutputs (out) their count. On failure no references
+ * are returned and the callback's error is this thread's last error. */
+wf_status wf_fn_call(wf_fn *fn, wf_array *const *inputs, size_t ninputs, wf_array **outputs,
+                     size_t *noutputs);
+
+/* Reverse mode: runs fn on `primals`, then pulls `cotangents` (one per
+ * output, the output's shape) back to the inputs. `outputs` (may be NULL)
+ * receives fn's ncotangents outputs; `primal_cotangents` receives nprimals
+ * arrays shaped like the primals (zeros for integer and bool primals and
+ * for primals the outputs do not depend on). New references. */
+wf_status wf_vjp(wf_fn *fn, wf_array *const *primals, size_t nprimals,
+                 wf_array *const *cotangents, size_t ncotangents, wf_array **outputs,
+                 wf_array **primal_cotangents);
+/* Forward mode: runs fn on `primals` and pushes `tangents` (one per primal,
+ * its shape; a NULL entry is a zero tangent) through it. `outputs` (may be
+ * NULL) and `output_tangents` have room for *noutputs (in) entries and
+ * receive fn's outputs and their tangents; *noutputs (out) is the count. */
+wf_status wf_jvp(wf_fn *fn, wf_array *const *primals, size_t nprimals,
+                 wf_array *const *tangents, wf_array **outputs, wf_array **output_tangents,
+                 size_t *noutputs);
+
+/* A function returning the gradients of fn's first output (a float scalar,
+ * else the call fails with WF_ERR_SHAPE / WF_ERR_DTYPE) with respect to the
+ * inputs at `argnums` (distinct, >= 0; NULL with 0 means {0}), in argnums
+ * order. Integer and bool inputs get zero gradients. */
+wf_fn *wf_grad(wf_fn *fn, const int *argnums, size_t nargnums);
+/* As wf_grad, but the new function returns fn's outputs followed by the
+ * gradients of its first output. */
+wf_fn *wf_value_and_grad(wf_fn *fn, const int *argnums, size_t nargnums);
+
+/* The in-axis of an input that is not mapped (the same array for every
+ * example), or the out-axis of an output that is not batched. */
+#define WF_VMAP_NOT_MAPPED (-2147483647 - 1)
+/* A function mapping fn over a batch axis: input i is split along
+ * in_axes[i] (negative counts from the end; WF_VMAP_NOT_MAPPED: shared),
+ * output j is stacked along out_axes[j]. NULL with 0 means axis 0 for every
+ * input / output; otherwise the counts must match the call's. Every
+ * primitive is batched as a whole (no per-example loop). fn is traced once
+ * on the first example, so data-dependent code sees example 0's values. */
+wf_fn *wf_vmap(wf_fn *fn, const int *in_axes, size_t nin, const int *out_axes, size_t nout);
+
+/* fn with user rules for the transforms; each of vjp, jvp, vmap may be
+ * NULL (the transform then goes through fn's own graph). With fn taking n
+ * inputs and returning m outputs:
+ *   vjp:  inputs (primals[n], cotangents[m], outputs[m]) -> n cotangents
+ *         (one per primal, its shape; ignored for integer primals);
+ *   jvp:  inputs (primals[n], tangents[n]; zero tangents are zeros)
+ *         -> m tangents;
+ *   vmap: inputs (primals[n], each batched on axis 0: unmapped ones are
+ *         broadcast) -> m outputs batched on axis 0.
+ * With several outputs the vjp rule is called once per output that gets a
+ * cotangent (the others' cotangents zeros), the jvp and vmap rules once per
+ * output used. Wrapping a wf_custom kernel this way makes it
+ * differentiable. */
+wf_fn *wf_custom_function(wf_fn *fn, wf_fn *vjp, wf_fn *jvp, wf_fn *vmap);
+/* fn whose intermediates are not kept for the backward pass: under a
+ * transform its forward builds a plain graph (freed once evaluated) and the
+ * backward pass (and jvp / vmap) runs fn again. Trades compute for memory. */
+wf_fn *wf_checkpoint(wf_fn *fn);
+
 #ifdef __cplusplus
 }
 #endif

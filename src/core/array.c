@@ -13,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/graph_mode.h"
 #include "core/scope.h"
 #include "core/stream_hooks.h"
 #include "util/lock.h"
@@ -431,6 +432,7 @@ wf_array *wf__node_new(const wf_prim_def *prim, const void *params, wf_array *co
     for (int i = 0; i < ninputs; i++)
         n->inputs[i] = wf__array_incref(inputs[i]);
     n->ninputs = ninputs;
+    n->keep_graph = wf__graph_keep_depth() > 0;
     n->stream = stream;
     wf_status st = make_results(n, outputs, noutputs);
     if (outputs != &one)

@@ -46,6 +46,9 @@ struct wf_array {
     void *params;                   /* prim->params_size bytes, owned */
     struct wf_array **inputs;       /* owned references */
     int ninputs;
+    /* Built under a transform (core/graph_mode.h): evaluation keeps the
+     * inputs so the transform can walk the graph; set once, at creation. */
+    bool keep_graph;
     /* Owned reference (through core's stream hooks, core/stream_hooks.h);
      * where the kernel runs. NULL: the default stream (a node built before
      * the runtime started). */

@@ -104,10 +104,13 @@ void wf__eval_run_task(wf_array *n)
             }
         }
     }
-    /* Detach the graph: only this task touches the inputs now. */
-    for (int i = 0; i < n->ninputs; i++)
-        wf__array_decref(n->inputs[i]);
-    n->ninputs = 0;
+    /* Detach the graph: only this task touches the inputs now. A node built
+     * under a transform keeps them: the transform walks them later. */
+    if (!n->keep_graph) {
+        for (int i = 0; i < n->ninputs; i++)
+            wf__array_decref(n->inputs[i]);
+        n->ninputs = 0;
+    }
     wf__node_publish(n, status == WF_OK ? WF_NODE_READY : WF_NODE_FAILED);
     wf__array_decref(n); /* the queue's reference */
     wf__error_restore(&caller_error);

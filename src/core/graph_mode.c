@@ -1,0 +1,30 @@
+/* Per-thread graph-building mode (see core/graph_mode.h). */
+#include "core/graph_mode.h"
+
+static _Thread_local wf_graph_mode thread_mode;
+
+int wf__graph_keep_depth(void) { return thread_mode.keep_depth; }
+int wf__graph_grad_depth(void) { return thread_mode.grad_depth; }
+
+void wf__graph_mode_push(bool grad)
+{
+    thread_mode.keep_depth++;
+    if (grad)
+        thread_mode.grad_depth++;
+}
+
+void wf__graph_mode_pop(bool grad)
+{
+    thread_mode.keep_depth--;
+    if (grad)
+        thread_mode.grad_depth--;
+}
+
+void wf__graph_mode_suspend(wf_graph_mode *saved)
+{
+    *saved = thread_mode;
+    thread_mode.keep_depth = 0;
+    thread_mode.grad_depth = 0;
+}
+
+void wf__graph_mode_restore(const wf_graph_mode *saved) { thread_mode = *saved; }

@@ -1,0 +1,88 @@
+/*
+ * Rules of the primitives that are not differentiable in any useful sense:
+ * creation and random generation (constants: no inputs), the random
+ * primitives that take inputs (bool / index outputs: no gradient, but they
+ * batch), and wf_custom kernels, which weft cannot see into.
+ */
+#include "core/error.h"
+#include "prim/custom.h"
+#include "prim/prims.h"
+#include "prim/random.h"
+#include "prim/shape.h"
+#include "transforms/rules.h"
+
+/* ---------------------------------------------------------------- random */
+
+static wf_status vmap_categorical(wf_array *node, wf_array *const *in, const int *axes,
+                                  int64_t batch, wf_array **out, int *out_axis)
+{
+    (void)batch;
+    wf_array *logits = wf__vmap_to_front(in[0], axes[0]);
+    wf_random_params p = *(const wf_random_params *)node->params;
+    p.axis += 1;
+    *out = logits ? wf__node_new(node->prim, &p, &logits, 1) : NULL;
+    *out_axis = 0;
+    return wf__rule_result(*out);
+}
+
+/* ---------------------------------------------------------------- custom kernels */
+
+static wf_status opaque(const wf_array *node, const char *what)
+{
+    const wf_custom_params *p = node->params;
+    return wf__error(WF_ERR_UNSUPPORTED,
+                     "primitive 'custom' (kernel '%s') has no %s rule: wrap it with "
+                     "wf_custom_function",
+                     p->name, what);
+}
+
+static wf_status vjp_custom(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
+{
+    (void)ct;
+    (void)wanted;
+    (void)cts;
+    return opaque(node, "vjp");
+}
+
+static wf_status jvp_custom(wf_array *node, wf_array *const *t, wf_array **out)
+{
+    (void)t;
+    (void)out;
+    return opaque(node, "jvp");
+}
+
+static wf_status vmap_custom(wf_array *node, wf_array *const *in, const int *axes,
+                             int64_t batch, wf_array **out, int *out_axis)
+{
+    (void)in;
+    (void)axes;
+    (void)batch;
+    (void)out;
+    (void)out_axis;
+    return opaque(node, "vmap");
+}
+
+/* ---------------------------------------------------------------- table */
+
+const wf_prim_rules wf__rules_other[] = {
+    /* No inputs: always constants of a trace, no rule ever applies. */
+    {&wf__prim_full, WF_RULES_CONSTANT, NULL, NULL, NULL},
+    {&wf__prim_arange, WF_RULES_CONSTANT, NULL, NULL, NULL},
+    {&wf__prim_linspace, WF_RULES_CONSTANT, NULL, NULL, NULL},
+    {&wf__prim_eye, WF_RULES_CONSTANT, NULL, NULL, NULL},
+    {&wf__prim_random_uniform, WF_RULES_CONSTANT, NULL, NULL, NULL},
+    {&wf__prim_random_normal, WF_RULES_CONSTANT, NULL, NULL, NULL},
+    {&wf__prim_random_randint, WF_RULES_CONSTANT, NULL, NULL, NULL},
+    /* Bool / index outputs (MLX builds both from comparisons and argmax,
+     * whose gradients are zero). bernoulli is element-wise in p; a batch
+     * draws different bits per example (their counters differ). */
+    {&wf__prim_random_bernoulli, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero,
+     wf__rule_jvp_zero, wf__rule_vmap_elementwise},
+    {&wf__prim_random_categorical, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero,
+     wf__rule_jvp_zero, vmap_categorical},
+    /* Opaque user kernels: every transform answers WF_ERR_UNSUPPORTED;
+     * wf_custom_function gives them rules. */
+    {&wf__prim_custom, WF_RULES_UNSUPPORTED, vjp_custom, jvp_custom, vmap_custom},
+};
+
+const size_t wf__rules_other_count = sizeof wf__rules_other / sizeof wf__rules_other[0];

@@ -1,0 +1,297 @@
+/*
+ * Rules of the layout primitives: reshape, transpose, broadcast_to, slice,
+ * slice_update, concatenate, pad, tri. All are linear, so their jvp is the
+ * primitive applied to the tangents; their vjp is the adjoint layout
+ * operation (reshape back, inverse permutation, sum over broadcast axes,
+ * scatter into zeros, ...). Batching puts the batch first and extends the
+ * params by one leading axis.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "prim/prims.h"
+#include "prim/shape.h"
+#include "transforms/rules.h"
+
+static wf_status too_big(const char *name)
+{
+    return wf__error(WF_ERR_SHAPE, "vmap: batching '%s' exceeds rank %d", name, WF_MAX_NDIM);
+}
+
+/* ---------------------------------------------------------------- reshape */
+
+static wf_status vjp_reshape(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
+{
+    (void)wanted;
+    wf_array *x = node->inputs[0];
+    cts[0] = wf_reshape(ct, x->shape, x->ndim);
+    return wf__rule_result(cts[0]);
+}
+
+static wf_status vmap_reshape(wf_array *node, wf_array *const *in, const int *axes,
+                              int64_t batch, wf_array **out, int *out_axis)
+{
+    if (node->ndim + 1 > WF_MAX_NDIM)
+        return too_big(node->prim->name);
+    int64_t shape[WF_MAX_NDIM];
+    shape[0] = batch;
+    wf__shape_copy(shape + 1, node->shape, node->ndim);
+    *out = wf_reshape(wf__vmap_to_front(in[0], axes[0]), shape, node->ndim + 1);
+    *out_axis = 0;
+    return wf__rule_result(*out);
+}
+
+/* ---------------------------------------------------------------- transpose */
+
+static const wf_transpose_params *perm_of(const wf_array *node) { return node->params; }
+
+static wf_status vjp_transpose(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
+{
+    (void)wanted;
+    const wf_transpose_params *p = perm_of(node);
+    int inverse[WF_MAX_NDIM];
+    for (int i = 0; i < p->ndim; i++)
+        inverse[p->perm[i]] = i;
+    cts[0] = wf_transpose(ct, inverse, p->ndim);
+    return wf__rule_result(cts[0]);
+}
+
+static wf_status vmap_transpose(wf_array *node, wf_array *const *in, const int *axes,
+                                int64_t batch, wf_array **out, int *out_axis)
+{
+    (void)batch;
+    const wf_transpose_params *p = perm_of(node);
+    if (p->ndim + 1 > WF_MAX_NDIM)
+        return too_big(node->prim->name);
+    int perm[WF_MAX_NDIM];
+    perm[0] = 0;
+    for (int i = 0; i < p->ndim; i++)
+        perm[i + 1] = p->perm[i] + 1;
+    *out = wf_transpose(wf__vmap_to_front(in[0], axes[0]), perm, p->ndim + 1);
+    *out_axis = 0;
+    return wf__rule_result(*out);
+}
+
+/* ---------------------------------------------------------------- broadcast_to */
+
+static wf_status vjp_broadcast_to(wf_array *node, wf_array *ct, const bool *wanted,
+                                  wf_array **cts)
+{
+    (void)wanted;
+    wf_array *x = node->inputs[0];
+    cts[0] = wf__rule_unbroadcast(ct, x->shape, x->ndim);
+    return wf__rule_result(cts[0]);
+}
+
+static wf_status vmap_broadcast_to(wf_array *node, wf_array *const *in, const int *axes,
+                                   int64_t batch, wf_array **out, int *out_axis)
+{
+    if (node->ndim + 1 > WF_MAX_NDIM)
+        return too_big(node->prim->name);
+    int64_t shape[WF_MAX_NDIM];
+    shape[0] = batch;
+    wf__shape_copy(shape + 1, node->shape, node->ndim);
+    wf_array *x = wf__vmap_pad_rank(wf__vmap_to_front(in[0], axes[0]), node->ndim + 1);
+    *out = x ? wf_broadcast_to(x, shape, node->ndim + 1) : NULL;
+    *out_axis = 0;
+    return wf__rule_result(*out);
+}
+
+/* ---------------------------------------------------------------- slice, slice_update */
+
+static const wf_slice_params *slice_of(const wf_array *node) { return node->params; }
+
+/* The slice params with a full leading axis. */
+static wf_slice_params slice_batched(const wf_slice_params *p)
+{
+    wf_slice_params q;
+    memset(&q, 0, sizeof q);
+    q.ndim = p->ndim + 1;
+    q.starts[0] = 0;
+    q.stops[0] = INT64_MAX;
+    q.steps[0] = 1;
+    for (int d = 0; d < p->ndim; d++) {
+        q.starts[d + 1] = p->starts[d];
+        q.stops[d + 1] = p->stops[d];
+        q.steps[d + 1] = p->steps[d];
+    }
+    return q;
+}
+
+static wf_status vjp_slice(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
+{
+    (void)wanted;
+    const wf_slice_params *p = slice_of(node);
+    cts[0] = wf_slice_update(wf_zeros_like(node->inputs[0]), ct, p->starts, p->stops, p->steps);
+    return wf__rule_result(cts[0]);
+}
+
+static wf_status vmap_slice(wf_array *node, wf_array *const *in, const int *axes, int64_t batch,
+                            wf_array **out, int *out_axis)
+{
+    (void)batch;
+    const wf_slice_params *p = slice_of(node);
+    if (p->ndim + 1 > WF_MAX_NDIM)
+        return too_big(node->prim->name);
+    wf_slice_params q = slice_batched(p);
+    *out = wf_slice(wf__vmap_to_front(in[0], axes[0]), q.starts, q.stops, q.steps);
+    *out_axis = 0;
+    return wf__rule_result(*out);
+}
+
+static wf_status vjp_slice_update(wf_array *node, wf_array *ct, const bool *wanted,
+                                  wf_array **cts)
+{
+    const wf_slice_params *p = slice_of(node);
+    if (wanted[0] && !(cts[0] = wf_slice_update(ct, wf_zeros_like(node->inputs[1]), p->starts,
+                                                p->stops, p->steps)))
+        return wf_last_error();
+    if (wanted[1] && !(cts[1] = wf_slice(ct, p->starts, p->stops, p->steps)))
+        return wf_last_error();
+    return WF_OK;
+}
+
+static wf_status vmap_slice_update(wf_array *node, wf_array *const *in, const int *axes,
+                                   int64_t batch, wf_array **out, int *out_axis)
+{
+    const wf_slice_params *p = slice_of(node);
+    if (p->ndim + 1 > WF_MAX_NDIM)
+        return too_big(node->prim->name);
+    wf_slice_params q = slice_batched(p);
+    wf_array *a = wf__vmap_materialize(in[0], axes[0], batch);
+    wf_array *u = wf__vmap_materialize(in[1], axes[1], batch);
+    *out = a && u ? wf_slice_update(a, u, q.starts, q.stops, q.steps) : NULL;
+    *out_axis = 0;
+    return wf__rule_result(*out);
+}
+
+/* ---------------------------------------------------------------- concatenate */
+
+static int concat_axis(const wf_array *node)
+{
+    return ((const wf_axis_params *)node->params)->axis;
+}
+
+static wf_status vjp_concatenate(wf_array *node, wf_array *ct, const bool *wanted,
+                                 wf_array **cts)
+{
+    const int axis = concat_axis(node);
+    int64_t starts[WF_MAX_NDIM], stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
+    for (int d = 0; d < ct->ndim; d++) {
+        starts[d] = 0;
+        stops[d] = INT64_MAX;
+        steps[d] = 1;
+    }
+    int64_t offset = 0;
+    for (int i = 0; i < node->ninputs; i++) {
+        const int64_t len = node->inputs[i]->shape[axis];
+        starts[axis] = offset;
+        stops[axis] = offset + len;
+        offset += len;
+        if (wanted[i] && !(cts[i] = wf_slice(ct, starts, stops, steps)))
+            return wf_last_error();
+    }
+    return WF_OK;
+}
+
+static wf_status vmap_concatenate(wf_array *node, wf_array *const *in, const int *axes,
+                                  int64_t batch, wf_array **out, int *out_axis)
+{
+    wf_array **xs = malloc((size_t)node->ninputs * sizeof *xs);
+    if (!xs)
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "vmap: out of memory");
+    int i = 0;
+    for (; i < node->ninputs; i++)
+        if (!(xs[i] = wf__vmap_materialize(in[i], axes[i], batch)))
+            break;
+    *out = i == node->ninputs ? wf_concatenate(xs, node->ninputs, concat_axis(node) + 1) : NULL;
+    *out_axis = 0;
+    free(xs);
+    return wf__rule_result(*out);
+}
+
+/* ---------------------------------------------------------------- pad */
+
+static const wf_pad_params *pad_of(const wf_array *node) { return node->params; }
+
+static wf_status vjp_pad(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
+{
+    (void)wanted;
+    const wf_pad_params *p = pad_of(node);
+    const wf_array *x = node->inputs[0];
+    int64_t starts[WF_MAX_NDIM], stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
+    for (int d = 0; d < x->ndim; d++) {
+        starts[d] = p->low[d];
+        stops[d] = p->low[d] + x->shape[d];
+        steps[d] = 1;
+    }
+    cts[0] = wf_slice(ct, starts, stops, steps);
+    return wf__rule_result(cts[0]);
+}
+
+/* The pad value is a constant: the tangent is padded with zeros. */
+static wf_status jvp_pad(wf_array *node, wf_array *const *t, wf_array **out)
+{
+    const wf_pad_params *p = pad_of(node);
+    *out = wf_pad(t[0], p->low, p->high, 0.0);
+    return wf__rule_result(*out);
+}
+
+static wf_status vmap_pad(wf_array *node, wf_array *const *in, const int *axes, int64_t batch,
+                          wf_array **out, int *out_axis)
+{
+    (void)batch;
+    const wf_pad_params *p = pad_of(node);
+    if (p->ndim + 1 > WF_MAX_NDIM)
+        return too_big(node->prim->name);
+    int64_t low[WF_MAX_NDIM], high[WF_MAX_NDIM];
+    low[0] = high[0] = 0;
+    for (int d = 0; d < p->ndim; d++) {
+        low[d + 1] = p->low[d];
+        high[d + 1] = p->high[d];
+    }
+    *out = wf_pad(wf__vmap_to_front(in[0], axes[0]), low, high, p->value);
+    *out_axis = 0;
+    return wf__rule_result(*out);
+}
+
+/* ---------------------------------------------------------------- tri */
+
+/* tril / triu zero a fixed set of positions: its own adjoint. */
+static wf_status vjp_tri(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
+{
+    (void)wanted;
+    cts[0] = wf__rule_rebuild(node, &ct);
+    return wf__rule_result(cts[0]);
+}
+
+static wf_status vmap_tri(wf_array *node, wf_array *const *in, const int *axes, int64_t batch,
+                          wf_array **out, int *out_axis)
+{
+    (void)batch;
+    wf_array *x = wf__vmap_to_front(in[0], axes[0]);
+    *out = wf__rule_rebuild(node, &x); /* it acts on the last two axes */
+    *out_axis = 0;
+    return wf__rule_result(*out);
+}
+
+/* ---------------------------------------------------------------- table */
+
+const wf_prim_rules wf__rules_shape[] = {
+    {&wf__prim_reshape, WF_RULES_DIFFERENTIABLE, vjp_reshape, wf__rule_jvp_linear,
+     vmap_reshape},
+    {&wf__prim_transpose, WF_RULES_DIFFERENTIABLE, vjp_transpose, wf__rule_jvp_linear,
+     vmap_transpose},
+    {&wf__prim_broadcast_to, WF_RULES_DIFFERENTIABLE, vjp_broadcast_to, wf__rule_jvp_linear,
+     vmap_broadcast_to},
+    {&wf__prim_slice, WF_RULES_DIFFERENTIABLE, vjp_slice, wf__rule_jvp_linear, vmap_slice},
+    {&wf__prim_slice_update, WF_RULES_DIFFERENTIABLE, vjp_slice_update, wf__rule_jvp_linear,
+     vmap_slice_update},
+    {&wf__prim_concatenate, WF_RULES_DIFFERENTIABLE, vjp_concatenate, wf__rule_jvp_linear,
+     vmap_concatenate},
+    {&wf__prim_pad, WF_RULES_DIFFERENTIABLE, vjp_pad, jvp_pad, vmap_pad},
+    {&wf__prim_tri, WF_RULES_DIFFERENTIABLE, vjp_tri, wf__rule_jvp_linear, vmap_tri},
+};
+
+const size_t wf__rules_shape_count = sizeof wf__rules_shape / sizeof wf__rules_shape[0];

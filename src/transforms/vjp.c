@@ -1,0 +1,252 @@
+/*
+ * Reverse mode: wf_vjp, wf_grad, wf_value_and_grad.
+ *
+ * The function runs on tracers (fresh nodes standing for the primals) while
+ * this thread is inside a vjp trace; the graph from its outputs back to the
+ * tracers is then walked in reverse topological order, each node's vjp rule
+ * turning its output cotangent into its inputs' cotangents. Cotangents flow
+ * only through float nodes: integer and bool values have no gradient.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/scope.h"
+#include "prim/shape.h"
+#include "transforms/graph.h"
+#include "transforms/rules.h"
+#include "transforms/transforms.h"
+
+enum { MAX_RULE_INPUTS = 64 };
+
+/* Adds c (a cotangent for entry e's node) to what e holds. */
+static wf_status accumulate(wf_graph_entry *e, wf_array *c)
+{
+    const wf_array *x = e->node;
+    if (!wf__shape_equal(c->shape, c->ndim, x->shape, x->ndim))
+        return wf__error(WF_ERR_INTERNAL, "vjp: a cotangent of rank %d for an input of rank %d",
+                         c->ndim, x->ndim);
+    if (c->dtype != x->dtype)
+        c = wf_astype(c, x->dtype);
+    if (c && e->value)
+        c = wf_add(e->value, c);
+    if (!c)
+        return wf_last_error();
+    e->value = c;
+    return WF_OK;
+}
+
+static wf_status unsupported(const char *op, const wf_array *node)
+{
+    return wf__error(WF_ERR_UNSUPPORTED, "%s: primitive '%s' has no vjp rule", op,
+                     node->prim->name);
+}
+
+/* Pulls the cotangent of `e` back through its node. */
+static wf_status pull_back(const char *op, wf_graph *g, wf_graph_entry *e)
+{
+    wf_array *node = e->node;
+    bool wanted[MAX_RULE_INPUTS];
+    wf_array *cts[MAX_RULE_INPUTS];
+    if (node->ninputs > MAX_RULE_INPUTS)
+        return wf__error(WF_ERR_UNSUPPORTED, "%s: '%s' has %d inputs (at most %d)", op,
+                         node->prim->name, node->ninputs, MAX_RULE_INPUTS);
+    bool any = false;
+    for (int i = 0; i < node->ninputs; i++) {
+        const wf_graph_entry *in = wf__graph_find(g, node->inputs[i]);
+        wanted[i] = in && in->active && wf__dtype_is_float(node->inputs[i]->dtype);
+        any = any || wanted[i];
+        cts[i] = NULL;
+    }
+    if (!any)
+        return WF_OK;
+    const wf_prim_rules *rules = wf__rules_find(node->prim);
+    if (!rules || !rules->vjp)
+        return unsupported(op, node);
+    wf_status st = rules->vjp(node, e->value, wanted, cts);
+    for (int i = 0; i < node->ninputs && st == WF_OK; i++)
+        if (wanted[i] && cts[i])
+            st = accumulate(wf__graph_find(g, node->inputs[i]), cts[i]);
+    return st;
+}
+
+static wf_status check_seeds(const char *op, wf_array *const *outs, size_t nouts,
+                             wf_array *const *seeds, size_t nseeds)
+{
+    if (seeds == NULL) { /* grad: output 0 is the loss */
+        if (nouts == 0)
+            return wf__error(WF_ERR_INVALID_ARGUMENT, "%s: the function returned no outputs",
+                             op);
+        const wf_array *loss = outs[0];
+        if (loss->size != 1) {
+            char buf[256];
+            return wf__error(WF_ERR_SHAPE, "%s: the function's output has shape %s, not a scalar",
+                             op, wf__shape_str(loss->shape, loss->ndim, buf, sizeof buf));
+        }
+        if (!wf__dtype_is_float(loss->dtype))
+            return wf__error(WF_ERR_DTYPE,
+                             "%s: the function's output has dtype %s; gradients need a float output",
+                             op, wf_dtype_name(loss->dtype));
+        return WF_OK;
+    }
+    if (nseeds != nouts)
+        return wf__error(WF_ERR_INVALID_ARGUMENT,
+                         "%s: %zu cotangents given for a function with %zu outputs", op, nseeds,
+                         nouts);
+    for (size_t j = 0; j < nouts; j++) {
+        if (!wf__array_check(seeds[j], op, "a cotangent"))
+            return wf_last_error();
+        if (!wf__shape_equal(seeds[j]->shape, seeds[j]->ndim, outs[j]->shape, outs[j]->ndim)) {
+            char sa[256], sb[256];
+            return wf__error(WF_ERR_SHAPE, "%s: cotangent %zu has shape %s, output %zu has %s",
+                             op, j, wf__shape_str(seeds[j]->shape, seeds[j]->ndim, sa, sizeof sa),
+                             j, wf__shape_str(outs[j]->shape, outs[j]->ndim, sb, sizeof sb));
+        }
+    }
+    return WF_OK;
+}
+
+/* Seeds the outputs' cotangents and runs the reverse pass. */
+static wf_status reverse(const char *op, wf_graph *g, wf_array *const *outs, size_t nouts,
+                         wf_array *const *seeds)
+{
+    wf_status st = WF_OK;
+    for (size_t j = 0; j < nouts && st == WF_OK; j++) {
+        wf_graph_entry *e = wf__graph_find(g, outs[j]);
+        if (!e->active || !wf__dtype_is_float(outs[j]->dtype) || (!seeds && j > 0))
+            continue;
+        wf_array *seed = seeds ? seeds[j] : wf_ones_like(outs[0]);
+        st = seed ? accumulate(e, seed) : wf_last_error();
+    }
+    for (size_t k = g->norder; k-- > 0 && st == WF_OK;) {
+        wf_graph_entry *e = &g->entries[g->order[k]];
+        if (e->value)
+            st = pull_back(op, g, e);
+    }
+    return st;
+}
+
+/* The cotangent each traced primal received (zeros if none). */
+static wf_status collect_grads(wf_graph *g, wf_array *const *primals, wf_array *const *tracers,
+                               size_t n, wf_array **grads)
+{
+    for (size_t i = 0; i < n; i++) {
+        grads[i] = NULL;
+        if (!tracers[i])
+            continue;
+        const wf_graph_entry *e = wf__graph_find(g, tracers[i]);
+        grads[i] = e && e->value ? e->value : wf_zeros_like(primals[i]);
+        if (!grads[i])
+            return wf_last_error();
+    }
+    return WF_OK;
+}
+
+/* Exports the traced outputs (as views built outside the trace, so once
+ * evaluated they let go of the traced graph; only if `outputs`) and the
+ * gradients, all or nothing. */
+static wf_status export_results(wf_array *const *outs, size_t nouts, wf_array **outputs,
+                                size_t *noutputs, wf_array *const *grads, size_t nprimals,
+                                wf_array **grads_out)
+{
+    const size_t want = outputs ? nouts : 0;
+    if (outputs && nouts > *noutputs)
+        return wf__error(WF_ERR_INVALID_ARGUMENT,
+                         "the function returned %zu outputs, room was given for %zu", nouts,
+                         *noutputs);
+    wf_array **list = malloc(2 * (want + nprimals + 1) * sizeof *list);
+    if (!list)
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "vjp: out of memory");
+    wf_array **result = list + want + nprimals + 1;
+    size_t n = 0;
+    wf_status st = WF_OK;
+    for (size_t j = 0; j < want && st == WF_OK; j++)
+        st = wf__rule_result(list[n++] = wf__same_value(outs[j]));
+    for (size_t i = 0; i < nprimals; i++)
+        if (grads[i])
+            list[n++] = grads[i];
+    if (st == WF_OK)
+        st = wf__export(list, n, result);
+    if (st == WF_OK) {
+        for (size_t j = 0; j < want; j++)
+            outputs[j] = result[j];
+        for (size_t i = 0, k = want; i < nprimals; i++)
+            grads_out[i] = grads[i] ? result[k++] : NULL;
+        if (outputs)
+            *noutputs = nouts;
+    }
+    free(list);
+    return st;
+}
+
+wf_status wf__vjp(const char *op, wf_fn *fn, wf_array *const *primals, size_t nprimals,
+                  const bool *traced, wf_array *const *cotangents, size_t ncotangents,
+                  wf_array **outputs, size_t *noutputs, wf_array **grads)
+{
+    wf_array **tracers = calloc(2 * nprimals + 1, sizeof *tracers);
+    if (!tracers)
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
+    wf_array **inputs = tracers + nprimals;
+    wf_array *outs[WF_FN_MAX_OUTPUTS];
+    size_t nouts = 0;
+    wf_status st = wf_scope_begin();
+    if (st != WF_OK) {
+        free(tracers);
+        return st;
+    }
+    wf__trace_enter(WF_TRACE_VJP);
+    for (size_t i = 0; i < nprimals && st == WF_OK; i++) {
+        inputs[i] = primals[i];
+        if (!traced || traced[i]) {
+            tracers[i] = inputs[i] = wf__same_value(primals[i]);
+            st = wf__rule_result(tracers[i]);
+        }
+    }
+    if (st == WF_OK)
+        st = wf__fn_call_owned(fn, inputs, nprimals, outs, &nouts);
+    wf__trace_leave(WF_TRACE_VJP);
+    if (st == WF_OK)
+        st = check_seeds(op, outs, nouts, cotangents, ncotangents);
+    wf_graph g;
+    memset(&g, 0, sizeof g);
+    if (st == WF_OK)
+        st = wf__graph_build(&g, outs, nouts, tracers, nprimals);
+    if (st == WF_OK)
+        st = reverse(op, &g, outs, nouts, cotangents);
+    wf_array **found = inputs; /* reused: the inputs are no longer needed */
+    if (st == WF_OK)
+        st = collect_grads(&g, primals, tracers, nprimals, found);
+    if (st == WF_OK)
+        st = export_results(outs, nouts, outputs, noutputs, found, nprimals, grads);
+    wf__graph_free(&g);
+    wf__release_owned(outs, nouts);
+    wf_scope_end();
+    free(tracers);
+    return st;
+}
+
+/* ---------------------------------------------------------------- public */
+
+wf_status wf_vjp(wf_fn *fn, wf_array *const *primals, size_t nprimals,
+                 wf_array *const *cotangents, size_t ncotangents, wf_array **outputs,
+                 wf_array **primal_cotangents)
+{
+    const char *op = "wf_vjp";
+    if (!fn)
+        return wf__error(WF_ERR_NULL_ARGUMENT, "%s: fn is NULL", op);
+    if (!primal_cotangents)
+        return wf__error(WF_ERR_NULL_ARGUMENT, "%s: primal_cotangents is NULL", op);
+    if ((!primals && nprimals) || (!cotangents && ncotangents))
+        return wf__error(WF_ERR_NULL_ARGUMENT, "%s: primals or cotangents is NULL", op);
+    if (ncotangents > WF_FN_MAX_OUTPUTS)
+        return wf__error(WF_ERR_INVALID_ARGUMENT, "%s: %zu cotangents (at most %d)", op,
+                         ncotangents, WF_FN_MAX_OUTPUTS);
+    for (size_t i = 0; i < nprimals; i++)
+        if (!wf__array_check(primals[i], op, "a primal"))
+            return wf_last_error();
+    static wf_array *const no_seeds[1] = {NULL};
+    size_t room = ncotangents;
+    return wf__vjp(op, fn, primals, nprimals, NULL, ncotangents ? cotangents : no_seeds,
+                   ncotangents, outputs, &room, primal_cotangents);
+}
