@@ -180,6 +180,26 @@ wf_status wf__graph_build(wf_graph *g, wf_array *const *outputs, size_t noutputs
     return st;
 }
 
+void wf__graph_mark_needed(wf_graph *g, wf_array *const *outputs, size_t noutputs,
+                           bool (*uses)(const wf_array *node, int input, void *ctx), void *ctx)
+{
+    for (size_t j = 0; j < noutputs; j++) {
+        wf_graph_entry *e = wf__graph_find(g, outputs[j]);
+        if (e)
+            e->needed = true;
+    }
+    for (size_t k = g->norder; k-- > 0;) {
+        const wf_graph_entry *e = &g->entries[g->order[k]];
+        if (!e->needed)
+            continue;
+        for (int i = 0; i < e->node->ninputs; i++) {
+            wf_graph_entry *in = wf__graph_find(g, e->node->inputs[i]);
+            if (in && in->active && uses(e->node, i, ctx))
+                in->needed = true;
+        }
+    }
+}
+
 void wf__graph_free(wf_graph *g)
 {
     free(g->entries);

@@ -20,6 +20,7 @@ typedef struct wf_graph_entry {
     wf_array *node;
     int tracer; /* index of the tracer this node is, or -1 */
     bool active; /* a tracer, or computed from one */
+    bool needed; /* forward engines: an output depends on its value */
     /* The engine's value for the node (a cotangent, a tangent, a batched
      * value), borrowed from the engine's scope; NULL is "zero" / "not
      * batched". */
@@ -39,6 +40,10 @@ typedef struct wf_graph {
 /* Builds the graph of `outputs` with `tracers` as its leaves. */
 wf_status wf__graph_build(wf_graph *g, wf_array *const *outputs, size_t noutputs,
                           wf_array *const *tracers, size_t ntracers);
+/* Marks the active entries a forward engine must compute for `outputs`:
+ * their inputs, except those uses(node, i) says the node's rule ignores. */
+void wf__graph_mark_needed(wf_graph *g, wf_array *const *outputs, size_t noutputs,
+                           bool (*uses)(const wf_array *node, int input, void *ctx), void *ctx);
 /* The entry of `node`, or NULL if the walk never reached it. */
 wf_graph_entry *wf__graph_find(const wf_graph *g, const wf_array *node);
 void wf__graph_free(wf_graph *g);

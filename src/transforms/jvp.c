@@ -85,7 +85,8 @@ static wf_status forward(const char *op, wf_graph *g, wf_array *const *primals,
     }
     wf_status st = WF_OK;
     for (size_t k = 0; k < g->norder && st == WF_OK; k++)
-        st = push_forward(op, g, &g->entries[g->order[k]]);
+        if (g->entries[g->order[k]].needed)
+            st = push_forward(op, g, &g->entries[g->order[k]]);
     return st;
 }
 
@@ -149,8 +150,11 @@ wf_status wf__jvp(const char *op, wf_fn *fn, wf_array *const *primals, size_t np
     memset(&g, 0, sizeof g);
     if (st == WF_OK)
         st = wf__graph_build(&g, outs, nouts, tracers, nprimals);
-    if (st == WF_OK)
+    wf_trace_kind kind = WF_TRACE_JVP;
+    if (st == WF_OK) {
+        wf__graph_mark_needed(&g, outs, nouts, wf__rule_uses_input, &kind);
         st = forward(op, &g, primals, tracers, tangents, nprimals);
+    }
     if (st == WF_OK)
         st = export_results(op, &g, outs, nouts, outputs, tangents_out, noutputs);
     wf__graph_free(&g);

@@ -19,6 +19,8 @@ static const struct {
     {wf__rules_index, &wf__rules_index_count},
     {wf__rules_linalg, &wf__rules_linalg_count},
     {wf__rules_other, &wf__rules_other_count},
+    {wf__rules_fast, &wf__rules_fast_count},
+    {wf__rules_custom_function, &wf__rules_custom_function_count},
 };
 
 static const wf_prim_rules *slots[TABLE_SLOTS];

@@ -58,6 +58,14 @@ void wf__release_owned(wf_array **arrays, size_t n);
  * nothing is handed out. */
 wf_status wf__export(wf_array *const *arrays, size_t n, wf_array **out);
 
+/* The primitive of a custom function's outputs under a transform
+ * (transforms/custom.c). */
+extern const wf_prim_def wf__prim_custom_function;
+/* Whether a transform of `kind` applying `node`'s rule reads input `input`
+ * (false only for the function outputs of a custom function node whose
+ * rule for that transform is its own). ctx: a wf_trace_kind *. */
+bool wf__rule_uses_input(const wf_array *node, int input, void *ctx);
+
 /* ---------------------------------------------------------------- engines */
 
 /* Reverse mode. Traces fn on primals (tracers for those with traced[i];

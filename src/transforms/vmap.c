@@ -176,8 +176,12 @@ wf_status wf__vmap(const char *op, wf_fn *fn, wf_array *const *inputs, const int
             e->axis = axes[i];
         }
     }
+    wf_trace_kind kind = WF_TRACE_VMAP;
+    if (st == WF_OK)
+        wf__graph_mark_needed(&g, outs, nouts, wf__rule_uses_input, &kind);
     for (size_t k = 0; k < g.norder && st == WF_OK; k++)
-        st = batch_node(op, &g, &g.entries[g.order[k]], batch);
+        if (g.entries[g.order[k]].needed)
+            st = batch_node(op, &g, &g.entries[g.order[k]], batch);
     for (size_t j = 0; j < nouts && st == WF_OK; j++)
         st = wf__rule_result(
             placed[j] = place_output(op, &g, outs[j], out_axes ? out_axes[j] : 0, j, batch));

@@ -173,6 +173,39 @@ static wf_array *b_scatter_add(wf_array *const *x)
 static wf_array *b_matmul(wf_array *const *x) { return wf_matmul(x[0], x[1]); }
 static wf_array *b_addmm(wf_array *const *x) { return wf_addmm(x[0], x[1], x[2], 0.7, -1.3); }
 
+static wf_array *b_layer_norm(wf_array *const *x) { return wf_layer_norm(x[0], x[1], x[2], 1e-5); }
+static wf_array *b_layer_norm_plain(wf_array *const *x)
+{
+    return wf_layer_norm(x[0], NULL, NULL, 1e-3);
+}
+static wf_array *b_rms_norm(wf_array *const *x) { return wf_rms_norm(x[0], x[1], 1e-5); }
+static wf_array *b_rope(wf_array *const *x) { return wf_rope(x[0], 4, false, 10000, 1.0, 2); }
+static wf_array *b_rope_trad(wf_array *const *x) { return wf_rope(x[0], 2, true, 100, 0.5, 0); }
+static wf_array *b_sdpa(wf_array *const *x)
+{
+    return wf_scaled_dot_product_attention(x[0], x[1], x[2], 0.5, NULL, false);
+}
+static wf_array *b_sdpa_causal(wf_array *const *x)
+{
+    return wf_scaled_dot_product_attention(x[0], x[1], x[2], 0.7, NULL, true);
+}
+static wf_array *b_sdpa_add_mask(wf_array *const *x)
+{
+    return wf_scaled_dot_product_attention(x[0], x[1], x[2], 0.5, x[3], false);
+}
+/* A bool mask hiding every key of query row 1 (its output is zeros). */
+static wf_array *b_sdpa_bool_mask(wf_array *const *x)
+{
+    bool m[15];
+    for (int i = 0; i < 15; i++)
+        m[i] = i / 5 != 1 && i % 3 != 0;
+    const int64_t s[2] = {3, 5};
+    wf_array *mask = wf_array_from_data(m, s, 2, WF_DTYPE_BOOL);
+    wf_array *y = wf_scaled_dot_product_attention(x[0], x[1], x[2], 0.5, mask, true);
+    wf_release(mask);
+    return y;
+}
+
 /* ---------------------------------------------------------------- cases */
 
 #define S1(a) 1, {a}
@@ -257,6 +290,18 @@ static const tu_case cases[] = {
     {"matmul vector", b_matmul, 2, {1, 2}, {SH(3), SH(3, 2)}, -2, 2},
     {"matmul matvec", b_matmul, 2, {3, 1}, {SH(2, 2, 3), SH(3)}, -2, 2},
     {"addmm", b_addmm, 3, {1, 2, 2}, {SH(4), SH(2, 3), SH(3, 4)}, -2, 2},
+    {"layer_norm", b_layer_norm, 3, {2, 1, 1}, {SH(2, 5), SH(5), SH(5)}, -2, 2},
+    {"layer_norm plain", b_layer_norm_plain, 1, {3}, {SH(2, 3, 4)}, -2, 2},
+    {"rms_norm", b_rms_norm, 2, {2, 1}, {SH(2, 5), SH(5)}, -2, 2},
+    {"rope", b_rope, 1, {3}, {SH(2, 3, 6)}, -2, 2},
+    {"rope traditional", b_rope_trad, 1, {2}, {SH(3, 4)}, -2, 2},
+    {"sdpa", b_sdpa, 3, {3, 3, 3}, {SH(2, 3, 4), SH(2, 5, 4), SH(2, 5, 3)}, -1, 1},
+    {"sdpa causal bcast", b_sdpa_causal, 3, {3, 2, 2}, {SH(2, 3, 4), SH(5, 4), SH(5, 3)}, -1, 1},
+    {"sdpa add mask", b_sdpa_add_mask, 4, {3, 3, 3, 2},
+     {SH(2, 3, 4), SH(2, 5, 4), SH(2, 5, 3), SH(3, 5)}, -1, 1},
+    {"sdpa bool mask", b_sdpa_bool_mask, 3, {2, 2, 2}, {SH(3, 4), SH(5, 4), SH(5, 2)}, -1, 1},
+    {"sdpa grouped heads", b_sdpa, 3, {4, 4, 4},
+     {SH(1, 4, 3, 2), SH(1, 2, 5, 2), SH(1, 2, 5, 2)}, -1, 1},
 };
 
 enum { NCASES = sizeof cases / sizeof cases[0] };
