@@ -36,7 +36,8 @@ static wf_status grad_call(void *payload, wf_array *const *inputs, size_t ninput
                              g->argnums[k], ninputs);
     bool *traced = calloc(ninputs + 1, sizeof *traced);
     wf_array **grads = calloc(ninputs + 1, sizeof *grads);
-    wf_status st = traced && grads ? WF_OK : wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
+    wf_status st =
+        traced && grads ? WF_OK : wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
     wf_array *values[WF_FN_MAX_OUTPUTS];
     size_t nvalues = WF_FN_MAX_OUTPUTS;
     if (st == WF_OK) {

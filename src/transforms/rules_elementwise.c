@@ -319,8 +319,10 @@ static wf_status jvp_clip(wf_array *node, wf_array *const *t, wf_array **out)
 
 /* ---------------------------------------------------------------- table */
 
-#define UNARY_DIFF(P) {&P, WF_RULES_DIFFERENTIABLE, vjp_unary, jvp_unary, wf__rule_vmap_elementwise}
-#define BINARY_DIFF(P) {&P, WF_RULES_DIFFERENTIABLE, vjp_binary, jvp_binary, wf__rule_vmap_elementwise}
+#define UNARY_DIFF(P)                                                                   \
+    {&P, WF_RULES_DIFFERENTIABLE, vjp_unary, jvp_unary, wf__rule_vmap_elementwise}
+#define BINARY_DIFF(P)                                                                  \
+    {&P, WF_RULES_DIFFERENTIABLE, vjp_binary, jvp_binary, wf__rule_vmap_elementwise}
 #define ZERO(P, KIND) {&P, KIND, wf__rule_vjp_zero, wf__rule_jvp_zero, wf__rule_vmap_elementwise}
 
 const wf_prim_rules wf__rules_elementwise[] = {

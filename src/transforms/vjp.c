@@ -86,7 +86,8 @@ static wf_status check_seeds(const char *op, wf_array *const *outs, size_t nouts
         }
         if (!wf__dtype_is_float(loss->dtype))
             return wf__error(WF_ERR_DTYPE,
-                             "%s: the function's output has dtype %s; gradients need a float output",
+                             "%s: the function's output has dtype %s; gradients need a float "
+                             "output",
                              op, wf_dtype_name(loss->dtype));
         return WF_OK;
     }
@@ -116,7 +117,8 @@ static wf_status reverse(const char *op, wf_graph *g, wf_array *const *outs, siz
         wf_graph_entry *e = wf__graph_find(g, outs[j]);
         if (!e->active || !wf__dtype_is_float(outs[j]->dtype) || (!seeds && j > 0))
             continue;
-        wf_array *seed = seeds ? seeds[j] : wf_ones_like(outs[0]);
+        /* a node of its own: a gradient handed back is never the caller's array */
+        wf_array *seed = seeds ? wf__same_value(seeds[j]) : wf_ones_like(outs[0]);
         st = seed ? accumulate(e, seed) : wf_last_error();
     }
     for (size_t k = g->norder; k-- > 0 && st == WF_OK;) {
@@ -235,7 +237,7 @@ wf_status wf_vjp(wf_fn *fn, wf_array *const *primals, size_t nprimals,
     const char *op = "wf_vjp";
     if (!fn)
         return wf__error(WF_ERR_NULL_ARGUMENT, "%s: fn is NULL", op);
-    if (!primal_cotangents)
+    if (!primal_cotangents && nprimals)
         return wf__error(WF_ERR_NULL_ARGUMENT, "%s: primal_cotangents is NULL", op);
     if ((!primals && nprimals) || (!cotangents && ncotangents))
         return wf__error(WF_ERR_NULL_ARGUMENT, "%s: primals or cotangents is NULL", op);
