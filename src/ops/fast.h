@@ -14,7 +14,8 @@
  * graph. `mask` is NULL or already broadcast to (lead..., Lq, Lk), of
  * `mask_kind` (enum wf_sdpa_mask_kind). The same values as the fused
  * primitive, rows with every key masked included (zeros). Inputs are
- * assumed valid (the primitive's inference checked them). */
+ * assumed valid (the primitive's inference checked them). An internal
+ * builder: the new reference is registered with no scope. */
 wf_array *wf__sdpa_composed(wf_array *q, wf_array *k, wf_array *v, wf_array *mask,
                             int mask_kind, double scale, bool causal);
 

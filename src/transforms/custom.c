@@ -13,13 +13,15 @@
  * is freed once evaluated; its rules run the function again under the
  * transform that needs them (vjp, jvp or vmap).
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "prim/shape.h"
+#include "prim/kernel.h"
+#include "prim/prims.h"
 #include "transforms/rules.h"
 #include "transforms/transforms.h"
 
@@ -56,22 +58,23 @@ typedef struct custom_fn_params {
 
 static const custom_fn_params *params_of(const wf_array *node) { return node->params; }
 
-static wf_status infer_custom_fn(const void *params, wf_array *const *inputs, int ninputs,
-                                 wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_custom_fn(const void *params, const wf_desc *inputs, int ninputs,
+                                 wf_out_desc *outputs)
 {
     const custom_fn_params *p = params;
     if (ninputs != p->nprimals + p->noutputs || p->index >= p->noutputs)
         return wf__error(WF_ERR_INTERNAL, "custom_function: %d inputs for %d primals, %d outputs",
                          ninputs, p->nprimals, p->noutputs);
-    const wf_array *out = inputs[p->nprimals + p->index];
-    *dtype = out->dtype;
-    *ndim = out->ndim;
-    wf__shape_copy(shape, out->shape, out->ndim);
+    const wf_desc *out = &inputs[p->nprimals + p->index];
+    outputs[0].dtype = out->dtype;
+    outputs[0].ndim = out->ndim;
+    wf__shape_copy(outputs[0].shape, out->shape, out->ndim);
     return WF_OK;
 }
 
-static wf_status cpu_custom_fn(wf_array *out, wf_array *const *inputs, int ninputs,
-                               const void *params)
+/* Its only kernel: a view of the function's output. */
+static wf_status view_kernel(wf_array *out, wf_array *const *inputs, int ninputs,
+                             const void *params)
 {
     (void)ninputs;
     const custom_fn_params *p = params;
@@ -82,16 +85,28 @@ static wf_status cpu_custom_fn(wf_array *out, wf_array *const *inputs, int ninpu
 
 static void release_custom_fn(void *params) { rules_release(((custom_fn_params *)params)->rules); }
 
-/* Registered here rather than in src/prim/: its params hold transform
- * rules. The kernel only makes a view. */
+/* Defined here rather than in src/prim/: its params hold transform rules.
+ * Not in wf__prim_registry (built-in primitives only); the rules table and
+ * test_transforms_coverage add it. */
 const wf_prim_def wf__prim_custom_function = {
     .name = "custom_function",
     .flags = WF_PRIM_VIEW,
     .params_size = sizeof(custom_fn_params),
     .infer = infer_custom_fn,
-    .cpu_kernel = cpu_custom_fn,
     .params_release = release_custom_fn,
+    .kernels = &(wf_kernel_slots){{0}},
 };
+
+/* The view kernel is registered for every device kind the first time a
+ * custom function is made (before any node of the primitive exists, so no
+ * lookup races the registration). A view is the same on every device. */
+static pthread_once_t kernels_once = PTHREAD_ONCE_INIT;
+
+static void register_kernels(void)
+{
+    for (int d = 0; d < WF_DEVICE_KIND_COUNT; d++)
+        wf__kernel_register(&wf__prim_custom_function, (enum wf_device_kind)d, view_kernel);
+}
 
 /* ---------------------------------------------------------------- calling */
 
@@ -141,7 +156,8 @@ static wf_status custom_call(void *payload, wf_array *const *in, size_t n, wf_ar
             p.nprimals = (int)n;
             p.noutputs = (int)nouts;
             p.index = (int)made;
-            outputs[made] = wf__node_new(&wf__prim_custom_function, &p, node_in, (int)(n + nouts));
+            outputs[made] = wf__array_publish(
+                wf__node_new(&wf__prim_custom_function, &p, node_in, (int)(n + nouts)));
             if (!outputs[made]) {
                 st = wf_last_error();
                 break;
@@ -167,6 +183,7 @@ static wf_fn *make_custom(const char *op, wf_fn *fn, wf_fn *vjp, wf_fn *jvp, wf_
         wf__error(WF_ERR_NULL_ARGUMENT, "%s: fn is NULL", op);
         return NULL;
     }
+    pthread_once(&kernels_once, register_kernels);
     custom_rules *r = calloc(1, sizeof *r);
     if (!r) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);

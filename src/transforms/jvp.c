@@ -11,7 +11,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "prim/shape.h"
+#include "prim/prims.h"
 #include "transforms/graph.h"
 #include "transforms/rules.h"
 #include "transforms/transforms.h"
@@ -109,7 +109,7 @@ static wf_status export_results(const char *op, wf_graph *g, wf_array *const *ou
         list[n++] = t;
     }
     for (size_t j = 0; j < nouts && outputs; j++)
-        if (!(list[n++] = wf__same_value(outs[j])))
+        if (!(list[n++] = wf__rule_same(outs[j])))
             return wf_last_error();
     wf_status st = wf__export(list, n, result);
     if (st != WF_OK)
@@ -142,7 +142,7 @@ wf_status wf__jvp(const char *op, wf_fn *fn, wf_array *const *primals, size_t np
     }
     wf__trace_enter(WF_TRACE_JVP);
     for (size_t i = 0; i < nprimals && st == WF_OK; i++)
-        st = wf__rule_result(tracers[i] = wf__same_value(primals[i]));
+        st = wf__rule_result(tracers[i] = wf__rule_same(primals[i]));
     if (st == WF_OK)
         st = wf__fn_call_owned(fn, tracers, nprimals, outs, &nouts);
     wf__trace_leave(WF_TRACE_JVP);

@@ -94,6 +94,12 @@ extern const size_t wf__rules_custom_function_count;
 /* Turns a NULL result into the recorded error. */
 static inline wf_status wf__rule_result(wf_array *a) { return a ? WF_OK : wf_last_error(); }
 
+/* A node of `prim` on `inputs`, registered with the current (the engine's)
+ * scope; NULL with the first error kept if an input is NULL. */
+wf_array *wf__rule_node(const wf_prim_def *prim, const void *params, wf_array *const *inputs,
+                        int ninputs);
+/* A new node with a's value (a view), registered with the current scope. */
+wf_array *wf__rule_same(wf_array *a);
 /* A 0-d array of `like`'s dtype holding v (rules keep their arithmetic in
  * the operand's dtype: a float32 scalar would promote float16 math). */
 wf_array *wf__rule_scalar(const wf_array *like, double v);

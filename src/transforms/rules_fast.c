@@ -71,8 +71,8 @@ static wf_status composed_call(void *payload, wf_array *const *in, size_t n, wf_
         y = layer_norm_composed(norm_of(node), in);
     else if (node->prim == &wf__prim_rms_norm)
         y = rms_norm_composed(norm_of(node), in);
-    else
-        y = sdpa_composed(node, in);
+    else /* an internal builder: hand it to the scope like the ops above */
+        y = wf__array_publish(sdpa_composed(node, in));
     /* the composition computes in the inputs' promoted dtype, as the node */
     if (y && y->dtype != node->dtype)
         y = wf_astype(y, node->dtype);
@@ -144,7 +144,7 @@ static wf_status vmap_norm(wf_array *node, wf_array *const *in, const int *axes,
     /* per-example weight or bias: normalize, then scale and shift */
     wf_norm_params plain = *p;
     plain.has_weight = plain.has_bias = false;
-    wf_array *y = x ? wf__node_new(node->prim, &plain, &x, 1) : NULL;
+    wf_array *y = x ? wf__rule_node(node->prim, &plain, &x, 1) : NULL;
     int i = 1;
     if (y && p->has_weight) {
         y = wf_multiply(y, batched_affine(in[i], axes[i], x->ndim));
@@ -196,7 +196,7 @@ static wf_status vjp_rope(wf_array *node, wf_array *ct, const bool *wanted, wf_a
     (void)wanted;
     wf_rope_params p = *(const wf_rope_params *)node->params;
     p.scale = -p.scale;
-    cts[0] = wf__node_new(node->prim, &p, &ct, 1);
+    cts[0] = wf__rule_node(node->prim, &p, &ct, 1);
     return wf__rule_result(cts[0]);
 }
 

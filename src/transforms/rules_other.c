@@ -7,8 +7,9 @@
 #include "core/error.h"
 #include "prim/custom.h"
 #include "prim/prims.h"
-#include "prim/random.h"
 #include "prim/shape.h"
+#include "prim/sibling.h"
+#include "prim/random.h"
 #include "transforms/rules.h"
 
 /* ---------------------------------------------------------------- random */
@@ -20,7 +21,7 @@ static wf_status vmap_categorical(wf_array *node, wf_array *const *in, const int
     wf_array *logits = wf__vmap_to_front(in[0], axes[0]);
     wf_random_params p = *(const wf_random_params *)node->params;
     p.axis += 1;
-    *out = logits ? wf__node_new(node->prim, &p, &logits, 1) : NULL;
+    *out = logits ? wf__rule_node(node->prim, &p, &logits, 1) : NULL;
     *out_axis = 0;
     return wf__rule_result(*out);
 }
@@ -62,6 +63,45 @@ static wf_status vmap_custom(wf_array *node, wf_array *const *in, const int *axe
     return opaque(node, "vmap");
 }
 
+/* ---------------------------------------------------------------- siblings */
+
+static wf_status multi_output(const char *what)
+{
+    return wf__error(WF_ERR_UNSUPPORTED,
+                     "primitive 'sibling' (an output of a multi-output primitive) has no %s "
+                     "rule yet",
+                     what);
+}
+
+static wf_status vjp_sibling(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
+{
+    (void)node;
+    (void)ct;
+    (void)wanted;
+    (void)cts;
+    return multi_output("vjp");
+}
+
+static wf_status jvp_sibling(wf_array *node, wf_array *const *t, wf_array **out)
+{
+    (void)node;
+    (void)t;
+    (void)out;
+    return multi_output("jvp");
+}
+
+static wf_status vmap_sibling(wf_array *node, wf_array *const *in, const int *axes,
+                              int64_t batch, wf_array **out, int *out_axis)
+{
+    (void)node;
+    (void)in;
+    (void)axes;
+    (void)batch;
+    (void)out;
+    (void)out_axis;
+    return multi_output("vmap");
+}
+
 /* ---------------------------------------------------------------- table */
 
 const wf_prim_rules wf__rules_other[] = {
@@ -83,6 +123,9 @@ const wf_prim_rules wf__rules_other[] = {
     /* Opaque user kernels: every transform answers WF_ERR_UNSUPPORTED;
      * wf_custom_function gives them rules. */
     {&wf__prim_custom, WF_RULES_UNSUPPORTED, vjp_custom, jvp_custom, vmap_custom},
+    /* Outputs of multi-output primitives: none is built in yet; their rules
+     * (every output's cotangent at once) come with the first one. */
+    {&wf__prim_sibling, WF_RULES_UNSUPPORTED, vjp_sibling, jvp_sibling, vmap_sibling},
 };
 
 const size_t wf__rules_other_count = sizeof wf__rules_other / sizeof wf__rules_other[0];

@@ -149,11 +149,11 @@ static wf_status vmap_reduce(wf_array *node, wf_array *const *in, const int *axe
     if (node->prim == &wf__prim_sum) {
         wf_sum_params p = *(const wf_sum_params *)node->params;
         p.axes <<= 1;
-        *out = wf__node_new(node->prim, &p, &x, 1);
+        *out = wf__rule_node(node->prim, &p, &x, 1);
     } else {
         wf_reduce_params p = *(const wf_reduce_params *)node->params;
         p.axes <<= 1;
-        *out = wf__node_new(node->prim, &p, &x, 1);
+        *out = wf__rule_node(node->prim, &p, &x, 1);
     }
     *out_axis = 0;
     return wf__rule_result(*out);
@@ -168,7 +168,7 @@ static wf_status vmap_arg_reduce(wf_array *node, wf_array *const *in, const int 
     wf_array *x = wf__vmap_to_front(in[0], axes[0]);
     wf_arg_reduce_params p = *(const wf_arg_reduce_params *)node->params;
     p.axis += 1;
-    *out = x ? wf__node_new(node->prim, &p, &x, 1) : NULL;
+    *out = x ? wf__rule_node(node->prim, &p, &x, 1) : NULL;
     *out_axis = 0;
     return wf__rule_result(*out);
 }
@@ -208,7 +208,7 @@ static wf_status vmap_softmax(wf_array *node, wf_array *const *in, const int *ax
     wf_array *x = wf__vmap_to_front(in[0], axes[0]);
     wf_softmax_params p = *(const wf_softmax_params *)node->params;
     p.axes <<= 1;
-    *out = x ? wf__node_new(node->prim, &p, &x, 1) : NULL;
+    *out = x ? wf__rule_node(node->prim, &p, &x, 1) : NULL;
     *out_axis = 0;
     return wf__rule_result(*out);
 }
@@ -304,7 +304,7 @@ static wf_status vmap_scan(wf_array *node, wf_array *const *in, const int *axes,
     wf_array *x = wf__vmap_to_front(in[0], axes[0]);
     wf_scan_params p = *scan_params(node);
     p.axis += 1;
-    *out = x ? wf__node_new(node->prim, &p, &x, 1) : NULL;
+    *out = x ? wf__rule_node(node->prim, &p, &x, 1) : NULL;
     *out_axis = 0;
     return wf__rule_result(*out);
 }

@@ -3,16 +3,25 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "ops/ops.h"
 #include "transforms/rules.h"
 
 wf_array *wf__rule_scalar(const wf_array *like, double v) { return wf_scalar(v, like->dtype); }
 
-wf_array *wf__rule_rebuild(wf_array *node, wf_array *const *inputs)
+wf_array *wf__rule_node(const wf_prim_def *prim, const void *params, wf_array *const *inputs,
+                        int ninputs)
 {
-    for (int i = 0; i < node->ninputs; i++)
+    for (int i = 0; i < ninputs; i++)
         if (!inputs[i])
             return NULL; /* an earlier op failed: keep its error */
-    return wf__node_new(node->prim, node->params, inputs, node->ninputs);
+    return wf__array_publish(wf__node_new(prim, params, inputs, ninputs));
+}
+
+wf_array *wf__rule_same(wf_array *a) { return a ? wf__array_publish(wf__same_value(a)) : NULL; }
+
+wf_array *wf__rule_rebuild(wf_array *node, wf_array *const *inputs)
+{
+    return wf__rule_node(node->prim, node->params, inputs, node->ninputs);
 }
 
 wf_array *wf__rule_unbroadcast(wf_array *x, const int64_t *shape, int ndim)

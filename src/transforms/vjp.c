@@ -13,7 +13,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/scope.h"
-#include "prim/shape.h"
+#include "prim/prims.h"
 #include "transforms/graph.h"
 #include "transforms/rules.h"
 #include "transforms/transforms.h"
@@ -118,7 +118,7 @@ static wf_status reverse(const char *op, wf_graph *g, wf_array *const *outs, siz
         if (!e->active || !wf__dtype_is_float(outs[j]->dtype) || (!seeds && j > 0))
             continue;
         /* a node of its own: a gradient handed back is never the caller's array */
-        wf_array *seed = seeds ? wf__same_value(seeds[j]) : wf_ones_like(outs[0]);
+        wf_array *seed = seeds ? wf__rule_same(seeds[j]) : wf_ones_like(outs[0]);
         st = seed ? accumulate(e, seed) : wf_last_error();
     }
     for (size_t k = g->norder; k-- > 0 && st == WF_OK;) {
@@ -164,7 +164,7 @@ static wf_status export_results(wf_array *const *outs, size_t nouts, wf_array **
     size_t n = 0;
     wf_status st = WF_OK;
     for (size_t j = 0; j < want && st == WF_OK; j++)
-        st = wf__rule_result(list[n++] = wf__same_value(outs[j]));
+        st = wf__rule_result(list[n++] = wf__rule_same(outs[j]));
     for (size_t i = 0; i < nprimals; i++)
         if (grads[i])
             list[n++] = grads[i];
@@ -201,7 +201,7 @@ wf_status wf__vjp(const char *op, wf_fn *fn, wf_array *const *primals, size_t np
     for (size_t i = 0; i < nprimals && st == WF_OK; i++) {
         inputs[i] = primals[i];
         if (!traced || traced[i]) {
-            tracers[i] = inputs[i] = wf__same_value(primals[i]);
+            tracers[i] = inputs[i] = wf__rule_same(primals[i]);
             st = wf__rule_result(tracers[i]);
         }
     }

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "prim/shape.h"
+#include "prim/prims.h"
 #include "transforms/graph.h"
 #include "transforms/rules.h"
 #include "transforms/transforms.h"
@@ -116,7 +116,7 @@ static wf_array *place_output(const char *op, wf_graph *g, wf_array *out, int ou
                       op, j);
             return NULL;
         }
-        return wf__same_value(out);
+        return wf__rule_same(out);
     }
     const int rank = out->ndim + 1;
     if (out_axis < -rank || out_axis >= rank) {
@@ -130,7 +130,7 @@ static wf_array *place_output(const char *op, wf_graph *g, wf_array *out, int ou
     const int from = batched ? e->axis : 0;
     if (!x)
         return NULL;
-    return from == out_axis ? wf__same_value(x) : wf_moveaxis(x, from, out_axis);
+    return from == out_axis ? wf__rule_same(x) : wf_moveaxis(x, from, out_axis);
 }
 
 wf_status wf__vmap(const char *op, wf_fn *fn, wf_array *const *inputs, const int *in_axes,

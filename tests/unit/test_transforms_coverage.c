@@ -13,46 +13,27 @@
 #include "prim/prims.h"
 #include "prim/random.h"
 #include "prim/reduce.h"
+#include "prim/registry.h"
 #include "prim/shape.h"
+#include "prim/sibling.h"
 #include "prim/unary.h"
 #include "transforms/rules.h"
 #include "transforms/transforms.h"
 
 /* ---------------------------------------------------------------- every primitive */
 
-#define UNARY_ENTRY(name, kind, flags) &wf__prim_##name,
-
-static const wf_prim_def *const primitives[] = {
-    &wf__prim_full, &wf__prim_arange, &wf__prim_linspace, &wf__prim_eye,
-    &wf__prim_astype, &wf__prim_exp,
-    WF_UNARY_PRIMS(UNARY_ENTRY)
-    &wf__prim_add, &wf__prim_multiply, &wf__prim_subtract, &wf__prim_divide,
-    &wf__prim_power, &wf__prim_maximum, &wf__prim_minimum, &wf__prim_floor_divide,
-    &wf__prim_remainder, &wf__prim_equal, &wf__prim_not_equal, &wf__prim_less,
-    &wf__prim_less_equal, &wf__prim_greater, &wf__prim_greater_equal,
-    &wf__prim_logical_and, &wf__prim_logical_or, &wf__prim_logaddexp, &wf__prim_arctan2,
-    &wf__prim_where, &wf__prim_clip,
-    &wf__prim_sum, &wf__prim_prod, &wf__prim_max, &wf__prim_min, &wf__prim_all, &wf__prim_any,
-    &wf__prim_mean, &wf__prim_var, &wf__prim_std, &wf__prim_logsumexp, &wf__prim_argmax,
-    &wf__prim_argmin, &wf__prim_softmax, &wf__prim_cumsum, &wf__prim_cumprod,
-    &wf__prim_reshape, &wf__prim_transpose, &wf__prim_broadcast_to, &wf__prim_slice,
-    &wf__prim_slice_update, &wf__prim_concatenate, &wf__prim_pad, &wf__prim_tri,
-    &wf__prim_take, &wf__prim_take_along_axis, &wf__prim_scatter_add,
-    &wf__prim_matmul, &wf__prim_addmm,
-    &wf__prim_layer_norm, &wf__prim_rms_norm, &wf__prim_rope, &wf__prim_sdpa,
-    &wf__prim_silu, &wf__prim_gelu, &wf__prim_gelu_tanh,
-    &wf__prim_random_uniform, &wf__prim_random_normal, &wf__prim_random_randint,
-    &wf__prim_random_bernoulli, &wf__prim_random_categorical,
-    &wf__prim_custom,
-    &wf__prim_custom_function,
-};
-
-/* Every primitive weft has. When src/prim/ gets its registry
- * (wf__prim_registry), this body becomes that one call. */
+/* Every primitive weft has: the built-in registry, plus custom_function,
+ * which src/transforms defines. */
 static const wf_prim_def *const *all_primitives(size_t *count)
 {
-    *count = sizeof primitives / sizeof primitives[0];
-    return primitives;
+    static const wf_prim_def *all[256];
+    size_t n = 0;
+    const wf_prim_def *const *builtin = wf__prim_registry(&n);
+    for (size_t i = 0; i < n && i < 255; i++)
+        all[i] = builtin[i];
+    all[n] = &wf__prim_custom_function;
+    *count = n + 1;
+    return all;
 }
 
 /* ---------------------------------------------------------------- the explicit lists */
@@ -64,9 +45,13 @@ static const wf_prim_def *const constants[] = {
     &wf__prim_random_randint,
 };
 
-/* Opaque: weft cannot see into a user kernel (wf_custom_function gives it
- * rules). Every transform answers WF_ERR_UNSUPPORTED naming the kernel. */
-static const wf_prim_def *const unsupported[] = {&wf__prim_custom};
+/* Every transform answers WF_ERR_UNSUPPORTED naming these:
+ *  - custom: weft cannot see into a user kernel (wf_custom_function gives it
+ *    rules);
+ *  - sibling: an output of a multi-output primitive. No built-in primitive
+ *    has several outputs yet; their rules (taking every output's cotangent
+ *    at once) come with the first one. */
+static const wf_prim_def *const unsupported[] = {&wf__prim_custom, &wf__prim_sibling};
 
 /* Float outputs with a zero derivative wherever one exists (as MLX):
  * rounding, sign, floor division; stop_gradient by definition. */

@@ -358,8 +358,8 @@ static run_result run_network(bool checkpointed, wf_array *const *params)
     wf_reset_peak_memory();
     if (CHECK_OK(wf_fn_call(g, params, 1 + 2 * LAYERS, grads, &n)) &&
         CHECK_OK(wf_eval(grads, n))) {
-        wf_memory_stats stats;
-        wf_memory_stats_get(&stats);
+        wf_memory_stats stats = wf_memory_stats_default();
+        CHECK_OK(wf_memory_stats_get(&stats));
         r.peak = stats.peak_bytes;
         r.grads = malloc((size_t)LAYERS * (WIDTH * WIDTH + WIDTH) * sizeof(double));
         size_t at = 0;
