@@ -370,6 +370,90 @@ static void test_vmap_kernel_count(void)
     mlp_free(&m);
 }
 
+/* x (3,) -> tanh(x) . w for a fixed w: one example's score. */
+static wf_status score_call(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                            size_t *nout)
+{
+    (void)n;
+    wf_array *w = payload;
+    wf_array *t = wf_tanh(in[0]);
+    out[0] = wf_sum(wf_multiply(t, w), NULL, 0, false);
+    wf_release(t);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+/* sum over examples of vmap(score): grad of a vmap. */
+static wf_status batch_total_call(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                                  size_t *nout)
+{
+    wf_fn *vf = payload;
+    wf_array *scores = NULL;
+    size_t ns = 1;
+    wf_status st = wf_fn_call(vf, in, n, &scores, &ns);
+    if (st != WF_OK)
+        return st;
+    out[0] = wf_sum(scores, NULL, 0, false);
+    wf_release(scores);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static void test_grad_of_vmap(void)
+{
+    wf_scope_begin();
+    const int64_t ws[1] = {3}, xs[2] = {4, 3};
+    wf_array *w = tu_input(ws, 1, -1, 1, 1, false), *x = tu_input(xs, 2, -1, 1, 2, false);
+    wf_fn *score = wf_fn_new(score_call, w, NULL);
+    wf_fn *vf = wf_vmap(score, NULL, 0, NULL, 0);
+    wf_fn *total = wf_fn_new(batch_total_call, vf, NULL), *g = wf_grad(total, NULL, 0);
+    wf_array *dx = call1(g, x);
+    /* d/dx sum_b tanh(x_b) . w = (1 - tanh(x)^2) * w */
+    double *d = tu_read(dx), *xv = tu_read(x), *wv = tu_read(w);
+    for (int i = 0; CHECK(d != NULL) && i < 12; i++) {
+        const double t = tanh(xv[i]);
+        CHECK_NEAR(d[i], (1 - t * t) * wv[i % 3], 1e-14);
+    }
+    free(d);
+    free(xv);
+    free(wv);
+    wf_fn_release(g);
+    wf_fn_release(total);
+    wf_fn_release(vf);
+    wf_fn_release(score);
+    wf_scope_end();
+}
+
+/* vmap of vmap: scores of a (2, 4) grid of examples. */
+static void test_vmap_of_vmap(void)
+{
+    wf_scope_begin();
+    const int64_t ws[1] = {3}, xs[3] = {2, 4, 3};
+    wf_array *w = tu_input(ws, 1, -1, 1, 3, false), *x = tu_input(xs, 3, -1, 1, 4, false);
+    wf_fn *score = wf_fn_new(score_call, w, NULL);
+    const int inner_axes[1] = {0}, outer_axes[1] = {1};
+    wf_fn *inner = wf_vmap(score, inner_axes, 1, NULL, 0);
+    wf_fn *outer = wf_vmap(inner, outer_axes, 1, NULL, 0); /* maps x's axis 1 first */
+    wf_array *y = call1(outer, x);                          /* (4, 2) */
+    CHECK_EQ_INT(wf_array_ndim(y), 2);
+    CHECK_EQ_INT(wf_array_dim(y, 0), 4);
+    double *d = tu_read(y), *xv = tu_read(x), *wv = tu_read(w);
+    for (int j = 0; CHECK(d != NULL) && j < 4; j++)
+        for (int i = 0; i < 2; i++) {
+            double want = 0;
+            for (int k = 0; k < 3; k++)
+                want += tanh(xv[(i * 4 + j) * 3 + k]) * wv[k];
+            CHECK_NEAR(d[j * 2 + i], want, 1e-14);
+        }
+    free(d);
+    free(xv);
+    free(wv);
+    wf_fn_release(outer);
+    wf_fn_release(inner);
+    wf_fn_release(score);
+    wf_scope_end();
+}
+
 int main(void)
 {
     RUN_TEST(test_jvp_api);
@@ -377,5 +461,7 @@ int main(void)
     RUN_TEST(test_vmap_axes);
     RUN_TEST(test_per_example_gradients);
     RUN_TEST(test_vmap_kernel_count);
+    RUN_TEST(test_grad_of_vmap);
+    RUN_TEST(test_vmap_of_vmap);
     return TEST_SUMMARY();
 }
