@@ -16,6 +16,7 @@
 
 #include "core/buffer.h"
 #include "core/device_kind.h"
+#include "core/shape.h" /* so every user of array.h keeps the shape helpers */
 #include "weft.h"
 
 enum wf_node_state {
@@ -186,20 +187,6 @@ wf_status wf__array_alloc_output(wf_array *out);
  * (ndim of out entries, elements) and offset (elements). */
 void wf__array_set_view(wf_array *out, const wf_array *base, const int64_t *strides,
                         int64_t offset);
-
-/* Row-major contiguous strides for a shape. */
-void wf__contiguous_strides(const int64_t *shape, int ndim, int64_t *strides);
-/* True if strides describe a row-major contiguous layout of shape (size-1
- * dims ignored). */
-bool wf__is_row_contiguous(const int64_t *shape, const int64_t *strides, int ndim);
-/* Product of shape into *size; WF_ERR_OVERFLOW / WF_ERR_INVALID_ARGUMENT
- * (negative dim) recorded with `op` in the message. */
-wf_status wf__shape_size(const char *op, const int64_t *shape, int ndim, int64_t *size);
-/* Normalizes `axis` for rank `ndim` into *out; WF_ERR_AXIS on out of range. */
-wf_status wf__normalize_axis(const char *op, int axis, int ndim, int *out);
-/* Broadcast shape of two shapes (NumPy rules) into out (WF_MAX_NDIM room). */
-wf_status wf__broadcast_shapes(const char *op, const int64_t *a, int na, const int64_t *b,
-                               int nb, int64_t *out, int *nout);
 
 /* Pointer to element 0 of a READY array (buffer data + offset). */
 static inline void *wf__array_data_ptr(const wf_array *a)
