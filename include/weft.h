@@ -134,6 +134,9 @@ wf_dtype wf_array_dtype(const wf_array *a);
 size_t wf_array_nbytes(const wf_array *a);
 /* True once the array's value is computed (or failed). */
 bool wf_array_is_evaluated(const wf_array *a);
+/* The array's id: unique in the process and never reused, even after the
+ * array is freed (0 for NULL or a released array). */
+uint64_t wf_array_id(const wf_array *a);
 
 /* Evaluates `a` if needed and sets *out to its elements, row-major and
  * contiguous, valid while `a` lives. For a strided view a contiguous copy is
@@ -203,6 +206,9 @@ typedef struct wf_memory_stats {
     size_t peak_bytes;   /* highest active_bytes since start or last reset */
     size_t cached_bytes; /* freed buffers kept for reuse */
     size_t limit_bytes;  /* current limit; SIZE_MAX when unlimited */
+    /* Memory of the array-node pool (live, quarantined and free node
+     * headers); not counted in the other fields or the limit. */
+    size_t node_pool_bytes;
 } wf_memory_stats;
 
 /* Caps active + cached bytes; allocations beyond it fail with

@@ -72,6 +72,7 @@
 #include <sys/mman.h>
 
 #include "core/error.h"
+#include "core/node_pool.h"
 #include "util/lock.h"
 
 #define MIN_CLASS ((size_t)64)
@@ -485,6 +486,7 @@ wf_status wf_memory_stats_get(wf_memory_stats *out)
     now.cached_bytes = g_cached;
     now.limit_bytes = g_limit;
     wf__mutex_unlock(&g_lock);
+    now.node_pool_bytes = wf__node_pool_bytes();
     /* Only what the caller's struct has room for; its struct_size stays. */
     size_t known = caller_size < sizeof now ? caller_size : sizeof now;
     size_t skip = sizeof now.struct_size;

@@ -1,127 +1,51 @@
 /*
- * Array nodes: creation, references, release, metadata and shape helpers.
+ * Array nodes: creation, references, release and metadata.
  *
- * Node headers come from a type-stable pool: their memory is never returned
- * to the system, and a released node is reused only after QUARANTINE other
- * nodes of its shard were released, so a handle used after its release is
- * caught (refcount 0) instead of touching freed memory.
+ * Node headers come from a type-stable pool (core/node_pool.c): their memory
+ * is never returned to the system, and a released node is reused only after
+ * WF_NODE_QUARANTINE other nodes of its shard were released, so a handle used
+ * after its release is caught (refcount 0) instead of touching freed memory.
+ *
+ * Stale handles without data races. A thread holding a released handle may
+ * load the node's refcount at any moment, even while the node is reused, so
+ * the refcount is only ever written atomically: reinitialising a reused node
+ * clears every field but the refcount, and a node goes live (refcount
+ * 0 -> 1, release) only once it is fully built. Anything else read through a
+ * handle the caller may not own (metadata) is read under a temporary
+ * reference taken with wf__array_try_retain, which never revives a node.
  */
 #include "core/array.h"
 
+#include <assert.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/graph_mode.h"
+#include "core/node_pool.h"
 #include "core/scope.h"
 #include "core/stream_hooks.h"
-#include "util/lock.h"
-
-/* ------------------------------------------------------------ node pool */
-
-/* Shards keep threads that build graphs at the same time off one lock: a
- * thread takes and returns nodes through its own shard (picked round-robin
- * the first time; a plain int, so thread exit leaves nothing behind). A
- * released node waits behind QUARANTINE others of its shard before reuse. */
-enum { POOL_CHUNK = 256, POOL_SHARDS = 16, QUARANTINE = 1024 };
-
-struct pool_chunk {
-    struct pool_chunk *next;
-    wf_array nodes[POOL_CHUNK];
-};
-
-struct pool_shard {
-    wf_mutex lock; /* leaf: calls nothing while held */
-    struct pool_chunk *chunks;
-    wf_array *free_head, *free_tail; /* FIFO linked through queue_next */
-    int64_t free_count;
-    int64_t live; /* taken minus given back through this shard (may be < 0) */
-    char pad[64]; /* one cache line per shard's hot fields */
-};
-
-static struct pool_shard shards[POOL_SHARDS];
-static pthread_once_t shards_once = PTHREAD_ONCE_INIT;
-static atomic_uint next_shard;
-static _Thread_local int thread_shard = -1;
-
-static void init_shards(void)
-{
-    for (int i = 0; i < POOL_SHARDS; i++)
-        wf__mutex_init(&shards[i].lock, WF_LOCK_LEAF);
-}
-
-int64_t wf__arrays_live(void)
-{
-    pthread_once(&shards_once, init_shards);
-    int64_t live = 0;
-    for (int i = 0; i < POOL_SHARDS; i++) {
-        wf__mutex_lock(&shards[i].lock);
-        live += shards[i].live;
-        wf__mutex_unlock(&shards[i].lock);
-    }
-    return live;
-}
-
-static struct pool_shard *this_threads_shard(void)
-{
-    pthread_once(&shards_once, init_shards);
-    if (thread_shard < 0)
-        thread_shard = (int)(atomic_fetch_add(&next_shard, 1) % POOL_SHARDS);
-    return &shards[thread_shard];
-}
-
-static void pool_push_free(struct pool_shard *p, wf_array *n)
-{
-    n->queue_next = NULL;
-    if (p->free_tail)
-        p->free_tail->queue_next = n;
-    else
-        p->free_head = n;
-    p->free_tail = n;
-    p->free_count++;
-}
-
-static wf_array *pool_take(void)
-{
-    struct pool_shard *p = this_threads_shard();
-    wf__mutex_lock(&p->lock);
-    if (p->free_count <= QUARANTINE) {
-        struct pool_chunk *chunk = calloc(1, sizeof *chunk);
-        if (chunk) {
-            chunk->next = p->chunks;
-            p->chunks = chunk;
-            for (int i = 0; i < POOL_CHUNK; i++)
-                pool_push_free(p, &chunk->nodes[i]);
-        }
-    }
-    /* If a new chunk could not be had, quarantined nodes are better than failing. */
-    wf_array *n = p->free_head;
-    if (n) {
-        p->free_head = n->queue_next;
-        if (!p->free_head)
-            p->free_tail = NULL;
-        p->free_count--;
-        p->live++;
-    }
-    wf__mutex_unlock(&p->lock);
-    return n;
-}
-
-static void pool_give_back(wf_array *n)
-{
-    struct pool_shard *p = this_threads_shard();
-    wf__mutex_lock(&p->lock);
-    pool_push_free(p, n);
-    p->live--;
-    wf__mutex_unlock(&p->lock);
-}
 
 /* ------------------------------------------------------------ nodes */
 
 static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
-/* A node with shape, strides, params, input and result slots, refcount 1. */
+/* Zeroes a node taken from the pool, all but its refcount (see the top of
+ * this file). The atomics cleared here are loaded only by threads holding a
+ * reference, and a free node has none; they are then set atomically. */
+static void node_clear(wf_array *n)
+{
+    static_assert(offsetof(wf_array, refcount) == 0, "the refcount comes first");
+    size_t start = sizeof n->refcount;
+    memset((char *)n + start, 0, sizeof *n - start);
+    atomic_init(&n->state, WF_NODE_PENDING);
+    atomic_init(&n->dense_copy, NULL);
+}
+
+/* A node with shape, strides, params, input and result slots, not yet live
+ * (refcount 0): node_make_live publishes it once it is built. */
 static wf_array *node_alloc(wf_dtype dtype, const int64_t *shape, int ndim, int64_t size,
                             size_t params_size, int ninputs, int nresults)
 {
@@ -134,13 +58,15 @@ static wf_array *node_alloc(wf_dtype dtype, const int64_t *shape, int ndim, int6
         wf__error(WF_ERR_OUT_OF_MEMORY, "out of memory creating an array node");
         return NULL;
     }
-    wf_array *n = pool_take();
+    uint64_t id;
+    wf_array *n = wf__node_pool_take(&id);
     if (!n) {
         free(extra);
         wf__error(WF_ERR_OUT_OF_MEMORY, "out of memory creating an array node");
         return NULL;
     }
-    memset(n, 0, sizeof *n);
+    node_clear(n);
+    n->id = id;
     n->extra = extra;
     n->dtype = dtype;
     n->ndim = ndim;
@@ -158,9 +84,14 @@ static wf_array *node_alloc(wf_dtype dtype, const int64_t *shape, int ndim, int6
         for (int i = 0; i < nresults; i++)
             n->results[i] = NULL;
     }
-    atomic_init(&n->refcount, 1);
-    atomic_init(&n->state, WF_NODE_PENDING);
-    atomic_init(&n->dense_copy, NULL);
+    return n;
+}
+
+/* Makes a built node live with one reference (release: whoever sees it
+ * live sees every field written before). */
+static wf_array *node_make_live(wf_array *n)
+{
+    atomic_store_explicit(&n->refcount, 1, memory_order_release);
     return n;
 }
 
@@ -215,7 +146,7 @@ static void node_free(wf_array *n, struct free_list *list)
     free(n->error_message);
     free(n->extra);
     n->extra = NULL;
-    pool_give_back(n);
+    wf__node_pool_give_back(n);
 }
 
 /* Frees a graph without recursion: a chain of a million nodes must not
@@ -250,6 +181,17 @@ wf_array *wf__array_check(const wf_array *a, const char *op, const char *what)
     return (wf_array *)a;
 }
 
+wf_array *wf__array_try_retain(const wf_array *a)
+{
+    atomic_int_fast64_t *refcount = &((wf_array *)a)->refcount;
+    int_fast64_t count = atomic_load_explicit(refcount, memory_order_relaxed);
+    while (count > 0)
+        if (atomic_compare_exchange_weak_explicit(refcount, &count, count + 1,
+                                                  memory_order_acquire, memory_order_relaxed))
+            return (wf_array *)a;
+    return NULL;
+}
+
 wf_array *wf__array_publish(wf_array *a)
 {
     if (a && wf__scope_adopt(a) != WF_OK) {
@@ -275,6 +217,15 @@ uint64_t wf__prim_params_hash(const wf_prim_def *prim, const void *params)
     for (size_t i = 0; i < prim->params_size; i++)
         h = (h ^ bytes[i]) * 0x100000001b3u;
     return h;
+}
+
+/* A node built from a placeholder cannot be evaluated either. */
+static unsigned flags_from_inputs(wf_array *const *inputs, int ninputs)
+{
+    for (int i = 0; i < ninputs; i++)
+        if (wf__array_is_placeholder(inputs[i]))
+            return WF_NODE_FLAG_ON_PLACEHOLDER;
+    return 0;
 }
 
 /* The node owns what its params own from the start: every failure before
@@ -315,10 +266,12 @@ static wf_status make_results(wf_array *primary, const wf_out_desc *outputs, int
         if (wf__shape_size(primary->prim->name, outputs[i].shape, outputs[i].ndim, &size) !=
             WF_OK)
             return wf_last_error();
-        primary->results[i - 1] =
+        wf_array *result =
             node_alloc(outputs[i].dtype, outputs[i].shape, outputs[i].ndim, size, 0, 0, 0);
-        if (!primary->results[i - 1])
+        if (!result)
             return wf_last_error();
+        result->node_flags = primary->node_flags;
+        primary->results[i - 1] = node_make_live(result);
     }
     return WF_OK;
 }
@@ -349,6 +302,7 @@ wf_array *wf__node_new(const wf_prim_def *prim, const void *params, wf_array *co
             free(outputs);
         return fail_before_node(prim, params);
     }
+    n->node_flags = flags_from_inputs(inputs, ninputs);
     n->prim = prim;
     if (prim->params_size)
         memcpy(n->params, params, prim->params_size);
@@ -361,10 +315,10 @@ wf_array *wf__node_new(const wf_prim_def *prim, const void *params, wf_array *co
     if (outputs != &one)
         free(outputs);
     if (st != WF_OK) {
-        wf__array_decref(n); /* frees the results made so far and the params */
+        free_graph_from(n); /* never live: frees the results made so far and the params */
         return NULL;
     }
-    return n;
+    return node_make_live(n);
 }
 
 wf_array *wf__array_new_ready(wf_dtype dtype, const int64_t *shape, int ndim, wf_buffer *buffer)
@@ -379,7 +333,7 @@ wf_array *wf__array_new_ready(wf_dtype dtype, const int64_t *shape, int ndim, wf
     n->row_contiguous = true;
     n->buffer = wf__buffer_retain(buffer);
     atomic_store_explicit(&n->state, WF_NODE_READY, memory_order_release);
-    return n;
+    return node_make_live(n);
 }
 
 wf_status wf__array_alloc_output(wf_array *out)
@@ -410,7 +364,11 @@ wf_array *wf_retain(wf_array *a)
 {
     if (!wf__array_check(a, "wf_retain", "the array"))
         return NULL;
-    return wf__array_publish(wf__array_incref(a));
+    if (!wf__array_try_retain(a)) { /* released by another thread meanwhile */
+        wf__error(WF_ERR_MISUSE, "wf_retain: the array was already released");
+        return NULL;
+    }
+    return wf__array_publish(a);
 }
 
 void wf_release(wf_array *a)
@@ -429,6 +387,19 @@ static wf_status check_new_shape(const char *op, const int64_t *shape, int ndim,
     if (!wf__dtype_valid(dtype))
         return wf__error(WF_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dtype);
     return wf__shape_size(op, shape, ndim, size);
+}
+
+wf_array *wf__array_new_placeholder(wf_dtype dtype, const int64_t *shape, int ndim)
+{
+    int64_t size;
+    if (check_new_shape("placeholder", shape, ndim, dtype, &size) != WF_OK)
+        return NULL;
+    wf_array *n = node_alloc(dtype, shape, ndim, size, 0, 0, 0);
+    if (!n)
+        return NULL;
+    wf__contiguous_strides(n->shape, ndim, n->strides);
+    n->node_flags = WF_NODE_FLAG_PLACEHOLDER;
+    return node_make_live(n);
 }
 
 wf_array *wf__array_from_data(const void *data, const int64_t *shape, int ndim, wf_dtype dtype)
@@ -479,39 +450,80 @@ wf_array *wf_scalar(double value, wf_dtype dtype)
     return wf__array_publish(a);
 }
 
-static const wf_array *live_or_null(const wf_array *a)
+/* Metadata calls read through a temporary reference (see the top of this
+ * file): NULL for NULL or a released array. */
+static wf_array *borrow(const wf_array *a) { return a ? wf__array_try_retain(a) : NULL; }
+
+static void unborrow(wf_array *a)
 {
-    if (!a || atomic_load(&((wf_array *)a)->refcount) <= 0)
-        return NULL;
-    return a;
+    if (a)
+        wf__array_decref(a);
 }
 
-int wf_array_ndim(const wf_array *a) { return live_or_null(a) ? a->ndim : 0; }
+int wf_array_ndim(const wf_array *a)
+{
+    wf_array *h = borrow(a);
+    int ndim = h ? h->ndim : 0;
+    unborrow(h);
+    return ndim;
+}
 
 const int64_t *wf_array_shape(const wf_array *a)
 {
-    return live_or_null(a) && a->ndim ? a->shape : NULL;
+    wf_array *h = borrow(a);
+    const int64_t *shape = h && h->ndim ? h->shape : NULL;
+    unborrow(h);
+    return shape;
 }
 
 int64_t wf_array_dim(const wf_array *a, int axis)
 {
-    if (!live_or_null(a) || axis < -a->ndim || axis >= a->ndim)
-        return -1;
-    return a->shape[axis < 0 ? axis + a->ndim : axis];
+    wf_array *h = borrow(a);
+    int64_t dim = -1;
+    if (h && axis >= -h->ndim && axis < h->ndim)
+        dim = h->shape[axis < 0 ? axis + h->ndim : axis];
+    unborrow(h);
+    return dim;
 }
 
-int64_t wf_array_size(const wf_array *a) { return live_or_null(a) ? a->size : 0; }
+int64_t wf_array_size(const wf_array *a)
+{
+    wf_array *h = borrow(a);
+    int64_t size = h ? h->size : 0;
+    unborrow(h);
+    return size;
+}
 
-wf_dtype wf_array_dtype(const wf_array *a) { return live_or_null(a) ? a->dtype : WF_DTYPE_COUNT; }
+wf_dtype wf_array_dtype(const wf_array *a)
+{
+    wf_array *h = borrow(a);
+    wf_dtype dtype = h ? h->dtype : WF_DTYPE_COUNT;
+    unborrow(h);
+    return dtype;
+}
 
 size_t wf_array_nbytes(const wf_array *a)
 {
-    return live_or_null(a) ? (size_t)a->size * wf_dtype_size(a->dtype) : 0;
+    wf_array *h = borrow(a);
+    size_t bytes = h ? (size_t)h->size * wf_dtype_size(h->dtype) : 0;
+    unborrow(h);
+    return bytes;
 }
 
 bool wf_array_is_evaluated(const wf_array *a)
 {
-    return live_or_null(a) && wf__array_state(a) >= WF_NODE_READY;
+    wf_array *h = borrow(a);
+    bool evaluated = h && wf__array_state(h) >= WF_NODE_READY;
+    unborrow(h);
+    return evaluated;
+}
+
+uint64_t wf_array_id(const wf_array *a)
+{
+    wf_array *h = borrow(a);
+    uint64_t id = h ? wf__array_id(h) : 0;
+    unborrow(h);
+    return id;
 }
 
 /* ------------------------------------------------------------ external memory */
@@ -628,8 +640,8 @@ wf_array *wf_array_from_external(void *data, const int64_t *shape, int ndim, wf_
         return NULL;
     /* Until the buffer is attached, a failure frees it without the deleter. */
     wf_array *n = node_alloc(dtype, shape, ndim, size, 0, 0, 0);
-    if (n)
-        n = wf__array_publish(n);
+    if (n) /* live before the buffer: like a kernel's output, it is read once READY */
+        n = wf__array_publish(node_make_live(n));
     if (!n) {
         wf__buffer_discard_external(b);
         return NULL;

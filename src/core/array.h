@@ -27,10 +27,20 @@ enum wf_node_state {
     WF_NODE_FAILED
 };
 
+/* Node flags (wf_array.node_flags), set before the node goes live and
+ * fixed afterwards. Bits 2 and up are free for later flags. */
+enum wf_node_flags {
+    WF_NODE_FLAG_PLACEHOLDER = 1u << 0,   /* a tracer: shape and dtype, never a value */
+    WF_NODE_FLAG_ON_PLACEHOLDER = 1u << 1 /* built (transitively) from a placeholder */
+};
+
 struct wf_prim_def;
 
 struct wf_array {
-    atomic_int_fast64_t refcount; /* handles and dependent nodes */
+    /* Handles and dependent nodes. Must stay the first field: a stale handle
+     * may load it while the node is reused, so reuse clears every field after
+     * it and writes it only atomically (core/array.c). 0 while in the pool. */
+    atomic_int_fast64_t refcount;
     atomic_int state;             /* enum wf_node_state */
     wf_dtype dtype;
     int ndim;
@@ -64,6 +74,13 @@ struct wf_array {
     /* Set before FAILED is published. */
     wf_status error;
     char *error_message; /* malloc'd, may be NULL */
+
+    /* Identity (core/array.c): set before the node is published, then fixed. */
+    uint64_t id;         /* unique in the process, never reused (from 1) */
+    unsigned node_flags; /* enum wf_node_flags */
+    /* Free-node links, used only while the node is in the pool (node_pool.c). */
+    struct wf_array *pool_next;
+    struct wf_array *pool_batch_next;
 };
 
 /* A kernel for one device. `inputs` are READY. The kernel gives `out` its
@@ -212,6 +229,10 @@ void wf__inject_kernel_failure(int64_t nth);
  * `a` or NULL. Node memory is type-stable and reused only after a long
  * quarantine, so checking a released handle is never undefined behavior. */
 wf_array *wf__array_check(const wf_array *a, const char *op, const char *what);
+/* A new temporary reference to `a` if it is still live, else NULL: never
+ * revives a released node (a compare-and-swap from a count > 0). Drop it
+ * with wf__array_decref. For reading a handle the caller may not own. */
+wf_array *wf__array_try_retain(const wf_array *a);
 /* Drops a reference without touching this thread's scope bookkeeping. */
 void wf__array_decref(wf_array *a);
 /* Adds a reference (internal; no scope bookkeeping). */
@@ -229,6 +250,21 @@ static inline void wf__array_release(wf_array *a)
 }
 /* Live array nodes in the process (a leak check for tests). */
 int64_t wf__arrays_live(void);
+
+/* The node's id: unique in the process and never reused, so caches and
+ * tapes may key on it (never on an address). */
+static inline uint64_t wf__array_id(const wf_array *a) { return a->id; }
+/* True for a placeholder (tracer) node and every node built from one:
+ * evaluation refuses them (WF_ERR_MISUSE). */
+static inline bool wf__array_is_placeholder(const wf_array *a)
+{
+    return (a->node_flags & (WF_NODE_FLAG_PLACEHOLDER | WF_NODE_FLAG_ON_PLACEHOLDER)) != 0;
+}
+/* A placeholder node of `dtype` and `shape` (no data, no stream): ops build
+ * on it (their results are marked too), evaluation refuses it. An internal
+ * builder (not registered with any scope); NULL with the error recorded on
+ * bad input. */
+wf_array *wf__array_new_placeholder(wf_dtype dtype, const int64_t *shape, int ndim);
 
 /* State helpers (acquire loads). */
 static inline int wf__array_state(const wf_array *a)

@@ -231,6 +231,11 @@ static wf_status check_roots(const char *op, wf_array *const *arrays, size_t cou
     for (size_t i = 0; i < count; i++)
         if (!wf__array_check(arrays[i], op, "an array"))
             return wf_last_error();
+    for (size_t i = 0; i < count; i++)
+        if (wf__array_is_placeholder(arrays[i]))
+            return wf__error(WF_ERR_MISUSE,
+                             "%s: an array is a placeholder (a tracer) or built from one: "
+                             "it has no value to compute", op);
     return WF_OK;
 }
 
