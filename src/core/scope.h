@@ -13,5 +13,8 @@ void wf__scope_forget(wf_array *a);
 /* References this thread has handed to its scopes so far (a test counter:
  * proves an op records its result and none of its temporaries). */
 uint64_t wf__scope_adoptions(void);
+/* Table probes and releases this thread's scopes have done (a test counter:
+ * proves that releasing inside a large scope is not a linear search). */
+uint64_t wf__scope_work(void);
 
 #endif
