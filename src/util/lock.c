@@ -4,9 +4,8 @@
 #include <stdlib.h>
 
 #ifdef WEFT_LOCK_CHECK
-enum { MAX_HELD = 16 };
-static _Thread_local int held_levels[MAX_HELD];
-static _Thread_local int held_count;
+static _Thread_local int held_levels[WF_LOCK_MAX_HELD];
+static _Thread_local int held_count; /* may exceed WF_LOCK_MAX_HELD after an overflow report */
 #endif
 
 static wf_lock_violation_handler violation_handler;
@@ -32,27 +31,46 @@ int wf__locks_held(void)
 }
 
 #ifdef WEFT_LOCK_CHECK
+static int recorded_count(void) { return held_count < WF_LOCK_MAX_HELD ? held_count : WF_LOCK_MAX_HELD; }
+
+/* The highest level recorded (0 if none). */
+static int top_level(void) { return held_count > 0 ? held_levels[recorded_count() - 1] : 0; }
+
+/* Hands the violation to the test's handler, or prints it and aborts. */
+static void report(int held, int wanted, const char *message)
+{
+    if (violation_handler) {
+        violation_handler(held, wanted);
+        return;
+    }
+    fprintf(stderr, "weft: %s\n", message);
+    abort();
+}
+
 static void note_acquire(int level)
 {
-    if (held_count > 0 && held_levels[held_count - 1] >= level) {
-        int held = held_levels[held_count - 1];
-        if (violation_handler) {
-            violation_handler(held, level);
-        } else {
-            fprintf(stderr, "weft: lock order violation: taking level %d while holding level %d\n",
-                    level, held);
-            abort();
-        }
+    char message[128];
+    if (held_count > 0 && top_level() >= level) {
+        snprintf(message, sizeof message,
+                 "lock order violation: taking level %d while holding level %d", level,
+                 top_level());
+        report(top_level(), level, message);
     }
-    if (held_count < MAX_HELD)
+    if (held_count >= WF_LOCK_MAX_HELD) {
+        snprintf(message, sizeof message,
+                 "lock checker overflow: taking level %d while holding %d locks", level,
+                 held_count);
+        report(top_level(), WF_LOCK_REPORT_OVERFLOW, message);
+    } else {
         held_levels[held_count] = level;
+    }
     held_count++;
 }
 
 static void note_release(int level)
 {
     /* Locks are normally released in reverse order; tolerate any order. */
-    int top = held_count < MAX_HELD ? held_count : MAX_HELD;
+    int top = recorded_count();
     for (int i = top - 1; i >= 0; i--) {
         if (held_levels[i] == level) {
             for (int j = i; j + 1 < top; j++)
@@ -62,6 +80,23 @@ static void note_release(int level)
     }
     held_count--;
 }
+
+/* While waiting, only the waited mutex is released: any other lock held
+ * stays held for as long as the wait lasts. */
+static void note_cond_wait(int level)
+{
+    if (held_count == 1 && held_levels[0] == level)
+        return;
+    int other = 0;
+    for (int i = recorded_count() - 1; i >= 0 && !other; i--)
+        if (held_levels[i] != level)
+            other = held_levels[i];
+    char message[128];
+    snprintf(message, sizeof message,
+             "condition wait on a level-%d mutex while holding %d locks (level %d besides it)",
+             level, held_count, other);
+    report(other, WF_LOCK_REPORT_COND_WAIT, message);
+}
 #endif
 
 void wf__assert_no_locks_held(const char *what)
@@ -69,13 +104,9 @@ void wf__assert_no_locks_held(const char *what)
 #ifdef WEFT_LOCK_CHECK
     if (held_count == 0)
         return;
-    int held = held_levels[(held_count < MAX_HELD ? held_count : MAX_HELD) - 1];
-    if (violation_handler) {
-        violation_handler(held, 0);
-        return;
-    }
-    fprintf(stderr, "weft: lock of level %d held while %s runs\n", held, what);
-    abort();
+    char message[128];
+    snprintf(message, sizeof message, "lock of level %d held while %s runs", top_level(), what);
+    report(top_level(), WF_LOCK_REPORT_HELD, message);
 #else
     (void)what;
 #endif
@@ -107,5 +138,8 @@ void wf__mutex_unlock(wf_mutex *m)
 
 void wf__cond_wait(pthread_cond_t *cond, wf_mutex *m)
 {
+#ifdef WEFT_LOCK_CHECK
+    note_cond_wait(m->level);
+#endif
     pthread_cond_wait(cond, &m->mutex);
 }
