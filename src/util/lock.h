@@ -21,7 +21,8 @@ enum wf_lock_level {
     WF_LOCK_POOL = 55,            /* intra-op pool job list (runtime/pool.c); taken by kernels, alone */
     WF_LOCK_ALLOCATOR = 60,       /* buffer cache and memory counters (core/allocator.c) */
     WF_LOCK_LEAF = 70 /* leaves that call nothing, never nested: node-pool shards and the
-                         node pool's spare list (core/node_pool.c) */
+                         node pool's spare list (core/node_pool.c), each slot and the slot
+                         pool's free list (core/slot.c) */
 };
 
 /* Values of a report's `wanted_level` that are not the level being taken. */

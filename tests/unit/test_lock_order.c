@@ -1,6 +1,7 @@
-/* The lock-order checker (DESIGN section 4) fires on a deliberate inversion.
- * Debug builds (ASan and TSan in `make test`) have the checker; the release
- * build checks that it is compiled out. */
+/* The lock-order checker (DESIGN section 4) fires on a deliberate inversion,
+ * a lock held where none may be, a condition wait with another lock held, and
+ * more locks held than its stack records. Debug builds (ASan and TSan in
+ * `make test`) have the checker; the release build checks it is compiled out. */
 #include <pthread.h>
 
 #include "harness.h"
