@@ -26,9 +26,8 @@
 
 static size_t node_pool_bytes(void)
 {
-    wf_memory_stats stats;
-    wf_memory_stats_get(&stats);
-    return stats.node_pool_bytes;
+    wf_memory_stats stats = wf_memory_stats_default();
+    return wf_memory_stats_get(&stats) == WF_OK ? stats.node_pool_bytes : 0;
 }
 
 /* ------------------------------------------------- item 1: bounded memory */
