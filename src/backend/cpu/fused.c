@@ -1,0 +1,356 @@
+/*
+ * The blocked executor for fused element-wise programs (DESIGN section 5).
+ *
+ * The output is walked in row-major order in tiles of TILE floats. For each
+ * tile every instruction runs one loop over the tile, reading its operands'
+ * tile values and writing its own: values live in a few scratch tiles that
+ * stay in L1 (a tile is reused once its last reader has run), inputs read
+ * in place when their layout matches the output's, and the last instruction
+ * writes straight into the output. The loops below are compiled for AVX-512,
+ * AVX2+FMA and the x86-64 baseline (target_clones picks one at load time).
+ */
+#include "backend/cpu/fused.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/vmath.h"
+#include "core/error.h"
+#include "prim/fused.h"
+#include "runtime/pool.h"
+
+enum { TILE = 1024, CHUNK = 16 * TILE };
+
+#define WF_FUSED_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2,fma", "default")))
+
+/* ------------------------------------------------------------ tile loops */
+
+WF_FUSED_CLONES
+static void tile_binary(int opcode, int64_t n, const float *restrict a, const float *restrict b,
+                        float *restrict y)
+{
+    switch (opcode) {
+    case WF_FUSED_ADD:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = a[i] + b[i];
+        break;
+    case WF_FUSED_SUBTRACT:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = a[i] - b[i];
+        break;
+    case WF_FUSED_MULTIPLY:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = a[i] * b[i];
+        break;
+    case WF_FUSED_DIVIDE:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = a[i] / b[i];
+        break;
+    case WF_FUSED_MAXIMUM: /* NaN wins, as in the maximum kernel */
+        for (int64_t i = 0; i < n; i++)
+            y[i] = a[i] > b[i] || a[i] != a[i] ? a[i] : b[i];
+        break;
+    case WF_FUSED_MINIMUM:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = a[i] < b[i] || a[i] != a[i] ? a[i] : b[i];
+        break;
+    default:
+        break;
+    }
+}
+
+WF_FUSED_CLONES
+static void tile_simple_unary(int opcode, int64_t n, const float *restrict x, float *restrict y)
+{
+    switch (opcode) {
+    case WF_FUSED_NEGATIVE:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = -x[i];
+        break;
+    case WF_FUSED_ABS:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = fabsf(x[i]);
+        break;
+    case WF_FUSED_SQUARE:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] * x[i];
+        break;
+    case WF_FUSED_SQRT:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = sqrtf(x[i]);
+        break;
+    case WF_FUSED_RSQRT:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = 1.0f / sqrtf(x[i]);
+        break;
+    case WF_FUSED_RECIPROCAL:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = 1.0f / x[i];
+        break;
+    case WF_FUSED_FLOOR:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = floorf(x[i]);
+        break;
+    case WF_FUSED_CEIL:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = ceilf(x[i]);
+        break;
+    default:
+        break;
+    }
+}
+
+static void tile_unary(int opcode, int64_t n, const float *x, float *y)
+{
+    switch (opcode) {
+    case WF_FUSED_EXP: wf__vm_exp_f32(n, x, y); break;
+    case WF_FUSED_EXPM1: wf__vm_expm1_f32(n, x, y); break;
+    case WF_FUSED_LOG: wf__vm_log_f32(n, x, y); break;
+    case WF_FUSED_LOG1P: wf__vm_log1p_f32(n, x, y); break;
+    case WF_FUSED_TANH: wf__vm_tanh_f32(n, x, y); break;
+    case WF_FUSED_SIGMOID: wf__vm_sigmoid_f32(n, x, y); break;
+    case WF_FUSED_ERF: wf__vm_erf_f32(n, x, y); break;
+    case WF_FUSED_SIN: wf__vm_sin_f32(n, x, y); break;
+    case WF_FUSED_COS: wf__vm_cos_f32(n, x, y); break;
+    default: tile_simple_unary(opcode, n, x, y); break;
+    }
+}
+
+/* ------------------------------------------------------------ operands */
+
+enum input_layout { LAYOUT_LINEAR, LAYOUT_SCALAR, LAYOUT_STRIDED };
+
+struct fused_input {
+    enum input_layout layout;
+    const float *base;
+    int64_t strides[WF_MAX_NDIM]; /* in the output's index space (0: broadcast) */
+};
+
+struct fused_run {
+    const wf_fused_program *program;
+    int ndim;
+    const int64_t *shape;
+    float *out;
+    struct fused_input inputs[];
+};
+
+/* Strides of `in` seen through the output's shape (right-aligned; 0 where
+ * the input is broadcast) and how it can be read. */
+static void describe_input(struct fused_input *fi, const wf_array *in, const wf_array *out)
+{
+    fi->base = wf__array_data_ptr(in);
+    bool linear = true, scalar = true;
+    int64_t expected = 1;
+    for (int d = out->ndim - 1; d >= 0; d--) {
+        int din = d - (out->ndim - in->ndim);
+        int64_t stride = din >= 0 && in->shape[din] != 1 ? in->strides[din] : 0;
+        fi->strides[d] = stride;
+        if (out->shape[d] != 1) {
+            if (stride != expected)
+                linear = false;
+            if (stride != 0)
+                scalar = false;
+        }
+        expected *= out->shape[d];
+    }
+    fi->layout = scalar ? LAYOUT_SCALAR : linear ? LAYOUT_LINEAR : LAYOUT_STRIDED;
+}
+
+/* Copies elements [start, start + n) of a strided input, in the output's
+ * row-major order, into dst. */
+static void gather(const struct fused_run *run, const struct fused_input *fi, int64_t start,
+                   int64_t n, float *dst)
+{
+    int ndim = run->ndim;
+    int64_t index[WF_MAX_NDIM];
+    int64_t rest = start, offset = 0;
+    for (int d = ndim - 1; d >= 0; d--) {
+        index[d] = rest % run->shape[d];
+        rest /= run->shape[d];
+        offset += index[d] * fi->strides[d];
+    }
+    int last = ndim - 1;
+    int64_t inner_stride = fi->strides[last];
+    while (n > 0) {
+        int64_t run_length = run->shape[last] - index[last];
+        if (run_length > n)
+            run_length = n;
+        const float *src = fi->base + offset;
+        for (int64_t i = 0; i < run_length; i++)
+            dst[i] = src[i * inner_stride];
+        dst += run_length;
+        n -= run_length;
+        offset += run_length * inner_stride;
+        index[last] += run_length;
+        for (int d = last; d > 0 && index[d] == run->shape[d]; d--) {
+            offset -= index[d] * fi->strides[d];
+            index[d] = 0;
+            index[d - 1]++;
+            offset += fi->strides[d - 1];
+        }
+    }
+}
+
+/* ------------------------------------------------------------ chunks */
+
+/* The output is cut into `nchunks` contiguous pieces (at most a few per pool
+ * thread); each piece has its own scratch, allocated up front by the kernel
+ * so that no piece can fail on its own. */
+struct fused_plan {
+    const struct fused_run *run;
+    const int *last_use; /* per value: the last instruction reading it */
+    int64_t nchunks, per_chunk, total;
+    char *scratch;       /* nchunks areas of area_bytes */
+    size_t area_bytes;
+};
+
+static size_t chunk_area_bytes(int ninstr)
+{
+    size_t book = (size_t)ninstr * (sizeof(int) * 3 + sizeof(const float *));
+    book = (book + 63) & ~(size_t)63;
+    return book + (size_t)ninstr * TILE * sizeof(float);
+}
+
+/* True for values that are filled once per chunk: constants and broadcast
+ * scalar inputs. */
+static bool is_pinned(const struct fused_run *run, const wf_fused_instr *in)
+{
+    return in->opcode == WF_FUSED_CONST ||
+           (in->opcode == WF_FUSED_INPUT && run->inputs[in->a].layout == LAYOUT_SCALAR);
+}
+
+static void give_back_operands(const wf_fused_instr *in, int i, const int *last_use, int *slot,
+                               const char *pinned, int *free_tiles, int *nfree)
+{
+    if (in->opcode == WF_FUSED_INPUT || in->opcode == WF_FUSED_CONST)
+        return;
+    int a = in->a, b = wf__fused_opcode_is_unary(in->opcode) ? -1 : in->b;
+    if (last_use[a] == i && slot[a] >= 0 && !pinned[a]) {
+        free_tiles[(*nfree)++] = slot[a];
+        slot[a] = -1;
+    }
+    if (b >= 0 && b != a && last_use[b] == i && slot[b] >= 0 && !pinned[b]) {
+        free_tiles[(*nfree)++] = slot[b];
+        slot[b] = -1;
+    }
+}
+
+static void run_chunk(const struct fused_plan *plan, int64_t chunk)
+{
+    const struct fused_run *run = plan->run;
+    const wf_fused_program *p = run->program;
+    int ninstr = p->ninstr;
+    char *area = plan->scratch + (size_t)chunk * plan->area_bytes;
+    const float **value = (const float **)(void *)area; /* pointers first: aligned */
+    int *slot = (int *)(void *)(value + ninstr);
+    int *free_tiles = slot + ninstr;
+    char *pinned = (char *)(free_tiles + ninstr);
+    float *tiles = (float *)(void *)(area + plan->area_bytes - (size_t)ninstr * TILE * sizeof(float));
+    int nfree = 0;
+    for (int i = 0; i < ninstr; i++) {
+        slot[i] = -1;
+        free_tiles[nfree++] = ninstr - 1 - i;
+        pinned[i] = is_pinned(run, &p->instr[i]);
+    }
+    for (int i = 0; i < ninstr; i++) {
+        if (!pinned[i])
+            continue;
+        const wf_fused_instr *in = &p->instr[i];
+        float fill = in->opcode == WF_FUSED_CONST ? in->constant : run->inputs[in->a].base[0];
+        slot[i] = free_tiles[--nfree];
+        float *t = tiles + (size_t)slot[i] * TILE;
+        for (int k = 0; k < TILE; k++)
+            t[k] = fill;
+        value[i] = t;
+    }
+    int64_t begin = chunk * plan->per_chunk;
+    int64_t end = begin + plan->per_chunk < plan->total ? begin + plan->per_chunk : plan->total;
+    for (int64_t start = begin; start < end; start += TILE) {
+        int64_t n = end - start < TILE ? end - start : TILE;
+        for (int i = 0; i < ninstr; i++) {
+            const wf_fused_instr *in = &p->instr[i];
+            if (pinned[i] || plan->last_use[i] < 0)
+                continue; /* filled once, or never read */
+            if (in->opcode == WF_FUSED_INPUT && run->inputs[in->a].layout == LAYOUT_LINEAR) {
+                value[i] = run->inputs[in->a].base + start;
+                continue;
+            }
+            float *dst;
+            if (i == p->output) {
+                dst = run->out + start;
+            } else {
+                slot[i] = free_tiles[--nfree];
+                dst = tiles + (size_t)slot[i] * TILE;
+            }
+            if (in->opcode == WF_FUSED_INPUT)
+                gather(run, &run->inputs[in->a], start, n, dst);
+            else if (wf__fused_opcode_is_unary(in->opcode))
+                tile_unary(in->opcode, n, value[in->a], dst);
+            else
+                tile_binary(in->opcode, n, value[in->a], value[in->b], dst);
+            value[i] = dst;
+            give_back_operands(in, i, plan->last_use, slot, pinned, free_tiles, &nfree);
+        }
+        if (value[p->output] != run->out + start) /* the output is an input or a constant */
+            memcpy(run->out + start, value[p->output], (size_t)n * sizeof(float));
+    }
+}
+
+static void run_chunks(void *ctx, int64_t begin, int64_t end)
+{
+    for (int64_t c = begin; c < end; c++)
+        run_chunk(ctx, c);
+}
+
+wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)
+{
+    const wf_fused_program *p = ((const wf_fused_params *)params)->program;
+    wf_status status = wf__array_alloc_output(out);
+    if (status != WF_OK)
+        return status;
+    wf__fused_count_run();
+    if (out->size == 0)
+        return WF_OK;
+    int64_t max_chunks = 4 * (int64_t)wf__pool_size();
+    int64_t nchunks = (out->size + CHUNK - 1) / CHUNK;
+    if (nchunks > max_chunks)
+        nchunks = max_chunks;
+    int64_t per_chunk = (out->size + nchunks - 1) / nchunks;
+    per_chunk = (per_chunk + TILE - 1) / TILE * TILE; /* whole tiles, aligned starts */
+    nchunks = (out->size + per_chunk - 1) / per_chunk;
+    struct fused_plan plan = {.nchunks = nchunks, .per_chunk = per_chunk, .total = out->size,
+                              .area_bytes = chunk_area_bytes(p->ninstr)};
+    struct fused_run *run = malloc(sizeof *run + (size_t)ninputs * sizeof(struct fused_input));
+    int *last_use = malloc((size_t)p->ninstr * sizeof *last_use);
+    plan.scratch = aligned_alloc(64, (size_t)nchunks * plan.area_bytes);
+    if (!run || !last_use || !plan.scratch) {
+        free(run);
+        free(last_use);
+        free(plan.scratch);
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "fused: out of memory for scratch tiles");
+    }
+    run->program = p;
+    run->ndim = out->ndim;
+    run->shape = out->shape;
+    run->out = wf__array_data_ptr(out);
+    for (int i = 0; i < ninputs; i++)
+        describe_input(&run->inputs[i], inputs[i], out);
+    for (int i = 0; i < p->ninstr; i++)
+        last_use[i] = i == p->output ? p->ninstr : -1;
+    for (int i = 0; i < p->ninstr; i++) {
+        const wf_fused_instr *in = &p->instr[i];
+        if (in->opcode == WF_FUSED_INPUT || in->opcode == WF_FUSED_CONST)
+            continue;
+        last_use[in->a] = i;
+        if (!wf__fused_opcode_is_unary(in->opcode))
+            last_use[in->b] = i;
+    }
+    plan.run = run;
+    plan.last_use = last_use;
+    wf__parallel_for(nchunks, 1, run_chunks, &plan);
+    free(plan.scratch);
+    free(last_use);
+    free(run);
+    return WF_OK;
+}

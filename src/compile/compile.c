@@ -1,0 +1,452 @@
+/*
+ * wf_compile (DESIGN section 5): a compiled function is a wf_fn whose body
+ * looks its call up in the shared cache, traces on a miss (with no lock
+ * held), and replays the cached tape on the caller's current stream.
+ *
+ * A call on a thread that is tracing a compiled function runs the function
+ * inline (it becomes part of the outer trace and never waits on the cache).
+ * A call under a transform (grad, vmap, ...) replays the simplified but
+ * unfused tape, so the transform sees ordinary primitives; every other call
+ * replays the fused tape.
+ */
+#include "compile/compile.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile/cache.h"
+#include "compile/tape.h"
+#include "core/error.h"
+#include "core/graph_mode.h"
+#include "prim/fused.h"
+#include "runtime/eval.h"
+#include "transforms/transforms.h"
+#include "util/lock.h"
+
+/* ------------------------------------------------------------ process-wide settings */
+
+static atomic_int compile_mode = -1; /* -1: not read from the environment yet */
+static atomic_uint_fast64_t next_function_id = 1;
+
+static _Thread_local int tracing_depth; /* > 0 while this thread traces */
+
+int wf__compile_tracing_depth(void) { return tracing_depth; }
+
+wf_compile_mode wf_get_compile_mode(void)
+{
+    int mode = atomic_load(&compile_mode);
+    if (mode >= 0)
+        return (wf_compile_mode)mode;
+    const char *env = getenv("WEFT_DISABLE_COMPILE");
+    int initial = env && env[0] && strcmp(env, "0") != 0 ? WF_COMPILE_DISABLED : WF_COMPILE_ENABLED;
+    int expected = -1;
+    atomic_compare_exchange_strong(&compile_mode, &expected, initial);
+    return (wf_compile_mode)atomic_load(&compile_mode);
+}
+
+wf_status wf_set_compile_mode(wf_compile_mode mode)
+{
+    if (mode < WF_COMPILE_DISABLED || mode > WF_COMPILE_ENABLED)
+        return wf__error(WF_ERR_INVALID_ARGUMENT, "wf_set_compile_mode: invalid mode %d",
+                         (int)mode);
+    atomic_store(&compile_mode, (int)mode);
+    return WF_OK;
+}
+
+/* The log callback: pointer and context published together under a leaf
+ * lock, read under it, called with no lock held. */
+static struct {
+    wf_mutex lock;
+    wf_compile_log_fn fn;
+    void *ctx;
+} log_sink = {.lock = {PTHREAD_MUTEX_INITIALIZER, WF_LOCK_LEAF}};
+
+void wf_compile_set_log(wf_compile_log_fn fn, void *ctx)
+{
+    wf__mutex_lock(&log_sink.lock);
+    log_sink.fn = fn;
+    log_sink.ctx = ctx;
+    wf__mutex_unlock(&log_sink.lock);
+}
+
+static void compile_log(wf_compile_log_level level, const char *message)
+{
+    wf__mutex_lock(&log_sink.lock);
+    wf_compile_log_fn fn = log_sink.fn;
+    void *ctx = log_sink.ctx;
+    wf__mutex_unlock(&log_sink.lock);
+    if (fn)
+        fn(ctx, level, message);
+    else if (level == WF_COMPILE_LOG_WARNING)
+        fprintf(stderr, "weft: %s\n", message);
+}
+
+/* ------------------------------------------------------------ compiled functions */
+
+typedef struct wf_compiled {
+    uint64_t id;
+    wf_fn *fn; /* the traced function (owned reference) */
+    bool shapeless;
+    int retrace_warning;
+    atomic_uint_fast64_t calls, hits, misses, traces, waits, inline_calls, warned;
+} wf_compiled;
+
+/* The cached value: a tape simplified (replayed under transforms) and the
+ * same tape fused (replayed otherwise). */
+typedef struct wf_trace {
+    wf_tape plain;
+    wf_tape fused;
+    int fused_nodes;
+} wf_trace;
+
+static void trace_free(void *p)
+{
+    wf_trace *trace = p;
+    wf__tape_clear(&trace->plain);
+    wf__tape_clear(&trace->fused);
+    free(trace);
+}
+
+static void compiled_free(void *p)
+{
+    wf_compiled *c = p;
+    wf__cache_erase_function(c->id);
+    wf_fn_release(c->fn);
+    free(c);
+}
+
+/* ------------------------------------------------------------ keys */
+
+/* The key of a call: the mode (so switching never replays a trace made under
+ * another), the device, and per input dtype, rank and (unless shapeless)
+ * shape. 64-bit words; the function id seeds the hash separately. */
+static uint64_t *make_key(const wf_compiled *c, wf_compile_mode mode, wf_array *const *inputs,
+                          size_t ninputs, size_t *words)
+{
+    size_t n = 4;
+    for (size_t i = 0; i < ninputs; i++)
+        n += 2 + (c->shapeless ? 0 : (size_t)inputs[i]->ndim);
+    uint64_t *key = malloc(n * sizeof *key);
+    if (!key) {
+        wf__error(WF_ERR_OUT_OF_MEMORY, "compile: out of memory building a cache key");
+        return NULL;
+    }
+    size_t k = 0;
+    key[k++] = (uint64_t)mode;
+    key[k++] = 0; /* device id: the CPU (the only device today) */
+    key[k++] = c->shapeless;
+    key[k++] = ninputs;
+    for (size_t i = 0; i < ninputs; i++) {
+        key[k++] = (uint64_t)inputs[i]->dtype;
+        key[k++] = (uint64_t)inputs[i]->ndim;
+        if (!c->shapeless)
+            for (int d = 0; d < inputs[i]->ndim; d++)
+                key[k++] = (uint64_t)inputs[i]->shape[d];
+    }
+    *words = n;
+    return key;
+}
+
+/* Says which input changed how between the previous key and this one. */
+static void describe_retrace(const wf_compiled *c, const uint64_t *old, size_t old_words,
+                             const uint64_t *now, size_t now_words, char *out, size_t cap)
+{
+    if (old_words < 4 || old[0] != now[0]) {
+        snprintf(out, cap, "the compile mode changed");
+        return;
+    }
+    if (old[3] != now[3]) {
+        snprintf(out, cap, "the number of inputs changed (%llu -> %llu)",
+                 (unsigned long long)old[3], (unsigned long long)now[3]);
+        return;
+    }
+    size_t i = 4, j = 4;
+    for (uint64_t input = 0; input < now[3] && i + 1 < old_words && j + 1 < now_words; input++) {
+        if (old[i] != now[j]) {
+            snprintf(out, cap, "input %llu: dtype %s -> %s", (unsigned long long)input,
+                     wf_dtype_name((wf_dtype)old[i]), wf_dtype_name((wf_dtype)now[j]));
+            return;
+        }
+        if (old[i + 1] != now[j + 1]) {
+            snprintf(out, cap, "input %llu: rank %llu -> %llu", (unsigned long long)input,
+                     (unsigned long long)old[i + 1], (unsigned long long)now[j + 1]);
+            return;
+        }
+        uint64_t ndim = now[j + 1];
+        i += 2;
+        j += 2;
+        if (c->shapeless)
+            continue;
+        for (uint64_t d = 0; d < ndim; d++) {
+            if (old[i + d] != now[j + d]) {
+                snprintf(out, cap, "input %llu: dimension %llu changed (%llu -> %llu)",
+                         (unsigned long long)input, (unsigned long long)d,
+                         (unsigned long long)old[i + d], (unsigned long long)now[j + d]);
+                return;
+            }
+        }
+        i += ndim;
+        j += ndim;
+    }
+    snprintf(out, cap, "a new input signature");
+}
+
+static void report_retrace(wf_compiled *c, const uint64_t *old, size_t old_bytes,
+                           const uint64_t *now, size_t now_words)
+{
+    char why[256], message[512];
+    describe_retrace(c, old, old_bytes / sizeof(uint64_t), now, now_words, why, sizeof why);
+    uint64_t traces = atomic_load(&c->traces);
+    snprintf(message, sizeof message, "compiled function %llu retraces (trace %llu): %s",
+             (unsigned long long)c->id, (unsigned long long)traces, why);
+    compile_log(WF_COMPILE_LOG_INFO, message);
+    if (c->retrace_warning > 0 && traces > (uint64_t)c->retrace_warning &&
+        atomic_exchange(&c->warned, 1) == 0) {
+        snprintf(message, sizeof message,
+                 "compiled function %llu traced %llu times (more than %d): its inputs keep "
+                 "changing shape or dtype; consider shapeless compile (last reason: %s)",
+                 (unsigned long long)c->id, (unsigned long long)traces, c->retrace_warning, why);
+        compile_log(WF_COMPILE_LOG_WARNING, message);
+    }
+}
+
+/* ------------------------------------------------------------ tracing */
+
+static void release_all(wf_array **arrays, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        wf_release(arrays[i]);
+}
+
+/* Runs the function on placeholders and records, simplifies and fuses. */
+static wf_status trace(wf_compiled *c, wf_compile_mode mode, wf_array *const *inputs,
+                       size_t ninputs, wf_trace **out)
+{
+    wf_trace *t = calloc(1, sizeof *t);
+    wf_array **placeholders = calloc(ninputs + 1, sizeof *placeholders);
+    wf_array *outputs[WF_FN_MAX_OUTPUTS];
+    size_t noutputs = WF_FN_MAX_OUTPUTS;
+    const int64_t **shapes = calloc(ninputs + 1, sizeof *shapes);
+    int *ndims = calloc(ninputs + 1, sizeof *ndims);
+    wf_status status = WF_OK;
+    if (!t || !placeholders || !shapes || !ndims) {
+        status = wf__error(WF_ERR_OUT_OF_MEMORY, "compile: out of memory starting a trace");
+        goto done;
+    }
+    for (size_t i = 0; i < ninputs && status == WF_OK; i++) {
+        placeholders[i] = wf__array_new_placeholder(inputs[i]->dtype, inputs[i]->shape,
+                                                    inputs[i]->ndim);
+        if (!placeholders[i])
+            status = wf_last_error();
+        shapes[i] = inputs[i]->shape;
+        ndims[i] = inputs[i]->ndim;
+    }
+    if (status != WF_OK)
+        goto done;
+    tracing_depth++;
+    status = wf_fn_call(c->fn, placeholders, ninputs, outputs, &noutputs);
+    tracing_depth--;
+    if (status != WF_OK)
+        goto done;
+    status = wf__tape_record(&t->plain, placeholders, (int)ninputs, outputs, (int)noutputs,
+                             c->shapeless);
+    release_all(outputs, noutputs);
+    if (status == WF_OK && mode != WF_COMPILE_NO_SIMPLIFY)
+        status = wf__tape_simplify(&t->plain);
+    if (status == WF_OK)
+        status = wf__tape_copy(&t->fused, &t->plain);
+    if (status == WF_OK && mode == WF_COMPILE_ENABLED)
+        status = wf__tape_fuse(&t->fused, shapes, ndims, &t->fused_nodes);
+done:
+    if (placeholders)
+        release_all(placeholders, ninputs);
+    free(placeholders);
+    free(shapes);
+    free(ndims);
+    if (status != WF_OK && t) {
+        trace_free(t);
+        t = NULL;
+    }
+    *out = t;
+    return status;
+}
+
+/* ------------------------------------------------------------ calls */
+
+static wf_status check_inputs(wf_array *const *inputs, size_t ninputs)
+{
+    if (!inputs && ninputs)
+        return wf__error(WF_ERR_NULL_ARGUMENT, "compiled call: inputs is NULL");
+    for (size_t i = 0; i < ninputs; i++)
+        if (!wf__array_check(inputs[i], "compiled call", "an input"))
+            return wf_last_error();
+    return WF_OK;
+}
+
+static wf_status replay(const wf_trace *t, wf_array *const *inputs, size_t ninputs,
+                        wf_array **outputs, size_t *noutputs)
+{
+    const wf_tape *tape = wf__graph_keep_depth() > 0 ? &t->plain : &t->fused;
+    if ((size_t)tape->noutputs > *noutputs)
+        return wf__error(WF_ERR_INVALID_ARGUMENT,
+                         "compiled call: the function returns %d outputs, room for %zu",
+                         tape->noutputs, *noutputs);
+    if ((size_t)tape->ninputs != ninputs)
+        return wf__error(WF_ERR_INTERNAL, "compiled call: trace for %d inputs, called with %zu",
+                         tape->ninputs, ninputs);
+    wf_status status = wf__tape_replay(tape, inputs, outputs);
+    if (status == WF_OK)
+        *noutputs = (size_t)tape->noutputs;
+    return status;
+}
+
+static wf_status compiled_call(void *payload, wf_array *const *inputs, size_t ninputs,
+                               wf_array **outputs, size_t *noutputs)
+{
+    wf_compiled *c = payload;
+    atomic_fetch_add_explicit(&c->calls, 1, memory_order_relaxed);
+    wf_status status = check_inputs(inputs, ninputs);
+    if (status != WF_OK)
+        return status;
+    wf_compile_mode mode = wf_get_compile_mode();
+    if (mode == WF_COMPILE_DISABLED || tracing_depth > 0) {
+        atomic_fetch_add_explicit(&c->inline_calls, 1, memory_order_relaxed);
+        return wf_fn_call(c->fn, inputs, ninputs, outputs, noutputs);
+    }
+    size_t words;
+    uint64_t *key = make_key(c, mode, inputs, ninputs, &words);
+    if (!key)
+        return wf_last_error();
+    wf_cache_entry *entry;
+    void *previous = NULL;
+    size_t previous_bytes = 0;
+    enum wf_cache_outcome outcome =
+        wf__cache_acquire(c->id, key, words * sizeof *key, !wf__eval_in_user_code(), &entry,
+                          &previous, &previous_bytes);
+    if (outcome == WF_CACHE_TRACE) {
+        atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->traces, 1, memory_order_relaxed);
+        if (previous)
+            report_retrace(c, previous, previous_bytes, key, words);
+        wf_trace *t;
+        status = trace(c, mode, inputs, ninputs, &t);
+        if (status != WF_OK) {
+            wf__cache_fail(entry, status, wf_last_error_message());
+            free(previous);
+            free(key);
+            return status;
+        }
+        wf__cache_publish(entry, t, trace_free);
+    } else if (outcome == WF_CACHE_HIT) {
+        atomic_fetch_add_explicit(&c->hits, 1, memory_order_relaxed);
+    } else if (outcome == WF_CACHE_WAITED) {
+        atomic_fetch_add_explicit(&c->waits, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->hits, 1, memory_order_relaxed);
+    } else {
+        free(previous);
+        free(key);
+        return wf_last_error();
+    }
+    free(previous);
+    free(key);
+    status = replay(wf__cache_trace(entry), inputs, ninputs, outputs, noutputs);
+    wf__cache_release(entry);
+    return status;
+}
+
+/* ------------------------------------------------------------ public API */
+
+wf_compile_options wf_compile_options_default(void)
+{
+    return (wf_compile_options){.struct_size = sizeof(wf_compile_options),
+                                .shapeless = false,
+                                .retrace_warning = 16};
+}
+
+wf_fn *wf_compile(wf_fn *fn, const wf_compile_options *options)
+{
+    if (!fn) {
+        wf__error(WF_ERR_NULL_ARGUMENT, "wf_compile: fn is NULL");
+        return NULL;
+    }
+    wf_compile_options o = wf_compile_options_default();
+    if (options) {
+        if (options->struct_size < offsetof(wf_compile_options, retrace_warning) + sizeof(int) ||
+            options->struct_size > sizeof o) {
+            wf__error(WF_ERR_INVALID_ARGUMENT,
+                      "wf_compile: options->struct_size %zu is not a known size (set it with "
+                      "wf_compile_options_default())",
+                      options->struct_size);
+            return NULL;
+        }
+        memcpy(&o, options, options->struct_size);
+    }
+    if (o.retrace_warning < 0) {
+        wf__error(WF_ERR_INVALID_ARGUMENT, "wf_compile: retrace_warning %d is negative",
+                  o.retrace_warning);
+        return NULL;
+    }
+    wf_compiled *c = calloc(1, sizeof *c);
+    if (!c) {
+        wf__error(WF_ERR_OUT_OF_MEMORY, "wf_compile: out of memory");
+        return NULL;
+    }
+    c->id = atomic_fetch_add(&next_function_id, 1);
+    c->fn = wf_fn_retain(fn);
+    c->shapeless = o.shapeless;
+    c->retrace_warning = o.retrace_warning;
+    return wf_fn_new(compiled_call, c, compiled_free);
+}
+
+wf_compile_stats wf_compile_stats_default(void)
+{
+    return (wf_compile_stats){.struct_size = sizeof(wf_compile_stats)};
+}
+
+wf_status wf_compile_stats_get(wf_fn *compiled, wf_compile_stats *out)
+{
+    if (!out)
+        return wf__error(WF_ERR_NULL_ARGUMENT, "wf_compile_stats_get: out is NULL");
+    if (out->struct_size < offsetof(wf_compile_stats, entries) + sizeof(uint64_t) ||
+        out->struct_size > sizeof(wf_compile_stats))
+        return wf__error(WF_ERR_INVALID_ARGUMENT,
+                         "wf_compile_stats_get: out->struct_size %zu is not a known size (set it "
+                         "with wf_compile_stats_default())",
+                         out->struct_size);
+    wf_compile_stats s = {.struct_size = out->struct_size};
+    if (!compiled) {
+        wf_cache_counters counters;
+        wf__cache_counters(&counters);
+        s.hits = counters.hits;
+        s.misses = counters.misses;
+        s.traces = counters.traces;
+        s.waits = counters.waits;
+        s.evictions = counters.evictions;
+        s.erases = counters.erases;
+        s.entries = counters.entries;
+    } else {
+        wf_compiled *c = wf__fn_payload_of(compiled, compiled_call);
+        if (!c)
+            return wf__error(WF_ERR_INVALID_ARGUMENT,
+                             "wf_compile_stats_get: the function was not made by wf_compile");
+        s.calls = atomic_load(&c->calls);
+        s.hits = atomic_load(&c->hits);
+        s.misses = atomic_load(&c->misses);
+        s.traces = atomic_load(&c->traces);
+        s.waits = atomic_load(&c->waits);
+        s.inline_calls = atomic_load(&c->inline_calls);
+        s.evictions = wf__cache_function_evictions(c->id);
+        s.entries = wf__cache_function_entries(c->id);
+    }
+    s.fused_kernels_run = wf__fused_kernels_run();
+    memcpy(out, &s, out->struct_size);
+    return WF_OK;
+}
+
+wf_status wf_compile_set_cache_limits(size_t per_function, size_t total)
+{
+    wf__cache_set_limits(per_function, total);
+    return WF_OK;
+}

@@ -1,0 +1,348 @@
+/*
+ * Tapes: recording a traced graph, copying, and replaying it.
+ *
+ * Recording reads the inputs only of nodes built from a placeholder (core
+ * flags them when they are built): such nodes were made by the tracing
+ * thread during the trace and cannot be evaluated, so nobody else detaches
+ * their inputs. Every other node reached is a constant and is captured as it
+ * is, without looking behind it.
+ */
+#include "compile/tape.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "prim/fused.h"
+#include "util/ptr_map.h"
+
+/* ------------------------------------------------------------ params */
+
+bool wf__tape_params_copyable(const wf_prim_def *prim)
+{
+    return !prim->params_release || prim == &wf__prim_fused;
+}
+
+void *wf__tape_params_copy(const wf_prim_def *prim, const void *params)
+{
+    if (!prim->params_size)
+        return NULL;
+    void *copy = malloc(prim->params_size);
+    if (!copy)
+        return NULL;
+    memcpy(copy, params, prim->params_size);
+    if (prim == &wf__prim_fused)
+        wf__fused_program_retain(((wf_fused_params *)copy)->program);
+    return copy;
+}
+
+void wf__tape_params_free(const wf_prim_def *prim, void *params)
+{
+    if (params && prim == &wf__prim_fused)
+        wf__fused_program_release(((wf_fused_params *)params)->program);
+    free(params);
+}
+
+/* ------------------------------------------------------------ clear, copy */
+
+void wf__tape_clear(wf_tape *t)
+{
+    for (int i = 0; i < t->nnodes; i++) {
+        wf__tape_params_free(t->nodes[i].prim, t->nodes[i].params);
+        free(t->nodes[i].inputs);
+    }
+    free(t->nodes);
+    for (int i = 0; i < t->nconsts; i++)
+        wf__array_decref(t->consts[i]);
+    free(t->consts);
+    free(t->outputs);
+    *t = (wf_tape){0};
+}
+
+static wf_status out_of_memory(void)
+{
+    return wf__error(WF_ERR_OUT_OF_MEMORY, "compile: out of memory building a tape");
+}
+
+static wf_status node_copy(wf_tape_node *dst, const wf_tape_node *src)
+{
+    *dst = *src;
+    dst->params = NULL;
+    dst->inputs = malloc((size_t)(src->ninputs ? src->ninputs : 1) * sizeof *dst->inputs);
+    if (src->prim->params_size)
+        dst->params = wf__tape_params_copy(src->prim, src->params);
+    if (!dst->inputs || (src->prim->params_size && !dst->params)) {
+        free(dst->inputs);
+        wf__tape_params_free(src->prim, dst->params);
+        dst->inputs = NULL;
+        dst->params = NULL;
+        return out_of_memory();
+    }
+    memcpy(dst->inputs, src->inputs, (size_t)src->ninputs * sizeof *dst->inputs);
+    return WF_OK;
+}
+
+wf_status wf__tape_copy(wf_tape *dst, const wf_tape *src)
+{
+    *dst = (wf_tape){.ninputs = src->ninputs};
+    dst->consts = malloc((size_t)(src->nconsts + 1) * sizeof *dst->consts);
+    dst->nodes = calloc((size_t)src->nnodes + 1, sizeof *dst->nodes);
+    dst->outputs = malloc((size_t)(src->noutputs + 1) * sizeof *dst->outputs);
+    if (!dst->consts || !dst->nodes || !dst->outputs) {
+        wf__tape_clear(dst);
+        return out_of_memory();
+    }
+    for (int i = 0; i < src->nconsts; i++)
+        dst->consts[dst->nconsts++] = wf__array_incref(src->consts[i]);
+    for (int i = 0; i < src->nnodes; i++) {
+        if (node_copy(&dst->nodes[i], &src->nodes[i]) != WF_OK) {
+            wf__tape_clear(dst);
+            return wf_last_error();
+        }
+        dst->nnodes++;
+    }
+    memcpy(dst->outputs, src->outputs, (size_t)src->noutputs * sizeof *dst->outputs);
+    dst->noutputs = src->noutputs;
+    return WF_OK;
+}
+
+/* ------------------------------------------------------------ recording */
+
+/* Primitives whose parameters hold no shape: a shapeless replay re-infers
+ * their output from the inputs. Element-wise primitives qualify by flag. */
+static bool replays_shapeless(const wf_prim_def *prim)
+{
+    static const char *const names[] = {
+        "sum",     "prod",    "max",       "min",       "all",        "any",     "mean",
+        "var",     "std",     "logsumexp", "argmax",    "argmin",     "softmax", "cumsum",
+        "cumprod", "matmul",  "addmm",     "transpose", "layer_norm", "rms_norm", "rope",
+        "sdpa",    "silu",    "gelu",      "gelu_tanh", "stop_gradient"};
+    if (prim->flags & WF_PRIM_ELEMENTWISE)
+        return true;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(prim->name, names[i]) == 0)
+            return true;
+    return false;
+}
+
+struct recorder {
+    wf_tape *tape;
+    wf_ptr_map refs; /* node -> encoded ref: kind * 2^28 + index */
+    int nodes_capacity, consts_capacity;
+    bool shapeless;
+};
+
+enum { REF_SHIFT = 28 };
+
+static int encode(wf_tape_ref r) { return (r.kind << REF_SHIFT) | r.index; }
+static wf_tape_ref decode(int v) { return (wf_tape_ref){v >> REF_SHIFT, v & ((1 << REF_SHIFT) - 1)}; }
+
+static bool depends_on_placeholder(const wf_array *n)
+{
+    return (n->node_flags & WF_NODE_FLAG_ON_PLACEHOLDER) != 0;
+}
+
+static wf_status add_const(struct recorder *r, wf_array *a, wf_tape_ref *out)
+{
+    wf_tape *t = r->tape;
+    if (t->nconsts == r->consts_capacity) {
+        int grown = r->consts_capacity ? r->consts_capacity * 2 : 16;
+        wf_array **consts = realloc(t->consts, (size_t)grown * sizeof *consts);
+        if (!consts)
+            return out_of_memory();
+        t->consts = consts;
+        r->consts_capacity = grown;
+    }
+    t->consts[t->nconsts] = wf__array_incref(a);
+    *out = (wf_tape_ref){WF_TAPE_CONST, t->nconsts++};
+    return wf__ptr_map_put(&r->refs, a, encode(*out)) ? WF_OK : out_of_memory();
+}
+
+static wf_status check_replayable(const struct recorder *r, const wf_array *n)
+{
+    int state = wf__array_state(n);
+    if (state != WF_NODE_PENDING || !n->prim)
+        return wf__error(WF_ERR_MISUSE,
+                         "compile: the traced function evaluated a value that depends on its "
+                         "inputs (%s); a compiled function cannot read traced values",
+                         n->prim ? n->prim->name : "array");
+    if (!wf__tape_params_copyable(n->prim))
+        return wf__error(WF_ERR_UNSUPPORTED,
+                         "compile: primitive '%s' cannot be compiled (its parameters own data "
+                         "that a cached trace cannot share)",
+                         n->prim->name);
+    if (r->shapeless && !replays_shapeless(n->prim))
+        return wf__error(WF_ERR_UNSUPPORTED,
+                         "compile: primitive '%s' fixes a shape in its parameters and cannot "
+                         "be replayed shapeless (compile without shapeless)",
+                         n->prim->name);
+    return WF_OK;
+}
+
+static wf_status add_node(struct recorder *r, wf_array *n, wf_tape_ref *out)
+{
+    wf_status status = check_replayable(r, n);
+    if (status != WF_OK)
+        return status;
+    wf_tape *t = r->tape;
+    if (t->nnodes == r->nodes_capacity) {
+        int grown = r->nodes_capacity ? r->nodes_capacity * 2 : 32;
+        wf_tape_node *nodes = realloc(t->nodes, (size_t)grown * sizeof *nodes);
+        if (!nodes)
+            return out_of_memory();
+        t->nodes = nodes;
+        r->nodes_capacity = grown;
+    }
+    wf_tape_node *tn = &t->nodes[t->nnodes];
+    *tn = (wf_tape_node){.prim = n->prim, .ninputs = n->ninputs, .dtype = n->dtype,
+                         .ndim = n->ndim};
+    memcpy(tn->shape, n->shape, (size_t)n->ndim * sizeof *tn->shape);
+    tn->inputs = malloc((size_t)(n->ninputs ? n->ninputs : 1) * sizeof *tn->inputs);
+    tn->params = n->prim->params_size ? wf__tape_params_copy(n->prim, n->params) : NULL;
+    if (!tn->inputs || (n->prim->params_size && !tn->params)) {
+        free(tn->inputs);
+        wf__tape_params_free(n->prim, tn->params);
+        return out_of_memory();
+    }
+    for (int i = 0; i < n->ninputs; i++) {
+        int v = 0;
+        wf__ptr_map_get(&r->refs, n->inputs[i], &v); /* visited before n */
+        tn->inputs[i] = decode(v);
+    }
+    *out = (wf_tape_ref){WF_TAPE_NODE, t->nnodes++};
+    return wf__ptr_map_put(&r->refs, n, encode(*out)) ? WF_OK : out_of_memory();
+}
+
+/* Post-order walk from `root` over nodes built from placeholders. */
+static wf_status visit(struct recorder *r, wf_array *root)
+{
+    struct frame {
+        wf_array *node;
+        int next;
+    };
+    int capacity = 64, depth = 0;
+    struct frame *stack = malloc((size_t)capacity * sizeof *stack);
+    if (!stack)
+        return out_of_memory();
+    stack[depth++] = (struct frame){root, 0};
+    wf_status status = WF_OK;
+    while (depth && status == WF_OK) {
+        struct frame *f = &stack[depth - 1];
+        int seen;
+        if (f->next == 0 && wf__ptr_map_get(&r->refs, f->node, &seen)) {
+            depth--;
+            continue;
+        }
+        if (!depends_on_placeholder(f->node)) {
+            wf_tape_ref ref;
+            if (f->node->node_flags & WF_NODE_FLAG_PLACEHOLDER)
+                status = wf__error(WF_ERR_INVALID_ARGUMENT,
+                                   "compile: the traced function used a placeholder of another "
+                                   "trace");
+            else
+                status = add_const(r, f->node, &ref);
+            depth--;
+            continue;
+        }
+        if (f->next < f->node->ninputs) {
+            wf_array *in = f->node->inputs[f->next++];
+            if (depth == capacity) {
+                capacity *= 2;
+                struct frame *bigger = realloc(stack, (size_t)capacity * sizeof *stack);
+                if (!bigger) {
+                    status = out_of_memory();
+                    break;
+                }
+                stack = bigger;
+            }
+            stack[depth++] = (struct frame){in, 0};
+            continue;
+        }
+        wf_tape_ref ref;
+        status = add_node(r, f->node, &ref);
+        depth--;
+    }
+    free(stack);
+    return status;
+}
+
+wf_status wf__tape_record(wf_tape *t, wf_array *const *placeholders, int nplaceholders,
+                          wf_array *const *outputs, int noutputs, bool shapeless)
+{
+    *t = (wf_tape){.ninputs = nplaceholders};
+    struct recorder r = {.tape = t, .shapeless = shapeless};
+    wf__ptr_map_init(&r.refs);
+    wf_status status = WF_OK;
+    for (int i = 0; i < nplaceholders && status == WF_OK; i++)
+        if (!wf__ptr_map_put(&r.refs, placeholders[i],
+                             encode((wf_tape_ref){WF_TAPE_INPUT, i})))
+            status = out_of_memory();
+    t->outputs = malloc((size_t)(noutputs ? noutputs : 1) * sizeof *t->outputs);
+    if (!t->outputs && status == WF_OK)
+        status = out_of_memory();
+    for (int i = 0; i < noutputs && status == WF_OK; i++) {
+        status = visit(&r, outputs[i]);
+        int v = 0;
+        if (status == WF_OK && wf__ptr_map_get(&r.refs, outputs[i], &v)) {
+            t->outputs[i] = decode(v);
+            t->noutputs = i + 1;
+        }
+    }
+    wf__ptr_map_free(&r.refs);
+    if (status != WF_OK)
+        wf__tape_clear(t);
+    return status;
+}
+
+/* ------------------------------------------------------------ replay */
+
+static wf_array *value_of(wf_tape_ref ref, wf_array *const *inputs, wf_array *const *consts,
+                          wf_array *const *values)
+{
+    switch (ref.kind) {
+    case WF_TAPE_INPUT: return inputs[ref.index];
+    case WF_TAPE_CONST: return consts[ref.index];
+    default: return values[ref.index];
+    }
+}
+
+wf_status wf__tape_replay(const wf_tape *t, wf_array *const *inputs, wf_array **outputs)
+{
+    wf_array **values = calloc((size_t)t->nnodes + 1, sizeof *values);
+    wf_array *args_local[16];
+    if (!values)
+        return out_of_memory();
+    /* Nodes are built inside a scope of our own: the scope drops the
+     * intermediates, outputs get one extra reference that no scope holds. */
+    wf_status status = wf_scope_begin();
+    if (status != WF_OK) {
+        free(values);
+        return status;
+    }
+    for (int i = 0; i < t->nnodes && status == WF_OK; i++) {
+        const wf_tape_node *tn = &t->nodes[i];
+        wf_array **args = tn->ninputs <= 16 ? args_local : malloc((size_t)tn->ninputs * sizeof *args);
+        if (!args) {
+            status = out_of_memory();
+            break;
+        }
+        for (int k = 0; k < tn->ninputs; k++)
+            args[k] = value_of(tn->inputs[k], inputs, t->consts, values);
+        if (tn->prim == &wf__prim_fused) /* the node will own a reference to the program */
+            wf__fused_program_retain(((wf_fused_params *)tn->params)->program);
+        values[i] = wf__node_new(tn->prim, tn->params, args, tn->ninputs);
+        if (args != args_local)
+            free(args);
+        if (!values[i])
+            status = wf_last_error();
+    }
+    if (status == WF_OK)
+        for (int i = 0; i < t->noutputs; i++)
+            outputs[i] = wf__array_incref(value_of(t->outputs[i], inputs, t->consts, values));
+    wf_error_state error;
+    wf__error_save(&error);
+    wf_scope_end();
+    wf__error_restore(&error);
+    free(values);
+    return status;
+}

@@ -1,0 +1,478 @@
+/* wf_compile: traces, cache hits, retrace reasons, shapeless, modes,
+ * simplification, fusion, failures and bad input. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "prim/fused.h"
+#include "weft.h"
+
+/* ------------------------------------------------------------ functions */
+
+/* y = (sqrt(max((x * 1.5 + 0.25) * x - 0.5, 0)) + x) * 0.5 */
+static wf_array *chain8(wf_array *x)
+{
+    wf_scope_begin();
+    wf_array *s15 = wf_scalar(1.5, WF_DTYPE_F32), *s025 = wf_scalar(0.25, WF_DTYPE_F32);
+    wf_array *s05 = wf_scalar(0.5, WF_DTYPE_F32), *zero = wf_scalar(0.0, WF_DTYPE_F32);
+    wf_array *a = wf_add(wf_multiply(x, s15), s025);
+    wf_array *b = wf_subtract(wf_multiply(a, x), s05);
+    wf_array *c = wf_add(wf_sqrt(wf_maximum(b, zero)), x);
+    wf_array *y = wf_keep(wf_multiply(c, s05));
+    wf_scope_end();
+    return y;
+}
+
+static wf_status chain8_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                             size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_array *y = chain8(in[0]);
+    if (!y)
+        return wf_last_error();
+    out[0] = y;
+    *nout = 1;
+    return WF_OK;
+}
+
+static atomic_int body_runs;
+
+/* x * y + exp(x) + exp(x): the two exps are one after simplification. */
+static wf_status cse_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                          size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    atomic_fetch_add(&body_runs, 1);
+    wf_scope_begin();
+    wf_array *y = wf_keep(wf_add(wf_add(wf_multiply(in[0], in[1]), wf_exp(in[0])), wf_exp(in[0])));
+    wf_scope_end();
+    if (!y)
+        return wf_last_error();
+    out[0] = y;
+    *nout = 1;
+    return WF_OK;
+}
+
+static wf_array *ramp(int64_t n, double scale)
+{
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)(scale * (double)(i % 97) / 97.0 - 0.3);
+    wf_array *a = wf_array_from_data(v, &n, 1, WF_DTYPE_F32);
+    free(v);
+    return a;
+}
+
+static double max_abs_diff(wf_array *a, wf_array *b)
+{
+    wf_array *d = wf_max(wf_abs(wf_subtract(a, b)), NULL, 0, false);
+    double v = -1;
+    wf_array_item(d, &v);
+    wf_release(d);
+    return v;
+}
+
+static wf_array *call1(wf_fn *f, wf_array *x)
+{
+    wf_array *out[1];
+    size_t n = 1;
+    if (wf_fn_call(f, &x, 1, out, &n) != WF_OK)
+        return NULL;
+    return out[0];
+}
+
+static wf_array *call2(wf_fn *f, wf_array *x, wf_array *y)
+{
+    wf_array *in[2] = {x, y}, *out[1];
+    size_t n = 1;
+    if (wf_fn_call(f, in, 2, out, &n) != WF_OK)
+        return NULL;
+    return out[0];
+}
+
+static wf_compile_stats stats_of(wf_fn *f)
+{
+    wf_compile_stats s = wf_compile_stats_default();
+    CHECK_OK(wf_compile_stats_get(f, &s));
+    return s;
+}
+
+/* ------------------------------------------------------------ tests */
+
+static void test_chain_compiles_fuses_and_matches(void)
+{
+    wf_fn *f = wf_fn_new(chain8_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    CHECK_NOT_NULL(cf);
+    wf_array *x = ramp(100003, 4.0);
+    uint64_t fused_before = wf__fused_kernels_run();
+    wf_array *want = chain8(x);
+    wf_array *got = call1(cf, x);
+    CHECK_NOT_NULL(got);
+    CHECK(max_abs_diff(want, got) <= 1e-6);
+    CHECK_EQ_INT(wf__fused_kernels_run() - fused_before, 1); /* one kernel for the chain */
+    wf_array *again = call1(cf, x);
+    CHECK(max_abs_diff(want, again) == 0.0);
+    wf_compile_stats s = stats_of(cf);
+    CHECK_EQ_INT(s.calls, 2);
+    CHECK_EQ_INT(s.traces, 1);
+    CHECK_EQ_INT(s.hits, 1);
+    CHECK_EQ_INT(s.entries, 1);
+    wf_release(x);
+    wf_release(want);
+    wf_release(got);
+    wf_release(again);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
+static void test_broadcast_and_strided_inputs_fuse(void)
+{
+    /* x (3, 5) transposed view, y (5,) broadcast row, plus scalars. */
+    float xv[15], yv[5];
+    for (int i = 0; i < 15; i++)
+        xv[i] = (float)i * 0.25f - 1.0f;
+    for (int i = 0; i < 5; i++)
+        yv[i] = (float)i + 0.5f;
+    wf_array *base = wf_array_from_data(xv, (int64_t[]){5, 3}, 2, WF_DTYPE_F32);
+    wf_array *xt = wf_transpose(base, NULL, 0);
+    wf_array *y = wf_array_from_data(yv, (int64_t[]){5}, 1, WF_DTYPE_F32);
+    wf_fn *f = wf_fn_new(cse_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    wf_array *got = call2(cf, xt, y);
+    wf_array *want = call2(f, xt, y);
+    CHECK_NOT_NULL(got);
+    CHECK(max_abs_diff(want, got) <= 1e-5);
+    wf_release(base);
+    wf_release(xt);
+    wf_release(y);
+    wf_release(got);
+    wf_release(want);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
+static void test_simplify_merges_equal_nodes(void)
+{
+    wf_set_compile_mode(WF_COMPILE_NO_FUSE);
+    wf_fn *f = wf_fn_new(cse_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    wf_array *x = ramp(64, 1.0), *y = ramp(64, 2.0);
+    wf_array *warm = call2(cf, x, y); /* traces */
+    wf_eval(&warm, 1);
+    uint64_t before = wf__kernels_run();
+    wf_array *got = call2(cf, x, y);
+    wf_eval(&got, 1);
+    /* multiply, exp, add, add: 4 kernels (5 uncompiled) */
+    CHECK_EQ_INT(wf__kernels_run() - before, 4);
+    wf_array *want = call2(f, x, y);
+    CHECK(max_abs_diff(want, got) == 0.0);
+    wf_set_compile_mode(WF_COMPILE_ENABLED);
+    wf_release(x);
+    wf_release(y);
+    wf_release(warm);
+    wf_release(got);
+    wf_release(want);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
+struct log_capture {
+    int infos, warnings;
+    char last[512];
+};
+
+static void capture_log(void *ctx, wf_compile_log_level level, const char *message)
+{
+    struct log_capture *c = ctx;
+    if (level == WF_COMPILE_LOG_WARNING)
+        c->warnings++;
+    else
+        c->infos++;
+    snprintf(c->last, sizeof c->last, "%s", message);
+}
+
+static void test_retrace_reason_and_warning(void)
+{
+    struct log_capture log = {0};
+    wf_compile_set_log(capture_log, &log);
+    wf_compile_options o = wf_compile_options_default();
+    o.retrace_warning = 2;
+    wf_fn *f = wf_fn_new(chain8_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, &o);
+    wf_array *a = ramp(4, 1.0), *b = ramp(8, 1.0), *c = ramp(9, 1.0);
+    wf_array *r1 = call1(cf, a), *r2 = call1(cf, b);
+    CHECK_EQ_INT(log.infos, 1);
+    CHECK_STR_CONTAINS(log.last, "input 0: dimension 0 changed (4 -> 8)");
+    wf_array *r3 = call1(cf, c);
+    CHECK_EQ_INT(log.warnings, 1); /* 3 traces > 2 */
+    CHECK_STR_CONTAINS(log.last, "traced 3 times");
+    wf_array *r4 = call1(cf, a); /* cached: no message */
+    CHECK_EQ_INT(log.infos, 2);
+    CHECK_EQ_INT(stats_of(cf).traces, 3);
+    wf_compile_set_log(NULL, NULL);
+    wf_release(a);
+    wf_release(b);
+    wf_release(c);
+    wf_release(r1);
+    wf_release(r2);
+    wf_release(r3);
+    wf_release(r4);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
+static void test_shapeless_one_trace_for_all_shapes(void)
+{
+    wf_compile_options o = wf_compile_options_default();
+    o.shapeless = true;
+    wf_fn *f = wf_fn_new(chain8_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, &o);
+    for (int64_t n = 1; n < 3000; n = n * 3 + 1) {
+        wf_array *x = ramp(n, 3.0);
+        wf_array *got = call1(cf, x), *want = chain8(x);
+        CHECK_NOT_NULL(got);
+        CHECK_EQ_INT(wf_array_dim(got, 0), n);
+        CHECK(max_abs_diff(want, got) <= 1e-6);
+        wf_release(x);
+        wf_release(got);
+        wf_release(want);
+    }
+    CHECK_EQ_INT(stats_of(cf).traces, 1);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
+static wf_status reshape_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                              size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    int64_t shape[1] = {-1};
+    wf_array *t = wf_transpose(in[0], NULL, 0);
+    wf_array *y = wf_reshape(t, shape, 1);
+    wf_release(t);
+    if (!y)
+        return wf_last_error();
+    out[0] = y;
+    *nout = 1;
+    return WF_OK;
+}
+
+static void test_shapeless_refuses_shape_ops(void)
+{
+    wf_compile_options o = wf_compile_options_default();
+    o.shapeless = true;
+    wf_fn *f = wf_fn_new(reshape_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, &o);
+    wf_array *x = wf_ones((int64_t[]){2, 3}, 2, WF_DTYPE_F32);
+    CHECK(call1(cf, x) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "shapeless");
+    CHECK_EQ_INT(stats_of(cf).entries, 0); /* a failed trace leaves no entry */
+    /* Without shapeless it compiles. */
+    wf_fn *cf2 = wf_compile(f, NULL);
+    wf_array *y = call1(cf2, x);
+    CHECK_NOT_NULL(y);
+    CHECK_EQ_INT(wf_array_dim(y, 0), 6);
+    wf_release(y);
+    wf_release(x);
+    wf_fn_release(cf);
+    wf_fn_release(cf2);
+    wf_fn_release(f);
+}
+
+static wf_status failing_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                              size_t *nout)
+{
+    (void)payload;
+    (void)in;
+    (void)n;
+    (void)out;
+    (void)nout;
+    return WF_ERR_KERNEL;
+}
+
+static wf_status evaluating_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                                 size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_array *y = wf_exp(in[0]);
+    wf_status st = wf_eval(&y, 1); /* reads a traced value: refused */
+    wf_release(y);
+    if (st != WF_OK)
+        return st;
+    out[0] = wf_exp(in[0]);
+    *nout = 1;
+    return WF_OK;
+}
+
+static void test_failures_leave_no_entry_and_allow_retry(void)
+{
+    wf_array *x = ramp(16, 1.0);
+    wf_fn *f = wf_fn_new(failing_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    CHECK(call1(cf, x) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_KERNEL);
+    CHECK(call1(cf, x) == NULL); /* retried: traced again */
+    wf_compile_stats s = stats_of(cf);
+    CHECK_EQ_INT(s.traces, 2);
+    CHECK_EQ_INT(s.entries, 0);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+
+    f = wf_fn_new(evaluating_body, NULL, NULL);
+    cf = wf_compile(f, NULL);
+    CHECK(call1(cf, x) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_MISUSE);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "placeholder");
+    wf_fn_release(cf);
+    wf_fn_release(f);
+    wf_release(x);
+}
+
+static void test_modes_are_part_of_the_key(void)
+{
+    wf_fn *f = wf_fn_new(chain8_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    wf_array *x = ramp(1000, 2.0);
+    wf_array *want = chain8(x);
+    wf_compile_mode modes[] = {WF_COMPILE_ENABLED, WF_COMPILE_NO_FUSE, WF_COMPILE_NO_SIMPLIFY,
+                               WF_COMPILE_DISABLED, WF_COMPILE_ENABLED};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        CHECK_OK(wf_set_compile_mode(modes[i]));
+        CHECK_EQ_INT(wf_get_compile_mode(), modes[i]);
+        uint64_t fused = wf__fused_kernels_run();
+        wf_array *got = call1(cf, x);
+        wf_eval(&got, 1);
+        CHECK(max_abs_diff(want, got) <= 1e-6);
+        CHECK_EQ_INT(wf__fused_kernels_run() - fused, modes[i] == WF_COMPILE_ENABLED);
+        wf_release(got);
+    }
+    wf_compile_stats s = stats_of(cf);
+    CHECK_EQ_INT(s.traces, 3);       /* enabled, no-fuse, no-simplify */
+    CHECK_EQ_INT(s.inline_calls, 1); /* disabled */
+    CHECK_EQ_INT(s.hits, 1);         /* enabled again */
+    CHECK_STATUS(wf_set_compile_mode((wf_compile_mode)7), WF_ERR_INVALID_ARGUMENT);
+    wf_release(x);
+    wf_release(want);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
+/* outer(x) = inner(x) * 2, with inner compiled: inlined while outer traces. */
+struct nested {
+    wf_fn *inner;
+};
+
+static wf_status outer_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                            size_t *nout)
+{
+    (void)n;
+    struct nested *p = payload;
+    wf_array *y = call1(p->inner, in[0]);
+    if (!y)
+        return wf_last_error();
+    wf_array *two = wf_scalar(2.0, WF_DTYPE_F32);
+    out[0] = wf_multiply(y, two);
+    wf_release(y);
+    wf_release(two);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static void test_nested_compiled_calls_are_inlined(void)
+{
+    wf_fn *f = wf_fn_new(chain8_body, NULL, NULL);
+    struct nested p = {wf_compile(f, NULL)};
+    wf_fn *outer_plain = wf_fn_new(outer_body, &p, NULL);
+    wf_fn *outer = wf_compile(outer_plain, NULL);
+    wf_fn_release(outer_plain);
+    wf_fn_release(f);
+    wf_array *x = ramp(500, 2.0);
+    wf_array *got = call1(outer, x);
+    wf_scope_begin();
+    wf_array *want = wf_keep(wf_multiply(chain8(x), wf_scalar(2.0, WF_DTYPE_F32)));
+    wf_scope_end();
+    CHECK(max_abs_diff(want, got) <= 1e-5);
+    wf_compile_stats inner = stats_of(p.inner);
+    CHECK_EQ_INT(inner.inline_calls, 1);
+    CHECK_EQ_INT(inner.traces, 0);
+    wf_release(x);
+    wf_release(got);
+    wf_release(want);
+    wf_fn_release(outer);
+    wf_fn_release(p.inner);
+}
+
+static void test_release_erases_and_limits_evict(void)
+{
+    wf_compile_stats g0 = wf_compile_stats_default();
+    wf_compile_stats_get(NULL, &g0);
+    wf_fn *f = wf_fn_new(chain8_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    CHECK_OK(wf_compile_set_cache_limits(2, 0));
+    for (int64_t n = 1; n <= 4; n++) {
+        wf_array *x = ramp(n, 1.0), *y = call1(cf, x);
+        CHECK_NOT_NULL(y);
+        wf_release(x);
+        wf_release(y);
+    }
+    wf_compile_stats s = stats_of(cf);
+    CHECK_EQ_INT(s.entries, 2);
+    CHECK_EQ_INT(s.evictions, 2);
+    CHECK_OK(wf_compile_set_cache_limits(0, 0));
+    wf_fn_release(cf);
+    wf_compile_stats g1 = wf_compile_stats_default();
+    wf_compile_stats_get(NULL, &g1);
+    CHECK_EQ_INT(g1.erases - g0.erases, 2);
+    CHECK_EQ_INT(g1.entries, g0.entries);
+    wf_fn_release(f);
+}
+
+static void test_bad_input(void)
+{
+    CHECK_NULL_WITH(wf_compile(NULL, NULL), WF_ERR_NULL_ARGUMENT);
+    wf_fn *f = wf_fn_new(chain8_body, NULL, NULL);
+    wf_compile_options o = wf_compile_options_default();
+    o.struct_size = 3;
+    CHECK_NULL_WITH(wf_compile(f, &o), WF_ERR_INVALID_ARGUMENT);
+    o = wf_compile_options_default();
+    o.retrace_warning = -1;
+    CHECK_NULL_WITH(wf_compile(f, &o), WF_ERR_INVALID_ARGUMENT);
+    wf_compile_stats s = wf_compile_stats_default();
+    CHECK_STATUS(wf_compile_stats_get(f, &s), WF_ERR_INVALID_ARGUMENT); /* not compiled */
+    CHECK_STATUS(wf_compile_stats_get(NULL, NULL), WF_ERR_NULL_ARGUMENT);
+    s.struct_size = 1;
+    CHECK_STATUS(wf_compile_stats_get(NULL, &s), WF_ERR_INVALID_ARGUMENT);
+    wf_fn *cf = wf_compile(f, NULL);
+    wf_array *out[1];
+    size_t n = 1;
+    CHECK_STATUS(wf_fn_call(cf, NULL, 1, out, &n), WF_ERR_NULL_ARGUMENT);
+    wf_array *bad[1] = {NULL};
+    n = 1;
+    CHECK(wf_fn_call(cf, bad, 1, out, &n) != WF_OK);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
+int main(void)
+{
+    RUN_TEST(test_chain_compiles_fuses_and_matches);
+    RUN_TEST(test_broadcast_and_strided_inputs_fuse);
+    RUN_TEST(test_simplify_merges_equal_nodes);
+    RUN_TEST(test_retrace_reason_and_warning);
+    RUN_TEST(test_shapeless_one_trace_for_all_shapes);
+    RUN_TEST(test_shapeless_refuses_shape_ops);
+    RUN_TEST(test_failures_leave_no_entry_and_allow_retry);
+    RUN_TEST(test_modes_are_part_of_the_key);
+    RUN_TEST(test_nested_compiled_calls_are_inlined);
+    RUN_TEST(test_release_erases_and_limits_evict);
+    RUN_TEST(test_bad_input);
+    return TEST_SUMMARY();
+}
