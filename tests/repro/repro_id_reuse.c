@@ -1,0 +1,47 @@
+/*
+ * repro_id_reuse: thousands of closures are compiled, called and released
+ * one after another; their payloads land at reused addresses (same size,
+ * freed just before) and every call has the same input signature. A cache
+ * keyed by an address would run another closure's trace; ids never repeat,
+ * so each call returns its own constant's result.
+ */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "repro_common.h"
+#include "repro_compile_common.h"
+
+enum { CLOSURES = 3000 };
+
+static int reused, wrong;
+
+static void *run(void *arg)
+{
+    (void)arg;
+    void *last_payload_fn = NULL;
+    for (int i = 0; i < CLOSURES; i++) {
+        float k = (float)(i % 101) + 0.5f;
+        wf_fn *f = compiled_scaled(k, NULL);
+        if ((void *)f == last_payload_fn)
+            reused++;
+        last_payload_fn = (void *)f;
+        if (!call_and_check(f, 8, k, 0.0f))
+            wrong++;
+        wf_fn_release(f);
+    }
+    return NULL;
+}
+
+int main(void)
+{
+    if (!repro_run_with_deadline(run, NULL, 120)) {
+        fprintf(stderr, "hung\n");
+        return REPRO_FAIL;
+    }
+    if (wrong) {
+        fprintf(stderr, "%d of %d calls ran another closure's trace\n", wrong, CLOSURES);
+        return REPRO_FAIL;
+    }
+    printf("repro_id_reuse: %d closures, %d at a reused address, all right\n", CLOSURES, reused);
+    return reused > 0 ? REPRO_PASS : REPRO_NOT_REACHED;
+}
