@@ -55,7 +55,8 @@ typedef enum wf_status {
     WF_ERR_MISUSE = -8,           /* API used out of order (pop without push, ...) */
     WF_ERR_KERNEL = -9,           /* a kernel failed while running */
     WF_ERR_UNSUPPORTED = -10,     /* valid request that weft does not do yet */
-    WF_ERR_INTERNAL = -11         /* a broken invariant inside weft */
+    WF_ERR_INTERNAL = -11,        /* a broken invariant inside weft */
+    WF_ERR_IO = -12               /* a file could not be read or written */
 } wf_status;
 
 /* This thread's last error code (WF_OK if none since wf_clear_error). */
@@ -67,6 +68,11 @@ const char *wf_last_error_message(void);
 void wf_clear_error(void);
 /* A static, human-readable name for a status ("WF_ERR_SHAPE"). */
 const char *wf_status_name(wf_status status);
+/* Records `status` and a printf-style message (NULL: the status's name) as
+ * this thread's last error and returns `status`: how a wf_fn body, a custom
+ * kernel or a library built on weft says why it failed. */
+wf_status wf_set_error(wf_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* ---------------------------------------------------------------- dtypes */
 
@@ -100,6 +106,10 @@ typedef struct wf_stream wf_stream;
 
 /* Adds a reference to `a` and returns it (NULL for NULL). */
 wf_array *wf_retain(wf_array *a);
+/* Like wf_retain, but the new reference belongs to no scope even while one
+ * is open: for containers and libraries that keep arrays beyond the
+ * caller's scope (release it with wf_release). */
+wf_array *wf_retain_unscoped(wf_array *a);
 /* Drops one reference; the array is freed with the last one. NULL is a no-op. */
 void wf_release(wf_array *a);
 

@@ -371,6 +371,13 @@ wf_array *wf_retain(wf_array *a)
     return wf__array_publish(a);
 }
 
+wf_array *wf_retain_unscoped(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_retain_unscoped", "the array"))
+        return NULL;
+    return wf__array_incref(a);
+}
+
 void wf_release(wf_array *a)
 {
     if (!a)

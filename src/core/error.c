@@ -19,6 +19,19 @@ wf_status wf__error(wf_status status, const char *fmt, ...)
     return status;
 }
 
+wf_status wf_set_error(wf_status status, const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    if (fmt)
+        vsnprintf(last_message, sizeof last_message, fmt, args);
+    else
+        snprintf(last_message, sizeof last_message, "%s", wf_status_name(status));
+    va_end(args);
+    last_status = status;
+    return status;
+}
+
 wf_status wf__null_input(const char *op, const char *what)
 {
     if (last_status != WF_OK)
@@ -65,6 +78,7 @@ const char *wf_status_name(wf_status status)
     case WF_ERR_KERNEL: return "WF_ERR_KERNEL";
     case WF_ERR_UNSUPPORTED: return "WF_ERR_UNSUPPORTED";
     case WF_ERR_INTERNAL: return "WF_ERR_INTERNAL";
+    case WF_ERR_IO: return "WF_ERR_IO";
     }
     return "WF_ERR_UNKNOWN";
 }

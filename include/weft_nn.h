@@ -1,0 +1,114 @@
+/*
+ * weft_nn.h - a small neural-network layer built only on weft.h.
+ *
+ * Layers are plain functions of arrays (inputs borrowed, a new reference
+ * returned, NULL + last error on bad input), so they trace, differentiate
+ * and compile like any other weft code. Parameters are a flat list of named
+ * arrays, saved and loaded in the safetensors format. Optimizers are
+ * functional: a step takes parameters, gradients and state and returns new
+ * arrays, so a whole training step can be one compiled function.
+ *
+ * Thread notes: layer and optimizer functions may be called from any
+ * thread. A wf_nn_params list is a plain container: build it on one thread,
+ * then share it read-only (or publish whole parameter sets through wf_slot).
+ */
+#ifndef WEFT_NN_H
+#define WEFT_NN_H
+
+#include "weft.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- parameters */
+
+/* A list of (name, array) pairs, in insertion order. Owns one reference to
+ * each array. */
+typedef struct wf_nn_params wf_nn_params;
+
+/* An empty list (NULL + last error when memory is short). */
+wf_nn_params *wf_nn_params_new(void);
+/* Frees the list and drops its references (NULL is a no-op). */
+void wf_nn_params_release(wf_nn_params *params);
+/* Appends `value` (retained) under `name` (copied; at most 255 bytes, unique
+ * in the list, else WF_ERR_INVALID_ARGUMENT). */
+wf_status wf_nn_params_add(wf_nn_params *params, const char *name, wf_array *value);
+/* Number of entries (0 for NULL). */
+size_t wf_nn_params_count(const wf_nn_params *params);
+/* Name and array of entry i (borrowed: valid until the entry is replaced or
+ * the list released); NULL + WF_ERR_INVALID_ARGUMENT when out of range. */
+const char *wf_nn_params_name(const wf_nn_params *params, size_t i);
+wf_array *wf_nn_params_get(const wf_nn_params *params, size_t i);
+/* The index of `name`, or -1. */
+long wf_nn_params_find(const wf_nn_params *params, const char *name);
+/* Replaces entry i's array (retains the new one, releases the old one); the
+ * shape and dtype must match (WF_ERR_SHAPE / WF_ERR_DTYPE otherwise). */
+wf_status wf_nn_params_set(wf_nn_params *params, size_t i, wf_array *value);
+
+/* Writes every entry to `path` in the safetensors format (evaluates them).
+ * Names are the tensor names; dtypes map to F32, F64, F16, BF16, I32, I64,
+ * U8 and BOOL. */
+wf_status wf_nn_save_safetensors(const wf_nn_params *params, const char *path);
+/* Reads a safetensors file into a new list (tensors in file order of their
+ * data offsets). NULL + last error: WF_ERR_IO for a missing or short file,
+ * WF_ERR_INVALID_ARGUMENT for a malformed header, WF_ERR_DTYPE for an
+ * unsupported dtype. */
+wf_nn_params *wf_nn_load_safetensors(const char *path);
+
+/* ---------------------------------------------------------------- layers */
+
+/* x @ w (+ b): x (..., in), w (in, out), b (out) or NULL. */
+wf_array *wf_nn_linear(wf_array *x, wf_array *w, wf_array *b);
+/* Rows of `table` (vocab, dim) picked by integer `ids` (any shape): the
+ * result has shape ids.shape + (dim). */
+wf_array *wf_nn_embedding(wf_array *table, wf_array *ids);
+/* Multi-head causal self-attention over x (batch, seq, dim): one fused
+ * projection wqkv (dim, 3 dim) into queries, keys and values, `heads`
+ * heads through wf_scaled_dot_product_attention (causal), and an output
+ * projection wo (dim, dim). dim must be a multiple of heads. */
+wf_array *wf_nn_causal_self_attention(wf_array *x, wf_array *wqkv, wf_array *wo, int heads);
+/* gelu(x @ w1 + b1) @ w2 + b2 (biases may be NULL). */
+wf_array *wf_nn_mlp(wf_array *x, wf_array *w1, wf_array *b1, wf_array *w2, wf_array *b2);
+/* Mean cross-entropy of `logits` (n, classes) against integer `targets`
+ * (n), weighted by `weights` (n floats, NULL = all 1): sum(w * nll) /
+ * max(sum(w), 1). A float32 scalar. */
+wf_array *wf_nn_cross_entropy(wf_array *logits, wf_array *targets, wf_array *weights);
+
+/* ---------------------------------------------------------------- optimizers */
+
+/* AdamW (decoupled weight decay). Start from wf_nn_adamw_options_default(). */
+typedef struct wf_nn_adamw_options {
+    size_t struct_size; /* sizeof(wf_nn_adamw_options) of the caller's header */
+    double beta1, beta2, eps, weight_decay;
+} wf_nn_adamw_options;
+wf_nn_adamw_options wf_nn_adamw_options_default(void);
+
+/* One AdamW step for n parameters: m' = b1 m + (1-b1) g, v' = b2 v + (1-b2)
+ * g^2, p' = p - lr (m'/(1-b1^t) / (sqrt(v'/(1-b2^t)) + eps) + wd p).
+ * `step` (t, >= 1) and `lr` are float32 scalar arrays (so a compiled step
+ * takes them as inputs and never retraces). Writes n new references to each
+ * of new_params, new_m, new_v. */
+wf_status wf_nn_adamw_step(const wf_nn_adamw_options *options, size_t n,
+                           wf_array *const *params, wf_array *const *grads,
+                           wf_array *const *m, wf_array *const *v, wf_array *step,
+                           wf_array *lr, wf_array **new_params, wf_array **new_m,
+                           wf_array **new_v);
+
+/* SGD with momentum and (coupled) weight decay: b' = mu b + g + wd p,
+ * p' = p - lr b'. With momentum 0, `buffers` may be NULL and new_buffers is
+ * left untouched. */
+wf_status wf_nn_sgd_step(double momentum, double weight_decay, size_t n,
+                         wf_array *const *params, wf_array *const *grads,
+                         wf_array *const *buffers, wf_array *lr, wf_array **new_params,
+                         wf_array **new_buffers);
+
+/* Learning rate at `step` (0-based) of `total`: linear warm-up over `warmup`
+ * steps to `peak`, then cosine decay to `floor`. */
+double wf_nn_lr_cosine(long step, long total, long warmup, double peak, double floor);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_NN_H */

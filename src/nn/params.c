@@ -1,0 +1,130 @@
+/* wf_nn_params: a flat list of named arrays (public weft.h API only). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "weft.h"
+#include "weft_nn.h"
+
+enum { NAME_MAX_BYTES = 255 };
+
+struct wf_nn_params {
+    char **names;
+    wf_array **arrays;
+    size_t count, capacity;
+};
+
+wf_nn_params *wf_nn_params_new(void)
+{
+    wf_nn_params *p = calloc(1, sizeof *p);
+    if (!p)
+        wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_params_new: out of memory");
+    return p;
+}
+
+void wf_nn_params_release(wf_nn_params *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->count; i++) {
+        free(p->names[i]);
+        wf_release(p->arrays[i]);
+    }
+    free(p->names);
+    free(p->arrays);
+    free(p);
+}
+
+long wf_nn_params_find(const wf_nn_params *p, const char *name)
+{
+    if (!p || !name)
+        return -1;
+    for (size_t i = 0; i < p->count; i++)
+        if (strcmp(p->names[i], name) == 0)
+            return (long)i;
+    return -1;
+}
+
+wf_status wf_nn_params_add(wf_nn_params *p, const char *name, wf_array *value)
+{
+    if (!p || !name || !value)
+        return wf_set_error(WF_ERR_NULL_ARGUMENT, "wf_nn_params_add: %s is NULL",
+                            !p ? "params" : !name ? "name" : "value");
+    size_t len = strlen(name);
+    if (len == 0 || len > NAME_MAX_BYTES)
+        return wf_set_error(WF_ERR_INVALID_ARGUMENT,
+                            "wf_nn_params_add: name must have 1 to %d bytes (got %zu)",
+                            NAME_MAX_BYTES, len);
+    if (wf_nn_params_find(p, name) >= 0)
+        return wf_set_error(WF_ERR_INVALID_ARGUMENT, "wf_nn_params_add: '%s' is already there",
+                            name);
+    if (p->count == p->capacity) {
+        size_t grown = p->capacity ? p->capacity * 2 : 16;
+        char **names = realloc(p->names, grown * sizeof *names);
+        if (names)
+            p->names = names;
+        wf_array **arrays = realloc(p->arrays, grown * sizeof *arrays);
+        if (arrays)
+            p->arrays = arrays;
+        if (!names || !arrays)
+            return wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_params_add: out of memory");
+        p->capacity = grown;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_params_add: out of memory");
+    memcpy(copy, name, len + 1);
+    wf_array *held = wf_retain_unscoped(value);
+    if (!held) {
+        free(copy);
+        return wf_last_error();
+    }
+    p->names[p->count] = copy;
+    p->arrays[p->count++] = held;
+    return WF_OK;
+}
+
+size_t wf_nn_params_count(const wf_nn_params *p) { return p ? p->count : 0; }
+
+static bool in_range(const wf_nn_params *p, size_t i, const char *op)
+{
+    if (p && i < p->count)
+        return true;
+    wf_set_error(WF_ERR_INVALID_ARGUMENT, "%s: index %zu is out of range (%zu entries)", op, i,
+                 p ? p->count : 0);
+    return false;
+}
+
+const char *wf_nn_params_name(const wf_nn_params *p, size_t i)
+{
+    return in_range(p, i, "wf_nn_params_name") ? p->names[i] : NULL;
+}
+
+wf_array *wf_nn_params_get(const wf_nn_params *p, size_t i)
+{
+    return in_range(p, i, "wf_nn_params_get") ? p->arrays[i] : NULL;
+}
+
+wf_status wf_nn_params_set(wf_nn_params *p, size_t i, wf_array *value)
+{
+    if (!in_range(p, i, "wf_nn_params_set"))
+        return wf_last_error();
+    if (!value)
+        return wf_set_error(WF_ERR_NULL_ARGUMENT, "wf_nn_params_set: value is NULL");
+    wf_array *old = p->arrays[i];
+    if (wf_array_dtype(value) != wf_array_dtype(old))
+        return wf_set_error(WF_ERR_DTYPE, "wf_nn_params_set: '%s' is %s, the new value %s",
+                            p->names[i], wf_dtype_name(wf_array_dtype(old)),
+                            wf_dtype_name(wf_array_dtype(value)));
+    int ndim = wf_array_ndim(old);
+    bool same = ndim == wf_array_ndim(value);
+    for (int d = 0; same && d < ndim; d++)
+        same = wf_array_dim(old, d) == wf_array_dim(value, d);
+    if (!same)
+        return wf_set_error(WF_ERR_SHAPE, "wf_nn_params_set: '%s' changes shape", p->names[i]);
+    wf_array *held = wf_retain_unscoped(value);
+    if (!held)
+        return wf_last_error();
+    p->arrays[i] = held;
+    wf_release(old);
+    return WF_OK;
+}

@@ -1,0 +1,488 @@
+/*
+ * The safetensors format: an 8-byte little-endian header length, a JSON
+ * header {"name": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]},
+ * "__metadata__": {..}}, then the raw little-endian tensor bytes.
+ */
+#include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "weft.h"
+#include "weft_nn.h"
+
+static const struct {
+    wf_dtype dtype;
+    const char *name;
+} dtype_names[] = {
+    {WF_DTYPE_F32, "F32"}, {WF_DTYPE_F64, "F64"}, {WF_DTYPE_F16, "F16"},
+    {WF_DTYPE_BF16, "BF16"}, {WF_DTYPE_I32, "I32"}, {WF_DTYPE_I64, "I64"},
+    {WF_DTYPE_U8, "U8"}, {WF_DTYPE_BOOL, "BOOL"},
+};
+
+static const char *dtype_to_name(wf_dtype d)
+{
+    for (size_t i = 0; i < sizeof dtype_names / sizeof dtype_names[0]; i++)
+        if (dtype_names[i].dtype == d)
+            return dtype_names[i].name;
+    return NULL;
+}
+
+static bool name_to_dtype(const char *name, wf_dtype *d)
+{
+    for (size_t i = 0; i < sizeof dtype_names / sizeof dtype_names[0]; i++)
+        if (strcmp(dtype_names[i].name, name) == 0) {
+            *d = dtype_names[i].dtype;
+            return true;
+        }
+    return false;
+}
+
+/* ------------------------------------------------------------ writing */
+
+struct text {
+    char *data;
+    size_t len, cap;
+    bool failed;
+};
+
+static void append(struct text *t, const char *s, size_t n)
+{
+    if (t->failed)
+        return;
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 256;
+        while (cap < t->len + n + 1)
+            cap *= 2;
+        char *data = realloc(t->data, cap);
+        if (!data) {
+            t->failed = true;
+            return;
+        }
+        t->data = data;
+        t->cap = cap;
+    }
+    memcpy(t->data + t->len, s, n);
+    t->len += n;
+    t->data[t->len] = 0;
+}
+
+static void append_str(struct text *t, const char *s) { append(t, s, strlen(s)); }
+
+static void append_json_string(struct text *t, const char *s)
+{
+    append_str(t, "\"");
+    for (; *s; s++) {
+        char esc[8];
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            append(t, esc, 2);
+        } else if (c < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            append_str(t, esc);
+        } else {
+            append(t, (const char *)s, 1);
+        }
+    }
+    append_str(t, "\"");
+}
+
+wf_status wf_nn_save_safetensors(const wf_nn_params *params, const char *path)
+{
+    if (!params || !path)
+        return wf_set_error(WF_ERR_NULL_ARGUMENT, "wf_nn_save_safetensors: %s is NULL",
+                            !params ? "params" : "path");
+    size_t n = wf_nn_params_count(params);
+    for (size_t i = 0; i < n; i++) {
+        wf_array *a = wf_nn_params_get(params, i);
+        if (!dtype_to_name(wf_array_dtype(a)))
+            return wf_set_error(WF_ERR_DTYPE, "wf_nn_save_safetensors: '%s' has dtype %s",
+                                wf_nn_params_name(params, i), wf_dtype_name(wf_array_dtype(a)));
+        wf_status st = wf_eval(&a, 1);
+        if (st != WF_OK)
+            return st;
+    }
+    struct text h = {0};
+    append_str(&h, "{\"__metadata__\":{\"format\":\"weft\"}");
+    size_t offset = 0;
+    for (size_t i = 0; i < n; i++) {
+        wf_array *a = wf_nn_params_get(params, i);
+        char buf[64];
+        append_str(&h, ",");
+        append_json_string(&h, wf_nn_params_name(params, i));
+        append_str(&h, ":{\"dtype\":\"");
+        append_str(&h, dtype_to_name(wf_array_dtype(a)));
+        append_str(&h, "\",\"shape\":[");
+        for (int d = 0; d < wf_array_ndim(a); d++) {
+            snprintf(buf, sizeof buf, "%s%lld", d ? "," : "", (long long)wf_array_dim(a, d));
+            append_str(&h, buf);
+        }
+        size_t bytes = wf_array_nbytes(a);
+        snprintf(buf, sizeof buf, "],\"data_offsets\":[%zu,%zu]}", offset, offset + bytes);
+        append_str(&h, buf);
+        offset += bytes;
+    }
+    append_str(&h, "}");
+    while (!h.failed && h.len % 8)
+        append_str(&h, " ");
+    if (h.failed) {
+        free(h.data);
+        return wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_save_safetensors: out of memory");
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(h.data);
+        return wf_set_error(WF_ERR_IO, "wf_nn_save_safetensors: cannot open '%s' for writing",
+                            path);
+    }
+    unsigned char len_bytes[8];
+    for (int b = 0; b < 8; b++)
+        len_bytes[b] = (unsigned char)((uint64_t)h.len >> (8 * b));
+    bool ok = fwrite(len_bytes, 1, 8, f) == 8 && fwrite(h.data, 1, h.len, f) == h.len;
+    free(h.data);
+    wf_status status = WF_OK;
+    for (size_t i = 0; i < n && ok; i++) {
+        wf_array *a = wf_nn_params_get(params, i);
+        const void *data;
+        status = wf_array_data(a, &data);
+        if (status != WF_OK)
+            break;
+        size_t bytes = wf_array_nbytes(a);
+        ok = fwrite(data, 1, bytes, f) == bytes;
+    }
+    if (fclose(f) != 0)
+        ok = false;
+    if (status != WF_OK)
+        return status;
+    return ok ? WF_OK
+              : wf_set_error(WF_ERR_IO, "wf_nn_save_safetensors: writing '%s' failed", path);
+}
+
+/* ------------------------------------------------------------ reading */
+
+struct parser {
+    const char *p, *end;
+    bool failed;
+    bool reported; /* the failure's error is already recorded */
+};
+
+static void skip_ws(struct parser *ps)
+{
+    while (ps->p < ps->end && isspace((unsigned char)*ps->p))
+        ps->p++;
+}
+
+static bool expect(struct parser *ps, char c)
+{
+    skip_ws(ps);
+    if (ps->p < ps->end && *ps->p == c) {
+        ps->p++;
+        return true;
+    }
+    ps->failed = true;
+    return false;
+}
+
+static bool peek(struct parser *ps, char c)
+{
+    skip_ws(ps);
+    return ps->p < ps->end && *ps->p == c;
+}
+
+/* A JSON string into out (cap bytes, truncated names fail). */
+static bool parse_string(struct parser *ps, char *out, size_t cap)
+{
+    if (!expect(ps, '"'))
+        return false;
+    size_t n = 0;
+    while (ps->p < ps->end && *ps->p != '"') {
+        char c = *ps->p++;
+        if (c == '\\') {
+            if (ps->p >= ps->end)
+                break;
+            char e = *ps->p++;
+            if (e == 'u') {
+                if (ps->end - ps->p < 4)
+                    break;
+                char hex[5] = {ps->p[0], ps->p[1], ps->p[2], ps->p[3], 0};
+                ps->p += 4;
+                long code = strtol(hex, NULL, 16);
+                c = code < 0x80 ? (char)code : '?';
+            } else {
+                c = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b'
+                  : e == 'f' ? '\f' : e;
+            }
+        }
+        if (n + 1 >= cap) {
+            ps->failed = true;
+            return false;
+        }
+        out[n++] = c;
+    }
+    out[n] = 0;
+    return expect(ps, '"');
+}
+
+static bool parse_int(struct parser *ps, long long *v)
+{
+    skip_ws(ps);
+    char *stop;
+    *v = strtoll(ps->p, &stop, 10);
+    if (stop == ps->p || stop > ps->end) {
+        ps->failed = true;
+        return false;
+    }
+    ps->p = stop;
+    return true;
+}
+
+/* Skips any JSON value (for __metadata__ and unknown keys). */
+static void skip_value(struct parser *ps)
+{
+    skip_ws(ps);
+    if (ps->p >= ps->end) {
+        ps->failed = true;
+        return;
+    }
+    char c = *ps->p;
+    if (c == '"') {
+        char sink[4096];
+        parse_string(ps, sink, sizeof sink);
+    } else if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        ps->p++;
+        if (peek(ps, close)) {
+            ps->p++;
+            return;
+        }
+        do {
+            if (c == '{') {
+                char sink[4096];
+                parse_string(ps, sink, sizeof sink);
+                expect(ps, ':');
+            }
+            skip_value(ps);
+        } while (!ps->failed && peek(ps, ',') && ps->p++);
+        expect(ps, close);
+    } else {
+        while (ps->p < ps->end && *ps->p != ',' && *ps->p != '}' && *ps->p != ']')
+            ps->p++;
+    }
+}
+
+struct entry {
+    char name[256];
+    wf_dtype dtype;
+    int ndim;
+    int64_t shape[WF_MAX_NDIM];
+    long long begin, end;
+};
+
+static bool parse_int_list(struct parser *ps, long long *out, int cap, int *count)
+{
+    *count = 0;
+    if (!expect(ps, '['))
+        return false;
+    if (peek(ps, ']'))
+        return expect(ps, ']');
+    do {
+        if (*count >= cap) {
+            ps->failed = true;
+            return false;
+        }
+        if (!parse_int(ps, &out[(*count)++]))
+            return false;
+    } while (peek(ps, ',') && ps->p++);
+    return expect(ps, ']');
+}
+
+static bool parse_entry(struct parser *ps, struct entry *e)
+{
+    bool have_dtype = false, have_shape = false, have_offsets = false;
+    if (!expect(ps, '{'))
+        return false;
+    do {
+        char key[64];
+        if (!parse_string(ps, key, sizeof key) || !expect(ps, ':'))
+            return false;
+        if (strcmp(key, "dtype") == 0) {
+            char name[16];
+            if (!parse_string(ps, name, sizeof name))
+                return false;
+            if (!name_to_dtype(name, &e->dtype)) {
+                wf_set_error(WF_ERR_DTYPE, "wf_nn_load_safetensors: '%s' has dtype %s", e->name,
+                             name);
+                ps->failed = ps->reported = true;
+                return false;
+            }
+            have_dtype = true;
+        } else if (strcmp(key, "shape") == 0) {
+            long long dims[WF_MAX_NDIM];
+            if (!parse_int_list(ps, dims, WF_MAX_NDIM, &e->ndim))
+                return false;
+            for (int d = 0; d < e->ndim; d++) {
+                if (dims[d] < 0) {
+                    ps->failed = true;
+                    return false;
+                }
+                e->shape[d] = dims[d];
+            }
+            have_shape = true;
+        } else if (strcmp(key, "data_offsets") == 0) {
+            long long offs[2];
+            int count;
+            if (!parse_int_list(ps, offs, 2, &count) || count != 2)
+                return false;
+            e->begin = offs[0];
+            e->end = offs[1];
+            have_offsets = true;
+        } else {
+            skip_value(ps);
+        }
+    } while (!ps->failed && peek(ps, ',') && ps->p++);
+    if (!have_dtype || !have_shape || !have_offsets)
+        ps->failed = true;
+    return expect(ps, '}') && !ps->failed;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+    long long x = ((const struct entry *)a)->begin, y = ((const struct entry *)b)->begin;
+    return x < y ? -1 : x > y;
+}
+
+static unsigned char *read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        wf_set_error(WF_ERR_IO, "wf_nn_load_safetensors: cannot open '%s'", path);
+        return NULL;
+    }
+    unsigned char *data = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 1 << 16;
+            unsigned char *grown = realloc(data, cap);
+            if (!grown) {
+                free(data);
+                fclose(f);
+                wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_load_safetensors: out of memory");
+                return NULL;
+            }
+            data = grown;
+        }
+        size_t got = fread(data + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    bool error = ferror(f);
+    fclose(f);
+    if (error) {
+        free(data);
+        wf_set_error(WF_ERR_IO, "wf_nn_load_safetensors: reading '%s' failed", path);
+        return NULL;
+    }
+    *size = len;
+    return data;
+}
+
+static wf_nn_params *malformed(const char *path, const char *why)
+{
+    wf_set_error(WF_ERR_INVALID_ARGUMENT, "wf_nn_load_safetensors: '%s' is not a safetensors "
+                                          "file (%s)",
+                 path, why);
+    return NULL;
+}
+
+static wf_nn_params *build(const char *path, const unsigned char *data, size_t data_len,
+                           struct entry *entries, int count)
+{
+    qsort(entries, (size_t)count, sizeof *entries, by_offset);
+    wf_nn_params *params = wf_nn_params_new();
+    if (!params)
+        return NULL;
+    for (int i = 0; i < count; i++) {
+        struct entry *e = &entries[i];
+        long long elements = 1;
+        for (int d = 0; d < e->ndim; d++)
+            elements *= e->shape[d];
+        long long bytes = elements * (long long)wf_dtype_size(e->dtype);
+        if (e->begin < 0 || e->end < e->begin || (size_t)e->end > data_len ||
+            e->end - e->begin != bytes) {
+            wf_nn_params_release(params);
+            return malformed(path, "a tensor's data_offsets do not match its shape or the file");
+        }
+        wf_array *a = wf_array_from_data(data + e->begin, e->shape, e->ndim, e->dtype);
+        wf_status st = a ? wf_nn_params_add(params, e->name, a) : wf_last_error();
+        wf_release(a);
+        if (st != WF_OK) {
+            wf_nn_params_release(params);
+            return NULL;
+        }
+    }
+    return params;
+}
+
+wf_nn_params *wf_nn_load_safetensors(const char *path)
+{
+    if (!path) {
+        wf_set_error(WF_ERR_NULL_ARGUMENT, "wf_nn_load_safetensors: path is NULL");
+        return NULL;
+    }
+    size_t size;
+    unsigned char *file = read_file(path, &size);
+    if (!file)
+        return NULL;
+    uint64_t header_len = 0;
+    for (int b = 0; size >= 8 && b < 8; b++)
+        header_len |= (uint64_t)file[b] << (8 * b);
+    wf_nn_params *result = NULL;
+    if (size < 8 || header_len > size - 8) {
+        free(file);
+        return malformed(path, "the header length is larger than the file");
+    }
+    struct parser ps = {(const char *)file + 8, (const char *)file + 8 + header_len, false, false};
+    struct entry *entries = NULL;
+    int count = 0, cap = 0;
+    if (expect(&ps, '{') && !peek(&ps, '}')) {
+        do {
+            char name[256];
+            if (!parse_string(&ps, name, sizeof name) || !expect(&ps, ':'))
+                break;
+            if (strcmp(name, "__metadata__") == 0) {
+                skip_value(&ps);
+                continue;
+            }
+            if (count == cap) {
+                cap = cap ? cap * 2 : 16;
+                struct entry *grown = realloc(entries, (size_t)cap * sizeof *entries);
+                if (!grown) {
+                    ps.failed = true;
+                    break;
+                }
+                entries = grown;
+            }
+            memset(&entries[count], 0, sizeof entries[count]);
+            snprintf(entries[count].name, sizeof entries[count].name, "%s", name);
+            if (!parse_entry(&ps, &entries[count]))
+                break;
+            count++;
+        } while (!ps.failed && peek(&ps, ',') && ps.p++);
+    }
+    if (!ps.failed)
+        expect(&ps, '}');
+    if (ps.failed) {
+        if (!ps.reported)
+            malformed(path, "the JSON header could not be read");
+    } else {
+        result = build(path, file + 8 + header_len, size - 8 - header_len, entries, count);
+    }
+    free(entries);
+    free(file);
+    return result;
+}
