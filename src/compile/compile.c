@@ -214,7 +214,8 @@ static void report_retrace(wf_compiled *c, const uint64_t *old, size_t old_bytes
 
 /* ------------------------------------------------------------ tracing */
 
-static void release_all(wf_array **arrays, size_t n)
+/* The function's outputs: references handed out as a public call's are. */
+static void release_outputs(wf_array **arrays, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         wf_release(arrays[i]);
@@ -252,7 +253,7 @@ static wf_status trace(wf_compiled *c, wf_compile_mode mode, wf_array *const *in
         goto done;
     status = wf__tape_record(&t->plain, placeholders, (int)ninputs, outputs, (int)noutputs,
                              c->shapeless);
-    release_all(outputs, noutputs);
+    release_outputs(outputs, noutputs);
     if (status == WF_OK && mode != WF_COMPILE_NO_SIMPLIFY)
         status = wf__tape_simplify(&t->plain);
     if (status == WF_OK)
@@ -260,8 +261,8 @@ static wf_status trace(wf_compiled *c, wf_compile_mode mode, wf_array *const *in
     if (status == WF_OK && mode == WF_COMPILE_ENABLED)
         status = wf__tape_fuse(&t->fused, shapes, ndims, &t->fused_nodes);
 done:
-    if (placeholders)
-        release_all(placeholders, ninputs);
+    for (size_t i = 0; placeholders && i < ninputs; i++)
+        wf__array_release(placeholders[i]); /* internal references */
     free(placeholders);
     free(shapes);
     free(ndims);

@@ -312,13 +312,9 @@ wf_status wf__tape_replay(const wf_tape *t, wf_array *const *inputs, wf_array **
     wf_array *args_local[16];
     if (!values)
         return out_of_memory();
-    /* Nodes are built inside a scope of our own: the scope drops the
-     * intermediates, outputs get one extra reference that no scope holds. */
-    wf_status status = wf_scope_begin();
-    if (status != WF_OK) {
-        free(values);
-        return status;
-    }
+    /* wf__node_new is an internal builder: the nodes belong to no scope, and
+     * each output gets a reference of its own before the intermediates go. */
+    wf_status status = WF_OK;
     for (int i = 0; i < t->nnodes && status == WF_OK; i++) {
         const wf_tape_node *tn = &t->nodes[i];
         wf_array **args = tn->ninputs <= 16 ? args_local : malloc((size_t)tn->ninputs * sizeof *args);
@@ -339,10 +335,8 @@ wf_status wf__tape_replay(const wf_tape *t, wf_array *const *inputs, wf_array **
     if (status == WF_OK)
         for (int i = 0; i < t->noutputs; i++)
             outputs[i] = wf__array_incref(value_of(t->outputs[i], inputs, t->consts, values));
-    wf_error_state error;
-    wf__error_save(&error);
-    wf_scope_end();
-    wf__error_restore(&error);
+    for (int i = 0; i < t->nnodes; i++)
+        wf__array_release(values[i]);
     free(values);
     return status;
 }

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/fused.h"
 #include "core/error.h"
 #include "prim/prims.h"
 
@@ -95,28 +94,28 @@ void wf__fused_count_run(void) { atomic_fetch_add_explicit(&fused_runs, 1, memor
 
 /* ------------------------------------------------------------ the primitive */
 
-static wf_status infer_fused(const void *params, wf_array *const *inputs, int ninputs,
-                             wf_dtype *dtype, int *ndim, int64_t *shape)
+static wf_status infer_fused(const void *params, const wf_desc *inputs, int ninputs,
+                             wf_out_desc *out)
 {
     const wf_fused_params *fp = params;
     if (ninputs != fp->program->ninputs)
         return wf__error(WF_ERR_INTERNAL, "fused: expected %d inputs, got %d",
                          fp->program->ninputs, ninputs);
-    *ndim = 0;
+    out->ndim = 0;
     for (int i = 0; i < ninputs; i++) {
-        if (inputs[i]->dtype != WF_DTYPE_F32)
+        if (inputs[i].dtype != WF_DTYPE_F32)
             return wf__error(WF_ERR_DTYPE, "fused: input %d is %s, not float32", i,
-                             wf_dtype_name(inputs[i]->dtype));
+                             wf_dtype_name(inputs[i].dtype));
         int64_t joined[WF_MAX_NDIM];
         int n;
-        wf_status st = wf__broadcast_shapes("fused", shape, *ndim, inputs[i]->shape,
-                                            inputs[i]->ndim, joined, &n);
+        wf_status st = wf__broadcast_shapes("fused", out->shape, out->ndim, inputs[i].shape,
+                                            inputs[i].ndim, joined, &n);
         if (st != WF_OK)
             return st;
-        wf__shape_copy(shape, joined, n);
-        *ndim = n;
+        wf__shape_copy(out->shape, joined, n);
+        out->ndim = n;
     }
-    *dtype = WF_DTYPE_F32;
+    out->dtype = WF_DTYPE_F32;
     return WF_OK;
 }
 
@@ -150,6 +149,6 @@ const wf_prim_def wf__prim_fused = {
     .infer = infer_fused,
     .params_equal = fused_params_equal,
     .params_hash = fused_params_hash,
-    .cpu_kernel = wf__cpu_fused,
     .params_release = fused_params_release,
+    .kernels = &(wf_kernel_slots){{0}},
 };

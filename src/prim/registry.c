@@ -5,6 +5,7 @@
 
 #include "prim/binary.h"
 #include "prim/custom.h"
+#include "prim/fused.h"
 #include "prim/linalg.h"
 #include "prim/prims.h"
 #include "prim/random.h"
@@ -42,7 +43,7 @@ static const wf_prim_def *const all_prims[] = {
     &wf__prim_random_uniform, &wf__prim_random_normal, &wf__prim_random_randint,
     &wf__prim_random_bernoulli, &wf__prim_random_categorical,
     /* user kernels, multi-output siblings */
-    &wf__prim_custom, &wf__prim_sibling,
+    &wf__prim_custom, &wf__prim_sibling, &wf__prim_fused,
 };
 
 #undef WF_UNARY_LIST_PRIM

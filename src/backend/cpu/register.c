@@ -7,6 +7,7 @@
 
 #include "backend/cpu/binary.h"
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/fused.h"
 #include "backend/cpu/index.h"
 #include "backend/cpu/linalg.h"
 #include "backend/cpu/random.h"
@@ -14,6 +15,7 @@
 #include "backend/cpu/vmath.h"
 #include "prim/binary.h"
 #include "prim/custom.h"
+#include "prim/fused.h"
 #include "prim/kernel.h"
 #include "prim/linalg.h"
 #include "prim/prims.h"
@@ -38,6 +40,8 @@ void wf__cpu_register_kernels(void)
 {
     /* creation */
     attach(&wf__prim_full, wf__cpu_full);
+    /* compile's fused element-wise programs */
+    attach(&wf__prim_fused, wf__cpu_fused);
     attach(&wf__prim_arange, wf__cpu_arange);
     attach(&wf__prim_linspace, wf__cpu_linspace);
     attach(&wf__prim_eye, wf__cpu_eye);
