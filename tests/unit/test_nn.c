@@ -1,0 +1,342 @@
+/* weft_nn: parameter lists, safetensors, layers against references,
+ * optimizer steps against hand-computed updates, bad input. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "weft.h"
+#include "weft_nn.h"
+
+static wf_array *f32_array(const float *v, const int64_t *shape, int ndim)
+{
+    return wf_array_from_data(v, shape, ndim, WF_DTYPE_F32);
+}
+
+static bool read_floats(wf_array *a, float *out, size_t n)
+{
+    return a && wf_array_copy_to(a, out, n * sizeof *out) == WF_OK;
+}
+
+static char *temp_path(const char *name)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "/tmp/weft-test-nn-%d-%s", (int)getpid(), name);
+    return path;
+}
+
+/* ------------------------------------------------------------ params + safetensors */
+
+static void test_params_list(void)
+{
+    wf_nn_params *p = wf_nn_params_new();
+    wf_array *a = wf_ones((int64_t[]){2, 3}, 2, WF_DTYPE_F32);
+    wf_array *b = wf_zeros((int64_t[]){4}, 1, WF_DTYPE_I32);
+    CHECK_OK(wf_nn_params_add(p, "layer.w", a));
+    CHECK_OK(wf_nn_params_add(p, "layer.b", b));
+    CHECK_EQ_SIZE(wf_nn_params_count(p), 2);
+    CHECK(strcmp(wf_nn_params_name(p, 1), "layer.b") == 0);
+    CHECK_EQ_INT(wf_nn_params_find(p, "layer.w"), 0);
+    CHECK_EQ_INT(wf_nn_params_find(p, "nope"), -1);
+    CHECK_STATUS(wf_nn_params_add(p, "layer.w", a), WF_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(wf_nn_params_add(p, "", a), WF_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(wf_nn_params_add(p, NULL, a), WF_ERR_NULL_ARGUMENT);
+    CHECK_STATUS(wf_nn_params_add(NULL, "x", a), WF_ERR_NULL_ARGUMENT);
+    CHECK_NULL_WITH(wf_nn_params_get(p, 2), WF_ERR_INVALID_ARGUMENT);
+    wf_array *wrong_shape = wf_ones((int64_t[]){3, 2}, 2, WF_DTYPE_F32);
+    wf_array *wrong_dtype = wf_ones((int64_t[]){2, 3}, 2, WF_DTYPE_F64);
+    CHECK_STATUS(wf_nn_params_set(p, 0, wrong_shape), WF_ERR_SHAPE);
+    CHECK_STATUS(wf_nn_params_set(p, 0, wrong_dtype), WF_ERR_DTYPE);
+    wf_array *twos = wf_full((int64_t[]){2, 3}, 2, 2.0, WF_DTYPE_F32);
+    CHECK_OK(wf_nn_params_set(p, 0, twos));
+    /* The list keeps its own references, whatever scopes the caller opens. */
+    wf_scope_begin();
+    wf_nn_params *q = wf_nn_params_new();
+    wf_array *scoped = wf_ones((int64_t[]){5}, 1, WF_DTYPE_F32);
+    CHECK_OK(wf_nn_params_add(q, "scoped", scoped));
+    wf_scope_end();
+    double v = 0;
+    CHECK_OK(wf_array_item(wf_sum(wf_nn_params_get(q, 0), NULL, 0, false), &v));
+    CHECK_NEAR(v, 5.0, 0);
+    wf_nn_params_release(q);
+    wf_release(a);
+    wf_release(b);
+    wf_release(wrong_shape);
+    wf_release(wrong_dtype);
+    wf_release(twos);
+    wf_nn_params_release(p);
+    wf_nn_params_release(NULL);
+}
+
+static void test_safetensors_round_trip_every_dtype(void)
+{
+    wf_dtype dtypes[] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_F16, WF_DTYPE_BF16,
+                         WF_DTYPE_I32, WF_DTYPE_I64, WF_DTYPE_U8, WF_DTYPE_BOOL};
+    wf_nn_params *p = wf_nn_params_new();
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "t%zu.\"quoted\"", i);
+        wf_array *a = wf_astype(wf_arange(0, 12, 1, WF_DTYPE_F64), dtypes[i]);
+        wf_array *r = wf_reshape(a, (int64_t[]){3, 4}, 2);
+        CHECK_OK(wf_nn_params_add(p, name, r));
+        wf_release(a);
+        wf_release(r);
+    }
+    wf_array *scalar = wf_scalar(7.5, WF_DTYPE_F32);
+    wf_array *transposed = wf_transpose(wf_nn_params_get(p, 0), NULL, 0); /* a strided view */
+    CHECK_OK(wf_nn_params_add(p, "scalar", scalar));
+    CHECK_OK(wf_nn_params_add(p, "transposed", transposed));
+    const char *path = temp_path("round.safetensors");
+    CHECK_OK(wf_nn_save_safetensors(p, path));
+    wf_nn_params *q = wf_nn_load_safetensors(path);
+    CHECK_NOT_NULL(q);
+    CHECK_EQ_SIZE(wf_nn_params_count(q), wf_nn_params_count(p));
+    for (size_t i = 0; q && i < wf_nn_params_count(p); i++) {
+        wf_array *a = wf_nn_params_get(p, i), *b = wf_nn_params_get(q, i);
+        CHECK(strcmp(wf_nn_params_name(p, i), wf_nn_params_name(q, i)) == 0);
+        CHECK_EQ_INT(wf_array_dtype(a), wf_array_dtype(b));
+        CHECK_EQ_INT(wf_array_ndim(a), wf_array_ndim(b));
+        for (int d = 0; d < wf_array_ndim(a); d++)
+            CHECK_EQ_INT(wf_array_dim(a, d), wf_array_dim(b, d));
+        double same = 0;
+        wf_array *eq = wf_all(wf_equal(a, b), NULL, 0, false);
+        CHECK_OK(wf_array_item(eq, &same));
+        CHECK(same == 1.0);
+        wf_release(eq);
+    }
+    wf_release(scalar);
+    wf_release(transposed);
+    wf_nn_params_release(p);
+    wf_nn_params_release(q);
+    unlink(path);
+}
+
+static void write_bytes(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    fwrite(data, 1, n, f);
+    fclose(f);
+}
+
+/* A file written the way the reference implementation lays it out: header
+ * keys in any order, metadata first, padding spaces. */
+static void test_load_foreign_file_and_bad_files(void)
+{
+    const char *path = temp_path("foreign.safetensors");
+    const char header[] = "{\"__metadata__\":{\"k\":\"v\"},\"b\":{\"data_offsets\":[8,20],"
+                          "\"shape\":[3],\"dtype\":\"I32\"},\"a\":{\"dtype\":\"F32\",\"shape\":"
+                          "[2],\"data_offsets\":[0,8]}}   ";
+    size_t hl = strlen(header);
+    unsigned char file[512] = {0};
+    for (int i = 0; i < 8; i++)
+        file[i] = (unsigned char)(hl >> (8 * i));
+    memcpy(file + 8, header, hl);
+    float av[2] = {1.5f, -2.0f};
+    int32_t bv[3] = {7, 8, 9};
+    memcpy(file + 8 + hl, av, 8);
+    memcpy(file + 8 + hl + 8, bv, 12);
+    write_bytes(path, file, 8 + hl + 20);
+    wf_nn_params *q = wf_nn_load_safetensors(path);
+    CHECK_NOT_NULL(q);
+    if (q) {
+        CHECK(strcmp(wf_nn_params_name(q, 0), "a") == 0); /* by data offset */
+        float got[2];
+        CHECK(read_floats(wf_nn_params_get(q, 0), got, 2));
+        CHECK(got[0] == 1.5f && got[1] == -2.0f);
+        int32_t gi[3];
+        CHECK_OK(wf_array_copy_to(wf_nn_params_get(q, 1), gi, sizeof gi));
+        CHECK(gi[2] == 9);
+    }
+    wf_nn_params_release(q);
+
+    /* Bad files: missing, short, huge header length, bad JSON, bad dtype,
+     * offsets outside the data. */
+    CHECK_NULL_WITH(wf_nn_load_safetensors(temp_path("missing")), WF_ERR_IO);
+    CHECK_NULL_WITH(wf_nn_load_safetensors(NULL), WF_ERR_NULL_ARGUMENT);
+    write_bytes(path, "abc", 3);
+    CHECK_NULL_WITH(wf_nn_load_safetensors(path), WF_ERR_INVALID_ARGUMENT);
+    unsigned char huge[16] = {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
+    write_bytes(path, huge, sizeof huge);
+    CHECK_NULL_WITH(wf_nn_load_safetensors(path), WF_ERR_INVALID_ARGUMENT);
+    const char *bad_headers[] = {"{\"a\":{\"dtype\":\"F32\"", "{\"a\":{\"dtype\":\"Q8\",\"shape\":[1],"
+                                                            "\"data_offsets\":[0,4]}}",
+                                 "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,4]}}"};
+    wf_status want[] = {WF_ERR_INVALID_ARGUMENT, WF_ERR_DTYPE, WF_ERR_INVALID_ARGUMENT};
+    for (int k = 0; k < 3; k++) {
+        size_t n = strlen(bad_headers[k]);
+        memset(file, 0, sizeof file);
+        for (int i = 0; i < 8; i++)
+            file[i] = (unsigned char)(n >> (8 * i));
+        memcpy(file + 8, bad_headers[k], n);
+        write_bytes(path, file, 8 + n + 4);
+        CHECK_NULL_WITH(wf_nn_load_safetensors(path), want[k]);
+    }
+    CHECK_STATUS(wf_nn_save_safetensors(NULL, path), WF_ERR_NULL_ARGUMENT);
+    wf_nn_params *empty = wf_nn_params_new();
+    CHECK_STATUS(wf_nn_save_safetensors(empty, "/nonexistent-dir/x.safetensors"), WF_ERR_IO);
+    wf_nn_params_release(empty);
+    unlink(path);
+}
+
+/* ------------------------------------------------------------ layers */
+
+static void test_linear_and_mlp(void)
+{
+    float x[6] = {1, 2, 3, 4, 5, 6}, w[6] = {1, 0, 0, 1, 1, 1}, b[2] = {0.5f, -0.5f};
+    wf_array *xa = f32_array(x, (int64_t[]){2, 3}, 2), *wa = f32_array(w, (int64_t[]){3, 2}, 2);
+    wf_array *ba = f32_array(b, (int64_t[]){2}, 1);
+    wf_array *y = wf_nn_linear(xa, wa, ba);
+    float got[4];
+    CHECK(read_floats(y, got, 4));
+    CHECK(got[0] == 4.5f && got[1] == 4.5f && got[2] == 9.5f && got[3] == 10.5f);
+    wf_array *m = wf_nn_mlp(xa, wa, ba, wf_transpose(wa, NULL, 0), NULL);
+    CHECK_NOT_NULL(m);
+    CHECK_EQ_INT(wf_array_dim(m, 1), 3);
+    CHECK_NULL_WITH(wf_nn_linear(xa, ba, NULL), WF_ERR_SHAPE);
+    wf_release(xa);
+    wf_release(wa);
+    wf_release(ba);
+    wf_release(y);
+    wf_release(m);
+}
+
+static void test_cross_entropy_against_reference(void)
+{
+    float logits[6] = {1.0f, 2.0f, 0.5f, -1.0f, 0.0f, 3.0f};
+    int32_t targets[2] = {1, 0};
+    float weights[2] = {1.0f, 3.0f};
+    wf_array *l = f32_array(logits, (int64_t[]){2, 3}, 2);
+    wf_array *t = wf_array_from_data(targets, (int64_t[]){2}, 1, WF_DTYPE_I32);
+    wf_array *w = f32_array(weights, (int64_t[]){2}, 1);
+    double nll[2];
+    for (int r = 0; r < 2; r++) {
+        double s = 0;
+        for (int c = 0; c < 3; c++)
+            s += exp(logits[r * 3 + c]);
+        nll[r] = log(s) - logits[r * 3 + targets[r]];
+    }
+    double v = 0;
+    CHECK_OK(wf_array_item(wf_nn_cross_entropy(l, t, NULL), &v));
+    CHECK_NEAR(v, (nll[0] + nll[1]) / 2, 1e-5);
+    CHECK_OK(wf_array_item(wf_nn_cross_entropy(l, t, w), &v));
+    CHECK_NEAR(v, (nll[0] + 3 * nll[1]) / 4, 1e-5);
+    CHECK_NULL_WITH(wf_nn_cross_entropy(NULL, t, NULL), WF_ERR_NULL_ARGUMENT);
+    CHECK_NULL_WITH(wf_nn_cross_entropy(t, t, NULL), WF_ERR_SHAPE);
+    wf_release(l);
+    wf_release(t);
+    wf_release(w);
+}
+
+/* Causal: changing the last position's input leaves earlier outputs alone. */
+static void test_causal_attention(void)
+{
+    enum { B = 2, T = 5, D = 8 };
+    wf_key k = wf_random_key(3);
+    wf_key keys[3];
+    wf_random_split(k, 3, keys);
+    wf_array *x = wf_random_normal((int64_t[]){B, T, D}, 3, WF_DTYPE_F32, 0, 1, &keys[0]);
+    wf_array *wqkv = wf_random_normal((int64_t[]){D, 3 * D}, 2, WF_DTYPE_F32, 0, 0.3, &keys[1]);
+    wf_array *wo = wf_random_normal((int64_t[]){D, D}, 2, WF_DTYPE_F32, 0, 0.3, &keys[2]);
+    wf_array *y1 = wf_nn_causal_self_attention(x, wqkv, wo, 2);
+    CHECK_NOT_NULL(y1);
+    float xs[B * T * D];
+    CHECK(read_floats(x, xs, B * T * D));
+    for (int b = 0; b < B; b++)
+        for (int d = 0; d < D; d++)
+            xs[(b * T + T - 1) * D + d] += 1.0f;
+    wf_array *x2 = f32_array(xs, (int64_t[]){B, T, D}, 3);
+    wf_array *y2 = wf_nn_causal_self_attention(x2, wqkv, wo, 2);
+    float a[B * T * D], c[B * T * D];
+    CHECK(read_floats(y1, a, B * T * D) && read_floats(y2, c, B * T * D));
+    bool early_same = true, last_differs = false;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int d = 0; d < D; d++) {
+                int i = (b * T + t) * D + d;
+                if (t < T - 1 && a[i] != c[i])
+                    early_same = false;
+                if (t == T - 1 && a[i] != c[i])
+                    last_differs = true;
+            }
+    CHECK(early_same);
+    CHECK(last_differs);
+    CHECK_NULL_WITH(wf_nn_causal_self_attention(x, wqkv, wo, 3), WF_ERR_SHAPE);
+    CHECK_NULL_WITH(wf_nn_causal_self_attention(x, NULL, wo, 2), WF_ERR_NULL_ARGUMENT);
+    wf_release(x);
+    wf_release(x2);
+    wf_release(wqkv);
+    wf_release(wo);
+    wf_release(y1);
+    wf_release(y2);
+}
+
+/* ------------------------------------------------------------ optimizers */
+
+static void test_adamw_step_matches_hand_computation(void)
+{
+    float p[2] = {1.0f, -2.0f}, g[2] = {0.5f, 0.25f}, m0[2] = {0.1f, 0.0f}, v0[2] = {0.01f, 0.0f};
+    wf_array *pa = f32_array(p, (int64_t[]){2}, 1), *ga = f32_array(g, (int64_t[]){2}, 1);
+    wf_array *ma = f32_array(m0, (int64_t[]){2}, 1), *va = f32_array(v0, (int64_t[]){2}, 1);
+    wf_array *step = wf_scalar(3.0, WF_DTYPE_F32), *lr = wf_scalar(0.01, WF_DTYPE_F32);
+    wf_nn_adamw_options o = wf_nn_adamw_options_default();
+    o.weight_decay = 0.1;
+    wf_array *np, *nm, *nv;
+    CHECK_OK(wf_nn_adamw_step(&o, 1, &pa, &ga, &ma, &va, step, lr, &np, &nm, &nv));
+    float gp[2], gm[2], gv[2];
+    CHECK(read_floats(np, gp, 2) && read_floats(nm, gm, 2) && read_floats(nv, gv, 2));
+    for (int i = 0; i < 2; i++) {
+        double m = 0.9 * m0[i] + 0.1 * g[i], v = 0.999 * v0[i] + 0.001 * g[i] * g[i];
+        double mh = m / (1 - pow(0.9, 3)), vh = v / (1 - pow(0.999, 3));
+        double want = p[i] - 0.01 * (mh / (sqrt(vh) + 1e-8) + 0.1 * p[i]);
+        CHECK_NEAR(gm[i], m, 1e-6);
+        CHECK_NEAR(gv[i], v, 1e-7);
+        CHECK_NEAR(gp[i], want, 1e-5);
+    }
+    wf_release(np);
+    wf_release(nm);
+    wf_release(nv);
+    o.struct_size = 1;
+    CHECK_STATUS(wf_nn_adamw_step(&o, 1, &pa, &ga, &ma, &va, step, lr, &np, &nm, &nv),
+                 WF_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(wf_nn_adamw_step(NULL, 1, &pa, &ga, &ma, &va, NULL, lr, &np, &nm, &nv),
+                 WF_ERR_NULL_ARGUMENT);
+    /* A shape mismatch fails and hands out nothing. */
+    wf_array *bad = wf_ones((int64_t[]){3}, 1, WF_DTYPE_F32);
+    CHECK(wf_nn_adamw_step(NULL, 1, &pa, &bad, &ma, &va, step, lr, &np, &nm, &nv) != WF_OK);
+    CHECK(np == NULL && nm == NULL && nv == NULL);
+    wf_release(bad);
+
+    wf_array *buf = wf_zeros((int64_t[]){2}, 1, WF_DTYPE_F32), *nb;
+    CHECK_OK(wf_nn_sgd_step(0.9, 0.0, 1, &pa, &ga, &buf, lr, &np, &nb));
+    CHECK(read_floats(np, gp, 2));
+    CHECK_NEAR(gp[0], 1.0 - 0.01 * 0.5, 1e-6);
+    CHECK_STATUS(wf_nn_sgd_step(0.9, 0.0, 1, &pa, &ga, NULL, lr, &np, NULL), WF_ERR_NULL_ARGUMENT);
+    wf_release(np);
+    wf_release(nb);
+    wf_release(buf);
+    CHECK_NEAR(wf_nn_lr_cosine(0, 100, 10, 1.0, 0.0), 0.1, 1e-12);
+    CHECK_NEAR(wf_nn_lr_cosine(10, 100, 10, 1.0, 0.0), 1.0, 1e-12);
+    CHECK_NEAR(wf_nn_lr_cosine(100, 100, 10, 1.0, 0.1), 0.1, 1e-12);
+    wf_release(pa);
+    wf_release(ga);
+    wf_release(ma);
+    wf_release(va);
+    wf_release(step);
+    wf_release(lr);
+}
+
+int main(void)
+{
+    wf_scope_begin(); /* temporaries of the checks above */
+    RUN_TEST(test_params_list);
+    RUN_TEST(test_safetensors_round_trip_every_dtype);
+    RUN_TEST(test_load_foreign_file_and_bad_files);
+    RUN_TEST(test_linear_and_mlp);
+    RUN_TEST(test_cross_entropy_against_reference);
+    RUN_TEST(test_causal_attention);
+    RUN_TEST(test_adamw_step_matches_hand_computation);
+    wf_scope_end();
+    return TEST_SUMMARY();
+}
