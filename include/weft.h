@@ -790,6 +790,85 @@ wf_fn *wf_custom_function(wf_fn *fn, wf_fn *vjp, wf_fn *jvp, wf_fn *vmap);
  * backward pass (and jvp / vmap) runs fn again. Trades compute for memory. */
 wf_fn *wf_checkpoint(wf_fn *fn);
 
+/* ---------------------------------------------------------------- compile
+ *
+ * wf_compile traces a function once per input signature (dtype, rank and
+ * shape of each input; shape left out when shapeless), simplifies the trace
+ * (shared scalar constants, common subexpressions, no-op reshapes/casts),
+ * fuses chains of float32 element-wise ops into single kernels, caches it,
+ * and replays it on later calls. The cache is one for the process: a trace
+ * made on one thread is reused by all, N threads making the same cold call
+ * produce one trace (the others wait for it), and releasing the compiled
+ * function removes its entries from whichever thread releases it. The traced
+ * function runs with no weft lock held; compiled functions it calls are
+ * inlined into the trace. It must not read the values of its inputs (they
+ * are placeholders while tracing: evaluating them is an error). */
+
+/* Process-wide compile mode; part of every cache key, so switching never
+ * replays a trace made under another mode. WEFT_DISABLE_COMPILE=1 in the
+ * environment starts the process in WF_COMPILE_DISABLED. */
+typedef enum wf_compile_mode {
+    WF_COMPILE_DISABLED = 0,    /* compiled functions call the function directly */
+    WF_COMPILE_NO_SIMPLIFY = 1, /* trace and replay as recorded */
+    WF_COMPILE_NO_FUSE = 2,     /* trace and simplify, no fusion */
+    WF_COMPILE_ENABLED = 3      /* trace, simplify and fuse (the default) */
+} wf_compile_mode;
+
+/* Options of wf_compile. Start from wf_compile_options_default(): it sets
+ * struct_size, which lets later versions add fields. */
+typedef struct wf_compile_options {
+    size_t struct_size; /* sizeof(wf_compile_options) of the caller's header */
+    bool shapeless;     /* one trace for every shape of the same dtypes and ranks;
+                           ops whose parameters fix a shape are refused at trace time */
+    int retrace_warning; /* log a warning when one function has traced more than this
+                            many times (0: never; default 16) */
+} wf_compile_options;
+
+wf_compile_options wf_compile_options_default(void);
+
+/* A compiled version of fn (which it retains), with a fresh 64-bit id that
+ * is never reused. `options` may be NULL (defaults). Release with
+ * wf_fn_release; the cache entries go with the last reference, while calls
+ * in flight finish with theirs. Transforms of compiled functions see the
+ * simplified, unfused trace; compiled transforms are fused. Any thread. */
+wf_fn *wf_compile(wf_fn *fn, const wf_compile_options *options);
+
+/* Sets / reads the process-wide compile mode (any thread; takes effect for
+ * calls that start afterwards). */
+wf_status wf_set_compile_mode(wf_compile_mode mode);
+wf_compile_mode wf_get_compile_mode(void);
+
+/* Counters of one compiled function or (NULL) of the whole cache. */
+typedef struct wf_compile_stats {
+    size_t struct_size;   /* sizeof(wf_compile_stats) of the caller's header */
+    uint64_t calls;       /* calls of this function (0 for the global form) */
+    uint64_t hits;        /* calls that replayed a cached trace */
+    uint64_t misses;      /* calls that found no trace */
+    uint64_t traces;      /* traces made */
+    uint64_t waits;       /* calls that waited for another thread's trace */
+    uint64_t inline_calls; /* calls run directly (compile disabled, or inside a trace) */
+    uint64_t evictions;   /* entries dropped by the cache limits */
+    uint64_t erases;      /* entries removed because their function was released (global) */
+    uint64_t entries;     /* entries cached now */
+    uint64_t fused_kernels_run; /* fused kernels run in the process so far */
+} wf_compile_stats;
+
+wf_compile_stats wf_compile_stats_default(void);
+/* Fills *out (its struct_size must be set: wf_compile_stats_default()).
+ * `compiled` must come from wf_compile, or be NULL for the global counters. */
+wf_status wf_compile_stats_get(wf_fn *compiled, wf_compile_stats *out);
+
+/* At most `per_function` entries per compiled function and `total` in all
+ * (0: unlimited, the default); least recently used entries are evicted. */
+wf_status wf_compile_set_cache_limits(size_t per_function, size_t total);
+
+/* Where compile reports retraces (INFO: which input changed how) and
+ * warnings (a function that keeps retracing). Called on the calling thread
+ * with no lock held; NULL restores the default (warnings to stderr). */
+typedef enum wf_compile_log_level { WF_COMPILE_LOG_INFO = 0, WF_COMPILE_LOG_WARNING = 1 } wf_compile_log_level;
+typedef void (*wf_compile_log_fn)(void *ctx, wf_compile_log_level level, const char *message);
+void wf_compile_set_log(wf_compile_log_fn fn, void *ctx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -298,9 +298,21 @@ static wf_status replay(const wf_trace *t, wf_array *const *inputs, size_t ninpu
         return wf__error(WF_ERR_INTERNAL, "compiled call: trace for %d inputs, called with %zu",
                          tape->ninputs, ninputs);
     wf_status status = wf__tape_replay(tape, inputs, outputs);
-    if (status == WF_OK)
-        *noutputs = (size_t)tape->noutputs;
-    return status;
+    if (status != WF_OK)
+        return status;
+    /* Handed out like an op's results: into the caller's scope if one is open. */
+    for (int i = 0; i < tape->noutputs; i++) {
+        if (!wf__array_publish(outputs[i])) {
+            status = wf_last_error();
+            for (int j = i + 1; j < tape->noutputs; j++)
+                wf__array_release(outputs[j]);
+            for (int j = 0; j < i; j++)
+                wf_release(outputs[j]);
+            return status;
+        }
+    }
+    *noutputs = (size_t)tape->noutputs;
+    return WF_OK;
 }
 
 static wf_status compiled_call(void *payload, wf_array *const *inputs, size_t ninputs,

@@ -151,6 +151,11 @@ wf_status wf_fn_call(wf_fn *fn, wf_array *const *inputs, size_t ninputs, wf_arra
     return WF_OK;
 }
 
+void *wf__fn_payload_of(const wf_fn *fn, wf_fn_callback callback)
+{
+    return fn && fn->callback == callback ? fn->payload : NULL;
+}
+
 wf_status wf__fn_call_owned(wf_fn *fn, wf_array *const *inputs, size_t ninputs,
                             wf_array **outputs, size_t *noutputs)
 {

@@ -47,6 +47,9 @@ void wf__trace_resume(const wf_trace_saved *saved);
 /* A wf_fn made by weft itself (grad, vmap, custom function wrappers). */
 wf_fn *wf__fn_make(wf_fn_callback callback, void *payload, void (*payload_free)(void *payload));
 
+/* fn's payload if fn was made with `callback` (how compile recognises its
+ * own functions), else NULL. */
+void *wf__fn_payload_of(const wf_fn *fn, wf_fn_callback callback);
 /* Calls fn with capacity WF_FN_MAX_OUTPUTS and takes the outputs out of
  * whatever scope adopted them: the caller owns them (wf__array_decref). */
 wf_status wf__fn_call_owned(wf_fn *fn, wf_array *const *inputs, size_t ninputs,
