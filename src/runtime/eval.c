@@ -219,6 +219,7 @@ static _Thread_local int user_code_depth;
 
 void wf__eval_user_code_begin(void) { user_code_depth++; }
 void wf__eval_user_code_end(void) { user_code_depth--; }
+bool wf__eval_in_user_code(void) { return user_code_depth > 0; }
 
 static wf_status check_roots(const char *op, wf_array *const *arrays, size_t count)
 {

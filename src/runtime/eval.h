@@ -18,5 +18,8 @@ wf_status wf__eval_one(wf_array *a, const char *op);
  * WF_ERR_MISUSE (they would wait on the evaluation that runs them). */
 void wf__eval_user_code_begin(void);
 void wf__eval_user_code_end(void);
+/* True while this thread runs user code inside an evaluation (a kernel):
+ * anything that would wait on other work must fail with WF_ERR_MISUSE. */
+bool wf__eval_in_user_code(void);
 
 #endif

@@ -16,7 +16,7 @@ struct scaled {
     wf_array *captured; /* added to the result when not NULL (owned) */
 };
 
-static void scaled_free(void *p)
+static inline void scaled_free(void *p)
 {
     struct scaled *s = p;
     wf_release(s->captured);
@@ -24,7 +24,7 @@ static void scaled_free(void *p)
 }
 
 /* y = x * k + 1 (+ captured) */
-static wf_status scaled_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+static inline wf_status scaled_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
                              size_t *nout)
 {
     (void)n;
@@ -44,7 +44,7 @@ static wf_status scaled_body(void *payload, wf_array *const *in, size_t n, wf_ar
 }
 
 /* A compiled closure for k (and `captured`, retained). */
-static wf_fn *compiled_scaled(float k, wf_array *captured)
+static inline wf_fn *compiled_scaled(float k, wf_array *captured)
 {
     struct scaled *s = malloc(sizeof *s);
     if (!s)
@@ -58,7 +58,7 @@ static wf_fn *compiled_scaled(float k, wf_array *captured)
 }
 
 /* x = 0, 1, 2, ... (n floats) */
-static wf_array *iota(int64_t n)
+static inline wf_array *iota(int64_t n)
 {
     float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
     for (int64_t i = 0; i < n; i++)
@@ -69,7 +69,7 @@ static wf_array *iota(int64_t n)
 }
 
 /* Calls f on iota(n) and checks y[i] == i * k + 1 + extra. */
-static bool call_and_check(wf_fn *f, int64_t n, float k, float extra)
+static inline bool call_and_check(wf_fn *f, int64_t n, float k, float extra)
 {
     wf_array *x = iota(n), *y = NULL;
     size_t nout = 1;

@@ -7,6 +7,7 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "repro_common.h"
 #include "repro_compile_common.h"
@@ -21,17 +22,21 @@ const char *__asan_default_options(void) { return "quarantine_size_mb=0"; }
 #endif
 
 static int reused, wrong;
+static uintptr_t addresses[CLOSURES];
+
+static int by_address(const void *a, const void *b)
+{
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
 
 static void *run(void *arg)
 {
     (void)arg;
-    void *last_payload_fn = NULL;
     for (int i = 0; i < CLOSURES; i++) {
         float k = (float)(i % 101) + 0.5f;
         wf_fn *f = compiled_scaled(k, NULL);
-        if ((void *)f == last_payload_fn)
-            reused++;
-        last_payload_fn = (void *)f;
+        addresses[i] = (uintptr_t)f;
         if (!call_and_check(f, 8, k, 0.0f))
             wrong++;
         wf_fn_release(f);
@@ -45,6 +50,9 @@ int main(void)
         fprintf(stderr, "hung\n");
         return REPRO_FAIL;
     }
+    qsort(addresses, CLOSURES, sizeof addresses[0], by_address);
+    for (int i = 1; i < CLOSURES; i++)
+        reused += addresses[i] == addresses[i - 1]; /* a handle at an earlier one's address */
     if (wrong) {
         fprintf(stderr, "%d of %d calls ran another closure's trace\n", wrong, CLOSURES);
         return REPRO_FAIL;

@@ -190,7 +190,7 @@ static void test_linear_and_mlp(void)
     wf_array *y = wf_nn_linear(xa, wa, ba);
     float got[4];
     CHECK(read_floats(y, got, 4));
-    CHECK(got[0] == 4.5f && got[1] == 4.5f && got[2] == 9.5f && got[3] == 10.5f);
+    CHECK(got[0] == 4.5f && got[1] == 4.5f && got[2] == 10.5f && got[3] == 10.5f);
     wf_array *m = wf_nn_mlp(xa, wa, ba, wf_transpose(wa, NULL, 0), NULL);
     CHECK_NOT_NULL(m);
     CHECK_EQ_INT(wf_array_dim(m, 1), 3);
