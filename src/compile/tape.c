@@ -196,7 +196,8 @@ static wf_status add_node(struct recorder *r, wf_array *n, wf_tape_ref *out)
     wf_tape_node *tn = &t->nodes[t->nnodes];
     *tn = (wf_tape_node){.prim = n->prim, .ninputs = n->ninputs, .dtype = n->dtype,
                          .ndim = n->ndim};
-    memcpy(tn->shape, n->shape, (size_t)n->ndim * sizeof *tn->shape);
+    if (n->ndim)
+        memcpy(tn->shape, n->shape, (size_t)n->ndim * sizeof *tn->shape);
     tn->inputs = malloc((size_t)(n->ninputs ? n->ninputs : 1) * sizeof *tn->inputs);
     tn->params = n->prim->params_size ? wf__tape_params_copy(n->prim, n->params) : NULL;
     if (!tn->inputs || (n->prim->params_size && !tn->params)) {
