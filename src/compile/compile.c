@@ -9,8 +9,6 @@
  * unfused tape, so the transform sees ordinary primitives; every other call
  * replays the fused tape.
  */
-#include "compile/compile.h"
-
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,9 +28,6 @@
 static atomic_int compile_mode = -1; /* -1: not read from the environment yet */
 static atomic_uint_fast64_t next_function_id = 1;
 
-static _Thread_local int tracing_depth; /* > 0 while this thread traces */
-
-int wf__compile_tracing_depth(void) { return tracing_depth; }
 
 wf_compile_mode wf_get_compile_mode(void)
 {
@@ -246,9 +241,9 @@ static wf_status trace(wf_compiled *c, wf_compile_mode mode, wf_array *const *in
     }
     if (status != WF_OK)
         goto done;
-    tracing_depth++;
+    wf__graph_compile_enter();
     status = wf_fn_call(c->fn, placeholders, ninputs, outputs, &noutputs);
-    tracing_depth--;
+    wf__graph_compile_leave();
     if (status != WF_OK)
         goto done;
     status = wf__tape_record(&t->plain, placeholders, (int)ninputs, outputs, (int)noutputs,
@@ -324,7 +319,7 @@ static wf_status compiled_call(void *payload, wf_array *const *inputs, size_t ni
     if (status != WF_OK)
         return status;
     wf_compile_mode mode = wf_get_compile_mode();
-    if (mode == WF_COMPILE_DISABLED || tracing_depth > 0) {
+    if (mode == WF_COMPILE_DISABLED || wf__graph_compile_depth() > 0) {
         atomic_fetch_add_explicit(&c->inline_calls, 1, memory_order_relaxed);
         return wf_fn_call(c->fn, inputs, ninputs, outputs, noutputs);
     }

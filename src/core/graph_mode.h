@@ -18,10 +18,17 @@
 typedef struct wf_graph_mode {
     int keep_depth;
     int grad_depth;
+    int compile_depth; /* > 0 while this thread traces a compiled function */
 } wf_graph_mode;
 
 int wf__graph_keep_depth(void);
 int wf__graph_grad_depth(void);
+/* Compile (src/compile/) raises this while it traces a function on this
+ * thread: compiled calls made meanwhile run inline, and ops that would bake
+ * per-thread state into the trace (the default random key) refuse. */
+int wf__graph_compile_depth(void);
+void wf__graph_compile_enter(void);
+void wf__graph_compile_leave(void);
 /* Enter / leave a trace: keep depth +-1, and grad depth +-1 if `grad`. */
 void wf__graph_mode_push(bool grad);
 void wf__graph_mode_pop(bool grad);

@@ -20,6 +20,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/graph_mode.h"
 #include "ops/ops.h"
 #include "prim/prims.h"
 #include "prim/random.h"
@@ -67,6 +68,20 @@ void wf_random_seed(uint64_t seed)
 {
     default_key.key = wf_random_key(seed);
     default_key.ready = true;
+}
+
+/* While this thread traces a compiled function, the default key would be
+ * read once and baked into the cached trace (every call would draw the same
+ * numbers): refuse it there, so compiled randomness takes an explicit key. */
+static bool default_key_allowed(const wf_key *key, const char *op)
+{
+    if (key || wf__graph_compile_depth() == 0)
+        return true;
+    wf__error(WF_ERR_UNSUPPORTED,
+              "%s: inside a compiled function pass an explicit key (this thread's default key "
+              "would be baked into the cached trace)",
+              op);
+    return false;
 }
 
 /* The key an op uses: *key, or the next key of this thread's stream. */
@@ -172,6 +187,8 @@ wf_array *wf__op_random_uniform(const int64_t *shape, int ndim, wf_dtype dtype, 
                                 double high, const wf_key *key)
 {
     const char *op = "wf_random_uniform";
+    if (!default_key_allowed(key, op))
+        return NULL;
     if (check_float_gen(op, shape, ndim, dtype) != WF_OK)
         return NULL;
     if (!isfinite(low) || !isfinite(high)) {
@@ -208,6 +225,8 @@ wf_array *wf__op_random_normal(const int64_t *shape, int ndim, wf_dtype dtype, d
                                double scale, const wf_key *key)
 {
     const char *op = "wf_random_normal";
+    if (!default_key_allowed(key, op))
+        return NULL;
     if (check_float_gen(op, shape, ndim, dtype) != WF_OK)
         return NULL;
     if (!isfinite(loc) || !isfinite(scale) || scale < 0) {
@@ -231,6 +250,8 @@ wf_array *wf__op_random_randint(int64_t low, int64_t high, const int64_t *shape,
                                 wf_dtype dtype, const wf_key *key)
 {
     const char *op = "wf_random_randint";
+    if (!default_key_allowed(key, op))
+        return NULL;
     int64_t min, max;
     switch (dtype) {
     case WF_DTYPE_U8: min = 0, max = UINT8_MAX; break;
@@ -271,6 +292,8 @@ wf_array *wf__op_random_randint(int64_t low, int64_t high, const int64_t *shape,
 wf_array *wf__op_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, const wf_key *key)
 {
     const char *op = "wf_random_bernoulli";
+    if (!default_key_allowed(key, op))
+        return NULL;
     if (!wf__array_check(p, op, "p"))
         return NULL;
     if (!wf__dtype_valid(p->dtype)) {
@@ -318,6 +341,8 @@ wf_array *wf__op_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, c
 wf_array *wf__op_random_categorical(wf_array *logits, int axis, const wf_key *key)
 {
     const char *op = "wf_random_categorical";
+    if (!default_key_allowed(key, op))
+        return NULL;
     if (!wf__array_check(logits, op, "logits"))
         return NULL;
     if (!wf__dtype_valid(logits->dtype)) {

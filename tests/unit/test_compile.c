@@ -1,6 +1,7 @@
 /* wf_compile: traces, cache hits, retrace reasons, shapeless, modes,
  * simplification, fusion, failures and bad input. */
 #include <math.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -461,6 +462,217 @@ static void test_bad_input(void)
     wf_fn_release(f);
 }
 
+/* ------------------------------------------------------------ random keys */
+
+static wf_status random_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                             size_t *nout)
+{
+    (void)n;
+    const wf_key *key = payload; /* NULL: the thread's default key */
+    wf_array *r = wf_random_uniform(wf_array_shape(in[0]), wf_array_ndim(in[0]), WF_DTYPE_F32,
+                                    0.0, 1.0, key);
+    if (!r)
+        return wf_last_error();
+    out[0] = wf_add(in[0], r);
+    wf_release(r);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static void test_random_needs_an_explicit_key_when_compiled(void)
+{
+    wf_array *x = ramp(16, 1.0);
+    wf_fn *f = wf_fn_new(random_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    CHECK(call1(cf, x) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "explicit key");
+    wf_array *plain = call1(f, x); /* uncompiled, the default key is fine */
+    CHECK_NOT_NULL(plain);
+    wf_release(plain);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+    wf_key key = wf_random_key(42);
+    f = wf_fn_new(random_body, &key, NULL);
+    cf = wf_compile(f, NULL);
+    wf_array *a = call1(cf, x), *b = call1(f, x);
+    CHECK(a && b && max_abs_diff(a, b) == 0.0); /* same key, same numbers */
+    wf_release(a);
+    wf_release(b);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+    wf_release(x);
+}
+
+/* ------------------------------------------------------------ transforms */
+
+/* sum(chain8(x) * y) */
+static wf_status loss_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                           size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_scope_begin();
+    wf_array *l = wf_keep(wf_sum(wf_multiply(chain8(in[0]), in[1]), NULL, 0, false));
+    wf_scope_end();
+    if (!l)
+        return wf_last_error();
+    out[0] = l;
+    *nout = 1;
+    return WF_OK;
+}
+
+static void grads_of(wf_fn *g, wf_array *x, wf_array *y, wf_array **gx, wf_array **gy)
+{
+    wf_array *in[2] = {x, y}, *out[2] = {NULL, NULL};
+    size_t n = 2;
+    CHECK_OK(wf_fn_call(g, in, 2, out, &n));
+    CHECK_EQ_SIZE(n, 2);
+    *gx = out[0];
+    *gy = out[1];
+}
+
+static void test_grad_of_compiled_and_compiled_grad(void)
+{
+    /* x in [1.2, 3.2]: the chain's sqrt stays away from 0 (finite gradients). */
+    wf_array *r = ramp(4099, 2.0), *off = wf_scalar(1.5, WF_DTYPE_F32);
+    wf_array *x = wf_add(r, off), *y = ramp(4099, -2.0);
+    wf_release(r);
+    wf_release(off);
+    wf_fn *f = wf_fn_new(loss_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    int argnums[2] = {0, 1};
+    wf_fn *g = wf_grad(f, argnums, 2), *gc = wf_grad(cf, argnums, 2);
+    wf_fn *cg = wf_compile(g, NULL);
+    wf_array *gx, *gy, *gcx, *gcy, *cgx, *cgy;
+    grads_of(g, x, y, &gx, &gy);
+    grads_of(gc, x, y, &gcx, &gcy); /* differentiates f's (unfused) trace */
+    CHECK_EQ_INT(stats_of(cf).traces, 1);
+    CHECK(max_abs_diff(gx, gcx) <= 1e-5 && max_abs_diff(gy, gcy) <= 1e-5);
+    uint64_t fused = wf__fused_kernels_run();
+    grads_of(cg, x, y, &cgx, &cgy); /* traces and fuses the gradient computation */
+    wf_eval(&cgx, 1);
+    wf_eval(&cgy, 1);
+    CHECK(wf__fused_kernels_run() > fused);
+    CHECK(max_abs_diff(gx, cgx) <= 1e-5 && max_abs_diff(gy, cgy) <= 1e-5);
+    wf_compile_stats s = stats_of(cg);
+    CHECK_EQ_INT(s.traces, 1);
+    CHECK_EQ_INT(s.inline_calls, 0);
+    wf_array *all[] = {gx, gy, gcx, gcy, cgx, cgy, x, y};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        wf_release(all[i]);
+    wf_fn_release(cg);
+    wf_fn_release(gc);
+    wf_fn_release(g);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
+/* ------------------------------------------------------------ differential */
+
+/* A generated graph: a deterministic sequence of element-wise, broadcast,
+ * reduction and shape ops over x (a, b) and y (b), chosen by the seed. */
+static uint64_t next_random(uint64_t *s)
+{
+    *s = *s * 6364136223846793005u + 1442695040888963407u;
+    return *s >> 33;
+}
+
+static wf_status generated_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                                size_t *nout)
+{
+    (void)n;
+    uint64_t s = *(const uint64_t *)payload;
+    wf_scope_begin();
+    wf_array *values[24];
+    int count = 0;
+    values[count++] = in[0];
+    values[count++] = wf_broadcast_to(in[1], wf_array_shape(in[0]), 2);
+    int steps = 6 + (int)(next_random(&s) % 12);
+    for (int k = 0; k < steps && count < 24; k++) {
+        wf_array *a = values[next_random(&s) % (uint64_t)count];
+        wf_array *b = values[next_random(&s) % (uint64_t)count];
+        wf_array *r = NULL;
+        switch (next_random(&s) % 12) {
+        case 0: r = wf_add(a, b); break;
+        case 1: r = wf_subtract(a, b); break;
+        case 2: r = wf_multiply(a, b); break;
+        case 3: r = wf_maximum(a, b); break;
+        case 4: r = wf_minimum(a, wf_scalar(0.5, WF_DTYPE_F32)); break;
+        case 5: r = wf_tanh(a); break;
+        case 6: r = wf_sin(a); break;
+        case 7: r = wf_sqrt(wf_abs(a)); break;
+        case 8: r = wf_multiply(a, wf_scalar(1.25, WF_DTYPE_F32)); break;
+        case 9: r = wf_add(a, wf_sum(b, (int[]){0}, 1, true)); break;  /* reduce + broadcast */
+        case 10: r = wf_exp(wf_negative(wf_square(a))); break;
+        default: r = wf_add(wf_transpose(wf_transpose(a, NULL, 0), NULL, 0), b); break;
+        }
+        if (r)
+            values[count++] = r;
+    }
+    wf_array *result = wf_keep(wf_add(values[count - 1], values[count / 2]));
+    wf_array *second = wf_keep(wf_sum(values[count - 2], (int[]){1}, 1, false));
+    wf_scope_end();
+    if (!result || !second) {
+        wf_release(result);
+        wf_release(second);
+        return wf_last_error();
+    }
+    out[0] = result;
+    out[1] = second;
+    *nout = 2;
+    return WF_OK;
+}
+
+static void test_generated_graphs_compiled_vs_not(void)
+{
+    int fused_graphs = 0;
+    for (uint64_t seed = 1; seed <= 300; seed++) {
+        uint64_t s = seed * 7919;
+        int64_t a = 1 + (int64_t)(next_random(&s) % 40), b = 1 + (int64_t)(next_random(&s) % 300);
+        float *xv = malloc((size_t)(a * b) * sizeof *xv), *yv = malloc((size_t)b * sizeof *yv);
+        for (int64_t i = 0; i < a * b; i++)
+            xv[i] = (float)((int)(next_random(&s) % 2001) - 1000) / 500.0f;
+        for (int64_t i = 0; i < b; i++)
+            yv[i] = (float)((int)(next_random(&s) % 2001) - 1000) / 500.0f;
+        wf_array *x = wf_array_from_data(xv, (int64_t[]){a, b}, 2, WF_DTYPE_F32);
+        wf_array *y = wf_array_from_data(yv, &b, 1, WF_DTYPE_F32);
+        free(xv);
+        free(yv);
+        wf_fn *f = wf_fn_new(generated_body, &seed, NULL);
+        wf_fn *cf = wf_compile(f, NULL);
+        wf_array *in[2] = {x, y}, *want[2], *got[2];
+        size_t nw = 2, ng = 2;
+        uint64_t fused = wf__fused_kernels_run();
+        CHECK_OK(wf_fn_call(f, in, 2, want, &nw));
+        CHECK_OK(wf_fn_call(cf, in, 2, got, &ng));
+        CHECK_EQ_SIZE(ng, 2);
+        for (int k = 0; k < 2 && nw == 2 && ng == 2; k++) {
+            wf_array *scale = wf_add(wf_abs(want[k]), wf_scalar(1.0, WF_DTYPE_F32));
+            wf_array *rel = wf_divide(wf_abs(wf_subtract(want[k], got[k])), scale);
+            double worst = 1;
+            wf_array *m = wf_max(rel, NULL, 0, false);
+            CHECK_OK(wf_array_item(m, &worst));
+            if (!CHECK(worst <= 1e-5))
+                fprintf(stderr, "    seed %llu output %d: relative difference %g\n",
+                        (unsigned long long)seed, k, worst);
+            wf_release(m);
+            wf_release(rel);
+            wf_release(scale);
+        }
+        fused_graphs += wf__fused_kernels_run() > fused;
+        for (size_t k = 0; k < nw; k++)
+            wf_release(want[k]);
+        for (size_t k = 0; k < ng; k++)
+            wf_release(got[k]);
+        wf_fn_release(cf);
+        wf_fn_release(f);
+        wf_release(x);
+        wf_release(y);
+    }
+    CHECK(fused_graphs > 100); /* the comparison exercised fusion, not just replay */
+}
+
 int main(void)
 {
     RUN_TEST(test_chain_compiles_fuses_and_matches);
@@ -474,5 +686,8 @@ int main(void)
     RUN_TEST(test_nested_compiled_calls_are_inlined);
     RUN_TEST(test_release_erases_and_limits_evict);
     RUN_TEST(test_bad_input);
+    RUN_TEST(test_random_needs_an_explicit_key_when_compiled);
+    RUN_TEST(test_grad_of_compiled_and_compiled_grad);
+    RUN_TEST(test_generated_graphs_compiled_vs_not);
     return TEST_SUMMARY();
 }
