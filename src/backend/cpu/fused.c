@@ -7,7 +7,7 @@
  * stay in L1 (a tile is reused once its last reader has run), inputs read
  * in place when their layout matches the output's, and the last instruction
  * writes straight into the output. The loops below are compiled for AVX-512,
- * AVX2+FMA and the x86-64 baseline (target_clones picks one at load time).
+ * AVX2+FMA and the x86-64 baseline.
  */
 #include "backend/cpu/fused.h"
 
@@ -22,12 +22,14 @@
 
 enum { TILE = 1024, CHUNK = 16 * TILE };
 
-#define WF_FUSED_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2,fma", "default")))
+/* ------------------------------------------------------------ tile loops
+ *
+ * The loop bodies are written once (always inlined) and compiled into one
+ * wrapper per instruction-set variant; the variant is vmath's (the best the
+ * CPU runs, or the one WEFT_ISA / tests force). Not target_clones: an ifunc
+ * resolver runs before the sanitizers' runtimes start. */
 
-/* ------------------------------------------------------------ tile loops */
-
-WF_FUSED_CLONES
-static void tile_binary(int opcode, int64_t n, const float *restrict a, const float *restrict b,
+static inline __attribute__((always_inline)) void binary_body(int opcode, int64_t n, const float *restrict a, const float *restrict b,
                         float *restrict y)
 {
     switch (opcode) {
@@ -60,8 +62,7 @@ static void tile_binary(int opcode, int64_t n, const float *restrict a, const fl
     }
 }
 
-WF_FUSED_CLONES
-static void tile_simple_unary(int opcode, int64_t n, const float *restrict x, float *restrict y)
+static inline __attribute__((always_inline)) void simple_unary_body(int opcode, int64_t n, const float *restrict x, float *restrict y)
 {
     switch (opcode) {
     case WF_FUSED_NEGATIVE:
@@ -99,6 +100,61 @@ static void tile_simple_unary(int opcode, int64_t n, const float *restrict x, fl
     default:
         break;
     }
+}
+
+#define WF_FUSED_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
+#define WF_FUSED_AVX2 __attribute__((target("avx2,fma")))
+
+WF_FUSED_AVX512 static void binary_avx512(int op, int64_t n, const float *restrict a,
+                                          const float *restrict b, float *restrict y)
+{
+    binary_body(op, n, a, b, y);
+}
+WF_FUSED_AVX2 static void binary_avx2(int op, int64_t n, const float *restrict a,
+                                      const float *restrict b, float *restrict y)
+{
+    binary_body(op, n, a, b, y);
+}
+static void binary_baseline(int op, int64_t n, const float *restrict a, const float *restrict b,
+                            float *restrict y)
+{
+    binary_body(op, n, a, b, y);
+}
+WF_FUSED_AVX512 static void simple_unary_avx512(int op, int64_t n, const float *restrict x,
+                                                float *restrict y)
+{
+    simple_unary_body(op, n, x, y);
+}
+WF_FUSED_AVX2 static void simple_unary_avx2(int op, int64_t n, const float *restrict x,
+                                            float *restrict y)
+{
+    simple_unary_body(op, n, x, y);
+}
+static void simple_unary_baseline(int op, int64_t n, const float *restrict x, float *restrict y)
+{
+    simple_unary_body(op, n, x, y);
+}
+
+static void tile_binary(int opcode, int64_t n, const float *a, const float *b, float *y)
+{
+    int isa = wf__vm_isa_best();
+    if (isa >= WF_VM_ISA_AVX512)
+        binary_avx512(opcode, n, a, b, y);
+    else if (isa == WF_VM_ISA_AVX2)
+        binary_avx2(opcode, n, a, b, y);
+    else
+        binary_baseline(opcode, n, a, b, y);
+}
+
+static void tile_simple_unary(int opcode, int64_t n, const float *x, float *y)
+{
+    int isa = wf__vm_isa_best();
+    if (isa >= WF_VM_ISA_AVX512)
+        simple_unary_avx512(opcode, n, x, y);
+    else if (isa == WF_VM_ISA_AVX2)
+        simple_unary_avx2(opcode, n, x, y);
+    else
+        simple_unary_baseline(opcode, n, x, y);
 }
 
 static void tile_unary(int opcode, int64_t n, const float *x, float *y)
