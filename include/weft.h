@@ -822,6 +822,14 @@ typedef struct wf_compile_options {
                            ops whose parameters fix a shape are refused at trace time */
     int retrace_warning; /* log a warning when one function has traced more than this
                             many times (0: never; default 16) */
+    /* Declared state (MLX's compile(inputs=, outputs=)): each call passes the
+     * slots' current arrays to the function after its inputs, and stores the
+     * function's last nstate outputs back into the slots (the caller gets the
+     * outputs before them). Each load and store is atomic; calls that share
+     * state should not overlap, as with any read-modify-write. The compiled
+     * function retains the slots. */
+    wf_slot *const *state;
+    size_t nstate;
 } wf_compile_options;
 
 wf_compile_options wf_compile_options_default(void);

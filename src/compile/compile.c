@@ -85,6 +85,8 @@ typedef struct wf_compiled {
     wf_fn *fn; /* the traced function (owned reference) */
     bool shapeless;
     int retrace_warning;
+    wf_slot **state; /* declared state (owned references), nstate of them */
+    size_t nstate;
     atomic_uint_fast64_t calls, hits, misses, traces, waits, inline_calls, warned;
 } wf_compiled;
 
@@ -109,6 +111,9 @@ static void compiled_free(void *p)
     wf_compiled *c = p;
     wf__cache_erase_function(c->id);
     wf_fn_release(c->fn);
+    for (size_t i = 0; i < c->nstate; i++)
+        wf_slot_release(c->state[i]);
+    free(c->state);
     free(c);
 }
 
@@ -310,14 +315,11 @@ static wf_status replay(const wf_trace *t, wf_array *const *inputs, size_t ninpu
     return WF_OK;
 }
 
-static wf_status compiled_call(void *payload, wf_array *const *inputs, size_t ninputs,
-                               wf_array **outputs, size_t *noutputs)
+/* A call without declared state: look up, trace if needed, replay. */
+static wf_status call_traced(wf_compiled *c, wf_array *const *inputs, size_t ninputs,
+                             wf_array **outputs, size_t *noutputs)
 {
-    wf_compiled *c = payload;
-    atomic_fetch_add_explicit(&c->calls, 1, memory_order_relaxed);
-    wf_status status = check_inputs(inputs, ninputs);
-    if (status != WF_OK)
-        return status;
+    wf_status status;
     wf_compile_mode mode = wf_get_compile_mode();
     if (mode == WF_COMPILE_DISABLED || wf__graph_compile_depth() > 0) {
         atomic_fetch_add_explicit(&c->inline_calls, 1, memory_order_relaxed);
@@ -364,6 +366,71 @@ static wf_status compiled_call(void *payload, wf_array *const *inputs, size_t ni
     return status;
 }
 
+static void release_arrays(wf_array **arrays, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        wf_release(arrays[i]);
+}
+
+/* With declared state: the slots' current arrays follow the inputs, and the
+ * function's last nstate outputs are stored back into the slots. */
+static wf_status call_with_state(wf_compiled *c, wf_array *const *inputs, size_t ninputs,
+                                 wf_array **outputs, size_t *noutputs)
+{
+    size_t total = ninputs + c->nstate;
+    wf_array **all = calloc(total, sizeof *all);
+    if (!all)
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "compiled call: out of memory");
+    memcpy(all, inputs, ninputs * sizeof *all);
+    wf_status status = WF_OK;
+    for (size_t i = 0; i < c->nstate && status == WF_OK; i++) {
+        all[ninputs + i] = wf_slot_load(c->state[i]);
+        if (!all[ninputs + i])
+            status = wf__error(WF_ERR_INVALID_ARGUMENT,
+                               "compiled call: state slot %zu is empty (store an array first)",
+                               i);
+    }
+    wf_array *outs[WF_FN_MAX_OUTPUTS];
+    size_t nout = WF_FN_MAX_OUTPUTS;
+    if (status == WF_OK)
+        status = call_traced(c, all, total, outs, &nout);
+    release_arrays(all + ninputs, c->nstate);
+    free(all);
+    if (status != WF_OK)
+        return status;
+    if (nout < c->nstate || nout - c->nstate > *noutputs) {
+        release_arrays(outs, nout);
+        return wf__error(WF_ERR_INVALID_ARGUMENT,
+                         "compiled call: the function returned %zu outputs for %zu state slots "
+                         "and room for %zu results",
+                         nout, c->nstate, *noutputs);
+    }
+    size_t nresults = nout - c->nstate;
+    for (size_t i = 0; i < c->nstate && status == WF_OK; i++)
+        status = wf_slot_store(c->state[i], outs[nresults + i]);
+    release_arrays(outs + nresults, c->nstate);
+    if (status != WF_OK) {
+        release_arrays(outs, nresults);
+        return status;
+    }
+    memcpy(outputs, outs, nresults * sizeof *outputs);
+    *noutputs = nresults;
+    return WF_OK;
+}
+
+static wf_status compiled_call(void *payload, wf_array *const *inputs, size_t ninputs,
+                               wf_array **outputs, size_t *noutputs)
+{
+    wf_compiled *c = payload;
+    atomic_fetch_add_explicit(&c->calls, 1, memory_order_relaxed);
+    wf_status status = check_inputs(inputs, ninputs);
+    if (status != WF_OK)
+        return status;
+    if (c->nstate)
+        return call_with_state(c, inputs, ninputs, outputs, noutputs);
+    return call_traced(c, inputs, ninputs, outputs, noutputs);
+}
+
 /* ------------------------------------------------------------ public API */
 
 wf_compile_options wf_compile_options_default(void)
@@ -391,6 +458,17 @@ wf_fn *wf_compile(wf_fn *fn, const wf_compile_options *options)
         }
         memcpy(&o, options, options->struct_size);
     }
+    if (o.nstate && !o.state) {
+        wf__error(WF_ERR_NULL_ARGUMENT, "wf_compile: options->state is NULL with nstate %zu",
+                  o.nstate);
+        return NULL;
+    }
+    for (size_t i = 0; i < o.nstate; i++) {
+        if (!o.state[i]) {
+            wf__error(WF_ERR_NULL_ARGUMENT, "wf_compile: state slot %zu is NULL", i);
+            return NULL;
+        }
+    }
     if (o.retrace_warning < 0) {
         wf__error(WF_ERR_INVALID_ARGUMENT, "wf_compile: retrace_warning %d is negative",
                   o.retrace_warning);
@@ -405,6 +483,15 @@ wf_fn *wf_compile(wf_fn *fn, const wf_compile_options *options)
     c->fn = wf_fn_retain(fn);
     c->shapeless = o.shapeless;
     c->retrace_warning = o.retrace_warning;
+    c->state = o.nstate ? calloc(o.nstate, sizeof *c->state) : NULL;
+    if (o.nstate && !c->state) {
+        wf_fn_release(c->fn);
+        free(c);
+        wf__error(WF_ERR_OUT_OF_MEMORY, "wf_compile: out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < o.nstate; i++)
+        c->state[c->nstate++] = wf_slot_retain(o.state[i]);
     return wf_fn_new(compiled_call, c, compiled_free);
 }
 

@@ -673,6 +673,66 @@ static void test_generated_graphs_compiled_vs_not(void)
     CHECK(fused_graphs > 100); /* the comparison exercised fusion, not just replay */
 }
 
+/* ------------------------------------------------------------ declared state */
+
+/* (x, count) -> (x * count, count + 1): a step counter kept in a slot. */
+static wf_status counter_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                              size_t *nout)
+{
+    (void)payload;
+    if (n != 2)
+        return wf_set_error(WF_ERR_INVALID_ARGUMENT, "counter_body: %zu inputs", n);
+    wf_array *one = wf_scalar(1.0, WF_DTYPE_F32);
+    out[0] = wf_multiply(in[0], in[1]);
+    out[1] = wf_add(in[1], one);
+    wf_release(one);
+    *nout = 2;
+    return out[0] && out[1] ? WF_OK : wf_last_error();
+}
+
+static void test_declared_state_in_slots(void)
+{
+    wf_array *zero = wf_scalar(0.0, WF_DTYPE_F32);
+    wf_slot *count = wf_slot_new(zero);
+    wf_release(zero);
+    wf_compile_options o = wf_compile_options_default();
+    o.state = &count;
+    o.nstate = 1;
+    wf_fn *f = wf_fn_new(counter_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, &o);
+    wf_array *x = ramp(8, 1.0);
+    for (int call = 0; call < 4; call++) {
+        wf_array *y = call1(cf, x);
+        CHECK_NOT_NULL(y);
+        wf_array *k = wf_scalar((double)call, WF_DTYPE_F32);
+        wf_array *want = wf_multiply(x, k);
+        CHECK(y && max_abs_diff(want, y) == 0.0);
+        wf_release(y);
+        wf_release(want);
+        wf_release(k);
+    }
+    wf_array *now = wf_slot_load(count);
+    double v = -1;
+    CHECK_OK(wf_array_item(now, &v));
+    CHECK_NEAR(v, 4.0, 0);
+    wf_release(now);
+    CHECK_EQ_INT(stats_of(cf).traces, 1);
+    /* Bad declarations. */
+    o.state = NULL;
+    CHECK_NULL_WITH(wf_compile(f, &o), WF_ERR_NULL_ARGUMENT);
+    wf_slot *empty = wf_slot_new(NULL);
+    o.state = &empty;
+    wf_fn *ce = wf_compile(f, &o);
+    CHECK(call1(ce, x) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_INVALID_ARGUMENT);
+    wf_fn_release(ce);
+    wf_slot_release(empty);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+    wf_slot_release(count); /* the compiled function held its own reference */
+    wf_release(x);
+}
+
 int main(void)
 {
     RUN_TEST(test_chain_compiles_fuses_and_matches);
@@ -689,5 +749,6 @@ int main(void)
     RUN_TEST(test_random_needs_an_explicit_key_when_compiled);
     RUN_TEST(test_grad_of_compiled_and_compiled_grad);
     RUN_TEST(test_generated_graphs_compiled_vs_not);
+    RUN_TEST(test_declared_state_in_slots);
     return TEST_SUMMARY();
 }
