@@ -109,6 +109,35 @@ uint16_t wf__f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* Rounding to odd: the float nearest x toward zero, with its last bit set
+ * if x was not exact. A float of 24 bits rounded to odd then rounded to
+ * nearest even at 8 or 11 bits gives x rounded once: the odd last bit keeps
+ * "above the halfway point" from turning into "exactly halfway". */
+float wf__f64_to_f32_round_odd(double x)
+{
+    const float f = (float)x; /* nearest even; steps one toward x if even and inexact */
+    const uint32_t b = f32_bits(f);
+    const double back = (double)f;
+    const uint32_t step = (back != x && x == x && !(b & 1u)) ? 1u : 0u;
+    return bits_f32(fabs(x) > fabs(back) ? b + step : b - step);
+}
+
+float wf__i64_to_f32_round_odd(int64_t v)
+{
+    const uint64_t mag = v < 0 ? 0u - (uint64_t)v : (uint64_t)v;
+    int shift = 0; /* drop bits until 24 remain; the dropped ones set the last */
+    while ((mag >> shift) >= (1u << 24))
+        shift++;
+    const uint64_t kept = (mag >> shift) | ((mag & ((UINT64_C(1) << shift) - 1u)) != 0);
+    const float f = ldexpf((float)kept, shift);
+    return v < 0 ? -f : f;
+}
+
+uint16_t wf__f64_to_f16(double x) { return wf__f32_to_f16(wf__f64_to_f32_round_odd(x)); }
+uint16_t wf__f64_to_bf16(double x) { return wf__f32_to_bf16(wf__f64_to_f32_round_odd(x)); }
+uint16_t wf__i64_to_f16(int64_t v) { return wf__f32_to_f16(wf__i64_to_f32_round_odd(v)); }
+uint16_t wf__i64_to_bf16(int64_t v) { return wf__f32_to_bf16(wf__i64_to_f32_round_odd(v)); }
+
 double wf__load_as_double(const void *data, wf_dtype dtype, int64_t index)
 {
     switch (dtype) {
@@ -152,8 +181,8 @@ void wf__store_from_double(void *data, wf_dtype dtype, int64_t index, double val
         break;
     }
     case WF_DTYPE_I64: ((int64_t *)data)[index] = saturate_i64(value); break;
-    case WF_DTYPE_F16: ((uint16_t *)data)[index] = wf__f32_to_f16((float)value); break;
-    case WF_DTYPE_BF16: ((uint16_t *)data)[index] = wf__f32_to_bf16((float)value); break;
+    case WF_DTYPE_F16: ((uint16_t *)data)[index] = wf__f64_to_f16(value); break;
+    case WF_DTYPE_BF16: ((uint16_t *)data)[index] = wf__f64_to_bf16(value); break;
     case WF_DTYPE_F32: ((float *)data)[index] = (float)value; break;
     case WF_DTYPE_F64: ((double *)data)[index] = value; break;
     default: break;

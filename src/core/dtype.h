@@ -15,11 +15,21 @@ float wf__f16_to_f32(uint16_t h);
 uint16_t wf__f32_to_f16(float f);
 float wf__bf16_to_f32(uint16_t h);
 uint16_t wf__f32_to_bf16(float f);
+/* float64 and int64 (int32, ...) to f16/bf16, rounded once to nearest even
+ * (not through float32's nearest, which would round twice), NaN kept. */
+uint16_t wf__f64_to_f16(double x);
+uint16_t wf__f64_to_bf16(double x);
+uint16_t wf__i64_to_f16(int64_t v);
+uint16_t wf__i64_to_bf16(int64_t v);
+/* x rounded to float32 "to odd" (toward zero, last bit set if inexact):
+ * rounding that again to a narrower type rounds x once. */
+float wf__f64_to_f32_round_odd(double x);
+float wf__i64_to_f32_round_odd(int64_t v);
 
 /* Reads element `index` of a contiguous array of `dtype` as double. */
 double wf__load_as_double(const void *data, wf_dtype dtype, int64_t index);
 /* Writes `value` converted to `dtype` (C conversion; floats to ints truncate,
- * bool is value != 0) at element `index`. */
+ * bool is value != 0; f16/bf16 rounded once) at element `index`. */
 void wf__store_from_double(void *data, wf_dtype dtype, int64_t index, double value);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/vmath.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
@@ -128,11 +129,17 @@ __attribute__((target("avx2"))) static void f32_to_bf16_avx2(int64_t n, const fl
     f32_to_bf16_block(n, s, d, 1);
 }
 
+/* The hardware paths run unless the vmath variant was forced down to the
+ * baseline (WEFT_ISA=baseline, wf__vm_isa_force), so tests reach both. */
 static bool cpu_has_f16c(void)
 {
-    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    return wf__vm_isa_active() >= WF_VM_ISA_AVX2 && __builtin_cpu_supports("avx") &&
+           __builtin_cpu_supports("f16c");
 }
-static bool cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+static bool cpu_has_avx2(void)
+{
+    return wf__vm_isa_active() >= WF_VM_ISA_AVX2 && __builtin_cpu_supports("avx2");
+}
 #endif
 
 void wf__cpu_halves_to_f32(int64_t n, const uint16_t *src, int64_t stride, wf_dtype dtype,
@@ -292,8 +299,7 @@ INT_FLOORDIV(int64_t, i64, uint64_t, wf__cpu_wrap_i64)
  * floor_divide and remainder follow Python / NumPy's divmod: computed from
  * fmod so that a == b * q + r holds as closely as it can; division by zero
  * gives IEEE results (a / 0 for floor_divide: +-inf or NaN; NaN for
- * remainder). logaddexp is max + log1p(exp(-|a - b|)), with equal
- * arguments (including equal infinities) giving a + log(2). */
+ * remainder). */
 #define FLOAT_OPS(T, SFX, S)                                                            \
     static inline T add_##SFX(T a, T b) { return a + b; }                               \
     static inline T sub_##SFX(T a, T b) { return a - b; }                               \
@@ -301,8 +307,6 @@ INT_FLOORDIV(int64_t, i64, uint64_t, wf__cpu_wrap_i64)
     static inline T div_##SFX(T a, T b) { return a / b; }                               \
     static inline T max_##SFX(T a, T b) { return (a >= b || a != a) ? a : b; }          \
     static inline T min_##SFX(T a, T b) { return (a <= b || a != a) ? a : b; }          \
-    static inline T pow_##SFX(T a, T b) { return pow##S(a, b); }                        \
-    static inline T atan2_##SFX(T a, T b) { return atan2##S(a, b); }                    \
     static inline T floordiv_##SFX(T a, T b)                                            \
     {                                                                                   \
         if (b == 0)                                                                     \
@@ -326,16 +330,14 @@ INT_FLOORDIV(int64_t, i64, uint64_t, wf__cpu_wrap_i64)
         if (mod != 0)                                                                   \
             return ((b < 0) != (mod < 0)) ? mod + b : mod;                              \
         return copysign##S(0, b);                                                       \
-    }                                                                                   \
-    static inline T logaddexp_##SFX(T a, T b)                                           \
-    {                                                                                   \
-        if (a == b)                                                                     \
-            return a + (T)0.693147180559945309417232121458176568;                       \
-        const T m = a > b ? a : b;                                                      \
-        return m + log1p##S(exp##S(-fabs##S(a - b)));                                   \
     }
 FLOAT_OPS(float, f32, f)
 FLOAT_OPS(double, f64, )
+
+/* float64 power and arctan2 stay with libm (float32 and logaddexp are
+ * vectorized in vmath.c). */
+static inline double pow_f64(double a, double b) { return pow(a, b); }
+static inline double atan2_f64(double a, double b) { return atan2(a, b); }
 
 /* Comparisons give bool; NaN compares unequal to everything. */
 #define CMP_OPS(T, SFX)                                                                 \
@@ -408,6 +410,35 @@ static inline uint8_t ge_bool(uint8_t a, uint8_t b) { return ge_u8(b01(a), b01(b
 #define LOOP(NAME, TI, TO, OP)                                                          \
     TYPED_LOOP(NAME, TI, TO, OP)                                                        \
     INNER(NAME, TI, TO)
+
+/* A float loop made of a vmath block function o = f(a, b) (contiguous):
+ * all-contiguous rows call it directly; broadcast (stride 0) and strided
+ * operands are gathered into blocks first, a strided output written back. */
+enum { VM_STAGE = 512 };
+#define VM_TYPED_LOOP(NAME, T, BLOCKFN)                                                 \
+    static void NAME##_typed(int64_t n, T *restrict o, int64_t so, const T *restrict a,  \
+                             int64_t sa, const T *restrict b, int64_t sb)               \
+    {                                                                                   \
+        if (so == 1 && sa == 1 && sb == 1) {                                            \
+            BLOCKFN(n, a, b, o);                                                        \
+            return;                                                                     \
+        }                                                                               \
+        T xa[VM_STAGE], xb[VM_STAGE], xr[VM_STAGE];                                     \
+        for (int64_t i0 = 0; i0 < n; i0 += VM_STAGE) {                                  \
+            const int64_t m = n - i0 < VM_STAGE ? n - i0 : VM_STAGE;                    \
+            for (int64_t j = 0; sa != 1 && j < m; j++)                                  \
+                xa[j] = a[(i0 + j) * sa];                                               \
+            for (int64_t j = 0; sb != 1 && j < m; j++)                                  \
+                xb[j] = b[(i0 + j) * sb];                                               \
+            BLOCKFN(m, sa == 1 ? a + i0 : xa, sb == 1 ? b + i0 : xb, so == 1 ? o + i0 : xr); \
+            for (int64_t j = 0; so != 1 && j < m; j++)                                  \
+                o[(i0 + j) * so] = xr[j];                                               \
+        }                                                                               \
+    }
+
+#define VM_LOOP(NAME, T, BLOCKFN)                                                       \
+    VM_TYPED_LOOP(NAME, T, BLOCKFN)                                                     \
+    INNER(NAME, T, T)
 
 /* Halves: convert a block of each input into a float32 buffer (a stride-0
  * input once), run the float32 typed loop, convert the block back (or, for a
@@ -504,13 +535,17 @@ static void half_cmp(int64_t n, char *const *ptrs, const int64_t *strides, wf_dt
         NULL, L_##NAME##_u8, L_##NAME##_i32, L_##NAME##_i64,                            \
         L_##NAME##_f16, L_##NAME##_bf16, L_##NAME##_f32, L_##NAME##_f64};
 
-/* Float types only (divide, logaddexp, arctan2: the op casts integers). */
-#define ARITH_FLOAT(NAME, OPF32, OPF64)                                                 \
-    LOOP(L_##NAME##_f32, float, float, OPF32)                                           \
-    LOOP(L_##NAME##_f64, double, double, OPF64)                                         \
+/* The loops of a float-only op (divide, logaddexp, arctan2: the op casts
+ * integers) whose float32 and float64 loops are defined before it. */
+#define FLOAT_ONLY_TABLE(NAME)                                                          \
     HALF_INNERS(NAME, half_arith)                                                       \
     static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
         NULL, NULL, NULL, NULL, L_##NAME##_f16, L_##NAME##_bf16, L_##NAME##_f32, L_##NAME##_f64};
+
+#define ARITH_FLOAT(NAME, OPF32, OPF64)                                                 \
+    LOOP(L_##NAME##_f32, float, float, OPF32)                                           \
+    LOOP(L_##NAME##_f64, double, double, OPF64)                                         \
+    FLOAT_ONLY_TABLE(NAME)
 
 /* Comparisons: every dtype in, bool out. */
 #define CMP_ALL(NAME, OP)                                                               \
@@ -529,14 +564,27 @@ ARITH_ALL(add, add_bool, add_u8, add_i32, add_i64, add_f32, add_f64)
 ARITH_ALL(mul, mul_bool, mul_u8, mul_i32, mul_i64, mul_f32, mul_f64)
 ARITH_NOBOOL(sub, sub_u8, sub_i32, sub_i64, sub_f32, sub_f64)
 ARITH_FLOAT(div, div_f32, div_f64)
-ARITH_ALL(pow, pow_bool, pow_u8, pow_i32, pow_i64, pow_f32, pow_f64)
+/* power: integer loops, vmath float32, libm float64. */
+LOOP(L_pow_bool, uint8_t, uint8_t, pow_bool)
+LOOP(L_pow_u8, uint8_t, uint8_t, pow_u8)
+LOOP(L_pow_i32, int32_t, int32_t, pow_i32)
+LOOP(L_pow_i64, int64_t, int64_t, pow_i64)
+VM_LOOP(L_pow_f32, float, wf__vm_power_f32)
+LOOP(L_pow_f64, double, double, pow_f64)
+HALF_INNERS(pow, half_arith)
+static const wf_cpu_inner_fn pow_loops[WF_DTYPE_COUNT] = {
+    L_pow_bool, L_pow_u8, L_pow_i32, L_pow_i64, L_pow_f16, L_pow_bf16, L_pow_f32, L_pow_f64};
 ARITH_ALL(max, max_bool, max_u8, max_i32, max_i64, max_f32, max_f64)
 ARITH_ALL(min, min_bool, min_u8, min_i32, min_i64, min_f32, min_f64)
 ARITH_ALL(floordiv, floordiv_bool, floordiv_u8, floordiv_i32, floordiv_i64, floordiv_f32,
           floordiv_f64)
 ARITH_ALL(rem, rem_bool, rem_u8, rem_i32, rem_i64, rem_f32, rem_f64)
-ARITH_FLOAT(logaddexp, logaddexp_f32, logaddexp_f64)
-ARITH_FLOAT(atan2, atan2_f32, atan2_f64)
+VM_LOOP(L_logaddexp_f32, float, wf__vm_logaddexp_f32)
+VM_LOOP(L_logaddexp_f64, double, wf__vm_logaddexp_f64)
+FLOAT_ONLY_TABLE(logaddexp)
+VM_LOOP(L_atan2_f32, float, wf__vm_arctan2_f32)
+LOOP(L_atan2_f64, double, double, atan2_f64)
+FLOAT_ONLY_TABLE(atan2)
 CMP_ALL(eq, eq)
 CMP_ALL(ne, ne)
 CMP_ALL(lt, lt)

@@ -25,8 +25,16 @@ static inline int32_t store_i32_from_i64(int64_t v)
     return wf__cpu_wrap_i32((uint32_t)(uint64_t)v);
 }
 static inline int64_t store_i64_from_i64(int64_t v) { return v; }
-static inline uint16_t store_f16_from_i64(int64_t v) { return wf__f32_to_f16((float)v); }
-static inline uint16_t store_bf16_from_i64(int64_t v) { return wf__f32_to_bf16((float)v); }
+/* int64 beyond 2^24 could round twice through float32's nearest; below, the
+ * value is exact in float32 (and in f16 everything >= 65520 is inf). */
+static inline uint16_t store_f16_from_i64(int64_t v)
+{
+    return v > -65536 && v < 65536 ? wf__f32_to_f16((float)v) : wf__i64_to_f16(v);
+}
+static inline uint16_t store_bf16_from_i64(int64_t v)
+{
+    return v > -(1 << 24) && v < (1 << 24) ? wf__f32_to_bf16((float)v) : wf__i64_to_bf16(v);
+}
 static inline float store_f32_from_i64(int64_t v) { return (float)v; }
 static inline double store_f64_from_i64(int64_t v) { return (double)v; }
 
@@ -51,9 +59,13 @@ static inline int64_t store_i64_from_f64(double v)
         return INT64_MAX;
     return v <= -9223372036854775808.0 ? INT64_MIN : (int64_t)v;
 }
-static inline uint16_t store_f16_from_f64(double v) { return wf__f32_to_f16((float)v); }
-static inline uint16_t store_bf16_from_f64(double v) { return wf__f32_to_bf16((float)v); }
+static inline uint16_t store_f16_from_f64(double v) { return wf__f64_to_f16(v); }
+static inline uint16_t store_bf16_from_f64(double v) { return wf__f64_to_bf16(v); }
 static inline float store_f32_from_f64(double v) { return (float)v; }
+/* From a value exact in float32 (a float32, f16 or bf16 loaded as double):
+ * converting through float32 rounds once. */
+static inline uint16_t store_f16_from_f32(double v) { return wf__f32_to_f16((float)v); }
+static inline uint16_t store_bf16_from_f32(double v) { return wf__f32_to_bf16((float)v); }
 static inline double store_f64_from_f64(double v) { return v; }
 
 /* One conversion loop per (source, destination) pair. */
@@ -115,22 +127,22 @@ CONVERT_LOOP(f16_to_bool, uint16_t, uint8_t, load_f16, store_bool_from_f64)
 CONVERT_LOOP(f16_to_u8, uint16_t, uint8_t, load_f16, store_u8_from_f64)
 CONVERT_LOOP(f16_to_i32, uint16_t, int32_t, load_f16, store_i32_from_f64)
 CONVERT_LOOP(f16_to_i64, uint16_t, int64_t, load_f16, store_i64_from_f64)
-CONVERT_LOOP(f16_to_bf16, uint16_t, uint16_t, load_f16, store_bf16_from_f64)
+CONVERT_LOOP(f16_to_bf16, uint16_t, uint16_t, load_f16, store_bf16_from_f32)
 CONVERT_LOOP(f16_to_f32, uint16_t, float, load_f16, store_f32_from_f64)
 CONVERT_LOOP(f16_to_f64, uint16_t, double, load_f16, store_f64_from_f64)
 CONVERT_LOOP(bf16_to_bool, uint16_t, uint8_t, load_bf16, store_bool_from_f64)
 CONVERT_LOOP(bf16_to_u8, uint16_t, uint8_t, load_bf16, store_u8_from_f64)
 CONVERT_LOOP(bf16_to_i32, uint16_t, int32_t, load_bf16, store_i32_from_f64)
 CONVERT_LOOP(bf16_to_i64, uint16_t, int64_t, load_bf16, store_i64_from_f64)
-CONVERT_LOOP(bf16_to_f16, uint16_t, uint16_t, load_bf16, store_f16_from_f64)
+CONVERT_LOOP(bf16_to_f16, uint16_t, uint16_t, load_bf16, store_f16_from_f32)
 CONVERT_LOOP(bf16_to_f32, uint16_t, float, load_bf16, store_f32_from_f64)
 CONVERT_LOOP(bf16_to_f64, uint16_t, double, load_bf16, store_f64_from_f64)
 CONVERT_LOOP(f32_to_bool, float, uint8_t, load_f32, store_bool_from_f64)
 CONVERT_LOOP(f32_to_u8, float, uint8_t, load_f32, store_u8_from_f64)
 CONVERT_LOOP(f32_to_i32, float, int32_t, load_f32, store_i32_from_f64)
 CONVERT_LOOP(f32_to_i64, float, int64_t, load_f32, store_i64_from_f64)
-CONVERT_LOOP(f32_to_f16, float, uint16_t, load_f32, store_f16_from_f64)
-CONVERT_LOOP(f32_to_bf16, float, uint16_t, load_f32, store_bf16_from_f64)
+CONVERT_LOOP(f32_to_f16, float, uint16_t, load_f32, store_f16_from_f32)
+CONVERT_LOOP(f32_to_bf16, float, uint16_t, load_f32, store_bf16_from_f32)
 CONVERT_LOOP(f32_to_f64, float, double, load_f32, store_f64_from_f64)
 CONVERT_LOOP(f64_to_bool, double, uint8_t, load_f64, store_bool_from_f64)
 CONVERT_LOOP(f64_to_u8, double, uint8_t, load_f64, store_u8_from_f64)

@@ -83,8 +83,8 @@ wf_status wf__cpu_copy_to_contiguous(const wf_array *src, void *dst);
 
 /* Converts an N-d strided block from `src_dtype` to `dst_dtype` (both with
  * their own element strides). Float to integer saturates and maps NaN to 0,
- * integer to integer wraps, bool is value != 0, f16/bf16 go through float32
- * with round to nearest even. Same dtypes copy. */
+ * integer to integer wraps, bool is value != 0, f16/bf16 are rounded once
+ * to nearest even. Same dtypes copy. */
 void wf__cpu_convert_strided(int ndim, const int64_t *shape, const void *src,
                              wf_dtype src_dtype, const int64_t *src_strides, void *dst,
                              wf_dtype dst_dtype, const int64_t *dst_strides);

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/linalg.h"
+#include "backend/cpu/vmath.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "prim/linalg.h"
@@ -550,46 +551,36 @@ wf_status wf__cpu_sdpa(wf_array *out, wf_array *const *inputs, int ninputs, cons
 
 /* ---------------------------------------------------------------- activations
  *
- * silu(x) = x / (1 + e^-x); gelu(x) = x * Phi(x) = x/2 * erfc(-x / sqrt 2)
- * (erfc keeps full relative accuracy for negative x, where 1 + erf(..)
- * cancels); gelu_tanh(x) = x/2 * (1 + tanh(u)) = x / (1 + e^(-2u)) with
- * u = sqrt(2/pi) (x + 0.044715 x^3). At -inf all three give -0 (their
- * limit) instead of -inf * 0 = NaN; NaN stays NaN. */
+ * silu(x) = x / (1 + e^-x); gelu(x) = x * Phi(x) = x/2 * erfc(-x / sqrt 2);
+ * gelu_tanh(x) = x/2 * (1 + tanh(u)) = x / (1 + e^(-2u)) with
+ * u = sqrt(2/pi) (x + 0.044715 x^3). The vmath kernels keep the negative
+ * tails (down to the subnormals) and give -0 at -inf (the limit); NaN stays
+ * NaN. float64 gelu is scalar (libm erfc, see wf__vm_gelu_f64_scalar). */
 
 enum act_kind { ACT_SILU, ACT_GELU, ACT_GELU_TANH };
 enum { ACT_BLOCK = 256 };
 
-#define ACT_BLOCK_FN(NAME, T, EXPV, ERFC, C_TANH, C_CUBE, RSQRT2)                       \
-    static void NAME(int64_t n, const T *restrict x, T *restrict y, int kind)          \
-    {                                                                                   \
-        T t[ACT_BLOCK], e[ACT_BLOCK];                                                   \
-        for (int64_t i0 = 0; i0 < n; i0 += ACT_BLOCK) {                                 \
-            const int64_t m = n - i0 < ACT_BLOCK ? n - i0 : ACT_BLOCK;                  \
-            const T *xs = x + i0;                                                       \
-            T *ys = y + i0;                                                             \
-            if (kind == ACT_GELU) {                                                     \
-                for (int64_t j = 0; j < m; j++)                                         \
-                    ys[j] = xs[j] == -(T)INFINITY ? -(T)0                               \
-                                                  : (T)0.5 * xs[j] * ERFC(-xs[j] * RSQRT2); \
-                continue;                                                               \
-            }                                                                           \
-            if (kind == ACT_SILU) {                                                     \
-                for (int64_t j = 0; j < m; j++)                                         \
-                    t[j] = -xs[j];                                                      \
-            } else {                                                                    \
-                for (int64_t j = 0; j < m; j++)                                         \
-                    t[j] = (T)-2 * C_TANH * (xs[j] + C_CUBE * xs[j] * xs[j] * xs[j]);   \
-            }                                                                           \
-            EXPV(m, t, e);                                                              \
-            for (int64_t j = 0; j < m; j++)                                             \
-                ys[j] = xs[j] == -(T)INFINITY ? -(T)0 : xs[j] / ((T)1 + e[j]);          \
-        }                                                                               \
-    }
+static void act_f32(int64_t n, const float *restrict x, float *restrict y, int kind)
+{
+    if (kind == ACT_SILU)
+        wf__vm_silu_f32(n, x, y);
+    else if (kind == ACT_GELU)
+        wf__vm_gelu_f32(n, x, y);
+    else
+        wf__vm_gelu_tanh_f32(n, x, y);
+}
 
-ACT_BLOCK_FN(act_f32, float, wf__cpu_exp_f32, erfcf, 0.7978845608028654f, 0.044715f,
-             0.7071067811865476f)
-ACT_BLOCK_FN(act_f64, double, wf__cpu_exp_f64, erfc, 0.7978845608028654, 0.044715,
-             0.7071067811865476)
+static void act_f64(int64_t n, const double *restrict x, double *restrict y, int kind)
+{
+    if (kind == ACT_SILU) {
+        wf__vm_silu_f64(n, x, y);
+    } else if (kind == ACT_GELU) {
+        for (int64_t i = 0; i < n; i++)
+            y[i] = wf__vm_gelu_f64_scalar(x[i]);
+    } else {
+        wf__vm_gelu_tanh_f64(n, x, y);
+    }
+}
 
 typedef struct act_ctx {
     wf_dtype dtype;

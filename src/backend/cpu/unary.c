@@ -3,10 +3,11 @@
  * Float kernels run a contiguous block function (float32 or float64) on
  * each row of the strided walk: contiguous float32/float64 rows go straight
  * to it; strided rows, broadcast rows and f16/bf16 are staged through
- * blocks (convert to the compute type, run, convert back). float32 math
- * comes from vmath.c (vectorized polynomials); float64 transcendental
- * functions use libm. Integer kernels (negative, abs, sign, square) wrap
- * around like the binary ops; predicates give bool. */
+ * blocks (convert to the compute type, run, convert back). Transcendental
+ * functions come from vmath.c (vectorized polynomials), except float64
+ * trigonometry and erf/erfinv (libm, scalar). Integer kernels (negative,
+ * abs, sign, square) wrap around like the binary ops; predicates give
+ * bool. */
 #include <math.h>
 #include <string.h>
 
@@ -39,8 +40,7 @@ typedef void (*block_f64)(int64_t n, const double *restrict x, double *restrict 
         }                                                                                   \
     }
 
-/* libm, one element at a time (float64, and the float32 functions that are
- * not on a hot path). */
+/* libm, one element at a time (float64 trigonometry and erf; erfinv). */
 #define LIBM_LOOP(NAME, T, FN)                                                              \
     static void NAME(int64_t n, const T *restrict x, T *restrict y)                         \
     {                                                                                       \
@@ -75,15 +75,16 @@ static inline double floor_f64(double v)
     const double r = rint_f64(v);
     return r > v ? r - 1.0 : r;
 }
+/* ceil keeps the sign of v: (-1, -0.5] rounds to -1 and steps up to -0. */
 static inline float ceil_f32(float v)
 {
     const float r = rint_f32(v);
-    return r < v ? r + 1.0f : r;
+    return copysignf(r < v ? r + 1.0f : r, v);
 }
 static inline double ceil_f64(double v)
 {
     const double r = rint_f64(v);
-    return r < v ? r + 1.0 : r;
+    return copysign(r < v ? r + 1.0 : r, v);
 }
 
 MAP_LOOP(negative_f32, float, -v)
@@ -107,36 +108,20 @@ MAP_LOOP(ceil_f64_loop, double, ceil_f64(v))
 MAP_LOOP(round_f32_loop, float, rint_f32(v))
 MAP_LOOP(round_f64_loop, double, rint_f64(v))
 
-static double sigmoid_f64_scalar(double v)
-{
-    const double t = exp(-fabs(v)); /* never overflows */
-    return (v < 0 ? t : 1.0) / (1.0 + t);
-}
-static double erfinv_f64_scalar(double v) { return wf__vm_erfinv(v, 2); }
+/* float64: iterate Newton to convergence (at most 8 steps). */
+static double erfinv_f64_scalar(double v) { return wf__vm_erfinv(v, 8); }
 static float erfinv_f32_scalar(float v) { return (float)wf__vm_erfinv(v, 1); }
 
-LIBM_LOOP(expm1_f64, double, expm1)
-LIBM_LOOP(log_f64, double, log)
-LIBM_LOOP(log1p_f64, double, log1p)
-LIBM_LOOP(log2_f64, double, log2)
 LIBM_LOOP(sin_f64, double, sin)
 LIBM_LOOP(cos_f64, double, cos)
 LIBM_LOOP(tan_f64, double, tan)
-LIBM_LOOP(tanh_f64, double, tanh)
-LIBM_LOOP(sinh_f64, double, sinh)
-LIBM_LOOP(cosh_f64, double, cosh)
 LIBM_LOOP(arcsin_f64, double, asin)
 LIBM_LOOP(arccos_f64, double, acos)
 LIBM_LOOP(arctan_f64, double, atan)
-LIBM_LOOP(sigmoid_f64, double, sigmoid_f64_scalar)
 LIBM_LOOP(erf_f64, double, erf)
 LIBM_LOOP(erfinv_f64, double, erfinv_f64_scalar)
-LIBM_LOOP(sinh_f32, float, sinhf)
-LIBM_LOOP(cosh_f32, float, coshf)
-LIBM_LOOP(arcsin_f32, float, asinf)
-LIBM_LOOP(arccos_f32, float, acosf)
-LIBM_LOOP(arctan_f32, float, atanf)
 LIBM_LOOP(erfinv_f32, float, erfinv_f32_scalar)
+
 
 /* ---------------------------------------------------------------- exp (cpu.h) */
 
@@ -147,8 +132,7 @@ void wf__cpu_exp_f32(int64_t n, const float *restrict x, float *restrict y)
 
 void wf__cpu_exp_f64(int64_t n, const double *restrict x, double *restrict y)
 {
-    for (int64_t i = 0; i < n; i++)
-        y[i] = exp(x[i]);
+    wf__vm_exp_f64(n, x, y);
 }
 
 /* ---------------------------------------------------------------- float walk */
@@ -411,23 +395,23 @@ NUMERIC_KERNEL(negative, INT_NEG, negative_f32, negative_f64)
 NUMERIC_KERNEL(abs, INT_ABS, abs_f32, abs_f64)
 NUMERIC_KERNEL(sign, INT_SIGN, sign_f32_loop, sign_f64_loop)
 NUMERIC_KERNEL(square, INT_SQUARE, square_f32, square_f64)
-FLOAT_KERNEL(expm1, wf__vm_expm1_f32, expm1_f64, COSTLY)
-FLOAT_KERNEL(log, wf__vm_log_f32, log_f64, COSTLY)
-FLOAT_KERNEL(log1p, wf__vm_log1p_f32, log1p_f64, COSTLY)
-FLOAT_KERNEL(log2, wf__vm_log2_f32, log2_f64, COSTLY)
+FLOAT_KERNEL(expm1, wf__vm_expm1_f32, wf__vm_expm1_f64, COSTLY)
+FLOAT_KERNEL(log, wf__vm_log_f32, wf__vm_log_f64, COSTLY)
+FLOAT_KERNEL(log1p, wf__vm_log1p_f32, wf__vm_log1p_f64, COSTLY)
+FLOAT_KERNEL(log2, wf__vm_log2_f32, wf__vm_log2_f64, COSTLY)
 FLOAT_KERNEL(sqrt, sqrt_f32, sqrt_f64, CHEAP)
 FLOAT_KERNEL(rsqrt, rsqrt_f32, rsqrt_f64, CHEAP)
 FLOAT_KERNEL(reciprocal, reciprocal_f32, reciprocal_f64, CHEAP)
 FLOAT_KERNEL(sin, wf__vm_sin_f32, sin_f64, COSTLY)
 FLOAT_KERNEL(cos, wf__vm_cos_f32, cos_f64, COSTLY)
 FLOAT_KERNEL(tan, wf__vm_tan_f32, tan_f64, COSTLY)
-FLOAT_KERNEL(tanh, wf__vm_tanh_f32, tanh_f64, COSTLY)
-FLOAT_KERNEL(sinh, sinh_f32, sinh_f64, COSTLY)
-FLOAT_KERNEL(cosh, cosh_f32, cosh_f64, COSTLY)
-FLOAT_KERNEL(arcsin, arcsin_f32, arcsin_f64, COSTLY)
-FLOAT_KERNEL(arccos, arccos_f32, arccos_f64, COSTLY)
-FLOAT_KERNEL(arctan, arctan_f32, arctan_f64, COSTLY)
-FLOAT_KERNEL(sigmoid, wf__vm_sigmoid_f32, sigmoid_f64, COSTLY)
+FLOAT_KERNEL(tanh, wf__vm_tanh_f32, wf__vm_tanh_f64, COSTLY)
+FLOAT_KERNEL(sinh, wf__vm_sinh_f32, wf__vm_sinh_f64, COSTLY)
+FLOAT_KERNEL(cosh, wf__vm_cosh_f32, wf__vm_cosh_f64, COSTLY)
+FLOAT_KERNEL(arcsin, wf__vm_arcsin_f32, arcsin_f64, COSTLY)
+FLOAT_KERNEL(arccos, wf__vm_arccos_f32, arccos_f64, COSTLY)
+FLOAT_KERNEL(arctan, wf__vm_arctan_f32, arctan_f64, COSTLY)
+FLOAT_KERNEL(sigmoid, wf__vm_sigmoid_f32, wf__vm_sigmoid_f64, COSTLY)
 FLOAT_KERNEL(erf, wf__vm_erf_f32, erf_f64, COSTLY)
 FLOAT_KERNEL(erfinv, erfinv_f32, erfinv_f64, COSTLY)
 FLOAT_KERNEL(floor, floor_f32_loop, floor_f64_loop, CHEAP)

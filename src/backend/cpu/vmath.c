@@ -1,5 +1,5 @@
 /*
- * Vectorized float32 math (see vmath.h).
+ * Vectorized math (see vmath.h).
  *
  * Each function is a static inline per-element body written without
  * branches (selects instead) and without calls, run by a loop over blocks of
@@ -13,13 +13,20 @@
  * happen whatever the input.
  *
  * Coefficients were fitted with mpmath (Chebyshev fits of the remainder
- * functions named in each comment) and rounded to float.
+ * functions named in each comment) and rounded to float (or double for
+ * the float64 functions). Float64 code uses the same tricks with 1.5 * 2^52
+ * and builds doubles from integer bits (0x1p52 + k has k in its low bits)
+ * instead of converting 64-bit integers, which AVX2 cannot vectorize.
  */
 #include "backend/cpu/vmath.h"
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "core/error.h"
 
 enum { VM_BLOCK = 16 };
 
@@ -328,21 +335,643 @@ VM_INLINE float vm_tan(float x)
     return vsel(x == 0.0f, x, num / den); /* keeps -0 */
 }
 
+/* ---------------------------------------------------------------- float32 activations */
+
+/* 2^-n (n in [0, 252]) as two normal factors s1 s2, so that m s1 s2 rounds
+ * once even when it lands among the subnormals. */
+VM_INLINE void pow2_neg_split(uint32_t n, float *s1, float *s2)
+{
+    const uint32_t n1 = n >> 1, n2 = n - n1;
+    *s1 = as_f32((127u - n1) << 23);
+    *s2 = as_f32((127u - n2) << 23);
+}
+
+/* e^-a = p 2^-n with p = e^-r in [0.7, 1.42], for 0 <= a <= 112 (a larger
+ * or NaN is taken as 112; callers replace those results). */
+VM_INLINE float exp_neg_parts(float a, uint32_t *n)
+{
+    const float ac = a < 112.0f ? a : 112.0f;
+    const float kf = ac * VM_LOG2E + VM_SHIFT;
+    *n = as_u32(kf) - 0x4b400000u;
+    const float nf = kf - VM_SHIFT;
+    const float r = (ac - nf * VM_LN2_HI) - nf * VM_LN2_LO;
+    return 1.0f + expm1_poly(-r);
+}
+
+/* x / (1 + e^-a) where a has x's sign, given e^-|a| = p 2^-n: x / (1 + t)
+ * for x >= 0, x t / (1 + t) for x < 0 with x t = (x p) 2^-n rounded once,
+ * so the negative tail survives down to the smallest subnormal. gone: |a|
+ * is beyond exp_neg_parts' range, where x < 0 gives -0 (-inf included: the
+ * limit). NaN stays NaN. */
+VM_INLINE float x_sigmoid_from_parts(float x, float p, uint32_t n, int gone)
+{
+    float s1, s2;
+    pow2_neg_split(n, &s1, &s2);
+    const float t = (p * s1) * s2;
+    const float num = vsel(x < 0.0f, ((x * p) * s1) * s2, x);
+    const float y = num / (1.0f + t);
+    return vsel(gone && x < 0.0f, -0.0f, vsel(x != x, x, y));
+}
+
+/* silu(x) = x sigmoid(x). */
+VM_INLINE float vm_silu(float x)
+{
+    uint32_t n;
+    const float a = fabsf(x);
+    const float p = exp_neg_parts(a, &n);
+    return x_sigmoid_from_parts(x, p, n, a >= 112.0f);
+}
+
+#define VD_SHIFT 0x1.8p52
+#define VD_LOG2E 0x1.71547652b82fep+0
+#define VD_LN2 0x1.62e42fefa39efp-1
+#define VM_GELU_K1 0x1.9884533d43651p+0 /* 2 sqrt(2/pi) */
+#define VM_GELU_K2 0x1.2444f2a4d8b4bp-4 /* 2 sqrt(2/pi) 0.044715 */
+
+VM_INLINE uint64_t as_u64(double f)
+{
+    uint64_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+VM_INLINE double as_f64(uint64_t u)
+{
+    double f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+VM_INLINE double vseld(int c, double a, double b)
+{
+    const uint64_t m = 0u - (uint64_t)(c != 0);
+    return as_f64((as_u64(a) & m) | (as_u64(b) & ~m));
+}
+VM_INLINE double with_sign_of_d(double a, double s)
+{
+    return as_f64(as_u64(a) | (as_u64(s) & 0x8000000000000000u));
+}
+
+/* gelu_tanh(x) = x/2 (1 + tanh(u)) = x sigmoid(2u), 2u = x (K1 + K2 x^2).
+ * 2u and its reduction by ln2 are computed in double, so the tail (where
+ * |2u| reaches 100) is not lost to the rounding of 2u in float. */
+VM_INLINE float vm_gelu_tanh(float x)
+{
+    const double xd = x;
+    const double a = fabs(xd * (VM_GELU_K1 + VM_GELU_K2 * (xd * xd)));
+    const double ac = a < 112.0 ? a : 112.0;
+    const double kd = ac * VD_LOG2E + VD_SHIFT;
+    const uint32_t n = (uint32_t)(as_u64(kd) - 0x4338000000000000u);
+    const double nd = kd - VD_SHIFT;
+    const float r = (float)(ac - nd * VD_LN2);
+    const float p = 1.0f + expm1_poly(-r);
+    return x_sigmoid_from_parts(x, p, n, a >= 112.0);
+}
+
+/* gelu(x) = x Phi(x), Phi the normal distribution function. With t = |x|,
+ * Phi(-t) = erfc(t/sqrt2)/2 = e^(-t^2/2) G(t), G(t) = Phi(-t) e^(t^2/2)
+ * smooth and slowly varying: fitted in t - 1 on [0, 2] (degree 11,
+ * relative error 1.8e-9) and, as t G(t) = h(u), in u = 1/t on [2, 15]
+ * (degree 10 in u - 0.2833, relative error 2.5e-9). Both variables are
+ * exact or harmless to round (a fit in 1/(1 + t/4) over the whole range
+ * amplified the rounding of that variable to ~5 ulp). Then gelu = x Phi(-t)
+ * for x < 0 (= -e^(-t^2/2) h(u) beyond 2), x (1 - Phi(-t)) for x >= 0.
+ * t^2/2 is split exactly into hi + lo (t = th + tl with 12-bit halves, so
+ * th^2, th tl, tl^2 are exact): e^(-t^2/2) = e^-hi e^-lo carries no error
+ * from rounding t^2 or t/sqrt2, which near t = 14 would cost ~200 ulp; and
+ * the negative tail rounds once among the subnormals. */
+VM_INLINE float gelu_small_g(float t)
+{
+    const float s = t - 1.0f;
+    float q = -0x1.04773ep-19f;
+    q = q * s + 0x1.03bf5p-17f;
+    q = q * s - 0x1.91e4d8p-16f;
+    q = q * s + 0x1.6c8072p-14f;
+    q = q * s - 0x1.426f9ep-12f;
+    q = q * s + 0x1.0a42a6p-10f;
+    q = q * s - 0x1.9ef958p-9f;
+    q = q * s + 0x1.2f463p-7f;
+    q = q * s - 0x1.9b00b4p-6f;
+    q = q * s + 0x1.fcc82cp-5f;
+    q = q * s - 0x1.19524ap-3f;
+    return q * s + 0x1.0bdb2ep-2f;
+}
+
+VM_INLINE float gelu_big_h(float u)
+{
+    const float w = u - 0x1.222222p-2f;
+    float q = -0x1.48c666p+3f;
+    q = q * w + 0x1.9a64bap+1f;
+    q = q * w + 0x1.e702eap+0f;
+    q = q * w - 0x1.e74de6p+0f;
+    q = q * w + 0x1.ba4e5p-1f;
+    q = q * w - 0x1.55bc04p-5f;
+    q = q * w - 0x1.59a4bcp-2f;
+    q = q * w + 0x1.522b3p-2f;
+    q = q * w - 0x1.c8b32ep-4f;
+    q = q * w - 0x1.3f6e4cp-3f;
+    return q * w + 0x1.7d859ep-2f;
+}
+
+VM_INLINE float vm_gelu(float x)
+{
+    const float a = fabsf(x);
+    const float t = a < 15.0f ? a : 15.0f; /* NaN: 15 */
+    const int big = t > 2.0f;
+    const float u = 1.0f / (big ? t : 2.0f);
+    const float h = gelu_big_h(u), gs = gelu_small_g(t);
+    const float th = as_f32(as_u32(t) & 0xfffff000u), tl = t - th;
+    const float hi = 0.5f * (th * th);
+    const float lo = th * tl + 0.5f * (tl * tl); /* < 0.07 */
+    float el = -0x1.111112p-7f; /* e^-lo, Taylor to lo^5 (error < 2e-10) */
+    el = el * lo + 0x1.555556p-5f;
+    el = el * lo - 0x1.555556p-3f;
+    el = el * lo + 0.5f;
+    el = el * lo - 1.0f;
+    el = el * lo + 1.0f;
+    const float m = el * vsel(big, u * h, gs); /* Phi(-t) e^hi */
+    const float xm = vsel(big, -(el * h), x * (el * gs)); /* x m, for x < 0 */
+    uint32_t n;
+    const float p = exp_neg_parts(hi, &n);
+    float s1, s2;
+    pow2_neg_split(n, &s1, &s2);
+    const float neg = ((xm * p) * s1) * s2;
+    const float pos = x * (1.0f - ((m * p) * s1) * s2);
+    float y = vsel(x < 0.0f, neg, pos);
+    y = vsel(a > 15.0f, vsel(x > 0.0f, x, -0.0f), y);
+    return vsel(x != x, x, y);
+}
+
+/* ---------------------------------------------------------------- sinh, cosh */
+
+/* |x| < 44: sinh = (em + em / (em + 1)) / 2 with em = expm1(|x|) (no
+ * cancellation, exact to first order for tiny x); beyond, (e^(|x|/2) / 2)
+ * e^(|x|/2), which stays finite up to sinh's own overflow. */
+VM_INLINE float vm_sinh(float x)
+{
+    const float a = fabsf(x);
+    const float em = vm_expm1(a < 44.0f ? a : 44.0f);
+    const float mid = 0.5f * (em + em / (em + 1.0f));
+    const float h = vm_exp(0.5f * a);
+    const float big = (0.5f * h) * h;
+    const float y = with_sign_of(vsel(a < 44.0f, mid, big), x);
+    return vsel(x != x, x, y);
+}
+
+VM_INLINE float vm_cosh(float x)
+{
+    const float a = fabsf(x);
+    const float e = vm_exp(a < 44.0f ? a : 44.0f);
+    const float mid = 0.5f * e + 0.5f / e;
+    const float h = vm_exp(0.5f * a);
+    const float big = (0.5f * h) * h;
+    return vsel(a < 44.0f, mid, big); /* NaN: big is NaN */
+}
+
+/* ---------------------------------------------------------------- arctan, arctan2 */
+
+/* pi/2, pi, pi/4 as float hi + lo. */
+#define VM_PIO2_HI 0x1.921fb6p+0f
+#define VM_PIO2_LO (-0x1.777a5cp-25f)
+#define VM_PI_HI 0x1.921fb6p+1f
+#define VM_PI_LO (-0x1.777a5cp-24f)
+#define VM_PIO4_HI 0x1.921fb6p-1f
+#define VM_PIO4_LO (-0x1.777a5cp-26f)
+
+/* atan(u) = u + u z P(z), z = u^2, for |u| <= tan(pi/8); P fitted to
+ * (atan(sqrt z)/sqrt z - 1)/z (degree 4, error 1.6e-8). */
+VM_INLINE float atan_poly(float u)
+{
+    const float z = u * u;
+    float p = -0x1.08455ep-4f;
+    p = p * z + 0x1.b8103p-4f;
+    p = p * z - 0x1.242036p-3f;
+    p = p * z + 0x1.99973p-3f;
+    p = p * z - 0x1.555554p-2f;
+    return u + u * (z * p);
+}
+
+/* atan(t) for t >= 0 (inf included): pi/2 + atan(-1/t) above tan(3pi/8),
+ * pi/4 + atan((t - 1)/(t + 1)) above tan(pi/8). */
+VM_INLINE float atan_nonneg(float t)
+{
+    const int big = t > 2.41421356f, mid = t > 0.41421356f;
+    const float u = vsel(big, -1.0f / t, vsel(mid, (t - 1.0f) / (t + 1.0f), t));
+    const float hi = vsel(big, VM_PIO2_HI, vsel(mid, VM_PIO4_HI, 0.0f));
+    const float lo = vsel(big, VM_PIO2_LO, vsel(mid, VM_PIO4_LO, 0.0f));
+    return hi + (atan_poly(u) + lo);
+}
+
+VM_INLINE float vm_atan(float x) { return with_sign_of(atan_nonneg(fabsf(x)), x); }
+
+/* atan2(y, x): atan of min(|x|,|y|) / max(|x|,|y|) in [0, 1], then
+ * reflected: pi/2 - r if |y| > |x|, pi - r if x is negative (-0 too), and
+ * y's sign. inf/inf counts as 1 and 0/0 as 0, which gives C99's special
+ * values (+-pi/4, +-3pi/4, +-0, +-pi). */
+VM_INLINE float vm_atan2(float y, float x)
+{
+    const float ax = fabsf(x), ay = fabsf(y);
+    const int swap = ay > ax;
+    const float num = vsel(swap, ax, ay), den = vsel(swap, ay, ax);
+    float t = num / den;
+    t = vsel(ax == INFINITY && ay == INFINITY, 1.0f, t);
+    t = vsel(den == 0.0f, 0.0f, t);
+    float r = atan_nonneg(t);
+    r = vsel(swap, (VM_PIO2_HI - r) + VM_PIO2_LO, r);
+    r = vsel(as_u32(x) >> 31, (VM_PI_HI - r) + VM_PI_LO, r);
+    r = with_sign_of(r, y);
+    return vsel(x != x || y != y, x + y, r);
+}
+
+/* ---------------------------------------------------------------- arcsin, arccos */
+
+/* asin(u) = u + u z P(z) for |u| <= 1/2, given z = u^2; P fitted to
+ * (asin(sqrt z)/sqrt z - 1)/z (degree 5, error 4.2e-9). */
+VM_INLINE float asin_poly(float u, float z)
+{
+    float p = 0x1.13fed4p-5f;
+    p = p * z + 0x1.18f91ep-6f;
+    p = p * z + 0x1.fd8da2p-6f;
+    p = p * z + 0x1.6d5bbap-5f;
+    p = p * z + 0x1.33343p-4f;
+    p = p * z + 0x1.555554p-3f;
+    return u + u * (z * p);
+}
+
+/* |x| > 1/2: asin(|x|) = pi/2 - 2 asin(sqrt((1 - |x|)/2)), where
+ * (1 - |x|)/2 is exact. */
+VM_INLINE float vm_asin(float x)
+{
+    const float a = fabsf(x);
+    const int big = a > 0.5f;
+    const float zb = 0.5f * (1.0f - a);
+    const float c = asin_poly(vsel(big, sqrtf(zb), a), vsel(big, zb, x * x));
+    const float r = vsel(big, VM_PIO2_HI - (2.0f * c - VM_PIO2_LO), c);
+    const float y = vsel(a > 1.0f, NAN, with_sign_of(r, x));
+    return vsel(x != x, x, y);
+}
+
+/* acos(x) = pi/2 - asin(x) for |x| <= 1/2, 2 asin(sqrt((1 - x)/2)) above,
+ * pi - 2 asin(sqrt((1 + x)/2)) below. */
+VM_INLINE float vm_acos(float x)
+{
+    const float a = fabsf(x);
+    const int big = a > 0.5f;
+    const float zb = 0.5f * (1.0f - a);
+    const float c = asin_poly(vsel(big, sqrtf(zb), x), vsel(big, zb, x * x));
+    const float small = VM_PIO2_HI - (c - VM_PIO2_LO);
+    const float neg = VM_PI_HI - (2.0f * c - VM_PI_LO);
+    const float r = vsel(big, vsel(x < 0.0f, neg, 2.0f * c), small);
+    const float y = vsel(a > 1.0f, NAN, r);
+    return vsel(x != x, x, y);
+}
+
+/* ---------------------------------------------------------------- power */
+
+/* log2(x) for a positive normal double: x = 2^e m, m in [sqrt(1/2),
+ * sqrt(2)), log2(m) = (2/ln2) atanh(s) with s = (m - 1)/(m + 1), |s| <=
+ * 0.172: the Taylor series to s^13 (truncation < 2e-12 relative). Enough for
+ * a float32 power: the product y log2(x) is off by < 2^-28 wherever the
+ * result is a finite nonzero float. */
+VM_INLINE double log2_for_pow(double x)
+{
+    const uint64_t ix = as_u64(x);
+    const uint64_t t = ix - 0x3fe6a09e667f3bcdu;           /* bits of sqrt(1/2) */
+    const uint64_t eb = (t + 0x4000000000000000u) >> 52; /* e + 1024 */
+    const double e = as_f64(0x4330000000000000u | eb) - (0x1p52 + 1024.0);
+    const double m = as_f64(ix - (t & 0xfff0000000000000u));
+    const double s = (m - 1.0) / (m + 1.0), z = s * s;
+    double q = 0x1.c68f568d3176p-3; /* 2 / ((2k + 1) ln2), k = 6 .. 0 */
+    q = q * z + 0x1.0c9a84994022dp-2;
+    q = q * z + 0x1.484b13d7c02a9p-2;
+    q = q * z + 0x1.a61762a7aded9p-2;
+    q = q * z + 0x1.2776c50ef9bfep-1;
+    q = q * z + 0x1.ec709dc3a03fdp-1;
+    q = q * z + 0x1.71547652b82fep+1;
+    return e + s * q;
+}
+
+/* 2^w for w in [-160, 130], in double: w = n + f, 2^f by a degree-7 fit on
+ * |f| <= 1/2 (relative error 4.2e-11), 2^n built from bits. */
+VM_INLINE double exp2_for_pow(double w)
+{
+    const double kd = w + VD_SHIFT;
+    const uint64_t nb = as_u64(kd) - 0x4338000000000000u; /* n, two's complement */
+    const double f = w - (kd - VD_SHIFT);
+    double p = 0x1.00c0e4e15189cp-16;
+    p = p * f + 0x1.446c79efd4834p-13;
+    p = p * f + 0x1.5d877598350dep-10;
+    p = p * f + 0x1.3b29d8bb0b97ep-7;
+    p = p * f + 0x1.c6b08da70cce3p-5;
+    p = p * f + 0x1.ebfbe0aa03df0p-3;
+    p = p * f + 0x1.62e42fef9cc69p-1;
+    p = p * f + 0x1.ffffffffa7135p-1;
+    return p * as_f64((nb + 1023u) << 52);
+}
+
+/* x^y = 2^(y log2|x|) in double, rounded once to float; then the sign
+ * (negative x, odd integer y) and C99's special cases by selects. y is an
+ * integer if |y| >= 2^24 or y rounds to itself. */
+VM_INLINE float vm_pow(float x, float y)
+{
+    const double ax = fabs((double)x), yd = y;
+    double lg = log2_for_pow(ax);
+    lg = vseld(ax == 0.0, -INFINITY, vseld(ax == INFINITY, INFINITY, lg));
+    double w = yd * lg;
+    w = w > 130.0 ? 130.0 : w;
+    w = w < -160.0 ? -160.0 : w;
+    float r = (float)exp2_for_pow(w);
+    const double ay = fabs(yd);
+    const double yr = ay + VD_SHIFT;
+    const int y_int = ay >= 0x1p24 || (yr - VD_SHIFT) == ay;
+    const int y_odd = ay < 0x1p24 && (yr - VD_SHIFT) == ay && (as_u64(yr) & 1u);
+    r = as_f32(as_u32(r) | ((as_u32(x) & 0x80000000u) & (0u - (uint32_t)y_odd)));
+    r = vsel(x < 0.0f && x != -INFINITY && !y_int, NAN, r);
+    r = vsel(x != x || y != y, x + y, r);
+    r = vsel(ax == 1.0 && ay == INFINITY, 1.0f, r); /* (-1)^+-inf */
+    return vsel(x == 1.0f || y == 0.0f, 1.0f, r);
+}
+
+/* ---------------------------------------------------------------- float64 exp family */
+
+#define VD_LN2_HI 0x1.62e42feep-1 /* 32 bits: n * hi exact for |n| < 2^21 */
+#define VD_LN2_LO 0x1.a39ef35793c76p-33
+
+/* e^r - 1 - r - r^2/2 = r^3 Q(r) on |r| <= ln2/2: Q of degree 9 fitted to
+ * (e^r - 1 - r - r^2/2)/r^3, error 8e-18. */
+VM_INLINE double expm1_q_d(double r)
+{
+    double q = 0x1.1f66d948a47d2p-29;
+    q = q * r + 0x1.af389ecfc4b9cp-26;
+    q = q * r + 0x1.27e4e1f7222cbp-22;
+    q = q * r + 0x1.71de0db2f6b19p-19;
+    q = q * r + 0x1.a01a01a47a591p-16;
+    q = q * r + 0x1.a01a01a7c2efep-13;
+    q = q * r + 0x1.6c16c16c167e2p-10;
+    q = q * r + 0x1.11111111109b5p-7;
+    q = q * r + 0x1.5555555555555p-5;
+    return q * r + 0x1.5555555555556p-3;
+}
+
+/* e^r - 1 = r + (r^2/2 + r^3 Q(r)). */
+VM_INLINE double expm1_poly_d(double r)
+{
+    const double r2 = r * r;
+    return r + (0.5 * r2 + (r2 * r) * expm1_q_d(r));
+}
+
+/* x = n ln2 + r with |r| <= ln2/2 (xc within +-1100); returns r, and the
+ * bits of 1.5 * 2^52 + n. */
+VM_INLINE double exp_reduce_d(double xc, uint64_t *kbits)
+{
+    const double kd = xc * VD_LOG2E + VD_SHIFT;
+    *kbits = as_u64(kd);
+    const double n = kd - VD_SHIFT;
+    return (xc - n * VD_LN2_HI) - n * VD_LN2_LO;
+}
+
+/* e^x = 2^n e^r, 2^n applied as two normal factors (n in [-1075, 1024]) so
+ * subnormal results round once. e^r = 1 + r + tail is summed keeping the
+ * rounding errors of r (c) and of 1 + r (e1), so the last addition is the
+ * only rounding that counts: < 0.52 ulp, and libm's value nearly always. */
+VM_INLINE double vmd_exp(double x)
+{
+    double xc = x > 709.8 ? 709.8 : x;
+    xc = xc < -745.2 ? -745.2 : xc;
+    const double kd = xc * VD_LOG2E + VD_SHIFT;
+    const uint64_t kb = as_u64(kd);
+    const double nd = kd - VD_SHIFT;
+    const double rh = xc - nd * VD_LN2_HI, rl = nd * VD_LN2_LO; /* rh exact */
+    const double r = rh - rl;
+    const double rb = r - rh;
+    const double c = (rh - (r - rb)) - (rl + rb); /* r + c = rh - rl exactly */
+    const double r2 = r * r;
+    const double tail = 0.5 * r2 + (r2 * r) * expm1_q_d(r);
+    const double s = 1.0 + r;
+    const double e1 = (1.0 - s) + r;
+    const double p = s + (e1 + (tail + (c + c * r)));
+    const uint64_t nb = kb - 0x4338000000000000u + 2048u; /* n + 2048 */
+    const uint64_t n1 = nb >> 1, n2 = nb - n1;
+    const double s1 = as_f64((n1 - 1u) << 52); /* 2^(n1 - 1024) */
+    const double s2 = as_f64((n2 - 1u) << 52);
+    return vseld(x != x, x, (p * s1) * s2);
+}
+
+/* e^x - 1 = 2 (2^(n-1) expm1(r) + (2^(n-1) - 1/2)), as in float32. */
+VM_INLINE double vmd_expm1(double x)
+{
+    double xc = x > 709.8 ? 709.8 : x;
+    xc = xc < -40.0 ? -40.0 : xc;
+    uint64_t kb;
+    const double r = exp_reduce_d(xc, &kb);
+    const double q = expm1_poly_d(r);
+    const double s = as_f64((kb - 0x4338000000000000u + 1022u) << 52); /* 2^(n-1) */
+    const double y = 2.0 * (s * q + (s - 0.5));
+    return vseld(x != x || fabs(x) < 0x1p-54, x, y);
+}
+
+/* 2^-n (n in [0, 2044]) as two normal factors. */
+VM_INLINE void pow2_neg_split_d(uint64_t n, double *s1, double *s2)
+{
+    const uint64_t n1 = n >> 1, n2 = n - n1;
+    *s1 = as_f64((1023u - n1) << 52);
+    *s2 = as_f64((1023u - n2) << 52);
+}
+
+/* e^-a = p 2^-n for 0 <= a <= 760 (larger a and NaN are taken as 760). */
+VM_INLINE double exp_neg_parts_d(double a, uint64_t *n)
+{
+    const double ac = a < 760.0 ? a : 760.0;
+    uint64_t kb;
+    const double r = exp_reduce_d(ac, &kb);
+    *n = kb - 0x4338000000000000u;
+    return 1.0 + expm1_poly_d(-r);
+}
+
+/* x / (1 + e^-a) as x_sigmoid_from_parts. */
+VM_INLINE double x_sigmoid_from_parts_d(double x, double p, uint64_t n, int gone)
+{
+    double s1, s2;
+    pow2_neg_split_d(n, &s1, &s2);
+    const double t = (p * s1) * s2;
+    const double num = vseld(x < 0.0, ((x * p) * s1) * s2, x);
+    const double y = num / (1.0 + t);
+    return vseld(gone && x < 0.0, -0.0, vseld(x != x, x, y));
+}
+
+VM_INLINE double vmd_silu(double x)
+{
+    uint64_t n;
+    const double a = fabs(x);
+    const double p = exp_neg_parts_d(a, &n);
+    return x_sigmoid_from_parts_d(x, p, n, a >= 760.0);
+}
+
+/* As float32, in double: the tail's relative error grows like |2u| 2^-53
+ * (the rounding of 2u), about 1e-13 at the underflow threshold. */
+VM_INLINE double vmd_gelu_tanh(double x)
+{
+    uint64_t n;
+    const double a = fabs(x * (VM_GELU_K1 + VM_GELU_K2 * (x * x)));
+    const double p = exp_neg_parts_d(a, &n);
+    return x_sigmoid_from_parts_d(x, p, n, a >= 760.0);
+}
+
+VM_INLINE double vmd_sigmoid(double x)
+{
+    const double t = vmd_exp(-fabs(x));
+    return vseld(x < 0.0, t, 1.0) / (1.0 + t);
+}
+
+/* tanh(|x|) = em / (em + 2), em = expm1(2|x|); tanh(x) = x below 2^-27. */
+VM_INLINE double vmd_tanh(double x)
+{
+    const double a = fabs(x);
+    const double em = vmd_expm1(2.0 * (a < 20.0 ? a : 20.0)); /* tanh(20) rounds to 1 */
+    const double t = em / (em + 2.0);
+    const double y = with_sign_of_d(vseld(a < 0x1p-27, a, t), x);
+    return vseld(x != x, x, y);
+}
+
+/* As float32, with the switch at 700. */
+VM_INLINE double vmd_sinh(double x)
+{
+    const double a = fabs(x);
+    const double em = vmd_expm1(a < 700.0 ? a : 700.0);
+    const double mid = 0.5 * (em + em / (em + 1.0));
+    const double h = vmd_exp(0.5 * a);
+    const double big = (0.5 * h) * h;
+    const double y = with_sign_of_d(vseld(a < 700.0, mid, big), x);
+    return vseld(x != x, x, y);
+}
+
+VM_INLINE double vmd_cosh(double x)
+{
+    const double a = fabs(x);
+    const double e = vmd_exp(a < 700.0 ? a : 700.0);
+    const double mid = 0.5 * e + 0.5 / e;
+    const double h = vmd_exp(0.5 * a);
+    const double big = (0.5 * h) * h;
+    return vseld(a < 700.0, mid, big);
+}
+
+/* ---------------------------------------------------------------- float64 log family */
+
+/* x = 2^e m for a positive normal double (bits ix), m in [sqrt(1/2),
+ * sqrt(2)); returns f = m - 1 (exact) and e. */
+VM_INLINE double log_split_d(uint64_t ix, double *e)
+{
+    const uint64_t t = ix - 0x3fe6a09e667f3bcdu;
+    const uint64_t eb = (t + 0x4000000000000000u) >> 52; /* e + 1024 */
+    *e = as_f64(0x4330000000000000u | eb) - (0x1p52 + 1024.0);
+    return as_f64(ix - (t & 0xfff0000000000000u)) - 1.0;
+}
+
+/* log(1 + f) + c for f from log_split_d and a small c, as f - (hfsq -
+ * (s (hfsq + R) + c)) with hfsq = f^2/2, s = f/(2 + f), and R = z P(z),
+ * z = s^2, P fitted to (2 atanh(s) - 2s)/s^3 (degree 6, error 3e-16): the
+ * exact f carries the result and every correction is small. */
+VM_INLINE double log1p_body_d(double f, double c)
+{
+    const double s = f / (2.0 + f), z = s * s;
+    double p = 0x1.2b584aae78a57p-3;
+    p = p * z + 0x1.39fe606542ddep-3;
+    p = p * z + 0x1.7462b4ab2ef6bp-3;
+    p = p * z + 0x1.c71c62e5800a1p-3;
+    p = p * z + 0x1.2492492df148dp-2;
+    p = p * z + 0x1.99999999952e2p-2;
+    p = p * z + 0x1.5555555555558p-1;
+    const double hfsq = 0.5 * (f * f);
+    return f - (hfsq - (s * (hfsq + z * p) + c));
+}
+
+VM_INLINE double vmd_log(double x)
+{
+    const int sub = x < 0x1p-1022;
+    double e;
+    const double f = log_split_d(as_u64(vseld(sub, x * 0x1p54, x)), &e);
+    e = vseld(sub, e - 54.0, e);
+    double y = e * VD_LN2_HI + log1p_body_d(f, e * VD_LN2_LO);
+    y = vseld(x < 0.0, NAN, y);
+    y = vseld(x == 0.0, -INFINITY, y);
+    return vseld(x == INFINITY || x != x, x, y);
+}
+
+/* log2(x) = e + log1p(f) log2(e), log2(e) as hi (32 bits) + lo. */
+VM_INLINE double vmd_log2(double x)
+{
+    const int sub = x < 0x1p-1022;
+    double e;
+    const double f = log_split_d(as_u64(vseld(sub, x * 0x1p54, x)), &e);
+    e = vseld(sub, e - 54.0, e);
+    const double lp = log1p_body_d(f, 0.0);
+    double y = lp * 0x1.71547652p+0 + (lp * 0x1.705fc2eefa2p-33 + e);
+    y = vseld(x < 0.0, NAN, y);
+    y = vseld(x == 0.0, -INFINITY, y);
+    return vseld(x == INFINITY || x != x, x, y);
+}
+
+/* log1p(x): u = 1 + x rounded, log(u) plus (x - (u - 1)) / u for the
+ * rounding of u (as float32). */
+VM_INLINE double vmd_log1p(double x)
+{
+    const double xc = vseld(x < -1.0 || x > 0x1p1000, 1.0, x);
+    const double u = 1.0 + xc;
+    const double c = (xc - (u - 1.0)) / u;
+    double e;
+    const double f = log_split_d(as_u64(u), &e);
+    double y = e * VD_LN2_HI + log1p_body_d(f, e * VD_LN2_LO + c);
+    y = vseld(x > 0x1p1000, vmd_log(x), y);
+    y = vseld(fabs(x) < 0x1p-54 || x != x, x, y);
+    y = vseld(x < -1.0, NAN, y);
+    return vseld(x == -1.0, -INFINITY, y);
+}
+
+/* logaddexp(a, b) = max + log1p(e^-|a - b|); equal arguments (equal
+ * infinities included) give a + log 2. */
+VM_INLINE double vmd_logaddexp(double a, double b)
+{
+    const double m = a > b ? a : b;
+    const double y = m + vmd_log1p(vmd_exp(-fabs(a - b)));
+    const double r = vseld(a == b, a + VD_LN2, y);
+    return vseld(a != a || b != b, a + b, r);
+}
+
+/* float32 logaddexp through the double one: one rounding at the end. */
+VM_INLINE float vm_logaddexp(float a, float b) { return (float)vmd_logaddexp(a, b); }
+
 /* ---------------------------------------------------------------- block loops */
 
 /* A loop over whole blocks, then the tail padded into one block. */
-#define VM_LOOP_BODY(FN)                                                                   \
+#define VM_LOOP_BODY(T, FN)                                                                \
     int64_t i = 0;                                                                       \
     for (; i + VM_BLOCK <= n; i += VM_BLOCK)                                             \
         for (int j = 0; j < VM_BLOCK; j++)                                               \
             y[i + j] = FN(x[i + j]);                                                     \
     if (i < n) {                                                                         \
-        float xt[VM_BLOCK], yt[VM_BLOCK];                                                \
+        T xt[VM_BLOCK], yt[VM_BLOCK];                                                    \
         const int m = (int)(n - i);                                                      \
         for (int j = 0; j < VM_BLOCK; j++)                                               \
-            xt[j] = j < m ? x[i + j] : 0.0f;                                             \
+            xt[j] = j < m ? x[i + j] : (T)0;                                             \
         for (int j = 0; j < VM_BLOCK; j++)                                               \
             yt[j] = FN(xt[j]);                                                           \
+        for (int j = 0; j < m; j++)                                                      \
+            y[i + j] = yt[j];                                                            \
+    }
+
+/* The same for two inputs (a and b may overlap each other, not y). */
+#define VM_LOOP2_BODY(T, FN)                                                               \
+    int64_t i = 0;                                                                       \
+    for (; i + VM_BLOCK <= n; i += VM_BLOCK)                                             \
+        for (int j = 0; j < VM_BLOCK; j++)                                               \
+            y[i + j] = FN(a[i + j], b[i + j]);                                           \
+    if (i < n) {                                                                         \
+        T at[VM_BLOCK], bt[VM_BLOCK], yt[VM_BLOCK];                                      \
+        const int m = (int)(n - i);                                                      \
+        for (int j = 0; j < VM_BLOCK; j++) {                                             \
+            at[j] = j < m ? a[i + j] : (T)1;                                             \
+            bt[j] = j < m ? b[i + j] : (T)1;                                             \
+        }                                                                                \
+        for (int j = 0; j < VM_BLOCK; j++)                                               \
+            yt[j] = FN(at[j], bt[j]);                                                    \
         for (int j = 0; j < m; j++)                                                      \
             y[i + j] = yt[j];                                                            \
     }
@@ -379,49 +1008,96 @@ VM_INLINE float vm_tan(float x)
             y[i + j] = yt[j];                                                            \
     }
 
-/* One variant: every function compiled with target attribute ATTR. The
+/* One function of one variant, compiled with target attribute ATTR. The
  * pointers are restrict: GCC's -O2 cost model does not version loops for
  * aliasing, so without it nothing would vectorize. */
+#define VM_DEF1(NAME, SUFFIX, ATTR, T, FN)                                                 \
+    ATTR static void NAME##_##SUFFIX(int64_t n, const T *restrict x, T *restrict y)       \
+    {                                                                                    \
+        VM_LOOP_BODY(T, FN)                                                              \
+    }
+#define VM_DEF2(NAME, SUFFIX, ATTR, T, FN)                                                 \
+    ATTR static void NAME##_##SUFFIX(int64_t n, const T *a, const T *b, T *restrict y)    \
+    {                                                                                    \
+        VM_LOOP2_BODY(T, FN)                                                             \
+    }
+#define VM_DEF_TRIG(NAME, SUFFIX, ATTR, FN, LIBM)                                          \
+    ATTR static void NAME##_##SUFFIX(int64_t n, const float *restrict x, float *restrict y) \
+    {                                                                                    \
+        VM_TRIG_BODY(FN, LIBM)                                                           \
+    }
+
+/* One variant: every function compiled with ATTR, and its table. */
 #define VM_VARIANT(SUFFIX, ATTR)                                                           \
-    ATTR static void exp_##SUFFIX(int64_t n, const float *restrict x, float *restrict y) { VM_LOOP_BODY(vm_exp) } \
-    ATTR static void expm1_##SUFFIX(int64_t n, const float *restrict x, float *restrict y)                 \
-    {                                                                                    \
-        VM_LOOP_BODY(vm_expm1)                                                           \
-    }                                                                                    \
-    ATTR static void log_##SUFFIX(int64_t n, const float *restrict x, float *restrict y) { VM_LOOP_BODY(vm_log) } \
-    ATTR static void log1p_##SUFFIX(int64_t n, const float *restrict x, float *restrict y)                 \
-    {                                                                                    \
-        VM_LOOP_BODY(vm_log1p)                                                           \
-    }                                                                                    \
-    ATTR static void log2_##SUFFIX(int64_t n, const float *restrict x, float *restrict y)                  \
-    {                                                                                    \
-        VM_LOOP_BODY(vm_log2)                                                            \
-    }                                                                                    \
-    ATTR static void tanh_##SUFFIX(int64_t n, const float *restrict x, float *restrict y)                  \
-    {                                                                                    \
-        VM_LOOP_BODY(vm_tanh)                                                            \
-    }                                                                                    \
-    ATTR static void sigmoid_##SUFFIX(int64_t n, const float *restrict x, float *restrict y)               \
-    {                                                                                    \
-        VM_LOOP_BODY(vm_sigmoid)                                                         \
-    }                                                                                    \
-    ATTR static void erf_##SUFFIX(int64_t n, const float *restrict x, float *restrict y) { VM_LOOP_BODY(vm_erf) } \
-    ATTR static void sin_##SUFFIX(int64_t n, const float *restrict x, float *restrict y)                   \
-    {                                                                                    \
-        VM_TRIG_BODY(vm_sin, sinf)                                                       \
-    }                                                                                    \
-    ATTR static void cos_##SUFFIX(int64_t n, const float *restrict x, float *restrict y)                   \
-    {                                                                                    \
-        VM_TRIG_BODY(vm_cos, cosf)                                                       \
-    }                                                                                    \
-    ATTR static void tan_##SUFFIX(int64_t n, const float *restrict x, float *restrict y)                   \
-    {                                                                                    \
-        VM_TRIG_BODY(vm_tan, tanf)                                                       \
-    }                                                                                    \
+    VM_DEF1(exp, SUFFIX, ATTR, float, vm_exp)                                            \
+    VM_DEF1(expm1, SUFFIX, ATTR, float, vm_expm1)                                        \
+    VM_DEF1(log, SUFFIX, ATTR, float, vm_log)                                            \
+    VM_DEF1(log1p, SUFFIX, ATTR, float, vm_log1p)                                        \
+    VM_DEF1(log2, SUFFIX, ATTR, float, vm_log2)                                          \
+    VM_DEF1(tanh, SUFFIX, ATTR, float, vm_tanh)                                          \
+    VM_DEF1(sigmoid, SUFFIX, ATTR, float, vm_sigmoid)                                    \
+    VM_DEF1(erf, SUFFIX, ATTR, float, vm_erf)                                            \
+    VM_DEF_TRIG(sin, SUFFIX, ATTR, vm_sin, sinf)                                         \
+    VM_DEF_TRIG(cos, SUFFIX, ATTR, vm_cos, cosf)                                         \
+    VM_DEF_TRIG(tan, SUFFIX, ATTR, vm_tan, tanf)                                         \
+    VM_DEF1(sinh, SUFFIX, ATTR, float, vm_sinh)                                          \
+    VM_DEF1(cosh, SUFFIX, ATTR, float, vm_cosh)                                          \
+    VM_DEF1(arcsin, SUFFIX, ATTR, float, vm_asin)                                        \
+    VM_DEF1(arccos, SUFFIX, ATTR, float, vm_acos)                                        \
+    VM_DEF1(arctan, SUFFIX, ATTR, float, vm_atan)                                        \
+    VM_DEF1(silu, SUFFIX, ATTR, float, vm_silu)                                          \
+    VM_DEF1(gelu, SUFFIX, ATTR, float, vm_gelu)                                          \
+    VM_DEF1(gelu_tanh, SUFFIX, ATTR, float, vm_gelu_tanh)                                \
+    VM_DEF2(power, SUFFIX, ATTR, float, vm_pow)                                          \
+    VM_DEF2(arctan2, SUFFIX, ATTR, float, vm_atan2)                                      \
+    VM_DEF2(logaddexp, SUFFIX, ATTR, float, vm_logaddexp)                                \
+    VM_DEF1(exp_f64, SUFFIX, ATTR, double, vmd_exp)                                      \
+    VM_DEF1(expm1_f64, SUFFIX, ATTR, double, vmd_expm1)                                  \
+    VM_DEF1(log_f64, SUFFIX, ATTR, double, vmd_log)                                      \
+    VM_DEF1(log1p_f64, SUFFIX, ATTR, double, vmd_log1p)                                  \
+    VM_DEF1(log2_f64, SUFFIX, ATTR, double, vmd_log2)                                    \
+    VM_DEF1(tanh_f64, SUFFIX, ATTR, double, vmd_tanh)                                    \
+    VM_DEF1(sigmoid_f64, SUFFIX, ATTR, double, vmd_sigmoid)                              \
+    VM_DEF1(sinh_f64, SUFFIX, ATTR, double, vmd_sinh)                                    \
+    VM_DEF1(cosh_f64, SUFFIX, ATTR, double, vmd_cosh)                                    \
+    VM_DEF1(silu_f64, SUFFIX, ATTR, double, vmd_silu)                                    \
+    VM_DEF1(gelu_tanh_f64, SUFFIX, ATTR, double, vmd_gelu_tanh)                          \
+    VM_DEF2(logaddexp_f64, SUFFIX, ATTR, double, vmd_logaddexp)                          \
     static const wf_vm_table table_##SUFFIX = {                                          \
-        exp_##SUFFIX,   expm1_##SUFFIX, log_##SUFFIX, log1p_##SUFFIX,                    \
-        log2_##SUFFIX,  tanh_##SUFFIX,  sigmoid_##SUFFIX, erf_##SUFFIX,                  \
-        sin_##SUFFIX,   cos_##SUFFIX,   tan_##SUFFIX,                                    \
+        .exp = exp_##SUFFIX,                                                             \
+        .expm1 = expm1_##SUFFIX,                                                         \
+        .log = log_##SUFFIX,                                                             \
+        .log1p = log1p_##SUFFIX,                                                         \
+        .log2 = log2_##SUFFIX,                                                           \
+        .tanh = tanh_##SUFFIX,                                                           \
+        .sigmoid = sigmoid_##SUFFIX,                                                     \
+        .erf = erf_##SUFFIX,                                                             \
+        .sin = sin_##SUFFIX,                                                             \
+        .cos = cos_##SUFFIX,                                                             \
+        .tan = tan_##SUFFIX,                                                             \
+        .sinh = sinh_##SUFFIX,                                                           \
+        .cosh = cosh_##SUFFIX,                                                           \
+        .arcsin = arcsin_##SUFFIX,                                                       \
+        .arccos = arccos_##SUFFIX,                                                       \
+        .arctan = arctan_##SUFFIX,                                                       \
+        .silu = silu_##SUFFIX,                                                           \
+        .gelu = gelu_##SUFFIX,                                                           \
+        .gelu_tanh = gelu_tanh_##SUFFIX,                                                 \
+        .power = power_##SUFFIX,                                                         \
+        .arctan2 = arctan2_##SUFFIX,                                                     \
+        .logaddexp = logaddexp_##SUFFIX,                                                 \
+        .exp_f64 = exp_f64_##SUFFIX,                                                     \
+        .expm1_f64 = expm1_f64_##SUFFIX,                                                 \
+        .log_f64 = log_f64_##SUFFIX,                                                     \
+        .log1p_f64 = log1p_f64_##SUFFIX,                                                 \
+        .log2_f64 = log2_f64_##SUFFIX,                                                   \
+        .tanh_f64 = tanh_f64_##SUFFIX,                                                   \
+        .sigmoid_f64 = sigmoid_f64_##SUFFIX,                                             \
+        .sinh_f64 = sinh_f64_##SUFFIX,                                                   \
+        .cosh_f64 = cosh_f64_##SUFFIX,                                                   \
+        .silu_f64 = silu_f64_##SUFFIX,                                                   \
+        .gelu_tanh_f64 = gelu_tanh_f64_##SUFFIX,                                         \
+        .logaddexp_f64 = logaddexp_f64_##SUFFIX,                                         \
     };
 
 #define VM_ATTR_BASELINE
@@ -468,14 +1144,19 @@ const wf_vm_table *wf__vm_table(int isa)
     return &table_baseline;
 }
 
+static const char *const isa_names[WF_VM_ISA_COUNT] = {"baseline", "avx2", "avx512"};
+
 const char *wf__vm_isa_name(int isa)
 {
-    switch (isa) {
-    case WF_VM_ISA_BASELINE: return "baseline";
-    case WF_VM_ISA_AVX2: return "avx2";
-    case WF_VM_ISA_AVX512: return "avx512";
-    default: return "invalid";
-    }
+    return isa >= 0 && isa < WF_VM_ISA_COUNT ? isa_names[isa] : "invalid";
+}
+
+int wf__vm_isa_parse(const char *name)
+{
+    for (int isa = 0; name && isa < WF_VM_ISA_COUNT; isa++)
+        if (strcmp(name, isa_names[isa]) == 0)
+            return isa;
+    return -1;
 }
 
 int wf__vm_isa_best(void)
@@ -494,37 +1175,152 @@ int wf__vm_isa_best(void)
     return b;
 }
 
-static const wf_vm_table *best_table(void)
+/* WEFT_ISA's variant if this CPU runs it (each variant needs the ones
+ * below it, so "runs it" is "not above the best"), else the best. */
+static int default_isa(void)
 {
-    static _Atomic(const wf_vm_table *) cached = NULL;
-    const wf_vm_table *t = atomic_load_explicit(&cached, memory_order_acquire);
-    if (!t) {
-        t = wf__vm_table(wf__vm_isa_best());
-        atomic_store_explicit(&cached, t, memory_order_release);
-    }
-    return t;
+    const int want = wf__vm_isa_parse(getenv("WEFT_ISA"));
+    const int best = wf__vm_isa_best();
+    return want >= 0 && want <= best ? want : best;
 }
 
-#define VM_DISPATCH(NAME)                                                                  \
-    void wf__vm_##NAME##_f32(int64_t n, const float *restrict x, float *restrict y) { best_table()->NAME(n, x, y); }
-VM_DISPATCH(exp)
-VM_DISPATCH(expm1)
-VM_DISPATCH(log)
-VM_DISPATCH(log1p)
-VM_DISPATCH(log2)
-VM_DISPATCH(tanh)
-VM_DISPATCH(sigmoid)
-VM_DISPATCH(erf)
-VM_DISPATCH(sin)
-VM_DISPATCH(cos)
-VM_DISPATCH(tan)
+/* -1 until the first dispatch or force. */
+static atomic_int active_isa = -1;
+
+int wf__vm_isa_active(void)
+{
+    int isa = atomic_load_explicit(&active_isa, memory_order_relaxed);
+    if (isa < 0) {
+        int unset = -1;
+        atomic_compare_exchange_strong(&active_isa, &unset, default_isa()); /* a force wins */
+        isa = atomic_load_explicit(&active_isa, memory_order_relaxed);
+    }
+    return isa;
+}
+
+wf_status wf__vm_isa_force(int isa)
+{
+    if (isa < -1 || isa >= WF_VM_ISA_COUNT)
+        return wf__error(WF_ERR_INVALID_ARGUMENT, "wf__vm_isa_force: no variant %d", isa);
+    if (isa >= 0 && !isa_supported(isa))
+        return wf__error(WF_ERR_UNSUPPORTED, "wf__vm_isa_force: this CPU cannot run %s",
+                         wf__vm_isa_name(isa));
+    atomic_store_explicit(&active_isa, isa < 0 ? default_isa() : isa, memory_order_relaxed);
+    return WF_OK;
+}
+
+static const wf_vm_table *active_table(void) { return wf__vm_table(wf__vm_isa_active()); }
+
+#define VM_DISPATCH(NAME, FIELD, T)                                                        \
+    void wf__vm_##NAME(int64_t n, const T *restrict x, T *restrict y)                     \
+    {                                                                                    \
+        active_table()->FIELD(n, x, y);                                                  \
+    }
+#define VM_DISPATCH2(NAME, FIELD, T)                                                       \
+    void wf__vm_##NAME(int64_t n, const T *a, const T *b, T *restrict y)                  \
+    {                                                                                    \
+        active_table()->FIELD(n, a, b, y);                                               \
+    }
+VM_DISPATCH(exp_f32, exp, float)
+VM_DISPATCH(expm1_f32, expm1, float)
+VM_DISPATCH(log_f32, log, float)
+VM_DISPATCH(log1p_f32, log1p, float)
+VM_DISPATCH(log2_f32, log2, float)
+VM_DISPATCH(tanh_f32, tanh, float)
+VM_DISPATCH(sigmoid_f32, sigmoid, float)
+VM_DISPATCH(erf_f32, erf, float)
+VM_DISPATCH(sin_f32, sin, float)
+VM_DISPATCH(cos_f32, cos, float)
+VM_DISPATCH(tan_f32, tan, float)
+VM_DISPATCH(sinh_f32, sinh, float)
+VM_DISPATCH(cosh_f32, cosh, float)
+VM_DISPATCH(arcsin_f32, arcsin, float)
+VM_DISPATCH(arccos_f32, arccos, float)
+VM_DISPATCH(arctan_f32, arctan, float)
+VM_DISPATCH(silu_f32, silu, float)
+VM_DISPATCH(gelu_f32, gelu, float)
+VM_DISPATCH(gelu_tanh_f32, gelu_tanh, float)
+VM_DISPATCH2(power_f32, power, float)
+VM_DISPATCH2(arctan2_f32, arctan2, float)
+VM_DISPATCH2(logaddexp_f32, logaddexp, float)
+VM_DISPATCH(exp_f64, exp_f64, double)
+VM_DISPATCH(expm1_f64, expm1_f64, double)
+VM_DISPATCH(log_f64, log_f64, double)
+VM_DISPATCH(log1p_f64, log1p_f64, double)
+VM_DISPATCH(log2_f64, log2_f64, double)
+VM_DISPATCH(tanh_f64, tanh_f64, double)
+VM_DISPATCH(sigmoid_f64, sigmoid_f64, double)
+VM_DISPATCH(sinh_f64, sinh_f64, double)
+VM_DISPATCH(cosh_f64, cosh_f64, double)
+VM_DISPATCH(silu_f64, silu_f64, double)
+VM_DISPATCH(gelu_tanh_f64, gelu_tanh_f64, double)
+VM_DISPATCH2(logaddexp_f64, logaddexp_f64, double)
+
+/* ---------------------------------------------------------------- gelu, float64 */
+
+/* gelu(x) = x erfc(-x/sqrt2) / 2 with libm's erfc. z = -x/sqrt2 is rounded
+ * to zh; erfc(zh + dz) = erfc(zh) (1 - dz k), k = (2/sqrt(pi)) e^-zh^2 /
+ * erfc(zh) (about 2 zh in the tail), with dz the rounding error of zh from
+ * 1/sqrt2 as hi + lo. Without it the tail is off by ~2 zh^2 ulp (400 ulp at
+ * x = -20). */
+/* Far tail (t = -x > 36.7, where erfc(-x/sqrt2) is subnormal and would
+ * pass its lost digits on, multiplied by t): gelu = -t phi(t) M(t), M the
+ * Mills ratio by its continued fraction 1/(t + 1/(t + 2/(t + ...))) (16
+ * levels: converged far below rounding at t > 36), e^(-t^2/2) with t^2
+ * split exactly (Dekker: t = th + tl, 26-bit halves). */
+static double gelu_f64_far_tail(double t)
+{
+    double d = t;
+    for (int k = 16; k >= 1; k--)
+        d = t + k / d;
+    const double split = t * 134217729.0; /* 2^27 + 1 */
+    const double th = split - (split - t), tl = t - th;
+    const double hi = 0.5 * (th * th), lo = th * tl + 0.5 * (tl * tl);
+    const double q = -(t / d) * 0x1.9884533d43651p-2 * exp(-lo); /* 1/sqrt(2 pi) */
+    return q * exp(-hi);
+}
+
+double wf__vm_gelu_f64_scalar(double x)
+{
+    if (x == -INFINITY)
+        return -0.0;
+    if (x < -36.7)
+        return gelu_f64_far_tail(-x);
+    const double rs_hi = 0x1.6a09e667f3bcdp-1, rs_lo = -0x1.bdd3413b26456p-55;
+    const double zh = -x * rs_hi;
+    const double dz = fma(-x, rs_hi, -zh) + -x * rs_lo;
+    const double ec = erfc(zh);
+    if (!(zh > 0.5) || !(ec > 0.0))
+        return 0.5 * x * ec; /* no tail here (or none left) */
+    const double k = ec > 0x1p-1000 ? 0x1.20dd750429b6dp+0 * exp(-zh * zh) / ec
+                                    : 2.0 * zh + 1.0 / zh;
+    return (0.5 * x) * (ec - ec * (k * dz));
+}
 
 /* ---------------------------------------------------------------- erfinv */
 
+/* The Newton step for erf(y) = x at y (|x| <= 1/2). */
+static double erfinv_step_center(double x, double y)
+{
+    return (erf(y) - x) / (0x1.20dd750429b6dp+0 * exp(-y * y));
+}
+
+/* The Newton step for log(erfc(y)) = log(q) at y > 0, q = 1 - |x|: the
+ * logarithm is nearly quadratic in y, so the steps converge from far off,
+ * and q = 1 - |x| is exact for |x| >= 1/2. */
+static double erfinv_step_tail(double log_q, double y)
+{
+    const double ec = erfc(y);
+    const double dlog = -0x1.20dd750429b6dp+0 * exp(-y * y) / ec; /* d log(erfc(y)) / dy */
+    return (log(ec) - log_q) / dlog;
+}
+
 /* Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011),
- * single-precision branch (relative error about 4e-7), then Newton steps
- * y -= (erf(y) - x) / (2/sqrt(pi) e^(-y^2)), each of which squares the
- * relative error. */
+ * single-precision branch (relative error about 4e-7) for w = -log(1 -
+ * x^2) < 16; beyond (only float64 gets there, up to w = 36.7), the
+ * asymptotic y = sqrt(t - log(pi t)/2), t = -log(1 - |x|), off by < 1e-3.
+ * Then Newton steps (see above), at most newton_steps, stopping after a
+ * step below 2^-40 |y| (the next one would be below the rounding). */
 double wf__vm_erfinv(double x, int newton_steps)
 {
     if (x != x || x < -1.0 || x > 1.0)
@@ -535,7 +1331,9 @@ double wf__vm_erfinv(double x, int newton_steps)
         return -INFINITY;
     if (x == 0.0)
         return x; /* keeps -0 */
-    double w = -log((1.0 - x) * (1.0 + x)), p;
+    const double ax = fabs(x);
+    const double q = 1.0 - ax; /* exact for ax >= 1/2 */
+    double w = -log((1.0 - x) * (1.0 + x)), p, y;
     if (w < 5.0) {
         w -= 2.5;
         p = 2.81022636e-08;
@@ -547,7 +1345,8 @@ double wf__vm_erfinv(double x, int newton_steps)
         p = -0.00417768164 + p * w;
         p = 0.246640727 + p * w;
         p = 1.50140941 + p * w;
-    } else {
+        y = p * ax;
+    } else if (w < 16.0) {
         w = sqrt(w) - 3.0;
         p = -0.000200214257;
         p = 0.000100950558 + p * w;
@@ -558,16 +1357,19 @@ double wf__vm_erfinv(double x, int newton_steps)
         p = 0.00943887047 + p * w;
         p = 1.00167406 + p * w;
         p = 2.83297682 + p * w;
+        y = p * ax;
+    } else {
+        const double t = -log(q);
+        y = sqrt(t - 0.5 * log(0x1.921fb54442d18p+1 * t));
     }
-    double y = p * x;
+    const double log_q = ax > 0.5 ? log(q) : 0.0;
     for (int k = 0; k < newton_steps; k++) {
-        const double d = 1.1283791670955126 * exp(-y * y); /* erf'(y) */
-        if (!(d > 0.0))
+        const double step = ax > 0.5 ? erfinv_step_tail(log_q, y) : erfinv_step_center(ax, y);
+        if (!(step == step))
             break;
-        /* erf(y) - x; near |x| = 1 through erfc, which keeps the digits. */
-        const double err = x > 0.5 ? (1.0 - x) - erfc(y)
-                                   : x < -0.5 ? erfc(-y) - (1.0 + x) : erf(y) - x;
-        y -= err / d;
+        y -= step;
+        if (fabs(step) <= 0x1p-40 * y)
+            break;
     }
-    return y;
+    return copysign(y, x);
 }

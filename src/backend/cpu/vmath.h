@@ -1,26 +1,41 @@
 /*
- * Vectorized float32 math (the CPU backend's transcendental functions), and
- * the unary element-wise kernels built on them. Internal.
+ * Vectorized math (the CPU backend's transcendental functions), and the
+ * unary element-wise kernels built on them. Internal.
  *
- * Each function maps n contiguous floats x to y (which must not overlap). They are written as
- * branch-free straight-line code (range reduction + polynomial, special
- * values by selects) in loops of fixed-size blocks, which GCC -O2
+ * Each function maps n contiguous elements x to y (which must not overlap;
+ * the two-input ones read a and b, which may overlap each other). They are
+ * written as branch-free straight-line code (range reduction + polynomial,
+ * special values by selects) in loops of fixed-size blocks, which GCC -O2
  * auto-vectorizes. Every function is compiled three times: for the x86-64
- * baseline (SSE2), for AVX2 and for AVX-512; the best one the CPU supports
- * is chosen once at run time (no -march=native needed). FMA contraction is
- * off (-std=c11), so the three variants give bit-identical results.
+ * baseline (SSE2), for AVX2+FMA and for AVX-512; the best one the CPU
+ * supports is chosen at run time (no -march=native needed), unless the
+ * environment variable WEFT_ISA (baseline, avx2, avx512; read once) or
+ * wf__vm_isa_force picks another. FMA contraction is off (-std=c11), so the
+ * three variants give bit-identical results.
  *
  * Maximum errors against the correctly rounded result, measured over >= 1e6
  * points of the whole domain by tests/unit/test_vmath.c (which asserts the
  * bounds stated there):
+ *   float32
  *   exp, expm1, log, log1p, log2, sigmoid   <= 3 ulp
  *   sin, cos (|x| <= 4096; libm beyond)     <= 3 ulp
  *   tanh, erf                               <= 4 ulp
  *   tan (|x| <= 4096; libm beyond)          <= 5 ulp
+ *   sinh, cosh, arcsin, arccos, arctan      <= 3 ulp
+ *   power, arctan2, logaddexp               <= 2 ulp (logaddexp: of the
+ *                                              double formula, see test)
+ *   silu, gelu, gelu_tanh                   <= 4 ulp, tails included
+ *   float64
+ *   exp, expm1, log, log1p, log2, sigmoid   <= 2 ulp
+ *   tanh, sinh, cosh                        <= 3 ulp
+ *   silu                                    <= 4 ulp
  * Special values follow libm: NaN in gives NaN, exp/expm1 overflow to inf
  * and underflow to 0 (gradually, through subnormals), log of a negative is
  * NaN and log(0) is -inf, tanh/erf(+-inf) = +-1, sigmoid(-inf) = 0,
- * sin/cos/tan(+-inf) = NaN, signed zeros are kept where libm keeps them.
+ * sin/cos/tan(+-inf) = NaN, signed zeros are kept where libm keeps them,
+ * power follows C99 pow (pow(x, 0) = pow(1, y) = 1 even for NaN, ...),
+ * arctan2 C99 atan2 (signed zeros and infinities). silu, gelu, gelu_tanh
+ * of -inf give -0.
  */
 #ifndef WEFT_BACKEND_CPU_VMATH_H
 #define WEFT_BACKEND_CPU_VMATH_H
@@ -31,22 +46,43 @@
 #include "weft.h"
 
 typedef void (*wf_vm_fn)(int64_t n, const float *restrict x, float *restrict y);
+typedef void (*wf_vm_fn2)(int64_t n, const float *a, const float *b, float *restrict y);
+typedef void (*wf_vm_fn_f64)(int64_t n, const double *restrict x, double *restrict y);
+typedef void (*wf_vm_fn2_f64)(int64_t n, const double *a, const double *b,
+                              double *restrict y);
 
 /* The instruction-set variants. */
 enum wf_vm_isa { WF_VM_ISA_BASELINE = 0, WF_VM_ISA_AVX2, WF_VM_ISA_AVX512, WF_VM_ISA_COUNT };
 
+/* One variant's functions. Fields ending in _f64 take doubles. */
 typedef struct wf_vm_table {
     wf_vm_fn exp, expm1, log, log1p, log2, tanh, sigmoid, erf, sin, cos, tan;
+    wf_vm_fn sinh, cosh, arcsin, arccos, arctan, silu, gelu, gelu_tanh;
+    wf_vm_fn2 power, arctan2, logaddexp;
+    wf_vm_fn_f64 exp_f64, expm1_f64, log_f64, log1p_f64, log2_f64, tanh_f64, sigmoid_f64;
+    wf_vm_fn_f64 sinh_f64, cosh_f64, silu_f64, gelu_tanh_f64;
+    wf_vm_fn2_f64 logaddexp_f64;
 } wf_vm_table;
 
 /* The best variant this CPU runs (detected once). */
 int wf__vm_isa_best(void);
+/* The variant the dispatched functions use: the one forced by
+ * wf__vm_isa_force, else WEFT_ISA's (when this CPU runs it), else the best. */
+int wf__vm_isa_active(void);
+/* Makes every dispatched function (and every kernel that has ISA variants
+ * in this backend) use variant `isa` from now on, in all threads; -1 goes
+ * back to the default. WF_ERR_UNSUPPORTED if this CPU cannot run it,
+ * WF_ERR_INVALID_ARGUMENT for a value out of range. For tests and
+ * benchmarks. */
+wf_status wf__vm_isa_force(int isa);
+/* The variant named by `name` ("baseline", "avx2", "avx512"); -1 if none. */
+int wf__vm_isa_parse(const char *name);
 /* The table of variant `isa`; NULL if the CPU cannot run it. */
 const wf_vm_table *wf__vm_table(int isa);
 /* "baseline", "avx2", "avx512". */
 const char *wf__vm_isa_name(int isa);
 
-/* The dispatched functions (best variant). */
+/* The dispatched functions (active variant). */
 void wf__vm_exp_f32(int64_t n, const float *restrict x, float *restrict y);
 void wf__vm_expm1_f32(int64_t n, const float *restrict x, float *restrict y);
 void wf__vm_log_f32(int64_t n, const float *restrict x, float *restrict y);
@@ -58,9 +94,38 @@ void wf__vm_erf_f32(int64_t n, const float *restrict x, float *restrict y);
 void wf__vm_sin_f32(int64_t n, const float *restrict x, float *restrict y);
 void wf__vm_cos_f32(int64_t n, const float *restrict x, float *restrict y);
 void wf__vm_tan_f32(int64_t n, const float *restrict x, float *restrict y);
+void wf__vm_sinh_f32(int64_t n, const float *restrict x, float *restrict y);
+void wf__vm_cosh_f32(int64_t n, const float *restrict x, float *restrict y);
+void wf__vm_arcsin_f32(int64_t n, const float *restrict x, float *restrict y);
+void wf__vm_arccos_f32(int64_t n, const float *restrict x, float *restrict y);
+void wf__vm_arctan_f32(int64_t n, const float *restrict x, float *restrict y);
+void wf__vm_silu_f32(int64_t n, const float *restrict x, float *restrict y);
+void wf__vm_gelu_f32(int64_t n, const float *restrict x, float *restrict y);
+void wf__vm_gelu_tanh_f32(int64_t n, const float *restrict x, float *restrict y);
+void wf__vm_power_f32(int64_t n, const float *a, const float *b, float *restrict y);
+void wf__vm_arctan2_f32(int64_t n, const float *a, const float *b, float *restrict y);
+void wf__vm_logaddexp_f32(int64_t n, const float *a, const float *b, float *restrict y);
+void wf__vm_exp_f64(int64_t n, const double *restrict x, double *restrict y);
+void wf__vm_expm1_f64(int64_t n, const double *restrict x, double *restrict y);
+void wf__vm_log_f64(int64_t n, const double *restrict x, double *restrict y);
+void wf__vm_log1p_f64(int64_t n, const double *restrict x, double *restrict y);
+void wf__vm_log2_f64(int64_t n, const double *restrict x, double *restrict y);
+void wf__vm_tanh_f64(int64_t n, const double *restrict x, double *restrict y);
+void wf__vm_sigmoid_f64(int64_t n, const double *restrict x, double *restrict y);
+void wf__vm_sinh_f64(int64_t n, const double *restrict x, double *restrict y);
+void wf__vm_cosh_f64(int64_t n, const double *restrict x, double *restrict y);
+void wf__vm_silu_f64(int64_t n, const double *restrict x, double *restrict y);
+void wf__vm_gelu_tanh_f64(int64_t n, const double *restrict x, double *restrict y);
+void wf__vm_logaddexp_f64(int64_t n, const double *a, const double *b, double *restrict y);
 
-/* erfinv (scalar: Giles' approximation refined by Newton steps on libm
- * erf, relative error < 1e-6 for float, < 1e-12 for double). */
+/* gelu in float64 (scalar: libm erfc with the rounding of x / sqrt(2)
+ * corrected, so the negative tail keeps full precision). */
+double wf__vm_gelu_f64_scalar(double x);
+
+/* erfinv (scalar). An initial approximation refined by Newton steps: on
+ * erf for |x| <= 1/2, on log(erfc) for |x| > 1/2 (which converges in a few
+ * steps up to |x| = 1 - 2^-53). newton_steps: at least this many, and
+ * float64-exact iterating (to convergence) when above 1. */
 double wf__vm_erfinv(double x, int newton_steps);
 
 /* ---------------------------------------------------------------- kernels
