@@ -464,6 +464,420 @@ static void test_exp_kernel_paths(void)
     free(v);
 }
 
+/* ---------------------------------------------------------------- numerics (issue 11) */
+
+/* Reads `a` (evaluated) as doubles exactly as stored; NULL on error. */
+static double *read_all(wf_array *a)
+{
+    return a ? conf_read(a) : NULL;
+}
+
+/* |got - want| in ulps of want for float64 (subnormals: 2^-1074). */
+static double ulps_f64(double got, long double want)
+{
+    long double w = fabsl(want);
+    long double ulp = 0x1p-1074L;
+    if (w >= 0x1p-1022L) {
+        int e;
+        frexpl(w, &e);
+        ulp = ldexpl(1.0L, e - 53);
+    }
+    return (double)(fabsl((long double)got - want) / ulp);
+}
+
+/* erfinv in float64 is right up to 1 - 2^-53 (it gave 5.364 for 5.8636 and
+ * was not monotonic near 1): values from mpmath (21 digits), odd symmetry,
+ * and monotonic over the last 2^16 doubles below 1. */
+static void test_erfinv_float64_near_one(void)
+{
+    static const double table[][2] = {
+        {0.1, 0.0888559904942576919743},
+        {0.5, 0.476936276204469873381},
+        {0.75, 0.81341984759761854169},
+        {0.9, 1.16308715367667416284},
+        {0.99, 1.82138636771844945587},
+        {0.9999, 2.75106390571207969174},
+        {0.9999999999, 4.57282495854492493785},
+        {1 - 0x1p-40, 5.05125408524938996707},
+        {1 - 0x1p-50, 5.68612844131039098005},
+        {1 - 0x1p-52, 5.80501868319345330018},
+        {1 - 0x1p-53, 5.86358474875516792721},
+        {1e-300, 8.86226925452758035857e-301},
+    };
+    const int64_t n = (int64_t)(sizeof table / sizeof table[0]);
+    double in[2 * 12];
+    for (int64_t i = 0; i < n; i++) {
+        in[i] = table[i][0];
+        in[n + i] = -table[i][0];
+    }
+    const int64_t n2 = 2 * n;
+    wf_array *a = wf_array_from_data(in, &n2, 1, WF_DTYPE_F64);
+    wf_array *r = wf_erfinv(a);
+    double *got = read_all(r);
+    if (CHECK_NOT_NULL(got))
+        for (int64_t i = 0; i < n2; i++) {
+            const double want = i < n ? table[i][1] : -table[i - n][1];
+            if (!CHECK(ulps_f64(got[i], want) <= 2.0))
+                printf("    erfinv(%a) = %.17g, want %.17g\n", in[i], got[i], want);
+        }
+    free(got);
+    wf_release(r);
+    wf_release(a);
+    /* monotonic: the last 2^16 doubles below 1 (spacing 2^-53) */
+    const int64_t m = 1 << 16;
+    double *x = malloc((size_t)m * sizeof *x);
+    for (int64_t i = 0; i < m; i++)
+        x[i] = 1.0 - (double)(m - i) * 0x1p-53;
+    a = wf_array_from_data(x, &m, 1, WF_DTYPE_F64);
+    r = wf_erfinv(a);
+    got = read_all(r);
+    if (CHECK_NOT_NULL(got)) {
+        int64_t backwards = 0;
+        for (int64_t i = 1; i < m; i++)
+            backwards += !(got[i] > got[i - 1]);
+        CHECK_EQ_INT(backwards, 0);
+        CHECK(ulps_f64(got[m - 1], 5.86358474875516792721L) <= 2.0);
+    }
+    free(got);
+    free(x);
+    wf_release(r);
+    wf_release(a);
+}
+
+/* ceil of (-1, -0.5] (and of (-0.5, 0]) is -0 in every float dtype; it
+ * gave +0 on (-1, -0.5). */
+static void test_ceil_keeps_negative_zero(void)
+{
+    const double in[6] = {-0.99, -0.7, -0.5, -0.3, -0.0, 0.3};
+    const int64_t n = 6;
+    for (int d = WF_DTYPE_F16; d <= WF_DTYPE_F64; d++) {
+        for (int strided = 0; strided < 2; strided++) {
+            wf_array *a = strided ? conf_strided(in, &n, 1, (wf_dtype)d)
+                                  : conf_array(in, &n, 1, (wf_dtype)d);
+            wf_array *r = wf_ceil(a);
+            double *got = read_all(r);
+            if (CHECK_NOT_NULL(got)) {
+                for (int i = 0; i < 5; i++)
+                    if (!CHECK(got[i] == 0 && signbit(got[i])))
+                        printf("    ceil %s(%g) = %g\n", wf_dtype_name((wf_dtype)d), in[i],
+                               got[i]);
+                CHECK(got[5] == 1);
+            }
+            free(got);
+            wf_release(r);
+            wf_release(a);
+        }
+    }
+}
+
+/* Checks that the one-element `a` (released) holds exactly `want`. */
+static void check_exact(wf_array *a, double want, const char *what)
+{
+    double *got = read_all(a);
+    if (CHECK_NOT_NULL(got) && !CHECK(got[0] == want || (isnan(want) && isnan(got[0]))))
+        printf("    %s: got %a, want %a\n", what, got[0], want);
+    free(got);
+    wf_release(a);
+}
+
+/* float64 and integer values round once, correctly, to float16/bfloat16:
+ * through float32's nearest they rounded twice (1 + 2^-11 + 2^-40 gave 1.0).
+ * In astype, wf_scalar, wf_full and a mixed-dtype binary op. */
+static void test_half_conversions_round_once(void)
+{
+    const double f64_in[] = {1 + 0x1p-11 + 0x1p-40, -(1 + 0x1p-11 + 0x1p-40), 65519.99,
+                             65520.0, 0x1p-25 + 0x1p-60, 1e300, NAN, -INFINITY, -0.0};
+    const double f16_want[] = {1.0009765625, -1.0009765625, 65504.0, INFINITY, 0x1p-24,
+                               INFINITY, NAN, -INFINITY, -0.0};
+    /* the third: just below the halfway point between the largest bf16 and
+     * 2^128, exactly halfway once rounded to float32 */
+    const double bf16_in[] = {1 + 0x1p-8 + 0x1p-40, 0x1p-134 + 0x1p-170, 0x1.feffffffffffp+127,
+                              -0.0};
+    const double bf16_want[] = {1.0078125, 0x1p-133, 0x1.fep+127, -0.0};
+    const int64_t n16 = 9, nb = 4;
+    wf_array *a = wf_array_from_data(f64_in, &n16, 1, WF_DTYPE_F64);
+    wf_array *h = wf_astype(a, WF_DTYPE_F16);
+    double *got = read_all(h);
+    if (CHECK_NOT_NULL(got))
+        for (int i = 0; i < n16; i++)
+            if (!CHECK(got[i] == f16_want[i] ? signbit(got[i]) == signbit(f16_want[i])
+                                             : isnan(got[i]) && isnan(f16_want[i])))
+                printf("    f64 -> f16 %a: got %a, want %a\n", f64_in[i], got[i], f16_want[i]);
+    free(got);
+    wf_release(h);
+    wf_release(a);
+    a = wf_array_from_data(bf16_in, &nb, 1, WF_DTYPE_F64);
+    h = wf_astype(a, WF_DTYPE_BF16);
+    got = read_all(h);
+    if (CHECK_NOT_NULL(got))
+        for (int i = 0; i < nb; i++)
+            if (!CHECK(got[i] == bf16_want[i] && signbit(got[i]) == signbit(bf16_want[i])))
+                printf("    f64 -> bf16 %a: got %a, want %a\n", bf16_in[i], got[i], bf16_want[i]);
+    free(got);
+    wf_release(h);
+    wf_release(a);
+    /* integers: 2^24 + 2^16 + 1 is just above a bf16 halfway point */
+    const int32_t i32[4] = {16842753, -16842753, 2049, 2051};
+    const int64_t n4 = 4;
+    wf_array *ia = wf_array_from_data(i32, &n4, 1, WF_DTYPE_I32);
+    wf_array *ib = wf_astype(ia, WF_DTYPE_BF16);
+    got = read_all(ib);
+    if (CHECK_NOT_NULL(got))
+        CHECK(got[0] == 16908288.0 && got[1] == -16908288.0 && got[2] == 2048 && got[3] == 2048);
+    free(got);
+    wf_release(ib);
+    ib = wf_astype(ia, WF_DTYPE_F16);
+    got = read_all(ib);
+    if (CHECK_NOT_NULL(got))
+        CHECK(got[2] == 2048 && got[3] == 2052 && isinf(got[0]));
+    free(got);
+    wf_release(ib);
+    const int64_t i64[3] = {((int64_t)1 << 60) + ((int64_t)1 << 52) + 1, INT64_MIN, INT64_MAX};
+    const int64_t n3 = 3;
+    wf_array *la = wf_array_from_data(i64, &n3, 1, WF_DTYPE_I64);
+    wf_array *lb = wf_astype(la, WF_DTYPE_BF16);
+    got = read_all(lb);
+    if (CHECK_NOT_NULL(got))
+        CHECK(got[0] == 0x1p60 + 0x1p53 && got[1] == -0x1p63 && got[2] == 0x1p63);
+    free(got);
+    wf_release(lb);
+    wf_release(la);
+    /* wf_scalar and wf_full */
+    check_exact(wf_scalar(1 + 0x1p-11 + 0x1p-40, WF_DTYPE_F16), 1.0009765625, "wf_scalar f16");
+    check_exact(wf_scalar(1 + 0x1p-8 + 0x1p-40, WF_DTYPE_BF16), 1.0078125, "wf_scalar bf16");
+    const int64_t one = 1;
+    check_exact(wf_full(&one, 1, 1 + 0x1p-11 + 0x1p-40, WF_DTYPE_F16), 1.0009765625,
+                "wf_full f16");
+    check_exact(wf_full(&one, 1, 1 + 0x1p-8 + 0x1p-40, WF_DTYPE_BF16), 1.0078125,
+                "wf_full bf16");
+    /* a mixed-dtype binary op: int32 + bfloat16 computes in bfloat16 */
+    wf_array *zero = wf_full(&one, 1, 0.0, WF_DTYPE_BF16);
+    wf_array *i1 = wf_array_from_data(i32, &one, 1, WF_DTYPE_I32);
+    check_exact(wf_add(i1, zero), 16908288.0, "int32 + bf16");
+    wf_release(i1);
+    wf_release(zero);
+    wf_release(ia);
+}
+
+/* Runs `op` on float64 `x` (n elements) and returns the results. */
+static double *run_f64(wf_array *(*op)(wf_array *), const double *x, int64_t n)
+{
+    wf_array *a = wf_array_from_data(x, &n, 1, WF_DTYPE_F64);
+    wf_array *r = op(a);
+    double *got = read_all(r);
+    wf_release(r);
+    wf_release(a);
+    return got;
+}
+
+static float *run_f32(wf_array *(*op)(wf_array *), const float *x, int64_t n)
+{
+    wf_array *a = wf_array_from_data(x, &n, 1, WF_DTYPE_F32);
+    wf_array *r = op(a);
+    float *got = NULL;
+    if (r && (got = malloc((size_t)n * sizeof *got)) && wf_array_copy_to(r, got, (size_t)n * 4)) {
+        free(got);
+        got = NULL;
+    }
+    wf_release(r);
+    wf_release(a);
+    return got;
+}
+
+/* silu, gelu, gelu_tanh keep their negative tails (silu(-89.05f) gave -0.0,
+ * float64 gelu was 425 ulp off at -20.1), on every variant this CPU runs.
+ * Expected values from mpmath (50 digits). */
+static void test_activation_tails_every_isa(void)
+{
+    for (int isa = 0; isa <= wf__vm_isa_best(); isa++) {
+        CHECK_OK(wf__vm_isa_force(isa));
+        const float xs = -89.05f, xt = -10.0f, xg = -13.0f;
+        float *y = run_f32(wf_silu, &xs, 1);
+        if (CHECK_NOT_NULL(y))
+            CHECK(fabs((double)y[0] - -1.886726719242687181e-37) <= 2 * 0x1p-146);
+        free(y);
+        y = run_f32(wf_gelu_tanh, &xt, 1);
+        if (CHECK_NOT_NULL(y))
+            CHECK(fabs((double)y[0] - -1.2040923482098059937e-37) <= 4 * 0x1p-146);
+        free(y);
+        y = run_f32(wf_gelu, &xg, 1);
+        if (CHECK_NOT_NULL(y))
+            CHECK(fabs((double)y[0] - -7.952313719414843587e-38) <= 4 * 0x1p-147);
+        free(y);
+        const double xd[4] = {-20.1, -740.5, -20.1, -37.5};
+        double *g = run_f64(wf_gelu, xd, 4);
+        if (CHECK_NOT_NULL(g)) {
+            CHECK(ulps_f64(g[0], -7.41625853607999352873e-89L) <= 2.0);
+            CHECK(ulps_f64(g[3], -1.72700737859323306644e-306L) <= 2.0);
+        }
+        free(g);
+        g = run_f64(wf_silu, xd, 4);
+        if (CHECK_NOT_NULL(g)) {
+            CHECK(ulps_f64(g[0], -3.748667926033262974263738e-8L) <= 4.0);
+            CHECK(ulps_f64(g[1], -1.881313680060923566059312e-319L) <= 1.0); /* subnormal */
+        }
+        free(g);
+        g = run_f64(wf_gelu_tanh, xd, 4);
+        if (CHECK_NOT_NULL(g))
+            CHECK(ulps_f64(g[0], -5.295289946595303833013399e-265L) <= 4.0);
+        free(g);
+    }
+    CHECK_OK(wf__vm_isa_force(-1));
+}
+
+typedef struct vec_case {
+    const char *name;
+    wf_array *(*op)(wf_array *);
+    long double (*ref)(long double);
+    double lo, hi;
+    bool f64; /* a vectorized float64 kernel too */
+} vec_case;
+
+static long double lr_sigmoid(long double x) { return 1.0L / (1.0L + expl(-x)); }
+static long double lr_silu(long double x) { return x / (1.0L + expl(-x)); }
+static long double lr_gelu(long double x) { return 0.5L * x * erfcl(-x / sqrtl(2.0L)); }
+static long double lr_gelu_tanh(long double x)
+{
+    const long double k = sqrtl(2.0L / 3.14159265358979323846264338327950288L);
+    return x / (1.0L + expl(-2.0L * k * (x + 0.044715L * x * x * x)));
+}
+
+static const vec_case vec_cases[] = {
+    {"exp", wf_exp, expl, -20, 20, true},
+    {"expm1", wf_expm1, expm1l, -5, 5, true},
+    {"log", wf_log, logl, 1e-3, 1e3, true},
+    {"log1p", wf_log1p, log1pl, -0.9, 100, true},
+    {"log2", wf_log2, log2l, 1e-3, 1e3, true},
+    {"tanh", wf_tanh, tanhl, -5, 5, true},
+    {"sigmoid", wf_sigmoid, lr_sigmoid, -30, 30, true},
+    {"sinh", wf_sinh, sinhl, -20, 20, true},
+    {"cosh", wf_cosh, coshl, -20, 20, true},
+    {"arcsin", wf_arcsin, asinl, -1, 1, false},
+    {"arccos", wf_arccos, acosl, -1, 1, false},
+    {"arctan", wf_arctan, atanl, -20, 20, false},
+    {"silu", wf_silu, lr_silu, -30, 10, true},
+    {"gelu", wf_gelu, lr_gelu, -12, 6, false},
+    {"gelu_tanh", wf_gelu_tanh, lr_gelu_tanh, -9, 6, true},
+};
+
+/* Every vectorized unary op through the API on every variant this CPU runs
+ * (contiguous, strided, float16): the variants agree bit for bit, and
+ * float32/float64 are within 5 ulp of long double references. */
+static void test_vectorized_ops_every_isa(void)
+{
+    const int64_t n = 999; /* not a multiple of any block */
+    const int64_t shape[2] = {27, 37};
+    for (size_t k = 0; k < sizeof vec_cases / sizeof vec_cases[0]; k++) {
+        const vec_case *c = &vec_cases[k];
+        double *x = conf_values(n, c->lo, c->hi, 40u + (uint32_t)k);
+        double *first[3] = {NULL, NULL, NULL};
+        for (int isa = 0; isa <= wf__vm_isa_best(); isa++) {
+            CHECK_OK(wf__vm_isa_force(isa));
+            const wf_dtype dts[3] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_F16};
+            for (int t = 0; t < 3; t++) {
+                wf_array *a = conf_strided(x, shape, 2, dts[t]);
+                double *got = read_all(c->op(a));
+                wf_array *cont = conf_array(x, shape, 2, dts[t]);
+                double *got_c = read_all(c->op(cont));
+                wf_release(cont);
+                wf_release(a);
+                if (!CHECK_NOT_NULL(got) || !CHECK_NOT_NULL(got_c)) {
+                    free(got);
+                    free(got_c);
+                    continue;
+                }
+                CHECK(memcmp(got, got_c, (size_t)n * sizeof *got) == 0);
+                free(got_c);
+                if (!first[t]) {
+                    first[t] = got;
+                } else {
+                    if (!CHECK(memcmp(got, first[t], (size_t)n * sizeof *got) == 0))
+                        printf("    %s %s differs on %s\n", c->name, wf_dtype_name(dts[t]),
+                               wf__vm_isa_name(isa));
+                    free(got);
+                }
+            }
+        }
+        for (int t = 0; t < 2 && first[t]; t++) {
+            double worst = 0;
+            for (int64_t i = 0; i < n; i++) {
+                const long double xi = t == 0 ? (long double)(float)x[i] : (long double)x[i];
+                const long double r = c->ref(xi);
+                const long double rt = t == 0 ? (long double)(float)r : (long double)(double)r;
+                long double ulp = ulps_f64(rt, rt) + (t == 0 ? 0x1p-149L : 0x1p-1074L);
+                int e;
+                frexpl(fabsl(rt) > 0 ? rt : 1, &e);
+                ulp = fabsl(rt) > 0 ? ldexpl(1.0L, e - (t == 0 ? 24 : 53)) : ulp;
+                const double err = (double)(fabsl((long double)first[t][i] - r) / ulp);
+                worst = err > worst ? err : worst;
+            }
+            if (!CHECK(worst <= 5.0))
+                printf("    %s %s: %.2f ulp\n", c->name, t == 0 ? "float32" : "float64", worst);
+        }
+        for (int t = 0; t < 3; t++)
+            free(first[t]);
+        free(x);
+    }
+    CHECK_OK(wf__vm_isa_force(-1));
+}
+
+/* power, arctan2, logaddexp (vectorized float32, logaddexp float64 too)
+ * through the API on every variant: contiguous, a broadcast scalar,
+ * strided, float16; bit-identical across variants, close to references. */
+static void test_vectorized_binary_every_isa(void)
+{
+    typedef wf_array *(*bin_op)(wf_array *, wf_array *);
+    const bin_op ops[3] = {wf_power, wf_arctan2, wf_logaddexp};
+    const int64_t shape[2] = {23, 41}, n = 23 * 41;
+    double *xa = conf_values(n, 0.01, 4, 3), *xb = conf_values(n, -8, 8, 4);
+    for (int k = 0; k < 3; k++) {
+        double *first[4] = {NULL, NULL, NULL, NULL};
+        for (int isa = 0; isa <= wf__vm_isa_best(); isa++) {
+            CHECK_OK(wf__vm_isa_force(isa));
+            const wf_dtype dts[4] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_F16, WF_DTYPE_F32};
+            for (int t = 0; t < 4; t++) {
+                wf_array *a = conf_strided(xa, shape, 2, dts[t]);
+                wf_array *b = t == 3 ? wf_scalar(1.75, dts[t]) : conf_array(xb, shape, 2, dts[t]);
+                double *got = read_all(ops[k](a, b));
+                wf_release(a);
+                wf_release(b);
+                if (!CHECK_NOT_NULL(got))
+                    continue;
+                if (!first[t]) {
+                    first[t] = got;
+                    continue;
+                }
+                CHECK(memcmp(got, first[t], (size_t)n * sizeof *got) == 0);
+                free(got);
+            }
+        }
+        for (int t = 0; t < 4; t++) {
+            if (!first[t] || t == 2)
+                continue;
+            double worst = 0;
+            for (int64_t i = 0; i < n; i++) {
+                const bool f32 = t != 1;
+                const long double a = f32 ? (long double)(float)xa[i] : (long double)xa[i];
+                const long double b = t == 3 ? 1.75L
+                                      : f32  ? (long double)(float)xb[i]
+                                             : (long double)xb[i];
+                const long double r = k == 0 ? powl(a, b)
+                                      : k == 1 ? atan2l(a, b)
+                                               : fmaxl(a, b) + log1pl(expl(-fabsl(a - b)));
+                const double rel = (double)fabsl(((long double)first[t][i] - r) / r);
+                worst = rel > worst ? rel : worst;
+            }
+            if (!CHECK(worst <= (t == 1 ? 1e-15 : 3 * 0x1p-24)))
+                printf("    binary op %d dtype case %d: relative error %g\n", k, t, worst);
+        }
+        for (int t = 0; t < 4; t++)
+            free(first[t]);
+    }
+    free(xa);
+    free(xb);
+    CHECK_OK(wf__vm_isa_force(-1));
+}
+
 int main(void)
 {
     RUN_TEST(test_all_ops_all_dtypes);
@@ -474,5 +888,11 @@ int main(void)
     RUN_TEST(test_identities);
     RUN_TEST(test_errors);
     RUN_TEST(test_exp_kernel_paths);
+    RUN_TEST(test_erfinv_float64_near_one);
+    RUN_TEST(test_ceil_keeps_negative_zero);
+    RUN_TEST(test_half_conversions_round_once);
+    RUN_TEST(test_activation_tails_every_isa);
+    RUN_TEST(test_vectorized_ops_every_isa);
+    RUN_TEST(test_vectorized_binary_every_isa);
     return TEST_SUMMARY();
 }

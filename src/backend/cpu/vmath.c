@@ -776,12 +776,13 @@ VM_INLINE void pow2_neg_split_d(uint64_t n, double *s1, double *s2)
     *s2 = as_f64((1023u - n2) << 52);
 }
 
-/* e^-a = p 2^-n for 0 <= a <= 760 (larger a and NaN are taken as 760). */
-VM_INLINE double exp_neg_parts_d(double a, uint64_t *n)
+/* e^-(a + lo) = p 2^-n for 0 <= a <= 760 (larger a and NaN are taken as
+ * 760) and a tiny correction lo. */
+VM_INLINE double exp_neg_parts_d(double a, double lo, uint64_t *n)
 {
     const double ac = a < 760.0 ? a : 760.0;
     uint64_t kb;
-    const double r = exp_reduce_d(ac, &kb);
+    const double r = exp_reduce_d(ac, &kb) + lo;
     *n = kb - 0x4338000000000000u;
     return 1.0 + expm1_poly_d(-r);
 }
@@ -801,18 +802,51 @@ VM_INLINE double vmd_silu(double x)
 {
     uint64_t n;
     const double a = fabs(x);
-    const double p = exp_neg_parts_d(a, &n);
+    const double p = exp_neg_parts_d(a, 0.0, &n);
     return x_sigmoid_from_parts_d(x, p, n, a >= 760.0);
 }
 
-/* As float32, in double: the tail's relative error grows like |2u| 2^-53
- * (the rounding of 2u), about 1e-13 at the underflow threshold. */
+/* x = hi + lo, hi with 26 significant bits (Dekker's split; |x| < 2^995). */
+VM_INLINE void split_d(double x, double *hi, double *lo)
+{
+    const double t = x * 134217729.0; /* 2^27 + 1 */
+    *hi = t - (t - x);
+    *lo = x - *hi;
+}
+
+/* a b = p + *e exactly (Dekker's product, no FMA). */
+VM_INLINE double two_prod_d(double a, double b, double *e)
+{
+    double ah, al, bh, bl;
+    split_d(a, &ah, &al);
+    split_d(b, &bh, &bl);
+    const double p = a * b;
+    *e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+    return p;
+}
+
+/* 2 sqrt(2/pi) and 2 sqrt(2/pi) 0.044715 as double + double (mpmath). */
+#define VD_GELU_K1_LO (-0x1.cbc0d30ebfd15p-54)
+#define VD_GELU_K2_LO (-0x1.6c843a29d1c70p-61)
+
+/* As float32, with 2u = x (K1 + K2 x^2) in double-double (a rounded 2u
+ * would cost |2u| 2^-53 relative, 60 ulp at x = -9). Beyond |x| = 30 the
+ * result is x or -0 whatever 2u is, so x is clamped there (keeping the
+ * splits finite). */
 VM_INLINE double vmd_gelu_tanh(double x)
 {
+    const double xc = x < -30.0 ? -30.0 : x > 30.0 ? 30.0 : x;
+    double pl, ql, al;
+    const double ph = two_prod_d(xc, xc, &pl);
+    const double qh = two_prod_d(VM_GELU_K2, ph, &ql);
+    ql += VM_GELU_K2 * pl + VD_GELU_K2_LO * ph;
+    const double sh = VM_GELU_K1 + qh, sb = sh - VM_GELU_K1;
+    const double sl = ((VM_GELU_K1 - (sh - sb)) + (qh - sb)) + (VD_GELU_K1_LO + ql);
+    const double ah = two_prod_d(xc, sh, &al);
+    al += xc * sl;
     uint64_t n;
-    const double a = fabs(x * (VM_GELU_K1 + VM_GELU_K2 * (x * x)));
-    const double p = exp_neg_parts_d(a, &n);
-    return x_sigmoid_from_parts_d(x, p, n, a >= 760.0);
+    const double p = exp_neg_parts_d(fabs(ah), ah < 0.0 ? -al : al, &n);
+    return x_sigmoid_from_parts_d(x, p, n, fabs(ah) >= 760.0);
 }
 
 VM_INLINE double vmd_sigmoid(double x)

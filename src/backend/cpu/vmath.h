@@ -13,28 +13,32 @@
  * wf__vm_isa_force picks another. FMA contraction is off (-std=c11), so the
  * three variants give bit-identical results.
  *
- * Maximum errors against the correctly rounded result, measured over >= 1e6
- * points of the whole domain by tests/unit/test_vmath.c (which asserts the
- * bounds stated there):
+ * Maximum errors against the exact result, measured over >= 1e6 points of
+ * the whole domain by tests/unit/test_vmath.c (which asserts the bounds
+ * stated there; measured maxima in its header):
  *   float32
- *   exp, expm1, log, log1p, log2, sigmoid   <= 3 ulp
- *   sin, cos (|x| <= 4096; libm beyond)     <= 3 ulp
- *   tanh, erf                               <= 4 ulp
- *   tan (|x| <= 4096; libm beyond)          <= 5 ulp
- *   sinh, cosh, arcsin, arccos, arctan      <= 3 ulp
- *   power, arctan2, logaddexp               <= 2 ulp (logaddexp: of the
- *                                              double formula, see test)
- *   silu, gelu, gelu_tanh                   <= 4 ulp, tails included
+ *   exp, expm1, log, log1p, power, logaddexp <= 2 ulp
+ *   log2, tanh, sigmoid, sinh, cosh          <= 3 ulp
+ *   arcsin, arccos, arctan, arctan2          <= 3 ulp
+ *   sin, cos (|x| <= 4096; libm beyond)      <= 3 ulp
+ *   erf, silu, gelu, gelu_tanh               <= 4 ulp (tails included,
+ *                                               down to the subnormals)
+ *   tan (|x| <= 4096; libm beyond)           <= 5 ulp
  *   float64
- *   exp, expm1, log, log1p, log2, sigmoid   <= 2 ulp
- *   tanh, sinh, cosh                        <= 3 ulp
- *   silu                                    <= 4 ulp
+ *   exp, expm1, log, log1p, log2             <= 2 ulp
+ *   tanh, sigmoid, sinh, cosh                <= 3 ulp
+ *   silu, gelu_tanh                          <= 4 ulp
+ *   logaddexp                                <= 2 ulp of max(|a|, |b|)
+ * float32 power and logaddexp compute in double. GCC vectorizes the
+ * float64 functions (and float32 power, logaddexp) only for AVX2 and
+ * AVX-512: the baseline runs them one element at a time, still branch-free
+ * and without libm calls.
  * Special values follow libm: NaN in gives NaN, exp/expm1 overflow to inf
  * and underflow to 0 (gradually, through subnormals), log of a negative is
  * NaN and log(0) is -inf, tanh/erf(+-inf) = +-1, sigmoid(-inf) = 0,
  * sin/cos/tan(+-inf) = NaN, signed zeros are kept where libm keeps them,
  * power follows C99 pow (pow(x, 0) = pow(1, y) = 1 even for NaN, ...),
- * arctan2 C99 atan2 (signed zeros and infinities). silu, gelu, gelu_tanh
+ * arctan2 C99 atan2 (signed zeros and infinities), silu, gelu, gelu_tanh
  * of -inf give -0.
  */
 #ifndef WEFT_BACKEND_CPU_VMATH_H
@@ -122,10 +126,10 @@ void wf__vm_logaddexp_f64(int64_t n, const double *a, const double *b, double *r
  * corrected, so the negative tail keeps full precision). */
 double wf__vm_gelu_f64_scalar(double x);
 
-/* erfinv (scalar). An initial approximation refined by Newton steps: on
- * erf for |x| <= 1/2, on log(erfc) for |x| > 1/2 (which converges in a few
- * steps up to |x| = 1 - 2^-53). newton_steps: at least this many, and
- * float64-exact iterating (to convergence) when above 1. */
+/* erfinv (scalar): an initial approximation refined by Newton steps, on
+ * erf(y) = x for |x| <= 1/2 and on log(erfc(y)) = log(1 - |x|) beyond
+ * (which converges in a few steps up to |x| = 1 - 2^-53). At most
+ * newton_steps steps; stops after one below 2^-40 |y|. */
 double wf__vm_erfinv(double x, int newton_steps);
 
 /* ---------------------------------------------------------------- kernels
