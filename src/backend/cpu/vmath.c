@@ -193,16 +193,14 @@ VM_INLINE float vm_log2(float x)
  * (x - (u - 1)) / u for the rounding of u. */
 VM_INLINE float vm_log1p(float x)
 {
-    const float xc = vsel(x < -1.0f || x > 0x1p100f, 1.0f, x); /* keep the path finite */
-    const float u = 1.0f + xc;
+    const float xc = vsel(x < -1.0f || x == INFINITY, 1.0f, x); /* keep the path finite */
+    const float u = 1.0f + xc; /* up to FLT_MAX: no overflow, and then c = 0 */
     const float c = (xc - (u - 1.0f)) / u;
     float e;
     const float f = log_split(as_u32(u), &e);
     const float hf = 0.5f * f * f;
     float y = log_tail(f) + (e * VM_LN2F_LO + c) - hf + f + e * VM_LN2F_HI;
-    /* Beyond 2^100 the correction is negligible: log1p(x) = log(x). */
-    y = vsel(x > 0x1p100f, vm_log(x), y);
-    y = vsel(fabsf(x) < 0x1p-25f || x != x, x, y); /* first order exact; keeps -0 */
+    y = vsel(fabsf(x) < 0x1p-25f || x != x || x == INFINITY, x, y); /* keeps -0 */
     y = vsel(x < -1.0f, NAN, y);
     y = vsel(x == -1.0f, -INFINITY, y);
     return y;
@@ -947,14 +945,13 @@ VM_INLINE double vmd_log2(double x)
  * rounding of u (as float32). */
 VM_INLINE double vmd_log1p(double x)
 {
-    const double xc = vseld(x < -1.0 || x > 0x1p1000, 1.0, x);
-    const double u = 1.0 + xc;
+    const double xc = vseld(x < -1.0 || x == INFINITY, 1.0, x);
+    const double u = 1.0 + xc; /* up to DBL_MAX: no overflow, and then c = 0 */
     const double c = (xc - (u - 1.0)) / u;
     double e;
     const double f = log_split_d(as_u64(u), &e);
     double y = e * VD_LN2_HI + log1p_body_d(f, e * VD_LN2_LO + c);
-    y = vseld(x > 0x1p1000, vmd_log(x), y);
-    y = vseld(fabs(x) < 0x1p-54 || x != x, x, y);
+    y = vseld(fabs(x) < 0x1p-54 || x != x || x == INFINITY, x, y);
     y = vseld(x < -1.0, NAN, y);
     return vseld(x == -1.0, -INFINITY, y);
 }
