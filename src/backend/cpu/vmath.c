@@ -63,6 +63,35 @@ VM_INLINE float with_sign_of(float a, float s)
  * (to nearest even) held in the low mantissa bits. */
 #define VM_SHIFT 0x1.8p23f
 
+/* The same for doubles (magnitude < 2^51). */
+#define VD_SHIFT 0x1.8p52
+#define VD_LOG2E 0x1.71547652b82fep+0
+#define VD_LN2 0x1.62e42fefa39efp-1
+#define VM_GELU_K1 0x1.9884533d43651p+0 /* 2 sqrt(2/pi) */
+#define VM_GELU_K2 0x1.2444f2a4d8b4bp-4 /* 2 sqrt(2/pi) 0.044715 */
+
+VM_INLINE uint64_t as_u64(double f)
+{
+    uint64_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+VM_INLINE double as_f64(uint64_t u)
+{
+    double f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+VM_INLINE double vseld(int c, double a, double b)
+{
+    const uint64_t m = 0u - (uint64_t)(c != 0);
+    return as_f64((as_u64(a) & m) | (as_u64(b) & ~m));
+}
+VM_INLINE double with_sign_of_d(double a, double s)
+{
+    return as_f64(as_u64(a) | (as_u64(s) & 0x8000000000000000u));
+}
+
 /* ---------------------------------------------------------------- exp, expm1 */
 
 /* expm1(r) = r + r^2 q(r) on |r| <= ln2/2; q fitted to (expm1(r) - r)/r^2
@@ -378,34 +407,6 @@ VM_INLINE float vm_silu(float x)
     const float a = fabsf(x);
     const float p = exp_neg_parts(a, &n);
     return x_sigmoid_from_parts(x, p, n, a >= 112.0f);
-}
-
-#define VD_SHIFT 0x1.8p52
-#define VD_LOG2E 0x1.71547652b82fep+0
-#define VD_LN2 0x1.62e42fefa39efp-1
-#define VM_GELU_K1 0x1.9884533d43651p+0 /* 2 sqrt(2/pi) */
-#define VM_GELU_K2 0x1.2444f2a4d8b4bp-4 /* 2 sqrt(2/pi) 0.044715 */
-
-VM_INLINE uint64_t as_u64(double f)
-{
-    uint64_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-VM_INLINE double as_f64(uint64_t u)
-{
-    double f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-VM_INLINE double vseld(int c, double a, double b)
-{
-    const uint64_t m = 0u - (uint64_t)(c != 0);
-    return as_f64((as_u64(a) & m) | (as_u64(b) & ~m));
-}
-VM_INLINE double with_sign_of_d(double a, double s)
-{
-    return as_f64(as_u64(a) | (as_u64(s) & 0x8000000000000000u));
 }
 
 /* gelu_tanh(x) = x/2 (1 + tanh(u)) = x sigmoid(2u), 2u = x (K1 + K2 x^2).
@@ -1240,7 +1241,15 @@ wf_status wf__vm_isa_force(int isa)
     return WF_OK;
 }
 
-static const wf_vm_table *active_table(void) { return wf__vm_table(wf__vm_isa_active()); }
+static const wf_vm_table *const tables[WF_VM_ISA_COUNT] = {
+#if VM_HAVE_X86
+    &table_baseline, &table_avx2, &table_avx512,
+#else
+    &table_baseline, &table_baseline, &table_baseline, /* never active: not supported */
+#endif
+};
+
+static const wf_vm_table *active_table(void) { return tables[wf__vm_isa_active()]; }
 
 #define VM_DISPATCH(NAME, FIELD, T)                                                        \
     void wf__vm_##NAME(int64_t n, const T *restrict x, T *restrict y)                     \
