@@ -1327,13 +1327,17 @@ double wf__vm_gelu_f64_scalar(double x)
     if (x < -36.7)
         return gelu_f64_far_tail(-x);
     const double rs_hi = 0x1.6a09e667f3bcdp-1, rs_lo = -0x1.bdd3413b26456p-55;
-    const double zh = -x * rs_hi;
-    const double dz = fma(-x, rs_hi, -zh) + -x * rs_lo;
+    double e;
+    const double zh = two_prod_d(-x, rs_hi, &e); /* |x| <= 36.7: the split is finite */
+    const double dz = e + -x * rs_lo;
     const double ec = erfc(zh);
     if (!(zh > 0.5) || !(ec > 0.0))
         return 0.5 * x * ec; /* no tail here (or none left) */
-    const double k = ec > 0x1p-1000 ? 0x1.20dd750429b6dp+0 * exp(-zh * zh) / ec
-                                    : 2.0 * zh + 1.0 / zh;
+    /* k needs only ~1e-5 relative accuracy (k dz is below 2 zh^2 ulp):
+     * beyond zh = 5 its asymptotic series does that without an exp */
+    const double w = 1.0 / (zh * zh);
+    const double k = zh < 5.0 ? 0x1.20dd750429b6dp+0 * exp(-zh * zh) / ec
+                              : 2.0 * zh / (1.0 - w * (0.5 - w * (0.75 - 1.875 * w)));
     return (0.5 * x) * (ec - ec * (k * dz));
 }
 
