@@ -122,7 +122,6 @@ LIBM_LOOP(erf_f64, double, erf)
 LIBM_LOOP(erfinv_f64, double, erfinv_f64_scalar)
 LIBM_LOOP(erfinv_f32, float, erfinv_f32_scalar)
 
-
 /* ---------------------------------------------------------------- exp (cpu.h) */
 
 void wf__cpu_exp_f32(int64_t n, const float *restrict x, float *restrict y)
