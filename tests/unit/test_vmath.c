@@ -30,7 +30,8 @@
  *   gelu (scalar, libm erfc corrected) 4 (3.63)
  *
  * Non-finite results must match exactly (NaN for NaN, infinities by sign),
- * zero results by sign, and the variants must agree bit for bit.
+ * zero results by sign, and the variants must agree bit for bit (except
+ * the baseline's libm functions, see vmath.h).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -115,12 +116,17 @@ typedef struct vm_case {
     double bound; /* ulp */
     double lo, hi; /* uniform points */
     bool of_max;   /* ulp of max(|result|, |a|, |b|): the formula cancels */
+    bool libm_on_baseline; /* the baseline calls libm: not bit-identical */
 } vm_case;
 
 #define CASE1(field, kind, ref, bound, lo, hi)                                             \
-    {#field, offsetof(wf_vm_table, field), kind, ref, NULL, bound, lo, hi, false}
+    {#field, offsetof(wf_vm_table, field), kind, ref, NULL, bound, lo, hi, false, false}
 #define CASE2(field, kind, ref, bound, lo, hi)                                             \
-    {#field, offsetof(wf_vm_table, field), kind, NULL, ref, bound, lo, hi, false}
+    {#field, offsetof(wf_vm_table, field), kind, NULL, ref, bound, lo, hi, false, false}
+#define CASE1_LIBM0(field, kind, ref, bound, lo, hi)                                       \
+    {#field, offsetof(wf_vm_table, field), kind, ref, NULL, bound, lo, hi, false, true}
+#define CASE2_LIBM0(field, kind, ref, bound, lo, hi)                                       \
+    {#field, offsetof(wf_vm_table, field), kind, NULL, ref, bound, lo, hi, false, true}
 
 static const vm_case vm_cases[] = {
     CASE1(exp, F32, r_exp, 2, -104, 89),
@@ -142,24 +148,24 @@ static const vm_case vm_cases[] = {
     CASE1(silu, F32, r_silu, 4, -110, 20),
     CASE1(gelu, F32, r_gelu, 4, -15, 6),
     CASE1(gelu_tanh, F32, r_gelu_tanh, 4, -12, 6),
-    CASE2(power, F32_2, r_pow, 2, 0, 0),
+    CASE2_LIBM0(power, F32_2, r_pow, 2, 0, 0),
     CASE2(arctan2, F32_2, r_atan2, 3, 0, 0),
-    CASE2(logaddexp, F32_2, r_logaddexp, 2, 0, 0),
-    CASE1(exp_f64, F64, r_exp, 2, -746, 710),
-    CASE1(expm1_f64, F64, r_expm1, 2, -40, 710),
-    CASE1(log_f64, F64, r_log, 2, 0, 100),
-    CASE1(log1p_f64, F64, r_log1p, 2, -1, 100),
-    CASE1(log2_f64, F64, r_log2, 2, 0, 100),
-    CASE1(tanh_f64, F64, r_tanh, 3, -20, 20),
-    CASE1(sigmoid_f64, F64, r_sigmoid, 3, -750, 40),
-    CASE1(sinh_f64, F64, r_sinh, 3, -711, 711),
-    CASE1(cosh_f64, F64, r_cosh, 3, -711, 711),
+    CASE2_LIBM0(logaddexp, F32_2, r_logaddexp, 2, 0, 0),
+    CASE1_LIBM0(exp_f64, F64, r_exp, 2, -746, 710),
+    CASE1_LIBM0(expm1_f64, F64, r_expm1, 2, -40, 710),
+    CASE1_LIBM0(log_f64, F64, r_log, 2, 0, 100),
+    CASE1_LIBM0(log1p_f64, F64, r_log1p, 2, -1, 100),
+    CASE1_LIBM0(log2_f64, F64, r_log2, 2, 0, 100),
+    CASE1_LIBM0(tanh_f64, F64, r_tanh, 3, -20, 20),
+    CASE1_LIBM0(sigmoid_f64, F64, r_sigmoid, 3, -750, 40),
+    CASE1_LIBM0(sinh_f64, F64, r_sinh, 3, -711, 711),
+    CASE1_LIBM0(cosh_f64, F64, r_cosh, 3, -711, 711),
     CASE1(silu_f64, F64, r_silu, 4, -760, 40),
     CASE1(gelu_tanh_f64, F64, r_gelu_tanh, 4, -25, 10),
     /* max(a, b) + log1p(e^-|a-b|) cancels where the sum is near 0; in
      * double there is no wider type to hide it (float32 computes in double) */
     {"logaddexp_f64", offsetof(wf_vm_table, logaddexp_f64), F64_2, NULL, r_logaddexp, 2, 0, 0,
-     true},
+     true, true},
 };
 enum { NVM = sizeof vm_cases / sizeof vm_cases[0] };
 
@@ -389,6 +395,8 @@ static void sweep_case(const vm_case *c)
         run_case(c, t, n, a, b, y);
         const double worst = check_results(c, wf__vm_isa_name(isa), n, a, b, y, ref);
         CHECK(worst <= c->bound);
+        if (c->libm_on_baseline && isa == WF_VM_ISA_BASELINE)
+            continue; /* libm: checked against the bound only */
         if (!have0) {
             memcpy(y0, y, bytes);
             have0 = true;

@@ -1059,8 +1059,8 @@ VM_INLINE float vm_logaddexp(float a, float b) { return (float)vmd_logaddexp(a, 
         VM_TRIG_BODY(FN, LIBM)                                                           \
     }
 
-/* One variant: every function compiled with ATTR, and its table. */
-#define VM_VARIANT(SUFFIX, ATTR)                                                           \
+/* The functions every variant compiles from this file, with ATTR. */
+#define VM_COMMON(SUFFIX, ATTR)                                                            \
     VM_DEF1(exp, SUFFIX, ATTR, float, vm_exp)                                            \
     VM_DEF1(expm1, SUFFIX, ATTR, float, vm_expm1)                                        \
     VM_DEF1(log, SUFFIX, ATTR, float, vm_log)                                            \
@@ -1080,8 +1080,15 @@ VM_INLINE float vm_logaddexp(float a, float b) { return (float)vmd_logaddexp(a, 
     VM_DEF1(silu, SUFFIX, ATTR, float, vm_silu)                                          \
     VM_DEF1(gelu, SUFFIX, ATTR, float, vm_gelu)                                          \
     VM_DEF1(gelu_tanh, SUFFIX, ATTR, float, vm_gelu_tanh)                                \
-    VM_DEF2(power, SUFFIX, ATTR, float, vm_pow)                                          \
     VM_DEF2(arctan2, SUFFIX, ATTR, float, vm_atan2)                                      \
+    VM_DEF1(silu_f64, SUFFIX, ATTR, double, vmd_silu)                                    \
+    VM_DEF1(gelu_tanh_f64, SUFFIX, ATTR, double, vmd_gelu_tanh)
+
+/* The ones built on double arithmetic, which GCC vectorizes for AVX2 and
+ * AVX-512 but not for SSE2 (there they ran at 0.2-0.8x libm's speed, so
+ * the baseline calls libm instead, below). */
+#define VM_DOUBLE_CODE(SUFFIX, ATTR)                                                       \
+    VM_DEF2(power, SUFFIX, ATTR, float, vm_pow)                                          \
     VM_DEF2(logaddexp, SUFFIX, ATTR, float, vm_logaddexp)                                \
     VM_DEF1(exp_f64, SUFFIX, ATTR, double, vmd_exp)                                      \
     VM_DEF1(expm1_f64, SUFFIX, ATTR, double, vmd_expm1)                                  \
@@ -1092,9 +1099,10 @@ VM_INLINE float vm_logaddexp(float a, float b) { return (float)vmd_logaddexp(a, 
     VM_DEF1(sigmoid_f64, SUFFIX, ATTR, double, vmd_sigmoid)                              \
     VM_DEF1(sinh_f64, SUFFIX, ATTR, double, vmd_sinh)                                    \
     VM_DEF1(cosh_f64, SUFFIX, ATTR, double, vmd_cosh)                                    \
-    VM_DEF1(silu_f64, SUFFIX, ATTR, double, vmd_silu)                                    \
-    VM_DEF1(gelu_tanh_f64, SUFFIX, ATTR, double, vmd_gelu_tanh)                          \
-    VM_DEF2(logaddexp_f64, SUFFIX, ATTR, double, vmd_logaddexp)                          \
+    VM_DEF2(logaddexp_f64, SUFFIX, ATTR, double, vmd_logaddexp)
+
+/* A variant's table. */
+#define VM_TABLE(SUFFIX)                                                                   \
     static const wf_vm_table table_##SUFFIX = {                                          \
         .exp = exp_##SUFFIX,                                                             \
         .expm1 = expm1_##SUFFIX,                                                         \
@@ -1132,15 +1140,51 @@ VM_INLINE float vm_logaddexp(float a, float b) { return (float)vmd_logaddexp(a, 
         .logaddexp_f64 = logaddexp_f64_##SUFFIX,                                         \
     };
 
+/* The baseline's libm functions (within an ulp, but not bit-identical
+ * with the AVX2 and AVX-512 results). float32 power and logaddexp compute
+ * in double and round once, as the vectorized ones do. */
+static double libm_sigmoid(double x)
+{
+    const double t = exp(-fabs(x)); /* never overflows */
+    return (x < 0.0 ? t : 1.0) / (1.0 + t);
+}
+static double libm_logaddexp(double a, double b)
+{
+    if (a != a || b != b)
+        return a + b;
+    if (a == b)
+        return a + VD_LN2;
+    return (a > b ? a : b) + log1p(exp(-fabs(a - b)));
+}
+static float libm_power_f32(float a, float b) { return (float)pow(a, b); }
+static float libm_logaddexp_f32(float a, float b) { return (float)libm_logaddexp(a, b); }
+
 #define VM_ATTR_BASELINE
-VM_VARIANT(baseline, VM_ATTR_BASELINE)
+VM_COMMON(baseline, VM_ATTR_BASELINE)
+VM_DEF2(power, baseline, VM_ATTR_BASELINE, float, libm_power_f32)
+VM_DEF2(logaddexp, baseline, VM_ATTR_BASELINE, float, libm_logaddexp_f32)
+VM_DEF1(exp_f64, baseline, VM_ATTR_BASELINE, double, exp)
+VM_DEF1(expm1_f64, baseline, VM_ATTR_BASELINE, double, expm1)
+VM_DEF1(log_f64, baseline, VM_ATTR_BASELINE, double, log)
+VM_DEF1(log1p_f64, baseline, VM_ATTR_BASELINE, double, log1p)
+VM_DEF1(log2_f64, baseline, VM_ATTR_BASELINE, double, log2)
+VM_DEF1(tanh_f64, baseline, VM_ATTR_BASELINE, double, tanh)
+VM_DEF1(sigmoid_f64, baseline, VM_ATTR_BASELINE, double, libm_sigmoid)
+VM_DEF1(sinh_f64, baseline, VM_ATTR_BASELINE, double, sinh)
+VM_DEF1(cosh_f64, baseline, VM_ATTR_BASELINE, double, cosh)
+VM_DEF2(logaddexp_f64, baseline, VM_ATTR_BASELINE, double, libm_logaddexp)
+VM_TABLE(baseline)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define VM_HAVE_X86 1
 #define VM_ATTR_AVX2 __attribute__((target("avx2,fma")))
 #define VM_ATTR_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
-VM_VARIANT(avx2, VM_ATTR_AVX2)
-VM_VARIANT(avx512, VM_ATTR_AVX512)
+VM_COMMON(avx2, VM_ATTR_AVX2)
+VM_DOUBLE_CODE(avx2, VM_ATTR_AVX2)
+VM_TABLE(avx2)
+VM_COMMON(avx512, VM_ATTR_AVX512)
+VM_DOUBLE_CODE(avx512, VM_ATTR_AVX512)
+VM_TABLE(avx512)
 #else
 #define VM_HAVE_X86 0
 #endif

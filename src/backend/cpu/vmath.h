@@ -11,7 +11,8 @@
  * supports is chosen at run time (no -march=native needed), unless the
  * environment variable WEFT_ISA (baseline, avx2, avx512; read once) or
  * wf__vm_isa_force picks another. FMA contraction is off (-std=c11), so the
- * three variants give bit-identical results.
+ * variants give bit-identical results (but see the baseline's libm
+ * functions below).
  *
  * Maximum errors against the exact result, measured over >= 1e6 points of
  * the whole domain by tests/unit/test_vmath.c (which asserts the bounds
@@ -31,8 +32,9 @@
  *   logaddexp                                <= 2 ulp of max(|a|, |b|)
  * float32 power and logaddexp compute in double. GCC vectorizes the
  * float64 functions (and float32 power, logaddexp) only for AVX2 and
- * AVX-512: the baseline runs them one element at a time, branch-free, at
- * 0.5-1.4x libm's speed (kept so that all variants agree bit for bit).
+ * AVX-512; the baseline calls libm for those (float64 silu and gelu_tanh
+ * excepted), so their baseline results may differ from the AVX2/AVX-512
+ * ones by an ulp. Everything else agrees bit for bit in all variants.
  * Special values follow libm: NaN in gives NaN, exp/expm1 overflow to inf
  * and underflow to 0 (gradually, through subnormals), log of a negative is
  * NaN and log(0) is -inf, tanh/erf(+-inf) = +-1, sigmoid(-inf) = 0,
