@@ -6,6 +6,7 @@
  */
 #include "core/error.h"
 #include "prim/custom.h"
+#include "prim/fused.h"
 #include "prim/prims.h"
 #include "prim/shape.h"
 #include "prim/sibling.h"
@@ -102,6 +103,46 @@ static wf_status vmap_sibling(wf_array *node, wf_array *const *in, const int *ax
     return multi_output("vmap");
 }
 
+/* compile's fused element-wise programs: they live only in fused tapes, and a
+ * compiled function called under a transform replays its unfused tape, so
+ * no transform ever meets one. */
+static wf_status fused_never_traced(const char *transform)
+{
+    return wf__error(WF_ERR_UNSUPPORTED,
+                     "%s: primitive 'fused' (a compiled function's fused kernel) is not "
+                     "differentiable or batchable: transform the function, not its fused trace",
+                     transform);
+}
+
+static wf_status vjp_fused(wf_array *node, wf_array *ct, const bool *wanted, wf_array **in_cts)
+{
+    (void)node;
+    (void)ct;
+    (void)wanted;
+    (void)in_cts;
+    return fused_never_traced("vjp");
+}
+
+static wf_status jvp_fused(wf_array *node, wf_array *const *t, wf_array **out)
+{
+    (void)node;
+    (void)t;
+    (void)out;
+    return fused_never_traced("jvp");
+}
+
+static wf_status vmap_fused(wf_array *node, wf_array *const *in, const int *axes, int64_t batch,
+                            wf_array **out, int *out_axis)
+{
+    (void)node;
+    (void)in;
+    (void)axes;
+    (void)batch;
+    (void)out;
+    (void)out_axis;
+    return fused_never_traced("vmap");
+}
+
 /* ---------------------------------------------------------------- table */
 
 const wf_prim_rules wf__rules_other[] = {
@@ -126,6 +167,8 @@ const wf_prim_rules wf__rules_other[] = {
     /* Outputs of multi-output primitives: none is built in yet; their rules
      * (every output's cotangent at once) come with the first one. */
     {&wf__prim_sibling, WF_RULES_UNSUPPORTED, vjp_sibling, jvp_sibling, vmap_sibling},
+    /* compile's fused kernels: never met by a transform (see above). */
+    {&wf__prim_fused, WF_RULES_UNSUPPORTED, vjp_fused, jvp_fused, vmap_fused},
 };
 
 const size_t wf__rules_other_count = sizeof wf__rules_other / sizeof wf__rules_other[0];

@@ -15,6 +15,7 @@
 #include "prim/reduce.h"
 #include "prim/registry.h"
 #include "prim/shape.h"
+#include "prim/fused.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
 #include "transforms/rules.h"
@@ -50,8 +51,12 @@ static const wf_prim_def *const constants[] = {
  *    rules);
  *  - sibling: an output of a multi-output primitive. No built-in primitive
  *    has several outputs yet; their rules (taking every output's cotangent
- *    at once) come with the first one. */
-static const wf_prim_def *const unsupported[] = {&wf__prim_custom, &wf__prim_sibling};
+ *    at once) come with the first one;
+ *  - fused: compile's fused element-wise programs live only in fused tapes,
+ *    which are never replayed under a transform (a compiled function called
+ *    under a transform replays its unfused tape). */
+static const wf_prim_def *const unsupported[] = {&wf__prim_custom, &wf__prim_sibling,
+                                                 &wf__prim_fused};
 
 /* Float outputs with a zero derivative wherever one exists (as MLX):
  * rounding, sign, floor division; stop_gradient by definition. */
