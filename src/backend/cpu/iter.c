@@ -143,6 +143,133 @@ static void run_chunk(void *arg, int64_t begin, int64_t end)
     run_range(w->it, begin, end, w->fn, w->ctx);
 }
 
+/* ---------------------------------------------------------------- 2-d tiles
+ *
+ * A walk whose innermost dim is strided for some operand (a transposed or
+ * permuted view: each element of a row is on another cache line) while that
+ * operand is nearly contiguous along another dim p runs in tiles of TILE2 x
+ * TILE2 over (p, innermost): the TILE2 rows of a tile reuse the cache lines
+ * the strided operand brought in, instead of evicting each after one
+ * element. Dim p is moved next to the innermost dim (the order of a walk
+ * does not matter to element-wise work). */
+enum { TILE2 = 32, TILE2_MIN_STRIDE = 16, TILE2_LINE_BYTES = 32 };
+
+static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
+
+/* The dim to tile with the innermost one, or -1. */
+static int tile_partner(const wf_cpu_iter *it)
+{
+    if (it->empty || it->ndim < 2 || it->shape[it->ndim - 1] < TILE2)
+        return -1;
+    const int last = it->ndim - 1;
+    for (int k = 0; k < it->nops; k++) {
+        const int64_t s = abs64(it->strides[k][last]);
+        if (s < TILE2_MIN_STRIDE)
+            continue;
+        int best = -1;
+        for (int d = 0; d < last; d++) {
+            const int64_t o = abs64(it->strides[k][d]);
+            if (it->shape[d] >= TILE2 && o < s && o * (int64_t)it->itemsize[k] <= TILE2_LINE_BYTES &&
+                (best < 0 || o < abs64(it->strides[k][best])))
+                best = d;
+        }
+        if (best >= 0)
+            return best;
+    }
+    return -1;
+}
+
+/* `it` with dim p moved to just before the innermost dim. */
+static wf_cpu_iter with_partner_inner(const wf_cpu_iter *it, int p)
+{
+    wf_cpu_iter t = *it;
+    const int last = it->ndim - 1;
+    int m = 0;
+    for (int d = 0; d <= last; d++) {
+        if (d == p || d == last)
+            continue;
+        t.shape[m] = it->shape[d];
+        for (int k = 0; k < it->nops; k++)
+            t.strides[k][m] = it->strides[k][d];
+        m++;
+    }
+    t.shape[m] = it->shape[p];
+    for (int k = 0; k < it->nops; k++)
+        t.strides[k][m] = it->strides[k][p];
+    return t;
+}
+
+struct tiled_walk {
+    wf_cpu_iter it; /* partner at ndim - 2 */
+    wf_cpu_inner_fn fn;
+    const void *ctx;
+    int64_t bands; /* bands of TILE2 partner indices per outer index */
+};
+
+/* Task = (outer index over dims 0..ndim-3, band of TILE2 partner indices):
+ * the band's rows, TILE2 columns at a time. */
+static void run_bands(void *arg, int64_t begin, int64_t end)
+{
+    const struct tiled_walk *t = arg;
+    const wf_cpu_iter *it = &t->it;
+    const int last = it->ndim - 1, part = last - 1;
+    const int64_t rows = it->shape[part], cols = it->shape[last];
+    int64_t inner[WF_CPU_MAX_OPERANDS];
+    for (int k = 0; k < it->nops; k++)
+        inner[k] = it->strides[k][last];
+    for (int64_t task = begin; task < end; task++) {
+        int64_t outer = task / t->bands;
+        const int64_t r0 = (task % t->bands) * TILE2, r1 = r0 + TILE2 < rows ? r0 + TILE2 : rows;
+        char *base[WF_CPU_MAX_OPERANDS];
+        for (int k = 0; k < it->nops; k++) {
+            int64_t el = 0, o = outer;
+            for (int d = part - 1; d >= 0; d--) {
+                el += (o % it->shape[d]) * it->strides[k][d];
+                o /= it->shape[d];
+            }
+            base[k] = it->data[k] + el * (int64_t)it->itemsize[k];
+        }
+        for (int64_t c0 = 0; c0 < cols; c0 += TILE2) {
+            const int64_t n = cols - c0 < TILE2 ? cols - c0 : TILE2;
+            for (int64_t r = r0; r < r1; r++) {
+                char *ptrs[WF_CPU_MAX_OPERANDS];
+                for (int k = 0; k < it->nops; k++)
+                    ptrs[k] = base[k] + (r * it->strides[k][part] + c0 * inner[k]) *
+                                            (int64_t)it->itemsize[k];
+                t->fn(n, ptrs, inner, t->ctx);
+            }
+        }
+    }
+}
+
+/* Sets up a tiled walk; false when `it` does not want 2-d tiles. */
+static bool tiled_walk_init(struct tiled_walk *t, const wf_cpu_iter *it, wf_cpu_inner_fn fn,
+                            const void *ctx, int64_t *tasks)
+{
+    const int p = tile_partner(it);
+    if (p < 0)
+        return false;
+    t->it = with_partner_inner(it, p);
+    t->fn = fn;
+    t->ctx = ctx;
+    t->bands = (it->shape[p] + TILE2 - 1) / TILE2;
+    int64_t outer = 1;
+    for (int d = 0; d < it->ndim - 2; d++)
+        outer *= t->it.shape[d];
+    *tasks = outer * t->bands;
+    return true;
+}
+
+void wf__cpu_iter_run_blocked(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const void *ctx)
+{
+    struct tiled_walk t;
+    int64_t tasks;
+    if (tiled_walk_init(&t, it, fn, ctx, &tasks))
+        run_bands(&t, 0, tasks);
+    else
+        wf__cpu_iter_run(it, fn, ctx);
+}
+
 void wf__cpu_iter_run_parallel(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const void *ctx,
                                int64_t min_chunk)
 {
@@ -158,11 +285,17 @@ void wf__cpu_iter_run_parallel(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const 
         }
         total *= it->shape[d];
     }
+    struct tiled_walk t;
+    int64_t tasks;
+    if (tiled_walk_init(&t, it, fn, ctx, &tasks)) {
+        const int64_t per_task = total / tasks;
+        const int64_t min_tasks = min_chunk / (per_task > 0 ? per_task : 1);
+        wf__parallel_for(tasks, min_tasks > 0 ? min_tasks : 1, run_bands, &t);
+        return;
+    }
     struct parallel_walk w = {it, fn, ctx};
     wf__parallel_for(total, min_chunk, run_chunk, &w);
 }
-
-static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
 
 void wf__cpu_dims_by_stride(int ndim, const int64_t *strides, int *perm)
 {

@@ -19,6 +19,8 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { VM_BLOCK = 16 };
@@ -457,7 +459,16 @@ static bool isa_supported(int isa)
 
 const wf_vm_table *wf__vm_table(int isa)
 {
-    if (isa < 0 || isa >= WF_VM_ISA_COUNT || !isa_supported(isa))
+    /* Support is detected once per variant: this runs on every dispatch. */
+    static atomic_int supported[WF_VM_ISA_COUNT]; /* 0 unknown, 1 yes, 2 no */
+    if (isa < 0 || isa >= WF_VM_ISA_COUNT)
+        return NULL;
+    int s = atomic_load_explicit(&supported[isa], memory_order_relaxed);
+    if (s == 0) {
+        s = isa_supported(isa) ? 1 : 2;
+        atomic_store_explicit(&supported[isa], s, memory_order_relaxed);
+    }
+    if (s != 1)
         return NULL;
 #if VM_HAVE_X86
     if (isa == WF_VM_ISA_AVX2)
@@ -494,15 +505,42 @@ int wf__vm_isa_best(void)
     return b;
 }
 
+/* The variant in use; -1 until first asked for. */
+static atomic_int active_isa = -1;
+
+/* WEFT_ISA names a variant the CPU runs, or the best one is taken. */
+static int isa_from_environment(void)
+{
+    const char *env = getenv("WEFT_ISA");
+    for (int isa = 0; env != NULL && isa < WF_VM_ISA_COUNT; isa++)
+        if (strcmp(env, wf__vm_isa_name(isa)) == 0 && isa_supported(isa))
+            return isa;
+    return wf__vm_isa_best();
+}
+
+int wf__vm_isa_active(void)
+{
+    int a = atomic_load_explicit(&active_isa, memory_order_relaxed);
+    if (a < 0) {
+        a = isa_from_environment();
+        int expected = -1; /* a concurrent first call or force wins */
+        if (!atomic_compare_exchange_strong(&active_isa, &expected, a))
+            a = expected;
+    }
+    return a;
+}
+
+bool wf__vm_isa_force(int isa)
+{
+    if (wf__vm_table(isa) == NULL)
+        return false;
+    atomic_store_explicit(&active_isa, isa, memory_order_relaxed);
+    return true;
+}
+
 static const wf_vm_table *best_table(void)
 {
-    static _Atomic(const wf_vm_table *) cached = NULL;
-    const wf_vm_table *t = atomic_load_explicit(&cached, memory_order_acquire);
-    if (!t) {
-        t = wf__vm_table(wf__vm_isa_best());
-        atomic_store_explicit(&cached, t, memory_order_release);
-    }
-    return t;
+    return wf__vm_table(wf__vm_isa_active());
 }
 
 #define VM_DISPATCH(NAME)                                                                  \

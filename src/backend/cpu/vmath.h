@@ -25,6 +25,7 @@
 #ifndef WEFT_BACKEND_CPU_VMATH_H
 #define WEFT_BACKEND_CPU_VMATH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/array.h"
@@ -41,6 +42,14 @@ typedef struct wf_vm_table {
 
 /* The best variant this CPU runs (detected once). */
 int wf__vm_isa_best(void);
+/* The variant every dispatched loop uses (vector math, reductions, norms):
+ * the one the environment variable WEFT_ISA names ("baseline", "avx2",
+ * "avx512"; read once) if the CPU runs it, else the best. */
+int wf__vm_isa_active(void);
+/* Makes `isa` the active variant; false (nothing changed) if the CPU cannot
+ * run it. For tests that exercise every variant in one process: call it
+ * while no kernel runs. */
+bool wf__vm_isa_force(int isa);
 /* The table of variant `isa`; NULL if the CPU cannot run it. */
 const wf_vm_table *wf__vm_table(int isa);
 /* "baseline", "avx2", "avx512". */
