@@ -152,7 +152,7 @@ static void run_chunk(void *arg, int64_t begin, int64_t end)
  * the strided operand brought in, instead of evicting each after one
  * element. Dim p is moved next to the innermost dim (the order of a walk
  * does not matter to element-wise work). */
-enum { TILE2 = 32, TILE2_MIN_STRIDE = 16, TILE2_LINE_BYTES = 32 };
+enum { TILE2 = 32, TILE2_MIN_STRIDE = 16, TILE2_LINE_BYTES = 32, TILE2_MIN_ROWS = 8 };
 
 static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
 
@@ -169,7 +169,7 @@ static int tile_partner(const wf_cpu_iter *it)
         int best = -1;
         for (int d = 0; d < last; d++) {
             const int64_t o = abs64(it->strides[k][d]);
-            if (it->shape[d] >= TILE2 && o < s && o * (int64_t)it->itemsize[k] <= TILE2_LINE_BYTES &&
+            if (it->shape[d] >= TILE2_MIN_ROWS && o < s && o * (int64_t)it->itemsize[k] <= TILE2_LINE_BYTES &&
                 (best < 0 || o < abs64(it->strides[k][best])))
                 best = d;
         }

@@ -290,11 +290,9 @@ struct wf_cpu_rows {
     wf_cpu_row_fn row;
     const void *arg;   /* for row */
     int64_t row_cost;  /* work per row element, in cheap-element units */
-    bool decline_long_strided; /* the caller streams long strided rows itself */
 };
 /* WF_OK, WF_ERR_OUT_OF_MEMORY, or WF_ERR_UNSUPPORTED (nothing done) when the
- * reduced axes do not form one dim of the walk, or rows are long and strided
- * and decline_long_strided is set. */
+ * reduced axes do not form one dim of the walk. */
 wf_status wf__cpu_rows_run(const wf_cpu_rows *rows);
 
 /* ---------------------------------------------------------------- kernels */

@@ -24,15 +24,8 @@
 
 /* Rows per group: about GROUP_BYTES of compute dtype, at least MIN_GROUP
  * (a cache line of float32 along the kept dim) when rows are gathered, as
- * long as the group stays under MAX_GATHER_BYTES. Strided rows longer than
- * LONG_STRIDED_ROW are declined when the caller has a streaming form. */
-enum {
-    GROUP_BYTES = 1 << 18,
-    MIN_GROUP = 16,
-    MAX_GROUP = 64,
-    MAX_GATHER_BYTES = 1 << 24,
-    LONG_STRIDED_ROW = 1 << 14
-};
+ * long as the group stays under MAX_GATHER_BYTES. */
+enum { GROUP_BYTES = 1 << 18, MIN_GROUP = 16, MAX_GROUP = 64, MAX_GATHER_BYTES = 1 << 24 };
 
 typedef struct rows_plan {
     const wf_cpu_rows *rows;
@@ -217,21 +210,19 @@ wf_status wf__cpu_rows_run(const wf_cpu_rows *rows)
         p->x_direct = p->axis_st[0] == 1 && x->dtype == rows->at;
         p->y_direct = rows->y == NULL || (p->axis_st[2] == 1 && rows->y->dtype == rows->at);
         const bool strided = p->axis_st[0] != 1 || (rows->y != NULL && p->axis_st[2] != 1);
-        if (!strided || p->len <= LONG_STRIDED_ROW || !rows->decline_long_strided) {
-            const int last = p->walk.ndim - 1;
-            const int64_t along = p->walk.ndim > 0 ? p->walk.shape[last] : 1;
-            int64_t outer = 1;
-            for (int d = 0; d < last; d++)
-                outer *= p->walk.shape[d];
-            p->group = group_size(p, strided, along);
-            p->groups = (along + p->group - 1) / p->group;
-            const int64_t work = p->group * p->len * (rows->row_cost > 0 ? rows->row_cost : 1);
-            const int64_t min_tasks = WF_CPU_RED_CHEAP / work;
-            wf__parallel_for(outer * p->groups, min_tasks > 0 ? min_tasks : 1, run_tasks, p);
-            st = atomic_load(&p->failed)
-                     ? wf__error(WF_ERR_OUT_OF_MEMORY, "rows: out of memory for a row group")
-                     : WF_OK;
-        }
+        const int last = p->walk.ndim - 1;
+        const int64_t along = p->walk.ndim > 0 ? p->walk.shape[last] : 1;
+        int64_t outer = 1;
+        for (int d = 0; d < last; d++)
+            outer *= p->walk.shape[d];
+        p->group = group_size(p, strided, along);
+        p->groups = (along + p->group - 1) / p->group;
+        const int64_t work = p->group * p->len * (rows->row_cost > 0 ? rows->row_cost : 1);
+        const int64_t min_tasks = WF_CPU_RED_CHEAP / work;
+        wf__parallel_for(outer * p->groups, min_tasks > 0 ? min_tasks : 1, run_tasks, p);
+        st = atomic_load(&p->failed)
+                 ? wf__error(WF_ERR_OUT_OF_MEMORY, "rows: out of memory for a row group")
+                 : WF_OK;
     }
     free(p);
     return st;

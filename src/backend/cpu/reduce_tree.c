@@ -212,21 +212,25 @@ static void lanes_add(const wf_cpu_row *r, const wf_cpu_red_isa *isa, lanes *l, 
     }
 }
 
-/* exp(x - a) of m staged values in place; also stored to the row's y. */
-static void exp_stage(const wf_cpu_row *r, const wf_cpu_red_isa *isa, int64_t i0, int64_t m,
-                      void *v)
+/* exp(x - a) of the m elements from i0 on: into the row's y when it is
+ * contiguous (also stored there otherwise); returns where the values are. */
+static const void *exp_stage(const wf_cpu_row *r, const wf_cpu_red_isa *isa, int64_t i0,
+                             int64_t m, const void *x, void *buf)
 {
+    const size_t ai = wf_dtype_size(r->at);
+    char *y = r->y != NULL ? r->y + i0 * r->sy * (int64_t)ai : NULL;
+    void *e = y != NULL && r->sy == 1 ? (void *)y : buf;
     double t[WF_CPU_STAGE];
     if (r->at == WF_DTYPE_F32) {
-        isa->shift_f32(m, v, (float)r->a, (float *)t);
-        wf__cpu_exp_f32(m, (const float *)t, v);
+        isa->shift_f32(m, x, (float)r->a, (float *)t);
+        wf__cpu_exp_f32(m, (const float *)t, e);
     } else {
-        isa->shift_f64(m, v, r->a, t);
-        wf__cpu_exp_f64(m, t, v);
+        isa->shift_f64(m, x, r->a, t);
+        wf__cpu_exp_f64(m, t, e);
     }
-    if (r->y != NULL)
-        wf__cpu_convert_1d(m, v, r->at, 1, r->y + i0 * r->sy * (int64_t)wf_dtype_size(r->at),
-                           r->at, r->sy);
+    if (y != NULL && e != y)
+        wf__cpu_convert_1d(m, e, r->at, 1, y, r->at, r->sy);
+    return e;
 }
 
 /* Leaf [lo, hi) of a float row. */
@@ -244,19 +248,20 @@ static wf_cpu_scalar leaf_float(const wf_cpu_row *r, int64_t lo, int64_t hi)
         for (int j = 0; j < WF_CPU_LANES_F64; j++)
             l.f64[j] = -0.0;
     const size_t xi = wf_dtype_size(r->xdt);
-    const bool direct = r->map != WF_CPU_ROW_EXP && r->xdt == r->at && r->sx == 1;
-    const int64_t step = direct ? hi - lo : WF_CPU_STAGE;
-    double buf[WF_CPU_STAGE]; /* room for a stage of either dtype */
+    const bool direct = r->xdt == r->at && r->sx == 1;
+    const bool exp = r->map == WF_CPU_ROW_EXP;
+    const int64_t step = direct && !exp ? hi - lo : WF_CPU_STAGE;
+    double buf[WF_CPU_STAGE], ebuf[WF_CPU_STAGE]; /* room for a stage of either dtype */
     for (int64_t i0 = lo; i0 < hi; i0 += step) {
         const int64_t m = hi - i0 < step ? hi - i0 : step;
         const char *src = r->x + i0 * r->sx * (int64_t)xi;
         const void *v = src;
         if (!direct) {
             wf__cpu_convert_1d(m, src, r->xdt, r->sx, buf, r->at, 1);
-            if (r->map == WF_CPU_ROW_EXP)
-                exp_stage(r, isa, i0, m, buf);
             v = buf;
         }
+        if (exp)
+            v = exp_stage(r, isa, i0, m, v, ebuf);
         lanes_add(r, isa, &l, m, v);
     }
     /* The lanes, pairwise. */

@@ -195,8 +195,7 @@ wf_status wf__cpu_logsumexp(const wf_array *in, uint64_t axes, wf_dtype at, void
                               .res = acc,
                               .res_item = wf_dtype_size(at),
                               .row = lse_row,
-                              .row_cost = 16,
-                              .decline_long_strided = true};
+                              .row_cost = 16};
     const wf_status st = wf__cpu_rows_run(&rows);
     return st == WF_ERR_UNSUPPORTED ? lse_general(in, axes, at, acc, count) : st;
 }
@@ -278,8 +277,7 @@ wf_status wf__cpu_softmax(wf_array *out, wf_array *const *inputs, int ninputs,
                               .at = at,
                               .y = out,
                               .row = softmax_row,
-                              .row_cost = 16,
-                              .decline_long_strided = true};
+                              .row_cost = 16};
     st = wf__cpu_rows_run(&rows);
     if (st != WF_ERR_UNSUPPORTED)
         return st;
