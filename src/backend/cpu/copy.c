@@ -59,6 +59,15 @@ void wf__cpu_copy_2d(int64_t rows, int64_t cols, size_t itemsize, const void *sr
                      int64_t src_row, int64_t src_col, void *dst, int64_t dst_row,
                      int64_t dst_col)
 {
+    const bool sized = itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8;
+    if (sized && src_row == 1 && dst_col == 1 && src_col > 0 && dst_row > 0) {
+        wf__cpu_transpose_block(cols, rows, itemsize, src, src_col, dst, dst_row);
+        return;
+    }
+    if (sized && src_col == 1 && dst_row == 1 && src_row > 0 && dst_col > 0) {
+        wf__cpu_transpose_block(rows, cols, itemsize, src, src_row, dst, dst_col);
+        return;
+    }
     const int64_t shape[2] = {rows, cols};
     const int64_t dst_st[2] = {dst_row, dst_col}, src_st[2] = {src_row, src_col};
     char *data[2] = {(char *)dst, (char *)src};

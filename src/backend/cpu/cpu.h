@@ -77,6 +77,12 @@ void wf__cpu_dims_by_stride(int ndim, const int64_t *strides, int *perm);
 
 /* ---------------------------------------------------------------- copy and convert */
 
+/* dst[j * ld_dst + i] = src[i * ld_src + j] for i < rows, j < cols
+ * (elements of 1, 2, 4 or 8 bytes; leading dims in elements), through
+ * registers in blocks where the CPU allows (transpose.c). */
+void wf__cpu_transpose_block(int64_t rows, int64_t cols, size_t itemsize, const void *src,
+                             int64_t ld_src, void *dst, int64_t ld_dst);
+
 /* Copies an N-d strided block of `itemsize`-byte elements into contiguous,
  * row-major `dst`. */
 void wf__cpu_copy_strided(int ndim, const int64_t *shape, size_t itemsize, const void *src,

@@ -1,6 +1,7 @@
 /* The strided N-d iteration every CPU kernel uses (see cpu.h). */
 #include "backend/cpu/cpu.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/pool.h"
@@ -152,7 +153,7 @@ static void run_chunk(void *arg, int64_t begin, int64_t end)
  * the strided operand brought in, instead of evicting each after one
  * element. Dim p is moved next to the innermost dim (the order of a walk
  * does not matter to element-wise work). */
-enum { TILE2 = 32, TILE2_MIN_STRIDE = 16, TILE2_LINE_BYTES = 32, TILE2_MIN_ROWS = 8 };
+enum { TILE2 = 64, TILE2_MIN_STRIDE = 16, TILE2_LINE_BYTES = 32, TILE2_MIN_ROWS = 8 };
 
 static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
 
@@ -206,6 +207,19 @@ struct tiled_walk {
     int64_t bands; /* bands of TILE2 partner indices per outer index */
 };
 
+/* Operand k is transposed within a tile (contiguous along the partner,
+ * strided along the innermost dim): its tile then moves through a
+ * contiguous buffer by block transposes (transpose.c), so the inner
+ * function sees it with stride 1 and the memory is read or written a row of
+ * the partner at a time. An output is read first, then written back. */
+static bool buffered(const wf_cpu_iter *it, int k)
+{
+    const int last = it->ndim - 1;
+    const size_t item = it->itemsize[k];
+    return it->strides[k][last - 1] == 1 && it->strides[k][last] >= TILE2_MIN_STRIDE &&
+           (item == 1 || item == 2 || item == 4 || item == 8);
+}
+
 /* Task = (outer index over dims 0..ndim-3, band of TILE2 partner indices):
  * the band's rows, TILE2 columns at a time. */
 static void run_bands(void *arg, int64_t begin, int64_t end)
@@ -214,11 +228,20 @@ static void run_bands(void *arg, int64_t begin, int64_t end)
     const wf_cpu_iter *it = &t->it;
     const int last = it->ndim - 1, part = last - 1;
     const int64_t rows = it->shape[part], cols = it->shape[last];
-    int64_t inner[WF_CPU_MAX_OPERANDS];
-    for (int k = 0; k < it->nops; k++)
-        inner[k] = it->strides[k][last];
+    int64_t inner[WF_CPU_MAX_OPERANDS], step[WF_CPU_MAX_OPERANDS];
+    bool buf_k[WF_CPU_MAX_OPERANDS];
+    char *buf[WF_CPU_MAX_OPERANDS] = {NULL};
+    for (int k = 0; k < it->nops; k++) {
+        buf_k[k] = buffered(it, k);
+        if (buf_k[k]) { /* a tile of the operand; on the heap: tiles are large */
+            buf[k] = malloc(TILE2 * TILE2 * it->itemsize[k]);
+            buf_k[k] = buf[k] != NULL;
+        }
+        inner[k] = buf_k[k] ? 1 : it->strides[k][last];
+        step[k] = (buf_k[k] ? TILE2 : it->strides[k][part]) * (int64_t)it->itemsize[k];
+    }
     for (int64_t task = begin; task < end; task++) {
-        int64_t outer = task / t->bands;
+        const int64_t outer = task / t->bands;
         const int64_t r0 = (task % t->bands) * TILE2, r1 = r0 + TILE2 < rows ? r0 + TILE2 : rows;
         char *base[WF_CPU_MAX_OPERANDS];
         for (int k = 0; k < it->nops; k++) {
@@ -231,15 +254,27 @@ static void run_bands(void *arg, int64_t begin, int64_t end)
         }
         for (int64_t c0 = 0; c0 < cols; c0 += TILE2) {
             const int64_t n = cols - c0 < TILE2 ? cols - c0 : TILE2;
-            for (int64_t r = r0; r < r1; r++) {
-                char *ptrs[WF_CPU_MAX_OPERANDS];
-                for (int k = 0; k < it->nops; k++)
-                    ptrs[k] = base[k] + (r * it->strides[k][part] + c0 * inner[k]) *
-                                            (int64_t)it->itemsize[k];
-                t->fn(n, ptrs, inner, t->ctx);
+            char *ptrs[WF_CPU_MAX_OPERANDS], *mem[WF_CPU_MAX_OPERANDS];
+            for (int k = 0; k < it->nops; k++) {
+                mem[k] = base[k] + (r0 * it->strides[k][part] + c0 * it->strides[k][last]) *
+                                       (int64_t)it->itemsize[k];
+                ptrs[k] = buf_k[k] ? buf[k] : mem[k];
+                if (buf_k[k]) /* buf[r][c] <- the tile; memory holds it as [c][r] */
+                    wf__cpu_transpose_block(n, r1 - r0, it->itemsize[k], mem[k],
+                                            it->strides[k][last], buf[k], TILE2);
             }
+            for (int64_t r = r0; r < r1; r++) {
+                t->fn(n, ptrs, inner, t->ctx);
+                for (int k = 0; k < it->nops; k++)
+                    ptrs[k] += step[k];
+            }
+            if (buf_k[0])
+                wf__cpu_transpose_block(r1 - r0, n, it->itemsize[0], buf[0], TILE2, mem[0],
+                                        it->strides[0][last]);
         }
     }
+    for (int k = 0; k < it->nops; k++)
+        free(buf[k]);
 }
 
 /* Sets up a tiled walk; false when `it` does not want 2-d tiles. */

@@ -25,7 +25,7 @@
 /* Rows per group: about GROUP_BYTES of compute dtype, at least MIN_GROUP
  * (a cache line of float32 along the kept dim) when rows are gathered, as
  * long as the group stays under MAX_GATHER_BYTES. */
-enum { GROUP_BYTES = 1 << 18, MIN_GROUP = 16, MAX_GROUP = 64, MAX_GATHER_BYTES = 1 << 24 };
+enum { GROUP_BYTES = 1 << 20, MIN_GROUP = 16, MAX_GROUP = 64, MAX_GATHER_BYTES = 1 << 24 };
 
 typedef struct rows_plan {
     const wf_cpu_rows *rows;
