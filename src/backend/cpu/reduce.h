@@ -92,7 +92,7 @@ void wf__cpu_kop_combine1(wf_cpu_kop k, wf_dtype at, void *a, const wf_cpu_scala
 
 /* ---------------------------------------------------------------- ISA variants */
 
-enum { WF_CPU_LANES_F32 = 64, WF_CPU_LANES_F64 = 32 };
+enum { WF_CPU_LANES_F32 = 64, WF_CPU_LANES_F64 = 32, WF_CPU_COLS = 16 };
 
 /* The hot loops of one instruction-set variant (reduce_isa.c). "Lanes" are
  * WF_CPU_LANES_* running values that a row is spread over (element i goes
@@ -104,6 +104,18 @@ typedef struct wf_cpu_red_isa {
     /* lanes += (x - mu)^2 */
     void (*sqdev_f32)(float *lanes, int64_t n, const float *x, float mu);
     void (*sqdev_f64)(double *lanes, int64_t n, const double *x, double mu);
+    /* WF_CPU_COLS adjacent columns at once (lanes: 64 x WF_CPU_COLS): row i
+     * of x (stride sx) into lane (lane0 + i) mod 64 of every column */
+    void (*col_lanes_f32)(int k, float *lanes, int64_t n, const float *x, int64_t sx,
+                          int64_t lane0);
+    void (*col_sqdev_f32)(float *lanes, int64_t n, const float *x, int64_t sx, int64_t lane0,
+                          const float *mu);
+    /* n rows of WF_CPU_COLS columns: t[i][c] = x[i * sx + c] - a[c];
+     * y[i * sy + c] = v[i][c]; y[i * sy + c] = v[i * sv + c] * f[c] */
+    void (*col_shift_f32)(int64_t n, const float *x, int64_t sx, const float *a, float *t);
+    void (*col_store_f32)(int64_t n, const float *v, float *y, int64_t sy);
+    void (*col_scale_f32)(int64_t n, const float *v, int64_t sv, const float *f, float *y,
+                          int64_t sy);
     /* acc[i] = acc[i] (k) x[i], contiguous */
     void (*accum_f32)(int k, int64_t n, float *acc, const float *x);
     void (*accum_f64)(int k, int64_t n, double *acc, const double *x);
@@ -150,6 +162,14 @@ typedef struct wf_cpu_row {
 
 /* The row's n elements reduced (n >= 0; an empty row gives the identity). */
 wf_cpu_scalar wf__cpu_row_reduce(const wf_cpu_row *r, int64_t n);
+/* The same for w <= WF_CPU_COLS adjacent float32 columns at once (a
+ * reduction over an axis that is not innermost): column c's elements are
+ * at r->x + (i * r->sx + c) floats, its exponentials go to r->y + (i * r->sy
+ * + c), its mean (SQDEV) or shift (EXP) is a[c]; out[c] gets the bits
+ * wf__cpu_row_reduce gives for the column as a row. r->at and r->xdt are
+ * F32. */
+void wf__cpu_cols_reduce(const wf_cpu_row *r, int64_t n, int w, const float *a,
+                         wf_cpu_scalar *out);
 
 /* ---------------------------------------------------------------- walks */
 
@@ -276,10 +296,18 @@ wf_status wf__cpu_reduce_into(const wf_array *in, uint64_t axes, wf_cpu_kop k, w
  * where the row's output goes, contiguous, dtype at; res points at the row's
  * slot in the per-row results (when there are some), row-major over the
  * kept axes. Rows that are not contiguous in memory are gathered a group at
- * a time through 2-d tiles, and their outputs scattered back the same way. */
+ * a time through 2-d tiles, and their outputs scattered back the same way;
+ * float32 rows that are adjacent columns of x and y go to `cols` instead
+ * when given. */
 typedef struct wf_cpu_rows wf_cpu_rows;
 typedef void (*wf_cpu_row_fn)(const wf_cpu_rows *rows, int64_t len, const void *x, void *y,
                               char *res);
+/* w <= WF_CPU_COLS float32 rows at once that are adjacent columns in
+ * memory: row c's element i is x[i * sx + c], its output y[i * sy + c], its
+ * result at res + c * res_step bytes. Must give each row the bits `row`
+ * gives it (wf__cpu_cols_reduce does for its part). */
+typedef void (*wf_cpu_cols_fn)(const wf_cpu_rows *rows, int64_t len, int w, const float *x,
+                               int64_t sx, float *y, int64_t sy, char *res, int64_t res_step);
 struct wf_cpu_rows {
     const wf_array *x;
     uint64_t axes;
@@ -288,7 +316,8 @@ struct wf_cpu_rows {
     char *res;         /* per-row results, or NULL */
     size_t res_item;
     wf_cpu_row_fn row;
-    const void *arg;   /* for row */
+    wf_cpu_cols_fn cols; /* or NULL: strided rows are always gathered */
+    const void *arg;   /* for row and cols */
     int64_t row_cost;  /* work per row element, in cheap-element units */
 };
 /* WF_OK, WF_ERR_OUT_OF_MEMORY, or WF_ERR_UNSUPPORTED (nothing done) when the

@@ -35,6 +35,7 @@ typedef struct rows_plan {
     int64_t group;      /* rows per group, along the walk's last dim */
     int64_t groups;     /* groups per index of the other dims */
     bool x_direct, y_direct;
+    bool columns;       /* groups of adjacent float32 columns go to rows->cols */
     size_t xi, yi, ai;
     atomic_int failed;
 } rows_plan;
@@ -108,6 +109,12 @@ static void run_group(const rows_plan *p, int64_t task, char *xblock, char *yblo
     char *base[3];
     for (int k = 0; k < 3; k++)
         base[k] = w->data[k] + row_offset(p, k, outer, g0);
+    if (p->columns) {
+        rows->cols(rows, p->len, (int)g, (const float *)base[0], p->axis_st[0], (float *)base[2],
+                   p->axis_st[2], rows->res != NULL ? base[1] : NULL,
+                   rs[1] * (int64_t)rows->res_item);
+        return;
+    }
     if (!p->x_direct)
         gather(p, g, base[0], rows->x->dtype, rs[0], p->axis_st[0], xblock, raw);
     for (int64_t r = 0; r < g; r++) {
@@ -130,7 +137,7 @@ static void run_tasks(void *arg, int64_t begin, int64_t end)
     const size_t block = (size_t)(p->group * p->len);
     const size_t raw_item = p->xi > p->yi ? p->xi : p->yi;
     char *mem = NULL;
-    if (!p->x_direct || (p->rows->y != NULL && !p->y_direct)) {
+    if (!p->columns && (!p->x_direct || (p->rows->y != NULL && !p->y_direct))) {
         mem = malloc(block * (2 * p->ai + raw_item) + 64);
         if (mem == NULL) {
             atomic_store(&p->failed, 1);
@@ -215,7 +222,13 @@ wf_status wf__cpu_rows_run(const wf_cpu_rows *rows)
         int64_t outer = 1;
         for (int d = 0; d < last; d++)
             outer *= p->walk.shape[d];
-        p->group = group_size(p, strided, along);
+        p->columns = rows->cols != NULL && rows->at == WF_DTYPE_F32 &&
+                     x->dtype == WF_DTYPE_F32 && p->walk.ndim > 0 &&
+                     p->walk.strides[0][last] == 1 && p->axis_st[0] != 1 &&
+                     (rows->y == NULL ||
+                      (rows->y->dtype == WF_DTYPE_F32 && p->walk.strides[2][last] == 1));
+        p->group = p->columns ? (WF_CPU_COLS < along ? WF_CPU_COLS : along)
+                              : group_size(p, strided, along);
         p->groups = (along + p->group - 1) / p->group;
         const int64_t work = p->group * p->len * (rows->row_cost > 0 ? rows->row_cost : 1);
         const int64_t min_tasks = WF_CPU_RED_CHEAP / work;

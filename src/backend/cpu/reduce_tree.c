@@ -424,6 +424,117 @@ wf_cpu_scalar wf__cpu_row_reduce(const wf_cpu_row *r, int64_t n)
     return v;
 }
 
+/* ================================================================ columns */
+
+/* Rows of columns staged at a time (a stage of WF_CPU_STAGE values). */
+enum { COL_STAGE = WF_CPU_STAGE / WF_CPU_COLS };
+
+typedef struct cols_ctx {
+    const wf_cpu_row *row;
+    int64_t n;
+    int w;
+    float a[WF_CPU_COLS]; /* mean or shift per column, 0 past w */
+} cols_ctx;
+
+/* Leaf [lo, hi) of the columns into out[WF_CPU_COLS] (the leaf_float of each
+ * column, all at once). */
+static void leaf_cols(const cols_ctx *t, int64_t lo, int64_t hi, float *out)
+{
+    enum { W = WF_CPU_COLS, L = WF_CPU_LANES_F32 };
+    const wf_cpu_row *r = t->row;
+    const wf_cpu_red_isa *isa = wf__cpu_red_isa();
+    const wf_cpu_kop k = r->map == WF_CPU_ROW_PLAIN ? r->k : WF_CPU_KOP_SUM;
+    const float *x = (const float *)r->x;
+    float col_lanes[L * W] __attribute__((aligned(64)));
+    wf__cpu_kop_fill(k, WF_DTYPE_F32, col_lanes, L * W);
+    if (k == WF_CPU_KOP_SUM)
+        for (int j = 0; j < L * W; j++)
+            col_lanes[j] = -0.0f;
+    static const float zeros[WF_CPU_COLS];
+    float t_buf[COL_STAGE * W], v_buf[COL_STAGE * W];
+    const bool staged = r->map == WF_CPU_ROW_EXP || t->w < W;
+    for (int64_t i0 = lo; i0 < hi; i0 += COL_STAGE) {
+        const int64_t m = hi - i0 < COL_STAGE ? hi - i0 : COL_STAGE;
+        const float *v = x + i0 * r->sx;
+        int64_t sv = r->sx;
+        if (staged) { /* a block of whole rows of W columns, 0 past w */
+            const float *a = r->map == WF_CPU_ROW_EXP ? t->a : zeros;
+            if (t->w == W)
+                isa->col_shift_f32(m, v, r->sx, a, t_buf);
+            else
+                for (int64_t i = 0; i < m; i++)
+                    for (int c = 0; c < W; c++)
+                        t_buf[i * W + c] = c < t->w ? v[i * r->sx + c] - a[c] : 0.0f;
+            v = t_buf;
+            sv = W;
+        }
+        if (r->map == WF_CPU_ROW_EXP) {
+            wf__cpu_exp_f32(m * W, t_buf, v_buf);
+            v = v_buf;
+            float *y = r->y != NULL ? (float *)r->y + i0 * r->sy : NULL;
+            if (y != NULL && t->w == W)
+                isa->col_store_f32(m, v_buf, y, r->sy);
+            else
+                for (int64_t i = 0; y != NULL && i < m; i++)
+                    memcpy(y + i * r->sy, v_buf + i * W, (size_t)t->w * sizeof *y);
+        }
+        if (r->map == WF_CPU_ROW_SQDEV)
+            isa->col_sqdev_f32(col_lanes, m, v, sv, i0 - lo, t->a);
+        else
+            isa->col_lanes_f32(k, col_lanes, m, v, sv, i0 - lo);
+    }
+    /* The padding of the last partial group changes a lane only for the
+     * squared deviations ((a - a)^2 = +0 turns a -0 lane into +0). */
+    if (r->map == WF_CPU_ROW_SQDEV && (hi - lo) % L != 0)
+        for (int64_t j = (hi - lo) % L; j < L; j++)
+            for (int c = 0; c < W; c++)
+                col_lanes[j * W + c] += 0.0f;
+    for (int w = L / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++)
+            for (int c = 0; c < W; c++)
+                col_lanes[j * W + c] =
+                    wf__cpu_kop_f32(k, col_lanes[j * W + c], col_lanes[(j + w) * W + c]);
+    memcpy(out, col_lanes, W * sizeof *out);
+}
+
+static void tree_cols(const cols_ctx *t, int64_t lo, int64_t hi, float *out)
+{
+    if (hi - lo == 1) {
+        const int64_t a = lo * WF_CPU_LEAF, b = a + WF_CPU_LEAF < t->n ? a + WF_CPU_LEAF : t->n;
+        leaf_cols(t, a, b, out);
+        return;
+    }
+    const int64_t mid = lo + (hi - lo) / 2;
+    float right[WF_CPU_COLS];
+    tree_cols(t, lo, mid, out);
+    tree_cols(t, mid, hi, right);
+    const wf_cpu_kop k = t->row->map == WF_CPU_ROW_PLAIN ? t->row->k : WF_CPU_KOP_SUM;
+    for (int c = 0; c < WF_CPU_COLS; c++)
+        out[c] = wf__cpu_kop_f32(k, out[c], right[c]);
+}
+
+void wf__cpu_cols_reduce(const wf_cpu_row *r, int64_t n, int w, const float *a,
+                         wf_cpu_scalar *out)
+{
+    const wf_cpu_kop k = r->map == WF_CPU_ROW_PLAIN ? r->k : WF_CPU_KOP_SUM;
+    const float *x = (const float *)r->x;
+    if (n <= 0 || (n < SHORT_ROW && r->map == WF_CPU_ROW_PLAIN)) { /* as the row form */
+        for (int c = 0; c < w; c++) {
+            out[c] = kop_identity(k, WF_DTYPE_F32);
+            for (int64_t i = 0; i < n; i++)
+                out[c].f32 = wf__cpu_kop_f32(k, out[c].f32, x[i * r->sx + c]);
+        }
+        return;
+    }
+    cols_ctx t = {r, n, w, {0}};
+    for (int c = 0; c < w && a != NULL; c++)
+        t.a[c] = a[c];
+    float v[WF_CPU_COLS];
+    tree_cols(&t, 0, (n + WF_CPU_LEAF - 1) / WF_CPU_LEAF, v);
+    for (int c = 0; c < w; c++)
+        out[c].f32 = v[c];
+}
+
 /* ================================================================ pairwise sums (cpu.h) */
 
 float wf__cpu_sum_f32(int64_t n, const float *x, int64_t stride)

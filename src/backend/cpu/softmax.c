@@ -12,6 +12,7 @@
  * (several separate reduced dims, or very long strided rows) the general
  * form runs passes over the whole input through the reproducible driver. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
@@ -83,6 +84,72 @@ static void lse_row(const wf_cpu_rows *rows, int64_t len, const void *x, void *y
         *(double *)res = shift + log(s);
     else
         *(float *)res = (float)shift + logf((float)s);
+}
+
+/* Adjacent float32 columns (an axis that is not innermost): the same
+ * steps with the column form of the tree, so each column gets the bits the
+ * row form gives it. The strided columns are read once, into a contiguous
+ * block of len x WF_CPU_COLS (NULL if it cannot be had: then they are read
+ * where they are), which the passes then share; on return `block` holds
+ * the exponentials when it was had. */
+static float *columns_max_expsum(int64_t len, int w, const float *x, int64_t sx, float *shift,
+                                 wf_cpu_scalar *s)
+{
+    static const float zeros[WF_CPU_COLS];
+    float *block = w == WF_CPU_COLS ? malloc((size_t)len * WF_CPU_COLS * sizeof *block) : NULL;
+    if (block != NULL) { /* x - 0 = x, signed zeros included */
+        wf__cpu_red_isa()->col_shift_f32(len, x, sx, zeros, block);
+        x = block;
+        sx = WF_CPU_COLS;
+    }
+    wf_cpu_scalar m[WF_CPU_COLS];
+    const wf_cpu_row rm = {WF_CPU_KOP_MAX, WF_DTYPE_F32, (const char *)x, sx, WF_DTYPE_F32,
+                           WF_CPU_ROW_PLAIN, 0, NULL, 0};
+    wf__cpu_cols_reduce(&rm, len, w, NULL, m);
+    for (int c = 0; c < w; c++)
+        shift[c] = (float)shift_of(m[c].f32);
+    const wf_cpu_row re = {WF_CPU_KOP_SUM, WF_DTYPE_F32, (const char *)x, sx, WF_DTYPE_F32,
+                           WF_CPU_ROW_EXP, 0, (char *)block, sx};
+    wf__cpu_cols_reduce(&re, len, w, shift, s);
+    return block;
+}
+
+static void softmax_cols(const wf_cpu_rows *rows, int64_t len, int w, const float *x,
+                         int64_t sx, float *y, int64_t sy, char *res, int64_t res_step)
+{
+    (void)rows;
+    (void)res;
+    (void)res_step;
+    float shift[WF_CPU_COLS], inv[WF_CPU_COLS];
+    wf_cpu_scalar s[WF_CPU_COLS];
+    float *block = columns_max_expsum(len, w, x, sx, shift, s);
+    for (int c = 0; c < w; c++)
+        inv[c] = 1.0f / s[c].f32;
+    if (block != NULL) {
+        wf__cpu_red_isa()->col_scale_f32(len, block, WF_CPU_COLS, inv, y, sy);
+        free(block);
+        return;
+    }
+    /* Without a block: the exponentials again, straight into y. */
+    const wf_cpu_row re = {WF_CPU_KOP_SUM, WF_DTYPE_F32, (const char *)x, sx, WF_DTYPE_F32,
+                           WF_CPU_ROW_EXP, 0, (char *)y, sy};
+    wf__cpu_cols_reduce(&re, len, w, shift, s);
+    for (int64_t i = 0; i < len; i++)
+        for (int c = 0; c < w; c++)
+            y[i * sy + c] *= inv[c];
+}
+
+static void lse_cols(const wf_cpu_rows *rows, int64_t len, int w, const float *x, int64_t sx,
+                     float *y, int64_t sy, char *res, int64_t res_step)
+{
+    (void)rows;
+    (void)y;
+    (void)sy;
+    float shift[WF_CPU_COLS];
+    wf_cpu_scalar s[WF_CPU_COLS];
+    free(columns_max_expsum(len, w, x, sx, shift, s));
+    for (int c = 0; c < w; c++)
+        *(float *)(res + c * res_step) = shift[c] + logf(s[c].f32);
 }
 
 /* ================================================================ general passes */
@@ -195,6 +262,7 @@ wf_status wf__cpu_logsumexp(const wf_array *in, uint64_t axes, wf_dtype at, void
                               .res = acc,
                               .res_item = wf_dtype_size(at),
                               .row = lse_row,
+                              .cols = lse_cols,
                               .row_cost = 16};
     const wf_status st = wf__cpu_rows_run(&rows);
     return st == WF_ERR_UNSUPPORTED ? lse_general(in, axes, at, acc, count) : st;
@@ -277,6 +345,7 @@ wf_status wf__cpu_softmax(wf_array *out, wf_array *const *inputs, int ninputs,
                               .at = at,
                               .y = out,
                               .row = softmax_row,
+                              .cols = softmax_cols,
                               .row_cost = 16};
     st = wf__cpu_rows_run(&rows);
     if (st != WF_ERR_UNSUPPORTED)
