@@ -276,7 +276,7 @@ enum { WF_CPU_RED_CHEAP = 1 << 15, WF_CPU_RED_COSTLY = 1 << 12 };
  * the partials are combined by a fixed pairwise tree. Blocks and chunks of
  * kept dims run in parallel. WF_ERR_OUT_OF_MEMORY if the partials do not
  * fit. */
-enum { WF_CPU_RED_BLOCK = 1 << 14 };
+enum { WF_CPU_RED_BLOCK = 1 << 10 };
 wf_status wf__cpu_red_drive(const wf_cpu_red_job *j);
 
 /* The inner function of a plain reduction: operands [acc (at), x]; ctx is a

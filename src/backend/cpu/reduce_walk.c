@@ -344,12 +344,13 @@ static void plan_blocks(drive_plan *p)
         p->block_dim = -1;
 }
 
-/* The kept chunks: only speed depends on them. */
+/* The kept chunks: only speed depends on them. Few, so that a chunk of
+ * an innermost kept dim still reads long runs of memory. */
 static void plan_kept(drive_plan *p, int64_t total)
 {
     const wf_cpu_red_job *j = p->job;
     const int threads = wf__pool_size();
-    const int64_t want = 4 * (int64_t)threads;
+    const int64_t want = 2 * (int64_t)threads;
     p->kept_dim = -1;
     p->nkept = 1;
     if (threads <= 1 || p->nblocks >= want || total < 2 * j->min_chunk)
