@@ -11,7 +11,9 @@
  *    reduced extent cut into one contiguous part per thread, each reduced
  *    with weft's own loops into private partials combined in part order;
  *  - softmax over the last axis, axis 0, and the transposed view;
- *  - a plain one-thread C loop summing the memory, as the yardstick.
+ *  - a plain one-thread C loop summing the memory, as the yardstick;
+ *  - x + 0 against x.T + 0 at n = 4000, 4096, 4104 (element-wise work over a
+ *    transposed view: the shared walk's 2-d tiles).
  * Columns: the 1- and 2-thread figures of weft, the speedup, and the ratio
  * weft / thread-count split at 2 threads (above 1: reproducibility costs).
  *
@@ -35,6 +37,27 @@ static double now_seconds(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* CPU time of the whole process (all its threads): on a machine shared with
+ * other work it still measures the work done, where wall time does not. */
+static double cpu_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Best wall and CPU times of the runs so far. */
+typedef struct best_times {
+    double wall, cpu;
+} best_times;
+
+static void keep_best(best_times *b, double wall0, double cpu0)
+{
+    const double wall = now_seconds() - wall0, cpu = cpu_seconds() - cpu0;
+    b->wall = wall < b->wall ? wall : b->wall;
+    b->cpu = cpu < b->cpu ? cpu : b->cpu;
 }
 
 /* ---------------------------------------------------------------- the thread-count split */
@@ -162,38 +185,64 @@ static wf_array *build(int op, wf_array *a, int axis)
     }
 }
 
-/* Best of `repeats`, ns per input element. */
-static double time_weft(int op, wf_array *a, int axis, int repeats)
+/* Best of `repeats`, ns per input element (wall and CPU). */
+static best_times time_weft(int op, wf_array *a, int axis, int repeats)
 {
-    double best = 1e30;
+    best_times b = {1e30, 1e30};
     for (int r = 0; r < repeats; r++) {
-        const double t0 = now_seconds();
+        const double w0 = now_seconds(), c0 = cpu_seconds();
         wf_array *out = build(op, a, axis);
-        if (out == NULL || wf_eval(&out, 1) != WF_OK) {
+        const bool ok = out != NULL && wf_eval(&out, 1) == WF_OK;
+        if (ok)
+            keep_best(&b, w0, c0);
+        else
             fprintf(stderr, "bench_reduce: %s failed: %s\n", op_names[op],
                     wf_last_error_message());
-            wf_release(out);
-            return -1;
-        }
-        const double t = now_seconds() - t0;
         wf_release(out);
-        best = t < best ? t : best;
     }
-    return best * 1e9 / (double)wf_array_size(a);
+    const double per = 1e9 / (double)wf_array_size(a);
+    return (best_times){b.wall * per, b.cpu * per};
 }
 
-static double time_split(int op, const float *x, int64_t n, int axis, int repeats)
+static best_times time_split(int op, const float *x, int64_t n, int axis, int repeats)
 {
     float *out = malloc((size_t)n * sizeof *out);
-    double best = 1e30;
+    best_times b = {1e30, 1e30};
     for (int r = 0; r < repeats; r++) {
-        const double t0 = now_seconds();
+        const double w0 = now_seconds(), c0 = cpu_seconds();
         split_op(op, x, n, axis, out);
-        const double t = now_seconds() - t0;
-        best = t < best ? t : best;
+        keep_best(&b, w0, c0);
     }
     free(out);
-    return best * 1e9 / (double)(n * n);
+    const double per = 1e9 / (double)(n * n);
+    return (best_times){b.wall * per, b.cpu * per};
+}
+
+/* x + 0 against x.T + 0 (the shared walk's 2-d tiles) at sizes around 4096,
+ * as lines "add n contiguous transposed". */
+static void time_transposed_add(int repeats)
+{
+    static const int64_t sizes[3] = {4000, 4096, 4104};
+    for (int k = 0; k < 3; k++) {
+        const int64_t n = sizes[k], shape[2] = {n, n};
+        wf_array *a = wf_full(shape, 2, 1.5, WF_DTYPE_F32);
+        wf_array *t = wf_transpose(a, NULL, 0), *zero = wf_scalar(0, WF_DTYPE_F32);
+        best_times best[2] = {{1e30, 1e30}, {1e30, 1e30}};
+        for (int r = 0; r < repeats && wf_eval(&t, 1) == WF_OK; r++)
+            for (int layout = 0; layout < 2; layout++) {
+                const double w0 = now_seconds(), c0 = cpu_seconds();
+                wf_array *y = wf_add(layout ? t : a, zero);
+                if (y != NULL && wf_eval(&y, 1) == WF_OK)
+                    keep_best(&best[layout], w0, c0);
+                wf_release(y);
+            }
+        const double per = 1e9 / (double)(n * n);
+        printf("add %lld %.4f %.4f %.4f %.4f\n", (long long)n, best[0].wall * per,
+               best[1].wall * per, best[0].cpu * per, best[1].cpu * per);
+        wf_release(zero);
+        wf_release(t);
+        wf_release(a);
+    }
 }
 
 /* The measurements of one process, as lines "key value". */
@@ -234,19 +283,21 @@ static int child_main(int64_t n, int repeats)
             for (int k = 0; k < 3; k++) {
                 if (op == OP_SOFTMAX && k == 2)
                     continue;
-                printf("%d %d %d weft %.4f\n", op, layout, k,
-                       time_weft(op, layout ? t : a, axes[k], repeats));
+                const best_times w = time_weft(op, layout ? t : a, axes[k], repeats);
+                printf("%d %d %d weft %.4f %.4f\n", op, layout, k, w.wall, w.cpu);
                 /* Where threads share a reduced extent in memory: the
                  * columns of the array (axis 0; axis 1 of the view) and all. */
                 const int mem_axis = layout ? (k == 1 ? -2 : k == 0 ? 0 : -1)
                                             : (k == 0 ? -2 : k == 1 ? 0 : -1);
-                if (op != OP_SOFTMAX && mem_axis != -2)
-                    printf("%d %d %d split %.4f\n", op, layout, k,
-                           time_split(op, mem, n, mem_axis == 0 ? 0 : -1, repeats));
+                if (op != OP_SOFTMAX && mem_axis != -2) {
+                    const best_times sp = time_split(op, mem, n, mem_axis == 0 ? 0 : -1, repeats);
+                    printf("%d %d %d split %.4f %.4f\n", op, layout, k, sp.wall, sp.cpu);
+                }
             }
     wf_release(t);
     wf_release(a);
     free(data);
+    time_transposed_add(repeats);
     return 0;
 }
 
@@ -284,13 +335,17 @@ static bool run_child(const char *self, int threads, const char *n, const char *
            WEXITSTATUS(status) == 0;
 }
 
-/* The figure for (op, layout, axis, kind) in a child's output; -1 if none. */
-static double figure(const char *out, int op, int layout, int k, const char *kind)
+/* The figures (wall, CPU) for (op, layout, axis, kind) in a child's output;
+ * -1 if none. */
+static best_times figure(const char *out, int op, int layout, int k, const char *kind)
 {
     char key[64];
     snprintf(key, sizeof key, "\n%d %d %d %s ", op, layout, k, kind);
     const char *p = strstr(out, key);
-    return p ? atof(p + strlen(key)) : -1;
+    best_times b = {-1, -1};
+    if (p != NULL)
+        sscanf(p + strlen(key), "%lf %lf", &b.wall, &b.cpu);
+    return b;
 }
 
 int main(int argc, char **argv)
@@ -315,25 +370,37 @@ int main(int argc, char **argv)
     printf("bench_reduce: %lld x %lld float32, best of %d, ns per input element (wall)\n",
            (long long)n, (long long)n, repeats);
     printf("plain C loop sum, 1 thread: %.3f\n\n", atof(one + 5));
-    printf("%-10s %-10s %-7s %8s %8s %8s %9s %8s\n", "op", "layout", "axis", "1 thr",
-           "2 thr", "1->2", "split 2t", "weft/sp");
+    printf("wall: 1 and 2 threads and the speedup; cpu: process CPU time (all threads) of\n"
+           "weft and of the thread-count split at 2 threads, and their ratio (the cost of\n"
+           "reproducibility; CPU time stays meaningful when other work shares the machine)\n\n");
+    printf("%-10s %-10s %-7s %8s %8s %7s %9s %9s %8s\n", "op", "layout", "axis", "wall 1t",
+           "wall 2t", "1->2", "cpu weft", "cpu split", "ratio");
     static const char *const axis_names[3] = {"axis 1", "axis 0", "all"};
     for (int op = 0; op < OP_COUNT; op++)
         for (int layout = 0; layout < 2; layout++)
             for (int k = 0; k < 3; k++) {
-                const double w1 = figure(one, op, layout, k, "weft");
-                const double w2 = figure(two, op, layout, k, "weft");
-                if (w1 < 0)
+                const best_times w1 = figure(one, op, layout, k, "weft");
+                const best_times w2 = figure(two, op, layout, k, "weft");
+                if (w1.wall < 0)
                     continue;
-                const double s2 = figure(two, op, layout, k, "split");
-                printf("%-10s %-10s %-7s %8.3f %8.3f %7.2fx", op_names[op],
-                       layout ? "transposed" : "contiguous", axis_names[k], w1, w2, w1 / w2);
-                if (s2 > 0)
-                    printf(" %9.3f %7.2fx\n", s2, w2 / s2);
+                const best_times s2 = figure(two, op, layout, k, "split");
+                printf("%-10s %-10s %-7s %8.3f %8.3f %6.2fx %9.3f", op_names[op],
+                       layout ? "transposed" : "contiguous", axis_names[k], w1.wall, w2.wall,
+                       w1.wall / w2.wall, w2.cpu);
+                if (s2.cpu > 0)
+                    printf(" %9.3f %7.2fx\n", s2.cpu, w2.cpu / s2.cpu);
                 else
                     printf(" %9s %8s\n", "-", "-");
             }
     printf("\n'-': the reduced extent is one row per output; weft's split (rows in "
-           "parallel) is the only one.\n");
+           "parallel) is the only one.\n\n");
+    printf("x + 0 and x.T + 0, ns per element, 1 thread (cpu time; wall in brackets)\n");
+    for (const char *p = strstr(one, "\nadd "); p != NULL; p = strstr(p + 1, "\nadd ")) {
+        long long size = 0;
+        double cw = 0, tw = 0, cc = 0, tc = 0;
+        if (sscanf(p, " add %lld %lf %lf %lf %lf", &size, &cw, &tw, &cc, &tc) == 5)
+            printf("n = %lld: contiguous %.3f (%.3f), transposed %.3f (%.3f): %.2fx\n", size,
+                   cc, cw, tc, tw, tc / cc);
+    }
     return 0;
 }
