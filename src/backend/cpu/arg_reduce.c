@@ -12,7 +12,6 @@
 #include "backend/cpu/reduce.h"
 #include "core/dtype.h"
 #include "prim/reduce.h"
-#include "runtime/pool.h"
 
 /* Row arg-reduction over a block of the compute dtype: updates *best and
  * *bidx (index base + i) with the first strictly better element; `first`
@@ -296,15 +295,7 @@ wf_status wf__cpu_arg_reduce(wf_array *out, wf_array *const *inputs, int ninputs
     const enum wf_cpu_layout lay3[3] = {WF_CPU_LAYOUT_ACC, WF_CPU_LAYOUT_ACC, WF_CPU_LAYOUT_IN};
     wf__cpu_axis_walk(&it, in, p->axis, 3, data3, c.item, lay3);
     struct vert_arg va = {&c, len, in->strides[p->axis] * (int64_t)xi};
-    const int64_t total = wf__cpu_iter_count(&it) * len;
-    const int d = wf__cpu_pick_split_dim(&it, -1, 2 * (int64_t)wf__pool_size());
-    if (d >= 0 && total >= 2 * WF_CPU_RED_CHEAP) {
-        const int64_t per_index = total / it.shape[d];
-        const int64_t min_chunk = WF_CPU_RED_CHEAP / (per_index > 0 ? per_index : 1);
-        wf__cpu_split_run(&it, d, min_chunk > 0 ? min_chunk : 1, arg_vert_body, &va);
-    } else {
-        arg_vert_body(&it, &va);
-    }
+    wf__cpu_vertical_run(&it, -1, len, WF_CPU_RED_CHEAP, arg_vert_body, &va);
     wf__buffer_release(bb);
     return WF_OK;
 }

@@ -203,6 +203,12 @@ int wf__cpu_pick_split_dim(const wf_cpu_iter *it, int written, int64_t want);
 typedef void (*wf_cpu_walk_body)(const wf_cpu_iter *sub, void *arg);
 void wf__cpu_split_run(const wf_cpu_iter *it, int dim, int64_t min_chunk, wf_cpu_walk_body body,
                        void *arg);
+/* The vertical forms (scans, arg-reductions over an outer axis): body
+ * repeats the walk `len` times (once per axis index); runs it split along
+ * a dim where operand `written` (every operand: -1) has a non-zero stride,
+ * in chunks of about min_chunk elements of work, or whole when small. */
+void wf__cpu_vertical_run(const wf_cpu_iter *it, int written, int64_t len, int64_t min_chunk,
+                          wf_cpu_walk_body body, void *arg);
 
 /* Tiling: a walk whose innermost dim is strided by at least
  * WF_CPU_TILE_STRIDE elements for some operand that is less strided on an

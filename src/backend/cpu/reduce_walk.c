@@ -150,6 +150,20 @@ void wf__cpu_split_run(const wf_cpu_iter *it, int dim, int64_t min_chunk, wf_cpu
     wf__parallel_for(it->shape[dim], min_chunk, split_chunk, &s);
 }
 
+void wf__cpu_vertical_run(const wf_cpu_iter *it, int written, int64_t len, int64_t min_chunk,
+                          wf_cpu_walk_body body, void *arg)
+{
+    const int64_t total = wf__cpu_iter_count(it) * len;
+    const int d = wf__cpu_pick_split_dim(it, written, 2 * (int64_t)wf__pool_size());
+    if (d < 0 || total < 2 * min_chunk) {
+        body(it, arg);
+        return;
+    }
+    const int64_t per_index = total / it->shape[d];
+    const int64_t chunk = min_chunk / (per_index > 0 ? per_index : 1);
+    wf__cpu_split_run(it, d, chunk > 0 ? chunk : 1, body, arg);
+}
+
 /* ================================================================ tiling */
 
 static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }

@@ -19,7 +19,6 @@
 #include "backend/cpu/reduce.h"
 #include "core/dtype.h"
 #include "prim/reduce.h"
-#include "runtime/pool.h"
 
 enum { SCAN_CHUNK = 1 << 15 };
 
@@ -274,15 +273,7 @@ wf_status wf__cpu_scan(wf_array *out, wf_array *const *inputs, int ninputs, cons
     const enum wf_cpu_layout lay3[3] = {WF_CPU_LAYOUT_FULL, WF_CPU_LAYOUT_ACC,
                                         WF_CPU_LAYOUT_IN};
     wf__cpu_axis_walk(&it, in, p->axis, 3, data3, c.stage.item, lay3);
-    const int d = wf__cpu_pick_split_dim(&it, 0, 2 * (int64_t)wf__pool_size());
-    const int64_t total = out->size;
-    if (d >= 0 && total >= 2 * SCAN_CHUNK) {
-        const int64_t per_index = total / it.shape[d];
-        const int64_t min_chunk = SCAN_CHUNK / (per_index > 0 ? per_index : 1);
-        wf__cpu_split_run(&it, d, min_chunk > 0 ? min_chunk : 1, vert_body, &c);
-    } else {
-        vert_body(&it, &c);
-    }
+    wf__cpu_vertical_run(&it, 0, c.len, SCAN_CHUNK, vert_body, &c);
     wf__buffer_release(accb);
     return WF_OK;
 }
