@@ -4,8 +4,9 @@
  *  - the same bytes for WEFT_NUM_THREADS = 1, 2, 3, 5 and 8: the test
  *    re-executes itself (/proc/self/exe) once per thread count with
  *    WEFT_DET_CHILD set; the child evaluates every case and prints one hash
- *    of the result bytes per case; the parent compares the lists. Every ISA
- *    variant the CPU runs (forced with WEFT_ISA) is reproducible too;
+ *    of the result bytes per case; the parent compares the lists. Every
+ *    other ISA variant the CPU runs (forced with WEFT_ISA) gives the same
+ *    bytes;
  *  - the same bytes in this process as in the 1-thread child, and when 8
  *    threads evaluate the cases at once (their own graphs and one shared set
  *    of graphs; default stream and private streams; wf_eval and
@@ -28,7 +29,7 @@
 #include "harness.h"
 
 #if defined(__SANITIZE_THREAD__)
-enum { ROWS = 512, COLS = 256, FLAT = 1 << 18 };
+enum { ROWS = 512, COLS = 256, FLAT = 1 << 17 };
 #elif defined(__SANITIZE_ADDRESS__)
 enum { ROWS = 1024, COLS = 512, FLAT = 1 << 20 };
 #else
@@ -367,21 +368,21 @@ static void test_thread_counts(void)
     }
 }
 
-/* Each other ISA variant the CPU runs, forced: 1 thread and 5 threads
- * agree (the active one is the thread-count test's). */
+/* Each other ISA variant the CPU runs, forced, with 5 threads: the bytes of
+ * the active variant with 1 thread (the variants do the same operations in
+ * the same order; the active one is the thread-count test's). */
 static void test_isa_variants(void)
 {
-    static char one[OUT_CAP], five[OUT_CAP];
+    static char five[OUT_CAP];
     int ran = 0;
-    for (int isa = 0; isa < WF_VM_ISA_COUNT; isa++) {
+    for (int isa = 0; reference[0] != '\0' && isa < WF_VM_ISA_COUNT; isa++) {
         if (wf__vm_table(isa) == NULL || isa == wf__vm_isa_active())
             continue;
         const char *name = wf__vm_isa_name(isa);
         char what[64];
         snprintf(what, sizeof what, "WEFT_ISA=%s WEFT_NUM_THREADS=5", name);
-        if (CHECK(run_child(1, name, one, sizeof one)) &&
-            CHECK(run_child(5, name, five, sizeof five)))
-            same_output(one, five, what);
+        if (CHECK(run_child(5, name, five, sizeof five)))
+            same_output(reference, five, what);
         ran++;
     }
     CHECK(ran >= (wf__vm_isa_best() > WF_VM_ISA_BASELINE ? 1 : 0));
