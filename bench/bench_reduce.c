@@ -1,17 +1,35 @@
 /*
- * bench_reduce: ns per input element of sum, max, argmax and softmax over a
- * 4096 x 4096 float32 array along axis 1, axis 0 and all axes, on the
- * contiguous array and on its transposed view, in one run; with a plain C
- * loop summing the same memory (single thread) as the yardstick.
+ * bench_reduce: what reproducible reductions cost (docs/THREADING.md,
+ * "Reproducible results"), in one run. The program re-executes itself with
+ * WEFT_NUM_THREADS=1 and =2 and prints, side by side, ns per input element
+ * (best of `repeats`, wall clock) for a 4096 x 4096 float32 array and its
+ * transposed view:
+ *  - sum, max and logsumexp over axis 1, axis 0 and all axes through weft
+ *    (the split follows from the shape only: bitwise the same for any
+ *    thread count), and where the split matters (a reduced extent shared
+ *    by threads) the fastest non-reproducible form, written here: the
+ *    reduced extent cut into one contiguous part per thread, each reduced
+ *    with weft's own loops into private partials combined in part order;
+ *  - softmax over the last axis, axis 0, and the transposed view;
+ *  - a plain one-thread C loop summing the memory, as the yardstick;
+ *  - x + 0 against x.T + 0 at n = 4000, 4096, 4104 (element-wise work over a
+ *    transposed view: the shared walk's 2-d tiles).
+ * Columns: the 1- and 2-thread figures of weft, the speedup, and the ratio
+ * weft / thread-count split at 2 threads (above 1: reproducibility costs).
  *
  *   build/release/bench_reduce [n=4096] [repeats=5]
- *
- * WEFT_NUM_THREADS sets the intra-op pool size (default: all cores).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/reduce.h"
+#include "runtime/pool.h"
 #include "weft.h"
 
 static double now_seconds(void)
@@ -21,62 +39,216 @@ static double now_seconds(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-enum op { OP_SUM, OP_MAX, OP_ARGMAX, OP_SOFTMAX, OP_COUNT };
-static const char *const op_names[OP_COUNT] = {"sum", "max", "argmax", "softmax"};
-
-/* axis: 0, 1, or -1 for all axes. */
-static wf_array *build(enum op op, wf_array *a, int axis)
+/* CPU time of the whole process (all its threads): on a machine shared with
+ * other work it still measures the work done, where wall time does not. */
+static double cpu_seconds(void)
 {
-    int ax[1] = {axis};
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Best wall and CPU times of the runs so far. */
+typedef struct best_times {
+    double wall, cpu;
+} best_times;
+
+static void keep_best(best_times *b, double wall0, double cpu0)
+{
+    const double wall = now_seconds() - wall0, cpu = cpu_seconds() - cpu0;
+    b->wall = wall < b->wall ? wall : b->wall;
+    b->cpu = cpu < b->cpu ? cpu : b->cpu;
+}
+
+/* ---------------------------------------------------------------- the thread-count split */
+
+typedef struct split {
+    int k;          /* WF_CPU_KOP_SUM or MAX, or -1: sum of exp(x - shift) */
+    const float *x; /* rows x cols, contiguous */
+    int64_t rows, cols;
+    int64_t parts;
+    float shift;     /* for k = -1 */
+    const float *sh; /* per column shifts (columns form), or NULL */
+    float *partial;  /* parts values (flat) or parts x cols (columns) */
+} split;
+
+/* Flat: part p reduces elements [n p / parts, n (p + 1) / parts). */
+static void flat_part(void *arg, int64_t begin, int64_t end)
+{
+    split *s = arg;
+    const int64_t n = s->rows * s->cols;
+    for (int64_t p = begin; p < end; p++) {
+        const int64_t lo = n * p / s->parts, hi = n * (p + 1) / s->parts;
+        wf_cpu_row r = {s->k < 0 ? WF_CPU_KOP_SUM : (wf_cpu_kop)s->k,
+                        WF_DTYPE_F32,
+                        (const char *)(s->x + lo),
+                        1,
+                        WF_DTYPE_F32,
+                        s->k < 0 ? WF_CPU_ROW_EXP : WF_CPU_ROW_PLAIN,
+                        s->shift,
+                        NULL,
+                        0};
+        s->partial[p] = wf__cpu_row_reduce(&r, hi - lo).f32;
+    }
+}
+
+static float flat_reduce(int k, const float *x, int64_t n, float shift)
+{
+    const int64_t parts = wf__pool_size();
+    float partial[256];
+    split s = {k, x, 1, n, parts, shift, NULL, partial};
+    wf__parallel_for(parts, 1, flat_part, &s);
+    float v = partial[0];
+    for (int64_t p = 1; p < parts; p++)
+        v = k == WF_CPU_KOP_MAX ? fmaxf(v, partial[p]) : v + partial[p];
+    return v;
+}
+
+/* Columns: part p folds rows [rows p / parts, ...) into its own row. */
+static void column_part(void *arg, int64_t begin, int64_t end)
+{
+    split *s = arg;
+    const wf_cpu_red_isa *isa = wf__cpu_red_isa();
+    float *t = malloc((size_t)s->cols * sizeof *t), *e = malloc((size_t)s->cols * sizeof *e);
+    for (int64_t p = begin; p < end; p++) {
+        float *acc = s->partial + p * s->cols;
+        const int kop = s->k < 0 ? WF_CPU_KOP_SUM : s->k;
+        wf__cpu_kop_fill((wf_cpu_kop)kop, WF_DTYPE_F32, acc, s->cols);
+        for (int64_t r = s->rows * p / s->parts; r < s->rows * (p + 1) / s->parts; r++) {
+            const float *row = s->x + r * s->cols;
+            if (s->k < 0) {
+                for (int64_t c = 0; c < s->cols; c++)
+                    t[c] = row[c] - s->sh[c];
+                wf__cpu_exp_f32(s->cols, t, e);
+                row = e;
+            }
+            isa->accum_f32(kop, s->cols, acc, row);
+        }
+    }
+    free(t);
+    free(e);
+}
+
+static void column_reduce(int k, const float *x, int64_t rows, int64_t cols, const float *sh,
+                          float *out)
+{
+    const int64_t parts = wf__pool_size();
+    float *partial = malloc((size_t)(parts * cols) * sizeof *partial);
+    split s = {k, x, rows, cols, parts, 0, sh, partial};
+    wf__parallel_for(parts, 1, column_part, &s);
+    memcpy(out, partial, (size_t)cols * sizeof *out);
+    for (int64_t p = 1; p < parts; p++)
+        wf__cpu_red_isa()->accum_f32(k < 0 ? WF_CPU_KOP_SUM : k, cols, out,
+                                     partial + p * cols);
+    free(partial);
+}
+
+/* op 0 sum, 1 max, 2 logsumexp; axis 0 (columns) or -1 (all). */
+static void split_op(int op, const float *x, int64_t n, int axis, float *out)
+{
+    if (axis < 0) {
+        if (op < 2) {
+            out[0] = flat_reduce(op == 0 ? WF_CPU_KOP_SUM : WF_CPU_KOP_MAX, x, n * n, 0);
+        } else {
+            const float m = flat_reduce(WF_CPU_KOP_MAX, x, n * n, 0);
+            out[0] = m + logf(flat_reduce(-1, x, n * n, m));
+        }
+        return;
+    }
+    if (op < 2) {
+        column_reduce(op == 0 ? WF_CPU_KOP_SUM : WF_CPU_KOP_MAX, x, n, n, NULL, out);
+        return;
+    }
+    float *m = malloc((size_t)n * sizeof *m);
+    column_reduce(WF_CPU_KOP_MAX, x, n, n, NULL, m);
+    column_reduce(-1, x, n, n, m, out);
+    for (int64_t c = 0; c < n; c++)
+        out[c] = m[c] + logf(out[c]);
+    free(m);
+}
+
+/* ---------------------------------------------------------------- weft */
+
+enum { OP_SUM, OP_MAX, OP_LSE, OP_SOFTMAX, OP_COUNT };
+static const char *const op_names[OP_COUNT] = {"sum", "max", "logsumexp", "softmax"};
+
+static wf_array *build(int op, wf_array *a, int axis)
+{
+    const int ax[1] = {axis};
     const int *axes = axis < 0 ? NULL : ax;
     const int naxes = axis < 0 ? 0 : 1;
     switch (op) {
     case OP_SUM: return wf_sum(a, axes, naxes, false);
     case OP_MAX: return wf_max(a, axes, naxes, false);
-    case OP_SOFTMAX: return wf_softmax(a, axes, naxes);
-    default:
-        if (axis >= 0)
-            return wf_argmax(a, axis, false);
-        /* All axes: argmax of the flattened array. */
-        {
-            int64_t flat = wf_array_size(a);
-            wf_array *f = wf_reshape(a, &flat, 1);
-            wf_array *r = wf_argmax(f, 0, false);
-            wf_release(f);
-            return r;
-        }
+    case OP_LSE: return wf_logsumexp(a, axes, naxes, false);
+    default: return wf_softmax(a, axes, naxes);
     }
 }
 
-/* Best of `repeats` runs, in ns per input element. */
-static double time_op(enum op op, wf_array *a, int axis, int repeats)
+/* Best of `repeats`, ns per input element (wall and CPU). */
+static best_times time_weft(int op, wf_array *a, int axis, int repeats)
 {
-    double best = 1e30;
+    best_times b = {1e30, 1e30};
     for (int r = 0; r < repeats; r++) {
-        double t0 = now_seconds();
+        const double w0 = now_seconds(), c0 = cpu_seconds();
         wf_array *out = build(op, a, axis);
-        if (out == NULL || wf_eval(&out, 1) != WF_OK) {
+        const bool ok = out != NULL && wf_eval(&out, 1) == WF_OK;
+        if (ok)
+            keep_best(&b, w0, c0);
+        else
             fprintf(stderr, "bench_reduce: %s failed: %s\n", op_names[op],
                     wf_last_error_message());
-            wf_release(out);
-            return -1;
-        }
-        double t = now_seconds() - t0;
         wf_release(out);
-        if (t < best)
-            best = t;
     }
-    return best * 1e9 / (double)wf_array_size(a);
+    const double per = 1e9 / (double)wf_array_size(a);
+    return (best_times){b.wall * per, b.cpu * per};
 }
 
-int main(int argc, char **argv)
+static best_times time_split(int op, const float *x, int64_t n, int axis, int repeats)
 {
-    const int64_t n = argc > 1 ? atoll(argv[1]) : 4096;
-    const int repeats = argc > 2 ? atoi(argv[2]) : 5;
-    const int64_t shape[2] = {n, n};
-    float *data = malloc((size_t)(n * n) * sizeof(float));
-    if (data == NULL)
-        return 1;
+    float *out = malloc((size_t)n * sizeof *out);
+    best_times b = {1e30, 1e30};
+    for (int r = 0; r < repeats; r++) {
+        const double w0 = now_seconds(), c0 = cpu_seconds();
+        split_op(op, x, n, axis, out);
+        keep_best(&b, w0, c0);
+    }
+    free(out);
+    const double per = 1e9 / (double)(n * n);
+    return (best_times){b.wall * per, b.cpu * per};
+}
+
+/* x + 0 against x.T + 0 (the shared walk's 2-d tiles) at sizes around 4096,
+ * as lines "add n contiguous transposed". */
+static void time_transposed_add(int repeats)
+{
+    static const int64_t sizes[3] = {4000, 4096, 4104};
+    for (int k = 0; k < 3; k++) {
+        const int64_t n = sizes[k], shape[2] = {n, n};
+        wf_array *a = wf_full(shape, 2, 1.5, WF_DTYPE_F32);
+        wf_array *t = wf_transpose(a, NULL, 0), *zero = wf_scalar(0, WF_DTYPE_F32);
+        best_times best[2] = {{1e30, 1e30}, {1e30, 1e30}};
+        for (int r = 0; r < repeats && wf_eval(&t, 1) == WF_OK; r++)
+            for (int layout = 0; layout < 2; layout++) {
+                const double w0 = now_seconds(), c0 = cpu_seconds();
+                wf_array *y = wf_add(layout ? t : a, zero);
+                if (y != NULL && wf_eval(&y, 1) == WF_OK)
+                    keep_best(&best[layout], w0, c0);
+                wf_release(y);
+            }
+        const double per = 1e9 / (double)(n * n);
+        printf("add %lld %.4f %.4f %.4f %.4f\n", (long long)n, best[0].wall * per,
+               best[1].wall * per, best[0].cpu * per, best[1].cpu * per);
+        wf_release(zero);
+        wf_release(t);
+        wf_release(a);
+    }
+}
+
+/* The measurements of one process, as lines "key value". */
+static int child_main(int64_t n, int repeats)
+{
+    float *data = malloc((size_t)(n * n) * sizeof *data);
     uint32_t s = 12345;
     for (int64_t i = 0; i < n * n; i++) {
         s ^= s << 13;
@@ -84,54 +256,151 @@ int main(int argc, char **argv)
         s ^= s << 5;
         data[i] = (float)(s % 100000u) / 25000.0f - 2.0f;
     }
+    const int64_t shape[2] = {n, n};
     wf_array *a = wf_array_from_data(data, shape, 2, WF_DTYPE_F32);
     wf_array *t = wf_transpose(a, NULL, 0);
-    if (a == NULL || t == NULL || wf_eval(&t, 1) != WF_OK) {
+    const void *mem = NULL;
+    if (a == NULL || t == NULL || wf_eval(&t, 1) != WF_OK || wf_array_data(a, &mem) != WF_OK) {
         fprintf(stderr, "bench_reduce: setup failed: %s\n", wf_last_error_message());
         return 1;
     }
-
-    /* Yardstick: one thread summing the memory in order. */
     double best = 1e30, sink = 0;
     for (int r = 0; r < repeats; r++) {
-        double t0 = now_seconds();
+        const double t0 = now_seconds();
         float acc[8] = {0};
         for (int64_t i = 0; i + 8 <= n * n; i += 8)
             for (int j = 0; j < 8; j++)
                 acc[j] += data[i + j];
         for (int j = 0; j < 8; j++)
             sink += acc[j];
-        double el = now_seconds() - t0;
-        if (el < best)
-            best = el;
+        const double el = now_seconds() - t0;
+        best = el < best ? el : best;
     }
-    const double base_ns = best * 1e9 / (double)(n * n);
-    printf("bench_reduce: %lld x %lld float32, best of %d (ns per input element)\n",
-           (long long)n, (long long)n, repeats);
-    printf("plain C loop sum, 1 thread: %.3f ns/elem (checksum %.1f)\n\n", base_ns, sink);
-
-    const char *layouts[2] = {"contiguous", "transposed"};
-    const int axes[3] = {1, 0, -1};
-    const char *axis_names[3] = {"axis 1", "axis 0", "all"};
-    printf("%-8s %-11s", "op", "layout");
-    for (int k = 0; k < 3; k++)
-        printf(" %10s", axis_names[k]);
-    printf("   (ratio to the plain loop)\n");
+    printf("loop %.4f %.1f\n", best * 1e9 / (double)(n * n), sink);
+    static const int axes[3] = {1, 0, -1};
     for (int op = 0; op < OP_COUNT; op++)
-        for (int l = 0; l < 2; l++) {
-            printf("%-8s %-11s", op_names[op], layouts[l]);
-            double v[3];
+        for (int layout = 0; layout < 2; layout++)
             for (int k = 0; k < 3; k++) {
-                v[k] = time_op((enum op)op, l ? t : a, axes[k], repeats);
-                printf(" %10.3f", v[k]);
+                if (op == OP_SOFTMAX && k == 2)
+                    continue;
+                const best_times w = time_weft(op, layout ? t : a, axes[k], repeats);
+                printf("%d %d %d weft %.4f %.4f\n", op, layout, k, w.wall, w.cpu);
+                /* Where threads share a reduced extent in memory: the
+                 * columns of the array (axis 0; axis 1 of the view) and all. */
+                const int mem_axis = layout ? (k == 1 ? -2 : k == 0 ? 0 : -1)
+                                            : (k == 0 ? -2 : k == 1 ? 0 : -1);
+                if (op != OP_SOFTMAX && mem_axis != -2) {
+                    const best_times sp = time_split(op, mem, n, mem_axis == 0 ? 0 : -1, repeats);
+                    printf("%d %d %d split %.4f %.4f\n", op, layout, k, sp.wall, sp.cpu);
+                }
             }
-            printf("   (");
-            for (int k = 0; k < 3; k++)
-                printf("%s%.2fx", k ? " " : "", v[k] / base_ns);
-            printf(")\n");
-        }
     wf_release(t);
     wf_release(a);
     free(data);
+    time_transposed_add(repeats);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the parent */
+
+enum { OUT_CAP = 1 << 14 };
+
+static bool run_child(const char *self, int threads, const char *n, const char *repeats,
+                      char *out)
+{
+    char var[32];
+    snprintf(var, sizeof var, "%d", threads);
+    int fds[2];
+    if (pipe(fds) != 0)
+        return false;
+    const pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        setenv("WEFT_NUM_THREADS", var, 1);
+        setenv("WEFT_BENCH_CHILD", "1", 1);
+        execl(self, self, n, repeats, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t used = 0;
+    ssize_t r;
+    while (pid > 0 && used + 1 < OUT_CAP && (r = read(fds[0], out + used, OUT_CAP - 1 - used)) > 0)
+        used += (size_t)r;
+    out[used] = '\0';
+    close(fds[0]);
+    int status = 0;
+    return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+           WEXITSTATUS(status) == 0;
+}
+
+/* The figures (wall, CPU) for (op, layout, axis, kind) in a child's output;
+ * -1 if none. */
+static best_times figure(const char *out, int op, int layout, int k, const char *kind)
+{
+    char key[64];
+    snprintf(key, sizeof key, "\n%d %d %d %s ", op, layout, k, kind);
+    const char *p = strstr(out, key);
+    best_times b = {-1, -1};
+    if (p != NULL)
+        sscanf(p + strlen(key), "%lf %lf", &b.wall, &b.cpu);
+    return b;
+}
+
+int main(int argc, char **argv)
+{
+    const int64_t n = argc > 1 ? atoll(argv[1]) : 4096;
+    const int repeats = argc > 2 ? atoi(argv[2]) : 5;
+    if (getenv("WEFT_BENCH_CHILD") != NULL)
+        return child_main(n, repeats);
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        return 1;
+    self[len] = '\0';
+    char narg[32], rarg[32];
+    snprintf(narg, sizeof narg, "%lld", (long long)n);
+    snprintf(rarg, sizeof rarg, "%d", repeats);
+    static char one[OUT_CAP], two[OUT_CAP];
+    if (!run_child(self, 1, narg, rarg, one) || !run_child(self, 2, narg, rarg, two)) {
+        fprintf(stderr, "bench_reduce: a measuring run failed\n");
+        return 1;
+    }
+    printf("bench_reduce: %lld x %lld float32, best of %d, ns per input element (wall)\n",
+           (long long)n, (long long)n, repeats);
+    printf("plain C loop sum, 1 thread: %.3f\n\n", atof(one + 5));
+    printf("wall: 1 and 2 threads and the speedup; cpu: process CPU time (all threads) of\n"
+           "weft and of the thread-count split at 2 threads, and their ratio (the cost of\n"
+           "reproducibility; CPU time stays meaningful when other work shares the machine)\n\n");
+    printf("%-10s %-10s %-7s %8s %8s %7s %9s %9s %8s\n", "op", "layout", "axis", "wall 1t",
+           "wall 2t", "1->2", "cpu weft", "cpu split", "ratio");
+    static const char *const axis_names[3] = {"axis 1", "axis 0", "all"};
+    for (int op = 0; op < OP_COUNT; op++)
+        for (int layout = 0; layout < 2; layout++)
+            for (int k = 0; k < 3; k++) {
+                const best_times w1 = figure(one, op, layout, k, "weft");
+                const best_times w2 = figure(two, op, layout, k, "weft");
+                if (w1.wall < 0)
+                    continue;
+                const best_times s2 = figure(two, op, layout, k, "split");
+                printf("%-10s %-10s %-7s %8.3f %8.3f %6.2fx %9.3f", op_names[op],
+                       layout ? "transposed" : "contiguous", axis_names[k], w1.wall, w2.wall,
+                       w1.wall / w2.wall, w2.cpu);
+                if (s2.cpu > 0)
+                    printf(" %9.3f %7.2fx\n", s2.cpu, w2.cpu / s2.cpu);
+                else
+                    printf(" %9s %8s\n", "-", "-");
+            }
+    printf("\n'-': the reduced extent is one row per output; weft's split (rows in "
+           "parallel) is the only one.\n\n");
+    printf("x + 0 and x.T + 0, ns per element, 1 thread (cpu time; wall in brackets)\n");
+    for (const char *p = strstr(one, "\nadd "); p != NULL; p = strstr(p + 1, "\nadd ")) {
+        long long size = 0;
+        double cw = 0, tw = 0, cc = 0, tc = 0;
+        if (sscanf(p, " add %lld %lf %lf %lf %lf", &size, &cw, &tw, &cc, &tc) == 5)
+            printf("n = %lld: contiguous %.3f (%.3f), transposed %.3f (%.3f): %.2fx\n", size,
+                   cc, cw, tc, tw, tc / cc);
+    }
     return 0;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/vmath.h"
 #include "core/array.h"
 #include "core/dtype.h"
 #include "harness.h"
@@ -691,6 +692,88 @@ static void test_softmax(void)
     free(x);
 }
 
+/* softmax and logsumexp on float16 / bfloat16 compute in float32 and round
+ * once: the bytes of the float32 result rounded to the half type. Rows
+ * (last axis), an outer axis (gathered rows), all axes (one long row) and
+ * two separate axes (the general passes). */
+static void test_half_rounds_once(void)
+{
+    const wf_dtype halves[2] = {WF_DTYPE_F16, WF_DTYPE_BF16};
+    const int64_t s[3] = {6, 700, 9};
+    const int64_t n = 6 * 700 * 9;
+    double *x = conf_values(n, -8, 8, 77);
+    static const int masks[4][3] = {{2}, {1}, {0, 1, 2}, {0, 2}};
+    static const int counts[4] = {1, 1, 3, 2};
+    for (int h = 0; h < 2; h++) {
+        wf_scope_begin();
+        wf_array *xh = conf_array(x, s, 3, halves[h]);
+        wf_array *x32 = wf_astype(xh, WF_DTYPE_F32);
+        for (int m = 0; m < 4; m++) {
+            wf_array *got[2] = {wf_softmax(xh, masks[m], counts[m]),
+                                wf_logsumexp(xh, masks[m], counts[m], false)};
+            wf_array *want[2] = {wf_astype(wf_softmax(x32, masks[m], counts[m]), halves[h]),
+                                 wf_astype(wf_logsumexp(x32, masks[m], counts[m], false),
+                                           halves[h])};
+            for (int k = 0; k < 2; k++) {
+                const size_t bytes = wf_array_nbytes(want[k]);
+                unsigned char *a = malloc(bytes), *b = malloc(bytes);
+                if (CHECK_OK(wf_array_copy_to(got[k], a, bytes)) &&
+                    CHECK_OK(wf_array_copy_to(want[k], b, bytes)) && memcmp(a, b, bytes) != 0)
+                    wf_test_fail(__FILE__, __LINE__, "%s %s axes case %d: not the float32 "
+                                 "result rounded once", k ? "logsumexp" : "softmax",
+                                 wf_dtype_name(halves[h]), m);
+                free(a);
+                free(b);
+            }
+        }
+        wf_scope_end();
+    }
+    free(x);
+}
+
+/* Every ISA variant computes the same bytes (they run the same operations
+ * in the same order); forcing a variant the CPU lacks is refused. */
+static void test_isa_variants_agree(void)
+{
+    const int active = wf__vm_isa_active();
+    const int64_t s[2] = {300, 1000};
+    double *x = conf_values(300 * 1000, -3, 3, 91);
+    unsigned char *first[6] = {NULL};
+    size_t bytes[6] = {0};
+    for (int isa = 0; isa < WF_VM_ISA_COUNT; isa++) {
+        if (wf__vm_isa_force(isa) != WF_OK)
+            continue;
+        CHECK_EQ_INT(wf__vm_isa_active(), isa);
+        wf_scope_begin();
+        wf_array *a = conf_array(x, s, 2, WF_DTYPE_F32);
+        const int ax0[1] = {0}, ax1[1] = {1};
+        wf_array *r[6] = {wf_sum(a, NULL, 0, false),         wf_max(a, ax0, 1, false),
+                          wf_var(a, ax1, 1, false, 0),       wf_softmax(a, ax1, 1),
+                          wf_layer_norm(a, NULL, NULL, 1e-5), wf_prod(a, ax0, 1, false)};
+        for (int k = 0; k < 6; k++) {
+            const size_t nb = wf_array_nbytes(r[k]);
+            unsigned char *buf = malloc(nb);
+            CHECK_OK(wf_array_copy_to(r[k], buf, nb));
+            if (first[k] == NULL) {
+                first[k] = buf;
+                bytes[k] = nb;
+            } else {
+                if (nb != bytes[k] || memcmp(buf, first[k], nb) != 0)
+                    wf_test_fail(__FILE__, __LINE__, "result %d differs on %s", k,
+                                 wf__vm_isa_name(isa));
+                free(buf);
+            }
+        }
+        wf_scope_end();
+    }
+    for (int k = 0; k < 6; k++)
+        free(first[k]);
+    CHECK_STATUS(wf__vm_isa_force(-2), WF_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(wf__vm_isa_force(WF_VM_ISA_COUNT), WF_ERR_INVALID_ARGUMENT);
+    CHECK_OK(wf__vm_isa_force(active));
+    free(x);
+}
+
 /* ---------------------------------------------------------------- cumsum / cumprod */
 
 static void ref_scan(bool prod, bool reverse, bool inclusive, const double *x,
@@ -864,9 +947,33 @@ int main(void)
     RUN_TEST(test_reductions_accuracy);
     RUN_TEST(test_argmax_argmin);
     RUN_TEST(test_softmax);
+    RUN_TEST(test_half_rounds_once);
     RUN_TEST(test_cumsum_cumprod);
     RUN_TEST(test_errors);
     RUN_TEST(test_parallel_determinism);
+    RUN_TEST(test_isa_variants_agree);
+    /* The conformance tests again on every other variant the CPU runs (not
+     * under TSan: the variants differ in loop code, not in threading, and
+     * the release and ASan builds run them). */
+    const int active = wf__vm_isa_active();
+#if defined(__SANITIZE_THREAD__)
+    const int last_isa = -1;
+#else
+    const int last_isa = WF_VM_ISA_COUNT - 1;
+#endif
+    for (int isa = 0; isa <= last_isa; isa++) {
+        if (isa == active || wf__vm_isa_force(isa) != WF_OK)
+            continue;
+        printf("  on the %s variant:\n", wf__vm_isa_name(isa));
+        RUN_TEST(test_reductions_every_dtype_and_axes);
+        RUN_TEST(test_reductions_large);
+        RUN_TEST(test_reductions_special_values);
+        RUN_TEST(test_reductions_accuracy);
+        RUN_TEST(test_softmax);
+        RUN_TEST(test_half_rounds_once);
+        RUN_TEST(test_cumsum_cumprod);
+    }
+    wf__vm_isa_force(active);
     const int64_t live = live_arrays();
     if (live != 0)
         printf("  %lld arrays still live\n", (long long)live);

@@ -60,15 +60,28 @@ void wf__cpu_iter_run(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const void *ctx
 /* The same walk split over the intra-op pool in chunks of at least
  * `min_chunk` elements (pick it by the cost of one element: about 64K for an
  * add, 4K for an exp). Operand 0 must be the output; a walk where several
- * positions write one output element (a stride-0 output dim) runs serially. */
+ * positions write one output element (a stride-0 output dim) runs serially.
+ * When an operand is strided along the innermost dim but nearly contiguous
+ * along another (a transposed view), the walk runs in 2-d tiles over those
+ * two dims (any visiting order is fine for element-wise work), so that
+ * cache lines are reused. */
 enum { WF_CPU_CHUNK_CHEAP = 1 << 16, WF_CPU_CHUNK_COSTLY = 1 << 12 };
 void wf__cpu_iter_run_parallel(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const void *ctx,
                                int64_t min_chunk);
+/* wf__cpu_iter_run on this thread, in 2-d tiles when an operand is read or
+ * written transposed (wf__cpu_iter_run_parallel tiles the same way). */
+void wf__cpu_iter_run_blocked(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const void *ctx);
 /* Writes into perm the dims ordered by decreasing |stride| (stable), so that
  * walking in that order reads the operand close to its memory order. */
 void wf__cpu_dims_by_stride(int ndim, const int64_t *strides, int *perm);
 
 /* ---------------------------------------------------------------- copy and convert */
+
+/* dst[j * ld_dst + i] = src[i * ld_src + j] for i < rows, j < cols
+ * (elements of 1, 2, 4 or 8 bytes; leading dims in elements), through
+ * registers in blocks where the CPU allows (transpose.c). */
+void wf__cpu_transpose_block(int64_t rows, int64_t cols, size_t itemsize, const void *src,
+                             int64_t ld_src, void *dst, int64_t ld_dst);
 
 /* Copies an N-d strided block of `itemsize`-byte elements into contiguous,
  * row-major `dst`. */
@@ -77,6 +90,12 @@ void wf__cpu_copy_strided(int ndim, const int64_t *shape, size_t itemsize, const
 /* Runs a copy over a 2-operand walk (operand 0 destination, 1 source, same
  * element size). */
 void wf__cpu_copy_iter(const wf_cpu_iter *it);
+/* dst[r * dst_row + c * dst_col] = src[r * src_row + c * src_col] for a rows x
+ * cols block (strides in elements), on this thread, in 2-d tiles when one
+ * side is transposed. */
+void wf__cpu_copy_2d(int64_t rows, int64_t cols, size_t itemsize, const void *src,
+                     int64_t src_row, int64_t src_col, void *dst, int64_t dst_row,
+                     int64_t dst_col);
 /* Copies a READY array's elements (any strides and offset) row-major into
  * `dst` (same dtype). Used by wf_array_data / wf_array_copy_to. */
 wf_status wf__cpu_copy_to_contiguous(const wf_array *src, void *dst);

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/linalg.h"
+#include "backend/cpu/reduce.h"
 #include "backend/cpu/vmath.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -36,91 +37,39 @@ static int64_t row_offset(int nd, const int64_t *shape, const int64_t *strides, 
 
 /* ---------------------------------------------------------------- normalization */
 
+/* layer_norm and rms_norm run on the rows engine (reduce_rows.c): rows of a
+ * transposed input are gathered in 2-d tiles, every row is computed alone
+ * (the same bits whatever the batch around it and the thread count), mean
+ * and variance through the fixed-tree row reduction. */
 typedef struct norm_ctx {
-    const char *x;
-    wf_dtype xdt, odt, cdt;
-    int outer_nd;
-    const int64_t *outer_shape, *outer_strides;
-    int64_t d, sx;
     const void *w, *b; /* compute type, or NULL */
-    char *out;
     double eps;
     bool rms;
-    atomic_int failed;
 } norm_ctx;
 
 /* One row: y = (x - mean) / sqrt(var + eps) * w + b, or for rms
- * y = x / sqrt(mean(x^2) + eps) * w. Sums in 8 lanes (vectorized). */
-#define NORM_ROW(NAME, T, SQRT)                                                         \
-    static void NAME(int64_t n, const T *restrict x, const T *restrict w,              \
-                     const T *restrict b, T eps, bool rms, T *restrict y)              \
-    {                                                                                   \
-        T mean = 0;                                                                     \
-        int64_t i = 0;                                                                  \
-        if (!rms) {                                                                     \
-            T acc[8] = {0};                                                             \
-            for (; i + 8 <= n; i += 8)                                                  \
-                for (int j = 0; j < 8; j++)                                             \
-                    acc[j] += x[i + j];                                                 \
-            T s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])); \
-            for (; i < n; i++)                                                          \
-                s += x[i];                                                              \
-            mean = s / (T)n;                                                            \
-        }                                                                               \
-        T acc2[8] = {0};                                                                \
-        for (i = 0; i + 8 <= n; i += 8)                                                 \
-            for (int j = 0; j < 8; j++) {                                               \
-                const T dv = x[i + j] - mean;                                           \
-                acc2[j] += dv * dv;                                                     \
-            }                                                                           \
-        T ss = ((acc2[0] + acc2[1]) + (acc2[2] + acc2[3])) +                            \
-               ((acc2[4] + acc2[5]) + (acc2[6] + acc2[7]));                             \
-        for (; i < n; i++)                                                              \
-            ss += (x[i] - mean) * (x[i] - mean);                                        \
-        const T inv = (T)1 / SQRT(ss / (T)n + eps);                                     \
-        for (i = 0; i < n; i++)                                                         \
-            y[i] = (x[i] - mean) * inv;                                                 \
-        if (w)                                                                          \
-            for (i = 0; i < n; i++)                                                     \
-                y[i] *= w[i];                                                           \
-        if (b)                                                                          \
-            for (i = 0; i < n; i++)                                                     \
-                y[i] += b[i];                                                           \
-    }
-
-NORM_ROW(norm_row_f32, float, sqrtf)
-NORM_ROW(norm_row_f64, double, sqrt)
-
-static void norm_rows(void *vctx, int64_t begin, int64_t end)
+ * y = x / sqrt(mean(x^2) + eps) * w. */
+static void norm_row(const wf_cpu_rows *rows, int64_t n, const void *x, void *y, char *res)
 {
-    norm_ctx *c = vctx;
-    const int64_t n = c->d;
-    const size_t citem = wf_dtype_size(c->cdt), xitem = wf_dtype_size(c->xdt),
-                 oitem = wf_dtype_size(c->odt);
-    char *buf = malloc(2 * (size_t)n * citem);
-    if (buf == NULL) {
-        atomic_store(&c->failed, 1);
-        return;
+    (void)res;
+    const norm_ctx *c = rows->arg;
+    const wf_dtype at = rows->at;
+    const wf_cpu_red_isa *isa = wf__cpu_red_isa();
+    double mean = 0;
+    if (!c->rms) {
+        const wf_cpu_row r = {WF_CPU_KOP_SUM, at, x, 1, at, WF_CPU_ROW_PLAIN, 0, NULL, 0};
+        const wf_cpu_scalar s = wf__cpu_row_reduce(&r, n);
+        mean = at == WF_DTYPE_F64 ? s.f64 / (double)n : (double)(s.f32 / (float)n);
     }
-    char *ybuf = buf + (size_t)n * citem;
-    for (int64_t r = begin; r < end; r++) {
-        const char *src =
-            c->x + row_offset(c->outer_nd, c->outer_shape, c->outer_strides, r) * (int64_t)xitem;
-        const void *xr = src;
-        if (c->xdt != c->cdt || c->sx != 1) {
-            wf__cpu_convert_1d(n, src, c->xdt, c->sx, buf, c->cdt, 1);
-            xr = buf;
-        }
-        char *dst = c->out + (size_t)(r * n) * oitem;
-        void *y = c->odt == c->cdt ? (void *)dst : (void *)ybuf;
-        if (c->cdt == WF_DTYPE_F64)
-            norm_row_f64(n, xr, c->w, c->b, c->eps, c->rms, y);
-        else
-            norm_row_f32(n, xr, c->w, c->b, (float)c->eps, c->rms, y);
-        if (y == ybuf)
-            wf__cpu_convert_1d(n, ybuf, c->cdt, 1, dst, c->odt, 1);
+    const wf_cpu_row r2 = {WF_CPU_KOP_SUM, at, x, 1, at, WF_CPU_ROW_SQDEV, mean, NULL, 0};
+    const wf_cpu_scalar ss = wf__cpu_row_reduce(&r2, n);
+    if (at == WF_DTYPE_F64) {
+        const double inv = 1.0 / sqrt(ss.f64 / (double)n + c->eps);
+        isa->norm_f64(n, x, mean, inv, c->w, c->b, y);
+    } else {
+        const float inv = 1.0f / sqrtf(ss.f32 / (float)n + (float)c->eps);
+        isa->norm_f32(n, x, (float)mean, inv, c->w, c->b, y);
     }
-    free(buf);
 }
 
 /* A 1-d operand converted to the compute type (malloc'd), or NULL. */
@@ -143,37 +92,33 @@ static wf_status run_norm(wf_array *out, wf_array *const *inputs, int ninputs,
     wf_status st = wf__array_alloc_output(out);
     if (st != WF_OK || out->size == 0)
         return st;
+    const wf_dtype cdt = out->dtype == WF_DTYPE_F64 ? WF_DTYPE_F64 : WF_DTYPE_F32;
     norm_ctx c;
     memset(&c, 0, sizeof c);
-    c.x = wf__array_data_ptr(x);
-    c.xdt = x->dtype;
-    c.odt = out->dtype;
-    c.cdt = out->dtype == WF_DTYPE_F64 ? WF_DTYPE_F64 : WF_DTYPE_F32;
-    c.outer_nd = x->ndim - 1;
-    c.outer_shape = x->shape;
-    c.outer_strides = x->strides;
-    c.d = x->shape[x->ndim - 1];
-    c.sx = x->strides[x->ndim - 1];
-    c.out = wf__array_data_ptr(out);
     c.eps = p->eps;
     c.rms = rms;
-    atomic_init(&c.failed, 0);
     bool oom = false;
     int next = 1;
-    void *w = p->has_weight ? vector_in(inputs[next++], c.cdt, &oom) : NULL;
-    void *b = !oom && p->has_bias ? vector_in(inputs[next++], c.cdt, &oom) : NULL;
+    void *w = p->has_weight ? vector_in(inputs[next++], cdt, &oom) : NULL;
+    void *b = !oom && p->has_bias ? vector_in(inputs[next++], cdt, &oom) : NULL;
     c.w = w;
     c.b = b;
     if (!oom) {
-        const int64_t rows = out->size / c.d;
-        wf__parallel_for(rows, max64(1, 16384 / c.d), norm_rows, &c);
+        const wf_cpu_rows rows = {.x = x,
+                                  .axes = (uint64_t)1 << (x->ndim - 1),
+                                  .at = cdt,
+                                  .y = out,
+                                  .row = norm_row,
+                                  .arg = &c,
+                                  .row_cost = 4};
+        st = wf__cpu_rows_run(&rows);
     }
     free(w);
     free(b);
-    if (oom || atomic_load(&c.failed))
+    if (oom || st == WF_ERR_OUT_OF_MEMORY)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory for scratch rows",
                          rms ? "wf_rms_norm" : "wf_layer_norm");
-    return WF_OK;
+    return st;
 }
 
 wf_status wf__cpu_layer_norm(wf_array *out, wf_array *const *inputs, int ninputs,

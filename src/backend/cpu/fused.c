@@ -137,7 +137,7 @@ static void simple_unary_baseline(int op, int64_t n, const float *restrict x, fl
 
 static void tile_binary(int opcode, int64_t n, const float *a, const float *b, float *y)
 {
-    int isa = wf__vm_isa_best();
+    int isa = wf__vm_isa_active();
     if (isa >= WF_VM_ISA_AVX512)
         binary_avx512(opcode, n, a, b, y);
     else if (isa == WF_VM_ISA_AVX2)
@@ -148,7 +148,7 @@ static void tile_binary(int opcode, int64_t n, const float *a, const float *b, f
 
 static void tile_simple_unary(int opcode, int64_t n, const float *x, float *y)
 {
-    int isa = wf__vm_isa_best();
+    int isa = wf__vm_isa_active();
     if (isa >= WF_VM_ISA_AVX512)
         simple_unary_avx512(opcode, n, x, y);
     else if (isa == WF_VM_ISA_AVX2)

@@ -1,6 +1,7 @@
 /* The strided N-d iteration every CPU kernel uses (see cpu.h). */
 #include "backend/cpu/cpu.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/pool.h"
@@ -143,6 +144,167 @@ static void run_chunk(void *arg, int64_t begin, int64_t end)
     run_range(w->it, begin, end, w->fn, w->ctx);
 }
 
+/* ---------------------------------------------------------------- 2-d tiles
+ *
+ * A walk whose innermost dim is strided for some operand (a transposed or
+ * permuted view: each element of a row is on another cache line) while that
+ * operand is nearly contiguous along another dim p runs in tiles of TILE2 x
+ * TILE2 over (p, innermost): the TILE2 rows of a tile reuse the cache lines
+ * the strided operand brought in, instead of evicting each after one
+ * element. Dim p is moved next to the innermost dim (the order of a walk
+ * does not matter to element-wise work). */
+enum { TILE2 = 64, TILE2_MIN_STRIDE = 16, TILE2_LINE_BYTES = 32, TILE2_MIN_ROWS = 8 };
+
+static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
+
+/* The dim to tile with the innermost one, or -1. */
+static int tile_partner(const wf_cpu_iter *it)
+{
+    if (it->empty || it->ndim < 2 || it->shape[it->ndim - 1] < TILE2)
+        return -1;
+    const int last = it->ndim - 1;
+    for (int k = 0; k < it->nops; k++) {
+        const int64_t s = abs64(it->strides[k][last]);
+        if (s < TILE2_MIN_STRIDE)
+            continue;
+        int best = -1;
+        for (int d = 0; d < last; d++) {
+            const int64_t o = abs64(it->strides[k][d]);
+            if (it->shape[d] >= TILE2_MIN_ROWS && o < s && o * (int64_t)it->itemsize[k] <= TILE2_LINE_BYTES &&
+                (best < 0 || o < abs64(it->strides[k][best])))
+                best = d;
+        }
+        if (best >= 0)
+            return best;
+    }
+    return -1;
+}
+
+/* `it` with dim p moved to just before the innermost dim. */
+static wf_cpu_iter with_partner_inner(const wf_cpu_iter *it, int p)
+{
+    wf_cpu_iter t = *it;
+    const int last = it->ndim - 1;
+    int m = 0;
+    for (int d = 0; d <= last; d++) {
+        if (d == p || d == last)
+            continue;
+        t.shape[m] = it->shape[d];
+        for (int k = 0; k < it->nops; k++)
+            t.strides[k][m] = it->strides[k][d];
+        m++;
+    }
+    t.shape[m] = it->shape[p];
+    for (int k = 0; k < it->nops; k++)
+        t.strides[k][m] = it->strides[k][p];
+    return t;
+}
+
+struct tiled_walk {
+    wf_cpu_iter it; /* partner at ndim - 2 */
+    wf_cpu_inner_fn fn;
+    const void *ctx;
+    int64_t bands; /* bands of TILE2 partner indices per outer index */
+};
+
+/* Operand k is transposed within a tile (contiguous along the partner,
+ * strided along the innermost dim): its tile then moves through a
+ * contiguous buffer by block transposes (transpose.c), so the inner
+ * function sees it with stride 1 and the memory is read or written a row of
+ * the partner at a time. An output is read first, then written back. */
+static bool buffered(const wf_cpu_iter *it, int k)
+{
+    const int last = it->ndim - 1;
+    const size_t item = it->itemsize[k];
+    return it->strides[k][last - 1] == 1 && it->strides[k][last] >= TILE2_MIN_STRIDE &&
+           (item == 1 || item == 2 || item == 4 || item == 8);
+}
+
+/* Task = (outer index over dims 0..ndim-3, band of TILE2 partner indices):
+ * the band's rows, TILE2 columns at a time. */
+static void run_bands(void *arg, int64_t begin, int64_t end)
+{
+    const struct tiled_walk *t = arg;
+    const wf_cpu_iter *it = &t->it;
+    const int last = it->ndim - 1, part = last - 1;
+    const int64_t rows = it->shape[part], cols = it->shape[last];
+    int64_t inner[WF_CPU_MAX_OPERANDS], step[WF_CPU_MAX_OPERANDS];
+    bool buf_k[WF_CPU_MAX_OPERANDS];
+    char *buf[WF_CPU_MAX_OPERANDS] = {NULL};
+    for (int k = 0; k < it->nops; k++) {
+        buf_k[k] = buffered(it, k);
+        if (buf_k[k]) { /* a tile of the operand; on the heap: tiles are large */
+            buf[k] = malloc(TILE2 * TILE2 * it->itemsize[k]);
+            buf_k[k] = buf[k] != NULL;
+        }
+        inner[k] = buf_k[k] ? 1 : it->strides[k][last];
+        step[k] = (buf_k[k] ? TILE2 : it->strides[k][part]) * (int64_t)it->itemsize[k];
+    }
+    for (int64_t task = begin; task < end; task++) {
+        const int64_t outer = task / t->bands;
+        const int64_t r0 = (task % t->bands) * TILE2, r1 = r0 + TILE2 < rows ? r0 + TILE2 : rows;
+        char *base[WF_CPU_MAX_OPERANDS];
+        for (int k = 0; k < it->nops; k++) {
+            int64_t el = 0, o = outer;
+            for (int d = part - 1; d >= 0; d--) {
+                el += (o % it->shape[d]) * it->strides[k][d];
+                o /= it->shape[d];
+            }
+            base[k] = it->data[k] + el * (int64_t)it->itemsize[k];
+        }
+        for (int64_t c0 = 0; c0 < cols; c0 += TILE2) {
+            const int64_t n = cols - c0 < TILE2 ? cols - c0 : TILE2;
+            char *ptrs[WF_CPU_MAX_OPERANDS], *mem[WF_CPU_MAX_OPERANDS];
+            for (int k = 0; k < it->nops; k++) {
+                mem[k] = base[k] + (r0 * it->strides[k][part] + c0 * it->strides[k][last]) *
+                                       (int64_t)it->itemsize[k];
+                ptrs[k] = buf_k[k] ? buf[k] : mem[k];
+                if (buf_k[k]) /* buf[r][c] <- the tile; memory holds it as [c][r] */
+                    wf__cpu_transpose_block(n, r1 - r0, it->itemsize[k], mem[k],
+                                            it->strides[k][last], buf[k], TILE2);
+            }
+            for (int64_t r = r0; r < r1; r++) {
+                t->fn(n, ptrs, inner, t->ctx);
+                for (int k = 0; k < it->nops; k++)
+                    ptrs[k] += step[k];
+            }
+            if (buf_k[0])
+                wf__cpu_transpose_block(r1 - r0, n, it->itemsize[0], buf[0], TILE2, mem[0],
+                                        it->strides[0][last]);
+        }
+    }
+    for (int k = 0; k < it->nops; k++)
+        free(buf[k]);
+}
+
+/* Sets up a tiled walk; false when `it` does not want 2-d tiles. */
+static bool tiled_walk_init(struct tiled_walk *t, const wf_cpu_iter *it, wf_cpu_inner_fn fn,
+                            const void *ctx, int64_t *tasks)
+{
+    const int p = tile_partner(it);
+    if (p < 0)
+        return false;
+    t->it = with_partner_inner(it, p);
+    t->fn = fn;
+    t->ctx = ctx;
+    t->bands = (it->shape[p] + TILE2 - 1) / TILE2;
+    int64_t outer = 1;
+    for (int d = 0; d < it->ndim - 2; d++)
+        outer *= t->it.shape[d];
+    *tasks = outer * t->bands;
+    return true;
+}
+
+void wf__cpu_iter_run_blocked(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const void *ctx)
+{
+    struct tiled_walk t;
+    int64_t tasks;
+    if (tiled_walk_init(&t, it, fn, ctx, &tasks))
+        run_bands(&t, 0, tasks);
+    else
+        wf__cpu_iter_run(it, fn, ctx);
+}
+
 void wf__cpu_iter_run_parallel(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const void *ctx,
                                int64_t min_chunk)
 {
@@ -158,11 +320,17 @@ void wf__cpu_iter_run_parallel(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const 
         }
         total *= it->shape[d];
     }
+    struct tiled_walk t;
+    int64_t tasks;
+    if (tiled_walk_init(&t, it, fn, ctx, &tasks)) {
+        const int64_t per_task = total / tasks;
+        const int64_t min_tasks = min_chunk / (per_task > 0 ? per_task : 1);
+        wf__parallel_for(tasks, min_tasks > 0 ? min_tasks : 1, run_bands, &t);
+        return;
+    }
     struct parallel_walk w = {it, fn, ctx};
     wf__parallel_for(total, min_chunk, run_chunk, &w);
 }
-
-static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
 
 void wf__cpu_dims_by_stride(int ndim, const int64_t *strides, int *perm)
 {

@@ -1,26 +1,26 @@
 /* Scan kernels: cumsum, cumprod (inclusive or exclusive, forward or
  * reverse).
  *
- * A reverse scan is a forward scan over the axis walked backwards (the base
- * pointers moved to the last element, the axis strides negated). Two forms,
- * chosen by where the axis lies in the input's memory:
- *  - rows: the axis is the input's innermost dim; each inner call scans
- *    whole rows with a running carry (parallel over rows);
+ * Two forms, chosen by where the axis lies in the input's memory:
+ *  - rows: the axis is the input's innermost dim; the rows engine
+ *    (reduce_rows.c) hands each row over contiguous in the accumulator
+ *    dtype and scans it with a running carry (backwards for reverse);
  *  - vertical: otherwise; the other dims are walked once per axis index,
  *    adding that slice into a row of running accumulators (kept in cache by
- *    splitting the other dims into chunks, in parallel).
- * Integers wrap (unsigned arithmetic); bool/u8 scan in int32; half types
- * accumulate in float32 and round each output once. Inputs and outputs of
- * other dtypes than the accumulator's go through stack blocks. */
+ *    splitting the other dims into chunks, in parallel, and tiling strided
+ *    layouts). A reverse scan walks the axis backwards (base pointers moved
+ *    to the last element, the axis strides negated).
+ * Each output depends on its own row alone, in order, so the split never
+ * changes a result. Integers wrap (unsigned arithmetic); bool/u8 scan in
+ * int32; half types accumulate in float32 and round each output once. */
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/reduce.h"
 #include "core/dtype.h"
 #include "prim/reduce.h"
-#include "runtime/pool.h"
 
-enum { SCAN_STAGE = 512, SCAN_CHUNK = 1 << 15 };
+enum { SCAN_CHUNK = 1 << 15 };
 
 union scan_scalar {
     int32_t i32;
@@ -96,13 +96,15 @@ SCAN_VERT(vert_mul_f32, float, MUL_F)
 SCAN_VERT(vert_add_f64, double, ADD_F)
 SCAN_VERT(vert_mul_f64, double, MUL_F)
 
+/* The context of both forms; `stage` first, so that the shared staging
+ * (wf__cpu_staged) can hand it to the typed vertical loop. */
 typedef struct scan_ctx {
-    bool prod, inclusive;
-    wf_dtype xdt, odt, at;
+    wf_cpu_stage_ctx stage;
+    bool prod, inclusive, reverse;
+    wf_dtype at;
     size_t xi, oi;
     int64_t len;      /* axis length */
-    int64_t sxa, soa; /* axis strides (elements; negated for reverse) */
-    int64_t k;        /* vertical: axis index */
+    int64_t sxa, soa; /* vertical: axis strides (elements; negated for reverse) */
 } scan_ctx;
 
 static void row_typed(const scan_ctx *c, int64_t n, const void *x, int64_t sx, void *o,
@@ -154,82 +156,46 @@ static void identity(const scan_ctx *c, union scan_scalar *v)
     }
 }
 
-/* Rows walk: operands [out, x]; each element is a row along the axis. */
-static void scan_rows(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx)
+/* One row (rows engine): x and y contiguous, of the accumulator dtype. */
+static void scan_row(const wf_cpu_rows *rows, int64_t len, const void *x, void *y, char *res)
 {
-    const scan_ctx *c = ctx;
-    const bool direct = c->xdt == c->at && c->odt == c->at;
-    double buf[SCAN_STAGE];
-    for (int64_t r = 0; r < n; r++) {
-        const char *x = ptrs[1] + r * strides[1] * (int64_t)c->xi;
-        char *o = ptrs[0] + r * strides[0] * (int64_t)c->oi;
-        union scan_scalar carry;
-        identity(c, &carry);
-        if (direct) {
-            row_typed(c, c->len, x, c->sxa, o, c->soa, &carry);
-            continue;
-        }
-        for (int64_t i0 = 0; i0 < c->len; i0 += SCAN_STAGE) {
-            const int64_t m = c->len - i0 < SCAN_STAGE ? c->len - i0 : SCAN_STAGE;
-            wf__cpu_convert_1d(m, x + i0 * c->sxa * (int64_t)c->xi, c->xdt, c->sxa, buf, c->at,
-                               1);
-            row_typed(c, m, buf, 1, buf, 1, &carry);
-            wf__cpu_convert_1d(m, buf, c->at, 1, o + i0 * c->soa * (int64_t)c->oi, c->odt,
-                               c->soa);
-        }
-    }
+    (void)res;
+    const scan_ctx *c = rows->arg;
+    const int64_t last = (len - 1) * (int64_t)wf_dtype_size(c->at);
+    union scan_scalar carry;
+    identity(c, &carry);
+    if (c->reverse)
+        row_typed(c, len, (const char *)x + last, -1, (char *)y + last, -1, &carry);
+    else
+        row_typed(c, len, x, 1, y, 1, &carry);
 }
 
-/* Vertical walk: operands [out, acc, x] at axis index c->k. */
+/* Vertical step (staged to the accumulator dtype): operands [out, acc, x]. */
 static void scan_vert(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx)
 {
-    const scan_ctx *c = ctx;
-    const size_t ai = wf_dtype_size(c->at);
-    if (c->xdt == c->at && c->odt == c->at) {
-        vert_typed(c, n, ptrs[1], strides[1], ptrs[2], strides[2], ptrs[0], strides[0]);
-        return;
-    }
-    double xb[SCAN_STAGE], ob[SCAN_STAGE];
-    for (int64_t i0 = 0; i0 < n; i0 += SCAN_STAGE) {
-        const int64_t m = n - i0 < SCAN_STAGE ? n - i0 : SCAN_STAGE;
-        wf__cpu_convert_1d(m, ptrs[2] + i0 * strides[2] * (int64_t)c->xi, c->xdt, strides[2],
-                           xb, c->at, 1);
-        vert_typed(c, m, ptrs[1] + i0 * strides[1] * (int64_t)ai, strides[1], xb, 1, ob, 1);
-        wf__cpu_convert_1d(m, ob, c->at, 1, ptrs[0] + i0 * strides[0] * (int64_t)c->oi, c->odt,
-                           strides[0]);
+    vert_typed(ctx, n, ptrs[1], strides[1], ptrs[2], strides[2], ptrs[0], strides[0]);
+}
+
+static void vert_block(const wf_cpu_iter *sub, const scan_ctx *c)
+{
+    wf_cpu_iter s = *sub;
+    for (int64_t k = 0; k < c->len; k++) {
+        s.data[0] = sub->data[0] + k * c->soa * (int64_t)c->oi;
+        s.data[2] = sub->data[2] + k * c->sxa * (int64_t)c->xi;
+        wf__cpu_iter_run(&s, wf__cpu_staged, c);
     }
 }
 
-static void vert_block(const wf_cpu_iter *sub, const scan_ctx *base)
+static void vert_tile(const wf_cpu_iter *tile, void *arg)
 {
-    scan_ctx c = *base;
-    wf_cpu_iter s = *sub;
-    for (int64_t k = 0; k < c.len; k++) {
-        c.k = k;
-        s.data[0] = sub->data[0] + k * c.soa * (int64_t)c.oi;
-        s.data[2] = sub->data[2] + k * c.sxa * (int64_t)c.xi;
-        wf__cpu_iter_run(&s, scan_vert, &c);
-    }
+    vert_block(tile, arg);
 }
 
 /* The axis loop over a chunk of the other dims, tiled along the innermost
  * one when the input or output is strided there (a transposed layout). */
 static void vert_body(const wf_cpu_iter *sub, void *arg)
 {
-    const scan_ctx *c = arg;
-    if (!wf__cpu_wants_tiling(sub) && !(sub->ndim == 1 && c->len > 1 &&
-                                        (sub->strides[0][0] > 1 || sub->strides[2][0] > 1))) {
-        vert_block(sub, c);
-        return;
-    }
-    const int last = sub->ndim - 1;
-    wf_cpu_iter t = *sub;
-    for (int64_t b = 0; b < sub->shape[last]; b += WF_CPU_TILE) {
-        t.shape[last] = sub->shape[last] - b < WF_CPU_TILE ? sub->shape[last] - b : WF_CPU_TILE;
-        for (int k = 0; k < sub->nops; k++)
-            t.data[k] = sub->data[k] + b * sub->strides[k][last] * (int64_t)sub->itemsize[k];
-        vert_block(&t, c);
-    }
+    wf__cpu_tiles_run(sub, true, vert_tile, arg);
 }
 
 static void fill_identity(const scan_ctx *c, void *acc, int64_t n)
@@ -255,12 +221,25 @@ wf_status wf__cpu_scan(wf_array *out, wf_array *const *inputs, int ninputs, cons
     memset(&c, 0, sizeof c);
     c.prod = p->op == 1;
     c.inclusive = p->inclusive;
-    c.xdt = in->dtype;
-    c.odt = out->dtype;
+    c.reverse = p->reverse;
     c.at = out->dtype == WF_DTYPE_F16 || out->dtype == WF_DTYPE_BF16 ? WF_DTYPE_F32 : out->dtype;
     c.xi = wf_dtype_size(in->dtype);
     c.oi = wf_dtype_size(out->dtype);
     c.len = in->shape[p->axis];
+    wf_cpu_iter it;
+    char *data2[2] = {wf__array_data_ptr(out), wf__array_data_ptr(in)};
+    const size_t items2[2] = {c.oi, c.xi};
+    const enum wf_cpu_layout lay2[2] = {WF_CPU_LAYOUT_FULL, WF_CPU_LAYOUT_IN};
+    if (wf__cpu_axis_walk(&it, in, p->axis, 2, data2, items2, lay2)) {
+        const wf_cpu_rows rows = {.x = in,
+                                  .axes = (uint64_t)1 << p->axis,
+                                  .at = c.at,
+                                  .y = out,
+                                  .row = scan_row,
+                                  .arg = &c,
+                                  .row_cost = 1};
+        return wf__cpu_rows_run(&rows);
+    }
     int64_t out_st[WF_MAX_NDIM];
     wf__contiguous_strides(out->shape, out->ndim, out_st);
     c.sxa = in->strides[p->axis];
@@ -273,37 +252,28 @@ wf_status wf__cpu_scan(wf_array *out, wf_array *const *inputs, int ninputs, cons
         c.sxa = -c.sxa;
         c.soa = -c.soa;
     }
-    wf_cpu_iter it;
-    char *data2[2] = {obase, xbase};
-    const size_t items2[2] = {c.oi, c.xi};
-    const enum wf_cpu_layout lay2[2] = {WF_CPU_LAYOUT_FULL, WF_CPU_LAYOUT_IN};
-    /* Rows when the axis is innermost in the input and the output rows are
-     * contiguous too; otherwise the (tiled) vertical form. */
-    if (wf__cpu_axis_walk(&it, in, p->axis, 2, data2, items2, lay2) &&
-        (c.soa == 1 || c.soa == -1 || out->size == c.len)) {
-        const int64_t per = SCAN_CHUNK / c.len;
-        wf__cpu_iter_run_parallel(&it, scan_rows, &c, per > 0 ? per : 1);
-        return WF_OK;
-    }
     const int64_t others = out->size / c.len;
-    wf_buffer *accb = wf__buffer_alloc((size_t)others * wf_dtype_size(c.at) + 8);
+    wf_buffer *accb = wf__cpu_scratch(others, c.at);
     if (accb == NULL)
         return WF_ERR_OUT_OF_MEMORY;
     fill_identity(&c, accb->data, others);
+    wf__cpu_stage_init(&c.stage, scan_vert, c.at);
+    c.stage.item[0] = c.oi;
+    c.stage.item[1] = wf_dtype_size(c.at);
+    c.stage.item[2] = c.xi;
+    if (in->dtype != c.at) {
+        c.stage.xop = 2;
+        c.stage.xdt = in->dtype;
+    }
+    if (out->dtype != c.at) {
+        c.stage.oop = 0;
+        c.stage.odt = out->dtype;
+    }
     char *data3[3] = {obase, accb->data, xbase};
-    const size_t items3[3] = {c.oi, wf_dtype_size(c.at), c.xi};
     const enum wf_cpu_layout lay3[3] = {WF_CPU_LAYOUT_FULL, WF_CPU_LAYOUT_ACC,
                                         WF_CPU_LAYOUT_IN};
-    wf__cpu_axis_walk(&it, in, p->axis, 3, data3, items3, lay3);
-    const int d = wf__cpu_pick_split_dim(&it, 0, 2 * (int64_t)wf__pool_size());
-    const int64_t total = out->size;
-    if (d >= 0 && total >= 2 * SCAN_CHUNK) {
-        const int64_t per_index = total / it.shape[d];
-        const int64_t min_chunk = SCAN_CHUNK / (per_index > 0 ? per_index : 1);
-        wf__cpu_split_run(&it, d, min_chunk > 0 ? min_chunk : 1, vert_body, &c);
-    } else {
-        vert_body(&it, &c);
-    }
+    wf__cpu_axis_walk(&it, in, p->axis, 3, data3, c.stage.item, lay3);
+    wf__cpu_vertical_run(&it, 0, c.len, SCAN_CHUNK, vert_body, &c);
     wf__buffer_release(accb);
     return WF_OK;
 }
