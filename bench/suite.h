@@ -321,6 +321,21 @@ static inline int suite_weft_threads(void)
     return n > 0 ? (int)n : (int)sysconf(_SC_NPROCESSORS_ONLN);
 }
 
+/* The process's resident memory now, in MiB (from /proc/self/statm; 0 if
+ * unreadable): the thread benchmarks note it, since growth under
+ * concurrent callers is part of what they show. */
+static inline double suite_rss_mib(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, resident = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+        resident = 0;
+    fclose(f);
+    return (double)resident * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0);
+}
+
 /* ---- raw 2-thread calibration: a compute loop with no memory traffic */
 
 /* `iters` steps of 8 independent multiply-add chains; returns a value the
