@@ -238,7 +238,7 @@ static void measure(workload *w, const float *const *shared_data, double seconds
         long probe = 50, bad = 0;
         double t = run_threads(w, MODE_DEFAULT_STREAM, 1, probe, &bad);
         calls = (long)(seconds / (t / (double)probe));
-        calls = calls < 20 ? 20 : calls > 5000 ? 5000 : calls;
+        calls = calls < 5 ? 5 : calls > 5000 ? 5000 : calls;
     }
     for (int m = 0; m < MODE_COUNT; m++) {
         for (int threads = 1; threads <= MAX_THREADS; threads *= 2) {
