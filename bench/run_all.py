@@ -503,7 +503,8 @@ def report(res, header, peers, jobs, flat, missing, small, coretype, found_coret
           "suite runs; they are not comparable with the issue's targets.**\n")
     w("## Machine\n")
     w(f"- CPU: {header['cpu_model']}; {header['cores']} cores")
-    w(f"- SIMD: {header['simd']}")
+    amx = [f for f in header["simd"].split() if f.startswith("amx")]
+    w(f"- SIMD: {header['simd']}; AMX: {'yes (' + ' '.join(amx) + ')' if amx else 'no'}")
     w(f"- Load average before: {header['load_before']}; after: {header['load_after']}")
     env = header["openblas_env"]
     w(f"- OPENBLAS_* variables as found: "
