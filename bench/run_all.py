@@ -634,11 +634,11 @@ def simple_section(res, out, title, prefix, unit, scale, reference, tag=None, bl
                 figure = fmt(r["median_s"] and 1.0 / r["median_s"])
             else:
                 figure = fmt(s and s / scale)
+            per = r["items"] if per_item and r["items"] else 1  # times per call
             cells = [f"`{case.split('/', 1)[1]}`", r["impl"], str(r["reps"]),
-                     fmt_time(r["median_s"] / r["items"] if per_item and r["median_s"]
-                              else r["median_s"]),
-                     f"{fmt_time(r['min_s'])}–{fmt_time(r['max_s'])}" if r["min_s"] else "—",
-                     figure]
+                     fmt_time(r["median_s"] and r["median_s"] / per),
+                     f"{fmt_time(r['min_s'] / per)}–{fmt_time(r['max_s'] / per)}"
+                     if r["min_s"] else "—", figure]
             if pct_copy:
                 cells.append(fmt(s and 100 * s / 1e9 / pct_copy))
             elif blas_pct:

@@ -11,22 +11,11 @@ import sys
 import numpy as np
 
 import common
+import funcs
 
 fw = common.framework_from_argv()
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 16777216
 common.versions(fw)
-
-
-def gelu_erf(x, m):
-    return x * 0.5 * (m.erf(x * 0.70710678118654752) + 1)
-
-
-def gelu_tanh(x, m):
-    return x * 0.5 * (m.tanh((x + x * x * x * 0.044715) * 0.79788456080286536) + 1)
-
-
-def chain8(x, m):
-    return (m.sqrt(m.maximum((x * 1.5 + 0.25) * x - 0.5, 0)) + x) * 0.5
 
 
 def reference(name, x):
@@ -40,36 +29,26 @@ def reference(name, x):
 
 
 # (name, function, atol, rtol): chain8's sqrt sits on a kink (see suite_elementwise.c).
-CASES = [("gelu_erf", gelu_erf, 1e-5, 1e-4), ("gelu_tanh", gelu_tanh, 1e-5, 1e-4),
-         ("chain8", chain8, 2e-3, 1e-4)]
-
-
-class Ops:
-    """The handful of functions the formulas use, from one framework."""
-
-    def __init__(self, **fns):
-        self.__dict__.update(fns)
+CASES = [("gelu_erf", funcs.gelu_erf, 1e-5, 1e-4), ("gelu_tanh", funcs.gelu_tanh, 1e-5, 1e-4),
+         ("chain8", funcs.chain8, 2e-3, 1e-4)]
 
 
 def setup():
-    """(ops namespace, to_device, run_and_wait, [(impl, wrap)])."""
+    """(ops, to_device, run_and_wait, [(impl, wrap)])."""
+    ops = funcs.Ops(fw)
     if fw == "numpy":
-        ops = Ops(erf=None, tanh=np.tanh, sqrt=np.sqrt, maximum=np.maximum)
-        return ops, lambda a: a, lambda f, x: f(x), [("numpy-ops", lambda f: f)]
+        return ops, ops.array, lambda f, x: f(x), [("numpy-ops", lambda f: f)]
     if fw == "jax":
         import jax
-        import jax.numpy as jnp
-        ops = Ops(erf=jax.scipy.special.erf, tanh=jnp.tanh, sqrt=jnp.sqrt, maximum=jnp.maximum)
-        return (ops, jnp.asarray, lambda f, x: f(x).block_until_ready(),
+        return (ops, ops.array, lambda f, x: f(x).block_until_ready(),
                 [("jax-ops", lambda f: f), ("jax-jit", jax.jit)])
     import mlx.core as mx
-    ops = Ops(erf=mx.erf, tanh=mx.tanh, sqrt=mx.sqrt, maximum=mx.maximum)
 
     def run(f, x):
         y = f(x)
         mx.eval(y)
         return y
-    return ops, mx.array, run, [("mlx-ops", lambda f: f), ("mlx-compiled", mx.compile)]
+    return ops, ops.array, run, [("mlx-ops", lambda f: f), ("mlx-compiled", mx.compile)]
 
 
 ops, to_device, run, impls = setup()

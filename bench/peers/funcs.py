@@ -30,7 +30,7 @@ class Ops:
             self.eval = mx.eval
         self.fw = fw
 
-    def array(self, a, dtype=None):
+    def array(self, a):
         if self.fw == "numpy":
             return np.asarray(a)
         if self.fw == "jax":
@@ -46,6 +46,14 @@ class Ops:
             return logsumexp(x, axis=axis)
         top = np.max(x, axis=axis, keepdims=True)
         return np.squeeze(top, axis) + np.log(np.sum(np.exp(x - top), axis=axis))
+
+
+def gelu_erf(x, o):
+    return x * 0.5 * (o.erf(x * 0.70710678118654752) + 1)
+
+
+def gelu_tanh(x, o):
+    return x * 0.5 * (o.xp.tanh((x + x * x * x * 0.044715) * 0.79788456080286536) + 1)
 
 
 def chain8(x, o):
@@ -148,10 +156,6 @@ def causal_attention(x, wqkv, wo, heads, o):
         p = xp.exp(s)
         att = (p / xp.sum(p, axis=-1, keepdims=True)) @ v
     return xp.reshape(xp.transpose(att, (0, 2, 1, 3)), (batch, seq, dim)) @ wo
-
-
-def gelu_erf(x, o):
-    return x * 0.5 * (o.erf(x * 0.70710678118654752) + 1)
 
 
 def block_loss(params, x, o):
