@@ -7,7 +7,7 @@
 #   make test       build and test all three, then check `make install` through
 #                   pkg-config (scripts/check-install.sh); final line "N passed, N failed"
 #   make demo       build and run the demo (or the examples)
-#   make test-release | test-asan | test-tsan | bench | install | deps | clean
+#   make test-release | test-asan | test-tsan | bench | bench-programs | install | deps | clean
 #
 # CI=true (or any value but 0/false) adds -DWEFT_WERROR=ON.
 
@@ -30,7 +30,7 @@ cmake_flags_tsan    := -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=thread -DWEFT_BU
 CMAKE_BUILD := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build
 
 .PHONY: all deps build-release build-asan build-tsan test test-release test-asan \
-        test-tsan demo bench install clean
+        test-tsan demo bench bench-programs install clean
 
 all: build-release
 
@@ -82,7 +82,18 @@ demo: build-release
 	  exit $$status; \
 	fi
 
+# The side-by-side suite of issue 14: builds, installs the peers (NumPy, JAX,
+# MLX) into build/bench-venv, runs bench/run_all.py, which writes
+# bench/results.md and bench/results.json.
 bench: deps
+	cmake -S . -B $(BUILD)/release $(cmake_flags_release) -DWEFT_BUILD_BENCH=ON \
+	  -DWEFT_WERROR=$(WERROR) $(CMAKE_ARGS) >/dev/null
+	$(CMAKE_BUILD) $(BUILD)/release -j $(JOBS)
+	scripts/bench-setup.sh $(BUILD)/bench-venv
+	python3 bench/run_all.py --build $(BUILD)/release --venv $(BUILD)/bench-venv
+
+# Every program in bench/ on its own, printing its figures (no peers).
+bench-programs: deps
 	cmake -S . -B $(BUILD)/release $(cmake_flags_release) -DWEFT_BUILD_BENCH=ON \
 	  -DWEFT_WERROR=$(WERROR) $(CMAKE_ARGS) >/dev/null
 	$(CMAKE_BUILD) $(BUILD)/release -j $(JOBS)
