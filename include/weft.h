@@ -201,10 +201,16 @@ wf_status wf_stream_push(wf_stream *s);
 wf_status wf_stream_pop(void);
 /* This thread's current stream (a new reference). */
 wf_stream *wf_current_stream(void);
-/* Waits until everything enqueued on `s` so far has run. */
+/* Waits until everything enqueued on `s` before the call has run (work
+ * enqueued meanwhile by other threads is not waited for). WF_ERR_MISUSE
+ * inside a kernel. */
 wf_status wf_stream_synchronize(wf_stream *s);
 /* Number of live streams in the process, default stream included. */
 size_t wf_stream_count(void);
+/* The stream's id: unique for the life of the process, never reused (a
+ * 64-bit counter, not an address), so caches may key on it. 0 for NULL.
+ * Borrows `s`; any thread. */
+uint64_t wf_stream_id(const wf_stream *s);
 
 /* ---------------------------------------------------------------- memory */
 

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/deferred_free.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/graph_mode.h"
@@ -122,9 +123,27 @@ static void free_list_push(struct free_list *list, wf_array *n)
     list->items[list->count++] = n;
 }
 
-/* Frees one node whose refcount reached 0; queues inputs that reach 0. */
+static void release_buffers(wf_array *n)
+{
+    wf_buffer *dense = atomic_load(&n->dense_copy);
+    if (dense)
+        wf__buffer_release(dense);
+    atomic_store(&n->dense_copy, NULL);
+    if (n->buffer)
+        wf__buffer_release(n->buffer);
+    n->buffer = NULL;
+}
+
+/* Frees one node whose refcount reached 0; queues inputs that reach 0. A
+ * node with a payload destructor freed where user code may not run keeps
+ * the rest for later (core/deferred_free.h); its bytes go at once. */
 static void node_free(wf_array *n, struct free_list *list)
 {
+    release_buffers(n);
+    if (n->prim && n->prim->params_release && wf__free_deferring()) {
+        wf__free_defer_push(n);
+        return;
+    }
     for (int i = 0; i < n->ninputs; i++) {
         wf_array *in = n->inputs[i];
         if (atomic_fetch_sub_explicit(&in->refcount, 1, memory_order_acq_rel) == 1)
@@ -135,11 +154,6 @@ static void node_free(wf_array *n, struct free_list *list)
         if (r && atomic_fetch_sub_explicit(&r->refcount, 1, memory_order_acq_rel) == 1)
             free_list_push(list, r);
     }
-    wf_buffer *dense = atomic_load(&n->dense_copy);
-    if (dense)
-        wf__buffer_release(dense);
-    if (n->buffer)
-        wf__buffer_release(n->buffer);
     wf__node_stream_drop(n->stream);
     if (n->prim && n->prim->params_release)
         n->prim->params_release(n->params);
@@ -167,6 +181,8 @@ void wf__array_decref(wf_array *a)
     if (atomic_fetch_sub_explicit(&a->refcount, 1, memory_order_acq_rel) == 1)
         free_graph_from(a);
 }
+
+void wf__array_free_deferred(wf_array *a) { free_graph_from(a); }
 
 wf_array *wf__array_check(const wf_array *a, const char *op, const char *what)
 {

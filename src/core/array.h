@@ -52,7 +52,11 @@ struct wf_array {
     wf_buffer *buffer;   /* valid once READY (NULL if FAILED) */
     _Atomic(wf_buffer *) dense_copy; /* contiguous copy made by wf_array_data */
 
-    /* Graph: only the claimer (and the task it enqueues) touches these. */
+    /* Graph: only the claimer (and the task it enqueues) writes these.
+     * After running, a node drops its inputs (ninputs becomes 0) unless
+     * keep_graph is set. So another thread may read `inputs` only while it
+     * holds a reference to the node and either the node is keep_graph or it
+     * is not yet claimed (PENDING) and nobody can claim it meanwhile. */
     const struct wf_prim_def *prim; /* NULL for arrays created with data */
     void *params;                   /* prim->params_size bytes, owned */
     struct wf_array **inputs;       /* owned references */
@@ -64,7 +68,8 @@ struct wf_array {
      * where the kernel runs. NULL: the default stream (a node built before
      * the runtime started). */
     struct wf_stream *stream;
-    struct wf_array *queue_next; /* link in the stream's FIFO while queued */
+    struct wf_array *queue_next; /* link in a FIFO, a run list or a free queue */
+    uint64_t queue_seq; /* ticket in its stream's FIFO; 0 if never queued there */
     void *extra; /* one allocation holding shape, strides, params, inputs, results */
     /* A primary node of a multi-output primitive: its outputs 1.. (output 0
      * is the node itself), hidden nodes its kernel fills (owned; never
@@ -235,6 +240,8 @@ wf_array *wf__array_check(const wf_array *a, const char *op, const char *what);
 wf_array *wf__array_try_retain(const wf_array *a);
 /* Drops a reference without touching this thread's scope bookkeeping. */
 void wf__array_decref(wf_array *a);
+/* Finishes freeing a node whose destructor was deferred (core/deferred_free.h). */
+void wf__array_free_deferred(wf_array *a);
 /* Adds a reference (internal; no scope bookkeeping). */
 static inline wf_array *wf__array_incref(wf_array *a)
 {

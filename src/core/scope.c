@@ -186,6 +186,23 @@ void wf__scope_forget(wf_array *a)
             return;
 }
 
+void *wf__scope_suspend(void)
+{
+    struct scope_stack *saved = thread_scopes;
+    thread_scopes = NULL;
+    return saved;
+}
+
+void wf__scope_resume(void *saved)
+{
+    if (thread_scopes == saved)
+        return;
+    if (thread_scopes) /* made by the hidden code: close what it left open */
+        destroy_stack(thread_scopes);
+    thread_scopes = saved;
+    pthread_setspecific(scope_key, saved);
+}
+
 wf_status wf_scope_begin(void)
 {
     struct scope_stack *stack = stack_get(true);

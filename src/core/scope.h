@@ -17,4 +17,11 @@ uint64_t wf__scope_adoptions(void);
  * proves that releasing inside a large scope is not a linear search). */
 uint64_t wf__scope_work(void);
 
+/* Hides this thread's open scopes from code run on behalf of another
+ * thread (kernels, deferred payload destructors): until the matching
+ * resume, the thread has no open scope. Returns what resume needs. */
+void *wf__scope_suspend(void);
+/* Closes scopes the hidden code left open, then shows the saved ones again. */
+void wf__scope_resume(void *saved);
+
 #endif

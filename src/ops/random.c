@@ -15,12 +15,14 @@
  */
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/graph_mode.h"
+#include "core/thread_state.h"
 #include "ops/ops.h"
 #include "prim/prims.h"
 #include "prim/random.h"
@@ -59,13 +61,39 @@ static const wf_key default_root = {{0x57454654u, 0x524e4721u}};
 
 static atomic_uint_fast64_t thread_streams;
 
-static _Thread_local struct {
+struct default_key {
     bool ready;
     wf_key key;
-} default_key;
+};
+
+static _Thread_local struct default_key default_key;
+
+/* Kernels and payload destructors run on whichever thread runs them with
+ * the key of a thread that never drew (core/thread_state.h): they neither
+ * see nor advance that thread's own key. */
+static void default_key_suspend(void *saved)
+{
+    memcpy(saved, &default_key, sizeof default_key);
+    default_key.ready = false;
+}
+
+static void default_key_resume(const void *saved) { memcpy(&default_key, saved, sizeof default_key); }
+
+static const wf_thread_state_hook default_key_hook = {default_key_suspend, default_key_resume};
+static pthread_once_t default_key_hook_once = PTHREAD_ONCE_INIT;
+
+static void register_default_key_hook(void) { wf__thread_state_register(&default_key_hook); }
+
+/* Called before this thread's default key is first touched. */
+static void default_key_use(void)
+{
+    _Static_assert(sizeof(struct default_key) <= WF_THREAD_STATE_BYTES, "saved key too big");
+    pthread_once(&default_key_hook_once, register_default_key_hook);
+}
 
 void wf_random_seed(uint64_t seed)
 {
+    default_key_use();
     default_key.key = wf_random_key(seed);
     default_key.ready = true;
 }
@@ -89,6 +117,7 @@ static wf_key take_key(const wf_key *key)
 {
     if (key)
         return *key;
+    default_key_use();
     if (!default_key.ready) {
         uint64_t n = atomic_fetch_add_explicit(&thread_streams, 1, memory_order_relaxed);
         default_key.key = key_child(default_root, n);

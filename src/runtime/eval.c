@@ -2,12 +2,23 @@
  * Evaluation: claim/submit walks over shared graphs (DESIGN section 3).
  *
  * A thread walks the graph depth first and claims each PENDING node when it
- * visits it (CAS to CLAIMED). It enqueues a node once every input is at least
+ * visits it (CAS to CLAIMED). It submits a node once every input is at least
  * SUBMITTED. A node claimed by another thread is waited for until SUBMITTED,
  * on this thread, without looking at its inputs. The nodes a thread holds
- * CLAIMED are exactly its current path, so waits cannot form a cycle, and no
- * walk ever waits for a kernel. A node is queued only after its inputs are
- * queued, so a stream never waits for work that is not ahead of it somewhere.
+ * CLAIMED are exactly its current path, so walks cannot wait in a cycle, and
+ * no walk ever waits for a kernel.
+ *
+ * wf_async_eval queues what it submits on the nodes' streams (FIFO, run by
+ * the stream's token holder). wf_eval keeps what it submits in a run list of
+ * its own and runs it on the calling thread, in submission order, without
+ * any stream's token: nodes are pure, so a shared stream is never a lock.
+ *
+ * Why nothing waits forever: every node is submitted after its inputs. A
+ * thread running a run list, and a token holder running a FIFO, run nodes
+ * in submission order and wait only for inputs, which were submitted
+ * earlier; helping a FIFO runs only tasks queued no later than the one
+ * waited for. A cycle of waits would need submission times that decrease
+ * all the way round.
  */
 #include "runtime/eval.h"
 
@@ -15,9 +26,12 @@
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "core/deferred_free.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/graph_mode.h"
 #include "core/scope.h"
+#include "core/thread_state.h"
 #include "prim/kernel.h"
 #include "runtime/node_wait.h"
 #include "runtime/stream.h"
@@ -34,6 +48,12 @@ uint64_t wf__cross_stream_waits(void) { return atomic_load(&cross_stream_waits);
 int wf__kernels_running_max(void) { return atomic_load(&kernels_running_max); }
 void wf__kernels_running_max_reset(void) { atomic_store(&kernels_running_max, 0); }
 void wf__inject_kernel_failure(int64_t nth) { atomic_store(&fail_countdown, nth); }
+
+static _Thread_local int kernel_depth;
+
+bool wf__eval_in_user_code(void) { return kernel_depth > 0; }
+void wf__eval_user_code_begin(void) { kernel_depth++; }
+void wf__eval_user_code_end(void) { kernel_depth--; }
 
 /* A fault injected by a test: the nth kernel from the injection fails. */
 static bool injected_failure(void)
@@ -57,10 +77,54 @@ static wf_status run_kernel(wf_array *n)
         ;
     /* Streams are CPU streams until devices land. */
     wf_kernel_fn kernel = wf__kernel_lookup(n->prim, WF_DEVICE_KIND_CPU);
+    kernel_depth++;
     wf_status status = kernel ? kernel(n, n->inputs, n->ninputs, n->params)
                               : wf__kernel_missing(n->prim, WF_DEVICE_KIND_CPU);
+    kernel_depth--;
     atomic_fetch_sub(&kernels_running, 1);
     return status;
+}
+
+/* ------------------------------------------------------------ neutral state */
+
+/* What a kernel or a payload destructor must not see or change of the
+ * thread that happens to run it (issue 7, item 3): its last error, open
+ * scopes, pushed streams, graph-building mode (traces, compile) and the
+ * per-thread state of upper layers. */
+struct thread_context {
+    wf_error_state error;
+    void *scopes;
+    void *pushes;
+    wf_graph_mode graph; /* transforms' and compile's graph-building mode */
+    wf_thread_state upper;
+};
+
+static void context_neutralize(struct thread_context *saved)
+{
+    wf__error_save(&saved->error);
+    saved->scopes = wf__scope_suspend();
+    saved->pushes = wf__stream_push_suspend();
+    wf__graph_mode_suspend(&saved->graph);
+    wf__thread_state_suspend(&saved->upper);
+}
+
+static void context_restore(const struct thread_context *saved)
+{
+    wf__thread_state_resume(&saved->upper);
+    wf__graph_mode_restore(&saved->graph);
+    wf__stream_push_resume(saved->pushes);
+    wf__scope_resume(saved->scopes);
+    wf__error_restore(&saved->error);
+}
+
+void wf__eval_run_deferred_frees(void)
+{
+    struct thread_context saved;
+    context_neutralize(&saved);
+    wf_array *n;
+    while ((n = wf__free_deferred_pop()))
+        wf__array_free_deferred(n);
+    context_restore(&saved);
 }
 
 /* ------------------------------------------------------------ running a node */
@@ -71,19 +135,29 @@ static void store_failure(wf_array *n, wf_status status, const char *message)
     n->error_message = strdup(message ? message : "");
 }
 
-void wf__eval_run_task(wf_array *n)
+/* Waits until input `in` (at least SUBMITTED) is computed. One queued on a
+ * FIFO is waited for until its task has finished, so the queue's reference
+ * is gone too; this thread helps run that FIFO meanwhile. */
+static void wait_input(wf_array *in)
 {
-    /* The task may belong to another thread: keep this thread's last error. */
-    wf_error_state caller_error;
-    wf__error_save(&caller_error);
+    if (wf__array_state(in) < WF_NODE_READY)
+        atomic_fetch_add_explicit(&cross_stream_waits, 1, memory_order_relaxed);
+    if (in->queue_seq)
+        wf__stream_wait_task(wf__stream_of(in), in->queue_seq);
+    else
+        wf__node_wait_at_least(in, WF_NODE_READY);
+}
+
+/* Runs a SUBMITTED node whose inputs are SUBMITTED, publishes READY or
+ * FAILED, and detaches its inputs unless it keeps its graph. */
+static void run_node(wf_array *n)
+{
+    struct thread_context saved;
+    context_neutralize(&saved);
     wf_status status = WF_OK;
     for (int i = 0; i < n->ninputs && status == WF_OK; i++) {
         wf_array *in = n->inputs[i];
-        /* Inputs on this stream ran before; others were queued before us. */
-        if (wf__array_state(in) < WF_NODE_READY) {
-            atomic_fetch_add_explicit(&cross_stream_waits, 1, memory_order_relaxed);
-            wf__node_wait_at_least(in, WF_NODE_READY);
-        }
+        wait_input(in);
         if (wf__array_state(in) == WF_NODE_FAILED) {
             status = in->error;
             store_failure(n, in->error, in->error_message);
@@ -104,7 +178,7 @@ void wf__eval_run_task(wf_array *n)
             }
         }
     }
-    /* Detach the graph: only this task touches the inputs now. A node built
+    /* Detach the graph: only this thread touches the inputs now. A node built
      * under a transform keeps them: the transform walks them later. */
     if (!n->keep_graph) {
         for (int i = 0; i < n->ninputs; i++)
@@ -112,25 +186,40 @@ void wf__eval_run_task(wf_array *n)
         n->ninputs = 0;
     }
     wf__node_publish(n, status == WF_OK ? WF_NODE_READY : WF_NODE_FAILED);
-    wf__array_decref(n); /* the queue's reference */
-    wf__error_restore(&caller_error);
+    context_restore(&saved);
+}
+
+void wf__eval_run_task(wf_array *n)
+{
+    run_node(n);
+    wf__array_decref(n); /* the queue's reference; waiters wait for the ticket too */
 }
 
 /* ------------------------------------------------------------ the walk */
 
-enum { LOCAL_FRAMES = 32, MAX_TOUCHED = 8 };
+enum { LOCAL_FRAMES = 32, MAX_STREAMS = 8 };
 
 struct frame {
     wf_array *node;
     int next_input;
 };
 
+/* A stream the walk submitted nodes of. */
+struct touched {
+    wf_stream *stream;     /* held until the evaluation ends */
+    wf_stream_batch batch; /* open while this thread runs nodes of the stream */
+    bool batch_open;
+    bool queued; /* FIFO work was queued: wake the worker at the end */
+};
+
 struct walk {
     struct frame *frames;
     size_t count, capacity;
     struct frame local[LOCAL_FRAMES];
-    wf_stream *touched[MAX_TOUCHED]; /* streams to wake when the walk ends (held) */
-    int ntouched;
+    bool run_here;               /* wf_eval: run claimed nodes on this thread */
+    wf_array *run_head, *run_tail; /* submitted, not yet run, in order */
+    struct touched streams[MAX_STREAMS];
+    int nstreams;
 };
 
 static bool try_claim(wf_array *n)
@@ -156,25 +245,49 @@ static bool push_frame(struct walk *w, wf_array *n)
     return true;
 }
 
-/* Queues `n`. The walk holds a reference to each stream it will kick: once
- * queued, `n` may run and be freed, and with it its stream's last reference. */
+/* The walk's record of stream `s`, made on first use (with a batch when
+ * nodes run here); NULL when the walk tracks as many streams as it can. */
+static struct touched *touch(struct walk *w, wf_stream *s)
+{
+    for (int i = 0; i < w->nstreams; i++)
+        if (w->streams[i].stream == s)
+            return &w->streams[i];
+    if (w->nstreams == MAX_STREAMS)
+        return NULL;
+    struct touched *t = &w->streams[w->nstreams++];
+    *t = (struct touched){.stream = wf__stream_incref(s)};
+    if (w->run_here) {
+        wf__stream_batch_open(s, &t->batch);
+        t->batch_open = true;
+    }
+    return t;
+}
+
+/* Submits claimed `n`: onto this walk's run list, or its stream's FIFO. */
 static void submit(struct walk *w, wf_array *n)
 {
     wf_stream *s = wf__stream_of(n);
-    for (int i = 0; i < w->ntouched; i++) {
-        if (w->touched[i] == s) {
-            wf__stream_enqueue(s, n);
-            return;
-        }
+    struct touched *t = touch(w, s);
+    if (t && w->run_here) {
+        n->queue_next = NULL;
+        if (w->run_tail)
+            w->run_tail->queue_next = n;
+        else
+            w->run_head = n;
+        w->run_tail = n;
+        wf__node_publish(n, WF_NODE_SUBMITTED);
+        return;
     }
+    if (t) {
+        wf__stream_enqueue(s, n);
+        t->queued = true;
+        return;
+    }
+    /* Untracked: once queued, `n` may run and free its stream's last reference. */
     wf__stream_incref(s);
     wf__stream_enqueue(s, n);
-    if (w->ntouched < MAX_TOUCHED) {
-        w->touched[w->ntouched++] = s;
-    } else {
-        wf__stream_kick(s);
-        wf__stream_decref(s);
-    }
+    wf__stream_kick(s);
+    wf__stream_decref(s);
 }
 
 /* Out of memory mid-walk: the claimed path must not stay CLAIMED. */
@@ -191,7 +304,7 @@ static wf_status fail_path(struct walk *w, wf_array *claimed)
     return status;
 }
 
-/* Visits `n`: claims it and pushes it, or waits until its claimer queued it. */
+/* Visits `n`: claims it and pushes it, or waits until its claimer submitted it. */
 static wf_status visit(struct walk *w, wf_array *n)
 {
     if (try_claim(n))
@@ -215,16 +328,48 @@ static wf_status walk_from(struct walk *w, wf_array *root)
     return status;
 }
 
-static _Thread_local int user_code_depth;
+static wf_status walk_roots(struct walk *w, wf_array *const *arrays, size_t count)
+{
+    w->frames = w->local;
+    w->capacity = LOCAL_FRAMES;
+    wf_status status = WF_OK;
+    for (size_t i = 0; i < count && status == WF_OK; i++)
+        status = walk_from(w, arrays[i]);
+    if (w->frames != w->local)
+        free(w->frames);
+    return status;
+}
 
-void wf__eval_user_code_begin(void) { user_code_depth++; }
-void wf__eval_user_code_end(void) { user_code_depth--; }
-bool wf__eval_in_user_code(void) { return user_code_depth > 0; }
+/* Runs the run list in order. A node is held by the not yet run consumer
+ * that led the walk to it (or is a root the caller holds). */
+static void run_claimed(struct walk *w)
+{
+    wf_array *n;
+    while ((n = w->run_head)) {
+        w->run_head = n->queue_next;
+        n->queue_next = NULL;
+        run_node(n);
+    }
+    w->run_tail = NULL;
+}
+
+/* Closes batches, wakes workers with queued work, drops the stream references. */
+static void finish(struct walk *w)
+{
+    for (int i = 0; i < w->nstreams; i++) {
+        struct touched *t = &w->streams[i];
+        if (t->batch_open)
+            wf__stream_batch_close(t->stream, &t->batch);
+        if (t->queued)
+            wf__stream_kick(t->stream);
+        wf__stream_decref(t->stream);
+    }
+}
 
 static wf_status check_roots(const char *op, wf_array *const *arrays, size_t count)
 {
-    if (user_code_depth > 0)
-        return wf__error(WF_ERR_MISUSE, "%s: cannot evaluate inside a custom kernel", op);
+    if (kernel_depth > 0)
+        return wf__error(WF_ERR_MISUSE, "%s: cannot evaluate inside a kernel", op);
     if (!arrays && count)
         return wf__error(WF_ERR_NULL_ARGUMENT, "%s: arrays is NULL", op);
     if (!wf__stream_default()) /* nodes without a stream of their own run there */
@@ -240,22 +385,15 @@ static wf_status check_roots(const char *op, wf_array *const *arrays, size_t cou
     return WF_OK;
 }
 
-/* Walks every root; kicks every stream touched except `keep_for_self`. */
-static wf_status schedule(wf_array *const *arrays, size_t count, wf_stream *keep_for_self)
+/* Waits until root `a` (at least SUBMITTED) is computed, and if a FIFO task
+ * computed it, until that task let go of it: then the caller's release is
+ * the last and frees its memory (issue 7, item 7). */
+static void wait_root(wf_array *a)
 {
-    struct walk w = {.capacity = LOCAL_FRAMES};
-    w.frames = w.local;
-    wf_status status = WF_OK;
-    for (size_t i = 0; i < count && status == WF_OK; i++)
-        status = walk_from(&w, arrays[i]);
-    for (int i = 0; i < w.ntouched; i++) {
-        if (w.touched[i] != keep_for_self)
-            wf__stream_kick(w.touched[i]);
-        wf__stream_decref(w.touched[i]);
-    }
-    if (w.frames != w.local)
-        free(w.frames);
-    return status;
+    if (a->queue_seq)
+        wf__stream_wait_task(wf__stream_of(a), a->queue_seq);
+    else
+        wf__node_wait_at_least(a, WF_NODE_READY);
 }
 
 static wf_status root_status(wf_array *a)
@@ -270,22 +408,17 @@ wf_status wf_eval(wf_array *const *arrays, size_t count)
     wf_status status = check_roots("wf_eval", arrays, count);
     if (status != WF_OK)
         return status;
-    /* This thread runs the first root's stream itself when it is idle: a
-     * cross-thread wake-up costs more than a small kernel. */
-    wf_stream *own = count ? wf__stream_of(arrays[0]) : NULL;
-    status = schedule(arrays, count, own);
-    if (status != WF_OK) { /* some roots were never queued: do not wait */
-        if (own)
-            wf__stream_kick(own);
+    struct walk w = {.run_here = true};
+    wf__free_defer_begin(); /* until the run list is empty and the batches closed */
+    status = walk_roots(&w, arrays, count);
+    run_claimed(&w); /* even after a failed walk: other threads may wait for these */
+    finish(&w);
+    if (wf__free_defer_end())
+        wf__eval_run_deferred_frees();
+    if (status != WF_OK) /* some roots were never submitted: do not wait */
         return status;
-    }
-    for (size_t i = 0; i < count; i++) {
-        wf_array *a = arrays[i];
-        if (wf__array_state(a) < WF_NODE_READY)
-            wf__stream_help_until_done(wf__stream_of(a), a);
-        else if (i == 0 && own) /* not kicked by schedule: work there for later roots */
-            wf__stream_kick(own);
-    }
+    for (size_t i = 0; i < count; i++)
+        wait_root(arrays[i]);
     for (size_t i = 0; i < count; i++)
         if (root_status(arrays[i]) != WF_OK)
             return wf_last_error();
@@ -297,7 +430,10 @@ wf_status wf_async_eval(wf_array *const *arrays, size_t count)
     wf_status status = check_roots("wf_async_eval", arrays, count);
     if (status != WF_OK)
         return status;
-    return schedule(arrays, count, NULL);
+    struct walk w = {.run_here = false};
+    status = walk_roots(&w, arrays, count);
+    finish(&w);
+    return status;
 }
 
 /* ------------------------------------------------------------ data access */
@@ -306,8 +442,8 @@ wf_status wf__eval_one(wf_array *a, const char *op)
 {
     if (!wf__array_check(a, op, "the array"))
         return wf_last_error();
-    if (user_code_depth > 0 && wf__array_state(a) < WF_NODE_READY)
-        return wf__error(WF_ERR_MISUSE, "%s: cannot evaluate inside a custom kernel", op);
+    if (kernel_depth > 0 && wf__array_state(a) < WF_NODE_READY)
+        return wf__error(WF_ERR_MISUSE, "%s: cannot evaluate inside a kernel", op);
     if (wf__array_state(a) < WF_NODE_READY) {
         wf_status status = wf_eval(&a, 1);
         if (status != WF_OK)

@@ -2,24 +2,34 @@
 #ifndef WEFT_RUNTIME_EVAL_H
 #define WEFT_RUNTIME_EVAL_H
 
+#include <stdbool.h>
+
 #include "core/array.h"
 
-/* Runs one queued node: waits for inputs computed on other streams, runs the
- * kernel (no lock held), publishes READY or FAILED, detaches the inputs and
- * drops the queue's reference. Called by the thread holding the stream's
- * execution token. */
+/* Runs one node taken from a stream's FIFO: waits for its inputs, runs the
+ * kernel (no lock held, neutral per-thread state), publishes READY or
+ * FAILED, detaches the inputs unless keep_graph, and drops the queue's
+ * reference. Called by the holder of the stream's execution token, inside
+ * a wf__free_defer_begin/end region. */
 void wf__eval_run_task(wf_array *node);
+
+/* Runs the payload destructors this thread deferred (core/deferred_free.h),
+ * with neutral per-thread state. Call only where the thread holds nothing
+ * of weft's: no lock, no token, no unrun nodes. */
+void wf__eval_run_deferred_frees(void);
 
 /* Makes sure `a` is computed; records and returns its error if it failed. */
 wf_status wf__eval_one(wf_array *a, const char *op);
 
-/* Brackets user code run inside an evaluation (custom kernels): while this
- * thread is inside, wf_eval, wf_async_eval and data access are
- * WF_ERR_MISUSE (they would wait on the evaluation that runs them). */
+/* True while this thread is inside a kernel (user code or not): there
+ * wf_eval, wf_async_eval, data access of an unevaluated array,
+ * wf_stream_synchronize and anything else that would wait on other work
+ * must fail with WF_ERR_MISUSE (it could wait on the evaluation that runs
+ * the kernel). */
+bool wf__eval_in_user_code(void);
+/* Brackets user code run inside a kernel (custom kernels). Every kernel is
+ * bracketed already by the runtime; nesting is allowed. */
 void wf__eval_user_code_begin(void);
 void wf__eval_user_code_end(void);
-/* True while this thread runs user code inside an evaluation (a kernel):
- * anything that would wait on other work must fail with WF_ERR_MISUSE. */
-bool wf__eval_in_user_code(void);
 
 #endif

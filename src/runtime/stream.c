@@ -1,7 +1,9 @@
 /*
- * CPU streams: a FIFO of nodes, a worker thread, and an execution token so
- * that exactly one thread (the worker, or a thread waiting in wf_eval that
- * helps) runs the stream's tasks at a time, in order.
+ * CPU streams: a FIFO of nodes queued by wf_async_eval, a worker thread, and
+ * an execution token so that exactly one thread (the worker, or a thread
+ * that waits for a queued node and helps) runs the FIFO at a time, in
+ * order. Synchronous evaluations run their own nodes without the token and
+ * show up here only as batches, for wf_stream_synchronize.
  *
  * Streams are refcounted and listed in a process-wide registry. The default
  * stream lives as long as the process; every other stream, with its worker,
@@ -13,6 +15,7 @@
 
 #include <stdlib.h>
 
+#include "core/deferred_free.h"
 #include "core/error.h"
 #include "runtime/device.h"
 #include "runtime/eval.h"
@@ -23,10 +26,16 @@
 
 struct wf_stream {
     atomic_int_fast64_t refcount;
-    wf_mutex queue_lock; /* level 40: head, tail, busy, shutdown */
+    uint64_t id;
+    wf_mutex queue_lock; /* level 40: everything below but `done`'s reads */
     pthread_cond_t work_ready; /* the worker waits here */
-    pthread_cond_t idle;       /* wf_stream_synchronize waits here */
+    pthread_cond_t progress;   /* a task finished or a batch closed */
+    int progress_waiters;
     wf_array *head, *tail;
+    uint64_t enqueued;          /* tickets handed out */
+    atomic_uint_fast64_t done;  /* ticket of the last finished task */
+    wf_stream_batch *batches_head, *batches_tail; /* open batches, oldest first */
+    uint64_t batches_opened;
     bool busy;     /* the execution token is held */
     bool shutdown; /* last reference gone: the worker exits when idle */
     bool worker_frees; /* the worker dropped the last reference itself */
@@ -35,6 +44,12 @@ struct wf_stream {
     struct wf_stream *registry_prev, *registry_next;
     wf_device *device; /* where its tasks run; set at creation */
 };
+
+static atomic_uint_fast64_t last_stream_id;
+
+uint64_t wf__stream_id(const wf_stream *s) { return s->id; }
+
+uint64_t wf_stream_id(const wf_stream *s) { return s ? s->id : 0; }
 
 /* ------------------------------------------------------------ registry */
 
@@ -89,38 +104,43 @@ static wf_array *queue_pop(wf_stream *s)
     return n;
 }
 
-/* With the queue locked and the token just given up: hand queued work to the
- * worker, or tell synchronizers the stream is idle. */
-static void after_token_release(wf_stream *s)
-{
-    if (s->head)
-        pthread_cond_signal(&s->work_ready);
-    else
-        pthread_cond_broadcast(&s->idle);
-}
-
 static void stream_free_memory(wf_stream *s)
 {
     wf__mutex_destroy(&s->queue_lock);
     pthread_cond_destroy(&s->work_ready);
-    pthread_cond_destroy(&s->idle);
+    pthread_cond_destroy(&s->progress);
     free(s);
 }
 
-/* With the queue locked: if nobody holds the execution token and work is
- * queued, takes the token, runs the next task unlocked and gives the token
- * back. Returns false when it ran nothing. */
-static bool run_next_task(wf_stream *s)
+static void announce_progress(wf_stream *s)
 {
-    if (s->busy || !s->head)
-        return false;
+    if (s->progress_waiters)
+        pthread_cond_broadcast(&s->progress);
+}
+
+/* With the queue locked, the token free and a task queued: runs the head
+ * task as the token holder (queue unlocked meanwhile), gives the token back,
+ * hands remaining work to the worker and wakes waiters. Payload destructors
+ * the task deferred run after the token is given back, unlocked. */
+static void run_head(wf_stream *s)
+{
     s->busy = true;
     wf_array *task = queue_pop(s);
+    uint64_t ticket = task->queue_seq;
     wf__mutex_unlock(&s->queue_lock);
+    wf__free_defer_begin();
     wf__eval_run_task(task);
     wf__mutex_lock(&s->queue_lock);
     s->busy = false;
-    return true;
+    atomic_store_explicit(&s->done, ticket, memory_order_release);
+    if (s->head)
+        pthread_cond_signal(&s->work_ready);
+    announce_progress(s);
+    if (wf__free_defer_end()) {
+        wf__mutex_unlock(&s->queue_lock);
+        wf__eval_run_deferred_frees();
+        wf__mutex_lock(&s->queue_lock);
+    }
 }
 
 static void *worker_main(void *arg)
@@ -128,9 +148,8 @@ static void *worker_main(void *arg)
     wf_stream *s = arg;
     wf__mutex_lock(&s->queue_lock);
     for (;;) {
-        if (run_next_task(s)) {
-            if (!s->head)
-                pthread_cond_broadcast(&s->idle);
+        if (!s->busy && s->head) {
+            run_head(s);
             continue;
         }
         if (s->shutdown && !s->head && !s->busy)
@@ -149,6 +168,7 @@ void wf__stream_enqueue(wf_stream *s, wf_array *node)
     wf__array_incref(node); /* the queue's reference, dropped after the run */
     wf__mutex_lock(&s->queue_lock);
     node->queue_next = NULL;
+    node->queue_seq = ++s->enqueued;
     if (s->tail)
         s->tail->queue_next = node;
     else
@@ -166,15 +186,69 @@ void wf__stream_kick(wf_stream *s)
     wf__mutex_unlock(&s->queue_lock);
 }
 
-void wf__stream_help_until_done(wf_stream *s, wf_array *node)
+/* With the queue locked: whether every task up to `ticket` has finished and
+ * every batch opened up to `batch` has closed. */
+static bool reached(wf_stream *s, uint64_t ticket, uint64_t batch)
+{
+    if (atomic_load_explicit(&s->done, memory_order_relaxed) < ticket)
+        return false;
+    return !s->batches_head || s->batches_head->seq > batch;
+}
+
+/* With the queue locked: runs tasks up to `ticket` while the token is free,
+ * else waits for progress, until reached(ticket, batch). Tasks run here
+ * only depend on work queued before them, so this never waits on itself. */
+static void help_until(wf_stream *s, uint64_t ticket, uint64_t batch)
+{
+    while (!reached(s, ticket, batch)) {
+        if (!s->busy && s->head && s->head->queue_seq <= ticket) {
+            run_head(s);
+            continue;
+        }
+        s->progress_waiters++;
+        wf__cond_wait(&s->progress, &s->queue_lock);
+        s->progress_waiters--;
+    }
+}
+
+void wf__stream_wait_task(wf_stream *s, uint64_t ticket)
+{
+    if (atomic_load_explicit(&s->done, memory_order_acquire) >= ticket)
+        return;
+    wf__stream_incref(s); /* a task run here may drop the stream's last other reference */
+    wf__mutex_lock(&s->queue_lock);
+    help_until(s, ticket, 0);
+    wf__mutex_unlock(&s->queue_lock);
+    wf__stream_decref(s);
+}
+
+void wf__stream_batch_open(wf_stream *s, wf_stream_batch *batch)
 {
     wf__mutex_lock(&s->queue_lock);
-    while (wf__array_state(node) < WF_NODE_READY && run_next_task(s))
-        ;
-    if (!s->busy)
-        after_token_release(s);
+    batch->seq = ++s->batches_opened;
+    batch->next = NULL;
+    batch->prev = s->batches_tail;
+    if (s->batches_tail)
+        s->batches_tail->next = batch;
+    else
+        s->batches_head = batch;
+    s->batches_tail = batch;
     wf__mutex_unlock(&s->queue_lock);
-    wf__node_wait_at_least(node, WF_NODE_READY);
+}
+
+void wf__stream_batch_close(wf_stream *s, wf_stream_batch *batch)
+{
+    wf__mutex_lock(&s->queue_lock);
+    if (batch->prev)
+        batch->prev->next = batch->next;
+    else
+        s->batches_head = batch->next;
+    if (batch->next)
+        batch->next->prev = batch->prev;
+    else
+        s->batches_tail = batch->prev;
+    announce_progress(s);
+    wf__mutex_unlock(&s->queue_lock);
 }
 
 /* ------------------------------------------------------------ lifetime */
@@ -189,9 +263,11 @@ static wf_stream *stream_create(void)
     }
     atomic_init(&s->refcount, 1);
     s->device = wf__device_cpu();
+    atomic_init(&s->done, 0);
+    s->id = atomic_fetch_add(&last_stream_id, 1) + 1;
     wf__mutex_init(&s->queue_lock, WF_LOCK_STREAM_QUEUE);
     pthread_cond_init(&s->work_ready, NULL);
-    pthread_cond_init(&s->idle, NULL);
+    pthread_cond_init(&s->progress, NULL);
     if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
         stream_free_memory(s);
         wf__error(WF_ERR_OUT_OF_MEMORY, "wf_stream_new: cannot start a worker thread");
@@ -281,6 +357,23 @@ static void release_pushes(void *p)
 
 static void make_push_key(void) { pthread_key_create(&push_key, release_pushes); }
 
+void *wf__stream_push_suspend(void)
+{
+    struct push_stack *saved = thread_pushes;
+    thread_pushes = NULL;
+    return saved;
+}
+
+void wf__stream_push_resume(void *saved)
+{
+    if (thread_pushes == saved)
+        return;
+    if (thread_pushes) /* made by the hidden code: release what it left pushed */
+        release_pushes(thread_pushes);
+    thread_pushes = saved;
+    pthread_setspecific(push_key, saved);
+}
+
 wf_stream *wf__stream_current(void)
 {
     struct push_stack *stack = thread_pushes;
@@ -356,11 +449,11 @@ wf_status wf_stream_synchronize(wf_stream *s)
 {
     if (!s)
         return wf__error(WF_ERR_NULL_ARGUMENT, "wf_stream_synchronize: stream is NULL");
+    if (wf__eval_in_user_code())
+        return wf__error(WF_ERR_MISUSE,
+                         "wf_stream_synchronize: cannot wait for a stream inside a kernel");
     wf__mutex_lock(&s->queue_lock);
-    if (!s->busy && s->head)
-        pthread_cond_signal(&s->work_ready);
-    while (s->busy || s->head)
-        wf__cond_wait(&s->idle, &s->queue_lock);
+    help_until(s, s->enqueued, s->batches_opened);
     wf__mutex_unlock(&s->queue_lock);
     return WF_OK;
 }
