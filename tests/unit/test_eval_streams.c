@@ -1,10 +1,52 @@
 /* Evaluation, streams and events: scheduling, cross-stream dependencies,
  * push/pop, synchronize, lifetimes, asynchronous errors. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "core/array.h"
 #include "harness.h"
+#include "repro/repro_common.h"
+
+enum { DEADLINE_SECONDS = 30 };
+
+/* Runs fn on its own thread; a hang fails the whole test binary at once. */
+static void run_with_deadline(const char *name, void *(*fn)(void *))
+{
+    if (!repro_run_with_deadline(fn, NULL, DEADLINE_SECONDS)) {
+        printf("  FAIL %s: hung for %d s\n", name, DEADLINE_SECONDS);
+        fflush(stdout);
+        _Exit(1);
+    }
+}
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void sleep_seconds(double seconds)
+{
+    struct timespec t = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&t, NULL);
+}
+
+static wf_status fill_ones(const wf_custom_call *call)
+{
+    float *out = call->output;
+    for (int64_t i = 0; i < (call->output_ndim ? call->output_shape[0] : 1); i++)
+        out[i] = 1;
+    return WF_OK;
+}
+
+/* A one-element custom array computed by `kernel` with `payload`. */
+static wf_array *custom_scalar(wf_custom_kernel kernel, void *payload)
+{
+    return wf_custom("test", kernel, payload, NULL, NULL, 0, NULL, 0, WF_DTYPE_F32);
+}
 
 static double item_of(wf_array *a)
 {
@@ -270,6 +312,321 @@ static void test_threads_share_one_graph(void)
     }
 }
 
+
+/* ------------------------------------------------ synchronize: a ticket */
+
+struct gate {
+    atomic_int open;        /* the kernel waits for this (10 s at most) */
+    atomic_int saw_open;    /* whether it opened in time */
+};
+
+static wf_status wait_at_gate(void *payload, const wf_custom_call *call)
+{
+    struct gate *g = payload;
+    double give_up = now_seconds() + 10;
+    while (!atomic_load(&g->open) && now_seconds() < give_up)
+        sleep_seconds(0.001);
+    atomic_store(&g->saw_open, atomic_load(&g->open));
+    return fill_ones(call);
+}
+
+static struct gate first_gate, after_sync_gate;
+static wf_stream *gated_stream;
+
+/* Queues a task behind the first one while the main thread synchronizes,
+ * then lets the first one finish. */
+static void *enqueue_late(void *arg)
+{
+    (void)arg;
+    sleep_seconds(0.2); /* the main thread is inside wf_stream_synchronize now */
+    CHECK_OK(wf_stream_push(gated_stream));
+    wf_array *late = custom_scalar(wait_at_gate, &after_sync_gate);
+    CHECK_OK(wf_stream_pop());
+    CHECK_OK(wf_async_eval(&late, 1));
+    wf_release(late);
+    atomic_store(&first_gate.open, 1);
+    return NULL;
+}
+
+static void *synchronize_ignores_later_work(void *arg)
+{
+    (void)arg;
+    gated_stream = wf_stream_new();
+    CHECK_OK(wf_stream_push(gated_stream));
+    wf_array *first = custom_scalar(wait_at_gate, &first_gate);
+    CHECK_OK(wf_stream_pop());
+    CHECK_OK(wf_async_eval(&first, 1));
+    pthread_t t;
+    pthread_create(&t, NULL, enqueue_late, NULL);
+    CHECK_OK(wf_stream_synchronize(gated_stream)); /* covers `first` only */
+    CHECK(wf_array_is_evaluated(first));
+    atomic_store(&after_sync_gate.open, 1);
+    pthread_join(t, NULL);
+    CHECK_OK(wf_stream_synchronize(gated_stream));
+    CHECK(atomic_load(&first_gate.saw_open));
+    CHECK(atomic_load(&after_sync_gate.saw_open)); /* it was not waited for */
+    wf_release(first);
+    wf_stream_release(gated_stream);
+    return NULL;
+}
+
+/* wf_stream_synchronize waits for what was enqueued before the call, not
+ * for the stream to be idle: a task queued during the call, which finishes
+ * only after the call returns, is not waited for. */
+static void test_synchronize_waits_for_earlier_work_only(void)
+{
+    run_with_deadline("synchronize_ignores_later_work", synchronize_ignores_later_work);
+}
+
+static atomic_int stop_enqueuing;
+static atomic_long enqueued_by_others;
+
+static void *enqueue_continuously(void *arg)
+{
+    wf_stream *s = arg;
+    int64_t n = 1024;
+    wf_array *x = wf_ones(&n, 1, WF_DTYPE_F32);
+    CHECK_OK(wf_stream_push(s));
+    for (long i = 0; !atomic_load(&stop_enqueuing); i++) {
+        wf_array *y = wf_exp(x);
+        CHECK_OK(wf_async_eval(&y, 1));
+        if (i % 64 == 0) /* bound the backlog */
+            CHECK_OK(wf_eval(&y, 1));
+        wf_release(y);
+        atomic_fetch_add(&enqueued_by_others, 1);
+    }
+    CHECK_OK(wf_stream_pop());
+    wf_release(x);
+    return NULL;
+}
+
+static void *synchronize_under_load(void *arg)
+{
+    (void)arg;
+    enum { ENQUEUERS = 2, CALLS = 100 };
+    wf_stream *streams[2] = {wf_default_stream(), wf_stream_new()};
+    for (int k = 0; k < 2; k++) {
+        wf_stream *s = streams[k];
+        atomic_store(&stop_enqueuing, 0);
+        pthread_t t[ENQUEUERS];
+        for (int i = 0; i < ENQUEUERS; i++)
+            pthread_create(&t[i], NULL, enqueue_continuously, s);
+        wf_array *one = wf_scalar(1, WF_DTYPE_F32);
+        CHECK_OK(wf_stream_push(s));
+        for (int call = 0; call < CALLS; call++) {
+            wf_array *mine = wf_add(one, one);
+            CHECK_OK(wf_async_eval(&mine, 1));
+            CHECK_OK(wf_stream_synchronize(s));
+            CHECK(wf_array_is_evaluated(mine));
+            wf_release(mine);
+        }
+        CHECK_OK(wf_stream_pop());
+        atomic_store(&stop_enqueuing, 1);
+        for (int i = 0; i < ENQUEUERS; i++)
+            pthread_join(t[i], NULL);
+        wf_release(one);
+        wf_stream_release(s);
+    }
+    CHECK(atomic_load(&enqueued_by_others) > 0);
+    return NULL;
+}
+
+/* With other threads enqueuing all the time, every synchronize returns. */
+static void test_synchronize_returns_under_continuous_enqueuing(void)
+{
+    run_with_deadline("synchronize_under_load", synchronize_under_load);
+}
+
+/* ------------------------------------------------ the default stream is no lock */
+
+static atomic_int kernels_inside, kernels_met;
+
+/* Waits (3 s at most) until another such kernel runs at the same time. */
+static wf_status wait_for_company(void *payload, const wf_custom_call *call)
+{
+    (void)payload;
+    atomic_fetch_add(&kernels_inside, 1);
+    double give_up = now_seconds() + 3;
+    while (atomic_load(&kernels_inside) < 2 && now_seconds() < give_up)
+        sleep_seconds(0.0005);
+    if (atomic_load(&kernels_inside) >= 2)
+        atomic_fetch_add(&kernels_met, 1);
+    return fill_ones(call);
+}
+
+static void *eval_company(void *arg)
+{
+    pthread_barrier_t *barrier = arg;
+    wf_array *k = custom_scalar(wait_for_company, NULL); /* on the default stream */
+    pthread_barrier_wait(barrier);
+    CHECK_OK(wf_eval(&k, 1));
+    wf_release(k);
+    return NULL;
+}
+
+static void *two_threads_on_default_stream(void *arg)
+{
+    (void)arg;
+    pthread_barrier_t barrier;
+    pthread_barrier_init(&barrier, NULL, 2);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, eval_company, &barrier);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&barrier);
+    return NULL;
+}
+
+/* Two threads that never push a stream evaluate at the same time: their
+ * kernels run at once (each runs its own nodes, no stream token). */
+static void test_default_stream_runs_threads_in_parallel(void)
+{
+    atomic_store(&kernels_inside, 0);
+    atomic_store(&kernels_met, 0);
+    run_with_deadline("two_threads_on_default_stream", two_threads_on_default_stream);
+    CHECK_EQ_INT(atomic_load(&kernels_met), 2);
+}
+
+/* ------------------------------------------------ memory after release */
+
+/* Sleeps a little, so whoever waits for this kernel sleeps too. */
+static wf_status fill_after_nap(void *payload, const wf_custom_call *call)
+{
+    (void)payload;
+    sleep_seconds(20e-6);
+    return fill_ones(call);
+}
+
+/* wf_eval, then the user's release: the memory is free at once, whoever ran
+ * the node (issue 7, item 7). The limit leaves room for one result. */
+static void test_memory_free_after_eval_and_release(void)
+{
+    enum { ITERATIONS = 5000 };
+    /* This thread and the private stream's worker (it inherits the mask)
+     * share one core, so a worker woken thread may preempt it at any point. */
+    cpu_set_t all, one_core;
+    sched_getaffinity(0, sizeof all, &all);
+    CPU_ZERO(&one_core);
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (CPU_ISSET(cpu, &all)) {
+            CPU_SET(cpu, &one_core);
+            break;
+        }
+    }
+    sched_setaffinity(0, sizeof one_core, &one_core);
+    int64_t n = 4096;
+    wf_array *x = wf_ones(&n, 1, WF_DTYPE_F32);
+    CHECK_OK(wf_eval(&x, 1));
+    wf_stream *mine = wf_stream_new();
+    wf_clear_cache();
+    wf_memory_stats stats = {0};
+    CHECK_OK(wf_memory_stats_get(&stats));
+    size_t result_bytes = (size_t)n * sizeof(float);
+    CHECK_OK(wf_set_memory_limit(stats.active_bytes + result_bytes + result_bytes / 2));
+    int failures[3] = {0, 0, 0};
+    for (int i = 0; i < ITERATIONS; i++) {
+        int mode = i % 3; /* 0: wf_eval; 1: async then wf_eval; 2: async on a private stream */
+        if (mode == 2)
+            wf_stream_push(mine);
+        /* Half the results come from a kernel that naps: its waiter sleeps,
+         * and is woken (and may preempt the worker) when it is done. */
+        wf_array *y = i % 2 ? wf_exp(x)
+                            : wf_custom("napping", fill_after_nap, NULL, NULL, NULL, 0, &n, 1,
+                                        WF_DTYPE_F32);
+        if (mode == 2)
+            wf_stream_pop();
+        if (mode > 0)
+            wf_async_eval(&y, 1);
+        if (wf_eval(&y, 1) != WF_OK)
+            failures[mode]++;
+        wf_release(y);
+    }
+    CHECK_OK(wf_set_memory_limit(SIZE_MAX));
+    CHECK_EQ_INT(failures[0], 0);
+    CHECK_EQ_INT(failures[1], 0);
+    CHECK_EQ_INT(failures[2], 0);
+    wf_release(x);
+    wf_stream_release(mine);
+    sched_setaffinity(0, sizeof all, &all);
+}
+
+/* ------------------------------------------------ graphs after evaluation */
+
+/* Evaluation detaches an ordinary graph: of a 10,000-node chain held only
+ * through its result, only the result's bytes stay active. */
+static void test_evaluated_chain_keeps_only_its_result(void)
+{
+    wf_memory_stats before = {0}, after = {0};
+    CHECK_OK(wf_memory_stats_get(&before));
+    int64_t live = wf__arrays_live();
+    int64_t n = 256;
+    wf_array *one = wf_scalar(1, WF_DTYPE_F32);
+    wf_array *y = wf_ones(&n, 1, WF_DTYPE_F32);
+    for (int i = 0; i < 10000; i++) {
+        wf_array *next = wf_add(y, one);
+        wf_release(y);
+        y = next;
+    }
+    wf_release(one);
+    CHECK_OK(wf_eval(&y, 1));
+    CHECK_OK(wf_memory_stats_get(&after));
+    CHECK_EQ_SIZE(after.active_bytes, before.active_bytes + wf_array_nbytes(y));
+    CHECK_EQ_INT(wf__arrays_live(), live + 1);
+    const float *data = NULL;
+    if (CHECK_OK(wf_array_data(y, (const void **)&data)))
+        CHECK_NEAR(data[n - 1], 10001, 0);
+    wf_release(y);
+    CHECK_EQ_INT(wf__arrays_live(), live);
+}
+
+/* A node built with keep_graph (as transforms will) keeps its inputs after
+ * it ran, and frees them with itself. */
+static void test_keep_graph_node_keeps_its_inputs(void)
+{
+    int64_t live = wf__arrays_live();
+    int64_t n = 16;
+    wf_array *a = wf_ones(&n, 1, WF_DTYPE_F32);
+    wf_array *b = wf_exp(a);
+    wf_array *c = wf_add(b, b);
+    c->keep_graph = true;
+    wf_release(a);
+    wf_release(b);
+    CHECK_OK(wf_eval(&c, 1));
+    CHECK_EQ_INT(c->ninputs, 2);
+    CHECK(c->inputs[0] == c->inputs[1]);
+    CHECK(wf__array_check(c->inputs[0], "test", "an input") != NULL);
+    CHECK(wf_array_is_evaluated(c->inputs[0]));
+    CHECK_EQ_INT(c->inputs[0]->ninputs, 0); /* b is ordinary: it dropped `a` */
+    CHECK_EQ_INT(wf__arrays_live(), live + 2); /* c and b; a is gone */
+    wf_release(c);
+    CHECK_EQ_INT(wf__arrays_live(), live);
+}
+
+/* ------------------------------------------------ stream ids */
+
+static void test_stream_ids_are_never_reused(void)
+{
+    enum { STREAMS = 20 };
+    CHECK_EQ_INT(wf_stream_id(NULL), 0);
+    wf_stream *def = wf_default_stream(), *again = wf_default_stream();
+    CHECK(wf_stream_id(def) != 0);
+    CHECK_EQ_INT(wf_stream_id(again), wf_stream_id(def));
+    uint64_t ids[STREAMS];
+    for (int i = 0; i < STREAMS; i++) {
+        wf_stream *s = wf_stream_new(); /* released at once: its memory may be reused */
+        ids[i] = wf_stream_id(s);
+        wf_stream_release(s);
+        CHECK(ids[i] != 0 && ids[i] != wf_stream_id(def));
+        for (int j = 0; j < i; j++)
+            CHECK(ids[i] != ids[j]);
+        if (i > 0)
+            CHECK(ids[i] > ids[i - 1]);
+    }
+    wf_stream_release(again);
+    wf_stream_release(def);
+}
+
 int main(void)
 {
     RUN_TEST(test_lazy_until_eval);
@@ -282,5 +639,12 @@ int main(void)
     RUN_TEST(test_synchronize_waits_for_async_work);
     RUN_TEST(test_kernel_failure_reaches_dependents);
     RUN_TEST(test_threads_share_one_graph);
+    RUN_TEST(test_synchronize_waits_for_earlier_work_only);
+    RUN_TEST(test_synchronize_returns_under_continuous_enqueuing);
+    RUN_TEST(test_default_stream_runs_threads_in_parallel);
+    RUN_TEST(test_memory_free_after_eval_and_release);
+    RUN_TEST(test_evaluated_chain_keeps_only_its_result);
+    RUN_TEST(test_keep_graph_node_keeps_its_inputs);
+    RUN_TEST(test_stream_ids_are_never_reused);
     return TEST_SUMMARY();
 }
