@@ -2,8 +2,9 @@
  * Cross-stream waits must never hang (DESIGN section 3: a wait is enqueued
  * only after what it waits for has been enqueued).
  *
- * Round shape 1: a long chain runs on stream A; stream B adds to its result
- * and is evaluated from B's side. B's task must wait for A's last node.
+ * Round shape 1: a long chain is queued on stream A (wf_async_eval); an array
+ * on stream B adds to its result and is evaluated from B's side. B's node
+ * must wait for A's last node (this thread helps A's queue meanwhile).
  * Round shape 2: two threads on two streams build graphs that depend on each
  * other's nodes and evaluate them at the same time.
  *
@@ -47,6 +48,8 @@ static void *chain_then_other_stream(void *arg)
     for (int i = 0; i < CHAIN; i++)
         x = wf_add(x, one);
     wf_stream_pop();
+    if (wf_async_eval(&x, 1) != WF_OK)
+        fail("queueing the chain failed");
     wf_stream_push(sb);
     wf_array *y = wf_add(x, one);
     wf_stream_pop();
