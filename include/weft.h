@@ -179,7 +179,8 @@ wf_array *wf_keep(wf_array *a);
 
 /* Computes the arrays and waits for them. Returns the first error stored on
  * any of them (errors of failed kernels reach every dependent). Arrays may be
- * shared with and evaluated by other threads at the same time. */
+ * shared with and evaluated by other threads at the same time. The calling
+ * thread runs the nodes it claims itself, without taking any stream. */
 wf_status wf_eval(wf_array *const *arrays, size_t count);
 /* Schedules the arrays and returns without waiting; data access or wf_eval
  * waits later. Errors found while scheduling are returned. */
@@ -574,16 +575,20 @@ typedef struct wf_custom_call {
 
 /* A user kernel: fills call->output and returns WF_OK, or returns an error
  * status, which fails the array and everything computed from it. It runs on
- * a stream's worker or on a thread inside wf_eval, with no weft lock held; it
- * may build arrays but not evaluate them (wf_eval and data access return
- * WF_ERR_MISUSE inside a kernel: the kernel runs inside an evaluation). */
+ * a stream's worker or on a thread inside wf_eval, with no weft lock held and
+ * neutral per-thread state (no open scope, the default stream current, a
+ * default random key of its own). It may build arrays but not wait for work:
+ * wf_eval, wf_async_eval, data access of an unevaluated array and
+ * wf_stream_synchronize of any stream return WF_ERR_MISUSE inside a kernel. */
 typedef wf_status (*wf_custom_kernel)(void *payload, const wf_custom_call *call);
 
 /* A lazy array of `shape` and `dtype` computed by `kernel` from `count`
  * inputs. `name` (up to 31 characters kept) names it in error messages.
- * Takes ownership of `payload`: `payload_free` (may be NULL) is called once,
- * with no lock held, when the array is freed - or before returning if
- * wf_custom fails. */
+ * Takes ownership of `payload`: `payload_free` (may be NULL) is called once
+ * when the array is freed - or before returning if wf_custom fails. It runs
+ * where its thread holds nothing of weft's (when the node is freed during
+ * an evaluation: after the task, once the stream is released), with neutral
+ * per-thread state, and may call any function, wf_eval included. */
 wf_array *wf_custom(const char *name, wf_custom_kernel kernel, void *payload,
                     void (*payload_free)(void *payload), wf_array *const *inputs, int count,
                     const int64_t *shape, int ndim, wf_dtype dtype);

@@ -119,6 +119,7 @@ static void context_restore(const struct thread_context *saved)
 
 void wf__eval_run_deferred_frees(void)
 {
+    wf__assert_no_locks_held("a payload destructor");
     struct thread_context saved;
     context_neutralize(&saved);
     wf_array *n;

@@ -4,7 +4,8 @@
  * an unevaluated array and wf_stream_synchronize of any stream are
  * WF_ERR_MISUSE, never a hang; kernels and destructors run with neutral
  * per-thread state (no scope, default stream, the thread's own random key
- * untouched). Every scenario that could hang runs under a deadline. */
+ * untouched, the thread's last error kept). Every scenario that could hang
+ * runs under a deadline. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -178,8 +179,8 @@ struct observed {
     wf_array *captured; /* evaluated before the kernel runs */
     wf_array *built;    /* built by the kernel (or destructor), owned by the test */
     uint64_t current_stream_id;
-    double drawn;       /* a NULL-key draw inside */
     wf_status status;
+    wf_status pop_status; /* wf_stream_pop inside: nothing is pushed there */
 };
 
 /* Builds an array, notes the current stream and draws from the default key. */
@@ -192,6 +193,7 @@ static void observe(struct observed *o)
     wf_array *u = wf_random_uniform(NULL, 0, WF_DTYPE_F32, 0, 1, NULL);
     o->status = u ? WF_OK : wf_last_error();
     wf_release(u);
+    o->pop_status = wf_stream_pop(); /* also leaves an error behind */
 }
 
 static wf_status observing_kernel(void *payload, const wf_custom_call *call)
@@ -221,6 +223,7 @@ static void check_neutral(struct observed *o, uint64_t default_id, const char *w
     printf("    checking %s\n", who);
     CHECK_OK(o->status);
     CHECK_EQ_INT(o->current_stream_id, default_id); /* not the pushed stream */
+    CHECK_STATUS(o->pop_status, WF_ERR_MISUSE);
     /* Not adopted by the scope that was open: still alive after it closed. */
     if (CHECK_NOT_NULL(o->built) && CHECK(wf__array_check(o->built, "test", "built")))
         wf_release(o->built);
@@ -246,7 +249,9 @@ static void test_kernels_and_destructors_see_neutral_state(void)
     wf_array *d = custom_ones(fill_ones, &in_destructor, observing_destructor);
     wf_array *sum = wf_add(k, d);
     wf_release(d); /* freed when sum's task detaches it, inside wf_eval */
+    CHECK_STATUS(wf_stream_push(NULL), WF_ERR_NULL_ARGUMENT); /* this thread's last error */
     CHECK_OK(wf_eval(&sum, 1));
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_NULL_ARGUMENT); /* theirs did not replace it */
     CHECK(in_destructor.built != NULL); /* the destructor ran before wf_eval returned */
     wf_array *u = wf_random_uniform(NULL, 0, WF_DTYPE_F32, 0, 1, NULL);
     double mine_drawn = -1;
