@@ -2,8 +2,8 @@
  * settle.h - the count of live array nodes that leak checks compare against
  * a baseline. Nothing needs to settle first: wf_eval returns only once every
  * node it waited for has dropped its inputs and, if a stream's worker ran
- * it, the worker's reference too (issue 7, item 7); wf_stream_synchronize
- * covers work queued by wf_async_eval the same way.
+ * it, the worker's reference too (issue 7, item 7). Work queued by
+ * wf_async_eval is covered the same way by wf_stream_synchronize.
  */
 #ifndef WEFT_TESTS_SETTLE_H
 #define WEFT_TESTS_SETTLE_H
@@ -13,5 +13,14 @@
 
 /* Live array nodes in the process. */
 static inline int64_t live_arrays(void) { return wf__arrays_live(); }
+
+/* Waits for the work queued on the default stream so far: needed only after
+ * wf_async_eval, before counting. */
+static inline void settle_default_stream(void)
+{
+    wf_stream *s = wf_default_stream();
+    wf_stream_synchronize(s);
+    wf_stream_release(s);
+}
 
 #endif

@@ -520,7 +520,7 @@ static void test_memory_free_after_eval_and_release(void)
     CHECK_OK(wf_eval(&x, 1));
     wf_stream *mine = wf_stream_new();
     wf_clear_cache();
-    wf_memory_stats stats = {0};
+    wf_memory_stats stats = wf_memory_stats_default();
     CHECK_OK(wf_memory_stats_get(&stats));
     size_t result_bytes = (size_t)n * sizeof(float);
     CHECK_OK(wf_set_memory_limit(stats.active_bytes + result_bytes + result_bytes / 2));
@@ -557,7 +557,7 @@ static void test_memory_free_after_eval_and_release(void)
  * through its result, only the result's bytes stay active. */
 static void test_evaluated_chain_keeps_only_its_result(void)
 {
-    wf_memory_stats before = {0}, after = {0};
+    wf_memory_stats before = wf_memory_stats_default(), after = wf_memory_stats_default();
     CHECK_OK(wf_memory_stats_get(&before));
     int64_t live = wf__arrays_live();
     int64_t n = 256;
