@@ -6,10 +6,28 @@
  */
 #include "transforms/transforms.h"
 
+#include <pthread.h>
+
+#include "core/thread_state.h"
+
 static _Thread_local int trace_depth;
+
+/* Kernels and payload destructors run untraced on whichever thread runs
+ * them (core/thread_state.h): the runtime suspends this state around them. */
+static void trace_state_suspend(void *saved) { wf__trace_suspend(saved); }
+static void trace_state_resume(const void *saved) { wf__trace_resume(saved); }
+static const wf_thread_state_hook trace_state_hook = {trace_state_suspend, trace_state_resume};
+static pthread_once_t trace_state_once = PTHREAD_ONCE_INIT;
+
+static void register_trace_state(void)
+{
+    _Static_assert(sizeof(wf_trace_saved) <= WF_THREAD_STATE_BYTES, "saved trace too big");
+    wf__thread_state_register(&trace_state_hook);
+}
 
 void wf__trace_enter(wf_trace_kind kind)
 {
+    pthread_once(&trace_state_once, register_trace_state);
     trace_depth++;
     wf__graph_mode_push(kind == WF_TRACE_VJP);
 }

@@ -4,15 +4,17 @@
  * an unevaluated array and wf_stream_synchronize of any stream are
  * WF_ERR_MISUSE, never a hang; kernels and destructors run with neutral
  * per-thread state (no scope, default stream, the thread's own random key
- * untouched, the thread's last error kept). Every scenario that could hang
- * runs under a deadline. */
+ * untouched, the thread's last error kept, no tracing). Every scenario
+ * that could hang runs under a deadline. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "core/array.h"
+#include "core/graph_mode.h"
 #include "harness.h"
 #include "repro/repro_common.h"
+#include "transforms/transforms.h"
 
 enum { DEADLINE_SECONDS = 30 };
 
@@ -294,11 +296,49 @@ static void test_kernel_state_does_not_leak_out(void)
     CHECK_EQ_INT(wf__arrays_live(), live);
 }
 
+/* A kernel run by a thread that is inside a trace is not traced: it sees no
+ * trace depth and builds plain nodes (no keep_graph). */
+struct trace_seen {
+    int trace_depth, keep_depth, grad_depth;
+    bool built_keeps_graph;
+};
+
+static wf_status sees_trace_state(void *payload, const wf_custom_call *call)
+{
+    struct trace_seen *seen = payload;
+    seen->trace_depth = wf__trace_depth();
+    seen->keep_depth = wf__graph_keep_depth();
+    seen->grad_depth = wf__graph_grad_depth();
+    wf_array *built = wf_scalar(1, WF_DTYPE_F32);
+    wf_array *more = wf_exp(built);
+    seen->built_keeps_graph = more && more->keep_graph;
+    wf_release(more);
+    wf_release(built);
+    return fill_ones(NULL, call);
+}
+
+static void test_kernels_run_untraced(void)
+{
+    struct trace_seen seen = {-1, -1, -1, true};
+    wf_array *k = custom_ones(sees_trace_state, &seen, NULL);
+    wf__trace_enter(WF_TRACE_VJP);
+    CHECK_OK(wf_eval(&k, 1));
+    CHECK_EQ_INT(wf__trace_depth(), 1); /* this thread's own state is back */
+    CHECK_EQ_INT(wf__graph_keep_depth(), 1);
+    wf__trace_leave(WF_TRACE_VJP);
+    CHECK_EQ_INT(seen.trace_depth, 0);
+    CHECK_EQ_INT(seen.keep_depth, 0);
+    CHECK_EQ_INT(seen.grad_depth, 0);
+    CHECK(!seen.built_keeps_graph);
+    wf_release(k);
+}
+
 int main(void)
 {
     RUN_TEST(test_destructor_freed_in_a_task_may_evaluate);
     RUN_TEST(test_kernel_blocking_calls_are_misuse);
     RUN_TEST(test_kernels_and_destructors_see_neutral_state);
     RUN_TEST(test_kernel_state_does_not_leak_out);
+    RUN_TEST(test_kernels_run_untraced);
     return TEST_SUMMARY();
 }
