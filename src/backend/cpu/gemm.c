@@ -1,0 +1,420 @@
+/* weft's GEMM: variant selection, blocking, packing and the driver (see
+ * gemm.h for the technique and the reproducibility rule). The baseline
+ * micro-kernel is here; the AVX2 and AVX-512 ones are in gemm_avx2.c and
+ * gemm_avx512.c. */
+#include "backend/cpu/gemm.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+/* K block: at most this many k per pass over C (it is part of every
+ * result's bits, so it depends on K alone and never changes per CPU).
+ * The A micro-panel (14 x 256 floats = 14 KB) stays in L1. */
+enum { GEMM_KC = 256 };
+/* Columns of B packed at once (a strip: 256 x 512 floats = 512 KB, in L2). */
+enum { GEMM_NC = 512 };
+/* Blocks per product aimed at when splitting over threads, and the least
+ * work (flops) worth a block of its own. */
+enum { GEMM_TARGET_BLOCKS = 32 };
+#define GEMM_MIN_BLOCK_FLOPS ((int64_t)1 << 21)
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+/* ---------------------------------------------------------------- variants */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define GEMM_HAVE_X86 1
+#else
+#define GEMM_HAVE_X86 0
+#endif
+
+bool wf__gemm_isa_supported(int isa)
+{
+    if (isa == WF_GEMM_ISA_BASELINE)
+        return true;
+#if GEMM_HAVE_X86
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                        __builtin_cpu_supports("avx512bw");
+    if (isa == WF_GEMM_ISA_AVX2)
+        return avx2;
+    if (isa == WF_GEMM_ISA_AVX512)
+        return avx512;
+    if (isa == WF_GEMM_ISA_AVX512_BF16)
+        return avx512 && __builtin_cpu_supports("avx512bf16");
+#endif
+    return false;
+}
+
+const char *wf__gemm_isa_name(int isa)
+{
+    static const char *const names[WF_GEMM_ISA_COUNT] = {"baseline", "avx2", "avx512",
+                                                         "avx512bf16"};
+    return isa >= 0 && isa < WF_GEMM_ISA_COUNT ? names[isa] : NULL;
+}
+
+bool wf__gemm_isa_has_bf16(int isa) { return isa == WF_GEMM_ISA_AVX512_BF16; }
+
+/* The best supported variant not above WEFT_ISA (unknown names are
+ * ignored). Detection is idempotent: a race only repeats it. */
+static int default_isa(void)
+{
+    static atomic_int cached = -1;
+    int isa = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (isa >= 0)
+        return isa;
+    int cap = WF_GEMM_ISA_COUNT - 1;
+    const char *env = getenv("WEFT_ISA");
+    for (int i = 0; env != NULL && i < WF_GEMM_ISA_COUNT; i++)
+        if (strcmp(env, wf__gemm_isa_name(i)) == 0)
+            cap = i;
+    for (isa = cap; isa > WF_GEMM_ISA_BASELINE && !wf__gemm_isa_supported(isa); isa--)
+        ;
+    atomic_store_explicit(&cached, isa, memory_order_relaxed);
+    return isa;
+}
+
+static atomic_int forced_isa = -1;
+
+int wf__gemm_isa(void)
+{
+    const int f = atomic_load_explicit(&forced_isa, memory_order_relaxed);
+    return f >= 0 ? f : default_isa();
+}
+
+wf_status wf__gemm_isa_set(int isa)
+{
+    if (isa != -1 && (isa < 0 || isa >= WF_GEMM_ISA_COUNT || !wf__gemm_isa_supported(isa)))
+        return wf__error(WF_ERR_UNSUPPORTED, "gemm: ISA variant %d (%s) is not supported here",
+                         isa, wf__gemm_isa_name(isa) ? wf__gemm_isa_name(isa) : "unknown");
+    atomic_store_explicit(&forced_isa, isa, memory_order_relaxed);
+    return WF_OK;
+}
+
+/* ---------------------------------------------------------------- baseline kernel
+ * 4 x 8 tiles in SSE-width vectors (GCC vector extensions: SSE2 on
+ * x86-64, whatever the target offers elsewhere). No FMA: products and sums
+ * round separately. */
+
+enum { BASE_MR = 4, BASE_NR = 8 };
+typedef float base_v4 __attribute__((vector_size(16)));
+
+static base_v4 base_load(const float *p)
+{
+    base_v4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static void base_store_row(float *c, const base_v4 *acc, int cols, const wf_gemm_epilogue *e)
+{
+    float v[BASE_NR];
+    memcpy(v, acc, sizeof v);
+    for (int j = 0; j < cols; j++) {
+        const float s = e->alpha * v[j];
+        if (e->mode == WF_GEMM_STORE_SET)
+            c[j] = s;
+        else if (e->mode == WF_GEMM_STORE_BETA)
+            c[j] = s + e->beta * c[j];
+        else
+            c[j] = s + c[j];
+    }
+}
+
+static void base_tile(int64_t kc, const void *apv, const void *bpv, float *c, int64_t ldc,
+                      int rows, int cols, const wf_gemm_epilogue *e)
+{
+    const float *ap = apv, *bp = bpv;
+    base_v4 acc[BASE_MR][2];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < kc; k++) {
+        const base_v4 b0 = base_load(bp), b1 = base_load(bp + 4);
+        for (int r = 0; r < BASE_MR; r++) {
+            const base_v4 av = {ap[r], ap[r], ap[r], ap[r]};
+            acc[r][0] += av * b0;
+            acc[r][1] += av * b1;
+        }
+        ap += BASE_MR;
+        bp += BASE_NR;
+    }
+    for (int r = 0; r < rows; r++)
+        base_store_row(c + r * ldc, acc[r], cols, e);
+}
+
+static const wf_gemm_kernels base_kernels = {.mr = BASE_MR, .nr = BASE_NR, .tile = base_tile};
+
+static const wf_gemm_kernels *kernels(int isa)
+{
+#if GEMM_HAVE_X86
+    if (isa == WF_GEMM_ISA_AVX2)
+        return &wf__gemm_kernels_avx2;
+    if (isa == WF_GEMM_ISA_AVX512)
+        return &wf__gemm_kernels_avx512;
+    if (isa == WF_GEMM_ISA_AVX512_BF16)
+        return &wf__gemm_kernels_avx512_bf16;
+#else
+    (void)isa;
+#endif
+    return &base_kernels;
+}
+
+/* ---------------------------------------------------------------- packing */
+
+/* A micro-panel: dst[k * mr + i] = A[i][k] (rows <= mr; zero rows below). */
+static void pack_a_f32(int rows, int mr, int64_t kc, const float *a, int64_t rs, int64_t cs,
+                       float *dst)
+{
+    for (int64_t k = 0; k < kc; k++, dst += mr) {
+        const float *ak = a + k * cs;
+        int i = 0;
+        if (rs == 1)
+            for (; i < rows; i++)
+                dst[i] = ak[i];
+        else
+            for (; i < rows; i++)
+                dst[i] = ak[i * rs];
+        for (; i < mr; i++)
+            dst[i] = 0;
+    }
+}
+
+/* B micro-panel: dst[k * nr + j] = B[k][j] (cols <= nr; zero columns right). */
+static void pack_b_f32(int cols, int nr, int64_t kc, const float *b, int64_t rs, int64_t cs,
+                       float *dst)
+{
+    for (int64_t k = 0; k < kc; k++, dst += nr) {
+        const float *bk = b + k * rs;
+        if (cs == 1) {
+            memcpy(dst, bk, (size_t)cols * sizeof(float));
+        } else {
+            for (int j = 0; j < cols; j++)
+                dst[j] = bk[j * cs];
+        }
+        for (int j = cols; j < nr; j++)
+            dst[j] = 0;
+    }
+}
+
+/* bfloat16 panels hold k pairs: dst[(t * width + i) * 2 + h] = X[i][2t + h]
+ * for A (X[i][k] = A[i][k]) and for B (X[j][k] = B[k][j]); X's element (i, k)
+ * is at x[i * si + k * sk]. Zero beyond `count` or kc. */
+static void pack_pairs_bf16(int count, int width, int64_t kc, const uint16_t *x, int64_t si,
+                            int64_t sk, uint16_t *dst)
+{
+    for (int64_t t = 0; t < (kc + 1) / 2; t++, dst += 2 * width) {
+        const int64_t k = 2 * t;
+        const bool second = k + 1 < kc;
+        int i = 0;
+        for (; i < count; i++) {
+            const uint16_t *xi = x + i * si + k * sk;
+            dst[2 * i] = xi[0];
+            dst[2 * i + 1] = second ? xi[sk] : 0;
+        }
+        for (; i < width; i++)
+            dst[2 * i] = dst[2 * i + 1] = 0;
+    }
+}
+
+/* The variant's transposing copies where the layout allows, else the
+ * loops above. */
+static void pack_a(const wf_gemm_kernels *kern, int rows, int64_t kc, const float *a, int64_t rs,
+                   int64_t cs, float *dst)
+{
+    if (cs == 1 && kern->transpose32 != NULL)
+        kern->transpose32(rows, kern->mr, kc, a, rs, dst);
+    else
+        pack_a_f32(rows, kern->mr, kc, a, rs, cs, dst);
+}
+
+static void pack_b(const wf_gemm_kernels *kern, int cols, int64_t kc, const float *b, int64_t rs,
+                   int64_t cs, float *dst)
+{
+    if (cs != 1 && rs == 1 && kern->transpose32 != NULL)
+        kern->transpose32(cols, kern->nr, kc, b, cs, dst);
+    else
+        pack_b_f32(cols, kern->nr, kc, b, rs, cs, dst);
+}
+
+/* bfloat16 pairs of X (element (i, k) at x[i * si + k * sk]) as in
+ * pack_pairs_bf16: when k is contiguous and rows are an even number of
+ * elements apart, each pair is one 32-bit element and a transposing copy
+ * moves them (an odd last k is padded by the loops). */
+static void pack_pairs(const wf_gemm_kernels *kern, int count, int width, int64_t kc,
+                       const uint16_t *x, int64_t si, int64_t sk, uint16_t *dst)
+{
+    if (sk == 1 && si % 2 == 0 && kern->transpose32 != NULL) {
+        kern->transpose32(count, width, kc / 2, x, si / 2, dst);
+        if (kc % 2)
+            pack_pairs_bf16(count, width, 1, x + kc - 1, si, sk, dst + kc / 2 * 2 * width);
+    } else {
+        pack_pairs_bf16(count, width, kc, x, si, sk, dst);
+    }
+}
+
+/* ---------------------------------------------------------------- driver */
+
+void wf__gemm_args_init(wf_gemm_args *g, int64_t m, int64_t n, int64_t k, const void *a,
+                        int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb,
+                        float *c, int64_t ldc, float alpha, float beta, bool bf16)
+{
+    *g = (wf_gemm_args){.m = m, .n = n, .k = k, .a = a, .rsa = rsa, .csa = csa, .b = b,
+                        .rsb = rsb, .csb = csb, .c = c, .ldc = ldc, .alpha = alpha,
+                        .beta = beta, .bf16 = bf16, .isa = wf__gemm_isa()};
+}
+
+void wf__gemm_scratch_free(wf_gemm_scratch *s)
+{
+    free(s->data);
+    s->data = NULL;
+    s->bytes = 0;
+}
+
+static bool scratch_reserve(wf_gemm_scratch *s, size_t bytes)
+{
+    if (s->bytes >= bytes)
+        return true;
+    bytes = (size_t)round_up((int64_t)bytes, 64);
+    void *p = aligned_alloc(64, bytes);
+    if (p == NULL)
+        return false;
+    free(s->data);
+    s->data = p;
+    s->bytes = bytes;
+    return true;
+}
+
+/* K blocks: as equal as possible, a multiple of 8 (even, for bfloat16
+ * pairs), at most GEMM_KC; the last block takes the rest. */
+static int64_t k_block(int64_t k)
+{
+    const int64_t blocks = ceil_div(k, GEMM_KC);
+    return min64(GEMM_KC, round_up(ceil_div(k, blocks), 8));
+}
+
+/* Use the direct (unpacked B) path for this block? */
+static bool use_direct(const wf_gemm_args *g, const wf_gemm_kernels *kern, int64_t rows)
+{
+    return !g->bf16 && kern->direct != NULL && rows <= kern->direct_rows && g->csb == 1;
+}
+
+void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, int64_t *nblock)
+{
+    const wf_gemm_kernels *kern = kernels(g->isa);
+    const int64_t mr = g->bf16 ? kern->bf16_mr : kern->mr, nr = g->bf16 ? kern->bf16_nr : kern->nr;
+    const int64_t target = max64(1, ceil_div(GEMM_TARGET_BLOCKS, max64(batches, 1)));
+    if (use_direct(g, kern, g->m)) {
+        /* Matrix-vector: columns only, at least 64 and enough work each. */
+        *mblock = g->m;
+        const int64_t by_work = ceil_div(GEMM_MIN_BLOCK_FLOPS / 8, 2 * g->m * g->k);
+        *nblock = min64(g->n, round_up(max64(max64(64, by_work), ceil_div(g->n, target)), 64));
+        return;
+    }
+    const int64_t strips = ceil_div(g->n, GEMM_NC);
+    *nblock = strips == 1 ? g->n : round_up(ceil_div(g->n, strips), nr);
+    const int64_t row_blocks = max64(1, target / strips);
+    const int64_t by_work = ceil_div(GEMM_MIN_BLOCK_FLOPS, 2 * *nblock * g->k);
+    const int64_t rows = max64(ceil_div(g->m, row_blocks), by_work);
+    *mblock = rows >= g->m ? g->m : round_up(rows, mr);
+}
+
+static wf_status block_f32(const wf_gemm_args *g, const wf_gemm_kernels *kern, int64_t i0,
+                           int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
+{
+    const float *a = g->a, *b = g->b;
+    const int64_t kcb = k_block(g->k), mr = kern->mr, nr = kern->nr;
+    const int64_t panels = ceil_div(j1 - j0, nr);
+    const bool direct = use_direct(g, kern, i1 - i0);
+    if (!direct && !scratch_reserve(s, (size_t)((panels * nr + mr) * kcb) * sizeof(float) + 64))
+        return WF_ERR_OUT_OF_MEMORY;
+    float *bpack = s->data, *apack = bpack + panels * nr * kcb;
+    wf_gemm_epilogue e = {.alpha = g->alpha, .beta = g->beta};
+    for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
+        const int64_t kc = min64(kcb, g->k - k0);
+        e.mode = k0 > 0 ? WF_GEMM_STORE_ADD
+                        : (g->beta == 0 ? WF_GEMM_STORE_SET : WF_GEMM_STORE_BETA);
+        if (direct) {
+            kern->direct(kc, a + i0 * g->rsa + k0 * g->csa, g->rsa, g->csa,
+                         b + k0 * g->rsb + j0, g->rsb, g->c + i0 * g->ldc + j0, g->ldc,
+                         (int)(i1 - i0), j1 - j0, &e);
+            continue;
+        }
+        for (int64_t p = 0; p < panels; p++) {
+            const int64_t j = j0 + p * nr;
+            pack_b(kern, (int)min64(nr, j1 - j), kc, b + k0 * g->rsb + j * g->csb, g->rsb, g->csb,
+                   bpack + p * nr * kc);
+        }
+        for (int64_t i = i0; i < i1; i += mr) {
+            const int rows = (int)min64(mr, i1 - i);
+            pack_a(kern, rows, kc, a + i * g->rsa + k0 * g->csa, g->rsa, g->csa, apack);
+            for (int64_t p = 0; p < panels; p++) {
+                const int64_t j = j0 + p * nr;
+                kern->tile(kc, apack, bpack + p * nr * kc, g->c + i * g->ldc + j, g->ldc, rows,
+                           (int)min64(nr, j1 - j), &e);
+            }
+        }
+    }
+    return WF_OK;
+}
+
+static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_kernels *kern, int64_t i0,
+                            int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
+{
+    const uint16_t *a = g->a, *b = g->b;
+    const int64_t kcb = k_block(g->k), mr = kern->bf16_mr, nr = kern->bf16_nr;
+    const int64_t panels = ceil_div(j1 - j0, nr);
+    if (!scratch_reserve(s, (size_t)((panels * nr + mr) * kcb) * sizeof(uint16_t) + 64))
+        return WF_ERR_OUT_OF_MEMORY;
+    uint16_t *bpack = s->data, *apack = bpack + panels * nr * kcb;
+    wf_gemm_epilogue e = {.alpha = g->alpha, .beta = g->beta};
+    for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
+        const int64_t kc = min64(kcb, g->k - k0), kc2 = round_up(kc, 2);
+        e.mode = k0 > 0 ? WF_GEMM_STORE_ADD
+                        : (g->beta == 0 ? WF_GEMM_STORE_SET : WF_GEMM_STORE_BETA);
+        for (int64_t p = 0; p < panels; p++) {
+            const int64_t j = j0 + p * nr;
+            const uint16_t *bj = b + k0 * g->rsb + j * g->csb;
+            const int cols = (int)min64(nr, j1 - j);
+            if (g->csb == 1 && kern->bf16_pack_b != NULL)
+                kern->bf16_pack_b(cols, (int)nr, kc, bj, g->rsb, bpack + p * nr * kc2);
+            else
+                pack_pairs(kern, cols, (int)nr, kc, bj, g->csb, g->rsb, bpack + p * nr * kc2);
+        }
+        for (int64_t i = i0; i < i1; i += mr) {
+            const int rows = (int)min64(mr, i1 - i);
+            pack_pairs(kern, rows, (int)mr, kc, a + i * g->rsa + k0 * g->csa, g->rsa, g->csa,
+                       apack);
+            for (int64_t p = 0; p < panels; p++) {
+                const int64_t j = j0 + p * nr;
+                kern->bf16_tile(kc, apack, bpack + p * nr * kc2, g->c + i * g->ldc + j, g->ldc,
+                                rows, (int)min64(nr, j1 - j), &e);
+            }
+        }
+    }
+    return WF_OK;
+}
+
+wf_status wf__gemm_block(const wf_gemm_args *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                         wf_gemm_scratch *s)
+{
+    const wf_gemm_kernels *kern = kernels(g->isa);
+    return g->bf16 ? block_bf16(g, kern, i0, i1, j0, j1, s)
+                   : block_f32(g, kern, i0, i1, j0, j1, s);
+}
+
+wf_status wf__gemm_serial(const wf_gemm_args *g, wf_gemm_scratch *s)
+{
+    for (int64_t j0 = 0; j0 < g->n; j0 += GEMM_NC) {
+        const wf_status st = wf__gemm_block(g, 0, g->m, j0, min64(g->n, j0 + GEMM_NC), s);
+        if (st != WF_OK)
+            return st;
+    }
+    return WF_OK;
+}

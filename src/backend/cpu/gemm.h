@@ -1,0 +1,165 @@
+/*
+ * weft's own matrix multiply (GEMM): float32, and bfloat16 inputs with
+ * float32 accumulation. Internal.
+ *
+ * Technique (GotoBLAS/BLIS): C = alpha * A B + beta * C is computed block by
+ * block. K is cut into blocks of at most WF_GEMM_KC; for each K block a strip
+ * of B (K block x up to NC columns) is packed into micro-panels NR columns
+ * wide that stay in L2, and for each MR rows of A a micro-panel (MR x K
+ * block) is packed into L1; a register-blocked micro-kernel then computes
+ * MR x NR tiles of C, one per B micro-panel of the strip. Edges are computed
+ * on zero-padded panels and stored with masks, so no scalar tail loops.
+ * Operands may have any element strides (transposed operands are packed
+ * like any other). A few rows (matrix-vector products) skip packing B when
+ * B's rows are contiguous.
+ *
+ * Reproducibility (the bits of a result). Every element of C is computed
+ * the same way whatever the shape of the call around it, its row, the
+ * thread count or the code path (packed, matrix-vector):
+ *   for each K block (a function of K alone, gemm_k_blocks):
+ *     acc = 0; for k in the block, in order: acc = fma(a[i][k], b[k][j], acc)
+ *     block 0: c = alpha * acc            (beta == 0; C is not read)
+ *              c = fma(alpha, acc, beta * c)
+ *     later:   c = fma(alpha, acc, c)
+ * (the baseline SSE2 variant has no FMA and rounds the product and the sum
+ * separately; bfloat16 with AVX512_BF16 adds products pairwise, k = 2t and
+ * 2t + 1, with vdpbf16ps). So row i of A B has the same bits whether A has 1
+ * or 1000 rows, and splitting C over threads by blocks of rows and columns
+ * (never K) cannot change any bit. Results do differ between ISA variants.
+ *
+ * ISA variants: baseline (SSE2), avx2 (AVX2 + FMA), avx512 (F/BW/DQ/VL),
+ * avx512bf16 (avx512 + AVX512_BF16 for bfloat16 inputs). The best one the
+ * CPU supports is used, capped by the environment variable WEFT_ISA
+ * ("baseline", "avx2", "avx512", "avx512bf16") read once; tests force each
+ * variant with wf__gemm_isa_set.
+ */
+#ifndef WEFT_BACKEND_CPU_GEMM_H
+#define WEFT_BACKEND_CPU_GEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "weft.h"
+
+enum wf_gemm_isa {
+    WF_GEMM_ISA_BASELINE = 0,
+    WF_GEMM_ISA_AVX2,
+    WF_GEMM_ISA_AVX512,
+    WF_GEMM_ISA_AVX512_BF16,
+    WF_GEMM_ISA_COUNT
+};
+
+/* Can this CPU run variant `isa`? */
+bool wf__gemm_isa_supported(int isa);
+/* "baseline", "avx2", "avx512", "avx512bf16" (NULL for an unknown value). */
+const char *wf__gemm_isa_name(int isa);
+/* The variant new products use: the one forced by wf__gemm_isa_set, else
+ * the best supported one not above WEFT_ISA. */
+int wf__gemm_isa(void);
+/* Forces variant `isa` for products started from now on (tests), or -1 to
+ * return to the default. WF_ERR_UNSUPPORTED (recorded) if the CPU lacks it.
+ * Process-wide; a product in flight keeps the variant it started with. */
+wf_status wf__gemm_isa_set(int isa);
+/* Does variant `isa` multiply bfloat16 directly (else through float32)? */
+bool wf__gemm_isa_has_bf16(int isa);
+
+/* One product C (m x n) = alpha * A (m x k) B (k x n) + beta * C.
+ * a and b are float32, or both bfloat16 when `bf16` (then the variant must
+ * have wf__gemm_isa_has_bf16; else convert to float32 first). Element (i, j)
+ * of A is at a[i * rsa + j * csa] (any strides, in elements), likewise B; C
+ * is float32 with rows ldc apart and contiguous columns, and is only read
+ * when beta != 0. m, n, k > 0. */
+typedef struct wf_gemm_args {
+    int64_t m, n, k;
+    const void *a;
+    int64_t rsa, csa;
+    const void *b;
+    int64_t rsb, csb;
+    float *c;
+    int64_t ldc;
+    float alpha, beta;
+    bool bf16;
+    int isa; /* the variant, fixed when the product is set up */
+} wf_gemm_args;
+
+/* Fills the fields above isa's and isa itself (wf__gemm_isa()). */
+void wf__gemm_args_init(wf_gemm_args *g, int64_t m, int64_t n, int64_t k, const void *a,
+                        int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb,
+                        float *c, int64_t ldc, float alpha, float beta, bool bf16);
+
+/* Packing space for one thread, grown on demand; zero-initialize it and
+ * call wf__gemm_scratch_free when done. */
+typedef struct wf_gemm_scratch {
+    void *data;
+    size_t bytes;
+} wf_gemm_scratch;
+void wf__gemm_scratch_free(wf_gemm_scratch *s);
+
+/* How a product is split into independent blocks of C for threads: rows
+ * and columns per block (a function of m, n, k, the variant and `batches`,
+ * the number of products run side by side; never of the thread count). */
+void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, int64_t *nblock);
+
+/* Computes C[i0:i1, j0:j1] of product g on the calling thread.
+ * WF_ERR_OUT_OF_MEMORY (not recorded: the caller reports it) if the
+ * scratch could not grow. */
+wf_status wf__gemm_block(const wf_gemm_args *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                         wf_gemm_scratch *s);
+
+/* The whole product on the calling thread. */
+wf_status wf__gemm_serial(const wf_gemm_args *g, wf_gemm_scratch *s);
+
+/* ---------------------------------------------------------------- kernels
+ * What each variant provides (gemm_avx2.c, gemm_avx512.c; the baseline in
+ * gemm.c). Packed panels: A micro-panel ap[k * mr + i] (mr rows), B
+ * micro-panel bp[k * nr + j]; bfloat16 panels hold pairs: ap[(t * mr + i) * 2
+ * + {0, 1}] = A[i][2t + {0, 1}], bp[(t * nr + j) * 2 + {0, 1}] likewise. */
+
+enum wf_gemm_store { WF_GEMM_STORE_SET, WF_GEMM_STORE_BETA, WF_GEMM_STORE_ADD };
+
+/* How a tile's sums go to C: SET c = alpha * acc, BETA c = fma(alpha, acc,
+ * beta * c), ADD c = fma(alpha, acc, c). */
+typedef struct wf_gemm_epilogue {
+    int mode; /* enum wf_gemm_store */
+    float alpha, beta;
+} wf_gemm_epilogue;
+
+/* C tile (rows x cols, at most mr x nr) from packed panels over kc. */
+typedef void (*wf_gemm_tile_fn)(int64_t kc, const void *ap, const void *bp, float *c,
+                                int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e);
+/* C (rows x cols; rows <= the variant's direct_rows) from A rows read in
+ * place (float32, strides rsa/csa) and B rows read in place (contiguous
+ * columns, rows ldb apart), over kc. */
+typedef void (*wf_gemm_direct_fn)(int64_t kc, const float *a, int64_t rsa, int64_t csa,
+                                  const float *b, int64_t ldb, float *c, int64_t ldc, int rows,
+                                  int64_t cols, const wf_gemm_epilogue *e);
+
+/* Transposing copy of 32-bit elements (packs A with contiguous rows, B with
+ * contiguous columns, and bfloat16 pairs): dst[c * width + r] =
+ * src[r * ld + c] for r < rows, c < cols; zero for rows <= r < width. */
+typedef void (*wf_gemm_transpose32_fn)(int rows, int width, int64_t cols, const void *src,
+                                       int64_t ld, void *dst);
+/* bfloat16 B micro-panel from B rows (contiguous columns, rows ld apart):
+ * dst[(t * width + j) * 2 + h] = B[2t + h][j] for j < cols, 2t + h < kc;
+ * zero elsewhere. */
+typedef void (*wf_gemm_pack_pairs_fn)(int cols, int width, int64_t kc, const uint16_t *b,
+                                      int64_t ld, uint16_t *dst);
+
+typedef struct wf_gemm_kernels {
+    int mr, nr;
+    wf_gemm_tile_fn tile;
+    int direct_rows; /* 0: no direct path */
+    wf_gemm_direct_fn direct;
+    wf_gemm_transpose32_fn transpose32; /* NULL: plain loops */
+    int bf16_mr, bf16_nr;               /* 0: no bfloat16 kernel */
+    wf_gemm_tile_fn bf16_tile;
+    wf_gemm_pack_pairs_fn bf16_pack_b; /* NULL: plain loops */
+} wf_gemm_kernels;
+
+/* x86-64 only. */
+extern const wf_gemm_kernels wf__gemm_kernels_avx2;
+extern const wf_gemm_kernels wf__gemm_kernels_avx512;
+extern const wf_gemm_kernels wf__gemm_kernels_avx512_bf16; /* avx512 + bfloat16 tiles */
+
+#endif

@@ -1,0 +1,243 @@
+/* AVX-512 micro-kernels of weft's GEMM (see gemm.h): float32 14 x 32 tiles
+ * (28 accumulators, 2 B vectors and a broadcast fill the 32 registers), a
+ * direct kernel for up to 4 rows with B read in place (matrix-vector), and
+ * bfloat16 14 x 32 tiles with vdpbf16ps (AVX512_BF16). Compiled with
+ * per-function target attributes; called only after a CPU check. */
+#include "backend/cpu/gemm.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#include <string.h>
+
+#define ATTR_512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
+#define ATTR_512_BF16 \
+    __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx512bf16,avx2,fma")))
+#define INLINE_512 ATTR_512 __attribute__((always_inline)) static inline
+
+enum { MR = 14, NR = 32, DIRECT_ROWS = 4, DIRECT_VECS = 4 };
+
+/* Lanes [0, n) of 16 (n may be <= 0 or >= 16). */
+INLINE_512 __mmask16 lanes(int64_t n)
+{
+    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+
+/* The value to store for sums `acc` over C lanes `m` at c (gemm.h's rule). */
+INLINE_512 __m512 finish(__m512 acc, const float *c, __mmask16 m, const wf_gemm_epilogue *e)
+{
+    const __m512 alpha = _mm512_set1_ps(e->alpha);
+    if (e->mode == WF_GEMM_STORE_SET)
+        return _mm512_mul_ps(alpha, acc);
+    __m512 old = _mm512_maskz_loadu_ps(m, c);
+    if (e->mode == WF_GEMM_STORE_BETA)
+        old = _mm512_mul_ps(_mm512_set1_ps(e->beta), old);
+    return _mm512_fmadd_ps(alpha, acc, old);
+}
+
+INLINE_512 void store_row(float *c, __m512 acc0, __m512 acc1, __mmask16 m0, __mmask16 m1,
+                          const wf_gemm_epilogue *e)
+{
+    _mm512_mask_storeu_ps(c, m0, finish(acc0, c, m0, e));
+    if (m1)
+        _mm512_mask_storeu_ps(c + 16, m1, finish(acc1, c + 16, m1, e));
+}
+
+ATTR_512 static void tile_f32(int64_t kc, const void *apv, const void *bpv, float *c,
+                              int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
+{
+    const float *ap = apv, *bp = bpv;
+    __m512 acc[MR][2];
+#pragma GCC unroll 14
+    for (int r = 0; r < MR; r++)
+        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+#pragma GCC unroll 14
+        for (int r = 0; r < MR; r++) {
+            const __m512 av = _mm512_set1_ps(ap[r]);
+            acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+        }
+        ap += MR;
+        bp += NR;
+    }
+    const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
+#pragma GCC unroll 14
+    for (int r = 0; r < MR; r++)
+        if (r < rows)
+            store_row(c + r * ldc, acc[r][0], acc[r][1], m0, m1, e);
+}
+
+/* R rows x up to 64 columns per pass, B rows read in place with masks. */
+INLINE_512 void direct_rows(const int R, int64_t kc, const float *a, int64_t rsa, int64_t csa,
+                            const float *b, int64_t ldb, float *c, int64_t ldc, int64_t cols,
+                            const wf_gemm_epilogue *e)
+{
+    for (int64_t j = 0; j < cols; j += 16 * DIRECT_VECS) {
+        __mmask16 m[DIRECT_VECS];
+        __m512 acc[DIRECT_ROWS][DIRECT_VECS];
+#pragma GCC unroll 4
+        for (int q = 0; q < DIRECT_VECS; q++) {
+            m[q] = lanes(cols - j - 16 * q);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+                acc[r][q] = _mm512_setzero_ps();
+        }
+        const float *bk = b + j, *ak = a;
+        for (int64_t k = 0; k < kc; k++, bk += ldb, ak += csa) {
+            __m512 bv[DIRECT_VECS];
+#pragma GCC unroll 4
+            for (int q = 0; q < DIRECT_VECS; q++)
+                bv[q] = _mm512_maskz_loadu_ps(m[q], bk + 16 * q);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const __m512 av = _mm512_set1_ps(ak[r * rsa]);
+#pragma GCC unroll 4
+                for (int q = 0; q < DIRECT_VECS; q++)
+                    acc[r][q] = _mm512_fmadd_ps(av, bv[q], acc[r][q]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int q = 0; q < DIRECT_VECS; q++) {
+                float *cq = c + r * ldc + j + 16 * q;
+                if (m[q])
+                    _mm512_mask_storeu_ps(cq, m[q], finish(acc[r][q], cq, m[q], e));
+            }
+    }
+}
+
+ATTR_512 static void direct_f32(int64_t kc, const float *a, int64_t rsa, int64_t csa,
+                                const float *b, int64_t ldb, float *c, int64_t ldc, int rows,
+                                int64_t cols, const wf_gemm_epilogue *e)
+{
+    switch (rows) {
+    case 1: direct_rows(1, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    case 2: direct_rows(2, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    case 3: direct_rows(3, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    default: direct_rows(4, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    }
+}
+
+/* Transposes the 16 x 16 block r in place (r[c] becomes column c). */
+INLINE_512 void transpose16(__m512 r[16])
+{
+    __m512 t[16], u[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) { /* pairs of rows interleaved per 128-bit lane */
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) { /* u[4g + c], lane L: column 4L + c of rows 4g..4g+3 */
+        u[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) { /* gather lane L of the four groups */
+        const __m512 x0 = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512 y0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512 x1 = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(3, 1, 3, 1));
+        const __m512 y1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(3, 1, 3, 1));
+        r[c] = _mm512_shuffle_f32x4(x0, y0, _MM_SHUFFLE(2, 0, 2, 0));
+        r[8 + c] = _mm512_shuffle_f32x4(x0, y0, _MM_SHUFFLE(3, 1, 3, 1));
+        r[4 + c] = _mm512_shuffle_f32x4(x1, y1, _MM_SHUFFLE(2, 0, 2, 0));
+        r[12 + c] = _mm512_shuffle_f32x4(x1, y1, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* gemm.h's transpose32, 16 x 16 blocks at a time (moves only: bits kept). */
+ATTR_512 static void transpose32(int rows, int width, int64_t cols, const void *srcv, int64_t ld,
+                                 void *dstv)
+{
+    const float *src = srcv;
+    float *dst = dstv;
+    for (int r0 = 0; r0 < width; r0 += 16) {
+        const int nrow = rows - r0;
+        const __mmask16 out = lanes(width - r0);
+        for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+            const int64_t nc = cols - c0;
+            const __mmask16 in = lanes(nc);
+            __m512 r[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++)
+                r[i] = i < nrow ? _mm512_maskz_loadu_ps(in, src + (r0 + i) * ld + c0)
+                                : _mm512_setzero_ps();
+            transpose16(r);
+#pragma GCC unroll 16
+            for (int c = 0; c < 16; c++)
+                if (c < nc)
+                    _mm512_mask_storeu_ps(dst + (c0 + c) * width + r0, out, r[c]);
+        }
+    }
+}
+
+/* bfloat16 pairs: each 32-bit lane of a B vector holds (B[2t][j], B[2t+1][j]);
+ * vdpbf16ps adds both products to the float32 lane. */
+ATTR_512_BF16 static void tile_bf16(int64_t kc, const void *apv, const void *bpv, float *c,
+                                    int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
+{
+    const char *ap = apv, *bp = bpv;
+    __m512 acc[MR][2];
+#pragma GCC unroll 14
+    for (int r = 0; r < MR; r++)
+        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < (kc + 1) / 2; t++) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp);
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + 64);
+#pragma GCC unroll 14
+        for (int r = 0; r < MR; r++) {
+            int pair; /* A[r][2t], A[r][2t + 1] */
+            memcpy(&pair, ap + 4 * r, sizeof pair);
+            const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
+        }
+        ap += 2 * MR * sizeof(uint16_t);
+        bp += 2 * NR * sizeof(uint16_t);
+    }
+    const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
+#pragma GCC unroll 14
+    for (int r = 0; r < MR; r++)
+        if (r < rows)
+            store_row(c + r * ldc, acc[r][0], acc[r][1], m0, m1, e);
+}
+
+/* gemm.h's bf16_pack_b for width 32: rows 2t and 2t + 1 interleaved. */
+ATTR_512 static void pack_pairs(int cols, int width, int64_t kc, const uint16_t *b, int64_t ld,
+                                uint16_t *dst)
+{
+    (void)width; /* always NR */
+    const __mmask32 m = cols >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << cols) - 1);
+    uint16_t lo[32], hi[32]; /* word j of the pair vector: row 2t or 2t + 1, column j / 2 */
+    for (int j = 0; j < 16; j++) {
+        lo[2 * j] = (uint16_t)j;
+        lo[2 * j + 1] = (uint16_t)(32 + j);
+        hi[2 * j] = (uint16_t)(16 + j);
+        hi[2 * j + 1] = (uint16_t)(48 + j);
+    }
+    const __m512i ilo = _mm512_loadu_si512(lo), ihi = _mm512_loadu_si512(hi);
+    for (int64_t k = 0; k < kc; k += 2, dst += 2 * NR) {
+        const __m512i r0 = _mm512_maskz_loadu_epi16(m, b + k * ld);
+        const __m512i r1 = k + 1 < kc ? _mm512_maskz_loadu_epi16(m, b + (k + 1) * ld)
+                                      : _mm512_setzero_si512();
+        _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(r0, ilo, r1));
+        _mm512_storeu_si512(dst + NR, _mm512_permutex2var_epi16(r0, ihi, r1));
+    }
+}
+
+const wf_gemm_kernels wf__gemm_kernels_avx512 = {
+    .mr = MR, .nr = NR, .tile = tile_f32, .direct_rows = DIRECT_ROWS, .direct = direct_f32,
+    .transpose32 = transpose32};
+
+const wf_gemm_kernels wf__gemm_kernels_avx512_bf16 = {
+    .mr = MR, .nr = NR, .tile = tile_f32, .direct_rows = DIRECT_ROWS, .direct = direct_f32,
+    .transpose32 = transpose32, .bf16_mr = MR, .bf16_nr = NR, .bf16_tile = tile_bf16,
+    .bf16_pack_b = pack_pairs};
+
+#else
+typedef int wf__gemm_avx512_unused; /* not x86-64: nothing here */
+#endif
