@@ -1,6 +1,7 @@
 /* AVX-512 micro-kernels of weft's GEMM (see gemm.h): float32 14 x 32 tiles
  * (28 accumulators, 2 B vectors and a broadcast fill the 32 registers), a
- * direct kernel for up to 4 rows with B read in place (matrix-vector), and
+ * direct kernel for up to 4 rows with B read in place (matrix-vector: one
+ * row runs 256 columns at a time, so B is read in long runs), and
  * bfloat16 14 x 32 tiles with vdpbf16ps (AVX512_BF16). Compiled with
  * per-function target attributes; called only after a CPU check. */
 #include "backend/cpu/gemm.h"
@@ -14,7 +15,7 @@
     __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx512bf16,avx2,fma")))
 #define INLINE_512 ATTR_512 __attribute__((always_inline)) static inline
 
-enum { MR = 14, NR = 32, DIRECT_ROWS = 4, DIRECT_VECS = 4 };
+enum { MR = 14, NR = 32, DIRECT_ROWS = 4 };
 
 /* Lanes [0, n) of 16 (n may be <= 0 or >= 16). */
 INLINE_512 __mmask16 lanes(int64_t n)
@@ -68,55 +69,129 @@ ATTR_512 static void tile_f32(int64_t kc, const void *apv, const void *bpv, floa
             store_row(c + r * ldc, acc[r][0], acc[r][1], m0, m1, e);
 }
 
-/* R rows x up to 64 columns per pass, B rows read in place with masks. */
-INLINE_512 void direct_rows(const int R, int64_t kc, const float *a, int64_t rsa, int64_t csa,
-                            const float *b, int64_t ldb, float *c, int64_t ldc, int64_t cols,
-                            const wf_gemm_epilogue *e)
+/* R rows x V vectors of columns, over kc, B rows read in place; `masked`
+ * for the last, partial group of columns (lanes beyond `cols` untouched). */
+INLINE_512 void direct_group(const int R, const int V, const bool masked, int64_t kc,
+                             const float *a, int64_t rsa, int64_t csa, const float *b,
+                             int64_t ldb, float *c, int64_t ldc, int64_t cols,
+                             const wf_gemm_epilogue *e)
 {
-    for (int64_t j = 0; j < cols; j += 16 * DIRECT_VECS) {
-        __mmask16 m[DIRECT_VECS];
-        __m512 acc[DIRECT_ROWS][DIRECT_VECS];
-#pragma GCC unroll 4
-        for (int q = 0; q < DIRECT_VECS; q++) {
-            m[q] = lanes(cols - j - 16 * q);
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++)
-                acc[r][q] = _mm512_setzero_ps();
-        }
-        const float *bk = b + j, *ak = a;
-        for (int64_t k = 0; k < kc; k++, bk += ldb, ak += csa) {
-            __m512 bv[DIRECT_VECS];
-#pragma GCC unroll 4
-            for (int q = 0; q < DIRECT_VECS; q++)
-                bv[q] = _mm512_maskz_loadu_ps(m[q], bk + 16 * q);
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++) {
-                const __m512 av = _mm512_set1_ps(ak[r * rsa]);
-#pragma GCC unroll 4
-                for (int q = 0; q < DIRECT_VECS; q++)
-                    acc[r][q] = _mm512_fmadd_ps(av, bv[q], acc[r][q]);
-            }
-        }
+    __mmask16 m[16];
+    __m512 acc[DIRECT_ROWS][16];
+#pragma GCC unroll 16
+    for (int q = 0; q < V; q++) {
+        m[q] = masked ? lanes(cols - 16 * q) : (__mmask16)0xffff;
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++)
+            acc[r][q] = _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < kc; k++, b += ldb, a += csa) {
+        __m512 av[DIRECT_ROWS];
 #pragma GCC unroll 4
-            for (int q = 0; q < DIRECT_VECS; q++) {
-                float *cq = c + r * ldc + j + 16 * q;
-                if (m[q])
-                    _mm512_mask_storeu_ps(cq, m[q], finish(acc[r][q], cq, m[q], e));
-            }
+        for (int r = 0; r < R; r++)
+            av[r] = _mm512_set1_ps(a[r * rsa]);
+#pragma GCC unroll 16
+        for (int q = 0; q < V; q++) {
+            const __m512 bv = masked ? _mm512_maskz_loadu_ps(m[q], b + 16 * q)
+                                     : _mm512_loadu_ps(b + 16 * q);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+                acc[r][q] = _mm512_fmadd_ps(av[r], bv, acc[r][q]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 16
+        for (int q = 0; q < V; q++) {
+            float *cq = c + r * ldc + 16 * q;
+            if (m[q])
+                _mm512_mask_storeu_ps(cq, m[q], finish(acc[r][q], cq, m[q], e));
+        }
+}
+
+/* R rows: groups of V vectors (16 columns each), the last one masked. */
+INLINE_512 void direct_rows(const int R, const int V, int64_t kc, const float *a, int64_t rsa,
+                            int64_t csa, const float *b, int64_t ldb, float *c, int64_t ldc,
+                            int64_t cols, const wf_gemm_epilogue *e)
+{
+    int64_t j = 0;
+    for (; j + 16 * V <= cols; j += 16 * V)
+        direct_group(R, V, false, kc, a, rsa, csa, b + j, ldb, c + j, ldc, 16 * V, e);
+    if (j < cols)
+        direct_group(R, V, true, kc, a, rsa, csa, b + j, ldb, c + j, ldc, cols - j, e);
+}
+
+/* acc[0..w) = fma(x_t, B row t, acc) for the rows t of one pass, in order. */
+INLINE_512 void sweep_rows(const int T, int64_t w, const float *x, int64_t csx, const float *b,
+                           int64_t ldb, float *acc)
+{
+    __m512 xv[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+        xv[t] = _mm512_set1_ps(x[t * csx]);
+    int64_t j = 0;
+    for (; j + 32 <= w; j += 32) {
+        __m512 s0 = _mm512_loadu_ps(acc + j), s1 = _mm512_loadu_ps(acc + j + 16);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            s0 = _mm512_fmadd_ps(xv[t], _mm512_loadu_ps(b + t * ldb + j), s0);
+            s1 = _mm512_fmadd_ps(xv[t], _mm512_loadu_ps(b + t * ldb + j + 16), s1);
+        }
+        _mm512_storeu_ps(acc + j, s0);
+        _mm512_storeu_ps(acc + j + 16, s1);
+    }
+    for (; j + 16 <= w; j += 16) {
+        __m512 s = _mm512_loadu_ps(acc + j);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            s = _mm512_fmadd_ps(xv[t], _mm512_loadu_ps(b + t * ldb + j), s);
+        _mm512_storeu_ps(acc + j, s);
+    }
+    if (j < w) {
+        const __mmask16 m = lanes(w - j);
+        __m512 s = _mm512_maskz_loadu_ps(m, acc + j);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            s = _mm512_fmadd_ps(xv[t], _mm512_maskz_loadu_ps(m, b + t * ldb + j), s);
+        _mm512_mask_storeu_ps(acc + j, m, s);
     }
 }
 
+/* One row: B swept 8 rows at a time over up to 1024 columns into sums kept
+ * in L1 (as OpenBLAS's gemv does), so B is read in long sequential runs;
+ * each sum still takes one fma per k in order, as in the tiles. */
+ATTR_512 static void direct_one_row(int64_t kc, const float *x, int64_t csx, const float *b,
+                                    int64_t ldb, float *c, int64_t cols,
+                                    const wf_gemm_epilogue *e)
+{
+    float acc[1024] __attribute__((aligned(64)));
+    for (int64_t j0 = 0; j0 < cols; j0 += 1024) {
+        const int64_t w = cols - j0 < 1024 ? cols - j0 : 1024;
+        for (int64_t j = 0; j < w; j += 16)
+            _mm512_storeu_ps(acc + j, _mm512_setzero_ps());
+        int64_t k = 0;
+        for (; k + 8 <= kc; k += 8)
+            sweep_rows(8, w, x + k * csx, csx, b + k * ldb + j0, ldb, acc);
+        for (; k < kc; k++)
+            sweep_rows(1, w, x + k * csx, csx, b + k * ldb + j0, ldb, acc);
+        for (int64_t j = 0; j < w; j += 16) {
+            const __mmask16 m = lanes(w - j);
+            float *cj = c + j0 + j;
+            _mm512_mask_storeu_ps(cj, m, finish(_mm512_loadu_ps(acc + j), cj, m, e));
+        }
+    }
+}
+
+/* Wider groups for fewer rows: 16 to 24 accumulators, B read once per group. */
 ATTR_512 static void direct_f32(int64_t kc, const float *a, int64_t rsa, int64_t csa,
                                 const float *b, int64_t ldb, float *c, int64_t ldc, int rows,
                                 int64_t cols, const wf_gemm_epilogue *e)
 {
     switch (rows) {
-    case 1: direct_rows(1, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
-    case 2: direct_rows(2, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
-    case 3: direct_rows(3, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
-    default: direct_rows(4, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    case 1: direct_one_row(kc, a, csa, b, ldb, c, cols, e); break;
+    case 2: direct_rows(2, 8, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    case 3: direct_rows(3, 8, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    default: direct_rows(4, 4, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
     }
 }
 
