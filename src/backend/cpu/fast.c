@@ -520,12 +520,25 @@ wf_status wf__cpu_sdpa(wf_array *out, wf_array *const *inputs, int ninputs, cons
     }
     c.out = wf__array_data_ptr(out);
     atomic_init(&c.failed, 0);
-    /* Block sizes: bq * bk * max(d, dv) <= the single-thread gemm size. */
+    /* Key blocks (part of the result's bits: they depend on Lk, D and Dv
+     * only): bk * bq0 * max(d, dv) <= the single-thread dgemm size. Query
+     * blocks only share work: for float64 the same size rule; for float32
+     * the largest of 84 (not when causal), 42, 28 rows (whole GEMM tiles
+     * of every variant) that still leaves 32 units to share, else 14. */
     const int64_t maxd = max64(1, max64(c.d, c.dv));
     c.bk = min64(max64(c.lk, 1), 128);
-    c.bq = max64(1, WF_CPU_BLAS_SINGLE_THREAD_MNK / (c.bk * maxd));
-    c.bk = max64(1, min64(c.bk, WF_CPU_BLAS_SINGLE_THREAD_MNK / (c.bq * maxd)));
-    c.bq = min64(min64(c.bq, c.lq), 256);
+    const int64_t bq0 = max64(1, WF_CPU_BLAS_SINGLE_THREAD_MNK / (c.bk * maxd));
+    c.bk = max64(1, min64(c.bk, WF_CPU_BLAS_SINGLE_THREAD_MNK / (bq0 * maxd)));
+    c.bq = min64(bq0, 256);
+    if (c.cdt == WF_DTYPE_F32) {
+        static const int64_t rows[] = {84, 42, 28, 14};
+        for (int i = c.causal ? 1 : 0; i < 4; i++) { /* causal: less masked work */
+            c.bq = rows[i];
+            if (batches * ((c.lq + c.bq - 1) / c.bq) >= 32)
+                break;
+        }
+    }
+    c.bq = min64(c.bq, c.lq);
     c.qblocks = (c.lq + c.bq - 1) / c.bq;
 
     st = wf__cpu_mm_prepare(q, c.nb, c.bshape, c.cdt, &c.q);

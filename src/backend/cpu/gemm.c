@@ -129,8 +129,8 @@ static void base_store_row(float *c, const base_v4 *acc, int cols, const wf_gemm
     }
 }
 
-static void base_tile(int64_t kc, const void *apv, const void *bpv, float *c, int64_t ldc,
-                      int rows, int cols, const wf_gemm_epilogue *e)
+static void base_tile(int64_t kc, const void *apv, const void *bpv, int64_t ldb, float *c,
+                      int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
 {
     const float *ap = apv, *bp = bpv;
     base_v4 acc[BASE_MR][2];
@@ -143,7 +143,7 @@ static void base_tile(int64_t kc, const void *apv, const void *bpv, float *c, in
             acc[r][1] += av * b1;
         }
         ap += BASE_MR;
-        bp += BASE_NR;
+        bp += ldb;
     }
     for (int r = 0; r < rows; r++)
         base_store_row(c + r * ldc, acc[r], cols, e);
@@ -192,7 +192,10 @@ static void pack_b_f32(int cols, int nr, int64_t kc, const float *b, int64_t rs,
 {
     for (int64_t k = 0; k < kc; k++, dst += nr) {
         const float *bk = b + k * rs;
-        if (cs == 1) {
+        if (cs == 1 && cols == nr && nr == 32) { /* the common case: a fixed-size copy */
+            memcpy(dst, bk, 32 * sizeof(float));
+            continue;
+        } else if (cs == 1) {
             memcpy(dst, bk, (size_t)cols * sizeof(float));
         } else {
             for (int j = 0; j < cols; j++)
@@ -325,16 +328,25 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
     *mblock = rows >= g->m ? g->m : round_up(rows, mr);
 }
 
+/* Read B where it lies rather than pack it? When its rows are contiguous
+ * and at most a few A panels would reuse a packed copy. */
+static bool b_in_place(const wf_gemm_args *g, const wf_gemm_kernels *kern, int64_t rows)
+{
+    return kern->b_in_place && g->csb == 1 && rows <= 4 * kern->mr;
+}
+
 static wf_status block_f32(const wf_gemm_args *g, const wf_gemm_kernels *kern, int64_t i0,
                            int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
 {
     const float *a = g->a, *b = g->b;
     const int64_t kcb = k_block(g->k), mr = kern->mr, nr = kern->nr;
     const int64_t panels = ceil_div(j1 - j0, nr);
-    const bool direct = use_direct(g, kern, i1 - i0);
-    if (!direct && !scratch_reserve(s, (size_t)((panels * nr + mr) * kcb) * sizeof(float) + 64))
+    const bool direct = use_direct(g, kern, i1 - i0), in_place = b_in_place(g, kern, i1 - i0);
+    /* In place, only a last narrower panel is packed (at the panel's slot 0). */
+    const int64_t bfloats = (in_place ? 1 : panels) * nr * kcb;
+    if (!direct && !scratch_reserve(s, (size_t)(bfloats + mr * kcb) * sizeof(float) + 64))
         return WF_ERR_OUT_OF_MEMORY;
-    float *bpack = s->data, *apack = bpack + panels * nr * kcb;
+    float *bpack = s->data, *apack = bpack + bfloats;
     wf_gemm_epilogue e = {.alpha = g->alpha, .beta = g->beta};
     for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
         const int64_t kc = min64(kcb, g->k - k0);
@@ -347,17 +359,20 @@ static wf_status block_f32(const wf_gemm_args *g, const wf_gemm_kernels *kern, i
             continue;
         }
         for (int64_t p = 0; p < panels; p++) {
-            const int64_t j = j0 + p * nr;
-            pack_b(kern, (int)min64(nr, j1 - j), kc, b + k0 * g->rsb + j * g->csb, g->rsb, g->csb,
-                   bpack + p * nr * kc);
+            const int64_t j = j0 + p * nr, cols = min64(nr, j1 - j);
+            if (!in_place || cols < nr)
+                pack_b(kern, (int)cols, kc, b + k0 * g->rsb + j * g->csb, g->rsb, g->csb,
+                       bpack + (in_place ? 0 : p * nr * kc));
         }
         for (int64_t i = i0; i < i1; i += mr) {
             const int rows = (int)min64(mr, i1 - i);
             pack_a(kern, rows, kc, a + i * g->rsa + k0 * g->csa, g->rsa, g->csa, apack);
             for (int64_t p = 0; p < panels; p++) {
-                const int64_t j = j0 + p * nr;
-                kern->tile(kc, apack, bpack + p * nr * kc, g->c + i * g->ldc + j, g->ldc, rows,
-                           (int)min64(nr, j1 - j), &e);
+                const int64_t j = j0 + p * nr, cols = min64(nr, j1 - j);
+                const bool here = in_place && cols == nr;
+                const float *bp = here ? b + k0 * g->rsb + j : bpack + (in_place ? 0 : p * nr * kc);
+                kern->tile(kc, apack, bp, here ? g->rsb : nr, g->c + i * g->ldc + j, g->ldc, rows,
+                           (int)cols, &e);
             }
         }
     }
@@ -393,8 +408,8 @@ static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_kernels *kern, 
                        apack);
             for (int64_t p = 0; p < panels; p++) {
                 const int64_t j = j0 + p * nr;
-                kern->bf16_tile(kc, apack, bpack + p * nr * kc2, g->c + i * g->ldc + j, g->ldc,
-                                rows, (int)min64(nr, j1 - j), &e);
+                kern->bf16_tile(kc, apack, bpack + p * nr * kc2, 2 * nr, g->c + i * g->ldc + j,
+                                g->ldc, rows, (int)min64(nr, j1 - j), &e);
             }
         }
     }

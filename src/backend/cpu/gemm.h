@@ -125,8 +125,11 @@ typedef struct wf_gemm_epilogue {
     float alpha, beta;
 } wf_gemm_epilogue;
 
-/* C tile (rows x cols, at most mr x nr) from packed panels over kc. */
-typedef void (*wf_gemm_tile_fn)(int64_t kc, const void *ap, const void *bp, float *c,
+/* C tile (rows x cols, at most mr x nr) over kc from a packed A panel and
+ * nr columns of B rows ldb elements apart: a packed panel (ldb = nr;
+ * bfloat16: 2 nr per k pair) or, for kernels with b_in_place, nr columns of
+ * B itself. */
+typedef void (*wf_gemm_tile_fn)(int64_t kc, const void *ap, const void *b, int64_t ldb, float *c,
                                 int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e);
 /* C (rows x cols; rows <= the variant's direct_rows) from A rows read in
  * place (float32, strides rsa/csa) and B rows read in place (contiguous
@@ -149,6 +152,7 @@ typedef void (*wf_gemm_pack_pairs_fn)(int cols, int width, int64_t kc, const uin
 typedef struct wf_gemm_kernels {
     int mr, nr;
     wf_gemm_tile_fn tile;
+    bool b_in_place; /* tile may read full-width float32 B panels where they lie */
     int direct_rows; /* 0: no direct path */
     wf_gemm_direct_fn direct;
     wf_gemm_transpose32_fn transpose32; /* NULL: plain loops */

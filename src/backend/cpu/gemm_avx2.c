@@ -49,10 +49,11 @@ INLINE_AVX2 void finish_store(float *c, __m256 acc, int64_t n, __m256i m,
     store_n(c, _mm256_fmadd_ps(alpha, acc, old), n, m);
 }
 
-ATTR_AVX2 static void tile_f32(int64_t kc, const void *apv, const void *bpv, float *c,
-                               int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
+ATTR_AVX2 static void tile_f32(int64_t kc, const void *apv, const void *bv, int64_t ldb,
+                               float *c, int64_t ldc, int rows, int cols,
+                               const wf_gemm_epilogue *e)
 {
-    const float *ap = apv, *bp = bpv;
+    const float *ap = apv, *bp = bv;
     __m256 acc[MR][2];
 #pragma GCC unroll 6
     for (int r = 0; r < MR; r++)
@@ -66,7 +67,7 @@ ATTR_AVX2 static void tile_f32(int64_t kc, const void *apv, const void *bpv, flo
             acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
         }
         ap += MR;
-        bp += NR;
+        bp += ldb;
     }
     const __m256i m0 = lanes(cols), m1 = lanes(cols - 8);
 #pragma GCC unroll 6
@@ -181,7 +182,7 @@ ATTR_AVX2 static void direct_f32(int64_t kc, const float *a, int64_t rsa, int64_
 }
 
 const wf_gemm_kernels wf__gemm_kernels_avx2 = {
-    .mr = MR, .nr = NR, .tile = tile_f32, .direct_rows = DIRECT_ROWS, .direct = direct_f32,
+    .mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .direct_rows = DIRECT_ROWS, .direct = direct_f32,
     .transpose32 = transpose32};
 
 #else

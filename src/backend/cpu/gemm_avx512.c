@@ -43,10 +43,11 @@ INLINE_512 void store_row(float *c, __m512 acc0, __m512 acc1, __mmask16 m0, __mm
         _mm512_mask_storeu_ps(c + 16, m1, finish(acc1, c + 16, m1, e));
 }
 
-ATTR_512 static void tile_f32(int64_t kc, const void *apv, const void *bpv, float *c,
+ATTR_512 static void tile_f32(int64_t kc, const void *apv, const void *bv, int64_t ldb, float *c,
                               int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
 {
-    const float *ap = apv, *bp = bpv;
+    const float *ap = apv, *bp = bv;
+    const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
     __m512 acc[MR][2];
 #pragma GCC unroll 14
     for (int r = 0; r < MR; r++)
@@ -60,9 +61,8 @@ ATTR_512 static void tile_f32(int64_t kc, const void *apv, const void *bpv, floa
             acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
         }
         ap += MR;
-        bp += NR;
+        bp += ldb;
     }
-    const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
 #pragma GCC unroll 14
     for (int r = 0; r < MR; r++)
         if (r < rows)
@@ -252,8 +252,9 @@ ATTR_512 static void transpose32(int rows, int width, int64_t cols, const void *
 
 /* bfloat16 pairs: each 32-bit lane of a B vector holds (B[2t][j], B[2t+1][j]);
  * vdpbf16ps adds both products to the float32 lane. */
-ATTR_512_BF16 static void tile_bf16(int64_t kc, const void *apv, const void *bpv, float *c,
-                                    int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
+ATTR_512_BF16 static void tile_bf16(int64_t kc, const void *apv, const void *bpv, int64_t ldb,
+                                    float *c, int64_t ldc, int rows, int cols,
+                                    const wf_gemm_epilogue *e)
 {
     const char *ap = apv, *bp = bpv;
     __m512 acc[MR][2];
@@ -272,7 +273,7 @@ ATTR_512_BF16 static void tile_bf16(int64_t kc, const void *apv, const void *bpv
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
         }
         ap += 2 * MR * sizeof(uint16_t);
-        bp += 2 * NR * sizeof(uint16_t);
+        bp += ldb * (int64_t)sizeof(uint16_t);
     }
     const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
 #pragma GCC unroll 14
@@ -305,11 +306,11 @@ ATTR_512 static void pack_pairs(int cols, int width, int64_t kc, const uint16_t 
 }
 
 const wf_gemm_kernels wf__gemm_kernels_avx512 = {
-    .mr = MR, .nr = NR, .tile = tile_f32, .direct_rows = DIRECT_ROWS, .direct = direct_f32,
+    .mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .direct_rows = DIRECT_ROWS, .direct = direct_f32,
     .transpose32 = transpose32};
 
 const wf_gemm_kernels wf__gemm_kernels_avx512_bf16 = {
-    .mr = MR, .nr = NR, .tile = tile_f32, .direct_rows = DIRECT_ROWS, .direct = direct_f32,
+    .mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .direct_rows = DIRECT_ROWS, .direct = direct_f32,
     .transpose32 = transpose32, .bf16_mr = MR, .bf16_nr = NR, .bf16_tile = tile_bf16,
     .bf16_pack_b = pack_pairs};
 
