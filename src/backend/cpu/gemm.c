@@ -192,10 +192,7 @@ static void pack_b_f32(int cols, int nr, int64_t kc, const float *b, int64_t rs,
 {
     for (int64_t k = 0; k < kc; k++, dst += nr) {
         const float *bk = b + k * rs;
-        if (cs == 1 && cols == nr && nr == 32) { /* the common case: a fixed-size copy */
-            memcpy(dst, bk, 32 * sizeof(float));
-            continue;
-        } else if (cs == 1) {
+        if (cs == 1) {
             memcpy(dst, bk, (size_t)cols * sizeof(float));
         } else {
             for (int j = 0; j < cols; j++)
@@ -203,6 +200,28 @@ static void pack_b_f32(int cols, int nr, int64_t kc, const float *b, int64_t rs,
         }
         for (int j = cols; j < nr; j++)
             dst[j] = 0;
+    }
+}
+
+/* A strip of `panels` B micro-panels from B rows with contiguous columns
+ * (`cols` in all), row by row: each row of the strip is one contiguous run,
+ * fetched a few rows ahead (rows far apart defeat the hardware prefetcher). */
+static void pack_b_rows(int64_t cols, int nr, int64_t kc, const float *b, int64_t rs,
+                        float *dst)
+{
+    const int64_t panels = ceil_div(cols, nr);
+    for (int64_t k = 0; k < kc; k++) {
+        const float *bk = b + k * rs;
+        if (k + 4 < kc)
+            for (int64_t j = 0; j < cols; j += 16)
+                __builtin_prefetch(bk + 4 * rs + j);
+        for (int64_t p = 0; p < panels; p++) {
+            float *d = dst + (p * kc + k) * nr;
+            const int64_t n = min64(nr, cols - p * nr);
+            memcpy(d, bk + p * nr, (size_t)n * sizeof(float));
+            for (int64_t j = n; j < nr; j++)
+                d[j] = 0;
+        }
     }
 }
 
@@ -308,6 +327,19 @@ static bool use_direct(const wf_gemm_args *g, const wf_gemm_kernels *kern, int64
     return !g->bf16 && kern->direct != NULL && rows <= kern->direct_rows && g->csb == 1;
 }
 
+/* Splits a block dimension of `size` (now `*block`) in two, keeping
+ * multiples of `align`; false if that would go below `floor`. */
+static bool halve(int64_t size, int64_t *block, int64_t floor, int64_t align)
+{
+    int64_t half = round_up(ceil_div(*block, 2), align);
+    if (half < 2 * floor)
+        half = floor; /* land on the floor, never just above it */
+    if (*block <= floor || half >= *block || half >= size)
+        return false;
+    *block = half;
+    return true;
+}
+
 void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, int64_t *nblock)
 {
     const wf_gemm_kernels *kern = kernels(g->isa);
@@ -320,12 +352,33 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
         *nblock = min64(g->n, round_up(max64(max64(64, by_work), ceil_div(g->n, target)), 64));
         return;
     }
-    const int64_t strips = ceil_div(g->n, GEMM_NC);
-    *nblock = strips == 1 ? g->n : round_up(ceil_div(g->n, strips), nr);
-    const int64_t row_blocks = max64(1, target / strips);
-    const int64_t by_work = ceil_div(GEMM_MIN_BLOCK_FLOPS, 2 * *nblock * g->k);
-    const int64_t rows = max64(ceil_div(g->m, row_blocks), by_work);
-    *mblock = rows >= g->m ? g->m : round_up(rows, mr);
+    /* Start from strips of at most GEMM_NC columns with all the rows, then
+     * halve rows or columns (whichever is further above its floor) until
+     * there are `target` blocks. Floors: 252 rows, so a packed B strip
+     * serves many rows, and 128 columns; then, if still short, 4 tiles of
+     * rows (B is read in place, not packed) and 64 columns. Never below
+     * GEMM_MIN_BLOCK_FLOPS of work. */
+    int64_t mb = g->m, nb = min64(g->n, round_up(ceil_div(g->n, ceil_div(g->n, GEMM_NC)), nr));
+    const int64_t floors[2][2] = {{252, 128}, {4 * mr, 64}};
+    for (int phase = 0; phase < 2; phase++) {
+        for (;;) {
+            const int64_t blocks = ceil_div(g->m, mb) * ceil_div(g->n, nb);
+            if (blocks >= target)
+                break;
+            const bool rows_first = mb * floors[phase][1] >= nb * floors[phase][0];
+            int64_t m2 = mb, n2 = nb;
+            const bool split = rows_first ? halve(g->m, &m2, floors[phase][0], mr) ||
+                                                halve(g->n, &n2, floors[phase][1], nr)
+                                          : halve(g->n, &n2, floors[phase][1], nr) ||
+                                                halve(g->m, &m2, floors[phase][0], mr);
+            if (!split || 2 * m2 * n2 * g->k < GEMM_MIN_BLOCK_FLOPS)
+                break;
+            mb = m2;
+            nb = n2;
+        }
+    }
+    *mblock = mb;
+    *nblock = nb;
 }
 
 /* Read B where it lies rather than pack it? When its rows are contiguous
@@ -358,11 +411,15 @@ static wf_status block_f32(const wf_gemm_args *g, const wf_gemm_kernels *kern, i
                          (int)(i1 - i0), j1 - j0, &e);
             continue;
         }
-        for (int64_t p = 0; p < panels; p++) {
-            const int64_t j = j0 + p * nr, cols = min64(nr, j1 - j);
-            if (!in_place || cols < nr)
-                pack_b(kern, (int)cols, kc, b + k0 * g->rsb + j * g->csb, g->rsb, g->csb,
-                       bpack + (in_place ? 0 : p * nr * kc));
+        if (g->csb == 1 && !in_place) {
+            pack_b_rows(j1 - j0, (int)nr, kc, b + k0 * g->rsb + j0, g->rsb, bpack);
+        } else {
+            for (int64_t p = 0; p < panels; p++) {
+                const int64_t j = j0 + p * nr, cols = min64(nr, j1 - j);
+                if (!in_place || cols < nr)
+                    pack_b(kern, (int)cols, kc, b + k0 * g->rsb + j * g->csb, g->rsb, g->csb,
+                           bpack + (in_place ? 0 : p * nr * kc));
+            }
         }
         for (int64_t i = i0; i < i1; i += mr) {
             const int rows = (int)min64(mr, i1 - i);
