@@ -1,16 +1,17 @@
 /*
  * weft's GEMM (src/backend/cpu/gemm.h), on every ISA variant this CPU has:
- *  - float32 and bfloat16 products against a double-precision reference, at
+ *  - float32, float64 and bfloat16 products against a (long) double reference, at
  *    edge sizes (1, 7, 15, 17, 63, 65, 257, K over one K block), with
  *    transposed and generally strided operands, alpha/beta, and C's row
  *    stride; beta = 0 never reads C;
  *  - splitting C into any blocks, or computing rows alone (the
  *    matrix-vector path), gives the same bits (the reproducibility rule);
- *  - batch invariance through the public API: rows of matmul, addmm and
- *    attention give the same bits with 1, 7 or 64 rows in the batch;
+ *  - batch invariance through the public API: rows of matmul (float32,
+ *    bfloat16, float64), addmm and attention give the same bits with 1, 7
+ *    or 64 rows in the batch;
  *  - the same bits for WEFT_NUM_THREADS = 1, 2, 3, 5, 8 (this program runs
  *    itself as child processes and compares their hashes);
- *  - the avx2 and avx512 variants agree bitwise (same sums, same order);
+ *  - the avx2 and avx512 variants agree bitwise for float32 and float64;
  *  - bad variant numbers give WF_ERR_UNSUPPORTED.
  *
  *   test_gemm                 the tests
@@ -81,10 +82,26 @@ typedef struct stored {
     int64_t rs, cs;
 } stored;
 
-/* Stores values[i * cols + j] (float32, or bfloat16 bits when bf16) in
- * layout `l`; the gaps of strided layouts hold junk (NaN for float32). */
-static stored store_matrix(const float *values, int64_t rows, int64_t cols, enum layout l,
-                           bool bf16)
+/* Writes v as `dtype` (float32, float64 or bfloat16) at element i of p. */
+static void put(void *p, int64_t i, double v, wf_dtype dtype)
+{
+    if (dtype == WF_DTYPE_F64)
+        ((double *)p)[i] = v;
+    else if (dtype == WF_DTYPE_BF16)
+        ((uint16_t *)p)[i] = to_bf16((float)v);
+    else
+        ((float *)p)[i] = (float)v;
+}
+
+static double get(const void *p, int64_t i, wf_dtype dtype)
+{
+    return dtype == WF_DTYPE_F64 ? ((const double *)p)[i] : ((const float *)p)[i];
+}
+
+/* Stores values[i * cols + j] as `dtype` in layout `l`; the gaps of strided
+ * layouts hold NaN. */
+static stored store_matrix(const double *values, int64_t rows, int64_t cols, enum layout l,
+                           wf_dtype dtype)
 {
     stored s = {0};
     int64_t span = 0;
@@ -95,49 +112,50 @@ static stored store_matrix(const float *values, int64_t rows, int64_t cols, enum
     case STRIDED_T: s.rs = 3, s.cs = 3 * rows + 1, span = cols * (3 * rows + 1); break;
     default: break;
     }
-    const size_t item = bf16 ? 2 : 4;
-    s.data = malloc((size_t)(span + 1) * item);
-    if (bf16)
-        for (int64_t i = 0; i <= span; i++)
-            ((uint16_t *)s.data)[i] = 0x7fc1; /* NaN */
-    else
-        for (int64_t i = 0; i <= span; i++)
-            ((float *)s.data)[i] = NAN;
+    s.data = malloc((size_t)(span + 1) * wf_dtype_size(dtype));
+    for (int64_t i = 0; i <= span; i++)
+        put(s.data, i, NAN, dtype);
     for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = 0; j < cols; j++) {
-            const int64_t at = i * s.rs + j * s.cs;
-            if (bf16)
-                ((uint16_t *)s.data)[at] = to_bf16(values[i * cols + j]);
-            else
-                ((float *)s.data)[at] = values[i * cols + j];
-        }
+        for (int64_t j = 0; j < cols; j++)
+            put(s.data, i * s.rs + j * s.cs, values[i * cols + j], dtype);
     return s;
 }
 
 /* ---------------------------------------------------------------- reference */
 
 typedef struct product {
+    wf_dtype dtype; /* of A and B: float32, float64 or bfloat16 */
+    wf_dtype cdt;   /* of C: float64 for float64, else float32 */
     int64_t m, n, k, ldc;
-    float alpha, beta;
-    bool bf16;
-    float *a, *b; /* logical values, row-major (bfloat16-rounded when bf16) */
-    float *c0;    /* C before the product (ldc apart) */
+    double alpha, beta;
+    double *a, *b; /* logical values, row-major, exactly representable in dtype */
+    double *c0;    /* C before the product (ldc apart), representable in cdt */
 } product;
 
-static product product_new(int64_t m, int64_t n, int64_t k, float alpha, float beta, bool bf16,
-                           uint32_t seed)
+static double *values_as(int64_t n, uint32_t seed, wf_dtype dtype)
 {
-    product p = {.m = m, .n = n, .k = k, .ldc = n + 3, .alpha = alpha, .beta = beta,
-                 .bf16 = bf16};
-    p.a = random_floats(m * k, seed);
-    p.b = random_floats(k * n, seed + 1);
-    p.c0 = random_floats(m * p.ldc, seed + 2);
-    if (bf16) {
-        for (int64_t i = 0; i < m * k; i++)
-            p.a[i] = from_bf16(to_bf16(p.a[i]));
-        for (int64_t i = 0; i < k * n; i++)
-            p.b[i] = from_bf16(to_bf16(p.b[i]));
+    float *f = random_floats(n, seed);
+    double *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    uint32_t s = seed * 7919u + 1;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        /* float64 gets bits below float32's precision too */
+        v[i] = dtype == WF_DTYPE_F64 ? f[i] + (double)(s >> 8) * 0x1p-50
+               : dtype == WF_DTYPE_BF16 ? from_bf16(to_bf16(f[i]))
+                                        : f[i];
     }
+    free(f);
+    return v;
+}
+
+static product product_new(int64_t m, int64_t n, int64_t k, double alpha, double beta,
+                           wf_dtype dtype, uint32_t seed)
+{
+    product p = {.dtype = dtype, .cdt = dtype == WF_DTYPE_F64 ? WF_DTYPE_F64 : WF_DTYPE_F32,
+                 .m = m, .n = n, .k = k, .ldc = n + 3, .alpha = alpha, .beta = beta};
+    p.a = values_as(m * k, seed, dtype);
+    p.b = values_as(k * n, seed + 1, dtype);
+    p.c0 = values_as(m * p.ldc, seed + 2, p.cdt);
     if (beta == 0)
         for (int64_t i = 0; i < m * p.ldc; i++)
             p.c0[i] = NAN; /* must not be read */
@@ -152,29 +170,32 @@ static void product_free(product *p)
 }
 
 /* Checks c against the double reference: |error| <= (k + 4) u S, S the sum of
- * |terms| (an FMA chain's bound with room for the epilogue). */
-static bool check_against_reference(const product *p, const float *c, const char *what)
+ * |terms| (an FMA chain's bound with room for the epilogue; u of C's type). */
+static bool check_against_reference(const product *p, const void *c, const char *what)
 {
+    const double u = p->cdt == WF_DTYPE_F64 ? 0x1p-53 : 0x1p-24;
     int bad = 0;
     for (int64_t i = 0; i < p->m && bad < 3; i++)
         for (int64_t j = 0; j < p->n && bad < 3; j++) {
-            double sum = 0, mag = 0;
+            long double sum = 0;
+            double mag = 0;
             for (int64_t t = 0; t < p->k; t++) {
-                const double term = (double)p->a[i * p->k + t] * p->b[t * p->n + j];
-                sum += term;
+                const double term = p->a[i * p->k + t] * p->b[t * p->n + j];
+                sum += (long double)p->a[i * p->k + t] * p->b[t * p->n + j];
                 mag += fabs(term);
             }
-            double want = p->alpha * sum;
+            double want = (double)((long double)p->alpha * sum);
             mag *= fabs(p->alpha);
             if (p->beta != 0) {
-                want += (double)p->beta * p->c0[i * p->ldc + j];
-                mag += fabs((double)p->beta * p->c0[i * p->ldc + j]);
+                want += p->beta * p->c0[i * p->ldc + j];
+                mag += fabs(p->beta * p->c0[i * p->ldc + j]);
             }
-            const double tol = (double)(p->k + 4) * 0x1p-24 * mag + 1e-30;
-            const double got = c[i * p->ldc + j];
+            const double tol = (double)(p->k + 4) * u * mag + 1e-300;
+            const double got = get(c, i * p->ldc + j, p->cdt);
             if (!(fabs(got - want) <= tol)) {
                 wf_test_fail(__FILE__, __LINE__,
-                             "%s: m %lld n %lld k %lld: C[%lld][%lld] = %.9g, want %.9g (tol %.3g)",
+                             "%s: m %lld n %lld k %lld: C[%lld][%lld] = %.17g, want %.17g "
+                             "(tol %.3g)",
                              what, (long long)p->m, (long long)p->n, (long long)p->k,
                              (long long)i, (long long)j, got, want, tol);
                 bad++;
@@ -185,17 +206,18 @@ static bool check_against_reference(const product *p, const float *c, const char
 
 /* Runs the product with A and B in layouts la, lb, by blocks of C split at
  * the given rows and columns (NULL: one call of wf__gemm_serial). Returns
- * C (ldc apart; caller frees). */
-static float *run_product(const product *p, int isa, enum layout la, enum layout lb,
-                          const int64_t *row_cuts, const int64_t *col_cuts)
+ * C (ldc apart, cdt; caller frees). */
+static void *run_product(const product *p, int isa, enum layout la, enum layout lb,
+                         const int64_t *row_cuts, const int64_t *col_cuts)
 {
-    stored a = store_matrix(p->a, p->m, p->k, la, p->bf16);
-    stored b = store_matrix(p->b, p->k, p->n, lb, p->bf16);
-    float *c = malloc((size_t)(p->m * p->ldc) * sizeof *c);
-    memcpy(c, p->c0, (size_t)(p->m * p->ldc) * sizeof *c);
+    stored a = store_matrix(p->a, p->m, p->k, la, p->dtype);
+    stored b = store_matrix(p->b, p->k, p->n, lb, p->dtype);
+    void *c = malloc((size_t)(p->m * p->ldc) * wf_dtype_size(p->cdt));
+    for (int64_t i = 0; i < p->m * p->ldc; i++)
+        put(c, i, p->c0[i], p->cdt);
     wf_gemm_args g;
-    wf__gemm_args_init(&g, p->m, p->n, p->k, a.data, a.rs, a.cs, b.data, b.rs, b.cs, c, p->ldc,
-                       p->alpha, p->beta, p->bf16);
+    wf__gemm_args_init(&g, p->dtype, p->m, p->n, p->k, a.data, a.rs, a.cs, b.data, b.rs, b.cs, c,
+                       p->ldc, p->alpha, p->beta);
     g.isa = isa;
     wf_gemm_scratch s = {0};
     if (row_cuts == NULL) {
@@ -214,33 +236,40 @@ static float *run_product(const product *p, int isa, enum layout la, enum layout
     return c;
 }
 
-static bool same_bits(const float *x, const float *y, const product *p)
+/* Rows [0, rows) of x and y (p's C layout) hold the same bytes. */
+static bool same_bits(const void *x, const void *y, const product *p, int64_t rows)
 {
-    for (int64_t i = 0; i < p->m; i++)
-        if (memcmp(x + i * p->ldc, y + i * p->ldc, (size_t)p->n * sizeof *x) != 0)
+    const size_t es = wf_dtype_size(p->cdt), row = (size_t)p->ldc * es;
+    for (int64_t i = 0; i < rows; i++)
+        if (memcmp((const char *)x + i * row, (const char *)y + i * row, (size_t)p->n * es) != 0)
             return false;
     return true;
 }
 
 /* ---------------------------------------------------------------- accuracy */
 
+static const char *type_name(wf_dtype d)
+{
+    return d == WF_DTYPE_F64 ? "f64" : d == WF_DTYPE_BF16 ? "bf16" : "f32";
+}
+
 /* One product in every layout pair: checked against the reference, and
  * blocks of C computed separately give the same bits. */
-static void check_all_layouts(int isa, int64_t m, int64_t n, int64_t k, float alpha, float beta,
-                              bool bf16, uint32_t seed)
+static void check_all_layouts(int isa, int64_t m, int64_t n, int64_t k, double alpha, double beta,
+                              wf_dtype dtype, uint32_t seed)
 {
-    product p = product_new(m, n, k, alpha, beta, bf16, seed);
+    product p = product_new(m, n, k, alpha, beta, dtype, seed);
     const int64_t row_cuts[] = {0, 5, 33, INT64_MAX}, col_cuts[] = {0, 17, 50, INT64_MAX};
     char what[128];
     for (int la = 0; la < LAYOUT_COUNT; la++)
         for (int lb = 0; lb < LAYOUT_COUNT; lb++) {
             snprintf(what, sizeof what, "%s %s A %s, B %s", wf__gemm_isa_name(isa),
-                     bf16 ? "bf16" : "f32", LAYOUT_NAMES[la], LAYOUT_NAMES[lb]);
-            float *whole = run_product(&p, isa, la, lb, NULL, NULL);
+                     type_name(dtype), LAYOUT_NAMES[la], LAYOUT_NAMES[lb]);
+            void *whole = run_product(&p, isa, la, lb, NULL, NULL);
             check_against_reference(&p, whole, what);
             if (la == lb) { /* blocks: one layout pair per case is enough */
-                float *blocks = run_product(&p, isa, la, lb, row_cuts, col_cuts);
-                if (!CHECK(same_bits(whole, blocks, &p)))
+                void *blocks = run_product(&p, isa, la, lb, row_cuts, col_cuts);
+                if (!CHECK(same_bits(whole, blocks, &p, p.m)))
                     printf("      (%s: blocks differ)\n", what);
                 free(blocks);
             }
@@ -251,26 +280,33 @@ static void check_all_layouts(int isa, int64_t m, int64_t n, int64_t k, float al
 
 /* Shapes: each edge size as m, n and k in turn, K over one K block, and a
  * few alpha/beta pairs (beta 0: C is NaN and must not be read). */
-static void check_shapes(int isa, bool bf16)
+static void check_shapes(int isa, wf_dtype dtype)
 {
-    static const float ab[3][2] = {{1, 0}, {0.5f, 2}, {-1, 1}};
+    static const double ab[3][2] = {{1, 0}, {0.5, 2}, {-1, 1}};
     for (int e = 0; e < EDGE_COUNT; e++) {
         const int64_t s = EDGE_SIZES[e];
-        const float *c = ab[e % 3];
-        check_all_layouts(isa, s, 17, 65, c[0], c[1], bf16, (uint32_t)(10 * e + 1));
-        check_all_layouts(isa, 15, s, 63, c[0], c[1], bf16, (uint32_t)(10 * e + 2));
-        check_all_layouts(isa, 7, 65, s, c[0], c[1], bf16, (uint32_t)(10 * e + 3));
+        const double *c = ab[e % 3];
+        check_all_layouts(isa, s, 17, 65, c[0], c[1], dtype, (uint32_t)(10 * e + 1));
+        check_all_layouts(isa, 15, s, 63, c[0], c[1], dtype, (uint32_t)(10 * e + 2));
+        check_all_layouts(isa, 7, 65, s, c[0], c[1], dtype, (uint32_t)(10 * e + 3));
     }
-    check_all_layouts(isa, 65, 70, 600, 1, 1, bf16, 91);  /* three K blocks, beta */
-    check_all_layouts(isa, 3, 100, 531, 2, 0, bf16, 92);   /* odd K over blocks, few rows */
-    check_all_layouts(isa, 1, 257, 257, 1, 0, bf16, 93);   /* a vector */
+    check_all_layouts(isa, 65, 70, 600, 1, 1, dtype, 91); /* three K blocks, beta */
+    check_all_layouts(isa, 3, 100, 531, 2, 0, dtype, 92); /* odd K over blocks, few rows */
+    check_all_layouts(isa, 1, 257, 257, 1, 0, dtype, 93); /* a vector */
 }
 
 static void test_float32_every_variant(void)
 {
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++)
         if (wf__gemm_isa_supported(isa))
-            check_shapes(isa, false);
+            check_shapes(isa, WF_DTYPE_F32);
+}
+
+static void test_float64_every_variant(void)
+{
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++)
+        if (wf__gemm_isa_supported(isa))
+            check_shapes(isa, WF_DTYPE_F64);
 }
 
 static void test_bfloat16_where_supported(void)
@@ -278,7 +314,7 @@ static void test_bfloat16_where_supported(void)
     int tested = 0;
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++)
         if (wf__gemm_isa_supported(isa) && wf__gemm_isa_has_bf16(isa)) {
-            check_shapes(isa, true);
+            check_shapes(isa, WF_DTYPE_BF16);
             tested++;
         }
     if (tested == 0)
@@ -289,26 +325,28 @@ static void test_bfloat16_where_supported(void)
  * bits they get inside 64 rows, for B read in place and packed. */
 static void test_rows_alone_same_bits(void)
 {
+    static const wf_dtype types[3] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_BF16};
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
         if (!wf__gemm_isa_supported(isa))
             continue;
-        for (int bf16 = 0; bf16 < 2; bf16++) {
-            if (bf16 && !wf__gemm_isa_has_bf16(isa))
+        for (int t = 0; t < 3; t++) {
+            if (types[t] == WF_DTYPE_BF16 && !wf__gemm_isa_has_bf16(isa))
                 continue;
             for (int lb = 0; lb < LAYOUT_COUNT; lb++) {
-                product p = product_new(64, 300, 700, 1, 0, bf16, (uint32_t)(500 + lb));
-                float *full = run_product(&p, isa, ROW_MAJOR, (enum layout)lb, NULL, NULL);
+                product p = product_new(64, 300, 700, 1, 0, types[t], (uint32_t)(500 + lb));
+                void *full = run_product(&p, isa, ROW_MAJOR, (enum layout)lb, NULL, NULL);
                 static const int64_t firsts[] = {0, 13, 63}, counts[] = {1, 7, 1};
-                for (int t = 0; t < 3; t++) {
+                const size_t row = (size_t)p.ldc * wf_dtype_size(p.cdt);
+                for (int r = 0; r < 3; r++) {
                     product q = p;
-                    q.m = counts[t];
-                    q.a = p.a + firsts[t] * p.k;
-                    q.c0 = p.c0 + firsts[t] * p.ldc;
-                    float *part = run_product(&q, isa, ROW_MAJOR, (enum layout)lb, NULL, NULL);
-                    if (!CHECK(same_bits(part, full + firsts[t] * p.ldc, &q)))
+                    q.m = counts[r];
+                    q.a = p.a + firsts[r] * p.k;
+                    q.c0 = p.c0 + firsts[r] * p.ldc;
+                    void *part = run_product(&q, isa, ROW_MAJOR, (enum layout)lb, NULL, NULL);
+                    if (!CHECK(same_bits(part, (char *)full + firsts[r] * row, &q, q.m)))
                         printf("      (%s %s, B %s: rows %lld..+%lld differ)\n",
-                               wf__gemm_isa_name(isa), bf16 ? "bf16" : "f32",
-                               LAYOUT_NAMES[lb], (long long)firsts[t], (long long)counts[t]);
+                               wf__gemm_isa_name(isa), type_name(types[t]), LAYOUT_NAMES[lb],
+                               (long long)firsts[r], (long long)counts[r]);
                     free(part);
                 }
                 free(full);
@@ -326,19 +364,23 @@ static void test_avx2_and_avx512_agree(void)
         return;
     }
     static const int64_t shapes[][3] = {{64, 300, 700}, {1, 1024, 784}, {17, 65, 257}};
-    for (int s = 0; s < 3; s++) {
-        product p = product_new(shapes[s][0], shapes[s][1], shapes[s][2], 0.5f, 2, false,
-                                (uint32_t)(700 + s));
-        for (int lb = 0; lb < LAYOUT_COUNT; lb++) {
-            float *x = run_product(&p, WF_GEMM_ISA_AVX2, ROW_MAJOR, (enum layout)lb, NULL, NULL);
-            float *y = run_product(&p, WF_GEMM_ISA_AVX512, ROW_MAJOR, (enum layout)lb, NULL, NULL);
-            if (!CHECK(same_bits(x, y, &p)))
-                printf("      (shape %d, B %s)\n", s, LAYOUT_NAMES[lb]);
-            free(x);
-            free(y);
+    for (int s = 0; s < 3; s++)
+        for (int t = 0; t < 2; t++) {
+            product p = product_new(shapes[s][0], shapes[s][1], shapes[s][2], 0.5, 2,
+                                    t ? WF_DTYPE_F64 : WF_DTYPE_F32, (uint32_t)(700 + s));
+            for (int lb = 0; lb < LAYOUT_COUNT; lb++) {
+                void *x = run_product(&p, WF_GEMM_ISA_AVX2, ROW_MAJOR, (enum layout)lb, NULL,
+                                      NULL);
+                void *y = run_product(&p, WF_GEMM_ISA_AVX512, ROW_MAJOR, (enum layout)lb, NULL,
+                                      NULL);
+                if (!CHECK(same_bits(x, y, &p, p.m)))
+                    printf("      (shape %d %s, B %s)\n", s, type_name(p.dtype),
+                           LAYOUT_NAMES[lb]);
+                free(x);
+                free(y);
+            }
+            product_free(&p);
         }
-        product_free(&p);
-    }
 }
 
 static void test_variant_errors(void)
@@ -381,8 +423,9 @@ static const char *bytes_of(wf_array *a)
 
 enum { INV_K = 300, INV_N = 100, ATT_LK = 200, ATT_D = 64, ATT_HEADS = 2 };
 
-/* matmul (B plain or transposed), addmm and bfloat16 matmul of `rows` rows
- * of A starting at row `first` of the 64-row A; results in out[0..3]. */
+/* matmul (B plain or transposed), addmm, bfloat16 and float64 matmul of
+ * `rows` rows of A starting at row `first` of the 64-row A; results in
+ * out[0..4]. */
 static void row_products(const float *a64, const float *b, const float *bias, int64_t first,
                          int64_t rows, wf_array **out)
 {
@@ -398,8 +441,12 @@ static void row_products(const float *a64, const float *b, const float *bias, in
     out[2] = wf_addmm(c, a, bm, 0.5, 2.0);
     wf_array *ah = wf_astype(a, WF_DTYPE_BF16), *bh = wf_astype(bm, WF_DTYPE_BF16);
     out[3] = wf_matmul(ah, bh);
+    wf_array *ad = wf_astype(a, WF_DTYPE_F64), *bd = wf_astype(bm, WF_DTYPE_F64);
+    out[4] = wf_matmul(ad, bd);
     wf_release(ah);
     wf_release(bh);
+    wf_release(ad);
+    wf_release(bd);
     wf_release(a);
     wf_release(bm);
     wf_release(stored_t);
@@ -454,22 +501,22 @@ static void test_batch_invariance(void)
     float *k = random_floats(ATT_HEADS * ATT_LK * ATT_D, 15);
     float *v = random_floats(ATT_HEADS * ATT_LK * ATT_D, 16);
     float *mask64 = random_floats(64 * ATT_LK, 17);
-    static const char *const names[5] = {"matmul", "matmul B^T", "addmm", "matmul bf16",
-                                         "attention"};
+    static const char *const names[6] = {"matmul", "matmul B^T", "addmm", "matmul bf16",
+                                         "matmul f64", "attention"};
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
         if (!wf__gemm_isa_supported(isa))
             continue;
         CHECK_OK(wf__gemm_isa_set(isa));
-        wf_array *full[5];
+        wf_array *full[6];
         row_products(a64, b, bias, 0, 64, full);
-        full[4] = attention_rows(q64, k, v, mask64, 0, 64);
+        full[5] = attention_rows(q64, k, v, mask64, 0, 64);
         static const int64_t firsts[] = {0, 40, 20, 57}, counts[] = {1, 1, 7, 7};
         for (int t = 0; t < 4; t++) {
-            wf_array *part[5];
+            wf_array *part[6];
             row_products(a64, b, bias, firsts[t], counts[t], part);
-            part[4] = attention_rows(q64, k, v, mask64, firsts[t], counts[t]);
-            for (int c = 0; c < 5; c++) {
-                const bool att = c == 4;
+            part[5] = attention_rows(q64, k, v, mask64, firsts[t], counts[t]);
+            for (int c = 0; c < 6; c++) {
+                const bool att = c == 5;
                 if (!CHECK(rows_equal(part[c], full[c], att ? ATT_HEADS : 1, firsts[t], counts[t],
                                       att ? ATT_D : INV_N)))
                     printf("      (%s, %s: rows %lld..+%lld)\n", wf__gemm_isa_name(isa),
@@ -477,7 +524,7 @@ static void test_batch_invariance(void)
                 wf_release(part[c]);
             }
         }
-        for (int c = 0; c < 5; c++)
+        for (int c = 0; c < 6; c++)
             wf_release(full[c]);
     }
     CHECK_OK(wf__gemm_isa_set(-1));
@@ -507,7 +554,8 @@ static void child_print_hashes(void)
     wf_array *x = f32_array(a, sv, 2), *w = f32_array(b, sw, 2);
     wf_array *bt = wf_transpose(bm, NULL, 0), *c = wf_ones((int64_t[]){N}, 1, WF_DTYPE_F32);
     wf_array *ah = wf_astype(am, WF_DTYPE_BF16), *bh = wf_astype(bm, WF_DTYPE_BF16);
-    wf_array *results[8] = {
+    wf_array *ad = wf_astype(am, WF_DTYPE_F64), *bd = wf_astype(bm, WF_DTYPE_F64);
+    wf_array *results[10] = {
         wf_matmul(am, bm),
         wf_matmul(bm, bt),
         wf_matmul(ab, bb),
@@ -515,19 +563,24 @@ static void child_print_hashes(void)
         wf_matmul(ah, bh),
         wf_matmul(x, w),
         attention_rows(q, k, v, mask, 0, 64),
+        wf_matmul(ad, bd),
+        NULL,
         NULL,
     };
     const int64_t sq[4] = {1, ATT_HEADS, 64, ATT_D}, skv[4] = {1, ATT_HEADS, ATT_LK, ATT_D};
     wf_array *qa = f32_array(q, sq, 4), *ka = f32_array(k, skv, 4), *va = f32_array(v, skv, 4);
-    results[7] = wf_scaled_dot_product_attention(qa, ka, va, 0.125, NULL, true);
-    for (int i = 0; i < 8; i++) {
+    results[8] = wf_scaled_dot_product_attention(qa, ka, va, 0.125, NULL, true);
+    wf_array *qd = wf_astype(qa, WF_DTYPE_F64), *kd = wf_astype(ka, WF_DTYPE_F64);
+    wf_array *vd = wf_astype(va, WF_DTYPE_F64);
+    results[9] = wf_scaled_dot_product_attention(qd, kd, vd, 0.125, NULL, true);
+    for (int i = 0; i < 10; i++) {
         const char *bytes = bytes_of(results[i]);
         const uint64_t h = bytes ? fnv1a(bytes, wf_array_nbytes(results[i]), 1469598103934665603u)
                                  : 0;
         printf("case %d hash %016llx\n", i, (unsigned long long)h);
         wf_release(results[i]);
     }
-    wf_array *inputs[] = {am, bm, ab, bb, x, w, bt, c, ah, bh, qa, ka, va};
+    wf_array *inputs[] = {am, bm, ab, bb, x, w, bt, c, ah, bh, ad, bd, qa, ka, va, qd, kd, vd};
     for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++)
         wf_release(inputs[i]);
     free(a);
@@ -561,11 +614,13 @@ static void test_same_bits_for_any_thread_count(void)
     self[len] = '\0';
     /* The cases really split: several GEMM blocks each. */
     wf_gemm_args g;
-    wf__gemm_args_init(&g, 300, 260, 520, NULL, 520, 1, NULL, 260, 1, NULL, 260, 1, 0, false);
+    wf__gemm_args_init(&g, WF_DTYPE_F32, 300, 260, 520, NULL, 520, 1, NULL, 260, 1, NULL, 260, 1,
+                       0);
     int64_t mb, nb;
     wf__gemm_blocks(&g, 1, &mb, &nb);
     CHECK((300 + mb - 1) / mb * ((260 + nb - 1) / nb) >= 4);
-    wf__gemm_args_init(&g, 1, 1024, 784, NULL, 784, 1, NULL, 1024, 1, NULL, 1024, 1, 0, false);
+    wf__gemm_args_init(&g, WF_DTYPE_F32, 1, 1024, 784, NULL, 784, 1, NULL, 1024, 1, NULL, 1024, 1,
+                       0);
     wf__gemm_blocks(&g, 1, &mb, &nb);
     CHECK(mb == 1 && (1024 + nb - 1) / nb >= 2);
 
@@ -576,7 +631,7 @@ static void test_same_bits_for_any_thread_count(void)
         char first[2048], other[2048];
         if (!run_child(self, threads[0], isa, first, sizeof first))
             return;
-        CHECK(strstr(first, "case 7 hash") != NULL);
+        CHECK(strstr(first, "case 9 hash") != NULL);
         for (int t = 1; t < 5; t++) {
             if (!run_child(self, threads[t], isa, other, sizeof other))
                 return;
@@ -597,6 +652,7 @@ int main(int argc, char **argv)
     }
     RUN_TEST(test_variant_errors);
     RUN_TEST(test_float32_every_variant);
+    RUN_TEST(test_float64_every_variant);
     RUN_TEST(test_bfloat16_where_supported);
     RUN_TEST(test_rows_alone_same_bits);
     RUN_TEST(test_avx2_and_avx512_agree);

@@ -5,7 +5,6 @@
  * types are converted a row or a block at a time into a float32 scratch
  * buffer, so f16/bf16 accumulate in float32. Rows (or blocks of elements)
  * are split over the intra-op pool. */
-#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -282,14 +281,11 @@ wf_status wf__cpu_rope(wf_array *out, wf_array *const *inputs, int ninputs, cons
  *   P = exp(S - m_new), O = O * exp(m_old - m_new) + P V_blk (gemm),
  * and O / l at the end. Memory is O(bq * bk) per thread whatever L is, and
  * with `causal` key blocks past the last visible key are skipped. The
- * products run on the unit's thread (weft's GEMM in float32; OpenBLAS in
- * float64, with block sizes that keep every dgemm at or below
- * WF_CPU_BLAS_SINGLE_THREAD_MNK so it stays single-threaded) while the
- * (batch, query block) units are spread over weft's pool. Reproducible: the
- * key blocks depend on Lk and the head sizes only, never on Lq or the
- * thread count, and weft's GEMM gives a query row the same bits whatever
- * rows share its block (gemm.h), so a row's result does not depend on the
- * other queries.
+ * products run on weft's GEMM on the unit's thread while the (batch, query
+ * block) units are spread over weft's pool. Reproducible: the key blocks
+ * depend on Lk only, never on Lq or the thread count, and the GEMM gives a
+ * query row the same bits whatever rows share its block (gemm.h), so a
+ * row's result does not depend on the other queries.
  * A query row whose keys are all masked gets zeros (not NaN): its running
  * sum stays 0 and the division is skipped. */
 
@@ -309,20 +305,14 @@ typedef struct sdpa_ctx {
     atomic_int failed;
 } sdpa_ctx;
 
-/* S (rows x cols) = scale * Q[q0..] K[j0..]^T; float32 through weft's GEMM,
- * float64 through BLAS. False when the GEMM's scratch could not grow. */
+/* S (rows x cols) = scale * Q[q0..] K[j0..]^T on weft's GEMM. False when
+ * the GEMM's scratch could not grow. */
 static bool sdpa_scores(const sdpa_ctx *c, int64_t rows, int64_t cols, const char *qp,
                         const char *kp, void *S, wf_gemm_scratch *scratch)
 {
-    if (c->cdt == WF_DTYPE_F64) {
-        const enum CBLAS_TRANSPOSE kt = c->k.trans == CblasNoTrans ? CblasTrans : CblasNoTrans;
-        wf__cpu_dgemm(c->q.trans, kt, rows, cols, c->d, c->scale, (const double *)qp, c->q.ld,
-                      (const double *)kp, c->k.ld, 0.0, S, cols);
-        return true;
-    }
     wf_gemm_args g;
-    wf__gemm_args_init(&g, rows, cols, c->d, qp, c->q.rs, c->q.cs, kp, c->k.cs, c->k.rs, S, cols,
-                       (float)c->scale, 0.0f, false);
+    wf__gemm_args_init(&g, c->cdt, rows, cols, c->d, qp, c->q.rs, c->q.cs, kp, c->k.cs, c->k.rs,
+                       S, cols, c->scale, 0.0);
     g.isa = c->isa;
     return wf__gemm_serial(&g, scratch) == WF_OK;
 }
@@ -331,14 +321,9 @@ static bool sdpa_scores(const sdpa_ctx *c, int64_t rows, int64_t cols, const cha
 static bool sdpa_values(const sdpa_ctx *c, int64_t rows, int64_t cols, const void *P,
                         const char *vp, void *O, wf_gemm_scratch *scratch)
 {
-    if (c->cdt == WF_DTYPE_F64) {
-        wf__cpu_dgemm(CblasNoTrans, c->v.trans, rows, c->dv, cols, 1.0, P, cols,
-                      (const double *)vp, c->v.ld, 1.0, O, c->dv);
-        return true;
-    }
     wf_gemm_args g;
-    wf__gemm_args_init(&g, rows, c->dv, cols, P, cols, 1, vp, c->v.rs, c->v.cs, O, c->dv, 1.0f,
-                       1.0f, false);
+    wf__gemm_args_init(&g, c->cdt, rows, c->dv, cols, P, cols, 1, vp, c->v.rs, c->v.cs, O, c->dv,
+                       1.0, 1.0);
     g.isa = c->isa;
     return wf__gemm_serial(&g, scratch) == WF_OK;
 }
@@ -501,10 +486,6 @@ wf_status wf__cpu_sdpa(wf_array *out, wf_array *const *inputs, int ninputs, cons
     c.d = q->shape[q->ndim - 1];
     c.lk = k->shape[k->ndim - 2];
     c.dv = v->shape[v->ndim - 1];
-    if (c.cdt == WF_DTYPE_F64 &&
-        (c.lq > INT_MAX || c.lk > INT_MAX || c.d > INT_MAX || c.dv > INT_MAX))
-        return wf__error(WF_ERR_UNSUPPORTED,
-                         "wf_scaled_dot_product_attention: float64 sizes exceed BLAS's int range");
     c.isa = wf__gemm_isa();
     c.scale = p->scale;
     c.causal = p->causal;
@@ -520,23 +501,16 @@ wf_status wf__cpu_sdpa(wf_array *out, wf_array *const *inputs, int ninputs, cons
     }
     c.out = wf__array_data_ptr(out);
     atomic_init(&c.failed, 0);
-    /* Key blocks (part of the result's bits: they depend on Lk, D and Dv
-     * only): bk * bq0 * max(d, dv) <= the single-thread dgemm size. Query
-     * blocks only share work: for float64 the same size rule; for float32
-     * the largest of 84 (not when causal), 42, 28 rows (whole GEMM tiles
-     * of every variant) that still leaves 32 units to share, else 14. */
-    const int64_t maxd = max64(1, max64(c.d, c.dv));
+    /* Key blocks of 128 (part of the result's bits: they depend on Lk
+     * only). Query blocks only share work: the largest of 84 (not when
+     * causal: less masked work), 42, 28 rows (whole GEMM tiles of every
+     * variant) that still leaves 32 units to share, else 14. */
     c.bk = min64(max64(c.lk, 1), 128);
-    const int64_t bq0 = max64(1, WF_CPU_BLAS_SINGLE_THREAD_MNK / (c.bk * maxd));
-    c.bk = max64(1, min64(c.bk, WF_CPU_BLAS_SINGLE_THREAD_MNK / (bq0 * maxd)));
-    c.bq = min64(bq0, 256);
-    if (c.cdt == WF_DTYPE_F32) {
-        static const int64_t rows[] = {84, 42, 28, 14};
-        for (int i = c.causal ? 1 : 0; i < 4; i++) { /* causal: less masked work */
-            c.bq = rows[i];
-            if (batches * ((c.lq + c.bq - 1) / c.bq) >= 32)
-                break;
-        }
+    static const int64_t rows[] = {84, 42, 28, 14};
+    for (int i = c.causal ? 1 : 0; i < 4; i++) {
+        c.bq = rows[i];
+        if (batches * ((c.lq + c.bq - 1) / c.bq) >= 32)
+            break;
     }
     c.bq = min64(c.bq, c.lq);
     c.qblocks = (c.lq + c.bq - 1) / c.bq;

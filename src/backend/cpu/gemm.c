@@ -99,57 +99,73 @@ wf_status wf__gemm_isa_set(int isa)
     return WF_OK;
 }
 
-/* ---------------------------------------------------------------- baseline kernel
- * 4 x 8 tiles in SSE-width vectors (GCC vector extensions: SSE2 on
- * x86-64, whatever the target offers elsewhere). No FMA: products and sums
- * round separately. */
+/* ---------------------------------------------------------------- baseline kernels
+ * float32 4 x 8 and float64 4 x 4 tiles in SSE-width vectors (GCC vector
+ * extensions: SSE2 on x86-64, whatever the target offers elsewhere). No
+ * FMA: products and sums round separately. */
 
-enum { BASE_MR = 4, BASE_NR = 8 };
+enum { BASE_MR = 4, BASE_NR = 8, BASE_NR64 = 4 };
 typedef float base_v4 __attribute__((vector_size(16)));
+typedef double base_v2 __attribute__((vector_size(16)));
 
-static base_v4 base_load(const float *p)
-{
-    base_v4 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static void base_store_row(float *c, const base_v4 *acc, int cols, const wf_gemm_epilogue *e)
-{
-    float v[BASE_NR];
-    memcpy(v, acc, sizeof v);
-    for (int j = 0; j < cols; j++) {
-        const float s = e->alpha * v[j];
-        if (e->mode == WF_GEMM_STORE_SET)
-            c[j] = s;
-        else if (e->mode == WF_GEMM_STORE_BETA)
-            c[j] = s + e->beta * c[j];
-        else
-            c[j] = s + c[j];
-    }
-}
-
-static void base_tile(int64_t kc, const void *apv, const void *bpv, int64_t ldb, float *c,
-                      int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
+static void base_tile_f32(int64_t kc, const void *apv, const void *bpv, int64_t ldb, void *cv,
+                          int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
 {
     const float *ap = apv, *bp = bpv;
     base_v4 acc[BASE_MR][2];
     memset(acc, 0, sizeof acc);
     for (int64_t k = 0; k < kc; k++) {
-        const base_v4 b0 = base_load(bp), b1 = base_load(bp + 4);
+        base_v4 b[2];
+        memcpy(b, bp, sizeof b);
         for (int r = 0; r < BASE_MR; r++) {
             const base_v4 av = {ap[r], ap[r], ap[r], ap[r]};
-            acc[r][0] += av * b0;
-            acc[r][1] += av * b1;
+            acc[r][0] += av * b[0];
+            acc[r][1] += av * b[1];
         }
         ap += BASE_MR;
         bp += ldb;
     }
-    for (int r = 0; r < rows; r++)
-        base_store_row(c + r * ldc, acc[r], cols, e);
+    const float alpha = (float)e->alpha, beta = (float)e->beta;
+    for (int r = 0; r < rows; r++) {
+        float v[BASE_NR], *c = (float *)cv + r * ldc;
+        memcpy(v, acc[r], sizeof v);
+        for (int j = 0; j < cols; j++)
+            c[j] = e->mode == WF_GEMM_STORE_SET    ? alpha * v[j]
+                   : e->mode == WF_GEMM_STORE_BETA ? alpha * v[j] + beta * c[j]
+                                                   : alpha * v[j] + c[j];
+    }
 }
 
-static const wf_gemm_kernels base_kernels = {.mr = BASE_MR, .nr = BASE_NR, .tile = base_tile};
+static void base_tile_f64(int64_t kc, const void *apv, const void *bpv, int64_t ldb, void *cv,
+                          int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
+{
+    const double *ap = apv, *bp = bpv;
+    base_v2 acc[BASE_MR][2];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < kc; k++) {
+        base_v2 b[2];
+        memcpy(b, bp, sizeof b);
+        for (int r = 0; r < BASE_MR; r++) {
+            const base_v2 av = {ap[r], ap[r]};
+            acc[r][0] += av * b[0];
+            acc[r][1] += av * b[1];
+        }
+        ap += BASE_MR;
+        bp += ldb;
+    }
+    for (int r = 0; r < rows; r++) {
+        double v[BASE_NR64], *c = (double *)cv + r * ldc;
+        memcpy(v, acc[r], sizeof v);
+        for (int j = 0; j < cols; j++)
+            c[j] = e->mode == WF_GEMM_STORE_SET    ? e->alpha * v[j]
+                   : e->mode == WF_GEMM_STORE_BETA ? e->alpha * v[j] + e->beta * c[j]
+                                                   : e->alpha * v[j] + c[j];
+    }
+}
+
+static const wf_gemm_kernels base_kernels = {
+    .f32 = {.mr = BASE_MR, .nr = BASE_NR, .tile = base_tile_f32},
+    .f64 = {.mr = BASE_MR, .nr = BASE_NR64, .tile = base_tile_f64}};
 
 static const wf_gemm_kernels *kernels(int isa)
 {
@@ -166,70 +182,77 @@ static const wf_gemm_kernels *kernels(int isa)
     return &base_kernels;
 }
 
-/* ---------------------------------------------------------------- packing */
+/* ---------------------------------------------------------------- packing
+ * Plain loops for any layout; the variants' transposing copies take the
+ * common ones (gemm.h). Element size `es` is 4 (float32) or 8 (float64). */
+
+static void copy_element(char *dst, const char *src, size_t es)
+{
+    if (es == 8)
+        memcpy(dst, src, 8);
+    else
+        memcpy(dst, src, 4);
+}
 
 /* A micro-panel: dst[k * mr + i] = A[i][k] (rows <= mr; zero rows below). */
-static void pack_a_f32(int rows, int mr, int64_t kc, const float *a, int64_t rs, int64_t cs,
-                       float *dst)
+static void pack_a_loops(size_t es, int rows, int mr, int64_t kc, const char *a, int64_t rs,
+                         int64_t cs, char *dst)
 {
-    for (int64_t k = 0; k < kc; k++, dst += mr) {
-        const float *ak = a + k * cs;
-        int i = 0;
-        if (rs == 1)
-            for (; i < rows; i++)
-                dst[i] = ak[i];
-        else
-            for (; i < rows; i++)
-                dst[i] = ak[i * rs];
-        for (; i < mr; i++)
-            dst[i] = 0;
+    for (int64_t k = 0; k < kc; k++, dst += (size_t)mr * es) {
+        const char *ak = a + (size_t)(k * cs) * es;
+        if (rs == 1) {
+            memcpy(dst, ak, (size_t)rows * es);
+        } else {
+            for (int i = 0; i < rows; i++)
+                copy_element(dst + (size_t)i * es, ak + (size_t)(i * rs) * es, es);
+        }
+        memset(dst + (size_t)rows * es, 0, (size_t)(mr - rows) * es);
     }
 }
 
 /* B micro-panel: dst[k * nr + j] = B[k][j] (cols <= nr; zero columns right). */
-static void pack_b_f32(int cols, int nr, int64_t kc, const float *b, int64_t rs, int64_t cs,
-                       float *dst)
+static void pack_b_loops(size_t es, int cols, int nr, int64_t kc, const char *b, int64_t rs,
+                         int64_t cs, char *dst)
 {
-    for (int64_t k = 0; k < kc; k++, dst += nr) {
-        const float *bk = b + k * rs;
+    for (int64_t k = 0; k < kc; k++, dst += (size_t)nr * es) {
+        const char *bk = b + (size_t)(k * rs) * es;
         if (cs == 1) {
-            memcpy(dst, bk, (size_t)cols * sizeof(float));
+            memcpy(dst, bk, (size_t)cols * es);
         } else {
             for (int j = 0; j < cols; j++)
-                dst[j] = bk[j * cs];
+                copy_element(dst + (size_t)j * es, bk + (size_t)(j * cs) * es, es);
         }
-        for (int j = cols; j < nr; j++)
-            dst[j] = 0;
+        memset(dst + (size_t)cols * es, 0, (size_t)(nr - cols) * es);
     }
 }
 
-/* A strip of `panels` B micro-panels from B rows with contiguous columns
- * (`cols` in all), row by row: each row of the strip is one contiguous run,
- * fetched a few rows ahead (rows far apart defeat the hardware prefetcher). */
-static void pack_b_rows(int64_t cols, int nr, int64_t kc, const float *b, int64_t rs,
-                        float *dst)
+/* A strip of B micro-panels from B rows with contiguous columns (`cols` in
+ * all), row by row: each row of the strip is one contiguous run, fetched a
+ * few rows ahead (rows far apart defeat the hardware prefetcher). */
+static void pack_b_rows(size_t es, int64_t cols, int nr, int64_t kc, const char *b, int64_t rs,
+                        char *dst)
 {
     const int64_t panels = ceil_div(cols, nr);
+    const size_t row_bytes = (size_t)cols * es;
     for (int64_t k = 0; k < kc; k++) {
-        const float *bk = b + k * rs;
+        const char *bk = b + (size_t)(k * rs) * es;
         if (k + 4 < kc)
-            for (int64_t j = 0; j < cols; j += 16)
-                __builtin_prefetch(bk + 4 * rs + j);
+            for (size_t off = 0; off < row_bytes; off += 64)
+                __builtin_prefetch(bk + (size_t)(4 * rs) * es + off);
         for (int64_t p = 0; p < panels; p++) {
-            float *d = dst + (p * kc + k) * nr;
+            char *d = dst + (size_t)((p * kc + k) * nr) * es;
             const int64_t n = min64(nr, cols - p * nr);
-            memcpy(d, bk + p * nr, (size_t)n * sizeof(float));
-            for (int64_t j = n; j < nr; j++)
-                d[j] = 0;
+            memcpy(d, bk + (size_t)(p * nr) * es, (size_t)n * es);
+            memset(d + (size_t)n * es, 0, (size_t)(nr - n) * es);
         }
     }
 }
 
-/* bfloat16 panels hold k pairs: dst[(t * width + i) * 2 + h] = X[i][2t + h]
- * for A (X[i][k] = A[i][k]) and for B (X[j][k] = B[k][j]); X's element (i, k)
- * is at x[i * si + k * sk]. Zero beyond `count` or kc. */
-static void pack_pairs_bf16(int count, int width, int64_t kc, const uint16_t *x, int64_t si,
-                            int64_t sk, uint16_t *dst)
+/* bfloat16 pairs: dst[(t * width + i) * 2 + h] = X[i][2t + h] for A (X[i][k]
+ * = A[i][k]) and for B (X[j][k] = B[k][j]); X's element (i, k) is at
+ * x[i * si + k * sk]. Zero beyond `count` or kc. */
+static void pack_pairs_loops(int count, int width, int64_t kc, const uint16_t *x, int64_t si,
+                             int64_t sk, uint16_t *dst)
 {
     for (int64_t t = 0; t < (kc + 1) / 2; t++, dst += 2 * width) {
         const int64_t k = 2 * t;
@@ -245,51 +268,30 @@ static void pack_pairs_bf16(int count, int width, int64_t kc, const uint16_t *x,
     }
 }
 
-/* The variant's transposing copies where the layout allows, else the
- * loops above. */
-static void pack_a(const wf_gemm_kernels *kern, int rows, int64_t kc, const float *a, int64_t rs,
-                   int64_t cs, float *dst)
-{
-    if (cs == 1 && kern->transpose32 != NULL)
-        kern->transpose32(rows, kern->mr, kc, a, rs, dst);
-    else
-        pack_a_f32(rows, kern->mr, kc, a, rs, cs, dst);
-}
-
-static void pack_b(const wf_gemm_kernels *kern, int cols, int64_t kc, const float *b, int64_t rs,
-                   int64_t cs, float *dst)
-{
-    if (cs != 1 && rs == 1 && kern->transpose32 != NULL)
-        kern->transpose32(cols, kern->nr, kc, b, cs, dst);
-    else
-        pack_b_f32(cols, kern->nr, kc, b, rs, cs, dst);
-}
-
-/* bfloat16 pairs of X (element (i, k) at x[i * si + k * sk]) as in
- * pack_pairs_bf16: when k is contiguous and rows are an even number of
- * elements apart, each pair is one 32-bit element and a transposing copy
- * moves them (an odd last k is padded by the loops). */
-static void pack_pairs(const wf_gemm_kernels *kern, int count, int width, int64_t kc,
+/* When k is contiguous and rows are an even number of elements apart, each
+ * pair is one 32-bit element and the transposing copy moves them (an odd
+ * last k is padded by the loops). */
+static void pack_pairs(const wf_gemm_type_kernels *tk, int count, int width, int64_t kc,
                        const uint16_t *x, int64_t si, int64_t sk, uint16_t *dst)
 {
-    if (sk == 1 && si % 2 == 0 && kern->transpose32 != NULL) {
-        kern->transpose32(count, width, kc / 2, x, si / 2, dst);
+    if (sk == 1 && si % 2 == 0 && tk->transpose != NULL) {
+        tk->transpose(count, width, kc / 2, x, si / 2, dst);
         if (kc % 2)
-            pack_pairs_bf16(count, width, 1, x + kc - 1, si, sk, dst + kc / 2 * 2 * width);
+            pack_pairs_loops(count, width, 1, x + kc - 1, si, sk, dst + kc / 2 * 2 * width);
     } else {
-        pack_pairs_bf16(count, width, kc, x, si, sk, dst);
+        pack_pairs_loops(count, width, kc, x, si, sk, dst);
     }
 }
 
 /* ---------------------------------------------------------------- driver */
 
-void wf__gemm_args_init(wf_gemm_args *g, int64_t m, int64_t n, int64_t k, const void *a,
-                        int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb,
-                        float *c, int64_t ldc, float alpha, float beta, bool bf16)
+void wf__gemm_args_init(wf_gemm_args *g, wf_dtype dtype, int64_t m, int64_t n, int64_t k,
+                        const void *a, int64_t rsa, int64_t csa, const void *b, int64_t rsb,
+                        int64_t csb, void *c, int64_t ldc, double alpha, double beta)
 {
-    *g = (wf_gemm_args){.m = m, .n = n, .k = k, .a = a, .rsa = rsa, .csa = csa, .b = b,
-                        .rsb = rsb, .csb = csb, .c = c, .ldc = ldc, .alpha = alpha,
-                        .beta = beta, .bf16 = bf16, .isa = wf__gemm_isa()};
+    *g = (wf_gemm_args){.dtype = dtype, .m = m, .n = n, .k = k, .a = a, .rsa = rsa, .csa = csa,
+                        .b = b, .rsb = rsb, .csb = csb, .c = c, .ldc = ldc, .alpha = alpha,
+                        .beta = beta, .isa = wf__gemm_isa()};
 }
 
 void wf__gemm_scratch_free(wf_gemm_scratch *s)
@@ -321,10 +323,24 @@ static int64_t k_block(int64_t k)
     return min64(GEMM_KC, round_up(ceil_div(k, blocks), 8));
 }
 
-/* Use the direct (unpacked B) path for this block? */
-static bool use_direct(const wf_gemm_args *g, const wf_gemm_kernels *kern, int64_t rows)
+static const wf_gemm_type_kernels *type_kernels(const wf_gemm_args *g)
 {
-    return !g->bf16 && kern->direct != NULL && rows <= kern->direct_rows && g->csb == 1;
+    const wf_gemm_kernels *kern = kernels(g->isa);
+    return g->dtype == WF_DTYPE_F64 ? &kern->f64 : g->dtype == WF_DTYPE_BF16 ? &kern->bf16
+                                                                              : &kern->f32;
+}
+
+/* Use the direct (matrix-vector) path for a block of `rows` rows? */
+static bool use_direct(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t rows)
+{
+    return tk->direct != NULL && rows <= tk->direct_rows && g->csb == 1;
+}
+
+/* Read B where it lies rather than pack it? When its rows are contiguous
+ * and at most a few A panels would reuse a packed copy. */
+static bool b_in_place(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t rows)
+{
+    return tk->b_in_place && g->csb == 1 && rows <= 4 * tk->mr;
 }
 
 /* Splits a block dimension of `size` (now `*block`) in two, keeping
@@ -342,10 +358,10 @@ static bool halve(int64_t size, int64_t *block, int64_t floor, int64_t align)
 
 void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, int64_t *nblock)
 {
-    const wf_gemm_kernels *kern = kernels(g->isa);
-    const int64_t mr = g->bf16 ? kern->bf16_mr : kern->mr, nr = g->bf16 ? kern->bf16_nr : kern->nr;
+    const wf_gemm_type_kernels *tk = type_kernels(g);
+    const int64_t mr = tk->mr, nr = tk->nr;
     const int64_t target = max64(1, ceil_div(GEMM_TARGET_BLOCKS, max64(batches, 1)));
-    if (use_direct(g, kern, g->m)) {
+    if (use_direct(g, tk, g->m)) {
         /* Matrix-vector: columns only, at least 64 and enough work each. */
         *mblock = g->m;
         const int64_t by_work = ceil_div(GEMM_MIN_BLOCK_FLOPS / 8, 2 * g->m * g->k);
@@ -381,92 +397,109 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
     *nblock = nb;
 }
 
-/* Read B where it lies rather than pack it? When its rows are contiguous
- * and at most a few A panels would reuse a packed copy. */
-static bool b_in_place(const wf_gemm_args *g, const wf_gemm_kernels *kern, int64_t rows)
+static wf_gemm_epilogue first_epilogue(const wf_gemm_args *g, int64_t k0)
 {
-    return kern->b_in_place && g->csb == 1 && rows <= 4 * kern->mr;
+    return (wf_gemm_epilogue){.mode = k0 > 0        ? WF_GEMM_STORE_ADD
+                                      : g->beta == 0 ? WF_GEMM_STORE_SET
+                                                     : WF_GEMM_STORE_BETA,
+                              .alpha = g->alpha,
+                              .beta = g->beta};
 }
 
-static wf_status block_f32(const wf_gemm_args *g, const wf_gemm_kernels *kern, int64_t i0,
-                           int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
+/* Element `i` of an array of `es`-byte elements. */
+static char *at(const void *base, int64_t i, size_t es)
 {
-    const float *a = g->a, *b = g->b;
-    const int64_t kcb = k_block(g->k), mr = kern->mr, nr = kern->nr;
+    return (char *)base + (size_t)i * es;
+}
+
+/* float32 and float64: es is the element size. */
+static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
+                             int64_t i0, int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
+{
+    const char *a = g->a, *b = g->b;
+    char *c = g->c;
+    const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
     const int64_t panels = ceil_div(j1 - j0, nr);
-    const bool direct = use_direct(g, kern, i1 - i0), in_place = b_in_place(g, kern, i1 - i0);
+    const bool direct = use_direct(g, tk, i1 - i0), in_place = b_in_place(g, tk, i1 - i0);
     /* In place, only a last narrower panel is packed (at the panel's slot 0). */
-    const int64_t bfloats = (in_place ? 1 : panels) * nr * kcb;
-    if (!direct && !scratch_reserve(s, (size_t)(bfloats + mr * kcb) * sizeof(float) + 64))
+    const int64_t belems = (in_place ? 1 : panels) * nr * kcb;
+    if (!direct && !scratch_reserve(s, (size_t)(belems + mr * kcb) * es + 64))
         return WF_ERR_OUT_OF_MEMORY;
-    float *bpack = s->data, *apack = bpack + bfloats;
-    wf_gemm_epilogue e = {.alpha = g->alpha, .beta = g->beta};
+    char *bpack = s->data, *apack = bpack + (size_t)belems * es;
     for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
         const int64_t kc = min64(kcb, g->k - k0);
-        e.mode = k0 > 0 ? WF_GEMM_STORE_ADD
-                        : (g->beta == 0 ? WF_GEMM_STORE_SET : WF_GEMM_STORE_BETA);
+        const wf_gemm_epilogue e = first_epilogue(g, k0);
         if (direct) {
-            kern->direct(kc, a + i0 * g->rsa + k0 * g->csa, g->rsa, g->csa,
-                         b + k0 * g->rsb + j0, g->rsb, g->c + i0 * g->ldc + j0, g->ldc,
-                         (int)(i1 - i0), j1 - j0, &e);
+            tk->direct(kc, at(a, i0 * g->rsa + k0 * g->csa, es), g->rsa, g->csa,
+                       at(b, k0 * g->rsb + j0, es), g->rsb, at(c, i0 * g->ldc + j0, es), g->ldc,
+                       (int)(i1 - i0), j1 - j0, &e);
             continue;
         }
+        const char *bk = at(b, k0 * g->rsb, es);
         if (g->csb == 1 && !in_place) {
-            pack_b_rows(j1 - j0, (int)nr, kc, b + k0 * g->rsb + j0, g->rsb, bpack);
+            pack_b_rows(es, j1 - j0, (int)nr, kc, at(bk, j0, es), g->rsb, bpack);
         } else {
             for (int64_t p = 0; p < panels; p++) {
                 const int64_t j = j0 + p * nr, cols = min64(nr, j1 - j);
-                if (!in_place || cols < nr)
-                    pack_b(kern, (int)cols, kc, b + k0 * g->rsb + j * g->csb, g->rsb, g->csb,
-                           bpack + (in_place ? 0 : p * nr * kc));
+                char *dst = at(bpack, in_place ? 0 : p * nr * kc, es);
+                if (in_place && cols == nr)
+                    continue; /* read where it lies */
+                if (g->csb != 1 && g->rsb == 1 && tk->transpose != NULL)
+                    tk->transpose((int)cols, (int)nr, kc, at(bk, j * g->csb, es), g->csb, dst);
+                else
+                    pack_b_loops(es, (int)cols, (int)nr, kc, at(bk, j * g->csb, es), g->rsb, g->csb,
+                                 dst);
             }
         }
         for (int64_t i = i0; i < i1; i += mr) {
             const int rows = (int)min64(mr, i1 - i);
-            pack_a(kern, rows, kc, a + i * g->rsa + k0 * g->csa, g->rsa, g->csa, apack);
+            const char *ai = at(a, i * g->rsa + k0 * g->csa, es);
+            if (g->csa == 1 && tk->transpose != NULL)
+                tk->transpose(rows, (int)mr, kc, ai, g->rsa, apack);
+            else
+                pack_a_loops(es, rows, (int)mr, kc, ai, g->rsa, g->csa, apack);
             for (int64_t p = 0; p < panels; p++) {
                 const int64_t j = j0 + p * nr, cols = min64(nr, j1 - j);
                 const bool here = in_place && cols == nr;
-                const float *bp = here ? b + k0 * g->rsb + j : bpack + (in_place ? 0 : p * nr * kc);
-                kern->tile(kc, apack, bp, here ? g->rsb : nr, g->c + i * g->ldc + j, g->ldc, rows,
-                           (int)cols, &e);
+                const char *bp = here ? at(bk, j, es) : at(bpack, in_place ? 0 : p * nr * kc, es);
+                tk->tile(kc, apack, bp, here ? g->rsb : nr, at(c, i * g->ldc + j, es), g->ldc, rows,
+                         (int)cols, &e);
             }
         }
     }
     return WF_OK;
 }
 
-static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_kernels *kern, int64_t i0,
+static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t i0,
                             int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
 {
     const uint16_t *a = g->a, *b = g->b;
-    const int64_t kcb = k_block(g->k), mr = kern->bf16_mr, nr = kern->bf16_nr;
+    float *c = g->c;
+    const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
     const int64_t panels = ceil_div(j1 - j0, nr);
     if (!scratch_reserve(s, (size_t)((panels * nr + mr) * kcb) * sizeof(uint16_t) + 64))
         return WF_ERR_OUT_OF_MEMORY;
     uint16_t *bpack = s->data, *apack = bpack + panels * nr * kcb;
-    wf_gemm_epilogue e = {.alpha = g->alpha, .beta = g->beta};
     for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
         const int64_t kc = min64(kcb, g->k - k0), kc2 = round_up(kc, 2);
-        e.mode = k0 > 0 ? WF_GEMM_STORE_ADD
-                        : (g->beta == 0 ? WF_GEMM_STORE_SET : WF_GEMM_STORE_BETA);
+        const wf_gemm_epilogue e = first_epilogue(g, k0);
         for (int64_t p = 0; p < panels; p++) {
             const int64_t j = j0 + p * nr;
             const uint16_t *bj = b + k0 * g->rsb + j * g->csb;
             const int cols = (int)min64(nr, j1 - j);
-            if (g->csb == 1 && kern->bf16_pack_b != NULL)
-                kern->bf16_pack_b(cols, (int)nr, kc, bj, g->rsb, bpack + p * nr * kc2);
+            if (g->csb == 1 && tk->pack_b_pairs != NULL)
+                tk->pack_b_pairs(cols, (int)nr, kc, bj, g->rsb, bpack + p * nr * kc2);
             else
-                pack_pairs(kern, cols, (int)nr, kc, bj, g->csb, g->rsb, bpack + p * nr * kc2);
+                pack_pairs(tk, cols, (int)nr, kc, bj, g->csb, g->rsb, bpack + p * nr * kc2);
         }
         for (int64_t i = i0; i < i1; i += mr) {
             const int rows = (int)min64(mr, i1 - i);
-            pack_pairs(kern, rows, (int)mr, kc, a + i * g->rsa + k0 * g->csa, g->rsa, g->csa,
+            pack_pairs(tk, rows, (int)mr, kc, a + i * g->rsa + k0 * g->csa, g->rsa, g->csa,
                        apack);
             for (int64_t p = 0; p < panels; p++) {
                 const int64_t j = j0 + p * nr;
-                kern->bf16_tile(kc, apack, bpack + p * nr * kc2, 2 * nr, g->c + i * g->ldc + j,
-                                g->ldc, rows, (int)min64(nr, j1 - j), &e);
+                tk->tile(kc, apack, bpack + p * nr * kc2, 2 * nr, c + i * g->ldc + j, g->ldc,
+                         rows, (int)min64(nr, j1 - j), &e);
             }
         }
     }
@@ -476,9 +509,10 @@ static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_kernels *kern, 
 wf_status wf__gemm_block(const wf_gemm_args *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                          wf_gemm_scratch *s)
 {
-    const wf_gemm_kernels *kern = kernels(g->isa);
-    return g->bf16 ? block_bf16(g, kern, i0, i1, j0, j1, s)
-                   : block_f32(g, kern, i0, i1, j0, j1, s);
+    const wf_gemm_type_kernels *tk = type_kernels(g);
+    if (g->dtype == WF_DTYPE_BF16)
+        return block_bf16(g, tk, i0, i1, j0, j1, s);
+    return block_plain(g, tk, g->dtype == WF_DTYPE_F64 ? 8 : 4, i0, i1, j0, j1, s);
 }
 
 wf_status wf__gemm_serial(const wf_gemm_args *g, wf_gemm_scratch *s)

@@ -1,5 +1,6 @@
-/* AVX-512 micro-kernels of weft's GEMM (see gemm.h): float32 14 x 32 tiles
- * (28 accumulators, 2 B vectors and a broadcast fill the 32 registers), a
+/* AVX-512 micro-kernels of weft's GEMM (see gemm.h): float32 14 x 32 and
+ * float64 14 x 16 tiles (28 accumulators, 2 B vectors and a broadcast fill
+ * the 32 registers), a
  * direct kernel for up to 4 rows with B read in place (matrix-vector: one
  * row runs 256 columns at a time, so B is read in long runs), and
  * bfloat16 14 x 32 tiles with vdpbf16ps (AVX512_BF16). Compiled with
@@ -15,7 +16,7 @@
     __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx512bf16,avx2,fma")))
 #define INLINE_512 ATTR_512 __attribute__((always_inline)) static inline
 
-enum { MR = 14, NR = 32, DIRECT_ROWS = 4 };
+enum { MR = 14, NR = 32, NR64 = 16, DIRECT_ROWS = 4 };
 
 /* Lanes [0, n) of 16 (n may be <= 0 or >= 16). */
 INLINE_512 __mmask16 lanes(int64_t n)
@@ -26,13 +27,25 @@ INLINE_512 __mmask16 lanes(int64_t n)
 /* The value to store for sums `acc` over C lanes `m` at c (gemm.h's rule). */
 INLINE_512 __m512 finish(__m512 acc, const float *c, __mmask16 m, const wf_gemm_epilogue *e)
 {
-    const __m512 alpha = _mm512_set1_ps(e->alpha);
+    const __m512 alpha = _mm512_set1_ps((float)e->alpha);
     if (e->mode == WF_GEMM_STORE_SET)
         return _mm512_mul_ps(alpha, acc);
     __m512 old = _mm512_maskz_loadu_ps(m, c);
     if (e->mode == WF_GEMM_STORE_BETA)
-        old = _mm512_mul_ps(_mm512_set1_ps(e->beta), old);
+        old = _mm512_mul_ps(_mm512_set1_ps((float)e->beta), old);
     return _mm512_fmadd_ps(alpha, acc, old);
+}
+
+/* The same for float64 lanes. */
+INLINE_512 __m512d finish64(__m512d acc, const double *c, __mmask8 m, const wf_gemm_epilogue *e)
+{
+    const __m512d alpha = _mm512_set1_pd(e->alpha);
+    if (e->mode == WF_GEMM_STORE_SET)
+        return _mm512_mul_pd(alpha, acc);
+    __m512d old = _mm512_maskz_loadu_pd(m, c);
+    if (e->mode == WF_GEMM_STORE_BETA)
+        old = _mm512_mul_pd(_mm512_set1_pd(e->beta), old);
+    return _mm512_fmadd_pd(alpha, acc, old);
 }
 
 INLINE_512 void store_row(float *c, __m512 acc0, __m512 acc1, __mmask16 m0, __mmask16 m1,
@@ -43,10 +56,11 @@ INLINE_512 void store_row(float *c, __m512 acc0, __m512 acc1, __mmask16 m0, __mm
         _mm512_mask_storeu_ps(c + 16, m1, finish(acc1, c + 16, m1, e));
 }
 
-ATTR_512 static void tile_f32(int64_t kc, const void *apv, const void *bv, int64_t ldb, float *c,
+ATTR_512 static void tile_f32(int64_t kc, const void *apv, const void *bv, int64_t ldb, void *cv,
                               int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
 {
     const float *ap = apv, *bp = bv;
+    float *c = cv;
     const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
     __m512 acc[MR][2];
 #pragma GCC unroll 14
@@ -67,6 +81,37 @@ ATTR_512 static void tile_f32(int64_t kc, const void *apv, const void *bv, int64
     for (int r = 0; r < MR; r++)
         if (r < rows)
             store_row(c + r * ldc, acc[r][0], acc[r][1], m0, m1, e);
+}
+
+ATTR_512 static void tile_f64(int64_t kc, const void *apv, const void *bv, int64_t ldb, void *cv,
+                              int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
+{
+    const double *ap = apv, *bp = bv;
+    double *c = cv;
+    const __mmask8 m0 = (__mmask8)lanes(cols < 8 ? cols : 8), m1 = (__mmask8)lanes(cols - 8);
+    __m512d acc[MR][2];
+#pragma GCC unroll 14
+    for (int r = 0; r < MR; r++)
+        acc[r][0] = acc[r][1] = _mm512_setzero_pd();
+    for (int64_t k = 0; k < kc; k++) {
+        const __m512d b0 = _mm512_loadu_pd(bp), b1 = _mm512_loadu_pd(bp + 8);
+#pragma GCC unroll 14
+        for (int r = 0; r < MR; r++) {
+            const __m512d av = _mm512_set1_pd(ap[r]);
+            acc[r][0] = _mm512_fmadd_pd(av, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_pd(av, b1, acc[r][1]);
+        }
+        ap += MR;
+        bp += ldb;
+    }
+#pragma GCC unroll 14
+    for (int r = 0; r < MR; r++)
+        if (r < rows) {
+            double *cr = c + r * ldc;
+            _mm512_mask_storeu_pd(cr, m0, finish64(acc[r][0], cr, m0, e));
+            if (m1)
+                _mm512_mask_storeu_pd(cr + 8, m1, finish64(acc[r][1], cr + 8, m1, e));
+        }
 }
 
 /* R rows x V vectors of columns, over kc, B rows read in place; `masked`
@@ -183,15 +228,61 @@ ATTR_512 static void direct_one_row(int64_t kc, const float *x, int64_t csx, con
 }
 
 /* Wider groups for fewer rows: 16 to 24 accumulators, B read once per group. */
-ATTR_512 static void direct_f32(int64_t kc, const float *a, int64_t rsa, int64_t csa,
-                                const float *b, int64_t ldb, float *c, int64_t ldc, int rows,
+ATTR_512 static void direct_f32(int64_t kc, const void *av, int64_t rsa, int64_t csa,
+                                const void *bv, int64_t ldb, void *cv, int64_t ldc, int rows,
                                 int64_t cols, const wf_gemm_epilogue *e)
 {
+    const float *a = av, *b = bv;
+    float *c = cv;
     switch (rows) {
     case 1: direct_one_row(kc, a, csa, b, ldb, c, cols, e); break;
     case 2: direct_rows(2, 8, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
     case 3: direct_rows(3, 8, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
     default: direct_rows(4, 4, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    }
+}
+
+/* float64 acc[0..w) = fma(x_t, B row t, acc) for the T rows of one pass. */
+INLINE_512 void sweep_rows64(const int T, int64_t w, const double *x, int64_t csx,
+                             const double *b, int64_t ldb, double *acc)
+{
+    __m512d xv[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+        xv[t] = _mm512_set1_pd(x[t * csx]);
+    for (int64_t j = 0; j < w; j += 8) {
+        const __mmask8 m = (__mmask8)lanes(w - j < 8 ? w - j : 8);
+        __m512d s = _mm512_maskz_loadu_pd(m, acc + j);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            s = _mm512_fmadd_pd(xv[t], _mm512_maskz_loadu_pd(m, b + t * ldb + j), s);
+        _mm512_mask_storeu_pd(acc + j, m, s);
+    }
+}
+
+/* One float64 row, as direct_one_row: B swept 8 rows at a time into sums
+ * kept in L1, one fma per k in order. */
+ATTR_512 static void direct_f64(int64_t kc, const void *av, int64_t rsa, int64_t csa,
+                                const void *bv, int64_t ldb, void *cv, int64_t ldc, int rows,
+                                int64_t cols, const wf_gemm_epilogue *e)
+{
+    (void)rsa, (void)ldc, (void)rows; /* one row */
+    const double *x = av, *b = bv;
+    double *c = cv, acc[512] __attribute__((aligned(64)));
+    for (int64_t j0 = 0; j0 < cols; j0 += 512) {
+        const int64_t w = cols - j0 < 512 ? cols - j0 : 512;
+        for (int64_t j = 0; j < w; j += 8)
+            _mm512_storeu_pd(acc + j, _mm512_setzero_pd());
+        int64_t k = 0;
+        for (; k + 8 <= kc; k += 8)
+            sweep_rows64(8, w, x + k * csa, csa, b + k * ldb + j0, ldb, acc);
+        for (; k < kc; k++)
+            sweep_rows64(1, w, x + k * csa, csa, b + k * ldb + j0, ldb, acc);
+        for (int64_t j = 0; j < w; j += 8) {
+            const __mmask8 m = (__mmask8)lanes(w - j < 8 ? w - j : 8);
+            double *cj = c + j0 + j;
+            _mm512_mask_storeu_pd(cj, m, finish64(_mm512_loadu_pd(acc + j), cj, m, e));
+        }
     }
 }
 
@@ -250,12 +341,65 @@ ATTR_512 static void transpose32(int rows, int width, int64_t cols, const void *
     }
 }
 
+/* Transposes the 8 x 8 block r of doubles in place (r[c] becomes column c). */
+INLINE_512 void transpose8x8(__m512d r[8])
+{
+    __m512d t[8], u[8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) { /* per 128-bit lane L: (r[2i][2L], r[2i+1][2L]) and [2L+1] */
+        t[2 * i] = _mm512_unpacklo_pd(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_pd(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) { /* lanes {0, 2} / {1, 3} of row pairs (0,1)+(2,3), (4,5)+(6,7) */
+        u[4 * h] = _mm512_shuffle_f64x2(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(2, 0, 2, 0));
+        u[4 * h + 1] = _mm512_shuffle_f64x2(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(2, 0, 2, 0));
+        u[4 * h + 2] = _mm512_shuffle_f64x2(t[4 * h], t[4 * h + 2], _MM_SHUFFLE(3, 1, 3, 1));
+        u[4 * h + 3] = _mm512_shuffle_f64x2(t[4 * h + 1], t[4 * h + 3], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+#pragma GCC unroll 2
+    for (int q = 0; q < 2; q++) {
+        r[q] = _mm512_shuffle_f64x2(u[q], u[4 + q], _MM_SHUFFLE(2, 0, 2, 0));
+        r[4 + q] = _mm512_shuffle_f64x2(u[q], u[4 + q], _MM_SHUFFLE(3, 1, 3, 1));
+        r[2 + q] = _mm512_shuffle_f64x2(u[2 + q], u[6 + q], _MM_SHUFFLE(2, 0, 2, 0));
+        r[6 + q] = _mm512_shuffle_f64x2(u[2 + q], u[6 + q], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* gemm.h's transpose for 64-bit elements, 8 x 8 blocks at a time. */
+ATTR_512 static void transpose64(int rows, int width, int64_t cols, const void *srcv, int64_t ld,
+                                 void *dstv)
+{
+    const double *src = srcv;
+    double *dst = dstv;
+    for (int r0 = 0; r0 < width; r0 += 8) {
+        const int nrow = rows - r0;
+        const int64_t nout = width - r0;
+        const __mmask8 out = (__mmask8)lanes(nout < 8 ? nout : 8);
+        for (int64_t c0 = 0; c0 < cols; c0 += 8) {
+            const int64_t nc = cols - c0;
+            const __mmask8 in = (__mmask8)lanes(nc < 8 ? nc : 8);
+            __m512d r[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++)
+                r[i] = i < nrow ? _mm512_maskz_loadu_pd(in, src + (r0 + i) * ld + c0)
+                                : _mm512_setzero_pd();
+            transpose8x8(r);
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++)
+                if (c < nc)
+                    _mm512_mask_storeu_pd(dst + (c0 + c) * width + r0, out, r[c]);
+        }
+    }
+}
+
 /* bfloat16 pairs: each 32-bit lane of a B vector holds (B[2t][j], B[2t+1][j]);
  * vdpbf16ps adds both products to the float32 lane. */
 ATTR_512_BF16 static void tile_bf16(int64_t kc, const void *apv, const void *bpv, int64_t ldb,
-                                    float *c, int64_t ldc, int rows, int cols,
+                                    void *cv, int64_t ldc, int rows, int cols,
                                     const wf_gemm_epilogue *e)
 {
+    float *c = cv;
     const char *ap = apv, *bp = bpv;
     __m512 acc[MR][2];
 #pragma GCC unroll 14
@@ -306,13 +450,18 @@ ATTR_512 static void pack_pairs(int cols, int width, int64_t kc, const uint16_t 
 }
 
 const wf_gemm_kernels wf__gemm_kernels_avx512 = {
-    .mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .direct_rows = DIRECT_ROWS, .direct = direct_f32,
-    .transpose32 = transpose32};
+    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
+            .direct_rows = DIRECT_ROWS, .direct = direct_f32},
+    .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
+            .direct_rows = 1, .direct = direct_f64}};
 
 const wf_gemm_kernels wf__gemm_kernels_avx512_bf16 = {
-    .mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .direct_rows = DIRECT_ROWS, .direct = direct_f32,
-    .transpose32 = transpose32, .bf16_mr = MR, .bf16_nr = NR, .bf16_tile = tile_bf16,
-    .bf16_pack_b = pack_pairs};
+    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
+            .direct_rows = DIRECT_ROWS, .direct = direct_f32},
+    .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
+            .direct_rows = 1, .direct = direct_f64},
+    .bf16 = {.mr = MR, .nr = NR, .tile = tile_bf16, .transpose = transpose32,
+             .pack_b_pairs = pack_pairs}};
 
 #else
 typedef int wf__gemm_avx512_unused; /* not x86-64: nothing here */

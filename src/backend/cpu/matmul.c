@@ -1,44 +1,33 @@
-/* Matrix products: matmul and addmm, batched with broadcast leading axes.
+/* Matrix products: matmul and addmm, batched with broadcast leading axes,
+ * on weft's GEMM (gemm.h).
  *
- * float32 -> weft's GEMM (gemm.h); bfloat16 @ bfloat16 -> weft's GEMM on
- * bfloat16 panels where the variant has AVX512_BF16, else converted to
- * float32; float16 and mixed dtypes -> operands converted to float32 once;
- * float64 -> OpenBLAS dgemm. Half-type results are computed in float32 and
- * rounded once. An operand whose dtype is the compute dtype is read in place
- * whatever its strides (the GEMM packs any layout; for BLAS, row-contiguous
- * or transposed layouts with any leading dimension); any other is copied to
+ * float32 and float64 multiply in their own type; bfloat16 @ bfloat16
+ * multiplies bfloat16 panels (float32 sums) where the variant has
+ * AVX512_BF16, else converts to float32; float16 and mixed dtypes convert
+ * the operands to float32 once. Half-type results are computed in float32
+ * and rounded once. An operand already in the compute dtype is read in place
+ * whatever its strides (the GEMM packs any layout); any other is copied to
  * contiguous once (broadcast batch dims are not expanded by the copy). When
  * b is the same matrix for every batch and a's batches are stacked rows,
  * the whole batch is one product with m * batches rows.
  *
- * weft's GEMM splits each product into blocks of rows and columns chosen
- * from the shape alone (wf__gemm_blocks) and spreads the blocks of all the
- * batches over the intra-op pool. K is never split, so results are bitwise
- * the same for any thread count, and a row's result does not depend on the
- * other rows of its batch (gemm.h).
+ * Each product is split into blocks of rows and columns chosen from the
+ * shape alone (wf__gemm_blocks) and the blocks of all the batches are spread
+ * over the intra-op pool. K is never split, so results are bitwise the same
+ * for any thread count, and a row's result does not depend on the other
+ * rows of its batch (gemm.h).
  *
- * Why not OpenBLAS for float32: measured side by side (bench_matmul), weft's
- * GEMM is within a few percent of OpenBLAS 0.3.21 where OpenBLAS knows the
- * CPU and several times faster where it does not (Debian's build falls back
- * to its oldest x86-64 kernels on CPUs newer than it; openblas_get_corename()
- * then reports e.g. "Prescott" or "Core2"), and OpenBLAS is neither
- * batch-invariant (its gemv and gemm paths, and its edge kernels, round
- * differently) nor bounded to weft's pool. So float32 always uses weft's
- * GEMM, whatever the CPU; OpenBLAS is kept for float64 only.
- *
- * Threads for float64. OpenBLAS (the pthread build) has its own thread pool,
- * sized by the user's OPENBLAS_NUM_THREADS / OMP_NUM_THREADS; weft never
- * changes it (openblas_set_num_threads is process-global and would override
- * the user's choice; the OPENBLAS_* environment, OPENBLAS_CORETYPE included,
- * is left alone). OpenBLAS runs a gemm with m * n * k <= 2^18 on the calling
- * thread and larger ones on its pool. So products large enough for OpenBLAS
- * to thread are called one after another from the kernel's thread, and many
- * small products (batches, or row blocks of one product) are spread over
- * weft's pool, each running single-threaded inside OpenBLAS. When OpenBLAS
- * runs with one thread, weft's pool is the only parallelism and every
- * product is split over it by batches and rows. */
-#include <cblas.h>
-#include <limits.h>
+ * Why not OpenBLAS (weft used it before). Measured side by side
+ * (bench_matmul), weft's GEMM is within a few percent of OpenBLAS 0.3.21
+ * where OpenBLAS knows the CPU, and several times faster where Debian's
+ * build does not: it then falls back to its oldest x86-64 kernels, and
+ * openblas_get_corename() names an old core ("Prescott", "Core2", ...).
+ * OpenBLAS is also not batch-invariant (its gemv, gemm and edge kernels
+ * round differently), runs large products on its own thread pool beside
+ * weft's, and hides its synchronization from ThreadSanitizer. So weft's GEMM
+ * is used for every dtype on every CPU, and the rule "keep OpenBLAS where it
+ * is measurably faster" selects it nowhere; weft never touches OpenBLAS's
+ * settings (the OPENBLAS_* environment is the user's). */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -51,22 +40,6 @@
 
 static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
-/* Can BLAS read an (r x c) matrix with strides (s0, s1) where it lies? */
-static bool blas_layout(int64_t r, int64_t c, int64_t s0, int64_t s1,
-                        enum CBLAS_TRANSPOSE *trans, int64_t *ld)
-{
-    if ((c == 1 || s1 == 1) && (r == 1 || s0 >= max1(c))) {
-        *trans = CblasNoTrans;
-        *ld = r == 1 ? max1(c) : s0;
-    } else if ((r == 1 || s0 == 1) && (c == 1 || s1 >= max1(r))) {
-        *trans = CblasTrans;
-        *ld = c == 1 ? max1(r) : s1;
-    } else {
-        return false;
-    }
-    return *ld <= INT_MAX;
-}
 
 wf_dtype wf__cpu_mm_compute_dtype(wf_dtype a, wf_dtype b, wf_dtype out, int isa)
 {
@@ -98,9 +71,7 @@ wf_status wf__cpu_mm_prepare(const wf_array *x, int nb, const int64_t *bshape, w
         }
         sstrides[d] = op->bstrides[d];
     }
-    if (x->dtype == compute &&
-        (compute != WF_DTYPE_F64 ||
-         blas_layout(r, c, x->strides[xb], x->strides[xb + 1], &op->trans, &op->ld))) {
+    if (x->dtype == compute) {
         op->data = wf__array_data_ptr(x);
         op->rs = x->strides[xb];
         op->cs = x->strides[xb + 1];
@@ -126,8 +97,6 @@ wf_status wf__cpu_mm_prepare(const wf_array *x, int nb, const int64_t *bshape, w
     op->data = buf->data;
     op->rs = max1(c);
     op->cs = 1;
-    op->trans = CblasNoTrans;
-    op->ld = max1(c);
     return WF_OK;
 }
 
@@ -150,20 +119,13 @@ int64_t wf__cpu_mm_batch_offset(const wf_cpu_mm_operand *op, const int64_t *bsha
     return off;
 }
 
-void wf__cpu_dgemm(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
-                   int64_t k, double alpha, const double *a, int64_t lda, const double *b,
-                   int64_t ldb, double beta, double *c, int64_t ldc)
-{
-    cblas_dgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, alpha, a,
-                (blasint)lda, b, (blasint)ldb, beta, c, (blasint)ldc);
-}
-
 /* ---------------------------------------------------------------- batched product */
 
 typedef struct mm_plan {
     wf_dtype compute; /* operands' dtype */
     size_t item;      /* its size */
     wf_dtype cdt;     /* C's: float32, or float64 */
+    size_t citem;     /* its size */
     int nb;
     int64_t bshape[WF_MAX_NDIM];
     int64_t batches, m, n, k;
@@ -171,8 +133,8 @@ typedef struct mm_plan {
     char *c; /* (batches, m, n) contiguous, cdt */
     double alpha, beta;
     int64_t mblock, mblocks; /* rows per unit of work, units per batch (column) */
-    int64_t nblock, nblocks; /* columns per unit, units per batch (row); weft's GEMM */
-    wf_gemm_args g;          /* batch 0's product; weft's GEMM */
+    int64_t nblock, nblocks; /* columns per unit, units per batch (row) */
+    wf_gemm_args g;          /* batch 0's product */
     atomic_int failed;
 } mm_plan;
 
@@ -180,7 +142,7 @@ typedef struct mm_plan {
  * stacked at a uniform stride. */
 static void merge_batches(mm_plan *p)
 {
-    if (p->nb == 0 || (p->compute == WF_DTYPE_F64 && p->a.trans != CblasNoTrans))
+    if (p->nb == 0)
         return;
     for (int d = 0; d < p->nb; d++)
         if (p->b.bstrides[d] != 0 || p->a.div[d] != 1)
@@ -200,8 +162,6 @@ static void merge_batches(mm_plan *p)
     p->b.nb = 0;
 }
 
-/* ---------------------------------------------------------------- weft's GEMM */
-
 /* Units of work: (batch, row block, column block), column block fastest. */
 static void gemm_units(void *ctx, int64_t begin, int64_t end)
 {
@@ -213,7 +173,7 @@ static void gemm_units(void *ctx, int64_t begin, int64_t end)
         wf_gemm_args g = p->g;
         g.a = p->a.data + (size_t)wf__cpu_mm_batch_offset(&p->a, p->bshape, bi) * p->item;
         g.b = p->b.data + (size_t)wf__cpu_mm_batch_offset(&p->b, p->bshape, bi) * p->item;
-        g.c = (float *)p->c + bi * p->m * p->n;
+        g.c = p->c + (size_t)(bi * p->m * p->n) * p->citem;
         const int64_t i0 = ib * p->mblock, j0 = jb * p->nblock;
         if (wf__gemm_block(&g, i0, min64(p->m, i0 + p->mblock), j0, min64(p->n, j0 + p->nblock),
                            &scratch) != WF_OK) {
@@ -226,9 +186,8 @@ static void gemm_units(void *ctx, int64_t begin, int64_t end)
 
 static wf_status run_gemm(mm_plan *p, int isa)
 {
-    wf__gemm_args_init(&p->g, p->m, p->n, p->k, p->a.data, p->a.rs, p->a.cs, p->b.data, p->b.rs,
-                       p->b.cs, (float *)p->c, p->n, (float)p->alpha, (float)p->beta,
-                       p->compute == WF_DTYPE_BF16);
+    wf__gemm_args_init(&p->g, p->compute, p->m, p->n, p->k, p->a.data, p->a.rs, p->a.cs,
+                       p->b.data, p->b.rs, p->b.cs, p->c, p->n, p->alpha, p->beta);
     p->g.isa = isa;
     wf__gemm_blocks(&p->g, p->batches, &p->mblock, &p->nblock);
     p->mblocks = (p->m + p->mblock - 1) / p->mblock;
@@ -237,78 +196,6 @@ static wf_status run_gemm(mm_plan *p, int isa)
     wf__parallel_for(p->batches * p->mblocks * p->nblocks, 1, gemm_units, p);
     if (atomic_load(&p->failed))
         return wf__error(WF_ERR_OUT_OF_MEMORY, "matmul: out of memory for packing buffers");
-    return WF_OK;
-}
-
-/* ---------------------------------------------------------------- float64: BLAS */
-
-static void dgemm_unit(const mm_plan *p, int64_t unit)
-{
-    const int64_t bi = unit / p->mblocks, r0 = (unit % p->mblocks) * p->mblock;
-    const int64_t rows = p->m - r0 < p->mblock ? p->m - r0 : p->mblock;
-    const int64_t oa = wf__cpu_mm_batch_offset(&p->a, p->bshape, bi) +
-                       (p->a.trans == CblasNoTrans ? r0 * p->a.ld : r0);
-    const int64_t ob = wf__cpu_mm_batch_offset(&p->b, p->bshape, bi);
-    double *c = (double *)p->c + bi * p->m * p->n + r0 * p->n;
-    wf__cpu_dgemm(p->a.trans, p->b.trans, rows, p->n, p->k, p->alpha, (const double *)p->a.data + oa,
-                  p->a.ld, (const double *)p->b.data + ob, p->b.ld, p->beta, c, p->n);
-}
-
-static void dgemm_units(void *ctx, int64_t begin, int64_t end)
-{
-    const mm_plan *p = ctx;
-    for (int64_t u = begin; u < end; u++)
-        dgemm_unit(p, u);
-}
-
-/* Chooses rows per unit of work (see the comment at the top). Returns false
- * when the products should run one after another, threaded by OpenBLAS. */
-static bool dgemm_split(mm_plan *p)
-{
-    p->mblock = p->m;
-    p->mblocks = 1;
-    const int pool = wf__pool_size();
-    if (pool <= 1)
-        return false;
-    const int64_t nk = p->n * p->k;
-    if (openblas_get_num_threads() <= 1) {
-        /* weft's pool is the only parallelism: about 4 units per thread. */
-        const int64_t target = 4 * (int64_t)pool;
-        const int64_t per_batch = (target + p->batches - 1) / p->batches;
-        const int64_t rows = (p->m + per_batch - 1) / per_batch;
-        const int64_t floor_rows = p->m < 32 ? p->m : 32;
-        p->mblock = rows > floor_rows ? rows : floor_rows;
-    } else if (nk <= WF_CPU_BLAS_SINGLE_THREAD_MNK) {
-        /* Units that OpenBLAS runs single-threaded; blocks of fewer than 8
-         * rows would repack b too often: leave those to OpenBLAS. */
-        const int64_t rows = WF_CPU_BLAS_SINGLE_THREAD_MNK / nk;
-        if (rows < p->m && rows < 8)
-            return false;
-        p->mblock = rows >= p->m ? p->m : rows - rows % 8;
-    } else {
-        return false;
-    }
-    p->mblocks = (p->m + p->mblock - 1) / p->mblock;
-    return p->batches * p->mblocks > 1;
-}
-
-static wf_status run_dgemm(mm_plan *p)
-{
-    if (p->m > INT_MAX || p->n > INT_MAX || p->k > INT_MAX)
-        return wf__error(WF_ERR_UNSUPPORTED,
-                         "matmul: float64 matrices of (%lld, %lld) @ (%lld, %lld) exceed BLAS's "
-                         "int range",
-                         (long long)p->m, (long long)p->k, (long long)p->k, (long long)p->n);
-    if (!dgemm_split(p)) { /* serial: OpenBLAS threads each product */
-        p->mblock = p->m;
-        p->mblocks = 1;
-        dgemm_units(p, 0, p->batches);
-    } else {
-        const int64_t units = p->batches * p->mblocks;
-        const int64_t flops = 2 * p->mblock * p->n * p->k;
-        const int64_t min_chunk = flops >= (1 << 16) ? 1 : (1 << 16) / max1(flops);
-        wf__parallel_for(units, min_chunk, dgemm_units, p);
-    }
     return WF_OK;
 }
 
@@ -328,6 +215,7 @@ static wf_status batched_product(wf_array *out, const wf_array *a, const wf_arra
     p.item = wf_dtype_size(p.compute);
     p.cdt = p.compute == WF_DTYPE_F64 ? WF_DTYPE_F64 : WF_DTYPE_F32;
     const size_t citem = wf_dtype_size(p.cdt);
+    p.citem = citem;
     p.nb = out->ndim - 2;
     p.batches = 1;
     for (int d = 0; d < p.nb; d++) {
@@ -374,7 +262,7 @@ static wf_status batched_product(wf_array *out, const wf_array *a, const wf_arra
             st = wf__cpu_mm_prepare(b, p.nb, p.bshape, p.compute, &p.b);
         if (st == WF_OK) {
             merge_batches(&p);
-            st = p.compute == WF_DTYPE_F64 ? run_dgemm(&p) : run_gemm(&p, isa);
+            st = run_gemm(&p, isa);
         }
         wf__cpu_mm_release(&p.a);
         wf__cpu_mm_release(&p.b);
