@@ -2,11 +2,14 @@
  * bench_matmul: weft's GEMM (through wf_matmul) beside direct OpenBLAS calls
  * on the same data, in one run:
  *  - float32 square products 256 ... 4096: GFLOP/s of each and the ratio;
+ *    float64 1024 against cblas_dgemm;
  *  - 8 batched 512 x 512 products (against a loop of cblas_sgemm calls);
  *  - bfloat16 1024 and 2048 (weft; against weft's and OpenBLAS's float32);
  *  - the matrix-vector product 1 x 784 @ 784 x 1024 in microseconds
  *    (against cblas_sgemv and cblas_sgemm with one row);
- *  - scaled dot-product attention (8 heads, L = 512, D = 64, plain and causal).
+ *  - scaled dot-product attention (8 heads, L = 512, D = 64, plain and causal);
+ *  - concurrent requests: batch-32 products 32 x 784 @ 784 x 1024 from 1 and
+ *    from 2 threads at once (weft, and cblas_sgemm called the same way).
  * Ratios are weft / OpenBLAS throughput (> 1: weft faster). Each figure is the
  * best of several runs, weft and OpenBLAS alternating; big sizes run fewer
  * times. The header says which kernels each library picked: OpenBLAS's core
@@ -16,6 +19,8 @@
  *   build/release/bench_matmul [max_repeats=7]
  */
 #include <cblas.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -106,24 +111,34 @@ static wf_array *build_sdpa_causal(wf_array **in)
     return wf_scaled_dot_product_attention(in[0], in[1], in[2], 0.125, NULL, true);
 }
 
-typedef struct sgemm_ctx {
+/* A BLAS call's operands: float32, or float64 for run_dgemm. */
+typedef struct blas_ctx {
     int batches, m, n, k;
-    const float *a, *b;
-    float *c;
-} sgemm_ctx;
+    const void *a, *b;
+    void *c;
+} blas_ctx;
 
 static void run_sgemm(void *vctx)
 {
-    const sgemm_ctx *s = vctx;
+    const blas_ctx *s = vctx;
+    const float *a = s->a, *b = s->b;
+    float *c = s->c;
     for (int i = 0; i < s->batches; i++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->m, s->n, s->k, 1.0f,
-                    s->a + (size_t)i * s->m * s->k, s->k, s->b + (size_t)i * s->k * s->n, s->n,
-                    0.0f, s->c + (size_t)i * s->m * s->n, s->n);
+                    a + (size_t)i * s->m * s->k, s->k, b + (size_t)i * s->k * s->n, s->n, 0.0f,
+                    c + (size_t)i * s->m * s->n, s->n);
+}
+
+static void run_dgemm(void *vctx)
+{
+    const blas_ctx *s = vctx;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->m, s->n, s->k, 1.0, s->a, s->k,
+                s->b, s->n, 0.0, s->c, s->n);
 }
 
 static void run_sgemv(void *vctx)
 {
-    const sgemm_ctx *s = vctx; /* y (1 x n) = x (1 x k) B (k x n): y^T = B^T x^T */
+    const blas_ctx *s = vctx; /* y (1 x n) = x (1 x k) B (k x n): y^T = B^T x^T */
     cblas_sgemv(CblasRowMajor, CblasTrans, s->k, s->n, 1.0f, s->b, s->n, s->a, 1, 0.0f, s->c, 1);
 }
 
@@ -138,7 +153,7 @@ static void bench_product(const char *label, int batches, int m, int n, int k, i
     const int nd = batches > 1 ? 3 : 2;
     wf_array *in[4] = {wf_array_from_data(a, sa + 3 - nd, nd, WF_DTYPE_F32),
                        wf_array_from_data(b, sb + 3 - nd, nd, WF_DTYPE_F32), NULL, NULL};
-    sgemm_ctx ctx = {batches, m, n, k, a, b, c};
+    blas_ctx ctx = {batches, m, n, k, a, b, c};
     const double flops = 2.0 * batches * m * n * (double)k;
     double tw, tb;
     best_pair(build_matmul, in, run_sgemm, &ctx, flops, max_repeats, &tw, &tb);
@@ -160,6 +175,35 @@ static void bench_product(const char *label, int batches, int m, int n, int k, i
     free(c);
 }
 
+static void bench_float64(int n, int max_repeats)
+{
+    double *a = malloc((size_t)n * n * sizeof *a), *b = malloc((size_t)n * n * sizeof *b);
+    double *c = malloc((size_t)n * n * sizeof *c);
+    float *fa = random_floats((int64_t)n * n, 5), *fb = random_floats((int64_t)n * n, 6);
+    for (int64_t i = 0; i < (int64_t)n * n; i++) {
+        a[i] = fa[i];
+        b[i] = fb[i];
+    }
+    const int64_t s2[2] = {n, n};
+    wf_array *in[2] = {wf_array_from_data(a, s2, 2, WF_DTYPE_F64),
+                       wf_array_from_data(b, s2, 2, WF_DTYPE_F64)};
+    blas_ctx ctx = {1, n, n, n, a, b, c};
+    const double flops = 2.0 * n * n * (double)n;
+    double tw, tb;
+    best_pair(build_matmul, in, run_dgemm, &ctx, flops, max_repeats, &tw, &tb);
+    char label[32];
+    snprintf(label, sizeof label, "dgemm %d^3", n);
+    printf("%-22s weft %7.1f GFLOP/s   OpenBLAS %7.1f GFLOP/s   ratio %.2f\n", label,
+           flops / tw * 1e-9, flops / tb * 1e-9, tb / tw);
+    wf_release(in[0]);
+    wf_release(in[1]);
+    free(a);
+    free(b);
+    free(c);
+    free(fa);
+    free(fb);
+}
+
 static void bench_matvec(int max_repeats)
 {
     const int k = 784, n = 1024;
@@ -167,12 +211,12 @@ static void bench_matvec(int max_repeats)
     const int64_t sx[2] = {1, k}, sw[2] = {k, n};
     wf_array *in[2] = {wf_array_from_data(x, sx, 2, WF_DTYPE_F32),
                        wf_array_from_data(w, sw, 2, WF_DTYPE_F32)};
-    sgemm_ctx ctx = {1, 1, n, k, x, w, y};
+    blas_ctx ctx = {1, 1, n, k, x, w, y};
     double tw, tv, tg;
     best_pair(build_matmul, in, run_sgemv, &ctx, 2.0 * k * n, max_repeats, &tw, &tv);
     best_pair(build_matmul, in, run_sgemm, &ctx, 2.0 * k * n, max_repeats, &tw, &tg);
-    printf("matvec 1x784 @ 784x1024 weft %6.1f us   OpenBLAS sgemv %6.1f us (ratio %.2f), "
-           "sgemm %6.1f us\n",
+    printf("%-22s weft %7.1f us       OpenBLAS sgemv %6.1f us (ratio %.2f), sgemm %6.1f us\n",
+           "matvec 1x784@784x1024",
            tw * 1e6, tv * 1e6, tv / tw, tg * 1e6);
     wf_release(in[0]);
     wf_release(in[1]);
@@ -194,13 +238,83 @@ static void bench_sdpa(int max_repeats)
     double t_sdpa, t_causal, unused;
     best_pair(build_sdpa, in, NULL, NULL, flops, max_repeats, &t_sdpa, &unused);
     best_pair(build_sdpa_causal, in, NULL, NULL, flops, max_repeats, &t_causal, &unused);
-    printf("sdpa 8x512x64          %7.2f ms (%6.1f GFLOP/s)   causal %7.2f ms\n", t_sdpa * 1e3,
+    printf("%-22s weft %7.2f ms (%6.1f GFLOP/s)   causal %7.2f ms\n", "sdpa 8x512x64", t_sdpa * 1e3,
            flops / t_sdpa * 1e-9, t_causal * 1e3);
     for (int i = 0; i < 3; i++)
         wf_release(in[i]);
     free(q);
     free(k);
     free(v);
+}
+
+/* ---------------------------------------------------------------- concurrent requests */
+
+enum { REQ_ROWS = 32, REQ_K = 784, REQ_N = 1024, REQUESTS = 40 };
+
+typedef struct request_ctx {
+    bool blas;
+    wf_array *x, *w;          /* weft */
+    const float *xd, *wd;     /* BLAS */
+    float *out;
+} request_ctx;
+
+static void *serve_requests(void *vctx)
+{
+    request_ctx *r = vctx;
+    for (int i = 0; i < REQUESTS; i++) {
+        if (r->blas) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, REQ_ROWS, REQ_N, REQ_K, 1.0f,
+                        r->xd, REQ_K, r->wd, REQ_N, 0.0f, r->out, REQ_N);
+        } else {
+            wf_array *y = wf_matmul(r->x, r->w);
+            check(wf_eval(&y, 1));
+            wf_release(y);
+        }
+    }
+    return NULL;
+}
+
+/* Requests per second from `threads` threads at once (best of 3). */
+static double requests_per_second(int threads, request_ctx *ctx)
+{
+    double best = 1e30;
+    for (int rep = 0; rep < 3; rep++) {
+        pthread_t t[2];
+        const double t0 = now_seconds();
+        for (int i = 0; i < threads; i++)
+            pthread_create(&t[i], NULL, serve_requests, &ctx[i]);
+        for (int i = 0; i < threads; i++)
+            pthread_join(t[i], NULL);
+        const double t1 = now_seconds() - t0;
+        best = t1 < best ? t1 : best;
+    }
+    return threads * REQUESTS / best;
+}
+
+static void bench_concurrent(void)
+{
+    float *x = random_floats(REQ_ROWS * REQ_K, 8), *w = random_floats(REQ_K * REQ_N, 9);
+    const int64_t sx[2] = {REQ_ROWS, REQ_K}, sw[2] = {REQ_K, REQ_N};
+    wf_array *xa = wf_array_from_data(x, sx, 2, WF_DTYPE_F32);
+    wf_array *wa = wf_array_from_data(w, sw, 2, WF_DTYPE_F32);
+    float *out[2] = {malloc(REQ_ROWS * REQ_N * sizeof(float)),
+                     malloc(REQ_ROWS * REQ_N * sizeof(float))};
+    double rate[2][2];
+    for (int blas = 0; blas < 2; blas++) {
+        request_ctx ctx[2] = {{blas, xa, wa, x, w, out[0]}, {blas, xa, wa, x, w, out[1]}};
+        for (int threads = 1; threads <= 2; threads++)
+            rate[blas][threads - 1] = requests_per_second(threads, ctx);
+    }
+    printf("requests 32x784@784x1024: weft %6.0f/s from 1 thread, %6.0f/s from 2 (x%.2f); "
+           "OpenBLAS %6.0f/s, %6.0f/s (x%.2f)\n",
+           rate[0][0], rate[0][1], rate[0][1] / rate[0][0], rate[1][0], rate[1][1],
+           rate[1][1] / rate[1][0]);
+    wf_release(xa);
+    wf_release(wa);
+    free(x);
+    free(w);
+    free(out[0]);
+    free(out[1]);
 }
 
 int main(int argc, char **argv)
@@ -218,8 +332,10 @@ int main(int argc, char **argv)
         bench_product(label, 1, sizes[i], sizes[i], sizes[i], max_repeats,
                       sizes[i] == 1024 || sizes[i] == 2048);
     }
+    bench_float64(1024, max_repeats);
     bench_product("batched 8x512^3", 8, 512, 512, 512, max_repeats, false);
     bench_matvec(max_repeats);
     bench_sdpa(max_repeats);
+    bench_concurrent();
     return 0;
 }
