@@ -362,10 +362,11 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
     const int64_t mr = tk->mr, nr = tk->nr;
     const int64_t target = max64(1, ceil_div(GEMM_TARGET_BLOCKS, max64(batches, 1)));
     if (use_direct(g, tk, g->m)) {
-        /* Matrix-vector: columns only, at least 64 and enough work each. */
+        /* Matrix-vector (memory-bound): columns only, 256 at least (long
+         * runs of B rows), and enough work each. */
         *mblock = g->m;
         const int64_t by_work = ceil_div(GEMM_MIN_BLOCK_FLOPS / 8, 2 * g->m * g->k);
-        *nblock = min64(g->n, round_up(max64(max64(64, by_work), ceil_div(g->n, target)), 64));
+        *nblock = min64(g->n, round_up(max64(max64(256, by_work), ceil_div(g->n, target)), 64));
         return;
     }
     /* Start from strips of at most GEMM_NC columns with all the rows, then
