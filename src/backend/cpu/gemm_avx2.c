@@ -312,8 +312,8 @@ ATTR_AVX2 static void direct_f64(int64_t kc, const void *av, int64_t rsa, int64_
                 __m256d s = _mm256_loadu_pd(acc + j);
                 for (int t = 0; t < rows_now; t++) {
                     const double *p = bk + t * ldb + j;
-                    s = _mm256_fmadd_pd(xv[t], n >= 4 ? _mm256_loadu_pd(p) : _mm256_maskload_pd(p, m),
-                                        s);
+                    const __m256d bk4 = n >= 4 ? _mm256_loadu_pd(p) : _mm256_maskload_pd(p, m);
+                    s = _mm256_fmadd_pd(xv[t], bk4, s);
                 }
                 _mm256_storeu_pd(acc + j, s);
             }
