@@ -478,12 +478,19 @@ static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_type_kernels *t
     float *c = g->c;
     const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
     const int64_t panels = ceil_div(j1 - j0, nr);
-    if (!scratch_reserve(s, (size_t)((panels * nr + mr) * kcb) * sizeof(uint16_t) + 64))
+    const bool direct = use_direct(g, tk, i1 - i0);
+    if (!direct &&
+        !scratch_reserve(s, (size_t)((panels * nr + mr) * kcb) * sizeof(uint16_t) + 64))
         return WF_ERR_OUT_OF_MEMORY;
     uint16_t *bpack = s->data, *apack = bpack + panels * nr * kcb;
     for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
         const int64_t kc = min64(kcb, g->k - k0), kc2 = round_up(kc, 2);
         const wf_gemm_epilogue e = first_epilogue(g, k0);
+        if (direct) {
+            tk->direct(kc, a + i0 * g->rsa + k0 * g->csa, g->rsa, g->csa, b + k0 * g->rsb + j0,
+                       g->rsb, c + i0 * g->ldc + j0, g->ldc, (int)(i1 - i0), j1 - j0, &e);
+            continue;
+        }
         for (int64_t p = 0; p < panels; p++) {
             const int64_t j = j0 + p * nr;
             const uint16_t *bj = b + k0 * g->rsb + j * g->csb;

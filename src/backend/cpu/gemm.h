@@ -13,7 +13,8 @@
  * like any other). When few rows share a strip and B's rows are contiguous,
  * the AVX kernels read B where it lies instead (all but a last, narrower
  * panel); a few rows (matrix-vector products: up to 4 float32 rows, one
- * float64 row) have kernels of their own that read both operands in place.
+ * float64 or bfloat16 row) have kernels of their own that read both operands
+ * in place.
  *
  * Reproducibility (the bits of a result). Every element of C is computed
  * the same way whatever the shape of the call around it, its row, the
@@ -139,7 +140,8 @@ typedef void (*wf_gemm_tile_fn)(int64_t kc, const void *ap, const void *b, int64
                                 int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e);
 /* C (rows x cols; rows <= direct_rows) from A rows read in place (strides
  * rsa/csa) and B rows read in place (contiguous columns, rows ldb apart),
- * over kc; float32 or float64 like the table it is in. */
+ * over kc; of the element type of the table it is in (C float32 for
+ * bfloat16). */
 typedef void (*wf_gemm_direct_fn)(int64_t kc, const void *a, int64_t rsa, int64_t csa,
                                   const void *b, int64_t ldb, void *c, int64_t ldc, int rows,
                                   int64_t cols, const wf_gemm_epilogue *e);

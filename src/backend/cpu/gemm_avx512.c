@@ -426,26 +426,93 @@ ATTR_512_BF16 static void tile_bf16(int64_t kc, const void *apv, const void *bpv
             store_row(c + r * ldc, acc[r][0], acc[r][1], m0, m1, e);
 }
 
+/* 16-bit lanes [0, n) of 32. */
+INLINE_512 __mmask32 lanes32(int64_t n)
+{
+    return n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? (__mmask32)0 : (__mmask32)((1u << n) - 1);
+}
+
+/* vpermt2w indices interleaving two rows of 32 bfloat16 into pairs: word 2j
+ * of the result is row 0's column j, word 2j + 1 row 1's; *lo for columns
+ * 0..15, *hi for 16..31. */
+INLINE_512 void pair_indices(__m512i *lo, __m512i *hi)
+{
+    uint16_t l[32], h[32];
+    for (int j = 0; j < 16; j++) {
+        l[2 * j] = (uint16_t)j;
+        l[2 * j + 1] = (uint16_t)(32 + j);
+        h[2 * j] = (uint16_t)(16 + j);
+        h[2 * j + 1] = (uint16_t)(48 + j);
+    }
+    *lo = _mm512_loadu_si512(l);
+    *hi = _mm512_loadu_si512(h);
+}
+
 /* gemm.h's bf16_pack_b for width 32: rows 2t and 2t + 1 interleaved. */
 ATTR_512 static void pack_pairs(int cols, int width, int64_t kc, const uint16_t *b, int64_t ld,
                                 uint16_t *dst)
 {
     (void)width; /* always NR */
-    const __mmask32 m = cols >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << cols) - 1);
-    uint16_t lo[32], hi[32]; /* word j of the pair vector: row 2t or 2t + 1, column j / 2 */
-    for (int j = 0; j < 16; j++) {
-        lo[2 * j] = (uint16_t)j;
-        lo[2 * j + 1] = (uint16_t)(32 + j);
-        hi[2 * j] = (uint16_t)(16 + j);
-        hi[2 * j + 1] = (uint16_t)(48 + j);
-    }
-    const __m512i ilo = _mm512_loadu_si512(lo), ihi = _mm512_loadu_si512(hi);
+    const __mmask32 m = lanes32(cols);
+    __m512i ilo, ihi;
+    pair_indices(&ilo, &ihi);
     for (int64_t k = 0; k < kc; k += 2, dst += 2 * NR) {
         const __m512i r0 = _mm512_maskz_loadu_epi16(m, b + k * ld);
         const __m512i r1 = k + 1 < kc ? _mm512_maskz_loadu_epi16(m, b + (k + 1) * ld)
                                       : _mm512_setzero_si512();
         _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(r0, ilo, r1));
         _mm512_storeu_si512(dst + NR, _mm512_permutex2var_epi16(r0, ihi, r1));
+    }
+}
+
+/* One bfloat16 row: B's rows 2t and 2t + 1 interleaved on the fly (as
+ * pack_pairs does) and added by vdpbf16ps into float32 sums kept in L1, 4
+ * pairs per pass: the tiles' dot products in the tiles' order. */
+ATTR_512_BF16 static void direct_bf16(int64_t kc, const void *av, int64_t rsa, int64_t csa,
+                                      const void *bv, int64_t ldb, void *cv, int64_t ldc,
+                                      int rows, int64_t cols, const wf_gemm_epilogue *e)
+{
+    (void)rsa, (void)ldc, (void)rows; /* one row */
+    const uint16_t *x = av, *b = bv;
+    float *c = cv, acc[1024] __attribute__((aligned(64)));
+    __m512i ilo, ihi;
+    pair_indices(&ilo, &ihi);
+    const int64_t pairs = (kc + 1) / 2;
+    for (int64_t j0 = 0; j0 < cols; j0 += 1024) {
+        const int64_t w = cols - j0 < 1024 ? cols - j0 : 1024;
+        for (int64_t j = 0; j < w; j += 16)
+            _mm512_storeu_ps(acc + j, _mm512_setzero_ps());
+        for (int64_t t0 = 0; t0 < pairs; t0 += 4) {
+            const int np = pairs - t0 < 4 ? (int)(pairs - t0) : 4;
+            __m512bh xp[4];
+            for (int t = 0; t < np; t++) {
+                const int64_t k = 2 * (t0 + t);
+                const uint32_t second = k + 1 < kc ? x[(k + 1) * csa] : 0;
+                xp[t] = (__m512bh)_mm512_set1_epi32((int)(x[k * csa] | second << 16));
+            }
+            for (int64_t j = 0; j < w; j += 32) {
+                const __mmask32 m = lanes32(w - j);
+                __m512 s0 = _mm512_loadu_ps(acc + j), s1 = _mm512_loadu_ps(acc + j + 16);
+                for (int t = 0; t < np; t++) {
+                    const int64_t k = 2 * (t0 + t);
+                    const uint16_t *r = b + k * ldb + j0 + j;
+                    const __m512i r0 = _mm512_maskz_loadu_epi16(m, r);
+                    const __m512i r1 = k + 1 < kc ? _mm512_maskz_loadu_epi16(m, r + ldb)
+                                                  : _mm512_setzero_si512();
+                    const __m512i lo = _mm512_permutex2var_epi16(r0, ilo, r1);
+                    const __m512i hi = _mm512_permutex2var_epi16(r0, ihi, r1);
+                    s0 = _mm512_dpbf16_ps(s0, xp[t], (__m512bh)lo);
+                    s1 = _mm512_dpbf16_ps(s1, xp[t], (__m512bh)hi);
+                }
+                _mm512_storeu_ps(acc + j, s0);
+                _mm512_storeu_ps(acc + j + 16, s1);
+            }
+        }
+        for (int64_t j = 0; j < w; j += 16) {
+            const __mmask16 m = lanes(w - j);
+            float *cj = c + j0 + j;
+            _mm512_mask_storeu_ps(cj, m, finish(_mm512_loadu_ps(acc + j), cj, m, e));
+        }
     }
 }
 
@@ -461,7 +528,7 @@ const wf_gemm_kernels wf__gemm_kernels_avx512_bf16 = {
     .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64},
     .bf16 = {.mr = MR, .nr = NR, .tile = tile_bf16, .transpose = transpose32,
-             .pack_b_pairs = pack_pairs}};
+             .direct_rows = 1, .direct = direct_bf16, .pack_b_pairs = pack_pairs}};
 
 #else
 typedef int wf__gemm_avx512_unused; /* not x86-64: nothing here */
