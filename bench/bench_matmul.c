@@ -6,7 +6,7 @@
  *  - 8 batched 512 x 512 products (against a loop of cblas_sgemm calls);
  *  - bfloat16 1024 and 2048 (weft; against weft's and OpenBLAS's float32);
  *  - the matrix-vector product 1 x 784 @ 784 x 1024 in microseconds
- *    (against cblas_sgemv and cblas_sgemm with one row);
+ *    (against cblas_sgemv; and weft in bfloat16);
  *  - scaled dot-product attention (8 heads, L = 512, D = 64, plain and causal);
  *  - concurrent requests: batch-32 products 32 x 784 @ 784 x 1024 from 1 and
  *    from 2 threads at once (weft, and cblas_sgemm called the same way).
@@ -209,17 +209,20 @@ static void bench_matvec(int max_repeats)
     const int k = 784, n = 1024;
     float *x = random_floats(k, 3), *w = random_floats((int64_t)k * n, 4), *y = malloc(n * 4);
     const int64_t sx[2] = {1, k}, sw[2] = {k, n};
-    wf_array *in[2] = {wf_array_from_data(x, sx, 2, WF_DTYPE_F32),
-                       wf_array_from_data(w, sw, 2, WF_DTYPE_F32)};
+    wf_array *in[4] = {wf_array_from_data(x, sx, 2, WF_DTYPE_F32),
+                       wf_array_from_data(w, sw, 2, WF_DTYPE_F32), NULL, NULL};
+    in[2] = wf_astype(in[0], WF_DTYPE_BF16);
+    in[3] = wf_astype(in[1], WF_DTYPE_BF16);
+    check(wf_eval(&in[2], 2));
     blas_ctx ctx = {1, 1, n, k, x, w, y};
-    double tw, tv, tg;
+    double tw, tv, tg, th;
     best_pair(build_matmul, in, run_sgemv, &ctx, 2.0 * k * n, max_repeats, &tw, &tv);
     best_pair(build_matmul, in, run_sgemm, &ctx, 2.0 * k * n, max_repeats, &tw, &tg);
-    printf("%-22s weft %7.1f us       OpenBLAS sgemv %6.1f us (ratio %.2f), sgemm %6.1f us\n",
-           "matvec 1x784@784x1024",
-           tw * 1e6, tv * 1e6, tv / tw, tg * 1e6);
-    wf_release(in[0]);
-    wf_release(in[1]);
+    best_pair(build_matmul_bf16, in, NULL, NULL, 2.0 * k * n, max_repeats, &th, &tg);
+    printf("%-22s weft %7.1f us       OpenBLAS sgemv %6.1f us (ratio %.2f); weft bf16 %.1f us\n",
+           "matvec 1x784@784x1024", tw * 1e6, tv * 1e6, tv / tw, th * 1e6);
+    for (int i = 0; i < 4; i++)
+        wf_release(in[i]);
     free(x);
     free(w);
     free(y);
