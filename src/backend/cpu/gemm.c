@@ -413,6 +413,30 @@ static char *at(const void *base, int64_t i, size_t es)
     return (char *)base + (size_t)i * es;
 }
 
+/* Packs columns [j0, j1) of B's K block bk (kc rows) into micro-panels;
+ * `in_place`: only a last narrower panel, at slot 0. */
+static void pack_b_strip(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
+                         bool in_place, int64_t kc, const char *bk, int64_t j0, int64_t j1,
+                         char *bpack)
+{
+    const int64_t nr = tk->nr;
+    if (g->csb == 1 && !in_place) {
+        pack_b_rows(es, j1 - j0, (int)nr, kc, at(bk, j0, es), g->rsb, bpack);
+        return;
+    }
+    for (int64_t p = 0; p < ceil_div(j1 - j0, nr); p++) {
+        const int64_t j = j0 + p * nr, cols = min64(nr, j1 - j);
+        const char *src = at(bk, j * g->csb, es);
+        char *dst = at(bpack, in_place ? 0 : p * nr * kc, es);
+        if (in_place && cols == nr)
+            continue; /* read where it lies */
+        if (g->csb != 1 && g->rsb == 1 && tk->transpose != NULL)
+            tk->transpose((int)cols, (int)nr, kc, src, g->csb, dst);
+        else
+            pack_b_loops(es, (int)cols, (int)nr, kc, src, g->rsb, g->csb, dst);
+    }
+}
+
 /* float32 and float64: es is the element size. */
 static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
                              int64_t i0, int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
@@ -437,21 +461,7 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
             continue;
         }
         const char *bk = at(b, k0 * g->rsb, es);
-        if (g->csb == 1 && !in_place) {
-            pack_b_rows(es, j1 - j0, (int)nr, kc, at(bk, j0, es), g->rsb, bpack);
-        } else {
-            for (int64_t p = 0; p < panels; p++) {
-                const int64_t j = j0 + p * nr, cols = min64(nr, j1 - j);
-                char *dst = at(bpack, in_place ? 0 : p * nr * kc, es);
-                if (in_place && cols == nr)
-                    continue; /* read where it lies */
-                if (g->csb != 1 && g->rsb == 1 && tk->transpose != NULL)
-                    tk->transpose((int)cols, (int)nr, kc, at(bk, j * g->csb, es), g->csb, dst);
-                else
-                    pack_b_loops(es, (int)cols, (int)nr, kc, at(bk, j * g->csb, es), g->rsb, g->csb,
-                                 dst);
-            }
-        }
+        pack_b_strip(g, tk, es, in_place, kc, bk, j0, j1, bpack);
         for (int64_t i = i0; i < i1; i += mr) {
             const int rows = (int)min64(mr, i1 - i);
             const char *ai = at(a, i * g->rsa + k0 * g->csa, es);
