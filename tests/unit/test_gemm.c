@@ -5,7 +5,8 @@
  *    transposed and generally strided operands, alpha/beta, and C's row
  *    stride; beta = 0 never reads C;
  *  - splitting C into any blocks, or computing rows alone (the
- *    matrix-vector path), gives the same bits (the reproducibility rule);
+ *    matrix-vector path), gives the same bits (the reproducibility rule),
+ *    and so do operands viewed backwards (negative strides);
  *  - batch invariance through the public API: rows of matmul (float32,
  *    bfloat16, float64), addmm and attention give the same bits with 1, 7
  *    or 64 rows in the batch;
@@ -555,6 +556,56 @@ static void test_batch_invariance(void)
     free(mask64);
 }
 
+/* Operands viewed backwards (negative strides: slices with step -1) give
+ * the bits of their contiguous copies. */
+static void test_negative_strides(void)
+{
+    static const wf_dtype types[3] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_BF16};
+    static const int64_t shapes[][3] = {{1, 65, 40}, {7, 65, 33}, {70, 300, 90}};
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa))
+            continue;
+        CHECK_OK(wf__gemm_isa_set(isa));
+        for (int t = 0; t < 3; t++)
+            for (int sh = 0; sh < 3; sh++) {
+                const int64_t m = shapes[sh][0], k = shapes[sh][1], n = shapes[sh][2];
+                float *va = random_floats(m * k, 31), *vb = random_floats(k * n, 32);
+                const int64_t sa[2] = {m, k}, sb[2] = {k, n};
+                wf_array *a32 = f32_array(va, sa, 2), *b32 = f32_array(vb, sb, 2);
+                wf_array *a = wf_astype(a32, types[t]), *b = wf_astype(b32, types[t]);
+                /* A backwards in both axes, B backwards in its rows, then in both. */
+                const int64_t a_start[2] = {m - 1, k - 1}, a_stop[2] = {-m - 1, -k - 1};
+                const int64_t b_start[2] = {k - 1, 0}, b_stop[2] = {-k - 1, n};
+                const int64_t b2_start[2] = {k - 1, n - 1}, b2_stop[2] = {-k - 1, -n - 1};
+                const int64_t back[2] = {-1, -1}, rows_back[2] = {-1, 1};
+                wf_array *af = wf_slice(a, a_start, a_stop, back);
+                wf_array *bfs[2] = {wf_slice(b, b_start, b_stop, rows_back),
+                                    wf_slice(b, b2_start, b2_stop, back)};
+                wf_array *zero = wf_scalar(0, types[t]); /* x + 0: a contiguous copy */
+                for (int v = 0; v < 2; v++) {
+                    wf_array *got = wf_matmul(af, bfs[v]);
+                    wf_array *ac = wf_add(af, zero), *bc = wf_add(bfs[v], zero);
+                    wf_array *want = wf_matmul(ac, bc);
+                    const char *g = bytes_of(got), *w = bytes_of(want);
+                    if (!CHECK(g && w && memcmp(g, w, wf_array_nbytes(want)) == 0))
+                        printf("      (%s %s, %lldx%lldx%lld, B view %d)\n",
+                               wf__gemm_isa_name(isa), type_name(types[t]), (long long)m,
+                               (long long)k, (long long)n, v);
+                    wf_release(got);
+                    wf_release(ac);
+                    wf_release(bc);
+                    wf_release(want);
+                }
+                wf_array *arrays[] = {a32, b32, a, b, af, bfs[0], bfs[1], zero};
+                for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+                    wf_release(arrays[i]);
+                free(va);
+                free(vb);
+            }
+    }
+    CHECK_OK(wf__gemm_isa_set(-1));
+}
+
 /* ---------------------------------------------------------------- thread counts */
 
 /* Products that split into many GEMM blocks; their hashes, one per line. */
@@ -677,6 +728,7 @@ int main(int argc, char **argv)
     RUN_TEST(test_rows_alone_same_bits);
     RUN_TEST(test_avx2_and_avx512_agree);
     RUN_TEST(test_batch_invariance);
+    RUN_TEST(test_negative_strides);
     RUN_TEST(test_same_bits_for_any_thread_count);
     return TEST_SUMMARY();
 }

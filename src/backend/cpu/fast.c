@@ -332,13 +332,13 @@ static bool sdpa_values(const sdpa_ctx *c, int64_t rows, int64_t cols, const voi
     static bool NAME(const sdpa_ctx *c, int64_t u, T *S, T *P, T *O, T *mrow, T *mx, T *l, \
                      wf_gemm_scratch *scratch)                                          \
     {                                                                                   \
-        const size_t item = sizeof(T);                                                  \
+        const int64_t item = sizeof(T); /* offsets may be negative: signed */            \
         const int64_t bi = u / c->qblocks, q0 = (u % c->qblocks) * c->bq;              \
         const int64_t rows = min64(c->bq, c->lq - q0), dv = c->dv;                      \
-        const char *qp = c->q.data + (size_t)(wf__cpu_mm_batch_offset(&c->q, c->bshape, bi) + \
-                                              wf__cpu_mm_row_offset(&c->q, q0)) * item; \
-        const char *kp = c->k.data + (size_t)wf__cpu_mm_batch_offset(&c->k, c->bshape, bi) * item; \
-        const char *vp = c->v.data + (size_t)wf__cpu_mm_batch_offset(&c->v, c->bshape, bi) * item; \
+        const char *qp = c->q.data + (wf__cpu_mm_batch_offset(&c->q, c->bshape, bi) +  \
+                                      wf__cpu_mm_row_offset(&c->q, q0)) * item;        \
+        const char *kp = c->k.data + wf__cpu_mm_batch_offset(&c->k, c->bshape, bi) * item; \
+        const char *vp = c->v.data + wf__cpu_mm_batch_offset(&c->v, c->bshape, bi) * item; \
         const char *mp = NULL;                                                          \
         const size_t mitem = c->mask ? wf_dtype_size(c->mdt) : 0;                        \
         if (c->mask) {                                                                  \
@@ -363,7 +363,7 @@ static bool sdpa_values(const sdpa_ctx *c, int64_t rows, int64_t cols, const voi
             const int64_t cols = min64(c->bk, kend - j0);                               \
             if (c->d > 0) {                                                             \
                 if (!sdpa_scores(c, rows, cols, qp,                                     \
-                                 kp + (size_t)wf__cpu_mm_row_offset(&c->k, j0) * item, S, \
+                                 kp + wf__cpu_mm_row_offset(&c->k, j0) * item, S, \
                                  scratch))                                              \
                     return false;                                                       \
             } else                                                                      \
@@ -416,7 +416,7 @@ static bool sdpa_values(const sdpa_ctx *c, int64_t rows, int64_t cols, const voi
                 mx[i] = mnew;                                                           \
             }                                                                           \
             if (!sdpa_values(c, rows, cols, P,                                          \
-                             vp + (size_t)wf__cpu_mm_row_offset(&c->v, j0) * item, O, scratch)) \
+                             vp + wf__cpu_mm_row_offset(&c->v, j0) * item, O, scratch)) \
                 return false;                                                           \
         }                                                                               \
         const size_t oitem = wf_dtype_size(c->odt);                                     \

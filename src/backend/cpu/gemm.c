@@ -198,13 +198,13 @@ static void copy_element(char *dst, const char *src, size_t es)
 static void pack_a_loops(size_t es, int rows, int mr, int64_t kc, const char *a, int64_t rs,
                          int64_t cs, char *dst)
 {
-    for (int64_t k = 0; k < kc; k++, dst += (size_t)mr * es) {
-        const char *ak = a + (size_t)(k * cs) * es;
+    for (int64_t k = 0; k < kc; k++, dst += mr * (int64_t)es) {
+        const char *ak = a + k * cs * (int64_t)es;
         if (rs == 1) {
             memcpy(dst, ak, (size_t)rows * es);
         } else {
             for (int i = 0; i < rows; i++)
-                copy_element(dst + (size_t)i * es, ak + (size_t)(i * rs) * es, es);
+                copy_element(dst + i * (int64_t)es, ak + i * rs * (int64_t)es, es);
         }
         memset(dst + (size_t)rows * es, 0, (size_t)(mr - rows) * es);
     }
@@ -214,13 +214,13 @@ static void pack_a_loops(size_t es, int rows, int mr, int64_t kc, const char *a,
 static void pack_b_loops(size_t es, int cols, int nr, int64_t kc, const char *b, int64_t rs,
                          int64_t cs, char *dst)
 {
-    for (int64_t k = 0; k < kc; k++, dst += (size_t)nr * es) {
-        const char *bk = b + (size_t)(k * rs) * es;
+    for (int64_t k = 0; k < kc; k++, dst += nr * (int64_t)es) {
+        const char *bk = b + k * rs * (int64_t)es;
         if (cs == 1) {
             memcpy(dst, bk, (size_t)cols * es);
         } else {
             for (int j = 0; j < cols; j++)
-                copy_element(dst + (size_t)j * es, bk + (size_t)(j * cs) * es, es);
+                copy_element(dst + j * (int64_t)es, bk + j * cs * (int64_t)es, es);
         }
         memset(dst + (size_t)cols * es, 0, (size_t)(nr - cols) * es);
     }
@@ -235,10 +235,10 @@ static void pack_b_rows(size_t es, int64_t cols, int nr, int64_t kc, const char 
     const int64_t panels = ceil_div(cols, nr);
     const size_t row_bytes = (size_t)cols * es;
     for (int64_t k = 0; k < kc; k++) {
-        const char *bk = b + (size_t)(k * rs) * es;
+        const char *bk = b + k * rs * (int64_t)es;
         if (k + 4 < kc)
             for (size_t off = 0; off < row_bytes; off += 64)
-                __builtin_prefetch(bk + (size_t)(4 * rs) * es + off);
+                __builtin_prefetch(bk + 4 * rs * (int64_t)es + off);
         for (int64_t p = 0; p < panels; p++) {
             char *d = dst + (size_t)((p * kc + k) * nr) * es;
             const int64_t n = min64(nr, cols - p * nr);
@@ -407,10 +407,10 @@ static wf_gemm_epilogue first_epilogue(const wf_gemm_args *g, int64_t k0)
                               .beta = g->beta};
 }
 
-/* Element `i` of an array of `es`-byte elements. */
+/* Element `i` (may be negative) of an array of `es`-byte elements. */
 static char *at(const void *base, int64_t i, size_t es)
 {
-    return (char *)base + (size_t)i * es;
+    return (char *)base + i * (int64_t)es;
 }
 
 /* Packs columns [j0, j1) of B's K block bk (kc rows) into micro-panels;

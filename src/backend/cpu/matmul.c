@@ -171,8 +171,8 @@ static void gemm_units(void *ctx, int64_t begin, int64_t end)
     for (int64_t u = begin; u < end; u++) {
         const int64_t bi = u / per_batch, ib = u % per_batch / p->nblocks, jb = u % p->nblocks;
         wf_gemm_args g = p->g;
-        g.a = p->a.data + (size_t)wf__cpu_mm_batch_offset(&p->a, p->bshape, bi) * p->item;
-        g.b = p->b.data + (size_t)wf__cpu_mm_batch_offset(&p->b, p->bshape, bi) * p->item;
+        g.a = p->a.data + wf__cpu_mm_batch_offset(&p->a, p->bshape, bi) * (int64_t)p->item;
+        g.b = p->b.data + wf__cpu_mm_batch_offset(&p->b, p->bshape, bi) * (int64_t)p->item;
         g.c = p->c + (size_t)(bi * p->m * p->n) * p->citem;
         const int64_t i0 = ib * p->mblock, j0 = jb * p->nblock;
         if (wf__gemm_block(&g, i0, min64(p->m, i0 + p->mblock), j0, min64(p->n, j0 + p->nblock),
