@@ -1,10 +1,11 @@
 /* AVX-512 micro-kernels of weft's GEMM (see gemm.h): float32 14 x 32 and
  * float64 14 x 16 tiles (28 accumulators, 2 B vectors and a broadcast fill
- * the 32 registers), a
- * direct kernel for up to 4 rows with B read in place (matrix-vector: one
- * row runs 256 columns at a time, so B is read in long runs), and
- * bfloat16 14 x 32 tiles with vdpbf16ps (AVX512_BF16). Compiled with
- * per-function target attributes; called only after a CPU check. */
+ * the 32 registers); direct kernels for up to 4 float32 rows and one float64
+ * or bfloat16 row (matrix-vector: B read in place, one row swept 8 rows of B
+ * at a time into sums kept in L1, so B is read in long runs); bfloat16
+ * 14 x 32 tiles with vdpbf16ps (AVX512_BF16); 16 x 16 and 8 x 8 register
+ * transposes for packing. Compiled with per-function target attributes;
+ * called only after a CPU check. */
 #include "backend/cpu/gemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
