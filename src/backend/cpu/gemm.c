@@ -19,7 +19,7 @@ enum { GEMM_NC = 512 };
 /* Blocks per product aimed at when splitting over threads, and the least
  * work (flops) worth a block of its own. */
 enum { GEMM_TARGET_BLOCKS = 32 };
-#define GEMM_MIN_BLOCK_FLOPS ((int64_t)1 << 21)
+#define GEMM_MIN_BLOCK_FLOPS ((int64_t)1 << 20)
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -343,17 +343,10 @@ static bool b_in_place(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, in
     return tk->b_in_place && g->csb == 1 && rows <= 4 * tk->mr;
 }
 
-/* Splits a block dimension of `size` (now `*block`) in two, keeping
- * multiples of `align`; false if that would go below `floor`. */
-static bool halve(int64_t size, int64_t *block, int64_t floor, int64_t align)
+/* Blocks of `size` in `splits` parts, rounded up to `align`. */
+static int64_t split_block(int64_t size, int64_t splits, int64_t align)
 {
-    int64_t half = round_up(ceil_div(*block, 2), align);
-    if (half < 2 * floor)
-        half = floor; /* land on the floor, never just above it */
-    if (*block <= floor || half >= *block || half >= size)
-        return false;
-    *block = half;
-    return true;
+    return min64(size, round_up(ceil_div(size, splits), align));
 }
 
 void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, int64_t *nblock)
@@ -369,33 +362,33 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
         *nblock = min64(g->n, round_up(max64(max64(256, by_work), ceil_div(g->n, target)), 64));
         return;
     }
-    /* Start from strips of at most GEMM_NC columns with all the rows, then
-     * halve rows or columns (whichever is further above its floor) until
-     * there are `target` blocks. Floors: 252 rows, so a packed B strip
-     * serves many rows, and 128 columns; then, if still short, 4 tiles of
-     * rows (B is read in place, not packed) and 64 columns. Never below
-     * GEMM_MIN_BLOCK_FLOPS of work. */
-    int64_t mb = g->m, nb = min64(g->n, round_up(ceil_div(g->n, ceil_div(g->n, GEMM_NC)), nr));
-    const int64_t floors[2][2] = {{252, 128}, {4 * mr, 64}};
+    /* Split rows and columns (doubling the split of whichever blocks are
+     * larger for their floor) until there are `target` blocks. Rows stay
+     * at 252 or more, so a packed B strip serves many rows; failing that,
+     * rows go down to 4 tiles at once, where B is read in place rather
+     * than packed, and on to 2 tiles. Columns: strips of at most GEMM_NC,
+     * at least 64. Never below GEMM_MIN_BLOCK_FLOPS of work a block. */
+    int64_t rs = 1, cs = ceil_div(g->n, GEMM_NC);
+    const int64_t row_floor[2] = {252, 2 * mr};
     for (int phase = 0; phase < 2; phase++) {
-        for (;;) {
-            const int64_t blocks = ceil_div(g->m, mb) * ceil_div(g->n, nb);
-            if (blocks >= target)
+        const int64_t max_rs = max64(1, g->m / row_floor[phase]), max_cs = max64(1, g->n / 64);
+        if (phase == 1 && rs * cs < target && g->m > 4 * mr)
+            rs = max64(rs, ceil_div(g->m, 4 * mr)); /* jump to B in place */
+        while (rs * cs < target) {
+            const int64_t mb = split_block(g->m, rs, mr), nb = split_block(g->n, cs, nr);
+            const bool rows = rs < max_rs && (cs >= max_cs || mb * 128 >= nb * row_floor[phase]);
+            const int64_t rs2 = rows ? min64(2 * rs, max_rs) : rs;
+            const int64_t cs2 = rows ? cs : min64(2 * cs, max_cs);
+            if ((rs2 == rs && cs2 == cs) ||
+                2 * split_block(g->m, rs2, mr) * split_block(g->n, cs2, nr) * g->k <
+                    GEMM_MIN_BLOCK_FLOPS)
                 break;
-            const bool rows_first = mb * floors[phase][1] >= nb * floors[phase][0];
-            int64_t m2 = mb, n2 = nb;
-            const bool split = rows_first ? halve(g->m, &m2, floors[phase][0], mr) ||
-                                                halve(g->n, &n2, floors[phase][1], nr)
-                                          : halve(g->n, &n2, floors[phase][1], nr) ||
-                                                halve(g->m, &m2, floors[phase][0], mr);
-            if (!split || 2 * m2 * n2 * g->k < GEMM_MIN_BLOCK_FLOPS)
-                break;
-            mb = m2;
-            nb = n2;
+            rs = rs2;
+            cs = cs2;
         }
     }
-    *mblock = mb;
-    *nblock = nb;
+    *mblock = split_block(g->m, rs, mr);
+    *nblock = split_block(g->n, cs, nr);
 }
 
 static wf_gemm_epilogue first_epilogue(const wf_gemm_args *g, int64_t k0)
