@@ -79,11 +79,14 @@ static double time_blas(blas_fn blas, void *ctx)
 }
 
 /* Best times of weft and BLAS (blas may be NULL), alternating, after one
- * warm-up each; repeats fall to 2 for work of more than ~4 GFLOP. */
+ * warm-up each; big products run fewer times (a quarter of max_repeats,
+ * at least 2, above ~4 GFLOP), small ones more. */
 static void best_pair(build_fn build, wf_array **in, blas_fn blas, void *ctx, double flops,
                       int max_repeats, double *tw, double *tb)
 {
-    int repeats = flops > 4e9 ? 2 : flops > 1e9 ? 3 : max_repeats;
+    int repeats = flops > 4e9   ? (max_repeats / 4 > 2 ? max_repeats / 4 : 2)
+                  : flops > 1e9 ? (max_repeats / 2 > 3 ? max_repeats / 2 : 3)
+                                : max_repeats;
     if (flops < 1e8)
         repeats = 20 * max_repeats;
     *tw = *tb = 1e30;
