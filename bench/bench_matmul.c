@@ -1,24 +1,52 @@
 /*
- * bench_matmul: float32 GEMM 1024^3 through wf_matmul against a direct
- * cblas_sgemm call on the same data; 64 batched 128x128 products; and
- * scaled dot-product attention (8 heads, L=512, D=64, plain and causal).
- * Prints figures and ratios side by side.
+ * bench_matmul: weft's GEMM (through wf_matmul) beside direct OpenBLAS calls
+ * on the same data, in one run:
+ *  - float32 square products 256 ... 4096: GFLOP/s of each and the ratio;
+ *    float64 1024 against cblas_dgemm;
+ *  - 8 batched 512 x 512 products (against a loop of cblas_sgemm calls);
+ *  - bfloat16 1024 and 2048 (weft; against weft's and OpenBLAS's float32);
+ *  - the matrix-vector product 1 x 784 @ 784 x 1024 in microseconds
+ *    (against cblas_sgemv; and weft in bfloat16);
+ *  - scaled dot-product attention (8 heads, L = 512, D = 64, plain and causal);
+ *  - concurrent requests: batch-32 products 32 x 784 @ 784 x 1024 from 1 and
+ *    from 2 threads at once (weft, and cblas_sgemm called the same way).
+ * Ratios are weft / OpenBLAS throughput (> 1: weft faster). Each figure is the
+ * best of several runs, weft and OpenBLAS alternating; big sizes run fewer
+ * times. The header says which kernels each library picked: OpenBLAS's core
+ * name (set OPENBLAS_CORETYPE to change it; weft never does) and weft's ISA
+ * variant (WEFT_ISA caps it).
  *
- *   build/release/bench_matmul [repeats=5]
+ *   build/release/bench_matmul [--cpu-time] [max_repeats=7]
+ *
+ * --cpu-time times with the process's CPU time instead of the wall clock:
+ * with WEFT_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 it compares the libraries
+ * on one core even on a machine shared with other work (the concurrent
+ * requests line always uses the wall clock).
  */
 #include <cblas.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#include "backend/cpu/gemm.h"
+#include "runtime/pool.h"
 #include "weft.h"
 
-static double now_seconds(void)
+char *openblas_get_corename(void); /* OpenBLAS's, not in every cblas.h */
+
+static clockid_t bench_clock = CLOCK_MONOTONIC;
+
+static double clock_seconds(clockid_t id)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(id, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
+
+static double now_seconds(void) { return clock_seconds(bench_clock); }
 
 static float *random_floats(int64_t n, unsigned seed)
 {
@@ -30,27 +58,63 @@ static float *random_floats(int64_t n, unsigned seed)
     return v;
 }
 
-/* Best time of `repeats` evaluations of a fresh op on ready inputs. */
-typedef wf_array *(*build_fn)(wf_array **in);
-static double best_weft(build_fn build, wf_array **in, int repeats)
+static void check(wf_status st)
 {
-    double best = 1e30;
-    for (int r = 0; r < repeats + 1; r++) {
-        wf_array *out = build(in);
-        double t0 = now_seconds();
-        if (wf_eval(&out, 1) != WF_OK) {
-            fprintf(stderr, "bench_matmul: %s\n", wf_last_error_message());
-            exit(1);
-        }
-        double t = now_seconds() - t0;
-        wf_release(out);
-        if (r > 0 && t < best) /* the first run warms up */
-            best = t;
+    if (st != WF_OK) {
+        fprintf(stderr, "bench_matmul: %s\n", wf_last_error_message());
+        exit(1);
     }
-    return best;
+}
+
+/* A timed pair: weft builds a fresh op on ready inputs and evaluates it;
+ * the BLAS side calls `blas` on raw data. */
+typedef wf_array *(*build_fn)(wf_array **in);
+typedef void (*blas_fn)(void *ctx);
+
+static double time_weft(build_fn build, wf_array **in)
+{
+    wf_array *out = build(in);
+    const double t0 = now_seconds();
+    check(wf_eval(&out, 1));
+    const double t = now_seconds() - t0;
+    wf_release(out);
+    return t;
+}
+
+static double time_blas(blas_fn blas, void *ctx)
+{
+    const double t0 = now_seconds();
+    blas(ctx);
+    return now_seconds() - t0;
+}
+
+/* Best times of weft and BLAS (blas may be NULL), alternating, after one
+ * warm-up each; big products run fewer times (a quarter of max_repeats,
+ * at least 2, above ~4 GFLOP), small ones more. */
+static void best_pair(build_fn build, wf_array **in, blas_fn blas, void *ctx, double flops,
+                      int max_repeats, double *tw, double *tb)
+{
+    int repeats = flops > 4e9   ? (max_repeats / 4 > 2 ? max_repeats / 4 : 2)
+                  : flops > 1e9 ? (max_repeats / 2 > 3 ? max_repeats / 2 : 3)
+                                : max_repeats;
+    if (flops < 1e8)
+        repeats = 20 * max_repeats;
+    *tw = *tb = 1e30;
+    time_weft(build, in);
+    if (blas)
+        time_blas(blas, ctx);
+    for (int r = 0; r < repeats; r++) {
+        double t = time_weft(build, in);
+        *tw = t < *tw ? t : *tw;
+        if (blas) {
+            t = time_blas(blas, ctx);
+            *tb = t < *tb ? t : *tb;
+        }
+    }
 }
 
 static wf_array *build_matmul(wf_array **in) { return wf_matmul(in[0], in[1]); }
+static wf_array *build_matmul_bf16(wf_array **in) { return wf_matmul(in[2], in[3]); }
 static wf_array *build_sdpa(wf_array **in)
 {
     return wf_scaled_dot_product_attention(in[0], in[1], in[2], 0.125, NULL, false);
@@ -60,84 +124,239 @@ static wf_array *build_sdpa_causal(wf_array **in)
     return wf_scaled_dot_product_attention(in[0], in[1], in[2], 0.125, NULL, true);
 }
 
-int main(int argc, char **argv)
+/* A BLAS call's operands: float32, or float64 for run_dgemm. */
+typedef struct blas_ctx {
+    int batches, m, n, k;
+    const void *a, *b;
+    void *c;
+} blas_ctx;
+
+static void run_sgemm(void *vctx)
 {
-    int repeats = argc > 1 ? atoi(argv[1]) : 5;
-    if (repeats < 1)
-        repeats = 1;
-    printf("bench_matmul: OpenBLAS threads %d, %s\n", openblas_get_num_threads(),
-           openblas_get_config());
+    const blas_ctx *s = vctx;
+    const float *a = s->a, *b = s->b;
+    float *c = s->c;
+    for (int i = 0; i < s->batches; i++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->m, s->n, s->k, 1.0f,
+                    a + (size_t)i * s->m * s->k, s->k, b + (size_t)i * s->k * s->n, s->n, 0.0f,
+                    c + (size_t)i * s->m * s->n, s->n);
+}
 
-    /* 1. 1024^3 sgemm. */
-    const int64_t n = 1024;
-    float *a = random_floats(n * n, 1), *b = random_floats(n * n, 2), *c = malloc((size_t)(n * n) * 4);
-    const int64_t s2[2] = {n, n};
-    wf_array *in[3] = {wf_array_from_data(a, s2, 2, WF_DTYPE_F32),
-                       wf_array_from_data(b, s2, 2, WF_DTYPE_F32), NULL};
-    double best_blas = 1e30;
-    for (int r = 0; r < repeats + 1; r++) {
-        double t0 = now_seconds();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a,
-                    (int)n, b, (int)n, 0.0f, c, (int)n);
-        double t = now_seconds() - t0;
-        if (r > 0 && t < best_blas)
-            best_blas = t;
+static void run_dgemm(void *vctx)
+{
+    const blas_ctx *s = vctx;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->m, s->n, s->k, 1.0, s->a, s->k,
+                s->b, s->n, 0.0, s->c, s->n);
+}
+
+static void run_sgemv(void *vctx)
+{
+    const blas_ctx *s = vctx; /* y (1 x n) = x (1 x k) B (k x n): y^T = B^T x^T */
+    cblas_sgemv(CblasRowMajor, CblasTrans, s->k, s->n, 1.0f, s->b, s->n, s->a, 1, 0.0f, s->c, 1);
+}
+
+/* One float32 product (batches x m x k @ batches x k x n); prints a line. */
+static void bench_product(const char *label, int batches, int m, int n, int k, int max_repeats,
+                          bool with_bf16)
+{
+    float *a = random_floats((int64_t)batches * m * k, 1);
+    float *b = random_floats((int64_t)batches * k * n, 2);
+    float *c = malloc((size_t)batches * m * n * sizeof *c);
+    const int64_t sa[3] = {batches, m, k}, sb[3] = {batches, k, n};
+    const int nd = batches > 1 ? 3 : 2;
+    wf_array *in[4] = {wf_array_from_data(a, sa + 3 - nd, nd, WF_DTYPE_F32),
+                       wf_array_from_data(b, sb + 3 - nd, nd, WF_DTYPE_F32), NULL, NULL};
+    blas_ctx ctx = {batches, m, n, k, a, b, c};
+    const double flops = 2.0 * batches * m * n * (double)k;
+    double tw, tb;
+    best_pair(build_matmul, in, run_sgemm, &ctx, flops, max_repeats, &tw, &tb);
+    printf("%-22s weft %7.1f GFLOP/s   OpenBLAS %7.1f GFLOP/s   ratio %.2f\n", label,
+           flops / tw * 1e-9, flops / tb * 1e-9, tb / tw);
+    if (with_bf16) {
+        in[2] = wf_astype(in[0], WF_DTYPE_BF16);
+        in[3] = wf_astype(in[1], WF_DTYPE_BF16);
+        check(wf_eval(&in[2], 2));
+        double th, unused;
+        best_pair(build_matmul_bf16, in, NULL, NULL, flops, max_repeats, &th, &unused);
+        printf("%-22s weft %7.1f GFLOP/s   (%.2fx weft float32, %.2fx OpenBLAS float32)\n",
+               "  bfloat16 inputs", flops / th * 1e-9, tw / th, tb / th);
     }
-    double best_w = best_weft(build_matmul, in, repeats);
-    const double flops = 2.0 * (double)n * (double)n * (double)n;
-    printf("sgemm 1024^3:       weft %8.1f GFLOP/s  direct cblas %8.1f GFLOP/s  ratio %.2f\n",
-           flops / best_w * 1e-9, flops / best_blas * 1e-9, best_blas / best_w);
-    wf_release(in[0]);
-    wf_release(in[1]);
-
-    /* 2. 64 x (128 x 128) @ (128 x 128). */
-    const int64_t nb = 64, m = 128;
-    float *ba = random_floats(nb * m * m, 3), *bb = random_floats(nb * m * m, 4);
-    const int64_t s3[3] = {nb, m, m};
-    in[0] = wf_array_from_data(ba, s3, 3, WF_DTYPE_F32);
-    in[1] = wf_array_from_data(bb, s3, 3, WF_DTYPE_F32);
-    float *bc = malloc((size_t)(nb * m * m) * 4);
-    double best_loop = 1e30;
-    for (int r = 0; r < repeats + 1; r++) {
-        double t0 = now_seconds();
-        for (int64_t i = 0; i < nb; i++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)m, (int)m, 1.0f,
-                        ba + i * m * m, (int)m, bb + i * m * m, (int)m, 0.0f, bc + i * m * m,
-                        (int)m);
-        double t = now_seconds() - t0;
-        if (r > 0 && t < best_loop)
-            best_loop = t;
-    }
-    best_w = best_weft(build_matmul, in, repeats);
-    const double bflops = 2.0 * (double)nb * (double)m * (double)m * (double)m;
-    printf("batched 64x128^3:   weft %8.1f GFLOP/s  cblas loop   %8.1f GFLOP/s  ratio %.2f\n",
-           bflops / best_w * 1e-9, bflops / best_loop * 1e-9, best_loop / best_w);
-    wf_release(in[0]);
-    wf_release(in[1]);
-
-    /* 3. sdpa, 8 heads, L = 512, D = 64. */
-    const int64_t h = 8, l = 512, d = 64;
-    const int64_t s4[4] = {1, h, l, d};
-    float *q = random_floats(h * l * d, 5), *k = random_floats(h * l * d, 6),
-          *v = random_floats(h * l * d, 7);
-    in[0] = wf_array_from_data(q, s4, 4, WF_DTYPE_F32);
-    in[1] = wf_array_from_data(k, s4, 4, WF_DTYPE_F32);
-    in[2] = wf_array_from_data(v, s4, 4, WF_DTYPE_F32);
-    double t_sdpa = best_weft(build_sdpa, in, repeats);
-    double t_causal = best_weft(build_sdpa_causal, in, repeats);
-    const double sflops = 4.0 * (double)h * (double)l * (double)l * (double)d;
-    printf("sdpa 8x512x64:      %8.2f ms (%6.1f GFLOP/s)   causal %8.2f ms\n", t_sdpa * 1e3,
-           sflops / t_sdpa * 1e-9, t_causal * 1e3);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         wf_release(in[i]);
     free(a);
     free(b);
     free(c);
-    free(ba);
-    free(bb);
-    free(bc);
+}
+
+static void bench_float64(int n, int max_repeats)
+{
+    double *a = malloc((size_t)n * n * sizeof *a), *b = malloc((size_t)n * n * sizeof *b);
+    double *c = malloc((size_t)n * n * sizeof *c);
+    float *fa = random_floats((int64_t)n * n, 5), *fb = random_floats((int64_t)n * n, 6);
+    for (int64_t i = 0; i < (int64_t)n * n; i++) {
+        a[i] = fa[i];
+        b[i] = fb[i];
+    }
+    const int64_t s2[2] = {n, n};
+    wf_array *in[2] = {wf_array_from_data(a, s2, 2, WF_DTYPE_F64),
+                       wf_array_from_data(b, s2, 2, WF_DTYPE_F64)};
+    blas_ctx ctx = {1, n, n, n, a, b, c};
+    const double flops = 2.0 * n * n * (double)n;
+    double tw, tb;
+    best_pair(build_matmul, in, run_dgemm, &ctx, flops, max_repeats, &tw, &tb);
+    char label[32];
+    snprintf(label, sizeof label, "dgemm %d^3", n);
+    printf("%-22s weft %7.1f GFLOP/s   OpenBLAS %7.1f GFLOP/s   ratio %.2f\n", label,
+           flops / tw * 1e-9, flops / tb * 1e-9, tb / tw);
+    wf_release(in[0]);
+    wf_release(in[1]);
+    free(a);
+    free(b);
+    free(c);
+    free(fa);
+    free(fb);
+}
+
+static void bench_matvec(int max_repeats)
+{
+    const int k = 784, n = 1024;
+    float *x = random_floats(k, 3), *w = random_floats((int64_t)k * n, 4), *y = malloc(n * 4);
+    const int64_t sx[2] = {1, k}, sw[2] = {k, n};
+    wf_array *in[4] = {wf_array_from_data(x, sx, 2, WF_DTYPE_F32),
+                       wf_array_from_data(w, sw, 2, WF_DTYPE_F32), NULL, NULL};
+    in[2] = wf_astype(in[0], WF_DTYPE_BF16);
+    in[3] = wf_astype(in[1], WF_DTYPE_BF16);
+    check(wf_eval(&in[2], 2));
+    blas_ctx ctx = {1, 1, n, k, x, w, y};
+    double tw, tv, th, unused;
+    best_pair(build_matmul, in, run_sgemv, &ctx, 2.0 * k * n, max_repeats, &tw, &tv);
+    best_pair(build_matmul_bf16, in, NULL, NULL, 2.0 * k * n, max_repeats, &th, &unused);
+    printf("%-22s weft %7.1f us       OpenBLAS sgemv %6.1f us (ratio %.2f); weft bf16 %.1f us\n",
+           "matvec 1x784@784x1024", tw * 1e6, tv * 1e6, tv / tw, th * 1e6);
+    for (int i = 0; i < 4; i++)
+        wf_release(in[i]);
+    free(x);
+    free(w);
+    free(y);
+}
+
+static void bench_sdpa(int max_repeats)
+{
+    const int64_t h = 8, l = 512, d = 64;
+    const int64_t s4[4] = {1, h, l, d};
+    float *q = random_floats(h * l * d, 5), *k = random_floats(h * l * d, 6),
+          *v = random_floats(h * l * d, 7);
+    wf_array *in[3] = {wf_array_from_data(q, s4, 4, WF_DTYPE_F32),
+                       wf_array_from_data(k, s4, 4, WF_DTYPE_F32),
+                       wf_array_from_data(v, s4, 4, WF_DTYPE_F32)};
+    const double flops = 4.0 * (double)h * (double)l * (double)l * (double)d;
+    double t_sdpa, t_causal, unused;
+    best_pair(build_sdpa, in, NULL, NULL, flops, max_repeats, &t_sdpa, &unused);
+    best_pair(build_sdpa_causal, in, NULL, NULL, flops, max_repeats, &t_causal, &unused);
+    printf("%-22s weft %7.2f ms (%6.1f GFLOP/s)   causal %7.2f ms\n", "sdpa 8x512x64", t_sdpa * 1e3,
+           flops / t_sdpa * 1e-9, t_causal * 1e3);
+    for (int i = 0; i < 3; i++)
+        wf_release(in[i]);
     free(q);
     free(k);
     free(v);
+}
+
+/* ---------------------------------------------------------------- concurrent requests */
+
+enum { REQ_ROWS = 32, REQ_K = 784, REQ_N = 1024, REQUESTS = 40 };
+
+typedef struct request_ctx {
+    bool blas;
+    wf_array *x, *w;          /* weft */
+    const float *xd, *wd;     /* BLAS */
+    float *out;
+} request_ctx;
+
+static void *serve_requests(void *vctx)
+{
+    request_ctx *r = vctx;
+    for (int i = 0; i < REQUESTS; i++) {
+        if (r->blas) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, REQ_ROWS, REQ_N, REQ_K, 1.0f,
+                        r->xd, REQ_K, r->wd, REQ_N, 0.0f, r->out, REQ_N);
+        } else {
+            wf_array *y = wf_matmul(r->x, r->w);
+            check(wf_eval(&y, 1));
+            wf_release(y);
+        }
+    }
+    return NULL;
+}
+
+/* Requests per second from `threads` threads at once (best of 3). */
+static double requests_per_second(int threads, request_ctx *ctx)
+{
+    double best = 1e30;
+    for (int rep = 0; rep < 3; rep++) {
+        pthread_t t[2];
+        const double t0 = clock_seconds(CLOCK_MONOTONIC);
+        for (int i = 0; i < threads; i++)
+            pthread_create(&t[i], NULL, serve_requests, &ctx[i]);
+        for (int i = 0; i < threads; i++)
+            pthread_join(t[i], NULL);
+        const double t1 = clock_seconds(CLOCK_MONOTONIC) - t0;
+        best = t1 < best ? t1 : best;
+    }
+    return threads * REQUESTS / best;
+}
+
+static void bench_concurrent(void)
+{
+    float *x = random_floats(REQ_ROWS * REQ_K, 8), *w = random_floats(REQ_K * REQ_N, 9);
+    const int64_t sx[2] = {REQ_ROWS, REQ_K}, sw[2] = {REQ_K, REQ_N};
+    wf_array *xa = wf_array_from_data(x, sx, 2, WF_DTYPE_F32);
+    wf_array *wa = wf_array_from_data(w, sw, 2, WF_DTYPE_F32);
+    float *out[2] = {malloc(REQ_ROWS * REQ_N * sizeof(float)),
+                     malloc(REQ_ROWS * REQ_N * sizeof(float))};
+    double rate[2][2];
+    for (int blas = 0; blas < 2; blas++) {
+        request_ctx ctx[2] = {{blas, xa, wa, x, w, out[0]}, {blas, xa, wa, x, w, out[1]}};
+        for (int threads = 1; threads <= 2; threads++)
+            rate[blas][threads - 1] = requests_per_second(threads, ctx);
+    }
+    printf("requests 32x784@784x1024: weft %6.0f/s from 1 thread, %6.0f/s from 2 (x%.2f); "
+           "OpenBLAS %6.0f/s, %6.0f/s (x%.2f)\n",
+           rate[0][0], rate[0][1], rate[0][1] / rate[0][0], rate[1][0], rate[1][1],
+           rate[1][1] / rate[1][0]);
+    wf_release(xa);
+    wf_release(wa);
+    free(x);
+    free(w);
+    free(out[0]);
+    free(out[1]);
+}
+
+int main(int argc, char **argv)
+{
+    int arg = 1;
+    if (argc > arg && strcmp(argv[arg], "--cpu-time") == 0) {
+        bench_clock = CLOCK_PROCESS_CPUTIME_ID;
+        arg++;
+    }
+    const int max_repeats = argc > arg && atoi(argv[arg]) > 0 ? atoi(argv[arg]) : 7;
+    const char *coretype = getenv("OPENBLAS_CORETYPE");
+    printf("bench_matmul: OpenBLAS %s, core %s (OPENBLAS_CORETYPE %s), %d threads; weft GEMM "
+           "%s, %d threads; %s time\n",
+           openblas_get_config(), openblas_get_corename(), coretype ? coretype : "unset",
+           openblas_get_num_threads(), wf__gemm_isa_name(wf__gemm_isa()), wf__pool_size(),
+           bench_clock == CLOCK_MONOTONIC ? "wall" : "CPU");
+    static const int sizes[] = {256, 512, 1024, 2048, 4096};
+    for (int i = 0; i < 5; i++) {
+        char label[32];
+        snprintf(label, sizeof label, "sgemm %d^3", sizes[i]);
+        bench_product(label, 1, sizes[i], sizes[i], sizes[i], max_repeats,
+                      sizes[i] == 1024 || sizes[i] == 2048);
+    }
+    bench_float64(1024, max_repeats);
+    bench_product("batched 8x512^3", 8, 512, 512, 512, max_repeats, false);
+    bench_matvec(max_repeats);
+    bench_sdpa(max_repeats);
+    bench_concurrent();
     return 0;
 }

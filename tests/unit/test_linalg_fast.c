@@ -5,12 +5,14 @@
  * every float dtype, batched and broadcast shapes, transposed / sliced /
  * broadcast (stride-0) operands, vectors, empty dims, NaN and infinities;
  * and every op's bad inputs give NULL with the expected status and a
- * message, after which the library keeps working.
+ * message, after which the library keeps working. The matmul, addmm and
+ * attention tests run once per GEMM variant the CPU has (gemm.h).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/gemm.h"
 #include "harness.h"
 #include "conformance.h"
 
@@ -904,15 +906,25 @@ static void test_activations(void)
 
 int main(void)
 {
-    RUN_TEST(test_matmul_batched);
-    RUN_TEST(test_matmul_large);
-    RUN_TEST(test_matmul_layouts);
+    /* The products run on every GEMM variant this CPU has (forced). */
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa))
+            continue;
+        printf("GEMM variant %s\n", wf__gemm_isa_name(isa));
+        if (wf__gemm_isa_set(isa) != WF_OK)
+            return 1;
+        RUN_TEST(test_matmul_batched);
+        RUN_TEST(test_matmul_large);
+        RUN_TEST(test_matmul_layouts);
+        RUN_TEST(test_addmm);
+        RUN_TEST(test_sdpa);
+    }
+    if (wf__gemm_isa_set(-1) != WF_OK)
+        return 1;
     RUN_TEST(test_matmul_empty);
     RUN_TEST(test_matmul_errors);
-    RUN_TEST(test_addmm);
     RUN_TEST(test_norms);
     RUN_TEST(test_rope);
-    RUN_TEST(test_sdpa);
     RUN_TEST(test_activations);
     return TEST_SUMMARY();
 }

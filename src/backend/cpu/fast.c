@@ -5,13 +5,13 @@
  * types are converted a row or a block at a time into a float32 scratch
  * buffer, so f16/bf16 accumulate in float32. Rows (or blocks of elements)
  * are split over the intra-op pool. */
-#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/linalg.h"
 #include "backend/cpu/reduce.h"
 #include "backend/cpu/vmath.h"
@@ -280,10 +280,12 @@ wf_status wf__cpu_rope(wf_array *out, wf_array *const *inputs, int ninputs, cons
  *   S = scale * Q_blk K_blk^T (gemm), S += mask / -inf where masked,
  *   P = exp(S - m_new), O = O * exp(m_old - m_new) + P V_blk (gemm),
  * and O / l at the end. Memory is O(bq * bk) per thread whatever L is, and
- * with `causal` key blocks past the last visible key are skipped. Block
- * sizes keep every gemm at or below WF_CPU_BLAS_SINGLE_THREAD_MNK, so the
- * gemms run single-threaded inside OpenBLAS while the (batch, query block)
- * units are spread over weft's pool (see matmul.c for the reasoning).
+ * with `causal` key blocks past the last visible key are skipped. The
+ * products run on weft's GEMM on the unit's thread while the (batch, query
+ * block) units are spread over weft's pool. Reproducible: the key blocks
+ * depend on Lk only, never on Lq or the thread count, and the GEMM gives a
+ * query row the same bits whatever rows share its block (gemm.h), so a
+ * row's result does not depend on the other queries.
  * A query row whose keys are all masked gets zeros (not NaN): its running
  * sum stays 0 and the division is skipped. */
 
@@ -299,19 +301,44 @@ typedef struct sdpa_ctx {
     bool causal;
     double scale;
     char *out;
+    int isa; /* weft's GEMM variant, fixed for the whole op */
     atomic_int failed;
 } sdpa_ctx;
 
+/* S (rows x cols) = scale * Q[q0..] K[j0..]^T on weft's GEMM. False when
+ * the GEMM's scratch could not grow. */
+static bool sdpa_scores(const sdpa_ctx *c, int64_t rows, int64_t cols, const char *qp,
+                        const char *kp, void *S, wf_gemm_scratch *scratch)
+{
+    wf_gemm_args g;
+    wf__gemm_args_init(&g, c->cdt, rows, cols, c->d, qp, c->q.rs, c->q.cs, kp, c->k.cs, c->k.rs,
+                       S, cols, c->scale, 0.0);
+    g.isa = c->isa;
+    return wf__gemm_serial(&g, scratch) == WF_OK;
+}
+
+/* O (rows x dv) += P (rows x cols) V[j0..]. */
+static bool sdpa_values(const sdpa_ctx *c, int64_t rows, int64_t cols, const void *P,
+                        const char *vp, void *O, wf_gemm_scratch *scratch)
+{
+    wf_gemm_args g;
+    wf__gemm_args_init(&g, c->cdt, rows, c->dv, cols, P, cols, 1, vp, c->v.rs, c->v.cs, O, c->dv,
+                       1.0, 1.0);
+    g.isa = c->isa;
+    return wf__gemm_serial(&g, scratch) == WF_OK;
+}
+
 #define SDPA_UNIT(NAME, T, EXPV, EXPS)                                                  \
-    static void NAME(const sdpa_ctx *c, int64_t u, T *S, T *P, T *O, T *mrow, T *mx, T *l) \
+    static bool NAME(const sdpa_ctx *c, int64_t u, T *S, T *P, T *O, T *mrow, T *mx, T *l, \
+                     wf_gemm_scratch *scratch)                                          \
     {                                                                                   \
-        const size_t item = sizeof(T);                                                  \
+        const int64_t item = sizeof(T); /* offsets may be negative: signed */            \
         const int64_t bi = u / c->qblocks, q0 = (u % c->qblocks) * c->bq;              \
         const int64_t rows = min64(c->bq, c->lq - q0), dv = c->dv;                      \
-        const char *qp = c->q.data + (size_t)(wf__cpu_mm_batch_offset(&c->q, c->bshape, bi) + \
-                                              wf__cpu_mm_row_offset(&c->q, q0)) * item; \
-        const char *kp = c->k.data + (size_t)wf__cpu_mm_batch_offset(&c->k, c->bshape, bi) * item; \
-        const char *vp = c->v.data + (size_t)wf__cpu_mm_batch_offset(&c->v, c->bshape, bi) * item; \
+        const char *qp = c->q.data + (wf__cpu_mm_batch_offset(&c->q, c->bshape, bi) +  \
+                                      wf__cpu_mm_row_offset(&c->q, q0)) * item;        \
+        const char *kp = c->k.data + wf__cpu_mm_batch_offset(&c->k, c->bshape, bi) * item; \
+        const char *vp = c->v.data + wf__cpu_mm_batch_offset(&c->v, c->bshape, bi) * item; \
         const char *mp = NULL;                                                          \
         const size_t mitem = c->mask ? wf_dtype_size(c->mdt) : 0;                        \
         if (c->mask) {                                                                  \
@@ -322,7 +349,6 @@ typedef struct sdpa_ctx {
             }                                                                           \
             mp = c->mask + moff * (int64_t)mitem;                                       \
         }                                                                               \
-        const enum CBLAS_TRANSPOSE kt = c->k.trans == CblasNoTrans ? CblasTrans : CblasNoTrans; \
         const int64_t shift = c->lk - c->lq; /* causal: query i sees keys j <= i + shift */ \
         for (int64_t i = 0; i < rows * dv; i++)                                         \
             O[i] = 0;                                                                   \
@@ -335,11 +361,12 @@ typedef struct sdpa_ctx {
             kend = min64(c->lk, max64(0, q0 + rows + shift));                           \
         for (int64_t j0 = 0; j0 < kend; j0 += c->bk) {                                  \
             const int64_t cols = min64(c->bk, kend - j0);                               \
-            if (c->d > 0)                                                               \
-                wf__cpu_gemm(c->cdt, c->q.trans, kt, rows, cols, c->d, c->scale, qp, c->q.ld, \
-                             kp + (size_t)wf__cpu_mm_row_offset(&c->k, j0) * item, c->k.ld, \
-                             0.0, S, cols);                                             \
-            else                                                                        \
+            if (c->d > 0) {                                                             \
+                if (!sdpa_scores(c, rows, cols, qp,                                     \
+                                 kp + wf__cpu_mm_row_offset(&c->k, j0) * item, S, \
+                                 scratch))                                              \
+                    return false;                                                       \
+            } else                                                                      \
                 for (int64_t i = 0; i < rows * cols; i++)                               \
                     S[i] = 0;                                                           \
             for (int64_t i = 0; i < rows; i++) {                                        \
@@ -388,9 +415,9 @@ typedef struct sdpa_ctx {
                         O[i * dv + t] *= corr;                                          \
                 mx[i] = mnew;                                                           \
             }                                                                           \
-            wf__cpu_gemm(c->cdt, CblasNoTrans, c->v.trans, rows, dv, cols, 1.0, P, cols,  \
-                         vp + (size_t)wf__cpu_mm_row_offset(&c->v, j0) * item, c->v.ld, 1.0, \
-                         O, dv);                                                        \
+            if (!sdpa_values(c, rows, cols, P,                                          \
+                             vp + wf__cpu_mm_row_offset(&c->v, j0) * item, O, scratch)) \
+                return false;                                                           \
         }                                                                               \
         const size_t oitem = wf_dtype_size(c->odt);                                     \
         for (int64_t i = 0; i < rows; i++) {                                            \
@@ -401,6 +428,7 @@ typedef struct sdpa_ctx {
             char *dst = c->out + (size_t)((bi * c->lq + q0 + i) * dv) * oitem;          \
             wf__cpu_convert_1d(dv, o, c->cdt, 1, dst, c->odt, 1);                       \
         }                                                                               \
+        return true;                                                                    \
     }
 
 SDPA_UNIT(sdpa_unit_f32, float, wf__cpu_exp_f32, expf)
@@ -419,14 +447,20 @@ static void sdpa_units(void *vctx, int64_t begin, int64_t end)
     char *S = buf, *P = S + (size_t)(c->bq * c->bk) * item, *O = P + (size_t)(c->bq * c->bk) * item;
     char *mrow = O + (size_t)(c->bq * c->dv) * item, *mx = mrow + (size_t)c->bk * item;
     char *l = mx + (size_t)c->bq * item;
+    wf_gemm_scratch scratch = {0};
     for (int64_t u = begin; u < end; u++) {
-        if (c->cdt == WF_DTYPE_F64)
-            sdpa_unit_f64(c, u, (double *)S, (double *)P, (double *)O, (double *)mrow,
-                          (double *)mx, (double *)l);
-        else
-            sdpa_unit_f32(c, u, (float *)S, (float *)P, (float *)O, (float *)mrow, (float *)mx,
-                          (float *)l);
+        const bool ok =
+            c->cdt == WF_DTYPE_F64
+                ? sdpa_unit_f64(c, u, (double *)S, (double *)P, (double *)O, (double *)mrow,
+                                (double *)mx, (double *)l, &scratch)
+                : sdpa_unit_f32(c, u, (float *)S, (float *)P, (float *)O, (float *)mrow,
+                                (float *)mx, (float *)l, &scratch);
+        if (!ok) {
+            atomic_store(&c->failed, 1);
+            break;
+        }
     }
+    wf__gemm_scratch_free(&scratch);
     free(buf);
 }
 
@@ -452,9 +486,7 @@ wf_status wf__cpu_sdpa(wf_array *out, wf_array *const *inputs, int ninputs, cons
     c.d = q->shape[q->ndim - 1];
     c.lk = k->shape[k->ndim - 2];
     c.dv = v->shape[v->ndim - 1];
-    if (c.lq > INT_MAX || c.lk > INT_MAX || c.d > INT_MAX || c.dv > INT_MAX)
-        return wf__error(WF_ERR_UNSUPPORTED,
-                         "wf_scaled_dot_product_attention: sizes exceed BLAS's int range");
+    c.isa = wf__gemm_isa();
     c.scale = p->scale;
     c.causal = p->causal;
     c.mask_kind = p->mask_kind;
@@ -469,12 +501,18 @@ wf_status wf__cpu_sdpa(wf_array *out, wf_array *const *inputs, int ninputs, cons
     }
     c.out = wf__array_data_ptr(out);
     atomic_init(&c.failed, 0);
-    /* Block sizes: bq * bk * max(d, dv) <= the single-thread gemm size. */
-    const int64_t maxd = max64(1, max64(c.d, c.dv));
+    /* Key blocks of 128 (part of the result's bits: they depend on Lk
+     * only). Query blocks only share work: the largest of 84 (not when
+     * causal: less masked work), 42, 28 rows (whole GEMM tiles of every
+     * variant) that still leaves 32 units to share, else 14. */
     c.bk = min64(max64(c.lk, 1), 128);
-    c.bq = max64(1, WF_CPU_BLAS_SINGLE_THREAD_MNK / (c.bk * maxd));
-    c.bk = max64(1, min64(c.bk, WF_CPU_BLAS_SINGLE_THREAD_MNK / (c.bq * maxd)));
-    c.bq = min64(min64(c.bq, c.lq), 256);
+    static const int64_t rows[] = {84, 42, 28, 14};
+    for (int i = c.causal ? 1 : 0; i < 4; i++) {
+        c.bq = rows[i];
+        if (batches * ((c.lq + c.bq - 1) / c.bq) >= 32)
+            break;
+    }
+    c.bq = min64(c.bq, c.lq);
     c.qblocks = (c.lq + c.bq - 1) / c.bq;
 
     st = wf__cpu_mm_prepare(q, c.nb, c.bshape, c.cdt, &c.q);

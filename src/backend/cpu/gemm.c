@@ -1,0 +1,537 @@
+/* weft's GEMM: variant selection, blocking, packing and the driver (see
+ * gemm.h for the technique and the reproducibility rule). The baseline
+ * micro-kernel is here; the AVX2 and AVX-512 ones are in gemm_avx2.c and
+ * gemm_avx512.c. */
+#include "backend/cpu/gemm.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+/* K block: at most this many k per pass over C (it is part of every
+ * result's bits, so it depends on K alone and never changes per CPU).
+ * The A micro-panel (14 x 256 floats = 14 KB) stays in L1. */
+enum { GEMM_KC = 256 };
+/* Columns of B packed at once (a strip: 256 x 512 floats = 512 KB, in L2). */
+enum { GEMM_NC = 512 };
+/* Blocks per product aimed at when splitting over threads, and the least
+ * work (flops) worth a block of its own. */
+enum { GEMM_TARGET_BLOCKS = 32 };
+#define GEMM_MIN_BLOCK_FLOPS ((int64_t)1 << 20)
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+/* ---------------------------------------------------------------- variants */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define GEMM_HAVE_X86 1
+#else
+#define GEMM_HAVE_X86 0
+#endif
+
+bool wf__gemm_isa_supported(int isa)
+{
+    if (isa == WF_GEMM_ISA_BASELINE)
+        return true;
+#if GEMM_HAVE_X86
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                        __builtin_cpu_supports("avx512bw");
+    if (isa == WF_GEMM_ISA_AVX2)
+        return avx2;
+    if (isa == WF_GEMM_ISA_AVX512)
+        return avx512;
+    if (isa == WF_GEMM_ISA_AVX512_BF16)
+        return avx512 && __builtin_cpu_supports("avx512bf16");
+#endif
+    return false;
+}
+
+const char *wf__gemm_isa_name(int isa)
+{
+    static const char *const names[WF_GEMM_ISA_COUNT] = {"baseline", "avx2", "avx512",
+                                                         "avx512bf16"};
+    return isa >= 0 && isa < WF_GEMM_ISA_COUNT ? names[isa] : NULL;
+}
+
+bool wf__gemm_isa_has_bf16(int isa) { return isa == WF_GEMM_ISA_AVX512_BF16; }
+
+/* The best supported variant not above WEFT_ISA (unknown names are
+ * ignored). Detection is idempotent: a race only repeats it. */
+static int default_isa(void)
+{
+    static atomic_int cached = -1;
+    int isa = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (isa >= 0)
+        return isa;
+    int cap = WF_GEMM_ISA_COUNT - 1;
+    const char *env = getenv("WEFT_ISA");
+    for (int i = 0; env != NULL && i < WF_GEMM_ISA_COUNT; i++)
+        if (strcmp(env, wf__gemm_isa_name(i)) == 0)
+            cap = i;
+    for (isa = cap; isa > WF_GEMM_ISA_BASELINE && !wf__gemm_isa_supported(isa); isa--)
+        ;
+    atomic_store_explicit(&cached, isa, memory_order_relaxed);
+    return isa;
+}
+
+static atomic_int forced_isa = -1;
+
+int wf__gemm_isa(void)
+{
+    const int f = atomic_load_explicit(&forced_isa, memory_order_relaxed);
+    return f >= 0 ? f : default_isa();
+}
+
+wf_status wf__gemm_isa_set(int isa)
+{
+    if (isa != -1 && (isa < 0 || isa >= WF_GEMM_ISA_COUNT || !wf__gemm_isa_supported(isa)))
+        return wf__error(WF_ERR_UNSUPPORTED, "gemm: ISA variant %d (%s) is not supported here",
+                         isa, wf__gemm_isa_name(isa) ? wf__gemm_isa_name(isa) : "unknown");
+    atomic_store_explicit(&forced_isa, isa, memory_order_relaxed);
+    return WF_OK;
+}
+
+/* ---------------------------------------------------------------- baseline kernels
+ * float32 4 x 8 and float64 4 x 4 tiles in SSE-width vectors (GCC vector
+ * extensions: SSE2 on x86-64, whatever the target offers elsewhere). No
+ * FMA: products and sums round separately. */
+
+enum { BASE_MR = 4, BASE_NR = 8, BASE_NR64 = 4 };
+typedef float base_v4 __attribute__((vector_size(16)));
+typedef double base_v2 __attribute__((vector_size(16)));
+
+static void base_tile_f32(int64_t kc, const void *apv, const void *bpv, int64_t ldb, void *cv,
+                          int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
+{
+    const float *ap = apv, *bp = bpv;
+    base_v4 acc[BASE_MR][2];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < kc; k++) {
+        base_v4 b[2];
+        memcpy(b, bp, sizeof b);
+        for (int r = 0; r < BASE_MR; r++) {
+            const base_v4 av = {ap[r], ap[r], ap[r], ap[r]};
+            acc[r][0] += av * b[0];
+            acc[r][1] += av * b[1];
+        }
+        ap += BASE_MR;
+        bp += ldb;
+    }
+    const float alpha = (float)e->alpha, beta = (float)e->beta;
+    for (int r = 0; r < rows; r++) {
+        float v[BASE_NR], *c = (float *)cv + r * ldc;
+        memcpy(v, acc[r], sizeof v);
+        for (int j = 0; j < cols; j++)
+            c[j] = e->mode == WF_GEMM_STORE_SET    ? alpha * v[j]
+                   : e->mode == WF_GEMM_STORE_BETA ? alpha * v[j] + beta * c[j]
+                                                   : alpha * v[j] + c[j];
+    }
+}
+
+static void base_tile_f64(int64_t kc, const void *apv, const void *bpv, int64_t ldb, void *cv,
+                          int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
+{
+    const double *ap = apv, *bp = bpv;
+    base_v2 acc[BASE_MR][2];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < kc; k++) {
+        base_v2 b[2];
+        memcpy(b, bp, sizeof b);
+        for (int r = 0; r < BASE_MR; r++) {
+            const base_v2 av = {ap[r], ap[r]};
+            acc[r][0] += av * b[0];
+            acc[r][1] += av * b[1];
+        }
+        ap += BASE_MR;
+        bp += ldb;
+    }
+    for (int r = 0; r < rows; r++) {
+        double v[BASE_NR64], *c = (double *)cv + r * ldc;
+        memcpy(v, acc[r], sizeof v);
+        for (int j = 0; j < cols; j++)
+            c[j] = e->mode == WF_GEMM_STORE_SET    ? e->alpha * v[j]
+                   : e->mode == WF_GEMM_STORE_BETA ? e->alpha * v[j] + e->beta * c[j]
+                                                   : e->alpha * v[j] + c[j];
+    }
+}
+
+static const wf_gemm_kernels base_kernels = {
+    .f32 = {.mr = BASE_MR, .nr = BASE_NR, .tile = base_tile_f32},
+    .f64 = {.mr = BASE_MR, .nr = BASE_NR64, .tile = base_tile_f64}};
+
+static const wf_gemm_kernels *kernels(int isa)
+{
+#if GEMM_HAVE_X86
+    if (isa == WF_GEMM_ISA_AVX2)
+        return &wf__gemm_kernels_avx2;
+    if (isa == WF_GEMM_ISA_AVX512)
+        return &wf__gemm_kernels_avx512;
+    if (isa == WF_GEMM_ISA_AVX512_BF16)
+        return &wf__gemm_kernels_avx512_bf16;
+#else
+    (void)isa;
+#endif
+    return &base_kernels;
+}
+
+/* ---------------------------------------------------------------- packing
+ * Plain loops for any layout; the variants' transposing copies take the
+ * common ones (gemm.h). Element size `es` is 4 (float32) or 8 (float64). */
+
+static void copy_element(char *dst, const char *src, size_t es)
+{
+    if (es == 8)
+        memcpy(dst, src, 8);
+    else
+        memcpy(dst, src, 4);
+}
+
+/* A micro-panel: dst[k * mr + i] = A[i][k] (rows <= mr; zero rows below). */
+static void pack_a_loops(size_t es, int rows, int mr, int64_t kc, const char *a, int64_t rs,
+                         int64_t cs, char *dst)
+{
+    for (int64_t k = 0; k < kc; k++, dst += mr * (int64_t)es) {
+        const char *ak = a + k * cs * (int64_t)es;
+        if (rs == 1) {
+            memcpy(dst, ak, (size_t)rows * es);
+        } else {
+            for (int i = 0; i < rows; i++)
+                copy_element(dst + i * (int64_t)es, ak + i * rs * (int64_t)es, es);
+        }
+        memset(dst + (size_t)rows * es, 0, (size_t)(mr - rows) * es);
+    }
+}
+
+/* B micro-panel: dst[k * nr + j] = B[k][j] (cols <= nr; zero columns right). */
+static void pack_b_loops(size_t es, int cols, int nr, int64_t kc, const char *b, int64_t rs,
+                         int64_t cs, char *dst)
+{
+    for (int64_t k = 0; k < kc; k++, dst += nr * (int64_t)es) {
+        const char *bk = b + k * rs * (int64_t)es;
+        if (cs == 1) {
+            memcpy(dst, bk, (size_t)cols * es);
+        } else {
+            for (int j = 0; j < cols; j++)
+                copy_element(dst + j * (int64_t)es, bk + j * cs * (int64_t)es, es);
+        }
+        memset(dst + (size_t)cols * es, 0, (size_t)(nr - cols) * es);
+    }
+}
+
+/* A strip of B micro-panels from B rows with contiguous columns (`cols` in
+ * all), row by row: each row of the strip is one contiguous run, fetched a
+ * few rows ahead (rows far apart defeat the hardware prefetcher). */
+static void pack_b_rows(size_t es, int64_t cols, int nr, int64_t kc, const char *b, int64_t rs,
+                        char *dst)
+{
+    const int64_t panels = ceil_div(cols, nr);
+    const size_t row_bytes = (size_t)cols * es;
+    for (int64_t k = 0; k < kc; k++) {
+        const char *bk = b + k * rs * (int64_t)es;
+        if (k + 4 < kc)
+            for (size_t off = 0; off < row_bytes; off += 64)
+                __builtin_prefetch(bk + 4 * rs * (int64_t)es + off);
+        for (int64_t p = 0; p < panels; p++) {
+            char *d = dst + (size_t)((p * kc + k) * nr) * es;
+            const int64_t n = min64(nr, cols - p * nr);
+            memcpy(d, bk + (size_t)(p * nr) * es, (size_t)n * es);
+            memset(d + (size_t)n * es, 0, (size_t)(nr - n) * es);
+        }
+    }
+}
+
+/* bfloat16 pairs: dst[(t * width + i) * 2 + h] = X[i][2t + h] for A (X[i][k]
+ * = A[i][k]) and for B (X[j][k] = B[k][j]); X's element (i, k) is at
+ * x[i * si + k * sk]. Zero beyond `count` or kc. */
+static void pack_pairs_loops(int count, int width, int64_t kc, const uint16_t *x, int64_t si,
+                             int64_t sk, uint16_t *dst)
+{
+    for (int64_t t = 0; t < (kc + 1) / 2; t++, dst += 2 * width) {
+        const int64_t k = 2 * t;
+        const bool second = k + 1 < kc;
+        int i = 0;
+        for (; i < count; i++) {
+            const uint16_t *xi = x + i * si + k * sk;
+            dst[2 * i] = xi[0];
+            dst[2 * i + 1] = second ? xi[sk] : 0;
+        }
+        for (; i < width; i++)
+            dst[2 * i] = dst[2 * i + 1] = 0;
+    }
+}
+
+/* When k is contiguous and rows are an even number of elements apart, each
+ * pair is one 32-bit element and the transposing copy moves them (an odd
+ * last k is padded by the loops). */
+static void pack_pairs(const wf_gemm_type_kernels *tk, int count, int width, int64_t kc,
+                       const uint16_t *x, int64_t si, int64_t sk, uint16_t *dst)
+{
+    if (sk == 1 && si % 2 == 0 && tk->transpose != NULL) {
+        tk->transpose(count, width, kc / 2, x, si / 2, dst);
+        if (kc % 2)
+            pack_pairs_loops(count, width, 1, x + kc - 1, si, sk, dst + kc / 2 * 2 * width);
+    } else {
+        pack_pairs_loops(count, width, kc, x, si, sk, dst);
+    }
+}
+
+/* ---------------------------------------------------------------- driver */
+
+void wf__gemm_args_init(wf_gemm_args *g, wf_dtype dtype, int64_t m, int64_t n, int64_t k,
+                        const void *a, int64_t rsa, int64_t csa, const void *b, int64_t rsb,
+                        int64_t csb, void *c, int64_t ldc, double alpha, double beta)
+{
+    *g = (wf_gemm_args){.dtype = dtype, .m = m, .n = n, .k = k, .a = a, .rsa = rsa, .csa = csa,
+                        .b = b, .rsb = rsb, .csb = csb, .c = c, .ldc = ldc, .alpha = alpha,
+                        .beta = beta, .isa = wf__gemm_isa()};
+}
+
+void wf__gemm_scratch_free(wf_gemm_scratch *s)
+{
+    free(s->data);
+    s->data = NULL;
+    s->bytes = 0;
+}
+
+static bool scratch_reserve(wf_gemm_scratch *s, size_t bytes)
+{
+    if (s->bytes >= bytes)
+        return true;
+    bytes = (size_t)round_up((int64_t)bytes, 64);
+    void *p = aligned_alloc(64, bytes);
+    if (p == NULL)
+        return false;
+    free(s->data);
+    s->data = p;
+    s->bytes = bytes;
+    return true;
+}
+
+/* K blocks: as equal as possible, a multiple of 8 (even, for bfloat16
+ * pairs), at most GEMM_KC; the last block takes the rest. */
+static int64_t k_block(int64_t k)
+{
+    const int64_t blocks = ceil_div(k, GEMM_KC);
+    return min64(GEMM_KC, round_up(ceil_div(k, blocks), 8));
+}
+
+static const wf_gemm_type_kernels *type_kernels(const wf_gemm_args *g)
+{
+    const wf_gemm_kernels *kern = kernels(g->isa);
+    return g->dtype == WF_DTYPE_F64 ? &kern->f64 : g->dtype == WF_DTYPE_BF16 ? &kern->bf16
+                                                                              : &kern->f32;
+}
+
+/* Use the direct (matrix-vector) path for a block of `rows` rows? */
+static bool use_direct(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t rows)
+{
+    return tk->direct != NULL && rows <= tk->direct_rows && g->csb == 1;
+}
+
+/* Read B where it lies rather than pack it? When its rows are contiguous
+ * and at most a few A panels would reuse a packed copy. */
+static bool b_in_place(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t rows)
+{
+    return tk->b_in_place && g->csb == 1 && rows <= 4 * tk->mr;
+}
+
+/* Blocks of `size` in `splits` parts, rounded up to `align`. */
+static int64_t split_block(int64_t size, int64_t splits, int64_t align)
+{
+    return min64(size, round_up(ceil_div(size, splits), align));
+}
+
+void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, int64_t *nblock)
+{
+    const wf_gemm_type_kernels *tk = type_kernels(g);
+    const int64_t mr = tk->mr, nr = tk->nr;
+    const int64_t target = max64(1, ceil_div(GEMM_TARGET_BLOCKS, max64(batches, 1)));
+    if (use_direct(g, tk, g->m)) {
+        /* Matrix-vector (memory-bound): columns only, 256 at least (long
+         * runs of B rows), and enough work each. */
+        *mblock = g->m;
+        const int64_t by_work = ceil_div(GEMM_MIN_BLOCK_FLOPS / 8, 2 * g->m * g->k);
+        *nblock = min64(g->n, round_up(max64(max64(256, by_work), ceil_div(g->n, target)), 64));
+        return;
+    }
+    /* Split rows and columns (doubling the split of whichever blocks are
+     * larger for their floor) until there are `target` blocks. Rows stay
+     * at 252 or more, so a packed B strip serves many rows; failing that,
+     * rows go down to 4 tiles at once, where B is read in place rather
+     * than packed, and on to 2 tiles. Columns: strips of at most GEMM_NC,
+     * at least 64. Never below GEMM_MIN_BLOCK_FLOPS of work a block. */
+    int64_t rs = 1, cs = ceil_div(g->n, GEMM_NC);
+    const int64_t row_floor[2] = {252, 2 * mr};
+    for (int phase = 0; phase < 2; phase++) {
+        const int64_t max_rs = max64(1, g->m / row_floor[phase]), max_cs = max64(1, g->n / 64);
+        if (phase == 1 && rs * cs < target && g->m > 4 * mr)
+            rs = max64(rs, ceil_div(g->m, 4 * mr)); /* jump to B in place */
+        while (rs * cs < target) {
+            const int64_t mb = split_block(g->m, rs, mr), nb = split_block(g->n, cs, nr);
+            const bool rows = rs < max_rs && (cs >= max_cs || mb * 128 >= nb * row_floor[phase]);
+            const int64_t rs2 = rows ? min64(2 * rs, max_rs) : rs;
+            const int64_t cs2 = rows ? cs : min64(2 * cs, max_cs);
+            if ((rs2 == rs && cs2 == cs) ||
+                2 * split_block(g->m, rs2, mr) * split_block(g->n, cs2, nr) * g->k <
+                    GEMM_MIN_BLOCK_FLOPS)
+                break;
+            rs = rs2;
+            cs = cs2;
+        }
+    }
+    *mblock = split_block(g->m, rs, mr);
+    *nblock = split_block(g->n, cs, nr);
+}
+
+static wf_gemm_epilogue first_epilogue(const wf_gemm_args *g, int64_t k0)
+{
+    return (wf_gemm_epilogue){.mode = k0 > 0        ? WF_GEMM_STORE_ADD
+                                      : g->beta == 0 ? WF_GEMM_STORE_SET
+                                                     : WF_GEMM_STORE_BETA,
+                              .alpha = g->alpha,
+                              .beta = g->beta};
+}
+
+/* Element `i` (may be negative) of an array of `es`-byte elements. */
+static char *at(const void *base, int64_t i, size_t es)
+{
+    return (char *)base + i * (int64_t)es;
+}
+
+/* Packs columns [j0, j1) of B's K block bk (kc rows) into micro-panels;
+ * `in_place`: only a last narrower panel, at slot 0. */
+static void pack_b_strip(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
+                         bool in_place, int64_t kc, const char *bk, int64_t j0, int64_t j1,
+                         char *bpack)
+{
+    const int64_t nr = tk->nr;
+    if (g->csb == 1 && !in_place) {
+        pack_b_rows(es, j1 - j0, (int)nr, kc, at(bk, j0, es), g->rsb, bpack);
+        return;
+    }
+    for (int64_t p = 0; p < ceil_div(j1 - j0, nr); p++) {
+        const int64_t j = j0 + p * nr, cols = min64(nr, j1 - j);
+        const char *src = at(bk, j * g->csb, es);
+        char *dst = at(bpack, in_place ? 0 : p * nr * kc, es);
+        if (in_place && cols == nr)
+            continue; /* read where it lies */
+        if (g->csb != 1 && g->rsb == 1 && tk->transpose != NULL)
+            tk->transpose((int)cols, (int)nr, kc, src, g->csb, dst);
+        else
+            pack_b_loops(es, (int)cols, (int)nr, kc, src, g->rsb, g->csb, dst);
+    }
+}
+
+/* float32 and float64: es is the element size. */
+static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
+                             int64_t i0, int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
+{
+    const char *a = g->a, *b = g->b;
+    char *c = g->c;
+    const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
+    const int64_t panels = ceil_div(j1 - j0, nr);
+    const bool direct = use_direct(g, tk, i1 - i0), in_place = b_in_place(g, tk, i1 - i0);
+    /* In place, only a last narrower panel is packed (at the panel's slot 0). */
+    const int64_t belems = (in_place ? 1 : panels) * nr * kcb;
+    if (!direct && !scratch_reserve(s, (size_t)(belems + mr * kcb) * es + 64))
+        return WF_ERR_OUT_OF_MEMORY;
+    char *bpack = s->data, *apack = bpack + (size_t)belems * es;
+    for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
+        const int64_t kc = min64(kcb, g->k - k0);
+        const wf_gemm_epilogue e = first_epilogue(g, k0);
+        if (direct) {
+            tk->direct(kc, at(a, i0 * g->rsa + k0 * g->csa, es), g->rsa, g->csa,
+                       at(b, k0 * g->rsb + j0, es), g->rsb, at(c, i0 * g->ldc + j0, es), g->ldc,
+                       (int)(i1 - i0), j1 - j0, &e);
+            continue;
+        }
+        const char *bk = at(b, k0 * g->rsb, es);
+        pack_b_strip(g, tk, es, in_place, kc, bk, j0, j1, bpack);
+        for (int64_t i = i0; i < i1; i += mr) {
+            const int rows = (int)min64(mr, i1 - i);
+            const char *ai = at(a, i * g->rsa + k0 * g->csa, es);
+            if (g->csa == 1 && tk->transpose != NULL)
+                tk->transpose(rows, (int)mr, kc, ai, g->rsa, apack);
+            else
+                pack_a_loops(es, rows, (int)mr, kc, ai, g->rsa, g->csa, apack);
+            for (int64_t p = 0; p < panels; p++) {
+                const int64_t j = j0 + p * nr, cols = min64(nr, j1 - j);
+                const bool here = in_place && cols == nr;
+                const char *bp = here ? at(bk, j, es) : at(bpack, in_place ? 0 : p * nr * kc, es);
+                tk->tile(kc, apack, bp, here ? g->rsb : nr, at(c, i * g->ldc + j, es), g->ldc, rows,
+                         (int)cols, &e);
+            }
+        }
+    }
+    return WF_OK;
+}
+
+static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t i0,
+                            int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
+{
+    const uint16_t *a = g->a, *b = g->b;
+    float *c = g->c;
+    const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
+    const int64_t panels = ceil_div(j1 - j0, nr);
+    const bool direct = use_direct(g, tk, i1 - i0);
+    if (!direct &&
+        !scratch_reserve(s, (size_t)((panels * nr + mr) * kcb) * sizeof(uint16_t) + 64))
+        return WF_ERR_OUT_OF_MEMORY;
+    uint16_t *bpack = s->data, *apack = bpack + panels * nr * kcb;
+    for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
+        const int64_t kc = min64(kcb, g->k - k0), kc2 = round_up(kc, 2);
+        const wf_gemm_epilogue e = first_epilogue(g, k0);
+        if (direct) {
+            tk->direct(kc, a + i0 * g->rsa + k0 * g->csa, g->rsa, g->csa, b + k0 * g->rsb + j0,
+                       g->rsb, c + i0 * g->ldc + j0, g->ldc, (int)(i1 - i0), j1 - j0, &e);
+            continue;
+        }
+        for (int64_t p = 0; p < panels; p++) {
+            const int64_t j = j0 + p * nr;
+            const uint16_t *bj = b + k0 * g->rsb + j * g->csb;
+            const int cols = (int)min64(nr, j1 - j);
+            if (g->csb == 1 && tk->pack_b_pairs != NULL)
+                tk->pack_b_pairs(cols, (int)nr, kc, bj, g->rsb, bpack + p * nr * kc2);
+            else
+                pack_pairs(tk, cols, (int)nr, kc, bj, g->csb, g->rsb, bpack + p * nr * kc2);
+        }
+        for (int64_t i = i0; i < i1; i += mr) {
+            const int rows = (int)min64(mr, i1 - i);
+            pack_pairs(tk, rows, (int)mr, kc, a + i * g->rsa + k0 * g->csa, g->rsa, g->csa,
+                       apack);
+            for (int64_t p = 0; p < panels; p++) {
+                const int64_t j = j0 + p * nr;
+                tk->tile(kc, apack, bpack + p * nr * kc2, 2 * nr, c + i * g->ldc + j, g->ldc,
+                         rows, (int)min64(nr, j1 - j), &e);
+            }
+        }
+    }
+    return WF_OK;
+}
+
+wf_status wf__gemm_block(const wf_gemm_args *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                         wf_gemm_scratch *s)
+{
+    const wf_gemm_type_kernels *tk = type_kernels(g);
+    if (g->dtype == WF_DTYPE_BF16)
+        return block_bf16(g, tk, i0, i1, j0, j1, s);
+    return block_plain(g, tk, g->dtype == WF_DTYPE_F64 ? 8 : 4, i0, i1, j0, j1, s);
+}
+
+wf_status wf__gemm_serial(const wf_gemm_args *g, wf_gemm_scratch *s)
+{
+    for (int64_t j0 = 0; j0 < g->n; j0 += GEMM_NC) {
+        const wf_status st = wf__gemm_block(g, 0, g->m, j0, min64(g->n, j0 + GEMM_NC), s);
+        if (st != WF_OK)
+            return st;
+    }
+    return WF_OK;
+}

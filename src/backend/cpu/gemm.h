@@ -1,0 +1,180 @@
+/*
+ * weft's own matrix multiply (GEMM): float32, float64, and bfloat16 inputs
+ * with float32 accumulation. Internal.
+ *
+ * Technique (GotoBLAS/BLIS): C = alpha * A B + beta * C is computed block by
+ * block. K is cut into blocks of at most 256; for each K block a strip of B
+ * (K block x up to 512 columns) is packed into micro-panels NR columns wide
+ * that stay in L2, and for each MR rows of A a micro-panel (MR x K block) is
+ * packed into L1; a register-blocked micro-kernel then computes MR x NR
+ * tiles of C, one per B micro-panel of the strip. Edges are computed on
+ * zero-padded panels and stored with masks, so no scalar tail loops.
+ * Operands may have any element strides (transposed operands are packed
+ * like any other). When few rows share a strip and B's rows are contiguous,
+ * the AVX kernels read B where it lies instead (all but a last, narrower
+ * panel); a few rows (matrix-vector products: up to 4 float32 rows, one
+ * float64 or bfloat16 row) have kernels of their own that read both operands
+ * in place.
+ *
+ * Reproducibility (the bits of a result). Every element of C is computed
+ * the same way whatever the shape of the call around it, its row, the
+ * thread count or the code path (packed, in place, matrix-vector):
+ *   for each K block (a function of K alone, k_block in gemm.c):
+ *     acc = 0; for k in the block, in order: acc = fma(a[i][k], b[k][j], acc)
+ *     block 0: c = alpha * acc            (beta == 0; C is not read)
+ *              c = fma(alpha, acc, beta * c)
+ *     later:   c = fma(alpha, acc, c)
+ * (the baseline SSE2 variant has no FMA and rounds the product and the sum
+ * separately; bfloat16 with AVX512_BF16 adds products pairwise, k = 2t and
+ * 2t + 1, with vdpbf16ps). So row i of A B has the same bits whether A has 1
+ * or 1000 rows, and splitting C over threads by blocks of rows and columns
+ * (never K) cannot change any bit. Results do differ between ISA variants
+ * (avx2 and avx512 agree for float32 and float64: same sums, same order).
+ *
+ * ISA variants: baseline (SSE2), avx2 (AVX2 + FMA), avx512 (F/BW/DQ/VL),
+ * avx512bf16 (avx512 + AVX512_BF16 for bfloat16 inputs). The best one the
+ * CPU supports is used, capped by the environment variable WEFT_ISA
+ * ("baseline", "avx2", "avx512", "avx512bf16") read once; tests force each
+ * variant with wf__gemm_isa_set.
+ */
+#ifndef WEFT_BACKEND_CPU_GEMM_H
+#define WEFT_BACKEND_CPU_GEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "weft.h"
+
+enum wf_gemm_isa {
+    WF_GEMM_ISA_BASELINE = 0,
+    WF_GEMM_ISA_AVX2,
+    WF_GEMM_ISA_AVX512,
+    WF_GEMM_ISA_AVX512_BF16,
+    WF_GEMM_ISA_COUNT
+};
+
+/* Can this CPU run variant `isa`? */
+bool wf__gemm_isa_supported(int isa);
+/* "baseline", "avx2", "avx512", "avx512bf16" (NULL for an unknown value). */
+const char *wf__gemm_isa_name(int isa);
+/* The variant new products use: the one forced by wf__gemm_isa_set, else
+ * the best supported one not above WEFT_ISA. */
+int wf__gemm_isa(void);
+/* Forces variant `isa` for products started from now on (tests), or -1 to
+ * return to the default. WF_ERR_UNSUPPORTED (recorded) if the CPU lacks it.
+ * Process-wide; a product in flight keeps the variant it started with. */
+wf_status wf__gemm_isa_set(int isa);
+/* Does variant `isa` multiply bfloat16 directly (else through float32)? */
+bool wf__gemm_isa_has_bf16(int isa);
+
+/* One product C (m x n) = alpha * A (m x k) B (k x n) + beta * C.
+ * `dtype`: WF_DTYPE_F32 (a, b, c float32), WF_DTYPE_F64 (all float64) or
+ * WF_DTYPE_BF16 (a, b bfloat16, c float32; the variant must have
+ * wf__gemm_isa_has_bf16, else convert to float32 first). Element (i, j) of
+ * A is at a[i * rsa + j * csa] (any strides, in elements), likewise B; C has
+ * rows ldc apart and contiguous columns, and is only read when beta != 0.
+ * m, n, k > 0. */
+typedef struct wf_gemm_args {
+    wf_dtype dtype;
+    int64_t m, n, k;
+    const void *a;
+    int64_t rsa, csa;
+    const void *b;
+    int64_t rsb, csb;
+    void *c;
+    int64_t ldc;
+    double alpha, beta;
+    int isa; /* the variant, fixed when the product is set up */
+} wf_gemm_args;
+
+/* Fills the fields above isa's and isa itself (wf__gemm_isa()). */
+void wf__gemm_args_init(wf_gemm_args *g, wf_dtype dtype, int64_t m, int64_t n, int64_t k,
+                        const void *a, int64_t rsa, int64_t csa, const void *b, int64_t rsb,
+                        int64_t csb, void *c, int64_t ldc, double alpha, double beta);
+
+/* Packing space for one thread, grown on demand; zero-initialize it and
+ * call wf__gemm_scratch_free when done. */
+typedef struct wf_gemm_scratch {
+    void *data;
+    size_t bytes;
+} wf_gemm_scratch;
+void wf__gemm_scratch_free(wf_gemm_scratch *s);
+
+/* How a product is split into independent blocks of C for threads: rows
+ * and columns per block (a function of m, n, k, the variant and `batches`,
+ * the number of products run side by side; never of the thread count). */
+void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, int64_t *nblock);
+
+/* Computes C[i0:i1, j0:j1] of product g on the calling thread.
+ * WF_ERR_OUT_OF_MEMORY (not recorded: the caller reports it) if the
+ * scratch could not grow. */
+wf_status wf__gemm_block(const wf_gemm_args *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                         wf_gemm_scratch *s);
+
+/* The whole product on the calling thread. */
+wf_status wf__gemm_serial(const wf_gemm_args *g, wf_gemm_scratch *s);
+
+/* ---------------------------------------------------------------- kernels
+ * What each variant provides, per element type (gemm_avx2.c, gemm_avx512.c;
+ * the baseline in gemm.c). Packed panels: A micro-panel ap[k * mr + i] (mr
+ * rows), B micro-panel bp[k * nr + j]; bfloat16 panels hold pairs:
+ * ap[(t * mr + i) * 2 + {0, 1}] = A[i][2t + {0, 1}], bp[(t * nr + j) * 2 +
+ * {0, 1}] likewise. */
+
+enum wf_gemm_store { WF_GEMM_STORE_SET, WF_GEMM_STORE_BETA, WF_GEMM_STORE_ADD };
+
+/* How a tile's sums go to C: SET c = alpha * acc, BETA c = fma(alpha, acc,
+ * beta * c), ADD c = fma(alpha, acc, c); in C's type (alpha and beta
+ * rounded to float32 for float32 C). */
+typedef struct wf_gemm_epilogue {
+    int mode; /* enum wf_gemm_store */
+    double alpha, beta;
+} wf_gemm_epilogue;
+
+/* C tile (rows x cols, at most mr x nr) over kc from a packed A panel and
+ * nr columns of B rows ldb elements apart: a packed panel (ldb = nr;
+ * bfloat16: 2 nr per k pair) or, for kernels with b_in_place, nr columns of
+ * B itself. */
+typedef void (*wf_gemm_tile_fn)(int64_t kc, const void *ap, const void *b, int64_t ldb, void *c,
+                                int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e);
+/* C (rows x cols; rows <= direct_rows) from A rows read in place (strides
+ * rsa/csa) and B rows read in place (contiguous columns, rows ldb apart),
+ * over kc; of the element type of the table it is in (C float32 for
+ * bfloat16). */
+typedef void (*wf_gemm_direct_fn)(int64_t kc, const void *a, int64_t rsa, int64_t csa,
+                                  const void *b, int64_t ldb, void *c, int64_t ldc, int rows,
+                                  int64_t cols, const wf_gemm_epilogue *e);
+/* Transposing copy of elements of the kernel's size (packs A with
+ * contiguous rows, B with contiguous columns, and bfloat16 pairs as 32-bit
+ * elements): dst[c * width + r] = src[r * ld + c] for r < rows, c < cols;
+ * zero for rows <= r < width. Moves only: bits are kept. */
+typedef void (*wf_gemm_transpose_fn)(int rows, int width, int64_t cols, const void *src,
+                                     int64_t ld, void *dst);
+/* bfloat16 B micro-panel from B rows (contiguous columns, rows ld apart):
+ * dst[(t * width + j) * 2 + h] = B[2t + h][j] for j < cols, 2t + h < kc;
+ * zero elsewhere. */
+typedef void (*wf_gemm_pack_pairs_fn)(int cols, int width, int64_t kc, const uint16_t *b,
+                                      int64_t ld, uint16_t *dst);
+
+/* One element type's kernels (mr == 0: none). */
+typedef struct wf_gemm_type_kernels {
+    int mr, nr;
+    wf_gemm_tile_fn tile;
+    bool b_in_place;                /* tile may read full-width B panels where they lie */
+    wf_gemm_transpose_fn transpose; /* NULL: plain loops */
+    int direct_rows;                /* 0: no direct path */
+    wf_gemm_direct_fn direct;
+    wf_gemm_pack_pairs_fn pack_b_pairs; /* bfloat16; NULL: plain loops */
+} wf_gemm_type_kernels;
+
+typedef struct wf_gemm_kernels {
+    wf_gemm_type_kernels f32, f64, bf16;
+} wf_gemm_kernels;
+
+/* x86-64 only. */
+extern const wf_gemm_kernels wf__gemm_kernels_avx2;
+extern const wf_gemm_kernels wf__gemm_kernels_avx512;
+extern const wf_gemm_kernels wf__gemm_kernels_avx512_bf16; /* avx512 + bfloat16 tiles */
+
+#endif

@@ -1,0 +1,334 @@
+/* AVX2 + FMA micro-kernels of weft's GEMM (see gemm.h): float32 6 x 16 and
+ * float64 6 x 8 tiles (12 accumulators, 2 B vectors and a broadcast in the
+ * 16 registers) and a
+ * direct kernel for up to 3 rows with B read in place (matrix-vector).
+ * Sums are formed exactly as in the AVX-512 kernels (one fma per k, the same
+ * epilogue), so the two variants give the same bits. Compiled with
+ * per-function target attributes; called only after a CPU check. */
+#include "backend/cpu/gemm.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define ATTR_AVX2 __attribute__((target("avx2,fma")))
+#define INLINE_AVX2 ATTR_AVX2 __attribute__((always_inline)) static inline
+
+enum { MR = 6, NR = 16, NR64 = 8, DIRECT_ROWS = 3, DIRECT_VECS = 4 };
+
+/* Lanes [0, n) of 8 as a maskload/maskstore mask (n may be <= 0 or >= 8). */
+INLINE_AVX2 __m256i lanes(int64_t n)
+{
+    const int c = n <= 0 ? 0 : n >= 8 ? 8 : (int)n;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Loads/stores the first n (1..8) lanes: plain when all 8 are valid. */
+INLINE_AVX2 __m256 load_n(const float *p, int64_t n, __m256i m)
+{
+    return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+INLINE_AVX2 void store_n(float *p, __m256 v, int64_t n, __m256i m)
+{
+    if (n >= 8)
+        _mm256_storeu_ps(p, v);
+    else
+        _mm256_maskstore_ps(p, m, v);
+}
+
+/* Stores sums `acc` over the first n (1..8) lanes at c (gemm.h's rule). */
+INLINE_AVX2 void finish_store(float *c, __m256 acc, int64_t n, __m256i m,
+                              const wf_gemm_epilogue *e)
+{
+    const __m256 alpha = _mm256_set1_ps((float)e->alpha);
+    if (e->mode == WF_GEMM_STORE_SET) {
+        store_n(c, _mm256_mul_ps(alpha, acc), n, m);
+        return;
+    }
+    __m256 old = load_n(c, n, m);
+    if (e->mode == WF_GEMM_STORE_BETA)
+        old = _mm256_mul_ps(_mm256_set1_ps((float)e->beta), old);
+    store_n(c, _mm256_fmadd_ps(alpha, acc, old), n, m);
+}
+
+/* Lanes [0, n) of 4 doubles as a mask (n may be <= 0 or >= 4). */
+INLINE_AVX2 __m256i lanes64(int64_t n)
+{
+    const long long c = n <= 0 ? 0 : n >= 4 ? 4 : n;
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(c), _mm256_setr_epi64x(0, 1, 2, 3));
+}
+
+/* The same for the first n (1..4) float64 lanes. */
+INLINE_AVX2 void finish_store64(double *c, __m256d acc, int64_t n, const wf_gemm_epilogue *e)
+{
+    const __m256i m = lanes64(n);
+    const __m256d alpha = _mm256_set1_pd(e->alpha);
+    __m256d v;
+    if (e->mode == WF_GEMM_STORE_SET) {
+        v = _mm256_mul_pd(alpha, acc);
+    } else {
+        __m256d old = n >= 4 ? _mm256_loadu_pd(c) : _mm256_maskload_pd(c, m);
+        if (e->mode == WF_GEMM_STORE_BETA)
+            old = _mm256_mul_pd(_mm256_set1_pd(e->beta), old);
+        v = _mm256_fmadd_pd(alpha, acc, old);
+    }
+    if (n >= 4)
+        _mm256_storeu_pd(c, v);
+    else
+        _mm256_maskstore_pd(c, m, v);
+}
+
+ATTR_AVX2 static void tile_f32(int64_t kc, const void *apv, const void *bv, int64_t ldb,
+                               void *cv, int64_t ldc, int rows, int cols,
+                               const wf_gemm_epilogue *e)
+{
+    const float *ap = apv, *bp = bv;
+    float *c = cv;
+    __m256 acc[MR][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++)
+        acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++) {
+            const __m256 av = _mm256_broadcast_ss(ap + r);
+            acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+        }
+        ap += MR;
+        bp += ldb;
+    }
+    const __m256i m0 = lanes(cols), m1 = lanes(cols - 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++)
+        if (r < rows) {
+            finish_store(c + r * ldc, acc[r][0], cols, m0, e);
+            if (cols > 8)
+                finish_store(c + r * ldc + 8, acc[r][1], cols - 8, m1, e);
+        }
+}
+
+ATTR_AVX2 static void tile_f64(int64_t kc, const void *apv, const void *bv, int64_t ldb,
+                               void *cv, int64_t ldc, int rows, int cols,
+                               const wf_gemm_epilogue *e)
+{
+    const double *ap = apv, *bp = bv;
+    double *c = cv;
+    __m256d acc[MR][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++)
+        acc[r][0] = acc[r][1] = _mm256_setzero_pd();
+    for (int64_t k = 0; k < kc; k++) {
+        const __m256d b0 = _mm256_loadu_pd(bp), b1 = _mm256_loadu_pd(bp + 4);
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; r++) {
+            const __m256d av = _mm256_broadcast_sd(ap + r);
+            acc[r][0] = _mm256_fmadd_pd(av, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_pd(av, b1, acc[r][1]);
+        }
+        ap += MR;
+        bp += ldb;
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++)
+        if (r < rows) {
+            finish_store64(c + r * ldc, acc[r][0], cols, e);
+            if (cols > 4)
+                finish_store64(c + r * ldc + 4, acc[r][1], cols - 4, e);
+        }
+}
+
+/* Transposes the 4 x 4 block r of doubles in place (r[c] becomes column c). */
+INLINE_AVX2 void transpose4x4(__m256d r[4])
+{
+    const __m256d t0 = _mm256_unpacklo_pd(r[0], r[1]), t1 = _mm256_unpackhi_pd(r[0], r[1]);
+    const __m256d t2 = _mm256_unpacklo_pd(r[2], r[3]), t3 = _mm256_unpackhi_pd(r[2], r[3]);
+    r[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+    r[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+    r[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+    r[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+
+/* gemm.h's transpose for 64-bit elements, 4 x 4 blocks at a time. */
+ATTR_AVX2 static void transpose64(int rows, int width, int64_t cols, const void *srcv, int64_t ld,
+                                  void *dstv)
+{
+    const double *src = srcv;
+    double *dst = dstv;
+    for (int r0 = 0; r0 < width; r0 += 4) {
+        const int nrow = rows - r0;
+        const int64_t nout = width - r0;
+        const __m256i out = lanes64(nout);
+        for (int64_t c0 = 0; c0 < cols; c0 += 4) {
+            const int64_t nc = cols - c0;
+            const __m256i in = lanes64(nc);
+            __m256d r[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                const double *p = src + (r0 + i) * ld + c0;
+                r[i] = i >= nrow ? _mm256_setzero_pd()
+                       : nc >= 4 ? _mm256_loadu_pd(p)
+                                 : _mm256_maskload_pd(p, in);
+            }
+            transpose4x4(r);
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                double *d = dst + (c0 + c) * width + r0;
+                if (c < nc && nout >= 4)
+                    _mm256_storeu_pd(d, r[c]);
+                else if (c < nc)
+                    _mm256_maskstore_pd(d, out, r[c]);
+            }
+        }
+    }
+}
+
+/* Transposes the 8 x 8 block r in place (r[c] becomes column c). */
+INLINE_AVX2 void transpose8(__m256 r[8])
+{
+    __m256 t[8], u[8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) { /* pairs of rows interleaved per 128-bit lane */
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; g++) { /* u[4g + c], lane L: column 4L + c of rows 4g..4g+3 */
+        u[4 * g] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+        r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+}
+
+/* gemm.h's transpose32, 8 x 8 blocks at a time (moves only: bits kept). */
+ATTR_AVX2 static void transpose32(int rows, int width, int64_t cols, const void *srcv, int64_t ld,
+                                  void *dstv)
+{
+    const float *src = srcv;
+    float *dst = dstv;
+    for (int r0 = 0; r0 < width; r0 += 8) {
+        const int nrow = rows - r0;
+        const int64_t nout = width - r0;
+        const __m256i out = lanes(nout);
+        for (int64_t c0 = 0; c0 < cols; c0 += 8) {
+            const int64_t nc = cols - c0;
+            const __m256i in = lanes(nc);
+            __m256 r[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++)
+                r[i] = i < nrow ? load_n(src + (r0 + i) * ld + c0, nc, in) : _mm256_setzero_ps();
+            transpose8(r);
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++)
+                if (c < nc)
+                    store_n(dst + (c0 + c) * width + r0, r[c], nout, out);
+        }
+    }
+}
+
+/* R rows x up to 32 columns per pass, B rows read in place. */
+INLINE_AVX2 void direct_rows(const int R, int64_t kc, const float *a, int64_t rsa, int64_t csa,
+                             const float *b, int64_t ldb, float *c, int64_t ldc, int64_t cols,
+                             const wf_gemm_epilogue *e)
+{
+    for (int64_t j = 0; j < cols; j += 8 * DIRECT_VECS) {
+        int64_t n[DIRECT_VECS];
+        __m256i m[DIRECT_VECS];
+        __m256 acc[DIRECT_ROWS][DIRECT_VECS];
+#pragma GCC unroll 4
+        for (int q = 0; q < DIRECT_VECS; q++) {
+            n[q] = cols - j - 8 * q;
+            m[q] = lanes(n[q]);
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++)
+                acc[r][q] = _mm256_setzero_ps();
+        }
+        const float *bk = b + j, *ak = a;
+        for (int64_t k = 0; k < kc; k++, bk += ldb, ak += csa) {
+            __m256 bv[DIRECT_VECS];
+#pragma GCC unroll 4
+            for (int q = 0; q < DIRECT_VECS; q++)
+                bv[q] = n[q] >= 8   ? _mm256_loadu_ps(bk + 8 * q)
+                        : n[q] > 0 ? _mm256_maskload_ps(bk + 8 * q, m[q])
+                                   : _mm256_setzero_ps();
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++) {
+                const __m256 av = _mm256_broadcast_ss(ak + r * rsa);
+#pragma GCC unroll 4
+                for (int q = 0; q < DIRECT_VECS; q++)
+                    acc[r][q] = _mm256_fmadd_ps(av, bv[q], acc[r][q]);
+            }
+        }
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int q = 0; q < DIRECT_VECS; q++)
+                if (n[q] > 0)
+                    finish_store(c + r * ldc + j + 8 * q, acc[r][q], n[q], m[q], e);
+    }
+}
+
+ATTR_AVX2 static void direct_f32(int64_t kc, const void *av, int64_t rsa, int64_t csa,
+                                 const void *bv, int64_t ldb, void *cv, int64_t ldc, int rows,
+                                 int64_t cols, const wf_gemm_epilogue *e)
+{
+    const float *a = av, *b = bv;
+    float *c = cv;
+    switch (rows) {
+    case 1: direct_rows(1, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    case 2: direct_rows(2, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    default: direct_rows(3, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    }
+}
+
+/* One float64 row: B swept 4 rows at a time into sums kept in L1, one fma
+ * per k in order (as the AVX-512 kernel). */
+ATTR_AVX2 static void direct_f64(int64_t kc, const void *av, int64_t rsa, int64_t csa,
+                                 const void *bv, int64_t ldb, void *cv, int64_t ldc, int rows,
+                                 int64_t cols, const wf_gemm_epilogue *e)
+{
+    (void)rsa, (void)ldc, (void)rows; /* one row */
+    const double *x = av, *b = bv;
+    double *c = cv, acc[512] __attribute__((aligned(32)));
+    for (int64_t j0 = 0; j0 < cols; j0 += 512) {
+        const int64_t w = cols - j0 < 512 ? cols - j0 : 512;
+        for (int64_t j = 0; j < w; j += 4)
+            _mm256_storeu_pd(acc + j, _mm256_setzero_pd());
+        for (int64_t k = 0; k < kc; k += 4) {
+            const int rows_now = kc - k < 4 ? (int)(kc - k) : 4;
+            __m256d xv[4];
+            for (int t = 0; t < rows_now; t++)
+                xv[t] = _mm256_set1_pd(x[(k + t) * csa]);
+            const double *bk = b + k * ldb + j0;
+            for (int64_t j = 0; j < w; j += 4) {
+                const int64_t n = w - j;
+                const __m256i m = lanes64(n);
+                __m256d s = _mm256_loadu_pd(acc + j);
+                for (int t = 0; t < rows_now; t++) {
+                    const double *p = bk + t * ldb + j;
+                    const __m256d bk4 = n >= 4 ? _mm256_loadu_pd(p) : _mm256_maskload_pd(p, m);
+                    s = _mm256_fmadd_pd(xv[t], bk4, s);
+                }
+                _mm256_storeu_pd(acc + j, s);
+            }
+        }
+        for (int64_t j = 0; j < w; j += 4)
+            finish_store64(c + j0 + j, _mm256_loadu_pd(acc + j), w - j, e);
+    }
+}
+
+const wf_gemm_kernels wf__gemm_kernels_avx2 = {
+    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
+            .direct_rows = DIRECT_ROWS, .direct = direct_f32},
+    .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
+            .direct_rows = 1, .direct = direct_f64}};
+
+#else
+typedef int wf__gemm_avx2_unused; /* not x86-64: nothing here */
+#endif

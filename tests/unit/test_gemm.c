@@ -1,0 +1,744 @@
+/*
+ * weft's GEMM (src/backend/cpu/gemm.h), on every ISA variant this CPU has:
+ *  - float32, float64 and bfloat16 products against a (long) double reference, at
+ *    edge sizes (1, 7, 15, 17, 63, 65, 257, K over one K block), with
+ *    transposed and generally strided operands, alpha/beta, and C's row
+ *    stride; beta = 0 never reads C;
+ *  - splitting C into any blocks, or computing rows alone (the
+ *    matrix-vector path), gives the same bits (the reproducibility rule),
+ *    and so do operands viewed backwards (negative strides);
+ *  - batch invariance through the public API: rows of matmul (float32,
+ *    bfloat16, float64), addmm and attention give the same bits with 1, 7
+ *    or 64 rows in the batch;
+ *  - the same bits for WEFT_NUM_THREADS = 1, 2, 3, 5, 8 (this program runs
+ *    itself as child processes and compares their hashes; sanitized builds
+ *    run 1, 3, 8 on the baseline and the best variant);
+ *  - the avx2 and avx512 variants agree bitwise for float32 and float64;
+ *  - bad variant numbers give WF_ERR_UNSUPPORTED.
+ *
+ *   test_gemm                 the tests
+ *   test_gemm --child ISA     (internal) prints hashes of the results
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/cpu/gemm.h"
+#include "conformance.h"
+#include "harness.h"
+#include "runtime/pool.h"
+
+static const int64_t EDGE_SIZES[] = {1, 7, 15, 17, 63, 65, 257};
+enum { EDGE_COUNT = sizeof EDGE_SIZES / sizeof EDGE_SIZES[0] };
+
+/* Deterministic floats in [-1, 1) (caller frees). */
+static float *random_floats(int64_t n, uint32_t seed)
+{
+    float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    uint32_t s = seed * 2654435761u + 12345u;
+    for (int64_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        v[i] = (float)(s >> 8) / (float)(1u << 23) - 1.0f;
+    }
+    return v;
+}
+
+/* bfloat16 bits of f, rounded to nearest even (no NaN in these tests). */
+static uint16_t to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float from_bf16(uint16_t h)
+{
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint64_t fnv1a(const void *data, size_t n, uint64_t h)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211u;
+    return h;
+}
+
+/* ---------------------------------------------------------------- layouts
+ * A logical (rows x cols) matrix stored one of four ways; element (i, j)
+ * lives at data[i * rs + j * cs]. */
+
+enum layout { ROW_MAJOR, TRANSPOSED, STRIDED, STRIDED_T, LAYOUT_COUNT };
+static const char *const LAYOUT_NAMES[LAYOUT_COUNT] = {"row-major", "transposed", "strided",
+                                                       "strided-transposed"};
+
+typedef struct stored {
+    void *data;
+    int64_t rs, cs;
+} stored;
+
+/* Writes v as `dtype` (float32, float64 or bfloat16) at element i of p. */
+static void put(void *p, int64_t i, double v, wf_dtype dtype)
+{
+    if (dtype == WF_DTYPE_F64)
+        ((double *)p)[i] = v;
+    else if (dtype == WF_DTYPE_BF16)
+        ((uint16_t *)p)[i] = to_bf16((float)v);
+    else
+        ((float *)p)[i] = (float)v;
+}
+
+static double get(const void *p, int64_t i, wf_dtype dtype)
+{
+    return dtype == WF_DTYPE_F64 ? ((const double *)p)[i] : ((const float *)p)[i];
+}
+
+/* Stores values[i * cols + j] as `dtype` in layout `l`; the gaps of strided
+ * layouts hold NaN. */
+static stored store_matrix(const double *values, int64_t rows, int64_t cols, enum layout l,
+                           wf_dtype dtype)
+{
+    stored s = {0};
+    int64_t span = 0;
+    switch (l) {
+    case ROW_MAJOR: s.rs = cols, s.cs = 1, span = rows * cols; break;
+    case TRANSPOSED: s.rs = 1, s.cs = rows, span = rows * cols; break;
+    case STRIDED: s.rs = 2 * cols + 3, s.cs = 2, span = rows * (2 * cols + 3); break;
+    case STRIDED_T: s.rs = 3, s.cs = 3 * rows + 1, span = cols * (3 * rows + 1); break;
+    default: break;
+    }
+    s.data = malloc((size_t)(span + 1) * wf_dtype_size(dtype));
+    for (int64_t i = 0; i <= span; i++)
+        put(s.data, i, NAN, dtype);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            put(s.data, i * s.rs + j * s.cs, values[i * cols + j], dtype);
+    return s;
+}
+
+/* ---------------------------------------------------------------- reference */
+
+typedef struct product {
+    wf_dtype dtype; /* of A and B: float32, float64 or bfloat16 */
+    wf_dtype cdt;   /* of C: float64 for float64, else float32 */
+    int64_t m, n, k, ldc;
+    double alpha, beta;
+    double *a, *b;     /* logical values, row-major, exactly representable in dtype */
+    double *c0;        /* C before the product (ldc apart), representable in cdt */
+    double *want, *tol; /* the reference result and its tolerance (m x n) */
+} product;
+
+static double *values_as(int64_t n, uint32_t seed, wf_dtype dtype)
+{
+    float *f = random_floats(n, seed);
+    double *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    uint32_t s = seed * 7919u + 1;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        /* float64 gets bits below float32's precision too */
+        v[i] = dtype == WF_DTYPE_F64 ? f[i] + (double)(s >> 8) * 0x1p-50
+               : dtype == WF_DTYPE_BF16 ? from_bf16(to_bf16(f[i]))
+                                        : f[i];
+    }
+    free(f);
+    return v;
+}
+
+/* The reference in long double, and its tolerance: |error| <= (k + 4) u S,
+ * S the sum of |terms| (an FMA chain's bound with room for the epilogue; u
+ * of C's type). */
+static void reference(product *p)
+{
+    const double u = p->cdt == WF_DTYPE_F64 ? 0x1p-53 : 0x1p-24;
+    p->want = malloc((size_t)(p->m * p->n) * sizeof *p->want);
+    p->tol = malloc((size_t)(p->m * p->n) * sizeof *p->tol);
+    for (int64_t i = 0; i < p->m; i++)
+        for (int64_t j = 0; j < p->n; j++) {
+            long double sum = 0;
+            double mag = 0;
+            for (int64_t t = 0; t < p->k; t++) {
+                const long double term = (long double)p->a[i * p->k + t] * p->b[t * p->n + j];
+                sum += term;
+                mag += fabs((double)term);
+            }
+            double want = (double)((long double)p->alpha * sum);
+            mag *= fabs(p->alpha);
+            if (p->beta != 0) {
+                want += p->beta * p->c0[i * p->ldc + j];
+                mag += fabs(p->beta * p->c0[i * p->ldc + j]);
+            }
+            p->want[i * p->n + j] = want;
+            p->tol[i * p->n + j] = (double)(p->k + 4) * u * mag + 1e-300;
+        }
+}
+
+static product product_new(int64_t m, int64_t n, int64_t k, double alpha, double beta,
+                           wf_dtype dtype, uint32_t seed)
+{
+    product p = {.dtype = dtype, .cdt = dtype == WF_DTYPE_F64 ? WF_DTYPE_F64 : WF_DTYPE_F32,
+                 .m = m, .n = n, .k = k, .ldc = n + 3, .alpha = alpha, .beta = beta};
+    p.a = values_as(m * k, seed, dtype);
+    p.b = values_as(k * n, seed + 1, dtype);
+    p.c0 = values_as(m * p.ldc, seed + 2, p.cdt);
+    if (beta == 0)
+        for (int64_t i = 0; i < m * p.ldc; i++)
+            p.c0[i] = NAN; /* must not be read */
+    return p;
+}
+
+static void product_free(product *p)
+{
+    free(p->a);
+    free(p->b);
+    free(p->c0);
+    free(p->want);
+    free(p->tol);
+}
+
+/* Checks c against the reference (computed on first use). */
+static bool check_against_reference(product *p, const void *c, const char *what)
+{
+    if (p->want == NULL)
+        reference(p);
+    int bad = 0;
+    for (int64_t i = 0; i < p->m && bad < 3; i++)
+        for (int64_t j = 0; j < p->n && bad < 3; j++) {
+            const double want = p->want[i * p->n + j], tol = p->tol[i * p->n + j];
+            const double got = get(c, i * p->ldc + j, p->cdt);
+            if (!(fabs(got - want) <= tol)) {
+                wf_test_fail(__FILE__, __LINE__,
+                             "%s: m %lld n %lld k %lld: C[%lld][%lld] = %.17g, want %.17g "
+                             "(tol %.3g)",
+                             what, (long long)p->m, (long long)p->n, (long long)p->k,
+                             (long long)i, (long long)j, got, want, tol);
+                bad++;
+            }
+        }
+    return bad == 0;
+}
+
+/* Runs the product with A and B in layouts la, lb, by blocks of C split at
+ * the given rows and columns (NULL: one call of wf__gemm_serial). Returns
+ * C (ldc apart, cdt; caller frees). */
+static void *run_product(const product *p, int isa, enum layout la, enum layout lb,
+                         const int64_t *row_cuts, const int64_t *col_cuts)
+{
+    stored a = store_matrix(p->a, p->m, p->k, la, p->dtype);
+    stored b = store_matrix(p->b, p->k, p->n, lb, p->dtype);
+    void *c = malloc((size_t)(p->m * p->ldc) * wf_dtype_size(p->cdt));
+    for (int64_t i = 0; i < p->m * p->ldc; i++)
+        put(c, i, p->c0[i], p->cdt);
+    wf_gemm_args g;
+    wf__gemm_args_init(&g, p->dtype, p->m, p->n, p->k, a.data, a.rs, a.cs, b.data, b.rs, b.cs, c,
+                       p->ldc, p->alpha, p->beta);
+    g.isa = isa;
+    wf_gemm_scratch s = {0};
+    if (row_cuts == NULL) {
+        CHECK_OK(wf__gemm_serial(&g, &s));
+    } else {
+        for (int ri = 0; row_cuts[ri] < p->m; ri++)
+            for (int ci = 0; col_cuts[ci] < p->n; ci++) {
+                const int64_t i1 = row_cuts[ri + 1] < p->m ? row_cuts[ri + 1] : p->m;
+                const int64_t j1 = col_cuts[ci + 1] < p->n ? col_cuts[ci + 1] : p->n;
+                CHECK_OK(wf__gemm_block(&g, row_cuts[ri], i1, col_cuts[ci], j1, &s));
+            }
+    }
+    wf__gemm_scratch_free(&s);
+    free(a.data);
+    free(b.data);
+    return c;
+}
+
+/* Rows [0, rows) of x and y (p's C layout) hold the same bytes. */
+static bool same_bits(const void *x, const void *y, const product *p, int64_t rows)
+{
+    const size_t es = wf_dtype_size(p->cdt), row = (size_t)p->ldc * es;
+    for (int64_t i = 0; i < rows; i++)
+        if (memcmp((const char *)x + i * row, (const char *)y + i * row, (size_t)p->n * es) != 0)
+            return false;
+    return true;
+}
+
+/* ---------------------------------------------------------------- accuracy */
+
+static const char *type_name(wf_dtype d)
+{
+    return d == WF_DTYPE_F64 ? "f64" : d == WF_DTYPE_BF16 ? "bf16" : "f32";
+}
+
+/* One product in every layout pair: checked against the reference, and
+ * blocks of C computed separately give the same bits. */
+static void check_all_layouts(int isa, int64_t m, int64_t n, int64_t k, double alpha, double beta,
+                              wf_dtype dtype, uint32_t seed)
+{
+    product p = product_new(m, n, k, alpha, beta, dtype, seed);
+    const int64_t row_cuts[] = {0, 5, 33, INT64_MAX}, col_cuts[] = {0, 17, 50, INT64_MAX};
+    char what[128];
+    for (int la = 0; la < LAYOUT_COUNT; la++)
+        for (int lb = 0; lb < LAYOUT_COUNT; lb++) {
+            snprintf(what, sizeof what, "%s %s A %s, B %s", wf__gemm_isa_name(isa),
+                     type_name(dtype), LAYOUT_NAMES[la], LAYOUT_NAMES[lb]);
+            void *whole = run_product(&p, isa, la, lb, NULL, NULL);
+            check_against_reference(&p, whole, what);
+            if (la == lb) { /* blocks: one layout pair per case is enough */
+                void *blocks = run_product(&p, isa, la, lb, row_cuts, col_cuts);
+                if (!CHECK(same_bits(whole, blocks, &p, p.m)))
+                    printf("      (%s: blocks differ)\n", what);
+                free(blocks);
+            }
+            free(whole);
+        }
+    product_free(&p);
+}
+
+/* Shapes: each edge size as m, n and k in turn, K over one K block, and a
+ * few alpha/beta pairs (beta 0: C is NaN and must not be read). */
+static void check_shapes(int isa, wf_dtype dtype)
+{
+    static const double ab[3][2] = {{1, 0}, {0.5, 2}, {-1, 1}};
+    for (int e = 0; e < EDGE_COUNT; e++) {
+        const int64_t s = EDGE_SIZES[e];
+        const double *c = ab[e % 3];
+        check_all_layouts(isa, s, 17, 65, c[0], c[1], dtype, (uint32_t)(10 * e + 1));
+        check_all_layouts(isa, 15, s, 63, c[0], c[1], dtype, (uint32_t)(10 * e + 2));
+        check_all_layouts(isa, 7, 65, s, c[0], c[1], dtype, (uint32_t)(10 * e + 3));
+    }
+    check_all_layouts(isa, 65, 70, 600, 1, 1, dtype, 91); /* three K blocks, beta */
+    check_all_layouts(isa, 3, 100, 531, 2, 0, dtype, 92); /* odd K over blocks, few rows */
+    check_all_layouts(isa, 1, 257, 257, 1, 0, dtype, 93); /* a vector */
+}
+
+static void test_float32_every_variant(void)
+{
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++)
+        if (wf__gemm_isa_supported(isa))
+            check_shapes(isa, WF_DTYPE_F32);
+}
+
+static void test_float64_every_variant(void)
+{
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++)
+        if (wf__gemm_isa_supported(isa))
+            check_shapes(isa, WF_DTYPE_F64);
+}
+
+static void test_bfloat16_where_supported(void)
+{
+    int tested = 0;
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++)
+        if (wf__gemm_isa_supported(isa) && wf__gemm_isa_has_bf16(isa)) {
+            check_shapes(isa, WF_DTYPE_BF16);
+            tested++;
+        }
+    if (tested == 0)
+        printf("    (no variant with AVX512_BF16 here: bfloat16 goes through float32)\n");
+}
+
+/* Rows computed alone (1 row: the matrix-vector path; 7 rows) give the
+ * bits they get inside 64 rows, for B read in place and packed. */
+static void test_rows_alone_same_bits(void)
+{
+    static const wf_dtype types[3] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_BF16};
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa))
+            continue;
+        for (int t = 0; t < 3; t++) {
+            if (types[t] == WF_DTYPE_BF16 && !wf__gemm_isa_has_bf16(isa))
+                continue;
+            for (int lb = 0; lb < LAYOUT_COUNT; lb++) {
+                product p = product_new(64, 200, 300, 1, 0, types[t], (uint32_t)(500 + lb));
+                void *full = run_product(&p, isa, ROW_MAJOR, (enum layout)lb, NULL, NULL);
+                static const int64_t firsts[] = {0, 13, 63}, counts[] = {1, 7, 1};
+                const size_t row = (size_t)p.ldc * wf_dtype_size(p.cdt);
+                for (int r = 0; r < 3; r++) {
+                    product q = p;
+                    q.m = counts[r];
+                    q.a = p.a + firsts[r] * p.k;
+                    q.c0 = p.c0 + firsts[r] * p.ldc;
+                    void *part = run_product(&q, isa, ROW_MAJOR, (enum layout)lb, NULL, NULL);
+                    if (!CHECK(same_bits(part, (char *)full + firsts[r] * row, &q, q.m)))
+                        printf("      (%s %s, B %s: rows %lld..+%lld differ)\n",
+                               wf__gemm_isa_name(isa), type_name(types[t]), LAYOUT_NAMES[lb],
+                               (long long)firsts[r], (long long)counts[r]);
+                    free(part);
+                }
+                free(full);
+                product_free(&p);
+            }
+        }
+    }
+}
+
+/* AVX2 and AVX-512 form the same sums in the same order. */
+static void test_avx2_and_avx512_agree(void)
+{
+    if (!wf__gemm_isa_supported(WF_GEMM_ISA_AVX512)) {
+        printf("    (no AVX-512 here: nothing to compare)\n");
+        return;
+    }
+    static const int64_t shapes[][3] = {{64, 200, 300}, {1, 1024, 784}, {17, 65, 257}};
+    for (int s = 0; s < 3; s++)
+        for (int t = 0; t < 2; t++) {
+            product p = product_new(shapes[s][0], shapes[s][1], shapes[s][2], 0.5, 2,
+                                    t ? WF_DTYPE_F64 : WF_DTYPE_F32, (uint32_t)(700 + s));
+            for (int lb = 0; lb < LAYOUT_COUNT; lb++) {
+                void *x = run_product(&p, WF_GEMM_ISA_AVX2, ROW_MAJOR, (enum layout)lb, NULL,
+                                      NULL);
+                void *y = run_product(&p, WF_GEMM_ISA_AVX512, ROW_MAJOR, (enum layout)lb, NULL,
+                                      NULL);
+                if (!CHECK(same_bits(x, y, &p, p.m)))
+                    printf("      (shape %d %s, B %s)\n", s, type_name(p.dtype),
+                           LAYOUT_NAMES[lb]);
+                free(x);
+                free(y);
+            }
+            product_free(&p);
+        }
+}
+
+static void test_variant_errors(void)
+{
+    CHECK_EQ_INT(wf__gemm_isa_set(WF_GEMM_ISA_COUNT), WF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "gemm");
+    wf_clear_error();
+    CHECK_EQ_INT(wf__gemm_isa_set(-7), WF_ERR_UNSUPPORTED);
+    wf_clear_error();
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        CHECK(wf__gemm_isa_name(isa) != NULL);
+        if (!wf__gemm_isa_supported(isa)) {
+            CHECK_EQ_INT(wf__gemm_isa_set(isa), WF_ERR_UNSUPPORTED);
+            wf_clear_error();
+        }
+    }
+    CHECK(wf__gemm_isa_name(WF_GEMM_ISA_COUNT) == NULL);
+    CHECK(wf__gemm_isa_supported(WF_GEMM_ISA_BASELINE));
+    CHECK_OK(wf__gemm_isa_set(WF_GEMM_ISA_BASELINE));
+    CHECK_EQ_INT(wf__gemm_isa(), WF_GEMM_ISA_BASELINE);
+    CHECK_OK(wf__gemm_isa_set(-1));
+}
+
+/* ---------------------------------------------------------------- public API cases
+ * Shared by the batch-invariance test and the thread-count children. */
+
+static wf_array *f32_array(const float *v, const int64_t *shape, int nd)
+{
+    return wf_array_from_data(v, shape, nd, WF_DTYPE_F32);
+}
+
+/* The bytes of `a` (evaluated, contiguous), valid while `a` lives. */
+static const char *bytes_of(wf_array *a)
+{
+    const void *p = NULL;
+    if (!CHECK_OK(wf_array_data(a, &p)))
+        return NULL;
+    return p;
+}
+
+enum { INV_K = 300, INV_N = 100, ATT_LK = 200, ATT_D = 64, ATT_HEADS = 2 };
+
+/* matmul (B plain or transposed), addmm, bfloat16 and float64 matmul of
+ * `rows` rows of A starting at row `first` of the 64-row A; results in
+ * out[0..4]. */
+static void row_products(const float *a64, const float *b, const float *bias, int64_t first,
+                         int64_t rows, wf_array **out)
+{
+    const int64_t sa[2] = {rows, INV_K}, sb[2] = {INV_K, INV_N}, sbt[2] = {INV_N, INV_K};
+    const int64_t sbias[1] = {INV_N};
+    wf_array *a = f32_array(a64 + first * INV_K, sa, 2);
+    wf_array *bm = f32_array(b, sb, 2);
+    wf_array *stored_t = f32_array(b, sbt, 2); /* B^T's values, viewed transposed */
+    wf_array *bt = wf_transpose(stored_t, NULL, 0);
+    wf_array *c = f32_array(bias, sbias, 1);
+    out[0] = wf_matmul(a, bm);
+    out[1] = wf_matmul(a, bt);
+    out[2] = wf_addmm(c, a, bm, 0.5, 2.0);
+    wf_array *ah = wf_astype(a, WF_DTYPE_BF16), *bh = wf_astype(bm, WF_DTYPE_BF16);
+    out[3] = wf_matmul(ah, bh);
+    wf_array *ad = wf_astype(a, WF_DTYPE_F64), *bd = wf_astype(bm, WF_DTYPE_F64);
+    out[4] = wf_matmul(ad, bd);
+    wf_release(ah);
+    wf_release(bh);
+    wf_release(ad);
+    wf_release(bd);
+    wf_release(a);
+    wf_release(bm);
+    wf_release(stored_t);
+    wf_release(bt);
+    wf_release(c);
+}
+
+/* Attention of `rows` query rows (each head's rows first..first+rows of
+ * the 64-row q) over 200 keys, with an additive mask; causal off. */
+static wf_array *attention_rows(const float *q64, const float *k, const float *v,
+                                const float *mask64, int64_t first, int64_t rows)
+{
+    float *q = malloc((size_t)(ATT_HEADS * rows * ATT_D) * sizeof *q);
+    for (int h = 0; h < ATT_HEADS; h++)
+        memcpy(q + h * rows * ATT_D, q64 + (h * 64 + first) * ATT_D,
+               (size_t)(rows * ATT_D) * sizeof *q);
+    const int64_t sq[4] = {1, ATT_HEADS, rows, ATT_D}, skv[4] = {1, ATT_HEADS, ATT_LK, ATT_D};
+    const int64_t sm[2] = {rows, ATT_LK};
+    wf_array *qa = f32_array(q, sq, 4), *ka = f32_array(k, skv, 4), *va = f32_array(v, skv, 4);
+    wf_array *ma = f32_array(mask64 + first * ATT_LK, sm, 2);
+    wf_array *o = wf_scaled_dot_product_attention(qa, ka, va, 0.125, ma, false);
+    wf_release(qa);
+    wf_release(ka);
+    wf_release(va);
+    wf_release(ma);
+    free(q);
+    return o;
+}
+
+/* Row block `first..first+rows` of `part` (rows x cols, or heads x rows x
+ * cols for attention) equals the same rows of `full` (64 rows) bytewise. */
+static bool rows_equal(wf_array *part, wf_array *full, int64_t heads, int64_t first,
+                       int64_t rows, int64_t cols)
+{
+    const char *p = bytes_of(part), *f = bytes_of(full);
+    if (p == NULL || f == NULL)
+        return false;
+    const size_t item = wf_dtype_size(wf_array_dtype(part));
+    const size_t row = (size_t)cols * item;
+    for (int64_t h = 0; h < heads; h++)
+        if (memcmp(p + (size_t)(h * rows) * row, f + (size_t)(h * 64 + first) * row,
+                   (size_t)rows * row) != 0)
+            return false;
+    return true;
+}
+
+static void test_batch_invariance(void)
+{
+    float *a64 = random_floats(64 * INV_K, 11), *b = random_floats(INV_K * INV_N, 12);
+    float *bias = random_floats(INV_N, 13);
+    float *q64 = random_floats(ATT_HEADS * 64 * ATT_D, 14);
+    float *k = random_floats(ATT_HEADS * ATT_LK * ATT_D, 15);
+    float *v = random_floats(ATT_HEADS * ATT_LK * ATT_D, 16);
+    float *mask64 = random_floats(64 * ATT_LK, 17);
+    static const char *const names[6] = {"matmul", "matmul B^T", "addmm", "matmul bf16",
+                                         "matmul f64", "attention"};
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa))
+            continue;
+        CHECK_OK(wf__gemm_isa_set(isa));
+        wf_array *full[6];
+        row_products(a64, b, bias, 0, 64, full);
+        full[5] = attention_rows(q64, k, v, mask64, 0, 64);
+        static const int64_t firsts[] = {0, 40, 20, 57}, counts[] = {1, 1, 7, 7};
+        for (int t = 0; t < 4; t++) {
+            wf_array *part[6];
+            row_products(a64, b, bias, firsts[t], counts[t], part);
+            part[5] = attention_rows(q64, k, v, mask64, firsts[t], counts[t]);
+            for (int c = 0; c < 6; c++) {
+                const bool att = c == 5;
+                if (!CHECK(rows_equal(part[c], full[c], att ? ATT_HEADS : 1, firsts[t], counts[t],
+                                      att ? ATT_D : INV_N)))
+                    printf("      (%s, %s: rows %lld..+%lld)\n", wf__gemm_isa_name(isa),
+                           names[c], (long long)firsts[t], (long long)counts[t]);
+                wf_release(part[c]);
+            }
+        }
+        for (int c = 0; c < 6; c++)
+            wf_release(full[c]);
+    }
+    CHECK_OK(wf__gemm_isa_set(-1));
+    free(a64);
+    free(b);
+    free(bias);
+    free(q64);
+    free(k);
+    free(v);
+    free(mask64);
+}
+
+/* Operands viewed backwards (negative strides: slices with step -1) give
+ * the bits of their contiguous copies. */
+static void test_negative_strides(void)
+{
+    static const wf_dtype types[3] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_BF16};
+    static const int64_t shapes[][3] = {{1, 65, 40}, {7, 65, 33}, {70, 300, 90}};
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa))
+            continue;
+        CHECK_OK(wf__gemm_isa_set(isa));
+        for (int t = 0; t < 3; t++)
+            for (int sh = 0; sh < 3; sh++) {
+                const int64_t m = shapes[sh][0], k = shapes[sh][1], n = shapes[sh][2];
+                float *va = random_floats(m * k, 31), *vb = random_floats(k * n, 32);
+                const int64_t sa[2] = {m, k}, sb[2] = {k, n};
+                wf_array *a32 = f32_array(va, sa, 2), *b32 = f32_array(vb, sb, 2);
+                wf_array *a = wf_astype(a32, types[t]), *b = wf_astype(b32, types[t]);
+                /* A backwards in both axes, B backwards in its rows, then in both. */
+                const int64_t a_start[2] = {m - 1, k - 1}, a_stop[2] = {-m - 1, -k - 1};
+                const int64_t b_start[2] = {k - 1, 0}, b_stop[2] = {-k - 1, n};
+                const int64_t b2_start[2] = {k - 1, n - 1}, b2_stop[2] = {-k - 1, -n - 1};
+                const int64_t back[2] = {-1, -1}, rows_back[2] = {-1, 1};
+                wf_array *af = wf_slice(a, a_start, a_stop, back);
+                wf_array *bfs[2] = {wf_slice(b, b_start, b_stop, rows_back),
+                                    wf_slice(b, b2_start, b2_stop, back)};
+                wf_array *zero = wf_scalar(0, types[t]); /* x + 0: a contiguous copy */
+                for (int v = 0; v < 2; v++) {
+                    wf_array *got = wf_matmul(af, bfs[v]);
+                    wf_array *ac = wf_add(af, zero), *bc = wf_add(bfs[v], zero);
+                    wf_array *want = wf_matmul(ac, bc);
+                    const char *g = bytes_of(got), *w = bytes_of(want);
+                    if (!CHECK(g && w && memcmp(g, w, wf_array_nbytes(want)) == 0))
+                        printf("      (%s %s, %lldx%lldx%lld, B view %d)\n",
+                               wf__gemm_isa_name(isa), type_name(types[t]), (long long)m,
+                               (long long)k, (long long)n, v);
+                    wf_release(got);
+                    wf_release(ac);
+                    wf_release(bc);
+                    wf_release(want);
+                }
+                wf_array *arrays[] = {a32, b32, a, b, af, bfs[0], bfs[1], zero};
+                for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+                    wf_release(arrays[i]);
+                free(va);
+                free(vb);
+            }
+    }
+    CHECK_OK(wf__gemm_isa_set(-1));
+}
+
+/* ---------------------------------------------------------------- thread counts */
+
+/* Products that split into many GEMM blocks; their hashes, one per line. */
+static void child_print_hashes(void)
+{
+    enum { M = 210, N = 200, K = 300, B = 6 };
+    float *a = random_floats(B * M * K, 21), *b = random_floats(B * K * N, 22);
+    float *q = random_floats(ATT_HEADS * 64 * ATT_D, 14), *mask = random_floats(64 * ATT_LK, 17);
+    float *k = random_floats(ATT_HEADS * ATT_LK * ATT_D, 15);
+    float *v = random_floats(ATT_HEADS * ATT_LK * ATT_D, 16);
+    float *wv = random_floats(784 * 1024, 23);
+    const int64_t sa[2] = {M, K}, sb[2] = {K, N}, sba[3] = {B, M / 3, K}, sbb[3] = {B, K, N};
+    const int64_t sv[2] = {1, 784}, sw[2] = {784, 1024};
+    wf_array *am = f32_array(a, sa, 2), *bm = f32_array(b, sb, 2);
+    wf_array *ab = f32_array(a, sba, 3), *bb = f32_array(b, sbb, 3);
+    wf_array *x = f32_array(a, sv, 2), *w = f32_array(wv, sw, 2);
+    wf_array *bt = wf_transpose(bm, NULL, 0), *c = wf_ones((int64_t[]){N}, 1, WF_DTYPE_F32);
+    wf_array *ah = wf_astype(am, WF_DTYPE_BF16), *bh = wf_astype(bm, WF_DTYPE_BF16);
+    wf_array *ad = wf_astype(am, WF_DTYPE_F64), *bd = wf_astype(bm, WF_DTYPE_F64);
+    wf_array *results[10] = {
+        wf_matmul(am, bm),
+        wf_matmul(bm, bt),
+        wf_matmul(ab, bb),
+        wf_addmm(c, am, bm, 0.5, 0.25),
+        wf_matmul(ah, bh),
+        wf_matmul(x, w),
+        attention_rows(q, k, v, mask, 0, 64),
+        wf_matmul(ad, bd),
+        NULL,
+        NULL,
+    };
+    const int64_t sq[4] = {1, ATT_HEADS, 64, ATT_D}, skv[4] = {1, ATT_HEADS, ATT_LK, ATT_D};
+    wf_array *qa = f32_array(q, sq, 4), *ka = f32_array(k, skv, 4), *va = f32_array(v, skv, 4);
+    results[8] = wf_scaled_dot_product_attention(qa, ka, va, 0.125, NULL, true);
+    wf_array *qd = wf_astype(qa, WF_DTYPE_F64), *kd = wf_astype(ka, WF_DTYPE_F64);
+    wf_array *vd = wf_astype(va, WF_DTYPE_F64);
+    results[9] = wf_scaled_dot_product_attention(qd, kd, vd, 0.125, NULL, true);
+    for (int i = 0; i < 10; i++) {
+        const char *bytes = bytes_of(results[i]);
+        const uint64_t h = bytes ? fnv1a(bytes, wf_array_nbytes(results[i]), 1469598103934665603u)
+                                 : 0;
+        printf("case %d hash %016llx\n", i, (unsigned long long)h);
+        wf_release(results[i]);
+    }
+    wf_array *inputs[] = {am, bm, ab, bb, x, w, bt, c, ah, bh, ad, bd, qa, ka, va, qd, kd, vd};
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++)
+        wf_release(inputs[i]);
+    free(a);
+    free(b);
+    free(q);
+    free(mask);
+    free(k);
+    free(v);
+    free(wv);
+}
+
+/* Runs this program as a child with WEFT_NUM_THREADS = threads; its output
+ * (the hashes) goes to out (NUL-terminated). */
+static bool run_child(const char *self, int threads, int isa, char *out, size_t cap)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "WEFT_NUM_THREADS=%d '%s' --child %d", threads, self, isa);
+    FILE *f = popen(cmd, "r");
+    if (!CHECK(f != NULL))
+        return false;
+    const size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    return CHECK_EQ_INT(pclose(f), 0);
+}
+
+static void test_same_bits_for_any_thread_count(void)
+{
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (!CHECK(len > 0))
+        return;
+    self[len] = '\0';
+    /* The cases really split: several GEMM blocks each. */
+    wf_gemm_args g;
+    wf__gemm_args_init(&g, WF_DTYPE_F32, 210, 200, 300, NULL, 300, 1, NULL, 200, 1, NULL, 200, 1,
+                       0);
+    int64_t mb, nb;
+    wf__gemm_blocks(&g, 1, &mb, &nb);
+    CHECK((210 + mb - 1) / mb * ((200 + nb - 1) / nb) >= 4);
+    wf__gemm_args_init(&g, WF_DTYPE_F32, 1, 1024, 784, NULL, 784, 1, NULL, 1024, 1, NULL, 1024, 1,
+                       0);
+    wf__gemm_blocks(&g, 1, &mb, &nb);
+    CHECK(mb == 1 && (1024 + nb - 1) / nb >= 2);
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    /* Sanitized children start slowly: 1, 3 and 8 threads, baseline and
+     * the best variant (release builds run them all). */
+    static const int threads[] = {1, 3, 8};
+    const int best = wf__gemm_isa();
+#else
+    static const int threads[] = {1, 2, 3, 5, 8};
+    const int best = -1;
+#endif
+    const int counts = (int)(sizeof threads / sizeof threads[0]);
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa) || (best >= 0 && isa != 0 && isa != best))
+            continue;
+        char first[2048], other[2048];
+        if (!run_child(self, threads[0], isa, first, sizeof first))
+            return;
+        CHECK(strstr(first, "case 9 hash") != NULL);
+        for (int t = 1; t < counts; t++) {
+            if (!run_child(self, threads[t], isa, other, sizeof other))
+                return;
+            if (!CHECK(strcmp(first, other) == 0))
+                printf("      (%s: 1 thread:\n%s      %d threads:\n%s)\n", wf__gemm_isa_name(isa),
+                       first, threads[t], other);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--child") == 0) {
+        if (wf__gemm_isa_set(atoi(argv[2])) != WF_OK)
+            return 1;
+        child_print_hashes();
+        return 0;
+    }
+    RUN_TEST(test_variant_errors);
+    RUN_TEST(test_float32_every_variant);
+    RUN_TEST(test_float64_every_variant);
+    RUN_TEST(test_bfloat16_where_supported);
+    RUN_TEST(test_rows_alone_same_bits);
+    RUN_TEST(test_avx2_and_avx512_agree);
+    RUN_TEST(test_batch_invariance);
+    RUN_TEST(test_negative_strides);
+    RUN_TEST(test_same_bits_for_any_thread_count);
+    return TEST_SUMMARY();
+}
