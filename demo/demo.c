@@ -5,7 +5,8 @@
  * weights. One process, many threads, compiled functions, no user locks:
  *
  *  - the training step (value_and_grad of the loss + AdamW) is one compiled
- *    function; the parameters are one flat float32 vector;
+ *    function; the parameters are one flat float32 vector, and the layers
+ *    see them as named slice + reshape views of it;
  *  - after each step the trainer publishes the new vector through a
  *    wf_slot; server threads (created and destroyed in waves) load it and
  *    decode greedily with a compiled forward pass shared by all of them;
@@ -27,7 +28,9 @@
 #include "weft_nn.h"
 
 enum { VOCAB = 12, PLUS = 10, EQUALS = 11, SEQ = 12, CONTEXT = SEQ - 1, PROMPT = 8 };
-enum { HELD_OUT = 1000, MAX_PARAMS = 64 };
+/* A compiled function returns at most WF_FN_MAX_OUTPUTS arrays: the loss and
+ * one gradient per parameter (4 + 8 per block) must fit. */
+enum { HELD_OUT = 1000, MAX_LAYERS = 7, MAX_PARAMS = 4 + 8 * MAX_LAYERS };
 
 /* ------------------------------------------------------------ flags */
 
@@ -38,6 +41,7 @@ struct config {
     unsigned long long seed;
     const char *out_dir;
     int eval_every;
+    int request_pause_ms;
 };
 
 static void usage(FILE *f)
@@ -46,10 +50,12 @@ static void usage(FILE *f)
             "usage: demo [flags]\n"
             "Trains a small transformer on 3-digit addition while server threads answer\n"
             "problems with the latest weights.\n\n"
-            "  --steps N      training steps (default 1500)\n"
+            "  --steps N      training steps (default 1000)\n"
             "  --threads K    server threads alive at a time, 0 for none (default 4)\n"
-            "  --dim D        model width (default 128)\n"
-            "  --layers L     transformer blocks (default 2)\n"
+            "  --request-pause MS\n"
+            "                 pause of each server thread between two requests (default 20)\n"
+            "  --dim D        model width (default 64)\n"
+            "  --layers L     transformer blocks, 1 to 7 (default 2)\n"
             "  --heads H      attention heads, must divide D (default 4)\n"
             "  --batch B      problems per training step (default 128)\n"
             "  --lr X         peak learning rate (default 0.003)\n"
@@ -73,9 +79,9 @@ static bool parse_long(const char *s, long lo, long hi, long *out)
 /* Returns 0 on success, 1 for --help, -1 on a bad flag (message printed). */
 static int parse_flags(int argc, char **argv, struct config *c)
 {
-    *c = (struct config){.steps = 1500, .threads = 4, .dim = 128, .layers = 2, .heads = 4,
+    *c = (struct config){.steps = 1000, .threads = 4, .dim = 64, .layers = 2, .heads = 4,
                          .batch = 128, .lr = 3e-3, .seed = 1, .out_dir = "demo-out",
-                         .eval_every = 100};
+                         .eval_every = 100, .request_pause_ms = 20};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0)
@@ -91,10 +97,12 @@ static int parse_flags(int argc, char **argv, struct config *c)
             ok = parse_long(value, 1, 10000000, &c->steps);
         else if (strcmp(flag, "--threads") == 0)
             ok = parse_long(value, 0, 256, &v) && ((c->threads = (int)v), true);
+        else if (strcmp(flag, "--request-pause") == 0)
+            ok = parse_long(value, 0, 60000, &v) && ((c->request_pause_ms = (int)v), true);
         else if (strcmp(flag, "--dim") == 0)
             ok = parse_long(value, 4, 4096, &v) && ((c->dim = (int)v), true);
         else if (strcmp(flag, "--layers") == 0)
-            ok = parse_long(value, 1, 64, &v) && ((c->layers = (int)v), true);
+            ok = parse_long(value, 1, MAX_LAYERS, &v) && ((c->layers = (int)v), true);
         else if (strcmp(flag, "--heads") == 0)
             ok = parse_long(value, 1, 256, &v) && ((c->heads = (int)v), true);
         else if (strcmp(flag, "--batch") == 0)
@@ -165,8 +173,15 @@ struct param_info {
     int ndim;
     int64_t shape[2];
     int64_t offset, size;
-    int init; /* 0 normal(0, 0.02), 1 ones, 2 zeros */
+    int init; /* 0 normal(0, INIT_STD), 1 ones, 2 zeros */
 };
+
+/* The spread of the random weights. At this width the usual 0.02 leaves the
+ * attention scores near zero, where their gradient is tiny: training then
+ * sits on a plateau (loss ~1.73, the digit frequencies) for hundreds of steps
+ * and for some seeds never leaves it in 1,000 steps; 0.1 breaks that
+ * symmetry early. */
+#define INIT_STD 0.1
 
 struct model {
     int dim, layers, heads;
@@ -216,23 +231,28 @@ static wf_array *param_view(const struct model *m, wf_array *flat, int i)
     return wf_reshape(wf_slice(flat, &start, &stop, &step), p->shape, p->ndim);
 }
 
-/* Logits (batch, CONTEXT, VOCAB) for tokens (batch, CONTEXT). In a scope. */
-static wf_array *forward(const struct model *m, wf_array *flat, wf_array *tokens)
+/* Every parameter as a view of the flat vector (in the caller's scope). */
+static void param_views(const struct model *m, wf_array *flat, wf_array **views)
+{
+    for (int i = 0; i < m->nparams; i++)
+        views[i] = param_view(m, flat, i);
+}
+
+/* Logits (batch, CONTEXT, VOCAB) for tokens (batch, CONTEXT), with the
+ * parameters in layout order. In a scope. */
+static wf_array *forward(const struct model *m, wf_array *const *p, wf_array *tokens)
 {
     int k = 0;
-    wf_array *h = wf_add(wf_nn_embedding(param_view(m, flat, k), tokens),
-                         param_view(m, flat, k + 1));
+    wf_array *h = wf_add(wf_nn_embedding(p[k], tokens), p[k + 1]);
     k += 2;
     for (int l = 0; l < m->layers; l++, k += 8) {
-        wf_array *a = wf_rms_norm(h, param_view(m, flat, k), 1e-5);
-        h = wf_add(h, wf_nn_causal_self_attention(a, param_view(m, flat, k + 1),
-                                                  param_view(m, flat, k + 2), m->heads));
-        wf_array *b = wf_rms_norm(h, param_view(m, flat, k + 3), 1e-5);
-        h = wf_add(h, wf_nn_mlp(b, param_view(m, flat, k + 4), param_view(m, flat, k + 5),
-                                param_view(m, flat, k + 6), param_view(m, flat, k + 7)));
+        wf_array *a = wf_rms_norm(h, p[k], 1e-5);
+        h = wf_add(h, wf_nn_causal_self_attention(a, p[k + 1], p[k + 2], m->heads));
+        wf_array *b = wf_rms_norm(h, p[k + 3], 1e-5);
+        h = wf_add(h, wf_nn_mlp(b, p[k + 4], p[k + 5], p[k + 6], p[k + 7]));
     }
-    wf_array *out = wf_rms_norm(h, param_view(m, flat, k), 1e-5);
-    return wf_nn_linear(out, param_view(m, flat, k + 1), NULL);
+    wf_array *out = wf_rms_norm(h, p[k], 1e-5);
+    return wf_nn_linear(out, p[k + 1], NULL);
 }
 
 static wf_array *initial_parameters(const struct model *m, uint64_t seed)
@@ -245,7 +265,7 @@ static wf_array *initial_parameters(const struct model *m, uint64_t seed)
     for (int i = 0; i < m->nparams; i++) {
         const struct param_info *p = &m->params[i];
         int64_t n = p->size;
-        parts[i] = p->init == 0   ? wf_random_normal(&n, 1, WF_DTYPE_F32, 0.0, 0.02, &keys[i])
+        parts[i] = p->init == 0   ? wf_random_normal(&n, 1, WF_DTYPE_F32, 0.0, INIT_STD, &keys[i])
                    : p->init == 1 ? wf_ones(&n, 1, WF_DTYPE_F32)
                                   : wf_zeros(&n, 1, WF_DTYPE_F32);
     }
@@ -259,20 +279,21 @@ static wf_array *initial_parameters(const struct model *m, uint64_t seed)
 
 /* ------------------------------------------------------------ compiled functions */
 
-/* loss(flat, tokens (batch, SEQ)): cross-entropy on the answer digits. */
+/* loss(p_0, ..., p_{n-1}, tokens (batch, SEQ)): cross-entropy on the answer
+ * digits, the parameters given one by one (see train_body). */
 static wf_status loss_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
                            size_t *nout)
 {
     (void)n;
     const struct model *m = payload;
-    wf_array *flat = in[0], *tokens = in[1];
+    wf_array *tokens = in[m->nparams];
     int64_t batch = wf_array_dim(tokens, 0);
     wf_scope_begin();
     int64_t s0[2] = {0, 0}, e0[2] = {batch, CONTEXT}, s1[2] = {0, 1}, e1[2] = {batch, SEQ};
     int64_t st[2] = {1, 1};
     wf_array *x = wf_slice(tokens, s0, e0, st);
     wf_array *y = wf_reshape(wf_slice(tokens, s1, e1, st), (int64_t[]){batch * CONTEXT}, 1);
-    wf_array *logits = wf_reshape(forward(m, flat, x), (int64_t[]){batch * CONTEXT, VOCAB}, 2);
+    wf_array *logits = wf_reshape(forward(m, in, x), (int64_t[]){batch * CONTEXT, VOCAB}, 2);
     /* Weights: 1 where the target is an answer digit (positions 7..10). */
     float w[CONTEXT] = {0};
     for (int t = PROMPT - 1; t < CONTEXT; t++)
@@ -291,9 +312,45 @@ static wf_status loss_body(void *payload, wf_array *const *in, size_t n, wf_arra
 }
 
 struct train_payload {
-    wf_fn *value_and_grad;
+    const struct model *model;
+    wf_fn *value_and_grad; /* of loss_body, with respect to every parameter */
     wf_nn_adamw_options adamw;
 };
+
+/* The loss and the gradient of the flat vector. The loss is differentiated
+ * with respect to the views, not the flat vector: the gradient of a slice
+ * is a zero-filled full-size vector, so going through the slices would cost
+ * one full-size fill, copy and add per parameter; one concatenate of the
+ * view gradients gives the same flat gradient. */
+static wf_status loss_and_flat_grad(struct train_payload *p, wf_array *flat, wf_array *tokens,
+                                    wf_array **loss, wf_array **grad)
+{
+    const struct model *m = p->model;
+    wf_array *vg_in[MAX_PARAMS + 1], *vg_out[MAX_PARAMS + 1], *flat_grads[MAX_PARAMS];
+    size_t nvg = (size_t)m->nparams + 1;
+    wf_status st = wf_scope_begin();
+    if (st != WF_OK)
+        return st;
+    param_views(m, flat, vg_in);
+    vg_in[m->nparams] = tokens;
+    *loss = *grad = NULL;
+    st = wf_fn_call(p->value_and_grad, vg_in, (size_t)m->nparams + 1, vg_out, &nvg);
+    if (st == WF_OK) {
+        for (int i = 0; i < m->nparams; i++)
+            flat_grads[i] = wf_reshape(vg_out[i + 1], &m->params[i].size, 1);
+        wf_array *g = wf_concatenate(flat_grads, m->nparams, 0);
+        if (g) {
+            *grad = wf_keep(g);
+            *loss = wf_keep(vg_out[0]);
+        } else {
+            st = wf_last_error();
+        }
+    }
+    char message[512];
+    snprintf(message, sizeof message, "%s", st != WF_OK ? wf_last_error_message() : "");
+    wf_scope_end();
+    return st == WF_OK ? WF_OK : wf_set_error(st, "%s", message);
+}
 
 /* step(flat, m, v, tokens, t, lr) -> (loss, flat', m', v') */
 static wf_status train_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
@@ -301,20 +358,19 @@ static wf_status train_body(void *payload, wf_array *const *in, size_t n, wf_arr
 {
     (void)n;
     struct train_payload *p = payload;
-    wf_array *vg_in[2] = {in[0], in[3]}, *vg_out[2];
-    size_t nvg = 2;
-    wf_status st = wf_fn_call(p->value_and_grad, vg_in, 2, vg_out, &nvg);
+    wf_array *loss, *grad;
+    wf_status st = loss_and_flat_grad(p, in[0], in[3], &loss, &grad);
     if (st != WF_OK)
         return st;
     wf_array *new_flat, *new_m, *new_v;
-    st = wf_nn_adamw_step(&p->adamw, 1, &in[0], &vg_out[1], &in[1], &in[2], in[4], in[5],
+    st = wf_nn_adamw_step(&p->adamw, 1, &in[0], &grad, &in[1], &in[2], in[4], in[5],
                           &new_flat, &new_m, &new_v);
-    wf_release(vg_out[1]);
+    wf_release(grad);
     if (st != WF_OK) {
-        wf_release(vg_out[0]);
+        wf_release(loss);
         return st;
     }
-    out[0] = vg_out[0];
+    out[0] = loss;
     out[1] = new_flat;
     out[2] = new_m;
     out[3] = new_v;
@@ -327,8 +383,11 @@ static wf_status forward_body(void *payload, wf_array *const *in, size_t n, wf_a
                               size_t *nout)
 {
     (void)n;
+    const struct model *m = payload;
+    wf_array *views[MAX_PARAMS];
     wf_scope_begin();
-    wf_array *logits = forward(payload, in[0], in[1]);
+    param_views(m, in[0], views);
+    wf_array *logits = forward(m, views, in[1]);
     logits = logits ? wf_keep(logits) : NULL;
     wf_scope_end();
     if (!logits)
@@ -388,7 +447,8 @@ static wf_status decode(wf_fn *forward_fn, wf_array *flat, int n, const int *a, 
 struct shared_state {
     wf_slot *weights;
     wf_fn *forward_fn;
-    atomic_long served, correct, threads_created;
+    int pause_ms; /* between one server's requests */
+    atomic_long served, correct, failed, threads_created;
     atomic_int stop;
 };
 
@@ -399,12 +459,25 @@ struct server {
     atomic_int done;
 };
 
+/* Each server thread answers this many requests, then exits and a new one
+ * takes its place. */
 enum { REQUESTS_PER_THREAD = 40 };
 
+static void pause_ms(int ms)
+{
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR)
+        ;
+}
+
+/* A server thread: requests arrive one every pause (plus the time to answer
+ * one); each is answered with the newest published weights. */
 static void *serve(void *arg)
 {
     struct server *sv = arg;
     for (int r = 0; r < REQUESTS_PER_THREAD && !atomic_load(&sv->s->stop); r++) {
+        if (r > 0)
+            pause_ms(sv->s->pause_ms);
         wf_array *flat = wf_slot_load(sv->s->weights);
         if (!flat)
             break;
@@ -415,6 +488,8 @@ static void *serve(void *arg)
         if (decode(sv->s->forward_fn, flat, 1, &a, &b, &answer) == WF_OK) {
             atomic_fetch_add(&sv->s->served, 1);
             atomic_fetch_add(&sv->s->correct, answer == a + b);
+        } else {
+            atomic_fetch_add(&sv->s->failed, 1);
         }
         wf_release(flat);
     }
@@ -485,11 +560,11 @@ static void svg_plot(FILE *f, const struct curve *c, double y_max, const char *t
             left + width, top + height + 14, x_max);
 }
 
-static void write_svg(const char *path, const struct curve *loss, const struct curve *accuracy)
+static bool write_svg(const char *path, const struct curve *loss, const struct curve *accuracy)
 {
     FILE *f = fopen(path, "w");
     if (!f)
-        return;
+        return false;
     double loss_max = 0;
     for (int i = 0; i < loss->n; i++)
         loss_max = loss->y[i] > loss_max ? loss->y[i] : loss_max;
@@ -498,7 +573,7 @@ static void write_svg(const char *path, const struct curve *loss, const struct c
     svg_plot(f, loss, loss_max > 0 ? loss_max : 1, "training loss (answer digits)", 30);
     svg_plot(f, accuracy, 100, "held-out exact-match accuracy (%)", 300);
     fprintf(f, "</svg>\n");
-    fclose(f);
+    return fclose(f) == 0;
 }
 
 static double now_seconds(void)
@@ -508,193 +583,293 @@ static double now_seconds(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Exact-match accuracy (%) on the held-out problems. */
-static double evaluate(wf_fn *forward_fn, wf_array *flat, int n, const int *a, const int *b)
+/* Exact-match accuracy (%) on the held-out problems into *accuracy. */
+static wf_status evaluate(wf_fn *forward_fn, wf_array *flat, const int *a, const int *b,
+                          double *accuracy)
 {
-    int *answers = malloc((size_t)n * sizeof *answers);
-    if (!answers || decode(forward_fn, flat, n, a, b, answers) != WF_OK) {
-        free(answers);
-        return -1;
-    }
+    int answers[HELD_OUT];
+    wf_status st = decode(forward_fn, flat, HELD_OUT, a, b, answers);
+    if (st != WF_OK)
+        return st;
     int right = 0;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < HELD_OUT; i++)
         right += answers[i] == a[i] + b[i];
-    free(answers);
-    return 100.0 * right / n;
+    *accuracy = 100.0 * right / HELD_OUT;
+    return WF_OK;
 }
 
-static int fail(const char *what)
+static void report_error(const char *what)
 {
     fprintf(stderr, "\ndemo: %s: %s (%s)\n", what, wf_last_error_message(),
             wf_status_name(wf_last_error()));
-    return 1;
+}
+
+/* ------------------------------------------------------------ the run */
+
+/* The functions the run calls, and the state the training step carries. */
+struct run {
+    struct config cfg;
+    struct model model;
+    struct train_payload tp;
+    wf_fn *loss_fn, *value_and_grad, *train_plain, *train, *forward_plain, *forward_fn;
+    wf_array *flat, *m, *v; /* parameters and AdamW moments, one flat vector each */
+    int held_a[HELD_OUT], held_b[HELD_OUT];
+    struct curve loss_curve, acc_curve;
+    double accuracy, last_loss, seconds;
+    long first_step_at_90; /* first evaluation at >= 90%, 0 if none */
+};
+
+/* Held-out problems: the first HELD_OUT a hash of the seed picks. */
+static void pick_held_out(struct run *r)
+{
+    int held = 0;
+    for (uint64_t s = r->cfg.seed; held < HELD_OUT; s++) {
+        uint64_t x = mix64(s * 7919 + 17);
+        int a = (int)(x % 1000), b = (int)((x >> 20) % 1000);
+        if (held_out(a, b))
+            r->held_a[held] = a, r->held_b[held++] = b;
+    }
+}
+
+/* loss -> value_and_grad -> training step, compiled; forward, compiled. */
+static wf_status build_functions(struct run *r)
+{
+    int every_param[MAX_PARAMS];
+    for (int i = 0; i < r->model.nparams; i++)
+        every_param[i] = i;
+    r->tp = (struct train_payload){.model = &r->model, .adamw = wf_nn_adamw_options_default()};
+    /* No weight decay (nothing to regularize: the data never repeats), and
+     * beta2 0.98: the second moments follow the quickly changing gradients of
+     * the first few hundred steps more closely than with 0.999. */
+    r->tp.adamw.weight_decay = 0.0;
+    r->tp.adamw.beta2 = 0.98;
+    if (!(r->loss_fn = wf_fn_new(loss_body, &r->model, NULL)) ||
+        !(r->value_and_grad =
+              wf_value_and_grad(r->loss_fn, every_param, (size_t)r->model.nparams)))
+        return wf_last_error();
+    r->tp.value_and_grad = r->value_and_grad;
+    if (!(r->train_plain = wf_fn_new(train_body, &r->tp, NULL)) ||
+        !(r->train = wf_compile(r->train_plain, NULL)) ||
+        !(r->forward_plain = wf_fn_new(forward_body, &r->model, NULL)) ||
+        !(r->forward_fn = wf_compile(r->forward_plain, NULL)))
+        return wf_last_error();
+    return WF_OK;
+}
+
+static wf_status init_state(struct run *r)
+{
+    r->flat = initial_parameters(&r->model, r->cfg.seed);
+    r->m = wf_zeros(&r->model.total, 1, WF_DTYPE_F32);
+    r->v = wf_zeros(&r->model.total, 1, WF_DTYPE_F32);
+    long nevals = r->cfg.steps / r->cfg.eval_every + 2;
+    r->loss_curve = (struct curve){calloc((size_t)r->cfg.steps, sizeof(double)),
+                                   calloc((size_t)r->cfg.steps, sizeof(double)), 0};
+    r->acc_curve = (struct curve){calloc((size_t)nevals, sizeof(double)),
+                                  calloc((size_t)nevals, sizeof(double)), 0};
+    if (!r->loss_curve.x || !r->loss_curve.y || !r->acc_curve.x || !r->acc_curve.y)
+        return wf_set_error(WF_ERR_OUT_OF_MEMORY, "demo: out of memory for the curves");
+    return r->flat && r->m && r->v ? WF_OK : wf_last_error();
+}
+
+/* One compiled training step on `batch_tokens`; replaces flat, m, v. */
+static wf_status train_step(struct run *r, long step, const int32_t *batch_tokens, double *loss)
+{
+    const struct config *c = &r->cfg;
+    /* Linear warm-up over the first 5% of the steps, then cosine decay to
+     * 1/30 of the peak. */
+    double lr = wf_nn_lr_cosine(step, c->steps, c->steps / 20 + 1, c->lr, c->lr / 30);
+    wf_array *tokens =
+        wf_array_from_data(batch_tokens, (int64_t[]){c->batch, SEQ}, 2, WF_DTYPE_I32);
+    wf_array *t = wf_scalar((double)(step + 1), WF_DTYPE_F32);
+    wf_array *rate = wf_scalar(lr, WF_DTYPE_F32);
+    wf_array *in[6] = {r->flat, r->m, r->v, tokens, t, rate}, *out[4];
+    size_t nout = 4;
+    wf_status st = tokens && t && rate ? wf_fn_call(r->train, in, 6, out, &nout)
+                                       : wf_last_error();
+    wf_release(tokens);
+    wf_release(t);
+    wf_release(rate);
+    if (st != WF_OK)
+        return st;
+    wf_release(r->flat);
+    wf_release(r->m);
+    wf_release(r->v);
+    r->flat = out[1], r->m = out[2], r->v = out[3];
+    st = wf_array_item(out[0], loss); /* evaluates the whole step */
+    wf_release(out[0]);
+    return st;
+}
+
+static wf_status evaluate_now(struct run *r, long step)
+{
+    wf_status st = evaluate(r->forward_fn, r->flat, r->held_a, r->held_b, &r->accuracy);
+    if (st != WF_OK)
+        return st;
+    curve_add(&r->acc_curve, (double)step, r->accuracy);
+    if (r->accuracy >= 90.0 && r->first_step_at_90 == 0 && step > 0)
+        r->first_step_at_90 = step;
+    return WF_OK;
+}
+
+static void print_progress(const struct run *r, long step, double loss, double elapsed,
+                           long served)
+{
+    fprintf(stderr,
+            "\rstep %5ld/%ld  loss %.4f  %6.0f tokens/s  served %6ld  held-out acc %5.1f%%  ",
+            step, r->cfg.steps, loss,
+            (double)step * r->cfg.batch * CONTEXT / (elapsed > 0 ? elapsed : 1), served,
+            r->accuracy);
+}
+
+/* Trains while the servers run; publishes the weights after every step. */
+static wf_status train(struct run *r, struct shared_state *shared, struct server *servers)
+{
+    const struct config *c = &r->cfg;
+    int32_t *batch_tokens = malloc((size_t)c->batch * SEQ * sizeof *batch_tokens);
+    if (!batch_tokens)
+        return wf_set_error(WF_ERR_OUT_OF_MEMORY, "demo: out of memory for a batch");
+    uint64_t data_state = mix64(c->seed), server_seed = c->seed * 1000003;
+    double start = now_seconds();
+    wf_status st = evaluate_now(r, 0);
+    for (long step = 0; step < c->steps && st == WF_OK; step++) {
+        tend_servers(shared, servers, c->threads, &server_seed);
+        for (int i = 0; i < c->batch; i++) {
+            int a, b;
+            draw_training_problem(&data_state, &a, &b);
+            encode(a, b, &batch_tokens[(size_t)i * SEQ]);
+        }
+        double loss = 0;
+        if ((st = train_step(r, step, batch_tokens, &loss)) != WF_OK)
+            break;
+        wf_slot_store(shared->weights, r->flat); /* servers pick it up from now on */
+        r->last_loss = loss;
+        curve_add(&r->loss_curve, (double)step + 1, loss);
+        if ((step + 1) % c->eval_every == 0 || step + 1 == c->steps)
+            st = evaluate_now(r, step + 1);
+        print_progress(r, step + 1, loss, now_seconds() - start, atomic_load(&shared->served));
+    }
+    r->seconds = now_seconds() - start;
+    fprintf(stderr, "\n");
+    free(batch_tokens);
+    return st;
+}
+
+/* A few problems with the model's answers, the weights, the curves and
+ * the summary. */
+static wf_status report(struct run *r, struct shared_state *shared)
+{
+    int sa[6] = {357, 999, 100, 505, 42, 761}, sb[6] = {468, 1, 900, 495, 58, 239}, sans[6];
+    wf_status st = decode(r->forward_fn, r->flat, 6, sa, sb, sans);
+    if (st != WF_OK)
+        return st;
+    for (int i = 0; i < 6; i++)
+        printf("  %03d+%03d = %4d %s\n", sa[i], sb[i], sans[i],
+               sans[i] == sa[i] + sb[i] ? "right" : "wrong");
+
+    /* Weights (named views of the flat vector) and curves. */
+    char path[1024];
+    wf_nn_params *named = wf_nn_params_new();
+    if (!named)
+        return wf_last_error();
+    for (int i = 0; i < r->model.nparams && st == WF_OK; i++) {
+        wf_scope_begin();
+        st = wf_nn_params_add(named, r->model.params[i].name, param_view(&r->model, r->flat, i));
+        wf_scope_end();
+    }
+    snprintf(path, sizeof path, "%s/weights.safetensors", r->cfg.out_dir);
+    if (st == WF_OK)
+        st = wf_nn_save_safetensors(named, path);
+    wf_nn_params_release(named);
+    if (st != WF_OK)
+        return st;
+    snprintf(path, sizeof path, "%s/curves.svg", r->cfg.out_dir);
+    if (!write_svg(path, &r->loss_curve, &r->acc_curve))
+        return wf_set_error(WF_ERR_IO, "demo: cannot write %s", path);
+
+    wf_compile_stats cs = wf_compile_stats_default();
+    wf_memory_stats ms = wf_memory_stats_default();
+    if ((st = wf_compile_stats_get(NULL, &cs)) != WF_OK || (st = wf_memory_stats_get(&ms)) != WF_OK)
+        return st;
+    long served = atomic_load(&shared->served), failed = atomic_load(&shared->failed);
+    printf("held-out exact-match accuracy: %.1f%% (%d problems never trained on)", r->accuracy,
+           HELD_OUT);
+    if (r->first_step_at_90)
+        printf("; >= 90%% from step %ld", r->first_step_at_90);
+    printf("\nfinal loss %.4f after %ld steps in %.1f s (%.0f tokens/s)\n", r->last_loss,
+           r->cfg.steps, r->seconds, (double)r->cfg.steps * r->cfg.batch * CONTEXT / r->seconds);
+    printf("servers: %ld requests answered (%ld failed) by %ld threads, %.0f per second; %.1f%% "
+           "right over the whole run\n",
+           served, failed, atomic_load(&shared->threads_created), (double)served / r->seconds,
+           served ? 100.0 * (double)atomic_load(&shared->correct) / (double)served : 0.0);
+    printf("compile cache: %llu traces, %llu hits, %llu waits on another thread's trace\n",
+           (unsigned long long)cs.traces, (unsigned long long)cs.hits,
+           (unsigned long long)cs.waits);
+    printf("peak memory %.1f MB; weights and curves in %s/\n", (double)ms.peak_bytes / 1e6,
+           r->cfg.out_dir);
+    return failed ? wf_set_error(WF_ERR_INTERNAL, "demo: %ld server requests failed", failed)
+                  : WF_OK;
+}
+
+static void run_free(struct run *r)
+{
+    wf_release(r->flat);
+    wf_release(r->m);
+    wf_release(r->v);
+    wf_fn_release(r->train);
+    wf_fn_release(r->train_plain);
+    wf_fn_release(r->forward_fn);
+    wf_fn_release(r->forward_plain);
+    wf_fn_release(r->value_and_grad);
+    wf_fn_release(r->loss_fn);
+    free(r->loss_curve.x);
+    free(r->loss_curve.y);
+    free(r->acc_curve.x);
+    free(r->acc_curve.y);
 }
 
 /* ------------------------------------------------------------ main */
 
 int main(int argc, char **argv)
 {
-    struct config cfg;
-    int parsed = parse_flags(argc, argv, &cfg);
+    static struct run r; /* static: it holds the held-out problems */
+    int parsed = parse_flags(argc, argv, &r.cfg);
     if (parsed != 0) {
         if (parsed > 0)
             usage(stdout);
         return parsed > 0 ? 0 : 2;
     }
-    if (mkdir(cfg.out_dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "demo: cannot create %s: %s\n", cfg.out_dir, strerror(errno));
+    if (mkdir(r.cfg.out_dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "demo: cannot create %s: %s\n", r.cfg.out_dir, strerror(errno));
         return 1;
     }
-    struct model model;
-    model_layout(&model, cfg.dim, cfg.layers, cfg.heads);
+    model_layout(&r.model, r.cfg.dim, r.cfg.layers, r.cfg.heads);
     fprintf(stderr, "weft %s demo: %d-layer transformer, dim %d, %d heads, %lld parameters; "
                     "%ld steps of %d problems; %d server threads\n",
-            wf_version(), cfg.layers, cfg.dim, cfg.heads, (long long)model.total, cfg.steps,
-            cfg.batch, cfg.threads);
-
-    /* Held-out problems. */
-    int ha[HELD_OUT], hb[HELD_OUT], held = 0;
-    for (uint64_t s = cfg.seed; held < HELD_OUT; s++) {
-        uint64_t r = mix64(s * 7919 + 17);
-        int a = (int)(r % 1000), b = (int)((r >> 20) % 1000);
-        if (held_out(a, b))
-            ha[held] = a, hb[held++] = b;
+            wf_version(), r.cfg.layers, r.cfg.dim, r.cfg.heads, (long long)r.model.total,
+            r.cfg.steps, r.cfg.batch, r.cfg.threads);
+    pick_held_out(&r);
+    if (build_functions(&r) != WF_OK || init_state(&r) != WF_OK) {
+        report_error("setting up");
+        run_free(&r);
+        return 1;
     }
-
-    /* Functions: loss -> value_and_grad -> training step, compiled; forward, compiled. */
-    wf_fn *loss_fn = wf_fn_new(loss_body, &model, NULL);
-    wf_fn *vg = loss_fn ? wf_value_and_grad(loss_fn, (int[]){0}, 1) : NULL;
-    struct train_payload tp = {vg, wf_nn_adamw_options_default()};
-    tp.adamw.weight_decay = 0.0;
-    wf_fn *train_plain = vg ? wf_fn_new(train_body, &tp, NULL) : NULL;
-    wf_fn *train = train_plain ? wf_compile(train_plain, NULL) : NULL;
-    wf_fn *forward_plain = wf_fn_new(forward_body, &model, NULL);
-    wf_fn *forward_fn = forward_plain ? wf_compile(forward_plain, NULL) : NULL;
-    if (!train || !forward_fn)
-        return fail("building the functions");
-
-    wf_array *flat = initial_parameters(&model, cfg.seed);
-    wf_array *m = wf_zeros(&model.total, 1, WF_DTYPE_F32);
-    wf_array *v = wf_zeros(&model.total, 1, WF_DTYPE_F32);
-    if (!flat || !m || !v)
-        return fail("initializing the parameters");
-    struct shared_state shared = {.weights = wf_slot_new(flat), .forward_fn = forward_fn};
-    struct server *servers = calloc((size_t)(cfg.threads ? cfg.threads : 1), sizeof *servers);
-    uint64_t server_seed = cfg.seed * 1000003;
-
-    struct curve loss_curve = {calloc((size_t)cfg.steps, sizeof(double)),
-                               calloc((size_t)cfg.steps, sizeof(double)), 0};
-    long nevals = cfg.steps / cfg.eval_every + 2;
-    struct curve acc_curve = {calloc((size_t)nevals, sizeof(double)),
-                              calloc((size_t)nevals, sizeof(double)), 0};
-    int32_t *batch_tokens = malloc((size_t)cfg.batch * SEQ * sizeof *batch_tokens);
-    uint64_t data_state = mix64(cfg.seed);
-    double start = now_seconds(), accuracy = 0, last_loss = 0;
-    curve_add(&acc_curve, 0, evaluate(forward_fn, flat, HELD_OUT, ha, hb));
-
-    for (long step = 0; step < cfg.steps; step++) {
-        tend_servers(&shared, servers, cfg.threads, &server_seed);
-        for (int i = 0; i < cfg.batch; i++) {
-            int a, b;
-            draw_training_problem(&data_state, &a, &b);
-            encode(a, b, &batch_tokens[(size_t)i * SEQ]);
-        }
-        wf_array *tokens = wf_array_from_data(batch_tokens, (int64_t[]){cfg.batch, SEQ}, 2,
-                                              WF_DTYPE_I32);
-        double lr = wf_nn_lr_cosine(step, cfg.steps, cfg.steps / 20 + 1, cfg.lr, cfg.lr / 30);
-        wf_array *t = wf_scalar((double)(step + 1), WF_DTYPE_F32);
-        wf_array *rate = wf_scalar(lr, WF_DTYPE_F32);
-        wf_array *in[6] = {flat, m, v, tokens, t, rate};
-        wf_array *out[4];
-        size_t nout = 4;
-        wf_status st = wf_fn_call(train, in, 6, out, &nout);
-        wf_release(tokens);
-        wf_release(t);
-        wf_release(rate);
-        if (st != WF_OK)
-            return fail("the training step");
-        wf_release(flat);
-        wf_release(m);
-        wf_release(v);
-        flat = out[1], m = out[2], v = out[3];
-        double loss = 0;
-        if (wf_array_item(out[0], &loss) != WF_OK) /* evaluates the whole step */
-            return fail("evaluating the training step");
-        wf_release(out[0]);
-        wf_slot_store(shared.weights, flat); /* servers pick it up from now on */
-        last_loss = loss;
-        curve_add(&loss_curve, (double)step + 1, loss);
-        if ((step + 1) % cfg.eval_every == 0 || step + 1 == cfg.steps) {
-            accuracy = evaluate(forward_fn, flat, HELD_OUT, ha, hb);
-            curve_add(&acc_curve, (double)step + 1, accuracy);
-        }
-        double elapsed = now_seconds() - start;
-        fprintf(stderr,
-                "\rstep %5ld/%ld  loss %.4f  %6.0f tokens/s  served %6ld  held-out acc %5.1f%%  ",
-                step + 1, cfg.steps, loss,
-                (double)(step + 1) * cfg.batch * CONTEXT / (elapsed > 0 ? elapsed : 1),
-                atomic_load(&shared.served), accuracy);
-    }
-    stop_servers(&shared, servers, cfg.threads);
-    double elapsed = now_seconds() - start;
-    fprintf(stderr, "\n");
-
-    /* A few problems with the model's answers. */
-    int sa[6] = {357, 999, 100, 505, 42, 761}, sb[6] = {468, 1, 900, 495, 58, 239}, sans[6];
-    if (decode(forward_fn, flat, 6, sa, sb, sans) == WF_OK)
-        for (int i = 0; i < 6; i++)
-            printf("  %03d+%03d = %4d %s\n", sa[i], sb[i], sans[i],
-                   sans[i] == sa[i] + sb[i] ? "right" : "wrong");
-
-    /* Weights (named views of the flat vector) and curves. */
-    char path[1024];
-    wf_nn_params *named = wf_nn_params_new();
-    for (int i = 0; i < model.nparams && named; i++) {
-        wf_scope_begin();
-        wf_nn_params_add(named, model.params[i].name, param_view(&model, flat, i));
-        wf_scope_end();
-    }
-    snprintf(path, sizeof path, "%s/weights.safetensors", cfg.out_dir);
-    if (wf_nn_save_safetensors(named, path) != WF_OK)
-        return fail("saving the weights");
-    wf_nn_params_release(named);
-    snprintf(path, sizeof path, "%s/curves.svg", cfg.out_dir);
-    write_svg(path, &loss_curve, &acc_curve);
-
-    wf_compile_stats cs = wf_compile_stats_default();
-    wf_compile_stats_get(NULL, &cs);
-    wf_memory_stats ms = wf_memory_stats_default();
-    wf_memory_stats_get(&ms);
-    printf("held-out exact-match accuracy: %.1f%% (%d problems never trained on)\n", accuracy,
-           HELD_OUT);
-    printf("final loss %.4f after %ld steps in %.1f s (%.0f tokens/s)\n", last_loss, cfg.steps,
-           elapsed, (double)cfg.steps * cfg.batch * CONTEXT / elapsed);
-    printf("servers: %ld requests from %ld threads (%.1f%% right over the whole run)\n",
-           atomic_load(&shared.served), atomic_load(&shared.threads_created),
-           atomic_load(&shared.served)
-               ? 100.0 * (double)atomic_load(&shared.correct) / (double)atomic_load(&shared.served)
-               : 0.0);
-    printf("compile cache: %llu traces, %llu hits, %llu waits on another thread's trace\n",
-           (unsigned long long)cs.traces, (unsigned long long)cs.hits,
-           (unsigned long long)cs.waits);
-    printf("peak memory %.1f MB; weights and curves in %s/\n", (double)ms.peak_bytes / 1e6,
-           cfg.out_dir);
-
+    struct shared_state shared = {.weights = wf_slot_new(r.flat),
+                                  .forward_fn = r.forward_fn,
+                                  .pause_ms = r.cfg.request_pause_ms};
+    struct server *servers = calloc((size_t)(r.cfg.threads ? r.cfg.threads : 1), sizeof *servers);
+    wf_status st = !shared.weights ? wf_last_error()
+                   : !servers     ? wf_set_error(WF_ERR_OUT_OF_MEMORY, "demo: out of memory")
+                                  : WF_OK;
+    if (st != WF_OK)
+        report_error("setting up");
+    else if ((st = train(&r, &shared, servers)) != WF_OK)
+        report_error("training");
+    if (servers)
+        stop_servers(&shared, servers, r.cfg.threads);
+    if (st == WF_OK && (st = report(&r, &shared)) != WF_OK)
+        report_error("reporting");
     wf_slot_release(shared.weights);
-    wf_release(flat);
-    wf_release(m);
-    wf_release(v);
-    wf_fn_release(train);
-    wf_fn_release(train_plain);
-    wf_fn_release(forward_fn);
-    wf_fn_release(forward_plain);
-    wf_fn_release(vg);
-    wf_fn_release(loss_fn);
     free(servers);
-    free(batch_tokens);
-    free(loss_curve.x);
-    free(loss_curve.y);
-    free(acc_curve.x);
-    free(acc_curve.y);
-    return 0;
+    run_free(&r);
+    return st == WF_OK ? 0 : 1;
 }
