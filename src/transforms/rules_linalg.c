@@ -1,7 +1,9 @@
 /*
  * Rules of matmul and addmm (operands of rank >= 2 whose leading axes
  * broadcast). The cotangent of an operand is the product with the other
- * operand transposed, summed over the leading axes it was broadcast along.
+ * operand transposed, summed over the leading axes it was broadcast along;
+ * a right operand shared by a whole batch (a weight) gets one product with
+ * the batch folded into the contracted axis instead.
  * Batching raises both operands to one rank with the batch (or a size-1
  * stand-in) in front, so the primitive's own broadcasting batches them.
  */
@@ -12,9 +14,42 @@
 
 static wf_array *swap_last(wf_array *x) { return x ? wf_swapaxes(x, -1, -2) : NULL; }
 
+/* True when b is one matrix shared by a batch of a's (a weight applied to
+ * (batch, seq, in) activations): b has no batch axes of size > 1 and a has
+ * the product's batch axes, unbroadcast. */
+static bool right_shared_by_batch(const wf_array *ct, const wf_array *a, const wf_array *b)
+{
+    if (ct->ndim <= 2 || a->ndim != ct->ndim)
+        return false;
+    for (int d = 0; d < b->ndim - 2; d++)
+        if (b->shape[d] != 1)
+            return false;
+    for (int d = 0; d < ct->ndim - 2; d++)
+        if (a->shape[d] != ct->shape[d])
+            return false;
+    return true;
+}
+
+/* d(a @ b) for such a b: a^T @ ct with the batch folded into the contracted
+ * axis, (K, B*M) @ (B*M, N), rather than B products (a (B, K, N)
+ * temporary) summed afterwards. */
+static wf_array *right_shared_ct(wf_array *ct, wf_array *a, const wf_array *b)
+{
+    int64_t rows = 1;
+    for (int d = 0; d < ct->ndim - 1; d++)
+        rows *= ct->shape[d];
+    const int64_t k = a->shape[a->ndim - 1], n = ct->shape[ct->ndim - 1];
+    wf_array *a2 = wf_reshape(a, (int64_t[]){rows, k}, 2);
+    wf_array *ct2 = wf_reshape(ct, (int64_t[]){rows, n}, 2);
+    wf_array *g = a2 && ct2 ? wf_matmul(swap_last(a2), ct2) : NULL;
+    return g ? wf_reshape(g, b->shape, b->ndim) : NULL;
+}
+
 /* d(a @ b): ct @ b^T for a, a^T @ ct for b, each summed to its shape. */
 static wf_array *product_ct(wf_array *ct, wf_array *a, wf_array *b, int which)
 {
+    if (which == 1 && right_shared_by_batch(ct, a, b))
+        return right_shared_ct(ct, a, b);
     wf_array *g = which == 0 ? wf_matmul(ct, swap_last(b)) : wf_matmul(swap_last(a), ct);
     wf_array *x = which == 0 ? a : b;
     return wf__rule_unbroadcast(g, x->shape, x->ndim);
