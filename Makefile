@@ -6,6 +6,8 @@
 #   make            release build
 #   make test       build and test all three, then check `make install` through
 #                   pkg-config (scripts/check-install.sh); final line "N passed, N failed"
+#   make py-venv    $(BUILD)/py-venv (or $WEFT_PY_VENV): numpy + safetensors from PyPI for
+#                   test_safetensors_python (every test target makes it first)
 #   make demo       build and run the demo (or the examples)
 #   make test-release | test-asan | test-tsan | bench | bench-programs | install | deps | clean
 #
@@ -29,7 +31,7 @@ cmake_flags_tsan    := -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=thread -DWEFT_BU
 # The make run by `cmake --build` must not inherit this make's flags/jobserver.
 CMAKE_BUILD := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build
 
-.PHONY: all deps build-release build-asan build-tsan test test-release test-asan \
+.PHONY: all deps py-venv build-release build-asan build-tsan test test-release test-asan \
         test-tsan demo bench bench-programs install clean
 
 all: build-release
@@ -42,11 +44,18 @@ $(addprefix build-,$(CONFIGS)): build-%: deps
 	cmake -S . -B $(BUILD)/$* $(cmake_flags_$*) -DWEFT_WERROR=$(WERROR) $(CMAKE_ARGS) >/dev/null
 	$(CMAKE_BUILD) $(BUILD)/$* -j $(JOBS)
 
-$(addprefix test-,$(CONFIGS)): test-%: build-%
+# The Python environment test_safetensors_python needs. A failure (no network)
+# does not stop the tests: that test then fails and says why.
+WEFT_PY_VENV ?= $(abspath $(BUILD))/py-venv
+export WEFT_PY_VENV
+py-venv:
+	@scripts/python-venv.sh $(WEFT_PY_VENV) || true
+
+$(addprefix test-,$(CONFIGS)): test-%: build-% py-venv
 	tests/run_tests.sh $(BUILD)/$* $*
 
 # Runs every configuration even when one fails, then adds the counts up.
-test: deps
+test: deps py-venv
 	@passed=0; failed=0; \
 	for c in $(CONFIGS); do \
 	  rm -f $(BUILD)/$$c/test-logs/summary; \

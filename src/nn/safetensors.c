@@ -399,6 +399,22 @@ static wf_nn_params *malformed(const char *path, const char *why)
     return NULL;
 }
 
+/* The bytes of e's data, or -1 when that is more than `limit` (so no shape
+ * in a header can overflow the count). */
+static long long tensor_bytes(const struct entry *e, size_t limit)
+{
+    for (int d = 0; d < e->ndim; d++)
+        if (e->shape[d] == 0)
+            return 0;
+    long long bytes = (long long)wf_dtype_size(e->dtype);
+    for (int d = 0; d < e->ndim; d++) {
+        if (e->shape[d] > (long long)limit / bytes)
+            return -1;
+        bytes *= e->shape[d];
+    }
+    return bytes;
+}
+
 static wf_nn_params *build(const char *path, const unsigned char *data, size_t data_len,
                            struct entry *entries, int count)
 {
@@ -408,11 +424,8 @@ static wf_nn_params *build(const char *path, const unsigned char *data, size_t d
         return NULL;
     for (int i = 0; i < count; i++) {
         struct entry *e = &entries[i];
-        long long elements = 1;
-        for (int d = 0; d < e->ndim; d++)
-            elements *= e->shape[d];
-        long long bytes = elements * (long long)wf_dtype_size(e->dtype);
-        if (e->begin < 0 || e->end < e->begin || (size_t)e->end > data_len ||
+        long long bytes = tensor_bytes(e, data_len);
+        if (e->begin < 0 || e->end < e->begin || (size_t)e->end > data_len || bytes < 0 ||
             e->end - e->begin != bytes) {
             wf_nn_params_release(params);
             return malformed(path, "a tensor's data_offsets do not match its shape or the file");

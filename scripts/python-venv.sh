@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Creates build/py-venv (or the directory given as $1): a Python virtual
+# environment with numpy and safetensors from PyPI, which
+# tests/unit/test_safetensors_python.c runs tests/python/check_safetensors.py
+# in. Idempotent: quiet and quick when the environment already imports both.
+# Installs python3 and python3-venv with apt-get (as root, through sudo when
+# not root) when they are missing, like scripts/install-deps.sh. Exits
+# non-zero with a message when the environment cannot be made (no network,
+# no apt-get): the test then fails and says so.
+set -euo pipefail
+
+venv=${1:-build/py-venv}
+
+imports_ok() {
+    [ -x "$venv/bin/python" ] &&
+        "$venv/bin/python" -c 'import numpy, safetensors.numpy' >/dev/null 2>&1
+}
+
+fail() {
+    echo "python-venv: $*" >&2
+    echo "python-venv: $venv is not usable; test_safetensors_python will fail" >&2
+    exit 1
+}
+
+imports_ok && exit 0
+
+# python3 with a working venv module (Debian ships ensurepip in python3-venv).
+missing=()
+if ! command -v python3 >/dev/null 2>&1; then
+    missing=(python3 python3-venv)
+elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    missing=(python3-venv)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "python-venv: missing: ${missing[*]}"
+    command -v apt-get >/dev/null 2>&1 || fail "no apt-get here; install ${missing[*]} yourself"
+    if [ "$(id -u)" -eq 0 ]; then
+        as_root=()
+    elif command -v sudo >/dev/null 2>&1; then
+        as_root=(sudo)
+    else
+        fail "not root and no sudo; as root run: apt-get install ${missing[*]}"
+    fi
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update ||
+        fail "apt-get update failed"
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y --no-install-recommends "${missing[@]}" ||
+        fail "apt-get install ${missing[*]} failed"
+fi
+
+echo "python-venv: creating $venv with numpy and safetensors from PyPI"
+rm -rf "$venv" # a half-made one from an earlier failure
+python3 -m venv "$venv" || fail "python3 -m venv $venv failed"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy safetensors ||
+    fail "pip install numpy safetensors failed (is PyPI reachable?)"
+imports_ok || fail "numpy or safetensors does not import after installing"
+echo "python-venv: done"
