@@ -72,7 +72,8 @@ wf_array *wf_nn_causal_self_attention(wf_array *x, wf_array *wqkv, wf_array *wo,
 wf_array *wf_nn_mlp(wf_array *x, wf_array *w1, wf_array *b1, wf_array *w2, wf_array *b2);
 /* Mean cross-entropy of `logits` (n, classes) against integer `targets`
  * (n), weighted by `weights` (n floats, NULL = all 1): sum(w * nll) /
- * max(sum(w), 1). A float32 scalar. */
+ * max(sum(w), 1). A scalar of the logits' dtype (promoted with float32 when
+ * weights are given: float64 logits give a float64 loss). */
 wf_array *wf_nn_cross_entropy(wf_array *logits, wf_array *targets, wf_array *weights);
 
 /* ---------------------------------------------------------------- optimizers */

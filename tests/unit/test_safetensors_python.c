@@ -148,8 +148,7 @@ static void check_tensors(const wf_nn_params *params, const struct tensor *want,
         const struct tensor *t = &want[i];
         long at = wf_nn_params_find(params, t->name);
         if (at < 0) {
-            fprintf(stderr, "    tensor '%s' is missing\n", t->name);
-            CHECK(at >= 0);
+            wf_test_fail(WF_TEST_AT_, "tensor '%s' is missing", t->name);
             continue;
         }
         wf_array *a = wf_nn_params_get(params, (size_t)at);
@@ -161,10 +160,8 @@ static void check_tensors(const wf_nn_params *params, const struct tensor *want,
         if (t->bytes && wf_array_nbytes(a) == t->bytes) {
             unsigned char got[256];
             CHECK_OK(wf_array_copy_to(a, got, sizeof got));
-            if (memcmp(got, t->data, t->bytes) != 0) {
-                fprintf(stderr, "    tensor '%s' has other values\n", t->name);
-                CHECK(memcmp(got, t->data, t->bytes) == 0);
-            }
+            if (memcmp(got, t->data, t->bytes) != 0)
+                wf_test_fail(WF_TEST_AT_, "tensor '%s' has other values", t->name);
         }
     }
 }
@@ -181,11 +178,10 @@ static void test_round_trip_through_python(void)
         snprintf(python, sizeof python, "%s/build/py-venv/bin/python", source_root);
     snprintf(script, sizeof script, "%s/tests/python/check_safetensors.py", source_root);
     if (access(python, X_OK) != 0) {
-        fprintf(stderr,
-                "    %s is missing: run scripts/python-venv.sh (`make test` runs it) to make "
-                "a virtual environment with numpy and safetensors from PyPI\n",
-                python);
-        CHECK(access(python, X_OK) == 0);
+        wf_test_fail(WF_TEST_AT_,
+                     "%s is missing: run scripts/python-venv.sh (`make test` runs it) to make "
+                     "a virtual environment with numpy and safetensors from PyPI",
+                     python);
         return;
     }
     CHECK(access(script, R_OK) == 0);
