@@ -471,11 +471,12 @@ static void pause_ms(int ms)
 }
 
 /* A server thread: requests arrive one every pause (plus the time to answer
- * one); each is answered with the newest published weights. */
+ * one); each is answered with the newest published weights. Every thread
+ * answers at least one, even when told to stop at once. */
 static void *serve(void *arg)
 {
     struct server *sv = arg;
-    for (int r = 0; r < REQUESTS_PER_THREAD && !atomic_load(&sv->s->stop); r++) {
+    for (int r = 0; r < REQUESTS_PER_THREAD && (r == 0 || !atomic_load(&sv->s->stop)); r++) {
         if (r > 0)
             pause_ms(sv->s->pause_ms);
         wf_array *flat = wf_slot_load(sv->s->weights);

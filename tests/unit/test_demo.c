@@ -1,6 +1,8 @@
 /* Runs the demo program (built beside the tests) with tiny settings: it
- * trains, serves from threads, saves weights and curves and exits 0; bad
- * flags give a message and a non-zero exit; --help describes the flags. */
+ * trains, serves from threads (every one answers, none fails), saves
+ * weights weft loads back and curves, and exits 0; a fixed seed trains the
+ * same weights with or without server threads; bad flags give a message and
+ * a non-zero exit; --help describes the flags. */
 #include <libgen.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "weft_nn.h"
 
 extern char **environ;
 
@@ -47,32 +50,118 @@ static char *slurp(const char *path)
     return buf;
 }
 
+/* A tiny run's output directory and files. */
+struct run_files {
+    char dir[64], log[128], weights[128], curves[128];
+};
+
+/* Runs the demo at tiny settings with `threads` servers and `seed`. */
+static int run_tiny(struct run_files *f, const char *threads, const char *seed)
+{
+    snprintf(f->dir, sizeof f->dir, "/tmp/weft-demo-XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->log, sizeof f->log, "%s/stdout.txt", f->dir);
+    snprintf(f->weights, sizeof f->weights, "%s/weights.safetensors", f->dir);
+    snprintf(f->curves, sizeof f->curves, "%s/curves.svg", f->dir);
+    char *args[] = {demo_path,
+                    "--steps", "6",
+                    "--threads", (char *)threads,
+                    "--dim", "16",
+                    "--layers", "1",
+                    "--heads", "2",
+                    "--batch", "8",
+                    "--eval-every", "3",
+                    "--seed", (char *)seed,
+                    "--request-pause", "1",
+                    "--out", f->dir,
+                    NULL};
+    return run_demo(args, f->log);
+}
+
+static void remove_run(const struct run_files *f)
+{
+    unlink(f->log);
+    unlink(f->weights);
+    unlink(f->curves);
+    rmdir(f->dir);
+}
+
+/* The weights are the demo's named parameters, in its layout. */
+static void check_weights(const char *path)
+{
+    wf_nn_params *p = wf_nn_load_safetensors(path);
+    if (!CHECK_NOT_NULL(p))
+        return;
+    CHECK_EQ_SIZE(wf_nn_params_count(p), 2 + 8 + 2); /* embeddings, one block, output */
+    long tok = wf_nn_params_find(p, "tok_emb"), w1 = wf_nn_params_find(p, "block0.w1");
+    if (CHECK(tok >= 0 && w1 >= 0)) {
+        wf_array *t = wf_nn_params_get(p, (size_t)tok), *w = wf_nn_params_get(p, (size_t)w1);
+        CHECK_EQ_INT(wf_array_dtype(t), WF_DTYPE_F32);
+        CHECK_EQ_INT(wf_array_dim(t, 0), 12); /* digits, '+', '=' */
+        CHECK_EQ_INT(wf_array_dim(t, 1), 16);
+        CHECK_EQ_INT(wf_array_dim(w, 1), 64);
+    }
+    wf_nn_params_release(p);
+}
+
 static void test_tiny_run(void)
 {
-    char dir[] = "/tmp/weft-demo-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char log[4200], weights[4200], curves[4200];
-    snprintf(log, sizeof log, "%s/stdout.txt", dir);
-    snprintf(weights, sizeof weights, "%s/weights.safetensors", dir);
-    snprintf(curves, sizeof curves, "%s/curves.svg", dir);
-    char *args[] = {demo_path, "--steps", "6", "--threads", "2", "--dim", "16", "--layers", "1",
-                    "--heads", "2", "--batch", "8", "--eval-every", "3", "--out", dir, NULL};
-    CHECK_EQ_INT(run_demo(args, log), 0);
-    char *out = slurp(log);
-    CHECK(out != NULL);
-    if (out) {
+    struct run_files f;
+    CHECK_EQ_INT(run_tiny(&f, "2", "1"), 0);
+    char *out = slurp(f.log);
+    if (CHECK(out != NULL)) {
         CHECK_STR_CONTAINS(out, "held-out exact-match accuracy");
         CHECK_STR_CONTAINS(out, "compile cache");
-        CHECK_STR_CONTAINS(out, "requests from");
+        CHECK_STR_CONTAINS(out, "peak memory");
+        /* Two servers alive at a time, each answers at least one request. */
+        const char *line = strstr(out, "servers: ");
+        long served = -1, failed = -1, threads = -1;
+        if (CHECK(line != NULL))
+            CHECK_EQ_INT(sscanf(line, "servers: %ld requests answered (%ld failed) by %ld",
+                                &served, &failed, &threads),
+                         3);
+        CHECK_EQ_INT(failed, 0);
+        CHECK(threads >= 2);
+        CHECK(served >= threads);
     }
     free(out);
     struct stat st;
-    CHECK(stat(weights, &st) == 0 && st.st_size > 8);
-    CHECK(stat(curves, &st) == 0 && st.st_size > 100);
-    unlink(log);
-    unlink(weights);
-    unlink(curves);
-    rmdir(dir);
+    CHECK(stat(f.curves, &st) == 0 && st.st_size > 100);
+    check_weights(f.weights);
+    remove_run(&f);
+}
+
+static bool same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    bool same = fa && fb;
+    while (same) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        same = ca == cb;
+        if (ca == EOF || cb == EOF)
+            break;
+    }
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    return same;
+}
+
+/* Servers read the published weights and never touch training: the same
+ * seed gives the same weights, byte for byte, with 0 or 3 servers. */
+static void test_training_is_deterministic(void)
+{
+    struct run_files alone, served, other_seed;
+    CHECK_EQ_INT(run_tiny(&alone, "0", "5"), 0);
+    CHECK_EQ_INT(run_tiny(&served, "3", "5"), 0);
+    CHECK_EQ_INT(run_tiny(&other_seed, "0", "6"), 0);
+    CHECK(same_file(alone.weights, served.weights));
+    CHECK(!same_file(alone.weights, other_seed.weights));
+    remove_run(&alone);
+    remove_run(&served);
+    remove_run(&other_seed);
 }
 
 static void test_flags(void)
@@ -85,6 +174,12 @@ static void test_flags(void)
     CHECK_EQ_INT(run_demo(unknown, "/dev/null"), 2);
     char *heads[] = {demo_path, "--dim", "10", "--heads", "3", NULL};
     CHECK_EQ_INT(run_demo(heads, "/dev/null"), 2);
+    char *layers[] = {demo_path, "--layers", "8", NULL}; /* more than a compiled fn returns */
+    CHECK_EQ_INT(run_demo(layers, "/dev/null"), 2);
+    char *pause[] = {demo_path, "--request-pause", "-1", NULL};
+    CHECK_EQ_INT(run_demo(pause, "/dev/null"), 2);
+    char *missing[] = {demo_path, "--steps", NULL};
+    CHECK_EQ_INT(run_demo(missing, "/dev/null"), 2);
 }
 
 int main(int argc, char **argv)
@@ -99,5 +194,6 @@ int main(int argc, char **argv)
     }
     RUN_TEST(test_flags);
     RUN_TEST(test_tiny_run);
+    RUN_TEST(test_training_is_deterministic);
     return TEST_SUMMARY();
 }
