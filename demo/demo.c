@@ -539,40 +539,93 @@ static void curve_add(struct curve *c, double x, double y)
     c->y[c->n++] = y;
 }
 
-static void svg_plot(FILE *f, const struct curve *c, double y_max, const char *title, int top)
+/* A plot's vertical axis: linear, or log10 (for the loss, which falls by
+ * four decades). */
+struct axis {
+    double lo, hi;
+    bool log;
+};
+
+enum { PLOT_LEFT = 70, PLOT_WIDTH = 680, PLOT_HEIGHT = 200 };
+
+/* The y pixel of v in a panel whose top is at `top`. */
+static double axis_y(const struct axis *a, double v, int top)
 {
-    const int left = 60, width = 700, height = 220;
-    fprintf(f, "<text x='%d' y='%d' font-size='14'>%s</text>\n", left, top - 8, title);
-    fprintf(f, "<rect x='%d' y='%d' width='%d' height='%d' fill='none' stroke='#888'/>\n", left,
-            top, width, height);
-    fprintf(f, "<text x='%d' y='%d' font-size='11' text-anchor='end'>%.3g</text>\n", left - 4,
-            top + 10, y_max);
-    fprintf(f, "<text x='%d' y='%d' font-size='11' text-anchor='end'>0</text>\n", left - 4,
-            top + height);
-    if (c->n == 0)
-        return;
-    double x_max = c->x[c->n - 1] > 0 ? c->x[c->n - 1] : 1;
-    fprintf(f, "<polyline fill='none' stroke='#1f77b4' stroke-width='1.5' points='");
-    for (int i = 0; i < c->n; i++) {
-        double y = c->y[i] < y_max ? c->y[i] : y_max;
-        fprintf(f, "%.1f,%.1f ", left + width * c->x[i] / x_max, top + height * (1 - y / y_max));
-    }
-    fprintf(f, "'/>\n<text x='%d' y='%d' font-size='11' text-anchor='end'>step %.0f</text>\n",
-            left + width, top + height + 14, x_max);
+    double lo = a->log ? log10(a->lo) : a->lo, hi = a->log ? log10(a->hi) : a->hi;
+    double x = a->log ? log10(v > a->lo ? v : a->lo) : v;
+    double t = (x - lo) / (hi - lo);
+    t = t < 0 ? 0 : t > 1 ? 1 : t;
+    return top + PLOT_HEIGHT * (1 - t);
 }
 
-static bool write_svg(const char *path, const struct curve *loss, const struct curve *accuracy)
+static void svg_y_tick(FILE *f, const struct axis *a, double v, int top, const char *label)
+{
+    double y = axis_y(a, v, top);
+    fprintf(f, "<line x1='%d' y1='%.1f' x2='%d' y2='%.1f' stroke='#ddd'/>\n", PLOT_LEFT, y,
+            PLOT_LEFT + PLOT_WIDTH, y);
+    fprintf(f, "<text x='%d' y='%.1f' font-size='11' text-anchor='end'>%s</text>\n",
+            PLOT_LEFT - 5, y + 4, label);
+}
+
+/* One panel: frame, grid, step ticks, a dashed line at `mark` (if > 0), the
+ * curve (and dots when it has few points). */
+static void svg_panel(FILE *f, const struct curve *c, const struct axis *a, double mark,
+                      long steps, const char *title, int top)
+{
+    fprintf(f, "<text x='%d' y='%d' font-size='14'>%s</text>\n", PLOT_LEFT, top - 8, title);
+    char label[32];
+    if (a->log) {
+        for (double v = a->lo; v <= a->hi * 1.0001; v *= 10) {
+            snprintf(label, sizeof label, "%g", v);
+            svg_y_tick(f, a, v, top, label);
+        }
+    } else {
+        for (int i = 0; i <= 4; i++) {
+            double v = a->lo + (a->hi - a->lo) * i / 4;
+            snprintf(label, sizeof label, "%g", v);
+            svg_y_tick(f, a, v, top, label);
+        }
+    }
+    for (int i = 0; i <= 4; i++) {
+        double x = PLOT_LEFT + PLOT_WIDTH * i / 4.0;
+        fprintf(f, "<text x='%.1f' y='%d' font-size='11' text-anchor='middle'>%ld</text>\n", x,
+                top + PLOT_HEIGHT + 15, steps * i / 4);
+    }
+    fprintf(f, "<text x='%d' y='%d' font-size='11' text-anchor='end'>step</text>\n",
+            PLOT_LEFT + PLOT_WIDTH, top + PLOT_HEIGHT + 28);
+    fprintf(f, "<rect x='%d' y='%d' width='%d' height='%d' fill='none' stroke='#888'/>\n",
+            PLOT_LEFT, top, PLOT_WIDTH, PLOT_HEIGHT);
+    if (mark > 0)
+        fprintf(f, "<line x1='%d' y1='%.1f' x2='%d' y2='%.1f' stroke='#d62728' "
+                   "stroke-dasharray='6,4'/>\n",
+                PLOT_LEFT, axis_y(a, mark, top), PLOT_LEFT + PLOT_WIDTH, axis_y(a, mark, top));
+    fprintf(f, "<polyline fill='none' stroke='#1f77b4' stroke-width='1.5' points='");
+    for (int i = 0; i < c->n; i++)
+        fprintf(f, "%.1f,%.1f ", PLOT_LEFT + PLOT_WIDTH * c->x[i] / (double)steps,
+                axis_y(a, c->y[i], top));
+    fprintf(f, "'/>\n");
+    for (int i = 0; c->n <= 50 && i < c->n; i++)
+        fprintf(f, "<circle cx='%.1f' cy='%.1f' r='3' fill='#1f77b4'/>\n",
+                PLOT_LEFT + PLOT_WIDTH * c->x[i] / (double)steps, axis_y(a, c->y[i], top));
+}
+
+/* The loss (log scale) and accuracy curves, one panel each. */
+static bool write_svg(const char *path, const struct curve *loss, const struct curve *accuracy,
+                      long steps)
 {
     FILE *f = fopen(path, "w");
     if (!f)
         return false;
-    double loss_max = 0;
-    for (int i = 0; i < loss->n; i++)
-        loss_max = loss->y[i] > loss_max ? loss->y[i] : loss_max;
-    fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='800' height='560' "
+    struct axis loss_axis = {1e-4, 10, true}, acc_axis = {0, 100, false};
+    for (int i = 0; i < loss->n; i++) /* widen to whole decades around the data */
+        while (loss->y[i] > 0 && loss->y[i] < loss_axis.lo && loss_axis.lo > 1e-12)
+            loss_axis.lo /= 10;
+    fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='780' height='560' "
                "font-family='sans-serif'>\n<rect width='100%%' height='100%%' fill='white'/>\n");
-    svg_plot(f, loss, loss_max > 0 ? loss_max : 1, "training loss (answer digits)", 30);
-    svg_plot(f, accuracy, 100, "held-out exact-match accuracy (%)", 300);
+    svg_panel(f, loss, &loss_axis, 0, steps, "training loss on the answer digits (log scale)",
+              30);
+    svg_panel(f, accuracy, &acc_axis, 90, steps,
+              "held-out exact-match accuracy (%; dashed: 90%)", 310);
     fprintf(f, "</svg>\n");
     return fclose(f) == 0;
 }
@@ -784,7 +837,7 @@ static wf_status report(struct run *r, struct shared_state *shared)
     if (st != WF_OK)
         return st;
     snprintf(path, sizeof path, "%s/curves.svg", r->cfg.out_dir);
-    if (!write_svg(path, &r->loss_curve, &r->acc_curve))
+    if (!write_svg(path, &r->loss_curve, &r->acc_curve, r->cfg.steps))
         return wf_set_error(WF_ERR_IO, "demo: cannot write %s", path);
 
     wf_compile_stats cs = wf_compile_stats_default();
