@@ -319,9 +319,9 @@ struct train_payload {
 
 /* The loss and the gradient of the flat vector. The loss is differentiated
  * with respect to the views, not the flat vector: the gradient of a slice
- * is a zero-filled full-size vector, so going through the slices would cost
- * one full-size fill, copy and add per parameter; one concatenate of the
- * view gradients gives the same flat gradient. */
+ * is a zero-padded full-size vector, so going through the slices would cost
+ * one full-size pad and add per parameter; one concatenate of the view
+ * gradients gives the same flat gradient. */
 static wf_status loss_and_flat_grad(struct train_payload *p, wf_array *flat, wf_array *tokens,
                                     wf_array **loss, wf_array **grad)
 {

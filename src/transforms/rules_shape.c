@@ -119,11 +119,35 @@ static wf_slice_params slice_batched(const wf_slice_params *p)
     return q;
 }
 
+/* For a slice with every step 1, the zeros before (low) and after (high) it
+ * on each axis of the input; false for other steps. */
+static bool slice_margins(const wf_array *node, int64_t *low, int64_t *high)
+{
+    const wf_slice_params *p = slice_of(node);
+    const wf_array *x = node->inputs[0];
+    for (int d = 0; d < x->ndim; d++) {
+        if (p->steps[d] != 1)
+            return false;
+        int64_t start = p->starts[d] < 0 ? p->starts[d] + x->shape[d] : p->starts[d];
+        start = start < 0 ? 0 : start > x->shape[d] ? x->shape[d] : start;
+        low[d] = start;
+        high[d] = x->shape[d] - start - node->shape[d];
+    }
+    return true;
+}
+
+/* The cotangent padded with zeros back to the input's shape: one pass (pad)
+ * for unit steps, else zeros with the slice written in. */
 static wf_status vjp_slice(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
 {
     (void)wanted;
     const wf_slice_params *p = slice_of(node);
-    cts[0] = wf_slice_update(wf_zeros_like(node->inputs[0]), ct, p->starts, p->stops, p->steps);
+    int64_t low[WF_MAX_NDIM], high[WF_MAX_NDIM];
+    if (slice_margins(node, low, high))
+        cts[0] = wf_pad(ct, low, high, 0.0);
+    else
+        cts[0] = wf_slice_update(wf_zeros_like(node->inputs[0]), ct, p->starts, p->stops,
+                                 p->steps);
     return wf__rule_result(cts[0]);
 }
 

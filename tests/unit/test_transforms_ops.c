@@ -111,6 +111,12 @@ static wf_array *b_slice(wf_array *const *x)
     const int64_t start[2] = {3, 0}, stop[2] = {-5, 3}, step[2] = {-2, 2};
     return wf_slice(x[0], start, stop, step);
 }
+/* Unit steps, a negative start and a stop past the end (the pad path). */
+static wf_array *b_slice_unit(wf_array *const *x)
+{
+    const int64_t start[3] = {-4, 1, 0}, stop[3] = {4, 100, -1}, step[3] = {1, 1, 1};
+    return wf_slice(x[0], start, stop, step);
+}
 static wf_array *b_slice_update(wf_array *const *x)
 {
     const int64_t start[2] = {1, 0}, stop[2] = {3, 4}, step[2] = {1, 2};
@@ -274,6 +280,7 @@ static const tu_case cases[] = {
     {"transpose", b_transpose, 1, {3}, {SH(2, 3, 2)}, -2, 2},
     {"broadcast_to", b_broadcast, 1, {2}, {SH(3, 1)}, -2, 2},
     {"slice", b_slice, 1, {2}, {SH(5, 4)}, -2, 2},
+    {"slice unit steps", b_slice_unit, 1, {3}, {SH(5, 4, 3)}, -2, 2},
     {"slice_update", b_slice_update, 2, {2, 2}, {SH(4, 4), SH(2, 2)}, -2, 2},
     {"concatenate", b_concatenate, 3, {2, 2, 2}, {SH(2, 1), SH(2, 3), SH(2, 2)}, -2, 2},
     {"expand_dims squeeze", b_expand_squeeze, 1, {2}, {SH(2, 3)}, -2, 2},
