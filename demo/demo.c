@@ -5,11 +5,13 @@
  * weights. One process, many threads, compiled functions, no user locks:
  *
  *  - the training step (value_and_grad of the loss + AdamW) is one compiled
- *    function; the parameters are one flat float32 vector, and the layers
- *    see them as named slice + reshape views of it;
- *  - after each step the trainer publishes the new vector through a
- *    wf_slot; server threads (created and destroyed in waves) load it and
- *    decode greedily with a compiled forward pass shared by all of them;
+ *    function with declared state: the parameters and AdamW's moments, one
+ *    flat float32 vector each, live in wf_slots that every call reads and
+ *    writes back; the layers see the parameters as named slice + reshape
+ *    views of their vector;
+ *  - the parameters' slot is also where server threads (created and
+ *    destroyed in waves) take the newest weights from, to decode greedily
+ *    with a compiled forward pass shared by all of them;
  *  - accuracy is measured on 1,000 held-out problems never trained on.
  *
  * Built on weft.h and weft_nn.h only. Run with --help for the flags.
@@ -352,19 +354,20 @@ static wf_status loss_and_flat_grad(struct train_payload *p, wf_array *flat, wf_
     return st == WF_OK ? WF_OK : wf_set_error(st, "%s", message);
 }
 
-/* step(flat, m, v, tokens, t, lr) -> (loss, flat', m', v') */
+/* step(tokens, t, lr; flat, m, v) -> (loss; flat', m', v'): the last three
+ * inputs and outputs are the declared state. */
 static wf_status train_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
                             size_t *nout)
 {
     (void)n;
     struct train_payload *p = payload;
+    wf_array *tokens = in[0], *t = in[1], *lr = in[2], *flat = in[3], *m = in[4], *v = in[5];
     wf_array *loss, *grad;
-    wf_status st = loss_and_flat_grad(p, in[0], in[3], &loss, &grad);
+    wf_status st = loss_and_flat_grad(p, flat, tokens, &loss, &grad);
     if (st != WF_OK)
         return st;
     wf_array *new_flat, *new_m, *new_v;
-    st = wf_nn_adamw_step(&p->adamw, 1, &in[0], &grad, &in[1], &in[2], in[4], in[5],
-                          &new_flat, &new_m, &new_v);
+    st = wf_nn_adamw_step(&p->adamw, 1, &flat, &grad, &m, &v, t, lr, &new_flat, &new_m, &new_v);
     wf_release(grad);
     if (st != WF_OK) {
         wf_release(loss);
@@ -445,7 +448,7 @@ static wf_status decode(wf_fn *forward_fn, wf_array *flat, int n, const int *a, 
 /* ------------------------------------------------------------ servers */
 
 struct shared_state {
-    wf_slot *weights;
+    wf_slot *weights; /* the training step's parameter slot (the run owns it) */
     wf_fn *forward_fn;
     int pause_ms; /* between one server's requests */
     atomic_long served, correct, failed, threads_created;
@@ -666,7 +669,10 @@ struct run {
     struct model model;
     struct train_payload tp;
     wf_fn *loss_fn, *value_and_grad, *train_plain, *train, *forward_plain, *forward_fn;
-    wf_array *flat, *m, *v; /* parameters and AdamW moments, one flat vector each */
+    /* The training step's state: parameters (the slot the servers read too)
+     * and AdamW's moments, one flat vector each. */
+    wf_slot *weights, *m, *v;
+    wf_array *flat; /* the newest parameters, evaluated */
     int held_a[HELD_OUT], held_b[HELD_OUT];
     struct curve loss_curve, acc_curve;
     double accuracy, last_loss, seconds;
@@ -702,19 +708,32 @@ static wf_status build_functions(struct run *r)
               wf_value_and_grad(r->loss_fn, every_param, (size_t)r->model.nparams)))
         return wf_last_error();
     r->tp.value_and_grad = r->value_and_grad;
+    wf_compile_options options = wf_compile_options_default();
+    wf_slot *state[3] = {r->weights, r->m, r->v};
+    options.state = state;
+    options.nstate = 3;
     if (!(r->train_plain = wf_fn_new(train_body, &r->tp, NULL)) ||
-        !(r->train = wf_compile(r->train_plain, NULL)) ||
+        !(r->train = wf_compile(r->train_plain, &options)) ||
         !(r->forward_plain = wf_fn_new(forward_body, &r->model, NULL)) ||
         !(r->forward_fn = wf_compile(r->forward_plain, NULL)))
         return wf_last_error();
     return WF_OK;
 }
 
+/* A slot holding `a` (released here), NULL + last error if either failed. */
+static wf_slot *slot_of(wf_array *a)
+{
+    wf_slot *s = a ? wf_slot_new(a) : NULL;
+    wf_release(a);
+    return s;
+}
+
 static wf_status init_state(struct run *r)
 {
     r->flat = initial_parameters(&r->model, r->cfg.seed);
-    r->m = wf_zeros(&r->model.total, 1, WF_DTYPE_F32);
-    r->v = wf_zeros(&r->model.total, 1, WF_DTYPE_F32);
+    r->weights = r->flat ? wf_slot_new(r->flat) : NULL;
+    r->m = slot_of(wf_zeros(&r->model.total, 1, WF_DTYPE_F32));
+    r->v = slot_of(wf_zeros(&r->model.total, 1, WF_DTYPE_F32));
     long nevals = r->cfg.steps / r->cfg.eval_every + 2;
     r->loss_curve = (struct curve){calloc((size_t)r->cfg.steps, sizeof(double)),
                                    calloc((size_t)r->cfg.steps, sizeof(double)), 0};
@@ -722,10 +741,13 @@ static wf_status init_state(struct run *r)
                                   calloc((size_t)nevals, sizeof(double)), 0};
     if (!r->loss_curve.x || !r->loss_curve.y || !r->acc_curve.x || !r->acc_curve.y)
         return wf_set_error(WF_ERR_OUT_OF_MEMORY, "demo: out of memory for the curves");
-    return r->flat && r->m && r->v ? WF_OK : wf_last_error();
+    return r->weights && r->m && r->v ? WF_OK : wf_last_error();
 }
 
-/* One compiled training step on `batch_tokens`; replaces flat, m, v. */
+/* One compiled training step on `batch_tokens`: the call writes the new
+ * parameters and moments into their slots (where the servers may take the
+ * parameters at once, computing them if they get there first), then this
+ * thread computes them with the loss. */
 static wf_status train_step(struct run *r, long step, const int32_t *batch_tokens, double *loss)
 {
     const struct config *c = &r->cfg;
@@ -736,21 +758,26 @@ static wf_status train_step(struct run *r, long step, const int32_t *batch_token
         wf_array_from_data(batch_tokens, (int64_t[]){c->batch, SEQ}, 2, WF_DTYPE_I32);
     wf_array *t = wf_scalar((double)(step + 1), WF_DTYPE_F32);
     wf_array *rate = wf_scalar(lr, WF_DTYPE_F32);
-    wf_array *in[6] = {r->flat, r->m, r->v, tokens, t, rate}, *out[4];
-    size_t nout = 4;
-    wf_status st = tokens && t && rate ? wf_fn_call(r->train, in, 6, out, &nout)
+    wf_array *in[3] = {tokens, t, rate}, *out = NULL;
+    size_t nout = 1;
+    wf_status st = tokens && t && rate ? wf_fn_call(r->train, in, 3, &out, &nout)
                                        : wf_last_error();
     wf_release(tokens);
     wf_release(t);
     wf_release(rate);
     if (st != WF_OK)
         return st;
+    wf_array *step_arrays[4] = {out, wf_slot_load(r->weights), wf_slot_load(r->m),
+                                wf_slot_load(r->v)};
+    st = step_arrays[1] && step_arrays[2] && step_arrays[3] ? wf_eval(step_arrays, 4)
+                                                            : wf_last_error();
+    if (st == WF_OK)
+        st = wf_array_item(out, loss);
     wf_release(r->flat);
-    wf_release(r->m);
-    wf_release(r->v);
-    r->flat = out[1], r->m = out[2], r->v = out[3];
-    st = wf_array_item(out[0], loss); /* evaluates the whole step */
-    wf_release(out[0]);
+    r->flat = step_arrays[1];
+    for (int i = 0; i < 4; i++)
+        if (i != 1)
+            wf_release(step_arrays[i]);
     return st;
 }
 
@@ -795,7 +822,6 @@ static wf_status train(struct run *r, struct shared_state *shared, struct server
         double loss = 0;
         if ((st = train_step(r, step, batch_tokens, &loss)) != WF_OK)
             break;
-        wf_slot_store(shared->weights, r->flat); /* servers pick it up from now on */
         r->last_loss = loss;
         curve_add(&r->loss_curve, (double)step + 1, loss);
         if ((step + 1) % c->eval_every == 0 || step + 1 == c->steps)
@@ -867,8 +893,9 @@ static wf_status report(struct run *r, struct shared_state *shared)
 static void run_free(struct run *r)
 {
     wf_release(r->flat);
-    wf_release(r->m);
-    wf_release(r->v);
+    wf_slot_release(r->weights);
+    wf_slot_release(r->m);
+    wf_slot_release(r->v);
     wf_fn_release(r->train);
     wf_fn_release(r->train_plain);
     wf_fn_release(r->forward_fn);
@@ -902,18 +929,17 @@ int main(int argc, char **argv)
             wf_version(), r.cfg.layers, r.cfg.dim, r.cfg.heads, (long long)r.model.total,
             r.cfg.steps, r.cfg.batch, r.cfg.threads);
     pick_held_out(&r);
-    if (build_functions(&r) != WF_OK || init_state(&r) != WF_OK) {
+    if (init_state(&r) != WF_OK || build_functions(&r) != WF_OK) {
         report_error("setting up");
         run_free(&r);
         return 1;
     }
-    struct shared_state shared = {.weights = wf_slot_new(r.flat),
+    struct shared_state shared = {.weights = r.weights,
                                   .forward_fn = r.forward_fn,
                                   .pause_ms = r.cfg.request_pause_ms};
     struct server *servers = calloc((size_t)(r.cfg.threads ? r.cfg.threads : 1), sizeof *servers);
-    wf_status st = !shared.weights ? wf_last_error()
-                   : !servers     ? wf_set_error(WF_ERR_OUT_OF_MEMORY, "demo: out of memory")
-                                  : WF_OK;
+    wf_status st =
+        servers ? WF_OK : wf_set_error(WF_ERR_OUT_OF_MEMORY, "demo: out of memory for servers");
     if (st != WF_OK)
         report_error("setting up");
     else if ((st = train(&r, &shared, servers)) != WF_OK)
@@ -922,7 +948,6 @@ int main(int argc, char **argv)
         stop_servers(&shared, servers, r.cfg.threads);
     if (st == WF_OK && (st = report(&r, &shared)) != WF_OK)
         report_error("reporting");
-    wf_slot_release(shared.weights);
     free(servers);
     run_free(&r);
     return st == WF_OK ? 0 : 1;
