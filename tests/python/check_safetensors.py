@@ -11,9 +11,14 @@ every check passed, 1 otherwise (each failure printed).
 """
 import sys
 
-import numpy as np
-from safetensors import safe_open
-from safetensors.numpy import load_file, save_file
+try:
+    import numpy as np
+    from safetensors import safe_open
+    from safetensors.numpy import load_file, save_file
+except ImportError as missing:
+    print(f"check_safetensors.py: {missing} in {sys.executable}: run scripts/python-venv.sh "
+          "(`make test` runs it) to install numpy and safetensors from PyPI")
+    sys.exit(3)
 
 # The tensors the C side writes (keep in step with weft_tensors() there).
 EXPECTED_FROM_WEFT = {
