@@ -30,14 +30,6 @@ export TSAN_OPTIONS=${TSAN_OPTIONS-halt_on_error=1:second_deadlock_stack=1}
 # Which sanitizer this build uses (from the CMake cache).
 sanitize=$(sed -n 's/^WEFT_SANITIZE:[A-Z]*=//p' "$build_dir/CMakeCache.txt" 2>/dev/null)
 
-# OpenBLAS (float64 products) is not built with ThreadSanitizer: its worker
-# threads synchronize in ways TSan cannot see, so their writes look like races
-# with weft's later reads. Under TSan, OpenBLAS runs on the calling thread
-# (weft's own threads and kernels stay fully checked).
-if [ "$sanitize" = thread ]; then
-    export OPENBLAS_NUM_THREADS=1
-fi
-
 # Sanitized binaries run with address-space randomization off. The sanitizer
 # runtimes of GCC 12 (libtsan2/libasan8) assume the kernel's mmap base lies in
 # the range ASLR used when they were written; kernels with vm.mmap_rnd_bits
