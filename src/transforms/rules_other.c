@@ -27,120 +27,54 @@ static wf_status vmap_categorical(wf_array *node, wf_array *const *in, const int
     return wf__rule_result(*out);
 }
 
-/* ---------------------------------------------------------------- custom kernels */
+/* ---------------------------------------------------------------- unsupported
+ *
+ * Opaque user kernels, outputs of multi-output primitives and compile's
+ * fused kernels: every transform answers WF_ERR_UNSUPPORTED, naming the
+ * primitive and why. */
 
-static wf_status opaque(const wf_array *node, const char *what)
+static wf_status unsupported(const wf_array *node, const char *what)
 {
-    const wf_custom_params *p = node->params;
-    return wf__error(WF_ERR_UNSUPPORTED,
-                     "primitive 'custom' (kernel '%s') has no %s rule: wrap it with "
-                     "wf_custom_function",
-                     p->name, what);
+    if (node->prim == &wf__prim_custom)
+        return wf__error(WF_ERR_UNSUPPORTED,
+                         "primitive 'custom' (kernel '%s') has no %s rule: wrap it with "
+                         "wf_custom_function",
+                         ((const wf_custom_params *)node->params)->name, what);
+    if (node->prim == &wf__prim_fused) /* a compiled call under a transform replays unfused */
+        return wf__error(WF_ERR_UNSUPPORTED,
+                         "primitive 'fused' (a compiled function's fused kernel) has no %s "
+                         "rule: transform the function, not its fused trace",
+                         what);
+    return wf__error(WF_ERR_UNSUPPORTED, "primitive '%s' (an output of a multi-output "
+                                         "primitive) has no %s rule yet",
+                     node->prim->name, what);
 }
 
-static wf_status vjp_custom(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
+static wf_status vjp_unsupported(wf_array *node, wf_array *ct, const bool *wanted,
+                                 wf_array **cts)
 {
     (void)ct;
     (void)wanted;
     (void)cts;
-    return opaque(node, "vjp");
+    return unsupported(node, "vjp");
 }
 
-static wf_status jvp_custom(wf_array *node, wf_array *const *t, wf_array **out)
+static wf_status jvp_unsupported(wf_array *node, wf_array *const *t, wf_array **out)
 {
     (void)t;
     (void)out;
-    return opaque(node, "jvp");
+    return unsupported(node, "jvp");
 }
 
-static wf_status vmap_custom(wf_array *node, wf_array *const *in, const int *axes,
-                             int64_t batch, wf_array **out, int *out_axis)
+static wf_status vmap_unsupported(wf_array *node, wf_array *const *in, const int *axes,
+                                  int64_t batch, wf_array **out, int *out_axis)
 {
     (void)in;
     (void)axes;
     (void)batch;
     (void)out;
     (void)out_axis;
-    return opaque(node, "vmap");
-}
-
-/* ---------------------------------------------------------------- siblings */
-
-static wf_status multi_output(const char *what)
-{
-    return wf__error(WF_ERR_UNSUPPORTED,
-                     "primitive 'sibling' (an output of a multi-output primitive) has no %s "
-                     "rule yet",
-                     what);
-}
-
-static wf_status vjp_sibling(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
-{
-    (void)node;
-    (void)ct;
-    (void)wanted;
-    (void)cts;
-    return multi_output("vjp");
-}
-
-static wf_status jvp_sibling(wf_array *node, wf_array *const *t, wf_array **out)
-{
-    (void)node;
-    (void)t;
-    (void)out;
-    return multi_output("jvp");
-}
-
-static wf_status vmap_sibling(wf_array *node, wf_array *const *in, const int *axes,
-                              int64_t batch, wf_array **out, int *out_axis)
-{
-    (void)node;
-    (void)in;
-    (void)axes;
-    (void)batch;
-    (void)out;
-    (void)out_axis;
-    return multi_output("vmap");
-}
-
-/* compile's fused element-wise programs: they live only in fused tapes, and a
- * compiled function called under a transform replays its unfused tape, so
- * no transform ever meets one. */
-static wf_status fused_never_traced(const char *transform)
-{
-    return wf__error(WF_ERR_UNSUPPORTED,
-                     "%s: primitive 'fused' (a compiled function's fused kernel) is not "
-                     "differentiable or batchable: transform the function, not its fused trace",
-                     transform);
-}
-
-static wf_status vjp_fused(wf_array *node, wf_array *ct, const bool *wanted, wf_array **in_cts)
-{
-    (void)node;
-    (void)ct;
-    (void)wanted;
-    (void)in_cts;
-    return fused_never_traced("vjp");
-}
-
-static wf_status jvp_fused(wf_array *node, wf_array *const *t, wf_array **out)
-{
-    (void)node;
-    (void)t;
-    (void)out;
-    return fused_never_traced("jvp");
-}
-
-static wf_status vmap_fused(wf_array *node, wf_array *const *in, const int *axes, int64_t batch,
-                            wf_array **out, int *out_axis)
-{
-    (void)node;
-    (void)in;
-    (void)axes;
-    (void)batch;
-    (void)out;
-    (void)out_axis;
-    return fused_never_traced("vmap");
+    return unsupported(node, "vmap");
 }
 
 /* ---------------------------------------------------------------- table */
@@ -163,12 +97,16 @@ const wf_prim_rules wf__rules_other[] = {
      wf__rule_jvp_zero, vmap_categorical},
     /* Opaque user kernels: every transform answers WF_ERR_UNSUPPORTED;
      * wf_custom_function gives them rules. */
-    {&wf__prim_custom, WF_RULES_UNSUPPORTED, vjp_custom, jvp_custom, vmap_custom},
+    {&wf__prim_custom, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,
+     vmap_unsupported},
     /* Outputs of multi-output primitives: none is built in yet; their rules
      * (every output's cotangent at once) come with the first one. */
-    {&wf__prim_sibling, WF_RULES_UNSUPPORTED, vjp_sibling, jvp_sibling, vmap_sibling},
-    /* compile's fused kernels: never met by a transform (see above). */
-    {&wf__prim_fused, WF_RULES_UNSUPPORTED, vjp_fused, jvp_fused, vmap_fused},
+    {&wf__prim_sibling, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,
+     vmap_unsupported},
+    /* compile's fused kernels: a compiled function called under a transform
+     * replays its unfused trace, so no transform meets one. */
+    {&wf__prim_fused, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,
+     vmap_unsupported},
 };
 
 const size_t wf__rules_other_count = sizeof wf__rules_other / sizeof wf__rules_other[0];
