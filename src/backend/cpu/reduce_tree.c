@@ -69,9 +69,23 @@ static wf_cpu_scalar kop_identity(wf_cpu_kop k, wf_dtype at)
     return v;
 }
 
+/* Called once per row (on short rows it is a large share of the work):
+ * typed stores for the float accumulators, a byte copy for the rest. */
 void wf__cpu_kop_fill(wf_cpu_kop k, wf_dtype at, void *acc, int64_t n)
 {
     const wf_cpu_scalar v = kop_identity(k, at);
+    if (at == WF_DTYPE_F32) {
+        float *a = acc;
+        for (int64_t i = 0; i < n; i++)
+            a[i] = v.f32;
+        return;
+    }
+    if (at == WF_DTYPE_F64) {
+        double *a = acc;
+        for (int64_t i = 0; i < n; i++)
+            a[i] = v.f64;
+        return;
+    }
     const size_t item = wf_dtype_size(at);
     for (int64_t i = 0; i < n; i++)
         memcpy((char *)acc + (size_t)i * item, &v, item);
