@@ -44,7 +44,6 @@ static void reset_log(struct deleter_log *log)
 
 static int calls(struct deleter_log *log)
 {
-    settle_default_stream(); /* a worker may hold the last reference a moment */
     return atomic_load(&log->calls);
 }
 
@@ -236,7 +235,6 @@ static void test_memory_is_never_written(void)
 
 static void test_not_counted_not_cached(void)
 {
-    settle_default_stream();
     wf_clear_cache();
     wf_memory_stats before = wf_memory_stats_default();
     CHECK_OK(wf_memory_stats_get(&before));
@@ -482,7 +480,6 @@ static void test_many_threads_many_externals(void)
         pthread_create(&threads[i], NULL, create_many, &freed);
     for (int i = 0; i < THREADS; i++)
         pthread_join(threads[i], NULL);
-    settle_default_stream();
     CHECK_EQ_INT(atomic_load(&created_total), THREADS * PER_THREAD);
     CHECK_EQ_INT(atomic_load(&freed), THREADS * PER_THREAD);
     CHECK_EQ_INT(live_arrays(), live);

@@ -165,7 +165,6 @@ static void test_bad_arguments(void)
 
     wf_slot_release(s);
     wf_release(a);
-    settle_default_stream();
     CHECK_EQ_INT(live_arrays(), live);
 }
 
