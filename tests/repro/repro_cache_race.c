@@ -5,11 +5,44 @@
  */
 #include <stdatomic.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "repro_common.h"
 #include "repro_compile_common.h"
 
 enum { SHAPES = 128 };
+
+/* Calls in flight now, and the most seen at once (the scenario: 2). */
+static atomic_int in_flight, most_in_flight;
+
+/* x * k + 1, tracing slowly (1 ms) so that the two threads' traces overlap. */
+static wf_status slow_scaled_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                                  size_t *nout)
+{
+    usleep(1000);
+    return scaled_body(payload, in, n, out, nout);
+}
+
+static wf_fn *compiled_slow(float k)
+{
+    struct scaled *s = calloc(1, sizeof *s);
+    s->k = k;
+    wf_fn *f = wf_fn_new(slow_scaled_body, s, scaled_free);
+    wf_fn *cf = wf_compile(f, NULL);
+    wf_fn_release(f);
+    return cf;
+}
+
+static bool tracked_call(wf_fn *f, int64_t n, float k)
+{
+    int now = atomic_fetch_add(&in_flight, 1) + 1;
+    int seen = atomic_load(&most_in_flight);
+    while (now > seen && !atomic_compare_exchange_weak(&most_in_flight, &seen, now))
+        ;
+    bool ok = call_and_check(f, n, k, 0.0f);
+    atomic_fetch_sub(&in_flight, 1);
+    return ok;
+}
 
 struct worker {
     wf_fn *f;
@@ -23,7 +56,7 @@ static void *work(void *arg)
     struct worker *w = arg;
     pthread_barrier_wait(w->start);
     for (int64_t n = 1; n <= SHAPES; n++)
-        if (!call_and_check(w->f, n, w->k, 0.0f))
+        if (!tracked_call(w->f, n, w->k))
             w->wrong++;
     return NULL;
 }
@@ -43,8 +76,8 @@ int main(void)
 {
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, 2);
-    struct worker w[2] = {{compiled_scaled(2.0f, NULL), 2.0f, &start, 0},
-                          {compiled_scaled(-3.0f, NULL), -3.0f, &start, 0}};
+    struct worker w[2] = {{compiled_slow(2.0f), 2.0f, &start, 0},
+                          {compiled_slow(-3.0f), -3.0f, &start, 0}};
     if (!repro_run_with_deadline(run, w, 60)) {
         fprintf(stderr, "hung\n");
         return REPRO_FAIL;
@@ -67,6 +100,10 @@ int main(void)
         status = REPRO_FAIL;
     }
     pthread_barrier_destroy(&start);
+    if (status == REPRO_PASS && atomic_load(&most_in_flight) < 2) {
+        printf("repro_cache_race: the two threads' calls never overlapped\n");
+        return REPRO_NOT_REACHED;
+    }
     if (status == REPRO_PASS)
         printf("repro_cache_race: 2 x %d shapes, all right, all erased\n", SHAPES);
     return status;

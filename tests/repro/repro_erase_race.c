@@ -12,14 +12,17 @@
 enum { COUNT = 500 };
 
 static atomic_int a_wrong, b_wrong, b_done;
+static atomic_int a_running, overlaps; /* B releases while A is between calls' start and end */
 static wf_fn *a_fn;
 
 static void *thread_a(void *arg)
 {
     (void)arg;
+    atomic_store(&a_running, 1);
     for (int64_t n = 1; n <= COUNT; n++)
         if (!call_and_check(a_fn, n, 5.0f, 0.0f))
             atomic_fetch_add(&a_wrong, 1);
+    atomic_store(&a_running, 0);
     return NULL;
 }
 
@@ -31,7 +34,8 @@ static void *thread_b(void *arg)
         wf_fn *f = compiled_scaled(k, NULL);
         if (!f || !call_and_check(f, 1 + i % 7, k, 0.0f))
             atomic_fetch_add(&b_wrong, 1);
-        wf_fn_release(f);
+        wf_fn_release(f); /* erases f's entries */
+        atomic_fetch_add(&overlaps, atomic_load(&a_running));
         atomic_fetch_add(&b_done, 1);
     }
     return NULL;
@@ -67,6 +71,10 @@ int main(void)
         status = REPRO_FAIL;
     }
     wf_fn_release(a_fn);
+    if (status == REPRO_PASS && atomic_load(&overlaps) == 0) {
+        printf("repro_erase_race: no release happened while A was calling\n");
+        return REPRO_NOT_REACHED;
+    }
     if (status == REPRO_PASS)
         printf("repro_erase_race: %d shapes beside %d closures erased\n", COUNT, COUNT);
     return status;
