@@ -254,10 +254,19 @@ static void test_async_failure_reaches_everyone(void)
     int64_t n = 1024;
     wf_array *bottom = wf_ones(&n, 1, WF_DTYPE_F32);
     wf_array *roots[THREADS], *middle = wf_exp(bottom);
+    /* Factors of the full shape, computed before the fault is armed: every
+     * node left to run then depends on bottom, so bottom's kernel is the
+     * first to run whichever thread claims what (a scalar factor would add a
+     * broadcast kernel that another thread may run first). */
+    wf_array *factors[THREADS];
+    for (int t = 0; t < THREADS; t++)
+        factors[t] = wf_full(&n, 1, t, WF_DTYPE_F32);
+    CHECK_OK(wf_eval(factors, THREADS));
     for (int t = 0; t < THREADS; t++) {
-        wf_array *c = wf_multiply(middle, wf_scalar(t, WF_DTYPE_F32));
+        wf_array *c = wf_multiply(middle, factors[t]);
         roots[t] = wf_add(c, middle);
         wf_release(c);
+        wf_release(factors[t]);
     }
     wf__inject_kernel_failure(1); /* the first kernel to run (bottom's) fails */
     pthread_barrier_t barrier;
