@@ -184,6 +184,17 @@ void wf__array_decref(wf_array *a)
 
 void wf__array_free_deferred(wf_array *a) { free_graph_from(a); }
 
+bool wf__array_retire(wf_array *a, int_fast64_t refs)
+{
+    int_fast64_t expected = refs;
+    /* acq_rel: every earlier holder's reads of the node and its storage
+     * (released by its decref) happen before the caller writes into it. */
+    return atomic_compare_exchange_strong_explicit(&a->refcount, &expected, 0,
+                                                   memory_order_acq_rel, memory_order_relaxed);
+}
+
+void wf__array_free_retired(wf_array *a) { free_graph_from(a); }
+
 wf_array *wf__array_check(const wf_array *a, const char *op, const char *what)
 {
     if (!a) {
@@ -354,11 +365,13 @@ wf_array *wf__array_new_ready(wf_dtype dtype, const int64_t *shape, int ndim, wf
 
 wf_status wf__array_alloc_output(wf_array *out)
 {
-    size_t bytes = (size_t)out->size * wf_dtype_size(out->dtype);
-    wf_buffer *b = wf__buffer_alloc(bytes);
-    if (!b)
-        return wf_last_error();
-    out->buffer = b;
+    if (!out->buffer) { /* else donated by the runtime (runtime/eval.c) */
+        size_t bytes = (size_t)out->size * wf_dtype_size(out->dtype);
+        wf_buffer *b = wf__buffer_alloc(bytes);
+        if (!b)
+            return wf_last_error();
+        out->buffer = b;
+    }
     out->offset = 0;
     wf__contiguous_strides(out->shape, out->ndim, out->strides);
     out->row_contiguous = true;

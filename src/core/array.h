@@ -120,7 +120,14 @@ typedef wf_status (*wf_infer_fn)(const void *params, const wf_desc *inputs, int 
 
 enum wf_prim_flags {
     WF_PRIM_ELEMENTWISE = 1u << 0, /* out[i] depends on in[i] only */
-    WF_PRIM_VIEW = 1u << 1          /* the kernel only makes a view */
+    WF_PRIM_VIEW = 1u << 1,         /* the kernel only makes a view */
+    /* Buffer donation (runtime/eval.c): every kernel of the primitive gives
+     * its single output wf__array_alloc_output's storage and stays correct
+     * when that storage is an input's (same shape, dtype size, contiguous):
+     * element i of each input is read before element i of the output is
+     * written, and no restrict-qualified loop sees the two pointers (the
+     * CPU iterator stages aliased rows, backend/cpu/iter.c). */
+    WF_PRIM_INPLACE = 1u << 2
 };
 
 /* A primitive's kernel per device kind. Written by wf__kernel_register (the
@@ -203,7 +210,9 @@ wf_array *wf__array_new_ready(wf_dtype dtype, const int64_t *shape, int ndim, wf
  * behind wf_array_from_data, which checks the arguments. */
 wf_array *wf__array_from_data(const void *data, const int64_t *shape, int ndim, wf_dtype dtype);
 
-/* For kernels: gives `out` a fresh contiguous buffer of out->size elements. */
+/* For kernels: gives `out` a fresh contiguous buffer of out->size elements,
+ * or the buffer the runtime donated to it (already in out->buffer, exactly
+ * the bytes needed; only for WF_PRIM_INPLACE primitives). */
 wf_status wf__array_alloc_output(wf_array *out);
 /* For kernels: makes `out` a view of `base`'s buffer with the given strides
  * (ndim of out entries, elements) and offset (elements). */
@@ -216,6 +225,11 @@ static inline void *wf__array_data_ptr(const wf_array *a)
     return (char *)a->buffer->data + a->offset * (int64_t)wf_dtype_size(a->dtype);
 }
 
+/* Buffers donated from an input to an output since start (a test counter),
+ * and a test hook turning donation off or on (the default is on unless the
+ * environment sets WEFT_DONATE=0). */
+uint64_t wf__buffers_donated(void);
+void wf__donation_enable(bool on);
 /* Number of kernels run since start (a test counter: each node runs once). */
 uint64_t wf__kernels_run(void);
 /* Times a task found an input from another stream not yet computed and
@@ -240,6 +254,15 @@ wf_array *wf__array_check(const wf_array *a, const char *op, const char *what);
 wf_array *wf__array_try_retain(const wf_array *a);
 /* Drops a reference without touching this thread's scope bookkeeping. */
 void wf__array_decref(wf_array *a);
+/* Buffer donation (runtime/eval.c). Takes over a node whose only
+ * references are `refs` held by the caller: a compare-and-swap of the
+ * refcount from exactly `refs` to 0. On success nobody can reach the node
+ * any more (wf__array_try_retain never revives a count of 0, and every
+ * other path to a node holds a reference), so the caller may write into its
+ * storage; it frees the node with wf__array_free_retired instead of
+ * dropping its references. False (nothing changed) otherwise. */
+bool wf__array_retire(wf_array *a, int_fast64_t refs);
+void wf__array_free_retired(wf_array *a);
 /* Finishes freeing a node whose destructor was deferred (core/deferred_free.h). */
 void wf__array_free_deferred(wf_array *a);
 /* Adds a reference (internal; no scope bookkeeping). */

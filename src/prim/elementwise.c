@@ -96,7 +96,7 @@ static wf_status infer_binary(const char *op, const wf_desc *inputs, int ninputs
     }                                                                                   \
     const wf_prim_def wf__prim_##NAME = {                                               \
         .name = #NAME,                                                                  \
-        .flags = WF_PRIM_ELEMENTWISE,                                                   \
+        .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE,                                 \
         .params_size = 0,                                                               \
         .infer = infer_##NAME,                                                          \
         .kernels = &(wf_kernel_slots){{0}},                                             \
@@ -147,7 +147,7 @@ static wf_status infer_where(const void *params, const wf_desc *inputs, int ninp
 
 const wf_prim_def wf__prim_where = {
     .name = "where",
-    .flags = WF_PRIM_ELEMENTWISE,
+    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE,
     .params_size = 0,
     .infer = infer_where,
     .kernels = &(wf_kernel_slots){{0}},
@@ -175,7 +175,7 @@ static wf_status infer_clip(const void *params, const wf_desc *inputs, int ninpu
 
 const wf_prim_def wf__prim_clip = {
     .name = "clip",
-    .flags = WF_PRIM_ELEMENTWISE,
+    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE,
     .params_size = 0,
     .infer = infer_clip,
     .kernels = &(wf_kernel_slots){{0}},
@@ -197,7 +197,7 @@ static wf_status infer_exp(const void *params, const wf_desc *inputs, int ninput
 
 const wf_prim_def wf__prim_exp = {
     .name = "exp",
-    .flags = WF_PRIM_ELEMENTWISE,
+    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE,
     .params_size = 0,
     .infer = infer_exp,
     .kernels = &(wf_kernel_slots){{0}},

@@ -144,7 +144,7 @@ static void fused_params_release(void *params)
 
 const wf_prim_def wf__prim_fused = {
     .name = "fused",
-    .flags = WF_PRIM_ELEMENTWISE,
+    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE,
     .params_size = sizeof(wf_fused_params),
     .infer = infer_fused,
     .params_equal = fused_params_equal,

@@ -22,6 +22,7 @@
  */
 #include "runtime/eval.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,6 +129,122 @@ void wf__eval_run_deferred_frees(void)
     context_restore(&saved);
 }
 
+/* ------------------------------------------------------------ buffer donation
+ *
+ * A kernel's output may take over the buffer of an input that nobody can
+ * read any more (issue 11, item 4): an 8-op element-wise chain then
+ * touches one intermediate buffer instead of one per op. The input must be
+ * dead, and provably so, before anything is written into it:
+ *
+ * 1. Who can reach a node. Every path to a node holds a reference: user
+ *    handles (and the scopes and slots holding them), consumer nodes' input
+ *    lists, a FIFO's queued task, compiled tapes' constants, a transform's
+ *    saved values. The only reads without a reference are wf_retain and the
+ *    metadata calls on a handle the caller may not own, and both go through
+ *    wf__array_try_retain, which never raises a refcount of 0.
+ * 2. The check. Node `n` runs on this thread, claimed by it; it does not
+ *    keep its graph, so no other thread may read n->inputs (core/array.h).
+ *    If input `in` appears k times there and its refcount is exactly k, n's
+ *    input list holds every reference. wf__array_retire swaps k for 0 in
+ *    one compare-and-swap: from then on no thread can retain the node (a
+ *    count of 0 is never revived) and none holds it, so none can retain it
+ *    after the check either. The swap fails harmlessly if any reference
+ *    was added or dropped meanwhile.
+ * 3. The storage. A live view of `in` (a slice, a transpose, a broadcast, a
+ *    sibling) holds a reference to the buffer, not the node; so the buffer
+ *    must have refcount 1, read after the swap (nothing can add one then:
+ *    only a holder of `in` could make a view). External (caller-owned)
+ *    buffers are never written.
+ * 4. What is never donated: inputs of nodes that keep their graph (built
+ *    under a transform or a trace: the backward pass reads them), nodes
+ *    that keep their own graph, multi-output primaries, inputs whose shape,
+ *    element size, layout (contiguous from offset 0) or byte count differ
+ *    from the output's, and any primitive not declaring WF_PRIM_INPLACE.
+ *
+ * A retired input is freed by the detach below instead of being released;
+ * if its buffer was shared after all, it is simply not donated. */
+
+static atomic_uint_fast64_t buffers_donated;
+static atomic_int donation_on = 1;
+static pthread_once_t donation_env_once = PTHREAD_ONCE_INIT;
+
+static void read_donation_env(void)
+{
+    const char *v = getenv("WEFT_DONATE");
+    if (v && strcmp(v, "0") == 0)
+        atomic_store(&donation_on, 0);
+}
+
+static bool donation_enabled(void)
+{
+    pthread_once(&donation_env_once, read_donation_env);
+    return atomic_load_explicit(&donation_on, memory_order_relaxed) != 0;
+}
+
+uint64_t wf__buffers_donated(void) { return atomic_load(&buffers_donated); }
+
+void wf__donation_enable(bool on)
+{
+    pthread_once(&donation_env_once, read_donation_env);
+    atomic_store(&donation_on, on ? 1 : 0);
+}
+
+static bool same_shape(const wf_array *a, const wf_array *b)
+{
+    if (a->ndim != b->ndim)
+        return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d])
+            return false;
+    return true;
+}
+
+/* Whether `in`'s storage could serve as `n`'s output (fields fixed once READY). */
+static bool donor_layout_fits(const wf_array *n, const wf_array *in, size_t bytes)
+{
+    return !in->keep_graph && !in->results && same_shape(n, in) &&
+           wf_dtype_size(in->dtype) == wf_dtype_size(n->dtype) && in->row_contiguous &&
+           in->offset == 0 && in->buffer && !wf__buffer_is_external(in->buffer) &&
+           in->buffer->bytes == bytes;
+}
+
+static bool buffer_unshared(const wf_buffer *b)
+{
+    return atomic_load_explicit(&((wf_buffer *)b)->refcount, memory_order_acquire) == 1;
+}
+
+static int_fast64_t occurrences(const wf_array *n, const wf_array *in)
+{
+    int_fast64_t k = 0;
+    for (int i = 0; i < n->ninputs; i++)
+        k += n->inputs[i] == in;
+    return k;
+}
+
+/* Before n's kernel: retires at most one input that only n holds (see
+ * above) and gives its buffer to n when nobody else shares it. Returns the
+ * retired input (freed by the detach), or NULL. */
+static wf_array *donate_input(wf_array *n)
+{
+    if (n->keep_graph || n->results || !(n->prim->flags & WF_PRIM_INPLACE) || n->size == 0 ||
+        !donation_enabled())
+        return NULL;
+    const size_t bytes = (size_t)n->size * wf_dtype_size(n->dtype);
+    for (int i = 0; i < n->ninputs; i++) {
+        wf_array *in = n->inputs[i];
+        if (!donor_layout_fits(n, in, bytes) || !buffer_unshared(in->buffer))
+            continue;
+        if (!wf__array_retire(in, occurrences(n, in)))
+            continue;
+        if (buffer_unshared(in->buffer)) { /* again: no view can appear from now on */
+            n->buffer = wf__buffer_retain(in->buffer);
+            atomic_fetch_add_explicit(&buffers_donated, 1, memory_order_relaxed);
+        }
+        return in;
+    }
+    return NULL;
+}
+
 /* ------------------------------------------------------------ running a node */
 
 static void store_failure(wf_array *n, wf_status status, const char *message)
@@ -156,6 +273,7 @@ static void run_node(wf_array *n)
     struct thread_context saved;
     context_neutralize(&saved);
     wf_status status = WF_OK;
+    wf_array *retired = NULL;
     for (int i = 0; i < n->ninputs && status == WF_OK; i++) {
         wf_array *in = n->inputs[i];
         wait_input(in);
@@ -166,6 +284,7 @@ static void run_node(wf_array *n)
     }
     if (status == WF_OK) {
         wf_clear_error(); /* so a kernel's failure message is its own */
+        retired = donate_input(n);
         status = run_kernel(n);
         atomic_fetch_add_explicit(&kernels_run, 1, memory_order_relaxed);
         if (status != WF_OK) {
@@ -183,7 +302,10 @@ static void run_node(wf_array *n)
      * under a transform keeps them: the transform walks them later. */
     if (!n->keep_graph) {
         for (int i = 0; i < n->ninputs; i++)
-            wf__array_decref(n->inputs[i]);
+            if (n->inputs[i] != retired)
+                wf__array_decref(n->inputs[i]);
+        if (retired) /* n's references to it were its last */
+            wf__array_free_retired(retired);
         n->ninputs = 0;
     }
     wf__node_publish(n, status == WF_OK ? WF_NODE_READY : WF_NODE_FAILED);

@@ -61,6 +61,8 @@ void wf__cpu_iter_run(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const void *ctx
  * `min_chunk` elements (pick it by the cost of one element: about 64K for an
  * add, 4K for an exp). Operand 0 must be the output; a walk where several
  * positions write one output element (a stride-0 output dim) runs serially.
+ * An output that is an input's storage (a donated buffer: same start, same
+ * layout) reaches `fn` through a stack buffer, never aliased.
  * When an operand is strided along the innermost dim but nearly contiguous
  * along another (a transposed view), the walk runs in 2-d tiles over those
  * two dims (any visiting order is fine for element-wise work), so that

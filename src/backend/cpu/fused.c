@@ -188,6 +188,10 @@ struct fused_run {
     int ndim;
     const int64_t *shape;
     float *out;
+    /* The output is an input's storage (a donated buffer): a tile's result
+     * is computed into scratch and copied out once every instruction of the
+     * tile has read its inputs (restrict loops never see aliased pointers). */
+    bool out_aliased;
     struct fused_input inputs[];
 };
 
@@ -333,7 +337,7 @@ static void run_chunk(const struct fused_plan *plan, int64_t chunk)
                 continue;
             }
             float *dst;
-            if (i == p->output) {
+            if (i == p->output && !run->out_aliased) {
                 dst = run->out + start;
             } else {
                 slot[i] = free_tiles[--nfree];
@@ -348,8 +352,12 @@ static void run_chunk(const struct fused_plan *plan, int64_t chunk)
             value[i] = dst;
             give_back_operands(in, i, plan->last_use, slot, pinned, free_tiles, &nfree);
         }
-        if (value[p->output] != run->out + start) /* the output is an input or a constant */
+        if (value[p->output] != run->out + start) /* an input, a constant or aliased */
             memcpy(run->out + start, value[p->output], (size_t)n * sizeof(float));
+        if (run->out_aliased && slot[p->output] >= 0 && !pinned[p->output]) {
+            free_tiles[nfree++] = slot[p->output]; /* the next tile takes it again */
+            slot[p->output] = -1;
+        }
     }
 }
 
@@ -390,8 +398,12 @@ wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, con
     run->ndim = out->ndim;
     run->shape = out->shape;
     run->out = wf__array_data_ptr(out);
-    for (int i = 0; i < ninputs; i++)
+    run->out_aliased = false;
+    for (int i = 0; i < ninputs; i++) {
         describe_input(&run->inputs[i], inputs[i], out);
+        if (inputs[i]->buffer == out->buffer)
+            run->out_aliased = true;
+    }
     for (int i = 0; i < p->ninstr; i++)
         last_use[i] = i == p->output ? p->ninstr : -1;
     for (int i = 0; i < p->ninstr; i++) {

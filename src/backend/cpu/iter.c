@@ -305,9 +305,76 @@ void wf__cpu_iter_run_blocked(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const v
         wf__cpu_iter_run(it, fn, ctx);
 }
 
+/* ---------------------------------------------------------------- aliased output
+ *
+ * With buffer donation (runtime/eval.c) the output may be an input's
+ * storage, element for element. Inner loops take restrict pointers, which
+ * must never alias, so such a walk hands each row to the loop in pieces
+ * whose output goes to a stack buffer, copied over the input afterwards:
+ * every input element of a piece is read before any is overwritten. */
+enum { STAGE_BYTES = 8192 };
+
+struct staged {
+    wf_cpu_inner_fn fn;
+    const void *ctx;
+    int nops;
+    size_t itemsize[WF_CPU_MAX_OPERANDS];
+};
+
+static void staged_inner(int64_t n, char *const *ptrs, const int64_t *strides, const void *arg)
+{
+    const struct staged *s = arg;
+    _Alignas(64) char stage[STAGE_BYTES];
+    const int64_t item = (int64_t)s->itemsize[0], per = STAGE_BYTES / item;
+    char *piece[WF_CPU_MAX_OPERANDS];
+    int64_t piece_strides[WF_CPU_MAX_OPERANDS];
+    piece[0] = stage;
+    piece_strides[0] = 1;
+    for (int k = 1; k < s->nops; k++)
+        piece_strides[k] = strides[k];
+    for (int64_t i0 = 0; i0 < n; i0 += per) {
+        const int64_t m = n - i0 < per ? n - i0 : per;
+        for (int k = 1; k < s->nops; k++)
+            piece[k] = ptrs[k] + i0 * strides[k] * (int64_t)s->itemsize[k];
+        s->fn(m, piece, piece_strides, s->ctx);
+        char *out = ptrs[0] + i0 * strides[0] * item;
+        if (strides[0] == 1) {
+            memcpy(out, stage, (size_t)(m * item));
+        } else {
+            for (int64_t j = 0; j < m; j++)
+                memcpy(out + j * strides[0] * item, stage + j * item, (size_t)item);
+        }
+    }
+}
+
+/* Whether the output's storage starts where an input's does (donation). */
+static bool output_aliased(const wf_cpu_iter *it)
+{
+    for (int k = 1; k < it->nops; k++)
+        if (it->data[k] == it->data[0])
+            return true;
+    return false;
+}
+
+static void staged_init(struct staged *s, const wf_cpu_iter *it, wf_cpu_inner_fn fn,
+                        const void *ctx)
+{
+    s->fn = fn;
+    s->ctx = ctx;
+    s->nops = it->nops;
+    for (int k = 0; k < it->nops; k++)
+        s->itemsize[k] = it->itemsize[k];
+}
+
 void wf__cpu_iter_run_parallel(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const void *ctx,
                                int64_t min_chunk)
 {
+    struct staged staged;
+    if (output_aliased(it)) {
+        staged_init(&staged, it, fn, ctx);
+        fn = staged_inner;
+        ctx = &staged;
+    }
     if (it->empty || it->ndim == 0) {
         wf__cpu_iter_run(it, fn, ctx);
         return;
