@@ -9,7 +9,10 @@
 #include <stdlib.h>
 
 #include "core/array.h"
+#include "core/error.h"
 #include "harness.h"
+#include "prim/kernel.h"
+#include "prim/sibling.h"
 #include "settle.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -204,6 +207,39 @@ static void test_view_keeps_the_buffer(void)
     }
     release_scalars(&s);
     wf_release(x);
+    CHECK_EQ_INT(live_arrays(), live0);
+}
+
+/* A dead transposed view owns its buffer alone (the node it viewed is
+ * freed), with the output's shape and bytes; but read strided, it would be
+ * overwritten before it is read. */
+static void test_transposed_view_is_never_a_donor(void)
+{
+    enum { SIDE = 96 };
+    const int64_t live0 = live_arrays();
+    wf_array *flat = ramp(SIDE * SIDE);
+    const int64_t shape[2] = {SIDE, SIDE};
+    wf_array *x = wf_reshape(flat, shape, 2);
+    struct scalars s = make_scalars();
+    wf_array *a = wf_multiply(x, s.two);
+    wf_array *t = wf_transpose(a, NULL, 0);
+    wf_release(a);
+    CHECK_OK(wf_eval(&t, 1)); /* a is freed: t alone holds the buffer */
+    wf_array *b = wf_add(t, s.one);
+    wf_release(t);
+    const uint64_t d0 = wf__buffers_donated();
+    CHECK_OK(wf_eval(&b, 1));
+    CHECK_EQ_INT((int64_t)(wf__buffers_donated() - d0), 0);
+    const float *bv = float_data(b), *xv = float_data(x);
+    int bad = 0;
+    for (int64_t i = 0; bv && xv && i < SIDE && bad < 5; i++)
+        for (int64_t j = 0; j < SIDE && bad < 5; j++)
+            if (!CHECK_NEAR(bv[i * SIDE + j], xv[j * SIDE + i] * 2.0f + 1.0f, 0))
+                bad++;
+    wf_release(b);
+    release_scalars(&s);
+    wf_release(x);
+    wf_release(flat);
     CHECK_EQ_INT(live_arrays(), live0);
 }
 
@@ -527,6 +563,98 @@ static void test_compiled_replay_donates_only_dead_inputs(void)
     CHECK_EQ_INT(live_arrays(), live0);
 }
 
+/* ---------------------------------------------------------------- siblings */
+
+/* A two-output primitive of the test's own: x + 1 and x * 2 (float32, x's
+ * shape). Its siblings are views of the hidden primary's outputs. */
+static wf_status infer_pair(const void *params, const wf_desc *inputs, int ninputs,
+                            wf_out_desc *outputs)
+{
+    (void)params;
+    if (ninputs != 1 || inputs[0].dtype != WF_DTYPE_F32)
+        return wf__error(WF_ERR_DTYPE, "test_pair: needs one float32 input");
+    for (int k = 0; k < 2; k++) {
+        outputs[k].dtype = WF_DTYPE_F32;
+        outputs[k].ndim = inputs[0].ndim;
+        memcpy(outputs[k].shape, inputs[0].shape, (size_t)inputs[0].ndim * sizeof(int64_t));
+    }
+    return WF_OK;
+}
+
+static wf_status kernel_pair(wf_array *out, wf_array *const *inputs, int ninputs,
+                             const void *params)
+{
+    (void)ninputs;
+    (void)params;
+    wf_array *plus = wf__node_output(out, 0), *twice = wf__node_output(out, 1);
+    if (wf__array_alloc_output(plus) != WF_OK || wf__array_alloc_output(twice) != WF_OK)
+        return wf_last_error();
+    const float *x = wf__array_data_ptr(inputs[0]); /* contiguous: made by ramp */
+    float *p = wf__array_data_ptr(plus), *t = wf__array_data_ptr(twice);
+    for (int64_t i = 0; i < out->size; i++) {
+        p[i] = x[i] + 1.0f;
+        t[i] = x[i] * 2.0f;
+    }
+    return WF_OK;
+}
+
+static const wf_prim_def prim_pair = {
+    .name = "test_pair",
+    .noutputs = 2,
+    .infer = infer_pair,
+    .kernels = &(wf_kernel_slots){{0}},
+};
+
+/* The user keeps sibling 0 and adds it to sibling 1: sibling 1 is dead once
+ * the add holds it (its buffer may be reused), sibling 0 is not. */
+static void test_siblings_of_a_multi_output_node(void)
+{
+    const int64_t live0 = live_arrays();
+    wf_array *x = ramp(SMALL_N);
+    for (int round = 0; round < 2; round++) {
+        wf_array *pair[2];
+        if (!CHECK_OK(wf__node_new_multi(&prim_pair, NULL, &x, 1, pair, 2)))
+            break;
+        if (round == 1)
+            CHECK_OK(wf_eval(pair, 2)); /* the primary is gone before the add runs */
+        wf_array *sum = wf_add(pair[0], pair[1]);
+        wf__array_decref(pair[1]);
+        CHECK_OK(wf_eval(&sum, 1));
+        const float *sv = float_data(sum), *p0 = float_data(pair[0]), *xv = float_data(x);
+        int bad = 0;
+        for (int64_t i = 0; sv && p0 && xv && i < SMALL_N && bad < 5; i++)
+            if (!CHECK_NEAR(p0[i], xv[i] + 1.0f, 0) || !CHECK_NEAR(sv[i], 3.0f * xv[i] + 1.0f, 1e-6))
+                bad++;
+        wf__array_decref(pair[0]);
+        wf_release(sum);
+    }
+    wf_release(x);
+    CHECK_EQ_INT(live_arrays(), live0);
+}
+
+/* Asynchronous evaluation: the stream's worker runs the chain and donates
+ * the same way. */
+static void test_async_chain_donates(void)
+{
+    const int64_t live0 = live_arrays();
+    wf_array *x = ramp(SMALL_N);
+    struct scalars s = make_scalars();
+    wf_array *r = chain8(x, &s);
+    const uint64_t d0 = wf__buffers_donated();
+    CHECK_OK(wf_async_eval(&r, 1));
+    settle_default_stream();
+    CHECK_EQ_INT((int64_t)(wf__buffers_donated() - d0), 7);
+    const float *xv = float_data(x), *rv = float_data(r);
+    int bad = 0;
+    for (int64_t i = 0; xv && rv && i < SMALL_N && bad < 5; i++)
+        if (!CHECK_NEAR(rv[i], chain8_expected(xv[i]), 1e-5))
+            bad++;
+    wf_release(r);
+    release_scalars(&s);
+    wf_release(x);
+    CHECK_EQ_INT(live_arrays(), live0);
+}
+
 /* ---------------------------------------------------------------- threads */
 
 enum { THREADS = 4, ROUNDS = 12, SHARED_N = 20000 };
@@ -611,9 +739,12 @@ static void test_shared_intermediate_under_threads(void)
 
 int main(void)
 {
+    if (wf__kernel_register(&prim_pair, WF_DEVICE_KIND_CPU, kernel_pair) != WF_OK)
+        return 1;
     RUN_TEST(test_chain_uses_one_intermediate_buffer);
     RUN_TEST(test_user_handle_is_never_donated);
     RUN_TEST(test_view_keeps_the_buffer);
+    RUN_TEST(test_transposed_view_is_never_a_donor);
     RUN_TEST(test_external_memory_is_never_written);
     RUN_TEST(test_broadcast_input_is_never_donated);
     RUN_TEST(test_slot_value_is_never_donated);
@@ -621,6 +752,8 @@ int main(void)
     RUN_TEST(test_values_kept_for_the_backward_pass);
     RUN_TEST(test_kernels_in_place_match);
     RUN_TEST(test_compiled_replay_donates_only_dead_inputs);
+    RUN_TEST(test_siblings_of_a_multi_output_node);
+    RUN_TEST(test_async_chain_donates);
     RUN_TEST(test_shared_intermediate_under_threads);
     return TEST_SUMMARY();
 }
