@@ -33,9 +33,12 @@ static wf_status infer_astype(const void *params, const wf_desc *inputs, int nin
     return WF_OK;
 }
 
+/* In place between dtypes of one size (the runtime donates only then): an
+ * astype node always changes the dtype, so its kernel converts through the
+ * iterator, which stages aliased rows. */
 const wf_prim_def wf__prim_astype = {
     .name = "astype",
-    .flags = WF_PRIM_ELEMENTWISE,
+    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE,
     .params_size = sizeof(wf_astype_params),
     .infer = infer_astype,
     .kernels = &(wf_kernel_slots){{0}},

@@ -460,11 +460,15 @@ static wf_array *in_place_case(int k, wf_array *x, wf_array *y, wf_array *cond)
         r = wf_where(cond, y, t);
     else if (k == NUNARY + 3)
         r = wf_clip(t, y, y);
+    else if (k == NUNARY + 4)
+        r = wf_astype(t, WF_DTYPE_I32); /* in place from float32 only */
+    else if (k == NUNARY + 5)
+        r = wf_astype(t, WF_DTYPE_BF16); /* in place from float16 only */
     wf_release(t);
     return r;
 }
 
-enum { IN_PLACE_CASES = 14 };
+enum { IN_PLACE_CASES = 16 };
 
 static void test_kernels_in_place_match(void)
 {
