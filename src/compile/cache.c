@@ -7,6 +7,11 @@
  * and its waiters are guarded by the entry's own lock (level 20); a waiter
  * holds a reference and no map lock while it waits. Traces are freed after
  * every lock is released (they own arrays, whose destructors are user code).
+ *
+ * fork(): the map and every listed entry are held across it. In the child,
+ * an entry still TRACING has lost its tracer (only the forking thread
+ * survives, and it was not tracing: it called fork()), so it fails with an
+ * error and leaves the map; the next call traces again in the child.
  */
 #include "compile/cache.h"
 
@@ -16,6 +21,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "util/fork.h"
 #include "util/lock.h"
 
 enum entry_state { ENTRY_TRACING, ENTRY_READY, ENTRY_FAILED };
@@ -515,3 +521,51 @@ size_t wf__cache_function_entries(uint64_t fn_id)
     wf__mutex_unlock(&map.lock);
     return n;
 }
+
+/* ------------------------------------------------------------ fork */
+
+static void fork_prepare(void)
+{
+    wf__mutex_lock_for_fork(&map.lock);
+    for (wf_cache_entry *e = map.lru_first; e; e = e->lru_next)
+        wf__mutex_lock_for_fork(&e->lock);
+}
+
+static void fork_parent(void)
+{
+    for (wf_cache_entry *e = map.lru_first; e; e = e->lru_next)
+        wf__mutex_unlock_for_fork(&e->lock);
+    wf__mutex_unlock_for_fork(&map.lock);
+}
+
+static const char orphaned_trace_message[] =
+    "compile: the trace was in flight in the parent at fork(); its thread does not exist "
+    "in the child";
+
+/* Alone in the child: wakes nobody (no waiter survived), fails and unlists
+ * entries whose tracer is gone. The map's references are dropped after
+ * unlocking; the tracer's own reference is leaked, so none of them frees. */
+static void fork_child(void)
+{
+    struct dropped dropped = {0};
+    for (wf_cache_entry *e = map.lru_first, *next; e; e = next) {
+        next = e->lru_next;
+        pthread_cond_init(&e->settled, NULL);
+        if (e->state == ENTRY_TRACING) {
+            e->state = ENTRY_FAILED;
+            e->error = WF_ERR_KERNEL;
+            e->error_message = strdup(orphaned_trace_message);
+            count(&counts.failures, 1);
+            dropped_add(&dropped, unlist(e));
+        }
+        wf__mutex_unlock_for_fork(&e->lock);
+    }
+    wf__mutex_unlock_for_fork(&map.lock);
+    dropped_release(&dropped);
+}
+
+static const wf_fork_hooks fork_hooks = {
+    .level = WF_LOCK_COMPILE_MAP, .prepare = fork_prepare, .parent = fork_parent, .child = fork_child};
+
+static void register_fork_hooks(void) __attribute__((constructor));
+static void register_fork_hooks(void) { wf__fork_hooks_register(&fork_hooks); }

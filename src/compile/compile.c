@@ -21,6 +21,7 @@
 #include "prim/fused.h"
 #include "runtime/eval.h"
 #include "transforms/transforms.h"
+#include "util/fork.h"
 #include "util/lock.h"
 
 /* ------------------------------------------------------------ process-wide settings */
@@ -65,6 +66,19 @@ void wf_compile_set_log(wf_compile_log_fn fn, void *ctx)
     log_sink.ctx = ctx;
     wf__mutex_unlock(&log_sink.lock);
 }
+
+/* fork(): the sink is held across it so the child never sees a pointer
+ * without its context (util/fork.h). */
+static void log_sink_fork_prepare(void) { wf__mutex_lock_for_fork(&log_sink.lock); }
+static void log_sink_fork_release(void) { wf__mutex_unlock_for_fork(&log_sink.lock); }
+
+static const wf_fork_hooks log_sink_fork_hooks = {.level = WF_LOCK_LEAF,
+                                                  .prepare = log_sink_fork_prepare,
+                                                  .parent = log_sink_fork_release,
+                                                  .child = log_sink_fork_release};
+
+static void register_log_sink_fork_hooks(void) __attribute__((constructor));
+static void register_log_sink_fork_hooks(void) { wf__fork_hooks_register(&log_sink_fork_hooks); }
 
 static void compile_log(wf_compile_log_level level, const char *message)
 {

@@ -73,6 +73,7 @@
 
 #include "core/error.h"
 #include "core/node_pool.h"
+#include "util/fork.h"
 #include "util/lock.h"
 
 #define MIN_CLASS ((size_t)64)
@@ -112,6 +113,28 @@ static size_t g_cache_cap = CACHE_CAP_MAX;
 
 /* Never written: an empty buffer has no bytes to write. */
 static _Alignas(64) unsigned char g_empty_block[64];
+
+/* ------------------------------------------------------------ fork */
+
+/* The lock is held across fork() so no list or counter is half-updated
+ * (util/fork.h). In the child, bytes reserved by threads that were
+ * fetching memory from the system are given back: those threads are gone
+ * and would otherwise count against the limit forever. Buffers they held
+ * stay counted as active (leaked in the child). */
+static void fork_prepare(void) { wf__mutex_lock_for_fork(&g_lock); }
+static void fork_parent(void) { wf__mutex_unlock_for_fork(&g_lock); }
+
+static void fork_child(void)
+{
+    g_reserved = 0;
+    wf__mutex_unlock_for_fork(&g_lock);
+}
+
+static const wf_fork_hooks fork_hooks = {
+    .level = WF_LOCK_ALLOCATOR, .prepare = fork_prepare, .parent = fork_parent, .child = fork_child};
+
+static void register_fork_hooks(void) __attribute__((constructor));
+static void register_fork_hooks(void) { wf__fork_hooks_register(&fork_hooks); }
 
 /* ------------------------------------------------------------ size classes */
 

@@ -33,13 +33,21 @@
  * Locks. The shard locks and the spare-list lock are leaves (WF_LOCK_LEAF),
  * never nested with each other; nothing is called while one is held
  * (chunks are allocated with no lock held).
+ *
+ * fork(). Every node lives in a chunk listed on the spare list, so the
+ * child can find the nodes other threads were computing (CLAIMED or
+ * SUBMITTED: on a walk's path, on a run list, queued on a stream or running)
+ * and fail them: their threads do not exist in the child, and a waiter
+ * there must get an error, not hang (util/fork.h).
  */
 #include "core/node_pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "util/fork.h"
 #include "util/lock.h"
 
 enum {
@@ -276,3 +284,55 @@ void wf__node_pool_give_back(wf_array *n)
     if (full_spill)
         spare_put(full_spill);
 }
+
+/* ------------------------------------------------------------ fork */
+
+static const char in_flight_message[] =
+    "the computation was in flight in the parent at fork(); only the forking thread "
+    "survives in the child, so it never finished there";
+
+static void fork_prepare(void)
+{
+    pthread_once(&shards_once, init_shards);
+    wf__mutex_lock_for_fork(&spare.lock);
+    for (int i = 0; i < POOL_SHARDS; i++)
+        wf__mutex_lock_for_fork(&shards[i].lock);
+}
+
+static void fork_parent(void)
+{
+    for (int i = POOL_SHARDS - 1; i >= 0; i--)
+        wf__mutex_unlock_for_fork(&shards[i].lock);
+    wf__mutex_unlock_for_fork(&spare.lock);
+}
+
+/* In the child, alone: a node CLAIMED or SUBMITTED belongs to a thread that
+ * is gone (the forking thread was not evaluating: it called fork()). Such a
+ * node becomes FAILED, so waiting for it, or for anything built on it,
+ * reports the error. No thread waits in the child, so a plain store
+ * publishes it; the references the gone threads held are leaked. */
+static void fail_in_flight(wf_array *n)
+{
+    int state = atomic_load_explicit(&n->state, memory_order_relaxed);
+    if (atomic_load_explicit(&n->refcount, memory_order_relaxed) <= 0 ||
+        (state != WF_NODE_CLAIMED && state != WF_NODE_SUBMITTED))
+        return;
+    free(n->error_message);
+    n->error = WF_ERR_KERNEL;
+    n->error_message = strdup(in_flight_message);
+    atomic_store_explicit(&n->state, WF_NODE_FAILED, memory_order_release);
+}
+
+static void fork_child(void)
+{
+    for (struct pool_chunk *chunk = spare.chunks; chunk; chunk = chunk->next)
+        for (int i = 0; i < POOL_CHUNK; i++)
+            fail_in_flight(&chunk->nodes[i]);
+    fork_parent();
+}
+
+static const wf_fork_hooks fork_hooks = {
+    .level = WF_LOCK_LEAF, .prepare = fork_prepare, .parent = fork_parent, .child = fork_child};
+
+static void register_fork_hooks(void) __attribute__((constructor));
+static void register_fork_hooks(void) { wf__fork_hooks_register(&fork_hooks); }

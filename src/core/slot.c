@@ -21,6 +21,7 @@
 
 #include "core/array.h"
 #include "core/error.h"
+#include "util/fork.h"
 #include "util/lock.h"
 
 enum { SLOT_CHUNK = 64, SLOT_QUARANTINE = 256 };
@@ -116,6 +117,34 @@ static void pool_give_back(wf_slot *s)
     pool.live--;
     wf__mutex_unlock(&pool.lock);
 }
+
+/* ------------------------------------------------------------ fork */
+
+/* Every slot lock and the pool's, so no slot is mid-swap at fork(); the
+ * pool lock keeps the chunk list still while they are taken (util/fork.h).
+ * The child has nothing to repair: a value is a whole pointer, and a
+ * reference a gone thread took or was about to drop only leaks. */
+static void fork_prepare(void)
+{
+    wf__mutex_lock_for_fork(&pool.lock);
+    for (struct slot_chunk *c = pool.chunks; c; c = c->next)
+        for (int i = 0; i < SLOT_CHUNK; i++)
+            wf__mutex_lock_for_fork(&c->slots[i].lock);
+}
+
+static void fork_release(void)
+{
+    for (struct slot_chunk *c = pool.chunks; c; c = c->next)
+        for (int i = 0; i < SLOT_CHUNK; i++)
+            wf__mutex_unlock_for_fork(&c->slots[i].lock);
+    wf__mutex_unlock_for_fork(&pool.lock);
+}
+
+static const wf_fork_hooks fork_hooks = {
+    .level = WF_LOCK_LEAF, .prepare = fork_prepare, .parent = fork_release, .child = fork_release};
+
+static void register_fork_hooks(void) __attribute__((constructor));
+static void register_fork_hooks(void) { wf__fork_hooks_register(&fork_hooks); }
 
 /* ------------------------------------------------------------ helpers */
 

@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <stdatomic.h>
 
+#include "util/fork.h"
 #include "util/lock.h"
 
 static const wf_thread_state_hook *hooks[WF_THREAD_STATE_HOOKS];
@@ -40,3 +41,14 @@ void wf__thread_state_resume(const wf_thread_state *saved)
         hooks[i]->suspend(discard);
     }
 }
+
+/* fork(): the registration lock is held across it so no hook is half-added
+ * (util/fork.h); the hooks themselves are process-wide and stay valid. */
+static void fork_prepare(void) { wf__mutex_lock_for_fork(&register_lock); }
+static void fork_release(void) { wf__mutex_unlock_for_fork(&register_lock); }
+
+static const wf_fork_hooks fork_hooks = {
+    .level = WF_LOCK_LEAF, .prepare = fork_prepare, .parent = fork_release, .child = fork_release};
+
+static void register_fork_hooks(void) __attribute__((constructor));
+static void register_fork_hooks(void) { wf__fork_hooks_register(&fork_hooks); }

@@ -5,11 +5,15 @@
  * the stripe's waiter count; a waiter increments that count before loading
  * the state. One of the two always sees the other, so a change is never
  * missed, and a change with no waiter costs no lock.
+ *
+ * fork(): every stripe is held across it; in the child the waiters are
+ * gone, so the conditions are reinitialised and the counts cleared.
  */
 #include "runtime/node_wait.h"
 
 #include <stdint.h>
 
+#include "util/fork.h"
 #include "util/lock.h"
 
 enum { STRIPES = 64 };
@@ -64,3 +68,33 @@ void wf__node_publish(wf_array *node, int state)
     pthread_cond_broadcast(&s->changed);
     wf__mutex_unlock(&s->lock);
 }
+
+/* ------------------------------------------------------------ fork */
+
+static void fork_prepare(void)
+{
+    pthread_once(&stripes_once, init_stripes);
+    for (int i = 0; i < STRIPES; i++)
+        wf__mutex_lock_for_fork(&stripes[i].lock);
+}
+
+static void fork_parent(void)
+{
+    for (int i = STRIPES - 1; i >= 0; i--)
+        wf__mutex_unlock_for_fork(&stripes[i].lock);
+}
+
+static void fork_child(void)
+{
+    for (int i = STRIPES - 1; i >= 0; i--) {
+        atomic_store_explicit(&stripes[i].waiters, 0, memory_order_relaxed);
+        pthread_cond_init(&stripes[i].changed, NULL);
+        wf__mutex_unlock_for_fork(&stripes[i].lock);
+    }
+}
+
+static const wf_fork_hooks fork_hooks = {
+    .level = WF_LOCK_NODE_WAIT, .prepare = fork_prepare, .parent = fork_parent, .child = fork_child};
+
+static void register_fork_hooks(void) __attribute__((constructor));
+static void register_fork_hooks(void) { wf__fork_hooks_register(&fork_hooks); }

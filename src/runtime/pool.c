@@ -3,6 +3,10 @@
  * into chunks taken with an atomic counter by the caller and by pool threads.
  * A job lives on its caller's stack; the caller unlinks it and waits until no
  * pool thread is still inside it before returning.
+ *
+ * fork(): the pool lock is held across it; in the child the pool threads
+ * and the jobs (on the stacks of gone threads) are gone, so the pool counts
+ * as not started and its threads are created again on first use.
  */
 #include "runtime/pool.h"
 
@@ -11,6 +15,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "util/fork.h"
 #include "util/lock.h"
 
 enum { MAX_POOL_THREADS = 256, CHUNKS_PER_THREAD = 4 };
@@ -29,12 +34,11 @@ static struct {
     pthread_cond_t work;     /* pool threads wait for jobs */
     pthread_cond_t finished; /* callers wait for helpers to leave */
     struct job *jobs;
-    int size; /* threads per kernel, caller included */
+    int size;            /* threads per kernel, caller included (set when started) */
+    atomic_bool started; /* pool threads created (set under the lock; cleared in a fork child) */
 } pool = {.lock = {PTHREAD_MUTEX_INITIALIZER, WF_LOCK_POOL},
           .work = PTHREAD_COND_INITIALIZER,
           .finished = PTHREAD_COND_INITIALIZER};
-
-static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 static atomic_uint_fast64_t chunks_helped;
 
 uint64_t wf__pool_chunks_helped(void) { return atomic_load(&chunks_helped); }
@@ -94,6 +98,7 @@ static int configured_size(void)
     return n > MAX_POOL_THREADS ? MAX_POOL_THREADS : (int)n;
 }
 
+/* Pool lock held: the new threads wait for it before looking for jobs. */
 static void start_threads(void)
 {
     int wanted = configured_size();
@@ -107,7 +112,18 @@ static void start_threads(void)
     }
 }
 
-void wf__pool_start(void) { pthread_once(&pool_once, start_threads); }
+/* Not a pthread_once: a fork child must be able to start the pool again. */
+void wf__pool_start(void)
+{
+    if (atomic_load_explicit(&pool.started, memory_order_acquire))
+        return;
+    wf__mutex_lock(&pool.lock);
+    if (!atomic_load_explicit(&pool.started, memory_order_relaxed)) {
+        start_threads();
+        atomic_store_explicit(&pool.started, true, memory_order_release);
+    }
+    wf__mutex_unlock(&pool.lock);
+}
 
 int wf__pool_size(void)
 {
@@ -152,3 +168,25 @@ void wf__parallel_for(int64_t n, int64_t min_chunk, wf_parallel_fn fn, void *ctx
         wf__cond_wait(&pool.finished, &pool.lock);
     wf__mutex_unlock(&pool.lock);
 }
+
+/* ------------------------------------------------------------ fork */
+
+static void fork_prepare(void) { wf__mutex_lock_for_fork(&pool.lock); }
+static void fork_parent(void) { wf__mutex_unlock_for_fork(&pool.lock); }
+
+/* Alone in the child: no pool thread and no caller of a job survived. */
+static void fork_child(void)
+{
+    pool.jobs = NULL;
+    pool.size = 1;
+    atomic_store_explicit(&pool.started, false, memory_order_relaxed);
+    pthread_cond_init(&pool.work, NULL);
+    pthread_cond_init(&pool.finished, NULL);
+    wf__mutex_unlock_for_fork(&pool.lock);
+}
+
+static const wf_fork_hooks fork_hooks = {
+    .level = WF_LOCK_POOL, .prepare = fork_prepare, .parent = fork_parent, .child = fork_child};
+
+static void register_fork_hooks(void) __attribute__((constructor));
+static void register_fork_hooks(void) { wf__fork_hooks_register(&fork_hooks); }

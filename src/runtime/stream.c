@@ -10,6 +10,13 @@
  * goes away with its last reference (nodes hold references to their stream,
  * so a stream with queued work stays alive). Each thread's push stack holds
  * references and is released when the thread exits.
+ *
+ * fork(): the registry and every listed stream's queue are held across it.
+ * In the child the workers are gone: each stream is marked without one and
+ * gets a new worker when work is next queued on it (wf__stream_kick). Its
+ * queued and running tasks, failed by the node pool's child hook, are
+ * dropped, every ticket counts as finished and the open batches (of gone
+ * threads) are forgotten, so nothing in the child waits for them.
  */
 #include "runtime/stream.h"
 
@@ -22,6 +29,7 @@
 #include "runtime/node_wait.h"
 #include "runtime/pool.h"
 #include "runtime/start.h"
+#include "util/fork.h"
 #include "util/lock.h"
 
 struct wf_stream {
@@ -40,6 +48,7 @@ struct wf_stream {
     bool shutdown; /* last reference gone: the worker exits when idle */
     bool worker_frees; /* the worker dropped the last reference itself */
     bool immortal;     /* the default stream: never freed, so not counted */
+    bool has_worker;   /* `worker` runs (false in a fork child until work is queued) */
     pthread_t worker;
     struct wf_stream *registry_prev, *registry_next;
     wf_device *device; /* where its tasks run; set at creation */
@@ -178,11 +187,22 @@ void wf__stream_enqueue(wf_stream *s, wf_array *node)
     wf__mutex_unlock(&s->queue_lock);
 }
 
+/* With the queue locked: starts the worker if it is gone (after fork()).
+ * If the thread cannot be created the work stays queued: whoever waits for
+ * it runs it (help_until), and the next kick tries again. */
+static void ensure_worker(wf_stream *s)
+{
+    if (!s->has_worker && pthread_create(&s->worker, NULL, worker_main, s) == 0)
+        s->has_worker = true;
+}
+
 void wf__stream_kick(wf_stream *s)
 {
     wf__mutex_lock(&s->queue_lock);
-    if (!s->busy && s->head)
+    if (!s->busy && s->head) {
+        ensure_worker(s);
         pthread_cond_signal(&s->work_ready);
+    }
     wf__mutex_unlock(&s->queue_lock);
 }
 
@@ -273,6 +293,7 @@ static wf_stream *stream_create(void)
         wf__error(WF_ERR_OUT_OF_MEMORY, "wf_stream_new: cannot start a worker thread");
         return NULL;
     }
+    s->has_worker = true;
     registry_add(s);
     return s;
 }
@@ -292,12 +313,17 @@ wf_stream *wf__stream_incref(wf_stream *s)
 static void stream_destroy(wf_stream *s)
 {
     registry_remove(s);
-    bool self = pthread_equal(pthread_self(), s->worker);
     wf__mutex_lock(&s->queue_lock);
+    bool has_worker = s->has_worker; /* false: a fork child never queued work on it */
+    bool self = has_worker && pthread_equal(pthread_self(), s->worker);
     s->shutdown = true;
     s->worker_frees = self;
     pthread_cond_signal(&s->work_ready);
     wf__mutex_unlock(&s->queue_lock);
+    if (!has_worker) {
+        stream_free_memory(s);
+        return;
+    }
     if (self) {
         pthread_detach(s->worker);
         return;
@@ -459,3 +485,49 @@ wf_status wf_stream_synchronize(wf_stream *s)
 }
 
 wf_device *wf__stream_device(const wf_stream *s) { return s->device; }
+
+/* ------------------------------------------------------------ fork */
+
+static void fork_prepare(void)
+{
+    wf__mutex_lock_for_fork(&registry.lock);
+    for (wf_stream *s = registry.first; s; s = s->registry_next)
+        wf__mutex_lock_for_fork(&s->queue_lock);
+}
+
+static void fork_parent(void)
+{
+    for (wf_stream *s = registry.first; s; s = s->registry_next)
+        wf__mutex_unlock_for_fork(&s->queue_lock);
+    wf__mutex_unlock_for_fork(&registry.lock);
+}
+
+/* Alone in the child, after the node pool failed every task that was
+ * queued or running: the queue's references to them are leaked (dropping
+ * them could run user destructors inside fork()). */
+static void stream_forget_threads(wf_stream *s)
+{
+    s->head = s->tail = NULL;
+    atomic_store_explicit(&s->done, s->enqueued, memory_order_relaxed);
+    s->batches_head = s->batches_tail = NULL;
+    s->busy = false;
+    s->progress_waiters = 0;
+    s->has_worker = false;
+    pthread_cond_init(&s->work_ready, NULL);
+    pthread_cond_init(&s->progress, NULL);
+}
+
+static void fork_child(void)
+{
+    for (wf_stream *s = registry.first; s; s = s->registry_next)
+        stream_forget_threads(s);
+    fork_parent();
+}
+
+static const wf_fork_hooks fork_hooks = {.level = WF_LOCK_STREAM_REGISTRY,
+                                         .prepare = fork_prepare,
+                                         .parent = fork_parent,
+                                         .child = fork_child};
+
+static void register_fork_hooks(void) __attribute__((constructor));
+static void register_fork_hooks(void) { wf__fork_hooks_register(&fork_hooks); }

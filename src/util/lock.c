@@ -136,6 +136,10 @@ void wf__mutex_unlock(wf_mutex *m)
 #endif
 }
 
+void wf__mutex_lock_for_fork(wf_mutex *m) { pthread_mutex_lock(&m->mutex); }
+
+void wf__mutex_unlock_for_fork(wf_mutex *m) { pthread_mutex_unlock(&m->mutex); }
+
 void wf__cond_wait(pthread_cond_t *cond, wf_mutex *m)
 {
 #ifdef WEFT_LOCK_CHECK

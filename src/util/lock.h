@@ -55,6 +55,16 @@ void wf__set_lock_violation_handler(wf_lock_violation_handler handler);
 /* Reports (WF_LOCK_REPORT_HELD) a lock held where none may be: before a
  * kernel or user code runs. No-op without the checker. */
 void wf__assert_no_locks_held(const char *what);
+/* For fork handlers only (util/fork.h): take and release a lock without
+ * recording it. The prepare handlers hold every lock of the process at
+ * once, many of one level (all stream queues, all stripes), which the
+ * per-thread checker (one lock per level at a time) cannot record. They
+ * stay deadlock-free because the handlers run in ascending level order:
+ * a thread holding a lock the handlers want only waits for higher levels,
+ * which they have not taken yet. The checker's record of the forking
+ * thread is untouched, so it is right in the child too. */
+void wf__mutex_lock_for_fork(wf_mutex *m);
+void wf__mutex_unlock_for_fork(wf_mutex *m);
 /* True when this build checks lock order. */
 int wf__lock_check_enabled(void);
 /* Levels the checker records per thread; taking one more lock is reported
