@@ -79,6 +79,7 @@ enum fork_outcome { FORK_PASS = 0, FORK_FAIL = 1, FORK_NOT_REACHED = 2 };
 static atomic_int fork_gate_open;
 static atomic_int fork_gate_waiting; /* distinct gated pieces of work waiting now */
 static atomic_int fork_failures;     /* failed checks, in whichever process */
+static int fork_parent_pool_size;    /* wf__pool_size() in the parent, before forking */
 
 static void fork_fail(const char *what)
 {
@@ -354,6 +355,9 @@ static void fork_child_streams(void)
     wf_scope_end();
 }
 
+/* Call in the parent before forking. */
+static void fork_note_parent_pool(void) { fork_parent_pool_size = wf__pool_size(); }
+
 static void fork_child_pool(void)
 {
     wf_scope_begin();
@@ -364,8 +368,11 @@ static void fork_child_pool(void)
     if (!fork_all_equal(m, 256))
         fork_fail("child: a matmul");
     wf_scope_end();
-    /* The pool's threads are recreated: with more than one configured, some
-     * chunk of a job whose chunks take a while runs on a pool thread. */
+    /* The pool's threads are recreated (as many as in the parent, which
+     * started its pool before forking): with more than one, some chunk of a
+     * job whose chunks take a while runs on a pool thread. */
+    if (wf__pool_size() != fork_parent_pool_size)
+        fork_fail("child: the pool did not come back at its size");
     if (wf__pool_size() > 1) {
         uint64_t helped = wf__pool_chunks_helped();
         double deadline = fork_now() + 20;
@@ -525,6 +532,7 @@ static int fork_round(void)
     wf_array *on_in_flight = reached ? wf_add(w.in_flight[JOB_SYNC_DEFAULT], scoped_ready) : NULL;
     /* The gate is closed, so all FORK_GATED pieces are still in flight. */
     if (reached && atomic_load(&fork_gate_waiting) == FORK_GATED && !atomic_load(&fork_gate_open)) {
+        fork_note_parent_pool();
         fflush(stdout);
         fflush(stderr);
         pid_t pid = fork();

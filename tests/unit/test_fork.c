@@ -42,6 +42,7 @@ static void register_test_hooks(void)
 /* Runs `fn` in a child; returns its exit status (FORK_FAIL if it hung). */
 static int run_in_child(int (*fn)(void *), void *arg)
 {
+    fork_note_parent_pool();
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
