@@ -71,6 +71,17 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define WF_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WF_ASAN 1
+#endif
+#endif
+#ifdef WF_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 #include "core/error.h"
 #include "core/node_pool.h"
 #include "util/fork.h"
@@ -192,6 +203,14 @@ static void *system_alloc(size_t cap)
         munmap((void *)(aligned + cap), tail);
 #ifdef MADV_HUGEPAGE
     (void)madvise((void *)aligned, cap, MADV_HUGEPAGE);
+#endif
+#ifdef WF_ASAN
+    /* Fresh pages are addressable, but AddressSanitizer may still hold
+     * poison for the range from a mapping it never saw go: in a fork()
+     * child the C library unmaps the stacks of the parent's other threads,
+     * which never exited, so the redzones of their frames stay in the
+     * shadow, and mmap may hand the range out again. */
+    __asan_unpoison_memory_region((void *)aligned, cap);
 #endif
     return (void *)aligned;
 }
