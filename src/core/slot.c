@@ -120,28 +120,25 @@ static void pool_give_back(wf_slot *s)
 
 /* ------------------------------------------------------------ fork */
 
-/* Every slot lock and the pool's, so no slot is mid-swap at fork(); the
- * pool lock keeps the chunk list still while they are taken (util/fork.h).
- * The child has nothing to repair: a value is a whole pointer, and a
- * reference a gone thread took or was about to drop only leaks. */
-static void fork_prepare(void)
-{
-    wf__mutex_lock_for_fork(&pool.lock);
-    for (struct slot_chunk *c = pool.chunks; c; c = c->next)
-        for (int i = 0; i < SLOT_CHUNK; i++)
-            wf__mutex_lock_for_fork(&c->slots[i].lock);
-}
+/* The pool lock is held across fork() (util/fork.h); the slots' own locks
+ * are not (there may be thousands, and ThreadSanitizer tracks at most 64
+ * held per thread). A slot's lock guards one pointer, which a gone thread
+ * left either old or new, and references it took or was about to drop only
+ * leak; so the child reinitialises every slot lock, found through the chunk
+ * list the pool lock keeps still. */
+static void fork_prepare(void) { wf__mutex_lock_for_fork(&pool.lock); }
+static void fork_parent(void) { wf__mutex_unlock_for_fork(&pool.lock); }
 
-static void fork_release(void)
+static void fork_child(void)
 {
     for (struct slot_chunk *c = pool.chunks; c; c = c->next)
         for (int i = 0; i < SLOT_CHUNK; i++)
-            wf__mutex_unlock_for_fork(&c->slots[i].lock);
+            wf__mutex_init(&c->slots[i].lock, WF_LOCK_LEAF);
     wf__mutex_unlock_for_fork(&pool.lock);
 }
 
 static const wf_fork_hooks fork_hooks = {
-    .level = WF_LOCK_LEAF, .prepare = fork_prepare, .parent = fork_release, .child = fork_release};
+    .level = WF_LOCK_LEAF, .prepare = fork_prepare, .parent = fork_parent, .child = fork_child};
 
 static void register_fork_hooks(void) __attribute__((constructor));
 static void register_fork_hooks(void) { wf__fork_hooks_register(&fork_hooks); }

@@ -6,8 +6,8 @@
  * the state. One of the two always sees the other, so a change is never
  * missed, and a change with no waiter costs no lock.
  *
- * fork(): every stripe is held across it; in the child the waiters are
- * gone, so the conditions are reinitialised and the counts cleared.
+ * fork(): the stripes are not held across it (they guard no data); the
+ * child, where every waiter is gone, reinitialises them.
  */
 #include "runtime/node_wait.h"
 
@@ -71,30 +71,24 @@ void wf__node_publish(wf_array *node, int state)
 
 /* ------------------------------------------------------------ fork */
 
-static void fork_prepare(void)
-{
-    pthread_once(&stripes_once, init_stripes);
-    for (int i = 0; i < STRIPES; i++)
-        wf__mutex_lock_for_fork(&stripes[i].lock);
-}
-
-static void fork_parent(void)
-{
-    for (int i = STRIPES - 1; i >= 0; i--)
-        wf__mutex_unlock_for_fork(&stripes[i].lock);
-}
+/* The stripes guard no data (node states are atomics, the waiter counts
+ * too), only the wait protocol, so fork() does not hold them (the prepare
+ * handlers hold every lock at once and ThreadSanitizer tracks at most 64
+ * per thread). In the child every waiter is gone: a stripe a gone thread
+ * held, its condition and its count start afresh. */
+static void fork_nothing(void) {}
 
 static void fork_child(void)
 {
-    for (int i = STRIPES - 1; i >= 0; i--) {
+    for (int i = 0; i < STRIPES; i++) {
         atomic_store_explicit(&stripes[i].waiters, 0, memory_order_relaxed);
+        wf__mutex_init(&stripes[i].lock, WF_LOCK_NODE_WAIT);
         pthread_cond_init(&stripes[i].changed, NULL);
-        wf__mutex_unlock_for_fork(&stripes[i].lock);
     }
 }
 
 static const wf_fork_hooks fork_hooks = {
-    .level = WF_LOCK_NODE_WAIT, .prepare = fork_prepare, .parent = fork_parent, .child = fork_child};
+    .level = WF_LOCK_NODE_WAIT, .prepare = fork_nothing, .parent = fork_nothing, .child = fork_child};
 
 static void register_fork_hooks(void) __attribute__((constructor));
 static void register_fork_hooks(void) { wf__fork_hooks_register(&fork_hooks); }

@@ -108,7 +108,7 @@ static void *heavy_use_thread(void *arg)
 static int child_uses_everything(void *arg)
 {
     int generation = (int)(intptr_t)arg;
-    atomic_store(&fork_gate_open, 1);
+    fork_child_begin();
     if (wf__fork_children() != generation)
         fork_fail("the child hooks did not run once per fork");
     fork_child_streams();
@@ -180,6 +180,7 @@ static void *steady_thread(void *arg)
 static int child_quick_eval(void *arg)
 {
     (void)arg;
+    fork_child_begin();
     wf_scope_begin();
     bool ok = fork_all_equal(wf_add(fork_filled(20), wf_scalar(1, WF_DTYPE_F32)), 21);
     wf_scope_end();
