@@ -79,6 +79,72 @@ static void test_hooks_run_in_level_order(void)
     CHECK_EQ_INT(wf__fork_children(), 0); /* child hooks ran only in the child */
 }
 
+/* ------------------------------------------------------------ the lock checker in a child */
+
+static int checker_reports;
+
+static void count_report(int held, int wanted)
+{
+    (void)held;
+    (void)wanted;
+    checker_reports++;
+}
+
+static void *hold_a_checked_lock(void *arg)
+{
+    wf_mutex *m = arg;
+    wf__mutex_lock(m); /* recorded in this thread's checker state only */
+    while (!atomic_load(&fork_gate_open))
+        fork_sleep_us(200);
+    wf__mutex_unlock(m);
+    return NULL;
+}
+
+/* The child's thread starts with the checker's record it had in the parent
+ * (none); the record of a thread holding a lock at the fork is gone with
+ * it; and the checker still fires on an inversion. */
+static int child_checks_the_checker(void *arg)
+{
+    (void)arg;
+    fork_child_begin();
+    if (wf__locks_held() != 0)
+        return 1;
+    wf_mutex low, high;
+    wf__mutex_init(&low, WF_LOCK_STREAM_QUEUE);
+    wf__mutex_init(&high, WF_LOCK_ALLOCATOR);
+    wf__set_lock_violation_handler(count_report);
+    wf__mutex_lock(&low); /* right order: no report */
+    wf__mutex_lock(&high);
+    bool held_two = wf__locks_held() == (wf__lock_check_enabled() ? 2 : 0);
+    wf__mutex_unlock(&high);
+    wf__mutex_unlock(&low);
+    int after_right_order = checker_reports;
+    wf__mutex_lock(&high); /* inversion: one report where the checker is on */
+    wf__mutex_lock(&low);
+    wf__mutex_unlock(&low);
+    wf__mutex_unlock(&high);
+    int want = wf__lock_check_enabled() ? 1 : 0;
+    return held_two && after_right_order == 0 && checker_reports == want &&
+                   wf__locks_held() == 0
+               ? 0
+               : 1;
+}
+
+static void test_lock_checker_in_child(void)
+{
+    wf_mutex busy;
+    wf__mutex_init(&busy, WF_LOCK_LEAF);
+    atomic_store(&fork_gate_open, 0);
+    pthread_t holder;
+    pthread_create(&holder, NULL, hold_a_checked_lock, &busy);
+    fork_sleep_us(20000); /* the holder has most likely taken it; either way is fine */
+    CHECK_EQ_INT(run_in_child(child_checks_the_checker, NULL), 0);
+    atomic_store(&fork_gate_open, 1);
+    pthread_join(holder, NULL);
+    wf__mutex_destroy(&busy);
+    CHECK_EQ_INT(wf__locks_held(), 0);
+}
+
 /* ------------------------------------------------------------ fork when idle */
 
 /* Heavy use on several threads and streams, then everything settles. */
@@ -207,6 +273,7 @@ static void test_parent_unharmed_by_repeated_forks(void)
 int main(void)
 {
     RUN_TEST(test_hooks_run_in_level_order);
+    RUN_TEST(test_lock_checker_in_child);
     RUN_TEST(test_fork_after_heavy_use);
     RUN_TEST(test_fork_mid_evaluation);
     RUN_TEST(test_parent_unharmed_by_repeated_forks);
