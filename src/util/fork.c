@@ -37,6 +37,8 @@ void wf__fork_hooks_register(const wf_fork_hooks *hooks)
     assert(module_count < MAX_MODULES && "raise MAX_MODULES");
     if (module_count == MAX_MODULES)
         return;
+    /* Fails only without memory, at load time; fork() then works as before
+     * this registry existed (the child cannot use weft), nothing else. */
     if (module_count == 0)
         pthread_atfork(run_prepare, run_parent, run_child);
     int i = module_count++;

@@ -6,8 +6,11 @@
  * weft, no internal lock may be mid-update at the fork, and whatever the
  * other threads were doing must be undone or made visible as an error. Each
  * module that owns locks registers one set of hooks:
- *   prepare  takes every lock the module owns (wf__mutex_lock_for_fork), in
- *            ascending level, so no data they guard is half-written;
+ *   prepare  takes the module's locks (wf__mutex_lock_for_fork), in
+ *            ascending level, so no data they guard is half-written; a lock
+ *            that guards no multi-word data (a wait protocol, one pointer)
+ *            may instead be reinitialised by the child hook, which keeps
+ *            the number held at once bounded;
  *   parent   releases them;
  *   child    repairs the module for a process with one thread (conditions
  *            reinitialised: their waiters are gone; worker threads marked

@@ -57,7 +57,7 @@ void wf__set_lock_violation_handler(wf_lock_violation_handler handler);
 void wf__assert_no_locks_held(const char *what);
 /* For fork handlers only (util/fork.h): take and release a lock without
  * recording it. The prepare handlers hold every lock of the process at
- * once, many of one level (all stream queues, all stripes), which the
+ * once, many of one level (all stream queues, all node-pool shards), which the
  * per-thread checker (one lock per level at a time) cannot record. They
  * stay deadlock-free because the handlers run in ascending level order:
  * a thread holding a lock the handlers want only waits for higher levels,
