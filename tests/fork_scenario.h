@@ -448,6 +448,12 @@ static int fork_child_run(struct fork_world *w, wf_array *on_in_flight, wf_array
     for (int j = 0; j < JOB_COUNT; j++)
         fork_expect_in_flight_error(w->in_flight[j], "an in-flight root");
     fork_expect_in_flight_error(on_in_flight, "an array built on an in-flight root");
+    /* The default stream had a synchronous batch open and tasks queued and
+     * running at the fork, all of gone threads: synchronizing returns. */
+    wf_stream *def = wf_default_stream();
+    if (wf_stream_synchronize(def) != WF_OK || wf_stream_count() < 1)
+        fork_fail("child: synchronizing the default stream");
+    wf_stream_release(def);
     fork_child_streams();
     fork_child_pool();
     fork_child_compile(w);
