@@ -409,8 +409,14 @@ static void *synchronize_under_load(void *arg)
         wf_stream *s = streams[k];
         atomic_store(&stop_enqueuing, 0);
         pthread_t t[ENQUEUERS];
+        long before = atomic_load(&enqueued_by_others);
         for (int i = 0; i < ENQUEUERS; i++)
             pthread_create(&t[i], NULL, enqueue_continuously, s);
+        /* On a loaded machine the enqueuers may not have run yet: the calls
+         * below must overlap their enqueuing, so wait until they have begun. */
+        double give_up = now_seconds() + 10;
+        while (atomic_load(&enqueued_by_others) < before + ENQUEUERS && now_seconds() < give_up)
+            sleep_seconds(0.001);
         wf_array *one = wf_scalar(1, WF_DTYPE_F32);
         CHECK_OK(wf_stream_push(s));
         for (int call = 0; call < CALLS; call++) {
