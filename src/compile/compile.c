@@ -8,6 +8,12 @@
  * A call under a transform (grad, vmap, ...) replays the simplified but
  * unfused tape, so the transform sees ordinary primitives; every other call
  * replays the fused tape.
+ *
+ * Random draws from the thread's default key are implicit state of a call:
+ * the trace records them as extra tape inputs (ops/random.c), and every call
+ * feeds them keys drawn from the calling thread's default key in the order
+ * the function drew them, so it gets the numbers an uncompiled call would.
+ * The tracing call is a call too: it replays with the keys its trace drew.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,6 +24,7 @@
 #include "compile/tape.h"
 #include "core/error.h"
 #include "core/graph_mode.h"
+#include "ops/ops.h"
 #include "prim/fused.h"
 #include "runtime/eval.h"
 #include "transforms/transforms.h"
@@ -110,6 +117,7 @@ typedef struct wf_trace {
     wf_tape plain;
     wf_tape fused;
     int fused_nodes;
+    int ndraws; /* default-key draws: the tapes' last ndraws inputs are their keys */
 } wf_trace;
 
 static void trace_free(void *p)
@@ -235,18 +243,56 @@ static void release_outputs(wf_array **arrays, size_t n)
         wf_release(arrays[i]);
 }
 
-/* Runs the function on placeholders and records, simplifies and fuses. */
+/* Records the function's graph from its inputs and its default-key draws
+ * (the tape's inputs are the call's, then one key per draw), simplifies and
+ * fuses it. */
+static wf_status build_tapes(wf_trace *t, wf_compiled *c, wf_compile_mode mode,
+                             wf_array *const *placeholders, size_t ninputs,
+                             const wf_random_draws *draws, wf_array *const *outputs,
+                             size_t noutputs)
+{
+    size_t total = ninputs + (size_t)draws->count;
+    wf_array **all = calloc(total + 1, sizeof *all);
+    const int64_t **shapes = calloc(total + 1, sizeof *shapes);
+    int *ndims = calloc(total + 1, sizeof *ndims);
+    wf_status status = WF_OK;
+    if (!all || !shapes || !ndims)
+        status = wf__error(WF_ERR_OUT_OF_MEMORY, "compile: out of memory recording a trace");
+    for (size_t i = 0; i < total && status == WF_OK; i++) {
+        all[i] = i < ninputs ? placeholders[i] : draws->placeholders[i - ninputs];
+        shapes[i] = all[i]->shape;
+        ndims[i] = all[i]->ndim;
+    }
+    if (status == WF_OK)
+        status = wf__tape_record(&t->plain, all, (int)total, outputs, (int)noutputs,
+                                 c->shapeless);
+    if (status == WF_OK && mode != WF_COMPILE_NO_SIMPLIFY)
+        status = wf__tape_simplify(&t->plain);
+    if (status == WF_OK)
+        status = wf__tape_copy(&t->fused, &t->plain);
+    if (status == WF_OK && mode == WF_COMPILE_ENABLED)
+        status = wf__tape_fuse(&t->fused, shapes, ndims, &t->fused_nodes);
+    t->ndraws = draws->count;
+    free(all);
+    free(shapes);
+    free(ndims);
+    return status;
+}
+
+/* Runs the function on placeholders and builds its tapes. *drawn gets the
+ * keys its default-key draws took on this thread (malloc'd; NULL if none),
+ * which this call's own replay uses. */
 static wf_status trace(wf_compiled *c, wf_compile_mode mode, wf_array *const *inputs,
-                       size_t ninputs, wf_trace **out)
+                       size_t ninputs, wf_trace **out, wf_key **drawn)
 {
     wf_trace *t = calloc(1, sizeof *t);
     wf_array **placeholders = calloc(ninputs + 1, sizeof *placeholders);
     wf_array *outputs[WF_FN_MAX_OUTPUTS];
     size_t noutputs = WF_FN_MAX_OUTPUTS;
-    const int64_t **shapes = calloc(ninputs + 1, sizeof *shapes);
-    int *ndims = calloc(ninputs + 1, sizeof *ndims);
+    wf_random_draws draws = {0};
     wf_status status = WF_OK;
-    if (!t || !placeholders || !shapes || !ndims) {
+    *drawn = NULL;
+    if (!t || !placeholders) {
         status = wf__error(WF_ERR_OUT_OF_MEMORY, "compile: out of memory starting a trace");
         goto done;
     }
@@ -255,31 +301,27 @@ static wf_status trace(wf_compiled *c, wf_compile_mode mode, wf_array *const *in
                                                     inputs[i]->ndim);
         if (!placeholders[i])
             status = wf_last_error();
-        shapes[i] = inputs[i]->shape;
-        ndims[i] = inputs[i]->ndim;
     }
     if (status != WF_OK)
         goto done;
+    wf_random_draws *previous = wf__random_draws_begin(&draws);
     wf__graph_compile_enter();
     status = wf_fn_call(c->fn, placeholders, ninputs, outputs, &noutputs);
     wf__graph_compile_leave();
+    wf__random_draws_end(previous);
     if (status != WF_OK)
         goto done;
-    status = wf__tape_record(&t->plain, placeholders, (int)ninputs, outputs, (int)noutputs,
-                             c->shapeless);
+    status = build_tapes(t, c, mode, placeholders, ninputs, &draws, outputs, noutputs);
     release_outputs(outputs, noutputs);
-    if (status == WF_OK && mode != WF_COMPILE_NO_SIMPLIFY)
-        status = wf__tape_simplify(&t->plain);
-    if (status == WF_OK)
-        status = wf__tape_copy(&t->fused, &t->plain);
-    if (status == WF_OK && mode == WF_COMPILE_ENABLED)
-        status = wf__tape_fuse(&t->fused, shapes, ndims, &t->fused_nodes);
+    if (status == WF_OK) {
+        *drawn = draws.keys; /* the caller's now */
+        draws.keys = NULL;
+    }
 done:
+    wf__random_draws_free(&draws);
     for (size_t i = 0; placeholders && i < ninputs; i++)
         wf__array_release(placeholders[i]); /* internal references */
     free(placeholders);
-    free(shapes);
-    free(ndims);
     if (status != WF_OK && t) {
         trace_free(t);
         t = NULL;
@@ -300,18 +342,60 @@ static wf_status check_inputs(wf_array *const *inputs, size_t ninputs)
     return WF_OK;
 }
 
+/* The call's inputs followed by its keys: `keys` (the tracing call's), or
+ * ndraws keys drawn now from this thread's default key. */
+static wf_status gather_inputs(wf_array *const *inputs, size_t ninputs, int ndraws,
+                               const wf_key *keys, wf_array ***all)
+{
+    *all = calloc(ninputs + (size_t)ndraws + 1, sizeof **all);
+    wf_key *fresh = keys ? NULL : malloc(((size_t)ndraws + 1) * sizeof *fresh);
+    if (!*all || (!keys && !fresh)) {
+        free(*all);
+        free(fresh);
+        *all = NULL;
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "compiled call: out of memory");
+    }
+    if (!keys) {
+        wf__random_default_keys(fresh, ndraws);
+        keys = fresh;
+    }
+    memcpy(*all, inputs, ninputs * sizeof **all);
+    wf_status status = WF_OK;
+    for (int i = 0; i < ndraws && status == WF_OK; i++) {
+        (*all)[ninputs + (size_t)i] = wf__random_key_array(keys[i]);
+        if (!(*all)[ninputs + (size_t)i])
+            status = wf_last_error();
+    }
+    free(fresh);
+    return status;
+}
+
+static void release_keys(wf_array **all, size_t ninputs, int ndraws)
+{
+    for (int i = 0; all && i < ndraws; i++)
+        wf__array_release(all[ninputs + (size_t)i]);
+    free(all);
+}
+
 static wf_status replay(const wf_trace *t, wf_array *const *inputs, size_t ninputs,
-                        wf_array **outputs, size_t *noutputs)
+                        const wf_key *keys, wf_array **outputs, size_t *noutputs)
 {
     const wf_tape *tape = wf__graph_keep_depth() > 0 ? &t->plain : &t->fused;
     if ((size_t)tape->noutputs > *noutputs)
         return wf__error(WF_ERR_INVALID_ARGUMENT,
                          "compiled call: the function returns %d outputs, room for %zu",
                          tape->noutputs, *noutputs);
-    if ((size_t)tape->ninputs != ninputs)
-        return wf__error(WF_ERR_INTERNAL, "compiled call: trace for %d inputs, called with %zu",
-                         tape->ninputs, ninputs);
-    wf_status status = wf__tape_replay(tape, inputs, outputs);
+    if ((size_t)tape->ninputs != ninputs + (size_t)t->ndraws)
+        return wf__error(WF_ERR_INTERNAL,
+                         "compiled call: trace for %d inputs, called with %zu and %d keys",
+                         tape->ninputs, ninputs, t->ndraws);
+    wf_array **all = NULL;
+    wf_status status = WF_OK;
+    if (t->ndraws)
+        status = gather_inputs(inputs, ninputs, t->ndraws, keys, &all);
+    if (status == WF_OK)
+        status = wf__tape_replay(tape, all ? all : inputs, outputs);
+    release_keys(all, ninputs, t->ndraws);
     if (status != WF_OK)
         return status;
     /* Handed out like an op's results: into the caller's scope if one is open. */
@@ -344,6 +428,7 @@ static wf_status call_traced(wf_compiled *c, wf_array *const *inputs, size_t nin
     if (!key)
         return wf_last_error();
     wf_cache_entry *entry;
+    wf_key *drawn = NULL; /* the keys of this call's trace, if it traced */
     void *previous = NULL;
     size_t previous_bytes = 0;
     enum wf_cache_outcome outcome =
@@ -355,7 +440,7 @@ static wf_status call_traced(wf_compiled *c, wf_array *const *inputs, size_t nin
         if (previous)
             report_retrace(c, previous, previous_bytes, key, words);
         wf_trace *t;
-        status = trace(c, mode, inputs, ninputs, &t);
+        status = trace(c, mode, inputs, ninputs, &t, &drawn);
         if (status != WF_OK) {
             wf__cache_fail(entry, status, wf_last_error_message());
             free(previous);
@@ -375,7 +460,8 @@ static wf_status call_traced(wf_compiled *c, wf_array *const *inputs, size_t nin
     }
     free(previous);
     free(key);
-    status = replay(wf__cache_trace(entry), inputs, ninputs, outputs, noutputs);
+    status = replay(wf__cache_trace(entry), inputs, ninputs, drawn, outputs, noutputs);
+    free(drawn);
     wf__cache_release(entry);
     return status;
 }

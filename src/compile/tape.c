@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "prim/fused.h"
+#include "prim/random.h"
 #include "util/ptr_map.h"
 
 /* ------------------------------------------------------------ params */
@@ -109,14 +110,20 @@ wf_status wf__tape_copy(wf_tape *dst, const wf_tape *src)
 /* ------------------------------------------------------------ recording */
 
 /* Primitives whose parameters hold no shape: a shapeless replay re-infers
- * their output from the inputs. Element-wise primitives qualify by flag. */
-static bool replays_shapeless(const wf_prim_def *prim)
+ * their output from the inputs. Element-wise primitives qualify by flag;
+ * a draw keyed by an input qualifies when its kind's primitive does. */
+static bool replays_shapeless(const wf_prim_def *prim, const void *params)
 {
     static const char *const names[] = {
         "sum",     "prod",    "max",       "min",       "all",        "any",     "mean",
         "var",     "std",     "logsumexp", "argmax",    "argmin",     "softmax", "cumsum",
         "cumprod", "matmul",  "addmm",     "transpose", "layer_norm", "rms_norm", "rope",
-        "sdpa",    "silu",    "gelu",      "gelu_tanh", "stop_gradient"};
+        "sdpa",    "silu",    "gelu",      "gelu_tanh", "stop_gradient",
+        "random_bernoulli", "random_categorical"};
+    if (prim == &wf__prim_random_keyed)
+        prim = wf__random_prim_of_kind(((const wf_random_params *)params)->kind);
+    if (!prim)
+        return false;
     if (prim->flags & WF_PRIM_ELEMENTWISE)
         return true;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -171,7 +178,14 @@ static wf_status check_replayable(const struct recorder *r, const wf_array *n)
                          "compile: primitive '%s' cannot be compiled (its parameters own data "
                          "that a cached trace cannot share)",
                          n->prim->name);
-    if (r->shapeless && !replays_shapeless(n->prim))
+    if (r->shapeless && !replays_shapeless(n->prim, n->params) &&
+        n->prim == &wf__prim_random_keyed)
+        return wf__error(WF_ERR_UNSUPPORTED,
+                         "compile: a draw of a fixed shape from the default key "
+                         "(wf_random_uniform, _normal, _randint) cannot be replayed shapeless; "
+                         "draw with wf_random_bernoulli / _categorical on arrays derived from "
+                         "the inputs, pass a key, or compile without shapeless");
+    if (r->shapeless && !replays_shapeless(n->prim, n->params))
         return wf__error(WF_ERR_UNSUPPORTED,
                          "compile: primitive '%s' fixes a shape in its parameters and cannot "
                          "be replayed shapeless (compile without shapeless)",

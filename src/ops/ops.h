@@ -160,6 +160,32 @@ wf_array *wf__op_random_randint(int64_t low, int64_t high, const int64_t *shape,
 wf_array *wf__op_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, const wf_key *key);
 wf_array *wf__op_random_categorical(wf_array *logits, int axis, const wf_key *key);
 
+/* Default-key draws inside a compiled function's trace (compile/compile.c).
+ * While a recording is active on this thread, an op given key NULL still
+ * advances this thread's default key as it always does, but builds a
+ * random_keyed node whose key is a new int64 placeholder instead of baking
+ * the key into params; the recording keeps the placeholder (a trace input)
+ * and the key drawn (what the tracing call itself uses). Kernels and
+ * destructors run on this thread meanwhile do not see the recording. */
+typedef struct wf_random_draws {
+    int count, capacity;
+    wf_array **placeholders; /* internal references, in draw order */
+    wf_key *keys;            /* the keys drawn for them */
+} wf_random_draws;
+
+/* Starts recording into *draws (zeroed by the caller); returns the
+ * recording it replaces (NULL normally), to hand to wf__random_draws_end. */
+wf_random_draws *wf__random_draws_begin(wf_random_draws *draws);
+void wf__random_draws_end(wf_random_draws *previous);
+/* Releases the placeholders and frees the arrays (the struct is the
+ * caller's). */
+void wf__random_draws_free(wf_random_draws *draws);
+/* Draws `count` keys from this thread's default key, exactly as `count`
+ * ops given key NULL would, in order. */
+void wf__random_default_keys(wf_key *out, int count);
+/* `key` as the int64 scalar random_keyed takes (an internal builder). */
+wf_array *wf__random_key_array(wf_key key);
+
 /* custom.c */
 wf_array *wf__op_custom(const char *name, wf_custom_kernel kernel, void *payload,
                         void (*payload_free)(void *payload), wf_array *const *inputs, int count,

@@ -12,16 +12,21 @@
  * so a single-threaded program is reproducible). wf_random_seed(s) sets
  * this thread's default key to wf_random_key(s). An op given key NULL
  * replaces the default key k by split(k)[0] and samples with split(k)[1].
+ *
+ * Inside a compiled function's trace such a draw must not bake the tracing
+ * thread's key into the cached trace: compile records it (wf_random_draws),
+ * the draw takes its key as an input, and each call of the trace feeds the
+ * keys it draws from the calling thread's default key, in the same order.
  */
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "core/graph_mode.h"
 #include "core/thread_state.h"
 #include "ops/ops.h"
 #include "prim/prims.h"
@@ -64,17 +69,18 @@ static atomic_uint_fast64_t thread_streams;
 struct default_key {
     bool ready;
     wf_key key;
+    wf_random_draws *draws; /* recording while this thread traces, else NULL */
 };
 
 static _Thread_local struct default_key default_key;
 
 /* Kernels and payload destructors run on whichever thread runs them with
  * the key of a thread that never drew (core/thread_state.h): they neither
- * see nor advance that thread's own key. */
+ * see nor advance that thread's own key, nor record into its trace. */
 static void default_key_suspend(void *saved)
 {
     memcpy(saved, &default_key, sizeof default_key);
-    default_key.ready = false;
+    default_key = (struct default_key){0};
 }
 
 static void default_key_resume(const void *saved) { memcpy(&default_key, saved, sizeof default_key); }
@@ -98,25 +104,10 @@ void wf_random_seed(uint64_t seed)
     default_key.ready = true;
 }
 
-/* While this thread traces a compiled function, the default key would be
- * read once and baked into the cached trace (every call would draw the same
- * numbers): refuse it there, so compiled randomness takes an explicit key. */
-static bool default_key_allowed(const wf_key *key, const char *op)
+/* The next key of this thread's stream (the key k becomes split(k)[0], the
+ * draw uses split(k)[1]). */
+static wf_key take_default_key(void)
 {
-    if (key || wf__graph_compile_depth() == 0)
-        return true;
-    wf__error(WF_ERR_UNSUPPORTED,
-              "%s: inside a compiled function pass an explicit key (this thread's default key "
-              "would be baked into the cached trace)",
-              op);
-    return false;
-}
-
-/* The key an op uses: *key, or the next key of this thread's stream. */
-static wf_key take_key(const wf_key *key)
-{
-    if (key)
-        return *key;
     default_key_use();
     if (!default_key.ready) {
         uint64_t n = atomic_fetch_add_explicit(&thread_streams, 1, memory_order_relaxed);
@@ -128,12 +119,90 @@ static wf_key take_key(const wf_key *key)
     return use;
 }
 
-static void params_init(wf_random_params *p, int kind, wf_key key)
+void wf__random_default_keys(wf_key *out, int count)
+{
+    for (int i = 0; i < count; i++)
+        out[i] = take_default_key();
+}
+
+wf_array *wf__random_key_array(wf_key key)
+{
+    const int64_t packed = wf__random_key_pack(key.words);
+    return wf__array_from_data(&packed, NULL, 0, WF_DTYPE_I64);
+}
+
+/* ---------------------------------------------------------------- recording draws */
+
+wf_random_draws *wf__random_draws_begin(wf_random_draws *draws)
+{
+    default_key_use();
+    wf_random_draws *previous = default_key.draws;
+    default_key.draws = draws;
+    return previous;
+}
+
+void wf__random_draws_end(wf_random_draws *previous) { default_key.draws = previous; }
+
+void wf__random_draws_free(wf_random_draws *draws)
+{
+    for (int i = 0; i < draws->count; i++)
+        wf__array_release(draws->placeholders[i]);
+    free(draws->placeholders);
+    free(draws->keys);
+    *draws = (wf_random_draws){0};
+}
+
+/* Appends `key` to the recording; returns its placeholder (borrowed). */
+static wf_array *record_draw(wf_random_draws *d, wf_key key)
+{
+    if (d->count == d->capacity) {
+        int grown = d->capacity ? d->capacity * 2 : 8;
+        wf_array **placeholders = realloc(d->placeholders, (size_t)grown * sizeof *placeholders);
+        if (placeholders)
+            d->placeholders = placeholders;
+        wf_key *keys = realloc(d->keys, (size_t)grown * sizeof *keys);
+        if (keys)
+            d->keys = keys;
+        if (!placeholders || !keys) {
+            wf__error(WF_ERR_OUT_OF_MEMORY, "random: out of memory recording a draw");
+            return NULL;
+        }
+        d->capacity = grown;
+    }
+    wf_array *placeholder = wf__array_new_placeholder(WF_DTYPE_I64, NULL, 0);
+    if (!placeholder)
+        return NULL;
+    d->placeholders[d->count] = placeholder;
+    d->keys[d->count++] = key;
+    return placeholder;
+}
+
+/* ---------------------------------------------------------------- draws */
+
+static void params_init(wf_random_params *p, int kind)
 {
     memset(p, 0, sizeof *p);
     p->kind = kind;
-    p->key[0] = key.words[0];
-    p->key[1] = key.words[1];
+}
+
+/* The node of a draw of `prim` (at most one input): the key, *key or the
+ * next of this thread's default key, goes into the params; but a default-key
+ * draw while this thread traces a compiled function becomes random_keyed on
+ * a recorded key placeholder, so every call of the trace feeds a fresh key. */
+static wf_array *draw_node(const wf_prim_def *prim, wf_random_params *p, const wf_key *key,
+                           wf_array *const *inputs, int ninputs)
+{
+    wf_key k = key ? *key : take_default_key();
+    wf_random_draws *recording = key ? NULL : default_key.draws;
+    if (!recording) {
+        p->key[0] = k.words[0];
+        p->key[1] = k.words[1];
+        return wf__node_new(prim, p, inputs, ninputs);
+    }
+    wf_array *args[2] = {record_draw(recording, k), ninputs ? inputs[0] : NULL};
+    if (!args[0])
+        return NULL;
+    return wf__node_new(&wf__prim_random_keyed, p, args, ninputs + 1);
 }
 
 /* Checks the dtype (float) and shape of a float generator. */
@@ -216,8 +285,6 @@ wf_array *wf__op_random_uniform(const int64_t *shape, int ndim, wf_dtype dtype, 
                                 double high, const wf_key *key)
 {
     const char *op = "wf_random_uniform";
-    if (!default_key_allowed(key, op))
-        return NULL;
     if (check_float_gen(op, shape, ndim, dtype) != WF_OK)
         return NULL;
     if (!isfinite(low) || !isfinite(high)) {
@@ -237,7 +304,7 @@ wf_array *wf__op_random_uniform(const int64_t *shape, int ndim, wf_dtype dtype, 
         return NULL;
     }
     wf_random_params p;
-    params_init(&p, WF_RANDOM_UNIFORM, take_key(key));
+    params_init(&p, WF_RANDOM_UNIFORM);
     p.lo = lo;
     p.hi = hi;
     p.dtype = dtype;
@@ -245,7 +312,7 @@ wf_array *wf__op_random_uniform(const int64_t *shape, int ndim, wf_dtype dtype, 
     wf__shape_copy(p.shape, shape, ndim);
     p.a = low;
     p.b = high;
-    return wf__node_new(&wf__prim_random_uniform, &p, NULL, 0);
+    return draw_node(&wf__prim_random_uniform, &p, key, NULL, 0);
 }
 
 /* ---------------------------------------------------------------- normal */
@@ -254,8 +321,6 @@ wf_array *wf__op_random_normal(const int64_t *shape, int ndim, wf_dtype dtype, d
                                double scale, const wf_key *key)
 {
     const char *op = "wf_random_normal";
-    if (!default_key_allowed(key, op))
-        return NULL;
     if (check_float_gen(op, shape, ndim, dtype) != WF_OK)
         return NULL;
     if (!isfinite(loc) || !isfinite(scale) || scale < 0) {
@@ -264,13 +329,13 @@ wf_array *wf__op_random_normal(const int64_t *shape, int ndim, wf_dtype dtype, d
         return NULL;
     }
     wf_random_params p;
-    params_init(&p, WF_RANDOM_NORMAL, take_key(key));
+    params_init(&p, WF_RANDOM_NORMAL);
     p.dtype = dtype;
     p.ndim = ndim;
     wf__shape_copy(p.shape, shape, ndim);
     p.a = loc;
     p.b = scale;
-    return wf__node_new(&wf__prim_random_normal, &p, NULL, 0);
+    return draw_node(&wf__prim_random_normal, &p, key, NULL, 0);
 }
 
 /* ---------------------------------------------------------------- randint */
@@ -279,8 +344,6 @@ wf_array *wf__op_random_randint(int64_t low, int64_t high, const int64_t *shape,
                                 wf_dtype dtype, const wf_key *key)
 {
     const char *op = "wf_random_randint";
-    if (!default_key_allowed(key, op))
-        return NULL;
     int64_t min, max;
     switch (dtype) {
     case WF_DTYPE_U8: min = 0, max = UINT8_MAX; break;
@@ -307,22 +370,27 @@ wf_array *wf__op_random_randint(int64_t low, int64_t high, const int64_t *shape,
         return NULL;
     }
     wf_random_params p;
-    params_init(&p, WF_RANDOM_RANDINT, take_key(key));
+    params_init(&p, WF_RANDOM_RANDINT);
     p.dtype = dtype;
     p.ndim = ndim;
     wf__shape_copy(p.shape, shape, ndim);
     p.ilow = low;
     p.ihigh = high;
-    return wf__node_new(&wf__prim_random_randint, &p, NULL, 0);
+    return draw_node(&wf__prim_random_randint, &p, key, NULL, 0);
 }
 
 /* ---------------------------------------------------------------- bernoulli */
 
+/* `a` in the dtype a kernel takes: `a` itself when it has it (a same-dtype
+ * cast would add a view whose params fix a shape: no shapeless replay). */
+static wf_array *kernel_dtype(wf_array *a, wf_dtype dtype)
+{
+    return a->dtype == dtype ? wf__array_incref(a) : wf__op_astype(a, dtype);
+}
+
 wf_array *wf__op_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, const wf_key *key)
 {
     const char *op = "wf_random_bernoulli";
-    if (!default_key_allowed(key, op))
-        return NULL;
     if (!wf__array_check(p, op, "p"))
         return NULL;
     if (!wf__dtype_valid(p->dtype)) {
@@ -348,7 +416,7 @@ wf_array *wf__op_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, c
         }
     }
     const wf_dtype pt = p->dtype == WF_DTYPE_F64 ? WF_DTYPE_F64 : WF_DTYPE_F32;
-    wf_array *cast = wf__op_astype(p, pt);
+    wf_array *cast = kernel_dtype(p, pt);
     if (!cast)
         return NULL;
     wf_array *x = cast;
@@ -359,8 +427,8 @@ wf_array *wf__op_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, c
             return NULL;
     }
     wf_random_params params;
-    params_init(&params, WF_RANDOM_BERNOULLI, take_key(key));
-    wf_array *out = wf__node_new(&wf__prim_random_bernoulli, &params, &x, 1);
+    params_init(&params, WF_RANDOM_BERNOULLI);
+    wf_array *out = draw_node(&wf__prim_random_bernoulli, &params, key, &x, 1);
     wf__array_release(x);
     return out;
 }
@@ -370,8 +438,6 @@ wf_array *wf__op_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, c
 wf_array *wf__op_random_categorical(wf_array *logits, int axis, const wf_key *key)
 {
     const char *op = "wf_random_categorical";
-    if (!default_key_allowed(key, op))
-        return NULL;
     if (!wf__array_check(logits, op, "logits"))
         return NULL;
     if (!wf__dtype_valid(logits->dtype)) {
@@ -387,13 +453,13 @@ wf_array *wf__op_random_categorical(wf_array *logits, int axis, const wf_key *ke
         return NULL;
     }
     const wf_dtype lt = logits->dtype == WF_DTYPE_F64 ? WF_DTYPE_F64 : WF_DTYPE_F32;
-    wf_array *x = wf__op_astype(logits, lt);
+    wf_array *x = kernel_dtype(logits, lt);
     if (!x)
         return NULL;
     wf_random_params p;
-    params_init(&p, WF_RANDOM_CATEGORICAL, take_key(key));
+    params_init(&p, WF_RANDOM_CATEGORICAL);
     p.axis = ax;
-    wf_array *out = wf__node_new(&wf__prim_random_categorical, &p, &x, 1);
+    wf_array *out = draw_node(&wf__prim_random_categorical, &p, key, &x, 1);
     wf__array_release(x);
     return out;
 }

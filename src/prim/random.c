@@ -1,6 +1,7 @@
 /* Random primitives: uniform, normal, randint (no inputs), bernoulli (p),
- * categorical (logits). The op constructors check the user's arguments;
- * infer re-checks what the kernels rely on. */
+ * categorical (logits), and random_keyed (any of them with its key as an
+ * input). The op constructors check the user's arguments; infer re-checks
+ * what the kernels rely on. */
 #include "prim/random.h"
 
 #include <math.h>
@@ -169,5 +170,38 @@ const wf_prim_def wf__prim_random_categorical = {
     .flags = 0,
     .params_size = sizeof(wf_random_params),
     .infer = infer_categorical,
+    .kernels = &(wf_kernel_slots){{0}},
+};
+
+const wf_prim_def *wf__random_prim_of_kind(int kind)
+{
+    switch (kind) {
+    case WF_RANDOM_UNIFORM: return &wf__prim_random_uniform;
+    case WF_RANDOM_NORMAL: return &wf__prim_random_normal;
+    case WF_RANDOM_RANDINT: return &wf__prim_random_randint;
+    case WF_RANDOM_BERNOULLI: return &wf__prim_random_bernoulli;
+    case WF_RANDOM_CATEGORICAL: return &wf__prim_random_categorical;
+    default: return NULL;
+    }
+}
+
+/* The key (an int64 scalar), then what the primitive of p->kind takes. */
+static wf_status infer_keyed(const void *params, const wf_desc *inputs, int ninputs,
+                             wf_out_desc *out)
+{
+    const wf_random_params *p = params;
+    const wf_prim_def *base = wf__random_prim_of_kind(p->kind);
+    if (!base)
+        return wf__error(WF_ERR_INTERNAL, "random_keyed: params of kind %d", p->kind);
+    if (ninputs < 1 || inputs[0].dtype != WF_DTYPE_I64 || inputs[0].ndim != 0)
+        return wf__error(WF_ERR_INTERNAL, "random_keyed: the first input must be an int64 key");
+    return base->infer(params, inputs + 1, ninputs - 1, out);
+}
+
+const wf_prim_def wf__prim_random_keyed = {
+    .name = "random_keyed",
+    .flags = 0,
+    .params_size = sizeof(wf_random_params),
+    .infer = infer_keyed,
     .kernels = &(wf_kernel_slots){{0}},
 };

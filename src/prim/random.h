@@ -53,6 +53,30 @@ extern const wf_prim_def wf__prim_random_randint;
 extern const wf_prim_def wf__prim_random_bernoulli;
 extern const wf_prim_def wf__prim_random_categorical;
 
+/* A random primitive whose key is an input instead of a parameter: what a
+ * draw from the thread's default key becomes inside a compiled function's
+ * trace, so each call feeds it a fresh key (compile/compile.c). Inputs: the
+ * key, an int64 scalar (wf__random_key_pack), then the inputs of the
+ * primitive of params->kind; params->key is unused (zero). Same output and
+ * bits as that primitive given the key. */
+extern const wf_prim_def wf__prim_random_keyed;
+
+/* The primitive that draws `kind` (enum wf_random_kind) with its key in the
+ * params, or NULL for an unknown kind. */
+const wf_prim_def *wf__random_prim_of_kind(int kind);
+
+/* A key as the int64 scalar random_keyed takes, and back. */
+static inline int64_t wf__random_key_pack(const uint32_t key[2])
+{
+    return (int64_t)(((uint64_t)key[0] << 32) | key[1]);
+}
+
+static inline void wf__random_key_unpack(int64_t packed, uint32_t key[2])
+{
+    key[0] = (uint32_t)((uint64_t)packed >> 32);
+    key[1] = (uint32_t)packed;
+}
+
 /* Threefry-2x32 with 20 rounds (Random123): encrypts counter (c0, c1) with
  * key (k0, k1) into (*o0, *o1). */
 static inline uint32_t wf__rotl32(uint32_t x, unsigned r)

@@ -41,7 +41,7 @@ static const wf_prim_def *const all_prims[] = {
     &wf__prim_rope, &wf__prim_sdpa, &wf__prim_silu, &wf__prim_gelu, &wf__prim_gelu_tanh,
     /* random */
     &wf__prim_random_uniform, &wf__prim_random_normal, &wf__prim_random_randint,
-    &wf__prim_random_bernoulli, &wf__prim_random_categorical,
+    &wf__prim_random_bernoulli, &wf__prim_random_categorical, &wf__prim_random_keyed,
     /* user kernels, multi-output siblings */
     &wf__prim_custom, &wf__prim_sibling, &wf__prim_fused,
 };

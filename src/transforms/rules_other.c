@@ -27,6 +27,35 @@ static wf_status vmap_categorical(wf_array *node, wf_array *const *in, const int
     return wf__rule_result(*out);
 }
 
+/* A draw whose key is an input (compile's default-key draws): batched as
+ * the primitive of its kind with the key passed along, so the bits match
+ * that primitive's vmap rule. The key comes from a compiled call, never
+ * from a vmapped argument; a batch of keys is refused. */
+static wf_status vmap_keyed(wf_array *node, wf_array *const *in, const int *axes,
+                            int64_t batch, wf_array **out, int *out_axis)
+{
+    (void)batch;
+    const wf_random_params *p = node->params;
+    if (axes[0] != WF_VMAP_NOT_MAPPED)
+        return wf__error(WF_ERR_UNSUPPORTED,
+                         "vmap: a batch of random keys is not supported (random_keyed)");
+    if (p->kind == WF_RANDOM_BERNOULLI) { /* element-wise in p, as bernoulli's rule */
+        *out = wf__rule_rebuild(node, in);
+        *out_axis = axes[1];
+        return wf__rule_result(*out);
+    }
+    if (p->kind == WF_RANDOM_CATEGORICAL) {
+        wf_array *args[2] = {in[0], wf__vmap_to_front(in[1], axes[1])};
+        wf_random_params moved = *p;
+        moved.axis += 1;
+        *out = args[1] ? wf__rule_node(node->prim, &moved, args, 2) : NULL;
+        *out_axis = 0;
+        return wf__rule_result(*out);
+    }
+    return wf__error(WF_ERR_INTERNAL, "vmap: random_keyed of kind %d has a batched input",
+                     p->kind);
+}
+
 /* ---------------------------------------------------------------- unsupported
  *
  * Opaque user kernels, outputs of multi-output primitives and compile's
@@ -95,6 +124,10 @@ const wf_prim_rules wf__rules_other[] = {
      wf__rule_jvp_zero, wf__rule_vmap_elementwise},
     {&wf__prim_random_categorical, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero,
      wf__rule_jvp_zero, vmap_categorical},
+    /* Inputs: an integer key and bernoulli's p or categorical's logits, none
+     * with a gradient; the output may be float (uniform, normal). */
+    {&wf__prim_random_keyed, WF_RULES_ZERO_GRADIENT, wf__rule_vjp_zero, wf__rule_jvp_zero,
+     vmap_keyed},
     /* Opaque user kernels: every transform answers WF_ERR_UNSUPPORTED;
      * wf_custom_function gives them rules. */
     {&wf__prim_custom, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,

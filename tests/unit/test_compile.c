@@ -479,26 +479,38 @@ static wf_status random_body(void *payload, wf_array *const *in, size_t n, wf_ar
     return out[0] ? WF_OK : wf_last_error();
 }
 
-static void test_random_needs_an_explicit_key_when_compiled(void)
+/* The default key is implicit state of each call: fresh numbers per call,
+ * the same as uncompiled calls for the same seed (tests/unit/
+ * test_compile_random.c covers threads, shapeless, grad and vmap). An
+ * explicit key is a parameter: the same numbers every call. */
+static void test_random_keys_when_compiled(void)
 {
     wf_array *x = ramp(16, 1.0);
     wf_fn *f = wf_fn_new(random_body, NULL, NULL);
     wf_fn *cf = wf_compile(f, NULL);
-    CHECK(call1(cf, x) == NULL);
-    CHECK_EQ_INT(wf_last_error(), WF_ERR_UNSUPPORTED);
-    CHECK_STR_CONTAINS(wf_last_error_message(), "explicit key");
-    wf_array *plain = call1(f, x); /* uncompiled, the default key is fine */
-    CHECK_NOT_NULL(plain);
-    wf_release(plain);
+    wf_random_seed(9);
+    wf_array *p1 = call1(f, x), *p2 = call1(f, x);
+    wf_random_seed(9);
+    wf_array *c1 = call1(cf, x), *c2 = call1(cf, x);
+    CHECK(p1 && p2 && c1 && c2);
+    CHECK(max_abs_diff(p1, c1) == 0.0 && max_abs_diff(p2, c2) == 0.0);
+    CHECK(max_abs_diff(c1, c2) > 0.0); /* not baked into the trace */
+    CHECK_EQ_INT(stats_of(cf).traces, 1);
+    wf_release(p1);
+    wf_release(p2);
+    wf_release(c1);
+    wf_release(c2);
     wf_fn_release(cf);
     wf_fn_release(f);
     wf_key key = wf_random_key(42);
     f = wf_fn_new(random_body, &key, NULL);
     cf = wf_compile(f, NULL);
-    wf_array *a = call1(cf, x), *b = call1(f, x);
+    wf_array *a = call1(cf, x), *b = call1(f, x), *again = call1(cf, x);
     CHECK(a && b && max_abs_diff(a, b) == 0.0); /* same key, same numbers */
+    CHECK(again && max_abs_diff(a, again) == 0.0);
     wf_release(a);
     wf_release(b);
+    wf_release(again);
     wf_fn_release(cf);
     wf_fn_release(f);
     wf_release(x);
@@ -746,7 +758,7 @@ int main(void)
     RUN_TEST(test_nested_compiled_calls_are_inlined);
     RUN_TEST(test_release_erases_and_limits_evict);
     RUN_TEST(test_bad_input);
-    RUN_TEST(test_random_needs_an_explicit_key_when_compiled);
+    RUN_TEST(test_random_keys_when_compiled);
     RUN_TEST(test_grad_of_compiled_and_compiled_grad);
     RUN_TEST(test_generated_graphs_compiled_vs_not);
     RUN_TEST(test_declared_state_in_slots);

@@ -59,10 +59,12 @@ static const wf_prim_def *const unsupported[] = {&wf__prim_custom, &wf__prim_sib
                                                  &wf__prim_fused};
 
 /* Float outputs with a zero derivative wherever one exists (as MLX):
- * rounding, sign, floor division; stop_gradient by definition. */
+ * rounding, sign, floor division; stop_gradient by definition; random draws
+ * with their key as an input (compile's default-key draws). */
 static const wf_prim_def *const zero_gradient[] = {
     &wf__prim_sign, &wf__prim_floor,        &wf__prim_ceil,
     &wf__prim_round, &wf__prim_floor_divide, &wf__prim_stop_gradient,
+    &wf__prim_random_keyed,
 };
 
 /* Bool or integer outputs: no cotangent or tangent ever reaches them. */

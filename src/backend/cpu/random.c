@@ -532,3 +532,22 @@ wf_status wf__cpu_random_categorical(wf_array *out, wf_array *const *inputs, int
     wf__cpu_iter_run_parallel(&it, categorical_inner, &c, min_rows > 0 ? min_rows : 1);
     return WF_OK;
 }
+
+/* ---------------------------------------------------------------- keyed */
+
+wf_status wf__cpu_random_keyed(wf_array *out, wf_array *const *inputs, int ninputs,
+                               const void *params)
+{
+    wf_random_params p = *(const wf_random_params *)params;
+    wf__random_key_unpack(*(const int64_t *)wf__array_data_ptr(inputs[0]), p.key);
+    inputs++;
+    ninputs--;
+    switch (p.kind) {
+    case WF_RANDOM_UNIFORM: return wf__cpu_random_uniform(out, inputs, ninputs, &p);
+    case WF_RANDOM_NORMAL: return wf__cpu_random_normal(out, inputs, ninputs, &p);
+    case WF_RANDOM_RANDINT: return wf__cpu_random_randint(out, inputs, ninputs, &p);
+    case WF_RANDOM_BERNOULLI: return wf__cpu_random_bernoulli(out, inputs, ninputs, &p);
+    case WF_RANDOM_CATEGORICAL: return wf__cpu_random_categorical(out, inputs, ninputs, &p);
+    default: return wf__error(WF_ERR_INTERNAL, "random_keyed: params of kind %d", p.kind);
+    }
+}

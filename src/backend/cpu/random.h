@@ -20,6 +20,10 @@ wf_status wf__cpu_random_bernoulli(wf_array *out, wf_array *const *inputs, int n
 /* inputs[0]: logits (any strides), float32 or float64. */
 wf_status wf__cpu_random_categorical(wf_array *out, wf_array *const *inputs, int ninputs,
                                      const void *params);
+/* inputs[0]: the key (int64 scalar), then the inputs of params->kind's
+ * primitive, whose kernel it runs with that key. */
+wf_status wf__cpu_random_keyed(wf_array *out, wf_array *const *inputs, int ninputs,
+                               const void *params);
 
 /* 32-bit draws of elements [first, first + n) into out (any first). */
 void wf__cpu_random_bits32(const uint32_t key[2], int64_t first, int64_t n, uint32_t *out);

@@ -99,6 +99,7 @@ void wf__cpu_register_kernels(void)
     attach(&wf__prim_random_randint, wf__cpu_random_randint);
     attach(&wf__prim_random_bernoulli, wf__cpu_random_bernoulli);
     attach(&wf__prim_random_categorical, wf__cpu_random_categorical);
+    attach(&wf__prim_random_keyed, wf__cpu_random_keyed);
     /* user kernels, multi-output siblings */
     attach(&wf__prim_custom, wf__cpu_custom);
     attach(&wf__prim_sibling, wf__cpu_sibling);
