@@ -12,8 +12,10 @@
  * Random draws from the thread's default key are implicit state of a call:
  * the trace records them as extra tape inputs (ops/random.c), and every call
  * feeds them keys drawn from the calling thread's default key in the order
- * the function drew them, so it gets the numbers an uncompiled call would.
- * The tracing call is a call too: it replays with the keys its trace drew.
+ * the function drew them (redoing its wf_random_seed calls in between), so
+ * it gets the numbers an uncompiled call would and leaves the key where an
+ * uncompiled call leaves it. The tracing call is a call too: it replays
+ * with the keys its trace drew.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -117,7 +119,10 @@ typedef struct wf_trace {
     wf_tape plain;
     wf_tape fused;
     int fused_nodes;
-    int ndraws; /* default-key draws: the tapes' last ndraws inputs are their keys */
+    /* What the function did with the thread's default key, in order (draws
+     * and reseeds); the tapes' last ndraws inputs are the draws' keys. */
+    wf_random_event *events;
+    int nevents, ndraws;
 } wf_trace;
 
 static void trace_free(void *p)
@@ -125,6 +130,7 @@ static void trace_free(void *p)
     wf_trace *trace = p;
     wf__tape_clear(&trace->plain);
     wf__tape_clear(&trace->fused);
+    free(trace->events);
     free(trace);
 }
 
@@ -251,7 +257,7 @@ static wf_status build_tapes(wf_trace *t, wf_compiled *c, wf_compile_mode mode,
                              const wf_random_draws *draws, wf_array *const *outputs,
                              size_t noutputs)
 {
-    size_t total = ninputs + (size_t)draws->count;
+    size_t total = ninputs + (size_t)draws->ndraws;
     wf_array **all = calloc(total + 1, sizeof *all);
     const int64_t **shapes = calloc(total + 1, sizeof *shapes);
     int *ndims = calloc(total + 1, sizeof *ndims);
@@ -272,18 +278,16 @@ static wf_status build_tapes(wf_trace *t, wf_compiled *c, wf_compile_mode mode,
         status = wf__tape_copy(&t->fused, &t->plain);
     if (status == WF_OK && mode == WF_COMPILE_ENABLED)
         status = wf__tape_fuse(&t->fused, shapes, ndims, &t->fused_nodes);
-    t->ndraws = draws->count;
     free(all);
     free(shapes);
     free(ndims);
     return status;
 }
 
-/* Runs the function on placeholders and builds its tapes. *drawn gets the
- * keys its default-key draws took on this thread (malloc'd; NULL if none),
- * which this call's own replay uses. */
+/* Runs the function on placeholders, recording what it does with this
+ * thread's default key, and builds its tapes. */
 static wf_status trace(wf_compiled *c, wf_compile_mode mode, wf_array *const *inputs,
-                       size_t ninputs, wf_trace **out, wf_key **drawn)
+                       size_t ninputs, wf_trace **out)
 {
     wf_trace *t = calloc(1, sizeof *t);
     wf_array **placeholders = calloc(ninputs + 1, sizeof *placeholders);
@@ -291,7 +295,6 @@ static wf_status trace(wf_compiled *c, wf_compile_mode mode, wf_array *const *in
     size_t noutputs = WF_FN_MAX_OUTPUTS;
     wf_random_draws draws = {0};
     wf_status status = WF_OK;
-    *drawn = NULL;
     if (!t || !placeholders) {
         status = wf__error(WF_ERR_OUT_OF_MEMORY, "compile: out of memory starting a trace");
         goto done;
@@ -311,11 +314,16 @@ static wf_status trace(wf_compiled *c, wf_compile_mode mode, wf_array *const *in
     wf__random_draws_end(previous);
     if (status != WF_OK)
         goto done;
-    status = build_tapes(t, c, mode, placeholders, ninputs, &draws, outputs, noutputs);
+    if (draws.out_of_memory)
+        status = wf__error(WF_ERR_OUT_OF_MEMORY, "compile: out of memory recording random draws");
+    else
+        status = build_tapes(t, c, mode, placeholders, ninputs, &draws, outputs, noutputs);
     release_outputs(outputs, noutputs);
-    if (status == WF_OK) {
-        *drawn = draws.keys; /* the caller's now */
-        draws.keys = NULL;
+    if (status == WF_OK) { /* the trace's now */
+        t->events = draws.events;
+        t->nevents = draws.nevents;
+        t->ndraws = draws.ndraws;
+        draws.events = NULL;
     }
 done:
     wf__random_draws_free(&draws);
@@ -342,31 +350,36 @@ static wf_status check_inputs(wf_array *const *inputs, size_t ninputs)
     return WF_OK;
 }
 
-/* The call's inputs followed by its keys: `keys` (the tracing call's), or
- * ndraws keys drawn now from this thread's default key. */
-static wf_status gather_inputs(wf_array *const *inputs, size_t ninputs, int ndraws,
-                               const wf_key *keys, wf_array ***all)
+/* The call's inputs followed by one key per draw of the trace. The call
+ * that traced passes `traced`: its trace already did the draws, on this
+ * thread, and recorded their keys; any other call redoes the trace's draws
+ * and reseeds on this thread's default key now. */
+static wf_status gather_inputs(const wf_trace *t, wf_array *const *inputs, size_t ninputs,
+                               bool traced, wf_array ***all)
 {
-    *all = calloc(ninputs + (size_t)ndraws + 1, sizeof **all);
-    wf_key *fresh = keys ? NULL : malloc(((size_t)ndraws + 1) * sizeof *fresh);
-    if (!*all || (!keys && !fresh)) {
+    *all = calloc(ninputs + (size_t)t->ndraws + 1, sizeof **all);
+    wf_key *keys = malloc(((size_t)t->ndraws + 1) * sizeof *keys);
+    if (!*all || !keys) {
         free(*all);
-        free(fresh);
+        free(keys);
         *all = NULL;
         return wf__error(WF_ERR_OUT_OF_MEMORY, "compiled call: out of memory");
     }
-    if (!keys) {
-        wf__random_default_keys(fresh, ndraws);
-        keys = fresh;
+    if (traced) {
+        for (int i = 0, k = 0; i < t->nevents; i++)
+            if (!t->events[i].seed)
+                keys[k++] = t->events[i].key;
+    } else {
+        wf__random_replay(t->events, t->nevents, keys);
     }
     memcpy(*all, inputs, ninputs * sizeof **all);
     wf_status status = WF_OK;
-    for (int i = 0; i < ndraws && status == WF_OK; i++) {
+    for (int i = 0; i < t->ndraws && status == WF_OK; i++) {
         (*all)[ninputs + (size_t)i] = wf__random_key_array(keys[i]);
         if (!(*all)[ninputs + (size_t)i])
             status = wf_last_error();
     }
-    free(fresh);
+    free(keys);
     return status;
 }
 
@@ -377,8 +390,8 @@ static void release_keys(wf_array **all, size_t ninputs, int ndraws)
     free(all);
 }
 
-static wf_status replay(const wf_trace *t, wf_array *const *inputs, size_t ninputs,
-                        const wf_key *keys, wf_array **outputs, size_t *noutputs)
+static wf_status replay(const wf_trace *t, wf_array *const *inputs, size_t ninputs, bool traced,
+                        wf_array **outputs, size_t *noutputs)
 {
     const wf_tape *tape = wf__graph_keep_depth() > 0 ? &t->plain : &t->fused;
     if ((size_t)tape->noutputs > *noutputs)
@@ -391,8 +404,8 @@ static wf_status replay(const wf_trace *t, wf_array *const *inputs, size_t ninpu
                          tape->ninputs, ninputs, t->ndraws);
     wf_array **all = NULL;
     wf_status status = WF_OK;
-    if (t->ndraws)
-        status = gather_inputs(inputs, ninputs, t->ndraws, keys, &all);
+    if (t->nevents)
+        status = gather_inputs(t, inputs, ninputs, traced, &all);
     if (status == WF_OK)
         status = wf__tape_replay(tape, all ? all : inputs, outputs);
     release_keys(all, ninputs, t->ndraws);
@@ -428,7 +441,6 @@ static wf_status call_traced(wf_compiled *c, wf_array *const *inputs, size_t nin
     if (!key)
         return wf_last_error();
     wf_cache_entry *entry;
-    wf_key *drawn = NULL; /* the keys of this call's trace, if it traced */
     void *previous = NULL;
     size_t previous_bytes = 0;
     enum wf_cache_outcome outcome =
@@ -440,7 +452,7 @@ static wf_status call_traced(wf_compiled *c, wf_array *const *inputs, size_t nin
         if (previous)
             report_retrace(c, previous, previous_bytes, key, words);
         wf_trace *t;
-        status = trace(c, mode, inputs, ninputs, &t, &drawn);
+        status = trace(c, mode, inputs, ninputs, &t);
         if (status != WF_OK) {
             wf__cache_fail(entry, status, wf_last_error_message());
             free(previous);
@@ -460,8 +472,8 @@ static wf_status call_traced(wf_compiled *c, wf_array *const *inputs, size_t nin
     }
     free(previous);
     free(key);
-    status = replay(wf__cache_trace(entry), inputs, ninputs, drawn, outputs, noutputs);
-    free(drawn);
+    status = replay(wf__cache_trace(entry), inputs, ninputs, outcome == WF_CACHE_TRACE, outputs,
+                    noutputs);
     wf__cache_release(entry);
     return status;
 }

@@ -160,17 +160,25 @@ wf_array *wf__op_random_randint(int64_t low, int64_t high, const int64_t *shape,
 wf_array *wf__op_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, const wf_key *key);
 wf_array *wf__op_random_categorical(wf_array *logits, int axis, const wf_key *key);
 
-/* Default-key draws inside a compiled function's trace (compile/compile.c).
+/* The default key inside a compiled function's trace (compile/compile.c).
  * While a recording is active on this thread, an op given key NULL still
  * advances this thread's default key as it always does, but builds a
- * random_keyed node whose key is a new int64 placeholder instead of baking
- * the key into params; the recording keeps the placeholder (a trace input)
- * and the key drawn (what the tracing call itself uses). Kernels and
- * destructors run on this thread meanwhile do not see the recording. */
+ * random_keyed node whose key is a new int64 placeholder (a trace input)
+ * instead of baking the key into params; wf_random_seed still sets the key.
+ * The recording keeps both, in order, as events, so each call can redo them
+ * on its own thread's key. Kernels and destructors run on this thread
+ * meanwhile do not see the recording. */
+typedef struct wf_random_event {
+    bool seed;  /* a wf_random_seed (key: the key it set), else a draw (key: its key) */
+    wf_key key;
+} wf_random_event;
+
 typedef struct wf_random_draws {
-    int count, capacity;
-    wf_array **placeholders; /* internal references, in draw order */
-    wf_key *keys;            /* the keys drawn for them */
+    int nevents, events_capacity;
+    wf_random_event *events;
+    int ndraws, draws_capacity;
+    wf_array **placeholders; /* one per draw, in order (internal references) */
+    bool out_of_memory;      /* an event could not be recorded */
 } wf_random_draws;
 
 /* Starts recording into *draws (zeroed by the caller); returns the
@@ -180,9 +188,10 @@ void wf__random_draws_end(wf_random_draws *previous);
 /* Releases the placeholders and frees the arrays (the struct is the
  * caller's). */
 void wf__random_draws_free(wf_random_draws *draws);
-/* Draws `count` keys from this thread's default key, exactly as `count`
- * ops given key NULL would, in order. */
-void wf__random_default_keys(wf_key *out, int count);
+/* Redoes a recording's events on this thread's default key, as the traced
+ * ops would: a seed event sets the key, a draw advances it and writes the
+ * key it takes to draw_keys (one per draw, in order). */
+void wf__random_replay(const wf_random_event *events, int nevents, wf_key *draw_keys);
 /* `key` as the int64 scalar random_keyed takes (an internal builder). */
 wf_array *wf__random_key_array(wf_key key);
 

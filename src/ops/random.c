@@ -97,11 +97,15 @@ static void default_key_use(void)
     pthread_once(&default_key_hook_once, register_default_key_hook);
 }
 
+static void record_event(wf_random_draws *d, bool seed, wf_key key);
+
 void wf_random_seed(uint64_t seed)
 {
     default_key_use();
     default_key.key = wf_random_key(seed);
     default_key.ready = true;
+    if (default_key.draws)
+        record_event(default_key.draws, true, default_key.key);
 }
 
 /* The next key of this thread's stream (the key k becomes split(k)[0], the
@@ -119,10 +123,17 @@ static wf_key take_default_key(void)
     return use;
 }
 
-void wf__random_default_keys(wf_key *out, int count)
+void wf__random_replay(const wf_random_event *events, int nevents, wf_key *draw_keys)
 {
-    for (int i = 0; i < count; i++)
-        out[i] = take_default_key();
+    for (int i = 0; i < nevents; i++) {
+        if (events[i].seed) {
+            default_key_use();
+            default_key.key = events[i].key;
+            default_key.ready = true;
+        } else {
+            *draw_keys++ = take_default_key();
+        }
+    }
 }
 
 wf_array *wf__random_key_array(wf_key key)
@@ -145,35 +156,53 @@ void wf__random_draws_end(wf_random_draws *previous) { default_key.draws = previ
 
 void wf__random_draws_free(wf_random_draws *draws)
 {
-    for (int i = 0; i < draws->count; i++)
+    for (int i = 0; i < draws->ndraws; i++)
         wf__array_release(draws->placeholders[i]);
     free(draws->placeholders);
-    free(draws->keys);
+    free(draws->events);
     *draws = (wf_random_draws){0};
 }
 
-/* Appends `key` to the recording; returns its placeholder (borrowed). */
+/* Appends an event; a failure marks the recording (a seed cannot fail). */
+static void record_event(wf_random_draws *d, bool seed, wf_key key)
+{
+    if (d->nevents == d->events_capacity) {
+        int grown = d->events_capacity ? d->events_capacity * 2 : 8;
+        wf_random_event *events = realloc(d->events, (size_t)grown * sizeof *events);
+        if (!events) {
+            d->out_of_memory = true;
+            return;
+        }
+        d->events = events;
+        d->events_capacity = grown;
+    }
+    d->events[d->nevents++] = (wf_random_event){seed, key};
+}
+
+/* Records a draw of `key`; returns its placeholder (borrowed). */
 static wf_array *record_draw(wf_random_draws *d, wf_key key)
 {
-    if (d->count == d->capacity) {
-        int grown = d->capacity ? d->capacity * 2 : 8;
+    if (d->ndraws == d->draws_capacity) {
+        int grown = d->draws_capacity ? d->draws_capacity * 2 : 8;
         wf_array **placeholders = realloc(d->placeholders, (size_t)grown * sizeof *placeholders);
-        if (placeholders)
-            d->placeholders = placeholders;
-        wf_key *keys = realloc(d->keys, (size_t)grown * sizeof *keys);
-        if (keys)
-            d->keys = keys;
-        if (!placeholders || !keys) {
+        if (!placeholders) {
+            d->out_of_memory = true;
             wf__error(WF_ERR_OUT_OF_MEMORY, "random: out of memory recording a draw");
             return NULL;
         }
-        d->capacity = grown;
+        d->placeholders = placeholders;
+        d->draws_capacity = grown;
     }
     wf_array *placeholder = wf__array_new_placeholder(WF_DTYPE_I64, NULL, 0);
     if (!placeholder)
         return NULL;
-    d->placeholders[d->count] = placeholder;
-    d->keys[d->count++] = key;
+    record_event(d, false, key);
+    if (d->out_of_memory) {
+        wf__array_release(placeholder);
+        wf__error(WF_ERR_OUT_OF_MEMORY, "random: out of memory recording a draw");
+        return NULL;
+    }
+    d->placeholders[d->ndraws++] = placeholder;
     return placeholder;
 }
 

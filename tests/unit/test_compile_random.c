@@ -367,6 +367,49 @@ static void test_draw_count_per_trace(void)
     wf_fn_release(f);
 }
 
+/* wf_random_seed inside the function: each call reseeds this thread's key
+ * between its draws, compiled or not. */
+static wf_status reseeding_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                                size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_scope_begin();
+    wf_array *before = wf_random_normal(wf_array_shape(in[0]), 1, WF_DTYPE_F32, 0.0, 1.0, NULL);
+    wf_random_seed(4242);
+    wf_array *after = wf_random_normal(wf_array_shape(in[0]), 1, WF_DTYPE_F32, 0.0, 1.0, NULL);
+    wf_array *y = wf_keep(wf_add(wf_add(in[0], before), wf_multiply(after, after)));
+    wf_scope_end();
+    out[0] = y;
+    *nout = 1;
+    return y ? WF_OK : wf_last_error();
+}
+
+static void test_reseeding_inside(void)
+{
+    wf_fn *f = wf_fn_new(reseeding_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    wf_array *x = ramp(40, 1.0);
+    wf_array *want[2], *got[2];
+    wf_random_seed(1);
+    want[0] = call1(f, x);
+    want[1] = call1(f, x);
+    const double plain_next = next_default_draw();
+    wf_random_seed(1);
+    got[0] = call1(cf, x);
+    got[1] = call1(cf, x);
+    CHECK(next_default_draw() == plain_next);
+    for (int c = 0; c < 2; c++) {
+        CHECK(same_bits(want[c], got[c]));
+        wf_release(want[c]);
+        wf_release(got[c]);
+    }
+    CHECK_EQ_INT(stats_of(cf).traces, 1);
+    wf_release(x);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
 /* A compiled dropout called twice from another compiled function: the inner
  * calls are inlined into the outer trace with their draws, in order. */
 static wf_status outer_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
@@ -466,6 +509,20 @@ static void test_grad_with_dropout(void)
     CHECK_EQ_INT(stats_of(cf).traces, 1);
     CHECK_EQ_INT(stats_of(cg).traces, 1);
     CHECK_EQ_INT(stats_of(cg).inline_calls, 0);
+    /* Forward mode through the compiled function: the mask has no tangent. */
+    wf_array *tangent = wf_ones_like(x), *outs[2][1], *tans[2][1];
+    wf_fn *fns[2] = {f, cf};
+    for (int k = 0; k < 2; k++) {
+        size_t n = 1;
+        wf_random_seed(56);
+        CHECK_OK(wf_jvp(fns[k], &x, 1, &tangent, outs[k], tans[k], &n));
+    }
+    CHECK(same_bits(outs[0][0], outs[1][0]) && same_bits(tans[0][0], tans[1][0]));
+    for (int k = 0; k < 2; k++) {
+        wf_release(outs[k][0]);
+        wf_release(tans[k][0]);
+    }
+    wf_release(tangent);
     wf_release(x);
     wf_fn_release(cg);
     wf_fn_release(gc);
@@ -497,6 +554,7 @@ static void test_vmap_of_compiled_draws(void)
     wf_fn *f = wf_fn_new(sample_body, NULL, NULL);
     wf_fn *cf = wf_compile(f, NULL);
     wf_fn *vf = wf_vmap(f, NULL, 0, NULL, 0), *vcf = wf_vmap(cf, NULL, 0, NULL, 0);
+    wf_fn *cvf = wf_compile(vf, NULL);
     float v[6 * 5 * 4];
     for (int i = 0; i < 120; i++)
         v[i] = (float)((i * 37) % 23) / 7.0f - 1.5f;
@@ -510,11 +568,23 @@ static void test_vmap_of_compiled_draws(void)
     CHECK_EQ_SIZE(ng, 2);
     for (size_t k = 0; k < nw && k < ng; k++) {
         CHECK(same_bits(want[k], got[k]));
-        wf_release(want[k]);
         wf_release(got[k]);
     }
+    for (int call = 0; call < 2; call++) { /* compile(vmap(f)): traced, then replayed */
+        wf_random_seed(31);
+        ng = 2;
+        CHECK_OK(wf_fn_call(cvf, &x, 1, got, &ng));
+        for (size_t k = 0; k < nw && k < ng; k++) {
+            CHECK(same_bits(want[k], got[k]));
+            wf_release(got[k]);
+        }
+    }
+    for (size_t k = 0; k < nw; k++)
+        wf_release(want[k]);
     CHECK_EQ_INT(stats_of(cf).traces, 1);
+    CHECK_EQ_INT(stats_of(cvf).traces, 1);
     wf_release(x);
+    wf_fn_release(cvf);
     wf_fn_release(vcf);
     wf_fn_release(vf);
     wf_fn_release(cf);
@@ -564,6 +634,7 @@ int main(void)
     RUN_TEST(test_other_thread_traced);
     RUN_TEST(test_shapeless);
     RUN_TEST(test_draw_count_per_trace);
+    RUN_TEST(test_reseeding_inside);
     RUN_TEST(test_nested_compiled_draws);
     RUN_TEST(test_grad_with_dropout);
     RUN_TEST(test_vmap_of_compiled_draws);
