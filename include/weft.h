@@ -813,7 +813,15 @@ wf_fn *wf_checkpoint(wf_fn *fn);
  * function removes its entries from whichever thread releases it. The traced
  * function runs with no weft lock held; compiled functions it calls are
  * inlined into the trace. It must not read the values of its inputs (they
- * are placeholders while tracing: evaluating them is an error). */
+ * are placeholders while tracing: evaluating them is an error).
+ * Random ops given key NULL inside it draw from the calling thread's default
+ * key at each call, as uncompiled code does: a compiled dropout gives a
+ * fresh mask per call, the same bits as uncompiled calls for the same
+ * seed, whichever thread traced (wf_random_seed inside it is redone per
+ * call too). An explicit key is part of the trace (same numbers every
+ * call). Under shapeless, default-key draws of a fixed shape (uniform,
+ * normal, randint) are refused at trace time; bernoulli and categorical
+ * follow their input's shape. */
 
 /* Process-wide compile mode; part of every cache key, so switching never
  * replays a trace made under another mode. WEFT_DISABLE_COMPILE=1 in the
