@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/fused.h"
+#include "backend/cpu/vmath.h"
 #include "harness.h"
 #include "prim/fused.h"
 #include "weft.h"
@@ -685,6 +687,35 @@ static void test_generated_graphs_compiled_vs_not(void)
     CHECK(fused_graphs > 100); /* the comparison exercised fusion, not just replay */
 }
 
+/* ------------------------------------------------------------ every ISA */
+
+/* The fused-vs-uncompiled comparisons above, once per instruction-set
+ * variant of the fused executor this CPU runs (forced as WEFT_ISA would),
+ * checking that the fused kernels ran on that variant and no other. */
+static void test_fused_on_every_isa(void)
+{
+    const int best = wf__vm_isa_best();
+    for (int isa = WF_VM_ISA_BASELINE; isa <= best; isa++) {
+        if (!CHECK_OK(wf__vm_isa_force(isa)))
+            continue;
+        printf("    fused executor: %s\n", wf__vm_isa_name(isa));
+        uint64_t before[WF_VM_ISA_COUNT];
+        for (int v = 0; v < WF_VM_ISA_COUNT; v++)
+            before[v] = wf__cpu_fused_runs(v);
+        test_chain_compiles_fuses_and_matches();
+        test_broadcast_and_strided_inputs_fuse();
+        test_generated_graphs_compiled_vs_not();
+        for (int v = 0; v < WF_VM_ISA_COUNT; v++) {
+            const uint64_t runs = wf__cpu_fused_runs(v) - before[v];
+            if (v == isa)
+                CHECK(runs > 100); /* the chain, the broadcast case and >100 graphs */
+            else
+                CHECK_EQ_INT(runs, 0);
+        }
+    }
+    CHECK_OK(wf__vm_isa_force(-1));
+}
+
 /* ------------------------------------------------------------ declared state */
 
 /* (x, count) -> (x * count, count + 1): a step counter kept in a slot. */
@@ -747,8 +778,7 @@ static void test_declared_state_in_slots(void)
 
 int main(void)
 {
-    RUN_TEST(test_chain_compiles_fuses_and_matches);
-    RUN_TEST(test_broadcast_and_strided_inputs_fuse);
+    RUN_TEST(test_fused_on_every_isa); /* chain, broadcast and generated graphs per ISA */
     RUN_TEST(test_simplify_merges_equal_nodes);
     RUN_TEST(test_retrace_reason_and_warning);
     RUN_TEST(test_shapeless_one_trace_for_all_shapes);
@@ -760,7 +790,6 @@ int main(void)
     RUN_TEST(test_bad_input);
     RUN_TEST(test_random_keys_when_compiled);
     RUN_TEST(test_grad_of_compiled_and_compiled_grad);
-    RUN_TEST(test_generated_graphs_compiled_vs_not);
     RUN_TEST(test_declared_state_in_slots);
     return TEST_SUMMARY();
 }

@@ -7,11 +7,13 @@
  * stay in L1 (a tile is reused once its last reader has run), inputs read
  * in place when their layout matches the output's, and the last instruction
  * writes straight into the output. The loops below are compiled for AVX-512,
- * AVX2+FMA and the x86-64 baseline.
+ * AVX2+FMA and the x86-64 baseline; a run reads the active variant once and
+ * uses it for every tile.
  */
 #include "backend/cpu/fused.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,9 +137,9 @@ static void simple_unary_baseline(int op, int64_t n, const float *restrict x, fl
     simple_unary_body(op, n, x, y);
 }
 
-static void tile_binary(int opcode, int64_t n, const float *a, const float *b, float *y)
+static void tile_binary(int isa, int opcode, int64_t n, const float *a, const float *b,
+                        float *y)
 {
-    int isa = wf__vm_isa_active();
     if (isa >= WF_VM_ISA_AVX512)
         binary_avx512(opcode, n, a, b, y);
     else if (isa == WF_VM_ISA_AVX2)
@@ -146,9 +148,8 @@ static void tile_binary(int opcode, int64_t n, const float *a, const float *b, f
         binary_baseline(opcode, n, a, b, y);
 }
 
-static void tile_simple_unary(int opcode, int64_t n, const float *x, float *y)
+static void tile_simple_unary(int isa, int opcode, int64_t n, const float *x, float *y)
 {
-    int isa = wf__vm_isa_active();
     if (isa >= WF_VM_ISA_AVX512)
         simple_unary_avx512(opcode, n, x, y);
     else if (isa == WF_VM_ISA_AVX2)
@@ -157,19 +158,20 @@ static void tile_simple_unary(int opcode, int64_t n, const float *x, float *y)
         simple_unary_baseline(opcode, n, x, y);
 }
 
-static void tile_unary(int opcode, int64_t n, const float *x, float *y)
+static void tile_unary(int isa, int opcode, int64_t n, const float *x, float *y)
 {
+    const wf_vm_table *vm = wf__vm_table(isa);
     switch (opcode) {
-    case WF_FUSED_EXP: wf__vm_exp_f32(n, x, y); break;
-    case WF_FUSED_EXPM1: wf__vm_expm1_f32(n, x, y); break;
-    case WF_FUSED_LOG: wf__vm_log_f32(n, x, y); break;
-    case WF_FUSED_LOG1P: wf__vm_log1p_f32(n, x, y); break;
-    case WF_FUSED_TANH: wf__vm_tanh_f32(n, x, y); break;
-    case WF_FUSED_SIGMOID: wf__vm_sigmoid_f32(n, x, y); break;
-    case WF_FUSED_ERF: wf__vm_erf_f32(n, x, y); break;
-    case WF_FUSED_SIN: wf__vm_sin_f32(n, x, y); break;
-    case WF_FUSED_COS: wf__vm_cos_f32(n, x, y); break;
-    default: tile_simple_unary(opcode, n, x, y); break;
+    case WF_FUSED_EXP: vm->exp(n, x, y); break;
+    case WF_FUSED_EXPM1: vm->expm1(n, x, y); break;
+    case WF_FUSED_LOG: vm->log(n, x, y); break;
+    case WF_FUSED_LOG1P: vm->log1p(n, x, y); break;
+    case WF_FUSED_TANH: vm->tanh(n, x, y); break;
+    case WF_FUSED_SIGMOID: vm->sigmoid(n, x, y); break;
+    case WF_FUSED_ERF: vm->erf(n, x, y); break;
+    case WF_FUSED_SIN: vm->sin(n, x, y); break;
+    case WF_FUSED_COS: vm->cos(n, x, y); break;
+    default: tile_simple_unary(isa, opcode, n, x, y); break;
     }
 }
 
@@ -263,7 +265,15 @@ struct fused_plan {
     int64_t nchunks, per_chunk, total;
     char *scratch;       /* nchunks areas of area_bytes */
     size_t area_bytes;
+    int isa;             /* the variant every tile of this run uses */
 };
+
+static atomic_uint_fast64_t runs_by_isa[WF_VM_ISA_COUNT];
+
+uint64_t wf__cpu_fused_runs(int isa)
+{
+    return isa >= 0 && isa < WF_VM_ISA_COUNT ? atomic_load(&runs_by_isa[isa]) : 0;
+}
 
 static size_t chunk_area_bytes(int ninstr)
 {
@@ -346,9 +356,9 @@ static void run_chunk(const struct fused_plan *plan, int64_t chunk)
             if (in->opcode == WF_FUSED_INPUT)
                 gather(run, &run->inputs[in->a], start, n, dst);
             else if (wf__fused_opcode_is_unary(in->opcode))
-                tile_unary(in->opcode, n, value[in->a], dst);
+                tile_unary(plan->isa, in->opcode, n, value[in->a], dst);
             else
-                tile_binary(in->opcode, n, value[in->a], value[in->b], dst);
+                tile_binary(plan->isa, in->opcode, n, value[in->a], value[in->b], dst);
             value[i] = dst;
             give_back_operands(in, i, plan->last_use, slot, pinned, free_tiles, &nfree);
         }
@@ -384,7 +394,8 @@ wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, con
     per_chunk = (per_chunk + TILE - 1) / TILE * TILE; /* whole tiles, aligned starts */
     nchunks = (out->size + per_chunk - 1) / per_chunk;
     struct fused_plan plan = {.nchunks = nchunks, .per_chunk = per_chunk, .total = out->size,
-                              .area_bytes = chunk_area_bytes(p->ninstr)};
+                              .area_bytes = chunk_area_bytes(p->ninstr),
+                              .isa = wf__vm_isa_active()};
     struct fused_run *run = malloc(sizeof *run + (size_t)ninputs * sizeof(struct fused_input));
     int *last_use = malloc((size_t)p->ninstr * sizeof *last_use);
     plan.scratch = aligned_alloc(64, (size_t)nchunks * plan.area_bytes);
@@ -416,6 +427,7 @@ wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, con
     }
     plan.run = run;
     plan.last_use = last_use;
+    atomic_fetch_add_explicit(&runs_by_isa[plan.isa], 1, memory_order_relaxed);
     wf__parallel_for(nchunks, 1, run_chunks, &plan);
     free(plan.scratch);
     free(last_use);

@@ -10,4 +10,9 @@
  * fixed-size chunks (element-wise: the bits never depend on the split). */
 wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
 
+/* Fused kernel runs (with a non-empty output) that used instruction-set
+ * variant `isa` (enum wf_vm_isa), read once per run from
+ * wf__vm_isa_active(): tests check each variant really ran. */
+uint64_t wf__cpu_fused_runs(int isa);
+
 #endif
