@@ -24,8 +24,8 @@ typedef struct wf_graph_mode {
 int wf__graph_keep_depth(void);
 int wf__graph_grad_depth(void);
 /* Compile (src/compile/) raises this while it traces a function on this
- * thread: compiled calls made meanwhile run inline, and ops that would bake
- * per-thread state into the trace (the default random key) refuse. */
+ * thread: compiled calls made meanwhile run inline. (The default random key
+ * is recorded separately: ops/ops.h, wf_random_draws.) */
 int wf__graph_compile_depth(void);
 void wf__graph_compile_enter(void);
 void wf__graph_compile_leave(void);

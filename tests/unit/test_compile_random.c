@@ -4,6 +4,8 @@
  * uncompiled code gives for the same key sequence, whichever thread traced;
  * with shapeless replay, CSE, nesting, grad and vmap. */
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,6 +245,66 @@ static void test_other_thread_traced(void)
         release3(want[c]);
         release3(got[c]);
     }
+    wf_fn_release(cf);
+    wf_fn_release(f);
+    wf_release(x);
+}
+
+/* Threads released together call one cold compiled function, each with its
+ * own seed: one trace, and every thread gets its own uncompiled numbers. */
+enum { RACERS = 4 };
+
+struct racer {
+    wf_fn *f, *cf;
+    wf_array *x;
+    pthread_barrier_t *start;
+    uint64_t seed;
+    bool same;
+};
+
+static void *race_cold_call(void *arg)
+{
+    struct racer *r = arg;
+    wf_array *got[2][3], *want[2][3];
+    wf_random_seed(r->seed);
+    pthread_barrier_wait(r->start);
+    call3(r->cf, r->x, got[0]);
+    call3(r->cf, r->x, got[1]);
+    wf_random_seed(r->seed);
+    call3(r->f, r->x, want[0]);
+    call3(r->f, r->x, want[1]);
+    r->same = true;
+    for (int c = 0; c < 2; c++) {
+        for (int k = 0; k < 3; k++)
+            r->same = r->same && same_bits(want[c][k], got[c][k]);
+        release3(got[c]);
+        release3(want[c]);
+    }
+    return NULL;
+}
+
+static void test_threads_racing_a_cold_trace(void)
+{
+    wf_array *x = ramp(2000, 1.0);
+    wf_fn *f = wf_fn_new(noisy_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, RACERS);
+    struct racer r[RACERS];
+    pthread_t th[RACERS];
+    for (int i = 0; i < RACERS; i++) {
+        r[i] = (struct racer){.f = f, .cf = cf, .x = x, .start = &start, .seed = 500 + (uint64_t)i};
+        CHECK_EQ_INT(pthread_create(&th[i], NULL, race_cold_call, &r[i]), 0);
+    }
+    for (int i = 0; i < RACERS; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < RACERS; i++)
+        if (!CHECK(r[i].same))
+            fprintf(stderr, "    thread %d got other numbers than uncompiled\n", i);
+    wf_compile_stats s = stats_of(cf);
+    CHECK_EQ_INT(s.traces, 1);
+    CHECK_EQ_INT(s.hits, 2 * RACERS - 1);
+    pthread_barrier_destroy(&start);
     wf_fn_release(cf);
     wf_fn_release(f);
     wf_release(x);
@@ -632,6 +694,7 @@ int main(void)
     RUN_TEST(test_default_key_draws_match_uncompiled);
     RUN_TEST(test_explicit_key_is_a_parameter);
     RUN_TEST(test_other_thread_traced);
+    RUN_TEST(test_threads_racing_a_cold_trace);
     RUN_TEST(test_shapeless);
     RUN_TEST(test_draw_count_per_trace);
     RUN_TEST(test_reseeding_inside);
