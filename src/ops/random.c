@@ -179,7 +179,9 @@ static void record_event(wf_random_draws *d, bool seed, wf_key key)
     d->events[d->nevents++] = (wf_random_event){seed, key};
 }
 
-/* Records a draw of `key`; returns its placeholder (borrowed). */
+/* Records a draw of `key`; returns its placeholder (borrowed). On failure
+ * the recording is marked, so the trace fails whatever the function does
+ * with the NULL. */
 static wf_array *record_draw(wf_random_draws *d, wf_key key)
 {
     if (d->ndraws == d->draws_capacity) {
@@ -194,8 +196,10 @@ static wf_array *record_draw(wf_random_draws *d, wf_key key)
         d->draws_capacity = grown;
     }
     wf_array *placeholder = wf__array_new_placeholder(WF_DTYPE_I64, NULL, 0);
-    if (!placeholder)
+    if (!placeholder) { /* the key moved on: this trace cannot stand for a call */
+        d->out_of_memory = true;
         return NULL;
+    }
     record_event(d, false, key);
     if (d->out_of_memory) {
         wf__array_release(placeholder);
