@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "harness.h"
+#include "prim/random.h"
 #include "weft.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -689,6 +691,36 @@ static void test_reading_a_draw_while_tracing(void)
     wf_fn_release(f);
 }
 
+/* The keyed primitive checks what its kernel relies on: an int64 scalar
+ * key first, a known kind, and the inputs of that kind. */
+static void test_keyed_primitive_checks_its_inputs(void)
+{
+    wf_random_params p;
+    memset(&p, 0, sizeof p);
+    p.kind = WF_RANDOM_BERNOULLI;
+    const int64_t packed = 7;
+    wf_array *key = wf__array_from_data(&packed, NULL, 0, WF_DTYPE_I64);
+    wf_array *prob = ramp(4, 0.5), *args[2] = {prob, key};
+    CHECK_NULL_WITH(wf__node_new(&wf__prim_random_keyed, &p, args, 2), WF_ERR_INTERNAL);
+    CHECK_NULL_WITH(wf__node_new(&wf__prim_random_keyed, &p, args, 0), WF_ERR_INTERNAL);
+    args[0] = key;
+    args[1] = prob;
+    CHECK_NULL_WITH(wf__node_new(&wf__prim_random_keyed, &p, args, 1), WF_ERR_INTERNAL);
+    p.kind = 99;
+    CHECK_NULL_WITH(wf__node_new(&wf__prim_random_keyed, &p, args, 2), WF_ERR_INTERNAL);
+    /* Well formed: the bits of bernoulli with that key. */
+    p.kind = WF_RANDOM_BERNOULLI;
+    wf_array *keyed = wf__node_new(&wf__prim_random_keyed, &p, args, 2);
+    wf__random_key_unpack(packed, p.key);
+    wf_array *plain = wf__node_new(&wf__prim_random_bernoulli, &p, &prob, 1);
+    CHECK(same_bits(keyed, plain));
+    wf__array_release(keyed);
+    wf__array_release(plain);
+    wf__array_release(key);
+    wf_release(prob);
+    wf_clear_error();
+}
+
 int main(void)
 {
     RUN_TEST(test_default_key_draws_match_uncompiled);
@@ -702,5 +734,6 @@ int main(void)
     RUN_TEST(test_grad_with_dropout);
     RUN_TEST(test_vmap_of_compiled_draws);
     RUN_TEST(test_reading_a_draw_while_tracing);
+    RUN_TEST(test_keyed_primitive_checks_its_inputs);
     return TEST_SUMMARY();
 }
