@@ -13,7 +13,10 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/shape.h"
+#include "ops/ops.h"
 #include "prim/fused.h"
+#include "prim/prims.h"
 #include "prim/random.h"
 #include "util/ptr_map.h"
 
@@ -193,7 +196,50 @@ static wf_status check_replayable(const struct recorder *r, const wf_array *n)
     return WF_OK;
 }
 
-static wf_status add_node(struct recorder *r, wf_array *n, wf_tape_ref *out)
+/* What a broadcast an op inserted (NumPy broadcasting) was made from. */
+static wf_array *broadcast_source(wf_array *a)
+{
+    while (a->prim == &wf__prim_broadcast_to && (a->node_flags & WF_NODE_FLAG_IMPLICIT_BROADCAST) &&
+           a->ninputs == 1)
+        a = a->inputs[0];
+    return a;
+}
+
+/* In a shapeless recording an element-wise node reads the sources of its
+ * implicit broadcasts instead of the broadcasts, which name the traced
+ * shape; replay broadcasts them to the call's shapes (wf__tape_replay, or
+ * the fused kernel). Only when the sources still broadcast to the node's
+ * own shape, so the node means the same at the traced shape. Those
+ * broadcasts were made for this node alone and are pending (it depends on
+ * a placeholder), so no other thread reads or detaches them. */
+static bool reads_broadcast_sources(const struct recorder *r, wf_array *n)
+{
+    if (!r->shapeless || !(n->prim->flags & WF_PRIM_ELEMENTWISE) || n->prim == &wf__prim_fused ||
+        n->ninputs < 2)
+        return false;
+    bool any = false;
+    int64_t shape[WF_MAX_NDIM];
+    int ndim = 0;
+    for (int i = 0; i < n->ninputs; i++) {
+        wf_array *src = broadcast_source(n->inputs[i]);
+        any |= src != n->inputs[i];
+        int64_t joined[WF_MAX_NDIM];
+        int njoined;
+        if (wf__broadcast_shapes(n->prim->name, shape, ndim, src->shape, src->ndim, joined,
+                                 &njoined) != WF_OK)
+            return false; /* cannot happen: each source broadcasts to n's shape */
+        wf__shape_copy(shape, joined, njoined);
+        ndim = njoined;
+    }
+    return any && wf__shape_equal(shape, ndim, n->shape, n->ndim);
+}
+
+static wf_array *recorded_input(wf_array *n, int i, bool sources)
+{
+    return sources ? broadcast_source(n->inputs[i]) : n->inputs[i];
+}
+
+static wf_status add_node(struct recorder *r, wf_array *n, bool sources, wf_tape_ref *out)
 {
     wf_status status = check_replayable(r, n);
     if (status != WF_OK)
@@ -221,7 +267,7 @@ static wf_status add_node(struct recorder *r, wf_array *n, wf_tape_ref *out)
     }
     for (int i = 0; i < n->ninputs; i++) {
         int v = 0;
-        wf__ptr_map_get(&r->refs, n->inputs[i], &v); /* visited before n */
+        wf__ptr_map_get(&r->refs, recorded_input(n, i, sources), &v); /* visited before n */
         tn->inputs[i] = decode(v);
     }
     *out = (wf_tape_ref){WF_TAPE_NODE, t->nnodes++};
@@ -234,12 +280,13 @@ static wf_status visit(struct recorder *r, wf_array *root)
     struct frame {
         wf_array *node;
         int next;
+        bool sources; /* reads_broadcast_sources, found when first expanded */
     };
     int capacity = 64, depth = 0;
     struct frame *stack = malloc((size_t)capacity * sizeof *stack);
     if (!stack)
         return out_of_memory();
-    stack[depth++] = (struct frame){root, 0};
+    stack[depth++] = (struct frame){root, 0, false};
     wf_status status = WF_OK;
     while (depth && status == WF_OK) {
         struct frame *f = &stack[depth - 1];
@@ -259,8 +306,10 @@ static wf_status visit(struct recorder *r, wf_array *root)
             depth--;
             continue;
         }
+        if (f->next == 0)
+            f->sources = reads_broadcast_sources(r, f->node);
         if (f->next < f->node->ninputs) {
-            wf_array *in = f->node->inputs[f->next++];
+            wf_array *in = recorded_input(f->node, f->next++, f->sources);
             if (depth == capacity) {
                 capacity *= 2;
                 struct frame *bigger = realloc(stack, (size_t)capacity * sizeof *stack);
@@ -270,11 +319,11 @@ static wf_status visit(struct recorder *r, wf_array *root)
                 }
                 stack = bigger;
             }
-            stack[depth++] = (struct frame){in, 0};
+            stack[depth++] = (struct frame){in, 0, false};
             continue;
         }
         wf_tape_ref ref;
-        status = add_node(r, f->node, &ref);
+        status = add_node(r, f->node, f->sources, &ref);
         depth--;
     }
     free(stack);
@@ -321,6 +370,44 @@ static wf_array *value_of(wf_tape_ref ref, wf_array *const *inputs, wf_array *co
     }
 }
 
+/* An element-wise node of a shapeless tape may read operands of different
+ * shapes (the sources of implicit broadcasts, see reads_broadcast_sources):
+ * broadcasts them to their joint shape as the op would have. args[k] is
+ * replaced by a new reference stored in owned[k] (NULL where none). */
+static wf_status broadcast_operands(const wf_tape_node *tn, wf_array **args, wf_array **owned)
+{
+    int64_t shape[WF_MAX_NDIM];
+    int ndim = 0;
+    bool differ = false;
+    for (int k = 0; k < tn->ninputs; k++) {
+        owned[k] = NULL;
+        int64_t joined[WF_MAX_NDIM];
+        int njoined;
+        if (wf__broadcast_shapes(tn->prim->name, shape, ndim, args[k]->shape, args[k]->ndim,
+                                 joined, &njoined) != WF_OK)
+            return wf_last_error();
+        differ |= k > 0 && !wf__shape_equal(args[k]->shape, args[k]->ndim, args[0]->shape,
+                                            args[0]->ndim);
+        wf__shape_copy(shape, joined, njoined);
+        ndim = njoined;
+    }
+    for (int k = 0; differ && k < tn->ninputs; k++) {
+        if (wf__shape_equal(args[k]->shape, args[k]->ndim, shape, ndim))
+            continue;
+        owned[k] = wf__op_broadcast_to(args[k], shape, ndim);
+        if (!owned[k])
+            return wf_last_error();
+        args[k] = owned[k];
+    }
+    return WF_OK;
+}
+
+static bool broadcasts_operands(const wf_tape_node *tn)
+{
+    return (tn->prim->flags & WF_PRIM_ELEMENTWISE) && tn->prim != &wf__prim_fused &&
+           tn->ninputs >= 2 && tn->ninputs <= 16;
+}
+
 wf_status wf__tape_replay(const wf_tape *t, wf_array *const *inputs, wf_array **outputs)
 {
     wf_array **values = calloc((size_t)t->nnodes + 1, sizeof *values);
@@ -339,13 +426,20 @@ wf_status wf__tape_replay(const wf_tape *t, wf_array *const *inputs, wf_array **
         }
         for (int k = 0; k < tn->ninputs; k++)
             args[k] = value_of(tn->inputs[k], inputs, t->consts, values);
-        if (tn->prim == &wf__prim_fused) /* the node will own a reference to the program */
+        wf_array *owned[16] = {NULL};
+        if (broadcasts_operands(tn))
+            status = broadcast_operands(tn, args, owned);
+        if (status == WF_OK && tn->prim == &wf__prim_fused) /* the node will own a reference to the program */
             wf__fused_program_retain(((wf_fused_params *)tn->params)->program);
-        values[i] = wf__node_new(tn->prim, tn->params, args, tn->ninputs);
+        if (status == WF_OK) {
+            values[i] = wf__node_new(tn->prim, tn->params, args, tn->ninputs);
+            if (!values[i])
+                status = wf_last_error();
+        }
+        for (int k = 0; k < 16; k++)
+            wf__array_release(owned[k]);
         if (args != args_local)
             free(args);
-        if (!values[i])
-            status = wf_last_error();
     }
     if (status == WF_OK)
         for (int i = 0; i < t->noutputs; i++)

@@ -250,6 +250,114 @@ static void test_shapeless_one_trace_for_all_shapes(void)
     wf_fn_release(f);
 }
 
+/* x * w + b: a scalar constant and a row of biases, broadcast implicitly. */
+static wf_status affine_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                             size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_scope_begin();
+    wf_array *y = wf_keep(wf_add(wf_multiply(in[0], wf_scalar(1.5, WF_DTYPE_F32)), in[1]));
+    wf_scope_end();
+    if (!y)
+        return wf_last_error();
+    out[0] = y;
+    *nout = 1;
+    return WF_OK;
+}
+
+static wf_array *ramp2(int64_t rows, int64_t cols)
+{
+    wf_array *flat = ramp(rows * cols, 2.0);
+    wf_array *x = wf_reshape(flat, (int64_t[]){rows, cols}, 2);
+    wf_release(flat);
+    return x;
+}
+
+/* Implicit broadcasts (a scalar constant, a bias row) follow the call's
+ * shapes, whichever shape traced first and in every compile mode. */
+static void test_shapeless_implicit_broadcasts_follow_the_shapes(void)
+{
+    const wf_compile_mode modes[] = {WF_COMPILE_ENABLED, WF_COMPILE_NO_FUSE,
+                                     WF_COMPILE_NO_SIMPLIFY};
+    wf_compile_options o = wf_compile_options_default();
+    o.shapeless = true;
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        CHECK_OK(wf_set_compile_mode(modes[m]));
+        wf_fn *f = wf_fn_new(chain8_body, NULL, NULL);
+        wf_fn *cf = wf_compile(f, &o);
+        const int64_t sizes[] = {16, 33, 1, 1000, 16};
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            wf_array *x = ramp(sizes[k], 3.0);
+            wf_array *got = call1(cf, x), *want = chain8(x);
+            CHECK_NOT_NULL(got);
+            if (got) {
+                CHECK_EQ_INT(wf_array_dim(got, 0), sizes[k]);
+                CHECK(max_abs_diff(want, got) <= 1e-6);
+            }
+            wf_release(x);
+            wf_release(got);
+            wf_release(want);
+        }
+        CHECK_EQ_INT(stats_of(cf).traces, 1);
+        wf_fn_release(cf);
+        wf_fn_release(f);
+
+        wf_fn *g = wf_fn_new(affine_body, NULL, NULL);
+        wf_fn *cg = wf_compile(g, &o);
+        const int64_t rows[] = {8, 3, 1, 50}, cols[] = {4, 4, 7, 1};
+        for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+            wf_array *x = ramp2(rows[k], cols[k]);
+            wf_array *b = ramp(cols[k], 1.0);
+            wf_array *got = call2(cg, x, b);
+            wf_array *want = wf_add(wf_multiply(x, wf_scalar(1.5, WF_DTYPE_F32)), b);
+            CHECK_NOT_NULL(got);
+            if (got) {
+                CHECK_EQ_INT(wf_array_dim(got, 0), rows[k]);
+                CHECK_EQ_INT(wf_array_dim(got, 1), cols[k]);
+                CHECK(max_abs_diff(want, got) <= 1e-6);
+            }
+            wf_release(x);
+            wf_release(b);
+            wf_release(got);
+            wf_release(want);
+        }
+        CHECK_EQ_INT(stats_of(cg).traces, 1);
+        wf_fn_release(cg);
+        wf_fn_release(g);
+    }
+    CHECK_OK(wf_set_compile_mode(WF_COMPILE_ENABLED));
+}
+
+static wf_status explicit_broadcast_body(void *payload, wf_array *const *in, size_t n,
+                                         wf_array **out, size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_array *y = wf_broadcast_to(in[0], (int64_t[]){3, 4}, 2);
+    if (!y)
+        return wf_last_error();
+    out[0] = y;
+    *nout = 1;
+    return WF_OK;
+}
+
+/* A broadcast the function asks for names a shape: still refused. */
+static void test_shapeless_refuses_explicit_broadcast(void)
+{
+    wf_compile_options o = wf_compile_options_default();
+    o.shapeless = true;
+    wf_fn *f = wf_fn_new(explicit_broadcast_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, &o);
+    wf_array *x = ramp(4, 1.0);
+    CHECK(call1(cf, x) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "broadcast_to");
+    wf_release(x);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
 static wf_status reshape_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
                               size_t *nout)
 {
@@ -783,6 +891,8 @@ int main(void)
     RUN_TEST(test_retrace_reason_and_warning);
     RUN_TEST(test_shapeless_one_trace_for_all_shapes);
     RUN_TEST(test_shapeless_refuses_shape_ops);
+    RUN_TEST(test_shapeless_implicit_broadcasts_follow_the_shapes);
+    RUN_TEST(test_shapeless_refuses_explicit_broadcast);
     RUN_TEST(test_failures_leave_no_entry_and_allow_retry);
     RUN_TEST(test_modes_are_part_of_the_key);
     RUN_TEST(test_nested_compiled_calls_are_inlined);
