@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/vmath.h"
 #include "core/dtype.h"
 #include "harness.h"
 
@@ -242,6 +243,91 @@ static void test_copy_item_sizes(void)
     wf__cpu_copy_strided(1, long_shape, 2, b16 + 3, zero, fill);
     for (int i = 0; i < 37; i++)
         CHECK_EQ_INT(fill[i], 1003);
+}
+
+/* Every block transpose (each element size, each ISA variant this CPU
+ * runs) against element-by-element indexing, with whole blocks and edges,
+ * leading dims wider than the block, and the padding left alone. */
+static void check_transpose(size_t item, int64_t rows, int64_t cols, int isa)
+{
+    const int64_t ls = cols + 3, ld = rows + 5;
+    unsigned char *src = malloc((size_t)(rows * ls) * item);
+    unsigned char *dst = malloc((size_t)(cols * ld) * item);
+    for (int64_t i = 0; i < rows * ls * (int64_t)item; i++)
+        src[i] = (unsigned char)(i * 131 + i / 251);
+    memset(dst, 0xA5, (size_t)(cols * ld) * item);
+    wf__cpu_transpose_block(rows, cols, item, src, ls, dst, ld);
+    int bad = 0;
+    for (int64_t j = 0; j < cols; j++)
+        for (int64_t i = 0; i < ld; i++) {
+            const unsigned char *got = dst + (j * ld + i) * (int64_t)item;
+            for (size_t b = 0; b < item; b++) {
+                const int want = i < rows ? src[(i * ls + j) * (int64_t)item + (int64_t)b] : 0xA5;
+                bad += got[b] != want;
+            }
+        }
+    if (bad)
+        printf("    transpose item %zu, %lld x %lld, isa %s: %d bytes wrong\n", item,
+               (long long)rows, (long long)cols, wf__vm_isa_name(isa), bad);
+    CHECK_EQ_INT(bad, 0);
+    free(src);
+    free(dst);
+}
+
+static void test_transpose_block_every_isa(void)
+{
+    static const int64_t dims[][2] = {{16, 16}, {64, 64}, {37, 53}, {8, 24}, {3, 70}, {33, 17}};
+    static const size_t items[4] = {1, 2, 4, 8};
+    const int active = wf__vm_isa_active();
+    for (int isa = 0; isa < WF_VM_ISA_COUNT; isa++) {
+        if (wf__vm_isa_force(isa) != WF_OK)
+            continue;
+        for (int k = 0; k < 4; k++)
+            for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+                check_transpose(items[k], dims[d][0], dims[d][1], isa);
+    }
+    CHECK_OK(wf__vm_isa_force(-1));
+    CHECK_EQ_INT(wf__vm_isa_active(), active);
+}
+
+/* Streaming copies: every alignment of the destination and lengths around
+ * whole lines. */
+static void test_stream_copy(void)
+{
+    unsigned char src[400], dst[480];
+    for (int i = 0; i < 400; i++)
+        src[i] = (unsigned char)(i * 7 + 1);
+    static const size_t lengths[] = {0, 1, 63, 64, 65, 127, 128, 200, 333, 400};
+    for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++)
+        for (int offset = 0; offset < 70; offset += 3) {
+            memset(dst, 0, sizeof dst);
+            wf__cpu_stream_copy(dst + offset, src, lengths[l]);
+            wf__cpu_stream_fence();
+            CHECK(memcmp(dst + offset, src, lengths[l]) == 0);
+            CHECK_EQ_INT(dst[offset + (int)lengths[l]], 0);
+            for (int i = 0; i < offset; i++)
+                CHECK_EQ_INT(dst[i], 0);
+        }
+}
+
+/* A transposed copy large enough that the tiled walk streams its output
+ * (over 16 MB), with partial tiles at the edges. */
+static void test_copy_transposed_streamed(void)
+{
+    const int64_t rows = 2050, cols = 2100;
+    float *src = malloc((size_t)(rows * cols) * sizeof *src);
+    float *dst = malloc((size_t)(rows * cols) * sizeof *dst);
+    for (int64_t i = 0; i < rows * cols; i++)
+        src[i] = (float)i;
+    const int64_t shape[2] = {cols, rows}, strides[2] = {1, cols};
+    wf__cpu_copy_strided(2, shape, sizeof(float), src, strides, dst);
+    int64_t bad = 0;
+    for (int64_t j = 0; j < cols; j++)
+        for (int64_t i = 0; i < rows; i++)
+            bad += dst[j * rows + i] != src[i * cols + j];
+    CHECK_EQ_INT(bad, 0);
+    free(src);
+    free(dst);
 }
 
 /* ---------------------------------------------------------------- conversions */
@@ -538,6 +624,9 @@ int main(void)
     RUN_TEST(test_copy_strided_layouts);
     RUN_TEST(test_copy_transposed_tiles);
     RUN_TEST(test_copy_item_sizes);
+    RUN_TEST(test_transpose_block_every_isa);
+    RUN_TEST(test_stream_copy);
+    RUN_TEST(test_copy_transposed_streamed);
     RUN_TEST(test_convert_all_pairs);
     RUN_TEST(test_convert_defined_edges);
     RUN_TEST(test_convert_strided);

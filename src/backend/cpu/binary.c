@@ -626,6 +626,7 @@ static wf_status run_binary(const char *name, wf_array *out, wf_array *const *in
     const int64_t *strides[3] = {out_strides, a->strides, b->strides};
     wf_cpu_iter it;
     wf__cpu_iter_init(&it, out->ndim, out->shape, 3, data, sizes, strides);
+    it.out_write_only = true;
     const int64_t chunk = float_cost == COST_LIBM && wf__dtype_is_float(dtype)
                               ? WF_CPU_CHUNK_COSTLY
                               : WF_CPU_CHUNK_CHEAP;

@@ -195,6 +195,7 @@ void wf__cpu_convert_strided(int ndim, const int64_t *shape, const void *src,
     convert_fn fn = convert_table[src_dtype][dst_dtype];
     wf_cpu_iter it;
     wf__cpu_iter_init(&it, ndim, shape, 2, data, sizes, strides);
+    it.out_write_only = true;
     if (fn == NULL) {
         wf__cpu_copy_iter(&it); /* same dtype */
         return;

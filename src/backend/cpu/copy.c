@@ -88,6 +88,7 @@ void wf__cpu_copy_strided(int ndim, const int64_t *shape, size_t itemsize, const
     const int64_t *strides[2] = {dst_strides, src_strides};
     wf_cpu_iter it;
     wf__cpu_iter_init(&it, ndim, shape, 2, data, sizes, strides);
+    it.out_write_only = true;
     wf__cpu_copy_iter(&it);
 }
 

@@ -37,6 +37,10 @@ typedef struct wf_cpu_iter {
     int64_t strides[WF_CPU_MAX_OPERANDS][WF_MAX_NDIM]; /* elements */
     char *data[WF_CPU_MAX_OPERANDS];                   /* element 0 of each operand */
     size_t itemsize[WF_CPU_MAX_OPERANDS];
+    /* The inner function only writes operand 0, never reads it (false after
+     * wf__cpu_iter_init; element-wise kernels set it): a tiled walk may then
+     * compute a tile into a buffer and stream it to memory. */
+    bool out_write_only;
 } wf_cpu_iter;
 
 /* Two's complement wraparound from unsigned without implementation-defined
@@ -84,6 +88,13 @@ void wf__cpu_dims_by_stride(int ndim, const int64_t *strides, int *perm);
  * registers in blocks where the CPU allows (transpose.c). */
 void wf__cpu_transpose_block(int64_t rows, int64_t cols, size_t itemsize, const void *src,
                              int64_t ld_src, void *dst, int64_t ld_dst);
+
+/* memcpy for a destination that will not be read again soon: whole 64-byte
+ * lines are written around the caches (non-temporal stores) where the CPU
+ * has them. wf__cpu_stream_fence orders those stores before later ones; call
+ * it before the data is handed to another thread. */
+void wf__cpu_stream_copy(void *dst, const void *src, size_t bytes);
+void wf__cpu_stream_fence(void);
 
 /* Copies an N-d strided block of `itemsize`-byte elements into contiguous,
  * row-major `dst`. */

@@ -614,6 +614,7 @@ static wf_status run_act(wf_array *out, wf_array *const *inputs, int kind)
     act_ctx c = {out->dtype, kind};
     wf_cpu_iter it;
     wf__cpu_iter_init(&it, out->ndim, out->shape, 2, data, sizes, strides);
+    it.out_write_only = true;
     wf__cpu_iter_run_parallel(&it, act_inner, &c, WF_CPU_CHUNK_COSTLY);
     return WF_OK;
 }

@@ -204,7 +204,8 @@ struct tiled_walk {
     wf_cpu_iter it; /* partner at ndim - 2 */
     wf_cpu_inner_fn fn;
     const void *ctx;
-    int64_t bands; /* bands of TILE2 partner indices per outer index */
+    int64_t bands;     /* bands of TILE2 partner indices per outer index */
+    int64_t out_bytes; /* size of operand 0's walk */
 };
 
 /* Operand k is transposed within a tile (contiguous along the partner,
@@ -220,26 +221,38 @@ static bool buffered(const wf_cpu_iter *it, int k)
            (item == 1 || item == 2 || item == 4 || item == 8);
 }
 
+/* Outputs of at least this many bytes are far larger than the caches: a
+ * tiled walk computes each tile of such an output into a buffer and streams
+ * its rows to memory past the caches (wf__cpu_stream_copy). Written in place,
+ * a tile's short rows on as many cache lines each cost a read of the line
+ * before the write, which no prefetcher foresees. */
+enum { STREAM_OUTPUT_BYTES = 1 << 24 };
+
 /* Task = (outer index over dims 0..ndim-3, band of TILE2 partner indices):
- * the band's rows, TILE2 columns at a time. */
+ * the band's rows, TILE2 columns at a time. Operands that are buffered for
+ * the tile are laid out there as rows of the tile's width, so when every
+ * operand is either that or constant over the tile (stride 0), the inner
+ * function runs once over the whole tile. */
 static void run_bands(void *arg, int64_t begin, int64_t end)
 {
     const struct tiled_walk *t = arg;
     const wf_cpu_iter *it = &t->it;
     const int last = it->ndim - 1, part = last - 1;
     const int64_t rows = it->shape[part], cols = it->shape[last];
-    int64_t inner[WF_CPU_MAX_OPERANDS], step[WF_CPU_MAX_OPERANDS];
+    int64_t inner[WF_CPU_MAX_OPERANDS];
     bool buf_k[WF_CPU_MAX_OPERANDS];
     char *buf[WF_CPU_MAX_OPERANDS] = {NULL};
+    bool stream = it->out_write_only && it->strides[0][last] == 1 &&
+                  t->out_bytes >= STREAM_OUTPUT_BYTES;
     for (int k = 0; k < it->nops; k++) {
-        buf_k[k] = buffered(it, k);
+        buf_k[k] = buffered(it, k) || (k == 0 && stream);
         if (buf_k[k]) { /* a tile of the operand; on the heap: tiles are large */
-            buf[k] = malloc(TILE2 * TILE2 * it->itemsize[k]);
+            buf[k] = aligned_alloc(64, TILE2 * TILE2 * it->itemsize[k]);
             buf_k[k] = buf[k] != NULL;
         }
         inner[k] = buf_k[k] ? 1 : it->strides[k][last];
-        step[k] = (buf_k[k] ? TILE2 : it->strides[k][part]) * (int64_t)it->itemsize[k];
     }
+    stream = stream && buf_k[0];
     for (int64_t task = begin; task < end; task++) {
         const int64_t outer = task / t->bands;
         const int64_t r0 = (task % t->bands) * TILE2, r1 = r0 + TILE2 < rows ? r0 + TILE2 : rows;
@@ -255,24 +268,39 @@ static void run_bands(void *arg, int64_t begin, int64_t end)
         for (int64_t c0 = 0; c0 < cols; c0 += TILE2) {
             const int64_t n = cols - c0 < TILE2 ? cols - c0 : TILE2;
             char *ptrs[WF_CPU_MAX_OPERANDS], *mem[WF_CPU_MAX_OPERANDS];
+            int64_t step[WF_CPU_MAX_OPERANDS];
+            bool flat = true; /* every operand walks the tile as one row */
             for (int k = 0; k < it->nops; k++) {
-                mem[k] = base[k] + (r0 * it->strides[k][part] + c0 * it->strides[k][last]) *
-                                       (int64_t)it->itemsize[k];
+                const int64_t item = (int64_t)it->itemsize[k];
+                mem[k] = base[k] + (r0 * it->strides[k][part] + c0 * it->strides[k][last]) * item;
                 ptrs[k] = buf_k[k] ? buf[k] : mem[k];
-                if (buf_k[k]) /* buf[r][c] <- the tile; memory holds it as [c][r] */
+                step[k] = (buf_k[k] ? n : it->strides[k][part]) * item;
+                flat = flat && (buf_k[k] || (inner[k] == 0 && step[k] == 0));
+                if (buf_k[k] && !(k == 0 && stream)) /* buf[r][c] <- memory's [c][r] */
                     wf__cpu_transpose_block(n, r1 - r0, it->itemsize[k], mem[k],
-                                            it->strides[k][last], buf[k], TILE2);
+                                            it->strides[k][last], buf[k], n);
             }
-            for (int64_t r = r0; r < r1; r++) {
-                t->fn(n, ptrs, inner, t->ctx);
-                for (int k = 0; k < it->nops; k++)
-                    ptrs[k] += step[k];
+            if (flat) {
+                t->fn(n * (r1 - r0), ptrs, inner, t->ctx);
+            } else {
+                for (int64_t r = r0; r < r1; r++) {
+                    t->fn(n, ptrs, inner, t->ctx);
+                    for (int k = 0; k < it->nops; k++)
+                        ptrs[k] += step[k];
+                }
             }
-            if (buf_k[0])
-                wf__cpu_transpose_block(r1 - r0, n, it->itemsize[0], buf[0], TILE2, mem[0],
+            const int64_t item0 = (int64_t)it->itemsize[0];
+            if (stream)
+                for (int64_t r = 0; r < r1 - r0; r++)
+                    wf__cpu_stream_copy(mem[0] + r * it->strides[0][part] * item0,
+                                        buf[0] + r * n * item0, (size_t)(n * item0));
+            else if (buf_k[0])
+                wf__cpu_transpose_block(r1 - r0, n, it->itemsize[0], buf[0], n, mem[0],
                                         it->strides[0][last]);
         }
     }
+    if (stream)
+        wf__cpu_stream_fence();
     for (int k = 0; k < it->nops; k++)
         free(buf[k]);
 }
@@ -292,6 +320,7 @@ static bool tiled_walk_init(struct tiled_walk *t, const wf_cpu_iter *it, wf_cpu_
     for (int d = 0; d < it->ndim - 2; d++)
         outer *= t->it.shape[d];
     *tasks = outer * t->bands;
+    t->out_bytes = outer * it->shape[p] * it->shape[it->ndim - 1] * (int64_t)it->itemsize[0];
     return true;
 }
 

@@ -83,6 +83,7 @@ wf_status wf__cpu_where(wf_array *out, wf_array *const *inputs, int ninputs, con
     const int64_t *strides[4] = {out_strides, c->strides, a->strides, b->strides};
     wf_cpu_iter it;
     wf__cpu_iter_init(&it, out->ndim, out->shape, 4, data, sizes, strides);
+    it.out_write_only = true;
     wf__cpu_iter_run_parallel(&it, loop, NULL, WF_CPU_CHUNK_CHEAP);
     return WF_OK;
 }
@@ -219,6 +220,7 @@ wf_status wf__cpu_clip(wf_array *out, wf_array *const *inputs, int ninputs, cons
     const int64_t *strides[4] = {out_strides, a->strides, lo->strides, hi->strides};
     wf_cpu_iter it;
     wf__cpu_iter_init(&it, out->ndim, out->shape, 4, data, sizes, strides);
+    it.out_write_only = true;
     wf__cpu_iter_run_parallel(&it, clip_loops[dtype], NULL, WF_CPU_CHUNK_CHEAP);
     return WF_OK;
 }

@@ -198,6 +198,7 @@ static wf_status run_walk(wf_array *out, const wf_array *in, wf_cpu_inner_fn fn,
     const int64_t *strides[2] = {out_strides, in->strides};
     wf_cpu_iter it;
     wf__cpu_iter_init(&it, out->ndim, out->shape, 2, data, sizes, strides);
+    it.out_write_only = true;
     wf__cpu_iter_run_parallel(&it, fn, ctx, chunk);
     return WF_OK;
 }

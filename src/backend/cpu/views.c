@@ -162,6 +162,7 @@ static void copy_into(wf_array *out, int64_t dst_offset, const int64_t *dst_stri
     const int64_t *strides[2] = {dst_strides, src->strides};
     wf_cpu_iter it;
     wf__cpu_iter_init(&it, src->ndim, src->shape, 2, data, sizes, strides);
+    it.out_write_only = true;
     wf__cpu_copy_iter(&it);
 }
 
