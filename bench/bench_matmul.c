@@ -16,7 +16,9 @@
  * name (set OPENBLAS_CORETYPE to change it; weft never does) and weft's ISA
  * variant (WEFT_ISA caps it).
  *
- *   build/release/bench_matmul [--cpu-time] [max_repeats=7]
+ *   build/release/bench_matmul [--cpu-time] [--matvec] [max_repeats=7]
+ *
+ * --matvec runs only the matrix-vector lines (x @ W and x @ W.T).
  *
  * --cpu-time times with the process's CPU time instead of the wall clock:
  * with WEFT_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 it compares the libraries
@@ -115,6 +117,13 @@ static void best_pair(build_fn build, wf_array **in, blas_fn blas, void *ctx, do
 
 static wf_array *build_matmul(wf_array **in) { return wf_matmul(in[0], in[1]); }
 static wf_array *build_matmul_bf16(wf_array **in) { return wf_matmul(in[2], in[3]); }
+static wf_array *build_matmul_wt(wf_array **in)
+{
+    wf_array *wt = wf_transpose(in[1], NULL, 0);
+    wf_array *y = wf_matmul(in[0], wt);
+    wf_release(wt);
+    return y;
+}
 static wf_array *build_sdpa(wf_array **in)
 {
     return wf_scaled_dot_product_attention(in[0], in[1], in[2], 0.125, NULL, false);
@@ -153,6 +162,12 @@ static void run_sgemv(void *vctx)
 {
     const blas_ctx *s = vctx; /* y (1 x n) = x (1 x k) B (k x n): y^T = B^T x^T */
     cblas_sgemv(CblasRowMajor, CblasTrans, s->k, s->n, 1.0f, s->b, s->n, s->a, 1, 0.0f, s->c, 1);
+}
+
+static void run_sgemv_t(void *vctx)
+{
+    const blas_ctx *s = vctx; /* y = x W^T with W (n x k): y^T = W x^T */
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, s->n, s->k, 1.0f, s->b, s->k, s->a, 1, 0.0f, s->c, 1);
 }
 
 /* One float32 product (batches x m x k @ batches x k x n); prints a line. */
@@ -217,11 +232,13 @@ static void bench_float64(int n, int max_repeats)
     free(fb);
 }
 
+/* 1 x 784 @ 784 x 1024 with W row-major (x @ W) and with W stored 1024 x
+ * 784 (x @ W.T, a view), each beside the matching sgemv. */
 static void bench_matvec(int max_repeats)
 {
     const int k = 784, n = 1024;
     float *x = random_floats(k, 3), *w = random_floats((int64_t)k * n, 4), *y = malloc(n * 4);
-    const int64_t sx[2] = {1, k}, sw[2] = {k, n};
+    const int64_t sx[2] = {1, k}, sw[2] = {k, n}, swt[2] = {n, k};
     wf_array *in[4] = {wf_array_from_data(x, sx, 2, WF_DTYPE_F32),
                        wf_array_from_data(w, sw, 2, WF_DTYPE_F32), NULL, NULL};
     in[2] = wf_astype(in[0], WF_DTYPE_BF16);
@@ -233,6 +250,12 @@ static void bench_matvec(int max_repeats)
     best_pair(build_matmul_bf16, in, NULL, NULL, 2.0 * k * n, max_repeats, &th, &unused);
     printf("%-22s weft %7.1f us       OpenBLAS sgemv %6.1f us (ratio %.2f); weft bf16 %.1f us\n",
            "matvec 1x784@784x1024", tw * 1e6, tv * 1e6, tv / tw, th * 1e6);
+    /* The same data read as W (1024 x 784): x @ W.T. */
+    wf_release(in[1]);
+    in[1] = wf_array_from_data(w, swt, 2, WF_DTYPE_F32);
+    best_pair(build_matmul_wt, in, run_sgemv_t, &ctx, 2.0 * k * n, max_repeats, &tw, &tv);
+    printf("%-22s weft %7.1f us       OpenBLAS sgemv %6.1f us (ratio %.2f)\n",
+           "matvec 1x784@(1024x784).T", tw * 1e6, tv * 1e6, tv / tw);
     for (int i = 0; i < 4; i++)
         wf_release(in[i]);
     free(x);
@@ -339,6 +362,11 @@ int main(int argc, char **argv)
         bench_clock = CLOCK_PROCESS_CPUTIME_ID;
         arg++;
     }
+    bool matvec_only = false;
+    if (argc > arg && strcmp(argv[arg], "--matvec") == 0) {
+        matvec_only = true;
+        arg++;
+    }
     const int max_repeats = argc > arg && atoi(argv[arg]) > 0 ? atoi(argv[arg]) : 7;
     const char *coretype = getenv("OPENBLAS_CORETYPE");
     printf("bench_matmul: OpenBLAS %s, core %s (OPENBLAS_CORETYPE %s), %d threads; weft GEMM "
@@ -346,6 +374,10 @@ int main(int argc, char **argv)
            openblas_get_config(), openblas_get_corename(), coretype ? coretype : "unset",
            openblas_get_num_threads(), wf__gemm_isa_name(wf__gemm_isa()), wf__pool_size(),
            bench_clock == CLOCK_MONOTONIC ? "wall" : "CPU");
+    if (matvec_only) {
+        bench_matvec(max_repeats);
+        return 0;
+    }
     static const int sizes[] = {256, 512, 1024, 2048, 4096};
     for (int i = 0; i < 5; i++) {
         char label[32];

@@ -336,6 +336,13 @@ static bool use_direct(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, in
     return tk->direct != NULL && rows <= tk->direct_rows && g->csb == 1;
 }
 
+/* Use the direct path through B's transpose (its columns contiguous)? */
+static bool use_direct_t(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t rows)
+{
+    return tk->direct_t != NULL && rows <= tk->direct_rows && g->rsb == 1 &&
+           !use_direct(g, tk, rows);
+}
+
 /* Read B where it lies rather than pack it? When its rows are contiguous
  * and at most a few A panels would reuse a packed copy. */
 static bool b_in_place(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t rows)
@@ -354,7 +361,7 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
     const wf_gemm_type_kernels *tk = type_kernels(g);
     const int64_t mr = tk->mr, nr = tk->nr;
     const int64_t target = max64(1, ceil_div(GEMM_TARGET_BLOCKS, max64(batches, 1)));
-    if (use_direct(g, tk, g->m)) {
+    if (use_direct(g, tk, g->m) || use_direct_t(g, tk, g->m)) {
         /* Matrix-vector (memory-bound): columns only, 256 at least (long
          * runs of B rows), and enough work each. */
         *mblock = g->m;
@@ -438,6 +445,12 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
     char *c = g->c;
     const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
     const int64_t panels = ceil_div(j1 - j0, nr);
+    if (use_direct_t(g, tk, i1 - i0)) {
+        const wf_gemm_epilogue first = first_epilogue(g, 0);
+        tk->direct_t(g->k, kcb, at(a, i0 * g->rsa, es), g->rsa, g->csa, at(b, j0 * g->csb, es),
+                     g->csb, at(c, i0 * g->ldc + j0, es), g->ldc, (int)(i1 - i0), j1 - j0, &first);
+        return WF_OK;
+    }
     const bool direct = use_direct(g, tk, i1 - i0), in_place = b_in_place(g, tk, i1 - i0);
     /* In place, only a last narrower panel is packed (at the panel's slot 0). */
     const int64_t belems = (in_place ? 1 : panels) * nr * kcb;

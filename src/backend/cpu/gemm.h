@@ -14,7 +14,9 @@
  * the AVX kernels read B where it lies instead (all but a last, narrower
  * panel); a few rows (matrix-vector products: up to 4 float32 rows, one
  * float64 or bfloat16 row) have kernels of their own that read both operands
- * in place.
+ * in place, float32 ones also B stored transposed (x @ W.T: columns of B
+ * contiguous), through register transposes of 16 x 16 (AVX-512) or 8 x 8
+ * (AVX2) blocks.
  *
  * Reproducibility (the bits of a result). Every element of C is computed
  * the same way whatever the shape of the call around it, its row, the
@@ -145,6 +147,14 @@ typedef void (*wf_gemm_tile_fn)(int64_t kc, const void *ap, const void *b, int64
 typedef void (*wf_gemm_direct_fn)(int64_t kc, const void *a, int64_t rsa, int64_t csa,
                                   const void *b, int64_t ldb, void *c, int64_t ldc, int rows,
                                   int64_t cols, const wf_gemm_epilogue *e);
+/* C (rows x cols; rows <= direct_rows) over all of k from A rows read in
+ * place and B read in place through its transpose: B[k][j] at b[j * ldb +
+ * k] (a weight stored n x k, as in x @ W.T). K is walked in blocks of kcb
+ * (the last one shorter), each finished into C by gemm.h's rule: `first`
+ * for block 0, then STORE_ADD with the same alpha. */
+typedef void (*wf_gemm_direct_t_fn)(int64_t k, int64_t kcb, const void *a, int64_t rsa,
+                                    int64_t csa, const void *b, int64_t ldb, void *c, int64_t ldc,
+                                    int rows, int64_t cols, const wf_gemm_epilogue *first);
 /* Transposing copy of elements of the kernel's size (packs A with
  * contiguous rows, B with contiguous columns, and bfloat16 pairs as 32-bit
  * elements): dst[c * width + r] = src[r * ld + c] for r < rows, c < cols;
@@ -165,6 +175,7 @@ typedef struct wf_gemm_type_kernels {
     wf_gemm_transpose_fn transpose; /* NULL: plain loops */
     int direct_rows;                /* 0: no direct path */
     wf_gemm_direct_fn direct;
+    wf_gemm_direct_t_fn direct_t;       /* NULL: B's transpose is packed */
     wf_gemm_pack_pairs_fn pack_b_pairs; /* bfloat16; NULL: plain loops */
 } wf_gemm_type_kernels;
 

@@ -216,8 +216,8 @@ ATTR_512 static void direct_one_row(int64_t kc, const float *x, int64_t csx, con
         for (int64_t j = 0; j < w; j += 16)
             _mm512_storeu_ps(acc + j, _mm512_setzero_ps());
         int64_t k = 0;
-        for (; k + 8 <= kc; k += 8)
-            sweep_rows(8, w, x + k * csx, csx, b + k * ldb + j0, ldb, acc);
+        for (; k + 4 <= kc; k += 4)
+            sweep_rows(4, w, x + k * csx, csx, b + k * ldb + j0, ldb, acc);
         for (; k < kc; k++)
             sweep_rows(1, w, x + k * csx, csx, b + k * ldb + j0, ldb, acc);
         for (int64_t j = 0; j < w; j += 16) {
@@ -313,6 +313,71 @@ INLINE_512 void transpose16(__m512 r[16])
         r[8 + c] = _mm512_shuffle_f32x4(x0, y0, _MM_SHUFFLE(3, 1, 3, 1));
         r[4 + c] = _mm512_shuffle_f32x4(x1, y1, _MM_SHUFFLE(2, 0, 2, 0));
         r[12 + c] = _mm512_shuffle_f32x4(x1, y1, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* R rows x 16 columns (ncols of them valid) of C over all of k, B read
+ * through its transpose (B[k][j] at b[j * ldb + k]): each 16 x 16 block of
+ * B's transpose becomes 16 rows of B in registers, and each sum takes one
+ * fma per k in order, K block by K block, as in the tiles. */
+INLINE_512 void direct_t_group(const int R, int64_t k, int64_t kcb, const float *a, int64_t rsa,
+                               int64_t csa, const float *b, int64_t ldb, float *c, int64_t ldc,
+                               int ncols, const wf_gemm_epilogue *first)
+{
+    const __mmask16 out = lanes(ncols);
+    for (int64_t k0 = 0; k0 < k; k0 += kcb) {
+        const int64_t kc = k - k0 < kcb ? k - k0 : kcb;
+        __m512 acc[DIRECT_ROWS];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm512_setzero_ps();
+        for (int64_t kk = 0; kk < kc; kk += 16) {
+            const int64_t steps = kc - kk;
+            const __mmask16 in = lanes(steps);
+            const float *bk = b + k0 + kk;
+            __m512 v[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++)
+                v[i] = i < ncols ? _mm512_maskz_loadu_ps(in, bk + i * ldb) : _mm512_setzero_ps();
+            transpose16(v); /* v[t]: B row k0 + kk + t, 16 columns */
+            const float *ak = a + (k0 + kk) * csa;
+#pragma GCC unroll 16
+            for (int t = 0; t < 16; t++)
+                if (t < steps)
+#pragma GCC unroll 4
+                    for (int r = 0; r < R; r++)
+                        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(ak[r * rsa + t * csa]), v[t], acc[r]);
+        }
+        const wf_gemm_epilogue e = {k0 == 0 ? first->mode : WF_GEMM_STORE_ADD, first->alpha,
+                                    first->beta};
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            float *cr = c + r * ldc;
+            _mm512_mask_storeu_ps(cr, out, finish(acc[r], cr, out, &e));
+        }
+    }
+}
+
+INLINE_512 void direct_t_rows(const int R, int64_t k, int64_t kcb, const float *a, int64_t rsa,
+                              int64_t csa, const float *b, int64_t ldb, float *c, int64_t ldc,
+                              int64_t cols, const wf_gemm_epilogue *first)
+{
+    for (int64_t j = 0; j < cols; j += 16)
+        direct_t_group(R, k, kcb, a, rsa, csa, b + j * ldb, ldb, c + j, ldc,
+                       cols - j < 16 ? (int)(cols - j) : 16, first);
+}
+
+ATTR_512 static void direct_t_f32(int64_t k, int64_t kcb, const void *av, int64_t rsa,
+                                  int64_t csa, const void *bv, int64_t ldb, void *cv, int64_t ldc,
+                                  int rows, int64_t cols, const wf_gemm_epilogue *first)
+{
+    const float *a = av, *b = bv;
+    float *c = cv;
+    switch (rows) {
+    case 1: direct_t_rows(1, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    case 2: direct_t_rows(2, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    case 3: direct_t_rows(3, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    default: direct_t_rows(4, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
     }
 }
 
@@ -519,13 +584,13 @@ ATTR_512_BF16 static void direct_bf16(int64_t kc, const void *av, int64_t rsa, i
 
 const wf_gemm_kernels wf__gemm_kernels_avx512 = {
     .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
-            .direct_rows = DIRECT_ROWS, .direct = direct_f32},
+            .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32},
     .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64}};
 
 const wf_gemm_kernels wf__gemm_kernels_avx512_bf16 = {
     .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
-            .direct_rows = DIRECT_ROWS, .direct = direct_f32},
+            .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32},
     .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64},
     .bf16 = {.mr = MR, .nr = NR, .tile = tile_bf16, .transpose = transpose32,
