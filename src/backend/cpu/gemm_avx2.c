@@ -274,6 +274,70 @@ INLINE_AVX2 void direct_rows(const int R, int64_t kc, const float *a, int64_t rs
     }
 }
 
+/* R rows x 8 columns (ncols of them valid) of C over all of k, B read
+ * through its transpose (B[k][j] at b[j * ldb + k]): each 8 x 8 block of
+ * B's transpose becomes 8 rows of B in registers; one fma per k in order,
+ * K block by K block, as in the tiles. */
+INLINE_AVX2 void direct_t_group(const int R, int64_t k, int64_t kcb, const float *a,
+                                int64_t rsa, int64_t csa, const float *b, int64_t ldb, float *c,
+                                int64_t ldc, int ncols, const wf_gemm_epilogue *first)
+{
+    const __m256i out = lanes(ncols);
+    for (int64_t k0 = 0; k0 < k; k0 += kcb) {
+        const int64_t kc = k - k0 < kcb ? k - k0 : kcb;
+        __m256 acc[DIRECT_ROWS];
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm256_setzero_ps();
+        for (int64_t kk = 0; kk < kc; kk += 8) {
+            const int64_t steps = kc - kk;
+            const __m256i in = lanes(steps);
+            const float *bk = b + k0 + kk;
+            __m256 v[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++)
+                v[i] = i < ncols ? load_n(bk + i * ldb, steps, in) : _mm256_setzero_ps();
+            transpose8(v); /* v[t]: B row k0 + kk + t, 8 columns */
+            const float *ak = a + (k0 + kk) * csa;
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; t++)
+                if (t < steps)
+#pragma GCC unroll 3
+                    for (int r = 0; r < R; r++)
+                        acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(ak + r * rsa + t * csa), v[t],
+                                                 acc[r]);
+        }
+        const wf_gemm_epilogue e = {k0 == 0 ? first->mode : WF_GEMM_STORE_ADD, first->alpha,
+                                    first->beta};
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++)
+            finish_store(c + r * ldc, acc[r], ncols, out, &e);
+    }
+}
+
+INLINE_AVX2 void direct_t_rows(const int R, int64_t k, int64_t kcb, const float *a, int64_t rsa,
+                               int64_t csa, const float *b, int64_t ldb, float *c, int64_t ldc,
+                               int64_t cols, const wf_gemm_epilogue *first)
+{
+    for (int64_t j = 0; j < cols; j += 8)
+        direct_t_group(R, k, kcb, a, rsa, csa, b + j * ldb, ldb, c + j, ldc,
+                       cols - j < 8 ? (int)(cols - j) : 8, first);
+}
+
+ATTR_AVX2 static void direct_t_f32(int64_t k, int64_t kcb, const void *av, int64_t rsa,
+                                   int64_t csa, const void *bv, int64_t ldb, void *cv,
+                                   int64_t ldc, int rows, int64_t cols,
+                                   const wf_gemm_epilogue *first)
+{
+    const float *a = av, *b = bv;
+    float *c = cv;
+    switch (rows) {
+    case 1: direct_t_rows(1, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    case 2: direct_t_rows(2, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    default: direct_t_rows(3, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    }
+}
+
 ATTR_AVX2 static void direct_f32(int64_t kc, const void *av, int64_t rsa, int64_t csa,
                                  const void *bv, int64_t ldb, void *cv, int64_t ldc, int rows,
                                  int64_t cols, const wf_gemm_epilogue *e)
@@ -325,7 +389,7 @@ ATTR_AVX2 static void direct_f64(int64_t kc, const void *av, int64_t rsa, int64_
 
 const wf_gemm_kernels wf__gemm_kernels_avx2 = {
     .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
-            .direct_rows = DIRECT_ROWS, .direct = direct_f32},
+            .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32},
     .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64}};
 
