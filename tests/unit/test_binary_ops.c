@@ -542,6 +542,50 @@ static void test_long_arrays(void)
     wf_scope_end();
 }
 
+/* Transposed operands over outputs big enough (over 16 MB) that the tiled
+ * walk computes tiles in a buffer and streams them out; partial tiles at
+ * the edges; float32 and float16 (2-byte tiles), a bool result. */
+static void test_transposed_streamed_outputs(void)
+{
+    const int64_t rows = 2100, cols = 2050, n = rows * cols;
+    const int64_t sx[2] = {cols, rows}, sy[2] = {rows, cols};
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = (float)(i % 1000) * 0.25f;
+        y[i] = (float)(i % 777) - 300.0f;
+    }
+    wf_scope_begin();
+    wf_array *xa = wf_array_from_data(x, sx, 2, WF_DTYPE_F32);
+    wf_array *ya = wf_array_from_data(y, sy, 2, WF_DTYPE_F32);
+    wf_array *xt = wf_transpose(xa, NULL, 0); /* rows x cols, x[j][i] */
+    wf_array *sum = wf_add(xt, ya), *both = wf_multiply(xt, xt), *less = wf_less(xt, ya);
+    wf_array *h = wf_astype(xt, WF_DTYPE_F16);
+    wf_array *hsum = wf_add(h, wf_astype(ya, WF_DTYPE_F16));
+    wf_array *all[4] = {sum, both, less, hsum};
+    CHECK_OK(wf_eval(all, 4));
+    const void *ps = NULL, *pb = NULL, *pl = NULL, *ph = NULL;
+    CHECK_OK(wf_array_data(sum, &ps));
+    CHECK_OK(wf_array_data(both, &pb));
+    CHECK_OK(wf_array_data(less, &pl));
+    CHECK_OK(wf_array_data(hsum, &ph));
+    int64_t bad = 0;
+    for (int64_t i = 0; ps && pb && pl && ph && i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) {
+            const float a = x[j * rows + i], b = y[i * cols + j];
+            const int64_t o = i * cols + j;
+            const uint16_t half = wf__cpu_f32_to_f16(wf__cpu_f16_to_f32(wf__cpu_f32_to_f16(a)) +
+                                                     wf__cpu_f16_to_f32(wf__cpu_f32_to_f16(b)));
+            bad += ((const float *)ps)[o] != a + b;
+            bad += ((const float *)pb)[o] != a * a;
+            bad += ((const uint8_t *)pl)[o] != (a < b);
+            bad += ((const uint16_t *)ph)[o] != half;
+        }
+    CHECK_EQ_INT(bad, 0);
+    wf_scope_end();
+    free(x);
+    free(y);
+}
+
 /* ---------------------------------------------------------------- half converters */
 
 static bool same_float(float a, float b)
@@ -853,6 +897,7 @@ int main(void)
     RUN_TEST(test_integer_edges);
     RUN_TEST(test_float_specials);
     RUN_TEST(test_long_arrays);
+    RUN_TEST(test_transposed_streamed_outputs);
     RUN_TEST(test_where);
     RUN_TEST(test_clip);
     RUN_TEST(test_errors);
