@@ -166,6 +166,11 @@ static const vm_case vm_cases[] = {
      * double there is no wider type to hide it (float32 computes in double) */
     {"logaddexp_f64", offsetof(wf_vm_table, logaddexp_f64), F64_2, NULL, r_logaddexp, 2, 0, 0,
      true, true},
+    CASE2_LIBM0(power_f64, F64_2, r_pow, 4, 0, 0),
+    CASE2_LIBM0(arctan2_f64, F64_2, r_atan2, 4, 0, 0),
+    CASE1_LIBM0(arctan_f64, F64, r_atan, 4, -10, 10),
+    CASE1_LIBM0(arcsin_f64, F64, r_asin, 4, -1, 1),
+    CASE1_LIBM0(arccos_f64, F64, r_acos, 4, -1, 1),
 };
 enum { NVM = sizeof vm_cases / sizeof vm_cases[0] };
 
@@ -245,6 +250,32 @@ static const double specials2[] = {0.0,  -0.0, 1.0,  -1.0, 0.5,  -0.5, 2.0,     
                                    16777216.0, 16777217.0, -33554432.0, 0.75, 7.0, 88.0};
 enum { NSPEC2 = sizeof specials2 / sizeof specials2[0] };
 
+/* float64 power's region, from uniform u, v in [0, 1): x in (0, 4] with y
+ * in [-600, 600] (results up to the overflow and down to the subnormals),
+ * x in [-4, 0) with an integer y, x within 2^-20 of 1 with |y| up to 2^40,
+ * and x over the whole positive range with y in [-2, 2]. */
+static void power_f64_point(int64_t i, double u, double v, double *x, double *y)
+{
+    switch (i & 3) {
+    case 0:
+        *x = 4.0 * u;
+        *y = 1200.0 * v - 600.0;
+        break;
+    case 1:
+        *x = -4.0 * u;
+        *y = floor(1200.0 * v - 600.0);
+        break;
+    case 2:
+        *x = 1.0 + (u - 0.5) * 0x1p-19;
+        *y = ldexp(v - 0.5, (int)(i % 41));
+        break;
+    default:
+        *x = ldexp(u + 0.5, (int)(i % 2046) - 1023 - 50);
+        *y = 4.0 * v - 2.0;
+        break;
+    }
+}
+
 /* Fills a (and b) with the sweep's points in the case's type; returns n. */
 static int64_t make_points(const vm_case *c, void **pa, void **pb)
 {
@@ -272,11 +303,14 @@ static int64_t make_points(const vm_case *c, void **pa, void **pb)
         }
         for (int64_t i = 0; i < nuni; i++, n++) {
             const double u = rng_unit(&s), v = rng_unit(&s);
-            if (c->offset == offsetof(wf_vm_table, power)) {
+            if (c->offset == offsetof(wf_vm_table, power_f64)) {
+                power_f64_point(i, u, v, &da[n], &db[n]);
+            } else if (c->offset == offsetof(wf_vm_table, power)) {
                 /* x in (0, 4] with y in [-60, 60], or x in [-4, 0) with an integer y */
                 da[n] = (i & 1) ? 4.0 * u : -4.0 * u;
                 db[n] = (i & 1) ? 120.0 * v - 60.0 : floor(60.0 * v - 30.0);
-            } else if (c->offset == offsetof(wf_vm_table, arctan2)) {
+            } else if (c->offset == offsetof(wf_vm_table, arctan2) ||
+                       c->offset == offsetof(wf_vm_table, arctan2_f64)) {
                 da[n] = 20.0 * u - 10.0;
                 db[n] = 20.0 * v - 10.0;
             } else { /* logaddexp: near each other, and anywhere */
@@ -522,6 +556,102 @@ static void test_specials(void)
     CHECK(outd[0] == INFINITY && outd[1] == 0 && signbit(outd[1]) && isnan(outd[4]));
 }
 
+/* C99 Annex F's special cases of pow and atan2, and atan/asin/acos at
+ * their special points, asserted bit for bit (signed zeros included; any
+ * NaN for NaN) in every variant this CPU runs. */
+#define PI_D 0x1.921fb54442d18p+1
+#define PIO2_D 0x1.921fb54442d18p+0
+#define PIO4_D 0x1.921fb54442d18p-1
+#define PI3O4_D 0x1.2d97c7f3321d2p+1
+static const double pow_table[][3] = { /* x, y, pow(x, y) */
+    {0.0, -3.0, INFINITY}, {-0.0, -3.0, -INFINITY}, {0.0, -INFINITY, INFINITY},
+    {-0.0, -INFINITY, INFINITY}, {0.0, -2.0, INFINITY}, {-0.0, -2.5, INFINITY},
+    {-0.0, -1e300, INFINITY}, {0.0, 3.0, 0.0}, {-0.0, 3.0, -0.0}, {-0.0, 2.0, 0.0},
+    {-0.0, 0.5, 0.0}, {-0.0, INFINITY, 0.0}, {-1.0, INFINITY, 1.0}, {-1.0, -INFINITY, 1.0},
+    {1.0, NAN, 1.0}, {1.0, INFINITY, 1.0}, {1.0, -1e300, 1.0}, {NAN, 0.0, 1.0},
+    {NAN, -0.0, 1.0}, {INFINITY, 0.0, 1.0}, {-INFINITY, -0.0, 1.0}, {-3.0, 0.0, 1.0},
+    {-2.0, 0.5, NAN}, {-0.5, -1.5, NAN}, {-1e-300, 1e-300, NAN}, {0.5, -INFINITY, INFINITY},
+    {-0.5, -INFINITY, INFINITY}, {2.0, -INFINITY, 0.0}, {-2.0, -INFINITY, 0.0},
+    {0.5, INFINITY, 0.0}, {-0.5, INFINITY, 0.0}, {2.0, INFINITY, INFINITY},
+    {-2.0, INFINITY, INFINITY}, {-INFINITY, -3.0, -0.0}, {-INFINITY, -2.0, 0.0},
+    {-INFINITY, -0.5, 0.0}, {-INFINITY, 3.0, -INFINITY}, {-INFINITY, 2.0, INFINITY},
+    {-INFINITY, 0.5, INFINITY}, {INFINITY, -1.0, 0.0}, {INFINITY, 1e-300, INFINITY},
+    {NAN, 1.0, NAN}, {1.5, NAN, NAN}, {-NAN, 2.0, NAN}, {10.0, 400.0, INFINITY},
+    {-10.0, 401.0, -INFINITY}, {-10.0, 400.0, INFINITY}, {10.0, -400.0, 0.0},
+    {-10.0, -401.0, -0.0}, {1e300, 1e300, INFINITY}, {1e-300, 1e300, 0.0},
+    {2.0, 10.0, 1024.0}, {-2.0, 3.0, -8.0}, {4.0, 0.5, 2.0}, {2.0, -1074.0, 0x1p-1074},
+    {2.0, 1023.0, 0x1p1023}, {-2.0, -1073.0, -0x1p-1073}, {0x1p-1074, 1.0, 0x1p-1074},
+    {0x1p-1074, 0.5, 0x1p-537}, {-1.0, 4503599627370497.0, -1.0},
+    {-1.0, 9007199254740992.0, 1.0}, {-1.0, 1e300, 1.0}, {-1.0, -4503599627370495.0, -1.0},
+    {-1.0, 0.5, NAN}, {-1.0, 4503599627370495.5, NAN}, {3.0, 2.0, 9.0}, {10.0, 22.0, 1e22},
+};
+static const double atan2_table[][3] = { /* y, x, atan2(y, x) */
+    {0.0, -0.0, PI_D}, {-0.0, -0.0, -PI_D}, {0.0, 0.0, 0.0}, {-0.0, 0.0, -0.0},
+    {0.0, -2.0, PI_D}, {-0.0, -2.0, -PI_D}, {0.0, 2.0, 0.0}, {-0.0, 2.0, -0.0},
+    {-2.0, 0.0, -PIO2_D}, {-2.0, -0.0, -PIO2_D}, {2.0, 0.0, PIO2_D}, {2.0, -0.0, PIO2_D},
+    {2.0, -INFINITY, PI_D}, {-2.0, -INFINITY, -PI_D}, {2.0, INFINITY, 0.0},
+    {-2.0, INFINITY, -0.0}, {INFINITY, 2.0, PIO2_D}, {-INFINITY, -2.0, -PIO2_D},
+    {INFINITY, -INFINITY, PI3O4_D}, {-INFINITY, -INFINITY, -PI3O4_D},
+    {INFINITY, INFINITY, PIO4_D}, {-INFINITY, INFINITY, -PIO4_D}, {1.0, 1.0, PIO4_D},
+    {-1e300, -1e300, -PI3O4_D}, {0x1p-1074, 0x1p-1074, PIO4_D}, {NAN, 1.0, NAN},
+    {1.0, NAN, NAN}, {NAN, NAN, NAN}, {INFINITY, NAN, NAN}, {0x1p-1074, 1e300, 0.0},
+    {1e-300, 1e300, 0.0}, {1e300, 1e-300, PIO2_D}, {-1e-300, -1e300, -PI_D},
+};
+static const double unary_table[][4] = { /* x, atan, asin, acos */
+    {0.0, 0.0, 0.0, PIO2_D}, {-0.0, -0.0, -0.0, PIO2_D}, {INFINITY, PIO2_D, NAN, NAN},
+    {-INFINITY, -PIO2_D, NAN, NAN}, {NAN, NAN, NAN, NAN}, {1.0, PIO4_D, PIO2_D, 0.0},
+    {-1.0, -PIO4_D, -PIO2_D, PI_D}, {1.0000000000000002, 0x1.921fb54442d19p-1, NAN, NAN},
+    {-1.5, -0x1.f730bd281f69bp-1, NAN, NAN}, {0x1p-1074, 0x1p-1074, 0x1p-1074, PIO2_D},
+    {-0x1p-1022, -0x1p-1022, -0x1p-1022, PIO2_D}, {1e300, PIO2_D, NAN, NAN},
+};
+
+static bool same_double(double got, double want)
+{
+    return isnan(want) ? isnan(got) : memcmp(&got, &want, sizeof got) == 0;
+}
+
+static void check_pairs(const char *name, const char *isa, wf_vm_fn2_f64 f,
+                        const double (*table)[3], int n)
+{
+    double a[128], b[128], y[128];
+    for (int i = 0; i < n; i++) {
+        a[i] = table[i][0];
+        b[i] = table[i][1];
+    }
+    f(n, a, b, y);
+    for (int i = 0; i < n; i++)
+        if (!same_double(y[i], table[i][2]))
+            CHECK(!printf("    %s/%s(%a, %a) = %a, want %a\n", name, isa, a[i], b[i], y[i],
+                          table[i][2]));
+}
+
+static void test_specials_f64_every_isa(void)
+{
+    enum { NPOW = sizeof pow_table / sizeof pow_table[0] };
+    enum { NATAN2 = sizeof atan2_table / sizeof atan2_table[0] };
+    enum { NUN = sizeof unary_table / sizeof unary_table[0] };
+    for (int isa = 0; isa < WF_VM_ISA_COUNT; isa++) {
+        const wf_vm_table *t = wf__vm_table(isa);
+        if (!t)
+            continue;
+        const char *name = wf__vm_isa_name(isa);
+        check_pairs("pow", name, t->power_f64, pow_table, NPOW);
+        check_pairs("atan2", name, t->arctan2_f64, atan2_table, NATAN2);
+        const wf_vm_fn_f64 fns[3] = {t->arctan_f64, t->arcsin_f64, t->arccos_f64};
+        static const char *const fn_names[3] = {"atan", "asin", "acos"};
+        double x[NUN], y[NUN];
+        for (int i = 0; i < NUN; i++)
+            x[i] = unary_table[i][0];
+        for (int k = 0; k < 3; k++) {
+            fns[k](NUN, x, y);
+            for (int i = 0; i < NUN; i++)
+                if (!same_double(y[i], unary_table[i][1 + k]))
+                    CHECK(!printf("    %s/%s(%a) = %a, want %a\n", fn_names[k], name, x[i],
+                                  y[i], unary_table[i][1 + k]));
+        }
+    }
+}
+
 /* The activations' negative tails, against values computed with mpmath
  * (50 digits) and written here (x are the float32 or float64 inputs). */
 static void test_activation_tails(void)
@@ -638,6 +768,7 @@ int main(void)
     RUN_TEST(test_max_error_every_isa);
     RUN_TEST(test_tails);
     RUN_TEST(test_specials);
+    RUN_TEST(test_specials_f64_every_isa);
     RUN_TEST(test_activation_tails);
     RUN_TEST(test_gelu_f64_sweep);
     return TEST_SUMMARY();

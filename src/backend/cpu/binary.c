@@ -334,11 +334,6 @@ INT_FLOORDIV(int64_t, i64, uint64_t, wf__cpu_wrap_i64)
 FLOAT_OPS(float, f32, f)
 FLOAT_OPS(double, f64, )
 
-/* float64 power and arctan2 stay with libm (float32 and logaddexp are
- * vectorized in vmath.c). */
-static inline double pow_f64(double a, double b) { return pow(a, b); }
-static inline double atan2_f64(double a, double b) { return atan2(a, b); }
-
 /* Comparisons give bool; NaN compares unequal to everything. */
 #define CMP_OPS(T, SFX)                                                                 \
     static inline uint8_t eq_##SFX(T a, T b) { return (uint8_t)(a == b); }              \
@@ -564,13 +559,13 @@ ARITH_ALL(add, add_bool, add_u8, add_i32, add_i64, add_f32, add_f64)
 ARITH_ALL(mul, mul_bool, mul_u8, mul_i32, mul_i64, mul_f32, mul_f64)
 ARITH_NOBOOL(sub, sub_u8, sub_i32, sub_i64, sub_f32, sub_f64)
 ARITH_FLOAT(div, div_f32, div_f64)
-/* power: integer loops, vmath float32, libm float64. */
+/* power: integer loops, vmath float32 and float64. */
 LOOP(L_pow_bool, uint8_t, uint8_t, pow_bool)
 LOOP(L_pow_u8, uint8_t, uint8_t, pow_u8)
 LOOP(L_pow_i32, int32_t, int32_t, pow_i32)
 LOOP(L_pow_i64, int64_t, int64_t, pow_i64)
 VM_LOOP(L_pow_f32, float, wf__vm_power_f32)
-LOOP(L_pow_f64, double, double, pow_f64)
+VM_LOOP(L_pow_f64, double, wf__vm_power_f64)
 HALF_INNERS(pow, half_arith)
 static const wf_cpu_inner_fn pow_loops[WF_DTYPE_COUNT] = {
     L_pow_bool, L_pow_u8, L_pow_i32, L_pow_i64, L_pow_f16, L_pow_bf16, L_pow_f32, L_pow_f64};
@@ -583,7 +578,7 @@ VM_LOOP(L_logaddexp_f32, float, wf__vm_logaddexp_f32)
 VM_LOOP(L_logaddexp_f64, double, wf__vm_logaddexp_f64)
 FLOAT_ONLY_TABLE(logaddexp)
 VM_LOOP(L_atan2_f32, float, wf__vm_arctan2_f32)
-LOOP(L_atan2_f64, double, double, atan2_f64)
+VM_LOOP(L_atan2_f64, double, wf__vm_arctan2_f64)
 FLOAT_ONLY_TABLE(atan2)
 CMP_ALL(eq, eq)
 CMP_ALL(ne, ne)

@@ -727,11 +727,13 @@ VM_INLINE double exp_reduce_d(double xc, uint64_t *kbits)
     return (xc - n * VD_LN2_HI) - n * VD_LN2_LO;
 }
 
-/* e^x = 2^n e^r, 2^n applied as two normal factors (n in [-1075, 1024]) so
+/* e^(x + xlo) for a small xlo (|xlo| < 2^-40 |x|; 0 where x is clamped):
+ * 2^n e^r, 2^n applied as two normal factors (n in [-1075, 1024]) so
  * subnormal results round once. e^r = 1 + r + tail is summed keeping the
- * rounding errors of r (c) and of 1 + r (e1), so the last addition is the
- * only rounding that counts: < 0.52 ulp, and libm's value nearly always. */
-VM_INLINE double vmd_exp(double x)
+ * rounding errors of r (c, into which xlo goes) and of 1 + r (e1), so the
+ * last addition is the only rounding that counts: < 0.52 ulp, and libm's
+ * value nearly always. NaN x gives NaN. */
+VM_INLINE double exp_plus_lo_d(double x, double xlo)
 {
     double xc = x > 709.8 ? 709.8 : x;
     xc = xc < -745.2 ? -745.2 : xc;
@@ -741,18 +743,20 @@ VM_INLINE double vmd_exp(double x)
     const double rh = xc - nd * VD_LN2_HI, rl = nd * VD_LN2_LO; /* rh exact */
     const double r = rh - rl;
     const double rb = r - rh;
-    const double c = (rh - (r - rb)) - (rl + rb); /* r + c = rh - rl exactly */
+    const double c = ((rh - (r - rb)) - (rl + rb)) + xlo; /* r + c = rh - rl exactly, + xlo */
     const double r2 = r * r;
     const double tail = 0.5 * r2 + (r2 * r) * expm1_q_d(r);
     const double s = 1.0 + r;
     const double e1 = (1.0 - s) + r;
-    const double p = s + (e1 + (tail + (c + c * r)));
+    const double p = s + (e1 + (tail + c * (s + tail))); /* e^(r + c) = e^r (1 + c) */
     const uint64_t nb = kb - 0x4338000000000000u + 2048u; /* n + 2048 */
     const uint64_t n1 = nb >> 1, n2 = nb - n1;
     const double s1 = as_f64((n1 - 1u) << 52); /* 2^(n1 - 1024) */
     const double s2 = as_f64((n2 - 1u) << 52);
     return vseld(x != x, x, (p * s1) * s2);
 }
+
+VM_INLINE double vmd_exp(double x) { return exp_plus_lo_d(x, 0.0); }
 
 /* e^x - 1 = 2 (2^(n-1) expm1(r) + (2^(n-1) - 1/2)), as in float32. */
 VM_INLINE double vmd_expm1(double x)
@@ -967,6 +971,185 @@ VM_INLINE double vmd_logaddexp(double a, double b)
     return vseld(a != a || b != b, a + b, r);
 }
 
+/* ---------------------------------------------------------------- float64 power */
+
+/* The functions below use fma (exact products and division residuals):
+ * they are compiled for AVX2 and AVX-512 only, which have it (the baseline
+ * calls libm, see VM_DOUBLE_CODE). */
+
+/* a + b = s + *e exactly (Knuth's two-sum, any order of magnitudes). */
+VM_INLINE double two_sum_d(double a, double b, double *e)
+{
+    const double s = a + b, bb = s - a;
+    *e = (a - (s - bb)) + (b - bb);
+    return s;
+}
+
+#define VD_LN2_FULL 0x1.62e42fefa39efp-1 /* ln2 = VD_LN2_FULL + VD_LN2_FULL_LO */
+#define VD_LN2_FULL_LO 0x1.abc9e3b39803fp-56
+#define VD_TWO_THIRDS_LO 0x1.5555555555555p-55 /* 2/3 = 0x1.5555555555555p-1 + this */
+
+/* log(1 + f) - 2s - (2/3) s^3 = s^5 R(z), z = s^2 <= 0.0295; R fitted to
+ * (2 atanh(s) - 2s - (2/3) s^3)/s^5 (degree 7, error 1.9e-18). */
+VM_INLINE double log_dd_r(double z)
+{
+    double p = 0x1.e02d197c00c78p-4;
+    p = p * z + 0x1.df7ce9a6bcccbp-4;
+    p = p * z + 0x1.1118c74823a2ep-3;
+    p = p * z + 0x1.3b1395d4f9e5fp-3;
+    p = p * z + 0x1.745d177a8f200p-3;
+    p = p * z + 0x1.c71c71c6eaa8dp-3;
+    p = p * z + 0x1.2492492492521p-2;
+    return p * z + 0x1.999999999999ap-2;
+}
+
+/* log(x) as hi + *lo, relative error ~2^-64, for a positive finite x
+ * (subnormals too): x = 2^e (1 + f), log(1 + f) = 2 atanh(s), s = f/(2 +
+ * f); e ln2, 2s and (2/3) s^3 are carried as double-doubles (the rounding
+ * of a plain s^3 term would be 2^-60 of log(x), 2 ulp of a pow near
+ * overflow), the rest of the series in double. */
+VM_INLINE double log_dd(double x, double *lo)
+{
+    const int sub = x < 0x1p-1022;
+    double e;
+    const double f = log_split_d(as_u64(vseld(sub, x * 0x1p54, x)), &e);
+    e = vseld(sub, e - 54.0, e);
+    const double d = 2.0 + f, dl = f - (d - 2.0); /* d + dl = 2 + f */
+    const double sh = f / d;
+    const double sl = (fma(-sh, d, f) - sh * dl) / d; /* s = sh + sl */
+    const double z = sh * sh;
+    const double zl = fma(sh, sh, -z) + 2.0 * (sh * sl); /* s^2 = z + zl */
+    const double th = z * sh;
+    const double tl = fma(z, sh, -th) + (zl * sh + z * sl); /* s^3 = th + tl */
+    const double c3 = 0x1.5555555555555p-1;
+    const double uh = c3 * th;
+    const double ul = fma(c3, th, -uh) + (c3 * tl + VD_TWO_THIRDS_LO * th); /* (2/3) s^3 */
+    const double rest = (th * z) * log_dd_r(z);
+    const double eh = e * VD_LN2_FULL;
+    const double el = fma(e, VD_LN2_FULL, -eh) + e * VD_LN2_FULL_LO;
+    double e1, e2;
+    const double s1 = two_sum_d(eh, 2.0 * sh, &e1);
+    const double s2 = two_sum_d(s1, uh, &e2);
+    const double l = ((e1 + e2) + (el + 2.0 * sl)) + (ul + rest);
+    const double hi = s2 + l;
+    *lo = l - (hi - s2);
+    return hi;
+}
+
+/* y is an integer (|y| >= 2^52 always is), and an odd one. */
+VM_INLINE void int_parity_d(double y, int *is_int, int *is_odd)
+{
+    const double ay = fabs(y);
+    const double yr = ay + 0x1p52; /* for ay < 2^52: the nearest integer, parity in bit 0 */
+    const int small = ay < 0x1p52;
+    const int small_int = (yr - 0x1p52) == ay;
+    const int big = !small;
+    *is_int = big | small_int;
+    *is_odd = (small & small_int & (int)(as_u64(yr) & 1u)) |
+              (big & (ay < 0x1p53) & (int)(as_u64(ay) & 1u));
+}
+
+/* x^y = e^(y log|x|) with log|x| and the product y log|x| as
+ * double-doubles, e^ taking the low part as a correction; then the sign
+ * (negative x, odd integer y) and C99's special cases by selects. */
+VM_INLINE double vmd_pow(double x, double y)
+{
+    const double ax = fabs(x);
+    const int finite_x = ax < INFINITY && ax > 0.0;
+    double lo;
+    const double hi = log_dd(vseld(finite_x, ax, 1.0), &lo);
+    const double wh = y * hi;
+    const int in_range = fabs(wh) < 800.0; /* beyond, e^wh is 0 or inf anyway */
+    const double wl = vseld(in_range, fma(y, hi, -wh) + y * lo, 0.0);
+    double r = exp_plus_lo_d(vseld(in_range, wh, vseld(wh > 0.0, 800.0, -800.0)), wl);
+    int y_int, y_odd;
+    int_parity_d(y, &y_int, &y_odd);
+    const double big = vseld(y < 0.0, 0.0, INFINITY); /* |x| = inf */
+    r = vseld(ax == INFINITY, big, vseld(ax == 0.0, vseld(y < 0.0, INFINITY, 0.0), r));
+    r = as_f64(as_u64(r) | ((as_u64(x) & 0x8000000000000000u) & (0u - (uint64_t)y_odd)));
+    r = vseld(x < 0.0 && x != -INFINITY && !y_int, NAN, r);
+    r = vseld(x != x || y != y, x + y, r);
+    r = vseld(ax == 1.0 && fabs(y) == INFINITY, 1.0, r); /* (-1)^+-inf */
+    return vseld(x == 1.0 || y == 0.0, 1.0, r);
+}
+
+/* ---------------------------------------------------------------- float64 arctan family */
+
+#define VD_PIO2_HI 0x1.921fb54442d18p+0
+#define VD_PIO2_LO 0x1.1a62633145c07p-54
+#define VD_PI_HI 0x1.921fb54442d18p+1
+#define VD_PI_LO 0x1.1a62633145c07p-53
+#define VD_PIO4_HI 0x1.921fb54442d18p-1
+#define VD_PIO4_LO 0x1.1a62633145c07p-55
+
+/* atan(u) = u + u z P(z), z = u^2, for |u| <= tan(pi/8); P fitted to
+ * (atan(sqrt z)/sqrt z - 1)/z (degree 11, error 1.2e-18). */
+VM_INLINE double atan_poly_d(double u)
+{
+    const double z = u * u;
+    double p = 0x1.0ad36a455cafbp-6;
+    p = p * z - 0x1.1b33b923aa954p-5;
+    p = p * z + 0x1.74ddd408bb4c1p-5;
+    p = p * z - 0x1.ac7a938b69c93p-5;
+    p = p * z + 0x1.e19a13b9fc6dfp-5;
+    p = p * z - 0x1.110e880a7a521p-4;
+    p = p * z + 0x1.3b1392d9e785cp-4;
+    p = p * z - 0x1.745d165df3f95p-4;
+    p = p * z + 0x1.c71c71c304b68p-4;
+    p = p * z - 0x1.249249248d7eep-3;
+    p = p * z + 0x1.9999999999953p-3;
+    p = p * z - 0x1.5555555555555p-2;
+    return u + u * (z * p);
+}
+
+/* atan(t) for t >= 0 (inf included) as hi + *lo (|lo| < 0.42), as in
+ * float32: pi/2 + atan(-1/t) above tan(3pi/8), pi/4 + atan((t - 1)/(t +
+ * 1)) above tan(pi/8). */
+VM_INLINE double atan_nonneg_d(double t, double *lo)
+{
+    const int big = t > 0x1.3504f333f9de6p+1, mid = t > 0x1.a827999fcef32p-2;
+    const double u = vseld(big, -1.0 / t, vseld(mid, (t - 1.0) / (t + 1.0), t));
+    *lo = atan_poly_d(u) + vseld(big, VD_PIO2_LO, vseld(mid, VD_PIO4_LO, 0.0));
+    return vseld(big, VD_PIO2_HI, vseld(mid, VD_PIO4_HI, 0.0));
+}
+
+VM_INLINE double vmd_atan(double x)
+{
+    double lo;
+    const double hi = atan_nonneg_d(fabs(x), &lo);
+    return with_sign_of_d(hi + lo, x);
+}
+
+/* atan2(y, x) as the float32 one: r = atan of min/max of |x|, |y| in [0,
+ * 1] (inf/inf as 1 and 0/0 as 0: C99's special values), then k + r or k -
+ * r for k = 0, pi/2 (|y| > |x|) or pi (x negative, -0 too), and y's sign.
+ * k's and r's high parts are added exactly (two-sum) and everything else
+ * after them, so the result is rounded about once. */
+VM_INLINE double vmd_atan2(double y, double x)
+{
+    const double ax = fabs(x), ay = fabs(y);
+    const int swap = ay > ax, neg_x = (int)(as_u64(x) >> 63);
+    const double num = vseld(swap, ax, ay), den = vseld(swap, ay, ax);
+    double t = num / den;
+    t = vseld(ax == INFINITY && ay == INFINITY, 1.0, t);
+    t = vseld(den == 0.0, 0.0, t);
+    double lo;
+    const double hi = atan_nonneg_d(t, &lo);
+    const double k_hi = vseld(swap, VD_PIO2_HI, vseld(neg_x, VD_PI_HI, 0.0));
+    const double k_lo = vseld(swap, VD_PIO2_LO, vseld(neg_x, VD_PI_LO, 0.0));
+    const int minus = swap != neg_x;
+    double e;
+    const double s = two_sum_d(k_hi, vseld(minus, -hi, hi), &e);
+    const double r = s + (vseld(minus, -lo, lo) + (k_lo + e));
+    return vseld(x != x || y != y, x + y, with_sign_of_d(r, y));
+}
+
+/* asin(x) = atan2(x, sqrt(1 - x^2)), acos(x) = atan2(sqrt(1 - x^2), x),
+ * with 1 - x^2 rounded once (fma): the square root halves that rounding,
+ * and |x| > 1 makes it NaN. */
+VM_INLINE double vmd_asin(double x) { return vmd_atan2(x, sqrt(fma(-x, x, 1.0))); }
+VM_INLINE double vmd_acos(double x) { return vmd_atan2(sqrt(fma(-x, x, 1.0)), x); }
+
 /* float32 logaddexp through the double one: one rounding at the end. */
 VM_INLINE float vm_logaddexp(float a, float b) { return (float)vmd_logaddexp(a, b); }
 
@@ -1099,7 +1282,12 @@ VM_INLINE float vm_logaddexp(float a, float b) { return (float)vmd_logaddexp(a, 
     VM_DEF1(sigmoid_f64, SUFFIX, ATTR, double, vmd_sigmoid)                              \
     VM_DEF1(sinh_f64, SUFFIX, ATTR, double, vmd_sinh)                                    \
     VM_DEF1(cosh_f64, SUFFIX, ATTR, double, vmd_cosh)                                    \
-    VM_DEF2(logaddexp_f64, SUFFIX, ATTR, double, vmd_logaddexp)
+    VM_DEF2(logaddexp_f64, SUFFIX, ATTR, double, vmd_logaddexp)                          \
+    VM_DEF2(power_f64, SUFFIX, ATTR, double, vmd_pow)                                    \
+    VM_DEF2(arctan2_f64, SUFFIX, ATTR, double, vmd_atan2)                                \
+    VM_DEF1(arctan_f64, SUFFIX, ATTR, double, vmd_atan)                                  \
+    VM_DEF1(arcsin_f64, SUFFIX, ATTR, double, vmd_asin)                                  \
+    VM_DEF1(arccos_f64, SUFFIX, ATTR, double, vmd_acos)
 
 /* A variant's table. */
 #define VM_TABLE(SUFFIX)                                                                   \
@@ -1138,6 +1326,11 @@ VM_INLINE float vm_logaddexp(float a, float b) { return (float)vmd_logaddexp(a, 
         .silu_f64 = silu_f64_##SUFFIX,                                                   \
         .gelu_tanh_f64 = gelu_tanh_f64_##SUFFIX,                                         \
         .logaddexp_f64 = logaddexp_f64_##SUFFIX,                                         \
+        .power_f64 = power_f64_##SUFFIX,                                                 \
+        .arctan2_f64 = arctan2_f64_##SUFFIX,                                             \
+        .arctan_f64 = arctan_f64_##SUFFIX,                                               \
+        .arcsin_f64 = arcsin_f64_##SUFFIX,                                               \
+        .arccos_f64 = arccos_f64_##SUFFIX,                                               \
     };
 
 /* The baseline's libm functions (within an ulp or two, but not
@@ -1172,6 +1365,11 @@ VM_DEF1(sigmoid_f64, baseline, VM_ATTR_BASELINE, double, libm_sigmoid)
 VM_DEF1(sinh_f64, baseline, VM_ATTR_BASELINE, double, sinh)
 VM_DEF1(cosh_f64, baseline, VM_ATTR_BASELINE, double, cosh)
 VM_DEF2(logaddexp_f64, baseline, VM_ATTR_BASELINE, double, libm_logaddexp)
+VM_DEF2(power_f64, baseline, VM_ATTR_BASELINE, double, pow)
+VM_DEF2(arctan2_f64, baseline, VM_ATTR_BASELINE, double, atan2)
+VM_DEF1(arctan_f64, baseline, VM_ATTR_BASELINE, double, atan)
+VM_DEF1(arcsin_f64, baseline, VM_ATTR_BASELINE, double, asin)
+VM_DEF1(arccos_f64, baseline, VM_ATTR_BASELINE, double, acos)
 VM_TABLE(baseline)
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -1338,6 +1536,11 @@ VM_DISPATCH(cosh_f64, cosh_f64, double)
 VM_DISPATCH(silu_f64, silu_f64, double)
 VM_DISPATCH(gelu_tanh_f64, gelu_tanh_f64, double)
 VM_DISPATCH2(logaddexp_f64, logaddexp_f64, double)
+VM_DISPATCH2(power_f64, power_f64, double)
+VM_DISPATCH2(arctan2_f64, arctan2_f64, double)
+VM_DISPATCH(arctan_f64, arctan_f64, double)
+VM_DISPATCH(arcsin_f64, arcsin_f64, double)
+VM_DISPATCH(arccos_f64, arccos_f64, double)
 
 /* ---------------------------------------------------------------- gelu, float64 */
 
