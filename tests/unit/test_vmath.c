@@ -171,6 +171,9 @@ static const vm_case vm_cases[] = {
     CASE1_LIBM0(arctan_f64, F64, r_atan, 4, -10, 10),
     CASE1_LIBM0(arcsin_f64, F64, r_asin, 4, -1, 1),
     CASE1_LIBM0(arccos_f64, F64, r_acos, 4, -1, 1),
+    CASE1_LIBM0(sin_f64, F64, r_sin, 4, -20, 20),
+    CASE1_LIBM0(cos_f64, F64, r_cos, 4, -1100000, 1100000),
+    CASE1_LIBM0(tan_f64, F64, r_tan, 4, -100000, 100000),
 };
 enum { NVM = sizeof vm_cases / sizeof vm_cases[0] };
 
@@ -652,6 +655,59 @@ static void test_specials_f64_every_isa(void)
     }
 }
 
+/* float64 sin, cos, tan at the doubles closest to multiples of pi/2 in
+ * the vectorized range (|x| <= 2^20; found by an exact search over every
+ * multiple, with mpmath: the first is within 2^-54.3 of 204551 pi/2), with
+ * both signs, against the long double references; and exact values: odd
+ * functions keep -0 and tiny x, cos(+-0) = 1, inf and NaN give NaN, and
+ * beyond 2^20 the result is libm's, bit for bit. */
+static void test_trig_f64_every_isa(void)
+{
+    static const double hard[] = {0x1.39c6fd67805a7p+18, 0x1.39c6fd67805a7p+19,
+                                  0x1.a9adcc7f96cf0p+19, 0x1.93c05c9ed3cbcp+18,
+                                  0x1.93c05c9ed3cbcp+19, 0x1.23d98d86bd573p+19,
+                                  0x1.4fb46d48435dbp+19, 0x1.edb9bbd6273d1p+18};
+    enum { NHARD = sizeof hard / sizeof hard[0] };
+    static const double exact_in[] = {0.0, -0.0, 0x1p-1074, -0x1p-1030, INFINITY, -INFINITY,
+                                      NAN, 0x1.0000000000001p+20, -3e6, 1e300, -0x1p1023};
+    enum { NEX = sizeof exact_in / sizeof exact_in[0] };
+    ld (*const refs[3])(ld) = {r_sin, r_cos, r_tan};
+    double (*const libm[3])(double) = {sin, cos, tan};
+    static const char *const names[3] = {"sin", "cos", "tan"};
+    for (int isa = 0; isa < WF_VM_ISA_COUNT; isa++) {
+        const wf_vm_table *t = wf__vm_table(isa);
+        if (!t)
+            continue;
+        const wf_vm_fn_f64 fns[3] = {t->sin_f64, t->cos_f64, t->tan_f64};
+        for (int k = 0; k < 3; k++) {
+            double x[2 * NHARD], y[2 * NHARD];
+            for (int i = 0; i < NHARD; i++) {
+                x[2 * i] = hard[i];
+                x[2 * i + 1] = -hard[i];
+            }
+            fns[k](2 * NHARD, x, y);
+            double worst = 0;
+            for (int i = 0; i < 2 * NHARD; i++) {
+                const ld r = refs[k](x[i]);
+                const double e = (double)(fabsl(y[i] - r) / ulp_in(r, false));
+                worst = e > worst ? e : worst;
+            }
+            printf("    %s %s near multiples of pi/2: max error %.3f ulp (bound 4)\n", names[k],
+                   wf__vm_isa_name(isa), worst);
+            CHECK(worst <= 4);
+            double ye[NEX];
+            fns[k](NEX, exact_in, ye);
+            for (int i = 0; i < NEX; i++) {
+                const double want = fabs(exact_in[i]) < 0x1p-60 && k != 1 ? exact_in[i]
+                                                                          : libm[k](exact_in[i]);
+                if (!same_double(ye[i], want))
+                    CHECK(!printf("    %s/%s(%a) = %a, want %a\n", names[k],
+                                  wf__vm_isa_name(isa), exact_in[i], ye[i], want));
+            }
+        }
+    }
+}
+
 /* The activations' negative tails, against values computed with mpmath
  * (50 digits) and written here (x are the float32 or float64 inputs). */
 static void test_activation_tails(void)
@@ -769,6 +825,7 @@ int main(void)
     RUN_TEST(test_tails);
     RUN_TEST(test_specials);
     RUN_TEST(test_specials_f64_every_isa);
+    RUN_TEST(test_trig_f64_every_isa);
     RUN_TEST(test_activation_tails);
     RUN_TEST(test_gelu_f64_sweep);
     return TEST_SUMMARY();

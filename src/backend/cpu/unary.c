@@ -40,7 +40,7 @@ typedef void (*block_f64)(int64_t n, const double *restrict x, double *restrict 
         }                                                                                   \
     }
 
-/* libm, one element at a time (float64 trigonometry and erf; erfinv). */
+/* libm, one element at a time (float64 erf; erfinv). */
 #define LIBM_LOOP(NAME, T, FN)                                                              \
     static void NAME(int64_t n, const T *restrict x, T *restrict y)                         \
     {                                                                                       \
@@ -112,9 +112,6 @@ MAP_LOOP(round_f64_loop, double, rint_f64(v))
 static double erfinv_f64_scalar(double v) { return wf__vm_erfinv(v, 8); }
 static float erfinv_f32_scalar(float v) { return (float)wf__vm_erfinv(v, 1); }
 
-LIBM_LOOP(sin_f64, double, sin)
-LIBM_LOOP(cos_f64, double, cos)
-LIBM_LOOP(tan_f64, double, tan)
 LIBM_LOOP(erf_f64, double, erf)
 LIBM_LOOP(erfinv_f64, double, erfinv_f64_scalar)
 LIBM_LOOP(erfinv_f32, float, erfinv_f32_scalar)
@@ -399,9 +396,9 @@ FLOAT_KERNEL(log2, wf__vm_log2_f32, wf__vm_log2_f64, COSTLY)
 FLOAT_KERNEL(sqrt, sqrt_f32, sqrt_f64, CHEAP)
 FLOAT_KERNEL(rsqrt, rsqrt_f32, rsqrt_f64, CHEAP)
 FLOAT_KERNEL(reciprocal, reciprocal_f32, reciprocal_f64, CHEAP)
-FLOAT_KERNEL(sin, wf__vm_sin_f32, sin_f64, COSTLY)
-FLOAT_KERNEL(cos, wf__vm_cos_f32, cos_f64, COSTLY)
-FLOAT_KERNEL(tan, wf__vm_tan_f32, tan_f64, COSTLY)
+FLOAT_KERNEL(sin, wf__vm_sin_f32, wf__vm_sin_f64, COSTLY)
+FLOAT_KERNEL(cos, wf__vm_cos_f32, wf__vm_cos_f64, COSTLY)
+FLOAT_KERNEL(tan, wf__vm_tan_f32, wf__vm_tan_f64, COSTLY)
 FLOAT_KERNEL(tanh, wf__vm_tanh_f32, wf__vm_tanh_f64, COSTLY)
 FLOAT_KERNEL(sinh, wf__vm_sinh_f32, wf__vm_sinh_f64, COSTLY)
 FLOAT_KERNEL(cosh, wf__vm_cosh_f32, wf__vm_cosh_f64, COSTLY)

@@ -68,7 +68,7 @@ typedef struct wf_vm_table {
     wf_vm_fn_f64 exp_f64, expm1_f64, log_f64, log1p_f64, log2_f64, tanh_f64, sigmoid_f64;
     wf_vm_fn_f64 sinh_f64, cosh_f64, silu_f64, gelu_tanh_f64;
     wf_vm_fn2_f64 logaddexp_f64, power_f64, arctan2_f64;
-    wf_vm_fn_f64 arctan_f64, arcsin_f64, arccos_f64;
+    wf_vm_fn_f64 arctan_f64, arcsin_f64, arccos_f64, sin_f64, cos_f64, tan_f64;
 } wf_vm_table;
 
 /* The best variant this CPU runs (detected once). */
@@ -129,6 +129,9 @@ void wf__vm_arctan2_f64(int64_t n, const double *a, const double *b, double *res
 void wf__vm_arctan_f64(int64_t n, const double *restrict x, double *restrict y);
 void wf__vm_arcsin_f64(int64_t n, const double *restrict x, double *restrict y);
 void wf__vm_arccos_f64(int64_t n, const double *restrict x, double *restrict y);
+void wf__vm_sin_f64(int64_t n, const double *restrict x, double *restrict y);
+void wf__vm_cos_f64(int64_t n, const double *restrict x, double *restrict y);
+void wf__vm_tan_f64(int64_t n, const double *restrict x, double *restrict y);
 
 /* gelu in float64 (scalar: libm erfc with the rounding of x / sqrt(2)
  * corrected, so the negative tail keeps full precision). */
