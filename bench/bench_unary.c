@@ -78,6 +78,14 @@ LOOP_F64(libm_tanh64, tanh(x))
 LOOP_F64(libm_sigmoid64, (x < 0 ? exp(-fabs(x)) : 1.0) / (1.0 + exp(-fabs(x))))
 LOOP_F64(libm_sinh64, sinh(x))
 LOOP_F64(libm_cosh64, cosh(x))
+LOOP_F64(libm_sin64, sin(x))
+LOOP_F64(libm_cos64, cos(x))
+LOOP_F64(libm_tan64, tan(x))
+LOOP_F64(libm_asin64, asin(x))
+LOOP_F64(libm_acos64, acos(x))
+LOOP_F64(libm_atan64, atan(x))
+LOOP_F64(libm_pow64, pow(x, z))
+LOOP_F64(libm_atan264, atan2(x, z))
 LOOP_F64(libm_logaddexp64, x == z ? x + 0.6931471805599453 : fmax(x, z) + log1p(exp(-fabs(x - z))))
 
 /* The old silu and gelu_tanh kernels: the argument of e^ for a block, the
@@ -134,6 +142,12 @@ NEW1(new_tanh64, double, wf__vm_tanh_f64)
 NEW1(new_sigmoid64, double, wf__vm_sigmoid_f64)
 NEW1(new_sinh64, double, wf__vm_sinh_f64)
 NEW1(new_cosh64, double, wf__vm_cosh_f64)
+NEW1(new_sin64, double, wf__vm_sin_f64)
+NEW1(new_cos64, double, wf__vm_cos_f64)
+NEW1(new_tan64, double, wf__vm_tan_f64)
+NEW1(new_asin64, double, wf__vm_arcsin_f64)
+NEW1(new_acos64, double, wf__vm_arccos_f64)
+NEW1(new_atan64, double, wf__vm_arctan_f64)
 
 typedef void (*fn32)(int64_t, const float *, const float *, float *);
 typedef void (*fn64)(int64_t, const double *, const double *, double *);
@@ -180,6 +194,15 @@ static const row rows[] = {
     {"cosh", 1, NULL, NULL, new_cosh64, libm_cosh64, wf_cosh, NULL, SYM10, "libm"},
     {"logaddexp", 1, NULL, NULL, wf__vm_logaddexp_f64, libm_logaddexp64, NULL, wf_logaddexp,
      SYM10, "libm"},
+    {"sin", 1, NULL, NULL, new_sin64, libm_sin64, wf_sin, NULL, SYM10, "libm"},
+    {"cos", 1, NULL, NULL, new_cos64, libm_cos64, wf_cos, NULL, SYM10, "libm"},
+    {"tan", 1, NULL, NULL, new_tan64, libm_tan64, wf_tan, NULL, SYM10, "libm"},
+    {"arcsin", 1, NULL, NULL, new_asin64, libm_asin64, wf_arcsin, NULL, UNIT, "libm"},
+    {"arccos", 1, NULL, NULL, new_acos64, libm_acos64, wf_arccos, NULL, UNIT, "libm"},
+    {"arctan", 1, NULL, NULL, new_atan64, libm_atan64, wf_arctan, NULL, SYM10, "libm"},
+    {"power", 1, NULL, NULL, wf__vm_power_f64, libm_pow64, NULL, wf_power, POS, "libm"},
+    {"arctan2", 1, NULL, NULL, wf__vm_arctan2_f64, libm_atan264, NULL, wf_arctan2, SYM10,
+     "libm"},
 };
 
 static double domain_value(enum domain d, int64_t i)

@@ -30,6 +30,11 @@
  *   tanh, sigmoid, sinh, cosh                <= 3 ulp
  *   silu, gelu_tanh                          <= 4 ulp
  *   logaddexp                                <= 2 ulp of max(|a|, |b|)
+ *   power, arctan, arctan2, arcsin, arccos   <= 4 ulp
+ *   sin, cos, tan (|x| <= 2^20; libm beyond) <= 4 ulp
+ * float64 power carries log|x| and y log|x| as double-doubles; float64
+ * power, trigonometry and the arctan family use explicit fma (AVX2 and
+ * AVX-512 both have it, so those two still agree bit for bit).
  * float32 power and logaddexp compute in double. GCC vectorizes the
  * float64 functions (and float32 power, logaddexp) only for AVX2 and
  * AVX-512; the baseline calls libm for those (float64 silu and gelu_tanh
