@@ -78,6 +78,7 @@ LOOP_F64(libm_tanh64, tanh(x))
 LOOP_F64(libm_sigmoid64, (x < 0 ? exp(-fabs(x)) : 1.0) / (1.0 + exp(-fabs(x))))
 LOOP_F64(libm_sinh64, sinh(x))
 LOOP_F64(libm_cosh64, cosh(x))
+LOOP_F64(libm_erf64, erf(x))
 LOOP_F64(libm_sin64, sin(x))
 LOOP_F64(libm_cos64, cos(x))
 LOOP_F64(libm_tan64, tan(x))
@@ -142,6 +143,7 @@ NEW1(new_tanh64, double, wf__vm_tanh_f64)
 NEW1(new_sigmoid64, double, wf__vm_sigmoid_f64)
 NEW1(new_sinh64, double, wf__vm_sinh_f64)
 NEW1(new_cosh64, double, wf__vm_cosh_f64)
+NEW1(new_erf64, double, wf__vm_erf_f64)
 NEW1(new_sin64, double, wf__vm_sin_f64)
 NEW1(new_cos64, double, wf__vm_cos_f64)
 NEW1(new_tan64, double, wf__vm_tan_f64)
@@ -194,6 +196,7 @@ static const row rows[] = {
     {"cosh", 1, NULL, NULL, new_cosh64, libm_cosh64, wf_cosh, NULL, SYM10, "libm"},
     {"logaddexp", 1, NULL, NULL, wf__vm_logaddexp_f64, libm_logaddexp64, NULL, wf_logaddexp,
      SYM10, "libm"},
+    {"erf", 1, NULL, NULL, new_erf64, libm_erf64, wf_erf, NULL, SYM3, "libm"},
     {"sin", 1, NULL, NULL, new_sin64, libm_sin64, wf_sin, NULL, SYM10, "libm"},
     {"cos", 1, NULL, NULL, new_cos64, libm_cos64, wf_cos, NULL, SYM10, "libm"},
     {"tan", 1, NULL, NULL, new_tan64, libm_tan64, wf_tan, NULL, SYM10, "libm"},

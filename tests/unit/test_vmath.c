@@ -29,6 +29,7 @@
  *            cancels near 0 and double has no wider type to hide that in)
  *   power    4 (0.75)   arctan2 4 (2.44)  arctan 4 (1.39)   arcsin  4 (2.96)
  *   arccos   4 (2.92)   sin    4 (0.77)   cos    4 (0.77)   tan     4 (2.05)
+ *   erf      4 (1.29)
  *   (power: also x near 1 with |y| up to 2^40, results from overflow down
  *   to the subnormals; sin/cos/tan: also the doubles closest to multiples
  *   of pi/2 below 2^20, and exact tables of C99's special cases)
@@ -179,6 +180,7 @@ static const vm_case vm_cases[] = {
     CASE1_LIBM0(sin_f64, F64, r_sin, 4, -20, 20),
     CASE1_LIBM0(cos_f64, F64, r_cos, 4, -1100000, 1100000),
     CASE1_LIBM0(tan_f64, F64, r_tan, 4, -100000, 100000),
+    CASE1_LIBM0(erf_f64, F64, r_erf, 4, -6.5, 6.5),
 };
 enum { NVM = sizeof vm_cases / sizeof vm_cases[0] };
 
@@ -564,7 +566,7 @@ static void test_specials(void)
     CHECK(outd[0] == INFINITY && outd[1] == 0 && signbit(outd[1]) && isnan(outd[4]));
 }
 
-/* C99 Annex F's special cases of pow and atan2, and atan/asin/acos at
+/* C99 Annex F's special cases of pow and atan2, and atan/asin/acos/erf at
  * their special points, asserted bit for bit (signed zeros included; any
  * NaN for NaN) in every variant this CPU runs. */
 #define PI_D 0x1.921fb54442d18p+1
@@ -650,6 +652,17 @@ static void test_specials_f64_every_isa(void)
         double x[NUN], y[NUN];
         for (int i = 0; i < NUN; i++)
             x[i] = unary_table[i][0];
+        static const double erf_in[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 6.0, -5.95,
+                                        1e300, 0x1p-1074, -0x1p-1074};
+        static const double erf_want[] = {0.0, -0.0, 1.0, -1.0, NAN, 1.0, -1.0,
+                                          1.0, 0x1p-1074, -0x1p-1074};
+        enum { NERF = sizeof erf_in / sizeof erf_in[0] };
+        double ye[NERF];
+        t->erf_f64(NERF, erf_in, ye);
+        for (int i = 0; i < NERF; i++)
+            if (!same_double(ye[i], erf_want[i]))
+                CHECK(!printf("    erf/%s(%a) = %a, want %a\n", name, erf_in[i], ye[i],
+                              erf_want[i]));
         for (int k = 0; k < 3; k++) {
             fns[k](NUN, x, y);
             for (int i = 0; i < NUN; i++)

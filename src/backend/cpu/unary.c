@@ -40,7 +40,7 @@ typedef void (*block_f64)(int64_t n, const double *restrict x, double *restrict 
         }                                                                                   \
     }
 
-/* libm, one element at a time (float64 erf; erfinv). */
+/* libm, one element at a time (erfinv). */
 #define LIBM_LOOP(NAME, T, FN)                                                              \
     static void NAME(int64_t n, const T *restrict x, T *restrict y)                         \
     {                                                                                       \
@@ -112,7 +112,6 @@ MAP_LOOP(round_f64_loop, double, rint_f64(v))
 static double erfinv_f64_scalar(double v) { return wf__vm_erfinv(v, 8); }
 static float erfinv_f32_scalar(float v) { return (float)wf__vm_erfinv(v, 1); }
 
-LIBM_LOOP(erf_f64, double, erf)
 LIBM_LOOP(erfinv_f64, double, erfinv_f64_scalar)
 LIBM_LOOP(erfinv_f32, float, erfinv_f32_scalar)
 
@@ -406,7 +405,7 @@ FLOAT_KERNEL(arcsin, wf__vm_arcsin_f32, wf__vm_arcsin_f64, COSTLY)
 FLOAT_KERNEL(arccos, wf__vm_arccos_f32, wf__vm_arccos_f64, COSTLY)
 FLOAT_KERNEL(arctan, wf__vm_arctan_f32, wf__vm_arctan_f64, COSTLY)
 FLOAT_KERNEL(sigmoid, wf__vm_sigmoid_f32, wf__vm_sigmoid_f64, COSTLY)
-FLOAT_KERNEL(erf, wf__vm_erf_f32, erf_f64, COSTLY)
+FLOAT_KERNEL(erf, wf__vm_erf_f32, wf__vm_erf_f64, COSTLY)
 FLOAT_KERNEL(erfinv, erfinv_f32, erfinv_f64, COSTLY)
 FLOAT_KERNEL(floor, floor_f32_loop, floor_f64_loop, CHEAP)
 FLOAT_KERNEL(ceil, ceil_f32_loop, ceil_f64_loop, CHEAP)

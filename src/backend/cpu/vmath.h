@@ -32,8 +32,9 @@
  *   logaddexp                                <= 2 ulp of max(|a|, |b|)
  *   power, arctan, arctan2, arcsin, arccos   <= 4 ulp
  *   sin, cos, tan (|x| <= 2^20; libm beyond) <= 4 ulp
+ *   erf                                      <= 4 ulp
  * float64 power carries log|x| and y log|x| as double-doubles; float64
- * power, trigonometry and the arctan family use explicit fma (AVX2 and
+ * power, trigonometry, erf and the arctan family use explicit fma (AVX2 and
  * AVX-512 both have it, so those two still agree bit for bit).
  * float32 power and logaddexp compute in double. GCC vectorizes the
  * float64 functions (and float32 power, logaddexp) only for AVX2 and
@@ -73,7 +74,7 @@ typedef struct wf_vm_table {
     wf_vm_fn_f64 exp_f64, expm1_f64, log_f64, log1p_f64, log2_f64, tanh_f64, sigmoid_f64;
     wf_vm_fn_f64 sinh_f64, cosh_f64, silu_f64, gelu_tanh_f64;
     wf_vm_fn2_f64 logaddexp_f64, power_f64, arctan2_f64;
-    wf_vm_fn_f64 arctan_f64, arcsin_f64, arccos_f64, sin_f64, cos_f64, tan_f64;
+    wf_vm_fn_f64 arctan_f64, arcsin_f64, arccos_f64, sin_f64, cos_f64, tan_f64, erf_f64;
 } wf_vm_table;
 
 /* The best variant this CPU runs (detected once). */
@@ -137,6 +138,7 @@ void wf__vm_arccos_f64(int64_t n, const double *restrict x, double *restrict y);
 void wf__vm_sin_f64(int64_t n, const double *restrict x, double *restrict y);
 void wf__vm_cos_f64(int64_t n, const double *restrict x, double *restrict y);
 void wf__vm_tan_f64(int64_t n, const double *restrict x, double *restrict y);
+void wf__vm_erf_f64(int64_t n, const double *restrict x, double *restrict y);
 
 /* gelu in float64 (scalar: libm erfc with the rounding of x / sqrt(2)
  * corrected, so the negative tail keeps full precision). */
