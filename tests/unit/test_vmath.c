@@ -623,7 +623,7 @@ static bool same_double(double got, double want)
 static void check_pairs(const char *name, const char *isa, wf_vm_fn2_f64 f,
                         const double (*table)[3], int n)
 {
-    double a[128], b[128], y[128];
+    double a[128] = {0}, b[128] = {0}, y[128];
     for (int i = 0; i < n; i++) {
         a[i] = table[i][0];
         b[i] = table[i][1];
