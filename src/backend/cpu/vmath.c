@@ -973,9 +973,10 @@ VM_INLINE double vmd_logaddexp(double a, double b)
 
 /* ---------------------------------------------------------------- float64 power */
 
-/* The functions below use fma (exact products and division residuals):
- * they are compiled for AVX2 and AVX-512 only, which have it (the baseline
- * calls libm, see VM_DOUBLE_CODE). */
+/* The functions below use fma (exact products, division residuals, and
+ * Horner steps at one rounding each, half the instructions of a multiply
+ * and an add): they are compiled for AVX2 and AVX-512 only, which have it
+ * (the baseline calls libm, see VM_DOUBLE_CODE). */
 
 /* a + b = s + *e exactly (Knuth's two-sum, any order of magnitudes). */
 VM_INLINE double two_sum_d(double a, double b, double *e)
@@ -994,13 +995,13 @@ VM_INLINE double two_sum_d(double a, double b, double *e)
 VM_INLINE double log_dd_r(double z)
 {
     double p = 0x1.e02d197c00c78p-4;
-    p = p * z + 0x1.df7ce9a6bcccbp-4;
-    p = p * z + 0x1.1118c74823a2ep-3;
-    p = p * z + 0x1.3b1395d4f9e5fp-3;
-    p = p * z + 0x1.745d177a8f200p-3;
-    p = p * z + 0x1.c71c71c6eaa8dp-3;
-    p = p * z + 0x1.2492492492521p-2;
-    return p * z + 0x1.999999999999ap-2;
+    p = fma(p, z, 0x1.df7ce9a6bcccbp-4);
+    p = fma(p, z, 0x1.1118c74823a2ep-3);
+    p = fma(p, z, 0x1.3b1395d4f9e5fp-3);
+    p = fma(p, z, 0x1.745d177a8f200p-3);
+    p = fma(p, z, 0x1.c71c71c6eaa8dp-3);
+    p = fma(p, z, 0x1.2492492492521p-2);
+    return fma(p, z, 0x1.999999999999ap-2);
 }
 
 /* log(x) as hi + *lo, relative error ~2^-64, for a positive finite x
@@ -1088,17 +1089,17 @@ VM_INLINE double atan_poly_d(double u)
 {
     const double z = u * u;
     double p = 0x1.0ad36a455cafbp-6;
-    p = p * z - 0x1.1b33b923aa954p-5;
-    p = p * z + 0x1.74ddd408bb4c1p-5;
-    p = p * z - 0x1.ac7a938b69c93p-5;
-    p = p * z + 0x1.e19a13b9fc6dfp-5;
-    p = p * z - 0x1.110e880a7a521p-4;
-    p = p * z + 0x1.3b1392d9e785cp-4;
-    p = p * z - 0x1.745d165df3f95p-4;
-    p = p * z + 0x1.c71c71c304b68p-4;
-    p = p * z - 0x1.249249248d7eep-3;
-    p = p * z + 0x1.9999999999953p-3;
-    p = p * z - 0x1.5555555555555p-2;
+    p = fma(p, z, -0x1.1b33b923aa954p-5);
+    p = fma(p, z, 0x1.74ddd408bb4c1p-5);
+    p = fma(p, z, -0x1.ac7a938b69c93p-5);
+    p = fma(p, z, 0x1.e19a13b9fc6dfp-5);
+    p = fma(p, z, -0x1.110e880a7a521p-4);
+    p = fma(p, z, 0x1.3b1392d9e785cp-4);
+    p = fma(p, z, -0x1.745d165df3f95p-4);
+    p = fma(p, z, 0x1.c71c71c304b68p-4);
+    p = fma(p, z, -0x1.249249248d7eep-3);
+    p = fma(p, z, 0x1.9999999999953p-3);
+    p = fma(p, z, -0x1.5555555555555p-2);
     return u + u * (z * p);
 }
 
@@ -1191,18 +1192,18 @@ VM_INLINE void sincos_poly_d(double r, double rl, double *s, double *c)
 {
     const double z = r * r;
     double ps = -0x1.ab17bdcbd3414p-41;
-    ps = ps * z + 0x1.61217ee5cca1bp-33;
-    ps = ps * z - 0x1.ae64541295cdfp-26;
-    ps = ps * z + 0x1.71de3a54607a5p-19;
-    ps = ps * z - 0x1.a01a01a019937p-13;
-    ps = ps * z + 0x1.1111111111110p-7;
-    ps = ps * z - 0x1.5555555555555p-3;
+    ps = fma(ps, z, 0x1.61217ee5cca1bp-33);
+    ps = fma(ps, z, -0x1.ae64541295cdfp-26);
+    ps = fma(ps, z, 0x1.71de3a54607a5p-19);
+    ps = fma(ps, z, -0x1.a01a01a019937p-13);
+    ps = fma(ps, z, 0x1.1111111111110p-7);
+    ps = fma(ps, z, -0x1.5555555555555p-3);
     double pc = -0x1.907d8f29fe831p-37;
-    pc = pc * z + 0x1.1eeb68cd22f56p-29;
-    pc = pc * z - 0x1.27e4fa17bf139p-22;
-    pc = pc * z + 0x1.a01a019f4e9b4p-16;
-    pc = pc * z - 0x1.6c16c16c16967p-10;
-    pc = pc * z + 0x1.5555555555555p-5;
+    pc = fma(pc, z, 0x1.1eeb68cd22f56p-29);
+    pc = fma(pc, z, -0x1.27e4fa17bf139p-22);
+    pc = fma(pc, z, 0x1.a01a019f4e9b4p-16);
+    pc = fma(pc, z, -0x1.6c16c16c16967p-10);
+    pc = fma(pc, z, 0x1.5555555555555p-5);
     const double hz = 0.5 * z, w = 1.0 - hz;
     *s = r + (r * (z * ps) + rl * (1.0 - hz));
     *c = w + (((1.0 - w) - hz) + ((z * z) * pc - r * rl));
@@ -1253,16 +1254,16 @@ VM_INLINE double erf_small_d(double x)
 {
     const double z = x * x;
     double q = 0x1.8a312cb07e6ccp-27;
-    q = q * z - 0x1.564f71bbc0d35p-23;
-    q = q * z + 0x1.b90ecd4aeec12p-20;
-    q = q * z - 0x1.f4c5debf1228ap-17;
-    q = q * z + 0x1.f9a2afa3a8f86p-14;
-    q = q * z - 0x1.c02db1220cfe6p-11;
-    q = q * z + 0x1.565bcd03657c0p-8;
-    q = q * z - 0x1.b82ce31257412p-6;
-    q = q * z + 0x1.ce2f21a0424c3p-4;
-    q = q * z - 0x1.812746b0379e0p-2;
-    q = q * z + 0x1.06eba8214db69p-3;
+    q = fma(q, z, -0x1.564f71bbc0d35p-23);
+    q = fma(q, z, 0x1.b90ecd4aeec12p-20);
+    q = fma(q, z, -0x1.f4c5debf1228ap-17);
+    q = fma(q, z, 0x1.f9a2afa3a8f86p-14);
+    q = fma(q, z, -0x1.c02db1220cfe6p-11);
+    q = fma(q, z, 0x1.565bcd03657c0p-8);
+    q = fma(q, z, -0x1.b82ce31257412p-6);
+    q = fma(q, z, 0x1.ce2f21a0424c3p-4);
+    q = fma(q, z, -0x1.812746b0379e0p-2);
+    q = fma(q, z, 0x1.06eba8214db69p-3);
     return x + x * q;
 }
 
@@ -1272,19 +1273,19 @@ VM_INLINE double erfc_scaled_0(double a)
 {
     const double s = a - 1;
     double p = -0x1.402bf227feaf2p-18;
-    p = p * s + 0x1.f9b9bcb7c7007p-17;
-    p = p * s - 0x1.7aa026fb393b1p-15;
-    p = p * s + 0x1.184101c3813a8p-13;
-    p = p * s - 0x1.90823b7243782p-12;
-    p = p * s + 0x1.1352770df6c59p-10;
-    p = p * s - 0x1.6af2653d4b73bp-9;
-    p = p * s + 0x1.c8cb9570457c7p-8;
-    p = p * s - 0x1.10fcf1b55ebcdp-6;
-    p = p * s + 0x1.33cad0ef68078p-5;
-    p = p * s - 0x1.44837f8906fbap-4;
-    p = p * s + 0x1.3c27283c32c9ep-3;
-    p = p * s - 0x1.17c4e3f17c050p-2;
-    p = p * s + 0x1.b5d8780f956b2p-2;
+    p = fma(p, s, 0x1.f9b9bcb7c7007p-17);
+    p = fma(p, s, -0x1.7aa026fb393b1p-15);
+    p = fma(p, s, 0x1.184101c3813a8p-13);
+    p = fma(p, s, -0x1.90823b7243782p-12);
+    p = fma(p, s, 0x1.1352770df6c59p-10);
+    p = fma(p, s, -0x1.6af2653d4b73bp-9);
+    p = fma(p, s, 0x1.c8cb9570457c7p-8);
+    p = fma(p, s, -0x1.10fcf1b55ebcdp-6);
+    p = fma(p, s, 0x1.33cad0ef68078p-5);
+    p = fma(p, s, -0x1.44837f8906fbap-4);
+    p = fma(p, s, 0x1.3c27283c32c9ep-3);
+    p = fma(p, s, -0x1.17c4e3f17c050p-2);
+    p = fma(p, s, 0x1.b5d8780f956b2p-2);
     return p;
 }
 
@@ -1294,20 +1295,20 @@ VM_INLINE double erfc_scaled_1(double a)
 {
     const double s = a - 1.625;
     double p = 0x1.c10979c4f1d83p-24;
-    p = p * s - 0x1.9927ecc2742adp-22;
-    p = p * s + 0x1.5ceba066057b1p-20;
-    p = p * s - 0x1.2d7e8d1a33abcp-18;
-    p = p * s + 0x1.fafd4f8a3cc0bp-17;
-    p = p * s - 0x1.9d62df8acc348p-15;
-    p = p * s + 0x1.465ecc645afacp-13;
-    p = p * s - 0x1.f1b43be885071p-12;
-    p = p * s + 0x1.6d609f6b58f9fp-10;
-    p = p * s - 0x1.014eae28d0450p-8;
-    p = p * s + 0x1.5a142948a96d0p-7;
-    p = p * s - 0x1.ba018e64278acp-6;
-    p = p * s + 0x1.0a15ac2adab35p-4;
-    p = p * s - 0x1.2b11e6959934dp-3;
-    p = p * s + 0x1.3583f6644327bp-2;
+    p = fma(p, s, -0x1.9927ecc2742adp-22);
+    p = fma(p, s, 0x1.5ceba066057b1p-20);
+    p = fma(p, s, -0x1.2d7e8d1a33abcp-18);
+    p = fma(p, s, 0x1.fafd4f8a3cc0bp-17);
+    p = fma(p, s, -0x1.9d62df8acc348p-15);
+    p = fma(p, s, 0x1.465ecc645afacp-13);
+    p = fma(p, s, -0x1.f1b43be885071p-12);
+    p = fma(p, s, 0x1.6d609f6b58f9fp-10);
+    p = fma(p, s, -0x1.014eae28d0450p-8);
+    p = fma(p, s, 0x1.5a142948a96d0p-7);
+    p = fma(p, s, -0x1.ba018e64278acp-6);
+    p = fma(p, s, 0x1.0a15ac2adab35p-4);
+    p = fma(p, s, -0x1.2b11e6959934dp-3);
+    p = fma(p, s, 0x1.3583f6644327bp-2);
     return p;
 }
 
@@ -1317,20 +1318,20 @@ VM_INLINE double erfc_scaled_2(double a)
 {
     const double s = a - 2.5;
     double p = 0x1.1395650bd6106p-28;
-    p = p * s - 0x1.247092d91b604p-26;
-    p = p * s + 0x1.200cd85731b89p-24;
-    p = p * s - 0x1.24bbed0b3392dp-22;
-    p = p * s + 0x1.2350e5ea264dfp-20;
-    p = p * s - 0x1.1ad21df850abdp-18;
-    p = p * s + 0x1.0bcba18a8f4b3p-16;
-    p = p * s - 0x1.edd4201bab49dp-15;
-    p = p * s + 0x1.ba8a67d269207p-13;
-    p = p * s - 0x1.809ce8ae42cf9p-11;
-    p = p * s + 0x1.435c04e206cd2p-9;
-    p = p * s - 0x1.0632076808c92p-7;
-    p = p * s + 0x1.98958a7a8e4a6p-6;
-    p = p * s - 0x1.3086d7f01ac89p-4;
-    p = p * s + 0x1.afbb3f3b7343bp-3;
+    p = fma(p, s, -0x1.247092d91b604p-26);
+    p = fma(p, s, 0x1.200cd85731b89p-24);
+    p = fma(p, s, -0x1.24bbed0b3392dp-22);
+    p = fma(p, s, 0x1.2350e5ea264dfp-20);
+    p = fma(p, s, -0x1.1ad21df850abdp-18);
+    p = fma(p, s, 0x1.0bcba18a8f4b3p-16);
+    p = fma(p, s, -0x1.edd4201bab49dp-15);
+    p = fma(p, s, 0x1.ba8a67d269207p-13);
+    p = fma(p, s, -0x1.809ce8ae42cf9p-11);
+    p = fma(p, s, 0x1.435c04e206cd2p-9);
+    p = fma(p, s, -0x1.0632076808c92p-7);
+    p = fma(p, s, 0x1.98958a7a8e4a6p-6);
+    p = fma(p, s, -0x1.3086d7f01ac89p-4);
+    p = fma(p, s, 0x1.afbb3f3b7343bp-3);
     return p;
 }
 
@@ -1340,20 +1341,20 @@ VM_INLINE double erfc_scaled_3(double a)
 {
     const double s = a - 3.625;
     double p = 0x1.efe7100bda44ep-34;
-    p = p * s - 0x1.3b652004fbb39p-31;
-    p = p * s + 0x1.74740a6aaa0adp-29;
-    p = p * s - 0x1.ca791f61fdbbcp-27;
-    p = p * s + 0x1.15f719290fef6p-24;
-    p = p * s - 0x1.4ad14215cbdfbp-22;
-    p = p * s + 0x1.82a918a6fedd9p-20;
-    p = p * s - 0x1.bb73a9a778a96p-18;
-    p = p * s + 0x1.f28b1c3a75a1bp-16;
-    p = p * s - 0x1.1267afc759274p-13;
-    p = p * s + 0x1.276b01ef6e74ap-11;
-    p = p * s - 0x1.36992d37ba831p-9;
-    p = p * s + 0x1.3e68313870544p-7;
-    p = p * s - 0x1.3dacc8d85f6c8p-5;
-    p = p * s + 0x1.33cb19179d7f6p-3;
+    p = fma(p, s, -0x1.3b652004fbb39p-31);
+    p = fma(p, s, 0x1.74740a6aaa0adp-29);
+    p = fma(p, s, -0x1.ca791f61fdbbcp-27);
+    p = fma(p, s, 0x1.15f719290fef6p-24);
+    p = fma(p, s, -0x1.4ad14215cbdfbp-22);
+    p = fma(p, s, 0x1.82a918a6fedd9p-20);
+    p = fma(p, s, -0x1.bb73a9a778a96p-18);
+    p = fma(p, s, 0x1.f28b1c3a75a1bp-16);
+    p = fma(p, s, -0x1.1267afc759274p-13);
+    p = fma(p, s, 0x1.276b01ef6e74ap-11);
+    p = fma(p, s, -0x1.36992d37ba831p-9);
+    p = fma(p, s, 0x1.3e68313870544p-7);
+    p = fma(p, s, -0x1.3dacc8d85f6c8p-5);
+    p = fma(p, s, 0x1.33cb19179d7f6p-3);
     return p;
 }
 
@@ -1363,20 +1364,20 @@ VM_INLINE double erfc_scaled_4(double a)
 {
     const double s = a - 5.125;
     double p = 0x1.3e4c319b799f6p-39;
-    p = p * s - 0x1.f6442a2dde903p-37;
-    p = p * s + 0x1.6b89d191c0b2cp-34;
-    p = p * s - 0x1.183bd50a01debp-31;
-    p = p * s + 0x1.ac2fefdcc746fp-29;
-    p = p * s - 0x1.42957f05f1e2ep-26;
-    p = p * s + 0x1.e0329765fe1c5p-24;
-    p = p * s - 0x1.60fd01d89ce1bp-21;
-    p = p * s + 0x1.0025440f9273bp-18;
-    p = p * s - 0x1.6ecb6c3bd52ecp-16;
-    p = p * s + 0x1.02fdcfb10396fp-13;
-    p = p * s - 0x1.687d168eb695bp-11;
-    p = p * s + 0x1.ee3ffedd01db4p-9;
-    p = p * s - 0x1.4d86dc5446019p-6;
-    p = p * s + 0x1.bac6ca42e1bfbp-4;
+    p = fma(p, s, -0x1.f6442a2dde903p-37);
+    p = fma(p, s, 0x1.6b89d191c0b2cp-34);
+    p = fma(p, s, -0x1.183bd50a01debp-31);
+    p = fma(p, s, 0x1.ac2fefdcc746fp-29);
+    p = fma(p, s, -0x1.42957f05f1e2ep-26);
+    p = fma(p, s, 0x1.e0329765fe1c5p-24);
+    p = fma(p, s, -0x1.60fd01d89ce1bp-21);
+    p = fma(p, s, 0x1.0025440f9273bp-18);
+    p = fma(p, s, -0x1.6ecb6c3bd52ecp-16);
+    p = fma(p, s, 0x1.02fdcfb10396fp-13);
+    p = fma(p, s, -0x1.687d168eb695bp-11);
+    p = fma(p, s, 0x1.ee3ffedd01db4p-9);
+    p = fma(p, s, -0x1.4d86dc5446019p-6);
+    p = fma(p, s, 0x1.bac6ca42e1bfbp-4);
     return p;
 }
 
