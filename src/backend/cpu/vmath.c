@@ -1103,29 +1103,39 @@ VM_INLINE double atan_poly_d(double u)
     return u + u * (z * p);
 }
 
-/* atan(t) for t >= 0 (inf included) as hi + *lo (|lo| < 0.42), as in
- * float32: pi/2 + atan(-1/t) above tan(3pi/8), pi/4 + atan((t - 1)/(t +
- * 1)) above tan(pi/8). */
-VM_INLINE double atan_nonneg_d(double t, double *lo)
+/* atan(t + tl) for t >= 0 (inf included) and a correction tl below t's
+ * ulp, as hi + *lo (|lo| < 0.42), as in float32: pi/2 + atan(-1/t) above
+ * tan(3pi/8), pi/4 + atan((t - 1)/(t + 1)) above tan(pi/8). The roundings
+ * of that u (of t - 1, t + 1 and the division, from two-sums and the
+ * division's fma residual) and tl give du, and atan(u + du) = atan(u) +
+ * du/(1 + u^2). */
+VM_INLINE double atan_nonneg_d(double t, double tl, double *lo)
 {
     const int big = t > 0x1.3504f333f9de6p+1, mid = t > 0x1.a827999fcef32p-2;
-    const double u = vseld(big, -1.0 / t, vseld(mid, (t - 1.0) / (t + 1.0), t));
-    *lo = atan_poly_d(u) + vseld(big, VD_PIO2_LO, vseld(mid, VD_PIO4_LO, 0.0));
+    double e1, e2;
+    const double nu = two_sum_d(t, -1.0, &e1), de = two_sum_d(t, 1.0, &e2);
+    const double um = nu / de, ub = -1.0 / t;
+    const double dum = (fma(-um, de, nu) + (e1 + tl) - um * (e2 + tl)) / de;
+    const double dub = -(fma(ub, t, 1.0) + ub * tl) / t;
+    const double u = vseld(big, ub, vseld(mid, um, t));
+    const double du = vseld(big, vseld(t < INFINITY, dub, 0.0), vseld(mid, dum, tl));
+    *lo = atan_poly_d(u) + (du * (1.0 - u * u) + vseld(big, VD_PIO2_LO, vseld(mid, VD_PIO4_LO, 0.0)));
     return vseld(big, VD_PIO2_HI, vseld(mid, VD_PIO4_HI, 0.0));
 }
 
 VM_INLINE double vmd_atan(double x)
 {
     double lo;
-    const double hi = atan_nonneg_d(fabs(x), &lo);
+    const double hi = atan_nonneg_d(fabs(x), 0.0, &lo);
     return with_sign_of_d(hi + lo, x);
 }
 
 /* atan2(y, x) as the float32 one: r = atan of min/max of |x|, |y| in [0,
  * 1] (inf/inf as 1 and 0/0 as 0: C99's special values), then k + r or k -
  * r for k = 0, pi/2 (|y| > |x|) or pi (x negative, -0 too), and y's sign.
- * k's and r's high parts are added exactly (two-sum) and everything else
- * after them, so the result is rounded about once. */
+ * The division's rounding is passed on as a correction (from its fma
+ * residual); k's and r's high parts are added exactly (two-sum) and
+ * everything else after them, so the result is rounded about once. */
 VM_INLINE double vmd_atan2(double y, double x)
 {
     const double ax = fabs(x), ay = fabs(y);
@@ -1134,8 +1144,9 @@ VM_INLINE double vmd_atan2(double y, double x)
     double t = num / den;
     t = vseld(ax == INFINITY && ay == INFINITY, 1.0, t);
     t = vseld(den == 0.0, 0.0, t);
+    const double tl = vseld(den < INFINITY && den > 0.0, fma(-t, den, num) / den, 0.0);
     double lo;
-    const double hi = atan_nonneg_d(t, &lo);
+    const double hi = atan_nonneg_d(t, tl, &lo);
     const double k_hi = vseld(swap, VD_PIO2_HI, vseld(neg_x, VD_PI_HI, 0.0));
     const double k_lo = vseld(swap, VD_PIO2_LO, vseld(neg_x, VD_PI_LO, 0.0));
     const int minus = swap != neg_x;
