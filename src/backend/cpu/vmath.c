@@ -1106,19 +1106,21 @@ VM_INLINE double atan_poly_d(double u)
 /* atan(t + tl) for t >= 0 (inf included) and a correction tl below t's
  * ulp, as hi + *lo (|lo| < 0.42), as in float32: pi/2 + atan(-1/t) above
  * tan(3pi/8), pi/4 + atan((t - 1)/(t + 1)) above tan(pi/8). The roundings
- * of that u (of t - 1, t + 1 and the division, from two-sums and the
- * division's fma residual) and tl give du, and atan(u + du) = atan(u) +
- * du/(1 + u^2). */
+ * of that u (of t - 1, t + 1 from two-sums, and of the quotient, from the
+ * fma residual, so one reciprocal serves both) and tl give du, and
+ * atan(u + du) = atan(u) + du/(1 + u^2). */
 VM_INLINE double atan_nonneg_d(double t, double tl, double *lo)
 {
     const int big = t > 0x1.3504f333f9de6p+1, mid = t > 0x1.a827999fcef32p-2;
     double e1, e2;
     const double nu = two_sum_d(t, -1.0, &e1), de = two_sum_d(t, 1.0, &e2);
-    const double um = nu / de, ub = -1.0 / t;
-    const double dum = (fma(-um, de, nu) + (e1 + tl) - um * (e2 + tl)) / de;
-    const double dub = -(fma(ub, t, 1.0) + ub * tl) / t;
-    const double u = vseld(big, ub, vseld(mid, um, t));
-    const double du = vseld(big, vseld(t < INFINITY, dub, 0.0), vseld(mid, dum, tl));
+    const double n = vseld(big, -1.0, nu), d = vseld(big, t, de); /* d >= 1 */
+    const double nl = vseld(big, 0.0, e1 + tl), dl = vseld(big, tl, e2 + tl);
+    const double rd = 1.0 / d;
+    const double uq = n * rd; /* within ~1 ulp of n/d: the residual corrects it */
+    const double duq = (fma(-uq, d, n) + (nl - uq * dl)) * rd;
+    const double u = vseld(big | mid, uq, t);
+    const double du = vseld(big | mid, vseld(t < INFINITY, duq, 0.0), tl);
     *lo = atan_poly_d(u) + (du * (1.0 - u * u) + vseld(big, VD_PIO2_LO, vseld(mid, VD_PIO4_LO, 0.0)));
     return vseld(big, VD_PIO2_HI, vseld(mid, VD_PIO4_HI, 0.0));
 }
@@ -1130,23 +1132,26 @@ VM_INLINE double vmd_atan(double x)
     return with_sign_of_d(hi + lo, x);
 }
 
-/* atan2(y, x) as the float32 one: r = atan of min/max of |x|, |y| in [0,
- * 1] (inf/inf as 1 and 0/0 as 0: C99's special values), then k + r or k -
- * r for k = 0, pi/2 (|y| > |x|) or pi (x negative, -0 too), and y's sign.
- * The division's rounding is passed on as a correction (from its fma
- * residual); k's and r's high parts are added exactly (two-sum) and
- * everything else after them, so the result is rounded about once. */
-VM_INLINE double vmd_atan2(double y, double x)
+/* atan2(y + yl, x + xl) for corrections yl, xl below the ulps of y, x,
+ * as the float32 one: r = atan of min/max of |x|, |y| in [0, 1] (inf/inf
+ * as 1 and 0/0 as 0: C99's special values), then k + r or k - r for k =
+ * 0, pi/2 (|y| > |x|) or pi (x negative, -0 too), and y's sign. The
+ * division's rounding (from its fma residual) and the corrections are
+ * passed on to atan; k's and r's high parts are added exactly (two-sum)
+ * and everything else after them, so the result is rounded about once. */
+VM_INLINE double atan2_corrected_d(double y, double yl, double x, double xl)
 {
     const double ax = fabs(x), ay = fabs(y);
     const int swap = ay > ax, neg_x = (int)(as_u64(x) >> 63);
+    const double axl = vseld(neg_x, -xl, xl), ayl = vseld(as_u64(y) >> 63, -yl, yl);
     const double num = vseld(swap, ax, ay), den = vseld(swap, ay, ax);
+    const double numl = vseld(swap, axl, ayl), denl = vseld(swap, ayl, axl);
     double t = num / den;
     t = vseld(ax == INFINITY && ay == INFINITY, 1.0, t);
     t = vseld(den == 0.0, 0.0, t);
-    const double tl = vseld(den < INFINITY && den > 0.0, fma(-t, den, num) / den, 0.0);
+    const double tl = (fma(-t, den, num) + (numl - t * denl)) / den;
     double lo;
-    const double hi = atan_nonneg_d(t, tl, &lo);
+    const double hi = atan_nonneg_d(t, vseld(den < INFINITY && den > 0.0, tl, 0.0), &lo);
     const double k_hi = vseld(swap, VD_PIO2_HI, vseld(neg_x, VD_PI_HI, 0.0));
     const double k_lo = vseld(swap, VD_PIO2_LO, vseld(neg_x, VD_PI_LO, 0.0));
     const int minus = swap != neg_x;
@@ -1156,11 +1161,36 @@ VM_INLINE double vmd_atan2(double y, double x)
     return vseld(x != x || y != y, x + y, with_sign_of_d(r, y));
 }
 
+VM_INLINE double vmd_atan2(double y, double x) { return atan2_corrected_d(y, 0.0, x, 0.0); }
+
+/* sqrt(1 - x^2) as d + *dl: 1 - x^2 exactly as q + ql (fma and
+ * two-sum), d = sqrt(q) and dl = (q + ql - d^2)/(2d) from d's fma
+ * residual. NaN for |x| > 1. */
+VM_INLINE double sqrt_one_minus_sq_d(double x, double *dl)
+{
+    const double p = x * x, pl = fma(x, x, -p);
+    double e;
+    const double q = two_sum_d(1.0, -p, &e);
+    const double d = sqrt(q);
+    *dl = vseld(d > 0.0, (fma(-d, d, q) + (e - pl)) / (2.0 * d), 0.0);
+    return d;
+}
+
 /* asin(x) = atan2(x, sqrt(1 - x^2)), acos(x) = atan2(sqrt(1 - x^2), x),
- * with 1 - x^2 rounded once (fma): the square root halves that rounding,
- * and |x| > 1 makes it NaN. */
-VM_INLINE double vmd_asin(double x) { return vmd_atan2(x, sqrt(fma(-x, x, 1.0))); }
-VM_INLINE double vmd_acos(double x) { return vmd_atan2(sqrt(fma(-x, x, 1.0)), x); }
+ * the square root with its correction. */
+VM_INLINE double vmd_asin(double x)
+{
+    double dl;
+    const double d = sqrt_one_minus_sq_d(x, &dl);
+    return atan2_corrected_d(x, 0.0, d, dl);
+}
+
+VM_INLINE double vmd_acos(double x)
+{
+    double dl;
+    const double d = sqrt_one_minus_sq_d(x, &dl);
+    return atan2_corrected_d(d, dl, x, 0.0);
+}
 
 /* ---------------------------------------------------------------- float64 sin, cos, tan */
 
