@@ -27,8 +27,8 @@
  *   cosh     3 (1.85)   silu   4 (2.74)   gelu_tanh 4 (2.68)
  *   logaddexp 2 (1.40; in ulps of max(|result|, |a|, |b|): the formula
  *            cancels near 0 and double has no wider type to hide that in)
- *   power    4 (0.75)   arctan2 4 (1.07)  arctan 4 (1.05)   arcsin  4 (1.11)
- *   arccos   4 (1.07)   sin    4 (0.77)   cos    4 (0.77)   tan     4 (2.05)
+ *   power    4 (0.75)   arctan2 4 (1.07)  arctan 4 (1.05)   arcsin  4 (0.64)
+ *   arccos   4 (0.76)   sin    4 (0.77)   cos    4 (0.77)   tan     4 (2.05)
  *   erf      4 (1.23)
  *   (power: also x near 1 with |y| up to 2^40, results from overflow down
  *   to the subnormals; sin/cos/tan: also the doubles closest to multiples

@@ -1163,33 +1163,69 @@ VM_INLINE double atan2_corrected_d(double y, double yl, double x, double xl)
 
 VM_INLINE double vmd_atan2(double y, double x) { return atan2_corrected_d(y, 0.0, x, 0.0); }
 
-/* sqrt(1 - x^2) as d + *dl: 1 - x^2 exactly as q + ql (fma and
- * two-sum), d = sqrt(q) and dl = (q + ql - d^2)/(2d) from d's fma
- * residual. NaN for |x| > 1. */
-VM_INLINE double sqrt_one_minus_sq_d(double x, double *dl)
+/* asin(u) - u = u z P(z) for |u| <= 1/2, z = u^2; P fitted to
+ * (asin(sqrt z)/sqrt z - 1)/z (degree 12, error 1.5e-17). */
+VM_INLINE double asin_tail_d(double u, double z)
 {
-    const double p = x * x, pl = fma(x, x, -p);
-    double e;
-    const double q = two_sum_d(1.0, -p, &e);
-    const double d = sqrt(q);
-    *dl = vseld(d > 0.0, (fma(-d, d, q) + (e - pl)) / (2.0 * d), 0.0);
-    return d;
+    double p = 0x1.d72b2bc8155f8p-6;
+    p = fma(p, z, -0x1.e6aaa8a0a04ccp-7);
+    p = fma(p, z, 0x1.1d189408314eep-6);
+    p = fma(p, z, 0x1.65a9c4dfcf8b2p-8);
+    p = fma(p, z, 0x1.52420b04b37bep-7);
+    p = fma(p, z, 0x1.782651caa6547p-7);
+    p = fma(p, z, 0x1.c9cf07674736ap-7);
+    p = fma(p, z, 0x1.1c4d35cf95421p-6);
+    p = fma(p, z, 0x1.6e8bb1c8209a2p-6);
+    p = fma(p, z, 0x1.f1c71c1db0623p-6);
+    p = fma(p, z, 0x1.6db6db6e31f13p-5);
+    p = fma(p, z, 0x1.3333333332ecap-4);
+    p = fma(p, z, 0x1.5555555555556p-3);
+    return u * (z * p);
 }
 
-/* asin(x) = atan2(x, sqrt(1 - x^2)), acos(x) = atan2(sqrt(1 - x^2), x),
- * the square root with its correction. */
+/* For |x| > 1/2: s + *sl = sqrt((1 - |x|)/2) (the halving and 1 - |x| are
+ * exact there; sl from the square root's fma residual), and the tail
+ * asin(s) - s; for |x| <= 1/2, *sl = 0, and the tail of |x|. Sets *big. */
+VM_INLINE double asin_parts_d(double x, double *sl, double *tail, int *big)
+{
+    const double a = fabs(x);
+    *big = a > 0.5;
+    const double zb = 0.5 * (1.0 - a);
+    const double s = sqrt(zb);
+    *sl = vseld(*big & (s > 0.0), fma(-s, s, zb) / (2.0 * s), 0.0);
+    const double u = vseld(*big, s, a);
+    *tail = asin_tail_d(u, vseld(*big, zb, a * a));
+    return u;
+}
+
+/* asin(|x|) = |x| + tail up to 1/2, pi/2 - 2 asin(s) above, the high
+ * parts subtracted exactly (two-sum) and the rest added to that. */
 VM_INLINE double vmd_asin(double x)
 {
-    double dl;
-    const double d = sqrt_one_minus_sq_d(x, &dl);
-    return atan2_corrected_d(x, 0.0, d, dl);
+    double sl, tail;
+    int big;
+    const double u = asin_parts_d(x, &sl, &tail, &big);
+    double e;
+    const double h = two_sum_d(VD_PIO2_HI, -2.0 * u, &e);
+    const double r_big = h + ((VD_PIO2_LO + e) - 2.0 * (sl + tail));
+    const double y = with_sign_of_d(vseld(big, r_big, u + tail), x);
+    return vseld(fabs(x) > 1.0, NAN, vseld(x != x, x, y));
 }
 
+/* acos(x) = pi/2 - asin(x) up to |x| = 1/2, 2 asin(s) above, pi - 2
+ * asin(s) below -1/2. */
 VM_INLINE double vmd_acos(double x)
 {
-    double dl;
-    const double d = sqrt_one_minus_sq_d(x, &dl);
-    return atan2_corrected_d(d, dl, x, 0.0);
+    double sl, tail;
+    int big;
+    const double u = asin_parts_d(x, &sl, &tail, &big);
+    const double mid = VD_PIO2_HI - (x + (with_sign_of_d(tail, x) - VD_PIO2_LO));
+    const double pos = 2.0 * (u + (sl + tail));
+    double e;
+    const double h = two_sum_d(VD_PI_HI, -2.0 * u, &e);
+    const double neg = h + ((VD_PI_LO + e) - 2.0 * (sl + tail));
+    const double y = vseld(big, vseld(x < 0.0, neg, pos), mid);
+    return vseld(fabs(x) > 1.0, NAN, vseld(x != x, x, y));
 }
 
 /* ---------------------------------------------------------------- float64 sin, cos, tan */
