@@ -1132,24 +1132,21 @@ VM_INLINE double vmd_atan(double x)
     return with_sign_of_d(hi + lo, x);
 }
 
-/* atan2(y + yl, x + xl) for corrections yl, xl below the ulps of y, x,
- * as the float32 one: r = atan of min/max of |x|, |y| in [0, 1] (inf/inf
- * as 1 and 0/0 as 0: C99's special values), then k + r or k - r for k =
- * 0, pi/2 (|y| > |x|) or pi (x negative, -0 too), and y's sign. The
- * division's rounding (from its fma residual) and the corrections are
- * passed on to atan; k's and r's high parts are added exactly (two-sum)
- * and everything else after them, so the result is rounded about once. */
-VM_INLINE double atan2_corrected_d(double y, double yl, double x, double xl)
+/* atan2(y, x) as the float32 one: r = atan of min/max of |x|, |y| in [0,
+ * 1] (inf/inf as 1 and 0/0 as 0: C99's special values), then k + r or k -
+ * r for k = 0, pi/2 (|y| > |x|) or pi (x negative, -0 too), and y's sign.
+ * The division's rounding (from its fma residual) is passed on to atan;
+ * k's and r's high parts are added exactly (two-sum) and everything else
+ * after them, so the result is rounded about once. */
+VM_INLINE double vmd_atan2(double y, double x)
 {
     const double ax = fabs(x), ay = fabs(y);
     const int swap = ay > ax, neg_x = (int)(as_u64(x) >> 63);
-    const double axl = vseld(neg_x, -xl, xl), ayl = vseld(as_u64(y) >> 63, -yl, yl);
     const double num = vseld(swap, ax, ay), den = vseld(swap, ay, ax);
-    const double numl = vseld(swap, axl, ayl), denl = vseld(swap, ayl, axl);
     double t = num / den;
     t = vseld(ax == INFINITY && ay == INFINITY, 1.0, t);
     t = vseld(den == 0.0, 0.0, t);
-    const double tl = (fma(-t, den, num) + (numl - t * denl)) / den;
+    const double tl = fma(-t, den, num) / den;
     double lo;
     const double hi = atan_nonneg_d(t, vseld(den < INFINITY && den > 0.0, tl, 0.0), &lo);
     const double k_hi = vseld(swap, VD_PIO2_HI, vseld(neg_x, VD_PI_HI, 0.0));
@@ -1160,8 +1157,6 @@ VM_INLINE double atan2_corrected_d(double y, double yl, double x, double xl)
     const double r = s + (vseld(minus, -lo, lo) + (k_lo + e));
     return vseld(x != x || y != y, x + y, with_sign_of_d(r, y));
 }
-
-VM_INLINE double vmd_atan2(double y, double x) { return atan2_corrected_d(y, 0.0, x, 0.0); }
 
 /* asin(u) - u = u z P(z) for |u| <= 1/2, z = u^2; P fitted to
  * (asin(sqrt z)/sqrt z - 1)/z (degree 12, error 1.5e-17). */
