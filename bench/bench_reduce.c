@@ -18,6 +18,13 @@
  * weft / thread-count split at 2 threads (above 1: reproducibility costs).
  *
  *   build/release/bench_reduce [n=4096] [repeats=5]
+ *
+ * Short rows (one thread, process CPU time): sum, mean, max, logsumexp,
+ * softmax and var over the last axis of about 360K float32 cut into rows of
+ * 3, 11, 64 and 200, beside a plain sequential C loop over the same data
+ * (one row after another, each folded in order; libm expf):
+ *
+ *   build/release/bench_reduce --short [repeats=30]
  */
 #include <math.h>
 #include <stdio.h>
@@ -301,6 +308,133 @@ static int child_main(int64_t n, int repeats)
     return 0;
 }
 
+/* ---------------------------------------------------------------- short rows */
+
+enum { SHORT_TOTAL = 360000 };
+enum { SH_SUM, SH_MEAN, SH_MAX, SH_LSE, SH_SOFTMAX, SH_VAR, SH_COUNT };
+static const char *const short_names[SH_COUNT] = {"sum", "mean", "max",
+                                                  "logsumexp", "softmax", "var"};
+
+static wf_array *build_short(int op, wf_array *a)
+{
+    const int axis[1] = {1};
+    switch (op) {
+    case SH_SUM: return wf_sum(a, axis, 1, false);
+    case SH_MEAN: return wf_mean(a, axis, 1, false);
+    case SH_MAX: return wf_max(a, axis, 1, false);
+    case SH_LSE: return wf_logsumexp(a, axis, 1, false);
+    case SH_SOFTMAX: return wf_softmax(a, axis, 1);
+    default: return wf_var(a, axis, 1, false, 0);
+    }
+}
+
+static float row_max_plain(const float *x, int64_t len)
+{
+    float m = -INFINITY;
+    for (int64_t i = 0; i < len; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+/* The plain loop of op over rows x len floats: one row after another. */
+static void plain_short(int op, const float *x, int64_t rows, int64_t len, float *out)
+{
+    for (int64_t r = 0; r < rows; r++, x += len) {
+        float s = 0;
+        switch (op) {
+        case SH_SUM:
+        case SH_MEAN:
+            for (int64_t i = 0; i < len; i++)
+                s += x[i];
+            out[r] = op == SH_MEAN ? s / (float)len : s;
+            break;
+        case SH_MAX: out[r] = row_max_plain(x, len); break;
+        case SH_LSE: {
+            const float m = row_max_plain(x, len);
+            for (int64_t i = 0; i < len; i++)
+                s += expf(x[i] - m);
+            out[r] = m + logf(s);
+            break;
+        }
+        case SH_SOFTMAX: {
+            const float m = row_max_plain(x, len);
+            float *y = out + r * len;
+            for (int64_t i = 0; i < len; i++) {
+                y[i] = expf(x[i] - m);
+                s += y[i];
+            }
+            const float inv = 1.0f / s;
+            for (int64_t i = 0; i < len; i++)
+                y[i] *= inv;
+            break;
+        }
+        default: {
+            for (int64_t i = 0; i < len; i++)
+                s += x[i];
+            const float mu = s / (float)len;
+            float q = 0;
+            for (int64_t i = 0; i < len; i++)
+                q += (x[i] - mu) * (x[i] - mu);
+            out[r] = q / (float)len;
+            break;
+        }
+        }
+    }
+}
+
+/* One thread (WEFT_NUM_THREADS=1 is set before weft starts its pool): per
+ * row length and op, weft's and the plain loop's best CPU time in µs. */
+static int short_main(int repeats)
+{
+    static const int64_t lens[4] = {3, 11, 64, 200};
+    float *data = malloc(SHORT_TOTAL * sizeof *data), *out = malloc(SHORT_TOTAL * sizeof *out);
+    uint32_t s = 777;
+    for (int64_t i = 0; i < SHORT_TOTAL; i++) {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        data[i] = (float)(s % 100000u) / 25000.0f - 2.0f;
+    }
+    printf("bench_reduce --short: rows of a %d-float float32 array, last axis, 1 thread,\n"
+           "best of %d, process CPU time in microseconds (weft includes building the op)\n\n",
+           SHORT_TOTAL, repeats);
+    printf("%-10s %5s %8s %10s %10s %8s\n", "op", "len", "rows", "weft us", "loop us",
+           "ratio");
+    for (int l = 0; l < 4; l++) {
+        const int64_t len = lens[l], rows = SHORT_TOTAL / len, shape[2] = {rows, len};
+        wf_array *a = wf_array_from_data(data, shape, 2, WF_DTYPE_F32);
+        if (a == NULL || wf_eval(&a, 1) != WF_OK) {
+            fprintf(stderr, "bench_reduce: setup failed: %s\n", wf_last_error_message());
+            return 1;
+        }
+        for (int op = 0; op < SH_COUNT; op++) {
+            double weft = 1e30, loop = 1e30;
+            for (int r = 0; r < repeats; r++) {
+                double c0 = cpu_seconds();
+                wf_array *y = build_short(op, a);
+                if (y == NULL || wf_eval(&y, 1) != WF_OK) {
+                    fprintf(stderr, "bench_reduce: %s failed: %s\n", short_names[op],
+                            wf_last_error_message());
+                    return 1;
+                }
+                const double tw = cpu_seconds() - c0;
+                wf_release(y);
+                c0 = cpu_seconds();
+                plain_short(op, data, rows, len, out);
+                const double tl = cpu_seconds() - c0;
+                weft = tw < weft ? tw : weft;
+                loop = tl < loop ? tl : loop;
+            }
+            printf("%-10s %5lld %8lld %10.1f %10.1f %7.2fx\n", short_names[op], (long long)len,
+                   (long long)rows, weft * 1e6, loop * 1e6, weft / loop);
+        }
+        wf_release(a);
+    }
+    free(out);
+    free(data);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- the parent */
 
 enum { OUT_CAP = 1 << 14 };
@@ -350,6 +484,10 @@ static best_times figure(const char *out, int op, int layout, int k, const char 
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--short") == 0) {
+        setenv("WEFT_NUM_THREADS", "1", 1);
+        return short_main(argc > 2 ? atoi(argv[2]) : 30);
+    }
     const int64_t n = argc > 1 ? atoll(argv[1]) : 4096;
     const int repeats = argc > 2 ? atoi(argv[2]) : 5;
     if (getenv("WEFT_BENCH_CHILD") != NULL)
