@@ -61,6 +61,27 @@ static void var_dispatch(int64_t n, char *const *ptrs, const int64_t *strides, c
         wf__cpu_staged(n, ptrs, strides, ctx);
 }
 
+/* Pass 2 of var over many short rows (operands as var_inner's). */
+static void var_rows(int64_t rows, int64_t n, char *const *ptrs, const int64_t *row_st,
+                     const int64_t *st, const void *ctx)
+{
+    enum { BLOCK = 256 };
+    const wf_cpu_stage_ctx *c = ctx;
+    const wf_cpu_row r = {WF_CPU_KOP_SUM, c->at, ptrs[2], st[2], c->xdt, WF_CPU_ROW_SQDEV,
+                          0,              NULL,  0};
+    double vals[BLOCK]; /* room for float64 values */
+    for (int64_t i0 = 0; i0 < rows; i0 += BLOCK) {
+        const int64_t m = rows - i0 < BLOCK ? rows - i0 : BLOCK;
+        wf_cpu_row part = r;
+        part.x += i0 * row_st[2] * (int64_t)c->item[2];
+        wf__cpu_rows_reduce(&part, n, m, row_st[2], ptrs[1] + i0 * row_st[1] * (int64_t)c->item[1],
+                            row_st[1], 0, vals);
+        wf__cpu_kop_combine_strided(WF_CPU_KOP_SUM, c->at, m,
+                                    ptrs[0] + i0 * row_st[0] * (int64_t)c->item[0], row_st[0],
+                                    vals, 1);
+    }
+}
+
 /* acc (the means) becomes the sums of squared deviations from them. */
 static wf_status var_pass(const wf_array *in, uint64_t axes, wf_dtype at, void *acc,
                           int64_t count)
@@ -83,6 +104,7 @@ static wf_status var_pass(const wf_array *in, uint64_t axes, wf_dtype at, void *
     const enum wf_cpu_layout lay[3] = {WF_CPU_LAYOUT_ACC, WF_CPU_LAYOUT_ACC, WF_CPU_LAYOUT_IN};
     wf__cpu_reduce_walk(&j.it, in, axes, 3, data, c.item, lay);
     j.fn = var_dispatch;
+    j.rows_fn = var_rows;
     j.ctx = &c;
     j.acc_op = 0;
     j.k = WF_CPU_KOP_SUM;

@@ -130,6 +130,15 @@ typedef struct wf_cpu_red_isa {
                      const float *restrict w, const float *restrict b, float *restrict y);
     void (*norm_f64)(int64_t n, const double *restrict x, double mean, double inv,
                      const double *restrict w, const double *restrict b, double *restrict y);
+    /* Many rows of n <= WF_CPU_LEAF elements, row r at x + r * rs (rs >= 0):
+     * out[r] = the row's leaf (lanes, padding, pairwise) for operator k,
+     * or of the squared deviations from mu[r * smu]. */
+    void (*rows_f32)(int k, int64_t rows, int64_t n, const float *x, int64_t rs, float *out);
+    void (*rows_f64)(int k, int64_t rows, int64_t n, const double *x, int64_t rs, double *out);
+    void (*rows_sqdev_f32)(int64_t rows, int64_t n, const float *x, int64_t rs,
+                           const float *mu, int64_t smu, float *out);
+    void (*rows_sqdev_f64)(int64_t rows, int64_t n, const double *x, int64_t rs,
+                           const double *mu, int64_t smu, double *out);
 } wf_cpu_red_isa;
 
 /* The active variant's loops (wf__vm_isa_active). */
@@ -162,6 +171,14 @@ typedef struct wf_cpu_row {
 
 /* The row's n elements reduced (n >= 0; an empty row gives the identity). */
 wf_cpu_scalar wf__cpu_row_reduce(const wf_cpu_row *r, int64_t n);
+/* The same for `rows` rows of n elements in one call (short rows: what
+ * the per-row calls would cost is most of the work): row i starts at r->x
+ * + i * rs elements (its elements r->sx apart), its mean (SQDEV) or shift
+ * (EXP) is a[i * sa] (dtype r->at; NULL for PLAIN), its exponentials go to
+ * r->y + i * ys elements (EXP, when r->y is given); its value (dtype r->at)
+ * to vals[i]. Each row gets the bits wf__cpu_row_reduce gives it. */
+void wf__cpu_rows_reduce(const wf_cpu_row *r, int64_t n, int64_t rows, int64_t rs,
+                         const void *a, int64_t sa, int64_t ys, void *vals);
 /* The same for w <= WF_CPU_COLS adjacent float32 columns at once (a
  * reduction over an axis that is not innermost): column c's elements are
  * at r->x + (i * r->sx + c) floats, its exponentials go to r->y + (i * r->sy
@@ -261,10 +278,19 @@ void wf__cpu_staged(int64_t n, char *const *ptrs, const int64_t *strides, const 
  * function (a call with stride 0 for the accumulator reduces a row into one
  * value, otherwise it combines a row element-wise). Parallel chunks have at
  * least `min_chunk` elements. */
+/* A reduction's inner function over many rows at once, for walks whose
+ * innermost dim is a short reduced row (accumulator stride 0 there): `rows`
+ * rows of n elements; operand k of row r starts at ptrs[k] + r * row_st[k]
+ * elements, its elements st[k] apart. Each row must get the bits fn gives
+ * it, and the rows combine into the accumulator in order. */
+typedef void (*wf_cpu_rows_inner_fn)(int64_t rows, int64_t n, char *const *ptrs,
+                                     const int64_t *row_st, const int64_t *st, const void *ctx);
+
 typedef struct wf_cpu_red_job {
     wf_cpu_iter it;
     int acc_op;
     wf_cpu_inner_fn fn;
+    wf_cpu_rows_inner_fn rows_fn; /* or NULL */
     const void *ctx;
     wf_cpu_kop k;
     wf_dtype at;
@@ -288,6 +314,9 @@ wf_status wf__cpu_red_drive(const wf_cpu_red_job *j);
 /* The inner function of a plain reduction: operands [acc (at), x]; ctx is a
  * wf_cpu_stage_ctx with k, at, xdt set (wf__cpu_plain_ctx). */
 void wf__cpu_plain_inner(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx);
+/* Its form for many short rows (wf_cpu_rows_inner_fn). */
+void wf__cpu_plain_rows(int64_t rows, int64_t n, char *const *ptrs, const int64_t *row_st,
+                        const int64_t *st, const void *ctx);
 void wf__cpu_plain_ctx(wf_cpu_stage_ctx *c, wf_cpu_kop k, wf_dtype xdt, wf_dtype at);
 /* Fills acc (acc_count values of dtype at) with k's identity and reduces
  * `in` over `axes` into it. */

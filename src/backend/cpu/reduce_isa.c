@@ -9,6 +9,8 @@
  * under -std=c11): the variants give identical bits and differ in speed. */
 #include "backend/cpu/reduce.h"
 
+#include <math.h>
+
 #include "backend/cpu/vmath.h"
 
 typedef float v16f __attribute__((vector_size(64)));
@@ -17,6 +19,15 @@ typedef int32_t v16i __attribute__((vector_size(64)));
 typedef double v8d __attribute__((vector_size(64)));
 typedef double v8d_u __attribute__((vector_size(64), aligned(8), may_alias));
 typedef int64_t v8l __attribute__((vector_size(64)));
+/* Halves and quarters, for the last steps of a pairwise combination. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef double v4d __attribute__((vector_size(32)));
+typedef int64_t v4l __attribute__((vector_size(32)));
+typedef double v2d __attribute__((vector_size(16)));
+typedef int64_t v2l __attribute__((vector_size(16)));
 
 #define ISA(name) name##_baseline
 #include "backend/cpu/reduce_isa.inc"

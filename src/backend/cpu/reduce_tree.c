@@ -438,6 +438,189 @@ wf_cpu_scalar wf__cpu_row_reduce(const wf_cpu_row *r, int64_t n)
     return v;
 }
 
+/* ================================================================ many short rows */
+
+/* Elements of the compute dtype a stack block holds (8 KB): rows are staged
+ * (converted, shifted, exponentiated) a block at a time; longer rows go one
+ * by one through wf__cpu_row_reduce. */
+enum { ROWS_STAGE = 1024 };
+
+/* Rows shorter than SHORT_ROW of a plain reduction, each folded in order
+ * from the identity (as wf__cpu_row_reduce folds them); k is a constant
+ * where these are inlined. */
+static inline __attribute__((always_inline)) void fold_rows_f32(int k, int64_t rows, int64_t n,
+                                                                const float *x, int64_t rs,
+                                                                float *out)
+{
+    const float id = kop_identity(k, WF_DTYPE_F32).f32;
+    for (int64_t r = 0; r < rows; r++) {
+        float a = id;
+        for (int64_t i = 0; i < n; i++)
+            a = wf__cpu_kop_f32(k, a, x[r * rs + i]);
+        out[r] = a;
+    }
+}
+static inline __attribute__((always_inline)) void fold_rows_f64(int k, int64_t rows, int64_t n,
+                                                                const double *x, int64_t rs,
+                                                                double *out)
+{
+    const double id = kop_identity(k, WF_DTYPE_F64).f64;
+    for (int64_t r = 0; r < rows; r++) {
+        double a = id;
+        for (int64_t i = 0; i < n; i++)
+            a = wf__cpu_kop_f64(k, a, x[r * rs + i]);
+        out[r] = a;
+    }
+}
+
+static void fold_rows(wf_cpu_kop k, wf_dtype at, int64_t rows, int64_t n, const void *x,
+                      int64_t rs, void *out)
+{
+    const bool f32 = at == WF_DTYPE_F32;
+    switch (k) {
+    case WF_CPU_KOP_SUM:
+        f32 ? fold_rows_f32(WF_CPU_KOP_SUM, rows, n, x, rs, out)
+            : fold_rows_f64(WF_CPU_KOP_SUM, rows, n, x, rs, out);
+        break;
+    case WF_CPU_KOP_PROD:
+        f32 ? fold_rows_f32(WF_CPU_KOP_PROD, rows, n, x, rs, out)
+            : fold_rows_f64(WF_CPU_KOP_PROD, rows, n, x, rs, out);
+        break;
+    case WF_CPU_KOP_MAX:
+        f32 ? fold_rows_f32(WF_CPU_KOP_MAX, rows, n, x, rs, out)
+            : fold_rows_f64(WF_CPU_KOP_MAX, rows, n, x, rs, out);
+        break;
+    default:
+        f32 ? fold_rows_f32(WF_CPU_KOP_MIN, rows, n, x, rs, out)
+            : fold_rows_f64(WF_CPU_KOP_MIN, rows, n, x, rs, out);
+        break;
+    }
+}
+
+/* One row at a time (integers, long rows, negative row strides). */
+static void rows_one_by_one(const wf_cpu_row *r, int64_t n, int64_t rows, int64_t rs,
+                            const void *a, int64_t sa, int64_t ys, void *vals)
+{
+    const size_t xi = wf_dtype_size(r->xdt), ai = wf_dtype_size(r->at);
+    for (int64_t i = 0; i < rows; i++) {
+        wf_cpu_row one = *r;
+        one.x = r->x + i * rs * (int64_t)xi;
+        if (a != NULL)
+            one.a = r->at == WF_DTYPE_F64 ? ((const double *)a)[i * sa]
+                                          : (double)((const float *)a)[i * sa];
+        if (r->y != NULL)
+            one.y = r->y + i * ys * (int64_t)ai;
+        const wf_cpu_scalar v = wf__cpu_row_reduce(&one, n);
+        memcpy((char *)vals + (size_t)i * ai, &v, ai);
+    }
+}
+
+/* Float rows of another dtype or stride, converted a block of rows at a
+ * time into contiguous rows of the compute dtype. */
+static void rows_converted(const wf_cpu_row *r, int64_t n, int64_t rows, int64_t rs,
+                           const void *a, int64_t sa, int64_t ys, void *vals)
+{
+    const size_t xi = wf_dtype_size(r->xdt), ai = wf_dtype_size(r->at);
+    const int64_t per = ROWS_STAGE * (int64_t)sizeof(double) / (int64_t)ai / n;
+    double buf[ROWS_STAGE];
+    for (int64_t i0 = 0; i0 < rows; i0 += per) {
+        const int64_t m = rows - i0 < per ? rows - i0 : per;
+        for (int64_t i = 0; i < m; i++)
+            wf__cpu_convert_1d(n, r->x + (i0 + i) * rs * (int64_t)xi, r->xdt, r->sx,
+                               (char *)buf + (size_t)(i * n) * ai, r->at, 1);
+        wf_cpu_row c = *r;
+        c.x = (const char *)buf;
+        c.xdt = r->at;
+        c.sx = 1;
+        if (r->y != NULL)
+            c.y = r->y + i0 * ys * (int64_t)ai;
+        wf__cpu_rows_reduce(&c, n, m, n, a != NULL ? (const char *)a + (size_t)(i0 * sa) * ai : NULL,
+                            sa, ys, (char *)vals + (size_t)i0 * ai);
+    }
+}
+
+/* Contiguous float rows of exp(x - a[i]): a block of rows shifted and
+ * exponentiated at once (exp gives each element the same bits wherever it
+ * lies in a block), stored to y, then their leaves. */
+static void rows_exp(const wf_cpu_row *r, int64_t n, int64_t rows, int64_t rs, const void *a,
+                     int64_t sa, int64_t ys, void *vals)
+{
+    const wf_cpu_red_isa *isa = wf__cpu_red_isa();
+    const bool f32 = r->at == WF_DTYPE_F32;
+    const size_t ai = f32 ? sizeof(float) : sizeof(double);
+    const int64_t per = ROWS_STAGE * (int64_t)sizeof(double) / (int64_t)ai / n;
+    double t[ROWS_STAGE], e[ROWS_STAGE];
+    for (int64_t i0 = 0; i0 < rows; i0 += per) {
+        const int64_t m = rows - i0 < per ? rows - i0 : per;
+        char *y = r->y != NULL ? r->y + i0 * ys * (int64_t)ai : NULL;
+        const bool into_y = y != NULL && r->sy == 1 && ys == n;
+        void *ev = into_y ? (void *)y : (void *)e;
+        if (f32) {
+            const float *x = (const float *)r->x + i0 * rs, *s = (const float *)a + i0 * sa;
+            float *tf = (float *)t;
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++)
+                    tf[i * n + j] = x[i * rs + j] - s[i * sa];
+            wf__cpu_exp_f32(m * n, tf, ev);
+            isa->rows_f32(WF_CPU_KOP_SUM, m, n, ev, n, (float *)vals + i0);
+        } else {
+            const double *x = (const double *)r->x + i0 * rs, *s = (const double *)a + i0 * sa;
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++)
+                    t[i * n + j] = x[i * rs + j] - s[i * sa];
+            wf__cpu_exp_f64(m * n, t, ev);
+            isa->rows_f64(WF_CPU_KOP_SUM, m, n, ev, n, (double *)vals + i0);
+        }
+        for (int64_t i = 0; y != NULL && !into_y && i < m; i++)
+            wf__cpu_convert_1d(n, (const char *)e + (size_t)(i * n) * ai, r->at, 1,
+                               y + i * ys * (int64_t)ai, r->at, r->sy);
+    }
+}
+
+void wf__cpu_rows_reduce(const wf_cpu_row *r, int64_t n, int64_t rows, int64_t rs,
+                         const void *a, int64_t sa, int64_t ys, void *vals)
+{
+    const wf_cpu_kop k = r->map == WF_CPU_ROW_PLAIN ? r->k : WF_CPU_KOP_SUM;
+    const bool f32 = r->at == WF_DTYPE_F32, f64 = r->at == WF_DTYPE_F64;
+    const size_t ai = wf_dtype_size(r->at);
+    if (rows <= 0)
+        return;
+    if (n <= 0) {
+        const wf_cpu_scalar id = kop_identity(k, r->at);
+        for (int64_t i = 0; i < rows; i++)
+            memcpy((char *)vals + (size_t)i * ai, &id, ai);
+        return;
+    }
+    const int64_t block_rows = ROWS_STAGE * (int64_t)sizeof(double) / (int64_t)ai / n;
+    const bool staged = r->xdt != r->at || r->sx != 1 || r->map == WF_CPU_ROW_EXP;
+    if ((!f32 && !f64) || rs < 0 || n > WF_CPU_LEAF || (staged && block_rows < 1)) {
+        rows_one_by_one(r, n, rows, rs, a, sa, ys, vals);
+        return;
+    }
+    if (r->xdt != r->at || r->sx != 1) {
+        rows_converted(r, n, rows, rs, a, sa, ys, vals);
+        return;
+    }
+    const wf_cpu_red_isa *isa = wf__cpu_red_isa();
+    switch (r->map) {
+    case WF_CPU_ROW_EXP: rows_exp(r, n, rows, rs, a, sa, ys, vals); break;
+    case WF_CPU_ROW_SQDEV:
+        if (f32)
+            isa->rows_sqdev_f32(rows, n, (const float *)r->x, rs, a, sa, vals);
+        else
+            isa->rows_sqdev_f64(rows, n, (const double *)r->x, rs, a, sa, vals);
+        break;
+    default:
+        if (n < SHORT_ROW)
+            fold_rows(k, r->at, rows, n, r->x, rs, vals);
+        else if (f32)
+            isa->rows_f32(k, rows, n, (const float *)r->x, rs, vals);
+        else
+            isa->rows_f64(k, rows, n, (const double *)r->x, rs, vals);
+        break;
+    }
+}
+
 /* ================================================================ columns */
 
 /* Rows of columns staged at a time (a stage of WF_CPU_STAGE values). */

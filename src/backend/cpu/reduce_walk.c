@@ -301,6 +301,41 @@ static char *block_acc(const drive_plan *p, int64_t b)
                   : p->partials + (size_t)(b - 1) * p->acc_bytes;
 }
 
+/* The walk of one task: rows_fn over the last two dims when the innermost
+ * dim is a reduced row no longer than a leaf, else fn per row. */
+static void run_walk(const wf_cpu_red_job *j, const wf_cpu_iter *it)
+{
+    const int last = it->ndim - 1;
+    if (j->rows_fn == NULL || it->empty || it->ndim < 2 || it->strides[j->acc_op][last] != 0 ||
+        it->shape[last] > WF_CPU_LEAF || wf__cpu_wants_tiling(it)) {
+        wf__cpu_iter_run_tiled(it, j->fn, j->ctx);
+        return;
+    }
+    int64_t row_st[WF_CPU_MAX_OPERANDS], st[WF_CPU_MAX_OPERANDS];
+    int64_t index[WF_MAX_NDIM] = {0};
+    char *ptrs[WF_CPU_MAX_OPERANDS];
+    for (int k = 0; k < it->nops; k++) {
+        row_st[k] = it->strides[k][last - 1];
+        st[k] = it->strides[k][last];
+        ptrs[k] = it->data[k];
+    }
+    for (;;) {
+        j->rows_fn(it->shape[last - 1], it->shape[last], ptrs, row_st, st, j->ctx);
+        int d = last - 2;
+        for (; d >= 0; d--) {
+            for (int k = 0; k < it->nops; k++)
+                ptrs[k] += it->strides[k][d] * (int64_t)it->itemsize[k];
+            if (++index[d] < it->shape[d])
+                break;
+            for (int k = 0; k < it->nops; k++)
+                ptrs[k] -= it->strides[k][d] * it->shape[d] * (int64_t)it->itemsize[k];
+            index[d] = 0;
+        }
+        if (d < 0)
+            return;
+    }
+}
+
 static void run_task(void *arg, int64_t begin, int64_t end)
 {
     const drive_plan *p = arg;
@@ -317,7 +352,7 @@ static void run_task(void *arg, int64_t begin, int64_t end)
             const int64_t len = sub.shape[p->kept_dim];
             sub = sub_walk(&sub, p->kept_dim, len * c / p->nkept, len * (c + 1) / p->nkept);
         }
-        wf__cpu_iter_run_tiled(&sub, j->fn, j->ctx);
+        run_walk(j, &sub);
     }
 }
 
@@ -456,6 +491,26 @@ void wf__cpu_plain_inner(int64_t n, char *const *ptrs, const int64_t *strides, c
     }
 }
 
+/* Rows reduced into a stack block of values at a time. */
+enum { ROWS_VALUES = 256 };
+
+void wf__cpu_plain_rows(int64_t rows, int64_t n, char *const *ptrs, const int64_t *row_st,
+                        const int64_t *st, const void *ctx)
+{
+    const wf_cpu_stage_ctx *c = ctx;
+    const wf_cpu_row r = {c->k, c->at, ptrs[1], st[1], c->xdt, WF_CPU_ROW_PLAIN, 0, NULL, 0};
+    double vals[ROWS_VALUES]; /* room for values of any dtype */
+    for (int64_t i0 = 0; i0 < rows; i0 += ROWS_VALUES) {
+        const int64_t m = rows - i0 < ROWS_VALUES ? rows - i0 : ROWS_VALUES;
+        wf_cpu_row part = r;
+        part.x += i0 * row_st[1] * (int64_t)c->item[1];
+        wf__cpu_rows_reduce(&part, n, m, row_st[1], NULL, 0, 0, vals);
+        wf__cpu_kop_combine_strided(c->k, c->at, m,
+                                    ptrs[0] + i0 * row_st[0] * (int64_t)c->item[0], row_st[0],
+                                    vals, 1);
+    }
+}
+
 wf_status wf__cpu_reduce_into(const wf_array *in, uint64_t axes, wf_cpu_kop k, wf_dtype at,
                               void *acc, int64_t acc_count)
 {
@@ -468,6 +523,7 @@ wf_status wf__cpu_reduce_into(const wf_array *in, uint64_t axes, wf_cpu_kop k, w
     const enum wf_cpu_layout lay[2] = {WF_CPU_LAYOUT_ACC, WF_CPU_LAYOUT_IN};
     wf__cpu_reduce_walk(&j.it, in, axes, 2, data, c.item, lay);
     j.fn = wf__cpu_plain_inner;
+    j.rows_fn = wf__cpu_plain_rows;
     j.ctx = &c;
     j.acc_op = 0;
     j.k = k;
