@@ -28,6 +28,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backend/cpu/cpu.h"
 #include "core/array.h"
@@ -54,6 +55,29 @@ typedef union wf_cpu_scalar {
     double f64;
 } wf_cpu_scalar;
 
+/* take ? x : a through the bits (compilers branch on a float ?: whose
+ * condition is not one comparison, and a branch on data mispredicts). */
+static inline float wf__cpu_pick_f32(bool take, float x, float a)
+{
+    uint32_t ux, ua;
+    memcpy(&ux, &x, sizeof ux);
+    memcpy(&ua, &a, sizeof ua);
+    const uint32_t m = 0u - (uint32_t)take, r = (ux & m) | (ua & ~m);
+    float out;
+    memcpy(&out, &r, sizeof out);
+    return out;
+}
+static inline double wf__cpu_pick_f64(bool take, double x, double a)
+{
+    uint64_t ux, ua;
+    memcpy(&ux, &x, sizeof ux);
+    memcpy(&ua, &a, sizeof ua);
+    const uint64_t m = 0u - (uint64_t)take, r = (ux & m) | (ua & ~m);
+    double out;
+    memcpy(&out, &r, sizeof out);
+    return out;
+}
+
 /* a (k) x for floats; max and min propagate NaN (a NaN input is taken, a
  * NaN accumulator kept). */
 static inline float wf__cpu_kop_f32(int k, float a, float x)
@@ -61,8 +85,8 @@ static inline float wf__cpu_kop_f32(int k, float a, float x)
     switch (k) {
     case WF_CPU_KOP_SUM: return a + x;
     case WF_CPU_KOP_PROD: return a * x;
-    case WF_CPU_KOP_MAX: return (x > a || x != x) ? x : a;
-    default: return (x < a || x != x) ? x : a;
+    case WF_CPU_KOP_MAX: return wf__cpu_pick_f32((x > a) | (x != x), x, a);
+    default: return wf__cpu_pick_f32((x < a) | (x != x), x, a);
     }
 }
 static inline double wf__cpu_kop_f64(int k, double a, double x)
@@ -70,8 +94,8 @@ static inline double wf__cpu_kop_f64(int k, double a, double x)
     switch (k) {
     case WF_CPU_KOP_SUM: return a + x;
     case WF_CPU_KOP_PROD: return a * x;
-    case WF_CPU_KOP_MAX: return (x > a || x != x) ? x : a;
-    default: return (x < a || x != x) ? x : a;
+    case WF_CPU_KOP_MAX: return wf__cpu_pick_f64((x > a) | (x != x), x, a);
+    default: return wf__cpu_pick_f64((x < a) | (x != x), x, a);
     }
 }
 
@@ -139,6 +163,10 @@ typedef struct wf_cpu_red_isa {
                            const float *mu, int64_t smu, float *out);
     void (*rows_sqdev_f64)(int64_t rows, int64_t n, const double *x, int64_t rs,
                            const double *mu, int64_t smu, double *out);
+    /* The same rows each folded in order from k's identity (rows under 16
+     * elements of a plain reduction). */
+    void (*fold_f32)(int k, int64_t rows, int64_t n, const float *x, int64_t rs, float *out);
+    void (*fold_f64)(int k, int64_t rows, int64_t n, const double *x, int64_t rs, double *out);
 } wf_cpu_red_isa;
 
 /* The active variant's loops (wf__vm_isa_active). */

@@ -445,58 +445,6 @@ wf_cpu_scalar wf__cpu_row_reduce(const wf_cpu_row *r, int64_t n)
  * by one through wf__cpu_row_reduce. */
 enum { ROWS_STAGE = 1024 };
 
-/* Rows shorter than SHORT_ROW of a plain reduction, each folded in order
- * from the identity (as wf__cpu_row_reduce folds them); k is a constant
- * where these are inlined. */
-static inline __attribute__((always_inline)) void fold_rows_f32(int k, int64_t rows, int64_t n,
-                                                                const float *x, int64_t rs,
-                                                                float *out)
-{
-    const float id = kop_identity(k, WF_DTYPE_F32).f32;
-    for (int64_t r = 0; r < rows; r++) {
-        float a = id;
-        for (int64_t i = 0; i < n; i++)
-            a = wf__cpu_kop_f32(k, a, x[r * rs + i]);
-        out[r] = a;
-    }
-}
-static inline __attribute__((always_inline)) void fold_rows_f64(int k, int64_t rows, int64_t n,
-                                                                const double *x, int64_t rs,
-                                                                double *out)
-{
-    const double id = kop_identity(k, WF_DTYPE_F64).f64;
-    for (int64_t r = 0; r < rows; r++) {
-        double a = id;
-        for (int64_t i = 0; i < n; i++)
-            a = wf__cpu_kop_f64(k, a, x[r * rs + i]);
-        out[r] = a;
-    }
-}
-
-static void fold_rows(wf_cpu_kop k, wf_dtype at, int64_t rows, int64_t n, const void *x,
-                      int64_t rs, void *out)
-{
-    const bool f32 = at == WF_DTYPE_F32;
-    switch (k) {
-    case WF_CPU_KOP_SUM:
-        f32 ? fold_rows_f32(WF_CPU_KOP_SUM, rows, n, x, rs, out)
-            : fold_rows_f64(WF_CPU_KOP_SUM, rows, n, x, rs, out);
-        break;
-    case WF_CPU_KOP_PROD:
-        f32 ? fold_rows_f32(WF_CPU_KOP_PROD, rows, n, x, rs, out)
-            : fold_rows_f64(WF_CPU_KOP_PROD, rows, n, x, rs, out);
-        break;
-    case WF_CPU_KOP_MAX:
-        f32 ? fold_rows_f32(WF_CPU_KOP_MAX, rows, n, x, rs, out)
-            : fold_rows_f64(WF_CPU_KOP_MAX, rows, n, x, rs, out);
-        break;
-    default:
-        f32 ? fold_rows_f32(WF_CPU_KOP_MIN, rows, n, x, rs, out)
-            : fold_rows_f64(WF_CPU_KOP_MIN, rows, n, x, rs, out);
-        break;
-    }
-}
-
 /* One row at a time (integers, long rows, negative row strides). */
 static void rows_one_by_one(const wf_cpu_row *r, int64_t n, int64_t rows, int64_t rs,
                             const void *a, int64_t sa, int64_t ys, void *vals)
@@ -611,8 +559,10 @@ void wf__cpu_rows_reduce(const wf_cpu_row *r, int64_t n, int64_t rows, int64_t r
             isa->rows_sqdev_f64(rows, n, (const double *)r->x, rs, a, sa, vals);
         break;
     default:
-        if (n < SHORT_ROW)
-            fold_rows(k, r->at, rows, n, r->x, rs, vals);
+        if (n < SHORT_ROW && f32)
+            isa->fold_f32(k, rows, n, (const float *)r->x, rs, vals);
+        else if (n < SHORT_ROW)
+            isa->fold_f64(k, rows, n, (const double *)r->x, rs, vals);
         else if (f32)
             isa->rows_f32(k, rows, n, (const float *)r->x, rs, vals);
         else
