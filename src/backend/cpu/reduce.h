@@ -371,6 +371,13 @@ typedef void (*wf_cpu_row_fn)(const wf_cpu_rows *rows, int64_t len, const void *
  * gives it (wf__cpu_cols_reduce does for its part). */
 typedef void (*wf_cpu_cols_fn)(const wf_cpu_rows *rows, int64_t len, int w, const float *x,
                                int64_t sx, float *y, int64_t sy, char *res, int64_t res_step);
+/* g rows of len <= WF_CPU_LEAF elements at once (short rows, where a call
+ * per row would cost more than the row): row r's x at x + r * xs elements,
+ * contiguous, of the compute dtype; its output at y + r * ys elements (when
+ * the rows have outputs), its result at res + r * res_step bytes. Must give
+ * each row the bits `row` gives it (wf__cpu_rows_reduce does for its part). */
+typedef void (*wf_cpu_batch_fn)(const wf_cpu_rows *rows, int64_t len, int64_t g, const void *x,
+                                int64_t xs, void *y, int64_t ys, char *res, int64_t res_step);
 struct wf_cpu_rows {
     const wf_array *x;
     uint64_t axes;
@@ -380,6 +387,7 @@ struct wf_cpu_rows {
     size_t res_item;
     wf_cpu_row_fn row;
     wf_cpu_cols_fn cols; /* or NULL: strided rows are always gathered */
+    wf_cpu_batch_fn batch; /* or NULL: short rows go to `row` one by one */
     const void *arg;   /* for row and cols */
     int64_t row_cost;  /* work per row element, in cheap-element units */
 };

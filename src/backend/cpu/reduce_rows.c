@@ -26,6 +26,8 @@
  * (a cache line of float32 along the kept dim) when rows are gathered, as
  * long as the group stays under MAX_GATHER_BYTES. */
 enum { GROUP_BYTES = 1 << 20, MIN_GROUP = 16, MAX_GROUP = 64, MAX_GATHER_BYTES = 1 << 24 };
+/* Elements per group of short rows handed to rows->batch at once. */
+enum { BATCH_ELEMENTS = 1 << 14 };
 
 typedef struct rows_plan {
     const wf_cpu_rows *rows;
@@ -36,6 +38,7 @@ typedef struct rows_plan {
     int64_t groups;     /* groups per index of the other dims */
     bool x_direct, y_direct;
     bool columns;       /* groups of adjacent float32 columns go to rows->cols */
+    bool batched;       /* groups of short rows go to rows->batch */
     size_t xi, yi, ai;
     atomic_int failed;
 } rows_plan;
@@ -117,7 +120,13 @@ static void run_group(const rows_plan *p, int64_t task, char *xblock, char *yblo
     }
     if (!p->x_direct)
         gather(p, g, base[0], rows->x->dtype, rs[0], p->axis_st[0], xblock, raw);
-    for (int64_t r = 0; r < g; r++) {
+    if (p->batched) {
+        void *y = rows->y == NULL ? NULL : p->y_direct ? (void *)base[2] : (void *)yblock;
+        rows->batch(rows, p->len, g, p->x_direct ? (const void *)base[0] : (const void *)xblock,
+                    p->x_direct ? rs[0] : p->len, y, p->y_direct ? rs[2] : p->len,
+                    rows->res != NULL ? base[1] : NULL, rs[1] * (int64_t)rows->res_item);
+    }
+    for (int64_t r = 0; r < g && !p->batched; r++) {
         const void *x = p->x_direct ? (const void *)(base[0] + r * rs[0] * (int64_t)p->xi)
                                     : (const void *)(xblock + (size_t)(r * p->len) * p->ai);
         void *y = NULL;
@@ -227,8 +236,15 @@ wf_status wf__cpu_rows_run(const wf_cpu_rows *rows)
                      p->walk.strides[0][last] == 1 && p->axis_st[0] != 1 &&
                      (rows->y == NULL ||
                       (rows->y->dtype == WF_DTYPE_F32 && p->walk.strides[2][last] == 1));
-        p->group = p->columns ? (WF_CPU_COLS < along ? WF_CPU_COLS : along)
-                              : group_size(p, strided, along);
+        p->batched = rows->batch != NULL && !p->columns && p->len <= WF_CPU_LEAF;
+        if (p->columns)
+            p->group = WF_CPU_COLS < along ? WF_CPU_COLS : along;
+        else if (p->batched)
+            p->group = BATCH_ELEMENTS / p->len < along ? BATCH_ELEMENTS / p->len : along;
+        else
+            p->group = group_size(p, strided, along);
+        if (p->group < 1)
+            p->group = 1;
         p->groups = (along + p->group - 1) / p->group;
         const int64_t work = p->group * p->len * (rows->row_cost > 0 ? rows->row_cost : 1);
         const int64_t min_tasks = WF_CPU_RED_CHEAP / work;

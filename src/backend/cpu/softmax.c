@@ -86,6 +86,84 @@ static void lse_row(const wf_cpu_rows *rows, int64_t len, const void *x, void *y
         *(float *)res = (float)shift + logf((float)s);
 }
 
+/* Short rows, many at a time: the maxima, the exponentials and their sums
+ * through wf__cpu_rows_reduce (the bits of row_max and row_expsum), then
+ * per row what softmax_row / lse_row do with them. */
+enum { BATCH_BLOCK = 256 };
+
+/* m (count values of dtype at) becomes the shifts. */
+static void shifts_of(wf_dtype at, int64_t count, void *m)
+{
+    for (int64_t i = 0; i < count; i++) {
+        if (at == WF_DTYPE_F64)
+            ((double *)m)[i] = shift_of(((double *)m)[i]);
+        else
+            ((float *)m)[i] = (float)shift_of(((float *)m)[i]);
+    }
+}
+
+/* The shifts and sums of exp(x - shift) of c rows (exponentials to y when
+ * given). */
+static void batch_max_expsum(wf_dtype at, int64_t len, int64_t c, const char *x, int64_t xs,
+                             char *y, int64_t ys, void *m, void *s)
+{
+    const wf_cpu_row rm = {WF_CPU_KOP_MAX, at, x, 1, at, WF_CPU_ROW_PLAIN, 0, NULL, 0};
+    wf__cpu_rows_reduce(&rm, len, c, xs, NULL, 0, 0, m);
+    shifts_of(at, c, m);
+    const wf_cpu_row re = {WF_CPU_KOP_SUM, at, x, 1, at, WF_CPU_ROW_EXP, 0, y, 1};
+    wf__cpu_rows_reduce(&re, len, c, xs, m, 1, ys, s);
+}
+
+static void softmax_batch(const wf_cpu_rows *rows, int64_t len, int64_t g, const void *x,
+                          int64_t xs, void *y, int64_t ys, char *res, int64_t res_step)
+{
+    (void)res;
+    (void)res_step;
+    const wf_dtype at = rows->at;
+    const size_t ai = wf_dtype_size(at);
+    double m[BATCH_BLOCK], s[BATCH_BLOCK]; /* room for values of either dtype */
+    for (int64_t i0 = 0; i0 < g; i0 += BATCH_BLOCK) {
+        const int64_t c = g - i0 < BATCH_BLOCK ? g - i0 : BATCH_BLOCK;
+        char *yb = (char *)y + i0 * ys * (int64_t)ai;
+        batch_max_expsum(at, len, c, (const char *)x + i0 * xs * (int64_t)ai, xs, yb, ys, m, s);
+        for (int64_t i = 0; i < c; i++) {
+            /* 1/s rounded to the compute dtype, then one product per element. */
+            if (at == WF_DTYPE_F64) {
+                double *row = (double *)yb + i * ys;
+                const double inv = 1.0 / s[i];
+                for (int64_t j = 0; j < len; j++)
+                    row[j] *= inv;
+            } else {
+                float *row = (float *)yb + i * ys;
+                const float inv = 1.0f / ((float *)s)[i];
+                for (int64_t j = 0; j < len; j++)
+                    row[j] *= inv;
+            }
+        }
+    }
+}
+
+static void lse_batch(const wf_cpu_rows *rows, int64_t len, int64_t g, const void *x,
+                      int64_t xs, void *y, int64_t ys, char *res, int64_t res_step)
+{
+    (void)y;
+    (void)ys;
+    const wf_dtype at = rows->at;
+    const size_t ai = wf_dtype_size(at);
+    double m[BATCH_BLOCK], s[BATCH_BLOCK];
+    for (int64_t i0 = 0; i0 < g; i0 += BATCH_BLOCK) {
+        const int64_t c = g - i0 < BATCH_BLOCK ? g - i0 : BATCH_BLOCK;
+        batch_max_expsum(at, len, c, (const char *)x + i0 * xs * (int64_t)ai, xs, NULL, 0, m, s);
+        char *r = res + i0 * res_step;
+        for (int64_t i = 0; i < c; i++) {
+            if (at == WF_DTYPE_F64)
+                *(double *)(r + i * res_step) = m[i] + log(s[i]);
+            else
+                *(float *)(r + i * res_step) = ((float *)m)[i] + logf(((float *)s)[i]);
+        }
+    }
+}
+
 /* Adjacent float32 columns (an axis that is not innermost): the same
  * steps with the column form of the tree, so each column gets the bits the
  * row form gives it. The strided columns are read once, into a contiguous
@@ -263,6 +341,7 @@ wf_status wf__cpu_logsumexp(const wf_array *in, uint64_t axes, wf_dtype at, void
                               .res_item = wf_dtype_size(at),
                               .row = lse_row,
                               .cols = lse_cols,
+                              .batch = lse_batch,
                               .row_cost = 16};
     const wf_status st = wf__cpu_rows_run(&rows);
     return st == WF_ERR_UNSUPPORTED ? lse_general(in, axes, at, acc, count) : st;
@@ -346,6 +425,7 @@ wf_status wf__cpu_softmax(wf_array *out, wf_array *const *inputs, int ninputs,
                               .y = out,
                               .row = softmax_row,
                               .cols = softmax_cols,
+                              .batch = softmax_batch,
                               .row_cost = 16};
     st = wf__cpu_rows_run(&rows);
     if (st != WF_ERR_UNSUPPORTED)
