@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu.h"
 #include "backend/cpu/vmath.h"
 #include "core/array.h"
 #include "core/dtype.h"
@@ -731,6 +732,157 @@ static void test_half_rounds_once(void)
     free(x);
 }
 
+/* ---------------------------------------------------------------- the fixed order of short rows */
+
+/* The order reduce_tree.c documents for a row of n <= 4096 float32 values
+ * (one leaf), written out plainly: below 16 elements a plain reduction
+ * folds in order from the identity; otherwise 64 lanes start at the
+ * identity (-0 for sums), element i goes into lane i mod 64, the lanes of
+ * the last group past the row take the padding (the identity; the mean for
+ * squared deviations), and the lanes combine pairwise (lane j with lane j +
+ * w for w = 32, 16, ..., 1). k: 0 sum, 1 prod, 2 max, 3 min. */
+static float order_kop(int k, float a, float x)
+{
+    switch (k) {
+    case 0: return a + x;
+    case 1: return a * x;
+    case 2: return (x > a || x != x) ? x : a;
+    default: return (x < a || x != x) ? x : a;
+    }
+}
+
+static float order_identity(int k)
+{
+    static const float id[4] = {-0.0f, 1.0f, -INFINITY, INFINITY};
+    return id[k];
+}
+
+static float order_leaf(int k, const float *x, int64_t n, bool fold, const float *mu)
+{
+    if (fold && n < 16) {
+        float a = k == 0 ? 0.0f : order_identity(k);
+        for (int64_t i = 0; i < n; i++)
+            a = order_kop(k, a, x[i]);
+        return a;
+    }
+    float l[64];
+    for (int j = 0; j < 64; j++)
+        l[j] = order_identity(mu != NULL ? 0 : k);
+    for (int64_t i = 0; i < (n + 63) / 64 * 64; i++) {
+        const float v = i < n ? x[i] : mu != NULL ? *mu : order_identity(k);
+        if (mu != NULL)
+            l[i % 64] += (v - *mu) * (v - *mu);
+        else
+            l[i % 64] = order_kop(k, l[i % 64], v);
+    }
+    for (int w = 32; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++)
+            l[j] = order_kop(mu != NULL ? 0 : k, l[j], l[j + w]);
+    return l[0];
+}
+
+enum { ORDER_OPS = 8 };
+static const char *const order_names[ORDER_OPS] = {"sum",  "prod", "max",       "min",
+                                                   "mean", "var",  "logsumexp", "softmax"};
+
+/* Op `op` of one row by the plain order; y: the row's softmax. */
+static float order_row(int op, const float *x, int64_t n, float *y)
+{
+    const float nf = (float)n;
+    switch (op) {
+    case 0: return 0.0f + order_leaf(0, x, n, true, NULL);
+    case 1: return 1.0f * order_leaf(1, x, n, true, NULL);
+    case 2:
+    case 3: return order_leaf(op, x, n, true, NULL);
+    case 4: return (0.0f + order_leaf(0, x, n, true, NULL)) / nf;
+    case 5: {
+        const float mean = (0.0f + order_leaf(0, x, n, true, NULL)) / nf;
+        return (0.0f + order_leaf(0, x, n, false, &mean)) / nf;
+    }
+    default: {
+        const float m = order_leaf(2, x, n, true, NULL), shift = isinf(m) ? 0.0f : m;
+        float *t = malloc((size_t)n * sizeof *t), *e = malloc((size_t)n * sizeof *e);
+        for (int64_t i = 0; i < n; i++)
+            t[i] = x[i] - shift;
+        wf__cpu_exp_f32(n, t, e);
+        const float s = order_leaf(0, e, n, false, NULL), inv = 1.0f / s;
+        for (int64_t i = 0; op == 7 && i < n; i++)
+            y[i] = e[i] * inv;
+        free(t);
+        free(e);
+        return shift + logf(s);
+    }
+    }
+}
+
+static wf_array *order_op(int op, wf_array *a)
+{
+    const int last[1] = {1};
+    switch (op) {
+    case 0: return wf_sum(a, last, 1, false);
+    case 1: return wf_prod(a, last, 1, false);
+    case 2: return wf_max(a, last, 1, false);
+    case 3: return wf_min(a, last, 1, false);
+    case 4: return wf_mean(a, last, 1, false);
+    case 5: return wf_var(a, last, 1, false, 0);
+    case 6: return wf_logsumexp(a, last, 1, false);
+    default: return wf_softmax(a, last, 1);
+    }
+}
+
+/* Many short rows reduced at once give each row the bits of the fixed
+ * order, whatever the row length (every length to 70, the lane and leaf
+ * edges), for contiguous rows and rows cut out of wider ones (a row stride
+ * above the length), and a number of rows that is no multiple of 16. */
+static void test_short_rows_fixed_order(void)
+{
+    static const int64_t extra[] = {100, 127, 128, 129, 200, 1000, 4095, 4096};
+    enum { ROWS = 37, PAD = 5 };
+    for (int li = 0; li < 70 + (int)(sizeof extra / sizeof extra[0]); li++) {
+        const int64_t n = li < 70 ? li + 1 : extra[li - 70], w = n + PAD;
+        double *v = conf_values(ROWS * w, -3, 3, (uint32_t)(500 + li));
+        float *x = malloc((size_t)(ROWS * w) * sizeof *x), *want = malloc((size_t)n * sizeof *x);
+        for (int64_t i = 0; i < ROWS * w; i++)
+            x[i] = i % 53 == 7 ? -0.0f : (float)v[i];
+        wf_scope_begin();
+        const int64_t shape[2] = {ROWS, w}, start[2] = {0, 2}, stop[2] = {ROWS, 2 + n},
+                      step[2] = {1, 1}, packed_shape[2] = {ROWS, n};
+        wf_array *wide = wf_array_from_data(x, shape, 2, WF_DTYPE_F32);
+        float *packed = malloc((size_t)(ROWS * n) * sizeof *packed);
+        for (int64_t r = 0; r < ROWS; r++)
+            memcpy(packed + r * n, x + r * w + 2, (size_t)n * sizeof *x);
+        wf_array *layouts[2] = {wf_array_from_data(packed, packed_shape, 2, WF_DTYPE_F32),
+                                wf_slice(wide, start, stop, step)};
+        for (int lay = 0; lay < 2; lay++)
+            for (int op = 0; op < ORDER_OPS; op++) {
+                wf_array *got = order_op(op, layouts[lay]);
+                const size_t nb = wf_array_nbytes(got);
+                float *g = malloc(nb);
+                if (!CHECK_OK(wf_array_copy_to(got, g, nb))) {
+                    free(g);
+                    continue;
+                }
+                for (int64_t r = 0; r < ROWS; r++) {
+                    const float one = order_row(op, packed + r * n, n, want);
+                    const bool same = op == 7 ? memcmp(g + r * n, want, (size_t)n * 4) == 0
+                                              : memcmp(g + r, &one, 4) == 0;
+                    if (!same) {
+                        wf_test_fail(__FILE__, __LINE__, "%s of row %lld (length %lld, %s): "
+                                     "not the bits of the fixed order", order_names[op],
+                                     (long long)r, (long long)n, lay ? "sliced" : "contiguous");
+                        break;
+                    }
+                }
+                free(g);
+            }
+        wf_scope_end();
+        free(packed);
+        free(want);
+        free(x);
+        free(v);
+    }
+}
+
 /* Every ISA variant computes the same bytes (they run the same operations
  * in the same order); forcing a variant the CPU lacks is refused. */
 static void test_isa_variants_agree(void)
@@ -952,6 +1104,7 @@ int main(void)
     RUN_TEST(test_errors);
     RUN_TEST(test_parallel_determinism);
     RUN_TEST(test_isa_variants_agree);
+    RUN_TEST(test_short_rows_fixed_order);
     /* The conformance tests again on every other variant the CPU runs (not
      * under TSan: the variants differ in loop code, not in threading, and
      * the release and ASan builds run them). */
@@ -972,6 +1125,7 @@ int main(void)
         RUN_TEST(test_softmax);
         RUN_TEST(test_half_rounds_once);
         RUN_TEST(test_cumsum_cumprod);
+        RUN_TEST(test_short_rows_fixed_order);
     }
     wf__vm_isa_force(active);
     const int64_t live = live_arrays();
