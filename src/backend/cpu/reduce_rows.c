@@ -239,10 +239,13 @@ wf_status wf__cpu_rows_run(const wf_cpu_rows *rows)
         p->batched = rows->batch != NULL && !p->columns && p->len <= WF_CPU_LEAF;
         if (p->columns)
             p->group = WF_CPU_COLS < along ? WF_CPU_COLS : along;
-        else if (p->batched)
-            p->group = BATCH_ELEMENTS / p->len < along ? BATCH_ELEMENTS / p->len : along;
         else
             p->group = group_size(p, strided, along);
+        /* Short rows batched: enough of them per call to pay for the call
+         * (never fewer than the gathering of strided rows wants). */
+        const int64_t batch = BATCH_ELEMENTS / p->len < along ? BATCH_ELEMENTS / p->len : along;
+        if (p->batched && batch > p->group)
+            p->group = batch;
         if (p->group < 1)
             p->group = 1;
         p->groups = (along + p->group - 1) / p->group;
