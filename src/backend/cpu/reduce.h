@@ -167,6 +167,12 @@ typedef struct wf_cpu_red_isa {
      * elements of a plain reduction). */
     void (*fold_f32)(int k, int64_t rows, int64_t n, const float *x, int64_t rs, float *out);
     void (*fold_f64)(int k, int64_t rows, int64_t n, const double *x, int64_t rs, double *out);
+    /* acc[c] (k)= x[r * rs + c] for c < n, rows r in order (accum per row,
+     * the accumulators kept in registers across rows). */
+    void (*accum_rows_f32)(int k, int64_t rows, int64_t n, float *acc, const float *x,
+                           int64_t rs);
+    void (*accum_rows_f64)(int k, int64_t rows, int64_t n, double *acc, const double *x,
+                           int64_t rs);
 } wf_cpu_red_isa;
 
 /* The active variant's loops (wf__vm_isa_active). */
@@ -319,6 +325,10 @@ typedef struct wf_cpu_red_job {
     int acc_op;
     wf_cpu_inner_fn fn;
     wf_cpu_rows_inner_fn rows_fn; /* or NULL */
+    /* or NULL: the same signature for walks whose innermost dim is kept
+     * and the next one reduced (accumulator row stride 0): rows folded
+     * into one row of accumulators, in order */
+    wf_cpu_rows_inner_fn fold_fn;
     const void *ctx;
     wf_cpu_kop k;
     wf_dtype at;
@@ -342,8 +352,11 @@ wf_status wf__cpu_red_drive(const wf_cpu_red_job *j);
 /* The inner function of a plain reduction: operands [acc (at), x]; ctx is a
  * wf_cpu_stage_ctx with k, at, xdt set (wf__cpu_plain_ctx). */
 void wf__cpu_plain_inner(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx);
-/* Its form for many short rows (wf_cpu_rows_inner_fn). */
+/* Its form for many short rows (wf_cpu_rows_inner_fn), and for many rows
+ * folded into one row of accumulators (fold_fn). */
 void wf__cpu_plain_rows(int64_t rows, int64_t n, char *const *ptrs, const int64_t *row_st,
+                        const int64_t *st, const void *ctx);
+void wf__cpu_plain_fold(int64_t rows, int64_t n, char *const *ptrs, const int64_t *row_st,
                         const int64_t *st, const void *ctx);
 void wf__cpu_plain_ctx(wf_cpu_stage_ctx *c, wf_cpu_kop k, wf_dtype xdt, wf_dtype at);
 /* Fills acc (acc_count values of dtype at) with k's identity and reduces

@@ -301,13 +301,25 @@ static char *block_acc(const drive_plan *p, int64_t b)
                   : p->partials + (size_t)(b - 1) * p->acc_bytes;
 }
 
-/* The walk of one task: rows_fn over the last two dims when the innermost
- * dim is a reduced row no longer than a leaf, else fn per row. */
+/* The 2-d function for the last two dims of the walk of one task, or NULL
+ * (then fn runs per row): rows_fn when the innermost dim is a reduced row
+ * no longer than a leaf, fold_fn when it is kept and the next reduced. */
+static wf_cpu_rows_inner_fn walk_fn_2d(const wf_cpu_red_job *j, const wf_cpu_iter *it)
+{
+    const int last = it->ndim - 1;
+    if (it->empty || it->ndim < 2 || wf__cpu_wants_tiling(it))
+        return NULL;
+    const int64_t *acc = it->strides[j->acc_op];
+    if (acc[last] == 0)
+        return it->shape[last] <= WF_CPU_LEAF ? j->rows_fn : NULL;
+    return acc[last - 1] == 0 ? j->fold_fn : NULL;
+}
+
 static void run_walk(const wf_cpu_red_job *j, const wf_cpu_iter *it)
 {
     const int last = it->ndim - 1;
-    if (j->rows_fn == NULL || it->empty || it->ndim < 2 || it->strides[j->acc_op][last] != 0 ||
-        it->shape[last] > WF_CPU_LEAF || wf__cpu_wants_tiling(it)) {
+    const wf_cpu_rows_inner_fn fn2 = walk_fn_2d(j, it);
+    if (fn2 == NULL) {
         wf__cpu_iter_run_tiled(it, j->fn, j->ctx);
         return;
     }
@@ -320,7 +332,7 @@ static void run_walk(const wf_cpu_red_job *j, const wf_cpu_iter *it)
         ptrs[k] = it->data[k];
     }
     for (;;) {
-        j->rows_fn(it->shape[last - 1], it->shape[last], ptrs, row_st, st, j->ctx);
+        fn2(it->shape[last - 1], it->shape[last], ptrs, row_st, st, j->ctx);
         int d = last - 2;
         for (; d >= 0; d--) {
             for (int k = 0; k < it->nops; k++)
@@ -511,6 +523,28 @@ void wf__cpu_plain_rows(int64_t rows, int64_t n, char *const *ptrs, const int64_
     }
 }
 
+void wf__cpu_plain_fold(int64_t rows, int64_t n, char *const *ptrs, const int64_t *row_st,
+                        const int64_t *st, const void *ctx)
+{
+    const wf_cpu_stage_ctx *c = ctx;
+    const bool direct = c->xdt == c->at && st[0] == 1 && st[1] == 1 && row_st[0] == 0;
+    if (direct && c->at == WF_DTYPE_F32) {
+        wf__cpu_red_isa()->accum_rows_f32(c->k, rows, n, (float *)ptrs[0],
+                                          (const float *)ptrs[1], row_st[1]);
+        return;
+    }
+    if (direct && c->at == WF_DTYPE_F64) {
+        wf__cpu_red_isa()->accum_rows_f64(c->k, rows, n, (double *)ptrs[0],
+                                          (const double *)ptrs[1], row_st[1]);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        char *const row[2] = {ptrs[0] + r * row_st[0] * (int64_t)c->item[0],
+                              ptrs[1] + r * row_st[1] * (int64_t)c->item[1]};
+        wf__cpu_plain_inner(n, row, st, ctx);
+    }
+}
+
 wf_status wf__cpu_reduce_into(const wf_array *in, uint64_t axes, wf_cpu_kop k, wf_dtype at,
                               void *acc, int64_t acc_count)
 {
@@ -524,6 +558,7 @@ wf_status wf__cpu_reduce_into(const wf_array *in, uint64_t axes, wf_cpu_kop k, w
     wf__cpu_reduce_walk(&j.it, in, axes, 2, data, c.item, lay);
     j.fn = wf__cpu_plain_inner;
     j.rows_fn = wf__cpu_plain_rows;
+    j.fold_fn = wf__cpu_plain_fold;
     j.ctx = &c;
     j.acc_op = 0;
     j.k = k;
