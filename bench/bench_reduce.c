@@ -121,7 +121,12 @@ static void column_part(void *arg, int64_t begin, int64_t end)
         float *acc = s->partial + p * s->cols;
         const int kop = s->k < 0 ? WF_CPU_KOP_SUM : s->k;
         wf__cpu_kop_fill((wf_cpu_kop)kop, WF_DTYPE_F32, acc, s->cols);
-        for (int64_t r = s->rows * p / s->parts; r < s->rows * (p + 1) / s->parts; r++) {
+        const int64_t r0 = s->rows * p / s->parts, r1 = s->rows * (p + 1) / s->parts;
+        if (s->k >= 0) { /* weft's fastest loop for a row of accumulators */
+            isa->accum_rows_f32(kop, r1 - r0, s->cols, acc, s->x + r0 * s->cols, s->cols);
+            continue;
+        }
+        for (int64_t r = r0; r < r1; r++) {
             const float *row = s->x + r * s->cols;
             if (s->k < 0) {
                 for (int64_t c = 0; c < s->cols; c++)
@@ -501,18 +506,24 @@ int main(int argc, char **argv)
     snprintf(narg, sizeof narg, "%lld", (long long)n);
     snprintf(rarg, sizeof rarg, "%d", repeats);
     static char one[OUT_CAP], two[OUT_CAP];
+    double load[2][3] = {{0}};
+    getloadavg(load[0], 3);
     if (!run_child(self, 1, narg, rarg, one) || !run_child(self, 2, narg, rarg, two)) {
         fprintf(stderr, "bench_reduce: a measuring run failed\n");
         return 1;
     }
     printf("bench_reduce: %lld x %lld float32, best of %d, ns per input element (wall)\n",
            (long long)n, (long long)n, repeats);
-    printf("plain C loop sum, 1 thread: %.3f\n\n", atof(one + 5));
+    getloadavg(load[1], 3);
+    printf("plain C loop sum, 1 thread: %.3f\n", atof(one + 5));
+    printf("load average (1 min) before and after the runs: %.2f %.2f (the machine is shared:\n"
+           "above the core count, wall figures and the 1->2 speedup mean little)\n\n",
+           load[0][0], load[1][0]);
     printf("wall: 1 and 2 threads and the speedup; cpu: process CPU time (all threads) of\n"
            "weft and of the thread-count split at 2 threads, and their ratio (the cost of\n"
            "reproducibility; CPU time stays meaningful when other work shares the machine)\n\n");
-    printf("%-10s %-10s %-7s %8s %8s %7s %9s %9s %8s\n", "op", "layout", "axis", "wall 1t",
-           "wall 2t", "1->2", "cpu weft", "cpu split", "ratio");
+    printf("%-10s %-10s %-7s %8s %8s %7s %9s %9s %8s %8s\n", "op", "layout", "axis", "wall 1t",
+           "wall 2t", "1->2", "cpu weft", "cpu split", "ratio", "ratio 1t");
     static const char *const axis_names[3] = {"axis 1", "axis 0", "all"};
     for (int op = 0; op < OP_COUNT; op++)
         for (int layout = 0; layout < 2; layout++)
@@ -525,10 +536,11 @@ int main(int argc, char **argv)
                 printf("%-10s %-10s %-7s %8.3f %8.3f %6.2fx %9.3f", op_names[op],
                        layout ? "transposed" : "contiguous", axis_names[k], w1.wall, w2.wall,
                        w1.wall / w2.wall, w2.cpu);
+                const best_times s1 = figure(one, op, layout, k, "split");
                 if (s2.cpu > 0)
-                    printf(" %9.3f %7.2fx\n", s2.cpu, w2.cpu / s2.cpu);
+                    printf(" %9.3f %7.2fx %7.2fx\n", s2.cpu, w2.cpu / s2.cpu, w1.cpu / s1.cpu);
                 else
-                    printf(" %9s %8s\n", "-", "-");
+                    printf(" %9s %8s %8s\n", "-", "-", "-");
             }
     printf("\n'-': the reduced extent is one row per output; weft's split (rows in "
            "parallel) is the only one.\n\n");
