@@ -117,6 +117,10 @@ void wf__cpu_kop_combine1(wf_cpu_kop k, wf_dtype at, void *a, const wf_cpu_scala
 /* ---------------------------------------------------------------- ISA variants */
 
 enum { WF_CPU_LANES_F32 = 64, WF_CPU_LANES_F64 = 32, WF_CPU_COLS = 16 };
+/* Columns a column form handles per call: several groups of WF_CPU_COLS, so
+ * that each visit of a strided row reads (and writes) several cache lines
+ * of it, not one (one line per 16 KB-strided row costs a TLB miss each). */
+enum { WF_CPU_COLS_WIDE = 4 * WF_CPU_COLS };
 
 /* The hot loops of one instruction-set variant (reduce_isa.c). "Lanes" are
  * WF_CPU_LANES_* running values that a row is spread over (element i goes
@@ -173,6 +177,13 @@ typedef struct wf_cpu_red_isa {
                            int64_t rs);
     void (*accum_rows_f64)(int k, int64_t rows, int64_t n, double *acc, const double *x,
                            int64_t rs);
+    /* nq groups of WF_CPU_COLS columns at once, in one pass over the rows:
+     * block q of t (tq floats apart) gets t[q * tq + i * 16 + c] = x[i * sx
+     * + 16 q + c]; and back, y[i * sy + 16 q + c] = v[q * vq + i * 16 + c]
+     * * f[16 q + c]. */
+    void (*col_gather_f32)(int64_t n, int nq, const float *x, int64_t sx, float *t, int64_t tq);
+    void (*col_scatter_scale_f32)(int64_t n, int nq, const float *v, int64_t vq, const float *f,
+                                  float *y, int64_t sy);
 } wf_cpu_red_isa;
 
 /* The active variant's loops (wf__vm_isa_active). */
@@ -378,7 +389,7 @@ wf_status wf__cpu_reduce_into(const wf_array *in, uint64_t axes, wf_cpu_kop k, w
 typedef struct wf_cpu_rows wf_cpu_rows;
 typedef void (*wf_cpu_row_fn)(const wf_cpu_rows *rows, int64_t len, const void *x, void *y,
                               char *res);
-/* w <= WF_CPU_COLS float32 rows at once that are adjacent columns in
+/* w <= WF_CPU_COLS_WIDE float32 rows at once that are adjacent columns in
  * memory: row c's element i is x[i * sx + c], its output y[i * sy + c], its
  * result at res + c * res_step bytes. Must give each row the bits `row`
  * gives it (wf__cpu_cols_reduce does for its part). */

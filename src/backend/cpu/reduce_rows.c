@@ -26,8 +26,10 @@
  * (a cache line of float32 along the kept dim) when rows are gathered, as
  * long as the group stays under MAX_GATHER_BYTES. */
 enum { GROUP_BYTES = 1 << 20, MIN_GROUP = 16, MAX_GROUP = 64, MAX_GATHER_BYTES = 1 << 24 };
-/* Elements per group of short rows handed to rows->batch at once. */
-enum { BATCH_ELEMENTS = 1 << 14 };
+/* Elements per group of short rows handed to rows->batch at once; the
+ * longest columns handed to rows->cols WF_CPU_COLS_WIDE at a time (blocks
+ * of 16 MB). */
+enum { BATCH_ELEMENTS = 1 << 14, WIDE_COLUMNS_LEN = 1 << 16 };
 
 typedef struct rows_plan {
     const wf_cpu_rows *rows;
@@ -237,8 +239,10 @@ wf_status wf__cpu_rows_run(const wf_cpu_rows *rows)
                      (rows->y == NULL ||
                       (rows->y->dtype == WF_DTYPE_F32 && p->walk.strides[2][last] == 1));
         p->batched = rows->batch != NULL && !p->columns && p->len <= WF_CPU_LEAF;
-        if (p->columns)
-            p->group = WF_CPU_COLS < along ? WF_CPU_COLS : along;
+        if (p->columns) /* wide groups unless their blocks would be large */
+            p->group = p->len <= WIDE_COLUMNS_LEN ? WF_CPU_COLS_WIDE : WF_CPU_COLS;
+        if (p->columns && p->group > along)
+            p->group = along;
         else
             p->group = group_size(p, strided, along);
         /* Short rows batched: enough of them per call to pay for the call

@@ -166,20 +166,17 @@ static void lse_batch(const wf_cpu_rows *rows, int64_t len, int64_t g, const voi
 
 /* Adjacent float32 columns (an axis that is not innermost): the same
  * steps with the column form of the tree, so each column gets the bits the
- * row form gives it. The strided columns are read once, into a contiguous
- * block of len x WF_CPU_COLS (NULL if it cannot be had: then they are read
- * where they are), which the passes then share; on return `block` holds
- * the exponentials when it was had. */
-static float *columns_max_expsum(int64_t len, int w, const float *x, int64_t sx, float *shift,
-                                 wf_cpu_scalar *s)
+ * row form gives it. Whole groups of WF_CPU_COLS columns are read once, all
+ * groups in one pass over the strided rows, into contiguous blocks of len x
+ * WF_CPU_COLS that the passes then share (the exponentials replace the
+ * values there) and that are written back in one pass; a last partial group
+ * (or all of them, if the blocks cannot be had) is read where it is. */
+
+/* The shifts and sums of exp(x - shift) of w columns of x (rows sx apart);
+ * the exponentials go to y (rows sy apart). */
+static void columns_max_expsum(int64_t len, int w, const float *x, int64_t sx, float *y,
+                               int64_t sy, float *shift, wf_cpu_scalar *s)
 {
-    static const float zeros[WF_CPU_COLS];
-    float *block = w == WF_CPU_COLS ? malloc((size_t)len * WF_CPU_COLS * sizeof *block) : NULL;
-    if (block != NULL) { /* x - 0 = x, signed zeros included */
-        wf__cpu_red_isa()->col_shift_f32(len, x, sx, zeros, block);
-        x = block;
-        sx = WF_CPU_COLS;
-    }
     wf_cpu_scalar m[WF_CPU_COLS];
     const wf_cpu_row rm = {WF_CPU_KOP_MAX, WF_DTYPE_F32, (const char *)x, sx, WF_DTYPE_F32,
                            WF_CPU_ROW_PLAIN, 0, NULL, 0};
@@ -187,9 +184,37 @@ static float *columns_max_expsum(int64_t len, int w, const float *x, int64_t sx,
     for (int c = 0; c < w; c++)
         shift[c] = (float)shift_of(m[c].f32);
     const wf_cpu_row re = {WF_CPU_KOP_SUM, WF_DTYPE_F32, (const char *)x, sx, WF_DTYPE_F32,
-                           WF_CPU_ROW_EXP, 0, (char *)block, sx};
+                           WF_CPU_ROW_EXP, 0, (char *)y, sy};
     wf__cpu_cols_reduce(&re, len, w, shift, s);
-    return block;
+}
+
+/* The blocks of the whole groups of w columns (len x WF_CPU_COLS each, in
+ * one allocation), read from x; NULL if none or they cannot be had. */
+static float *columns_blocks(int64_t len, int w, const float *x, int64_t sx)
+{
+    const int nq = w / WF_CPU_COLS;
+    float *blocks = nq > 0 ? malloc((size_t)(len * WF_CPU_COLS * nq) * sizeof *blocks) : NULL;
+    if (blocks != NULL)
+        wf__cpu_red_isa()->col_gather_f32(len, nq, x, sx, blocks, len * WF_CPU_COLS);
+    return blocks;
+}
+
+/* shift and s of all w columns: through the blocks (their exponentials
+ * left there) for the first `in_blocks` columns, the rest read from x with
+ * their exponentials to y (NULL: not kept). */
+static void columns_all(int64_t len, int w, const float *x, int64_t sx, float *y, int64_t sy,
+                        float *blocks, int in_blocks, float *shift, wf_cpu_scalar *s)
+{
+    for (int c0 = 0; c0 < w; c0 += WF_CPU_COLS) {
+        const int cw = w - c0 < WF_CPU_COLS ? w - c0 : WF_CPU_COLS;
+        if (c0 < in_blocks) {
+            float *b = blocks + (int64_t)(c0 / WF_CPU_COLS) * len * WF_CPU_COLS;
+            columns_max_expsum(len, cw, b, WF_CPU_COLS, b, WF_CPU_COLS, shift + c0, s + c0);
+        } else {
+            columns_max_expsum(len, cw, x + c0, sx, y != NULL ? y + c0 : NULL, sy, shift + c0,
+                               s + c0);
+        }
+    }
 }
 
 static void softmax_cols(const wf_cpu_rows *rows, int64_t len, int w, const float *x,
@@ -198,22 +223,20 @@ static void softmax_cols(const wf_cpu_rows *rows, int64_t len, int w, const floa
     (void)rows;
     (void)res;
     (void)res_step;
-    float shift[WF_CPU_COLS], inv[WF_CPU_COLS];
-    wf_cpu_scalar s[WF_CPU_COLS];
-    float *block = columns_max_expsum(len, w, x, sx, shift, s);
+    float shift[WF_CPU_COLS_WIDE], inv[WF_CPU_COLS_WIDE];
+    wf_cpu_scalar s[WF_CPU_COLS_WIDE];
+    float *blocks = columns_blocks(len, w, x, sx);
+    const int in_blocks = blocks != NULL ? w / WF_CPU_COLS * WF_CPU_COLS : 0;
+    columns_all(len, w, x, sx, y, sy, blocks, in_blocks, shift, s);
     for (int c = 0; c < w; c++)
         inv[c] = 1.0f / s[c].f32;
-    if (block != NULL) {
-        wf__cpu_red_isa()->col_scale_f32(len, block, WF_CPU_COLS, inv, y, sy);
-        free(block);
-        return;
+    if (blocks != NULL) {
+        wf__cpu_red_isa()->col_scatter_scale_f32(len, in_blocks / WF_CPU_COLS, blocks,
+                                                 len * WF_CPU_COLS, inv, y, sy);
+        free(blocks);
     }
-    /* Without a block: the exponentials again, straight into y. */
-    const wf_cpu_row re = {WF_CPU_KOP_SUM, WF_DTYPE_F32, (const char *)x, sx, WF_DTYPE_F32,
-                           WF_CPU_ROW_EXP, 0, (char *)y, sy};
-    wf__cpu_cols_reduce(&re, len, w, shift, s);
-    for (int64_t i = 0; i < len; i++)
-        for (int c = 0; c < w; c++)
+    for (int64_t i = 0; i < len; i++) /* the columns whose exponentials are in y */
+        for (int c = in_blocks; c < w; c++)
             y[i * sy + c] *= inv[c];
 }
 
@@ -223,9 +246,12 @@ static void lse_cols(const wf_cpu_rows *rows, int64_t len, int w, const float *x
     (void)rows;
     (void)y;
     (void)sy;
-    float shift[WF_CPU_COLS];
-    wf_cpu_scalar s[WF_CPU_COLS];
-    free(columns_max_expsum(len, w, x, sx, shift, s));
+    float shift[WF_CPU_COLS_WIDE];
+    wf_cpu_scalar s[WF_CPU_COLS_WIDE];
+    float *blocks = columns_blocks(len, w, x, sx);
+    const int in_blocks = blocks != NULL ? w / WF_CPU_COLS * WF_CPU_COLS : 0;
+    columns_all(len, w, x, sx, NULL, 0, blocks, in_blocks, shift, s);
+    free(blocks);
     for (int c = 0; c < w; c++)
         *(float *)(res + c * res_step) = shift[c] + logf(s[c].f32);
 }
