@@ -392,9 +392,11 @@ typedef void (*wf_cpu_row_fn)(const wf_cpu_rows *rows, int64_t len, const void *
 /* w <= WF_CPU_COLS_WIDE float32 rows at once that are adjacent columns in
  * memory: row c's element i is x[i * sx + c], its output y[i * sy + c], its
  * result at res + c * res_step bytes. Must give each row the bits `row`
- * gives it (wf__cpu_cols_reduce does for its part). */
+ * gives it (wf__cpu_cols_reduce does for its part). `scratch`: room for len
+ * x w floats, reused from call to call, or NULL. */
 typedef void (*wf_cpu_cols_fn)(const wf_cpu_rows *rows, int64_t len, int w, const float *x,
-                               int64_t sx, float *y, int64_t sy, char *res, int64_t res_step);
+                               int64_t sx, float *y, int64_t sy, char *res, int64_t res_step,
+                               float *scratch);
 /* g rows of len <= WF_CPU_LEAF elements at once (short rows, where a call
  * per row would cost more than the row): row r's x at x + r * xs elements,
  * contiguous, of the compute dtype; its output at y + r * ys elements (when

@@ -117,7 +117,7 @@ static void run_group(const rows_plan *p, int64_t task, char *xblock, char *yblo
     if (p->columns) {
         rows->cols(rows, p->len, (int)g, (const float *)base[0], p->axis_st[0], (float *)base[2],
                    p->axis_st[2], rows->res != NULL ? base[1] : NULL,
-                   rs[1] * (int64_t)rows->res_item);
+                   rs[1] * (int64_t)rows->res_item, (float *)xblock);
         return;
     }
     if (!p->x_direct)
@@ -148,15 +148,17 @@ static void run_tasks(void *arg, int64_t begin, int64_t end)
     const size_t block = (size_t)(p->group * p->len);
     const size_t raw_item = p->xi > p->yi ? p->xi : p->yi;
     char *mem = NULL;
-    if (!p->columns && (!p->x_direct || (p->rows->y != NULL && !p->y_direct))) {
+    if (p->columns) { /* the column form's blocks; it does without them */
+        mem = malloc(block * sizeof(float));
+    } else if (!p->x_direct || (p->rows->y != NULL && !p->y_direct)) {
         mem = malloc(block * (2 * p->ai + raw_item) + 64);
         if (mem == NULL) {
             atomic_store(&p->failed, 1);
             return;
         }
     }
-    char *xblock = mem, *yblock = mem ? mem + block * p->ai : NULL;
-    char *raw = mem ? mem + 2 * block * p->ai : NULL;
+    char *xblock = mem, *yblock = mem && !p->columns ? mem + block * p->ai : NULL;
+    char *raw = mem && !p->columns ? mem + 2 * block * p->ai : NULL;
     for (int64_t t = begin; t < end; t++)
         run_group(p, t, xblock, yblock, raw);
     free(mem);

@@ -506,16 +506,24 @@ static void rows_exp(const wf_cpu_row *r, int64_t n, int64_t rows, int64_t rs, c
         if (f32) {
             const float *x = (const float *)r->x + i0 * rs, *s = (const float *)a + i0 * sa;
             float *tf = (float *)t;
-            for (int64_t i = 0; i < m; i++)
-                for (int64_t j = 0; j < n; j++)
-                    tf[i * n + j] = x[i * rs + j] - s[i * sa];
+            for (int64_t i = 0; i < m; i++) {
+                if (n >= SHORT_ROW) /* the variant's vector loop, worth a call */
+                    isa->shift_f32(n, x + i * rs, s[i * sa], tf + i * n);
+                else
+                    for (int64_t j = 0; j < n; j++)
+                        tf[i * n + j] = x[i * rs + j] - s[i * sa];
+            }
             wf__cpu_exp_f32(m * n, tf, ev);
             isa->rows_f32(WF_CPU_KOP_SUM, m, n, ev, n, (float *)vals + i0);
         } else {
             const double *x = (const double *)r->x + i0 * rs, *s = (const double *)a + i0 * sa;
-            for (int64_t i = 0; i < m; i++)
-                for (int64_t j = 0; j < n; j++)
-                    t[i * n + j] = x[i * rs + j] - s[i * sa];
+            for (int64_t i = 0; i < m; i++) {
+                if (n >= SHORT_ROW)
+                    isa->shift_f64(n, x + i * rs, s[i * sa], t + i * n);
+                else
+                    for (int64_t j = 0; j < n; j++)
+                        t[i * n + j] = x[i * rs + j] - s[i * sa];
+            }
             wf__cpu_exp_f64(m * n, t, ev);
             isa->rows_f64(WF_CPU_KOP_SUM, m, n, ev, n, (double *)vals + i0);
         }

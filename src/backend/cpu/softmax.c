@@ -188,15 +188,15 @@ static void columns_max_expsum(int64_t len, int w, const float *x, int64_t sx, f
     wf__cpu_cols_reduce(&re, len, w, shift, s);
 }
 
-/* The blocks of the whole groups of w columns (len x WF_CPU_COLS each, in
- * one allocation), read from x; NULL if none or they cannot be had. */
-static float *columns_blocks(int64_t len, int w, const float *x, int64_t sx)
+/* The blocks of the whole groups of w columns (len x WF_CPU_COLS each) in
+ * `scratch`, read from x; NULL if none or no scratch. */
+static float *columns_blocks(int64_t len, int w, const float *x, int64_t sx, float *scratch)
 {
     const int nq = w / WF_CPU_COLS;
-    float *blocks = nq > 0 ? malloc((size_t)(len * WF_CPU_COLS * nq) * sizeof *blocks) : NULL;
-    if (blocks != NULL)
-        wf__cpu_red_isa()->col_gather_f32(len, nq, x, sx, blocks, len * WF_CPU_COLS);
-    return blocks;
+    if (nq == 0 || scratch == NULL)
+        return NULL;
+    wf__cpu_red_isa()->col_gather_f32(len, nq, x, sx, scratch, len * WF_CPU_COLS);
+    return scratch;
 }
 
 /* shift and s of all w columns: through the blocks (their exponentials
@@ -218,14 +218,15 @@ static void columns_all(int64_t len, int w, const float *x, int64_t sx, float *y
 }
 
 static void softmax_cols(const wf_cpu_rows *rows, int64_t len, int w, const float *x,
-                         int64_t sx, float *y, int64_t sy, char *res, int64_t res_step)
+                         int64_t sx, float *y, int64_t sy, char *res, int64_t res_step,
+                         float *scratch)
 {
     (void)rows;
     (void)res;
     (void)res_step;
     float shift[WF_CPU_COLS_WIDE], inv[WF_CPU_COLS_WIDE];
     wf_cpu_scalar s[WF_CPU_COLS_WIDE];
-    float *blocks = columns_blocks(len, w, x, sx);
+    float *blocks = columns_blocks(len, w, x, sx, scratch);
     const int in_blocks = blocks != NULL ? w / WF_CPU_COLS * WF_CPU_COLS : 0;
     columns_all(len, w, x, sx, y, sy, blocks, in_blocks, shift, s);
     for (int c = 0; c < w; c++)
@@ -233,7 +234,6 @@ static void softmax_cols(const wf_cpu_rows *rows, int64_t len, int w, const floa
     if (blocks != NULL) {
         wf__cpu_red_isa()->col_scatter_scale_f32(len, in_blocks / WF_CPU_COLS, blocks,
                                                  len * WF_CPU_COLS, inv, y, sy);
-        free(blocks);
     }
     for (int64_t i = 0; i < len; i++) /* the columns whose exponentials are in y */
         for (int c = in_blocks; c < w; c++)
@@ -241,17 +241,16 @@ static void softmax_cols(const wf_cpu_rows *rows, int64_t len, int w, const floa
 }
 
 static void lse_cols(const wf_cpu_rows *rows, int64_t len, int w, const float *x, int64_t sx,
-                     float *y, int64_t sy, char *res, int64_t res_step)
+                     float *y, int64_t sy, char *res, int64_t res_step, float *scratch)
 {
     (void)rows;
     (void)y;
     (void)sy;
     float shift[WF_CPU_COLS_WIDE];
     wf_cpu_scalar s[WF_CPU_COLS_WIDE];
-    float *blocks = columns_blocks(len, w, x, sx);
+    float *blocks = columns_blocks(len, w, x, sx, scratch);
     const int in_blocks = blocks != NULL ? w / WF_CPU_COLS * WF_CPU_COLS : 0;
     columns_all(len, w, x, sx, NULL, 0, blocks, in_blocks, shift, s);
-    free(blocks);
     for (int c = 0; c < w; c++)
         *(float *)(res + c * res_step) = shift[c] + logf(s[c].f32);
 }
