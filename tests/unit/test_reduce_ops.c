@@ -836,10 +836,12 @@ static wf_array *order_op(int op, wf_array *a)
  * above the length), and a number of rows that is no multiple of 16. */
 static void test_short_rows_fixed_order(void)
 {
-    static const int64_t extra[] = {100, 127, 128, 129, 200, 1000, 4095, 4096};
-    enum { ROWS = 37, PAD = 5 };
-    for (int li = 0; li < 70 + (int)(sizeof extra / sizeof extra[0]); li++) {
-        const int64_t n = li < 70 ? li + 1 : extra[li - 70], w = n + PAD;
+    enum { ROWS = 37, PAD = 5, SHORT = 70, LENGTHS = SHORT + 8 };
+    uint16_t lengths[LENGTHS] = {[SHORT] = 100, 127, 128, 129, 200, 1000, 4095, 4096};
+    for (int i = 0; i < SHORT; i++)
+        lengths[i] = (uint16_t)(i + 1);
+    for (int li = 0; li < LENGTHS; li++) {
+        const int64_t n = lengths[li], w = n + PAD;
         double *v = conf_values(ROWS * w, -3, 3, (uint32_t)(500 + li));
         float *x = malloc((size_t)(ROWS * w) * sizeof *x), *want = malloc((size_t)n * sizeof *x);
         for (int64_t i = 0; i < ROWS * w; i++)
