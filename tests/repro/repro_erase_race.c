@@ -5,6 +5,7 @@
  */
 #include <stdatomic.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "repro_common.h"
 #include "repro_compile_common.h"
@@ -19,9 +20,16 @@ static void *thread_a(void *arg)
 {
     (void)arg;
     atomic_store(&a_running, 1);
-    for (int64_t n = 1; n <= COUNT; n++)
+    for (int64_t n = 1; n <= COUNT; n++) {
         if (!call_and_check(a_fn, n, 5.0f, 0.0f))
             atomic_fetch_add(&a_wrong, 1);
+        /* Halfway, wait for some of B's releases, so that they happen
+         * between A's calls even when the scheduler ran A alone (a loaded
+         * machine once let A finish before B began). */
+        for (int waited = 0; n == COUNT / 2 && atomic_load(&b_done) < COUNT / 4 && waited < 30000;
+             waited++)
+            usleep(1000);
+    }
     atomic_store(&a_running, 0);
     return NULL;
 }
