@@ -6,9 +6,14 @@
  * constants become immediates of the program.
  *
  * Groups grow from a root (walking the tape backwards) towards its
- * operands: an operand joins when every use of it is inside the group, so a
- * group is convex (no path leaves it and comes back) and its intermediates
- * are never needed elsewhere.
+ * operands. An operand joins when every use of it by a node at or before
+ * the root is inside the group; a member also read after the root (or
+ * returned by the function) becomes an extra output of the fused node, up to
+ * WF_FUSED_MAX_OUTPUTS outputs in all. The fused node takes the root's place
+ * in the tape, so every reader of an output comes after it and every leaf
+ * before it: the rewritten tape stays in dependency order, and no path can
+ * leave a group and come back (a group is convex). A node with several
+ * outputs is a multi-output primary followed by one sibling per output.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +23,7 @@
 #include "prim/binary.h"
 #include "prim/fused.h"
 #include "prim/prims.h"
+#include "prim/sibling.h"
 #include "prim/unary.h"
 
 enum { MAX_GROUP_INSTR = 64 };
@@ -67,18 +73,50 @@ static bool is_leaf_broadcast(const wf_tape_node *n, const wf_tape_node *root)
 struct fuser {
     wf_tape *t;
     int *uses;        /* per node: operand uses by nodes and outputs */
+    int *user_start;  /* per node: its users are users[user_start[i] .. user_start[i + 1]) */
+    int *users;       /* reading nodes, ascending (one entry per use) */
+    int *early_uses;  /* per node: uses by nodes up to the current root */
+    int exposed[WF_FUSED_MAX_OUTPUTS - 1]; /* the current group's members read outside it */
+    int nexposed;
     int *group;       /* per node: group id, -1 none */
     int *group_uses;  /* per node: uses from members of group_of_count */
     int *group_of_count;
     int *members;     /* scratch: the current group's members */
 };
 
+static int uses_up_to(const struct fuser *f, int p, int root)
+{
+    int count = 0;
+    for (int u = f->user_start[p]; u < f->user_start[p + 1] && f->users[u] <= root; u++)
+        count++;
+    return count;
+}
+
+/* Whether operand `p` of the group rooted at `root` joins it now that
+ * f->group_uses[p] of its uses are members' (it is joinable). A member read
+ * after the root becomes an output while there is room for one. */
+static bool joins(struct fuser *f, int p, bool compute)
+{
+    if (!compute) /* a broadcast leaf: absorbed only when the group alone reads it */
+        return f->group_uses[p] == f->uses[p];
+    if (f->group_uses[p] != f->early_uses[p])
+        return false;
+    if (f->group_uses[p] == f->uses[p])
+        return true;
+    if (f->nexposed == WF_FUSED_MAX_OUTPUTS - 1)
+        return false;
+    f->exposed[f->nexposed++] = p;
+    return true;
+}
+
 /* Grows group `g` from `root`; returns the member count (members in
- * f->members, in no particular order). */
+ * f->members, in no particular order; those read outside it in
+ * f->exposed). */
 static int grow_group(struct fuser *f, int g, int root)
 {
     const wf_tape_node *root_node = &f->t->nodes[root];
     int count = 0;
+    f->nexposed = 0;
     f->group[root] = g;
     f->members[count++] = root;
     for (int m = 0; m < count && count < MAX_GROUP_INSTR; m++) {
@@ -93,14 +131,14 @@ static int grow_group(struct fuser *f, int g, int root)
             if (f->group_of_count[p] != g) {
                 f->group_of_count[p] = g;
                 f->group_uses[p] = 0;
+                f->early_uses[p] = uses_up_to(f, p, root);
             }
             f->group_uses[p]++;
             const wf_tape_node *pn = &f->t->nodes[p];
-            bool joinable = (is_f32_compute(pn) &&
-                             wf__shape_equal(pn->shape, pn->ndim, root_node->shape,
-                                             root_node->ndim)) ||
-                            is_leaf_broadcast(pn, root_node);
-            if (joinable && f->group_uses[p] == f->uses[p] && count < MAX_GROUP_INSTR) {
+            bool compute = is_f32_compute(pn) &&
+                           wf__shape_equal(pn->shape, pn->ndim, root_node->shape, root_node->ndim);
+            bool joinable = compute || is_leaf_broadcast(pn, root_node);
+            if (joinable && count < MAX_GROUP_INSTR && joins(f, p, compute)) {
                 f->group[p] = g;
                 f->members[count++] = p;
             }
@@ -172,10 +210,23 @@ static int operand_instruction(struct program_builder *b, const wf_tape *t, cons
     return leaf_instruction(b, r);
 }
 
-/* Builds the group's program and its leaves; false if not worth fusing. */
-static wf_status build_program(const wf_tape *t, const int *sorted, int count, int root,
+/* Output k of the group: the root first, then its exposed members in the
+ * order they joined; -1 for other members. */
+static int output_index(const struct fuser *f, int node, int root)
+{
+    if (node == root)
+        return 0;
+    for (int k = 0; k < f->nexposed; k++)
+        if (f->exposed[k] == node)
+            return k + 1;
+    return -1;
+}
+
+/* Builds the group's program and its leaves. */
+static wf_status build_program(const struct fuser *f, const int *sorted, int count, int root,
                                struct program_builder *b)
 {
+    const wf_tape *t = f->t;
     b->program = wf__fused_program_new(3 * count + 2);
     if (!b->program)
         return wf_last_error();
@@ -190,9 +241,11 @@ static wf_status build_program(const wf_tape *t, const int *sorted, int count, i
                                                    : operand_instruction(b, t, sorted, count, n->inputs[1]);
         b->program->instr[b->ninstr] = (wf_fused_instr){opcode, a, c, 0.0f};
         b->value_of_member[m] = b->ninstr++;
-        if (sorted[m] == root)
-            b->program->output = b->value_of_member[m];
+        int k = output_index(f, sorted[m], root);
+        if (k >= 0)
+            b->program->outputs[k] = b->value_of_member[m];
     }
+    b->program->noutputs = 1 + f->nexposed;
     b->program->ninstr = b->ninstr;
     b->program->ninputs = b->nleaves;
     return wf__fused_program_seal(b->program);
@@ -234,6 +287,183 @@ static bool leaves_give_root_shape(const wf_tape *t, const struct program_builde
     return wf__shape_equal(shape, ndim, root->shape, root->ndim);
 }
 
+/* Per node: its operand uses (function outputs count n + 1 each, so an
+ * output is never absorbed silently) and the nodes reading it, ascending. */
+static wf_status count_uses(struct fuser *f)
+{
+    const wf_tape *t = f->t;
+    int n = t->nnodes, total = 0;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < t->nodes[i].ninputs; k++)
+            if (t->nodes[i].inputs[k].kind == WF_TAPE_NODE) {
+                f->uses[t->nodes[i].inputs[k].index]++;
+                total++;
+            }
+    f->users = malloc(((size_t)total + 1) * sizeof(int));
+    if (!f->users)
+        return out_of_memory();
+    for (int i = 0; i < n; i++)
+        f->user_start[i + 1] = f->user_start[i] + f->uses[i];
+    int *fill = f->early_uses; /* scratch until grouping starts */
+    memcpy(fill, f->user_start, (size_t)n * sizeof(int));
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < t->nodes[i].ninputs; k++)
+            if (t->nodes[i].inputs[k].kind == WF_TAPE_NODE)
+                f->users[fill[t->nodes[i].inputs[k].index]++] = i;
+    for (int i = 0; i < t->noutputs; i++)
+        if (t->outputs[i].kind == WF_TAPE_NODE)
+            f->uses[t->outputs[i].index] += n + 1;
+    return WF_OK;
+}
+
+/* What pass 1 decided for a fused group, kept at its root. */
+struct fused_group {
+    wf_fused_program *program;
+    int nleaves;
+    wf_tape_ref leaves[MAX_GROUP_INSTR];
+    int outputs[WF_FUSED_MAX_OUTPUTS]; /* members: the root, then the exposed ones */
+};
+
+/* Pass 1: groups, from the last node backwards. A group that is not worth
+ * fusing (one compute node) gives its members back. */
+static wf_status find_groups(struct fuser *f, struct fused_group **groups,
+                             const int64_t *const *input_shapes, const int *input_ndims,
+                             int *fused_nodes)
+{
+    wf_tape *t = f->t;
+    int ngroups = 0;
+    for (int root = t->nnodes - 1; root >= 0; root--) {
+        if (f->group[root] >= 0 || !is_f32_compute(&t->nodes[root]))
+            continue;
+        int g = ngroups++;
+        int count = grow_group(f, g, root);
+        int compute = 0;
+        for (int m = 0; m < count; m++)
+            compute += t->nodes[f->members[m]].prim != &wf__prim_broadcast_to;
+        qsort(f->members, (size_t)count, sizeof(int), compare_int);
+        struct program_builder b;
+        bool fuse = compute >= 2;
+        if (fuse) {
+            wf_status status = build_program(f, f->members, count, root, &b);
+            if (status != WF_OK) {
+                wf__fused_program_release(b.program);
+                return status;
+            }
+            fuse = leaves_give_root_shape(t, &b, &t->nodes[root], input_shapes, input_ndims);
+            if (!fuse)
+                wf__fused_program_release(b.program);
+        }
+        if (!fuse) {
+            for (int m = 0; m < count; m++)
+                f->group[f->members[m]] = -2; /* left as is; may root a group later */
+            continue;
+        }
+        struct fused_group *fg = malloc(sizeof *fg);
+        if (!fg) {
+            wf__fused_program_release(b.program);
+            return out_of_memory();
+        }
+        fg->program = b.program;
+        fg->nleaves = b.nleaves;
+        memcpy(fg->leaves, b.leaves, (size_t)b.nleaves * sizeof b.leaves[0]);
+        fg->outputs[0] = root;
+        memcpy(fg->outputs + 1, f->exposed, (size_t)f->nexposed * sizeof(int));
+        groups[root] = fg;
+        (*fused_nodes)++;
+    }
+    return WF_OK;
+}
+
+/* Frees what a rewritten node owns that the original tape did not. */
+static void free_made_node(wf_tape_node *node)
+{
+    wf__tape_params_free(node->prim, node->params);
+    free(node->inputs);
+}
+
+/* Appends the fused node of group `fg` (rooted at `root`) to `out`: one
+ * node, or a multi-output primary and its siblings. Sets remap for the
+ * group's outputs; returns the nodes appended, or -1 (error recorded). */
+static int emit_group(const wf_tape_node *root, struct fused_group *fg, wf_tape_node *out,
+                      int at, wf_tape_ref *remap)
+{
+    int noutputs = fg->program->noutputs;
+    wf_fused_params *params = malloc(sizeof *params);
+    wf_tape_ref *inputs = malloc((size_t)(fg->nleaves ? fg->nleaves : 1) * sizeof *inputs);
+    if (!params || !inputs) {
+        free(params);
+        free(inputs);
+        out_of_memory();
+        return -1;
+    }
+    params->program = fg->program;
+    fg->program = NULL;
+    memcpy(inputs, fg->leaves, (size_t)fg->nleaves * sizeof *inputs);
+    out[0] = *root;
+    out[0].prim = wf__prim_fused_for(noutputs);
+    out[0].params = params;
+    out[0].inputs = inputs;
+    out[0].ninputs = fg->nleaves;
+    if (noutputs == 1) {
+        remap[fg->outputs[0]] = (wf_tape_ref){WF_TAPE_NODE, at};
+        return 1;
+    }
+    for (int k = 0; k < noutputs; k++) {
+        wf_sibling_params *sp = calloc(1, sizeof *sp);
+        wf_tape_ref *primary = malloc(sizeof *primary);
+        if (!sp || !primary) {
+            free(sp);
+            free(primary);
+            for (int j = 0; j <= k; j++)
+                free_made_node(&out[j]);
+            out_of_memory();
+            return -1;
+        }
+        *sp = (wf_sibling_params){.index = k, .dtype = root->dtype, .ndim = root->ndim};
+        wf__shape_copy(sp->shape, root->shape, root->ndim);
+        *primary = (wf_tape_ref){WF_TAPE_NODE, at};
+        out[1 + k] = *root;
+        out[1 + k].prim = &wf__prim_sibling;
+        out[1 + k].params = sp;
+        out[1 + k].inputs = primary;
+        out[1 + k].ninputs = 1;
+        remap[fg->outputs[k]] = (wf_tape_ref){WF_TAPE_NODE, at + 1 + k};
+    }
+    return 1 + noutputs;
+}
+
+/* Pass 2: members other than a fused root disappear (their readers after
+ * the root read its outputs); a fused root becomes the fused node over the
+ * group's leaves. `made` marks the rewritten nodes this pass allocated. */
+static wf_status rewrite(struct fuser *f, struct fused_group **groups, wf_tape_node *rewritten,
+                         bool *made, wf_tape_ref *remap, int *kept)
+{
+    wf_tape *t = f->t;
+    for (int i = 0; i < t->nnodes; i++) {
+        if (f->group[i] >= 0 && !groups[i]) {
+            remap[i] = (wf_tape_ref){WF_TAPE_NODE, -1}; /* set by its group's root */
+            continue;
+        }
+        int emitted = 1;
+        if (groups[i]) {
+            emitted = emit_group(&t->nodes[i], groups[i], &rewritten[*kept], *kept, remap);
+            if (emitted < 0)
+                return wf_last_error();
+            for (int k = 0; k < emitted; k++)
+                made[*kept + k] = true;
+        } else {
+            rewritten[*kept] = t->nodes[i];
+            remap[i] = (wf_tape_ref){WF_TAPE_NODE, *kept};
+        }
+        wf_tape_node *node = &rewritten[*kept]; /* the fused node's leaves too */
+        for (int k = 0; k < node->ninputs; k++)
+            if (node->inputs[k].kind == WF_TAPE_NODE)
+                node->inputs[k] = remap[node->inputs[k].index];
+        *kept += emitted;
+    }
+    return WF_OK;
+}
+
 wf_status wf__tape_fuse(wf_tape *t, const int64_t *const *input_shapes, const int *input_ndims,
                         int *fused_nodes)
 {
@@ -241,116 +471,35 @@ wf_status wf__tape_fuse(wf_tape *t, const int64_t *const *input_shapes, const in
     int n = t->nnodes;
     struct fuser f = {.t = t};
     f.uses = calloc((size_t)n + 1, sizeof(int));
+    f.user_start = calloc((size_t)n + 2, sizeof(int));
+    f.early_uses = calloc((size_t)n + 1, sizeof(int));
     f.group = malloc(((size_t)n + 1) * sizeof(int));
     f.group_uses = calloc((size_t)n + 1, sizeof(int));
     f.group_of_count = malloc(((size_t)n + 1) * sizeof(int));
     f.members = malloc(((size_t)n + 1) * sizeof(int));
-    wf_tape_node *rewritten = calloc((size_t)n + 1, sizeof *rewritten);
+    struct fused_group **groups = calloc((size_t)n + 1, sizeof *groups);
+    /* Each multi-output group replaces k >= 2 members by k + 1 nodes. */
+    wf_tape_node *rewritten = calloc(2 * (size_t)n + 1, sizeof *rewritten);
+    bool *made = calloc(2 * (size_t)n + 1, sizeof *made);
     wf_tape_ref *remap = malloc(((size_t)n + 1) * sizeof *remap);
     wf_status status = WF_OK;
-    if (!f.uses || !f.group || !f.group_uses || !f.group_of_count || !f.members || !rewritten ||
-        !remap) {
-        status = out_of_memory();
-        goto done;
-    }
-    for (int i = 0; i < n; i++) {
-        f.group[i] = -1;
-        f.group_of_count[i] = -1;
-        for (int k = 0; k < t->nodes[i].ninputs; k++)
-            if (t->nodes[i].inputs[k].kind == WF_TAPE_NODE)
-                f.uses[t->nodes[i].inputs[k].index]++;
-    }
-    for (int i = 0; i < t->noutputs; i++)
-        if (t->outputs[i].kind == WF_TAPE_NODE)
-            f.uses[t->outputs[i].index] += n + 1; /* an output never joins a group below it */
-
-    /* Pass 1: groups, from the last node backwards. A group that is not worth
-     * fusing (one compute node) gives its members back. */
-    int groups = 0;
-    int *fused_root = calloc((size_t)n + 1, sizeof(int)); /* 1: root of a fused group */
-    wf_fused_program **programs = calloc((size_t)n + 1, sizeof *programs);
-    wf_tape_ref(*leaves)[MAX_GROUP_INSTR] = calloc((size_t)n + 1, sizeof *leaves);
-    int *nleaves = calloc((size_t)n + 1, sizeof(int));
-    if (!fused_root || !programs || !leaves || !nleaves) {
-        free(fused_root);
-        free(programs);
-        free(leaves);
-        free(nleaves);
-        status = out_of_memory();
-        goto done;
-    }
-    for (int root = n - 1; root >= 0 && status == WF_OK; root--) {
-        if (f.group[root] >= 0 || !is_f32_compute(&t->nodes[root]))
-            continue;
-        int g = groups++;
-        int count = grow_group(&f, g, root);
-        int compute = 0;
-        for (int m = 0; m < count; m++)
-            compute += t->nodes[f.members[m]].prim != &wf__prim_broadcast_to;
-        qsort(f.members, (size_t)count, sizeof(int), compare_int);
-        struct program_builder b;
-        bool fuse = compute >= 2;
-        if (fuse) {
-            status = build_program(t, f.members, count, root, &b);
-            fuse = status == WF_OK &&
-                   leaves_give_root_shape(t, &b, &t->nodes[root], input_shapes, input_ndims);
-            if (!fuse)
-                wf__fused_program_release(b.program);
-        }
-        if (!fuse) {
-            for (int m = 0; m < count; m++)
-                if (f.members[m] != root)
-                    f.group[f.members[m]] = -2; /* left as is; may root a group later */
-            f.group[root] = -2;
-            continue;
-        }
-        fused_root[root] = 1;
-        programs[root] = b.program;
-        nleaves[root] = b.nleaves;
-        memcpy(leaves[root], b.leaves, (size_t)b.nleaves * sizeof b.leaves[0]);
-        (*fused_nodes)++;
-    }
-
-    /* Pass 2: rewrite. Members other than a fused root disappear; a fused
-     * root becomes a fused node over its leaves. */
     int kept = 0;
-    for (int i = 0; i < n && status == WF_OK; i++) {
-        wf_tape_node *node = &t->nodes[i];
-        if (f.group[i] >= 0 && !fused_root[i]) {
-            remap[i] = (wf_tape_ref){WF_TAPE_NODE, -1}; /* read only inside its group */
-            continue;
-        }
-        wf_tape_node out = *node;
-        if (fused_root[i]) {
-            wf_fused_params *params = malloc(sizeof *params);
-            wf_tape_ref *inputs = malloc((size_t)(nleaves[i] ? nleaves[i] : 1) * sizeof *inputs);
-            if (!params || !inputs) {
-                free(params);
-                free(inputs);
-                status = out_of_memory();
-                break;
-            }
-            params->program = programs[i];
-            programs[i] = NULL;
-            memcpy(inputs, leaves[i], (size_t)nleaves[i] * sizeof *inputs);
-            out.prim = &wf__prim_fused;
-            out.params = params;
-            out.inputs = inputs;
-            out.ninputs = nleaves[i];
-        }
-        for (int k = 0; k < out.ninputs; k++)
-            if (out.inputs[k].kind == WF_TAPE_NODE)
-                out.inputs[k] = remap[out.inputs[k].index];
-        rewritten[kept] = out;
-        remap[i] = (wf_tape_ref){WF_TAPE_NODE, kept++};
+    if (!f.uses || !f.user_start || !f.early_uses || !f.group || !f.group_uses ||
+        !f.group_of_count || !f.members || !groups || !rewritten || !made || !remap) {
+        status = out_of_memory();
+        goto done;
     }
+    for (int i = 0; i < n; i++)
+        f.group[i] = f.group_of_count[i] = -1;
+    status = count_uses(&f);
+    if (status == WF_OK)
+        status = find_groups(&f, groups, input_shapes, input_ndims, fused_nodes);
+    if (status == WF_OK)
+        status = rewrite(&f, groups, rewritten, made, remap, &kept);
     if (status == WF_OK) {
-        for (int i = 0; i < n; i++) { /* free what the rewrite replaced or dropped */
-            if (f.group[i] >= 0) {
-                wf__tape_params_free(t->nodes[i].prim, t->nodes[i].params);
-                free(t->nodes[i].inputs);
-            }
-        }
+        for (int i = 0; i < n; i++) /* free what the rewrite replaced or dropped */
+            if (f.group[i] >= 0)
+                free_made_node(&t->nodes[i]);
         free(t->nodes);
         t->nodes = rewritten;
         rewritten = NULL;
@@ -359,25 +508,28 @@ wf_status wf__tape_fuse(wf_tape *t, const int64_t *const *input_shapes, const in
             if (t->outputs[i].kind == WF_TAPE_NODE)
                 t->outputs[i] = remap[t->outputs[i].index];
     } else {
+        *fused_nodes = 0;
         for (int i = 0; i < kept; i++)
-            if (rewritten[i].prim == &wf__prim_fused) {
-                wf__tape_params_free(rewritten[i].prim, rewritten[i].params);
-                free(rewritten[i].inputs);
-            }
+            if (made[i])
+                free_made_node(&rewritten[i]);
     }
-    for (int i = 0; i < n; i++)
-        wf__fused_program_release(programs[i]);
-    free(fused_root);
-    free(programs);
-    free(leaves);
-    free(nleaves);
 done:
+    for (int i = 0; groups && i < n; i++)
+        if (groups[i]) {
+            wf__fused_program_release(groups[i]->program);
+            free(groups[i]);
+        }
+    free(groups);
     free(f.uses);
+    free(f.user_start);
+    free(f.users);
+    free(f.early_uses);
     free(f.group);
     free(f.group_uses);
     free(f.group_of_count);
     free(f.members);
     free(rewritten);
+    free(made);
     free(remap);
     return status;
 }

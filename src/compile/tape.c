@@ -18,13 +18,14 @@
 #include "prim/fused.h"
 #include "prim/prims.h"
 #include "prim/random.h"
+#include "prim/sibling.h"
 #include "util/ptr_map.h"
 
 /* ------------------------------------------------------------ params */
 
 bool wf__tape_params_copyable(const wf_prim_def *prim)
 {
-    return !prim->params_release || prim == &wf__prim_fused;
+    return !prim->params_release || wf__prim_is_fused(prim);
 }
 
 void *wf__tape_params_copy(const wf_prim_def *prim, const void *params)
@@ -35,14 +36,14 @@ void *wf__tape_params_copy(const wf_prim_def *prim, const void *params)
     if (!copy)
         return NULL;
     memcpy(copy, params, prim->params_size);
-    if (prim == &wf__prim_fused)
+    if (wf__prim_is_fused(prim))
         wf__fused_program_retain(((wf_fused_params *)copy)->program);
     return copy;
 }
 
 void wf__tape_params_free(const wf_prim_def *prim, void *params)
 {
-    if (params && prim == &wf__prim_fused)
+    if (params && wf__prim_is_fused(prim))
         wf__fused_program_release(((wf_fused_params *)params)->program);
     free(params);
 }
@@ -214,7 +215,7 @@ static wf_array *broadcast_source(wf_array *a)
  * a placeholder), so no other thread reads or detaches them. */
 static bool reads_broadcast_sources(const struct recorder *r, wf_array *n)
 {
-    if (!r->shapeless || !(n->prim->flags & WF_PRIM_ELEMENTWISE) || n->prim == &wf__prim_fused ||
+    if (!r->shapeless || !(n->prim->flags & WF_PRIM_ELEMENTWISE) || wf__prim_is_fused(n->prim) ||
         n->ninputs < 2)
         return false;
     bool any = false;
@@ -402,9 +403,23 @@ static wf_status broadcast_operands(const wf_tape_node *tn, wf_array **args, wf_
     return WF_OK;
 }
 
+/* A sibling describes its output in its parameters; a replay (shapeless or
+ * not) takes the description from the replayed primary's output. */
+static wf_array *replay_sibling(const wf_tape_node *tn, wf_array *primary)
+{
+    wf_sibling_params p;
+    memset(&p, 0, sizeof p);
+    p.index = ((const wf_sibling_params *)tn->params)->index;
+    const wf_array *result = wf__node_output(primary, p.index);
+    p.dtype = result->dtype;
+    p.ndim = result->ndim;
+    wf__shape_copy(p.shape, result->shape, result->ndim);
+    return wf__node_new(&wf__prim_sibling, &p, &primary, 1);
+}
+
 static bool broadcasts_operands(const wf_tape_node *tn)
 {
-    return (tn->prim->flags & WF_PRIM_ELEMENTWISE) && tn->prim != &wf__prim_fused &&
+    return (tn->prim->flags & WF_PRIM_ELEMENTWISE) && !wf__prim_is_fused(tn->prim) &&
            tn->ninputs >= 2 && tn->ninputs <= 16;
 }
 
@@ -429,10 +444,12 @@ wf_status wf__tape_replay(const wf_tape *t, wf_array *const *inputs, wf_array **
         wf_array *owned[16] = {NULL};
         if (broadcasts_operands(tn))
             status = broadcast_operands(tn, args, owned);
-        if (status == WF_OK && tn->prim == &wf__prim_fused) /* the node will own a reference to the program */
+        if (status == WF_OK && wf__prim_is_fused(tn->prim)) /* the node will own a reference to the program */
             wf__fused_program_retain(((wf_fused_params *)tn->params)->program);
         if (status == WF_OK) {
-            values[i] = wf__node_new(tn->prim, tn->params, args, tn->ninputs);
+            values[i] = tn->prim == &wf__prim_sibling
+                            ? replay_sibling(tn, args[0])
+                            : wf__node_new(tn->prim, tn->params, args, tn->ninputs);
             if (!values[i])
                 status = wf_last_error();
         }

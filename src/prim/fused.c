@@ -52,9 +52,17 @@ static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3u; }
 
 wf_status wf__fused_program_seal(wf_fused_program *p)
 {
-    if (p->ninstr < 1 || p->output < 0 || p->output >= p->ninstr)
+    if (p->ninstr < 1 || p->noutputs < 1 || p->noutputs > WF_FUSED_MAX_OUTPUTS)
         return wf__error(WF_ERR_INTERNAL, "fused: program has no valid output");
     uint64_t h = mix(0xcbf29ce484222325u, (uint64_t)p->ninputs);
+    for (int k = 0; k < p->noutputs; k++) {
+        if (p->outputs[k] < 0 || p->outputs[k] >= p->ninstr)
+            return wf__error(WF_ERR_INTERNAL, "fused: output %d is not an instruction", k);
+        for (int j = 0; j < k; j++)
+            if (p->outputs[j] == p->outputs[k])
+                return wf__error(WF_ERR_INTERNAL, "fused: outputs %d and %d coincide", j, k);
+        h = mix(h, (uint64_t)p->outputs[k]);
+    }
     for (int i = 0; i < p->ninstr; i++) {
         const wf_fused_instr *in = &p->instr[i];
         if (in->opcode < 0 || in->opcode >= WF_FUSED_OPCODE_COUNT)
@@ -71,7 +79,7 @@ wf_status wf__fused_program_seal(wf_fused_program *p)
         memcpy(&bits, &in->constant, sizeof bits);
         h = mix(mix(mix(mix(h, (uint64_t)in->opcode), (uint64_t)in->a), (uint64_t)in->b), bits);
     }
-    p->hash = mix(h, (uint64_t)p->output);
+    p->hash = mix(h, (uint64_t)p->noutputs);
     return WF_OK;
 }
 
@@ -116,6 +124,8 @@ static wf_status infer_fused(const void *params, const wf_desc *inputs, int ninp
         out->ndim = n;
     }
     out->dtype = WF_DTYPE_F32;
+    for (int k = 1; k < fp->program->noutputs; k++)
+        out[k] = out[0]; /* every output has the node's shape */
     return WF_OK;
 }
 
@@ -126,7 +136,8 @@ static bool fused_params_equal(const void *a, const void *b)
     if (pa == pb)
         return true;
     return pa->hash == pb->hash && pa->ninputs == pb->ninputs && pa->ninstr == pb->ninstr &&
-           pa->output == pb->output &&
+           pa->noutputs == pb->noutputs &&
+           memcmp(pa->outputs, pb->outputs, sizeof pa->outputs) == 0 &&
            memcmp(pa->instr, pb->instr, (size_t)pa->ninstr * sizeof(wf_fused_instr)) == 0;
 }
 
@@ -152,3 +163,36 @@ const wf_prim_def wf__prim_fused = {
     .params_release = fused_params_release,
     .kernels = &(wf_kernel_slots){{0}},
 };
+
+/* Multi-output primaries: element-wise in each output, never given an
+ * input's buffer (runtime/eval.c donates to no primary). */
+const wf_prim_def wf__prim_fused2 = {
+    .name = "fused2", .flags = WF_PRIM_ELEMENTWISE, .noutputs = 2,
+    .params_size = sizeof(wf_fused_params), .infer = infer_fused,
+    .params_equal = fused_params_equal, .params_hash = fused_params_hash,
+    .params_release = fused_params_release, .kernels = &(wf_kernel_slots){{0}},
+};
+const wf_prim_def wf__prim_fused3 = {
+    .name = "fused3", .flags = WF_PRIM_ELEMENTWISE, .noutputs = 3,
+    .params_size = sizeof(wf_fused_params), .infer = infer_fused,
+    .params_equal = fused_params_equal, .params_hash = fused_params_hash,
+    .params_release = fused_params_release, .kernels = &(wf_kernel_slots){{0}},
+};
+const wf_prim_def wf__prim_fused4 = {
+    .name = "fused4", .flags = WF_PRIM_ELEMENTWISE, .noutputs = 4,
+    .params_size = sizeof(wf_fused_params), .infer = infer_fused,
+    .params_equal = fused_params_equal, .params_hash = fused_params_hash,
+    .params_release = fused_params_release, .kernels = &(wf_kernel_slots){{0}},
+};
+
+const wf_prim_def *wf__prim_fused_for(int noutputs)
+{
+    static const wf_prim_def *const by_count[WF_FUSED_MAX_OUTPUTS + 1] = {
+        NULL, &wf__prim_fused, &wf__prim_fused2, &wf__prim_fused3, &wf__prim_fused4};
+    return noutputs >= 1 && noutputs <= WF_FUSED_MAX_OUTPUTS ? by_count[noutputs] : NULL;
+}
+
+bool wf__prim_is_fused(const wf_prim_def *prim)
+{
+    return prim && wf__prim_fused_for(prim->noutputs > 1 ? prim->noutputs : 1) == prim;
+}

@@ -5,7 +5,11 @@
  *
  * The node's inputs are the chain's leaves; the output shape is their
  * broadcast shape (NumPy rules), so a shapeless replay re-infers it. Each
- * instruction's result is a value; instruction `output` is the node's value.
+ * instruction's result is a value; instructions `outputs[0 .. noutputs)` are
+ * the node's outputs, all of that shape. A program with one output is a node
+ * of `fused`; one with k > 1 outputs is a multi-output primary of `fusedk`
+ * (prim/sibling.h), so a chain whose intermediates are read elsewhere still
+ * runs as one kernel.
  * Programs are immutable once built and refcounted (a cached trace and every
  * node replayed from it share one).
  */
@@ -54,11 +58,14 @@ typedef struct wf_fused_instr {
     float constant;
 } wf_fused_instr;
 
+enum { WF_FUSED_MAX_OUTPUTS = 4 };
+
 typedef struct wf_fused_program {
     atomic_int refcount;
     int ninputs;
     int ninstr;
-    int output; /* the instruction whose value is the node's value */
+    int noutputs;                      /* 1 .. WF_FUSED_MAX_OUTPUTS */
+    int outputs[WF_FUSED_MAX_OUTPUTS]; /* distinct instructions: output k's values */
     uint64_t hash;
     wf_fused_instr instr[];
 } wf_fused_program;
@@ -69,7 +76,7 @@ typedef struct wf_fused_params {
 } wf_fused_params;
 
 /* A program with room for `ninstr` instructions, refcount 1; the caller
- * fills instr, ninputs and output, then calls wf__fused_program_seal. NULL
+ * fills instr, ninputs, noutputs and outputs, then calls wf__fused_program_seal. NULL
  * with the error recorded when memory is short. */
 wf_fused_program *wf__fused_program_new(int ninstr);
 /* Checks the program (operands refer to earlier instructions, inputs in
@@ -87,5 +94,12 @@ uint64_t wf__fused_kernels_run(void);
 void wf__fused_count_run(void);
 
 extern const wf_prim_def wf__prim_fused;
+/* Programs with 2, 3 and 4 outputs (multi-output primaries). */
+extern const wf_prim_def wf__prim_fused2, wf__prim_fused3, wf__prim_fused4;
+
+/* The fused primitive for a program with `noutputs` outputs (NULL out of range). */
+const wf_prim_def *wf__prim_fused_for(int noutputs);
+/* True for wf__prim_fused and its multi-output forms. */
+bool wf__prim_is_fused(const wf_prim_def *prim);
 
 #endif

@@ -43,7 +43,8 @@ static const wf_prim_def *const all_prims[] = {
     &wf__prim_random_uniform, &wf__prim_random_normal, &wf__prim_random_randint,
     &wf__prim_random_bernoulli, &wf__prim_random_categorical, &wf__prim_random_keyed,
     /* user kernels, multi-output siblings */
-    &wf__prim_custom, &wf__prim_sibling, &wf__prim_fused,
+    &wf__prim_custom, &wf__prim_sibling, &wf__prim_fused, &wf__prim_fused2, &wf__prim_fused3,
+    &wf__prim_fused4,
 };
 
 #undef WF_UNARY_LIST_PRIM

@@ -69,7 +69,7 @@ static wf_status unsupported(const wf_array *node, const char *what)
                          "primitive 'custom' (kernel '%s') has no %s rule: wrap it with "
                          "wf_custom_function",
                          ((const wf_custom_params *)node->params)->name, what);
-    if (node->prim == &wf__prim_fused) /* a compiled call under a transform replays unfused */
+    if (wf__prim_is_fused(node->prim)) /* a compiled call under a transform replays unfused */
         return wf__error(WF_ERR_UNSUPPORTED,
                          "primitive 'fused' (a compiled function's fused kernel) has no %s "
                          "rule: transform the function, not its fused trace",
@@ -139,6 +139,12 @@ const wf_prim_rules wf__rules_other[] = {
     /* compile's fused kernels: a compiled function called under a transform
      * replays its unfused trace, so no transform meets one. */
     {&wf__prim_fused, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,
+     vmap_unsupported},
+    {&wf__prim_fused2, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,
+     vmap_unsupported},
+    {&wf__prim_fused3, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,
+     vmap_unsupported},
+    {&wf__prim_fused4, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,
      vmap_unsupported},
 };
 

@@ -56,7 +56,8 @@ static const wf_prim_def *const constants[] = {
  *    which are never replayed under a transform (a compiled function called
  *    under a transform replays its unfused tape). */
 static const wf_prim_def *const unsupported[] = {&wf__prim_custom, &wf__prim_sibling,
-                                                 &wf__prim_fused};
+                                                 &wf__prim_fused, &wf__prim_fused2,
+                                                 &wf__prim_fused3, &wf__prim_fused4};
 
 /* Float outputs with a zero derivative wherever one exists (as MLX):
  * rounding, sign, floor division; stop_gradient by definition; random draws

@@ -5,8 +5,9 @@
  * tile every instruction runs one loop over the tile, reading its operands'
  * tile values and writing its own: values live in a few scratch tiles that
  * stay in L1 (a tile is reused once its last reader has run), inputs read
- * in place when their layout matches the output's, and the last instruction
- * writes straight into the output. The loops below are compiled for AVX-512,
+ * in place when their layout matches the output's, and each output's
+ * instruction writes straight into that output (later instructions read it
+ * back from there while it is in L1). The loops below are compiled for AVX-512,
  * AVX2+FMA and the x86-64 baseline; a run reads the active variant once and
  * uses it for every tile.
  */
@@ -189,11 +190,11 @@ struct fused_run {
     const wf_fused_program *program;
     int ndim;
     const int64_t *shape;
-    float *out;
-    /* The output is an input's storage (a donated buffer): a tile's result
-     * is computed into scratch and copied out once every instruction of the
+    float *out[WF_FUSED_MAX_OUTPUTS];
+    /* An output is an input's storage (a donated buffer): its tile is
+     * computed into scratch and copied out once every instruction of the
      * tile has read its inputs (restrict loops never see aliased pointers). */
-    bool out_aliased;
+    bool out_aliased[WF_FUSED_MAX_OUTPUTS];
     struct fused_input inputs[];
 };
 
@@ -262,6 +263,7 @@ static void gather(const struct fused_run *run, const struct fused_input *fi, in
 struct fused_plan {
     const struct fused_run *run;
     const int *last_use; /* per value: the last instruction reading it */
+    const int *output_of; /* per value: the output it is, or -1 */
     int64_t nchunks, per_chunk, total;
     char *scratch;       /* nchunks areas of area_bytes */
     size_t area_bytes;
@@ -347,8 +349,9 @@ static void run_chunk(const struct fused_plan *plan, int64_t chunk)
                 continue;
             }
             float *dst;
-            if (i == p->output && !run->out_aliased) {
-                dst = run->out + start;
+            int k = plan->output_of[i];
+            if (k >= 0 && !run->out_aliased[k]) {
+                dst = run->out[k] + start;
             } else {
                 slot[i] = free_tiles[--nfree];
                 dst = tiles + (size_t)slot[i] * TILE;
@@ -362,11 +365,14 @@ static void run_chunk(const struct fused_plan *plan, int64_t chunk)
             value[i] = dst;
             give_back_operands(in, i, plan->last_use, slot, pinned, free_tiles, &nfree);
         }
-        if (value[p->output] != run->out + start) /* an input, a constant or aliased */
-            memcpy(run->out + start, value[p->output], (size_t)n * sizeof(float));
-        if (run->out_aliased && slot[p->output] >= 0 && !pinned[p->output]) {
-            free_tiles[nfree++] = slot[p->output]; /* the next tile takes it again */
-            slot[p->output] = -1;
+        for (int k = 0; k < p->noutputs; k++) {
+            int o = p->outputs[k];
+            if (value[o] != run->out[k] + start) /* an input, a constant or aliased */
+                memcpy(run->out[k] + start, value[o], (size_t)n * sizeof(float));
+            if (run->out_aliased[k] && slot[o] >= 0 && !pinned[o]) {
+                free_tiles[nfree++] = slot[o]; /* the next tile takes it again */
+                slot[o] = -1;
+            }
         }
     }
 }
@@ -377,12 +383,34 @@ static void run_chunks(void *ctx, int64_t begin, int64_t end)
         run_chunk(ctx, c);
 }
 
+/* Per value: the last instruction reading it, outputs last of all (read
+ * when the tile is copied out), and which output it is. */
+static void plan_values(const wf_fused_program *p, int *last_use, int *output_of)
+{
+    for (int i = 0; i < p->ninstr; i++)
+        last_use[i] = output_of[i] = -1;
+    for (int i = 0; i < p->ninstr; i++) {
+        const wf_fused_instr *in = &p->instr[i];
+        if (in->opcode == WF_FUSED_INPUT || in->opcode == WF_FUSED_CONST)
+            continue;
+        last_use[in->a] = i;
+        if (!wf__fused_opcode_is_unary(in->opcode))
+            last_use[in->b] = i;
+    }
+    for (int k = 0; k < p->noutputs; k++) {
+        last_use[p->outputs[k]] = p->ninstr;
+        output_of[p->outputs[k]] = k;
+    }
+}
+
 wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)
 {
     const wf_fused_program *p = ((const wf_fused_params *)params)->program;
-    wf_status status = wf__array_alloc_output(out);
-    if (status != WF_OK)
-        return status;
+    for (int k = 0; k < p->noutputs; k++) {
+        wf_status status = wf__array_alloc_output(wf__node_output(out, k));
+        if (status != WF_OK)
+            return status; /* the runtime releases what was allocated */
+    }
     wf__fused_count_run();
     if (out->size == 0)
         return WF_OK;
@@ -397,7 +425,7 @@ wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, con
                               .area_bytes = chunk_area_bytes(p->ninstr),
                               .isa = wf__vm_isa_active()};
     struct fused_run *run = malloc(sizeof *run + (size_t)ninputs * sizeof(struct fused_input));
-    int *last_use = malloc((size_t)p->ninstr * sizeof *last_use);
+    int *last_use = malloc(2 * (size_t)p->ninstr * sizeof *last_use);
     plan.scratch = aligned_alloc(64, (size_t)nchunks * plan.area_bytes);
     if (!run || !last_use || !plan.scratch) {
         free(run);
@@ -408,25 +436,19 @@ wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, con
     run->program = p;
     run->ndim = out->ndim;
     run->shape = out->shape;
-    run->out = wf__array_data_ptr(out);
-    run->out_aliased = false;
-    for (int i = 0; i < ninputs; i++) {
+    for (int k = 0; k < p->noutputs; k++) {
+        const wf_array *o = wf__node_output(out, k);
+        run->out[k] = wf__array_data_ptr(o);
+        run->out_aliased[k] = false;
+        for (int i = 0; i < ninputs; i++)
+            run->out_aliased[k] |= inputs[i]->buffer == o->buffer;
+    }
+    for (int i = 0; i < ninputs; i++)
         describe_input(&run->inputs[i], inputs[i], out);
-        if (inputs[i]->buffer == out->buffer)
-            run->out_aliased = true;
-    }
-    for (int i = 0; i < p->ninstr; i++)
-        last_use[i] = i == p->output ? p->ninstr : -1;
-    for (int i = 0; i < p->ninstr; i++) {
-        const wf_fused_instr *in = &p->instr[i];
-        if (in->opcode == WF_FUSED_INPUT || in->opcode == WF_FUSED_CONST)
-            continue;
-        last_use[in->a] = i;
-        if (!wf__fused_opcode_is_unary(in->opcode))
-            last_use[in->b] = i;
-    }
+    plan_values(p, last_use, last_use + p->ninstr);
     plan.run = run;
     plan.last_use = last_use;
+    plan.output_of = last_use + p->ninstr;
     atomic_fetch_add_explicit(&runs_by_isa[plan.isa], 1, memory_order_relaxed);
     wf__parallel_for(nchunks, 1, run_chunks, &plan);
     free(plan.scratch);

@@ -42,6 +42,9 @@ void wf__cpu_register_kernels(void)
     attach(&wf__prim_full, wf__cpu_full);
     /* compile's fused element-wise programs */
     attach(&wf__prim_fused, wf__cpu_fused);
+    attach(&wf__prim_fused2, wf__cpu_fused);
+    attach(&wf__prim_fused3, wf__cpu_fused);
+    attach(&wf__prim_fused4, wf__cpu_fused);
     attach(&wf__prim_arange, wf__cpu_arange);
     attach(&wf__prim_linspace, wf__cpu_linspace);
     attach(&wf__prim_eye, wf__cpu_eye);
