@@ -690,6 +690,77 @@ static void test_grad_of_compiled_and_compiled_grad(void)
     wf_fn_release(f);
 }
 
+/* ------------------------------------------------------------ several outputs */
+
+/* y = exp(x * 2 + 1); returns (y, sum(y * 3 + x)): y is read by the second
+ * chain and returned, so without several outputs the chain is cut at y
+ * (two fused kernels). */
+static wf_status two_output_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                                 size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_scope_begin();
+    wf_array *two = wf_scalar(2.0, WF_DTYPE_F32), *one = wf_scalar(1.0, WF_DTYPE_F32);
+    wf_array *three = wf_scalar(3.0, WF_DTYPE_F32);
+    wf_array *y = wf_keep(wf_exp(wf_add(wf_multiply(in[0], two), one)));
+    wf_array *s = wf_keep(wf_sum(wf_add(wf_multiply(y, three), in[0]), NULL, 0, false));
+    wf_scope_end();
+    if (!y || !s) {
+        wf_release(y);
+        wf_release(s);
+        return wf_last_error();
+    }
+    out[0] = y;
+    out[1] = s;
+    *nout = 2;
+    return WF_OK;
+}
+
+static void call_two_outputs(wf_fn *f, wf_array *x, wf_array **out)
+{
+    size_t n = 2;
+    out[0] = out[1] = NULL;
+    CHECK_OK(wf_fn_call(f, &x, 1, out, &n));
+    CHECK_EQ_SIZE(n, 2);
+    CHECK_OK(wf_eval(out, 2));
+}
+
+static void test_intermediate_outputs_fuse_into_one_kernel(void)
+{
+    wf_fn *f = wf_fn_new(two_output_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    wf_array *x = ramp(70001, 1.5), *want[2], *got[2], *unfused[2];
+    call_two_outputs(f, x, want);
+    CHECK_OK(wf_set_compile_mode(WF_COMPILE_NO_FUSE));
+    call_two_outputs(cf, x, unfused);
+    CHECK_OK(wf_set_compile_mode(WF_COMPILE_ENABLED));
+    uint64_t fused = wf__fused_kernels_run();
+    call_two_outputs(cf, x, got); /* traces */
+    CHECK_EQ_INT(wf__fused_kernels_run() - fused, 1);
+    /* Element-wise ops are not reassociated: the same bits as op by op. */
+    for (int k = 0; k < 2; k++) {
+        CHECK(max_abs_diff(want[k], got[k]) == 0.0);
+        CHECK(max_abs_diff(unfused[k], got[k]) == 0.0);
+    }
+    wf_array *again[2];
+    fused = wf__fused_kernels_run();
+    uint64_t kernels = wf__kernels_run();
+    call_two_outputs(cf, x, again); /* a replay of the cached multi-output trace */
+    /* One fused kernel writes y and y * 3 + x; then the two outputs' views
+     * and the sum (a chain cut at y would run two fused kernels). */
+    CHECK_EQ_INT(wf__fused_kernels_run() - fused, 1);
+    CHECK_EQ_INT(wf__kernels_run() - kernels, 4);
+    CHECK(max_abs_diff(want[0], again[0]) == 0.0 && max_abs_diff(want[1], again[1]) == 0.0);
+    CHECK_EQ_INT(stats_of(cf).hits, 1);
+    wf_array *all[] = {x, want[0], want[1], got[0], got[1], unfused[0], unfused[1],
+                       again[0], again[1]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        wf_release(all[i]);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
 /* ------------------------------------------------------------ differential */
 
 /* A generated graph: a deterministic sequence of element-wise, broadcast,
@@ -734,15 +805,19 @@ static wf_status generated_body(void *payload, wf_array *const *in, size_t n, wf
     }
     wf_array *result = wf_keep(wf_add(values[count - 1], values[count / 2]));
     wf_array *second = wf_keep(wf_sum(values[count - 2], (int[]){1}, 1, false));
+    /* An intermediate returned too: fused groups expose it as an output. */
+    wf_array *third = wf_keep(values[2 + (int)(next_random(&s) % (uint64_t)(count - 3))]);
     wf_scope_end();
-    if (!result || !second) {
+    if (!result || !second || !third) {
         wf_release(result);
         wf_release(second);
+        wf_release(third);
         return wf_last_error();
     }
     out[0] = result;
     out[1] = second;
-    *nout = 2;
+    out[2] = third;
+    *nout = 3;
     return WF_OK;
 }
 
@@ -763,13 +838,13 @@ static void test_generated_graphs_compiled_vs_not(void)
         free(yv);
         wf_fn *f = wf_fn_new(generated_body, &seed, NULL);
         wf_fn *cf = wf_compile(f, NULL);
-        wf_array *in[2] = {x, y}, *want[2], *got[2];
-        size_t nw = 2, ng = 2;
+        wf_array *in[2] = {x, y}, *want[3], *got[3];
+        size_t nw = 3, ng = 3;
         uint64_t fused = wf__fused_kernels_run();
         CHECK_OK(wf_fn_call(f, in, 2, want, &nw));
         CHECK_OK(wf_fn_call(cf, in, 2, got, &ng));
-        CHECK_EQ_SIZE(ng, 2);
-        for (int k = 0; k < 2 && nw == 2 && ng == 2; k++) {
+        CHECK_EQ_SIZE(ng, 3);
+        for (int k = 0; k < 3 && nw == 3 && ng == 3; k++) {
             wf_array *scale = wf_add(wf_abs(want[k]), wf_scalar(1.0, WF_DTYPE_F32));
             wf_array *rel = wf_divide(wf_abs(wf_subtract(want[k], got[k])), scale);
             double worst = 1;
@@ -812,6 +887,7 @@ static void test_fused_on_every_isa(void)
             before[v] = wf__cpu_fused_runs(v);
         test_chain_compiles_fuses_and_matches();
         test_broadcast_and_strided_inputs_fuse();
+        test_intermediate_outputs_fuse_into_one_kernel();
         test_generated_graphs_compiled_vs_not();
         for (int v = 0; v < WF_VM_ISA_COUNT; v++) {
             const uint64_t runs = wf__cpu_fused_runs(v) - before[v];
@@ -886,7 +962,8 @@ static void test_declared_state_in_slots(void)
 
 int main(void)
 {
-    RUN_TEST(test_fused_on_every_isa); /* chain, broadcast and generated graphs per ISA */
+    RUN_TEST(test_intermediate_outputs_fuse_into_one_kernel);
+    RUN_TEST(test_fused_on_every_isa); /* chain, broadcast, outputs, generated graphs per ISA */
     RUN_TEST(test_simplify_merges_equal_nodes);
     RUN_TEST(test_retrace_reason_and_warning);
     RUN_TEST(test_shapeless_one_trace_for_all_shapes);
