@@ -761,6 +761,70 @@ static void test_intermediate_outputs_fuse_into_one_kernel(void)
     wf_fn_release(f);
 }
 
+/* (x, b) -> every step of a six-step chain (b a row, implicitly broadcast):
+ * more intermediates are read outside than one fused node has outputs. */
+static wf_status ladder_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                             size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_scope_begin();
+    wf_array *step[6];
+    step[0] = wf_multiply(in[0], in[1]);
+    step[1] = wf_exp(step[0]);
+    step[2] = wf_add(step[1], wf_scalar(1.0, WF_DTYPE_F32));
+    step[3] = wf_tanh(step[2]);
+    step[4] = wf_multiply(step[3], in[0]);
+    step[5] = wf_subtract(step[4], in[1]);
+    for (int k = 0; k < 6; k++)
+        out[k] = wf_keep(step[k]);
+    wf_scope_end();
+    *nout = 6;
+    for (int k = 0; k < 6; k++)
+        if (!out[k]) {
+            for (int j = 0; j < 6; j++)
+                wf_release(out[j]);
+            return wf_last_error();
+        }
+    return WF_OK;
+}
+
+/* Four outputs at most per fused node: the six steps take two fused
+ * kernels (steps 6..3, then 2..1), replayed shapeless at every shape with
+ * the same bits as op by op. */
+static void test_outputs_beyond_the_limit_start_another_group(void)
+{
+    wf_compile_options o = wf_compile_options_default();
+    o.shapeless = true;
+    wf_fn *f = wf_fn_new(ladder_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, &o);
+    const int64_t rows[] = {8, 3, 1, 50}, cols[] = {4, 4, 7, 1};
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        wf_array *x = ramp2(rows[k], cols[k]), *b = ramp(cols[k], 1.0);
+        wf_array *in[2] = {x, b}, *want[6], *got[6];
+        size_t nw = 6, ng = 6;
+        CHECK_OK(wf_fn_call(f, in, 2, want, &nw));
+        uint64_t fused = wf__fused_kernels_run();
+        CHECK_OK(wf_fn_call(cf, in, 2, got, &ng));
+        CHECK_OK(wf_eval(got, ng));
+        CHECK_EQ_INT(wf__fused_kernels_run() - fused, 2);
+        for (size_t i = 0; i < 6 && nw == 6 && ng == 6; i++) {
+            CHECK_EQ_INT(wf_array_dim(got[i], 0), rows[k]);
+            CHECK_EQ_INT(wf_array_dim(got[i], 1), cols[k]);
+            CHECK(max_abs_diff(want[i], got[i]) == 0.0);
+        }
+        for (size_t i = 0; i < nw; i++)
+            wf_release(want[i]);
+        for (size_t i = 0; i < ng; i++)
+            wf_release(got[i]);
+        wf_release(x);
+        wf_release(b);
+    }
+    CHECK_EQ_INT(stats_of(cf).traces, 1);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
 /* ------------------------------------------------------------ differential */
 
 /* A generated graph: a deterministic sequence of element-wise, broadcast,
@@ -963,6 +1027,7 @@ static void test_declared_state_in_slots(void)
 int main(void)
 {
     RUN_TEST(test_intermediate_outputs_fuse_into_one_kernel);
+    RUN_TEST(test_outputs_beyond_the_limit_start_another_group);
     RUN_TEST(test_fused_on_every_isa); /* chain, broadcast, outputs, generated graphs per ISA */
     RUN_TEST(test_simplify_merges_equal_nodes);
     RUN_TEST(test_retrace_reason_and_warning);
