@@ -132,8 +132,9 @@ const wf_prim_rules wf__rules_other[] = {
      * wf_custom_function gives them rules. */
     {&wf__prim_custom, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,
      vmap_unsupported},
-    /* Outputs of multi-output primitives: none is built in yet; their rules
-     * (every output's cotangent at once) come with the first one. */
+    /* Outputs of multi-output primitives: only compile's fused nodes have
+     * several, and they live in fused tapes, which no transform replays;
+     * rules (every output's cotangent at once) come with the first other. */
     {&wf__prim_sibling, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,
      vmap_unsupported},
     /* compile's fused kernels: a compiled function called under a transform

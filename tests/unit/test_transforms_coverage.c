@@ -49,9 +49,10 @@ static const wf_prim_def *const constants[] = {
 /* Every transform answers WF_ERR_UNSUPPORTED naming these:
  *  - custom: weft cannot see into a user kernel (wf_custom_function gives it
  *    rules);
- *  - sibling: an output of a multi-output primitive. No built-in primitive
- *    has several outputs yet; their rules (taking every output's cotangent
- *    at once) come with the first one;
+ *  - sibling: an output of a multi-output primitive. Only compile's fused
+ *    nodes have several outputs yet (fused tapes only, see below); their
+ *    rules (taking every output's cotangent at once) come with the first
+ *    other;
  *  - fused: compile's fused element-wise programs live only in fused tapes,
  *    which are never replayed under a transform (a compiled function called
  *    under a transform replays its unfused tape). */

@@ -409,7 +409,7 @@ wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, con
     for (int k = 0; k < p->noutputs; k++) {
         wf_status status = wf__array_alloc_output(wf__node_output(out, k));
         if (status != WF_OK)
-            return status; /* the runtime releases what was allocated */
+            return status; /* what was allocated goes with the nodes */
     }
     wf__fused_count_run();
     if (out->size == 0)
