@@ -277,7 +277,7 @@ static wf_status build_tapes(wf_trace *t, wf_compiled *c, wf_compile_mode mode,
     if (status == WF_OK)
         status = wf__tape_copy(&t->fused, &t->plain);
     if (status == WF_OK && mode == WF_COMPILE_ENABLED)
-        status = wf__tape_fuse(&t->fused, shapes, ndims, &t->fused_nodes);
+        status = wf__tape_fuse(&t->fused, shapes, ndims, c->shapeless, &t->fused_nodes);
     free(all);
     free(shapes);
     free(ndims);

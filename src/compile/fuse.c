@@ -77,7 +77,7 @@ struct fuser {
     int *users;       /* reading nodes, ascending (one entry per use) */
     int *early_uses;  /* per node: uses by nodes up to the current root */
     int exposed[WF_FUSED_MAX_OUTPUTS - 1]; /* the current group's members read outside it */
-    int nexposed;
+    int nexposed, max_exposed;
     int *group;       /* per node: group id, -1 none */
     int *group_uses;  /* per node: uses from members of group_of_count */
     int *group_of_count;
@@ -103,20 +103,21 @@ static bool joins(struct fuser *f, int p, bool compute)
         return false;
     if (f->group_uses[p] == f->uses[p])
         return true;
-    if (f->nexposed == WF_FUSED_MAX_OUTPUTS - 1)
+    if (f->nexposed == f->max_exposed)
         return false;
     f->exposed[f->nexposed++] = p;
     return true;
 }
 
-/* Grows group `g` from `root`; returns the member count (members in
- * f->members, in no particular order; those read outside it in
- * f->exposed). */
-static int grow_group(struct fuser *f, int g, int root)
+/* Grows group `g` from `root` with at most `max_exposed` members read
+ * outside it (in f->exposed); returns the member count (members in
+ * f->members, in no particular order). */
+static int grow_group(struct fuser *f, int g, int root, int max_exposed)
 {
     const wf_tape_node *root_node = &f->t->nodes[root];
     int count = 0;
     f->nexposed = 0;
+    f->max_exposed = max_exposed;
     f->group[root] = g;
     f->members[count++] = root;
     for (int m = 0; m < count && count < MAX_GROUP_INSTR; m++) {
@@ -287,6 +288,29 @@ static bool leaves_give_root_shape(const wf_tape *t, const struct program_builde
     return wf__shape_equal(shape, ndim, root->shape, root->ndim);
 }
 
+/* In a shapeless tape an output's shape at a call is the broadcast of the
+ * leaves it reads (the fused node broadcasts all of them): every output
+ * must read every leaf to have the node's shape at every call. Leaves are
+ * at most MAX_GROUP_INSTR (64), one bit each. */
+static bool outputs_read_every_leaf(const wf_fused_program *p)
+{
+    uint64_t reads[3 * MAX_GROUP_INSTR + 2];
+    uint64_t all = p->ninputs >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << p->ninputs) - 1;
+    for (int i = 0; i < p->ninstr; i++) {
+        const wf_fused_instr *in = &p->instr[i];
+        if (in->opcode == WF_FUSED_INPUT)
+            reads[i] = (uint64_t)1 << in->a;
+        else if (in->opcode == WF_FUSED_CONST)
+            reads[i] = 0;
+        else
+            reads[i] = reads[in->a] | (wf__fused_opcode_is_unary(in->opcode) ? 0 : reads[in->b]);
+    }
+    for (int k = 0; k < p->noutputs; k++)
+        if (reads[p->outputs[k]] != all)
+            return false;
+    return true;
+}
+
 /* Per node: its operand uses (function outputs count n + 1 each, so an
  * output is never absorbed silently) and the nodes reading it, ascending. */
 static wf_status count_uses(struct fuser *f)
@@ -328,30 +352,42 @@ struct fused_group {
  * fusing (one compute node) gives its members back. */
 static wf_status find_groups(struct fuser *f, struct fused_group **groups,
                              const int64_t *const *input_shapes, const int *input_ndims,
-                             int *fused_nodes)
+                             bool shapeless, int *fused_nodes)
 {
     wf_tape *t = f->t;
     int ngroups = 0;
     for (int root = t->nnodes - 1; root >= 0; root--) {
         if (f->group[root] >= 0 || !is_f32_compute(&t->nodes[root]))
             continue;
-        int g = ngroups++;
-        int count = grow_group(f, g, root);
-        int compute = 0;
-        for (int m = 0; m < count; m++)
-            compute += t->nodes[f->members[m]].prim != &wf__prim_broadcast_to;
-        qsort(f->members, (size_t)count, sizeof(int), compare_int);
+        int max_exposed = WF_FUSED_MAX_OUTPUTS - 1;
+        int count, compute;
         struct program_builder b;
-        bool fuse = compute >= 2;
-        if (fuse) {
+        bool fuse;
+        for (;;) {
+            count = grow_group(f, ngroups++, root, max_exposed);
+            compute = 0;
+            for (int m = 0; m < count; m++)
+                compute += t->nodes[f->members[m]].prim != &wf__prim_broadcast_to;
+            qsort(f->members, (size_t)count, sizeof(int), compare_int);
+            fuse = compute >= 2;
+            if (!fuse)
+                break;
             wf_status status = build_program(f, f->members, count, root, &b);
             if (status != WF_OK) {
                 wf__fused_program_release(b.program);
                 return status;
             }
             fuse = leaves_give_root_shape(t, &b, &t->nodes[root], input_shapes, input_ndims);
+            if (fuse && shapeless && !outputs_read_every_leaf(b.program)) {
+                wf__fused_program_release(b.program);
+                for (int m = 0; m < count; m++)
+                    f->group[f->members[m]] = -1;
+                max_exposed = 0; /* grown again, as a chain with one output */
+                continue;
+            }
             if (!fuse)
                 wf__fused_program_release(b.program);
+            break;
         }
         if (!fuse) {
             for (int m = 0; m < count; m++)
@@ -465,7 +501,7 @@ static wf_status rewrite(struct fuser *f, struct fused_group **groups, wf_tape_n
 }
 
 wf_status wf__tape_fuse(wf_tape *t, const int64_t *const *input_shapes, const int *input_ndims,
-                        int *fused_nodes)
+                        bool shapeless, int *fused_nodes)
 {
     *fused_nodes = 0;
     int n = t->nnodes;
@@ -493,7 +529,7 @@ wf_status wf__tape_fuse(wf_tape *t, const int64_t *const *input_shapes, const in
         f.group[i] = f.group_of_count[i] = -1;
     status = count_uses(&f);
     if (status == WF_OK)
-        status = find_groups(&f, groups, input_shapes, input_ndims, fused_nodes);
+        status = find_groups(&f, groups, input_shapes, input_ndims, shapeless, fused_nodes);
     if (status == WF_OK)
         status = rewrite(&f, groups, rewritten, made, remap, &kept);
     if (status == WF_OK) {

@@ -68,10 +68,13 @@ wf_status wf__tape_copy(wf_tape *dst, const wf_tape *src);
 wf_status wf__tape_simplify(wf_tape *t);
 
 /* Replaces chains of float32 element-wise nodes (with the broadcasts of
- * their leaves) by fused nodes; *fused_nodes says how many were made.
- * input_shapes / input_ndims describe the traced call's inputs. */
+ * their leaves) by fused nodes, with several outputs where intermediates
+ * are read outside the chain; *fused_nodes says how many were made.
+ * input_shapes / input_ndims describe the traced call's inputs; a
+ * `shapeless` tape only exposes intermediates whose shape is the fused
+ * node's at every call. */
 wf_status wf__tape_fuse(wf_tape *t, const int64_t *const *input_shapes, const int *input_ndims,
-                        int *fused_nodes);
+                        bool shapeless, int *fused_nodes);
 
 /* Builds the tape's nodes from `inputs` (ninputs arrays) and writes
  * noutputs new references (not adopted by any scope) to `outputs`. */

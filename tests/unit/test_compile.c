@@ -790,14 +790,14 @@ static wf_status ladder_body(void *payload, wf_array *const *in, size_t n, wf_ar
 }
 
 /* Four outputs at most per fused node: the six steps take two fused
- * kernels (steps 6..3, then 2..1), replayed shapeless at every shape with
- * the same bits as op by op. */
+ * kernels (steps 6..3, then 2..1), at every shape with the same bits as op
+ * by op. (Not shapeless: there step 3 reads one of its group's three
+ * leaves, so that group keeps one output; see
+ * test_shapeless_outputs_keep_their_shapes.) */
 static void test_outputs_beyond_the_limit_start_another_group(void)
 {
-    wf_compile_options o = wf_compile_options_default();
-    o.shapeless = true;
     wf_fn *f = wf_fn_new(ladder_body, NULL, NULL);
-    wf_fn *cf = wf_compile(f, &o);
+    wf_fn *cf = wf_compile(f, NULL);
     const int64_t rows[] = {8, 3, 1, 50}, cols[] = {4, 4, 7, 1};
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
         wf_array *x = ramp2(rows[k], cols[k]), *b = ramp(cols[k], 1.0);
@@ -820,9 +820,68 @@ static void test_outputs_beyond_the_limit_start_another_group(void)
         wf_release(x);
         wf_release(b);
     }
-    CHECK_EQ_INT(stats_of(cf).traces, 1);
+    CHECK_EQ_INT(stats_of(cf).traces, 4);
     wf_fn_release(cf);
     wf_fn_release(f);
+}
+
+/* (x, w) -> (x * w, exp(x * w) + x) when *payload is 0, else
+ * (exp(w), exp(w) + x): in the second, the returned intermediate reads w
+ * only, so a shapeless call may give it a smaller shape than the sum's. */
+static wf_status exposed_shape_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                                    size_t *nout)
+{
+    (void)n;
+    bool reads_w_only = *(const int *)payload != 0;
+    wf_scope_begin();
+    wf_array *e = reads_w_only ? wf_exp(in[1]) : wf_multiply(in[0], in[1]);
+    out[0] = wf_keep(e);
+    out[1] = wf_keep(wf_add(reads_w_only ? e : wf_exp(e), in[0]));
+    wf_scope_end();
+    *nout = 2;
+    if (!out[0] || !out[1]) {
+        wf_release(out[0]);
+        wf_release(out[1]);
+        return wf_last_error();
+    }
+    return WF_OK;
+}
+
+/* Shapeless: an intermediate output keeps its own shape at every call (it
+ * is fused as an output only when it reads every leaf of the chain). */
+static void test_shapeless_outputs_keep_their_shapes(void)
+{
+    wf_compile_options o = wf_compile_options_default();
+    o.shapeless = true;
+    for (int variant = 0; variant < 2; variant++) {
+        wf_fn *f = wf_fn_new(exposed_shape_body, &variant, NULL);
+        wf_fn *cf = wf_compile(f, &o);
+        const int64_t xrows[] = {4, 3, 3, 1}, wrows[] = {4, 1, 3, 1};
+        for (size_t k = 0; k < sizeof xrows / sizeof xrows[0]; k++) {
+            wf_array *x = ramp2(xrows[k], 4), *w = ramp2(wrows[k], 4);
+            wf_array *in[2] = {x, w}, *want[2], *got[2];
+            size_t nw = 2, ng = 2;
+            CHECK_OK(wf_fn_call(f, in, 2, want, &nw));
+            uint64_t fused = wf__fused_kernels_run();
+            CHECK_OK(wf_fn_call(cf, in, 2, got, &ng));
+            CHECK_OK(wf_eval(got, ng));
+            /* the first variant is one fused kernel; the second fuses nothing */
+            CHECK_EQ_INT(wf__fused_kernels_run() - fused, variant == 0);
+            for (size_t i = 0; i < 2 && nw == 2 && ng == 2; i++) {
+                CHECK_EQ_INT(wf_array_dim(got[i], 0), wf_array_dim(want[i], 0));
+                CHECK(max_abs_diff(want[i], got[i]) == 0.0);
+            }
+            for (size_t i = 0; i < nw; i++)
+                wf_release(want[i]);
+            for (size_t i = 0; i < ng; i++)
+                wf_release(got[i]);
+            wf_release(x);
+            wf_release(w);
+        }
+        CHECK_EQ_INT(stats_of(cf).traces, 1);
+        wf_fn_release(cf);
+        wf_fn_release(f);
+    }
 }
 
 /* ------------------------------------------------------------ differential */
@@ -1028,6 +1087,7 @@ int main(void)
 {
     RUN_TEST(test_intermediate_outputs_fuse_into_one_kernel);
     RUN_TEST(test_outputs_beyond_the_limit_start_another_group);
+    RUN_TEST(test_shapeless_outputs_keep_their_shapes);
     RUN_TEST(test_fused_on_every_isa); /* chain, broadcast, outputs, generated graphs per ISA */
     RUN_TEST(test_simplify_merges_equal_nodes);
     RUN_TEST(test_retrace_reason_and_warning);
