@@ -761,6 +761,40 @@ static void test_intermediate_outputs_fuse_into_one_kernel(void)
     wf_fn_release(f);
 }
 
+/* Outputs of 16 MB and more are streamed past the caches from scratch
+ * tiles: the same bits, one output or two, and a size that ends mid-line. */
+static void test_large_outputs_stream_with_the_same_bits(void)
+{
+    const int64_t n = ((int64_t)1 << 22) + 37;
+    wf_array *x = ramp(n, 2.0);
+    wf_fn *f = wf_fn_new(chain8_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    wf_array *want = chain8(x);
+    uint64_t fused = wf__fused_kernels_run();
+    wf_array *got = call1(cf, x);
+    CHECK_NOT_NULL(got);
+    CHECK(max_abs_diff(want, got) == 0.0); /* evaluates got: one fused kernel */
+    CHECK_EQ_INT(wf__fused_kernels_run() - fused, 1);
+    wf_release(got);
+    wf_release(want);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+
+    wf_fn *g = wf_fn_new(two_output_body, NULL, NULL);
+    wf_fn *cg = wf_compile(g, NULL);
+    wf_array *want2[2], *got2[2];
+    call_two_outputs(g, x, want2);
+    call_two_outputs(cg, x, got2);
+    for (int k = 0; k < 2; k++) {
+        CHECK(max_abs_diff(want2[k], got2[k]) == 0.0);
+        wf_release(want2[k]);
+        wf_release(got2[k]);
+    }
+    wf_fn_release(cg);
+    wf_fn_release(g);
+    wf_release(x);
+}
+
 /* (x, b) -> every step of a six-step chain (b a row, implicitly broadcast):
  * more intermediates are read outside than one fused node has outputs. */
 static wf_status ladder_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
@@ -1086,6 +1120,7 @@ static void test_declared_state_in_slots(void)
 int main(void)
 {
     RUN_TEST(test_intermediate_outputs_fuse_into_one_kernel);
+    RUN_TEST(test_large_outputs_stream_with_the_same_bits);
     RUN_TEST(test_outputs_beyond_the_limit_start_another_group);
     RUN_TEST(test_shapeless_outputs_keep_their_shapes);
     RUN_TEST(test_fused_on_every_isa); /* chain, broadcast, outputs, generated graphs per ISA */

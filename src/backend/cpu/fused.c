@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu.h"
 #include "backend/cpu/vmath.h"
 #include "core/error.h"
 #include "prim/fused.h"
@@ -268,7 +269,19 @@ struct fused_plan {
     char *scratch;       /* nchunks areas of area_bytes */
     size_t area_bytes;
     int isa;             /* the variant every tile of this run uses */
+    /* Outputs this large are computed into scratch tiles and streamed to
+     * memory past the caches: a plain store first reads each line (a
+     * third more memory traffic), and nothing reads them back soon. */
+    bool stream_out;
 };
+
+enum { STREAM_OUTPUT_BYTES = 1 << 24 };
+
+/* Whether output k's tiles are computed in scratch and copied out. */
+static bool output_staged(const struct fused_plan *plan, int k)
+{
+    return plan->stream_out || plan->run->out_aliased[k];
+}
 
 static atomic_uint_fast64_t runs_by_isa[WF_VM_ISA_COUNT];
 
@@ -350,7 +363,7 @@ static void run_chunk(const struct fused_plan *plan, int64_t chunk)
             }
             float *dst;
             int k = plan->output_of[i];
-            if (k >= 0 && !run->out_aliased[k]) {
+            if (k >= 0 && !output_staged(plan, k)) {
                 dst = run->out[k] + start;
             } else {
                 slot[i] = free_tiles[--nfree];
@@ -367,9 +380,11 @@ static void run_chunk(const struct fused_plan *plan, int64_t chunk)
         }
         for (int k = 0; k < p->noutputs; k++) {
             int o = p->outputs[k];
-            if (value[o] != run->out[k] + start) /* an input, a constant or aliased */
+            if (plan->stream_out)
+                wf__cpu_stream_copy(run->out[k] + start, value[o], (size_t)n * sizeof(float));
+            else if (value[o] != run->out[k] + start) /* an input, a constant or aliased */
                 memcpy(run->out[k] + start, value[o], (size_t)n * sizeof(float));
-            if (run->out_aliased[k] && slot[o] >= 0 && !pinned[o]) {
+            if (output_staged(plan, k) && slot[o] >= 0 && !pinned[o]) {
                 free_tiles[nfree++] = slot[o]; /* the next tile takes it again */
                 slot[o] = -1;
             }
@@ -379,8 +394,11 @@ static void run_chunk(const struct fused_plan *plan, int64_t chunk)
 
 static void run_chunks(void *ctx, int64_t begin, int64_t end)
 {
+    const struct fused_plan *plan = ctx;
     for (int64_t c = begin; c < end; c++)
-        run_chunk(ctx, c);
+        run_chunk(plan, c);
+    if (plan->stream_out) /* before the pool hands the chunks back */
+        wf__cpu_stream_fence();
 }
 
 /* Per value: the last instruction reading it, outputs last of all (read
@@ -423,7 +441,10 @@ wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, con
     nchunks = (out->size + per_chunk - 1) / per_chunk;
     struct fused_plan plan = {.nchunks = nchunks, .per_chunk = per_chunk, .total = out->size,
                               .area_bytes = chunk_area_bytes(p->ninstr),
-                              .isa = wf__vm_isa_active()};
+                              .isa = wf__vm_isa_active(),
+                              .stream_out = (uint64_t)out->size * sizeof(float) *
+                                                (uint64_t)p->noutputs >=
+                                            STREAM_OUTPUT_BYTES};
     struct fused_run *run = malloc(sizeof *run + (size_t)ninputs * sizeof(struct fused_input));
     int *last_use = malloc(2 * (size_t)p->ninstr * sizeof *last_use);
     plan.scratch = aligned_alloc(64, (size_t)nchunks * plan.area_bytes);
