@@ -321,6 +321,24 @@ static void give_back_operands(const wf_fused_instr *in, int i, const int *last_
     }
 }
 
+/* A tile is one 4 KB page of each input read in place, and the hardware
+ * prefetchers stop at page boundaries: ask for the next tile's lines while
+ * this one is computed (the inputs would otherwise arrive from memory one
+ * miss at a time). */
+static void prefetch_next_tile(const struct fused_run *run, int64_t next, int64_t end)
+{
+    if (next >= end)
+        return;
+    const int64_t n = end - next < TILE ? end - next : TILE;
+    for (int i = 0; i < run->program->ninputs; i++) {
+        if (run->inputs[i].layout != LAYOUT_LINEAR)
+            continue;
+        const char *p = (const char *)(run->inputs[i].base + next);
+        for (int64_t b = 0; b < n * (int64_t)sizeof(float); b += 64)
+            __builtin_prefetch(p + b, 0, 3);
+    }
+}
+
 static void run_chunk(const struct fused_plan *plan, int64_t chunk)
 {
     const struct fused_run *run = plan->run;
@@ -353,6 +371,7 @@ static void run_chunk(const struct fused_plan *plan, int64_t chunk)
     int64_t end = begin + plan->per_chunk < plan->total ? begin + plan->per_chunk : plan->total;
     for (int64_t start = begin; start < end; start += TILE) {
         int64_t n = end - start < TILE ? end - start : TILE;
+        prefetch_next_tile(run, start + TILE, end);
         for (int i = 0; i < ninstr; i++) {
             const wf_fused_instr *in = &p->instr[i];
             if (pinned[i] || plan->last_use[i] < 0)
