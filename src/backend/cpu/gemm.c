@@ -194,36 +194,36 @@ static void copy_element(char *dst, const char *src, size_t es)
         memcpy(dst, src, 4);
 }
 
+/* A micro-panel of `width` lanes: dst[k * width + i] = src[i * lane_step +
+ * k * k_step] for i < n, zero lanes after (n <= width). A's panels walk its
+ * rows (lane_step = rs, k_step = cs), B's its columns (cs, rs). */
+static void pack_panel(size_t es, int n, int width, int64_t kc, const char *src,
+                       int64_t lane_step, int64_t k_step, char *dst)
+{
+    for (int64_t k = 0; k < kc; k++, dst += width * (int64_t)es) {
+        const char *sk = src + k * k_step * (int64_t)es;
+        if (lane_step == 1) {
+            memcpy(dst, sk, (size_t)n * es);
+        } else {
+            for (int i = 0; i < n; i++)
+                copy_element(dst + i * (int64_t)es, sk + i * lane_step * (int64_t)es, es);
+        }
+        memset(dst + (size_t)n * es, 0, (size_t)(width - n) * es);
+    }
+}
+
 /* A micro-panel: dst[k * mr + i] = A[i][k] (rows <= mr; zero rows below). */
 static void pack_a_loops(size_t es, int rows, int mr, int64_t kc, const char *a, int64_t rs,
                          int64_t cs, char *dst)
 {
-    for (int64_t k = 0; k < kc; k++, dst += mr * (int64_t)es) {
-        const char *ak = a + k * cs * (int64_t)es;
-        if (rs == 1) {
-            memcpy(dst, ak, (size_t)rows * es);
-        } else {
-            for (int i = 0; i < rows; i++)
-                copy_element(dst + i * (int64_t)es, ak + i * rs * (int64_t)es, es);
-        }
-        memset(dst + (size_t)rows * es, 0, (size_t)(mr - rows) * es);
-    }
+    pack_panel(es, rows, mr, kc, a, rs, cs, dst);
 }
 
 /* B micro-panel: dst[k * nr + j] = B[k][j] (cols <= nr; zero columns right). */
 static void pack_b_loops(size_t es, int cols, int nr, int64_t kc, const char *b, int64_t rs,
                          int64_t cs, char *dst)
 {
-    for (int64_t k = 0; k < kc; k++, dst += nr * (int64_t)es) {
-        const char *bk = b + k * rs * (int64_t)es;
-        if (cs == 1) {
-            memcpy(dst, bk, (size_t)cols * es);
-        } else {
-            for (int j = 0; j < cols; j++)
-                copy_element(dst + j * (int64_t)es, bk + j * cs * (int64_t)es, es);
-        }
-        memset(dst + (size_t)cols * es, 0, (size_t)(nr - cols) * es);
-    }
+    pack_panel(es, cols, nr, kc, b, cs, rs, dst);
 }
 
 /* A strip of B micro-panels from B rows with contiguous columns (`cols` in
