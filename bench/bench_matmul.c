@@ -11,8 +11,8 @@
  *  - concurrent requests: batch-32 products 32 x 784 @ 784 x 1024 from 1 and
  *    from 2 threads at once (weft, and cblas_sgemm called the same way).
  * Ratios are weft / OpenBLAS throughput (> 1: weft faster). Each figure is the
- * best of several runs, weft and OpenBLAS alternating; big sizes run fewer
- * times. The header says which kernels each library picked: OpenBLAS's core
+ * best of several runs, weft and OpenBLAS in alternating blocks; big sizes
+ * run fewer times. The header says which kernels each library picked: OpenBLAS's core
  * name (set OPENBLAS_CORETYPE to change it; weft never does) and weft's ISA
  * variant (WEFT_ISA caps it).
  *
@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/cpu/gemm.h"
 #include "runtime/pool.h"
@@ -90,9 +91,18 @@ static double time_blas(blas_fn blas, void *ctx)
     return now_seconds() - t0;
 }
 
-/* Best times of weft and BLAS (blas may be NULL), alternating, after one
- * warm-up each; big products run fewer times (a quarter of max_repeats,
- * at least 2, above ~4 GFLOP), small ones more. */
+/* Both libraries keep their idle pool threads busy-waiting for a while
+ * after a call (weft for WEFT_POOL_SPIN_US, OpenBLAS much longer, yielding):
+ * on a machine with few cores the threads of one would take the cores from
+ * the next call of the other. So the libraries run in blocks, with a pause
+ * for the other's threads to go to sleep before each block. */
+enum { ROUNDS = 3, SETTLE_US = 100000 };
+
+static void settle(void) { usleep(SETTLE_US); }
+
+/* Best times of weft and BLAS (blas may be NULL), in ROUNDS rounds of a
+ * block of each, after one warm-up each; big products run fewer times (a
+ * quarter of max_repeats, at least 2, above ~4 GFLOP), small ones more. */
 static void best_pair(build_fn build, wf_array **in, blas_fn blas, void *ctx, double flops,
                       int max_repeats, double *tw, double *tb)
 {
@@ -101,16 +111,20 @@ static void best_pair(build_fn build, wf_array **in, blas_fn blas, void *ctx, do
                                 : max_repeats;
     if (flops < 1e8)
         repeats = 20 * max_repeats;
+    const int per_block = (repeats + ROUNDS - 1) / ROUNDS;
     *tw = *tb = 1e30;
-    time_weft(build, in);
-    if (blas)
-        time_blas(blas, ctx);
-    for (int r = 0; r < repeats; r++) {
-        double t = time_weft(build, in);
-        *tw = t < *tw ? t : *tw;
-        if (blas) {
-            t = time_blas(blas, ctx);
-            *tb = t < *tb ? t : *tb;
+    for (int round = 0; round < ROUNDS; round++) {
+        settle();
+        for (int r = 0; r <= per_block; r++) { /* r == 0: warm-up */
+            const double t = time_weft(build, in);
+            *tw = r > 0 && t < *tw ? t : *tw;
+        }
+        if (!blas)
+            continue;
+        settle();
+        for (int r = 0; r <= per_block; r++) {
+            const double t = time_blas(blas, ctx);
+            *tb = r > 0 && t < *tb ? t : *tb;
         }
     }
 }
@@ -340,8 +354,10 @@ static void bench_concurrent(void)
     double rate[2][2];
     for (int blas = 0; blas < 2; blas++) {
         request_ctx ctx[2] = {{blas, xa, wa, x, w, out[0]}, {blas, xa, wa, x, w, out[1]}};
-        for (int threads = 1; threads <= 2; threads++)
+        for (int threads = 1; threads <= 2; threads++) {
+            settle();
             rate[blas][threads - 1] = requests_per_second(threads, ctx);
+        }
     }
     printf("requests 32x784@784x1024: weft %6.0f/s from 1 thread, %6.0f/s from 2 (x%.2f); "
            "OpenBLAS %6.0f/s, %6.0f/s (x%.2f)\n",

@@ -10,9 +10,11 @@
  */
 #include "runtime/pool.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/fork.h"
@@ -25,15 +27,25 @@ struct job {
     void *ctx;
     int64_t n, chunk, nchunks;
     atomic_int_fast64_t next_chunk;
-    int helpers; /* pool threads inside the job (pool lock) */
+    atomic_int helpers; /* pool threads inside the job (changed under the pool lock) */
     struct job *next;
 };
+
+/* How long an idle pool thread watches for the next job, and a caller for
+ * its helpers to leave, before sleeping on a condition variable. Waking a
+ * sleeping thread costs tens of microseconds on a virtual machine (longer
+ * than a matrix-vector product): without the watch, a kernel split over
+ * the pool mostly runs on its caller alone. WEFT_POOL_SPIN_US sets it
+ * (0: sleep at once). */
+enum { DEFAULT_SPIN_US = 200 };
 
 static struct {
     wf_mutex lock; /* level 55 */
     pthread_cond_t work;     /* pool threads wait for jobs */
     pthread_cond_t finished; /* callers wait for helpers to leave */
     struct job *jobs;
+    atomic_uint_fast64_t posted; /* jobs ever posted: what idle threads watch */
+    int64_t spin_ns;     /* the watch (set when started) */
     int size;            /* threads per kernel, caller included (set when started) */
     atomic_bool started; /* pool threads created (set under the lock; cleared in a fork child) */
 } pool = {.lock = {PTHREAD_MUTEX_INITIALIZER, WF_LOCK_POOL},
@@ -66,6 +78,48 @@ static struct job *open_job(void)
     return NULL;
 }
 
+static int64_t monotonic_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Waits up to pool.spin_ns, without the lock, for `done(arg)`. */
+static bool spin_until(bool (*done)(const void *), const void *arg)
+{
+    if (pool.spin_ns <= 0)
+        return done(arg);
+    const int64_t deadline = monotonic_ns() + pool.spin_ns;
+    for (unsigned i = 1;; i++) {
+        if (done(arg))
+            return true;
+        cpu_relax();
+        if (i % 16 == 0) { /* let any other thread that wants this core have it */
+            sched_yield();
+            if (monotonic_ns() > deadline)
+                return false;
+        }
+    }
+}
+
+static bool job_posted_since(const void *arg)
+{
+    return atomic_load_explicit(&pool.posted, memory_order_acquire) != *(const uint64_t *)arg;
+}
+
+static bool no_helpers(const void *arg)
+{
+    return atomic_load_explicit(&((const struct job *)arg)->helpers, memory_order_acquire) == 0;
+}
+
 static void *pool_thread(void *arg)
 {
     (void)arg;
@@ -73,15 +127,22 @@ static void *pool_thread(void *arg)
     for (;;) {
         struct job *job = open_job();
         if (!job) {
-            wf__cond_wait(&pool.work, &pool.lock);
+            /* Watch for a post without the lock first; sleep if none comes. */
+            const uint64_t seen = atomic_load_explicit(&pool.posted, memory_order_relaxed);
+            wf__mutex_unlock(&pool.lock);
+            const bool posted = spin_until(job_posted_since, &seen);
+            wf__mutex_lock(&pool.lock);
+            if (!posted && !job_posted_since(&seen))
+                wf__cond_wait(&pool.work, &pool.lock);
             continue;
         }
-        job->helpers++;
+        atomic_fetch_add_explicit(&job->helpers, 1, memory_order_relaxed);
         wf__mutex_unlock(&pool.lock);
         int64_t ran = run_chunks(job);
         atomic_fetch_add_explicit(&chunks_helped, (uint_fast64_t)ran, memory_order_relaxed);
         wf__mutex_lock(&pool.lock);
-        if (--job->helpers == 0)
+        /* The last touch of the job: its caller may return once it reads 0. */
+        if (atomic_fetch_sub_explicit(&job->helpers, 1, memory_order_release) == 1)
             pthread_cond_broadcast(&pool.finished);
     }
     return NULL;
@@ -98,10 +159,20 @@ static int configured_size(void)
     return n > MAX_POOL_THREADS ? MAX_POOL_THREADS : (int)n;
 }
 
+static int64_t configured_spin_ns(void)
+{
+    const char *env = getenv("WEFT_POOL_SPIN_US");
+    long us = env ? strtol(env, NULL, 10) : DEFAULT_SPIN_US;
+    if (us < 0)
+        us = 0;
+    return us > 1000000 ? 1000000000 : (int64_t)us * 1000;
+}
+
 /* Pool lock held: the new threads wait for it before looking for jobs. */
 static void start_threads(void)
 {
     int wanted = configured_size();
+    pool.spin_ns = configured_spin_ns();
     pool.size = 1;
     for (int i = 1; i < wanted; i++) {
         pthread_t t;
@@ -149,22 +220,29 @@ void wf__parallel_for(int64_t n, int64_t min_chunk, wf_parallel_fn fn, void *ctx
     struct job job = {.fn = fn, .ctx = ctx, .n = n, .chunk = chunk};
     job.nchunks = (n + chunk - 1) / chunk;
     atomic_init(&job.next_chunk, 0);
+    atomic_init(&job.helpers, 0);
 
     wf__mutex_lock(&pool.lock);
     job.next = pool.jobs;
     pool.jobs = &job;
+    atomic_fetch_add_explicit(&pool.posted, 1, memory_order_release);
     pthread_cond_broadcast(&pool.work);
     wf__mutex_unlock(&pool.lock);
 
     run_chunks(&job);
 
-    /* Unlink the job, then wait for pool threads still running its chunks. */
+    /* Unlink the job (no thread joins it after this), then wait for pool
+     * threads still running its chunks: watching first, then asleep. */
     wf__mutex_lock(&pool.lock);
     struct job **link = &pool.jobs;
     while (*link != &job)
         link = &(*link)->next;
     *link = job.next;
-    while (job.helpers > 0)
+    wf__mutex_unlock(&pool.lock);
+    if (spin_until(no_helpers, &job))
+        return;
+    wf__mutex_lock(&pool.lock);
+    while (!no_helpers(&job))
         wf__cond_wait(&pool.finished, &pool.lock);
     wf__mutex_unlock(&pool.lock);
 }

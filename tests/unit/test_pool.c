@@ -3,6 +3,8 @@
  * split again) finishes instead of deadlocking. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "runtime/pool.h"
@@ -94,10 +96,76 @@ static void test_saturated_pool_finishes(void)
     }
 }
 
+/* Plain (non-atomic) writes of a chunk that outlasts the caller's watch
+ * for its helpers (200 us by default): the caller then sleeps until the
+ * helper leaves, and must see every write after it returns. */
+struct slow_rows {
+    int done[2];
+};
+
+static void slow_row(void *arg, int64_t begin, int64_t end)
+{
+    struct slow_rows *r = arg;
+    for (int64_t i = begin; i < end; i++) {
+        if (i == 1)
+            usleep(3000);
+        r->done[i] = 1;
+    }
+}
+
+static void test_caller_outwaits_its_watch(void)
+{
+    for (int round = 0; round < 10; round++) {
+        struct slow_rows r = {{0, 0}};
+        wf__parallel_for(2, 1, slow_row, &r);
+        CHECK_EQ_INT(r.done[0] + r.done[1], 2);
+    }
+}
+
+/* After idling past their watch the pool threads sleep; the next kernel
+ * must wake them (they help again), not only find them watching. */
+static void test_sleeping_pool_threads_wake(void)
+{
+    if (wf__pool_size() < 2)
+        return;
+    struct coverage c = {calloc(1 << 20, sizeof(atomic_int)), 1 << 20};
+    const uint64_t before = wf__pool_chunks_helped();
+    for (int round = 0; round < 40 && wf__pool_chunks_helped() == before; round++) {
+        usleep(5000); /* longer than the watch: the pool threads go to sleep */
+        for (int64_t i = 0; i < c.n; i++)
+            atomic_store_explicit(&c.hits[i], 0, memory_order_relaxed);
+        wf__parallel_for(c.n, 1024, mark, &c);
+        CHECK_EQ_INT(count_wrong(&c), 0);
+    }
+    CHECK(wf__pool_chunks_helped() > before);
+    free(c.hits);
+}
+
+/* The same tests in a fresh process whose pool threads sleep at once
+ * (WEFT_POOL_SPIN_US=0): every wake-up goes through the condition variables. */
+static void test_again_without_the_watch(void)
+{
+    pid_t child = fork();
+    if (child == 0) {
+        setenv("WEFT_POOL_SPIN_US", "0", 1);
+        execl("/proc/self/exe", "test_pool", (char *)NULL);
+        _exit(127);
+    }
+    CHECK(child > 0);
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ_INT(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
     RUN_TEST(test_every_index_once);
     RUN_TEST(test_pool_threads_help);
     RUN_TEST(test_saturated_pool_finishes);
+    RUN_TEST(test_caller_outwaits_its_watch);
+    RUN_TEST(test_sleeping_pool_threads_wake);
+    if (getenv("WEFT_POOL_SPIN_US") == NULL)
+        RUN_TEST(test_again_without_the_watch);
     return TEST_SUMMARY();
 }
