@@ -96,7 +96,7 @@ static double time_blas(blas_fn blas, void *ctx)
  * on a machine with few cores the threads of one would take the cores from
  * the next call of the other. So the libraries run in blocks, with a pause
  * for the other's threads to go to sleep before each block. */
-enum { ROUNDS = 3, SETTLE_US = 100000 };
+enum { ROUNDS = 3, SETTLE_US = 300000 };
 
 static void settle(void) { usleep(SETTLE_US); }
 
