@@ -1513,65 +1513,42 @@ VM_INLINE float vm_logaddexp(float a, float b) { return (float)vmd_logaddexp(a, 
             y[i + j] = yt[j];                                                            \
     }
 
-/* Trig: the same, and each block whose |x| exceed VM_TRIG_MAX (or are NaN or
- * inf) has those elements recomputed with libm. */
-#define VM_TRIG_FIX(LIBM, X, Y, CNT)                                                       \
+/* Beyond the range the vector argument reduction covers (|x| above
+ * VM_TRIG_MAX / VD_TRIG_MAX, inf, NaN): libm takes those elements. */
+VM_INLINE bool vm_trig_beyond(float x) { return (as_u32(x) & 0x7fffffffu) > VM_TRIG_MAX_BITS; }
+VM_INLINE bool vmd_trig_beyond(double x)
+{
+    return (as_u64(x) & 0x7fffffffffffffffu) > VD_TRIG_MAX_BITS;
+}
+
+/* Trig: the same, and each block with elements BEYOND the reduction range
+ * has those elements recomputed with libm. */
+#define VM_TRIG_FIX(BEYOND, LIBM, X, Y, CNT)                                               \
     do {                                                                                 \
-        uint32_t big = 0;                                                                \
+        bool big = false;                                                                \
         for (int j = 0; j < VM_BLOCK; j++)                                               \
-            big |= (as_u32((X)[j]) & 0x7fffffffu) > VM_TRIG_MAX_BITS;                    \
+            big |= BEYOND((X)[j]);                                                       \
         if (big)                                                                         \
             for (int j = 0; j < (CNT); j++)                                              \
-                if ((as_u32((X)[j]) & 0x7fffffffu) > VM_TRIG_MAX_BITS)                   \
+                if (BEYOND((X)[j]))                                                      \
                     (Y)[j] = LIBM((X)[j]);                                               \
     } while (0)
 
-#define VM_TRIG_BODY(FN, LIBM)                                                             \
+#define VM_TRIG_BODY(T, FN, LIBM, BEYOND)                                                  \
     int64_t i = 0;                                                                       \
     for (; i + VM_BLOCK <= n; i += VM_BLOCK) {                                           \
         for (int j = 0; j < VM_BLOCK; j++)                                               \
             y[i + j] = FN(x[i + j]);                                                     \
-        VM_TRIG_FIX(LIBM, x + i, y + i, VM_BLOCK);                                       \
+        VM_TRIG_FIX(BEYOND, LIBM, x + i, y + i, VM_BLOCK);                               \
     }                                                                                    \
     if (i < n) {                                                                         \
-        float xt[VM_BLOCK], yt[VM_BLOCK];                                                \
+        T xt[VM_BLOCK], yt[VM_BLOCK];                                                    \
         const int m = (int)(n - i);                                                      \
         for (int j = 0; j < VM_BLOCK; j++)                                               \
-            xt[j] = j < m ? x[i + j] : 0.0f;                                             \
+            xt[j] = j < m ? x[i + j] : (T)0;                                             \
         for (int j = 0; j < VM_BLOCK; j++)                                               \
             yt[j] = FN(xt[j]);                                                           \
-        VM_TRIG_FIX(LIBM, xt, yt, m);                                                    \
-        for (int j = 0; j < m; j++)                                                      \
-            y[i + j] = yt[j];                                                            \
-    }
-
-/* The same for float64 (|x| above VD_TRIG_MAX, inf, NaN: libm). */
-#define VMD_TRIG_FIX(LIBM, X, Y, CNT)                                                      \
-    do {                                                                                 \
-        uint64_t big = 0;                                                                \
-        for (int j = 0; j < VM_BLOCK; j++)                                               \
-            big |= (as_u64((X)[j]) & 0x7fffffffffffffffu) > VD_TRIG_MAX_BITS;            \
-        if (big)                                                                         \
-            for (int j = 0; j < (CNT); j++)                                              \
-                if ((as_u64((X)[j]) & 0x7fffffffffffffffu) > VD_TRIG_MAX_BITS)           \
-                    (Y)[j] = LIBM((X)[j]);                                               \
-    } while (0)
-
-#define VMD_TRIG_BODY(FN, LIBM)                                                            \
-    int64_t i = 0;                                                                       \
-    for (; i + VM_BLOCK <= n; i += VM_BLOCK) {                                           \
-        for (int j = 0; j < VM_BLOCK; j++)                                               \
-            y[i + j] = FN(x[i + j]);                                                     \
-        VMD_TRIG_FIX(LIBM, x + i, y + i, VM_BLOCK);                                      \
-    }                                                                                    \
-    if (i < n) {                                                                         \
-        double xt[VM_BLOCK], yt[VM_BLOCK];                                               \
-        const int m = (int)(n - i);                                                      \
-        for (int j = 0; j < VM_BLOCK; j++)                                               \
-            xt[j] = j < m ? x[i + j] : 0.0;                                              \
-        for (int j = 0; j < VM_BLOCK; j++)                                               \
-            yt[j] = FN(xt[j]);                                                           \
-        VMD_TRIG_FIX(LIBM, xt, yt, m);                                                   \
+        VM_TRIG_FIX(BEYOND, LIBM, xt, yt, m);                                            \
         for (int j = 0; j < m; j++)                                                      \
             y[i + j] = yt[j];                                                            \
     }
@@ -1592,12 +1569,12 @@ VM_INLINE float vm_logaddexp(float a, float b) { return (float)vmd_logaddexp(a, 
 #define VM_DEF_TRIG(NAME, SUFFIX, ATTR, FN, LIBM)                                          \
     ATTR static void NAME##_##SUFFIX(int64_t n, const float *restrict x, float *restrict y) \
     {                                                                                    \
-        VM_TRIG_BODY(FN, LIBM)                                                           \
+        VM_TRIG_BODY(float, FN, LIBM, vm_trig_beyond)                                    \
     }
 #define VMD_DEF_TRIG(NAME, SUFFIX, ATTR, FN, LIBM)                                         \
     ATTR static void NAME##_##SUFFIX(int64_t n, const double *restrict x, double *restrict y) \
     {                                                                                    \
-        VMD_TRIG_BODY(FN, LIBM)                                                          \
+        VM_TRIG_BODY(double, FN, LIBM, vmd_trig_beyond)                                  \
     }
 
 /* The functions every variant compiles from this file, with ATTR. */
