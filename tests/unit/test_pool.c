@@ -107,19 +107,21 @@ static void slow_row(void *arg, int64_t begin, int64_t end)
 {
     struct slow_rows *r = arg;
     for (int64_t i = begin; i < end; i++) {
-        if (i == 1)
-            usleep(3000);
+        usleep(i == 1 ? 3000 : 1000); /* row 0 leaves a pool thread time to take row 1 */
         r->done[i] = 1;
     }
 }
 
 static void test_caller_outwaits_its_watch(void)
 {
+    const uint64_t before = wf__pool_chunks_helped();
     for (int round = 0; round < 10; round++) {
         struct slow_rows r = {{0, 0}};
         wf__parallel_for(2, 1, slow_row, &r);
         CHECK_EQ_INT(r.done[0] + r.done[1], 2);
     }
+    if (wf__pool_size() >= 2) /* the scenario happened: a pool thread ran a slow row */
+        CHECK(wf__pool_chunks_helped() > before);
 }
 
 /* After idling past their watch the pool threads sleep; the next kernel
