@@ -84,9 +84,11 @@ static void f32_to_bf16_block(int64_t n, const float *restrict s, uint16_t *rest
     }
 }
 
-/* x86-64: hardware conversions (F16C: 8 halves per instruction) and AVX2
- * builds of the bf16 loops, chosen at run time; the portable loops above
- * serve other CPUs and strided operands. */
+/* x86-64: hardware conversions (F16C: 8 halves per instruction), AVX2
+ * builds of the bf16 loops and an AVX-512 float32 -> bf16 loop, chosen at
+ * run time; the portable loops above serve other CPUs and strided
+ * operands. Every path gives the same bits (exhaustively checked over all
+ * float32 inputs when written; tests sweep the rounding boundaries). */
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -103,15 +105,23 @@ __attribute__((target("avx,f16c"))) static void f16_to_f32_f16c(int64_t n,
         d[i] = wf__cpu_f16_to_f32(s[i]);
 }
 
-/* Immediate 0: round to nearest even, as wf__f32_to_f16 (NaN payloads may
- * differ; a NaN stays a NaN). */
+/* Immediate 0: round to nearest even, as wf__f32_to_f16. The hardware keeps
+ * a NaN's payload; blocks holding a NaN are redone by the inline converter,
+ * so every variant gives the quiet NaN 0x7e00 (bit-identical results). */
 __attribute__((target("avx,f16c"))) static void f32_to_f16_f16c(int64_t n,
                                                                  const float *restrict s,
                                                                  uint16_t *restrict d)
 {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), 0));
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(s + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)) != 0) {
+            for (int j = 0; j < 8; j++)
+                d[i + j] = wf__cpu_f32_to_f16(s[i + j]);
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(d + i), _mm256_cvtps_ph(x, 0));
+    }
     for (; i < n; i++)
         d[i] = wf__cpu_f32_to_f16(s[i]);
 }
@@ -127,6 +137,28 @@ __attribute__((target("avx2"))) static void f32_to_bf16_avx2(int64_t n, const fl
                                                               uint16_t *restrict d)
 {
     f32_to_bf16_block(n, s, d, 1);
+}
+
+/* wf__cpu_f32_to_bf16 on 16 lanes: round to nearest even in integer
+ * arithmetic, NaN lanes quieted. */
+__attribute__((target("avx512f"))) static void f32_to_bf16_avx512(int64_t n,
+                                                                 const float *restrict s,
+                                                                 uint16_t *restrict d)
+{
+    const __m512i round_base = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+    const __m512i quiet = _mm512_set1_epi32(0x40);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(s + i);
+        const __m512i u = _mm512_castps_si512(x);
+        const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(round_base, odd)), 16);
+        const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+        r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), quiet);
+        _mm256_storeu_si256((__m256i *)(d + i), _mm512_cvtepi32_epi16(r));
+    }
+    for (; i < n; i++)
+        d[i] = wf__cpu_f32_to_bf16(s[i]);
 }
 
 /* The hardware paths run unless the vmath variant was forced down to the
@@ -170,6 +202,10 @@ void wf__cpu_f32_to_halves(int64_t n, const float *src, uint16_t *dst, int64_t s
     if (stride == 1 && n >= 8) {
         if (dtype == WF_DTYPE_F16 && cpu_has_f16c()) {
             f32_to_f16_f16c(n, src, dst);
+            return;
+        }
+        if (dtype == WF_DTYPE_BF16 && wf__vm_isa_active() >= WF_VM_ISA_AVX512) {
+            f32_to_bf16_avx512(n, src, dst);
             return;
         }
         if (dtype == WF_DTYPE_BF16 && cpu_has_avx2()) {

@@ -3,6 +3,7 @@
 
 #include <math.h>
 
+#include "backend/cpu/binary.h"
 #include "core/dtype.h"
 
 /* ---- loads into a canonical type: int64 for bool/integers, double for floats */
@@ -11,8 +12,8 @@ static inline int64_t load_bool(uint8_t x) { return x != 0; }
 static inline int64_t load_u8(uint8_t x) { return x; }
 static inline int64_t load_i32(int32_t x) { return x; }
 static inline int64_t load_i64(int64_t x) { return x; }
-static inline double load_f16(uint16_t x) { return wf__f16_to_f32(x); }
-static inline double load_bf16(uint16_t x) { return wf__bf16_to_f32(x); }
+static inline double load_f16(uint16_t x) { return wf__cpu_f16_to_f32(x); }
+static inline double load_bf16(uint16_t x) { return wf__cpu_bf16_to_f32(x); }
 static inline double load_f32(float x) { return x; }
 static inline double load_f64(double x) { return x; }
 
@@ -64,8 +65,8 @@ static inline uint16_t store_bf16_from_f64(double v) { return wf__f64_to_bf16(v)
 static inline float store_f32_from_f64(double v) { return (float)v; }
 /* From a value exact in float32 (a float32, f16 or bf16 loaded as double):
  * converting through float32 rounds once. */
-static inline uint16_t store_f16_from_f32(double v) { return wf__f32_to_f16((float)v); }
-static inline uint16_t store_bf16_from_f32(double v) { return wf__f32_to_bf16((float)v); }
+static inline uint16_t store_f16_from_f32(double v) { return wf__cpu_f32_to_f16((float)v); }
+static inline uint16_t store_bf16_from_f32(double v) { return wf__cpu_f32_to_bf16((float)v); }
 static inline double store_f64_from_f64(double v) { return v; }
 
 /* One conversion loop per (source, destination) pair. */
@@ -93,6 +94,26 @@ typedef void (*convert_fn)(int64_t n, const void *src, int64_t ss, void *dst, in
     static void NAME(int64_t n, const void *src, int64_t ss, void *dst, int64_t ds)     \
     {                                                                                   \
         NAME##_typed(n, (const ST *)src, ss, (DT *)dst, ds);                            \
+    }
+
+/* float32 <-> f16/bf16 with a contiguous float32 side: binary.c's block
+ * conversions (F16C / AVX2 where the CPU has them, the same values as the
+ * scalar loads and stores); a strided float32 side takes the plain loop. */
+#define HALF_TO_F32(NAME, DTYPE)                                                        \
+    static void NAME(int64_t n, const void *src, int64_t ss, void *dst, int64_t ds)     \
+    {                                                                                   \
+        if (ds == 1)                                                                    \
+            wf__cpu_halves_to_f32(n, src, ss, DTYPE, dst);                              \
+        else                                                                            \
+            NAME##_strided(n, src, ss, dst, ds);                                        \
+    }
+#define F32_TO_HALF(NAME, DTYPE)                                                        \
+    static void NAME(int64_t n, const void *src, int64_t ss, void *dst, int64_t ds)     \
+    {                                                                                   \
+        if (ss == 1)                                                                    \
+            wf__cpu_f32_to_halves(n, src, dst, ds, DTYPE);                              \
+        else                                                                            \
+            NAME##_strided(n, src, ss, dst, ds);                                        \
     }
 
 CONVERT_LOOP(bool_to_u8, uint8_t, uint8_t, load_bool, store_u8_from_i64)
@@ -128,21 +149,25 @@ CONVERT_LOOP(f16_to_u8, uint16_t, uint8_t, load_f16, store_u8_from_f64)
 CONVERT_LOOP(f16_to_i32, uint16_t, int32_t, load_f16, store_i32_from_f64)
 CONVERT_LOOP(f16_to_i64, uint16_t, int64_t, load_f16, store_i64_from_f64)
 CONVERT_LOOP(f16_to_bf16, uint16_t, uint16_t, load_f16, store_bf16_from_f32)
-CONVERT_LOOP(f16_to_f32, uint16_t, float, load_f16, store_f32_from_f64)
+CONVERT_LOOP(f16_to_f32_strided, uint16_t, float, load_f16, store_f32_from_f64)
+HALF_TO_F32(f16_to_f32, WF_DTYPE_F16)
 CONVERT_LOOP(f16_to_f64, uint16_t, double, load_f16, store_f64_from_f64)
 CONVERT_LOOP(bf16_to_bool, uint16_t, uint8_t, load_bf16, store_bool_from_f64)
 CONVERT_LOOP(bf16_to_u8, uint16_t, uint8_t, load_bf16, store_u8_from_f64)
 CONVERT_LOOP(bf16_to_i32, uint16_t, int32_t, load_bf16, store_i32_from_f64)
 CONVERT_LOOP(bf16_to_i64, uint16_t, int64_t, load_bf16, store_i64_from_f64)
 CONVERT_LOOP(bf16_to_f16, uint16_t, uint16_t, load_bf16, store_f16_from_f32)
-CONVERT_LOOP(bf16_to_f32, uint16_t, float, load_bf16, store_f32_from_f64)
+CONVERT_LOOP(bf16_to_f32_strided, uint16_t, float, load_bf16, store_f32_from_f64)
+HALF_TO_F32(bf16_to_f32, WF_DTYPE_BF16)
 CONVERT_LOOP(bf16_to_f64, uint16_t, double, load_bf16, store_f64_from_f64)
 CONVERT_LOOP(f32_to_bool, float, uint8_t, load_f32, store_bool_from_f64)
 CONVERT_LOOP(f32_to_u8, float, uint8_t, load_f32, store_u8_from_f64)
 CONVERT_LOOP(f32_to_i32, float, int32_t, load_f32, store_i32_from_f64)
 CONVERT_LOOP(f32_to_i64, float, int64_t, load_f32, store_i64_from_f64)
-CONVERT_LOOP(f32_to_f16, float, uint16_t, load_f32, store_f16_from_f32)
-CONVERT_LOOP(f32_to_bf16, float, uint16_t, load_f32, store_bf16_from_f32)
+CONVERT_LOOP(f32_to_f16_strided, float, uint16_t, load_f32, store_f16_from_f32)
+F32_TO_HALF(f32_to_f16, WF_DTYPE_F16)
+CONVERT_LOOP(f32_to_bf16_strided, float, uint16_t, load_f32, store_bf16_from_f32)
+F32_TO_HALF(f32_to_bf16, WF_DTYPE_BF16)
 CONVERT_LOOP(f32_to_f64, float, double, load_f32, store_f64_from_f64)
 CONVERT_LOOP(f64_to_bool, double, uint8_t, load_f64, store_bool_from_f64)
 CONVERT_LOOP(f64_to_u8, double, uint8_t, load_f64, store_u8_from_f64)

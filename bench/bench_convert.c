@@ -1,0 +1,108 @@
+/*
+ * bench_convert: wf_astype between float32 and the half types, beside the
+ * path it took before (one out-of-line scalar conversion per element, the
+ * loop kept here as reference) and beside a memcpy moving the same bytes
+ * (what the memory allows), side by side in one run. ns per element, best
+ * of `reps`, 4M contiguous elements, one thread (WEFT_NUM_THREADS=1 is set
+ * before the first op).
+ *
+ * Usage: bench_convert [elements] [reps]   (WEFT_ISA=baseline|avx2|avx512
+ * picks the variant)
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/dtype.h"
+#include "weft.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The previous path: one call into dtype.c per element. */
+static void reference_convert(int64_t n, const void *src, wf_dtype from, void *dst, wf_dtype to)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (from == WF_DTYPE_F32) {
+            const float f = ((const float *)src)[i];
+            ((uint16_t *)dst)[i] = to == WF_DTYPE_F16 ? wf__f32_to_f16(f) : wf__f32_to_bf16(f);
+        } else {
+            const uint16_t h = ((const uint16_t *)src)[i];
+            ((float *)dst)[i] = from == WF_DTYPE_F16 ? wf__f16_to_f32(h) : wf__bf16_to_f32(h);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const int64_t n = argc > 1 ? atoll(argv[1]) : (int64_t)1 << 22;
+    const int reps = argc > 2 ? atoi(argv[2]) : 7;
+    if (n <= 0 || reps <= 0) {
+        fprintf(stderr, "usage: bench_convert [elements > 0] [reps > 0]\n");
+        return 2;
+    }
+    setenv("WEFT_NUM_THREADS", "1", 1);
+    static const wf_dtype pairs[4][2] = {{WF_DTYPE_F32, WF_DTYPE_F16},
+                                         {WF_DTYPE_F16, WF_DTYPE_F32},
+                                         {WF_DTYPE_F32, WF_DTYPE_BF16},
+                                         {WF_DTYPE_BF16, WF_DTYPE_F32}};
+    const int64_t shape[1] = {n};
+    void *scratch_src = malloc((size_t)n * 4), *scratch_dst = malloc((size_t)n * 4);
+    if (scratch_src == NULL || scratch_dst == NULL)
+        return 1;
+    memset(scratch_src, 1, (size_t)n * 4);
+    memset(scratch_dst, 0, (size_t)n * 4);
+    printf("bench_convert: %lld contiguous elements, one thread, ns per element (best of %d)\n",
+           (long long)n, reps);
+    printf("%-13s %10s %10s %10s %9s %9s\n", "astype", "weft", "previous", "memcpy",
+           "prev/weft", "weft/copy");
+    for (int p = 0; p < 4; p++) {
+        const wf_dtype from = pairs[p][0], to = pairs[p][1];
+        wf_array *u = wf_random_uniform(shape, 1, WF_DTYPE_F32, -1000.0, 1000.0, NULL);
+        wf_array *x = wf_astype(u, from);
+        if (x == NULL || wf_eval(&x, 1) != WF_OK) {
+            fprintf(stderr, "bench_convert: %s\n", wf_last_error_message());
+            return 1;
+        }
+        const void *xdata = NULL;
+        if (wf_array_data(x, &xdata) != WF_OK)
+            return 1;
+        const size_t bytes = (size_t)n * (wf_dtype_size(from) + wf_dtype_size(to)) / 2;
+        double best_op = 1e30, best_ref = 1e30, best_copy = 1e30;
+        for (int r = 0; r < reps; r++) {
+            double t = now();
+            wf_array *y = wf_astype(x, to);
+            if (y == NULL || wf_eval(&y, 1) != WF_OK) {
+                fprintf(stderr, "bench_convert: %s\n", wf_last_error_message());
+                return 1;
+            }
+            t = now() - t;
+            best_op = t < best_op ? t : best_op;
+            wf_release(y);
+
+            t = now();
+            reference_convert(n, xdata, from, scratch_dst, to);
+            t = now() - t;
+            best_ref = t < best_ref ? t : best_ref;
+
+            t = now(); /* the same bytes read and written */
+            memcpy(scratch_dst, scratch_src, bytes);
+            t = now() - t;
+            best_copy = t < best_copy ? t : best_copy;
+        }
+        printf("%-5s -> %-5s %10.3f %10.3f %10.3f %8.2fx %8.2fx\n", wf_dtype_name(from),
+               wf_dtype_name(to), 1e9 * best_op / (double)n, 1e9 * best_ref / (double)n,
+               1e9 * best_copy / (double)n, best_ref / best_op, best_op / best_copy);
+        wf_release(x);
+        wf_release(u);
+    }
+    free(scratch_src);
+    free(scratch_dst);
+    return 0;
+}
