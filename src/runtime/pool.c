@@ -45,6 +45,7 @@ static struct {
     pthread_cond_t finished; /* callers wait for helpers to leave */
     struct job *jobs;
     atomic_uint_fast64_t posted; /* jobs ever posted: what idle threads watch */
+    atomic_int callers;          /* threads inside wf__parallel_for */
     int64_t spin_ns;     /* the watch (set when started) */
     int size;            /* threads per kernel, caller included (set when started) */
     atomic_bool started; /* pool threads created (set under the lock; cleared in a fork child) */
@@ -202,17 +203,10 @@ int wf__pool_size(void)
     return pool.size;
 }
 
-void wf__parallel_for(int64_t n, int64_t min_chunk, wf_parallel_fn fn, void *ctx)
+/* Posts the job, runs chunks of it, waits for the helpers to leave it. */
+static void split_over_pool(int64_t n, int64_t min_chunk, int threads, wf_parallel_fn fn,
+                            void *ctx)
 {
-    if (n <= 0)
-        return;
-    int threads = wf__pool_size();
-    if (min_chunk < 1)
-        min_chunk = 1;
-    if (threads == 1 || n < 2 * min_chunk) {
-        fn(ctx, 0, n);
-        return;
-    }
     int64_t chunk = (n + (int64_t)threads * CHUNKS_PER_THREAD - 1) /
                     ((int64_t)threads * CHUNKS_PER_THREAD);
     if (chunk < min_chunk)
@@ -247,6 +241,30 @@ void wf__parallel_for(int64_t n, int64_t min_chunk, wf_parallel_fn fn, void *ctx
     wf__mutex_unlock(&pool.lock);
 }
 
+void wf__parallel_for(int64_t n, int64_t min_chunk, wf_parallel_fn fn, void *ctx)
+{
+    if (n <= 0)
+        return;
+    int threads = wf__pool_size();
+    if (min_chunk < 1)
+        min_chunk = 1;
+    if (threads == 1 || n < 2 * min_chunk) {
+        fn(ctx, 0, n);
+        return;
+    }
+    /* Callers already busy in kernels of their own (other client threads,
+     * other streams) each keep a core: when they use up the pool's size, a
+     * split would only add threads the cores cannot run. */
+    const int busy = atomic_fetch_add_explicit(&pool.callers, 1, memory_order_relaxed);
+    if (busy + 1 >= threads) {
+        fn(ctx, 0, n);
+        atomic_fetch_sub_explicit(&pool.callers, 1, memory_order_relaxed);
+        return;
+    }
+    split_over_pool(n, min_chunk, threads, fn, ctx);
+    atomic_fetch_sub_explicit(&pool.callers, 1, memory_order_relaxed);
+}
+
 /* ------------------------------------------------------------ fork */
 
 static void fork_prepare(void) { wf__mutex_lock_for_fork(&pool.lock); }
@@ -257,6 +275,7 @@ static void fork_child(void)
 {
     pool.jobs = NULL;
     pool.size = 1;
+    atomic_store_explicit(&pool.callers, 0, memory_order_relaxed);
     atomic_store_explicit(&pool.started, false, memory_order_relaxed);
     pthread_cond_init(&pool.work, NULL);
     pthread_cond_init(&pool.finished, NULL);

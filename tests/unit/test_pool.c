@@ -1,6 +1,7 @@
-/* The intra-op pool: every index runs exactly once, callers work too, and a
+/* The intra-op pool: every index runs exactly once, callers work too, a
  * saturated pool (more concurrent kernels than pool threads, kernels that
- * split again) finishes instead of deadlocking. */
+ * split again) finishes instead of deadlocking, and a kernel whose cores
+ * are all taken by other callers runs on its own caller. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -143,6 +144,76 @@ static void test_sleeping_pool_threads_wake(void)
     free(c.hits);
 }
 
+/* While other callers keep every core of the pool busy in kernels of their
+ * own, a new kernel runs whole on its caller (one call of its function);
+ * once they are gone it is split again. */
+struct held_kernel {
+    atomic_int entered, release;
+};
+
+static void hold_row(void *arg, int64_t begin, int64_t end)
+{
+    struct held_kernel *h = arg;
+    if (begin > 0)
+        return;
+    atomic_fetch_add(&h->entered, 1);
+    while (!atomic_load(&h->release))
+        usleep(100);
+    (void)end;
+}
+
+static void *held_caller(void *arg)
+{
+    wf__parallel_for(2, 1, hold_row, arg);
+    return NULL;
+}
+
+struct call_log {
+    atomic_int calls;
+    atomic_int foreign; /* calls run by a thread other than `caller` */
+    int64_t first_begin, first_end;
+    pthread_t caller;
+};
+
+static void log_call(void *arg, int64_t begin, int64_t end)
+{
+    struct call_log *log = arg;
+    if (atomic_fetch_add(&log->calls, 1) == 0) {
+        log->first_begin = begin;
+        log->first_end = end;
+    }
+    if (!pthread_equal(pthread_self(), log->caller))
+        atomic_fetch_add(&log->foreign, 1);
+}
+
+static void test_busy_callers_run_inline(void)
+{
+    enum { MAX_HELD = 64 };
+    const int size = wf__pool_size();
+    if (size < 2 || size - 1 > MAX_HELD)
+        return;
+    struct held_kernel held = {0, 0};
+    pthread_t t[MAX_HELD];
+    for (int i = 0; i < size - 1; i++)
+        pthread_create(&t[i], NULL, held_caller, &held);
+    while (atomic_load(&held.entered) < size - 1)
+        usleep(100);
+
+    struct call_log busy = {.caller = pthread_self()};
+    wf__parallel_for(1000, 1, log_call, &busy);
+    CHECK_EQ_INT(atomic_load(&busy.calls), 1);
+    CHECK_EQ_INT(atomic_load(&busy.foreign), 0);
+    CHECK_EQ_INT(busy.first_begin, 0);
+    CHECK_EQ_INT(busy.first_end, 1000);
+
+    atomic_store(&held.release, 1);
+    for (int i = 0; i < size - 1; i++)
+        pthread_join(t[i], NULL);
+    struct call_log idle = {.caller = pthread_self()};
+    wf__parallel_for(1000, 1, log_call, &idle);
+    CHECK(atomic_load(&idle.calls) > 1);
+}
+
 /* The same tests in a fresh process whose pool threads sleep at once
  * (WEFT_POOL_SPIN_US=0): every wake-up goes through the condition variables. */
 static void test_again_without_the_watch(void)
@@ -167,6 +238,7 @@ int main(void)
     RUN_TEST(test_saturated_pool_finishes);
     RUN_TEST(test_caller_outwaits_its_watch);
     RUN_TEST(test_sleeping_pool_threads_wake);
+    RUN_TEST(test_busy_callers_run_inline);
     if (getenv("WEFT_POOL_SPIN_US") == NULL)
         RUN_TEST(test_again_without_the_watch);
     return TEST_SUMMARY();
