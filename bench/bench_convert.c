@@ -2,9 +2,10 @@
  * bench_convert: wf_astype between float32 and the half types, beside the
  * path it took before (one out-of-line scalar conversion per element, the
  * loop kept here as reference) and beside a memcpy moving the same bytes
- * (what the memory allows), side by side in one run. ns per element, best
- * of `reps`, 4M contiguous elements, one thread (WEFT_NUM_THREADS=1 is set
- * before the first op).
+ * (what the memory allows), side by side in one run. Then ops on f16 and
+ * bf16 inputs (computed in float32 over converted blocks) beside their
+ * float32 twins. ns per element, best of `reps`, 4M contiguous elements,
+ * one thread (WEFT_NUM_THREADS=1 is set before the first op).
  *
  * Usage: bench_convert [elements] [reps]   (WEFT_ISA=baseline|avx2|avx512
  * picks the variant)
@@ -37,6 +38,75 @@ static void reference_convert(int64_t n, const void *src, wf_dtype from, void *d
             ((float *)dst)[i] = from == WF_DTYPE_F16 ? wf__f16_to_f32(h) : wf__bf16_to_f32(h);
         }
     }
+}
+
+enum { OP_EXP, OP_SUM, OP_SOFTMAX, OP_LAYER_NORM, OP_MULTIPLY, OP_COUNT };
+static const char *const op_names[OP_COUNT] = {"exp", "sum(axis -1)", "softmax(-1)",
+                                               "layer_norm", "x * y"};
+
+static wf_array *run_op(int op, wf_array *x, wf_array *y, wf_array *w, wf_array *b)
+{
+    const int last = -1;
+    switch (op) {
+    case OP_EXP: return wf_exp(x);
+    case OP_SUM: return wf_sum(x, &last, 1, false);
+    case OP_SOFTMAX: return wf_softmax(x, &last, 1);
+    case OP_LAYER_NORM: return wf_layer_norm(x, w, b, 1e-5);
+    default: return wf_multiply(x, y);
+    }
+}
+
+/* Best time of `reps` evaluations of op on (rows x cols) inputs of dtype t. */
+static double time_op(int op, wf_dtype t, int64_t rows, int64_t cols, int reps)
+{
+    const int64_t shape[2] = {rows, cols};
+    wf_array *x = wf_random_uniform(shape, 2, t, -1.0, 1.0, NULL);
+    wf_array *y = wf_random_uniform(shape, 2, t, -1.0, 1.0, NULL);
+    wf_array *w = wf_random_uniform(shape + 1, 1, t, -1.0, 1.0, NULL);
+    wf_array *b = wf_random_uniform(shape + 1, 1, t, -1.0, 1.0, NULL);
+    wf_array *all[4] = {x, y, w, b};
+    double best = -1.0;
+    if (wf_eval(all, 4) == WF_OK) {
+        best = 1e30;
+        for (int r = 0; r < reps; r++) {
+            double start = now();
+            wf_array *out = run_op(op, x, y, w, b);
+            if (out == NULL || wf_eval(&out, 1) != WF_OK) {
+                best = -1.0;
+                break;
+            }
+            const double took = now() - start;
+            best = took < best ? took : best;
+            wf_release(out);
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        wf_release(all[i]);
+    return best;
+}
+
+/* Ops on half inputs compute in float32 over converted blocks: each beside
+ * its float32 twin. */
+static int print_half_ops(int64_t n, int reps)
+{
+    const int64_t cols = 4096, rows = n / cols > 0 ? n / cols : 1;
+    printf("\nops on %lld x %lld inputs, ns per element (best of %d)\n", (long long)rows,
+           (long long)cols, reps);
+    printf("%-13s %10s %10s %10s %9s %9s\n", "op", "float16", "bfloat16", "float32", "f16/f32",
+           "bf16/f32");
+    for (int op = 0; op < OP_COUNT; op++) {
+        const double h = time_op(op, WF_DTYPE_F16, rows, cols, reps);
+        const double bh = time_op(op, WF_DTYPE_BF16, rows, cols, reps);
+        const double f = time_op(op, WF_DTYPE_F32, rows, cols, reps);
+        if (h < 0 || bh < 0 || f < 0) {
+            fprintf(stderr, "bench_convert: %s\n", wf_last_error_message());
+            return 1;
+        }
+        const double per = 1e9 / (double)(rows * cols);
+        printf("%-13s %10.3f %10.3f %10.3f %8.2fx %8.2fx\n", op_names[op], h * per, bh * per,
+               f * per, h / f, bh / f);
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -104,5 +174,5 @@ int main(int argc, char **argv)
     }
     free(scratch_src);
     free(scratch_dst);
-    return 0;
+    return print_half_ops(n, reps);
 }
