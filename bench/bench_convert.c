@@ -4,8 +4,9 @@
  * loop kept here as reference) and beside a memcpy moving the same bytes
  * (what the memory allows), side by side in one run. Then ops on f16 and
  * bf16 inputs (computed in float32 over converted blocks) beside their
- * float32 twins. ns per element, best of `reps`, 4M contiguous elements,
- * one thread (WEFT_NUM_THREADS=1 is set before the first op).
+ * float32 twins. Last, wf_astype between every pair of dtypes. ns per
+ * element, best of `reps`, 4M contiguous elements, one thread
+ * (WEFT_NUM_THREADS=1 is set before the first op).
  *
  * Usage: bench_convert [elements] [reps]   (WEFT_ISA=baseline|avx2|avx512
  * picks the variant)
@@ -109,6 +110,45 @@ static int print_half_ops(int64_t n, int reps)
     return 0;
 }
 
+/* Every dtype pair: ns per element of wf_astype (values from float32 in
+ * +-100, converted to the source dtype first). */
+static int print_matrix(int64_t n, int reps)
+{
+    const int64_t shape[1] = {n};
+    printf("\nwf_astype, every pair (rows: from, columns: to), ns per element\n%-9s", "");
+    for (int to = 0; to < WF_DTYPE_COUNT; to++)
+        printf("%9s", wf_dtype_name((wf_dtype)to));
+    printf("\n");
+    for (int from = 0; from < WF_DTYPE_COUNT; from++) {
+        wf_array *u = wf_random_uniform(shape, 1, WF_DTYPE_F32, -100.0, 100.0, NULL);
+        wf_array *x = wf_astype(u, (wf_dtype)from);
+        if (x == NULL || wf_eval(&x, 1) != WF_OK) {
+            fprintf(stderr, "bench_convert: %s\n", wf_last_error_message());
+            return 1;
+        }
+        printf("%-9s", wf_dtype_name((wf_dtype)from));
+        for (int to = 0; to < WF_DTYPE_COUNT; to++) {
+            double best = 1e30;
+            for (int r = 0; r < reps; r++) {
+                const double start = now();
+                wf_array *y = wf_astype(x, (wf_dtype)to);
+                if (y == NULL || wf_eval(&y, 1) != WF_OK) {
+                    fprintf(stderr, "bench_convert: %s\n", wf_last_error_message());
+                    return 1;
+                }
+                const double took = now() - start;
+                best = took < best ? took : best;
+                wf_release(y);
+            }
+            printf("%9.3f", 1e9 * best / (double)n);
+        }
+        printf("\n");
+        wf_release(x);
+        wf_release(u);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const int64_t n = argc > 1 ? atoll(argv[1]) : (int64_t)1 << 22;
@@ -174,5 +214,5 @@ int main(int argc, char **argv)
     }
     free(scratch_src);
     free(scratch_dst);
-    return print_half_ops(n, reps);
+    return print_half_ops(n, reps) != 0 ? 1 : print_matrix(n, reps);
 }

@@ -109,19 +109,6 @@ uint16_t wf__f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-/* Rounding to odd: the float nearest x toward zero, with its last bit set
- * if x was not exact. A float of 24 bits rounded to odd then rounded to
- * nearest even at 8 or 11 bits gives x rounded once: the odd last bit keeps
- * "above the halfway point" from turning into "exactly halfway". */
-float wf__f64_to_f32_round_odd(double x)
-{
-    const float f = (float)x; /* nearest even; steps one toward x if even and inexact */
-    const uint32_t b = f32_bits(f);
-    const double back = (double)f;
-    const uint32_t step = (back != x && x == x && !(b & 1u)) ? 1u : 0u;
-    return bits_f32(fabs(x) > fabs(back) ? b + step : b - step);
-}
-
 float wf__i64_to_f32_round_odd(int64_t v)
 {
     const uint64_t mag = v < 0 ? 0u - (uint64_t)v : (uint64_t)v;

@@ -2,8 +2,10 @@
 #ifndef WEFT_CORE_DTYPE_H
 #define WEFT_CORE_DTYPE_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "weft.h"
 
@@ -22,8 +24,23 @@ uint16_t wf__f64_to_bf16(double x);
 uint16_t wf__i64_to_f16(int64_t v);
 uint16_t wf__i64_to_bf16(int64_t v);
 /* x rounded to float32 "to odd" (toward zero, last bit set if inexact):
- * rounding that again to a narrower type rounds x once. */
-float wf__f64_to_f32_round_odd(double x);
+ * rounding that again to a narrower type rounds x once. A float of 24 bits
+ * rounded to odd then rounded to nearest even at 8 or 11 bits gives x
+ * rounded once: the odd last bit keeps "above the halfway point" from
+ * turning into "exactly halfway". Inline and branch-free, so conversion
+ * loops vectorize. */
+static inline float wf__f64_to_f32_round_odd(double x)
+{
+    const float f = (float)x; /* nearest even; steps one toward x if even and inexact */
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    const double back = (double)f;
+    const uint32_t step = (back != x && x == x && !(b & 1u)) ? 1u : 0u;
+    const uint32_t odd = fabs(x) > fabs(back) ? b + step : b - step;
+    float out;
+    memcpy(&out, &odd, sizeof out);
+    return out;
+}
 float wf__i64_to_f32_round_odd(int64_t v);
 
 /* Reads element `index` of a contiguous array of `dtype` as double. */

@@ -444,7 +444,51 @@ static void check_convert_all_pairs(void)
     CHECK_EQ_INT(failures, 0);
 }
 
-static void test_convert_defined_edges(void)
+/* Every pair over 4099 values (random bit patterns, and random values in
+ * +-300 with fractions), against the element-by-element reference: the
+ * vector loops and their tails give the reference's bits. */
+static void check_convert_random(void)
+{
+    enum { N = 4099 };
+    uint64_t *src = malloc(N * sizeof *src), *dst = malloc(N * sizeof *dst);
+    uint64_t state = 0x9e3779b97f4a7c15u;
+    int failures = 0;
+    for (int s = 0; s < WF_DTYPE_COUNT; s++) {
+        const wf_dtype sd = (wf_dtype)s;
+        const size_t sitem = wf_dtype_size(sd);
+        for (int i = 0; i < N; i++) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            if (i % 2 == 0 || !wf__dtype_is_float(sd))
+                memcpy((char *)src + (size_t)i * sitem, &state, sitem);
+            else
+                wf__store_from_double(src, sd, i, (double)(int64_t)(state % 600001) / 1000.0 - 300);
+        }
+        if (sd == WF_DTYPE_BOOL) /* bool bytes are 0 or 1 */
+            for (int i = 0; i < N; i++)
+                ((uint8_t *)src)[i] &= 1;
+        for (int t = 0; t < WF_DTYPE_COUNT; t++) {
+            const wf_dtype dd = (wf_dtype)t;
+            const size_t item = wf_dtype_size(dd);
+            wf__cpu_convert_1d(N, src, sd, 1, dst, dd, 1);
+            for (int i = 0; i < N; i++) {
+                uint64_t want = 0;
+                expected_convert(src, sd, i, &want, dd);
+                if (same_element((char *)dst + (size_t)i * item, &want, dd))
+                    continue;
+                if (failures++ < 10)
+                    printf("    %s -> %s differs from the reference at %d\n", wf_dtype_name(sd),
+                           wf_dtype_name(dd), i);
+            }
+        }
+    }
+    CHECK_EQ_INT(failures, 0);
+    free(src);
+    free(dst);
+}
+
+static void check_convert_defined_edges(void)
 {
     const float f[6] = {NAN, 1e20f, -1e20f, -0.7f, 255.5f, 2.9f};
     int32_t i32[6];
@@ -464,6 +508,31 @@ static void test_convert_defined_edges(void)
         CHECK_EQ_INT(b[i], wantb[i]);
         CHECK_EQ_INT(i64[i], want64[i]);
     }
+    /* float64 at the ends of int64, int32 and uint8, 16 values at a time so
+     * the vector loops see them. */
+    const double d[16] = {0x1p63, -0x1p63, 9223372036854774784.0, -9223372036854774784.0,
+                          0x1p64, -0x1p64, INFINITY, -INFINITY, NAN, 2147483647.0, 2147483648.0,
+                          -2147483648.0, -2147483649.0, 254.99, 255.0, -0.99};
+    const int64_t want_d64[16] = {INT64_MAX, INT64_MIN, 9223372036854774784LL,
+                                  -9223372036854774784LL, INT64_MAX, INT64_MIN, INT64_MAX,
+                                  INT64_MIN, 0, 2147483647, 2147483648LL, -2147483648LL,
+                                  -2147483649LL, 254, 255, 0};
+    const int32_t want_d32[16] = {INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, INT32_MAX,
+                                  INT32_MIN, INT32_MAX, INT32_MIN, 0, INT32_MAX, INT32_MAX,
+                                  INT32_MIN, INT32_MIN, 254, 255, 0};
+    const uint8_t want_d8[16] = {255, 0, 255, 0, 255, 0, 255, 0, 0, 255, 255, 0, 0, 254, 255, 0};
+    int64_t got64[16];
+    int32_t got32[16];
+    uint8_t got8[16];
+    wf__cpu_convert_1d(16, d, WF_DTYPE_F64, 1, got64, WF_DTYPE_I64, 1);
+    wf__cpu_convert_1d(16, d, WF_DTYPE_F64, 1, got32, WF_DTYPE_I32, 1);
+    wf__cpu_convert_1d(16, d, WF_DTYPE_F64, 1, got8, WF_DTYPE_U8, 1);
+    for (int i = 0; i < 16; i++) {
+        CHECK(got64[i] == want_d64[i]);
+        CHECK_EQ_INT(got32[i], want_d32[i]);
+        CHECK_EQ_INT(got8[i], want_d8[i]);
+    }
+
     /* Integer narrowing wraps. */
     const int64_t wide[4] = {256 + 7, -1, 4294967296LL + 5, 2147483648LL};
     int32_t narrow[4];
@@ -597,6 +666,8 @@ static void for_each_isa(void (*check)(void))
 }
 
 static void test_convert_all_pairs(void) { for_each_isa(check_convert_all_pairs); }
+static void test_convert_defined_edges(void) { for_each_isa(check_convert_defined_edges); }
+static void test_convert_random(void) { for_each_isa(check_convert_random); }
 static void test_half_rounding(void) { for_each_isa(check_half_rounding); }
 
 /* ---------------------------------------------------------------- math loops */
@@ -662,6 +733,7 @@ int main(void)
     RUN_TEST(test_copy_transposed_streamed);
     RUN_TEST(test_convert_all_pairs);
     RUN_TEST(test_convert_defined_edges);
+    RUN_TEST(test_convert_random);
     RUN_TEST(test_convert_strided);
     RUN_TEST(test_half_rounding);
     RUN_TEST(test_pairwise_sum);

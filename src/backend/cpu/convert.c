@@ -1,9 +1,12 @@
-/* dtype conversions (wf_astype and internal casts). */
+/* dtype conversions (wf_astype and internal casts). The loops are compiled
+ * for the x86-64 baseline, AVX2 and AVX-512 (convert_isa.inc) and chosen by
+ * wf__vm_isa_active(); every variant gives the same bits. */
 #include "backend/cpu/cpu.h"
 
 #include <math.h>
 
 #include "backend/cpu/binary.h"
+#include "backend/cpu/vmath.h"
 #include "core/dtype.h"
 
 /* ---- loads into a canonical type: int64 for bool/integers, double for floats */
@@ -30,38 +33,59 @@ static inline int64_t store_i64_from_i64(int64_t v) { return v; }
  * value is exact in float32 (and in f16 everything >= 65520 is inf). */
 static inline uint16_t store_f16_from_i64(int64_t v)
 {
-    return v > -65536 && v < 65536 ? wf__f32_to_f16((float)v) : wf__i64_to_f16(v);
+    return v > -65536 && v < 65536 ? wf__cpu_f32_to_f16((float)v) : wf__i64_to_f16(v);
 }
 static inline uint16_t store_bf16_from_i64(int64_t v)
 {
-    return v > -(1 << 24) && v < (1 << 24) ? wf__f32_to_bf16((float)v) : wf__i64_to_bf16(v);
+    return v > -(1 << 24) && v < (1 << 24) ? wf__cpu_f32_to_bf16((float)v) : wf__i64_to_bf16(v);
 }
+/* int32 values are exact in double: round once through float32 to odd. */
+static inline uint16_t store_f16_from_i32(int64_t v)
+{
+    return wf__cpu_f32_to_f16(wf__f64_to_f32_round_odd((double)v));
+}
+static inline uint16_t store_bf16_from_i32(int64_t v)
+{
+    return wf__cpu_f32_to_bf16(wf__f64_to_f32_round_odd((double)v));
+}
+/* bool and uint8 values are always exact in float32. */
+static inline uint16_t store_f16_from_small(int64_t v) { return wf__cpu_f32_to_f16((float)v); }
+static inline uint16_t store_bf16_from_small(int64_t v) { return wf__cpu_f32_to_bf16((float)v); }
 static inline float store_f32_from_i64(int64_t v) { return (float)v; }
 static inline double store_f64_from_i64(int64_t v) { return (double)v; }
 
-/* ---- stores from double: to integers saturate and NaN gives 0 */
+/* ---- stores from double: to integers saturate and NaN gives 0. Clamped
+ * first, then converted, with selects only: GCC vectorizes the loops (a
+ * branch per element costs ~5 ns on mixed-sign data). */
 
 static inline uint8_t store_bool_from_f64(double v) { return v != 0.0; }
 static inline uint8_t store_u8_from_f64(double v)
 {
-    return v > 0.0 ? (v < 255.0 ? (uint8_t)v : 255) : 0; /* NaN fails v > 0 */
+    const double low = v > 0.0 ? v : 0.0; /* NaN fails v > 0 */
+    return (uint8_t)(int32_t)(low < 255.0 ? low : 255.0);
 }
 static inline int32_t store_i32_from_f64(double v)
 {
-    if (isnan(v))
-        return 0;
-    return v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v;
+    const double low = v > -2147483648.0 ? v : -2147483648.0;
+    const int32_t clamped = (int32_t)(low < 2147483647.0 ? low : 2147483647.0);
+    return v == v ? clamped : 0;
 }
 static inline int64_t store_i64_from_f64(double v)
 {
-    if (isnan(v))
-        return 0;
-    if (v >= 9223372036854775807.0)
-        return INT64_MAX;
-    return v <= -9223372036854775808.0 ? INT64_MIN : (int64_t)v;
+    const double low = v > -9223372036854775808.0 ? v : -9223372036854775808.0;
+    const double below_max = 9223372036854774784.0; /* the largest double < 2^63 */
+    const int64_t clamped = (int64_t)(low < below_max ? low : below_max);
+    const int64_t saturated = v >= 9223372036854775808.0 ? INT64_MAX : clamped;
+    return v == v ? saturated : 0;
 }
-static inline uint16_t store_f16_from_f64(double v) { return wf__f64_to_f16(v); }
-static inline uint16_t store_bf16_from_f64(double v) { return wf__f64_to_bf16(v); }
+static inline uint16_t store_f16_from_f64(double v)
+{
+    return wf__cpu_f32_to_f16(wf__f64_to_f32_round_odd(v));
+}
+static inline uint16_t store_bf16_from_f64(double v)
+{
+    return wf__cpu_f32_to_bf16(wf__f64_to_f32_round_odd(v));
+}
 static inline float store_f32_from_f64(double v) { return (float)v; }
 /* From a value exact in float32 (a float32, f16 or bf16 loaded as double):
  * converting through float32 rounds once. */
@@ -72,18 +96,16 @@ static inline double store_f64_from_f64(double v) { return v; }
 /* One conversion loop per (source, destination) pair. */
 typedef void (*convert_fn)(int64_t n, const void *src, int64_t ss, void *dst, int64_t ds);
 
-/* Contiguous runs go in blocks of 8 (a fixed-count inner loop GCC
- * vectorizes at -O2), then a scalar tail; other strides use a plain loop.
- * The typed body takes restrict parameters (GCC ignores restrict on locals). */
+/* Contiguous runs get their own loop, which GCC vectorizes (this file is
+ * built with the dynamic vectorizer cost model, see CMakeLists.txt); other
+ * strides use a plain loop. The typed body takes restrict parameters (GCC
+ * ignores restrict on locals). */
 #define CONVERT_LOOP(NAME, ST, DT, LOAD, STORE)                                         \
-    static void NAME##_typed(int64_t n, const ST *restrict s, int64_t ss, DT *restrict d, \
-                             int64_t ds)                                                \
+    static void ISA(NAME##_typed)(int64_t n, const ST *restrict s, int64_t ss,         \
+                                  DT *restrict d, int64_t ds)                           \
     {                                                                                   \
         int64_t i = 0;                                                                  \
         if (ss == 1 && ds == 1) {                                                       \
-            for (; i + 8 <= n; i += 8)                                                  \
-                for (int j = 0; j < 8; j++)                                             \
-                    d[i + j] = STORE(LOAD(s[i + j]));                                   \
             for (; i < n; i++)                                                          \
                 d[i] = STORE(LOAD(s[i]));                                               \
         } else {                                                                        \
@@ -91,111 +113,66 @@ typedef void (*convert_fn)(int64_t n, const void *src, int64_t ss, void *dst, in
                 d[i * ds] = STORE(LOAD(s[i * ss]));                                     \
         }                                                                               \
     }                                                                                   \
-    static void NAME(int64_t n, const void *src, int64_t ss, void *dst, int64_t ds)     \
+    static void ISA(NAME)(int64_t n, const void *src, int64_t ss, void *dst, int64_t ds) \
     {                                                                                   \
-        NAME##_typed(n, (const ST *)src, ss, (DT *)dst, ds);                            \
+        ISA(NAME##_typed)(n, (const ST *)src, ss, (DT *)dst, ds);                       \
     }
 
 /* float32 <-> f16/bf16 with a contiguous float32 side: binary.c's block
  * conversions (F16C / AVX2 where the CPU has them, the same values as the
  * scalar loads and stores); a strided float32 side takes the plain loop. */
 #define HALF_TO_F32(NAME, DTYPE)                                                        \
-    static void NAME(int64_t n, const void *src, int64_t ss, void *dst, int64_t ds)     \
+    static void ISA(NAME)(int64_t n, const void *src, int64_t ss, void *dst, int64_t ds) \
     {                                                                                   \
         if (ds == 1)                                                                    \
             wf__cpu_halves_to_f32(n, src, ss, DTYPE, dst);                              \
         else                                                                            \
-            NAME##_strided(n, src, ss, dst, ds);                                        \
+            ISA(NAME##_strided)(n, src, ss, dst, ds);                                   \
     }
 #define F32_TO_HALF(NAME, DTYPE)                                                        \
-    static void NAME(int64_t n, const void *src, int64_t ss, void *dst, int64_t ds)     \
+    static void ISA(NAME)(int64_t n, const void *src, int64_t ss, void *dst, int64_t ds) \
     {                                                                                   \
         if (ss == 1)                                                                    \
             wf__cpu_f32_to_halves(n, src, dst, ds, DTYPE);                              \
         else                                                                            \
-            NAME##_strided(n, src, ss, dst, ds);                                        \
+            ISA(NAME##_strided)(n, src, ss, dst, ds);                                   \
     }
 
-CONVERT_LOOP(bool_to_u8, uint8_t, uint8_t, load_bool, store_u8_from_i64)
-CONVERT_LOOP(bool_to_i32, uint8_t, int32_t, load_bool, store_i32_from_i64)
-CONVERT_LOOP(bool_to_i64, uint8_t, int64_t, load_bool, store_i64_from_i64)
-CONVERT_LOOP(bool_to_f16, uint8_t, uint16_t, load_bool, store_f16_from_i64)
-CONVERT_LOOP(bool_to_bf16, uint8_t, uint16_t, load_bool, store_bf16_from_i64)
-CONVERT_LOOP(bool_to_f32, uint8_t, float, load_bool, store_f32_from_i64)
-CONVERT_LOOP(bool_to_f64, uint8_t, double, load_bool, store_f64_from_i64)
-CONVERT_LOOP(u8_to_bool, uint8_t, uint8_t, load_u8, store_bool_from_i64)
-CONVERT_LOOP(u8_to_i32, uint8_t, int32_t, load_u8, store_i32_from_i64)
-CONVERT_LOOP(u8_to_i64, uint8_t, int64_t, load_u8, store_i64_from_i64)
-CONVERT_LOOP(u8_to_f16, uint8_t, uint16_t, load_u8, store_f16_from_i64)
-CONVERT_LOOP(u8_to_bf16, uint8_t, uint16_t, load_u8, store_bf16_from_i64)
-CONVERT_LOOP(u8_to_f32, uint8_t, float, load_u8, store_f32_from_i64)
-CONVERT_LOOP(u8_to_f64, uint8_t, double, load_u8, store_f64_from_i64)
-CONVERT_LOOP(i32_to_bool, int32_t, uint8_t, load_i32, store_bool_from_i64)
-CONVERT_LOOP(i32_to_u8, int32_t, uint8_t, load_i32, store_u8_from_i64)
-CONVERT_LOOP(i32_to_i64, int32_t, int64_t, load_i32, store_i64_from_i64)
-CONVERT_LOOP(i32_to_f16, int32_t, uint16_t, load_i32, store_f16_from_i64)
-CONVERT_LOOP(i32_to_bf16, int32_t, uint16_t, load_i32, store_bf16_from_i64)
-CONVERT_LOOP(i32_to_f32, int32_t, float, load_i32, store_f32_from_i64)
-CONVERT_LOOP(i32_to_f64, int32_t, double, load_i32, store_f64_from_i64)
-CONVERT_LOOP(i64_to_bool, int64_t, uint8_t, load_i64, store_bool_from_i64)
-CONVERT_LOOP(i64_to_u8, int64_t, uint8_t, load_i64, store_u8_from_i64)
-CONVERT_LOOP(i64_to_i32, int64_t, int32_t, load_i64, store_i32_from_i64)
-CONVERT_LOOP(i64_to_f16, int64_t, uint16_t, load_i64, store_f16_from_i64)
-CONVERT_LOOP(i64_to_bf16, int64_t, uint16_t, load_i64, store_bf16_from_i64)
-CONVERT_LOOP(i64_to_f32, int64_t, float, load_i64, store_f32_from_i64)
-CONVERT_LOOP(i64_to_f64, int64_t, double, load_i64, store_f64_from_i64)
-CONVERT_LOOP(f16_to_bool, uint16_t, uint8_t, load_f16, store_bool_from_f64)
-CONVERT_LOOP(f16_to_u8, uint16_t, uint8_t, load_f16, store_u8_from_f64)
-CONVERT_LOOP(f16_to_i32, uint16_t, int32_t, load_f16, store_i32_from_f64)
-CONVERT_LOOP(f16_to_i64, uint16_t, int64_t, load_f16, store_i64_from_f64)
-CONVERT_LOOP(f16_to_bf16, uint16_t, uint16_t, load_f16, store_bf16_from_f32)
-CONVERT_LOOP(f16_to_f32_strided, uint16_t, float, load_f16, store_f32_from_f64)
-HALF_TO_F32(f16_to_f32, WF_DTYPE_F16)
-CONVERT_LOOP(f16_to_f64, uint16_t, double, load_f16, store_f64_from_f64)
-CONVERT_LOOP(bf16_to_bool, uint16_t, uint8_t, load_bf16, store_bool_from_f64)
-CONVERT_LOOP(bf16_to_u8, uint16_t, uint8_t, load_bf16, store_u8_from_f64)
-CONVERT_LOOP(bf16_to_i32, uint16_t, int32_t, load_bf16, store_i32_from_f64)
-CONVERT_LOOP(bf16_to_i64, uint16_t, int64_t, load_bf16, store_i64_from_f64)
-CONVERT_LOOP(bf16_to_f16, uint16_t, uint16_t, load_bf16, store_f16_from_f32)
-CONVERT_LOOP(bf16_to_f32_strided, uint16_t, float, load_bf16, store_f32_from_f64)
-HALF_TO_F32(bf16_to_f32, WF_DTYPE_BF16)
-CONVERT_LOOP(bf16_to_f64, uint16_t, double, load_bf16, store_f64_from_f64)
-CONVERT_LOOP(f32_to_bool, float, uint8_t, load_f32, store_bool_from_f64)
-CONVERT_LOOP(f32_to_u8, float, uint8_t, load_f32, store_u8_from_f64)
-CONVERT_LOOP(f32_to_i32, float, int32_t, load_f32, store_i32_from_f64)
-CONVERT_LOOP(f32_to_i64, float, int64_t, load_f32, store_i64_from_f64)
-CONVERT_LOOP(f32_to_f16_strided, float, uint16_t, load_f32, store_f16_from_f32)
-F32_TO_HALF(f32_to_f16, WF_DTYPE_F16)
-CONVERT_LOOP(f32_to_bf16_strided, float, uint16_t, load_f32, store_bf16_from_f32)
-F32_TO_HALF(f32_to_bf16, WF_DTYPE_BF16)
-CONVERT_LOOP(f32_to_f64, float, double, load_f32, store_f64_from_f64)
-CONVERT_LOOP(f64_to_bool, double, uint8_t, load_f64, store_bool_from_f64)
-CONVERT_LOOP(f64_to_u8, double, uint8_t, load_f64, store_u8_from_f64)
-CONVERT_LOOP(f64_to_i32, double, int32_t, load_f64, store_i32_from_f64)
-CONVERT_LOOP(f64_to_i64, double, int64_t, load_f64, store_i64_from_f64)
-CONVERT_LOOP(f64_to_f16, double, uint16_t, load_f64, store_f16_from_f64)
-CONVERT_LOOP(f64_to_bf16, double, uint16_t, load_f64, store_bf16_from_f64)
-CONVERT_LOOP(f64_to_f32, double, float, load_f64, store_f32_from_f64)
+#define ISA(name) name##_baseline
+#include "backend/cpu/convert_isa.inc"
+#undef ISA
 
-/* [source][destination]; NULL on the diagonal (a plain copy). */
-static const convert_fn convert_table[WF_DTYPE_COUNT][WF_DTYPE_COUNT] = {
-    {NULL, bool_to_u8, bool_to_i32, bool_to_i64,
-     bool_to_f16, bool_to_bf16, bool_to_f32, bool_to_f64},
-    {u8_to_bool, NULL, u8_to_i32, u8_to_i64,
-     u8_to_f16, u8_to_bf16, u8_to_f32, u8_to_f64},
-    {i32_to_bool, i32_to_u8, NULL, i32_to_i64,
-     i32_to_f16, i32_to_bf16, i32_to_f32, i32_to_f64},
-    {i64_to_bool, i64_to_u8, i64_to_i32, NULL,
-     i64_to_f16, i64_to_bf16, i64_to_f32, i64_to_f64},
-    {f16_to_bool, f16_to_u8, f16_to_i32, f16_to_i64,
-     NULL, f16_to_bf16, f16_to_f32, f16_to_f64},
-    {bf16_to_bool, bf16_to_u8, bf16_to_i32, bf16_to_i64,
-     bf16_to_f16, NULL, bf16_to_f32, bf16_to_f64},
-    {f32_to_bool, f32_to_u8, f32_to_i32, f32_to_i64,
-     f32_to_f16, f32_to_bf16, NULL, f32_to_f64},
-    {f64_to_bool, f64_to_u8, f64_to_i32, f64_to_i64,
-     f64_to_f16, f64_to_bf16, f64_to_f32, NULL},
-};
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CONVERT_HAVE_X86 1
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#define ISA(name) name##_avx2
+#include "backend/cpu/convert_isa.inc"
+#undef ISA
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")
+#define ISA(name) name##_avx512
+#include "backend/cpu/convert_isa.inc"
+#undef ISA
+#pragma GCC pop_options
+#else
+#define CONVERT_HAVE_X86 0
+#endif
+
+/* The loop converting src to dst in the active variant (NULL: same dtype). */
+static convert_fn convert_loop(wf_dtype src, wf_dtype dst)
+{
+#if CONVERT_HAVE_X86
+    switch (wf__vm_isa_active()) {
+    case WF_VM_ISA_AVX2: return convert_table_avx2[src][dst];
+    case WF_VM_ISA_AVX512: return convert_table_avx512[src][dst];
+    default: break;
+    }
+#endif
+    return convert_table_baseline[src][dst];
+}
 
 static void convert_inner(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx)
 {
@@ -217,7 +194,7 @@ void wf__cpu_convert_strided(int ndim, const int64_t *shape, const void *src,
     char *data[2] = {(char *)dst, (char *)src};
     const size_t sizes[2] = {wf_dtype_size(dst_dtype), wf_dtype_size(src_dtype)};
     const int64_t *strides[2] = {dst_strides, src_strides};
-    convert_fn fn = convert_table[src_dtype][dst_dtype];
+    convert_fn fn = convert_loop(src_dtype, dst_dtype);
     wf_cpu_iter it;
     wf__cpu_iter_init(&it, ndim, shape, 2, data, sizes, strides);
     it.out_write_only = true;
