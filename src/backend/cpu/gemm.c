@@ -432,6 +432,8 @@ static void pack_b_strip(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, 
             continue; /* read where it lies */
         if (g->csb != 1 && g->rsb == 1 && tk->transpose != NULL)
             tk->transpose((int)cols, (int)nr, kc, src, g->csb, dst);
+        else if (g->csb == 1 && tk->copy_lanes != NULL)
+            tk->copy_lanes((int)cols, (int)nr, kc, src, g->rsb, dst);
         else
             pack_b_loops(es, (int)cols, (int)nr, kc, src, g->rsb, g->csb, dst);
     }
@@ -473,6 +475,8 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
             const char *ai = at(a, i * g->rsa + k0 * g->csa, es);
             if (g->csa == 1 && tk->transpose != NULL)
                 tk->transpose(rows, (int)mr, kc, ai, g->rsa, apack);
+            else if (g->rsa == 1 && tk->copy_lanes != NULL)
+                tk->copy_lanes(rows, (int)mr, kc, ai, g->csa, apack);
             else
                 pack_a_loops(es, rows, (int)mr, kc, ai, g->rsa, g->csa, apack);
             for (int64_t p = 0; p < panels; p++) {

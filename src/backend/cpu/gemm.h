@@ -161,6 +161,12 @@ typedef void (*wf_gemm_direct_t_fn)(int64_t k, int64_t kcb, const void *a, int64
  * zero for rows <= r < width. Moves only: bits are kept. */
 typedef void (*wf_gemm_transpose_fn)(int rows, int width, int64_t cols, const void *src,
                                      int64_t ld, void *dst);
+/* Plain copy of a micro-panel whose lanes lie contiguous (A stored
+ * transposed, or B's last narrow panel): dst[k * width + i] = src[k * ld +
+ * i] for i < n, zero for n <= i < width, k < kc; width <= 2 vectors of the
+ * variant. Moves only: bits are kept. */
+typedef void (*wf_gemm_copy_lanes_fn)(int n, int width, int64_t kc, const void *src, int64_t ld,
+                                      void *dst);
 /* bfloat16 B micro-panel from B rows (contiguous columns, rows ld apart):
  * dst[(t * width + j) * 2 + h] = B[2t + h][j] for j < cols, 2t + h < kc;
  * zero elsewhere. */
@@ -173,6 +179,7 @@ typedef struct wf_gemm_type_kernels {
     wf_gemm_tile_fn tile;
     bool b_in_place;                /* tile may read full-width B panels where they lie */
     wf_gemm_transpose_fn transpose; /* NULL: plain loops */
+    wf_gemm_copy_lanes_fn copy_lanes; /* NULL: plain loops */
     int direct_rows;                /* 0: no direct path */
     wf_gemm_direct_fn direct;
     wf_gemm_direct_t_fn direct_t;       /* NULL: B's transpose is packed */

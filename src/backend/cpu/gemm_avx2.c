@@ -206,6 +206,21 @@ INLINE_AVX2 void transpose8(__m256 r[8])
     }
 }
 
+/* gemm.h's copy_lanes for float32, width <= 16: masked loads and stores
+ * (lanes past n read as zero and are never touched in memory). */
+ATTR_AVX2 static void copy_lanes32(int n, int width, int64_t kc, const void *srcv, int64_t ld,
+                                   void *dstv)
+{
+    const float *src = srcv;
+    float *dst = dstv;
+    const __m256i in0 = lanes(n), in1 = lanes(n - 8), out0 = lanes(width), out1 = lanes(width - 8);
+    for (int64_t k = 0; k < kc; k++, src += ld, dst += width) {
+        _mm256_maskstore_ps(dst, out0, _mm256_maskload_ps(src, in0));
+        if (width > 8)
+            _mm256_maskstore_ps(dst + 8, out1, _mm256_maskload_ps(src + 8, in1));
+    }
+}
+
 /* gemm.h's transpose32, 8 x 8 blocks at a time (moves only: bits kept). */
 ATTR_AVX2 static void transpose32(int rows, int width, int64_t cols, const void *srcv, int64_t ld,
                                   void *dstv)
@@ -389,7 +404,7 @@ ATTR_AVX2 static void direct_f64(int64_t kc, const void *av, int64_t rsa, int64_
 
 const wf_gemm_kernels wf__gemm_kernels_avx2 = {
     .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
-            .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32},
+            .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32},
     .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64}};
 

@@ -381,6 +381,22 @@ ATTR_512 static void direct_t_f32(int64_t k, int64_t kcb, const void *av, int64_
     }
 }
 
+/* gemm.h's copy_lanes for float32, width <= 32: masked loads and stores
+ * (lanes past n read as zero and are never touched in memory). */
+ATTR_512 static void copy_lanes32(int n, int width, int64_t kc, const void *srcv, int64_t ld,
+                                  void *dstv)
+{
+    const float *src = srcv;
+    float *dst = dstv;
+    const __mmask16 in0 = lanes(n), in1 = lanes(n - 16);
+    const __mmask16 out0 = lanes(width), out1 = lanes(width - 16);
+    for (int64_t k = 0; k < kc; k++, src += ld, dst += width) {
+        _mm512_mask_storeu_ps(dst, out0, _mm512_maskz_loadu_ps(in0, src));
+        if (width > 16)
+            _mm512_mask_storeu_ps(dst + 16, out1, _mm512_maskz_loadu_ps(in1, src + 16));
+    }
+}
+
 /* gemm.h's transpose32, 16 x 16 blocks at a time (moves only: bits kept). */
 ATTR_512 static void transpose32(int rows, int width, int64_t cols, const void *srcv, int64_t ld,
                                  void *dstv)
@@ -584,13 +600,13 @@ ATTR_512_BF16 static void direct_bf16(int64_t kc, const void *av, int64_t rsa, i
 
 const wf_gemm_kernels wf__gemm_kernels_avx512 = {
     .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
-            .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32},
+            .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32},
     .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64}};
 
 const wf_gemm_kernels wf__gemm_kernels_avx512_bf16 = {
     .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
-            .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32},
+            .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32},
     .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64},
     .bf16 = {.mr = MR, .nr = NR, .tile = tile_bf16, .transpose = transpose32,
