@@ -108,8 +108,9 @@ enum { BASE_MR = 4, BASE_NR = 8, BASE_NR64 = 4 };
 typedef float base_v4 __attribute__((vector_size(16)));
 typedef double base_v2 __attribute__((vector_size(16)));
 
-static void base_tile_f32(int64_t kc, const void *apv, const void *bpv, int64_t ldb, void *cv,
-                          int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
+static void base_tile_f32(int64_t kc, const void *apv, int64_t astep, const void *bpv,
+                          int64_t ldb, void *cv, int64_t ldc, int rows, int cols,
+                          const wf_gemm_epilogue *e)
 {
     const float *ap = apv, *bp = bpv;
     base_v4 acc[BASE_MR][2];
@@ -122,7 +123,7 @@ static void base_tile_f32(int64_t kc, const void *apv, const void *bpv, int64_t 
             acc[r][0] += av * b[0];
             acc[r][1] += av * b[1];
         }
-        ap += BASE_MR;
+        ap += astep;
         bp += ldb;
     }
     const float alpha = (float)e->alpha, beta = (float)e->beta;
@@ -136,8 +137,9 @@ static void base_tile_f32(int64_t kc, const void *apv, const void *bpv, int64_t 
     }
 }
 
-static void base_tile_f64(int64_t kc, const void *apv, const void *bpv, int64_t ldb, void *cv,
-                          int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
+static void base_tile_f64(int64_t kc, const void *apv, int64_t astep, const void *bpv,
+                          int64_t ldb, void *cv, int64_t ldc, int rows, int cols,
+                          const wf_gemm_epilogue *e)
 {
     const double *ap = apv, *bp = bpv;
     base_v2 acc[BASE_MR][2];
@@ -150,7 +152,7 @@ static void base_tile_f64(int64_t kc, const void *apv, const void *bpv, int64_t 
             acc[r][0] += av * b[0];
             acc[r][1] += av * b[1];
         }
-        ap += BASE_MR;
+        ap += astep;
         bp += ldb;
     }
     for (int r = 0; r < rows; r++) {
@@ -439,6 +441,18 @@ static void pack_b_strip(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, 
     }
 }
 
+/* A micro-panel of `rows` rows from A at ai (kc columns). */
+static void pack_a_panel(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
+                         int rows, int64_t kc, const char *ai, char *apack)
+{
+    if (g->csa == 1 && tk->transpose != NULL)
+        tk->transpose(rows, tk->mr, kc, ai, g->rsa, apack);
+    else if (g->rsa == 1 && tk->copy_lanes != NULL)
+        tk->copy_lanes(rows, tk->mr, kc, ai, g->csa, apack);
+    else
+        pack_a_loops(es, rows, tk->mr, kc, ai, g->rsa, g->csa, apack);
+}
+
 /* float32 and float64: es is the element size. */
 static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
                              int64_t i0, int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
@@ -473,18 +487,17 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
         for (int64_t i = i0; i < i1; i += mr) {
             const int rows = (int)min64(mr, i1 - i);
             const char *ai = at(a, i * g->rsa + k0 * g->csa, es);
-            if (g->csa == 1 && tk->transpose != NULL)
-                tk->transpose(rows, (int)mr, kc, ai, g->rsa, apack);
-            else if (g->rsa == 1 && tk->copy_lanes != NULL)
-                tk->copy_lanes(rows, (int)mr, kc, ai, g->csa, apack);
-            else
-                pack_a_loops(es, rows, (int)mr, kc, ai, g->rsa, g->csa, apack);
+            /* A stored transposed is already a panel (mr values per k, row
+             * stride apart): full panels are read where they lie. */
+            const bool a_here = g->rsa == 1 && rows == mr;
+            if (!a_here)
+                pack_a_panel(g, tk, es, rows, kc, ai, apack);
             for (int64_t p = 0; p < panels; p++) {
                 const int64_t j = j0 + p * nr, cols = min64(nr, j1 - j);
                 const bool here = in_place && cols == nr;
                 const char *bp = here ? at(bk, j, es) : at(bpack, in_place ? 0 : p * nr * kc, es);
-                tk->tile(kc, apack, bp, here ? g->rsb : nr, at(c, i * g->ldc + j, es), g->ldc, rows,
-                         (int)cols, &e);
+                tk->tile(kc, a_here ? ai : apack, a_here ? g->csa : mr, bp, here ? g->rsb : nr,
+                         at(c, i * g->ldc + j, es), g->ldc, rows, (int)cols, &e);
             }
         }
     }
@@ -526,8 +539,8 @@ static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_type_kernels *t
                        apack);
             for (int64_t p = 0; p < panels; p++) {
                 const int64_t j = j0 + p * nr;
-                tk->tile(kc, apack, bpack + p * nr * kc2, 2 * nr, c + i * g->ldc + j, g->ldc,
-                         rows, (int)min64(nr, j1 - j), &e);
+                tk->tile(kc, apack, mr, bpack + p * nr * kc2, 2 * nr, c + i * g->ldc + j,
+                         g->ldc, rows, (int)min64(nr, j1 - j), &e);
             }
         }
     }

@@ -134,12 +134,16 @@ typedef struct wf_gemm_epilogue {
     double alpha, beta;
 } wf_gemm_epilogue;
 
-/* C tile (rows x cols, at most mr x nr) over kc from a packed A panel and
+/* C tile (rows x cols, at most mr x nr) over kc from an A panel whose mr
+ * values of each k lie contiguous, astep elements after those of k - 1 (a
+ * packed panel: astep = mr; A stored transposed, read in place: its row
+ * stride; bfloat16: astep counts pairs, per k pair, and is always mr), and
  * nr columns of B rows ldb elements apart: a packed panel (ldb = nr;
  * bfloat16: 2 nr per k pair) or, for kernels with b_in_place, nr columns of
  * B itself. */
-typedef void (*wf_gemm_tile_fn)(int64_t kc, const void *ap, const void *b, int64_t ldb, void *c,
-                                int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e);
+typedef void (*wf_gemm_tile_fn)(int64_t kc, const void *ap, int64_t astep, const void *b,
+                                int64_t ldb, void *c, int64_t ldc, int rows, int cols,
+                                const wf_gemm_epilogue *e);
 /* C (rows x cols; rows <= direct_rows) from A rows read in place (strides
  * rsa/csa) and B rows read in place (contiguous columns, rows ldb apart),
  * over kc; of the element type of the table it is in (C float32 for

@@ -77,8 +77,8 @@ INLINE_AVX2 void finish_store64(double *c, __m256d acc, int64_t n, const wf_gemm
         _mm256_maskstore_pd(c, m, v);
 }
 
-ATTR_AVX2 static void tile_f32(int64_t kc, const void *apv, const void *bv, int64_t ldb,
-                               void *cv, int64_t ldc, int rows, int cols,
+ATTR_AVX2 static void tile_f32(int64_t kc, const void *apv, int64_t astep, const void *bv,
+                               int64_t ldb, void *cv, int64_t ldc, int rows, int cols,
                                const wf_gemm_epilogue *e)
 {
     const float *ap = apv, *bp = bv;
@@ -95,7 +95,7 @@ ATTR_AVX2 static void tile_f32(int64_t kc, const void *apv, const void *bv, int6
             acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
         }
-        ap += MR;
+        ap += astep;
         bp += ldb;
     }
     const __m256i m0 = lanes(cols), m1 = lanes(cols - 8);
@@ -108,8 +108,8 @@ ATTR_AVX2 static void tile_f32(int64_t kc, const void *apv, const void *bv, int6
         }
 }
 
-ATTR_AVX2 static void tile_f64(int64_t kc, const void *apv, const void *bv, int64_t ldb,
-                               void *cv, int64_t ldc, int rows, int cols,
+ATTR_AVX2 static void tile_f64(int64_t kc, const void *apv, int64_t astep, const void *bv,
+                               int64_t ldb, void *cv, int64_t ldc, int rows, int cols,
                                const wf_gemm_epilogue *e)
 {
     const double *ap = apv, *bp = bv;
@@ -126,7 +126,7 @@ ATTR_AVX2 static void tile_f64(int64_t kc, const void *apv, const void *bv, int6
             acc[r][0] = _mm256_fmadd_pd(av, b0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_pd(av, b1, acc[r][1]);
         }
-        ap += MR;
+        ap += astep;
         bp += ldb;
     }
 #pragma GCC unroll 6

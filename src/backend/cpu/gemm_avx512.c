@@ -57,8 +57,9 @@ INLINE_512 void store_row(float *c, __m512 acc0, __m512 acc1, __mmask16 m0, __mm
         _mm512_mask_storeu_ps(c + 16, m1, finish(acc1, c + 16, m1, e));
 }
 
-ATTR_512 static void tile_f32(int64_t kc, const void *apv, const void *bv, int64_t ldb, void *cv,
-                              int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
+ATTR_512 static void tile_f32(int64_t kc, const void *apv, int64_t astep, const void *bv,
+                              int64_t ldb, void *cv, int64_t ldc, int rows, int cols,
+                              const wf_gemm_epilogue *e)
 {
     const float *ap = apv, *bp = bv;
     float *c = cv;
@@ -75,7 +76,7 @@ ATTR_512 static void tile_f32(int64_t kc, const void *apv, const void *bv, int64
             acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
             acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
         }
-        ap += MR;
+        ap += astep;
         bp += ldb;
     }
 #pragma GCC unroll 14
@@ -84,8 +85,9 @@ ATTR_512 static void tile_f32(int64_t kc, const void *apv, const void *bv, int64
             store_row(c + r * ldc, acc[r][0], acc[r][1], m0, m1, e);
 }
 
-ATTR_512 static void tile_f64(int64_t kc, const void *apv, const void *bv, int64_t ldb, void *cv,
-                              int64_t ldc, int rows, int cols, const wf_gemm_epilogue *e)
+ATTR_512 static void tile_f64(int64_t kc, const void *apv, int64_t astep, const void *bv,
+                              int64_t ldb, void *cv, int64_t ldc, int rows, int cols,
+                              const wf_gemm_epilogue *e)
 {
     const double *ap = apv, *bp = bv;
     double *c = cv;
@@ -102,7 +104,7 @@ ATTR_512 static void tile_f64(int64_t kc, const void *apv, const void *bv, int64
             acc[r][0] = _mm512_fmadd_pd(av, b0, acc[r][0]);
             acc[r][1] = _mm512_fmadd_pd(av, b1, acc[r][1]);
         }
-        ap += MR;
+        ap += astep;
         bp += ldb;
     }
 #pragma GCC unroll 14
@@ -477,9 +479,9 @@ ATTR_512 static void transpose64(int rows, int width, int64_t cols, const void *
 
 /* bfloat16 pairs: each 32-bit lane of a B vector holds (B[2t][j], B[2t+1][j]);
  * vdpbf16ps adds both products to the float32 lane. */
-ATTR_512_BF16 static void tile_bf16(int64_t kc, const void *apv, const void *bpv, int64_t ldb,
-                                    void *cv, int64_t ldc, int rows, int cols,
-                                    const wf_gemm_epilogue *e)
+ATTR_512_BF16 static void tile_bf16(int64_t kc, const void *apv, int64_t astep,
+                                    const void *bpv, int64_t ldb, void *cv, int64_t ldc, int rows,
+                                    int cols, const wf_gemm_epilogue *e)
 {
     float *c = cv;
     const char *ap = apv, *bp = bpv;
@@ -498,7 +500,7 @@ ATTR_512_BF16 static void tile_bf16(int64_t kc, const void *apv, const void *bpv
             acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
         }
-        ap += 2 * MR * sizeof(uint16_t);
+        ap += 2 * astep * (int64_t)sizeof(uint16_t);
         bp += ldb * (int64_t)sizeof(uint16_t);
     }
     const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
