@@ -3,8 +3,6 @@
  * wf__vm_isa_active(); every variant gives the same bits. */
 #include "backend/cpu/cpu.h"
 
-#include <math.h>
-
 #include "backend/cpu/binary.h"
 #include "backend/cpu/vmath.h"
 #include "core/dtype.h"
@@ -119,8 +117,9 @@ typedef void (*convert_fn)(int64_t n, const void *src, int64_t ss, void *dst, in
     }
 
 /* float32 <-> f16/bf16 with a contiguous float32 side: binary.c's block
- * conversions (F16C / AVX2 where the CPU has them, the same values as the
- * scalar loads and stores); a strided float32 side takes the plain loop. */
+ * conversions (F16C, AVX2, AVX-512 where the CPU has them; the same values
+ * as the scalar loads and stores); a strided float32 side takes the plain
+ * loop. */
 #define HALF_TO_F32(NAME, DTYPE)                                                        \
     static void ISA(NAME)(int64_t n, const void *src, int64_t ss, void *dst, int64_t ds) \
     {                                                                                   \

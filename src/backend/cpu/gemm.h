@@ -181,10 +181,10 @@ typedef void (*wf_gemm_pack_pairs_fn)(int cols, int width, int64_t kc, const uin
 typedef struct wf_gemm_type_kernels {
     int mr, nr;
     wf_gemm_tile_fn tile;
-    bool b_in_place;                /* tile may read full-width B panels where they lie */
-    wf_gemm_transpose_fn transpose; /* NULL: plain loops */
+    bool b_in_place;                  /* tile may read full-width B panels where they lie */
+    wf_gemm_transpose_fn transpose;   /* NULL: plain loops */
     wf_gemm_copy_lanes_fn copy_lanes; /* NULL: plain loops */
-    int direct_rows;                /* 0: no direct path */
+    int direct_rows;                  /* 0: no direct path */
     wf_gemm_direct_fn direct;
     wf_gemm_direct_t_fn direct_t;       /* NULL: B's transpose is packed */
     wf_gemm_pack_pairs_fn pack_b_pairs; /* bfloat16; NULL: plain loops */
