@@ -4,6 +4,8 @@
  *  - float32 square products 256 ... 4096: GFLOP/s of each and the ratio;
  *    float64 1024 against cblas_dgemm;
  *  - 8 batched 512 x 512 products (against a loop of cblas_sgemm calls);
+ *  - the transposed products of an MLP backward pass, x.T @ dy and dy @ W.T
+ *    (against cblas_sgemm with CblasTrans);
  *  - bfloat16 1024 and 2048 (weft; against weft's and OpenBLAS's float32);
  *  - the matrix-vector product 1 x 784 @ 784 x 1024 in microseconds
  *    (against cblas_sgemv; and weft in bfloat16);
@@ -147,11 +149,13 @@ static wf_array *build_sdpa_causal(wf_array **in)
     return wf_scaled_dot_product_attention(in[0], in[1], in[2], 0.125, NULL, true);
 }
 
-/* A BLAS call's operands: float32, or float64 for run_dgemm. */
+/* A BLAS call's operands: float32, or float64 for run_dgemm; ta / tb: a is
+ * stored k x m, b n x k (their transposes are multiplied). */
 typedef struct blas_ctx {
     int batches, m, n, k;
     const void *a, *b;
     void *c;
+    bool ta, tb;
 } blas_ctx;
 
 static void run_sgemm(void *vctx)
@@ -160,8 +164,10 @@ static void run_sgemm(void *vctx)
     const float *a = s->a, *b = s->b;
     float *c = s->c;
     for (int i = 0; i < s->batches; i++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->m, s->n, s->k, 1.0f,
-                    a + (size_t)i * s->m * s->k, s->k, b + (size_t)i * s->k * s->n, s->n, 0.0f,
+        cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
+                    s->tb ? CblasTrans : CblasNoTrans, s->m, s->n, s->k, 1.0f,
+                    a + (size_t)i * s->m * s->k, s->ta ? s->m : s->k,
+                    b + (size_t)i * s->k * s->n, s->tb ? s->k : s->n, 0.0f,
                     c + (size_t)i * s->m * s->n, s->n);
 }
 
@@ -195,7 +201,7 @@ static void bench_product(const char *label, int batches, int m, int n, int k, i
     const int nd = batches > 1 ? 3 : 2;
     wf_array *in[4] = {wf_array_from_data(a, sa + 3 - nd, nd, WF_DTYPE_F32),
                        wf_array_from_data(b, sb + 3 - nd, nd, WF_DTYPE_F32), NULL, NULL};
-    blas_ctx ctx = {batches, m, n, k, a, b, c};
+    blas_ctx ctx = {batches, m, n, k, a, b, c, false, false};
     const double flops = 2.0 * batches * m * n * (double)k;
     double tw, tb;
     best_pair(build_matmul, in, run_sgemm, &ctx, flops, max_repeats, &tw, &tb);
@@ -217,6 +223,46 @@ static void bench_product(const char *label, int batches, int m, int n, int k, i
     free(c);
 }
 
+static wf_array *build_matmul_at(wf_array **in)
+{
+    wf_array *at = wf_transpose(in[0], NULL, 0);
+    wf_array *y = wf_matmul(at, in[1]);
+    wf_release(at);
+    return y;
+}
+
+/* The transposed products of an MLP's backward pass (784-512 layer, batch
+ * 256): the weight gradient x.T @ dy (A stored transposed) and the input
+ * gradient dy @ W.T (B stored transposed), each beside cblas_sgemm told the
+ * same layout. */
+static void bench_transposed(int max_repeats)
+{
+    enum { M = 784, N = 512, K = 256 };
+    float *x = random_floats((int64_t)K * M, 3), *dy = random_floats((int64_t)K * N, 4);
+    float *w = random_floats((int64_t)M * N, 5), *c = malloc((size_t)M * N * sizeof *c);
+    const int64_t sx[2] = {K, M}, sdy[2] = {K, N}, sw[2] = {M, N};
+    wf_array *in[2] = {wf_array_from_data(x, sx, 2, WF_DTYPE_F32),
+                       wf_array_from_data(dy, sdy, 2, WF_DTYPE_F32)};
+    blas_ctx ctx = {1, M, N, K, x, dy, c, true, false};
+    double flops = 2.0 * M * N * K, tw, tb;
+    best_pair(build_matmul_at, in, run_sgemm, &ctx, flops, max_repeats, &tw, &tb);
+    printf("%-22s weft %7.1f GFLOP/s   OpenBLAS %7.1f GFLOP/s   ratio %.2f\n",
+           "x.T@dy 784x512x256", flops / tw * 1e-9, flops / tb * 1e-9, tb / tw);
+    wf_release(in[0]);
+    in[0] = in[1]; /* dy (K x N) @ W.T with W stored M x N: K x M out, over N */
+    in[1] = wf_array_from_data(w, sw, 2, WF_DTYPE_F32);
+    ctx = (blas_ctx){1, K, M, N, dy, w, c, false, true};
+    best_pair(build_matmul_wt, in, run_sgemm, &ctx, flops, max_repeats, &tw, &tb);
+    printf("%-22s weft %7.1f GFLOP/s   OpenBLAS %7.1f GFLOP/s   ratio %.2f\n",
+           "dy@W.T 256x784x512", flops / tw * 1e-9, flops / tb * 1e-9, tb / tw);
+    wf_release(in[0]);
+    wf_release(in[1]);
+    free(x);
+    free(dy);
+    free(w);
+    free(c);
+}
+
 static void bench_float64(int n, int max_repeats)
 {
     double *a = malloc((size_t)n * n * sizeof *a), *b = malloc((size_t)n * n * sizeof *b);
@@ -229,7 +275,7 @@ static void bench_float64(int n, int max_repeats)
     const int64_t s2[2] = {n, n};
     wf_array *in[2] = {wf_array_from_data(a, s2, 2, WF_DTYPE_F64),
                        wf_array_from_data(b, s2, 2, WF_DTYPE_F64)};
-    blas_ctx ctx = {1, n, n, n, a, b, c};
+    blas_ctx ctx = {1, n, n, n, a, b, c, false, false};
     const double flops = 2.0 * n * n * (double)n;
     double tw, tb;
     best_pair(build_matmul, in, run_dgemm, &ctx, flops, max_repeats, &tw, &tb);
@@ -258,7 +304,7 @@ static void bench_matvec(int max_repeats)
     in[2] = wf_astype(in[0], WF_DTYPE_BF16);
     in[3] = wf_astype(in[1], WF_DTYPE_BF16);
     check(wf_eval(&in[2], 2));
-    blas_ctx ctx = {1, 1, n, k, x, w, y};
+    blas_ctx ctx = {1, 1, n, k, x, w, y, false, false};
     double tw, tv, th, unused;
     best_pair(build_matmul, in, run_sgemv, &ctx, 2.0 * k * n, max_repeats, &tw, &tv);
     best_pair(build_matmul_bf16, in, NULL, NULL, 2.0 * k * n, max_repeats, &th, &unused);
@@ -403,6 +449,7 @@ int main(int argc, char **argv)
     }
     bench_float64(1024, max_repeats);
     bench_product("batched 8x512^3", 8, 512, 512, 512, max_repeats, false);
+    bench_transposed(max_repeats);
     bench_matvec(max_repeats);
     bench_sdpa(max_repeats);
     bench_concurrent();

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "runtime/pool.h"
 
 /* K block: at most this many k per pass over C (it is part of every
  * result's bits, so it depends on K alone and never changes per CPU).
@@ -16,9 +17,10 @@
 enum { GEMM_KC = 256 };
 /* Columns of B packed at once (a strip: 256 x 512 floats = 512 KB, in L2). */
 enum { GEMM_NC = 512 };
-/* Blocks per product aimed at when splitting over threads, and the least
- * work (flops) worth a block of its own. */
-enum { GEMM_TARGET_BLOCKS = 32 };
+/* Blocks per pool thread aimed at when splitting a product (enough to
+ * balance; every block packs its own panels, so more cost more), and the
+ * least work (flops) worth a block of its own. */
+enum { BLOCKS_PER_THREAD = 4 };
 #define GEMM_MIN_BLOCK_FLOPS ((int64_t)1 << 20)
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -362,7 +364,8 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
 {
     const wf_gemm_type_kernels *tk = type_kernels(g);
     const int64_t mr = tk->mr, nr = tk->nr;
-    const int64_t target = max64(1, ceil_div(GEMM_TARGET_BLOCKS, max64(batches, 1)));
+    const int64_t blocks = BLOCKS_PER_THREAD * (int64_t)wf__pool_size();
+    const int64_t target = max64(1, ceil_div(blocks, max64(batches, 1)));
     if (use_direct(g, tk, g->m) || use_direct_t(g, tk, g->m)) {
         /* Matrix-vector (memory-bound): columns only, 256 at least (long
          * runs of B rows), and enough work each. */
@@ -381,7 +384,7 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
     const int64_t row_floor[2] = {252, 2 * mr};
     for (int phase = 0; phase < 2; phase++) {
         const int64_t max_rs = max64(1, g->m / row_floor[phase]), max_cs = max64(1, g->n / 64);
-        if (phase == 1 && rs * cs < target && g->m > 4 * mr)
+        if (phase == 1 && rs * cs < target && g->m > 4 * mr && tk->b_in_place && g->csb == 1)
             rs = max64(rs, ceil_div(g->m, 4 * mr)); /* jump to B in place */
         while (rs * cs < target) {
             const int64_t mb = split_block(g->m, rs, mr), nb = split_block(g->n, cs, nr);

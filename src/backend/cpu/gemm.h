@@ -104,8 +104,9 @@ typedef struct wf_gemm_scratch {
 void wf__gemm_scratch_free(wf_gemm_scratch *s);
 
 /* How a product is split into independent blocks of C for threads: rows
- * and columns per block (a function of m, n, k, the variant and `batches`,
- * the number of products run side by side; never of the thread count). */
+ * and columns per block (a function of m, n, k, the variant, `batches`, the
+ * number of products run side by side, and the pool's size; the result's
+ * bits never depend on the blocks, since K is not split). */
 void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, int64_t *nblock);
 
 /* Computes C[i0:i1, j0:j1] of product g on the calling thread.

@@ -12,10 +12,10 @@
  * the whole batch is one product with m * batches rows.
  *
  * Each product is split into blocks of rows and columns chosen from the
- * shape alone (wf__gemm_blocks) and the blocks of all the batches are spread
- * over the intra-op pool. K is never split, so results are bitwise the same
- * for any thread count, and a row's result does not depend on the other
- * rows of its batch (gemm.h).
+ * shape and the pool's size (wf__gemm_blocks) and the blocks of all the
+ * batches are spread over the intra-op pool. K is never split, so results
+ * are bitwise the same for any thread count and any blocks, and a row's
+ * result does not depend on the other rows of its batch (gemm.h).
  *
  * Why not OpenBLAS (weft used it before). Measured side by side
  * (bench_matmul), weft's GEMM is within a few percent of OpenBLAS 0.3.21
