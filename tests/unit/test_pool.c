@@ -41,16 +41,16 @@ static void test_every_index_once(void)
     }
 }
 
-static void test_pool_threads_help(void)
+/* Kernels marking every index of n, up to `rounds` of them, each after
+ * `pause_us` of idling, until a pool thread has run a chunk of one: every
+ * index must be marked once each time, and a pool thread must have helped. */
+static void mark_until_helped(int64_t n, int rounds, unsigned pause_us)
 {
-    printf("    pool size %d\n", wf__pool_size());
-    if (wf__pool_size() < 2) {
-        CHECK_EQ_INT(wf__pool_size(), 1); /* WEFT_NUM_THREADS=1 or one core */
-        return;
-    }
-    uint64_t before = wf__pool_chunks_helped();
-    struct coverage c = {calloc(1 << 22, sizeof(atomic_int)), 1 << 22};
-    for (int round = 0; round < 20 && wf__pool_chunks_helped() == before; round++) {
+    struct coverage c = {calloc((size_t)n, sizeof(atomic_int)), n};
+    const uint64_t before = wf__pool_chunks_helped();
+    for (int round = 0; round < rounds && wf__pool_chunks_helped() == before; round++) {
+        if (pause_us > 0)
+            usleep(pause_us);
         for (int64_t i = 0; i < c.n; i++)
             atomic_store_explicit(&c.hits[i], 0, memory_order_relaxed);
         wf__parallel_for(c.n, 1024, mark, &c);
@@ -58,6 +58,16 @@ static void test_pool_threads_help(void)
     }
     CHECK(wf__pool_chunks_helped() > before);
     free(c.hits);
+}
+
+static void test_pool_threads_help(void)
+{
+    printf("    pool size %d\n", wf__pool_size());
+    if (wf__pool_size() < 2) {
+        CHECK_EQ_INT(wf__pool_size(), 1); /* WEFT_NUM_THREADS=1 or one core */
+        return;
+    }
+    mark_until_helped(1 << 22, 20, 0);
 }
 
 /* A kernel that splits its work again inside each chunk. */
@@ -131,17 +141,7 @@ static void test_sleeping_pool_threads_wake(void)
 {
     if (wf__pool_size() < 2)
         return;
-    struct coverage c = {calloc(1 << 20, sizeof(atomic_int)), 1 << 20};
-    const uint64_t before = wf__pool_chunks_helped();
-    for (int round = 0; round < 40 && wf__pool_chunks_helped() == before; round++) {
-        usleep(5000); /* longer than the watch: the pool threads go to sleep */
-        for (int64_t i = 0; i < c.n; i++)
-            atomic_store_explicit(&c.hits[i], 0, memory_order_relaxed);
-        wf__parallel_for(c.n, 1024, mark, &c);
-        CHECK_EQ_INT(count_wrong(&c), 0);
-    }
-    CHECK(wf__pool_chunks_helped() > before);
-    free(c.hits);
+    mark_until_helped(1 << 20, 40, 5000); /* 5 ms: past the watch, the threads sleep */
 }
 
 /* While other callers keep every core of the pool busy in kernels of their
