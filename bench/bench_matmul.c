@@ -190,6 +190,14 @@ static void run_sgemv_t(void *vctx)
     cblas_sgemv(CblasRowMajor, CblasNoTrans, s->n, s->k, 1.0f, s->b, s->k, s->a, 1, 0.0f, s->c, 1);
 }
 
+/* One line: weft's and OpenBLAS's throughput for `flops` done in tw and tb
+ * seconds, and the ratio (> 1: weft faster). */
+static void print_pair(const char *label, double flops, double tw, double tb)
+{
+    printf("%-22s weft %7.1f GFLOP/s   OpenBLAS %7.1f GFLOP/s   ratio %.2f\n", label,
+           flops / tw * 1e-9, flops / tb * 1e-9, tb / tw);
+}
+
 /* One float32 product (batches x m x k @ batches x k x n); prints a line. */
 static void bench_product(const char *label, int batches, int m, int n, int k, int max_repeats,
                           bool with_bf16)
@@ -205,8 +213,7 @@ static void bench_product(const char *label, int batches, int m, int n, int k, i
     const double flops = 2.0 * batches * m * n * (double)k;
     double tw, tb;
     best_pair(build_matmul, in, run_sgemm, &ctx, flops, max_repeats, &tw, &tb);
-    printf("%-22s weft %7.1f GFLOP/s   OpenBLAS %7.1f GFLOP/s   ratio %.2f\n", label,
-           flops / tw * 1e-9, flops / tb * 1e-9, tb / tw);
+    print_pair(label, flops, tw, tb);
     if (with_bf16) {
         in[2] = wf_astype(in[0], WF_DTYPE_BF16);
         in[3] = wf_astype(in[1], WF_DTYPE_BF16);
@@ -246,15 +253,13 @@ static void bench_transposed(int max_repeats)
     blas_ctx ctx = {1, M, N, K, x, dy, c, true, false};
     double flops = 2.0 * M * N * K, tw, tb;
     best_pair(build_matmul_at, in, run_sgemm, &ctx, flops, max_repeats, &tw, &tb);
-    printf("%-22s weft %7.1f GFLOP/s   OpenBLAS %7.1f GFLOP/s   ratio %.2f\n",
-           "x.T@dy 784x512x256", flops / tw * 1e-9, flops / tb * 1e-9, tb / tw);
+    print_pair("x.T@dy 784x512x256", flops, tw, tb);
     wf_release(in[0]);
     in[0] = in[1]; /* dy (K x N) @ W.T with W stored M x N: K x M out, over N */
     in[1] = wf_array_from_data(w, sw, 2, WF_DTYPE_F32);
     ctx = (blas_ctx){1, K, M, N, dy, w, c, false, true};
     best_pair(build_matmul_wt, in, run_sgemm, &ctx, flops, max_repeats, &tw, &tb);
-    printf("%-22s weft %7.1f GFLOP/s   OpenBLAS %7.1f GFLOP/s   ratio %.2f\n",
-           "dy@W.T 256x784x512", flops / tw * 1e-9, flops / tb * 1e-9, tb / tw);
+    print_pair("dy@W.T 256x784x512", flops, tw, tb);
     wf_release(in[0]);
     wf_release(in[1]);
     free(x);
@@ -281,8 +286,7 @@ static void bench_float64(int n, int max_repeats)
     best_pair(build_matmul, in, run_dgemm, &ctx, flops, max_repeats, &tw, &tb);
     char label[32];
     snprintf(label, sizeof label, "dgemm %d^3", n);
-    printf("%-22s weft %7.1f GFLOP/s   OpenBLAS %7.1f GFLOP/s   ratio %.2f\n", label,
-           flops / tw * 1e-9, flops / tb * 1e-9, tb / tw);
+    print_pair(label, flops, tw, tb);
     wf_release(in[0]);
     wf_release(in[1]);
     free(a);
