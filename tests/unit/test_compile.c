@@ -1040,6 +1040,7 @@ static void test_fused_on_every_isa(void)
         test_chain_compiles_fuses_and_matches();
         test_broadcast_and_strided_inputs_fuse();
         test_intermediate_outputs_fuse_into_one_kernel();
+        test_large_outputs_stream_with_the_same_bits();
         test_generated_graphs_compiled_vs_not();
         for (int v = 0; v < WF_VM_ISA_COUNT; v++) {
             const uint64_t runs = wf__cpu_fused_runs(v) - before[v];
