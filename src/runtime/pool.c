@@ -7,6 +7,12 @@
  * fork(): the pool lock is held across it; in the child the pool threads
  * and the jobs (on the stacks of gone threads) are gone, so the pool counts
  * as not started and its threads are created again on first use.
+ *
+ * Waking a sleeping pool thread: Linux may queue it on the waking caller's
+ * own core (the other cores' virtual CPUs look busy or far away), where it
+ * waits until the caller is done with the very job it was woken for. So the
+ * caller first takes its own core out of each sleeper's CPU set; the thread
+ * puts its set back as soon as it runs (see steer_sleepers).
  */
 #include "runtime/pool.h"
 
@@ -14,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +46,16 @@ struct job {
  * (0: sleep at once). */
 enum { DEFAULT_SPIN_US = 200 };
 
+/* A pool thread as callers see it, to steer it while it sleeps. `tid` is
+ * set before the thread first takes the pool lock, `usual` by the thread
+ * before it sets `sleeping`; the flags change under the pool lock. */
+struct pool_worker {
+    pid_t tid;
+    bool sleeping;   /* in the condition wait for work, `usual` known */
+    bool steered;    /* its CPU set is `usual` less a waking caller's core */
+    cpu_set_t usual; /* its CPU set when it went to sleep */
+};
+
 static struct {
     wf_mutex lock; /* level 55 */
     pthread_cond_t work;     /* pool threads wait for jobs */
@@ -48,13 +65,15 @@ static struct {
     atomic_int callers;          /* threads inside wf__parallel_for */
     int64_t spin_ns;     /* the watch (set when started) */
     int size;            /* threads per kernel, caller included (set when started) */
+    struct pool_worker workers[MAX_POOL_THREADS]; /* size - 1 of them */
     atomic_bool started; /* pool threads created (set under the lock; cleared in a fork child) */
 } pool = {.lock = {PTHREAD_MUTEX_INITIALIZER, WF_LOCK_POOL},
           .work = PTHREAD_COND_INITIALIZER,
           .finished = PTHREAD_COND_INITIALIZER};
-static atomic_uint_fast64_t chunks_helped;
+static atomic_uint_fast64_t chunks_helped, wakeups_steered;
 
 uint64_t wf__pool_chunks_helped(void) { return atomic_load(&chunks_helped); }
+uint64_t wf__pool_wakeups_steered(void) { return atomic_load(&wakeups_steered); }
 
 /* Takes and runs chunks until none is left; returns how many it ran. */
 static int64_t run_chunks(struct job *job)
@@ -121,9 +140,45 @@ static bool no_helpers(const void *arg)
     return atomic_load_explicit(&((const struct job *)arg)->helpers, memory_order_acquire) == 0;
 }
 
+/* Pool lock held, about to wake the sleepers: narrows each sleeping pool
+ * thread's CPU set to exclude the caller's core, where its set allows
+ * another one. One system call per sleeper, only after a watch went by
+ * idle; a failure only leaves a thread unsteered. */
+static void steer_sleepers(void)
+{
+    const int cpu = sched_getcpu();
+    if (cpu < 0)
+        return;
+    for (int i = 0; i < pool.size - 1; i++) {
+        struct pool_worker *t = &pool.workers[i];
+        if (!t->sleeping || t->steered || !CPU_ISSET(cpu, &t->usual) || CPU_COUNT(&t->usual) < 2)
+            continue;
+        cpu_set_t elsewhere = t->usual;
+        CPU_CLR(cpu, &elsewhere);
+        if (sched_setaffinity(t->tid, sizeof elsewhere, &elsewhere) == 0) {
+            t->steered = true;
+            atomic_fetch_add_explicit(&wakeups_steered, 1, memory_order_relaxed);
+        }
+    }
+}
+
+/* Pool lock held: sleeps until woken, then undoes any steering. A thread
+ * whose CPU set could not be read sleeps unsteerable. */
+static void sleep_until_woken(struct pool_worker *self, bool usual_known)
+{
+    self->sleeping = usual_known;
+    wf__cond_wait(&pool.work, &pool.lock);
+    self->sleeping = false;
+    if (self->steered) {
+        self->steered = false;
+        (void)sched_setaffinity(0, sizeof self->usual, &self->usual);
+    }
+}
+
 static void *pool_thread(void *arg)
 {
-    (void)arg;
+    struct pool_worker *self = arg;
+    self->tid = (pid_t)syscall(SYS_gettid);
     wf__mutex_lock(&pool.lock);
     for (;;) {
         struct job *job = open_job();
@@ -132,9 +187,11 @@ static void *pool_thread(void *arg)
             const uint64_t seen = atomic_load_explicit(&pool.posted, memory_order_relaxed);
             wf__mutex_unlock(&pool.lock);
             const bool posted = spin_until(job_posted_since, &seen);
+            const bool usual_known =
+                !posted && sched_getaffinity(0, sizeof self->usual, &self->usual) == 0;
             wf__mutex_lock(&pool.lock);
             if (!posted && !job_posted_since(&seen))
-                wf__cond_wait(&pool.work, &pool.lock);
+                sleep_until_woken(self, usual_known);
             continue;
         }
         atomic_fetch_add_explicit(&job->helpers, 1, memory_order_relaxed);
@@ -177,7 +234,9 @@ static void start_threads(void)
     pool.size = 1;
     for (int i = 1; i < wanted; i++) {
         pthread_t t;
-        if (pthread_create(&t, NULL, pool_thread, NULL) != 0)
+        struct pool_worker *slot = &pool.workers[pool.size - 1];
+        *slot = (struct pool_worker){.tid = 0};
+        if (pthread_create(&t, NULL, pool_thread, slot) != 0)
             break; /* fewer helpers: the callers do more of the work */
         pthread_detach(t);
         pool.size++;
@@ -220,6 +279,7 @@ static void split_over_pool(int64_t n, int64_t min_chunk, int threads, wf_parall
     job.next = pool.jobs;
     pool.jobs = &job;
     atomic_fetch_add_explicit(&pool.posted, 1, memory_order_release);
+    steer_sleepers();
     pthread_cond_broadcast(&pool.work);
     wf__mutex_unlock(&pool.lock);
 

@@ -3,8 +3,10 @@
  * split again) finishes instead of deadlocking, and a kernel whose cores
  * are all taken by other callers runs on its own caller. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -144,6 +146,68 @@ static void test_sleeping_pool_threads_wake(void)
     mark_until_helped(1 << 20, 40, 5000); /* 5 ms: past the watch, the threads sleep */
 }
 
+/* A sleeping pool thread woken for a kernel must run it on another core
+ * than its caller's: Linux may otherwise queue it on the caller's core,
+ * where it waits until the caller has done the whole job alone. The caller
+ * is pinned to one core and keeps it busy until a helper has run a chunk;
+ * the helper must run elsewhere, with its CPU set as before (the steering
+ * is undone before it works). */
+struct steered_round {
+    pthread_t caller;
+    atomic_int helped;
+    int helper_cpu;
+    int helper_set_restored;
+    const cpu_set_t *original;
+};
+
+static void note_helper(void *arg, int64_t begin, int64_t end)
+{
+    struct steered_round *r = arg;
+    (void)begin, (void)end;
+    if (pthread_equal(pthread_self(), r->caller)) {
+        /* Keep the core busy (no sleep, no yield: either would let a helper
+         * queued on this core run here) until a helper ran, or for 1-2 s. */
+        const time_t give_up = time(NULL) + 2;
+        while (!atomic_load(&r->helped) && time(NULL) < give_up)
+            ;
+        return;
+    }
+    cpu_set_t now;
+    r->helper_cpu = sched_getcpu();
+    r->helper_set_restored =
+        sched_getaffinity(0, sizeof now, &now) == 0 && CPU_EQUAL(&now, r->original);
+    atomic_store(&r->helped, 1);
+}
+
+static void test_woken_threads_leave_the_callers_core(void)
+{
+    cpu_set_t original, pinned;
+    CHECK(sched_getaffinity(0, sizeof original, &original) == 0);
+    const int cpu = sched_getcpu();
+    if (wf__pool_size() < 2 || CPU_COUNT(&original) < 2 || cpu < 0) {
+        printf("    skipped: one core or one pool thread\n");
+        return;
+    }
+    CPU_ZERO(&pinned);
+    CPU_SET(cpu, &pinned);
+    CHECK(sched_setaffinity(0, sizeof pinned, &pinned) == 0);
+    int steered_rounds = 0;
+    for (int round = 0; round < 20; round++) {
+        usleep(5000); /* past the watch: the pool threads sleep */
+        const uint64_t steered = wf__pool_wakeups_steered();
+        struct steered_round r = {.caller = pthread_self(), .helper_cpu = -1, .original = &original};
+        wf__parallel_for(2, 1, note_helper, &r);
+        if (!atomic_load(&r.helped) || wf__pool_wakeups_steered() == steered)
+            continue; /* a pool thread was still awake: not this scenario */
+        steered_rounds++;
+        CHECK(r.helper_cpu >= 0 && r.helper_cpu != cpu);
+        CHECK(r.helper_set_restored);
+    }
+    CHECK(sched_setaffinity(0, sizeof original, &original) == 0);
+    printf("    %d of 20 rounds woke a steered pool thread\n", steered_rounds);
+    CHECK(steered_rounds >= 10);
+}
+
 /* While other callers keep every core of the pool busy in kernels of their
  * own, a new kernel runs whole on its caller (one call of its function);
  * once they are gone it is split again. */
@@ -238,6 +302,7 @@ int main(void)
     RUN_TEST(test_saturated_pool_finishes);
     RUN_TEST(test_caller_outwaits_its_watch);
     RUN_TEST(test_sleeping_pool_threads_wake);
+    RUN_TEST(test_woken_threads_leave_the_callers_core);
     RUN_TEST(test_busy_callers_run_inline);
     if (getenv("WEFT_POOL_SPIN_US") == NULL)
         RUN_TEST(test_again_without_the_watch);
