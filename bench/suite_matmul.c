@@ -9,6 +9,7 @@
  *   build/release/suite_matmul [largest size = 4096]
  */
 #include <cblas.h>
+#include <unistd.h>
 
 #include "suite.h"
 
@@ -53,6 +54,16 @@ static int check_product(suite_record *r, const operands *op, const float *c, do
     }
     return 1;
 }
+
+/* Debian's OpenBLAS keeps a thread spinning on a core for ~100 ms after it
+ * loads and after each call (measured: 100 ms of CPU in the first 300 ms,
+ * then a full core for 100 ms after one sgemm); weft's pool threads watch
+ * for 200 us. Timed right after the other library, either one would share
+ * a core with those spinning threads, so each block of timed calls starts
+ * after a pause, as in bench_matmul. */
+enum { SETTLE_US = 300000 };
+
+static void settle(void) { usleep(SETTLE_US); }
 
 /* weft: wf_matmul of ready inputs, evaluated; output checked, then timed. */
 static void measure_weft(const char *kase, const operands *op, wf_array *a, wf_array *b,
@@ -147,9 +158,12 @@ static void run_case(const char *kase, int64_t batch, int64_t n, wf_dtype dtype,
     suite_require(a && b, "inputs");
     wf_array *ready[2] = {a, b};
     suite_require(wf_eval(ready, 2) == WF_OK, "inputs");
+    settle();
     measure_weft(kase, &op, a, b, tol, reps_for(n));
-    if (with_cblas)
+    if (with_cblas) {
+        settle();
         measure_cblas(kase, &op, reps_for(n));
+    }
     wf_release(a);
     wf_release(b);
     free(op.a);
