@@ -109,17 +109,6 @@ uint16_t wf__f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-float wf__i64_to_f32_round_odd(int64_t v)
-{
-    const uint64_t mag = v < 0 ? 0u - (uint64_t)v : (uint64_t)v;
-    int shift = 0; /* drop bits until 24 remain; the dropped ones set the last */
-    while ((mag >> shift) >= (1u << 24))
-        shift++;
-    const uint64_t kept = (mag >> shift) | ((mag & ((UINT64_C(1) << shift) - 1u)) != 0);
-    const float f = ldexpf((float)kept, shift);
-    return v < 0 ? -f : f;
-}
-
 uint16_t wf__f64_to_f16(double x) { return wf__f32_to_f16(wf__f64_to_f32_round_odd(x)); }
 uint16_t wf__f64_to_bf16(double x) { return wf__f32_to_bf16(wf__f64_to_f32_round_odd(x)); }
 uint16_t wf__i64_to_f16(int64_t v) { return wf__f32_to_f16(wf__i64_to_f32_round_odd(v)); }

@@ -41,7 +41,36 @@ static inline float wf__f64_to_f32_round_odd(double x)
     memcpy(&out, &odd, sizeof out);
     return out;
 }
-float wf__i64_to_f32_round_odd(int64_t v);
+/* v rounded to float32 to odd, branch-free like the above. |v| is split
+ * into two halves that are exact in double (2^84 + hi * 2^32 and 2^52 + lo,
+ * built from bits), whose sum is |v| rounded once to double; the error of
+ * that sum is computed exactly (two-sum), so whether the float32 nearest
+ * the sum is above or below |v|, or equal to it, is known exactly. */
+static inline float wf__i64_to_f32_round_odd(int64_t v)
+{
+    const uint64_t negative = (uint64_t)v >> 63;
+    const uint64_t mag = (negative ? 0u - (uint64_t)v : (uint64_t)v);
+    const uint64_t hi_bits = UINT64_C(0x4530000000000000) | (mag >> 32);
+    const uint64_t lo_bits = UINT64_C(0x4330000000000000) | (mag & UINT64_C(0xffffffff));
+    double hi, lo;
+    memcpy(&hi, &hi_bits, sizeof hi);
+    memcpy(&lo, &lo_bits, sizeof lo);
+    const double high = hi - 0x1.00000001p84; /* hi * 2^32 - 2^52, exact */
+    const double sum = high + lo;             /* |v| to nearest double */
+    const double lo_part = sum - high;
+    const double error = (high - (sum - lo_part)) + (lo - lo_part); /* |v| - sum, exact */
+    const float f = (float)sum;
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    const double back = (double)f;
+    const uint32_t inexact = (back != sum) | (error != 0.0);
+    const uint32_t above = (sum > back) | ((sum == back) & (error > 0.0)); /* |v| > f */
+    const uint32_t step = inexact & ~b & 1u;
+    const uint32_t odd = (above ? b + step : b - step) | (uint32_t)(negative << 31);
+    float out;
+    memcpy(&out, &odd, sizeof out);
+    return out;
+}
 
 /* Reads element `index` of a contiguous array of `dtype` as double. */
 double wf__load_as_double(const void *data, wf_dtype dtype, int64_t index);

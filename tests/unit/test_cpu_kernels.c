@@ -348,8 +348,32 @@ static int64_t load_int(const void *p, wf_dtype d, int64_t i)
     }
 }
 
+/* int64 to float16 (11 significant bits) or bfloat16 (8) rounded once to
+ * nearest even, in integer arithmetic: independent of the library's way
+ * (float32 rounded to odd) and exact where a double is not (|v| > 2^53). */
+static uint16_t reference_i64_to_half(int64_t v, wf_dtype half)
+{
+    const int bits = half == WF_DTYPE_F16 ? 11 : 8;
+    uint64_t mag = v < 0 ? 0u - (uint64_t)v : (uint64_t)v;
+    int top = 63;
+    while (top > 0 && !(mag >> top))
+        top--;
+    if (top >= bits) { /* drop the bits below the kept ones, rounding */
+        const int shift = top - bits + 1;
+        const uint64_t rest = mag & ((UINT64_C(1) << shift) - 1), half_ulp = UINT64_C(1) << (shift - 1);
+        mag >>= shift;
+        mag += rest > half_ulp || (rest == half_ulp && (mag & 1));
+        const float rounded = ldexpf((float)mag, shift); /* at most 2^64: exact */
+        return half == WF_DTYPE_F16 ? wf__f32_to_f16(v < 0 ? -rounded : rounded)
+                                    : wf__f32_to_bf16(v < 0 ? -rounded : rounded);
+    }
+    const float exact = (float)v;
+    return half == WF_DTYPE_F16 ? wf__f32_to_f16(exact) : wf__f32_to_bf16(exact);
+}
+
 /* The expected conversion of element i of src into dtype dst, written by
- * wf__store_from_double except for integer -> integer, which wraps. */
+ * wf__store_from_double except for integer -> integer, which wraps, and
+ * int64 -> half (reference_i64_to_half). */
 static void expected_convert(const void *src, wf_dtype sd, int64_t i, void *out, wf_dtype dd)
 {
     if ((dtype_is_int(sd) || sd == WF_DTYPE_BOOL) && dtype_is_int(dd)) {
@@ -360,6 +384,10 @@ static void expected_convert(const void *src, wf_dtype sd, int64_t i, void *out,
             *(int32_t *)out = (int32_t)(uint32_t)(uint64_t)v; /* GCC: modulo */
         else
             *(int64_t *)out = v;
+        return;
+    }
+    if (sd == WF_DTYPE_I64 && (dd == WF_DTYPE_F16 || dd == WF_DTYPE_BF16)) {
+        *(uint16_t *)out = reference_i64_to_half(load_int(src, sd, i), dd);
         return;
     }
     if (dtype_is_int(sd) || sd == WF_DTYPE_BOOL) {
@@ -486,6 +514,47 @@ static void check_convert_random(void)
     CHECK_EQ_INT(failures, 0);
     free(src);
     free(dst);
+}
+
+/* int64 -> float16/bfloat16 where rounding twice goes wrong: at every
+ * exponent, values just above, at and just below the halfway point between
+ * two halves, the part that decides it as far down as bit 0 (lost by a
+ * double, by float32's nearest). Vector loops, their tails and the scalar
+ * helpers against the integer reference. */
+static void check_i64_to_half_rounds_once(void)
+{
+    enum { MAX = 64 * 2 * 3 * 8 };
+    int64_t *src = malloc(MAX * sizeof *src);
+    uint16_t *got = malloc(MAX * sizeof *got);
+    int n = 0;
+    for (int top = 8; top < 63; top++) {
+        for (int bits = 8; bits <= 11 && bits <= top; bits += 3) {
+            const uint64_t base = UINT64_C(1) << top, half = UINT64_C(1) << (top - bits);
+            const uint64_t odd = base + (half << 1); /* a half with its last bit set */
+            const int64_t nudges[4] = {0, 1, -1, top > 30 ? (int64_t)1 << (top - 30) : 2};
+            for (int k = 0; k < 4; k++) {
+                src[n++] = (int64_t)(base + half + (uint64_t)nudges[k]);
+                src[n++] = -(int64_t)(odd + half + (uint64_t)nudges[k]);
+            }
+        }
+    }
+    int failures = 0;
+    for (int t = 0; t < 2; t++) {
+        const wf_dtype half = t ? WF_DTYPE_BF16 : WF_DTYPE_F16;
+        wf__cpu_convert_1d(n, src, WF_DTYPE_I64, 1, got, half, 1);
+        for (int i = 0; i < n; i++) {
+            const uint16_t want = reference_i64_to_half(src[i], half);
+            const uint16_t scalar = t ? wf__i64_to_bf16(src[i]) : wf__i64_to_f16(src[i]);
+            if (got[i] == want && scalar == want)
+                continue;
+            if (failures++ < 10)
+                printf("    %lld -> %s: got %04x, scalar %04x, want %04x\n", (long long)src[i],
+                       wf_dtype_name(half), got[i], scalar, want);
+        }
+    }
+    CHECK_EQ_INT(failures, 0);
+    free(src);
+    free(got);
 }
 
 static void check_convert_defined_edges(void)
@@ -669,6 +738,7 @@ static void test_convert_all_pairs(void) { for_each_isa(check_convert_all_pairs)
 static void test_convert_defined_edges(void) { for_each_isa(check_convert_defined_edges); }
 static void test_convert_random(void) { for_each_isa(check_convert_random); }
 static void test_half_rounding(void) { for_each_isa(check_half_rounding); }
+static void test_i64_to_half_rounds_once(void) { for_each_isa(check_i64_to_half_rounds_once); }
 
 /* ---------------------------------------------------------------- math loops */
 
@@ -736,6 +806,7 @@ int main(void)
     RUN_TEST(test_convert_random);
     RUN_TEST(test_convert_strided);
     RUN_TEST(test_half_rounding);
+    RUN_TEST(test_i64_to_half_rounds_once);
     RUN_TEST(test_pairwise_sum);
     RUN_TEST(test_exp_blocks);
     return TEST_SUMMARY();

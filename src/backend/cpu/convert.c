@@ -27,13 +27,26 @@ static inline int32_t store_i32_from_i64(int64_t v)
     return wf__cpu_wrap_i32((uint32_t)(uint64_t)v);
 }
 static inline int64_t store_i64_from_i64(int64_t v) { return v; }
-/* int64 beyond 2^24 could round twice through float32's nearest; below, the
- * value is exact in float32 (and in f16 everything >= 65520 is inf). */
-static inline uint16_t store_f16_from_i64(int64_t v)
+/* int64 to a half type rounds once, through float32 rounded to odd: the
+ * vector variants always so (branch-free, it vectorizes); the SSE2 variant,
+ * which stays scalar (no 64-bit vector compares), converts the values that
+ * float32 holds exactly directly and calls out for the others, a branch
+ * that most data predicts (float16 is inf from 65520 on). */
+static inline uint16_t store_f16_from_i64_avx2(int64_t v)
+{
+    return wf__cpu_f32_to_f16(wf__i64_to_f32_round_odd(v));
+}
+static inline uint16_t store_bf16_from_i64_avx2(int64_t v)
+{
+    return wf__cpu_f32_to_bf16(wf__i64_to_f32_round_odd(v));
+}
+static inline uint16_t store_f16_from_i64_avx512(int64_t v) { return store_f16_from_i64_avx2(v); }
+static inline uint16_t store_bf16_from_i64_avx512(int64_t v) { return store_bf16_from_i64_avx2(v); }
+static inline uint16_t store_f16_from_i64_baseline(int64_t v)
 {
     return v > -65536 && v < 65536 ? wf__cpu_f32_to_f16((float)v) : wf__i64_to_f16(v);
 }
-static inline uint16_t store_bf16_from_i64(int64_t v)
+static inline uint16_t store_bf16_from_i64_baseline(int64_t v)
 {
     return v > -(1 << 24) && v < (1 << 24) ? wf__cpu_f32_to_bf16((float)v) : wf__i64_to_bf16(v);
 }
