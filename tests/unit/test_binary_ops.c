@@ -587,6 +587,83 @@ static void test_transposed_streamed_outputs(void)
     free(y);
 }
 
+/* Both inputs transposed (or permuted) and the output contiguous: both
+ * inputs go through the tiled walk's transposing buffers; outputs over 16 MB
+ * (streamed out) with output rows on and off cache lines, float32 and
+ * float64 (4- and 8-byte blocks), partial tiles at the edges, a small
+ * output, a 3-d permute. Under every ISA variant this CPU runs. */
+static int64_t check_both_transposed(int64_t rows, int64_t cols, wf_dtype dt)
+{
+    const int64_t n = rows * cols, shape[2] = {cols, rows};
+    double *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = (double)(i % 1001) * 0.5;
+        y[i] = (double)(i % 613) - 200.0;
+    }
+    wf_scope_begin();
+    wf_array *xa = wf_astype(wf_array_from_data(x, shape, 2, WF_DTYPE_F64), dt);
+    wf_array *ya = wf_astype(wf_array_from_data(y, shape, 2, WF_DTYPE_F64), dt);
+    wf_array *sum = wf_add(wf_transpose(xa, NULL, 0), wf_transpose(ya, NULL, 0));
+    const void *p = NULL;
+    int64_t bad = 0;
+    CHECK_OK(wf_eval(&sum, 1));
+    CHECK_OK(wf_array_data(sum, &p));
+    for (int64_t i = 0; p && i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) {
+            const double want = x[j * rows + i] + y[j * rows + i];
+            const double got = dt == WF_DTYPE_F32 ? ((const float *)p)[i * cols + j]
+                                                  : ((const double *)p)[i * cols + j];
+            bad += got != want;
+        }
+    wf_scope_end();
+    free(x);
+    free(y);
+    return bad;
+}
+
+static int64_t check_both_permuted(void)
+{
+    const int64_t shape[3] = {40, 70, 6}, n = 40 * 70 * 6; /* viewed as (6, 40, 70) */
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)(i % 997);
+    wf_scope_begin();
+    const int perm[3] = {2, 0, 1};
+    wf_array *xa = wf_array_from_data(x, shape, 3, WF_DTYPE_F32);
+    wf_array *xp = wf_transpose(xa, perm, 3);
+    wf_array *prod = wf_multiply(xp, xp);
+    const void *p = NULL;
+    int64_t bad = 0;
+    CHECK_OK(wf_eval(&prod, 1));
+    CHECK_OK(wf_array_data(prod, &p));
+    for (int64_t c = 0; p && c < 6; c++)
+        for (int64_t a = 0; a < 40; a++)
+            for (int64_t b = 0; b < 70; b++) {
+                const float v = x[(a * 70 + b) * 6 + c];
+                bad += ((const float *)p)[(c * 40 + a) * 70 + b] != v * v;
+            }
+    wf_scope_end();
+    free(x);
+    return bad;
+}
+
+static void check_both_operands_transposed(void)
+{
+    CHECK_EQ_INT(check_both_transposed(2048, 2064, WF_DTYPE_F32), 0); /* 16.9 MB */
+    CHECK_EQ_INT(check_both_transposed(2100, 2050, WF_DTYPE_F32), 0); /* rows off lines */
+    CHECK_EQ_INT(check_both_transposed(2050, 1040, WF_DTYPE_F64), 0); /* 17 MB, 8-byte blocks */
+    CHECK_EQ_INT(check_both_transposed(300, 170, WF_DTYPE_F32), 0);   /* in the caches */
+    CHECK_EQ_INT(check_both_permuted(), 0);
+}
+
+static void test_both_operands_transposed(void)
+{
+    for (int isa = 0; isa < WF_VM_ISA_COUNT; isa++)
+        if (wf__vm_isa_force(isa) == WF_OK)
+            check_both_operands_transposed();
+    CHECK_OK(wf__vm_isa_force(-1));
+}
+
 /* ---------------------------------------------------------------- half converters */
 
 static bool same_float(float a, float b)
@@ -911,6 +988,7 @@ int main(void)
     RUN_TEST(test_float_specials);
     RUN_TEST(test_long_arrays);
     RUN_TEST(test_transposed_streamed_outputs);
+    RUN_TEST(test_both_operands_transposed);
     RUN_TEST(test_where);
     RUN_TEST(test_clip);
     RUN_TEST(test_errors);
