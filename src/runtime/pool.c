@@ -8,11 +8,14 @@
  * and the jobs (on the stacks of gone threads) are gone, so the pool counts
  * as not started and its threads are created again on first use.
  *
- * Waking a sleeping pool thread: Linux may queue it on the waking caller's
- * own core (the other cores' virtual CPUs look busy or far away), where it
- * waits until the caller is done with the very job it was woken for. So the
- * caller first takes its own core out of each sleeper's CPU set; the thread
- * puts its set back as soon as it runs (see steer_sleepers).
+ * Steering: Linux may queue a pool thread on its caller's core (a woken
+ * thread: the other cores' virtual CPUs look busy or far away; a watching
+ * one: the two threads just share a core until the load balancer, which
+ * leaves recently run threads where they are for a few milliseconds, moves
+ * one), where it does nothing for the job until the caller is done with it.
+ * So a caller posting a job first takes its own core out of the CPU set of
+ * each idle pool thread that sleeps or was last seen watching on that core;
+ * the thread puts its set back as soon as it runs (steer_idle_threads).
  */
 #include "runtime/pool.h"
 
@@ -46,14 +49,17 @@ struct job {
  * (0: sleep at once). */
 enum { DEFAULT_SPIN_US = 200 };
 
-/* A pool thread as callers see it, to steer it while it sleeps. `tid` is
- * set before the thread first takes the pool lock, `usual` by the thread
- * before it sets `sleeping`; the flags change under the pool lock. */
+/* A pool thread as callers see it, to steer it while it is idle. `tid`
+ * is set before the thread first takes the pool lock and `cpu` by the
+ * thread as it watches; the rest changes under the pool lock. */
 struct pool_worker {
     pid_t tid;
-    bool sleeping;   /* in the condition wait for work, `usual` known */
-    bool steered;    /* its CPU set is `usual` less a waking caller's core */
-    cpu_set_t usual; /* its CPU set when it went to sleep */
+    atomic_int cpu;    /* the core it last watched on (-1: not known) */
+    bool idle;         /* watching or sleeping, not in a job */
+    bool sleeping;     /* in the condition wait for work */
+    bool usual_known;  /* `usual` holds its CPU set */
+    bool steered;      /* its CPU set is `usual` less a caller's core */
+    cpu_set_t usual;   /* read when it started and before each sleep */
 };
 
 static struct {
@@ -70,10 +76,10 @@ static struct {
 } pool = {.lock = {PTHREAD_MUTEX_INITIALIZER, WF_LOCK_POOL},
           .work = PTHREAD_COND_INITIALIZER,
           .finished = PTHREAD_COND_INITIALIZER};
-static atomic_uint_fast64_t chunks_helped, wakeups_steered;
+static atomic_uint_fast64_t chunks_helped, threads_steered;
 
 uint64_t wf__pool_chunks_helped(void) { return atomic_load(&chunks_helped); }
-uint64_t wf__pool_wakeups_steered(void) { return atomic_load(&wakeups_steered); }
+uint64_t wf__pool_threads_steered(void) { return atomic_load(&threads_steered); }
 
 /* Takes and runs chunks until none is left; returns how many it ran. */
 static int64_t run_chunks(struct job *job)
@@ -130,9 +136,18 @@ static bool spin_until(bool (*done)(const void *), const void *arg)
     }
 }
 
+/* What an idle pool thread watches: a post since `seen`. It also notes
+ * the core it watches on, for callers to steer it (see the top). */
+struct watch {
+    uint64_t seen;
+    struct pool_worker *self;
+};
+
 static bool job_posted_since(const void *arg)
 {
-    return atomic_load_explicit(&pool.posted, memory_order_acquire) != *(const uint64_t *)arg;
+    const struct watch *w = arg;
+    atomic_store_explicit(&w->self->cpu, sched_getcpu(), memory_order_relaxed);
+    return atomic_load_explicit(&pool.posted, memory_order_acquire) != w->seen;
 }
 
 static bool no_helpers(const void *arg)
@@ -140,58 +155,85 @@ static bool no_helpers(const void *arg)
     return atomic_load_explicit(&((const struct job *)arg)->helpers, memory_order_acquire) == 0;
 }
 
-/* Pool lock held, about to wake the sleepers: narrows each sleeping pool
- * thread's CPU set to exclude the caller's core, where its set allows
- * another one. One system call per sleeper, only after a watch went by
- * idle; a failure only leaves a thread unsteered. */
-static void steer_sleepers(void)
+/* Pool lock held, about to post a job: narrows the CPU set of each idle
+ * pool thread that sleeps (it may be woken anywhere) or last watched on
+ * the caller's core to exclude that core, where its set allows another.
+ * One system call per such thread, none in the common case; a failure
+ * only leaves a thread unsteered. */
+static void steer_idle_threads(void)
 {
     const int cpu = sched_getcpu();
     if (cpu < 0)
         return;
     for (int i = 0; i < pool.size - 1; i++) {
         struct pool_worker *t = &pool.workers[i];
-        if (!t->sleeping || t->steered || !CPU_ISSET(cpu, &t->usual) || CPU_COUNT(&t->usual) < 2)
+        const bool here = atomic_load_explicit(&t->cpu, memory_order_relaxed) == cpu;
+        if (!t->idle || !(t->sleeping || here) || t->steered || !t->usual_known ||
+            !CPU_ISSET(cpu, &t->usual) || CPU_COUNT(&t->usual) < 2)
             continue;
         cpu_set_t elsewhere = t->usual;
         CPU_CLR(cpu, &elsewhere);
         if (sched_setaffinity(t->tid, sizeof elsewhere, &elsewhere) == 0) {
             t->steered = true;
-            atomic_fetch_add_explicit(&wakeups_steered, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&threads_steered, 1, memory_order_relaxed);
         }
     }
 }
 
-/* Pool lock held: sleeps until woken, then undoes any steering. A thread
- * whose CPU set could not be read sleeps unsteerable. */
-static void sleep_until_woken(struct pool_worker *self, bool usual_known)
+/* Pool lock held: the thread's own CPU set, read without the lock. Not
+ * while steered: the set read may be the narrowed one. */
+static void note_usual_set(struct pool_worker *self, bool known, const cpu_set_t *set)
 {
-    self->sleeping = usual_known;
-    wf__cond_wait(&pool.work, &pool.lock);
-    self->sleeping = false;
+    if (self->steered)
+        return;
+    self->usual_known = known;
+    if (known)
+        self->usual = *set;
+}
+
+/* Pool lock held: puts back the CPU set a caller narrowed. */
+static void undo_steering(struct pool_worker *self)
+{
     if (self->steered) {
         self->steered = false;
         (void)sched_setaffinity(0, sizeof self->usual, &self->usual);
     }
 }
 
+/* Watches for a post without the lock, then sleeps if none came. Called
+ * and returns with the pool lock held. */
+static void wait_for_work(struct pool_worker *self)
+{
+    struct watch w = {atomic_load_explicit(&pool.posted, memory_order_relaxed), self};
+    self->idle = true;
+    wf__mutex_unlock(&pool.lock);
+    const bool posted = spin_until(job_posted_since, &w);
+    cpu_set_t set;
+    const bool known = !posted && sched_getaffinity(0, sizeof set, &set) == 0;
+    wf__mutex_lock(&pool.lock);
+    if (!posted)
+        note_usual_set(self, known, &set);
+    if (!posted && atomic_load_explicit(&pool.posted, memory_order_relaxed) == w.seen) {
+        self->sleeping = true;
+        wf__cond_wait(&pool.work, &pool.lock);
+        self->sleeping = false;
+    }
+    self->idle = false;
+    undo_steering(self);
+}
+
 static void *pool_thread(void *arg)
 {
     struct pool_worker *self = arg;
+    cpu_set_t set;
+    const bool known = sched_getaffinity(0, sizeof set, &set) == 0;
     self->tid = (pid_t)syscall(SYS_gettid);
     wf__mutex_lock(&pool.lock);
+    note_usual_set(self, known, &set);
     for (;;) {
         struct job *job = open_job();
         if (!job) {
-            /* Watch for a post without the lock first; sleep if none comes. */
-            const uint64_t seen = atomic_load_explicit(&pool.posted, memory_order_relaxed);
-            wf__mutex_unlock(&pool.lock);
-            const bool posted = spin_until(job_posted_since, &seen);
-            const bool usual_known =
-                !posted && sched_getaffinity(0, sizeof self->usual, &self->usual) == 0;
-            wf__mutex_lock(&pool.lock);
-            if (!posted && !job_posted_since(&seen))
-                sleep_until_woken(self, usual_known);
+            wait_for_work(self);
             continue;
         }
         atomic_fetch_add_explicit(&job->helpers, 1, memory_order_relaxed);
@@ -236,6 +278,7 @@ static void start_threads(void)
         pthread_t t;
         struct pool_worker *slot = &pool.workers[pool.size - 1];
         *slot = (struct pool_worker){.tid = 0};
+        atomic_init(&slot->cpu, -1);
         if (pthread_create(&t, NULL, pool_thread, slot) != 0)
             break; /* fewer helpers: the callers do more of the work */
         pthread_detach(t);
@@ -279,7 +322,7 @@ static void split_over_pool(int64_t n, int64_t min_chunk, int threads, wf_parall
     job.next = pool.jobs;
     pool.jobs = &job;
     atomic_fetch_add_explicit(&pool.posted, 1, memory_order_release);
-    steer_sleepers();
+    steer_idle_threads();
     pthread_cond_broadcast(&pool.work);
     wf__mutex_unlock(&pool.lock);
 

@@ -25,8 +25,8 @@ int wf__pool_size(void);
 void wf__pool_start(void);
 /* Chunks run by pool threads rather than callers (a test counter). */
 uint64_t wf__pool_chunks_helped(void);
-/* Wake-ups of sleeping pool threads steered off their caller's core (a test
- * counter; see pool.c). */
-uint64_t wf__pool_wakeups_steered(void);
+/* Idle pool threads steered off a posting caller's core (a test counter;
+ * see pool.c). */
+uint64_t wf__pool_threads_steered(void);
 
 #endif

@@ -146,12 +146,15 @@ static void test_sleeping_pool_threads_wake(void)
     mark_until_helped(1 << 20, 40, 5000); /* 5 ms: past the watch, the threads sleep */
 }
 
-/* A sleeping pool thread woken for a kernel must run it on another core
- * than its caller's: Linux may otherwise queue it on the caller's core,
- * where it waits until the caller has done the whole job alone. The caller
- * is pinned to one core and keeps it busy until a helper has run a chunk;
- * the helper must run elsewhere, with its CPU set as before (the steering
- * is undone before it works). */
+/* A pool thread that a kernel's caller finds idle on its own core, asleep
+ * or watching, must run the kernel's chunks on another core: Linux would
+ * otherwise leave it queued there (a woken thread; a watching one until the
+ * load balancer moves one of the two, milliseconds later), waiting until the
+ * caller has done the whole job alone. The caller is pinned to one core and
+ * keeps it busy until a helper has run a chunk; the helper must run
+ * elsewhere, with its CPU set as before (the steering is undone before it
+ * works). Rounds where no pool thread was steered (none idle on that core
+ * at the post) are not this scenario and are not counted. */
 struct steered_round {
     pthread_t caller;
     atomic_int helped;
@@ -179,33 +182,65 @@ static void note_helper(void *arg, int64_t begin, int64_t end)
     atomic_store(&r->helped, 1);
 }
 
-static void test_woken_threads_leave_the_callers_core(void)
+/* Runs `rounds` kernels, each after `pause_us`, with the caller pinned to
+ * `cpu` (or, with cpu < 0, to the core the last helper ran on); returns
+ * the rounds in which a steered pool thread helped, checking each. */
+static int steered_rounds(int cpu, int rounds, unsigned pause_us, const cpu_set_t *original)
 {
-    cpu_set_t original, pinned;
-    CHECK(sched_getaffinity(0, sizeof original, &original) == 0);
-    const int cpu = sched_getcpu();
-    if (wf__pool_size() < 2 || CPU_COUNT(&original) < 2 || cpu < 0) {
-        printf("    skipped: one core or one pool thread\n");
-        return;
-    }
-    CPU_ZERO(&pinned);
-    CPU_SET(cpu, &pinned);
-    CHECK(sched_setaffinity(0, sizeof pinned, &pinned) == 0);
-    int steered_rounds = 0;
-    for (int round = 0; round < 20; round++) {
-        usleep(5000); /* past the watch: the pool threads sleep */
-        const uint64_t steered = wf__pool_wakeups_steered();
-        struct steered_round r = {.caller = pthread_self(), .helper_cpu = -1, .original = &original};
+    int steered_rounds = 0, pin = cpu;
+    for (int round = 0; round < rounds; round++) {
+        cpu_set_t pinned;
+        CPU_ZERO(&pinned);
+        CPU_SET(pin >= 0 ? pin : sched_getcpu(), &pinned);
+        CHECK(sched_setaffinity(0, sizeof pinned, &pinned) == 0);
+        const int here = sched_getcpu();
+        usleep(pause_us);
+        const uint64_t steered = wf__pool_threads_steered();
+        struct steered_round r = {.caller = pthread_self(), .helper_cpu = -1, .original = original};
         wf__parallel_for(2, 1, note_helper, &r);
-        if (!atomic_load(&r.helped) || wf__pool_wakeups_steered() == steered)
-            continue; /* a pool thread was still awake: not this scenario */
+        if (cpu < 0 && r.helper_cpu >= 0)
+            pin = r.helper_cpu; /* next round: the core that helper watches on */
+        if (!atomic_load(&r.helped) || wf__pool_threads_steered() == steered)
+            continue;
         steered_rounds++;
-        CHECK(r.helper_cpu >= 0 && r.helper_cpu != cpu);
+        CHECK(r.helper_cpu >= 0 && r.helper_cpu != here);
         CHECK(r.helper_set_restored);
     }
-    CHECK(sched_setaffinity(0, sizeof original, &original) == 0);
-    printf("    %d of 20 rounds woke a steered pool thread\n", steered_rounds);
-    CHECK(steered_rounds >= 10);
+    CHECK(sched_setaffinity(0, sizeof *original, original) == 0);
+    return steered_rounds;
+}
+
+static bool can_steer(cpu_set_t *original)
+{
+    if (sched_getaffinity(0, sizeof *original, original) != 0 || wf__pool_size() < 2 ||
+        CPU_COUNT(original) < 2 || sched_getcpu() < 0) {
+        printf("    skipped: one core or one pool thread\n");
+        return false;
+    }
+    return true;
+}
+
+static void test_woken_threads_leave_the_callers_core(void)
+{
+    cpu_set_t original;
+    if (!can_steer(&original))
+        return;
+    /* 5 ms: past the watch, the pool threads sleep. */
+    const int n = steered_rounds(sched_getcpu(), 20, 5000, &original);
+    printf("    %d of 20 rounds woke a steered pool thread\n", n);
+    CHECK(n >= 10);
+}
+
+static void test_watching_threads_leave_the_callers_core(void)
+{
+    cpu_set_t original;
+    if (!can_steer(&original) || getenv("WEFT_POOL_SPIN_US"))
+        return; /* without the watch every idle thread sleeps: the test above */
+    /* 50 us: the helper of the last round is watching on the core the
+     * caller is moved to. */
+    const int n = steered_rounds(-1, 40, 50, &original);
+    printf("    %d of 40 rounds moved a watching pool thread\n", n);
+    CHECK(n >= 10);
 }
 
 /* While other callers keep every core of the pool busy in kernels of their
@@ -303,6 +338,7 @@ int main(void)
     RUN_TEST(test_caller_outwaits_its_watch);
     RUN_TEST(test_sleeping_pool_threads_wake);
     RUN_TEST(test_woken_threads_leave_the_callers_core);
+    RUN_TEST(test_watching_threads_leave_the_callers_core);
     RUN_TEST(test_busy_callers_run_inline);
     if (getenv("WEFT_POOL_SPIN_US") == NULL)
         RUN_TEST(test_again_without_the_watch);
