@@ -15,7 +15,8 @@
  * one), where it does nothing for the job until the caller is done with it.
  * So a caller posting a job first takes its own core out of the CPU set of
  * each idle pool thread that sleeps or was last seen watching on that core;
- * the thread puts its set back as soon as it runs (steer_idle_threads).
+ * the thread puts its set back as soon as it sees the job, before it takes
+ * a chunk (steer_idle_threads, wait_for_work).
  */
 #include "runtime/pool.h"
 

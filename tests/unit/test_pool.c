@@ -187,7 +187,7 @@ static void note_helper(void *arg, int64_t begin, int64_t end)
  * the rounds in which a steered pool thread helped, checking each. */
 static int steered_rounds(int cpu, int rounds, unsigned pause_us, const cpu_set_t *original)
 {
-    int steered_rounds = 0, pin = cpu;
+    int counted = 0, pin = cpu;
     for (int round = 0; round < rounds; round++) {
         cpu_set_t pinned;
         CPU_ZERO(&pinned);
@@ -202,12 +202,12 @@ static int steered_rounds(int cpu, int rounds, unsigned pause_us, const cpu_set_
             pin = r.helper_cpu; /* next round: the core that helper watches on */
         if (!atomic_load(&r.helped) || wf__pool_threads_steered() == steered)
             continue;
-        steered_rounds++;
+        counted++;
         CHECK(r.helper_cpu >= 0 && r.helper_cpu != here);
         CHECK(r.helper_set_restored);
     }
     CHECK(sched_setaffinity(0, sizeof *original, original) == 0);
-    return steered_rounds;
+    return counted;
 }
 
 static bool can_steer(cpu_set_t *original)
