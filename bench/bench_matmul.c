@@ -133,6 +133,7 @@ static void best_pair(build_fn build, wf_array **in, blas_fn blas, void *ctx, do
 
 static wf_array *build_matmul(wf_array **in) { return wf_matmul(in[0], in[1]); }
 static wf_array *build_matmul_bf16(wf_array **in) { return wf_matmul(in[2], in[3]); }
+static wf_array *build_matmul_f32_f16(wf_array **in) { return wf_matmul(in[0], in[4]); }
 static wf_array *build_matmul_wt(wf_array **in)
 {
     wf_array *wt = wf_transpose(in[1], NULL, 0);
@@ -297,30 +298,34 @@ static void bench_float64(int n, int max_repeats)
 }
 
 /* 1 x 784 @ 784 x 1024 with W row-major (x @ W) and with W stored 1024 x
- * 784 (x @ W.T, a view), each beside the matching sgemv. */
+ * 784 (x @ W.T, a view), each beside the matching sgemv; x @ W also with
+ * W and x bfloat16, and x float32 with W float16 (half weights). */
 static void bench_matvec(int max_repeats)
 {
     const int k = 784, n = 1024;
     float *x = random_floats(k, 3), *w = random_floats((int64_t)k * n, 4), *y = malloc(n * 4);
     const int64_t sx[2] = {1, k}, sw[2] = {k, n}, swt[2] = {n, k};
-    wf_array *in[4] = {wf_array_from_data(x, sx, 2, WF_DTYPE_F32),
-                       wf_array_from_data(w, sw, 2, WF_DTYPE_F32), NULL, NULL};
+    wf_array *in[5] = {wf_array_from_data(x, sx, 2, WF_DTYPE_F32),
+                       wf_array_from_data(w, sw, 2, WF_DTYPE_F32), NULL, NULL, NULL};
     in[2] = wf_astype(in[0], WF_DTYPE_BF16);
     in[3] = wf_astype(in[1], WF_DTYPE_BF16);
-    check(wf_eval(&in[2], 2));
+    in[4] = wf_astype(in[1], WF_DTYPE_F16);
+    check(wf_eval(&in[2], 3));
     blas_ctx ctx = {1, 1, n, k, x, w, y, false, false};
-    double tw, tv, th, unused;
+    double tw, tv, th, tf, unused;
     best_pair(build_matmul, in, run_sgemv, &ctx, 2.0 * k * n, max_repeats, &tw, &tv);
     best_pair(build_matmul_bf16, in, NULL, NULL, 2.0 * k * n, max_repeats, &th, &unused);
-    printf("%-22s weft %7.1f us       OpenBLAS sgemv %6.1f us (ratio %.2f); weft bf16 %.1f us\n",
-           "matvec 1x784@784x1024", tw * 1e6, tv * 1e6, tv / tw, th * 1e6);
+    best_pair(build_matmul_f32_f16, in, NULL, NULL, 2.0 * k * n, max_repeats, &tf, &unused);
+    printf("%-22s weft %7.1f us       OpenBLAS sgemv %6.1f us (ratio %.2f); weft bf16 %.1f us, "
+           "W float16 %.1f us\n",
+           "matvec 1x784@784x1024", tw * 1e6, tv * 1e6, tv / tw, th * 1e6, tf * 1e6);
     /* The same data read as W (1024 x 784): x @ W.T. */
     wf_release(in[1]);
     in[1] = wf_array_from_data(w, swt, 2, WF_DTYPE_F32);
     best_pair(build_matmul_wt, in, run_sgemv_t, &ctx, 2.0 * k * n, max_repeats, &tw, &tv);
     printf("%-22s weft %7.1f us       OpenBLAS sgemv %6.1f us (ratio %.2f)\n",
            "matvec 1x784@(1024x784).T", tw * 1e6, tv * 1e6, tv / tw);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         wf_release(in[i]);
     free(x);
     free(w);

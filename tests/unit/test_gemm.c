@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/gemm.h"
+#include "core/dtype.h"
 #include "conformance.h"
 #include "harness.h"
 #include "runtime/pool.h"
@@ -374,6 +375,110 @@ static void test_rows_alone_same_bits(void)
             }
         }
     }
+}
+
+/* A one-row float32 product whose B is stored as float16 or bfloat16 and
+ * read where it lies (b_stored: batch-1 serving with half weights) gives the
+ * bits of the float32 product of B converted first: K over several K
+ * blocks, widths with partial vectors and over 1024, alpha and beta, x
+ * strided. Where a variant cannot (wf__gemm_reads_half_b), nothing runs. */
+static int check_half_b(int isa, wf_dtype half, int64_t k, int64_t n, int64_t csx, double alpha,
+                        double beta)
+{
+    float *x = random_floats(k * csx, (uint32_t)(k + n)), *bf = random_floats(k * n, 77);
+    float *c0 = random_floats(n, 78), *c1 = malloc((size_t)n * sizeof *c1);
+    float *c2 = malloc((size_t)n * sizeof *c2);
+    uint16_t *bh = malloc((size_t)(k * n) * sizeof *bh);
+    for (int64_t i = 0; i < k * n; i++) { /* bf: the halves' exact float32 values */
+        bh[i] = half == WF_DTYPE_BF16 ? to_bf16(bf[i]) : wf__f32_to_f16(bf[i]);
+        bf[i] = half == WF_DTYPE_BF16 ? from_bf16(bh[i]) : wf__f16_to_f32(bh[i]);
+    }
+    memcpy(c1, c0, (size_t)n * sizeof *c1);
+    memcpy(c2, c0, (size_t)n * sizeof *c2);
+    wf_gemm_args g, h;
+    wf_gemm_scratch s = {0};
+    wf__gemm_args_init(&g, WF_DTYPE_F32, 1, n, k, x, k * csx, csx, bf, n, 1, c1, n, alpha, beta);
+    wf__gemm_args_init(&h, WF_DTYPE_F32, 1, n, k, x, k * csx, csx, bh, n, 1, c2, n, alpha, beta);
+    g.isa = h.isa = isa;
+    h.b_stored = half;
+    CHECK_OK(wf__gemm_serial(&g, &s));
+    CHECK_OK(wf__gemm_serial(&h, &s));
+    const int bad = memcmp(c1, c2, (size_t)n * sizeof *c1) != 0;
+    if (bad)
+        printf("      (%s, B %s, k %lld, n %lld, csx %lld: bits differ)\n", wf__gemm_isa_name(isa),
+               wf_dtype_name(half), (long long)k, (long long)n, (long long)csx);
+    wf__gemm_scratch_free(&s);
+    free(x), free(bf), free(c0), free(c1), free(c2), free(bh);
+    return bad;
+}
+
+/* The same through wf_matmul under variant `isa` (the column blocks split
+ * over the pool, the half-B path chosen by matmul.c where allowed): x @ W
+ * for W float16 or bfloat16 and x float32 (a float32 result) or the same
+ * half type (a half result, rounded once), against the product of the
+ * float32 conversions (rounded to the half type alike). Not bfloat16 @
+ * bfloat16 where the variant multiplies bfloat16 itself (other sums). */
+static int check_half_weights_matmul(int isa)
+{
+    const int64_t k = 784, n = 1030, sx[2] = {1, k}, sw[2] = {k, n};
+    float *xv = random_floats(k, 5), *wv = random_floats(k * n, 6);
+    int bad = 0;
+    wf_scope_begin();
+    wf_array *x32 = wf_array_from_data(xv, sx, 2, WF_DTYPE_F32);
+    wf_array *w32 = wf_array_from_data(wv, sw, 2, WF_DTYPE_F32);
+    static const wf_dtype halves[2] = {WF_DTYPE_F16, WF_DTYPE_BF16};
+    for (int h = 0; h < 2; h++)
+        for (int xh = 0; xh < 2; xh++) {
+            if (xh && halves[h] == WF_DTYPE_BF16 && wf__gemm_isa_has_bf16(isa))
+                continue;
+            wf_array *w = wf_astype(w32, halves[h]);
+            wf_array *x = xh ? wf_astype(x32, halves[h]) : x32;
+            wf_array *got = wf_matmul(x, w);
+            wf_array *want = wf_astype(
+                wf_matmul(wf_astype(x, WF_DTYPE_F32), wf_astype(w, WF_DTYPE_F32)), wf_array_dtype(got));
+            wf_array *both[2] = {got, want};
+            const void *pg = NULL, *pw = NULL;
+            CHECK_OK(wf_eval(both, 2));
+            CHECK_OK(wf_array_data(got, &pg));
+            CHECK_OK(wf_array_data(want, &pw));
+            if (!pg || !pw || memcmp(pg, pw, (size_t)n * wf_dtype_size(wf_array_dtype(got))) != 0)
+                bad++;
+        }
+    wf_scope_end();
+    free(xv);
+    free(wv);
+    return bad;
+}
+
+static void test_half_b_read_in_place(void)
+{
+    static const int64_t shapes[][3] = {{784, 1024, 1}, {600, 1500, 1}, {17, 65, 2}, {1, 7, 1},
+                                        {300, 33, 3}};
+    static const double ab[][2] = {{1, 0}, {0.5, 2}};
+    int ran = 0;
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa))
+            continue;
+        for (int t = 0; t < 2; t++) {
+            const wf_dtype half = t ? WF_DTYPE_BF16 : WF_DTYPE_F16;
+            CHECK(!wf__gemm_reads_half_b(isa, half, 2, 1));  /* one row only */
+            CHECK(!wf__gemm_reads_half_b(isa, half, 1, 3));  /* contiguous columns */
+            CHECK(!wf__gemm_reads_half_b(isa, WF_DTYPE_F32, 1, 1));
+            if (!wf__gemm_reads_half_b(isa, half, 1, 1))
+                continue;
+            ran++;
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                for (int e = 0; e < 2; e++)
+                    CHECK_EQ_INT(check_half_b(isa, half, shapes[s][0], shapes[s][1],
+                                              shapes[s][2], ab[e][0], ab[e][1]),
+                                 0);
+        }
+        CHECK_OK(wf__gemm_isa_set(isa));
+        CHECK_EQ_INT(check_half_weights_matmul(isa), 0);
+    }
+    CHECK_OK(wf__gemm_isa_set(-1));
+    printf("    %d variant and half-type pairs read half B in place\n", ran);
+    CHECK(ran > 0 || !wf__gemm_isa_supported(WF_GEMM_ISA_AVX2));
 }
 
 /* AVX2 and AVX-512 form the same sums in the same order. */
@@ -740,6 +845,7 @@ int main(int argc, char **argv)
     RUN_TEST(test_bfloat16_where_supported);
     RUN_TEST(test_rows_alone_same_bits);
     RUN_TEST(test_avx2_and_avx512_agree);
+    RUN_TEST(test_half_b_read_in_place);
     RUN_TEST(test_batch_invariance);
     RUN_TEST(test_negative_strides);
     RUN_TEST(test_same_bits_for_any_thread_count);

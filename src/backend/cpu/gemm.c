@@ -293,7 +293,8 @@ void wf__gemm_args_init(wf_gemm_args *g, wf_dtype dtype, int64_t m, int64_t n, i
                         const void *a, int64_t rsa, int64_t csa, const void *b, int64_t rsb,
                         int64_t csb, void *c, int64_t ldc, double alpha, double beta)
 {
-    *g = (wf_gemm_args){.dtype = dtype, .m = m, .n = n, .k = k, .a = a, .rsa = rsa, .csa = csa,
+    *g = (wf_gemm_args){.dtype = dtype, .b_stored = dtype, .m = m, .n = n, .k = k, .a = a,
+                        .rsa = rsa, .csa = csa,
                         .b = b, .rsb = rsb, .csb = csb, .c = c, .ldc = ldc, .alpha = alpha,
                         .beta = beta, .isa = wf__gemm_isa()};
 }
@@ -332,6 +333,18 @@ static const wf_gemm_type_kernels *type_kernels(const wf_gemm_args *g)
     const wf_gemm_kernels *kern = kernels(g->isa);
     return g->dtype == WF_DTYPE_F64 ? &kern->f64 : g->dtype == WF_DTYPE_BF16 ? &kern->bf16
                                                                               : &kern->f32;
+}
+
+bool wf__gemm_reads_half_b(int isa, wf_dtype half, int64_t m, int64_t csb)
+{
+    if ((half != WF_DTYPE_F16 && half != WF_DTYPE_BF16) || m != 1 || csb != 1 ||
+        kernels(isa)->f32.direct_half == NULL)
+        return false;
+#if GEMM_HAVE_X86
+    if (half == WF_DTYPE_F16 && isa == WF_GEMM_ISA_AVX2)
+        return __builtin_cpu_supports("f16c"); /* AVX-512F converts halves itself */
+#endif
+    return true;
 }
 
 /* Use the direct (matrix-vector) path for a block of `rows` rows? */
@@ -457,6 +470,22 @@ static void pack_a_panel(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, 
 }
 
 /* float32 and float64: es is the element size. */
+/* One row of a float32 product whose B is stored as halves (b_stored):
+ * K block by K block through direct_half, as block_plain's direct path. */
+static void block_half_b(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t i0,
+                         int64_t j0, int64_t j1)
+{
+    const float *x = (const float *)g->a + i0 * g->rsa;
+    const uint16_t *b = g->b;
+    float *c = (float *)g->c + i0 * g->ldc + j0;
+    const int64_t kcb = k_block(g->k);
+    for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
+        const wf_gemm_epilogue e = first_epilogue(g, k0);
+        tk->direct_half(min64(kcb, g->k - k0), x + k0 * g->csa, g->csa, b + k0 * g->rsb + j0,
+                        g->rsb, g->b_stored, c, j1 - j0, &e);
+    }
+}
+
 static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
                              int64_t i0, int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
 {
@@ -556,6 +585,10 @@ wf_status wf__gemm_block(const wf_gemm_args *g, int64_t i0, int64_t i1, int64_t 
     const wf_gemm_type_kernels *tk = type_kernels(g);
     if (g->dtype == WF_DTYPE_BF16)
         return block_bf16(g, tk, i0, i1, j0, j1, s);
+    if (g->b_stored != g->dtype) { /* wf__gemm_reads_half_b allowed it: one row */
+        block_half_b(g, tk, i0, j0, j1);
+        return WF_OK;
+    }
     return block_plain(g, tk, g->dtype == WF_DTYPE_F64 ? 8 : 4, i0, i1, j0, j1, s);
 }
 

@@ -69,6 +69,12 @@ int wf__gemm_isa(void);
 wf_status wf__gemm_isa_set(int isa);
 /* Does variant `isa` multiply bfloat16 directly (else through float32)? */
 bool wf__gemm_isa_has_bf16(int isa);
+/* Can variant `isa` run a float32 product of m rows whose B is stored as
+ * `half` (float16 or bfloat16) with columns csb apart, reading B where it
+ * lies (b_stored = half)? One row (a matrix-vector product, as in batch-1
+ * serving with half weights) with contiguous columns, on AVX2 (float16: and
+ * F16C) and AVX-512. */
+bool wf__gemm_reads_half_b(int isa, wf_dtype half, int64_t m, int64_t csb);
 
 /* One product C (m x n) = alpha * A (m x k) B (k x n) + beta * C.
  * `dtype`: WF_DTYPE_F32 (a, b, c float32), WF_DTYPE_F64 (all float64) or
@@ -76,9 +82,13 @@ bool wf__gemm_isa_has_bf16(int isa);
  * wf__gemm_isa_has_bf16, else convert to float32 first). Element (i, j) of
  * A is at a[i * rsa + j * csa] (any strides, in elements), likewise B; C has
  * rows ldc apart and contiguous columns, and is only read when beta != 0.
- * m, n, k > 0. */
+ * m, n, k > 0. `b_stored` is dtype, except for a float32 product that
+ * wf__gemm_reads_half_b allows: B's float16 or bfloat16 elements are then
+ * converted (exactly) as they are read, so C has the bits of a float32
+ * product of B converted first, without the conversion's pass over B. */
 typedef struct wf_gemm_args {
     wf_dtype dtype;
+    wf_dtype b_stored;
     int64_t m, n, k;
     const void *a;
     int64_t rsa, csa;
@@ -90,7 +100,8 @@ typedef struct wf_gemm_args {
     int isa; /* the variant, fixed when the product is set up */
 } wf_gemm_args;
 
-/* Fills the fields above isa's and isa itself (wf__gemm_isa()). */
+/* Fills the fields above isa's and isa itself (wf__gemm_isa()); b_stored
+ * is dtype. */
 void wf__gemm_args_init(wf_gemm_args *g, wf_dtype dtype, int64_t m, int64_t n, int64_t k,
                         const void *a, int64_t rsa, int64_t csa, const void *b, int64_t rsb,
                         int64_t csb, void *c, int64_t ldc, double alpha, double beta);
@@ -160,6 +171,13 @@ typedef void (*wf_gemm_direct_fn)(int64_t kc, const void *a, int64_t rsa, int64_
 typedef void (*wf_gemm_direct_t_fn)(int64_t k, int64_t kcb, const void *a, int64_t rsa,
                                     int64_t csa, const void *b, int64_t ldb, void *c, int64_t ldc,
                                     int rows, int64_t cols, const wf_gemm_epilogue *first);
+/* One row of C (m == 1) over kc from x (elements csx apart) and B rows
+ * read in place whose elements are float16 or bfloat16 (`half`), each
+ * converted exactly as it is loaded: the bits of `direct` on B converted
+ * to float32 first. */
+typedef void (*wf_gemm_direct_half_fn)(int64_t kc, const float *x, int64_t csx,
+                                       const uint16_t *b, int64_t ldb, wf_dtype half, float *c,
+                                       int64_t cols, const wf_gemm_epilogue *e);
 /* Transposing copy of elements of the kernel's size (packs A with
  * contiguous rows, B with contiguous columns, and bfloat16 pairs as 32-bit
  * elements): dst[c * width + r] = src[r * ld + c] for r < rows, c < cols;
@@ -188,6 +206,7 @@ typedef struct wf_gemm_type_kernels {
     int direct_rows;                  /* 0: no direct path */
     wf_gemm_direct_fn direct;
     wf_gemm_direct_t_fn direct_t;       /* NULL: B's transpose is packed */
+    wf_gemm_direct_half_fn direct_half; /* float32; NULL: half B is converted first */
     wf_gemm_pack_pairs_fn pack_b_pairs; /* bfloat16; NULL: plain loops */
 } wf_gemm_type_kernels;
 

@@ -4,13 +4,16 @@
  * direct kernel for up to 3 rows with B read in place (matrix-vector).
  * Sums are formed exactly as in the AVX-512 kernels (one fma per k, the same
  * epilogue), so the two variants give the same bits. Compiled with
- * per-function target attributes; called only after a CPU check. */
+ * per-function target attributes; called only after a CPU check (F16C is in
+ * the attributes for direct_half's float16 loads, which gemm.c allows only
+ * where the CPU has it). */
 #include "backend/cpu/gemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include <string.h>
 
-#define ATTR_AVX2 __attribute__((target("avx2,fma")))
+#define ATTR_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define INLINE_AVX2 ATTR_AVX2 __attribute__((always_inline)) static inline
 
 enum { MR = 6, NR = 16, NR64 = 8, DIRECT_ROWS = 3, DIRECT_VECS = 4 };
@@ -247,10 +250,39 @@ ATTR_AVX2 static void transpose32(int rows, int width, int64_t cols, const void 
     }
 }
 
+/* How the direct kernel finds B's elements: float32, or float16 / bfloat16
+ * converted (exactly) to float32 as they are loaded. */
+enum { B_F32, B_F16, B_BF16 };
+
+/* Element i of B stored as `kind`. */
+INLINE_AVX2 const void *b_at(const void *b, int64_t i, const int kind)
+{
+    return (const char *)b + i * (kind == B_F32 ? 4 : 2);
+}
+
+/* The first n (1..8) elements of B from p (stored as `kind`) as float32,
+ * the rest zero; memory past them is not read. */
+INLINE_AVX2 __m256 load_b8(const void *p, int64_t n, __m256i m, const int kind)
+{
+    if (kind == B_F32)
+        return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+    __m128i h;
+    if (n >= 8) {
+        h = _mm_loadu_si128(p);
+    } else {
+        uint16_t part[8] = {0};
+        memcpy(part, p, (size_t)n * sizeof *part);
+        h = _mm_loadu_si128((const __m128i *)(const void *)part);
+    }
+    if (kind == B_F16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
 /* R rows x up to 32 columns per pass, B rows read in place. */
-INLINE_AVX2 void direct_rows(const int R, int64_t kc, const float *a, int64_t rsa, int64_t csa,
-                             const float *b, int64_t ldb, float *c, int64_t ldc, int64_t cols,
-                             const wf_gemm_epilogue *e)
+INLINE_AVX2 void direct_rows(const int R, const int kind, int64_t kc, const float *a,
+                             int64_t rsa, int64_t csa, const void *b, int64_t ldb, float *c,
+                             int64_t ldc, int64_t cols, const wf_gemm_epilogue *e)
 {
     for (int64_t j = 0; j < cols; j += 8 * DIRECT_VECS) {
         int64_t n[DIRECT_VECS];
@@ -264,14 +296,14 @@ INLINE_AVX2 void direct_rows(const int R, int64_t kc, const float *a, int64_t rs
             for (int r = 0; r < R; r++)
                 acc[r][q] = _mm256_setzero_ps();
         }
-        const float *bk = b + j, *ak = a;
-        for (int64_t k = 0; k < kc; k++, bk += ldb, ak += csa) {
+        const void *bk = b_at(b, j, kind);
+        const float *ak = a;
+        for (int64_t k = 0; k < kc; k++, bk = b_at(bk, ldb, kind), ak += csa) {
             __m256 bv[DIRECT_VECS];
 #pragma GCC unroll 4
             for (int q = 0; q < DIRECT_VECS; q++)
-                bv[q] = n[q] >= 8   ? _mm256_loadu_ps(bk + 8 * q)
-                        : n[q] > 0 ? _mm256_maskload_ps(bk + 8 * q, m[q])
-                                   : _mm256_setzero_ps();
+                bv[q] = n[q] > 0 ? load_b8(b_at(bk, 8 * q, kind), n[q], m[q], kind)
+                                 : _mm256_setzero_ps();
 #pragma GCC unroll 3
             for (int r = 0; r < R; r++) {
                 const __m256 av = _mm256_broadcast_ss(ak + r * rsa);
@@ -360,10 +392,22 @@ ATTR_AVX2 static void direct_f32(int64_t kc, const void *av, int64_t rsa, int64_
     const float *a = av, *b = bv;
     float *c = cv;
     switch (rows) {
-    case 1: direct_rows(1, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
-    case 2: direct_rows(2, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
-    default: direct_rows(3, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    case 1: direct_rows(1, B_F32, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    case 2: direct_rows(2, B_F32, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    default: direct_rows(3, B_F32, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
     }
+}
+
+/* gemm.h's direct_half: one row, B's halves converted as loaded (float16
+ * through F16C). */
+ATTR_AVX2 static void direct_half(int64_t kc, const float *x, int64_t csx, const uint16_t *b,
+                                  int64_t ldb, wf_dtype half, float *c, int64_t cols,
+                                  const wf_gemm_epilogue *e)
+{
+    if (half == WF_DTYPE_BF16)
+        direct_rows(1, B_BF16, kc, x, 0, csx, b, ldb, c, 0, cols, e);
+    else
+        direct_rows(1, B_F16, kc, x, 0, csx, b, ldb, c, 0, cols, e);
 }
 
 /* One float64 row: B swept 4 rows at a time into sums kept in L1, one fma
@@ -404,7 +448,8 @@ ATTR_AVX2 static void direct_f64(int64_t kc, const void *av, int64_t rsa, int64_
 
 const wf_gemm_kernels wf__gemm_kernels_avx2 = {
     .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
-            .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32},
+            .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32,
+            .direct_half = direct_half},
     .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64}};
 

@@ -169,9 +169,31 @@ INLINE_512 void direct_rows(const int R, const int V, int64_t kc, const float *a
         direct_group(R, V, true, kc, a, rsa, csa, b + j, ldb, c + j, ldc, cols - j, e);
 }
 
+/* How the direct one-row kernel finds B's elements: float32, or float16 /
+ * bfloat16 converted (exactly) to float32 as they are loaded. */
+enum { B_F32, B_F16, B_BF16 };
+
+/* Element i of B stored as `kind`. */
+INLINE_512 const void *b_at(const void *b, int64_t i, const int kind)
+{
+    return (const char *)b + i * (kind == B_F32 ? 4 : 2);
+}
+
+/* 16 elements of B from p (stored as `kind`) as float32; lanes outside m
+ * read as zero and are not touched in memory. */
+INLINE_512 __m512 load_b16(const void *p, __mmask16 m, const int kind)
+{
+    if (kind == B_F32)
+        return m == 0xffff ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    if (kind == B_F16)
+        return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 /* acc[0..w) = fma(x_t, B row t, acc) for the rows t of one pass, in order. */
-INLINE_512 void sweep_rows(const int T, int64_t w, const float *x, int64_t csx, const float *b,
-                           int64_t ldb, float *acc)
+INLINE_512 void sweep_rows(const int T, const int kind, int64_t w, const float *x, int64_t csx,
+                           const void *b, int64_t ldb, float *acc)
 {
     __m512 xv[8];
 #pragma GCC unroll 8
@@ -182,8 +204,9 @@ INLINE_512 void sweep_rows(const int T, int64_t w, const float *x, int64_t csx, 
         __m512 s0 = _mm512_loadu_ps(acc + j), s1 = _mm512_loadu_ps(acc + j + 16);
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            s0 = _mm512_fmadd_ps(xv[t], _mm512_loadu_ps(b + t * ldb + j), s0);
-            s1 = _mm512_fmadd_ps(xv[t], _mm512_loadu_ps(b + t * ldb + j + 16), s1);
+            s0 = _mm512_fmadd_ps(xv[t], load_b16(b_at(b, t * ldb + j, kind), 0xffff, kind), s0);
+            s1 = _mm512_fmadd_ps(xv[t], load_b16(b_at(b, t * ldb + j + 16, kind), 0xffff, kind),
+                                 s1);
         }
         _mm512_storeu_ps(acc + j, s0);
         _mm512_storeu_ps(acc + j + 16, s1);
@@ -192,7 +215,7 @@ INLINE_512 void sweep_rows(const int T, int64_t w, const float *x, int64_t csx, 
         __m512 s = _mm512_loadu_ps(acc + j);
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++)
-            s = _mm512_fmadd_ps(xv[t], _mm512_loadu_ps(b + t * ldb + j), s);
+            s = _mm512_fmadd_ps(xv[t], load_b16(b_at(b, t * ldb + j, kind), 0xffff, kind), s);
         _mm512_storeu_ps(acc + j, s);
     }
     if (j < w) {
@@ -200,7 +223,7 @@ INLINE_512 void sweep_rows(const int T, int64_t w, const float *x, int64_t csx, 
         __m512 s = _mm512_maskz_loadu_ps(m, acc + j);
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++)
-            s = _mm512_fmadd_ps(xv[t], _mm512_maskz_loadu_ps(m, b + t * ldb + j), s);
+            s = _mm512_fmadd_ps(xv[t], load_b16(b_at(b, t * ldb + j, kind), m, kind), s);
         _mm512_mask_storeu_ps(acc + j, m, s);
     }
 }
@@ -208,9 +231,8 @@ INLINE_512 void sweep_rows(const int T, int64_t w, const float *x, int64_t csx, 
 /* One row: B swept 8 rows at a time over up to 1024 columns into sums kept
  * in L1 (as OpenBLAS's gemv does), so B is read in long sequential runs;
  * each sum still takes one fma per k in order, as in the tiles. */
-ATTR_512 static void direct_one_row(int64_t kc, const float *x, int64_t csx, const float *b,
-                                    int64_t ldb, float *c, int64_t cols,
-                                    const wf_gemm_epilogue *e)
+INLINE_512 void one_row(const int kind, int64_t kc, const float *x, int64_t csx, const void *b,
+                        int64_t ldb, float *c, int64_t cols, const wf_gemm_epilogue *e)
 {
     float acc[1024] __attribute__((aligned(64)));
     for (int64_t j0 = 0; j0 < cols; j0 += 1024) {
@@ -219,15 +241,33 @@ ATTR_512 static void direct_one_row(int64_t kc, const float *x, int64_t csx, con
             _mm512_storeu_ps(acc + j, _mm512_setzero_ps());
         int64_t k = 0;
         for (; k + 4 <= kc; k += 4)
-            sweep_rows(4, w, x + k * csx, csx, b + k * ldb + j0, ldb, acc);
+            sweep_rows(4, kind, w, x + k * csx, csx, b_at(b, k * ldb + j0, kind), ldb, acc);
         for (; k < kc; k++)
-            sweep_rows(1, w, x + k * csx, csx, b + k * ldb + j0, ldb, acc);
+            sweep_rows(1, kind, w, x + k * csx, csx, b_at(b, k * ldb + j0, kind), ldb, acc);
         for (int64_t j = 0; j < w; j += 16) {
             const __mmask16 m = lanes(w - j);
             float *cj = c + j0 + j;
             _mm512_mask_storeu_ps(cj, m, finish(_mm512_loadu_ps(acc + j), cj, m, e));
         }
     }
+}
+
+ATTR_512 static void direct_one_row(int64_t kc, const float *x, int64_t csx, const float *b,
+                                    int64_t ldb, float *c, int64_t cols,
+                                    const wf_gemm_epilogue *e)
+{
+    one_row(B_F32, kc, x, csx, b, ldb, c, cols, e);
+}
+
+/* gemm.h's direct_half: one_row with B's halves converted as loaded. */
+ATTR_512 static void direct_half(int64_t kc, const float *x, int64_t csx, const uint16_t *b,
+                                 int64_t ldb, wf_dtype half, float *c, int64_t cols,
+                                 const wf_gemm_epilogue *e)
+{
+    if (half == WF_DTYPE_BF16)
+        one_row(B_BF16, kc, x, csx, b, ldb, c, cols, e);
+    else
+        one_row(B_F16, kc, x, csx, b, ldb, c, cols, e);
 }
 
 /* Wider groups for fewer rows: 16 to 24 accumulators, B read once per group. */
@@ -602,13 +642,15 @@ ATTR_512_BF16 static void direct_bf16(int64_t kc, const void *av, int64_t rsa, i
 
 const wf_gemm_kernels wf__gemm_kernels_avx512 = {
     .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
-            .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32},
+            .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32,
+            .direct_half = direct_half},
     .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64}};
 
 const wf_gemm_kernels wf__gemm_kernels_avx512_bf16 = {
     .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
-            .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32},
+            .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32,
+            .direct_half = direct_half},
     .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64},
     .bf16 = {.mr = MR, .nr = NR, .tile = tile_bf16, .transpose = transpose32,

@@ -123,6 +123,7 @@ int64_t wf__cpu_mm_batch_offset(const wf_cpu_mm_operand *op, const int64_t *bsha
 
 typedef struct mm_plan {
     wf_dtype compute; /* operands' dtype */
+    wf_dtype b_stored; /* b's, where the GEMM reads it as it is (gemm.h), else compute */
     size_t item;      /* its size */
     wf_dtype cdt;     /* C's: float32, or float64 */
     size_t citem;     /* its size */
@@ -172,7 +173,8 @@ static void gemm_units(void *ctx, int64_t begin, int64_t end)
         const int64_t bi = u / per_batch, ib = u % per_batch / p->nblocks, jb = u % p->nblocks;
         wf_gemm_args g = p->g;
         g.a = p->a.data + wf__cpu_mm_batch_offset(&p->a, p->bshape, bi) * (int64_t)p->item;
-        g.b = p->b.data + wf__cpu_mm_batch_offset(&p->b, p->bshape, bi) * (int64_t)p->item;
+        g.b = p->b.data + wf__cpu_mm_batch_offset(&p->b, p->bshape, bi) *
+                              (int64_t)wf_dtype_size(p->b_stored);
         g.c = p->c + (size_t)(bi * p->m * p->n) * p->citem;
         const int64_t i0 = ib * p->mblock, j0 = jb * p->nblock;
         if (wf__gemm_block(&g, i0, min64(p->m, i0 + p->mblock), j0, min64(p->n, j0 + p->nblock),
@@ -189,6 +191,7 @@ static wf_status run_gemm(mm_plan *p, int isa)
     wf__gemm_args_init(&p->g, p->compute, p->m, p->n, p->k, p->a.data, p->a.rs, p->a.cs,
                        p->b.data, p->b.rs, p->b.cs, p->c, p->n, p->alpha, p->beta);
     p->g.isa = isa;
+    p->g.b_stored = p->b_stored;
     wf__gemm_blocks(&p->g, p->batches, &p->mblock, &p->nblock);
     p->mblocks = (p->m + p->mblock - 1) / p->mblock;
     p->nblocks = (p->n + p->nblock - 1) / p->nblock;
@@ -257,9 +260,15 @@ static wf_status batched_product(wf_array *out, const wf_array *a, const wf_arra
                 cc[i] *= (float)beta;
         }
     } else {
+        /* One row times float16/bfloat16 weights (batch-1 serving): the GEMM
+         * converts b's elements as it reads them, not all of b up front. */
+        p.b_stored = p.compute == WF_DTYPE_F32 && p.batches == 1 &&
+                             wf__gemm_reads_half_b(isa, b->dtype, p.m, b->strides[b->ndim - 1])
+                         ? b->dtype
+                         : p.compute;
         st = wf__cpu_mm_prepare(a, p.nb, p.bshape, p.compute, &p.a);
         if (st == WF_OK)
-            st = wf__cpu_mm_prepare(b, p.nb, p.bshape, p.compute, &p.b);
+            st = wf__cpu_mm_prepare(b, p.nb, p.bshape, p.b_stored, &p.b);
         if (st == WF_OK) {
             merge_batches(&p);
             st = run_gemm(&p, isa);
