@@ -383,8 +383,10 @@ static void test_rows_alone_same_bits(void)
  * blocks, widths with partial vectors and over 1024, alpha and beta, x
  * strided. Where a variant cannot (wf__gemm_reads_half_b), nothing runs. */
 static int check_half_b(int isa, wf_dtype half, int64_t k, int64_t n, int64_t csx, double alpha,
-                        double beta)
+                        double beta, bool transposed)
 {
+    /* B[kk][j] at kk * rsb + j * csb: rows contiguous when transposed (W.T). */
+    const int64_t rsb = transposed ? 1 : n, csb = transposed ? k : 1;
     float *x = random_floats(k * csx, (uint32_t)(k + n)), *bf = random_floats(k * n, 77);
     float *c0 = random_floats(n, 78), *c1 = malloc((size_t)n * sizeof *c1);
     float *c2 = malloc((size_t)n * sizeof *c2);
@@ -397,16 +399,19 @@ static int check_half_b(int isa, wf_dtype half, int64_t k, int64_t n, int64_t cs
     memcpy(c2, c0, (size_t)n * sizeof *c2);
     wf_gemm_args g, h;
     wf_gemm_scratch s = {0};
-    wf__gemm_args_init(&g, WF_DTYPE_F32, 1, n, k, x, k * csx, csx, bf, n, 1, c1, n, alpha, beta);
-    wf__gemm_args_init(&h, WF_DTYPE_F32, 1, n, k, x, k * csx, csx, bh, n, 1, c2, n, alpha, beta);
+    wf__gemm_args_init(&g, WF_DTYPE_F32, 1, n, k, x, k * csx, csx, bf, rsb, csb, c1, n, alpha,
+                       beta);
+    wf__gemm_args_init(&h, WF_DTYPE_F32, 1, n, k, x, k * csx, csx, bh, rsb, csb, c2, n, alpha,
+                       beta);
     g.isa = h.isa = isa;
     h.b_stored = half;
     CHECK_OK(wf__gemm_serial(&g, &s));
     CHECK_OK(wf__gemm_serial(&h, &s));
     const int bad = memcmp(c1, c2, (size_t)n * sizeof *c1) != 0;
     if (bad)
-        printf("      (%s, B %s, k %lld, n %lld, csx %lld: bits differ)\n", wf__gemm_isa_name(isa),
-               wf_dtype_name(half), (long long)k, (long long)n, (long long)csx);
+        printf("      (%s, B %s%s, k %lld, n %lld, csx %lld: bits differ)\n",
+               wf__gemm_isa_name(isa), wf_dtype_name(half), transposed ? " transposed" : "",
+               (long long)k, (long long)n, (long long)csx);
     wf__gemm_scratch_free(&s);
     free(x), free(bf), free(c0), free(c1), free(c2), free(bh);
     return bad;
@@ -427,12 +432,18 @@ static int check_half_weights_matmul(int isa)
     wf_array *x32 = wf_array_from_data(xv, sx, 2, WF_DTYPE_F32);
     wf_array *w32 = wf_array_from_data(wv, sw, 2, WF_DTYPE_F32);
     static const wf_dtype halves[2] = {WF_DTYPE_F16, WF_DTYPE_BF16};
+    const int64_t swt[2] = {n, k};
+    wf_array *w32t = wf_transpose(wf_array_from_data(wv, swt, 2, WF_DTYPE_F32), NULL, 0);
     for (int h = 0; h < 2; h++)
-        for (int xh = 0; xh < 2; xh++) {
-            if (xh && halves[h] == WF_DTYPE_BF16 && wf__gemm_isa_has_bf16(isa))
+        for (int xh = 0; xh < 4; xh++) {
+            if (xh % 2 && halves[h] == WF_DTYPE_BF16 && wf__gemm_isa_has_bf16(isa))
                 continue;
-            wf_array *w = wf_astype(w32, halves[h]);
-            wf_array *x = xh ? wf_astype(x32, halves[h]) : x32;
+            /* xh: x half (odd), W stored n x k and read transposed (2, 3) */
+            wf_array *w = xh >= 2 ? wf_transpose(wf_astype(wf_transpose(w32t, NULL, 0),
+                                                           halves[h]),
+                                                 NULL, 0)
+                                  : wf_astype(w32, halves[h]);
+            wf_array *x = xh % 2 ? wf_astype(x32, halves[h]) : x32;
             wf_array *got = wf_matmul(x, w);
             wf_array *want = wf_astype(
                 wf_matmul(wf_astype(x, WF_DTYPE_F32), wf_astype(w, WF_DTYPE_F32)), wf_array_dtype(got));
@@ -461,16 +472,18 @@ static void test_half_b_read_in_place(void)
             continue;
         for (int t = 0; t < 2; t++) {
             const wf_dtype half = t ? WF_DTYPE_BF16 : WF_DTYPE_F16;
-            CHECK(!wf__gemm_reads_half_b(isa, half, 2, 1));  /* one row only */
-            CHECK(!wf__gemm_reads_half_b(isa, half, 1, 3));  /* contiguous columns */
-            CHECK(!wf__gemm_reads_half_b(isa, WF_DTYPE_F32, 1, 1));
-            if (!wf__gemm_reads_half_b(isa, half, 1, 1))
+            CHECK(!wf__gemm_reads_half_b(isa, half, 2, 9, 1)); /* one row only */
+            CHECK(!wf__gemm_reads_half_b(isa, half, 1, 9, 3)); /* contiguous rows or columns */
+            CHECK(!wf__gemm_reads_half_b(isa, WF_DTYPE_F32, 1, 9, 1));
+            CHECK_EQ_INT(wf__gemm_reads_half_b(isa, half, 1, 9, 1),
+                         wf__gemm_reads_half_b(isa, half, 1, 1, 9));
+            if (!wf__gemm_reads_half_b(isa, half, 1, 9, 1))
                 continue;
             ran++;
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-                for (int e = 0; e < 2; e++)
+                for (int e = 0; e < 4; e++)
                     CHECK_EQ_INT(check_half_b(isa, half, shapes[s][0], shapes[s][1],
-                                              shapes[s][2], ab[e][0], ab[e][1]),
+                                              shapes[s][2], ab[e % 2][0], ab[e % 2][1], e >= 2),
                                  0);
         }
         CHECK_OK(wf__gemm_isa_set(isa));

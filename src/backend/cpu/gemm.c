@@ -335,10 +335,11 @@ static const wf_gemm_type_kernels *type_kernels(const wf_gemm_args *g)
                                                                               : &kern->f32;
 }
 
-bool wf__gemm_reads_half_b(int isa, wf_dtype half, int64_t m, int64_t csb)
+bool wf__gemm_reads_half_b(int isa, wf_dtype half, int64_t m, int64_t rsb, int64_t csb)
 {
-    if ((half != WF_DTYPE_F16 && half != WF_DTYPE_BF16) || m != 1 || csb != 1 ||
-        kernels(isa)->f32.direct_half == NULL)
+    const wf_gemm_type_kernels *tk = &kernels(isa)->f32;
+    if ((half != WF_DTYPE_F16 && half != WF_DTYPE_BF16) || m != 1 ||
+        !(csb == 1 ? tk->direct_half != NULL : rsb == 1 && tk->direct_t_half != NULL))
         return false;
 #if GEMM_HAVE_X86
     if (half == WF_DTYPE_F16 && isa == WF_GEMM_ISA_AVX2)
@@ -471,7 +472,8 @@ static void pack_a_panel(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, 
 
 /* float32 and float64: es is the element size. */
 /* One row of a float32 product whose B is stored as halves (b_stored):
- * K block by K block through direct_half, as block_plain's direct path. */
+ * through direct_t_half, or K block by K block through direct_half, as
+ * block_plain's direct paths. */
 static void block_half_b(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t i0,
                          int64_t j0, int64_t j1)
 {
@@ -479,6 +481,12 @@ static void block_half_b(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, 
     const uint16_t *b = g->b;
     float *c = (float *)g->c + i0 * g->ldc + j0;
     const int64_t kcb = k_block(g->k);
+    if (g->csb != 1) { /* rows contiguous: B's transpose */
+        const wf_gemm_epilogue first = first_epilogue(g, 0);
+        tk->direct_t_half(g->k, kcb, x, g->csa, b + j0 * g->csb, g->csb, g->b_stored, c, j1 - j0,
+                          &first);
+        return;
+    }
     for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
         const wf_gemm_epilogue e = first_epilogue(g, k0);
         tk->direct_half(min64(kcb, g->k - k0), x + k0 * g->csa, g->csa, b + k0 * g->rsb + j0,

@@ -70,11 +70,11 @@ wf_status wf__gemm_isa_set(int isa);
 /* Does variant `isa` multiply bfloat16 directly (else through float32)? */
 bool wf__gemm_isa_has_bf16(int isa);
 /* Can variant `isa` run a float32 product of m rows whose B is stored as
- * `half` (float16 or bfloat16) with columns csb apart, reading B where it
- * lies (b_stored = half)? One row (a matrix-vector product, as in batch-1
- * serving with half weights) with contiguous columns, on AVX2 (float16: and
- * F16C) and AVX-512. */
-bool wf__gemm_reads_half_b(int isa, wf_dtype half, int64_t m, int64_t csb);
+ * `half` (float16 or bfloat16) with rows rsb and columns csb apart, reading
+ * B where it lies (b_stored = half)? One row (a matrix-vector product, as in
+ * batch-1 serving with half weights) with contiguous rows or columns (x @ W
+ * or x @ W.T), on AVX2 (float16: and F16C) and AVX-512. */
+bool wf__gemm_reads_half_b(int isa, wf_dtype half, int64_t m, int64_t rsb, int64_t csb);
 
 /* One product C (m x n) = alpha * A (m x k) B (k x n) + beta * C.
  * `dtype`: WF_DTYPE_F32 (a, b, c float32), WF_DTYPE_F64 (all float64) or
@@ -178,6 +178,12 @@ typedef void (*wf_gemm_direct_t_fn)(int64_t k, int64_t kcb, const void *a, int64
 typedef void (*wf_gemm_direct_half_fn)(int64_t kc, const float *x, int64_t csx,
                                        const uint16_t *b, int64_t ldb, wf_dtype half, float *c,
                                        int64_t cols, const wf_gemm_epilogue *e);
+/* The same through B's transpose (B[k][j] at b[j * ldb + k]) over all of
+ * k in blocks of kcb, as direct_t. */
+typedef void (*wf_gemm_direct_t_half_fn)(int64_t k, int64_t kcb, const float *x, int64_t csx,
+                                         const uint16_t *b, int64_t ldb, wf_dtype half,
+                                         float *c, int64_t cols,
+                                         const wf_gemm_epilogue *first);
 /* Transposing copy of elements of the kernel's size (packs A with
  * contiguous rows, B with contiguous columns, and bfloat16 pairs as 32-bit
  * elements): dst[c * width + r] = src[r * ld + c] for r < rows, c < cols;
@@ -206,7 +212,8 @@ typedef struct wf_gemm_type_kernels {
     int direct_rows;                  /* 0: no direct path */
     wf_gemm_direct_fn direct;
     wf_gemm_direct_t_fn direct_t;       /* NULL: B's transpose is packed */
-    wf_gemm_direct_half_fn direct_half; /* float32; NULL: half B is converted first */
+    wf_gemm_direct_half_fn direct_half;     /* float32; NULL: half B is converted first */
+    wf_gemm_direct_t_half_fn direct_t_half; /* likewise, B read through its transpose */
     wf_gemm_pack_pairs_fn pack_b_pairs; /* bfloat16; NULL: plain loops */
 } wf_gemm_type_kernels;
 

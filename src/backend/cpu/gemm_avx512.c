@@ -362,9 +362,10 @@ INLINE_512 void transpose16(__m512 r[16])
  * through its transpose (B[k][j] at b[j * ldb + k]): each 16 x 16 block of
  * B's transpose becomes 16 rows of B in registers, and each sum takes one
  * fma per k in order, K block by K block, as in the tiles. */
-INLINE_512 void direct_t_group(const int R, int64_t k, int64_t kcb, const float *a, int64_t rsa,
-                               int64_t csa, const float *b, int64_t ldb, float *c, int64_t ldc,
-                               int ncols, const wf_gemm_epilogue *first)
+INLINE_512 void direct_t_group(const int R, const int kind, int64_t k, int64_t kcb,
+                               const float *a, int64_t rsa, int64_t csa, const void *b,
+                               int64_t ldb, float *c, int64_t ldc, int ncols,
+                               const wf_gemm_epilogue *first)
 {
     const __mmask16 out = lanes(ncols);
     for (int64_t k0 = 0; k0 < k; k0 += kcb) {
@@ -376,11 +377,12 @@ INLINE_512 void direct_t_group(const int R, int64_t k, int64_t kcb, const float 
         for (int64_t kk = 0; kk < kc; kk += 16) {
             const int64_t steps = kc - kk;
             const __mmask16 in = lanes(steps);
-            const float *bk = b + k0 + kk;
+            const void *bk = b_at(b, k0 + kk, kind);
             __m512 v[16];
 #pragma GCC unroll 16
             for (int i = 0; i < 16; i++)
-                v[i] = i < ncols ? _mm512_maskz_loadu_ps(in, bk + i * ldb) : _mm512_setzero_ps();
+                v[i] = i < ncols ? load_b16(b_at(bk, i * ldb, kind), in, kind)
+                                 : _mm512_setzero_ps();
             transpose16(v); /* v[t]: B row k0 + kk + t, 16 columns */
             const float *ak = a + (k0 + kk) * csa;
 #pragma GCC unroll 16
@@ -400,12 +402,13 @@ INLINE_512 void direct_t_group(const int R, int64_t k, int64_t kcb, const float 
     }
 }
 
-INLINE_512 void direct_t_rows(const int R, int64_t k, int64_t kcb, const float *a, int64_t rsa,
-                              int64_t csa, const float *b, int64_t ldb, float *c, int64_t ldc,
-                              int64_t cols, const wf_gemm_epilogue *first)
+INLINE_512 void direct_t_rows(const int R, const int kind, int64_t k, int64_t kcb,
+                              const float *a, int64_t rsa, int64_t csa, const void *b,
+                              int64_t ldb, float *c, int64_t ldc, int64_t cols,
+                              const wf_gemm_epilogue *first)
 {
     for (int64_t j = 0; j < cols; j += 16)
-        direct_t_group(R, k, kcb, a, rsa, csa, b + j * ldb, ldb, c + j, ldc,
+        direct_t_group(R, kind, k, kcb, a, rsa, csa, b_at(b, j * ldb, kind), ldb, c + j, ldc,
                        cols - j < 16 ? (int)(cols - j) : 16, first);
 }
 
@@ -416,11 +419,23 @@ ATTR_512 static void direct_t_f32(int64_t k, int64_t kcb, const void *av, int64_
     const float *a = av, *b = bv;
     float *c = cv;
     switch (rows) {
-    case 1: direct_t_rows(1, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
-    case 2: direct_t_rows(2, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
-    case 3: direct_t_rows(3, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
-    default: direct_t_rows(4, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    case 1: direct_t_rows(1, B_F32, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    case 2: direct_t_rows(2, B_F32, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    case 3: direct_t_rows(3, B_F32, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    default: direct_t_rows(4, B_F32, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
     }
+}
+
+/* gemm.h's direct_t_half: one row through B's transpose, its halves
+ * converted as loaded. */
+ATTR_512 static void direct_t_half(int64_t k, int64_t kcb, const float *x, int64_t csx,
+                                   const uint16_t *b, int64_t ldb, wf_dtype half, float *c,
+                                   int64_t cols, const wf_gemm_epilogue *first)
+{
+    if (half == WF_DTYPE_BF16)
+        direct_t_rows(1, B_BF16, k, kcb, x, 0, csx, b, ldb, c, 0, cols, first);
+    else
+        direct_t_rows(1, B_F16, k, kcb, x, 0, csx, b, ldb, c, 0, cols, first);
 }
 
 /* gemm.h's copy_lanes for float32, width <= 32: masked loads and stores
@@ -643,14 +658,14 @@ ATTR_512_BF16 static void direct_bf16(int64_t kc, const void *av, int64_t rsa, i
 const wf_gemm_kernels wf__gemm_kernels_avx512 = {
     .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
             .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32,
-            .direct_half = direct_half},
+            .direct_half = direct_half, .direct_t_half = direct_t_half},
     .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64}};
 
 const wf_gemm_kernels wf__gemm_kernels_avx512_bf16 = {
     .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
             .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32,
-            .direct_half = direct_half},
+            .direct_half = direct_half, .direct_t_half = direct_t_half},
     .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64},
     .bf16 = {.mr = MR, .nr = NR, .tile = tile_bf16, .transpose = transpose32,

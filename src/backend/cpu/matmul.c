@@ -263,7 +263,8 @@ static wf_status batched_product(wf_array *out, const wf_array *a, const wf_arra
         /* One row times float16/bfloat16 weights (batch-1 serving): the GEMM
          * converts b's elements as it reads them, not all of b up front. */
         p.b_stored = p.compute == WF_DTYPE_F32 && p.batches == 1 &&
-                             wf__gemm_reads_half_b(isa, b->dtype, p.m, b->strides[b->ndim - 1])
+                             wf__gemm_reads_half_b(isa, b->dtype, p.m, b->strides[b->ndim - 2],
+                                                   b->strides[b->ndim - 1])
                          ? b->dtype
                          : p.compute;
         st = wf__cpu_mm_prepare(a, p.nb, p.bshape, p.compute, &p.a);
