@@ -377,56 +377,59 @@ static void test_rows_alone_same_bits(void)
     }
 }
 
-/* A one-row float32 product whose B is stored as float16 or bfloat16 and
- * read where it lies (b_stored: batch-1 serving with half weights) gives the
- * bits of the float32 product of B converted first: K over several K
- * blocks, widths with partial vectors and over 1024, alpha and beta, x
- * strided. Where a variant cannot (wf__gemm_reads_half_b), nothing runs. */
-static int check_half_b(int isa, wf_dtype half, int64_t k, int64_t n, int64_t csx, double alpha,
-                        double beta, bool transposed)
+/* A float32 product of a few rows (1 to the direct kernels' count) whose B
+ * is stored as float16 or bfloat16 and read where it lies (b_stored:
+ * serving small batches with half weights) gives the bits of the float32
+ * product of B converted first: B row-major and transposed (W.T), K over
+ * several K blocks, widths with partial vectors and over 1024, alpha and
+ * beta, A's rows strided. Where a variant cannot (wf__gemm_reads_half_b),
+ * nothing runs. */
+static int check_half_b(int isa, wf_dtype half, int64_t m, int64_t k, int64_t n, int64_t csx,
+                        double alpha, double beta, bool transposed)
 {
     /* B[kk][j] at kk * rsb + j * csb: rows contiguous when transposed (W.T). */
     const int64_t rsb = transposed ? 1 : n, csb = transposed ? k : 1;
-    float *x = random_floats(k * csx, (uint32_t)(k + n)), *bf = random_floats(k * n, 77);
-    float *c0 = random_floats(n, 78), *c1 = malloc((size_t)n * sizeof *c1);
-    float *c2 = malloc((size_t)n * sizeof *c2);
+    float *x = random_floats(m * k * csx, (uint32_t)(k + n)), *bf = random_floats(k * n, 77);
+    float *c0 = random_floats(m * n, 78), *c1 = malloc((size_t)(m * n) * sizeof *c1);
+    float *c2 = malloc((size_t)(m * n) * sizeof *c2);
     uint16_t *bh = malloc((size_t)(k * n) * sizeof *bh);
     for (int64_t i = 0; i < k * n; i++) { /* bf: the halves' exact float32 values */
         bh[i] = half == WF_DTYPE_BF16 ? to_bf16(bf[i]) : wf__f32_to_f16(bf[i]);
         bf[i] = half == WF_DTYPE_BF16 ? from_bf16(bh[i]) : wf__f16_to_f32(bh[i]);
     }
-    memcpy(c1, c0, (size_t)n * sizeof *c1);
-    memcpy(c2, c0, (size_t)n * sizeof *c2);
+    memcpy(c1, c0, (size_t)(m * n) * sizeof *c1);
+    memcpy(c2, c0, (size_t)(m * n) * sizeof *c2);
     wf_gemm_args g, h;
     wf_gemm_scratch s = {0};
-    wf__gemm_args_init(&g, WF_DTYPE_F32, 1, n, k, x, k * csx, csx, bf, rsb, csb, c1, n, alpha,
+    wf__gemm_args_init(&g, WF_DTYPE_F32, m, n, k, x, k * csx, csx, bf, rsb, csb, c1, n, alpha,
                        beta);
-    wf__gemm_args_init(&h, WF_DTYPE_F32, 1, n, k, x, k * csx, csx, bh, rsb, csb, c2, n, alpha,
+    wf__gemm_args_init(&h, WF_DTYPE_F32, m, n, k, x, k * csx, csx, bh, rsb, csb, c2, n, alpha,
                        beta);
     g.isa = h.isa = isa;
     h.b_stored = half;
     CHECK_OK(wf__gemm_serial(&g, &s));
     CHECK_OK(wf__gemm_serial(&h, &s));
-    const int bad = memcmp(c1, c2, (size_t)n * sizeof *c1) != 0;
+    const int bad = memcmp(c1, c2, (size_t)(m * n) * sizeof *c1) != 0;
     if (bad)
-        printf("      (%s, B %s%s, k %lld, n %lld, csx %lld: bits differ)\n",
+        printf("      (%s, B %s%s, m %lld, k %lld, n %lld, csx %lld: bits differ)\n",
                wf__gemm_isa_name(isa), wf_dtype_name(half), transposed ? " transposed" : "",
-               (long long)k, (long long)n, (long long)csx);
+               (long long)m, (long long)k, (long long)n, (long long)csx);
     wf__gemm_scratch_free(&s);
     free(x), free(bf), free(c0), free(c1), free(c2), free(bh);
     return bad;
 }
 
 /* The same through wf_matmul under variant `isa` (the column blocks split
- * over the pool, the half-B path chosen by matmul.c where allowed): x @ W
+ * over the pool, the half-B path chosen by matmul.c where allowed), x of m
+ * rows: x @ W
  * for W float16 or bfloat16 and x float32 (a float32 result) or the same
  * half type (a half result, rounded once), against the product of the
  * float32 conversions (rounded to the half type alike). Not bfloat16 @
  * bfloat16 where the variant multiplies bfloat16 itself (other sums). */
-static int check_half_weights_matmul(int isa)
+static int check_half_weights_matmul(int isa, int64_t m)
 {
-    const int64_t k = 784, n = 1030, sx[2] = {1, k}, sw[2] = {k, n};
-    float *xv = random_floats(k, 5), *wv = random_floats(k * n, 6);
+    const int64_t k = 784, n = 1030, sx[2] = {m, k}, sw[2] = {k, n};
+    float *xv = random_floats(m * k, 5), *wv = random_floats(k * n, 6);
     int bad = 0;
     wf_scope_begin();
     wf_array *x32 = wf_array_from_data(xv, sx, 2, WF_DTYPE_F32);
@@ -452,7 +455,8 @@ static int check_half_weights_matmul(int isa)
             CHECK_OK(wf_eval(both, 2));
             CHECK_OK(wf_array_data(got, &pg));
             CHECK_OK(wf_array_data(want, &pw));
-            if (!pg || !pw || memcmp(pg, pw, (size_t)n * wf_dtype_size(wf_array_dtype(got))) != 0)
+            if (!pg || !pw ||
+                memcmp(pg, pw, (size_t)(m * n) * wf_dtype_size(wf_array_dtype(got))) != 0)
                 bad++;
         }
     wf_scope_end();
@@ -472,25 +476,29 @@ static void test_half_b_read_in_place(void)
             continue;
         for (int t = 0; t < 2; t++) {
             const wf_dtype half = t ? WF_DTYPE_BF16 : WF_DTYPE_F16;
-            CHECK(!wf__gemm_reads_half_b(isa, half, 2, 9, 1)); /* one row only */
+            CHECK(!wf__gemm_reads_half_b(isa, half, 5, 9, 1)); /* a few rows only */
             CHECK(!wf__gemm_reads_half_b(isa, half, 1, 9, 3)); /* contiguous rows or columns */
             CHECK(!wf__gemm_reads_half_b(isa, WF_DTYPE_F32, 1, 9, 1));
-            CHECK_EQ_INT(wf__gemm_reads_half_b(isa, half, 1, 9, 1),
-                         wf__gemm_reads_half_b(isa, half, 1, 1, 9));
-            if (!wf__gemm_reads_half_b(isa, half, 1, 9, 1))
-                continue;
-            ran++;
-            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-                for (int e = 0; e < 4; e++)
-                    CHECK_EQ_INT(check_half_b(isa, half, shapes[s][0], shapes[s][1],
-                                              shapes[s][2], ab[e % 2][0], ab[e % 2][1], e >= 2),
-                                 0);
+            for (int64_t m = 1; m <= 4; m++) {
+                CHECK_EQ_INT(wf__gemm_reads_half_b(isa, half, m, 9, 1),
+                             wf__gemm_reads_half_b(isa, half, m, 1, 9));
+                if (!wf__gemm_reads_half_b(isa, half, m, 9, 1))
+                    continue;
+                ran++;
+                for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                    for (int e = 0; e < 4; e++)
+                        CHECK_EQ_INT(check_half_b(isa, half, m, shapes[s][0], shapes[s][1],
+                                                  shapes[s][2], ab[e % 2][0], ab[e % 2][1],
+                                                  e >= 2),
+                                     0);
+            }
         }
         CHECK_OK(wf__gemm_isa_set(isa));
-        CHECK_EQ_INT(check_half_weights_matmul(isa), 0);
+        CHECK_EQ_INT(check_half_weights_matmul(isa, 1), 0);
+        CHECK_EQ_INT(check_half_weights_matmul(isa, 3), 0);
     }
     CHECK_OK(wf__gemm_isa_set(-1));
-    printf("    %d variant and half-type pairs read half B in place\n", ran);
+    printf("    %d variant, half type and row count triples read half B in place\n", ran);
     CHECK(ran > 0 || !wf__gemm_isa_supported(WF_GEMM_ISA_AVX2));
 }
 

@@ -338,7 +338,7 @@ static const wf_gemm_type_kernels *type_kernels(const wf_gemm_args *g)
 bool wf__gemm_reads_half_b(int isa, wf_dtype half, int64_t m, int64_t rsb, int64_t csb)
 {
     const wf_gemm_type_kernels *tk = &kernels(isa)->f32;
-    if ((half != WF_DTYPE_F16 && half != WF_DTYPE_BF16) || m != 1 ||
+    if ((half != WF_DTYPE_F16 && half != WF_DTYPE_BF16) || m < 1 || m > tk->direct_rows ||
         !(csb == 1 ? tk->direct_half != NULL : rsb == 1 && tk->direct_t_half != NULL))
         return false;
 #if GEMM_HAVE_X86
@@ -471,26 +471,27 @@ static void pack_a_panel(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, 
 }
 
 /* float32 and float64: es is the element size. */
-/* One row of a float32 product whose B is stored as halves (b_stored):
- * through direct_t_half, or K block by K block through direct_half, as
- * block_plain's direct paths. */
+/* Rows i0..i1 of a float32 product whose B is stored as halves (b_stored;
+ * a few rows, see wf__gemm_reads_half_b): through direct_t_half, or K block
+ * by K block through direct_half, as block_plain's direct paths. */
 static void block_half_b(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t i0,
-                         int64_t j0, int64_t j1)
+                         int64_t i1, int64_t j0, int64_t j1)
 {
-    const float *x = (const float *)g->a + i0 * g->rsa;
+    const float *a = (const float *)g->a + i0 * g->rsa;
     const uint16_t *b = g->b;
     float *c = (float *)g->c + i0 * g->ldc + j0;
     const int64_t kcb = k_block(g->k);
+    const int rows = (int)(i1 - i0);
     if (g->csb != 1) { /* rows contiguous: B's transpose */
         const wf_gemm_epilogue first = first_epilogue(g, 0);
-        tk->direct_t_half(g->k, kcb, x, g->csa, b + j0 * g->csb, g->csb, g->b_stored, c, j1 - j0,
-                          &first);
+        tk->direct_t_half(g->k, kcb, a, g->rsa, g->csa, b + j0 * g->csb, g->csb, g->b_stored, c,
+                          g->ldc, rows, j1 - j0, &first);
         return;
     }
     for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
         const wf_gemm_epilogue e = first_epilogue(g, k0);
-        tk->direct_half(min64(kcb, g->k - k0), x + k0 * g->csa, g->csa, b + k0 * g->rsb + j0,
-                        g->rsb, g->b_stored, c, j1 - j0, &e);
+        tk->direct_half(min64(kcb, g->k - k0), a + k0 * g->csa, g->rsa, g->csa,
+                        b + k0 * g->rsb + j0, g->rsb, g->b_stored, c, g->ldc, rows, j1 - j0, &e);
     }
 }
 
@@ -593,8 +594,8 @@ wf_status wf__gemm_block(const wf_gemm_args *g, int64_t i0, int64_t i1, int64_t 
     const wf_gemm_type_kernels *tk = type_kernels(g);
     if (g->dtype == WF_DTYPE_BF16)
         return block_bf16(g, tk, i0, i1, j0, j1, s);
-    if (g->b_stored != g->dtype) { /* wf__gemm_reads_half_b allowed it: one row */
-        block_half_b(g, tk, i0, j0, j1);
+    if (g->b_stored != g->dtype) { /* wf__gemm_reads_half_b allowed it: a few rows */
+        block_half_b(g, tk, i0, i1, j0, j1);
         return WF_OK;
     }
     return block_plain(g, tk, g->dtype == WF_DTYPE_F64 ? 8 : 4, i0, i1, j0, j1, s);

@@ -71,9 +71,10 @@ wf_status wf__gemm_isa_set(int isa);
 bool wf__gemm_isa_has_bf16(int isa);
 /* Can variant `isa` run a float32 product of m rows whose B is stored as
  * `half` (float16 or bfloat16) with rows rsb and columns csb apart, reading
- * B where it lies (b_stored = half)? One row (a matrix-vector product, as in
- * batch-1 serving with half weights) with contiguous rows or columns (x @ W
- * or x @ W.T), on AVX2 (float16: and F16C) and AVX-512. */
+ * B where it lies (b_stored = half)? The few rows of the direct kernels
+ * (matrix-vector products, as in serving small batches with half weights)
+ * with contiguous rows or columns (x @ W or x @ W.T), on AVX2 (float16: and
+ * F16C) and AVX-512. */
 bool wf__gemm_reads_half_b(int isa, wf_dtype half, int64_t m, int64_t rsb, int64_t csb);
 
 /* One product C (m x n) = alpha * A (m x k) B (k x n) + beta * C.
@@ -171,19 +172,17 @@ typedef void (*wf_gemm_direct_fn)(int64_t kc, const void *a, int64_t rsa, int64_
 typedef void (*wf_gemm_direct_t_fn)(int64_t k, int64_t kcb, const void *a, int64_t rsa,
                                     int64_t csa, const void *b, int64_t ldb, void *c, int64_t ldc,
                                     int rows, int64_t cols, const wf_gemm_epilogue *first);
-/* One row of C (m == 1) over kc from x (elements csx apart) and B rows
- * read in place whose elements are float16 or bfloat16 (`half`), each
- * converted exactly as it is loaded: the bits of `direct` on B converted
- * to float32 first. */
-typedef void (*wf_gemm_direct_half_fn)(int64_t kc, const float *x, int64_t csx,
+/* direct and direct_t for float32 with B's elements stored as float16 or
+ * bfloat16 (`half`), each converted exactly as it is loaded: the bits of
+ * direct / direct_t on B converted to float32 first. */
+typedef void (*wf_gemm_direct_half_fn)(int64_t kc, const float *a, int64_t rsa, int64_t csa,
                                        const uint16_t *b, int64_t ldb, wf_dtype half, float *c,
-                                       int64_t cols, const wf_gemm_epilogue *e);
-/* The same through B's transpose (B[k][j] at b[j * ldb + k]) over all of
- * k in blocks of kcb, as direct_t. */
-typedef void (*wf_gemm_direct_t_half_fn)(int64_t k, int64_t kcb, const float *x, int64_t csx,
-                                         const uint16_t *b, int64_t ldb, wf_dtype half,
-                                         float *c, int64_t cols,
-                                         const wf_gemm_epilogue *first);
+                                       int64_t ldc, int rows, int64_t cols,
+                                       const wf_gemm_epilogue *e);
+typedef void (*wf_gemm_direct_t_half_fn)(int64_t k, int64_t kcb, const float *a, int64_t rsa,
+                                         int64_t csa, const uint16_t *b, int64_t ldb,
+                                         wf_dtype half, float *c, int64_t ldc, int rows,
+                                         int64_t cols, const wf_gemm_epilogue *first);
 /* Transposing copy of elements of the kernel's size (packs A with
  * contiguous rows, B with contiguous columns, and bfloat16 pairs as 32-bit
  * elements): dst[c * width + r] = src[r * ld + c] for r < rows, c < cols;

@@ -374,59 +374,69 @@ INLINE_AVX2 void direct_t_rows(const int R, const int kind, int64_t k, int64_t k
                        cols - j < 8 ? (int)(cols - j) : 8, first);
 }
 
-ATTR_AVX2 static void direct_t_f32(int64_t k, int64_t kcb, const void *av, int64_t rsa,
-                                   int64_t csa, const void *bv, int64_t ldb, void *cv,
+INLINE_AVX2 void direct_t_any(const int kind, int64_t k, int64_t kcb, const float *a,
+                              int64_t rsa, int64_t csa, const void *b, int64_t ldb, float *c,
+                              int64_t ldc, int rows, int64_t cols,
+                              const wf_gemm_epilogue *first)
+{
+    switch (rows) {
+    case 1: direct_t_rows(1, kind, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    case 2: direct_t_rows(2, kind, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    default: direct_t_rows(3, kind, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    }
+}
+
+ATTR_AVX2 static void direct_t_f32(int64_t k, int64_t kcb, const void *a, int64_t rsa,
+                                   int64_t csa, const void *b, int64_t ldb, void *c,
                                    int64_t ldc, int rows, int64_t cols,
                                    const wf_gemm_epilogue *first)
 {
-    const float *a = av, *b = bv;
-    float *c = cv;
+    direct_t_any(B_F32, k, kcb, a, rsa, csa, b, ldb, c, ldc, rows, cols, first);
+}
+
+/* gemm.h's direct_t_half: direct_t_f32 with B's halves converted as
+ * loaded (float16 through F16C). */
+ATTR_AVX2 static void direct_t_half(int64_t k, int64_t kcb, const float *a, int64_t rsa,
+                                    int64_t csa, const uint16_t *b, int64_t ldb, wf_dtype half,
+                                    float *c, int64_t ldc, int rows, int64_t cols,
+                                    const wf_gemm_epilogue *first)
+{
+    if (half == WF_DTYPE_BF16)
+        direct_t_any(B_BF16, k, kcb, a, rsa, csa, b, ldb, c, ldc, rows, cols, first);
+    else
+        direct_t_any(B_F16, k, kcb, a, rsa, csa, b, ldb, c, ldc, rows, cols, first);
+}
+
+INLINE_AVX2 void direct_any(const int kind, int64_t kc, const float *a, int64_t rsa,
+                            int64_t csa, const void *b, int64_t ldb, float *c, int64_t ldc,
+                            int rows, int64_t cols, const wf_gemm_epilogue *e)
+{
     switch (rows) {
-    case 1: direct_t_rows(1, B_F32, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
-    case 2: direct_t_rows(2, B_F32, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
-    default: direct_t_rows(3, B_F32, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    case 1: direct_rows(1, kind, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    case 2: direct_rows(2, kind, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    default: direct_rows(3, kind, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
     }
 }
 
-/* gemm.h's direct_t_half: one row through B's transpose, its halves
- * converted as loaded. */
-ATTR_AVX2 static void direct_t_half(int64_t k, int64_t kcb, const float *x, int64_t csx,
-                                    const uint16_t *b, int64_t ldb, wf_dtype half, float *c,
-                                    int64_t cols, const wf_gemm_epilogue *first)
-{
-    if (half == WF_DTYPE_BF16)
-        direct_t_rows(1, B_BF16, k, kcb, x, 0, csx, b, ldb, c, 0, cols, first);
-    else
-        direct_t_rows(1, B_F16, k, kcb, x, 0, csx, b, ldb, c, 0, cols, first);
-}
-
-ATTR_AVX2 static void direct_f32(int64_t kc, const void *av, int64_t rsa, int64_t csa,
-                                 const void *bv, int64_t ldb, void *cv, int64_t ldc, int rows,
+ATTR_AVX2 static void direct_f32(int64_t kc, const void *a, int64_t rsa, int64_t csa,
+                                 const void *b, int64_t ldb, void *c, int64_t ldc, int rows,
                                  int64_t cols, const wf_gemm_epilogue *e)
 {
-    const float *a = av, *b = bv;
-    float *c = cv;
-    switch (rows) {
-    case 1: direct_rows(1, B_F32, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
-    case 2: direct_rows(2, B_F32, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
-    default: direct_rows(3, B_F32, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
-    }
+    direct_any(B_F32, kc, a, rsa, csa, b, ldb, c, ldc, rows, cols, e);
 }
 
-/* gemm.h's direct_half: one row, B's halves converted as loaded (float16
- * through F16C). */
-ATTR_AVX2 static void direct_half(int64_t kc, const float *x, int64_t csx, const uint16_t *b,
-                                  int64_t ldb, wf_dtype half, float *c, int64_t cols,
-                                  const wf_gemm_epilogue *e)
+/* gemm.h's direct_half: direct_f32 with B's halves converted as loaded
+ * (float16 through F16C). */
+ATTR_AVX2 static void direct_half(int64_t kc, const float *a, int64_t rsa, int64_t csa,
+                                  const uint16_t *b, int64_t ldb, wf_dtype half, float *c,
+                                  int64_t ldc, int rows, int64_t cols, const wf_gemm_epilogue *e)
 {
     if (half == WF_DTYPE_BF16)
-        direct_rows(1, B_BF16, kc, x, 0, csx, b, ldb, c, 0, cols, e);
+        direct_any(B_BF16, kc, a, rsa, csa, b, ldb, c, ldc, rows, cols, e);
     else
-        direct_rows(1, B_F16, kc, x, 0, csx, b, ldb, c, 0, cols, e);
+        direct_any(B_F16, kc, a, rsa, csa, b, ldb, c, ldc, rows, cols, e);
 }
 
-/* One float64 row: B swept 4 rows at a time into sums kept in L1, one fma
- * per k in order (as the AVX-512 kernel). */
 ATTR_AVX2 static void direct_f64(int64_t kc, const void *av, int64_t rsa, int64_t csa,
                                  const void *bv, int64_t ldb, void *cv, int64_t ldc, int rows,
                                  int64_t cols, const wf_gemm_epilogue *e)

@@ -117,59 +117,7 @@ ATTR_512 static void tile_f64(int64_t kc, const void *apv, int64_t astep, const 
         }
 }
 
-/* R rows x V vectors of columns, over kc, B rows read in place; `masked`
- * for the last, partial group of columns (lanes beyond `cols` untouched). */
-INLINE_512 void direct_group(const int R, const int V, const bool masked, int64_t kc,
-                             const float *a, int64_t rsa, int64_t csa, const float *b,
-                             int64_t ldb, float *c, int64_t ldc, int64_t cols,
-                             const wf_gemm_epilogue *e)
-{
-    __mmask16 m[16];
-    __m512 acc[DIRECT_ROWS][16];
-#pragma GCC unroll 16
-    for (int q = 0; q < V; q++) {
-        m[q] = masked ? lanes(cols - 16 * q) : (__mmask16)0xffff;
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
-            acc[r][q] = _mm512_setzero_ps();
-    }
-    for (int64_t k = 0; k < kc; k++, b += ldb, a += csa) {
-        __m512 av[DIRECT_ROWS];
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
-            av[r] = _mm512_set1_ps(a[r * rsa]);
-#pragma GCC unroll 16
-        for (int q = 0; q < V; q++) {
-            const __m512 bv = masked ? _mm512_maskz_loadu_ps(m[q], b + 16 * q)
-                                     : _mm512_loadu_ps(b + 16 * q);
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++)
-                acc[r][q] = _mm512_fmadd_ps(av[r], bv, acc[r][q]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 16
-        for (int q = 0; q < V; q++) {
-            float *cq = c + r * ldc + 16 * q;
-            if (m[q])
-                _mm512_mask_storeu_ps(cq, m[q], finish(acc[r][q], cq, m[q], e));
-        }
-}
-
-/* R rows: groups of V vectors (16 columns each), the last one masked. */
-INLINE_512 void direct_rows(const int R, const int V, int64_t kc, const float *a, int64_t rsa,
-                            int64_t csa, const float *b, int64_t ldb, float *c, int64_t ldc,
-                            int64_t cols, const wf_gemm_epilogue *e)
-{
-    int64_t j = 0;
-    for (; j + 16 * V <= cols; j += 16 * V)
-        direct_group(R, V, false, kc, a, rsa, csa, b + j, ldb, c + j, ldc, 16 * V, e);
-    if (j < cols)
-        direct_group(R, V, true, kc, a, rsa, csa, b + j, ldb, c + j, ldc, cols - j, e);
-}
-
-/* How the direct one-row kernel finds B's elements: float32, or float16 /
+/* How the direct kernels find B's elements: float32, or float16 /
  * bfloat16 converted (exactly) to float32 as they are loaded. */
 enum { B_F32, B_F16, B_BF16 };
 
@@ -189,6 +137,59 @@ INLINE_512 __m512 load_b16(const void *p, __mmask16 m, const int kind)
     if (kind == B_F16)
         return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* R rows x V vectors of columns, over kc, B rows read in place; `masked`
+ * for the last, partial group of columns (lanes beyond `cols` untouched). */
+INLINE_512 void direct_group(const int R, const int V, const bool masked, const int kind,
+                             int64_t kc, const float *a, int64_t rsa, int64_t csa, const void *b,
+                             int64_t ldb, float *c, int64_t ldc, int64_t cols,
+                             const wf_gemm_epilogue *e)
+{
+    __mmask16 m[16];
+    __m512 acc[DIRECT_ROWS][16];
+#pragma GCC unroll 16
+    for (int q = 0; q < V; q++) {
+        m[q] = masked ? lanes(cols - 16 * q) : (__mmask16)0xffff;
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            acc[r][q] = _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < kc; k++, b = b_at(b, ldb, kind), a += csa) {
+        __m512 av[DIRECT_ROWS];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            av[r] = _mm512_set1_ps(a[r * rsa]);
+#pragma GCC unroll 16
+        for (int q = 0; q < V; q++) {
+            const __m512 bv = load_b16(b_at(b, 16 * q, kind), masked ? m[q] : 0xffff, kind);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+                acc[r][q] = _mm512_fmadd_ps(av[r], bv, acc[r][q]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 16
+        for (int q = 0; q < V; q++) {
+            float *cq = c + r * ldc + 16 * q;
+            if (m[q])
+                _mm512_mask_storeu_ps(cq, m[q], finish(acc[r][q], cq, m[q], e));
+        }
+}
+
+/* R rows: groups of V vectors (16 columns each), the last one masked. */
+INLINE_512 void direct_rows(const int R, const int V, const int kind, int64_t kc, const float *a,
+                            int64_t rsa, int64_t csa, const void *b, int64_t ldb, float *c,
+                            int64_t ldc, int64_t cols, const wf_gemm_epilogue *e)
+{
+    int64_t j = 0;
+    for (; j + 16 * V <= cols; j += 16 * V)
+        direct_group(R, V, false, kind, kc, a, rsa, csa, b_at(b, j, kind), ldb, c + j, ldc,
+                     16 * V, e);
+    if (j < cols)
+        direct_group(R, V, true, kind, kc, a, rsa, csa, b_at(b, j, kind), ldb, c + j, ldc,
+                     cols - j, e);
 }
 
 /* acc[0..w) = fma(x_t, B row t, acc) for the rows t of one pass, in order. */
@@ -252,37 +253,36 @@ INLINE_512 void one_row(const int kind, int64_t kc, const float *x, int64_t csx,
     }
 }
 
-ATTR_512 static void direct_one_row(int64_t kc, const float *x, int64_t csx, const float *b,
-                                    int64_t ldb, float *c, int64_t cols,
-                                    const wf_gemm_epilogue *e)
+/* One row swept; wider groups for fewer rows: 16 to 24 accumulators, B
+ * read once per group. */
+INLINE_512 void direct_any(const int kind, int64_t kc, const float *a, int64_t rsa, int64_t csa,
+                           const void *b, int64_t ldb, float *c, int64_t ldc, int rows,
+                           int64_t cols, const wf_gemm_epilogue *e)
 {
-    one_row(B_F32, kc, x, csx, b, ldb, c, cols, e);
+    switch (rows) {
+    case 1: one_row(kind, kc, a, csa, b, ldb, c, cols, e); break;
+    case 2: direct_rows(2, 8, kind, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    case 3: direct_rows(3, 8, kind, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    default: direct_rows(4, 4, kind, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    }
 }
 
-/* gemm.h's direct_half: one_row with B's halves converted as loaded. */
-ATTR_512 static void direct_half(int64_t kc, const float *x, int64_t csx, const uint16_t *b,
-                                 int64_t ldb, wf_dtype half, float *c, int64_t cols,
-                                 const wf_gemm_epilogue *e)
-{
-    if (half == WF_DTYPE_BF16)
-        one_row(B_BF16, kc, x, csx, b, ldb, c, cols, e);
-    else
-        one_row(B_F16, kc, x, csx, b, ldb, c, cols, e);
-}
-
-/* Wider groups for fewer rows: 16 to 24 accumulators, B read once per group. */
-ATTR_512 static void direct_f32(int64_t kc, const void *av, int64_t rsa, int64_t csa,
-                                const void *bv, int64_t ldb, void *cv, int64_t ldc, int rows,
+ATTR_512 static void direct_f32(int64_t kc, const void *a, int64_t rsa, int64_t csa,
+                                const void *b, int64_t ldb, void *c, int64_t ldc, int rows,
                                 int64_t cols, const wf_gemm_epilogue *e)
 {
-    const float *a = av, *b = bv;
-    float *c = cv;
-    switch (rows) {
-    case 1: direct_one_row(kc, a, csa, b, ldb, c, cols, e); break;
-    case 2: direct_rows(2, 8, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
-    case 3: direct_rows(3, 8, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
-    default: direct_rows(4, 4, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
-    }
+    direct_any(B_F32, kc, a, rsa, csa, b, ldb, c, ldc, rows, cols, e);
+}
+
+/* gemm.h's direct_half: direct_f32 with B's halves converted as loaded. */
+ATTR_512 static void direct_half(int64_t kc, const float *a, int64_t rsa, int64_t csa,
+                                 const uint16_t *b, int64_t ldb, wf_dtype half, float *c,
+                                 int64_t ldc, int rows, int64_t cols, const wf_gemm_epilogue *e)
+{
+    if (half == WF_DTYPE_BF16)
+        direct_any(B_BF16, kc, a, rsa, csa, b, ldb, c, ldc, rows, cols, e);
+    else
+        direct_any(B_F16, kc, a, rsa, csa, b, ldb, c, ldc, rows, cols, e);
 }
 
 /* float64 acc[0..w) = fma(x_t, B row t, acc) for the T rows of one pass. */
@@ -303,7 +303,7 @@ INLINE_512 void sweep_rows64(const int T, int64_t w, const double *x, int64_t cs
     }
 }
 
-/* One float64 row, as direct_one_row: B swept 8 rows at a time into sums
+/* One float64 row, as one_row: B swept 8 rows at a time into sums
  * kept in L1, one fma per k in order. */
 ATTR_512 static void direct_f64(int64_t kc, const void *av, int64_t rsa, int64_t csa,
                                 const void *bv, int64_t ldb, void *cv, int64_t ldc, int rows,
@@ -412,30 +412,36 @@ INLINE_512 void direct_t_rows(const int R, const int kind, int64_t k, int64_t kc
                        cols - j < 16 ? (int)(cols - j) : 16, first);
 }
 
-ATTR_512 static void direct_t_f32(int64_t k, int64_t kcb, const void *av, int64_t rsa,
-                                  int64_t csa, const void *bv, int64_t ldb, void *cv, int64_t ldc,
-                                  int rows, int64_t cols, const wf_gemm_epilogue *first)
+INLINE_512 void direct_t_any(const int kind, int64_t k, int64_t kcb, const float *a, int64_t rsa,
+                             int64_t csa, const void *b, int64_t ldb, float *c, int64_t ldc,
+                             int rows, int64_t cols, const wf_gemm_epilogue *first)
 {
-    const float *a = av, *b = bv;
-    float *c = cv;
     switch (rows) {
-    case 1: direct_t_rows(1, B_F32, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
-    case 2: direct_t_rows(2, B_F32, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
-    case 3: direct_t_rows(3, B_F32, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
-    default: direct_t_rows(4, B_F32, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    case 1: direct_t_rows(1, kind, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    case 2: direct_t_rows(2, kind, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    case 3: direct_t_rows(3, kind, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
+    default: direct_t_rows(4, kind, k, kcb, a, rsa, csa, b, ldb, c, ldc, cols, first); break;
     }
 }
 
-/* gemm.h's direct_t_half: one row through B's transpose, its halves
- * converted as loaded. */
-ATTR_512 static void direct_t_half(int64_t k, int64_t kcb, const float *x, int64_t csx,
-                                   const uint16_t *b, int64_t ldb, wf_dtype half, float *c,
-                                   int64_t cols, const wf_gemm_epilogue *first)
+ATTR_512 static void direct_t_f32(int64_t k, int64_t kcb, const void *a, int64_t rsa,
+                                  int64_t csa, const void *b, int64_t ldb, void *c, int64_t ldc,
+                                  int rows, int64_t cols, const wf_gemm_epilogue *first)
+{
+    direct_t_any(B_F32, k, kcb, a, rsa, csa, b, ldb, c, ldc, rows, cols, first);
+}
+
+/* gemm.h's direct_t_half: direct_t_f32 with B's halves converted as
+ * loaded. */
+ATTR_512 static void direct_t_half(int64_t k, int64_t kcb, const float *a, int64_t rsa,
+                                   int64_t csa, const uint16_t *b, int64_t ldb, wf_dtype half,
+                                   float *c, int64_t ldc, int rows, int64_t cols,
+                                   const wf_gemm_epilogue *first)
 {
     if (half == WF_DTYPE_BF16)
-        direct_t_rows(1, B_BF16, k, kcb, x, 0, csx, b, ldb, c, 0, cols, first);
+        direct_t_any(B_BF16, k, kcb, a, rsa, csa, b, ldb, c, ldc, rows, cols, first);
     else
-        direct_t_rows(1, B_F16, k, kcb, x, 0, csx, b, ldb, c, 0, cols, first);
+        direct_t_any(B_F16, k, kcb, a, rsa, csa, b, ldb, c, ldc, rows, cols, first);
 }
 
 /* gemm.h's copy_lanes for float32, width <= 32: masked loads and stores
