@@ -1,7 +1,7 @@
 /* AVX2 + FMA micro-kernels of weft's GEMM (see gemm.h): float32 6 x 16 and
  * float64 6 x 8 tiles (12 accumulators, 2 B vectors and a broadcast in the
- * 16 registers) and a
- * direct kernel for up to 3 rows with B read in place (matrix-vector).
+ * 16 registers) and direct kernels for up to 3 rows with B read in place
+ * (matrix-vector; one row sweeps B in long runs into sums kept in L1).
  * Sums are formed exactly as in the AVX-512 kernels (one fma per k, the same
  * epilogue), so the two variants give the same bits. Compiled with
  * per-function target attributes; called only after a CPU check (F16C is in
@@ -407,12 +407,64 @@ ATTR_AVX2 static void direct_t_half(int64_t k, int64_t kcb, const float *a, int6
         direct_t_any(B_F16, k, kcb, a, rsa, csa, b, ldb, c, ldc, rows, cols, first);
 }
 
+/* acc[0..w) = fma(x_t, B row t, acc) for the T rows of one pass, in order. */
+INLINE_AVX2 void sweep_rows(const int T, const int kind, int64_t w, const float *x, int64_t csx,
+                            const void *b, int64_t ldb, float *acc)
+{
+    __m256 xv[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++)
+        xv[t] = _mm256_broadcast_ss(x + t * csx);
+    const __m256i all = lanes(8);
+    int64_t j = 0;
+    for (; j + 16 <= w; j += 16) {
+        __m256 s0 = _mm256_loadu_ps(acc + j), s1 = _mm256_loadu_ps(acc + j + 8);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            s0 = _mm256_fmadd_ps(xv[t], load_b8(b_at(b, t * ldb + j, kind), 8, all, kind), s0);
+            s1 = _mm256_fmadd_ps(xv[t], load_b8(b_at(b, t * ldb + j + 8, kind), 8, all, kind),
+                                 s1);
+        }
+        _mm256_storeu_ps(acc + j, s0);
+        _mm256_storeu_ps(acc + j + 8, s1);
+    }
+    for (; j < w; j += 8) {
+        const int64_t n = w - j;
+        const __m256i m = lanes(n);
+        __m256 s = load_n(acc + j, n, m);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+            s = _mm256_fmadd_ps(xv[t], load_b8(b_at(b, t * ldb + j, kind), n, m, kind), s);
+        store_n(acc + j, s, n, m);
+    }
+}
+
+/* One row: B swept 4 rows at a time over up to 1024 columns into sums kept
+ * in L1 (as OpenBLAS's gemv does), so B is read in long sequential runs;
+ * each sum still takes one fma per k in order, as in the tiles. */
+INLINE_AVX2 void one_row(const int kind, int64_t kc, const float *x, int64_t csx, const void *b,
+                         int64_t ldb, float *c, int64_t cols, const wf_gemm_epilogue *e)
+{
+    float acc[1024] __attribute__((aligned(32)));
+    for (int64_t j0 = 0; j0 < cols; j0 += 1024) {
+        const int64_t w = cols - j0 < 1024 ? cols - j0 : 1024;
+        memset(acc, 0, (size_t)w * sizeof *acc);
+        int64_t k = 0;
+        for (; k + 4 <= kc; k += 4)
+            sweep_rows(4, kind, w, x + k * csx, csx, b_at(b, k * ldb + j0, kind), ldb, acc);
+        for (; k < kc; k++)
+            sweep_rows(1, kind, w, x + k * csx, csx, b_at(b, k * ldb + j0, kind), ldb, acc);
+        for (int64_t j = 0; j < w; j += 8)
+            finish_store(c + j0 + j, _mm256_loadu_ps(acc + j), w - j, lanes(w - j), e);
+    }
+}
+
 INLINE_AVX2 void direct_any(const int kind, int64_t kc, const float *a, int64_t rsa,
                             int64_t csa, const void *b, int64_t ldb, float *c, int64_t ldc,
                             int rows, int64_t cols, const wf_gemm_epilogue *e)
 {
     switch (rows) {
-    case 1: direct_rows(1, kind, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    case 1: one_row(kind, kc, a, csa, b, ldb, c, cols, e); break;
     case 2: direct_rows(2, kind, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
     default: direct_rows(3, kind, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
     }
