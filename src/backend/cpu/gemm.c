@@ -294,9 +294,8 @@ void wf__gemm_args_init(wf_gemm_args *g, wf_dtype dtype, int64_t m, int64_t n, i
                         int64_t csb, void *c, int64_t ldc, double alpha, double beta)
 {
     *g = (wf_gemm_args){.dtype = dtype, .b_stored = dtype, .m = m, .n = n, .k = k, .a = a,
-                        .rsa = rsa, .csa = csa,
-                        .b = b, .rsb = rsb, .csb = csb, .c = c, .ldc = ldc, .alpha = alpha,
-                        .beta = beta, .isa = wf__gemm_isa()};
+                        .rsa = rsa, .csa = csa, .b = b, .rsb = rsb, .csb = csb, .c = c,
+                        .ldc = ldc, .alpha = alpha, .beta = beta, .isa = wf__gemm_isa()};
 }
 
 void wf__gemm_scratch_free(wf_gemm_scratch *s)
@@ -470,7 +469,6 @@ static void pack_a_panel(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, 
         pack_a_loops(es, rows, tk->mr, kc, ai, g->rsa, g->csa, apack);
 }
 
-/* float32 and float64: es is the element size. */
 /* Rows i0..i1 of a float32 product whose B is stored as halves (b_stored;
  * a few rows, see wf__gemm_reads_half_b): through direct_t_half, or K block
  * by K block through direct_half, as block_plain's direct paths. */
@@ -495,6 +493,7 @@ static void block_half_b(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, 
     }
 }
 
+/* float32 and float64: es is the element size. */
 static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
                              int64_t i0, int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
 {

@@ -4,7 +4,8 @@
  * float32 and float64 multiply in their own type; bfloat16 @ bfloat16
  * multiplies bfloat16 panels (float32 sums) where the variant has
  * AVX512_BF16, else converts to float32; float16 and mixed dtypes convert
- * the operands to float32 once. Half-type results are computed in float32
+ * the operands to float32 once (but a half B of a few-row product, read as
+ * it lies: gemm.h's b_stored). Half-type results are computed in float32
  * and rounded once. An operand already in the compute dtype is read in place
  * whatever its strides (the GEMM packs any layout); any other is copied to
  * contiguous once (broadcast batch dims are not expanded by the copy). When
@@ -260,8 +261,9 @@ static wf_status batched_product(wf_array *out, const wf_array *a, const wf_arra
                 cc[i] *= (float)beta;
         }
     } else {
-        /* One row times float16/bfloat16 weights (batch-1 serving): the GEMM
-         * converts b's elements as it reads them, not all of b up front. */
+        /* A few rows times float16/bfloat16 weights (small-batch serving):
+         * the GEMM converts b's elements as it reads them, not all of b up
+         * front. */
         p.b_stored = p.compute == WF_DTYPE_F32 && p.batches == 1 &&
                              wf__gemm_reads_half_b(isa, b->dtype, p.m, b->strides[b->ndim - 2],
                                                    b->strides[b->ndim - 1])
