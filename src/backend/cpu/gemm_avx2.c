@@ -1,7 +1,7 @@
 /* AVX2 + FMA micro-kernels of weft's GEMM (see gemm.h): float32 6 x 16 and
  * float64 6 x 8 tiles (12 accumulators, 2 B vectors and a broadcast in the
  * 16 registers) and direct kernels for up to 3 rows with B read in place
- * (matrix-vector; one row sweeps B in long runs into sums kept in L1).
+ * (matrix-vector: B swept in long runs into sums kept in L1).
  * Sums are formed exactly as in the AVX-512 kernels (one fma per k, the same
  * epilogue), so the two variants give the same bits. Compiled with
  * per-function target attributes; called only after a CPU check (F16C is in
@@ -16,7 +16,7 @@
 #define ATTR_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define INLINE_AVX2 ATTR_AVX2 __attribute__((always_inline)) static inline
 
-enum { MR = 6, NR = 16, NR64 = 8, DIRECT_ROWS = 3, DIRECT_VECS = 4 };
+enum { MR = 6, NR = 16, NR64 = 8, DIRECT_ROWS = 3 };
 
 /* Lanes [0, n) of 8 as a maskload/maskstore mask (n may be <= 0 or >= 8). */
 INLINE_AVX2 __m256i lanes(int64_t n)
@@ -279,48 +279,6 @@ INLINE_AVX2 __m256 load_b8(const void *p, int64_t n, __m256i m, const int kind)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* R rows x up to 32 columns per pass, B rows read in place. */
-INLINE_AVX2 void direct_rows(const int R, const int kind, int64_t kc, const float *a,
-                             int64_t rsa, int64_t csa, const void *b, int64_t ldb, float *c,
-                             int64_t ldc, int64_t cols, const wf_gemm_epilogue *e)
-{
-    for (int64_t j = 0; j < cols; j += 8 * DIRECT_VECS) {
-        int64_t n[DIRECT_VECS];
-        __m256i m[DIRECT_VECS];
-        __m256 acc[DIRECT_ROWS][DIRECT_VECS];
-#pragma GCC unroll 4
-        for (int q = 0; q < DIRECT_VECS; q++) {
-            n[q] = cols - j - 8 * q;
-            m[q] = lanes(n[q]);
-#pragma GCC unroll 3
-            for (int r = 0; r < R; r++)
-                acc[r][q] = _mm256_setzero_ps();
-        }
-        const void *bk = b_at(b, j, kind);
-        const float *ak = a;
-        for (int64_t k = 0; k < kc; k++, bk = b_at(bk, ldb, kind), ak += csa) {
-            __m256 bv[DIRECT_VECS];
-#pragma GCC unroll 4
-            for (int q = 0; q < DIRECT_VECS; q++)
-                bv[q] = n[q] > 0 ? load_b8(b_at(bk, 8 * q, kind), n[q], m[q], kind)
-                                 : _mm256_setzero_ps();
-#pragma GCC unroll 3
-            for (int r = 0; r < R; r++) {
-                const __m256 av = _mm256_broadcast_ss(ak + r * rsa);
-#pragma GCC unroll 4
-                for (int q = 0; q < DIRECT_VECS; q++)
-                    acc[r][q] = _mm256_fmadd_ps(av, bv[q], acc[r][q]);
-            }
-        }
-#pragma GCC unroll 3
-        for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-            for (int q = 0; q < DIRECT_VECS; q++)
-                if (n[q] > 0)
-                    finish_store(c + r * ldc + j + 8 * q, acc[r][q], n[q], m[q], e);
-    }
-}
-
 /* R rows x 8 columns (ncols of them valid) of C over all of k, B read
  * through its transpose (B[k][j] at b[j * ldb + k]): each 8 x 8 block of
  * B's transpose becomes 8 rows of B in registers; one fma per k in order,
@@ -407,55 +365,77 @@ ATTR_AVX2 static void direct_t_half(int64_t k, int64_t kcb, const float *a, int6
         direct_t_any(B_F16, k, kcb, a, rsa, csa, b, ldb, c, ldc, rows, cols, first);
 }
 
-/* acc[0..w) = fma(x_t, B row t, acc) for the T rows of one pass, in order. */
-INLINE_AVX2 void sweep_rows(const int T, const int kind, int64_t w, const float *x, int64_t csx,
-                            const void *b, int64_t ldb, float *acc)
+/* For each of the R rows r of x (rsx apart): acc[r * ACC_COLS + 0..w) =
+ * fma(x[r][t], B row t, acc) for the T rows t of B in one pass, in order. */
+enum { ACC_COLS = 1024 };
+INLINE_AVX2 void sweep_rows(const int R, const int T, const int kind, int64_t w, const float *x,
+                            int64_t rsx, int64_t csx, const void *b, int64_t ldb, float *acc)
 {
-    __m256 xv[4];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; t++)
-        xv[t] = _mm256_broadcast_ss(x + t * csx);
     const __m256i all = lanes(8);
     int64_t j = 0;
     for (; j + 16 <= w; j += 16) {
-        __m256 s0 = _mm256_loadu_ps(acc + j), s1 = _mm256_loadu_ps(acc + j + 8);
+        __m256 s[DIRECT_ROWS][2];
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++) {
+            s[r][0] = _mm256_loadu_ps(acc + r * ACC_COLS + j);
+            s[r][1] = _mm256_loadu_ps(acc + r * ACC_COLS + j + 8);
+        }
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) {
-            s0 = _mm256_fmadd_ps(xv[t], load_b8(b_at(b, t * ldb + j, kind), 8, all, kind), s0);
-            s1 = _mm256_fmadd_ps(xv[t], load_b8(b_at(b, t * ldb + j + 8, kind), 8, all, kind),
-                                 s1);
+            const __m256 b0 = load_b8(b_at(b, t * ldb + j, kind), 8, all, kind);
+            const __m256 b1 = load_b8(b_at(b, t * ldb + j + 8, kind), 8, all, kind);
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++) {
+                const __m256 xv = _mm256_broadcast_ss(x + r * rsx + t * csx);
+                s[r][0] = _mm256_fmadd_ps(xv, b0, s[r][0]);
+                s[r][1] = _mm256_fmadd_ps(xv, b1, s[r][1]);
+            }
         }
-        _mm256_storeu_ps(acc + j, s0);
-        _mm256_storeu_ps(acc + j + 8, s1);
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++) {
+            _mm256_storeu_ps(acc + r * ACC_COLS + j, s[r][0]);
+            _mm256_storeu_ps(acc + r * ACC_COLS + j + 8, s[r][1]);
+        }
     }
     for (; j < w; j += 8) {
         const int64_t n = w - j;
         const __m256i m = lanes(n);
-        __m256 s = load_n(acc + j, n, m);
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++) {
+            __m256 sr = load_n(acc + r * ACC_COLS + j, n, m);
 #pragma GCC unroll 4
-        for (int t = 0; t < T; t++)
-            s = _mm256_fmadd_ps(xv[t], load_b8(b_at(b, t * ldb + j, kind), n, m, kind), s);
-        store_n(acc + j, s, n, m);
+            for (int t = 0; t < T; t++)
+                sr = _mm256_fmadd_ps(_mm256_broadcast_ss(x + r * rsx + t * csx),
+                                     load_b8(b_at(b, t * ldb + j, kind), n, m, kind), sr);
+            store_n(acc + r * ACC_COLS + j, sr, n, m);
+        }
     }
 }
 
-/* One row: B swept 4 rows at a time over up to 1024 columns into sums kept
- * in L1 (as OpenBLAS's gemv does), so B is read in long sequential runs;
- * each sum still takes one fma per k in order, as in the tiles. */
-INLINE_AVX2 void one_row(const int kind, int64_t kc, const float *x, int64_t csx, const void *b,
-                         int64_t ldb, float *c, int64_t cols, const wf_gemm_epilogue *e)
+/* R rows (1 to 3): B swept 4 rows at a time over up to 1024 columns into
+ * sums kept in L1 (as OpenBLAS's gemv does), so B is read once in long
+ * sequential runs for all the rows; each sum still takes one fma per k in
+ * order, as in the tiles. */
+INLINE_AVX2 void few_rows(const int R, const int kind, int64_t kc, const float *x, int64_t rsx,
+                          int64_t csx, const void *b, int64_t ldb, float *c, int64_t ldc,
+                          int64_t cols, const wf_gemm_epilogue *e)
 {
-    float acc[1024] __attribute__((aligned(32)));
-    for (int64_t j0 = 0; j0 < cols; j0 += 1024) {
-        const int64_t w = cols - j0 < 1024 ? cols - j0 : 1024;
-        memset(acc, 0, (size_t)w * sizeof *acc);
+    float acc[DIRECT_ROWS * ACC_COLS] __attribute__((aligned(32)));
+    for (int64_t j0 = 0; j0 < cols; j0 += ACC_COLS) {
+        const int64_t w = cols - j0 < ACC_COLS ? cols - j0 : ACC_COLS;
+        for (int r = 0; r < R; r++)
+            memset(acc + r * ACC_COLS, 0, (size_t)w * sizeof *acc);
         int64_t k = 0;
         for (; k + 4 <= kc; k += 4)
-            sweep_rows(4, kind, w, x + k * csx, csx, b_at(b, k * ldb + j0, kind), ldb, acc);
+            sweep_rows(R, 4, kind, w, x + k * csx, rsx, csx, b_at(b, k * ldb + j0, kind), ldb,
+                       acc);
         for (; k < kc; k++)
-            sweep_rows(1, kind, w, x + k * csx, csx, b_at(b, k * ldb + j0, kind), ldb, acc);
-        for (int64_t j = 0; j < w; j += 8)
-            finish_store(c + j0 + j, _mm256_loadu_ps(acc + j), w - j, lanes(w - j), e);
+            sweep_rows(R, 1, kind, w, x + k * csx, rsx, csx, b_at(b, k * ldb + j0, kind), ldb,
+                       acc);
+        for (int r = 0; r < R; r++)
+            for (int64_t j = 0; j < w; j += 8)
+                finish_store(c + r * ldc + j0 + j, _mm256_loadu_ps(acc + r * ACC_COLS + j), w - j,
+                             lanes(w - j), e);
     }
 }
 
@@ -464,9 +444,9 @@ INLINE_AVX2 void direct_any(const int kind, int64_t kc, const float *a, int64_t 
                             int rows, int64_t cols, const wf_gemm_epilogue *e)
 {
     switch (rows) {
-    case 1: one_row(kind, kc, a, csa, b, ldb, c, cols, e); break;
-    case 2: direct_rows(2, kind, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
-    default: direct_rows(3, kind, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    case 1: few_rows(1, kind, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    case 2: few_rows(2, kind, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
+    default: few_rows(3, kind, kc, a, rsa, csa, b, ldb, c, ldc, cols, e); break;
     }
 }
 
