@@ -203,10 +203,10 @@ wf_status wf_stream_pop(void);
 /* This thread's current stream (a new reference). */
 wf_stream *wf_current_stream(void);
 /* Waits until everything enqueued on `s` before the call has run (work
- * enqueued meanwhile by other threads is not waited for), payload
- * destructors of the nodes that work freed included. A payload destructor
- * may call it too: it then waits for the work but not for other threads'
- * destructors. WF_ERR_MISUSE inside a kernel. */
+ * enqueued meanwhile by other threads is not waited for). Payload
+ * destructors of nodes that work freed run right after it, on its thread,
+ * and may still be running when this returns (they may synchronize `s`
+ * themselves). WF_ERR_MISUSE inside a kernel. */
 wf_status wf_stream_synchronize(wf_stream *s);
 /* Number of live streams in the process, default stream included. */
 size_t wf_stream_count(void);

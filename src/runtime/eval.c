@@ -118,20 +118,14 @@ static void context_restore(const struct thread_context *saved)
     wf__error_restore(&saved->error);
 }
 
-static _Thread_local int destructor_depth;
-
-bool wf__eval_in_payload_destructor(void) { return destructor_depth > 0; }
-
 void wf__eval_run_deferred_frees(void)
 {
     wf__assert_no_locks_held("a payload destructor");
     struct thread_context saved;
     context_neutralize(&saved);
-    destructor_depth++;
     wf_array *n;
     while ((n = wf__free_deferred_pop()))
         wf__array_free_deferred(n);
-    destructor_depth--;
     context_restore(&saved);
 }
 

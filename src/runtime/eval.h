@@ -27,10 +27,6 @@ wf_status wf__eval_one(wf_array *a, const char *op);
  * must fail with WF_ERR_MISUSE (it could wait on the evaluation that runs
  * the kernel). */
 bool wf__eval_in_user_code(void);
-/* Is this thread running payload destructors (wf__eval_run_deferred_frees)?
- * Such a thread may synchronize a stream but must not wait for other
- * threads' destructors: theirs could be waiting for it. */
-bool wf__eval_in_payload_destructor(void);
 /* Brackets user code run inside a kernel (custom kernels). Every kernel is
  * bracketed already by the runtime; nesting is allowed. */
 void wf__eval_user_code_begin(void);

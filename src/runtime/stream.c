@@ -32,13 +32,6 @@
 #include "util/fork.h"
 #include "util/lock.h"
 
-/* A task's payload destructors running after it, on the thread that ran
- * it (run_head); on that thread's stack, listed in its stream. */
-struct free_phase {
-    uint64_t ticket;
-    struct free_phase *next;
-};
-
 struct wf_stream {
     atomic_int_fast64_t refcount;
     uint64_t id;
@@ -50,7 +43,6 @@ struct wf_stream {
     uint64_t enqueued;          /* tickets handed out */
     atomic_uint_fast64_t done;  /* ticket of the last finished task */
     wf_stream_batch *batches_head, *batches_tail; /* open batches, oldest first */
-    struct free_phase *freeing; /* tasks whose destructors are running */
     uint64_t batches_opened;
     bool busy;     /* the execution token is held */
     bool shutdown; /* last reference gone: the worker exits when idle */
@@ -138,9 +130,7 @@ static void announce_progress(wf_stream *s)
 /* With the queue locked, the token free and a task queued: runs the head
  * task as the token holder (queue unlocked meanwhile), gives the token back,
  * hands remaining work to the worker and wakes waiters. Payload destructors
- * the task deferred run after the task counts as done and the token is
- * given back, unlocked (they may synchronize this stream); meanwhile the
- * task is listed in `freeing`, which wf_stream_synchronize waits for. */
+ * the task deferred run after the token is given back, unlocked. */
 static void run_head(wf_stream *s)
 {
     s->busy = true;
@@ -156,16 +146,9 @@ static void run_head(wf_stream *s)
         pthread_cond_signal(&s->work_ready);
     announce_progress(s);
     if (wf__free_defer_end()) {
-        struct free_phase phase = {ticket, s->freeing};
-        s->freeing = &phase;
         wf__mutex_unlock(&s->queue_lock);
         wf__eval_run_deferred_frees();
         wf__mutex_lock(&s->queue_lock);
-        struct free_phase **link = &s->freeing;
-        while (*link != &phase)
-            link = &(*link)->next;
-        *link = phase.next;
-        announce_progress(s);
     }
 }
 
@@ -230,15 +213,6 @@ static bool reached(wf_stream *s, uint64_t ticket, uint64_t batch)
     if (atomic_load_explicit(&s->done, memory_order_relaxed) < ticket)
         return false;
     return !s->batches_head || s->batches_head->seq > batch;
-}
-
-/* With the queue locked: are destructors of a task up to `ticket` running? */
-static bool freeing_up_to(const wf_stream *s, uint64_t ticket)
-{
-    for (const struct free_phase *p = s->freeing; p; p = p->next)
-        if (p->ticket <= ticket)
-            return true;
-    return false;
 }
 
 /* With the queue locked: runs tasks up to `ticket` while the token is free,
@@ -505,15 +479,7 @@ wf_status wf_stream_synchronize(wf_stream *s)
         return wf__error(WF_ERR_MISUSE,
                          "wf_stream_synchronize: cannot wait for a stream inside a kernel");
     wf__mutex_lock(&s->queue_lock);
-    const uint64_t ticket = s->enqueued;
-    help_until(s, ticket, s->batches_opened);
-    /* Then for those tasks' payload destructors, unless this thread runs
-     * destructors itself (another thread's could be waiting for it). */
-    while (!wf__eval_in_payload_destructor() && freeing_up_to(s, ticket)) {
-        s->progress_waiters++;
-        wf__cond_wait(&s->progress, &s->queue_lock);
-        s->progress_waiters--;
-    }
+    help_until(s, s->enqueued, s->batches_opened);
     wf__mutex_unlock(&s->queue_lock);
     return WF_OK;
 }
@@ -544,7 +510,6 @@ static void stream_forget_threads(wf_stream *s)
     s->head = s->tail = NULL;
     atomic_store_explicit(&s->done, s->enqueued, memory_order_relaxed);
     s->batches_head = s->batches_tail = NULL;
-    s->freeing = NULL; /* on the stacks of gone threads */
     s->busy = false;
     s->progress_waiters = 0;
     s->has_worker = false;
