@@ -7,6 +7,13 @@
  *   x3.permute(0,2,1) + 0, (2,0,1) + 0  twin x3 + 0
  *   exp(x.T), astype(x.T, f16)          twin exp(x), astype(x, f16)
  *   layer_norm(x.T), rms_norm(x.T)      twin the norm of x (last axis)
+ *   copy_to(x.T)                        twin copy_to(x): a transposed copy into
+ *                                       host memory (a memcpy for the twin)
+ *   data(x.T + 0)                       twin data(x + 0): the op, then its
+ *                                       values row-major (wf_array_data)
+ * Element-wise results keep the layout of their inputs (x.T + 0 is laid out
+ * like x.T), so the transposing is paid where row-major data is asked for:
+ * the last two rows show what that costs.
  * Each figure is ns per element, the best of `repeats` (building the node
  * included), strided and contiguous runs interleaved. The program re-runs
  * itself with WEFT_NUM_THREADS=1 (CPU time is the figure: it stays right
@@ -45,14 +52,18 @@ enum kase {
     K_ASTYPE,
     K_LAYER_NORM,
     K_RMS_NORM,
+    K_COPY_TO,
+    K_DATA,
     K_COUNT
 };
 static const char *const kase_names[K_COUNT] = {
     "x.T + 0", "x.T + y", "x.T + y.T", "x3.p(0,2,1) + 0", "x3.p(2,0,1) + 0",
-    "exp(x.T)", "astype(x.T,f16)", "layer_norm(x.T)", "rms_norm(x.T)"};
+    "exp(x.T)", "astype(x.T,f16)", "layer_norm(x.T)", "rms_norm(x.T)", "copy_to(x.T)",
+    "data(x.T + 0)"};
 
 typedef struct operands {
     wf_array *x, *y, *xt, *yt, *x3, *p021, *p201, *zero, *w, *b;
+    float *host; /* room for x's elements (copy_to) */
 } operands;
 
 /* The node of case k, strided or its contiguous twin (a new reference). */
@@ -69,6 +80,8 @@ static wf_array *build(const operands *o, enum kase k, int strided)
     case K_ASTYPE: return wf_astype(x, WF_DTYPE_F16);
     case K_LAYER_NORM: return wf_layer_norm(x, o->w, o->b, 1e-5);
     case K_RMS_NORM: return wf_rms_norm(x, o->w, 1e-5);
+    case K_COPY_TO: return wf_retain(x);
+    case K_DATA: return wf_add(x, o->zero);
     default: return NULL;
     }
 }
@@ -104,6 +117,7 @@ static bool setup(operands *o, int64_t n)
     o->w = random_array(vec, 1, 99);
     o->b = random_array(vec, 1, 98);
     o->zero = wf_scalar(0, WF_DTYPE_F32);
+    o->host = malloc((size_t)(n * n) * sizeof(float));
     o->xt = wf_transpose(o->x, NULL, 0);
     o->yt = wf_transpose(o->y, NULL, 0);
     o->p021 = wf_transpose(o->x3, p021, 3);
@@ -112,6 +126,8 @@ static bool setup(operands *o, int64_t n)
     for (int k = 0; k < 10; k++)
         if (all[k] == NULL)
             return false;
+    if (o->host == NULL)
+        return false;
     return wf_eval(all, 10) == WF_OK;
 }
 
@@ -120,6 +136,18 @@ static void teardown(operands *o)
     wf_array *all[10] = {o->x, o->y, o->xt, o->yt, o->x3, o->p021, o->p201, o->zero, o->w, o->b};
     for (int k = 0; k < 10; k++)
         wf_release(all[k]);
+    free(o->host);
+}
+
+/* Evaluates case k's node y, then what the case does with its values. */
+static bool run_case(const operands *o, enum kase k, wf_array *y)
+{
+    if (wf_eval(&y, 1) != WF_OK)
+        return false;
+    if (k == K_COPY_TO)
+        return wf_array_copy_to(y, o->host, wf_array_nbytes(y)) == WF_OK;
+    const void *data;
+    return k != K_DATA || wf_array_data(y, &data) == WF_OK;
 }
 
 /* Best times per element of case k, [0] the twin, [1] strided. */
@@ -132,7 +160,7 @@ static bool time_case(const operands *o, enum kase k, int repeats, best_times *b
             const double w0 = clock_seconds(CLOCK_MONOTONIC);
             const double c0 = clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
             wf_array *y = build(o, k, s);
-            if (y == NULL || wf_eval(&y, 1) != WF_OK) {
+            if (y == NULL || !run_case(o, k, y)) {
                 fprintf(stderr, "bench_strided: %s failed: %s\n", kase_names[k],
                         wf_last_error_message());
                 wf_release(y);

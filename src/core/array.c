@@ -365,16 +365,28 @@ wf_array *wf__array_new_ready(wf_dtype dtype, const int64_t *shape, int ndim, wf
 
 wf_status wf__array_alloc_output(wf_array *out)
 {
-    if (!out->buffer) { /* else donated by the runtime (runtime/eval.c) */
-        size_t bytes = (size_t)out->size * wf_dtype_size(out->dtype);
-        wf_buffer *b = wf__buffer_alloc(bytes);
-        if (!b)
-            return wf_last_error();
-        out->buffer = b;
-    }
+    int order[WF_MAX_NDIM];
+    for (int d = 0; d < out->ndim; d++)
+        order[d] = d;
+    return wf__array_alloc_output_ordered(out, order);
+}
+
+wf_status wf__array_alloc_output_ordered(wf_array *out, const int *order)
+{
     out->offset = 0;
-    wf__contiguous_strides(out->shape, out->ndim, out->strides);
-    out->row_contiguous = true;
+    if (out->buffer) /* donated by the runtime with the donor's strides (runtime/eval.c) */
+        return WF_OK;
+    size_t bytes = (size_t)out->size * wf_dtype_size(out->dtype);
+    wf_buffer *b = wf__buffer_alloc(bytes);
+    if (!b)
+        return wf_last_error();
+    out->buffer = b;
+    int64_t stride = 1;
+    for (int k = out->ndim - 1; k >= 0; k--) {
+        out->strides[order[k]] = stride;
+        stride *= out->shape[order[k]] > 0 ? out->shape[order[k]] : 1;
+    }
+    out->row_contiguous = wf__is_row_contiguous(out->shape, out->strides, out->ndim);
     return WF_OK;
 }
 

@@ -131,7 +131,13 @@ enum wf_prim_flags {
      * element i of each input is read before element i of the output is
      * written, and no restrict-qualified loop sees the two pointers (the
      * CPU iterator stages aliased rows, backend/cpu/iter.c). */
-    WF_PRIM_INPLACE = 1u << 2
+    WF_PRIM_INPLACE = 1u << 2,
+    /* With WF_PRIM_INPLACE: the storage of an input that is dense in another
+     * order of its dims (a transposed element-wise result) may be donated
+     * too. The runtime then gives the output that input's strides before
+     * the kernel runs, and every kernel of the primitive writes the output
+     * through out->strides as wf__array_alloc_output leaves them. */
+    WF_PRIM_INPLACE_ANY_LAYOUT = 1u << 3
 };
 
 /* A primitive's kernel per device kind. Written by wf__kernel_register (the
@@ -216,8 +222,13 @@ wf_array *wf__array_from_data(const void *data, const int64_t *shape, int ndim, 
 
 /* For kernels: gives `out` a fresh contiguous buffer of out->size elements,
  * or the buffer the runtime donated to it (already in out->buffer, exactly
- * the bytes needed; only for WF_PRIM_INPLACE primitives). */
+ * the bytes needed; only for WF_PRIM_INPLACE primitives), laid out as the
+ * donor was (row-major unless WF_PRIM_INPLACE_ANY_LAYOUT). */
 wf_status wf__array_alloc_output(wf_array *out);
+/* The same, but a fresh buffer is laid out with out's dims in `order`
+ * (a permutation of 0 .. ndim - 1, outermost first): an element-wise
+ * result that keeps its inputs' layout (backend/cpu/layout.c). */
+wf_status wf__array_alloc_output_ordered(wf_array *out, const int *order);
 /* For kernels: makes `out` a view of `base`'s buffer with the given strides
  * (ndim of out entries, elements) and offset (elements). */
 void wf__array_set_view(wf_array *out, const wf_array *base, const int64_t *strides,

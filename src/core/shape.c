@@ -25,6 +25,29 @@ bool wf__is_row_contiguous(const int64_t *shape, const int64_t *strides, int ndi
     return true;
 }
 
+bool wf__is_dense(const int64_t *shape, const int64_t *strides, int ndim)
+{
+    /* Walk the dims from the smallest stride up: each must start where the
+     * block of the dims below it ends. */
+    bool used[WF_MAX_NDIM] = {false};
+    int64_t expected = 1;
+    for (int k = 0; k < ndim; k++) {
+        if (shape[k] == 0)
+            return true;
+        int next = -1;
+        for (int d = 0; d < ndim; d++)
+            if (!used[d] && shape[d] != 1 && (next < 0 || strides[d] < strides[next]))
+                next = d;
+        if (next < 0)
+            return true; /* only size-1 dims left */
+        if (strides[next] != expected)
+            return false;
+        used[next] = true;
+        expected *= shape[next];
+    }
+    return true;
+}
+
 wf_status wf__shape_size(const char *op, const int64_t *shape, int ndim, int64_t *size)
 {
     if (ndim < 0 || ndim > WF_MAX_NDIM)

@@ -13,6 +13,10 @@ void wf__contiguous_strides(const int64_t *shape, int ndim, int64_t *strides);
 /* True if strides describe a row-major contiguous layout of shape (size-1
  * dims ignored). */
 bool wf__is_row_contiguous(const int64_t *shape, const int64_t *strides, int ndim);
+/* Whether the elements fill one block of `size` elements, each once, in
+ * some order of the dims (a row-major array or a transpose of one; size-1
+ * dims may have any stride). */
+bool wf__is_dense(const int64_t *shape, const int64_t *strides, int ndim);
 /* Product of shape into *size; WF_ERR_OVERFLOW / WF_ERR_INVALID_ARGUMENT
  * (negative dim) recorded with `op` in the message. */
 wf_status wf__shape_size(const char *op, const int64_t *shape, int ndim, int64_t *size);

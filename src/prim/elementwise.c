@@ -38,7 +38,7 @@ static wf_status infer_astype(const void *params, const wf_desc *inputs, int nin
  * iterator, which stages aliased rows. */
 const wf_prim_def wf__prim_astype = {
     .name = "astype",
-    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE,
+    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE | WF_PRIM_INPLACE_ANY_LAYOUT,
     .params_size = sizeof(wf_astype_params),
     .infer = infer_astype,
     .kernels = &(wf_kernel_slots){{0}},
@@ -99,7 +99,7 @@ static wf_status infer_binary(const char *op, const wf_desc *inputs, int ninputs
     }                                                                                   \
     const wf_prim_def wf__prim_##NAME = {                                               \
         .name = #NAME,                                                                  \
-        .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE,                                 \
+        .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE | WF_PRIM_INPLACE_ANY_LAYOUT,    \
         .params_size = 0,                                                               \
         .infer = infer_##NAME,                                                          \
         .kernels = &(wf_kernel_slots){{0}},                                             \
@@ -150,7 +150,7 @@ static wf_status infer_where(const void *params, const wf_desc *inputs, int ninp
 
 const wf_prim_def wf__prim_where = {
     .name = "where",
-    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE,
+    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE | WF_PRIM_INPLACE_ANY_LAYOUT,
     .params_size = 0,
     .infer = infer_where,
     .kernels = &(wf_kernel_slots){{0}},
@@ -178,7 +178,7 @@ static wf_status infer_clip(const void *params, const wf_desc *inputs, int ninpu
 
 const wf_prim_def wf__prim_clip = {
     .name = "clip",
-    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE,
+    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE | WF_PRIM_INPLACE_ANY_LAYOUT,
     .params_size = 0,
     .infer = infer_clip,
     .kernels = &(wf_kernel_slots){{0}},
@@ -200,7 +200,7 @@ static wf_status infer_exp(const void *params, const wf_desc *inputs, int ninput
 
 const wf_prim_def wf__prim_exp = {
     .name = "exp",
-    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE,
+    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE | WF_PRIM_INPLACE_ANY_LAYOUT,
     .params_size = 0,
     .infer = infer_exp,
     .kernels = &(wf_kernel_slots){{0}},

@@ -249,7 +249,7 @@ static wf_status infer_gelu_tanh(const void *params, const wf_desc *inputs, int 
 
 const wf_prim_def wf__prim_silu = {
     .name = "silu",
-    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE,
+    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE | WF_PRIM_INPLACE_ANY_LAYOUT,
     .params_size = 0,
     .infer = infer_silu,
     .kernels = &(wf_kernel_slots){{0}},
@@ -257,7 +257,7 @@ const wf_prim_def wf__prim_silu = {
 
 const wf_prim_def wf__prim_gelu = {
     .name = "gelu",
-    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE,
+    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE | WF_PRIM_INPLACE_ANY_LAYOUT,
     .params_size = 0,
     .infer = infer_gelu,
     .kernels = &(wf_kernel_slots){{0}},
@@ -265,7 +265,7 @@ const wf_prim_def wf__prim_gelu = {
 
 const wf_prim_def wf__prim_gelu_tanh = {
     .name = "gelu_tanh",
-    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE,
+    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE | WF_PRIM_INPLACE_ANY_LAYOUT,
     .params_size = 0,
     .infer = infer_gelu_tanh,
     .kernels = &(wf_kernel_slots){{0}},

@@ -20,38 +20,41 @@ enum wf_unary_kind { WF_UNARY_FLOAT, WF_UNARY_NUMBER, WF_UNARY_ANY, WF_UNARY_BOO
 
 /* X(name, kind, extra flags): every unary primitive but exp (which is in
  * src/prim/elementwise.c). All are WF_PRIM_ELEMENTWISE; all but the view
- * stop_gradient may compute in place (WF_PRIM_INPLACE, core/array.h). */
+ * stop_gradient may compute in place, keeping a donor's layout
+ * (WF_UNARY_IN_PLACE: WF_PRIM_INPLACE and WF_PRIM_INPLACE_ANY_LAYOUT,
+ * core/array.h). */
+enum { WF_UNARY_IN_PLACE = WF_PRIM_INPLACE | WF_PRIM_INPLACE_ANY_LAYOUT };
 #define WF_UNARY_PRIMS(X)                                                                   \
-    X(negative, WF_UNARY_NUMBER, WF_PRIM_INPLACE)                                              \
-    X(abs, WF_UNARY_ANY, WF_PRIM_INPLACE)                                                      \
-    X(sign, WF_UNARY_ANY, WF_PRIM_INPLACE)                                                     \
-    X(expm1, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                  \
-    X(log, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                    \
-    X(log1p, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                  \
-    X(log2, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                   \
-    X(sqrt, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                   \
-    X(rsqrt, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                  \
-    X(square, WF_UNARY_ANY, WF_PRIM_INPLACE)                                                   \
-    X(reciprocal, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                             \
-    X(sin, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                    \
-    X(cos, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                    \
-    X(tan, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                    \
-    X(tanh, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                   \
-    X(sinh, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                   \
-    X(cosh, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                   \
-    X(arcsin, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                 \
-    X(arccos, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                 \
-    X(arctan, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                 \
-    X(sigmoid, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                \
-    X(erf, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                    \
-    X(erfinv, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                 \
-    X(floor, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                  \
-    X(ceil, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                   \
-    X(round, WF_UNARY_FLOAT, WF_PRIM_INPLACE)                                                  \
-    X(logical_not, WF_UNARY_BOOL, WF_PRIM_INPLACE)                                             \
-    X(isnan, WF_UNARY_BOOL, WF_PRIM_INPLACE)                                                   \
-    X(isinf, WF_UNARY_BOOL, WF_PRIM_INPLACE)                                                   \
-    X(isfinite, WF_UNARY_BOOL, WF_PRIM_INPLACE)                                                \
+    X(negative, WF_UNARY_NUMBER, WF_UNARY_IN_PLACE)                                            \
+    X(abs, WF_UNARY_ANY, WF_UNARY_IN_PLACE)                                                    \
+    X(sign, WF_UNARY_ANY, WF_UNARY_IN_PLACE)                                                   \
+    X(expm1, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                \
+    X(log, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                  \
+    X(log1p, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                \
+    X(log2, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                 \
+    X(sqrt, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                 \
+    X(rsqrt, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                \
+    X(square, WF_UNARY_ANY, WF_UNARY_IN_PLACE)                                                 \
+    X(reciprocal, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                           \
+    X(sin, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                  \
+    X(cos, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                  \
+    X(tan, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                  \
+    X(tanh, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                 \
+    X(sinh, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                 \
+    X(cosh, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                 \
+    X(arcsin, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                               \
+    X(arccos, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                               \
+    X(arctan, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                               \
+    X(sigmoid, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                              \
+    X(erf, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                  \
+    X(erfinv, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                               \
+    X(floor, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                \
+    X(ceil, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                 \
+    X(round, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                \
+    X(logical_not, WF_UNARY_BOOL, WF_UNARY_IN_PLACE)                                           \
+    X(isnan, WF_UNARY_BOOL, WF_UNARY_IN_PLACE)                                                 \
+    X(isinf, WF_UNARY_BOOL, WF_UNARY_IN_PLACE)                                                 \
+    X(isfinite, WF_UNARY_BOOL, WF_UNARY_IN_PLACE)                                              \
     X(stop_gradient, WF_UNARY_ANY, WF_PRIM_VIEW)
 
 #define WF_UNARY_DECLARE_PRIM(name, kind, flags) extern const wf_prim_def wf__prim_##name;

@@ -158,8 +158,10 @@ void wf__eval_run_deferred_frees(void)
  * 4. What is never donated: inputs of nodes that keep their graph (built
  *    under a transform or a trace: the backward pass reads them), nodes
  *    that keep their own graph, multi-output primaries, inputs whose shape,
- *    element size, layout (contiguous from offset 0) or byte count differ
- *    from the output's, and any primitive not declaring WF_PRIM_INPLACE.
+ *    element size or byte count differ from the output's or whose layout
+ *    does not fill the buffer from offset 0 (row-major, or dense in another
+ *    dim order for WF_PRIM_INPLACE_ANY_LAYOUT: the output then takes that
+ *    layout), and any primitive not declaring WF_PRIM_INPLACE.
  *
  * A retired input is freed by the detach below instead of being released;
  * if its buffer was shared after all, it is simply not donated. */
@@ -202,8 +204,11 @@ static bool same_shape(const wf_array *a, const wf_array *b)
 /* Whether `in`'s storage could serve as `n`'s output (fields fixed once READY). */
 static bool donor_layout_fits(const wf_array *n, const wf_array *in, size_t bytes)
 {
+    const bool layout_fits =
+        in->row_contiguous || ((n->prim->flags & WF_PRIM_INPLACE_ANY_LAYOUT) &&
+                               wf__is_dense(in->shape, in->strides, in->ndim));
     return !in->keep_graph && !in->results && same_shape(n, in) &&
-           wf_dtype_size(in->dtype) == wf_dtype_size(n->dtype) && in->row_contiguous &&
+           wf_dtype_size(in->dtype) == wf_dtype_size(n->dtype) && layout_fits &&
            in->offset == 0 && in->buffer && !wf__buffer_is_external(in->buffer) &&
            in->buffer->bytes == bytes;
 }
@@ -238,6 +243,9 @@ static wf_array *donate_input(wf_array *n)
             continue;
         if (buffer_unshared(in->buffer)) { /* again: no view can appear from now on */
             n->buffer = wf__buffer_retain(in->buffer);
+            if (n->ndim) /* the kernel writes the output in the donor's layout */
+                memcpy(n->strides, in->strides, (size_t)n->ndim * sizeof(int64_t));
+            n->row_contiguous = in->row_contiguous;
             atomic_fetch_add_explicit(&buffers_donated, 1, memory_order_relaxed);
         }
         return in;

@@ -646,17 +646,15 @@ static wf_status run_binary(const char *name, wf_array *out, wf_array *const *in
     if (!wf__dtype_valid(dtype) || b->dtype != dtype || !loops[dtype])
         return wf__error(WF_ERR_DTYPE, "%s: no CPU kernel for inputs %s, %s", name,
                          wf_dtype_name(dtype), wf_dtype_name(b->dtype));
-    wf_status st = wf__array_alloc_output(out);
+    wf_status st = wf__cpu_alloc_elementwise_output(out, inputs, 2);
     if (st != WF_OK)
         return st;
-    int64_t out_strides[WF_MAX_NDIM];
-    wf__contiguous_strides(out->shape, out->ndim, out_strides);
     const size_t in_item = wf_dtype_size(dtype);
     char *data[3] = {wf__array_data_ptr(out), wf__array_data_ptr(a), wf__array_data_ptr(b)};
     const size_t sizes[3] = {wf_dtype_size(out->dtype), in_item, in_item};
-    const int64_t *strides[3] = {out_strides, a->strides, b->strides};
+    const int64_t *strides[3] = {out->strides, a->strides, b->strides};
     wf_cpu_iter it;
-    wf__cpu_iter_init(&it, out->ndim, out->shape, 3, data, sizes, strides);
+    wf__cpu_iter_init_output_order(&it, out, 3, data, sizes, strides);
     it.out_write_only = true;
     const int64_t chunk = float_cost == COST_LIBM && wf__dtype_is_float(dtype)
                               ? WF_CPU_CHUNK_COSTLY

@@ -222,12 +222,13 @@ wf_status wf__cpu_astype(wf_array *out, wf_array *const *inputs, int ninputs, co
     (void)ninputs;
     (void)params;
     const wf_array *in = inputs[0];
-    wf_status st = wf__array_alloc_output(out);
+    wf_status st = wf__cpu_alloc_elementwise_output(out, inputs, 1);
     if (st != WF_OK)
         return st;
-    int64_t out_strides[WF_MAX_NDIM];
-    wf__contiguous_strides(out->shape, out->ndim, out_strides);
-    wf__cpu_convert_strided(in->ndim, in->shape, wf__array_data_ptr(in), in->dtype, in->strides,
-                            wf__array_data_ptr(out), out->dtype, out_strides);
+    const int64_t *strides[2] = {out->strides, in->strides};
+    int64_t shape[WF_MAX_NDIM], ordered[2][WF_MAX_NDIM];
+    wf__cpu_in_output_order(out, 2, strides, shape, ordered);
+    wf__cpu_convert_strided(out->ndim, shape, wf__array_data_ptr(in), in->dtype, ordered[1],
+                            wf__array_data_ptr(out), out->dtype, ordered[0]);
     return WF_OK;
 }

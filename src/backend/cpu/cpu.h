@@ -81,6 +81,26 @@ void wf__cpu_iter_run_blocked(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const v
  * walking in that order reads the operand close to its memory order. */
 void wf__cpu_dims_by_stride(int ndim, const int64_t *strides, int *perm);
 
+/* ---------------------------------------------------------------- element-wise results */
+
+/* Gives an element-wise kernel's output (same rank and shape as its inputs,
+ * which may broadcast with stride 0) its storage (layout.c): a donated
+ * buffer keeps the donor's layout; a fresh one follows the dim order every
+ * input shares when that is not row-major (the result of an op over a
+ * transposed view is laid out like the view), else it is row-major. */
+wf_status wf__cpu_alloc_elementwise_output(wf_array *out, wf_array *const *inputs,
+                                           int ninputs);
+/* out's shape and the `nops` operands' strides (strides[0] being out's)
+ * with the dims in out's memory order, outermost first. */
+void wf__cpu_in_output_order(const wf_array *out, int nops, const int64_t *const *strides,
+                             int64_t *shape, int64_t (*ordered)[WF_MAX_NDIM]);
+/* wf__cpu_iter_init with the dims taken in the memory order of `out`
+ * (operand 0, whose strides are strides[0]), so a walk over operands laid
+ * out like the output is a contiguous one. */
+void wf__cpu_iter_init_output_order(wf_cpu_iter *it, const wf_array *out, int nops,
+                                    char *const *data, const size_t *itemsize,
+                                    const int64_t *const *strides);
+
 /* ---------------------------------------------------------------- copy and convert */
 
 /* dst[j * ld_dst + i] = src[i * ld_src + j] for i < rows, j < cols

@@ -602,18 +602,16 @@ static void act_inner(int64_t n, char *const *ptrs, const int64_t *strides, cons
 static wf_status run_act(wf_array *out, wf_array *const *inputs, int kind)
 {
     const wf_array *a = inputs[0];
-    wf_status st = wf__array_alloc_output(out);
+    wf_status st = wf__cpu_alloc_elementwise_output(out, inputs, 1);
     if (st != WF_OK)
         return st;
-    int64_t out_strides[WF_MAX_NDIM];
-    wf__contiguous_strides(out->shape, out->ndim, out_strides);
     const size_t item = wf_dtype_size(out->dtype);
     char *data[2] = {wf__array_data_ptr(out), wf__array_data_ptr(a)};
     const size_t sizes[2] = {item, item};
-    const int64_t *strides[2] = {out_strides, a->strides};
+    const int64_t *strides[2] = {out->strides, a->strides};
     act_ctx c = {out->dtype, kind};
     wf_cpu_iter it;
-    wf__cpu_iter_init(&it, out->ndim, out->shape, 2, data, sizes, strides);
+    wf__cpu_iter_init_output_order(&it, out, 2, data, sizes, strides);
     it.out_write_only = true;
     wf__cpu_iter_run_parallel(&it, act_inner, &c, WF_CPU_CHUNK_COSTLY);
     return WF_OK;

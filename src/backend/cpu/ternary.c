@@ -72,17 +72,15 @@ wf_status wf__cpu_where(wf_array *out, wf_array *const *inputs, int ninputs, con
                            : item == 2 ? where_2
                            : item == 4 ? where_4
                                        : where_8;
-    wf_status st = wf__array_alloc_output(out);
+    wf_status st = wf__cpu_alloc_elementwise_output(out, inputs, 3);
     if (st != WF_OK)
         return st;
-    int64_t out_strides[WF_MAX_NDIM];
-    wf__contiguous_strides(out->shape, out->ndim, out_strides);
     char *data[4] = {wf__array_data_ptr(out), wf__array_data_ptr(c), wf__array_data_ptr(a),
                      wf__array_data_ptr(b)};
     const size_t sizes[4] = {item, 1, item, item};
-    const int64_t *strides[4] = {out_strides, c->strides, a->strides, b->strides};
+    const int64_t *strides[4] = {out->strides, c->strides, a->strides, b->strides};
     wf_cpu_iter it;
-    wf__cpu_iter_init(&it, out->ndim, out->shape, 4, data, sizes, strides);
+    wf__cpu_iter_init_output_order(&it, out, 4, data, sizes, strides);
     it.out_write_only = true;
     wf__cpu_iter_run_parallel(&it, loop, NULL, WF_CPU_CHUNK_CHEAP);
     return WF_OK;
@@ -208,18 +206,16 @@ wf_status wf__cpu_clip(wf_array *out, wf_array *const *inputs, int ninputs, cons
         return wf__error(WF_ERR_DTYPE, "clip: no CPU kernel for inputs %s, %s, %s",
                          wf_dtype_name(a->dtype), wf_dtype_name(lo->dtype),
                          wf_dtype_name(hi->dtype));
-    wf_status st = wf__array_alloc_output(out);
+    wf_status st = wf__cpu_alloc_elementwise_output(out, inputs, 3);
     if (st != WF_OK)
         return st;
-    int64_t out_strides[WF_MAX_NDIM];
-    wf__contiguous_strides(out->shape, out->ndim, out_strides);
     const size_t item = wf_dtype_size(dtype);
     char *data[4] = {wf__array_data_ptr(out), wf__array_data_ptr(a), wf__array_data_ptr(lo),
                      wf__array_data_ptr(hi)};
     const size_t sizes[4] = {item, item, item, item};
-    const int64_t *strides[4] = {out_strides, a->strides, lo->strides, hi->strides};
+    const int64_t *strides[4] = {out->strides, a->strides, lo->strides, hi->strides};
     wf_cpu_iter it;
-    wf__cpu_iter_init(&it, out->ndim, out->shape, 4, data, sizes, strides);
+    wf__cpu_iter_init_output_order(&it, out, 4, data, sizes, strides);
     it.out_write_only = true;
     wf__cpu_iter_run_parallel(&it, clip_loops[dtype], NULL, WF_CPU_CHUNK_CHEAP);
     return WF_OK;

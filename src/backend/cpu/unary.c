@@ -178,19 +178,17 @@ static void float_inner(int64_t n, char *const *ptrs, const int64_t *strides, co
 }
 
 /* Allocates the output and walks (out, in) with `fn`. */
-static wf_status run_walk(wf_array *out, const wf_array *in, wf_cpu_inner_fn fn, const void *ctx,
+static wf_status run_walk(wf_array *out, wf_array *in, wf_cpu_inner_fn fn, const void *ctx,
                           int64_t chunk)
 {
-    wf_status st = wf__array_alloc_output(out);
+    wf_status st = wf__cpu_alloc_elementwise_output(out, &in, 1);
     if (st != WF_OK)
         return st;
-    int64_t out_strides[WF_MAX_NDIM];
-    wf__contiguous_strides(out->shape, out->ndim, out_strides);
     char *data[2] = {wf__array_data_ptr(out), wf__array_data_ptr(in)};
     const size_t sizes[2] = {wf_dtype_size(out->dtype), wf_dtype_size(in->dtype)};
-    const int64_t *strides[2] = {out_strides, in->strides};
+    const int64_t *strides[2] = {out->strides, in->strides};
     wf_cpu_iter it;
-    wf__cpu_iter_init(&it, out->ndim, out->shape, 2, data, sizes, strides);
+    wf__cpu_iter_init_output_order(&it, out, 2, data, sizes, strides);
     it.out_write_only = true;
     wf__cpu_iter_run_parallel(&it, fn, ctx, chunk);
     return WF_OK;
