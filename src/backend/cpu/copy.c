@@ -52,7 +52,9 @@ static wf_cpu_inner_fn copy_loop(size_t itemsize)
 /* Transposed layouts are copied in 2-d tiles by the shared walk (iter.c). */
 void wf__cpu_copy_iter(const wf_cpu_iter *it)
 {
-    wf__cpu_iter_run_parallel(it, copy_loop(it->itemsize[0]), NULL, WF_CPU_CHUNK_CHEAP);
+    wf_cpu_iter copy = *it;
+    copy.copy_only = true;
+    wf__cpu_iter_run_parallel(&copy, copy_loop(it->itemsize[0]), NULL, WF_CPU_CHUNK_CHEAP);
 }
 
 void wf__cpu_copy_2d(int64_t rows, int64_t cols, size_t itemsize, const void *src,

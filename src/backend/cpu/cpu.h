@@ -41,6 +41,10 @@ typedef struct wf_cpu_iter {
      * wf__cpu_iter_init; element-wise kernels set it): a tiled walk may then
      * compute a tile into a buffer and stream it to memory. */
     bool out_write_only;
+    /* The inner function copies operand 1 to operand 0, of one element size
+     * (set by wf__cpu_copy_iter): a tiled walk moves each tile straight from
+     * one to the other. */
+    bool copy_only;
 } wf_cpu_iter;
 
 /* Two's complement wraparound from unsigned without implementation-defined
@@ -108,6 +112,15 @@ void wf__cpu_iter_init_output_order(wf_cpu_iter *it, const wf_array *out, int no
  * registers in blocks where the CPU allows (transpose.c). */
 void wf__cpu_transpose_block(int64_t rows, int64_t cols, size_t itemsize, const void *src,
                              int64_t ld_src, void *dst, int64_t ld_dst);
+
+/* The same for a destination that will not be read again soon: where
+ * wf__cpu_transpose_streams (AVX-512, 4- or 8-byte elements, destination
+ * rows starting on 64-byte lines), the blocks' rows are written around the
+ * caches (call wf__cpu_stream_fence before the data is handed to another
+ * thread). */
+bool wf__cpu_transpose_streams(size_t itemsize, const void *dst, int64_t ld_dst);
+void wf__cpu_transpose_block_stream(int64_t rows, int64_t cols, size_t itemsize,
+                                    const void *src, int64_t ld_src, void *dst, int64_t ld_dst);
 
 /* memcpy for a destination that will not be read again soon: whole 64-byte
  * lines are written around the caches (non-temporal stores) where the CPU

@@ -233,6 +233,24 @@ static bool buffered(const wf_cpu_iter *it, int k)
  * before the write, which no prefetcher foresees. */
 enum { STREAM_OUTPUT_BYTES = 1 << 24 };
 
+/* Each operand's element 0 for a task's outer index (in base) and the
+ * task's first partner index (returned). */
+static int64_t task_bases(const struct tiled_walk *t, int64_t task, char **base)
+{
+    const wf_cpu_iter *it = &t->it;
+    const int part = it->ndim - 2;
+    const int64_t outer = task / t->bands;
+    for (int k = 0; k < it->nops; k++) {
+        int64_t el = 0, o = outer;
+        for (int d = part - 1; d >= 0; d--) {
+            el += (o % it->shape[d]) * it->strides[k][d];
+            o /= it->shape[d];
+        }
+        base[k] = it->data[k] + el * (int64_t)it->itemsize[k];
+    }
+    return (task % t->bands) * TILE2;
+}
+
 /* Task = (outer index over dims 0..ndim-3, band of TILE2 partner indices):
  * the band's rows, TILE2 columns at a time. Operands that are buffered for
  * the tile are laid out there as rows of the tile's width, so when every
@@ -259,17 +277,9 @@ static void run_bands(void *arg, int64_t begin, int64_t end)
     }
     stream = stream && buf_k[0];
     for (int64_t task = begin; task < end; task++) {
-        const int64_t outer = task / t->bands;
-        const int64_t r0 = (task % t->bands) * TILE2, r1 = r0 + TILE2 < rows ? r0 + TILE2 : rows;
         char *base[WF_CPU_MAX_OPERANDS];
-        for (int k = 0; k < it->nops; k++) {
-            int64_t el = 0, o = outer;
-            for (int d = part - 1; d >= 0; d--) {
-                el += (o % it->shape[d]) * it->strides[k][d];
-                o /= it->shape[d];
-            }
-            base[k] = it->data[k] + el * (int64_t)it->itemsize[k];
-        }
+        const int64_t r0 = task_bases(t, task, base);
+        const int64_t r1 = r0 + TILE2 < rows ? r0 + TILE2 : rows;
         for (int64_t c0 = 0; c0 < cols; c0 += TILE2) {
             const int64_t n = cols - c0 < TILE2 ? cols - c0 : TILE2;
             char *ptrs[WF_CPU_MAX_OPERANDS], *mem[WF_CPU_MAX_OPERANDS];
@@ -310,6 +320,58 @@ static void run_bands(void *arg, int64_t begin, int64_t end)
         free(buf[k]);
 }
 
+/* Whether a copy (wf_cpu_iter.copy_only) reads a source transposed within
+ * the tiles into destination rows, and the destination fits the caches or
+ * can be streamed a whole line at a time: then run_copy_bands moves the
+ * tiles. (A large destination that cannot goes through the buffered walk,
+ * which streams its rows.) */
+static bool direct_copy(const struct tiled_walk *t)
+{
+    const wf_cpu_iter *it = &t->it;
+    const int last = it->ndim - 1;
+    if (!it->copy_only || it->nops != 2 || !buffered(it, 1) || it->strides[0][last] != 1)
+        return false;
+    if (t->out_bytes < STREAM_OUTPUT_BYTES)
+        return true;
+    bool lines = wf__cpu_transpose_streams(it->itemsize[0], it->data[0], it->strides[0][last - 1]);
+    for (int d = 0; d < last - 1; d++)
+        lines = lines && (it->strides[0][d] * (int64_t)it->itemsize[0]) % 64 == 0;
+    return lines;
+}
+
+/* A copy of a source transposed within the tiles into destination rows:
+ * each tile goes from one to the other through register blocks, with no
+ * buffer between; a destination far larger than the caches goes around
+ * them a whole line at a time. */
+static void run_copy_bands(void *arg, int64_t begin, int64_t end)
+{
+    const struct tiled_walk *t = arg;
+    const wf_cpu_iter *it = &t->it;
+    const int last = it->ndim - 1, part = last - 1;
+    const int64_t rows = it->shape[part], cols = it->shape[last];
+    const size_t item = it->itemsize[0];
+    const bool stream = t->out_bytes >= STREAM_OUTPUT_BYTES;
+    for (int64_t task = begin; task < end; task++) {
+        char *base[WF_CPU_MAX_OPERANDS];
+        const int64_t r0 = task_bases(t, task, base);
+        const int64_t r1 = r0 + TILE2 < rows ? r0 + TILE2 : rows;
+        for (int64_t c0 = 0; c0 < cols; c0 += TILE2) {
+            const int64_t n = cols - c0 < TILE2 ? cols - c0 : TILE2;
+            char *dst = base[0] + (r0 * it->strides[0][part] + c0) * (int64_t)item;
+            const char *src =
+                base[1] + (r0 + c0 * it->strides[1][last]) * (int64_t)item; /* [c][r] */
+            if (stream)
+                wf__cpu_transpose_block_stream(n, r1 - r0, item, src, it->strides[1][last], dst,
+                                               it->strides[0][part]);
+            else
+                wf__cpu_transpose_block(n, r1 - r0, item, src, it->strides[1][last], dst,
+                                        it->strides[0][part]);
+        }
+    }
+    if (stream)
+        wf__cpu_stream_fence();
+}
+
 /* Sets up a tiled walk; false when `it` does not want 2-d tiles. */
 static bool tiled_walk_init(struct tiled_walk *t, const wf_cpu_iter *it, wf_cpu_inner_fn fn,
                             const void *ctx, int64_t *tasks)
@@ -334,7 +396,7 @@ void wf__cpu_iter_run_blocked(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const v
     struct tiled_walk t;
     int64_t tasks;
     if (tiled_walk_init(&t, it, fn, ctx, &tasks))
-        run_bands(&t, 0, tasks);
+        (direct_copy(&t) ? run_copy_bands : run_bands)(&t, 0, tasks);
     else
         wf__cpu_iter_run(it, fn, ctx);
 }
@@ -426,7 +488,8 @@ void wf__cpu_iter_run_parallel(const wf_cpu_iter *it, wf_cpu_inner_fn fn, const 
     if (tiled_walk_init(&t, it, fn, ctx, &tasks)) {
         const int64_t per_task = total / tasks;
         const int64_t min_tasks = min_chunk / (per_task > 0 ? per_task : 1);
-        wf__parallel_for(tasks, min_tasks > 0 ? min_tasks : 1, run_bands, &t);
+        wf__parallel_for(tasks, min_tasks > 0 ? min_tasks : 1,
+                         direct_copy(&t) ? run_copy_bands : run_bands, &t);
         return;
     }
     struct parallel_walk w = {it, fn, ctx};

@@ -5,6 +5,7 @@
  * blocks of 4-byte and 4 x 4 of 8-byte elements, AVX-512 16 x 16 and 8 x 8.
  * The variant is the active one of wf__vm_isa_active. Copies only: every
  * variant gives the same bytes. */
+#include <stdbool.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
@@ -147,11 +148,28 @@ ATTR_AVX2 static inline void block_8_4x4(const uint64_t *src, int64_t ls, uint64
     _mm256_storeu_pd((double *)(void *)(dst + 3 * ld), _mm256_permute2f128_pd(t1, t3, 0x31));
 }
 
+/* A row of an AVX-512 block: 64 bytes, stored past the caches (`stream`,
+ * dst on a 64-byte line) or plainly. */
+ATTR_AVX512 static inline void store_row_ps(uint32_t *dst, __m512 v, bool stream)
+{
+    if (stream)
+        _mm512_stream_ps((float *)(void *)dst, v);
+    else
+        _mm512_storeu_ps((float *)(void *)dst, v);
+}
+ATTR_AVX512 static inline void store_row_pd(uint64_t *dst, __m512d v, bool stream)
+{
+    if (stream)
+        _mm512_stream_pd((double *)(void *)dst, v);
+    else
+        _mm512_storeu_pd((double *)(void *)dst, v);
+}
+
 /* 16 x 16 4-byte elements: interleaved by elements and pairs within
  * 128-bit lanes, then the lanes of the four row groups gathered in two
  * lane shuffles. */
-ATTR_AVX512 static inline void block_4_16x16(const uint32_t *src, int64_t ls, uint32_t *dst,
-                                             int64_t ld)
+ATTR_AVX512 static inline void block_4_16x16_to(const uint32_t *src, int64_t ls, uint32_t *dst,
+                                                int64_t ld, bool stream)
 {
     __m512 r[16], t[16];
     for (int k = 0; k < 16; k++)
@@ -171,16 +189,26 @@ ATTR_AVX512 static inline void block_4_16x16(const uint32_t *src, int64_t ls, ui
         const __m512 v1 = _mm512_shuffle_f32x4(r[m + 8], r[m + 12], 0x88);
         const __m512 w0 = _mm512_shuffle_f32x4(r[m], r[m + 4], 0xDD);
         const __m512 w1 = _mm512_shuffle_f32x4(r[m + 8], r[m + 12], 0xDD);
-        _mm512_storeu_ps((float *)(void *)(dst + m * ld), _mm512_shuffle_f32x4(v0, v1, 0x88));
-        _mm512_storeu_ps((float *)(void *)(dst + (m + 8) * ld), _mm512_shuffle_f32x4(v0, v1, 0xDD));
-        _mm512_storeu_ps((float *)(void *)(dst + (m + 4) * ld), _mm512_shuffle_f32x4(w0, w1, 0x88));
-        _mm512_storeu_ps((float *)(void *)(dst + (m + 12) * ld), _mm512_shuffle_f32x4(w0, w1, 0xDD));
+        store_row_ps(dst + m * ld, _mm512_shuffle_f32x4(v0, v1, 0x88), stream);
+        store_row_ps(dst + (m + 8) * ld, _mm512_shuffle_f32x4(v0, v1, 0xDD), stream);
+        store_row_ps(dst + (m + 4) * ld, _mm512_shuffle_f32x4(w0, w1, 0x88), stream);
+        store_row_ps(dst + (m + 12) * ld, _mm512_shuffle_f32x4(w0, w1, 0xDD), stream);
     }
+}
+ATTR_AVX512 static inline void block_4_16x16(const uint32_t *src, int64_t ls, uint32_t *dst,
+                                             int64_t ld)
+{
+    block_4_16x16_to(src, ls, dst, ld, false);
+}
+ATTR_AVX512 static inline void block_4_16x16_stream(const uint32_t *src, int64_t ls,
+                                                    uint32_t *dst, int64_t ld)
+{
+    block_4_16x16_to(src, ls, dst, ld, true);
 }
 
 /* 8 x 8 8-byte elements, the same way. */
-ATTR_AVX512 static inline void block_8_8x8(const uint64_t *src, int64_t ls, uint64_t *dst,
-                                           int64_t ld)
+ATTR_AVX512 static inline void block_8_8x8_to(const uint64_t *src, int64_t ls, uint64_t *dst,
+                                              int64_t ld, bool stream)
 {
     __m512d r[8], t[8];
     for (int k = 0; k < 8; k++)
@@ -194,11 +222,21 @@ ATTR_AVX512 static inline void block_8_8x8(const uint64_t *src, int64_t ls, uint
         const __m512d v1 = _mm512_shuffle_f64x2(t[p + 4], t[p + 6], 0x88);
         const __m512d w0 = _mm512_shuffle_f64x2(t[p], t[p + 2], 0xDD);
         const __m512d w1 = _mm512_shuffle_f64x2(t[p + 4], t[p + 6], 0xDD);
-        _mm512_storeu_pd((double *)(void *)(dst + p * ld), _mm512_shuffle_f64x2(v0, v1, 0x88));
-        _mm512_storeu_pd((double *)(void *)(dst + (p + 4) * ld), _mm512_shuffle_f64x2(v0, v1, 0xDD));
-        _mm512_storeu_pd((double *)(void *)(dst + (p + 2) * ld), _mm512_shuffle_f64x2(w0, w1, 0x88));
-        _mm512_storeu_pd((double *)(void *)(dst + (p + 6) * ld), _mm512_shuffle_f64x2(w0, w1, 0xDD));
+        store_row_pd(dst + p * ld, _mm512_shuffle_f64x2(v0, v1, 0x88), stream);
+        store_row_pd(dst + (p + 4) * ld, _mm512_shuffle_f64x2(v0, v1, 0xDD), stream);
+        store_row_pd(dst + (p + 2) * ld, _mm512_shuffle_f64x2(w0, w1, 0x88), stream);
+        store_row_pd(dst + (p + 6) * ld, _mm512_shuffle_f64x2(w0, w1, 0xDD), stream);
     }
+}
+ATTR_AVX512 static inline void block_8_8x8(const uint64_t *src, int64_t ls, uint64_t *dst,
+                                           int64_t ld)
+{
+    block_8_8x8_to(src, ls, dst, ld, false);
+}
+ATTR_AVX512 static inline void block_8_8x8_stream(const uint64_t *src, int64_t ls,
+                                                  uint64_t *dst, int64_t ld)
+{
+    block_8_8x8_to(src, ls, dst, ld, true);
 }
 
 TRANSPOSE_BLOCKED(NO_ATTR, transpose_1_sse2, uint8_t, 8, block_1_8x8, transpose_1)
@@ -208,6 +246,10 @@ TRANSPOSE_BLOCKED(ATTR_AVX2, transpose_4_avx2, uint32_t, 8, block_4_8x8, transpo
 TRANSPOSE_BLOCKED(ATTR_AVX2, transpose_8_avx2, uint64_t, 4, block_8_4x4, transpose_8)
 TRANSPOSE_BLOCKED(ATTR_AVX512, transpose_4_avx512, uint32_t, 16, block_4_16x16, transpose_4)
 TRANSPOSE_BLOCKED(ATTR_AVX512, transpose_8_avx512, uint64_t, 8, block_8_8x8, transpose_8)
+TRANSPOSE_BLOCKED(ATTR_AVX512, transpose_4_avx512_stream, uint32_t, 16, block_4_16x16_stream,
+                  transpose_4)
+TRANSPOSE_BLOCKED(ATTR_AVX512, transpose_8_avx512_stream, uint64_t, 8, block_8_8x8_stream,
+                  transpose_8)
 #else
 #define TRANSPOSE_HAVE_X86 0
 #endif
@@ -245,6 +287,33 @@ void wf__cpu_transpose_block(int64_t rows, int64_t cols, size_t itemsize, const 
     default: transpose_8(rows, cols, src, ld_src, dst, ld_dst); break;
     }
 #endif
+}
+
+bool wf__cpu_transpose_streams(size_t itemsize, const void *dst, int64_t ld_dst)
+{
+#if TRANSPOSE_HAVE_X86
+    /* Every block row starts a line: dst and its row pitch on 64 bytes. */
+    return (itemsize == 4 || itemsize == 8) && wf__vm_isa_active() >= WF_VM_ISA_AVX512 &&
+           ((uintptr_t)dst & 63) == 0 && (ld_dst * (int64_t)itemsize) % 64 == 0;
+#else
+    (void)itemsize, (void)dst, (void)ld_dst;
+    return false;
+#endif
+}
+
+void wf__cpu_transpose_block_stream(int64_t rows, int64_t cols, size_t itemsize,
+                                    const void *src, int64_t ld_src, void *dst, int64_t ld_dst)
+{
+#if TRANSPOSE_HAVE_X86
+    if (wf__cpu_transpose_streams(itemsize, dst, ld_dst)) {
+        if (itemsize == 4)
+            transpose_4_avx512_stream(rows, cols, src, ld_src, dst, ld_dst);
+        else
+            transpose_8_avx512_stream(rows, cols, src, ld_src, dst, ld_dst);
+        return;
+    }
+#endif
+    wf__cpu_transpose_block(rows, cols, itemsize, src, ld_src, dst, ld_dst);
 }
 
 #if TRANSPOSE_HAVE_X86
