@@ -7,6 +7,7 @@
  *   x3.permute(0,2,1) + 0, (2,0,1) + 0  twin x3 + 0
  *   exp(x.T), astype(x.T, f16)          twin exp(x), astype(x, f16)
  *   layer_norm(x.T), rms_norm(x.T)      twin the norm of x (last axis)
+ *   softmax(x.T) (last axis)            twin softmax(x)
  *   copy_to(x.T)                        twin copy_to(x): a transposed copy into
  *                                       host memory (a memcpy for the twin)
  *   data(x.T + 0)                       twin data(x + 0): the op, then its
@@ -52,13 +53,15 @@ enum kase {
     K_ASTYPE,
     K_LAYER_NORM,
     K_RMS_NORM,
+    K_SOFTMAX,
     K_COPY_TO,
     K_DATA,
     K_COUNT
 };
 static const char *const kase_names[K_COUNT] = {
     "x.T + 0", "x.T + y", "x.T + y.T", "x3.p(0,2,1) + 0", "x3.p(2,0,1) + 0",
-    "exp(x.T)", "astype(x.T,f16)", "layer_norm(x.T)", "rms_norm(x.T)", "copy_to(x.T)",
+    "exp(x.T)", "astype(x.T,f16)", "layer_norm(x.T)", "rms_norm(x.T)", "softmax(x.T)",
+    "copy_to(x.T)",
     "data(x.T + 0)"};
 
 typedef struct operands {
@@ -70,6 +73,7 @@ typedef struct operands {
 static wf_array *build(const operands *o, enum kase k, int strided)
 {
     wf_array *x = strided ? o->xt : o->x;
+    static const int last_axis = 1;
     switch (k) {
     case K_ADD_ZERO: return wf_add(x, o->zero);
     case K_ADD_Y: return wf_add(x, o->y);
@@ -80,6 +84,7 @@ static wf_array *build(const operands *o, enum kase k, int strided)
     case K_ASTYPE: return wf_astype(x, WF_DTYPE_F16);
     case K_LAYER_NORM: return wf_layer_norm(x, o->w, o->b, 1e-5);
     case K_RMS_NORM: return wf_rms_norm(x, o->w, 1e-5);
+    case K_SOFTMAX: return wf_softmax(x, &last_axis, 1);
     case K_COPY_TO: return wf_retain(x);
     case K_DATA: return wf_add(x, o->zero);
     default: return NULL;

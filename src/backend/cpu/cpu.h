@@ -94,6 +94,11 @@ void wf__cpu_dims_by_stride(int ndim, const int64_t *strides, int *perm);
  * transposed view is laid out like the view), else it is row-major. */
 wf_status wf__cpu_alloc_elementwise_output(wf_array *out, wf_array *const *inputs,
                                            int ninputs);
+/* Gives the output of a kernel over rows of `in` (same shape: a softmax
+ * over one axis, which the rows engine runs with y laid out like x) a fresh
+ * buffer laid out like `in` when `in` is a dense transpose (the output's
+ * strides are then exactly in's), else row-major. */
+wf_status wf__cpu_alloc_output_like(wf_array *out, const wf_array *in);
 /* out's shape and the `nops` operands' strides (strides[0] being out's)
  * with the dims in out's memory order, outermost first. */
 void wf__cpu_in_output_order(const wf_array *out, int nops, const int64_t *const *strides,

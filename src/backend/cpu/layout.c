@@ -82,6 +82,17 @@ wf_status wf__cpu_alloc_elementwise_output(wf_array *out, wf_array *const *input
     return wf__array_alloc_output(out);
 }
 
+wf_status wf__cpu_alloc_output_like(wf_array *out, const wf_array *in)
+{
+    int order[WF_MAX_NDIM];
+    if (out->buffer == NULL && !in->row_contiguous &&
+        wf__is_dense(in->shape, in->strides, in->ndim)) {
+        wf__cpu_dims_by_stride(in->ndim, in->strides, order);
+        return wf__array_alloc_output_ordered(out, order);
+    }
+    return wf__array_alloc_output(out);
+}
+
 void wf__cpu_in_output_order(const wf_array *out, int nops, const int64_t *const *strides,
                              int64_t *shape, int64_t (*ordered)[WF_MAX_NDIM])
 {

@@ -408,7 +408,7 @@ struct wf_cpu_rows {
     const wf_array *x;
     uint64_t axes;
     wf_dtype at;
-    wf_array *y;       /* row outputs (x's shape, row-major), or NULL */
+    wf_array *y;       /* row outputs (x's shape, row-major or x's strides), or NULL */
     char *res;         /* per-row results, or NULL */
     size_t res_item;
     wf_cpu_row_fn row;

@@ -204,8 +204,9 @@ wf_status wf__cpu_rows_run(const wf_cpu_rows *rows)
                      rows->y ? wf__array_data_ptr(rows->y) : &no_operand};
     const size_t items[3] = {wf_dtype_size(x->dtype), rows->res ? rows->res_item : 0,
                              rows->y ? wf_dtype_size(rows->y->dtype) : 0};
+    const bool y_like_x = rows->y != NULL && !rows->y->row_contiguous; /* x's strides */
     const enum wf_cpu_layout lay[3] = {WF_CPU_LAYOUT_IN, WF_CPU_LAYOUT_ACC,
-                                       WF_CPU_LAYOUT_FULL};
+                                       y_like_x ? WF_CPU_LAYOUT_IN : WF_CPU_LAYOUT_FULL};
     wf__cpu_reduce_walk(&p->walk, x, rows->axes, 3, data, items, lay);
     int axis = -1, reduced = 0;
     for (int d = 0; d < p->walk.ndim; d++)

@@ -438,7 +438,10 @@ wf_status wf__cpu_softmax(wf_array *out, wf_array *const *inputs, int ninputs,
     (void)ninputs;
     const wf_array *in = inputs[0];
     const wf_softmax_params *p = params;
-    wf_status st = wf__array_alloc_output(out);
+    /* Over one axis the rows engine runs (it takes y laid out like x);
+     * softmax_general writes y row-major. */
+    const bool one_axis = p->axes != 0 && (p->axes & (p->axes - 1)) == 0;
+    wf_status st = one_axis ? wf__cpu_alloc_output_like(out, in) : wf__array_alloc_output(out);
     if (st != WF_OK)
         return st;
     if (out->size == 0)
