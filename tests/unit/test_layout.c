@@ -54,7 +54,7 @@ static bool same_strides(const wf_array *a, const wf_array *like)
     return true;
 }
 
-/* Checks `r` (ROWS x COLS... as COLS x ROWS, from x.T) against f(x[j][i]). */
+/* Checks r[i][j] (COLS x ROWS, computed from x.T) against f(x[j][i]). */
 static void check_transposed_values(wf_array *r, const float *x, double (*f)(double), double tol)
 {
     const float *v = values(r);
