@@ -350,8 +350,10 @@ static wf_array *pattern(int ndim, const int64_t *shape, size_t item, unsigned c
 }
 
 /* view = x.transpose(perm) copied out row-major through wf_array_data
- * and wf_array_copy_to into a 64-byte aligned and a misaligned buffer,
- * against an element-by-element gather. */
+ * and wf_array_copy_to into a 64-byte aligned buffer and at two offsets
+ * from one (16 bytes, as malloc gives, and one element): the streamed copy
+ * then writes each row's elements before its first line boundary apart.
+ * Against an element-by-element gather. */
 static void check_copy_out(int ndim, const int64_t *shape, const int *perm, size_t item)
 {
     unsigned char *src = NULL;
@@ -381,8 +383,12 @@ static void check_copy_out(int ndim, const int64_t *shape, const int *perm, size
     CHECK(data && memcmp(data, want, (size_t)bytes) == 0);
     CHECK_OK(wf_array_copy_to(view, aligned, (size_t)bytes));
     CHECK(memcmp(aligned, want, (size_t)bytes) == 0);
-    CHECK_OK(wf_array_copy_to(view, aligned + 16, (size_t)bytes));
-    CHECK(memcmp(aligned + 16, want, (size_t)bytes) == 0);
+    const size_t offsets[2] = {16, item}; /* malloc's alignment, one element */
+    for (int i = 0; i < 2; i++) {
+        memset(aligned, 0, (size_t)bytes + offsets[i]);
+        CHECK_OK(wf_array_copy_to(view, aligned + offsets[i], (size_t)bytes));
+        CHECK(memcmp(aligned + offsets[i], want, (size_t)bytes) == 0);
+    }
     free(aligned);
     free(want);
     free(src);

@@ -320,29 +320,43 @@ static void run_bands(void *arg, int64_t begin, int64_t end)
         free(buf[k]);
 }
 
+/* Elements of a destination row before its first 64-byte line boundary
+ * (dst is aligned to its elements). */
+static int64_t line_head(const char *dst, size_t item)
+{
+    return (int64_t)(((64 - ((uintptr_t)dst & 63)) & 63) / item);
+}
+
 /* Whether a copy (wf_cpu_iter.copy_only) reads a source transposed within
  * the tiles into destination rows, and the destination fits the caches or
- * can be streamed a whole line at a time: then run_copy_bands moves the
- * tiles. (A large destination that cannot goes through the buffered walk,
- * which streams its rows.) */
+ * can be streamed a whole line at a time past its rows' first line_head
+ * elements (every row starts at the same offset in a line): then
+ * run_copy_bands moves the tiles. (A large destination that cannot goes
+ * through the buffered walk, which streams its rows.) */
 static bool direct_copy(const struct tiled_walk *t)
 {
     const wf_cpu_iter *it = &t->it;
     const int last = it->ndim - 1;
+    const size_t item = it->itemsize[0];
     if (!it->copy_only || it->nops != 2 || !buffered(it, 1) || it->strides[0][last] != 1)
         return false;
     if (t->out_bytes < STREAM_OUTPUT_BYTES)
         return true;
-    bool lines = wf__cpu_transpose_streams(it->itemsize[0], it->data[0], it->strides[0][last - 1]);
+    if ((uintptr_t)it->data[0] % item != 0)
+        return false;
+    const char *lined = it->data[0] + line_head(it->data[0], item) * (int64_t)item;
+    bool lines = wf__cpu_transpose_streams(item, lined, it->strides[0][last - 1]);
     for (int d = 0; d < last - 1; d++)
-        lines = lines && (it->strides[0][d] * (int64_t)it->itemsize[0]) % 64 == 0;
+        lines = lines && (it->strides[0][d] * (int64_t)item) % 64 == 0;
     return lines;
 }
 
 /* A copy of a source transposed within the tiles into destination rows:
  * each tile goes from one to the other through register blocks, with no
  * buffer between; a destination far larger than the caches goes around
- * them a whole line at a time. */
+ * them a whole line at a time. Its rows' first line_head elements are then
+ * a narrow tile of their own, so the other tiles start on line boundaries
+ * and no line is written in part by two tiles. */
 static void run_copy_bands(void *arg, int64_t begin, int64_t end)
 {
     const struct tiled_walk *t = arg;
@@ -351,12 +365,14 @@ static void run_copy_bands(void *arg, int64_t begin, int64_t end)
     const int64_t rows = it->shape[part], cols = it->shape[last];
     const size_t item = it->itemsize[0];
     const bool stream = t->out_bytes >= STREAM_OUTPUT_BYTES;
+    const int64_t head = stream ? line_head(it->data[0], item) : 0;
     for (int64_t task = begin; task < end; task++) {
         char *base[WF_CPU_MAX_OPERANDS];
         const int64_t r0 = task_bases(t, task, base);
         const int64_t r1 = r0 + TILE2 < rows ? r0 + TILE2 : rows;
-        for (int64_t c0 = 0; c0 < cols; c0 += TILE2) {
-            const int64_t n = cols - c0 < TILE2 ? cols - c0 : TILE2;
+        for (int64_t c0 = 0, n; c0 < cols; c0 += n) {
+            n = c0 == 0 && head > 0 ? head : TILE2;
+            n = cols - c0 < n ? cols - c0 : n;
             char *dst = base[0] + (r0 * it->strides[0][part] + c0) * (int64_t)item;
             const char *src =
                 base[1] + (r0 + c0 * it->strides[1][last]) * (int64_t)item; /* [c][r] */
