@@ -242,12 +242,13 @@ wf_status wf__cpu_rows_run(const wf_cpu_rows *rows)
                      (rows->y == NULL ||
                       (rows->y->dtype == WF_DTYPE_F32 && p->walk.strides[2][last] == 1));
         p->batched = rows->batch != NULL && !p->columns && p->len <= WF_CPU_LEAF;
-        if (p->columns) /* wide groups unless their blocks would be large */
+        if (p->columns) { /* wide groups unless their blocks would be large */
             p->group = p->len <= WIDE_COLUMNS_LEN ? WF_CPU_COLS_WIDE : WF_CPU_COLS;
-        if (p->columns && p->group > along)
-            p->group = along;
-        else
+            if (p->group > along)
+                p->group = along;
+        } else {
             p->group = group_size(p, strided, along);
+        }
         /* Short rows batched: enough of them per call to pay for the call
          * (never fewer than the gathering of strided rows wants). */
         const int64_t batch = BATCH_ELEMENTS / p->len < along ? BATCH_ELEMENTS / p->len : along;
