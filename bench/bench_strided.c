@@ -12,6 +12,8 @@
  *                                       host memory (a memcpy for the twin)
  *   data(x.T + 0)                       twin data(x + 0): the op, then its
  *                                       values row-major (wf_array_data)
+ *   cf(x.T, y.T), cf(x.T, y)            twin cf(x, y): cf a compiled
+ *                                       x * 2 + y + 1 (one fused kernel)
  * Element-wise results keep the layout of their inputs (x.T + 0 is laid out
  * like x.T), so the transposing is paid where row-major data is asked for:
  * the last two rows show what that costs.
@@ -56,18 +58,42 @@ enum kase {
     K_SOFTMAX,
     K_COPY_TO,
     K_DATA,
+    K_COMPILED_SAME,
+    K_COMPILED_MIXED,
     K_COUNT
 };
 static const char *const kase_names[K_COUNT] = {
     "x.T + 0", "x.T + y", "x.T + y.T", "x3.p(0,2,1) + 0", "x3.p(2,0,1) + 0",
     "exp(x.T)", "astype(x.T,f16)", "layer_norm(x.T)", "rms_norm(x.T)", "softmax(x.T)",
     "copy_to(x.T)",
-    "data(x.T + 0)"};
+    "data(x.T + 0)", "cf(x.T, y.T)", "cf(x.T, y)"};
 
 typedef struct operands {
     wf_array *x, *y, *xt, *yt, *x3, *p021, *p201, *zero, *w, *b;
     float *host; /* room for x's elements (copy_to) */
+    wf_fn *compiled; /* x * 2 + y + 1 */
 } operands;
+
+static wf_status chain_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                            size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_scope_begin();
+    wf_array *two = wf_scalar(2, WF_DTYPE_F32), *one = wf_scalar(1, WF_DTYPE_F32);
+    out[0] = wf_keep(wf_add(wf_add(wf_multiply(in[0], two), in[1]), one));
+    wf_scope_end();
+    *nout = 1;
+    return out[0] != NULL ? WF_OK : wf_last_error();
+}
+
+/* The compiled chain on (a, b), or NULL. */
+static wf_array *call_compiled(const operands *o, wf_array *a, wf_array *b)
+{
+    wf_array *in[2] = {a, b}, *out[1] = {NULL};
+    size_t n = 1;
+    return wf_fn_call(o->compiled, in, 2, out, &n) == WF_OK ? out[0] : NULL;
+}
 
 /* The node of case k, strided or its contiguous twin (a new reference). */
 static wf_array *build(const operands *o, enum kase k, int strided)
@@ -87,6 +113,8 @@ static wf_array *build(const operands *o, enum kase k, int strided)
     case K_SOFTMAX: return wf_softmax(x, &last_axis, 1);
     case K_COPY_TO: return wf_retain(x);
     case K_DATA: return wf_add(x, o->zero);
+    case K_COMPILED_SAME: return call_compiled(o, x, strided ? o->yt : o->y);
+    case K_COMPILED_MIXED: return call_compiled(o, x, o->y);
     default: return NULL;
     }
 }
@@ -127,6 +155,11 @@ static bool setup(operands *o, int64_t n)
     o->yt = wf_transpose(o->y, NULL, 0);
     o->p021 = wf_transpose(o->x3, p021, 3);
     o->p201 = wf_transpose(o->x3, p201, 3);
+    wf_fn *chain = wf_fn_new(chain_body, NULL, NULL);
+    o->compiled = wf_compile(chain, NULL);
+    wf_fn_release(chain);
+    if (o->compiled == NULL)
+        return false;
     wf_array *all[10] = {o->x, o->y, o->xt, o->yt, o->x3, o->p021, o->p201, o->zero, o->w, o->b};
     for (int k = 0; k < 10; k++)
         if (all[k] == NULL)
@@ -141,6 +174,7 @@ static void teardown(operands *o)
     wf_array *all[10] = {o->x, o->y, o->xt, o->yt, o->x3, o->p021, o->p201, o->zero, o->w, o->b};
     for (int k = 0; k < 10; k++)
         wf_release(all[k]);
+    wf_fn_release(o->compiled);
     free(o->host);
 }
 

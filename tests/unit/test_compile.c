@@ -8,6 +8,7 @@
 
 #include "backend/cpu/fused.h"
 #include "backend/cpu/vmath.h"
+#include "core/array.h"
 #include "harness.h"
 #include "prim/fused.h"
 #include "weft.h"
@@ -1022,6 +1023,93 @@ static void test_generated_graphs_compiled_vs_not(void)
     CHECK(fused_graphs > 100); /* the comparison exercised fusion, not just replay */
 }
 
+/* Active bytes now, and peak bytes since the last reset. */
+static size_t memory_active(void)
+{
+    wf_memory_stats m = wf_memory_stats_default();
+    CHECK_OK(wf_memory_stats_get(&m));
+    return m.active_bytes;
+}
+
+static size_t memory_peak(void)
+{
+    wf_memory_stats m = wf_memory_stats_default();
+    CHECK_OK(wf_memory_stats_get(&m));
+    return m.peak_bytes;
+}
+
+/* cf(a, b), evaluated, against `want` through one fused kernel; *extra
+ * gets the peak bytes beyond what is active after the call (scratch). */
+static wf_array *fused_call(wf_fn *cf, wf_array *a, wf_array *b, wf_array *want, size_t *extra)
+{
+    wf_reset_peak_memory();
+    const uint64_t fused = wf__fused_kernels_run();
+    wf_array *got = call2(cf, a, b);
+    CHECK_OK(wf_eval(&got, 1));
+    CHECK_EQ_INT(wf__fused_kernels_run() - fused, 1);
+    *extra = memory_peak() - memory_active();
+    CHECK(max_abs_diff(want, got) <= 1e-5);
+    return got;
+}
+
+/* Inputs that share a transposed layout give a result laid out like them
+ * (read in place, as uncompiled element-wise ops do); an input laid out
+ * otherwise than the result (x.T beside a row-major y, either side) is
+ * copied once in the result's order (the peak shows a copy the size of the
+ * result), or gathered element by element when the memory limit leaves no
+ * room for the copy. Multiple outputs share the layout. */
+static void test_transposed_inputs_fuse(void)
+{
+    const int64_t rows = 67, cols = 131;
+    wf_array *xb = ramp2(cols, rows), *yb = ramp2(cols, rows), *y = ramp2(rows, cols);
+    wf_array *xt = wf_transpose(xb, NULL, 0), *yt = wf_transpose(yb, NULL, 0);
+    CHECK_OK(wf_eval(&xt, 1));
+    wf_fn *f = wf_fn_new(cse_body, NULL, NULL), *cf = wf_compile(f, NULL);
+    size_t extra = 0;
+    wf_array *want = call2(f, xt, yt);
+    wf_array *r = fused_call(cf, xt, yt, want, &extra);
+    CHECK(r->strides[0] == 1 && r->strides[1] == rows); /* like x.T */
+    CHECK_EQ_SIZE(extra, 0);
+    wf_release(r);
+    wf_release(want);
+    const size_t bytes = (size_t)(rows * cols) * sizeof(float);
+    wf_array *mixed[2][2] = {{xt, y}, {y, xt}};
+    for (int k = 0; k < 2; k++) {
+        want = call2(f, mixed[k][0], mixed[k][1]);
+        CHECK_OK(wf_eval(&want, 1));
+        r = fused_call(cf, mixed[k][0], mixed[k][1], want, &extra);
+        CHECK(r->row_contiguous);
+        CHECK(extra >= bytes && extra < 2 * bytes); /* the copy of x.T */
+        const size_t copy = extra;
+        wf_release(r);
+        wf_clear_cache();
+        CHECK_OK(wf_set_memory_limit(memory_active() + copy + copy / 2)); /* the result only */
+        r = fused_call(cf, mixed[k][0], mixed[k][1], want, &extra);
+        CHECK_OK(wf_set_memory_limit(SIZE_MAX));
+        CHECK(r->row_contiguous);
+        CHECK_EQ_SIZE(extra, 0); /* gathered */
+        wf_release(r);
+        wf_release(want);
+    }
+    wf_fn *f2 = wf_fn_new(two_output_body, NULL, NULL), *cf2 = wf_compile(f2, NULL);
+    wf_array *want2[2], *got2[2];
+    call_two_outputs(f2, xt, want2);
+    call_two_outputs(cf2, xt, got2);
+    CHECK(got2[0]->strides[0] == 1 && got2[0]->strides[1] == rows);
+    for (int k = 0; k < 2; k++) {
+        CHECK(max_abs_diff(want2[k], got2[k]) == 0.0);
+        wf_release(want2[k]);
+        wf_release(got2[k]);
+    }
+    wf_array *all[] = {xb, yb, y, xt, yt};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        wf_release(all[i]);
+    wf_fn_release(cf2);
+    wf_fn_release(f2);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
 /* ------------------------------------------------------------ every ISA */
 
 /* The fused-vs-uncompiled comparisons above, once per instruction-set
@@ -1039,6 +1127,7 @@ static void test_fused_on_every_isa(void)
             before[v] = wf__cpu_fused_runs(v);
         test_chain_compiles_fuses_and_matches();
         test_broadcast_and_strided_inputs_fuse();
+        test_transposed_inputs_fuse();
         test_intermediate_outputs_fuse_into_one_kernel();
         test_large_outputs_stream_with_the_same_bits();
         test_generated_graphs_compiled_vs_not();

@@ -1,7 +1,9 @@
 /*
  * The blocked executor for fused element-wise programs (DESIGN section 5).
  *
- * The output is walked in row-major order in tiles of TILE floats. For each
+ * The outputs are laid out as element-wise results are (layout.c: like
+ * inputs that share a transposed layout, else row-major) and walked in
+ * their memory order in tiles of TILE floats. For each
  * tile every instruction runs one loop over the tile, reading its operands'
  * tile values and writing its own: values live in a few scratch tiles that
  * stay in L1 (a tile is reused once its last reader has run), inputs read
@@ -186,13 +188,18 @@ enum input_layout { LAYOUT_LINEAR, LAYOUT_SCALAR, LAYOUT_STRIDED };
 struct fused_input {
     enum input_layout layout;
     const float *base;
-    int64_t strides[WF_MAX_NDIM]; /* in the output's index space (0: broadcast) */
+    int64_t strides[WF_MAX_NDIM]; /* in the walk's index space (0: broadcast) */
+    wf_buffer *copy;              /* a strided input copied in walk order, or NULL */
 };
 
+/* The walk goes through the outputs in their memory order: `shape` is the
+ * outputs' shape with its dims ordered by decreasing stride (row-major
+ * outputs: as they are; outputs laid out like transposed inputs: their
+ * order), and every input's strides are seen in that order. */
 struct fused_run {
     const wf_fused_program *program;
     int ndim;
-    const int64_t *shape;
+    int64_t shape[WF_MAX_NDIM];
     float *out[WF_FUSED_MAX_OUTPUTS];
     /* An output is an input's storage (a donated buffer): its tile is
      * computed into scratch and copied out once every instruction of the
@@ -202,29 +209,56 @@ struct fused_run {
 };
 
 /* Strides of `in` seen through the output's shape (right-aligned; 0 where
- * the input is broadcast) and how it can be read. */
-static void describe_input(struct fused_input *fi, const wf_array *in, const wf_array *out)
+ * the input is broadcast), in the walk's dim order `order`, and how it can
+ * be read. */
+static void describe_input(struct fused_input *fi, const wf_array *in, const wf_array *out,
+                           const int *order)
 {
     fi->base = wf__array_data_ptr(in);
+    fi->copy = NULL;
+    for (int k = 0; k < out->ndim; k++) {
+        const int d = order[k], din = d - (out->ndim - in->ndim);
+        fi->strides[k] = din >= 0 && in->shape[din] != 1 ? in->strides[din] : 0;
+    }
     bool linear = true, scalar = true;
     int64_t expected = 1;
-    for (int d = out->ndim - 1; d >= 0; d--) {
-        int din = d - (out->ndim - in->ndim);
-        int64_t stride = din >= 0 && in->shape[din] != 1 ? in->strides[din] : 0;
-        fi->strides[d] = stride;
-        if (out->shape[d] != 1) {
-            if (stride != expected)
-                linear = false;
-            if (stride != 0)
-                scalar = false;
+    for (int k = out->ndim - 1; k >= 0; k--) {
+        if (out->shape[order[k]] != 1) {
+            linear = linear && fi->strides[k] == expected;
+            scalar = scalar && fi->strides[k] == 0;
         }
-        expected *= out->shape[d];
+        expected *= out->shape[order[k]];
     }
     fi->layout = scalar ? LAYOUT_SCALAR : linear ? LAYOUT_LINEAR : LAYOUT_STRIDED;
 }
 
-/* Copies elements [start, start + n) of a strided input, in the output's
- * row-major order, into dst. */
+/* A strided input whose elements along the walk's innermost dim are apart
+ * in memory (x.T beside a row-major y) would be gathered one cache line per
+ * element: it is copied once, in walk order, by the tiled copies (iter.c),
+ * and then read in place. Inputs with broadcast dims stay gathered (a copy
+ * would expand them); so does an input whose copy finds no memory. */
+static void copy_strided_input(const struct fused_run *run, struct fused_input *fi)
+{
+    const int last = run->ndim - 1;
+    if (fi->layout != LAYOUT_STRIDED || fi->strides[last] == 1)
+        return;
+    int64_t size = 1;
+    for (int k = 0; k < run->ndim; k++) {
+        if (run->shape[k] != 1 && fi->strides[k] == 0)
+            return;
+        size *= run->shape[k];
+    }
+    fi->copy = wf__buffer_alloc((size_t)size * sizeof(float));
+    if (fi->copy == NULL)
+        return;
+    wf__cpu_copy_strided(run->ndim, run->shape, sizeof(float), fi->base, fi->strides,
+                         fi->copy->data);
+    fi->base = fi->copy->data;
+    fi->layout = LAYOUT_LINEAR;
+}
+
+/* Copies elements [start, start + n) of a strided input, in the walk's
+ * order, into dst. */
 static void gather(const struct fused_run *run, const struct fused_input *fi, int64_t start,
                    int64_t n, float *dst)
 {
@@ -445,8 +479,16 @@ static void plan_values(const wf_fused_program *p, int *last_use, int *output_of
 wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)
 {
     const wf_fused_program *p = ((const wf_fused_params *)params)->program;
+    /* Outputs are laid out like inputs that share a transposed or permuted
+     * layout (layout.c), all alike: row-major when one was donated a
+     * (row-major) buffer. */
+    bool donated = false;
+    for (int k = 0; k < p->noutputs; k++)
+        donated = donated || wf__node_output(out, k)->buffer != NULL;
     for (int k = 0; k < p->noutputs; k++) {
-        wf_status status = wf__array_alloc_output(wf__node_output(out, k));
+        wf_array *o = wf__node_output(out, k);
+        wf_status status = donated ? wf__array_alloc_output(o)
+                                   : wf__cpu_alloc_elementwise_output(o, inputs, ninputs);
         if (status != WF_OK)
             return status; /* what was allocated goes with the nodes */
     }
@@ -477,7 +519,10 @@ wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, con
     }
     run->program = p;
     run->ndim = out->ndim;
-    run->shape = out->shape;
+    int order[WF_MAX_NDIM];
+    wf__cpu_dims_by_stride(out->ndim, out->strides, order);
+    for (int k = 0; k < out->ndim; k++)
+        run->shape[k] = out->shape[order[k]];
     for (int k = 0; k < p->noutputs; k++) {
         const wf_array *o = wf__node_output(out, k);
         run->out[k] = wf__array_data_ptr(o);
@@ -485,14 +530,19 @@ wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, con
         for (int i = 0; i < ninputs; i++)
             run->out_aliased[k] |= inputs[i]->buffer == o->buffer;
     }
-    for (int i = 0; i < ninputs; i++)
-        describe_input(&run->inputs[i], inputs[i], out);
+    for (int i = 0; i < ninputs; i++) {
+        describe_input(&run->inputs[i], inputs[i], out, order);
+        copy_strided_input(run, &run->inputs[i]);
+    }
     plan_values(p, last_use, last_use + p->ninstr);
     plan.run = run;
     plan.last_use = last_use;
     plan.output_of = last_use + p->ninstr;
     atomic_fetch_add_explicit(&runs_by_isa[plan.isa], 1, memory_order_relaxed);
     wf__parallel_for(nchunks, 1, run_chunks, &plan);
+    for (int i = 0; i < ninputs; i++)
+        if (run->inputs[i].copy != NULL)
+            wf__buffer_release(run->inputs[i].copy);
     free(plan.scratch);
     free(last_use);
     free(run);
