@@ -155,7 +155,7 @@ static void fused_params_release(void *params)
 
 const wf_prim_def wf__prim_fused = {
     .name = "fused",
-    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE,
+    .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE | WF_PRIM_INPLACE_ANY_LAYOUT,
     .params_size = sizeof(wf_fused_params),
     .infer = infer_fused,
     .params_equal = fused_params_equal,

@@ -479,19 +479,18 @@ static void plan_values(const wf_fused_program *p, int *last_use, int *output_of
 wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)
 {
     const wf_fused_program *p = ((const wf_fused_params *)params)->program;
-    /* Outputs are laid out like inputs that share a transposed or permuted
-     * layout (layout.c), all alike: row-major when one was donated a
-     * (row-major) buffer. */
-    bool donated = false;
-    for (int k = 0; k < p->noutputs; k++)
-        donated = donated || wf__node_output(out, k)->buffer != NULL;
-    for (int k = 0; k < p->noutputs; k++) {
-        wf_array *o = wf__node_output(out, k);
-        wf_status status = donated ? wf__array_alloc_output(o)
-                                   : wf__cpu_alloc_elementwise_output(o, inputs, ninputs);
-        if (status != WF_OK)
-            return status; /* what was allocated goes with the nodes */
-    }
+    /* The first output is laid out like inputs that share a transposed or
+     * permuted layout (layout.c), or like the input whose buffer it was
+     * donated (the runtime donates to single-output nodes only); the others
+     * follow it. */
+    wf_status status = wf__cpu_alloc_elementwise_output(out, inputs, ninputs);
+    int order[WF_MAX_NDIM];
+    if (status == WF_OK)
+        wf__cpu_dims_by_stride(out->ndim, out->strides, order);
+    for (int k = 1; k < p->noutputs && status == WF_OK; k++)
+        status = wf__array_alloc_output_ordered(wf__node_output(out, k), order);
+    if (status != WF_OK)
+        return status; /* what was allocated goes with the nodes */
     wf__fused_count_run();
     if (out->size == 0)
         return WF_OK;
@@ -519,8 +518,6 @@ wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, con
     }
     run->program = p;
     run->ndim = out->ndim;
-    int order[WF_MAX_NDIM];
-    wf__cpu_dims_by_stride(out->ndim, out->strides, order);
     for (int k = 0; k < out->ndim; k++)
         run->shape[k] = out->shape[order[k]];
     for (int k = 0; k < p->noutputs; k++) {
