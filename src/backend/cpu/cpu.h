@@ -87,8 +87,11 @@ void wf__cpu_dims_by_stride(int ndim, const int64_t *strides, int *perm);
 
 /* ---------------------------------------------------------------- element-wise results */
 
-/* Gives an element-wise kernel's output (same rank and shape as its inputs,
- * which may broadcast with stride 0) its storage (layout.c): a donated
+/* The strides of `in` seen through out's shape: right-aligned, 0 on the
+ * dims `in` broadcasts (missing, or of size 1). */
+void wf__cpu_broadcast_strides(const wf_array *out, const wf_array *in, int64_t *strides);
+/* Gives an element-wise kernel's output (its inputs broadcast to its shape,
+ * as wf__cpu_broadcast_strides sees them) its storage (layout.c): a donated
  * buffer keeps the donor's layout; a fresh one follows the dim order every
  * input shares when that is not row-major (the result of an op over a
  * transposed view is laid out like the view), else it is row-major. */

@@ -216,10 +216,10 @@ static void describe_input(struct fused_input *fi, const wf_array *in, const wf_
 {
     fi->base = wf__array_data_ptr(in);
     fi->copy = NULL;
-    for (int k = 0; k < out->ndim; k++) {
-        const int d = order[k], din = d - (out->ndim - in->ndim);
-        fi->strides[k] = din >= 0 && in->shape[din] != 1 ? in->strides[din] : 0;
-    }
+    int64_t strides[WF_MAX_NDIM];
+    wf__cpu_broadcast_strides(out, in, strides);
+    for (int k = 0; k < out->ndim; k++)
+        fi->strides[k] = strides[order[k]];
     bool linear = true, scalar = true;
     int64_t expected = 1;
     for (int k = out->ndim - 1; k >= 0; k--) {

@@ -52,15 +52,26 @@ static bool follows_order(int ndim, const int64_t *shape, const int64_t *strides
     return true;
 }
 
+void wf__cpu_broadcast_strides(const wf_array *out, const wf_array *in, int64_t *strides)
+{
+    for (int d = 0; d < out->ndim; d++) {
+        const int din = d - (out->ndim - in->ndim);
+        strides[d] = din >= 0 && in->shape[din] != 1 ? in->strides[din] : 0;
+    }
+}
+
 /* The dim order the inputs share, outermost first, in `order`; false when
  * it is row-major or they do not share one. The first input without
  * broadcast dims decides; every other must agree. */
 static bool shared_order(const wf_array *out, wf_array *const *inputs, int ninputs, int *order)
 {
+    int64_t strides[WF_MAX_NDIM];
     int decider = -1;
-    for (int i = 0; i < ninputs && decider < 0; i++)
-        if (order_by_strides(out->ndim, out->shape, inputs[i]->strides, order))
+    for (int i = 0; i < ninputs && decider < 0; i++) {
+        wf__cpu_broadcast_strides(out, inputs[i], strides);
+        if (order_by_strides(out->ndim, out->shape, strides, order))
             decider = i;
+    }
     if (decider < 0)
         return false;
     bool row_major = true;
@@ -68,9 +79,11 @@ static bool shared_order(const wf_array *out, wf_array *const *inputs, int ninpu
         row_major = row_major && (out->shape[order[k + 1]] == 1 || order[k] < order[k + 1]);
     if (row_major)
         return false;
-    for (int i = 0; i < ninputs; i++)
-        if (!follows_order(out->ndim, out->shape, inputs[i]->strides, order))
+    for (int i = 0; i < ninputs; i++) {
+        wf__cpu_broadcast_strides(out, inputs[i], strides);
+        if (!follows_order(out->ndim, out->shape, strides, order))
             return false;
+    }
     return true;
 }
 
