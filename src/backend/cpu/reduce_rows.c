@@ -28,7 +28,8 @@
 enum { GROUP_BYTES = 1 << 20, MIN_GROUP = 16, MAX_GROUP = 64, MAX_GATHER_BYTES = 1 << 24 };
 /* Elements per group of short rows handed to rows->batch at once; the
  * longest columns handed to rows->cols WF_CPU_COLS_WIDE at a time (blocks
- * of 16 MB). */
+ * of 16 MB), longer ones WF_CPU_COLS at a time, with blocks of at most
+ * MAX_GATHER_BYTES (else none: the column form then reads in place). */
 enum { BATCH_ELEMENTS = 1 << 14, WIDE_COLUMNS_LEN = 1 << 16 };
 
 typedef struct rows_plan {
@@ -148,8 +149,8 @@ static void run_tasks(void *arg, int64_t begin, int64_t end)
     const size_t block = (size_t)(p->group * p->len);
     const size_t raw_item = p->xi > p->yi ? p->xi : p->yi;
     char *mem = NULL;
-    if (p->columns) { /* the column form's blocks; it does without them */
-        mem = malloc(block * sizeof(float));
+    if (p->columns) { /* the column form's blocks; it does without them (past 16 MB) */
+        mem = block * sizeof(float) <= MAX_GATHER_BYTES ? malloc(block * sizeof(float)) : NULL;
     } else if (!p->x_direct || (p->rows->y != NULL && !p->y_direct)) {
         mem = malloc(block * (2 * p->ai + raw_item) + 64);
         if (mem == NULL) {
