@@ -917,7 +917,8 @@ static void test_shapeless_outputs_keep_their_shapes(void)
 /* ------------------------------------------------------------ differential */
 
 /* A generated graph: a deterministic sequence of element-wise, broadcast,
- * reduction and shape ops over x (a, b) and y (b), chosen by the seed. */
+ * reduction and shape ops over x (a, b) and y (b), chosen by the seed; x is
+ * row-major, a transposed view or a result laid out like one (seed % 3). */
 static uint64_t next_random(uint64_t *s)
 {
     *s = *s * 6364136223846793005u + 1442695040888963407u;
@@ -985,7 +986,22 @@ static void test_generated_graphs_compiled_vs_not(void)
             xv[i] = (float)((int)(next_random(&s) % 2001) - 1000) / 500.0f;
         for (int64_t i = 0; i < b; i++)
             yv[i] = (float)((int)(next_random(&s) % 2001) - 1000) / 500.0f;
-        wf_array *x = wf_array_from_data(xv, (int64_t[]){a, b}, 2, WF_DTYPE_F32);
+        /* x row-major, a transposed view, or a result laid out like one */
+        const int layout = (int)(seed % 3);
+        wf_array *x = wf_array_from_data(xv, layout ? (int64_t[]){b, a} : (int64_t[]){a, b}, 2,
+                                         WF_DTYPE_F32);
+        if (layout) {
+            wf_array *view = wf_transpose(x, NULL, 0);
+            wf_release(x);
+            x = view;
+        }
+        if (layout == 2) {
+            wf_array *zero = wf_scalar(0.0, WF_DTYPE_F32), *result = wf_add(x, zero);
+            CHECK_OK(wf_eval(&result, 1));
+            wf_release(zero);
+            wf_release(x);
+            x = result;
+        }
         wf_array *y = wf_array_from_data(yv, &b, 1, WF_DTYPE_F32);
         free(xv);
         free(yv);
