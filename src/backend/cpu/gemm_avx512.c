@@ -1,10 +1,10 @@
 /* AVX-512 micro-kernels of weft's GEMM (see gemm.h): float32 14 x 32 and
  * float64 14 x 16 tiles (28 accumulators, 2 B vectors and a broadcast fill
  * the 32 registers); direct kernels for up to 4 float32 rows and one float64
- * or bfloat16 row (matrix-vector: B read in place, one row swept 8 rows of B
- * at a time into sums kept in L1, so B is read in long runs); bfloat16
- * 14 x 32 tiles with vdpbf16ps (AVX512_BF16); 16 x 16 and 8 x 8 register
- * transposes for packing. Compiled with per-function target attributes;
+ * or bfloat16 row (matrix-vector: B read in place, one row swept 4 (float32)
+ * or 8 (float64) rows of B at a time into sums kept in L1, so B is read in
+ * long runs); bfloat16 14 x 32 tiles with vdpbf16ps (AVX512_BF16); 16 x 16
+ * and 8 x 8 register transposes for packing. Compiled with per-function target attributes;
  * called only after a CPU check. */
 #include "backend/cpu/gemm.h"
 
@@ -229,7 +229,7 @@ INLINE_512 void sweep_rows(const int T, const int kind, int64_t w, const float *
     }
 }
 
-/* One row: B swept 8 rows at a time over up to 1024 columns into sums kept
+/* One row: B swept 4 rows at a time over up to 1024 columns into sums kept
  * in L1 (as OpenBLAS's gemv does), so B is read in long sequential runs;
  * each sum still takes one fma per k in order, as in the tiles. */
 INLINE_512 void one_row(const int kind, int64_t kc, const float *x, int64_t csx, const void *b,
@@ -303,7 +303,7 @@ INLINE_512 void sweep_rows64(const int T, int64_t w, const double *x, int64_t cs
     }
 }
 
-/* One float64 row, as one_row: B swept 8 rows at a time into sums
+/* One float64 row, as one_row but 8 rows of B at a time, into sums
  * kept in L1, one fma per k in order. */
 ATTR_512 static void direct_f64(int64_t kc, const void *av, int64_t rsa, int64_t csa,
                                 const void *bv, int64_t ldb, void *cv, int64_t ldc, int rows,
