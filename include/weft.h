@@ -811,7 +811,8 @@ wf_fn *wf_checkpoint(wf_fn *fn);
  * fuses chains of float32 element-wise ops into single kernels, caches it,
  * and replays it on later calls. The cache is one for the process: a trace
  * made on one thread is reused by all, N threads making the same cold call
- * produce one trace (the others wait for it), and releasing the compiled
+ * produce one trace (the others wait for it, each at most the wait timeout:
+ * wf_compile_set_wait_timeout), and releasing the compiled
  * function removes its entries from whichever thread releases it. The traced
  * function runs with no weft lock held; compiled functions it calls are
  * inlined into the trace. It must not read the values of its inputs (they
@@ -880,6 +881,8 @@ typedef struct wf_compile_stats {
     uint64_t erases;      /* entries removed because their function was released (global) */
     uint64_t entries;     /* entries cached now */
     uint64_t fused_kernels_run; /* fused kernels run in the process so far */
+    uint64_t timeout_traces; /* traces made by calls that gave up waiting for another
+                                thread's trace (wf_compile_set_wait_timeout); in traces too */
 } wf_compile_stats;
 
 wf_compile_stats wf_compile_stats_default(void);
@@ -890,6 +893,21 @@ wf_status wf_compile_stats_get(wf_fn *compiled, wf_compile_stats *out);
 /* At most `per_function` entries per compiled function and `total` in all
  * (0: unlimited, the default); least recently used entries are evicted. */
 wf_status wf_compile_set_cache_limits(size_t per_function, size_t total);
+
+/* How long a call waits for another thread's trace of the same signature
+ * before it traces for itself (process-wide; default 1 second, or
+ * WEFT_COMPILE_WAIT_TIMEOUT=<seconds> in the environment until set). The
+ * bound keeps a caller that holds a lock the trace needs (a user mutex, a
+ * binding's GIL-like lock taken by the traced function) from hanging it;
+ * the cache keeps whichever trace is stored first, the other serves only
+ * its own call, and wf_compile_stats counts such traces (timeout_traces).
+ * 0: never wait; INFINITY (or more than 1e9): no bound (strict single
+ * flight). Negative or NaN: WF_ERR_INVALID_ARGUMENT. Any thread; applies
+ * to waits that start afterwards. A binding must not hold its own global
+ * lock while a compiled call waits. */
+wf_status wf_compile_set_wait_timeout(double seconds);
+/* The wait timeout in seconds (INFINITY when unbounded). Any thread. */
+double wf_compile_get_wait_timeout(void);
 
 /* Where compile reports retraces (INFO: which input changed how) and
  * warnings (a function that keeps retracing). Called on the calling thread

@@ -8,6 +8,13 @@
  * holds a reference and no map lock while it waits. Traces are freed after
  * every lock is released (they own arrays, whose destructors are user code).
  *
+ * A wait ends at a bound (default 1 s) even if the trace has not: a thread
+ * that holds a user lock and waits for a trace whose body takes that lock
+ * would otherwise wait forever. The waiter then traces for itself on the
+ * same entry; whichever of the two traces is published first settles it.
+ * Waits use CLOCK_MONOTONIC, so a change of the wall clock never moves
+ * the bound.
+ *
  * fork(): the map and every listed entry are held across it. In the child,
  * an entry still TRACING has lost its tracer (only the forking thread
  * survives, and it was not tracing: it called fork()), so it fails with an
@@ -15,6 +22,8 @@
  */
 #include "compile/cache.h"
 
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -72,15 +81,82 @@ static struct {
 
 /* Counters are atomics so a hit never takes the map lock a second time. */
 static struct {
-    atomic_uint_fast64_t hits, misses, traces, waits, evictions, erases, failures;
+    atomic_uint_fast64_t hits, misses, traces, waits, evictions, erases, failures,
+        timeout_traces;
 } counts;
+
+/* The wait bound in nanoseconds; WAIT_FOREVER for none, WAIT_UNSET until
+ * the environment has been read. */
+enum { WAIT_UNSET = -2, WAIT_FOREVER = -1 };
+static atomic_int_fast64_t wait_bound_ns = WAIT_UNSET;
 
 static void count(atomic_uint_fast64_t *counter, uint64_t n)
 {
     atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
 }
 
+/* ------------------------------------------------------------ the wait bound */
+
+static int64_t seconds_to_bound(double seconds)
+{
+    if (seconds > WF_CACHE_WAIT_FOREVER_SECONDS)
+        return WAIT_FOREVER;
+    return (int64_t)(seconds * 1e9);
+}
+
+/* WEFT_COMPILE_WAIT_TIMEOUT=<seconds>; unset or not a number >= 0: the default. */
+static int64_t bound_from_environment(void)
+{
+    const char *env = getenv("WEFT_COMPILE_WAIT_TIMEOUT");
+    char *end = NULL;
+    double seconds = env ? strtod(env, &end) : NAN;
+    if (!env || end == env || *end != '\0' || !(seconds >= 0))
+        seconds = WF_CACHE_DEFAULT_WAIT_SECONDS;
+    return seconds_to_bound(seconds);
+}
+
+static int64_t wait_bound(void)
+{
+    int64_t bound = atomic_load(&wait_bound_ns);
+    if (bound != WAIT_UNSET)
+        return bound;
+    int64_t expected = WAIT_UNSET;
+    atomic_compare_exchange_strong(&wait_bound_ns, &expected, bound_from_environment());
+    return atomic_load(&wait_bound_ns);
+}
+
+void wf__cache_set_wait_timeout(double seconds)
+{
+    atomic_store(&wait_bound_ns, seconds_to_bound(seconds));
+}
+
+double wf__cache_get_wait_timeout(void)
+{
+    int64_t bound = wait_bound();
+    return bound == WAIT_FOREVER ? INFINITY : (double)bound / 1e9;
+}
+
+static struct timespec deadline_after(int64_t ns)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    int64_t nsec = t.tv_nsec + ns % 1000000000;
+    t.tv_sec += (time_t)(ns / 1000000000 + nsec / 1000000000);
+    t.tv_nsec = (long)(nsec % 1000000000);
+    return t;
+}
+
 /* ------------------------------------------------------------ entries */
+
+/* Entries' condition variables time their waits on the monotonic clock. */
+static void settled_init(pthread_cond_t *cond)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
+}
 
 static uint64_t key_hash(uint64_t fn_id, const void *key, size_t n)
 {
@@ -98,7 +174,7 @@ static wf_cache_entry *entry_new(const void *key, size_t key_bytes, uint64_t has
         return NULL;
     atomic_init(&e->refcount, 1);
     wf__mutex_init(&e->lock, WF_LOCK_CACHE_ENTRY);
-    pthread_cond_init(&e->settled, NULL);
+    settled_init(&e->settled);
     e->state = ENTRY_TRACING;
     e->hash = hash;
     e->key_bytes = key_bytes;
@@ -328,17 +404,27 @@ static void copy_previous_key(struct fn_record *r, void **out, size_t *out_bytes
     *out_bytes = r->first->key_bytes;
 }
 
-/* Waits for a TRACING entry to settle; returns its outcome (entry held). */
+/* Waits for a TRACING entry to settle, at most the wait bound; returns its
+ * outcome, WF_CACHE_TIMED_OUT if it is still TRACING (entry held). */
 static enum wf_cache_outcome wait_settled(wf_cache_entry *e)
 {
+    int64_t bound = wait_bound();
+    struct timespec deadline = bound == WAIT_FOREVER ? (struct timespec){0} : deadline_after(bound);
+    bool timed_out = false;
     wf__mutex_lock(&e->lock);
-    while (e->state == ENTRY_TRACING)
-        wf__cond_wait(&e->settled, &e->lock);
-    bool ready = e->state == ENTRY_READY;
-    if (!ready)
+    while (e->state == ENTRY_TRACING && !timed_out) {
+        if (bound == WAIT_FOREVER)
+            wf__cond_wait(&e->settled, &e->lock);
+        else
+            timed_out = wf__cond_timedwait(&e->settled, &e->lock, &deadline) == ETIMEDOUT;
+    }
+    enum entry_state state = e->state;
+    if (state == ENTRY_FAILED)
         wf__error(e->error, "%s", e->error_message ? e->error_message : "the trace failed");
     wf__mutex_unlock(&e->lock);
-    return ready ? WF_CACHE_WAITED : WF_CACHE_FAILED;
+    if (state == ENTRY_TRACING)
+        return WF_CACHE_TIMED_OUT;
+    return state == ENTRY_READY ? WF_CACHE_WAITED : WF_CACHE_FAILED;
 }
 
 enum wf_cache_outcome wf__cache_acquire(uint64_t fn_id, const void *key, size_t key_bytes,
@@ -376,7 +462,11 @@ enum wf_cache_outcome wf__cache_acquire(uint64_t fn_id, const void *key, size_t 
         }
         count(&counts.waits, 1);
         enum wf_cache_outcome outcome = wait_settled(e);
-        if (outcome != WF_CACHE_WAITED) {
+        if (outcome == WF_CACHE_TIMED_OUT) {
+            count(&counts.misses, 1);
+            count(&counts.traces, 1);
+            count(&counts.timeout_traces, 1);
+        } else if (outcome != WF_CACHE_WAITED) {
             wf__cache_release(e);
             return outcome;
         }
@@ -411,14 +501,19 @@ enum wf_cache_outcome wf__cache_acquire(uint64_t fn_id, const void *key, size_t 
     return WF_CACHE_TRACE;
 }
 
-void wf__cache_publish(wf_cache_entry *e, void *trace, void (*trace_free)(void *))
+bool wf__cache_publish(wf_cache_entry *e, void *trace, void (*trace_free)(void *))
 {
     wf__mutex_lock(&e->lock);
-    e->trace = trace;
-    e->trace_free = trace_free;
-    e->state = ENTRY_READY;
-    pthread_cond_broadcast(&e->settled);
+    bool first = e->state == ENTRY_TRACING;
+    if (first) {
+        e->trace = trace;
+        e->trace_free = trace_free;
+        e->state = ENTRY_READY;
+        pthread_cond_broadcast(&e->settled);
+    }
     wf__mutex_unlock(&e->lock);
+    if (!first)
+        return false;
     /* An eviction may have been held back while this entry was tracing. */
     struct dropped dropped = {0};
     wf__mutex_lock(&map.lock);
@@ -426,22 +521,31 @@ void wf__cache_publish(wf_cache_entry *e, void *trace, void (*trace_free)(void *
         enforce_limits(e->record, &dropped);
     wf__mutex_unlock(&map.lock);
     dropped_release(&dropped);
+    return true;
 }
 
+/* The map lock is held around the state change so that no caller finds a
+ * FAILED entry listed, nor a timed-out waiter's READY entry unlisted. */
 void wf__cache_fail(wf_cache_entry *e, wf_status status, const char *message)
 {
     wf_cache_entry *map_reference = NULL;
+    char *message_copy = message ? strdup(message) : NULL;
     count(&counts.failures, 1);
     wf__mutex_lock(&map.lock);
-    if (e->listed)
-        map_reference = unlist(e);
-    wf__mutex_unlock(&map.lock);
     wf__mutex_lock(&e->lock);
-    e->error = status;
-    e->error_message = message ? strdup(message) : NULL;
-    e->state = ENTRY_FAILED;
-    pthread_cond_broadcast(&e->settled);
+    bool failed_here = e->state == ENTRY_TRACING;
+    if (failed_here) {
+        e->error = status;
+        e->error_message = message_copy;
+        e->state = ENTRY_FAILED;
+        pthread_cond_broadcast(&e->settled);
+        if (e->listed)
+            map_reference = unlist(e);
+    }
     wf__mutex_unlock(&e->lock);
+    wf__mutex_unlock(&map.lock);
+    if (!failed_here)
+        free(message_copy);
     wf__cache_release(map_reference);
     wf__cache_release(e);
 }
@@ -499,6 +603,7 @@ void wf__cache_counters(wf_cache_counters *out)
     out->evictions = atomic_load(&counts.evictions);
     out->erases = atomic_load(&counts.erases);
     out->failures = atomic_load(&counts.failures);
+    out->timeout_traces = atomic_load(&counts.timeout_traces);
     wf__mutex_lock(&map.lock);
     out->entries = map.count;
     wf__mutex_unlock(&map.lock);
@@ -550,7 +655,7 @@ static void fork_child(void)
     struct dropped dropped = {0};
     for (wf_cache_entry *e = map.lru_first, *next; e; e = next) {
         next = e->lru_next;
-        pthread_cond_init(&e->settled, NULL);
+        settled_init(&e->settled);
         if (e->state == ENTRY_TRACING) {
             e->state = ENTRY_FAILED;
             e->error = WF_ERR_KERNEL;

@@ -110,7 +110,7 @@ typedef struct wf_compiled {
     int retrace_warning;
     wf_slot **state; /* declared state (owned references), nstate of them */
     size_t nstate;
-    atomic_uint_fast64_t calls, hits, misses, traces, waits, inline_calls, warned;
+    atomic_uint_fast64_t calls, hits, misses, traces, waits, inline_calls, timeout_traces, warned;
 } wf_compiled;
 
 /* The cached value: a tape simplified (replayed under transforms) and the
@@ -426,6 +426,29 @@ static wf_status replay(const wf_trace *t, wf_array *const *inputs, size_t ninpu
     return WF_OK;
 }
 
+/* The call traces: it found no entry (WF_CACHE_TRACE), or waited the bound
+ * for another thread's trace (WF_CACHE_TIMED_OUT). Publishes the trace;
+ * *own is the trace when the entry kept another one (the call replays its
+ * own and frees it), NULL when the entry holds it. */
+static wf_status trace_and_publish(wf_compiled *c, wf_compile_mode mode,
+                                   enum wf_cache_outcome outcome, wf_cache_entry *entry,
+                                   wf_array *const *inputs, size_t ninputs, wf_trace **own)
+{
+    *own = NULL;
+    wf_trace *t;
+    wf_status status = trace(c, mode, inputs, ninputs, &t);
+    if (status != WF_OK) {
+        if (outcome == WF_CACHE_TRACE)
+            wf__cache_fail(entry, status, wf_last_error_message());
+        else /* the trace this call gave up on may still succeed */
+            wf__cache_release(entry);
+        return status;
+    }
+    if (!wf__cache_publish(entry, t, trace_free))
+        *own = t;
+    return WF_OK;
+}
+
 /* A call without declared state: look up, trace if needed, replay. */
 static wf_status call_traced(wf_compiled *c, wf_array *const *inputs, size_t ninputs,
                              wf_array **outputs, size_t *noutputs)
@@ -446,20 +469,23 @@ static wf_status call_traced(wf_compiled *c, wf_array *const *inputs, size_t nin
     enum wf_cache_outcome outcome =
         wf__cache_acquire(c->id, key, words * sizeof *key, !wf__eval_in_user_code(), &entry,
                           &previous, &previous_bytes);
-    if (outcome == WF_CACHE_TRACE) {
+    bool traces_here = outcome == WF_CACHE_TRACE || outcome == WF_CACHE_TIMED_OUT;
+    wf_trace *own = NULL;
+    if (traces_here) {
         atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&c->traces, 1, memory_order_relaxed);
+        if (outcome == WF_CACHE_TIMED_OUT) {
+            atomic_fetch_add_explicit(&c->waits, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&c->timeout_traces, 1, memory_order_relaxed);
+        }
         if (previous)
             report_retrace(c, previous, previous_bytes, key, words);
-        wf_trace *t;
-        status = trace(c, mode, inputs, ninputs, &t);
+        status = trace_and_publish(c, mode, outcome, entry, inputs, ninputs, &own);
         if (status != WF_OK) {
-            wf__cache_fail(entry, status, wf_last_error_message());
             free(previous);
             free(key);
             return status;
         }
-        wf__cache_publish(entry, t, trace_free);
     } else if (outcome == WF_CACHE_HIT) {
         atomic_fetch_add_explicit(&c->hits, 1, memory_order_relaxed);
     } else if (outcome == WF_CACHE_WAITED) {
@@ -472,9 +498,11 @@ static wf_status call_traced(wf_compiled *c, wf_array *const *inputs, size_t nin
     }
     free(previous);
     free(key);
-    status = replay(wf__cache_trace(entry), inputs, ninputs, outcome == WF_CACHE_TRACE, outputs,
+    status = replay(own ? own : wf__cache_trace(entry), inputs, ninputs, traces_here, outputs,
                     noutputs);
     wf__cache_release(entry);
+    if (own)
+        trace_free(own);
     return status;
 }
 
@@ -633,6 +661,7 @@ wf_status wf_compile_stats_get(wf_fn *compiled, wf_compile_stats *out)
         s.evictions = counters.evictions;
         s.erases = counters.erases;
         s.entries = counters.entries;
+        s.timeout_traces = counters.timeout_traces;
     } else {
         wf_compiled *c = wf__fn_payload_of(compiled, compiled_call);
         if (!c)
@@ -646,6 +675,7 @@ wf_status wf_compile_stats_get(wf_fn *compiled, wf_compile_stats *out)
         s.inline_calls = atomic_load(&c->inline_calls);
         s.evictions = wf__cache_function_evictions(c->id);
         s.entries = wf__cache_function_entries(c->id);
+        s.timeout_traces = atomic_load(&c->timeout_traces);
     }
     s.fused_kernels_run = wf__fused_kernels_run();
     memcpy(out, &s, out->struct_size);
@@ -657,3 +687,16 @@ wf_status wf_compile_set_cache_limits(size_t per_function, size_t total)
     wf__cache_set_limits(per_function, total);
     return WF_OK;
 }
+
+wf_status wf_compile_set_wait_timeout(double seconds)
+{
+    if (!(seconds >= 0)) /* negative or NaN */
+        return wf__error(WF_ERR_INVALID_ARGUMENT,
+                         "wf_compile_set_wait_timeout: %g seconds (use >= 0, or INFINITY for "
+                         "no bound)",
+                         seconds);
+    wf__cache_set_wait_timeout(seconds);
+    return WF_OK;
+}
+
+double wf_compile_get_wait_timeout(void) { return wf__cache_get_wait_timeout(); }

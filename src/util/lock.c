@@ -147,3 +147,11 @@ void wf__cond_wait(pthread_cond_t *cond, wf_mutex *m)
 #endif
     pthread_cond_wait(cond, &m->mutex);
 }
+
+int wf__cond_timedwait(pthread_cond_t *cond, wf_mutex *m, const struct timespec *deadline)
+{
+#ifdef WEFT_LOCK_CHECK
+    note_cond_wait(m->level);
+#endif
+    return pthread_cond_timedwait(cond, &m->mutex, deadline);
+}

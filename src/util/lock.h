@@ -11,6 +11,7 @@
 #define WEFT_UTIL_LOCK_H
 
 #include <pthread.h>
+#include <time.h>
 
 enum wf_lock_level {
     WF_LOCK_COMPILE_MAP = 10,     /* compile cache map (reserved: compile is not built yet) */
@@ -44,6 +45,10 @@ void wf__mutex_unlock(wf_mutex *m);
 /* Waits on `cond`; the mutex is released while waiting (and so is its level).
  * The caller must hold `m` and no other lock (checked: WF_LOCK_REPORT_COND_WAIT). */
 void wf__cond_wait(pthread_cond_t *cond, wf_mutex *m);
+/* As wf__cond_wait, until the absolute `deadline` on the clock `cond` was
+ * initialised with; returns 0 when woken (or spuriously), ETIMEDOUT once
+ * the deadline has passed. Same checks as wf__cond_wait. */
+int wf__cond_timedwait(pthread_cond_t *cond, wf_mutex *m, const struct timespec *deadline);
 
 /* Number of locks this thread holds now (0 when the checker is off). */
 int wf__locks_held(void);

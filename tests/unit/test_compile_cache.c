@@ -1,5 +1,7 @@
-/* The shared compile cache on its own: single flight, failures, erase,
- * LRU limits, counters. Traces here are plain counters, not graphs. */
+/* The shared compile cache on its own: single flight, its bounded wait,
+ * failures, erase, LRU limits, counters. Traces here are plain counters,
+ * not graphs. */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -97,6 +99,143 @@ static void test_single_flight(void)
     CHECK_EQ_INT(after.traces - before.traces, 1);
     CHECK_EQ_INT(after.waits - before.waits, atomic_load(&f.waited));
     CHECK_EQ_SIZE(wf__cache_erase_function(f.fn), 1);
+}
+
+/* ------------------------------------------------------------ bounded wait */
+
+/* main() sets WEFT_COMPILE_WAIT_TIMEOUT=0.75 before anything reads it. */
+static void test_wait_timeout_setting(void)
+{
+    CHECK_NEAR(wf_compile_get_wait_timeout(), 0.75, 1e-9); /* from the environment */
+    CHECK_STATUS(wf_compile_set_wait_timeout(-1.0), WF_ERR_INVALID_ARGUMENT);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "wf_compile_set_wait_timeout");
+    CHECK_STATUS(wf_compile_set_wait_timeout(NAN), WF_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(wf_compile_set_wait_timeout(-INFINITY), WF_ERR_INVALID_ARGUMENT);
+    CHECK_NEAR(wf_compile_get_wait_timeout(), 0.75, 1e-9); /* bad values change nothing */
+    CHECK_OK(wf_compile_set_wait_timeout(0.25));
+    CHECK_NEAR(wf_compile_get_wait_timeout(), 0.25, 1e-9);
+    CHECK_OK(wf_compile_set_wait_timeout(0));
+    CHECK_NEAR(wf_compile_get_wait_timeout(), 0.0, 0.0);
+    CHECK_OK(wf_compile_set_wait_timeout(INFINITY));
+    CHECK(isinf(wf_compile_get_wait_timeout()));
+    CHECK_OK(wf_compile_set_wait_timeout(2e9)); /* past 1e9 s: no bound */
+    CHECK(isinf(wf_compile_get_wait_timeout()));
+    CHECK_OK(wf_compile_set_wait_timeout(WF_CACHE_DEFAULT_WAIT_SECONDS));
+    CHECK_NEAR(wf_compile_get_wait_timeout(), 1.0, 0.0);
+}
+
+/* A bound well above the trace's time: still one trace for 8 threads. */
+static void test_short_wait_keeps_one_trace(void)
+{
+    CHECK_OK(wf_compile_set_wait_timeout(0.5)); /* the trace takes 50 ms */
+    enum { N = 8 };
+    struct flight f = {.fn = next_fn_id()};
+    pthread_barrier_init(&f.start, NULL, N);
+    wf_cache_counters before, after;
+    wf__cache_counters(&before);
+    pthread_t t[N];
+    for (int i = 0; i < N; i++)
+        pthread_create(&t[i], NULL, flight_thread, &f);
+    for (int i = 0; i < N; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&f.start);
+    wf__cache_counters(&after);
+    CHECK_EQ_INT(atomic_load(&f.tracers), 1);
+    CHECK(atomic_load(&f.waited) > 0);
+    CHECK_EQ_INT(atomic_load(&f.wrong), 0);
+    CHECK_EQ_INT(after.traces - before.traces, 1);
+    CHECK_EQ_INT(after.timeout_traces - before.timeout_traces, 0);
+    CHECK_EQ_SIZE(wf__cache_erase_function(f.fn), 1);
+    CHECK_OK(wf_compile_set_wait_timeout(WF_CACHE_DEFAULT_WAIT_SECONDS));
+}
+
+struct late_waiter {
+    uint64_t fn;
+    int key;
+    enum wf_cache_outcome outcome;
+    wf_cache_entry *entry;
+};
+
+static void *late_waiter_thread(void *arg)
+{
+    struct late_waiter *w = arg;
+    w->outcome = acquire(w->fn, w->key, &w->entry);
+    return NULL;
+}
+
+/* Acquires (fn, key) on another thread while this one holds its trace. */
+static struct late_waiter wait_elsewhere(uint64_t fn, int key)
+{
+    struct late_waiter w = {.fn = fn, .key = key};
+    pthread_t t;
+    pthread_create(&t, NULL, late_waiter_thread, &w);
+    pthread_join(t, NULL);
+    return w;
+}
+
+/* The tracer is stuck; the waiter gives up at the bound, traces and stores
+ * first. The stuck tracer's later trace serves only its own call; later
+ * calls replay the waiter's. */
+static void test_timed_out_waiter_traces_and_first_stored_is_kept(void)
+{
+    CHECK_OK(wf_compile_set_wait_timeout(0.05));
+    uint64_t fn = next_fn_id();
+    wf_cache_counters before, after;
+    wf__cache_counters(&before);
+    wf_cache_entry *stuck;
+    CHECK_EQ_INT(acquire(fn, 4, &stuck), WF_CACHE_TRACE);
+    struct late_waiter w = wait_elsewhere(fn, 4); /* returns after about 50 ms */
+    CHECK_EQ_INT(w.outcome, WF_CACHE_TIMED_OUT);
+    CHECK(w.entry == stuck); /* the same entry: the first store settles it */
+    CHECK(wf__cache_publish(w.entry, trace_new(40), trace_free));
+    wf__cache_release(w.entry);
+    void *late = trace_new(41);
+    CHECK(!wf__cache_publish(stuck, late, trace_free)); /* not stored: still the caller's */
+    CHECK_EQ_INT(*(int *)wf__cache_trace(stuck), 40);
+    trace_free(late);
+    wf__cache_release(stuck);
+    wf_cache_entry *e;
+    CHECK_EQ_INT(acquire(fn, 4, &e), WF_CACHE_HIT);
+    CHECK_EQ_INT(*(int *)wf__cache_trace(e), 40);
+    wf__cache_release(e);
+    wf__cache_counters(&after);
+    CHECK_EQ_INT(after.traces - before.traces, 2);
+    CHECK_EQ_INT(after.timeout_traces - before.timeout_traces, 1);
+    CHECK_EQ_INT(after.waits - before.waits, 1);
+    CHECK_EQ_INT(after.hits - before.hits, 1);
+    CHECK_EQ_SIZE(wf__cache_function_entries(fn), 1);
+    CHECK_EQ_SIZE(wf__cache_erase_function(fn), 1);
+    CHECK_OK(wf_compile_set_wait_timeout(WF_CACHE_DEFAULT_WAIT_SECONDS));
+}
+
+/* A timed-out waiter whose trace fails leaves the entry to its tracer; a
+ * tracer that fails after a waiter stored leaves the waiter's trace. */
+static void test_timeout_failures_settle_nothing_twice(void)
+{
+    CHECK_OK(wf_compile_set_wait_timeout(0));
+    uint64_t fn = next_fn_id();
+    wf_cache_entry *tracing;
+    CHECK_EQ_INT(acquire(fn, 6, &tracing), WF_CACHE_TRACE);
+    struct late_waiter w = wait_elsewhere(fn, 6);
+    CHECK_EQ_INT(w.outcome, WF_CACHE_TIMED_OUT);
+    wf__cache_release(w.entry); /* its trace failed: only its reference goes */
+    CHECK(wf__cache_publish(tracing, trace_new(60), trace_free));
+    wf__cache_release(tracing);
+    wf_cache_entry *e;
+    CHECK_EQ_INT(acquire(fn, 6, &e), WF_CACHE_HIT);
+    wf__cache_release(e);
+
+    CHECK_EQ_INT(acquire(fn, 7, &tracing), WF_CACHE_TRACE);
+    w = wait_elsewhere(fn, 7);
+    CHECK_EQ_INT(w.outcome, WF_CACHE_TIMED_OUT);
+    CHECK(wf__cache_publish(w.entry, trace_new(70), trace_free));
+    wf__cache_release(w.entry);
+    wf__cache_fail(tracing, WF_ERR_KERNEL, "the stuck trace failed late");
+    CHECK_EQ_INT(acquire(fn, 7, &e), WF_CACHE_HIT);
+    CHECK_EQ_INT(*(int *)wf__cache_trace(e), 70);
+    wf__cache_release(e);
+    CHECK_EQ_SIZE(wf__cache_erase_function(fn), 2);
+    CHECK_OK(wf_compile_set_wait_timeout(WF_CACHE_DEFAULT_WAIT_SECONDS));
 }
 
 /* ------------------------------------------------------------ failures */
@@ -300,7 +439,12 @@ static void test_many_keys_grow_the_buckets(void)
 
 int main(void)
 {
+    setenv("WEFT_COMPILE_WAIT_TIMEOUT", "0.75", 1); /* read at the first use */
+    RUN_TEST(test_wait_timeout_setting);
     RUN_TEST(test_single_flight);
+    RUN_TEST(test_short_wait_keeps_one_trace);
+    RUN_TEST(test_timed_out_waiter_traces_and_first_stored_is_kept);
+    RUN_TEST(test_timeout_failures_settle_nothing_twice);
     RUN_TEST(test_failed_trace_reaches_waiters_and_leaves_no_entry);
     RUN_TEST(test_erase_keeps_calls_in_flight_alive);
     RUN_TEST(test_tracing_entry_erased_then_published);
