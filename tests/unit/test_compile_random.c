@@ -4,11 +4,13 @@
  * uncompiled code gives for the same key sequence, whichever thread traced;
  * with shapeless replay, CSE, nesting, grad and vmap. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/array.h"
 #include "harness.h"
@@ -250,6 +252,78 @@ static void test_other_thread_traced(void)
     wf_fn_release(cf);
     wf_fn_release(f);
     wf_release(x);
+}
+
+/* A waiter that gives up on a stuck trace traces for itself: each of the
+ * two tracing calls replays its own trace (the draws it made on its own
+ * thread), and later calls replay the kept one with their own keys. */
+static atomic_int stuck_trace_may_finish;
+static _Thread_local bool traces_stuck;
+
+static wf_status stuck_noisy_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                                  size_t *nout)
+{
+    while (traces_stuck && !atomic_load(&stuck_trace_may_finish))
+        usleep(1000);
+    return noisy_body(payload, in, n, out, nout);
+}
+
+static void *stuck_tracer(void *arg)
+{
+    struct tracer *t = arg;
+    traces_stuck = true;
+    wf_random_seed(999);
+    call3(t->cf, t->x, t->out);
+    wf_eval(t->out, 3);
+    return NULL;
+}
+
+static void test_timed_out_waiter_draws_match_uncompiled(void)
+{
+    double bound = wf_compile_get_wait_timeout();
+    CHECK_OK(wf_compile_set_wait_timeout(0.05));
+    atomic_store(&stuck_trace_may_finish, 0);
+    wf_array *x = ramp(300, 1.0);
+    wf_fn *f = wf_fn_new(noisy_body, NULL, NULL);
+    wf_fn *stuck = wf_fn_new(stuck_noisy_body, NULL, NULL);
+    wf_fn *cf = wf_compile(stuck, NULL);
+    struct tracer t = {.cf = cf, .x = x};
+    pthread_t th;
+    CHECK_EQ_INT(pthread_create(&th, NULL, stuck_tracer, &t), 0);
+    while (stats_of(cf).misses == 0) /* the other thread is tracing */
+        usleep(1000);
+    wf_array *got[2][3], *want[2][3], *theirs[3];
+    wf_random_seed(77);
+    call3(cf, x, got[0]); /* waits 50 ms, traces, stores its trace */
+    atomic_store(&stuck_trace_may_finish, 1);
+    pthread_join(th, NULL); /* the stuck trace finishes; its call replays it */
+    call3(cf, x, got[1]);   /* the kept trace */
+    wf_compile_stats s = stats_of(cf);
+    CHECK_EQ_INT(s.traces, 2);
+    CHECK_EQ_INT(s.timeout_traces, 1);
+    CHECK_EQ_INT(s.hits, 1);
+    CHECK_EQ_INT(s.entries, 1);
+    wf_random_seed(77);
+    call3(f, x, want[0]);
+    call3(f, x, want[1]);
+    wf_random_seed(999);
+    call3(f, x, theirs);
+    for (int k = 0; k < 3; k++) {
+        CHECK(same_bits(want[0][k], got[0][k]));
+        CHECK(same_bits(want[1][k], got[1][k]));
+        CHECK(same_bits(theirs[k], t.out[k]));
+    }
+    release3(theirs);
+    release3(t.out);
+    for (int c = 0; c < 2; c++) {
+        release3(want[c]);
+        release3(got[c]);
+    }
+    wf_fn_release(cf);
+    wf_fn_release(stuck);
+    wf_fn_release(f);
+    wf_release(x);
+    CHECK_OK(wf_compile_set_wait_timeout(bound));
 }
 
 /* Threads released together call one cold compiled function, each with its
@@ -726,6 +800,7 @@ int main(void)
     RUN_TEST(test_default_key_draws_match_uncompiled);
     RUN_TEST(test_explicit_key_is_a_parameter);
     RUN_TEST(test_other_thread_traced);
+    RUN_TEST(test_timed_out_waiter_draws_match_uncompiled);
     RUN_TEST(test_threads_racing_a_cold_trace);
     RUN_TEST(test_shapeless);
     RUN_TEST(test_draw_count_per_trace);
