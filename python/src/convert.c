@@ -1,0 +1,721 @@
+/*
+ * convert.c - Python objects to arrays (scalars, nested sequences, buffers)
+ * and arrays back to Python (item, tolist, the buffer protocol).
+ */
+#include "weft_py.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ small helpers */
+
+PyObject *weftpy_shape_tuple(const int64_t *shape, int ndim)
+{
+    PyObject *tuple = PyTuple_New(ndim);
+    if (tuple == NULL)
+        return NULL;
+    for (int i = 0; i < ndim; i++) {
+        PyObject *dim = PyLong_FromLongLong(shape[i]);
+        if (dim == NULL) {
+            Py_DECREF(tuple);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(tuple, i, dim);
+    }
+    return tuple;
+}
+
+/* An index-like Python object (int, NumPy integer, 0-d integer array) as a
+ * C integer; false with TypeError for anything else. */
+static bool int64_from_index(PyObject *obj, int64_t *out)
+{
+    if (WeftArray_Check(obj)) {
+        WeftArray *a = (WeftArray *)obj;
+        if (wf_array_size(a->handle) != 1 ||
+            !weftpy_dtype_is_integer(wf_array_dtype(a->handle))) {
+            PyErr_SetString(PyExc_TypeError, "only integer scalar arrays can be indices");
+            return false;
+        }
+        PyObject *item = weftpy_array_item(a->handle);
+        if (item == NULL)
+            return false;
+        long long v = PyLong_AsLongLong(item);
+        Py_DECREF(item);
+        if (v == -1 && PyErr_Occurred())
+            return false;
+        *out = v;
+        return true;
+    }
+    PyObject *index = PyNumber_Index(obj);
+    if (index == NULL)
+        return false;
+    long long v = PyLong_AsLongLong(index);
+    Py_DECREF(index);
+    if (v == -1 && PyErr_Occurred())
+        return false;
+    *out = v;
+    return true;
+}
+
+bool weftpy_int64_list(PyObject *obj, const char *what, int64_t *out, int *count)
+{
+    if (PyLong_Check(obj)) {
+        *count = 1;
+        return int64_from_index(obj, &out[0]);
+    }
+    PyObject *seq = PySequence_Fast(obj, what);
+    if (seq == NULL)
+        return false;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > WF_MAX_NDIM) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "%s: at most %d entries", what, WF_MAX_NDIM);
+        return false;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!int64_from_index(PySequence_Fast_GET_ITEM(seq, i), &out[i])) {
+            Py_DECREF(seq);
+            return false;
+        }
+    Py_DECREF(seq);
+    *count = (int)n;
+    return true;
+}
+
+bool weftpy_axes(PyObject *obj, int *out, int *count)
+{
+    if (obj == NULL || obj == Py_None) {
+        *count = -1;
+        return true;
+    }
+    int64_t wide[WF_MAX_NDIM];
+    if (!weftpy_int64_list(obj, "axis must be an int or a sequence of ints", wide, count))
+        return false;
+    for (int i = 0; i < *count; i++) {
+        if (wide[i] < INT_MIN || wide[i] > INT_MAX) {
+            PyErr_SetString(PyExc_ValueError, "axis out of range");
+            return false;
+        }
+        out[i] = (int)wide[i];
+    }
+    return true;
+}
+
+bool weftpy_is_python_scalar(PyObject *obj)
+{
+    return PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj);
+}
+
+/* ------------------------------------------------------------ scalars */
+
+/* The natural dtype of a Python scalar: bool, int32 (int64 past its range),
+ * float32. */
+static wf_dtype scalar_dtype(PyObject *obj, int64_t *int_value)
+{
+    if (PyBool_Check(obj))
+        return WF_DTYPE_BOOL;
+    if (PyLong_Check(obj)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+        *int_value = v;
+        if (overflow != 0)
+            return WF_DTYPE_COUNT;
+        return v >= INT32_MIN && v <= INT32_MAX ? WF_DTYPE_I32 : WF_DTYPE_I64;
+    }
+    return WF_DTYPE_F32;
+}
+
+/* A 0-d array of `dtype` holding the Python scalar `obj`. Integers are
+ * exact: past 2^53 they travel as int64, not double. */
+static wf_array *scalar_array(PyObject *obj, wf_dtype dtype)
+{
+    int64_t int_value = 0;
+    const wf_dtype natural = scalar_dtype(obj, &int_value);
+    if (natural == WF_DTYPE_COUNT) {
+        PyErr_SetString(PyExc_OverflowError, "Python int too large for any weft integer type");
+        return NULL;
+    }
+    if (dtype == WF_DTYPE_COUNT)
+        dtype = natural;
+    wf_array *out;
+    if (natural == WF_DTYPE_I64 && (int_value > (1LL << 53) || int_value < -(1LL << 53))) {
+        wf_array *wide = wf_array_from_data(&int_value, NULL, 0, WF_DTYPE_I64);
+        out = wf_astype(wide, dtype);
+        wf_release(wide);
+    } else {
+        double value;
+        if (PyFloat_Check(obj))
+            value = PyFloat_AS_DOUBLE(obj);
+        else
+            value = (double)int_value;
+        if (PyBool_Check(obj))
+            value = obj == Py_True ? 1.0 : 0.0;
+        out = wf_scalar(value, dtype);
+    }
+    if (out == NULL)
+        weftpy_raise_weft_error();
+    return out;
+}
+
+static wf_dtype weak_scalar_dtype(PyObject *scalar, wf_dtype other)
+{
+    if (PyBool_Check(scalar))
+        return other;
+    if (PyLong_Check(scalar))
+        return other == WF_DTYPE_BOOL ? WF_DTYPE_I32 : other;
+    /* a Python float: float (and complex) arrays keep their dtype */
+    const bool integral = weftpy_dtype_is_integer(other) || other == WF_DTYPE_BOOL;
+    return integral ? WF_DTYPE_F32 : other;
+}
+
+wf_array *weftpy_operand(PyObject *obj, PyObject *other)
+{
+    if (WeftArray_Check(obj))
+        return wf_retain_unscoped(((WeftArray *)obj)->handle);
+    if (weftpy_is_python_scalar(obj)) {
+        wf_dtype dtype = WF_DTYPE_COUNT;
+        if (other != NULL && WeftArray_Check(other))
+            dtype = weak_scalar_dtype(obj, wf_array_dtype(((WeftArray *)other)->handle));
+        return scalar_array(obj, dtype);
+    }
+    return weftpy_array_from_object(obj, WF_DTYPE_COUNT);
+}
+
+/* ------------------------------------------------------------ nested sequences */
+
+typedef enum { KIND_BOOL, KIND_INT, KIND_FLOAT, KIND_ARRAY } element_kind;
+
+typedef struct {
+    int ndim;
+    int64_t shape[WF_MAX_NDIM];
+    element_kind kind;
+    wf_dtype array_dtype; /* promoted dtype of arrays found, KIND_ARRAY only */
+    bool big_int;         /* an int outside int32's range */
+} nested_info;
+
+static bool is_sequence_element(PyObject *obj)
+{
+    return PyList_Check(obj) || PyTuple_Check(obj);
+}
+
+/* The shape, from the first element at each depth (nested_leaves then
+ * checks that every other element agrees). */
+static bool nested_scan(PyObject *obj, nested_info *info)
+{
+    while (is_sequence_element(obj)) {
+        if (info->ndim >= WF_MAX_NDIM) {
+            PyErr_Format(PyExc_ValueError, "nested sequence deeper than %d", WF_MAX_NDIM);
+            return false;
+        }
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+        info->shape[info->ndim++] = n;
+        if (n == 0)
+            break;
+        obj = PySequence_Fast_GET_ITEM(obj, 0);
+    }
+    return true;
+}
+
+/* Checks that every leaf is at the same depth and finds their kind. */
+static bool nested_leaves(PyObject *obj, int depth, nested_info *info)
+{
+    if (is_sequence_element(obj)) {
+        if (depth >= info->ndim) {
+            PyErr_SetString(PyExc_ValueError, "Initialization encountered non-uniform length");
+            return false;
+        }
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+        if (n != info->shape[depth]) {
+            PyErr_SetString(PyExc_ValueError, "Initialization encountered non-uniform length");
+            return false;
+        }
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!nested_leaves(PySequence_Fast_GET_ITEM(obj, i), depth + 1, info))
+                return false;
+        return true;
+    }
+    if (WeftArray_Check(obj)) {
+        wf_dtype d = wf_array_dtype(((WeftArray *)obj)->handle);
+        info->array_dtype = info->kind == KIND_ARRAY ? wf_promote_types(info->array_dtype, d) : d;
+        info->kind = KIND_ARRAY;
+        return true;
+    }
+    if (depth != info->ndim) {
+        PyErr_SetString(PyExc_ValueError, "Initialization encountered non-uniform length");
+        return false;
+    }
+    if (info->kind == KIND_ARRAY)
+        return true;
+    if (PyBool_Check(obj))
+        return true;
+    if (PyLong_Check(obj)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+        if (overflow != 0) {
+            PyErr_SetString(PyExc_OverflowError, "Python int too large for any weft integer type");
+            return false;
+        }
+        if (v < INT32_MIN || v > INT32_MAX)
+            info->big_int = true;
+        if (info->kind < KIND_INT)
+            info->kind = KIND_INT;
+        return true;
+    }
+    if (PyFloat_Check(obj)) {
+        info->kind = KIND_FLOAT;
+        return true;
+    }
+    PyObject *as_float = PyNumber_Float(obj); /* NumPy scalars and the like */
+    if (as_float == NULL) {
+        PyErr_Format(PyExc_ValueError, "cannot make an array element from %s",
+                     Py_TYPE(obj)->tp_name);
+        return false;
+    }
+    Py_DECREF(as_float);
+    info->kind = KIND_FLOAT;
+    return true;
+}
+
+/* Writes the leaves in row-major order into doubles or int64s. */
+static bool nested_fill(PyObject *obj, bool as_int, void *buffer, int64_t *pos)
+{
+    if (is_sequence_element(obj)) {
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!nested_fill(PySequence_Fast_GET_ITEM(obj, i), as_int, buffer, pos))
+                return false;
+        return true;
+    }
+    if (as_int) {
+        long long v = PyLong_AsLongLong(obj);
+        if (v == -1 && PyErr_Occurred())
+            return false;
+        ((int64_t *)buffer)[(*pos)++] = v;
+    } else {
+        double v = PyFloat_AsDouble(obj);
+        if (v == -1.0 && PyErr_Occurred())
+            return false;
+        ((double *)buffer)[(*pos)++] = v;
+    }
+    return true;
+}
+
+/* Lists and tuples may contain arrays: then each element is converted and the
+ * results are stacked (their dtypes promoted). */
+static wf_array *stack_elements(PyObject *seq, wf_dtype dtype)
+{
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    wf_array **parts = PyMem_Calloc((size_t)n + 1, sizeof *parts);
+    if (parts == NULL)
+        return (wf_array *)PyErr_NoMemory();
+    wf_array *out = NULL;
+    Py_ssize_t made = 0;
+    for (; made < n; made++) {
+        parts[made] = weftpy_array_from_object(PySequence_Fast_GET_ITEM(seq, made), dtype);
+        if (parts[made] == NULL)
+            goto done;
+    }
+    out = wf_stack(parts, (int)n, 0);
+    if (out == NULL)
+        weftpy_raise_weft_error();
+done:
+    for (Py_ssize_t i = 0; i < made; i++)
+        wf_release(parts[i]);
+    PyMem_Free(parts);
+    return out;
+}
+
+static wf_array *array_from_sequence(PyObject *obj, wf_dtype dtype)
+{
+    nested_info info = {.ndim = 0, .kind = KIND_BOOL};
+    if (!nested_scan(obj, &info) || !nested_leaves(obj, 0, &info))
+        return NULL;
+    if (info.kind == KIND_ARRAY)
+        return stack_elements(obj, dtype != WF_DTYPE_COUNT ? dtype : info.array_dtype);
+    int64_t size = 1;
+    for (int i = 0; i < info.ndim; i++)
+        size *= info.shape[i];
+    if (size == 0 && info.kind == KIND_BOOL)
+        info.kind = KIND_FLOAT; /* [] is float32, as in MLX */
+    wf_dtype natural = info.kind == KIND_FLOAT  ? WF_DTYPE_F32
+                       : info.kind == KIND_INT ? (info.big_int ? WF_DTYPE_I64 : WF_DTYPE_I32)
+                                               : WF_DTYPE_BOOL;
+    if (dtype == WF_DTYPE_COUNT)
+        dtype = natural;
+    const bool as_int = info.kind != KIND_FLOAT;
+    void *buffer = PyMem_Malloc((size_t)(size > 0 ? size : 1) * 8);
+    if (buffer == NULL)
+        return (wf_array *)PyErr_NoMemory();
+    int64_t pos = 0;
+    wf_array *out = NULL;
+    if (nested_fill(obj, as_int, buffer, &pos)) {
+        wf_array *wide = wf_array_from_data(buffer, info.shape, info.ndim,
+                                            as_int ? WF_DTYPE_I64 : WF_DTYPE_F64);
+        out = wf_astype(wide, dtype);
+        wf_release(wide);
+        if (out == NULL)
+            weftpy_raise_weft_error();
+    }
+    PyMem_Free(buffer);
+    return out;
+}
+
+/* ------------------------------------------------------------ buffers */
+
+/* The dtype of a PEP 3118 format string, WF_DTYPE_COUNT if weft has none. */
+static wf_dtype dtype_from_format(const char *format, Py_ssize_t itemsize)
+{
+    if (format == NULL)
+        return WF_DTYPE_U8;
+    if (*format == '@' || *format == '=' || *format == '<')
+        format++;
+    if (format[0] == '\0' || format[1] != '\0')
+        return WF_DTYPE_COUNT;
+    switch (format[0]) {
+    case '?':
+        return WF_DTYPE_BOOL;
+    case 'B':
+        return WF_DTYPE_U8;
+    case 'i':
+    case 'l':
+    case 'q':
+    case 'n':
+        return itemsize == 4 ? WF_DTYPE_I32 : itemsize == 8 ? WF_DTYPE_I64 : WF_DTYPE_COUNT;
+    case 'e':
+        return WF_DTYPE_F16;
+    case 'f':
+        return WF_DTYPE_F32;
+    case 'd':
+        return WF_DTYPE_F64;
+    default:
+        return WF_DTYPE_COUNT;
+    }
+}
+
+static const char *format_of_dtype(wf_dtype dtype)
+{
+    switch (dtype) {
+    case WF_DTYPE_BOOL:
+        return "?";
+    case WF_DTYPE_U8:
+        return "B";
+    case WF_DTYPE_I32:
+        return "i";
+    case WF_DTYPE_I64:
+        return "q";
+    case WF_DTYPE_F16:
+        return "e";
+    case WF_DTYPE_F32:
+        return "f";
+    case WF_DTYPE_F64:
+        return "d";
+    default:
+        return NULL; /* bfloat16: no PEP 3118 code */
+    }
+}
+
+/* Copies a strided buffer into row-major order, one element at a time along
+ * the last axis (the buffer's strides are in bytes and may be negative). */
+static void copy_strided(const char *src, const Py_ssize_t *shape, const Py_ssize_t *strides,
+                         int ndim, Py_ssize_t itemsize, char *dst)
+{
+    if (ndim == 0) {
+        memcpy(dst, src, (size_t)itemsize);
+        return;
+    }
+    Py_ssize_t index[WF_MAX_NDIM] = {0};
+    Py_ssize_t total = 1;
+    for (int i = 0; i < ndim; i++)
+        total *= shape[i];
+    for (Py_ssize_t n = 0; n < total; n++) {
+        const char *p = src;
+        for (int i = 0; i < ndim; i++)
+            p += index[i] * strides[i];
+        memcpy(dst + n * itemsize, p, (size_t)itemsize);
+        for (int i = ndim - 1; i >= 0; i--) {
+            if (++index[i] < shape[i])
+                break;
+            index[i] = 0;
+        }
+    }
+}
+
+static wf_array *array_from_buffer(PyObject *obj, wf_dtype dtype)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO) < 0)
+        return NULL;
+    wf_array *out = NULL;
+    const wf_dtype source = dtype_from_format(view.format, view.itemsize);
+    if (source == WF_DTYPE_COUNT || (size_t)view.itemsize != wf_dtype_size(source)) {
+        PyErr_Format(PyExc_TypeError, "cannot make an array from a buffer of format '%s'",
+                     view.format != NULL ? view.format : "B");
+        goto done;
+    }
+    if (view.ndim > WF_MAX_NDIM) {
+        PyErr_Format(PyExc_ValueError, "buffer has more than %d dimensions", WF_MAX_NDIM);
+        goto done;
+    }
+    int64_t shape[WF_MAX_NDIM];
+    for (int i = 0; i < view.ndim; i++)
+        shape[i] = view.shape[i];
+    if (PyBuffer_IsContiguous(&view, 'C')) {
+        out = wf_array_from_data(view.buf, shape, view.ndim, source);
+    } else {
+        char *copy = PyMem_Malloc((size_t)view.len > 0 ? (size_t)view.len : 1);
+        if (copy == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        copy_strided(view.buf, view.shape, view.strides, view.ndim, view.itemsize, copy);
+        out = wf_array_from_data(copy, shape, view.ndim, source);
+        PyMem_Free(copy);
+    }
+    if (out != NULL && dtype != WF_DTYPE_COUNT && dtype != source) {
+        wf_array *cast = wf_astype(out, dtype);
+        wf_release(out);
+        out = cast;
+    }
+    if (out == NULL)
+        weftpy_raise_weft_error();
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
+
+wf_array *weftpy_array_from_object(PyObject *obj, wf_dtype dtype)
+{
+    if (WeftArray_Check(obj)) {
+        wf_array *handle = ((WeftArray *)obj)->handle;
+        wf_array *out = dtype == WF_DTYPE_COUNT ? wf_retain_unscoped(handle)
+                                                : wf_astype(handle, dtype);
+        if (out == NULL)
+            weftpy_raise_weft_error();
+        return out;
+    }
+    if (weftpy_is_python_scalar(obj))
+        return scalar_array(obj, dtype);
+    if (is_sequence_element(obj)) {
+        PyObject *seq = PySequence_Fast(obj, "expected a sequence");
+        if (seq == NULL)
+            return NULL;
+        Py_DECREF(seq); /* a list or tuple is its own fast sequence */
+        return array_from_sequence(obj, dtype);
+    }
+    if (PyObject_CheckBuffer(obj) && !PyBytes_Check(obj) && !PyByteArray_Check(obj))
+        return array_from_buffer(obj, dtype);
+    /* NumPy scalars and objects with __array__ go through NumPy's buffer. */
+    if (PyObject_HasAttrString(obj, "__array__")) {
+        PyObject *np_array = PyObject_CallMethod(obj, "__array__", NULL);
+        if (np_array == NULL)
+            return NULL;
+        wf_array *out = PyObject_CheckBuffer(np_array) ? array_from_buffer(np_array, dtype)
+                                                       : NULL;
+        if (out == NULL && !PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "cannot make an array from %s",
+                         Py_TYPE(obj)->tp_name);
+        Py_DECREF(np_array);
+        return out;
+    }
+    PyErr_Format(PyExc_ValueError, "cannot make an array from an object of type %s",
+                 Py_TYPE(obj)->tp_name);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ to Python */
+
+bool weftpy_array_host_data(wf_array *a, const void **out)
+{
+    wf_status status;
+    if (wf_array_is_evaluated(a)) {
+        status = wf_array_data(a, out); /* may make a strided view's copy: no wait */
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        status = wf_array_data(a, out);
+        Py_END_ALLOW_THREADS
+    }
+    if (status != WF_OK) {
+        weftpy_raise_weft_error();
+        return false;
+    }
+    return true;
+}
+
+static double half_to_double(uint16_t bits)
+{
+    const int sign = bits >> 15, exponent = (bits >> 10) & 0x1f, mantissa = bits & 0x3ff;
+    double value;
+    if (exponent == 0)
+        value = ldexp(mantissa, -24);
+    else if (exponent == 31)
+        value = mantissa != 0 ? NAN : INFINITY;
+    else
+        value = ldexp(mantissa + 1024, exponent - 25);
+    return sign ? -value : value;
+}
+
+static double bfloat16_to_double(uint16_t bits)
+{
+    uint32_t wide = (uint32_t)bits << 16;
+    float f;
+    memcpy(&f, &wide, sizeof f);
+    return f;
+}
+
+/* One element as a Python object. */
+static PyObject *element_object(const char *p, wf_dtype dtype)
+{
+    switch (dtype) {
+    case WF_DTYPE_BOOL:
+        return PyBool_FromLong(*(const uint8_t *)p != 0);
+    case WF_DTYPE_U8:
+        return PyLong_FromLong(*(const uint8_t *)p);
+    case WF_DTYPE_I32: {
+        int32_t v;
+        memcpy(&v, p, sizeof v);
+        return PyLong_FromLong(v);
+    }
+    case WF_DTYPE_I64: {
+        int64_t v;
+        memcpy(&v, p, sizeof v);
+        return PyLong_FromLongLong(v);
+    }
+    case WF_DTYPE_F16: {
+        uint16_t v;
+        memcpy(&v, p, sizeof v);
+        return PyFloat_FromDouble(half_to_double(v));
+    }
+    case WF_DTYPE_BF16: {
+        uint16_t v;
+        memcpy(&v, p, sizeof v);
+        return PyFloat_FromDouble(bfloat16_to_double(v));
+    }
+    case WF_DTYPE_F32: {
+        float v;
+        memcpy(&v, p, sizeof v);
+        return PyFloat_FromDouble(v);
+    }
+    case WF_DTYPE_F64: {
+        double v;
+        memcpy(&v, p, sizeof v);
+        return PyFloat_FromDouble(v);
+    }
+    default:
+        PyErr_Format(PyExc_NotImplementedError, "no Python value for dtype %s",
+                     wf_dtype_name(dtype));
+        return NULL;
+    }
+}
+
+PyObject *weftpy_array_item(wf_array *a)
+{
+    if (wf_array_size(a) != 1) {
+        PyErr_SetString(PyExc_ValueError, "item() needs an array of exactly one element");
+        return NULL;
+    }
+    const void *data;
+    if (!weftpy_array_host_data(a, &data))
+        return NULL;
+    return element_object(data, wf_array_dtype(a));
+}
+
+static PyObject *tolist_level(const char *data, const int64_t *shape, int ndim, size_t itemsize,
+                              wf_dtype dtype, int64_t *offset)
+{
+    if (ndim == 0) {
+        PyObject *item = element_object(data + (size_t)*offset * itemsize, dtype);
+        (*offset)++;
+        return item;
+    }
+    PyObject *list = PyList_New(shape[0]);
+    if (list == NULL)
+        return NULL;
+    for (int64_t i = 0; i < shape[0]; i++) {
+        PyObject *item = tolist_level(data, shape + 1, ndim - 1, itemsize, dtype, offset);
+        if (item == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+PyObject *weftpy_array_tolist(wf_array *a)
+{
+    const void *data;
+    if (!weftpy_array_host_data(a, &data))
+        return NULL;
+    int64_t offset = 0;
+    const wf_dtype dtype = wf_array_dtype(a);
+    return tolist_level(data, wf_array_shape(a), wf_array_ndim(a), wf_dtype_size(dtype), dtype,
+                        &offset);
+}
+
+/* The buffer protocol: the row-major elements (a strided view's contiguous
+ * copy, kept with the array), read-only, shape and strides in `internal`. */
+static int array_getbuffer(PyObject *self, Py_buffer *view, int flags)
+{
+    wf_array *a = ((WeftArray *)self)->handle;
+    const wf_dtype dtype = wf_array_dtype(a);
+    const char *format = format_of_dtype(dtype);
+    if (format == NULL) {
+        PyErr_Format(PyExc_BufferError, "dtype %s has no buffer format", wf_dtype_name(dtype));
+        return -1;
+    }
+    if ((flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
+        PyErr_SetString(PyExc_BufferError, "weft arrays are immutable: no writable buffer");
+        return -1;
+    }
+    const void *data;
+    if (!weftpy_array_host_data(a, &data)) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
+        PyErr_Format(PyExc_BufferError, "the array could not be evaluated: %S", text);
+        Py_XDECREF(text);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        return -1;
+    }
+    const int ndim = wf_array_ndim(a);
+    Py_ssize_t *dims = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(2 * ndim + 1));
+    if (dims == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    const int64_t *shape = wf_array_shape(a);
+    const Py_ssize_t itemsize = (Py_ssize_t)wf_dtype_size(dtype);
+    Py_ssize_t stride = itemsize;
+    for (int i = ndim - 1; i >= 0; i--) {
+        dims[i] = (Py_ssize_t)shape[i];
+        dims[ndim + i] = stride;
+        stride *= dims[i];
+    }
+    view->buf = (void *)data;
+    view->obj = Py_NewRef(self);
+    view->len = (Py_ssize_t)wf_array_nbytes(a);
+    view->itemsize = itemsize;
+    view->readonly = 1;
+    view->ndim = ndim;
+    view->format = (flags & PyBUF_FORMAT) ? (char *)format : NULL;
+    view->shape = dims;
+    view->strides = dims + ndim;
+    view->suboffsets = NULL;
+    view->internal = dims;
+    return 0;
+}
+
+static void array_releasebuffer(PyObject *self, Py_buffer *view)
+{
+    (void)self;
+    PyMem_Free(view->internal);
+}
+
+PyBufferProcs weftpy_array_buffer_procs = {
+    .bf_getbuffer = array_getbuffer,
+    .bf_releasebuffer = array_releasebuffer,
+};

@@ -1,0 +1,477 @@
+/*
+ * indexing.c - a[index] and a[index] = value with NumPy's rules: ints, slices
+ * (any step), None, Ellipsis, tuples of them, and integer arrays or lists
+ * (advanced indexing). Basic indices are views (wf_slice + wf_reshape);
+ * advanced ones gather with wf_take, several index arrays through one
+ * linear index over the axes they select.
+ */
+#include "weft_py.h"
+
+#include <string.h>
+
+/* One entry of a normalized index (no Ellipsis, no None). */
+typedef enum { ITEM_SLICE, ITEM_INT, ITEM_ARRAY } item_kind;
+
+typedef struct {
+    item_kind kind;
+    int64_t start, stop, step; /* ITEM_SLICE, ITEM_INT (start) */
+    wf_array *indices;         /* ITEM_ARRAY: owned */
+} index_item;
+
+typedef struct {
+    int count; /* entries of items: one per axis of the (expanded) array */
+    index_item items[WF_MAX_NDIM];
+    bool has_array;
+} parsed_index;
+
+static void parsed_index_clear(parsed_index *p)
+{
+    for (int i = 0; i < p->count; i++)
+        if (p->items[i].kind == ITEM_ARRAY)
+            wf_release(p->items[i].indices);
+    p->count = 0;
+}
+
+static bool is_array_index(PyObject *obj)
+{
+    return WeftArray_Check(obj) || PyList_Check(obj) ||
+           (PyObject_CheckBuffer(obj) && !PyBytes_Check(obj));
+}
+
+static bool is_consuming(PyObject *obj)
+{
+    return obj != Py_None && obj != Py_Ellipsis;
+}
+
+/* The index as a tuple (a new reference). */
+static PyObject *index_tuple(PyObject *index)
+{
+    if (PyTuple_Check(index))
+        return Py_NewRef(index);
+    return PyTuple_Pack(1, index);
+}
+
+/* Inserts the size-1 axes that None entries ask for, so the rest of the
+ * index can treat each None as a full slice of its new axis. */
+static wf_array *expand_for_none(wf_array *a, PyObject *tuple, bool *changed)
+{
+    int axes[WF_MAX_NDIM];
+    int naxes = 0, position = 0, nconsuming = 0;
+    const Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+    for (Py_ssize_t i = 0; i < n; i++)
+        nconsuming += is_consuming(PyTuple_GET_ITEM(tuple, i));
+    const int ndim = wf_array_ndim(a);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        if (item == Py_None) {
+            if (naxes + ndim >= WF_MAX_NDIM) {
+                PyErr_SetString(PyExc_IndexError, "too many dimensions from None");
+                return NULL;
+            }
+            axes[naxes++] = position++;
+        } else if (item == Py_Ellipsis) {
+            position += ndim - nconsuming > 0 ? ndim - nconsuming : 0;
+        } else {
+            position++;
+        }
+    }
+    *changed = naxes > 0;
+    if (naxes == 0)
+        return wf_retain_unscoped(a);
+    wf_array *out = wf_expand_dims(a, axes, naxes);
+    if (out == NULL)
+        weftpy_raise_weft_error();
+    return out;
+}
+
+static bool parse_int_item(PyObject *obj, int64_t dim, index_item *item)
+{
+    PyObject *index = PyNumber_Index(obj);
+    if (index == NULL)
+        return false;
+    long long v = PyLong_AsLongLong(index);
+    Py_DECREF(index);
+    if (v == -1 && PyErr_Occurred())
+        return false;
+    if (v < -dim || v >= dim) {
+        PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for an axis of size %lld", v,
+                     (long long)dim);
+        return false;
+    }
+    item->kind = ITEM_INT;
+    item->start = v < 0 ? v + dim : v;
+    return true;
+}
+
+static bool parse_slice_item(PyObject *obj, int64_t dim, index_item *item)
+{
+    Py_ssize_t start, stop, step;
+    if (PySlice_Unpack(obj, &start, &stop, &step) < 0)
+        return false;
+    PySlice_AdjustIndices((Py_ssize_t)dim, &start, &stop, step);
+    item->kind = ITEM_SLICE;
+    item->start = start;
+    item->stop = stop;
+    item->step = step;
+    /* wf_slice takes NumPy's stop; for negative steps a stop of -1 after
+     * adjusting means "before element 0", which wf_slice spells -dim - 1. */
+    if (step < 0 && stop < 0)
+        item->stop = -dim - 1;
+    return true;
+}
+
+static bool parse_array_item(PyObject *obj, index_item *item)
+{
+    wf_array *indices = weftpy_array_from_object(obj, WF_DTYPE_COUNT);
+    if (indices == NULL)
+        return false;
+    const wf_dtype dtype = wf_array_dtype(indices);
+    if (dtype == WF_DTYPE_BOOL) {
+        wf_release(indices);
+        PyErr_SetString(PyExc_ValueError, "boolean mask indexing is not supported (its shape "
+                                          "depends on the values); use weft.where");
+        return false;
+    }
+    if (!weftpy_dtype_is_integer(dtype)) {
+        wf_release(indices);
+        PyErr_SetString(PyExc_ValueError, "arrays used as indices must be of integer type");
+        return false;
+    }
+    item->kind = ITEM_ARRAY;
+    item->indices = indices;
+    return true;
+}
+
+/* Parses `tuple` (no None left) against an array of `ndim` dims of `shape`. */
+static bool parse_index(PyObject *tuple, const int64_t *shape, int ndim, parsed_index *p)
+{
+    p->count = 0;
+    p->has_array = false;
+    const Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+    int nconsuming = 0, nnone = 0;
+    bool seen_ellipsis = false;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        if (item == Py_Ellipsis) {
+            if (seen_ellipsis) {
+                PyErr_SetString(PyExc_IndexError, "an index can only have a single ellipsis");
+                return false;
+            }
+            seen_ellipsis = true;
+        } else if (item == Py_None) {
+            nnone++;
+        } else {
+            nconsuming++;
+        }
+    }
+    if (nconsuming + nnone > ndim) {
+        PyErr_Format(PyExc_IndexError, "too many indices for an array of %d dimensions",
+                     ndim - nnone);
+        return false;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *obj = PyTuple_GET_ITEM(tuple, i);
+        if (obj == Py_Ellipsis || obj == Py_None) {
+            /* None was expanded to a new axis: a full slice of it. Ellipsis
+             * covers the axes no other entry names. */
+            const int count = obj == Py_None ? 1 : ndim - nconsuming - nnone;
+            for (int k = 0; k < count; k++) {
+                p->items[p->count] = (index_item){ITEM_SLICE, 0, shape[p->count], 1, NULL};
+                p->count++;
+            }
+            continue;
+        }
+        index_item *item = &p->items[p->count];
+        const int64_t dim = shape[p->count];
+        bool ok;
+        if (PySlice_Check(obj))
+            ok = parse_slice_item(obj, dim, item);
+        else if (is_array_index(obj)) {
+            ok = parse_array_item(obj, item);
+            p->has_array |= ok;
+        } else
+            ok = parse_int_item(obj, dim, item);
+        if (!ok) {
+            parsed_index_clear(p);
+            return false;
+        }
+        p->count++;
+    }
+    while (p->count < ndim) {
+        p->items[p->count] = (index_item){ITEM_SLICE, 0, shape[p->count], 1, NULL};
+        p->count++;
+    }
+    return true;
+}
+
+/* The basic part: slices as given, ints as one-element slices, arrays as
+ * full slices (gathered afterwards). */
+static wf_array *apply_slices(wf_array *a, const parsed_index *p)
+{
+    int64_t starts[WF_MAX_NDIM], stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
+    const int64_t *shape = wf_array_shape(a);
+    bool identity = true;
+    for (int i = 0; i < p->count; i++) {
+        const index_item *item = &p->items[i];
+        if (item->kind == ITEM_SLICE) {
+            starts[i] = item->start;
+            stops[i] = item->stop;
+            steps[i] = item->step;
+            identity &= item->start == 0 && item->stop == shape[i] && item->step == 1;
+        } else if (item->kind == ITEM_INT && !p->has_array) {
+            starts[i] = item->start;
+            stops[i] = item->start + 1;
+            steps[i] = 1;
+            identity &= shape[i] == 1;
+        } else {
+            starts[i] = 0;
+            stops[i] = shape[i];
+            steps[i] = 1;
+        }
+    }
+    if (identity)
+        return wf_retain_unscoped(a);
+    return wf_slice(a, starts, stops, steps);
+}
+
+/* Basic indexing: the sliced array without the int-indexed axes. */
+static wf_array *drop_int_axes(wf_array *sliced, const parsed_index *p)
+{
+    int64_t shape[WF_MAX_NDIM];
+    int ndim = 0;
+    bool any = false;
+    const int64_t *in = wf_array_shape(sliced);
+    for (int i = 0; i < p->count; i++) {
+        if (p->items[i].kind == ITEM_INT)
+            any = true;
+        else
+            shape[ndim++] = in[i];
+    }
+    if (!any)
+        return wf_retain_unscoped(sliced);
+    return wf_reshape(sliced, shape, ndim);
+}
+
+/* An index array with negative entries counted from the end, and entries
+ * out of [0, dim) replaced by `dim` * `total` so the gather that uses the
+ * combined index fails (no wrong element is ever read). */
+static wf_array *normalized_indices(wf_array *indices, int64_t dim, int64_t total)
+{
+    wf_array *wide = wf_astype(indices, WF_DTYPE_I64);
+    wf_array *zero = wf_scalar(0, WF_DTYPE_I64);
+    wf_array *size = wf_scalar((double)dim, WF_DTYPE_I64);
+    wf_array *negative = wf_less(wide, zero);
+    wf_array *shifted = wf_add(wide, size);
+    wf_array *fixed = wf_where(negative, shifted, wide);
+    wf_array *low_ok = wf_greater_equal(fixed, zero);
+    wf_array *high_ok = wf_less(fixed, size);
+    wf_array *ok = wf_logical_and(low_ok, high_ok);
+    wf_array *bad = wf_scalar((double)total, WF_DTYPE_I64);
+    wf_array *out = wf_where(ok, fixed, bad);
+    wf_array *temps[] = {wide, zero, size, negative, shifted, fixed, low_ok, high_ok, ok, bad};
+    for (size_t i = 0; i < sizeof temps / sizeof temps[0]; i++)
+        wf_release(temps[i]);
+    return out;
+}
+
+/* Advanced indexing on the sliced array: the index arrays (and ints, as 0-d
+ * arrays) broadcast together; their shape replaces the axes they index, in
+ * place when those axes are adjacent, else at the front (NumPy's rule). */
+static wf_array *gather_advanced(wf_array *sliced, const parsed_index *p)
+{
+    int advanced[WF_MAX_NDIM], nadvanced = 0, other[WF_MAX_NDIM], nother = 0;
+    for (int i = 0; i < p->count; i++) {
+        if (p->items[i].kind == ITEM_SLICE)
+            other[nother++] = i;
+        else
+            advanced[nadvanced++] = i;
+    }
+    bool adjacent = true;
+    for (int i = 1; i < nadvanced; i++)
+        adjacent &= advanced[i] == advanced[i - 1] + 1;
+    /* Bring the advanced axes together: in place if adjacent, else first. */
+    int perm[WF_MAX_NDIM], n = 0;
+    const int insert_at = adjacent ? advanced[0] : 0;
+    for (int i = 0; i < nother && other[i] < insert_at; i++)
+        perm[n++] = other[i];
+    const int before = n;
+    for (int i = 0; i < nadvanced; i++)
+        perm[n++] = advanced[i];
+    for (int i = before; i < nother; i++)
+        perm[n++] = other[i];
+    wf_array *moved = wf_transpose(sliced, perm, n);
+    if (moved == NULL)
+        return NULL;
+    const int64_t *mshape = wf_array_shape(moved);
+    /* Merge the advanced axes into one and combine the indices row-major. */
+    int64_t merged_shape[WF_MAX_NDIM];
+    int merged_ndim = 0;
+    int64_t total = 1;
+    for (int i = 0; i < before; i++)
+        merged_shape[merged_ndim++] = mshape[i];
+    for (int i = 0; i < nadvanced; i++)
+        total *= mshape[before + i];
+    merged_shape[merged_ndim++] = total;
+    for (int i = before + nadvanced; i < n; i++)
+        merged_shape[merged_ndim++] = mshape[i];
+    wf_array *merged = wf_reshape(moved, merged_shape, merged_ndim);
+    wf_release(moved);
+    wf_array *linear = NULL;
+    int64_t stride = 1;
+    for (int i = nadvanced - 1; i >= 0 && merged != NULL; i--) {
+        const index_item *item = &p->items[advanced[i]];
+        const int64_t dim = wf_array_shape(sliced)[advanced[i]];
+        wf_array *indices = item->kind == ITEM_ARRAY ? wf_retain_unscoped(item->indices)
+                                                     : wf_scalar((double)item->start, WF_DTYPE_I64);
+        wf_array *fixed = nadvanced == 1 ? wf_retain_unscoped(indices)
+                                         : normalized_indices(indices, dim, total);
+        wf_release(indices);
+        wf_array *scale = wf_scalar((double)stride, WF_DTYPE_I64);
+        wf_array *term = stride == 1 ? wf_retain_unscoped(fixed) : wf_multiply(fixed, scale);
+        wf_release(fixed);
+        wf_release(scale);
+        wf_array *sum = linear == NULL ? wf_retain_unscoped(term) : wf_add(linear, term);
+        wf_release(term);
+        wf_release(linear);
+        linear = sum;
+        stride *= dim;
+    }
+    wf_array *out = wf_take(merged, linear, before);
+    wf_release(merged);
+    wf_release(linear);
+    return out;
+}
+
+/* a[index]: NULL with an exception set on failure. */
+static wf_array *index_array(wf_array *a, PyObject *index)
+{
+    PyObject *tuple = index_tuple(index);
+    if (tuple == NULL)
+        return NULL;
+    bool changed = false;
+    wf_array *expanded = expand_for_none(a, tuple, &changed);
+    wf_array *out = NULL;
+    parsed_index p;
+    if (expanded == NULL)
+        goto done;
+    if (!parse_index(tuple, wf_array_shape(expanded), wf_array_ndim(expanded), &p)) {
+        wf_release(expanded);
+        goto done;
+    }
+    wf_array *sliced = apply_slices(expanded, &p);
+    wf_release(expanded);
+    if (sliced != NULL)
+        out = p.has_array ? gather_advanced(sliced, &p) : drop_int_axes(sliced, &p);
+    wf_release(sliced);
+    parsed_index_clear(&p);
+    if (out == NULL)
+        weftpy_raise_weft_error();
+done:
+    Py_DECREF(tuple);
+    return out;
+}
+
+PyObject *weftpy_array_getitem(PyObject *self, PyObject *index)
+{
+    wf_array *a = ((WeftArray *)self)->handle;
+    /* The common a[i] fast path: one slice and one reshape. */
+    if (PyLong_CheckExact(index) && wf_array_ndim(a) > 0) {
+        parsed_index p = {.count = 0, .has_array = false};
+        const int64_t *shape = wf_array_shape(a);
+        if (!parse_int_item(index, shape[0], &p.items[0]))
+            return NULL;
+        p.count = 1;
+        for (int i = 1; i < wf_array_ndim(a); i++)
+            p.items[p.count++] = (index_item){ITEM_SLICE, 0, shape[i], 1, NULL};
+        wf_array *sliced = apply_slices(a, &p);
+        wf_array *out = drop_int_axes(sliced, &p);
+        wf_release(sliced);
+        return weftpy_array_wrap(out);
+    }
+    wf_array *out = index_array(a, index);
+    return out != NULL ? weftpy_array_wrap(out) : NULL;
+}
+
+wf_array *weftpy_index_update(wf_array *a, PyObject *index, wf_array *update)
+{
+    PyObject *tuple = index_tuple(index);
+    if (tuple == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++)
+        if (is_array_index(PyTuple_GET_ITEM(tuple, i))) {
+            Py_DECREF(tuple);
+            PyErr_SetString(PyExc_NotImplementedError,
+                            "assignment through integer-array indices needs a general "
+                            "scatter, which weft does not have yet");
+            return NULL;
+        }
+    /* None entries add no axis to `a`: the update is shaped like a[index]
+     * and then reshaped to the slice without them. */
+    wf_array *selected = index_array(a, tuple);
+    if (selected == NULL) {
+        Py_DECREF(tuple);
+        return NULL;
+    }
+    PyObject *no_none = PyTuple_New(0);
+    wf_array *out = NULL;
+    parsed_index p = {.count = 0};
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple) && no_none != NULL; i++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        if (item == Py_None)
+            continue;
+        PyObject *one = PyTuple_Pack(1, item);
+        PyObject *joined = one != NULL ? PySequence_Concat(no_none, one) : NULL;
+        Py_XDECREF(one);
+        Py_SETREF(no_none, joined);
+    }
+    if (no_none == NULL || !parse_index(no_none, wf_array_shape(a), wf_array_ndim(a), &p))
+        goto done;
+    int64_t starts[WF_MAX_NDIM], stops[WF_MAX_NDIM], steps[WF_MAX_NDIM], slice_shape[WF_MAX_NDIM];
+    for (int i = 0; i < p.count; i++) {
+        const index_item *item = &p.items[i];
+        const bool single = item->kind == ITEM_INT;
+        starts[i] = item->start;
+        stops[i] = single ? item->start + 1 : item->stop;
+        steps[i] = single ? 1 : item->step;
+    }
+    wf_array *region = wf_slice(a, starts, stops, steps);
+    if (region == NULL)
+        goto fail;
+    memcpy(slice_shape, wf_array_shape(region), sizeof(int64_t) * (size_t)wf_array_ndim(region));
+    const int slice_ndim = wf_array_ndim(region);
+    wf_release(region);
+    wf_array *cast = wf_astype(update, wf_array_dtype(a));
+    wf_array *spread = wf_broadcast_to(cast, wf_array_shape(selected), wf_array_ndim(selected));
+    wf_array *shaped = wf_reshape(spread, slice_shape, slice_ndim);
+    out = wf_slice_update(a, shaped, starts, stops, steps);
+    wf_release(cast);
+    wf_release(spread);
+    wf_release(shaped);
+fail:
+    if (out == NULL)
+        weftpy_raise_weft_error();
+done:
+    parsed_index_clear(&p);
+    Py_XDECREF(no_none);
+    wf_release(selected);
+    Py_DECREF(tuple);
+    return out;
+}
+
+int weftpy_array_setitem(PyObject *self, PyObject *index, PyObject *value)
+{
+    if (value == NULL) {
+        PyErr_SetString(PyExc_TypeError, "weft arrays do not support item deletion");
+        return -1;
+    }
+    WeftArray *array = (WeftArray *)self;
+    wf_array *update = weftpy_operand(value, self);
+    if (update == NULL)
+        return -1;
+    wf_array *out = weftpy_index_update(array->handle, index, update);
+    wf_release(update);
+    if (out == NULL)
+        return -1;
+    weftpy_array_replace(array, out);
+    return 0;
+}

@@ -1,0 +1,515 @@
+"""weft: a thread-safe lazy array framework with mlx.core's Python API.
+
+    import weft as mx
+    a = mx.array([1.0, 2.0, 3.0])
+    print(mx.grad(lambda x: (x * x).sum())(a))
+
+Every call may be made from any thread; waits release the GIL. See
+docs/PYTHON.md for where weft differs from mlx.core.
+"""
+import atexit as _atexit
+import enum as _enum
+import math as _math
+
+from . import _core
+from ._core import (  # noqa: F401
+    Device, Dtype, Stream, abs, add, addmm, all, any, arange, arccos, arcsin, arctan, arctan2,
+    argmax, argmin, bfloat16, bool_, broadcast_to, ceil, clear_cache, clip, concatenate, cos,
+    cosh, cumprod, cumsum, default_stream, divide, equal, erf, erfinv, exp, expand_dims, expm1,
+    eye, flatten, float16, float32, float64, floor, floor_divide, full, get_active_memory,
+    get_cache_memory, get_peak_memory, greater, greater_equal, identity, int32, int64, isfinite,
+    isinf, isnan, less, less_equal, linspace, log, log1p, log2, logaddexp, logical_and,
+    logical_not, logical_or, logsumexp, matmul, max, maximum, mean, min, minimum, moveaxis,
+    multiply, negative, new_stream, not_equal, ones, ones_like, pad, power, prod, reciprocal,
+    remainder, repeat, reset_peak_memory, reshape, round, rsqrt, set_memory_limit, sigmoid,
+    sign, sin, sinh, softmax, split, sqrt, square, squeeze, stack, std, stop_gradient,
+    subtract, sum, swapaxes, synchronize, take, take_along_axis, tan, tanh, tile, transpose,
+    tril, triu, uint8, var, where, zeros, zeros_like,
+)
+from ._array import array  # noqa: F401  (registers itself as the result class)
+from ._compile import compile, disable_compile, enable_compile  # noqa: F401
+from ._transforms import (  # noqa: F401
+    checkpoint, custom_function, grad, jvp, value_and_grad, vjp, vmap,
+)
+from . import fast, random  # noqa: F401
+
+__version__ = _core.__version__
+
+# ---------------------------------------------------------------- dtypes
+
+
+class DtypeCategory(_enum.Enum):
+    """Kinds of dtypes, for issubdtype (mlx.core's categories)."""
+
+    complexfloating = "complexfloating"
+    floating = "floating"
+    inexact = "inexact"
+    signedinteger = "signedinteger"
+    unsignedinteger = "unsignedinteger"
+    integer = "integer"
+    number = "number"
+    generic = "generic"
+
+
+complexfloating = DtypeCategory.complexfloating
+floating = DtypeCategory.floating
+inexact = DtypeCategory.inexact
+signedinteger = DtypeCategory.signedinteger
+unsignedinteger = DtypeCategory.unsignedinteger
+integer = DtypeCategory.integer
+number = DtypeCategory.number
+generic = DtypeCategory.generic
+
+_ALL_DTYPES = {name: getattr(_core, name) for name in dir(_core) if isinstance(getattr(_core, name), Dtype)}
+globals().update(_ALL_DTYPES)
+
+_PARENTS = {
+    floating: inexact, complexfloating: inexact, inexact: number,
+    signedinteger: integer, unsignedinteger: integer, integer: number, number: generic,
+}
+
+
+def _category_of(dtype):
+    name = str(dtype).split(".")[-1]
+    if name == "bool":
+        return generic
+    if name.startswith("complex"):
+        return complexfloating
+    if name.startswith("float") or name == "bfloat16":
+        return floating
+    if name.startswith("uint"):
+        return unsignedinteger
+    return signedinteger
+
+
+def issubdtype(a, b):
+    """True if dtype (or category) a is b or falls under category b."""
+    if isinstance(a, Dtype) and isinstance(b, Dtype):
+        return a == b
+    if isinstance(b, Dtype):
+        return False
+    node = _category_of(a) if isinstance(a, Dtype) else a
+    if isinstance(a, Dtype) and str(a).endswith("bool"):
+        return b == generic
+    while node is not None:
+        if node == b:
+            return True
+        node = _PARENTS.get(node)
+    return False
+
+
+class finfo:
+    """Machine limits of a float dtype."""
+
+    _TABLE = {
+        "float16": (5, 10, 6.103515625e-05),
+        "bfloat16": (8, 7, 1.1754943508222875e-38),
+        "float32": (8, 23, 1.1754943508222875e-38),
+        "float64": (11, 52, 2.2250738585072014e-308),
+    }
+
+    def __init__(self, dtype):
+        name = str(dtype).split(".")[-1]
+        if name not in self._TABLE:
+            raise ValueError(f"finfo: {dtype} is not a floating point type")
+        exp_bits, mant_bits, tiny = self._TABLE[name]
+        self.dtype = dtype
+        self.bits = 1 + exp_bits + mant_bits
+        self.eps = 2.0 ** -mant_bits
+        max_exp = 2 ** (exp_bits - 1)
+        self.max = (2.0 - 2.0 ** -mant_bits) * 2.0 ** (max_exp - 1)
+        self.min = -self.max
+        self.tiny = self.smallest_normal = tiny
+
+    def __repr__(self):
+        return f"finfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+
+
+class iinfo:
+    """Limits of an integer dtype."""
+
+    def __init__(self, dtype):
+        name = str(dtype).split(".")[-1]
+        if not name.startswith(("int", "uint")):
+            raise ValueError(f"iinfo: {dtype} is not an integer type")
+        bits = int(name.lstrip("uint"))
+        self.dtype = dtype
+        self.bits = bits
+        if name.startswith("u"):
+            self.min, self.max = 0, 2 ** bits - 1
+        else:
+            self.min, self.max = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+    def __repr__(self):
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+
+
+# ---------------------------------------------------------------- constants
+
+pi = _math.pi
+e = _math.e
+euler_gamma = 0.5772156649015329
+inf = _math.inf
+nan = _math.nan
+newaxis = None
+
+# ---------------------------------------------------------------- devices and streams
+
+
+class DeviceType(_enum.IntEnum):
+    cpu = 0
+    gpu = 1
+
+
+cpu = DeviceType.cpu
+gpu = DeviceType.gpu
+
+
+def default_device():
+    """The default Device (weft computes on the CPU)."""
+    return Device(cpu, 0)
+
+
+def set_default_device(device):
+    """Only the CPU exists; anything else is a ValueError."""
+    if isinstance(device, DeviceType):
+        device = Device(device, 0)
+    if device != Device(cpu, 0):
+        raise ValueError(f"weft has no device {device}")
+
+
+def is_available(device):
+    if isinstance(device, DeviceType):
+        device = Device(device, 0)
+    return device == Device(cpu, 0)
+
+
+class stream:
+    """with weft.stream(s_or_device): ops on this thread run on that stream."""
+
+    def __init__(self, s):
+        self._stream = s
+
+    def __enter__(self):
+        _core._push_stream(self._stream)
+        return self
+
+    def __exit__(self, *exc):
+        _core._pop_stream()
+        return False
+
+
+StreamContext = stream
+
+
+def default_stream_of_thread():
+    """This thread's current stream."""
+    return _core._current_stream()
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+def _arrays_in(trees):
+    from ._tree import flatten
+
+    leaves, _ = flatten(list(trees))
+    return [x for x in leaves if isinstance(x, _core.array)]
+
+
+def eval(*args):
+    """Evaluates the arrays in the given trees (GIL released while waiting)."""
+    _core._eval(_arrays_in(args), False)
+
+
+def async_eval(*args):
+    """Schedules the arrays in the given trees and returns at once."""
+    _core._eval(_arrays_in(args), True)
+
+
+# ---------------------------------------------------------------- composed ops
+
+
+def log10(a, /, *, stream=None):
+    return divide(log(a, stream=stream), _math.log(10.0), stream=stream)
+
+
+def arcsinh(a, /, *, stream=None):
+    a = array(a) if not isinstance(a, _core.array) else a
+    return log(add(a, sqrt(add(square(a), 1.0))), stream=stream)
+
+
+def arccosh(a, /, *, stream=None):
+    a = array(a) if not isinstance(a, _core.array) else a
+    return log(add(a, sqrt(subtract(square(a), 1.0))), stream=stream)
+
+
+def arctanh(a, /, *, stream=None):
+    a = array(a) if not isinstance(a, _core.array) else a
+    return multiply(0.5, log1p(divide(multiply(2.0, a), subtract(1.0, a))), stream=stream)
+
+
+def degrees(a, /, *, stream=None):
+    return multiply(a, 180.0 / _math.pi, stream=stream)
+
+
+def radians(a, /, *, stream=None):
+    return multiply(a, _math.pi / 180.0, stream=stream)
+
+
+def isposinf(a, /, *, stream=None):
+    return logical_and(isinf(a), greater(a, 0), stream=stream)
+
+
+def isneginf(a, /, *, stream=None):
+    return logical_and(isinf(a), less(a, 0), stream=stream)
+
+
+def nan_to_num(a, nan=0.0, posinf=None, neginf=None, *, stream=None):
+    a = array(a) if not isinstance(a, _core.array) else a
+    if issubdtype(a.dtype, integer) or a.dtype == bool_:
+        return a
+    big = finfo(a.dtype).max
+    out = where(isnan(a), nan, a)
+    out = where(isposinf(out), big if posinf is None else posinf, out)
+    return where(isneginf(out), -big if neginf is None else neginf, out, stream=stream)
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, *, equal_nan=False, stream=None):
+    return all(isclose(a, b, rtol, atol, equal_nan=equal_nan), stream=stream)
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, *, equal_nan=False, stream=None):
+    a = array(a) if not isinstance(a, _core.array) else a
+    b = array(b) if not isinstance(b, _core.array) else b
+    close = less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b))))
+    close = logical_or(close, equal(a, b))
+    if equal_nan:
+        close = logical_or(close, logical_and(isnan(a), isnan(b)))
+    return close
+
+
+def array_equal(a, b, equal_nan=False, *, stream=None):
+    a = array(a) if not isinstance(a, _core.array) else a
+    b = array(b) if not isinstance(b, _core.array) else b
+    if a.shape != b.shape:
+        return array(False)
+    eq = equal(a, b)
+    if equal_nan:
+        eq = logical_or(eq, logical_and(isnan(a), isnan(b)))
+    return all(eq, stream=stream)
+
+
+def outer(a, b, *, stream=None):
+    return multiply(reshape(a, [-1, 1]), reshape(b, [1, -1]), stream=stream)
+
+
+def inner(a, b, *, stream=None):
+    return sum(multiply(a, b), axis=-1, stream=stream)
+
+
+def tensordot(a, b, axes=2, *, stream=None):
+    if isinstance(axes, int):
+        axes_a = list(range(a.ndim - axes, a.ndim))
+        axes_b = list(range(axes))
+    else:
+        axes_a, axes_b = [list(x) if not isinstance(x, int) else [x] for x in axes]
+    axes_a = [x % a.ndim for x in axes_a]
+    axes_b = [x % b.ndim for x in axes_b]
+    free_a = [i for i in range(a.ndim) if i not in axes_a]
+    free_b = [i for i in range(b.ndim) if i not in axes_b]
+    k = 1
+    for i in axes_a:
+        k *= a.shape[i]
+    at = reshape(transpose(a, free_a + axes_a), [-1, k])
+    bt = reshape(transpose(b, axes_b + free_b), [k, -1])
+    shape = [a.shape[i] for i in free_a] + [b.shape[i] for i in free_b]
+    return reshape(matmul(at, bt), shape, stream=stream)
+
+
+def diagonal(a, offset=0, axis1=0, axis2=1, *, stream=None):
+    a = moveaxis(moveaxis(a, axis1, -2), axis2 if axis2 > axis1 else axis2 + 1, -1) \
+        if (axis1, axis2) != (a.ndim - 2, a.ndim - 1) else a
+    n, m = a.shape[-2], a.shape[-1]
+    rows = arange(max(0, -offset), min(n, m - offset) if offset >= 0 else min(n, m - offset))
+    if rows.size == 0:
+        return zeros(list(a.shape[:-2]) + [0], a.dtype)
+    flat = reshape(a, list(a.shape[:-2]) + [n * m])
+    return take(flat, add(multiply(rows, m), add(rows, offset)), axis=-1, stream=stream)
+
+
+def diag(a, k=0, *, stream=None):
+    if a.ndim == 1:
+        n = a.shape[0] + (k if k >= 0 else -k)
+        out = zeros([n * n], a.dtype)
+        rows = arange(a.shape[0])
+        idx = multiply(add(rows, max(0, -k)), n) + add(rows, max(0, k))
+        out = out.at[idx].add(a)
+        return reshape(out, [n, n], stream=stream)
+    return diagonal(a, k, 0, 1, stream=stream)
+
+
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, *, stream=None):
+    d = diagonal(a, offset, axis1, axis2)
+    out = sum(d, axis=-1)
+    return out.astype(dtype) if dtype is not None else out
+
+
+def atleast_1d(*arys):
+    out = [reshape(x, [1]) if array(x).ndim == 0 else array(x) for x in arys]
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_2d(*arys):
+    out = []
+    for x in arys:
+        x = array(x) if not isinstance(x, _core.array) else x
+        out.append(reshape(x, [1] * (2 - x.ndim) + list(x.shape)) if x.ndim < 2 else x)
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_3d(*arys):
+    out = []
+    for x in arys:
+        x = array(x) if not isinstance(x, _core.array) else x
+        if x.ndim == 0:
+            x = reshape(x, [1, 1, 1])
+        elif x.ndim == 1:
+            x = reshape(x, [1, x.shape[0], 1])
+        elif x.ndim == 2:
+            x = reshape(x, list(x.shape) + [1])
+        out.append(x)
+    return out[0] if len(out) == 1 else out
+
+
+def full_like(a, fill_value, dtype=None, *, stream=None):
+    return full(a.shape, fill_value, dtype if dtype is not None else a.dtype, stream=stream)
+
+
+def broadcast_arrays(*arrays, stream=None):
+    shape = broadcast_shapes(*[a.shape for a in arrays])
+    return [broadcast_to(a, shape, stream=stream) for a in arrays]
+
+
+def broadcast_shapes(*shapes):
+    ndim = builtins_max([len(s) for s in shapes]) if shapes else 0
+    out = []
+    for i in range(-ndim, 0):
+        dims = {s[i] for s in shapes if len(s) >= -i and s[i] != 1}
+        if len(dims) > 1:
+            raise ValueError(f"shapes {shapes} cannot be broadcast")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+import builtins as _builtins  # noqa: E402
+
+builtins_max = _builtins.max
+
+
+def hstack(arrays, *, stream=None):
+    arrays = [atleast_1d(a) for a in arrays]
+    return concatenate(arrays, axis=0 if arrays[0].ndim == 1 else 1, stream=stream)
+
+
+def vstack(arrays, *, stream=None):
+    return concatenate([atleast_2d(a) for a in arrays], axis=0, stream=stream)
+
+
+def dstack(arrays, *, stream=None):
+    return concatenate([atleast_3d(a) for a in arrays], axis=2, stream=stream)
+
+
+def einsum(subscripts, *operands, stream=None):
+    """einsum over weft ops: transposes, broadcasts, products and sums."""
+    from ._einsum import einsum as _einsum
+
+    return _einsum(subscripts, *operands)
+
+
+def meshgrid(*arrays, sparse=False, indexing="xy", stream=None):
+    n = len(arrays)
+    out = []
+    for i, a in enumerate(arrays):
+        shape = [1] * n
+        shape[i] = -1
+        out.append(reshape(a, shape))
+    if indexing == "xy" and n >= 2:
+        out = [swapaxes(x, 0, 1) for x in out]
+    if sparse:
+        return out
+    return broadcast_arrays(*out)
+
+
+def kron(a, b, *, stream=None):
+    a = array(a) if not isinstance(a, _core.array) else a
+    b = array(b) if not isinstance(b, _core.array) else b
+    nd = builtins_max(a.ndim, b.ndim)
+    a = reshape(a, [1] * (nd - a.ndim) + list(a.shape))
+    b = reshape(b, [1] * (nd - b.ndim) + list(b.shape))
+    shape_a = []
+    shape_b = []
+    for i in range(nd):
+        shape_a += [a.shape[i], 1]
+        shape_b += [1, b.shape[i]]
+    out = multiply(reshape(a, shape_a), reshape(b, shape_b))
+    return reshape(out, [a.shape[i] * b.shape[i] for i in range(nd)], stream=stream)
+
+
+def save_safetensors(file, arrays, metadata=None):
+    """Writes a dict of arrays to a safetensors file."""
+    _core._save_safetensors(str(file), dict(arrays))
+
+
+def load(file, format=None, return_metadata=False):
+    """Reads a .safetensors or .npy/.npz file into arrays."""
+    path = str(file)
+    fmt = format or path.rsplit(".", 1)[-1]
+    if fmt == "safetensors":
+        out = _core._load_safetensors(path)
+    elif fmt in ("npy", "npz"):
+        import numpy as np
+
+        loaded = np.load(path)
+        if fmt == "npy":
+            out = array(loaded)
+        else:
+            out = {k: array(loaded[k]) for k in loaded.files}
+    else:
+        raise ValueError(f"load: unsupported format '{fmt}'")
+    return (out, {}) if return_metadata else out
+
+
+def save(file, arr):
+    """Writes one array to a .npy file."""
+    import numpy as np
+
+    path = str(file)
+    if not path.endswith(".npy"):
+        path += ".npy"
+    np.save(path, np.asarray(arr))
+
+
+def savez(file, *args, **kwargs):
+    import numpy as np
+
+    np.savez(str(file), *[np.asarray(a) for a in args], **{k: np.asarray(v) for k, v in kwargs.items()})
+
+
+def savez_compressed(file, *args, **kwargs):
+    import numpy as np
+
+    np.savez_compressed(str(file), *[np.asarray(a) for a in args],
+                        **{k: np.asarray(v) for k, v in kwargs.items()})
+
+
+def compile_stats(fun=None):
+    """weft's compile counters: of one compiled function, or of the whole cache."""
+    if fun is None:
+        return _core._compile_stats(None)
+    return fun._stats()
+
+
+# Stops callbacks into Python before the interpreter tears down, and waits
+# for those running (GIL released), so exit with work in flight is clean.
+_atexit.register(_core._shutdown)

@@ -1,0 +1,239 @@
+"""The array class results are made of: weft._core.array plus the named
+methods MLX's array has, each a thin call of the op of the same name."""
+from . import _core
+
+
+class array(_core.array):
+    """array(val, dtype=None): a lazy n-dimensional array (mlx.core.array)."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return _format(self)
+
+    def __str__(self):
+        return _format(self)
+
+    def __format__(self, spec):
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        return format(str(self), spec)
+
+    def __array__(self, dtype=None, copy=None):
+        import numpy as np
+
+        value = self.astype(_core.float32) if self.dtype == _core.bfloat16 else self
+        out = np.array(memoryview(value), copy=True)
+        return out.astype(dtype) if dtype is not None else out
+
+    def __reduce__(self):
+        import numpy as np
+
+        return (_from_numpy_pickled, (np.asarray(self), self.dtype))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __hash__(self):
+        return id(self)
+
+    def __xor__(self, other):
+        return _core.not_equal(self, other) if self.dtype == _core.bool_ else NotImplemented
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU, device 0
+
+    def __dlpack__(self, stream=None, **kwargs):
+        import numpy as np
+
+        return np.asarray(self).__dlpack__()
+
+    @property
+    def at(self):
+        return _At(self)
+
+    # shape methods
+    def reshape(self, *shape, stream=None):
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = shape[0]
+        return _core.reshape(self, list(shape), stream=stream)
+
+    def transpose(self, *axes, stream=None):
+        if len(axes) == 1 and not isinstance(axes[0], int):
+            axes = axes[0]
+        return _core.transpose(self, list(axes) if axes else None, stream=stream)
+
+    def flatten(self, start_axis=0, end_axis=-1, *, stream=None):
+        return _core.flatten(self, start_axis, end_axis, stream=stream)
+
+    def squeeze(self, axis=None, *, stream=None):
+        return _core.squeeze(self, axis, stream=stream)
+
+    def swapaxes(self, axis1, axis2, *, stream=None):
+        return _core.swapaxes(self, axis1, axis2, stream=stream)
+
+    def moveaxis(self, source, destination, *, stream=None):
+        return _core.moveaxis(self, source, destination, stream=stream)
+
+    def split(self, indices_or_sections, axis=0, *, stream=None):
+        return _core.split(self, indices_or_sections, axis, stream=stream)
+
+    def split_at(self, indices, axis=0, *, stream=None):
+        return _core.split(self, indices, axis, stream=stream)
+
+    def var(self, axis=None, keepdims=False, ddof=0, *, stream=None):
+        return _core.var(self, axis, keepdims, ddof, stream=stream)
+
+    def std(self, axis=None, keepdims=False, ddof=0, *, stream=None):
+        return _core.std(self, axis, keepdims, ddof, stream=stream)
+
+    def argmax(self, axis=None, keepdims=False, *, stream=None):
+        return _core.argmax(self, axis, keepdims, stream=stream)
+
+    def argmin(self, axis=None, keepdims=False, *, stream=None):
+        return _core.argmin(self, axis, keepdims, stream=stream)
+
+    def cumsum(self, axis=None, *, reverse=False, inclusive=True, stream=None):
+        return _core.cumsum(self, axis, reverse, inclusive, stream=stream)
+
+    def cumprod(self, axis=None, *, reverse=False, inclusive=True, stream=None):
+        return _core.cumprod(self, axis, reverse, inclusive, stream=stream)
+
+    def round(self, decimals=0, *, stream=None):
+        return _core.round(self, decimals, stream=stream)
+
+    def diag(self, k=0, *, stream=None):
+        from . import diag
+
+        return diag(self, k, stream=stream)
+
+    def diagonal(self, offset=0, axis1=0, axis2=1, stream=None):
+        from . import diagonal
+
+        return diagonal(self, offset, axis1, axis2, stream=stream)
+
+    def conj(self, *, stream=None):
+        return self
+
+
+def _make_reduction(name):
+    op = getattr(_core, name)
+
+    def method(self, axis=None, keepdims=False, *, stream=None):
+        return op(self, axis, keepdims, stream=stream)
+
+    method.__name__ = name
+    method.__doc__ = op.__doc__
+    return method
+
+
+def _make_unary(name):
+    op = getattr(_core, name)
+
+    def method(self, *, stream=None):
+        return op(self, stream=stream)
+
+    method.__name__ = name
+    method.__doc__ = op.__doc__
+    return method
+
+
+for _name in ("sum", "mean", "prod", "max", "min", "all", "any", "logsumexp"):
+    setattr(array, _name, _make_reduction(_name))
+for _name in ("abs", "exp", "log", "log1p", "log2", "sqrt", "rsqrt", "square", "reciprocal",
+              "sin", "cos"):
+    setattr(array, _name, _make_unary(_name))
+
+
+def _from_numpy_pickled(value, dtype):
+    return array(value, dtype)
+
+
+class _At:
+    """a.at[index].add(v) and friends: the updated array (a itself unchanged)."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, a):
+        self._array = a
+
+    def __getitem__(self, index):
+        return _AtIndex(self._array, index)
+
+
+def _advanced(index):
+    items = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(i, (_core.array, list)) or hasattr(i, "__array__") for i in items)
+
+
+class _AtIndex:
+    __slots__ = ("_array", "_index")
+
+    def __init__(self, a, index):
+        self._array = a
+        self._index = index
+
+    def _basic(self, op, value):
+        out = array(self._array)
+        out[self._index] = op(self._array[self._index], value)
+        return out
+
+    def set(self, value):
+        out = array(self._array)
+        out[self._index] = value
+        return out
+
+    def add(self, value):
+        if not _advanced(self._index):
+            return self._basic(_core.add, value)
+        index = self._index
+        if isinstance(index, tuple):
+            if len(index) != 1:
+                raise NotImplementedError("at[...].add with several index arrays needs a general scatter")
+            index = index[0]
+        idx = _core.array(index) if not isinstance(index, _core.array) else index
+        a = self._array
+        flat_idx = _core.reshape(idx, [-1])
+        upd_shape = list(idx.shape) + list(a.shape[1:])
+        upd = _core.broadcast_to(_core.astype(value, a.dtype) if isinstance(value, _core.array)
+                                 else array(value, a.dtype), upd_shape)
+        upd = _core.reshape(upd, [flat_idx.size] + list(a.shape[1:]))
+        return _core._scatter_add_axis(a, flat_idx, upd, 0)
+
+    def subtract(self, value):
+        return self.add(-(value if isinstance(value, _core.array) else array(value)))
+
+    def multiply(self, value):
+        if _advanced(self._index):
+            raise NotImplementedError("at[...].multiply with index arrays needs a general scatter")
+        return self._basic(_core.multiply, value)
+
+    def divide(self, value):
+        if _advanced(self._index):
+            raise NotImplementedError("at[...].divide with index arrays needs a general scatter")
+        return self._basic(_core.divide, value)
+
+    def maximum(self, value):
+        if _advanced(self._index):
+            raise NotImplementedError("at[...].maximum with index arrays needs a general scatter")
+        return self._basic(_core.maximum, value)
+
+    def minimum(self, value):
+        if _advanced(self._index):
+            raise NotImplementedError("at[...].minimum with index arrays needs a general scatter")
+        return self._basic(_core.minimum, value)
+
+
+def _format(a):
+    """repr like MLX's: array([1, 2], dtype=int32)."""
+    if a.dtype == _core.bool_:
+        text = repr(a.tolist()).replace("True", "true").replace("False", "false")
+    else:
+        text = repr(a.tolist())
+    return f"array({text}, dtype={str(a.dtype).split('.')[-1]})"
+
+
+_core._set_array_class(array)

@@ -1,0 +1,275 @@
+"""grad, value_and_grad, vjp, jvp, vmap, custom_function, checkpoint over
+pytrees, on weft's C transforms (weft._core: flat lists of arrays)."""
+import functools
+
+from . import _core
+from ._tree import flatten, unflatten
+
+array = _core.array
+
+
+def _as_list(out):
+    """A function's output as (leaves, treedef); leaves must be arrays."""
+    leaves, treedef = flatten(out)
+    for leaf in leaves:
+        if not isinstance(leaf, array):
+            raise ValueError(
+                f"transformed functions must return arrays (or trees of arrays), got {type(leaf).__name__}")
+    return leaves, treedef
+
+
+def _check_arrays(leaves, what):
+    for leaf in leaves:
+        if not isinstance(leaf, array):
+            raise ValueError(f"{what} must be arrays (or trees of arrays), got {type(leaf).__name__}")
+
+
+def vjp(fun, primals, cotangents):
+    """(outputs, vjps): fun(*primals) and the cotangents pulled back to the primals."""
+    primals = list(primals)
+    cotangents = list(cotangents)
+    _check_arrays(primals, "vjp primals")
+
+    def flat(xs):
+        return _as_list(fun(*xs))[0]
+
+    return _core._vjp(_core.Function(flat), primals, cotangents)
+
+
+def jvp(fun, primals, tangents):
+    """(outputs, jvps): fun(*primals) and the tangents pushed forward."""
+    primals = list(primals)
+    tangents = list(tangents)
+    _check_arrays(primals, "jvp primals")
+
+    def flat(xs):
+        return _as_list(fun(*xs))[0]
+
+    return _core._jvp(_core.Function(flat), primals, tangents)
+
+
+def _normalize_argnums(argnums, argnames):
+    if argnames is None:
+        argnames = []
+    elif isinstance(argnames, str):
+        argnames = [argnames]
+    if argnums is None:
+        argnums = [] if argnames else [0]
+        single = not argnames
+    elif isinstance(argnums, int):
+        single = True
+        argnums = [argnums]
+    else:
+        single = False
+        argnums = list(argnums)
+    if len(set(argnums)) != len(argnums):
+        raise ValueError("argnums must not repeat")
+    return argnums, single, list(argnames)
+
+
+def _value_and_grad_impl(fun, argnums, argnames):
+    argnums, single, argnames = _normalize_argnums(argnums, argnames)
+
+    def wrapped(*args, **kwargs):
+        if any(i < -len(args) or i >= len(args) for i in argnums):
+            raise ValueError(f"argnums {argnums} out of range for {len(args)} positional arguments")
+        nums = [i % len(args) for i in argnums]
+        for name in argnames:
+            if name not in kwargs:
+                raise ValueError(f"argname '{name}' was not passed as a keyword argument")
+        diff_trees = [args[i] for i in nums] + [kwargs[n] for n in argnames]
+        leaves, treedef = flatten(diff_trees)
+        _check_arrays(leaves, "arguments to differentiate")
+        holder = {}
+
+        def flat(xs):
+            trees = unflatten(treedef, xs)
+            new_args = list(args)
+            for i, t in zip(nums, trees):
+                new_args[i] = t
+            new_kwargs = dict(kwargs)
+            for n, t in zip(argnames, trees[len(nums):]):
+                new_kwargs[n] = t
+            out_leaves, out_tree = _as_list(fun(*new_args, **new_kwargs))
+            if not out_leaves:
+                raise ValueError("the function to differentiate must return an array")
+            holder["tree"] = out_tree
+            return out_leaves
+
+        if leaves:
+            results = _core._value_and_grad(_core.Function(flat), list(range(len(leaves))))(leaves)
+            nout = len(results) - len(leaves)
+            values, grads = results[:nout], results[nout:]
+        else:
+            values, grads = flat([]), []
+        value = unflatten(holder["tree"], values)
+        grad_trees = unflatten(treedef, grads)
+        pos = grad_trees[:len(nums)]
+        pos = pos[0] if single and len(pos) == 1 else tuple(pos)
+        if argnames:
+            kw = {n: g for n, g in zip(argnames, grad_trees[len(nums):])}
+            return value, (pos, kw)
+        return value, pos
+
+    return wrapped
+
+
+def value_and_grad(fun, argnums=None, argnames=None):
+    """A function returning (fun's value, gradients of its first output)."""
+    impl = _value_and_grad_impl(fun, argnums, argnames)
+    return functools.wraps(fun)(impl)
+
+
+def grad(fun, argnums=None, argnames=None):
+    """A function returning the gradients of fun's scalar output."""
+    impl = _value_and_grad_impl(fun, argnums, argnames)
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        return impl(*args, **kwargs)[1]
+
+    return wrapped
+
+
+def _broadcast_prefix(axes, tree, what):
+    """Per-leaf axes from `axes`, a tree prefix of `tree` (an int or None
+    covers a whole subtree)."""
+    if axes is None or isinstance(axes, int):
+        leaves, _ = flatten(tree)
+        return [axes] * len(leaves)
+    if isinstance(axes, (list, tuple)) and isinstance(tree, (list, tuple)):
+        if len(axes) != len(tree):
+            raise ValueError(f"{what} has {len(axes)} entries for {len(tree)} arguments")
+        out = []
+        for a, t in zip(axes, tree):
+            out += _broadcast_prefix(a, t, what)
+        return out
+    if isinstance(axes, dict) and isinstance(tree, dict):
+        out = []
+        for k in tree:
+            out += _broadcast_prefix(axes[k], tree[k], what)
+        return out
+    raise ValueError(f"{what} does not match the structure of the arguments")
+
+
+def vmap(fun, in_axes=0, out_axes=0):
+    """fun mapped over a batch axis of its inputs (in_axes) and outputs (out_axes)."""
+
+    @functools.wraps(fun)
+    def wrapped(*args):
+        leaves, treedef = flatten(list(args))
+        _check_arrays(leaves, "vmap arguments")
+        axes = _broadcast_prefix(in_axes, list(args), "in_axes")
+        if all(a is None for a in axes):
+            raise ValueError("vmap needs at least one mapped input (in_axes all None)")
+        holder = {}
+
+        def flat(xs):
+            out_leaves, out_tree = _as_list(fun(*unflatten(treedef, xs)))
+            holder["tree"] = out_tree
+            return out_leaves
+
+        outs = _core._vmap(_core.Function(flat), axes)(leaves)
+        tree = holder["tree"]
+        out_tree_value = unflatten(tree, outs)
+        per_leaf = _broadcast_prefix(out_axes, out_tree_value, "out_axes")
+        moved = []
+        for o, ax in zip(outs, per_leaf):
+            if ax is None:
+                moved.append(o[0])
+            elif ax != 0:
+                moved.append(_core.moveaxis(o, 0, ax))
+            else:
+                moved.append(o)
+        return unflatten(tree, moved)
+
+    return wrapped
+
+
+class custom_function:
+    """A function with its own vjp, jvp and vmap rules (decorators .vjp,
+    .jvp, .vmap), as mlx.core.custom_function."""
+
+    def __init__(self, fun):
+        functools.update_wrapper(self, fun)
+        self._fun = fun
+        self._vjp = None
+        self._jvp = None
+        self._vmap = None
+
+    def vjp(self, rule):
+        self._vjp = rule
+        return rule
+
+    def jvp(self, rule):
+        self._jvp = rule
+        return rule
+
+    def vmap(self, rule):
+        self._vmap = rule
+        return rule
+
+    def __call__(self, *args):
+        leaves, treedef = flatten(list(args))
+        _check_arrays(leaves, "custom_function arguments")
+        n = len(leaves)
+        holder = {}
+
+        def forward(xs):
+            out_leaves, out_tree = _as_list(self._fun(*unflatten(treedef, xs)))
+            holder["tree"] = out_tree
+            return out_leaves
+
+        def vjp_rule(xs):
+            primals = tuple(unflatten(treedef, xs[:n]))
+            m = (len(xs) - n) // 2
+            cot = unflatten(holder["tree"], xs[n:n + m])
+            outs = unflatten(holder["tree"], xs[n + m:])
+            grads = self._vjp(primals, cot, outs)
+            if isinstance(grads, array):
+                grads = (grads,)
+            g_leaves, _ = flatten(list(grads))
+            return g_leaves
+
+        def jvp_rule(xs):
+            primals = tuple(unflatten(treedef, xs[:n]))
+            tangents = tuple(unflatten(treedef, xs[n:]))
+            out = self._jvp(primals, tangents)
+            return _as_list(out)[0]
+
+        def vmap_rule(xs):
+            inputs = tuple(unflatten(treedef, xs))
+            axes = tuple(unflatten(treedef, [0] * n))
+            outs, out_axes = self._vmap(inputs, axes)
+            out_leaves, out_tree = _as_list(outs)
+            per_leaf = _broadcast_prefix(out_axes, outs, "out_axes")
+            return [o if ax in (0, None) else _core.moveaxis(o, ax, 0)
+                    for o, ax in zip(out_leaves, per_leaf)]
+
+        fn = _core._custom_function(
+            _core.Function(forward),
+            _core.Function(vjp_rule) if self._vjp else None,
+            _core.Function(jvp_rule) if self._jvp else None,
+            _core.Function(vmap_rule) if self._vmap else None)
+        outs = fn(leaves)
+        return unflatten(holder["tree"], outs)
+
+
+def checkpoint(fun):
+    """fun whose intermediates are recomputed in the backward pass."""
+
+    @functools.wraps(fun)
+    def wrapped(*args):
+        leaves, treedef = flatten(list(args))
+        _check_arrays(leaves, "checkpoint arguments")
+        holder = {}
+
+        def flat(xs):
+            out_leaves, out_tree = _as_list(fun(*unflatten(treedef, xs)))
+            holder["tree"] = out_tree
+            return out_leaves
+
+        outs = _core._checkpoint(_core.Function(flat))(leaves)
+        return unflatten(holder["tree"], outs)
+
+    return wrapped

@@ -1,0 +1,128 @@
+"""weft.random: counter-based random numbers (mlx.core.random's API).
+
+A key is a uint32-valued array of shape (2,); key=None draws from this
+thread's default key, so threads never share RNG state.
+"""
+import math as _math
+
+from . import _core
+
+_KEY_DTYPE = getattr(_core, "uint32", _core.int64)
+
+
+def _words(key):
+    if key is None:
+        return None
+    values = key.tolist() if hasattr(key, "tolist") else list(key)
+    if len(values) != 2:
+        raise ValueError("a random key has shape (2,)")
+    return (int(values[0]) & 0xFFFFFFFF, int(values[1]) & 0xFFFFFFFF)
+
+
+def _key_array(words):
+    return _core.array(list(words), dtype=_KEY_DTYPE) if _KEY_DTYPE is not _core.int64 \
+        else _core.array([int(w) for w in words], dtype=_core.int64)
+
+
+def seed(seed):
+    """Reseeds this thread's default key."""
+    _core._random_seed(seed)
+
+
+def key(seed):
+    """A key from an integer seed."""
+    return _key_array(_core._random_key(seed))
+
+
+def split(key, num=2, *, stream=None):
+    """num new keys (shape (num, 2)) derived from key."""
+    keys = _core._random_split(_words(key), num)
+    return _core.array([list(k) for k in keys], dtype=_KEY_DTYPE)
+
+
+def _shape(shape):
+    if shape is None:
+        return []
+    return [shape] if isinstance(shape, int) else list(shape)
+
+
+def uniform(low=0.0, high=1.0, shape=[], dtype=_core.float32, key=None, *, stream=None):
+    """Uniform samples in [low, high)."""
+    if isinstance(low, _core.array) or isinstance(high, _core.array):
+        shape = _shape(shape) or _broadcast(low, high)
+        u = _core._random_uniform(shape, dtype, 0.0, 1.0, _words(key))
+        return _core.add(_core.multiply(u, _core.subtract(high, low)), low).astype(dtype)
+    return _core._random_uniform(_shape(shape), dtype, float(low), float(high), _words(key))
+
+
+def _broadcast(*xs):
+    shapes = [x.shape if isinstance(x, _core.array) else () for x in xs]
+    n = max(len(s) for s in shapes)
+    out = []
+    for i in range(-n, 0):
+        out.append(max((s[i] for s in shapes if len(s) >= -i), default=1))
+    return out
+
+
+def normal(shape=[], dtype=_core.float32, loc=0.0, scale=1.0, key=None, *, stream=None):
+    """Normal(loc, scale) samples."""
+    if isinstance(loc, _core.array) or isinstance(scale, _core.array):
+        z = _core._random_normal(_shape(shape), dtype, 0.0, 1.0, _words(key))
+        return _core.add(_core.multiply(z, scale), loc)
+    return _core._random_normal(_shape(shape), dtype, float(loc), float(scale), _words(key))
+
+
+def randint(low, high, shape=[], dtype=_core.int32, key=None, *, stream=None):
+    """Integers uniform in [low, high)."""
+    return _core._random_randint(int(low), int(high), _shape(shape), dtype, _words(key))
+
+
+def bernoulli(p=0.5, shape=None, key=None, *, stream=None):
+    """Bool samples, true with probability p."""
+    return _core._random_bernoulli(p, None if shape is None else _shape(shape), _words(key))
+
+
+def categorical(logits, axis=-1, shape=None, num_samples=None, key=None, *, stream=None):
+    """Samples from the categorical distribution given by unnormalized log-probabilities."""
+    if shape is None and num_samples is None:
+        return _core._random_categorical(logits, axis, _words(key))
+    # Several samples per distribution: add a sample axis and draw with Gumbel noise.
+    logits = _core.array(logits) if not isinstance(logits, _core.array) else logits
+    axis = axis % logits.ndim
+    moved = _core.moveaxis(logits, axis, -1)
+    batch = list(moved.shape[:-1])
+    if num_samples is not None:
+        out_shape = batch + [num_samples]
+        expanded = _core.expand_dims(moved, -2)
+    else:
+        out_shape = _shape(shape)
+        expanded = moved
+    target = out_shape + [moved.shape[-1]]
+    g = gumbel(target, moved.dtype if moved.dtype in (_core.float32, _core.float64) else _core.float32, key)
+    return _core.argmax(_core.add(_core.broadcast_to(expanded, target), g), -1)
+
+
+def gumbel(shape=[], dtype=_core.float32, key=None, *, stream=None):
+    """Samples of the standard Gumbel distribution."""
+    u = _core._random_uniform(_shape(shape), dtype, 1e-7 if dtype != _core.float64 else 1e-16, 1.0, _words(key))
+    return _core.negative(_core.log(_core.negative(_core.log(u))))
+
+
+def truncated_normal(lower, upper, shape=None, dtype=_core.float32, key=None, *, stream=None):
+    """Normal samples truncated to [lower, upper] (inverse-CDF method)."""
+    lower = _core.array(lower, dtype) if not isinstance(lower, _core.array) else lower
+    upper = _core.array(upper, dtype) if not isinstance(upper, _core.array) else upper
+    shape = _shape(shape) if shape is not None else _broadcast(lower, upper)
+    sq2 = _math.sqrt(2.0)
+    lo = _core.erf(_core.divide(lower, sq2))
+    hi = _core.erf(_core.divide(upper, sq2))
+    u = _core._random_uniform(shape, dtype, 0.0, 1.0, _words(key))
+    v = _core.add(lo, _core.multiply(u, _core.subtract(hi, lo)))
+    v = _core.clip(v, -1 + 1e-7, 1 - 1e-7)
+    return _core.multiply(sq2, _core.erfinv(v))
+
+
+def laplace(shape=[], dtype=_core.float32, loc=0.0, scale=1.0, key=None, *, stream=None):
+    u = _core._random_uniform(_shape(shape), dtype, -0.5 + 1e-7, 0.5, _words(key))
+    s = _core.sign(u)
+    return _core.add(loc, _core.multiply(-scale, _core.multiply(s, _core.log1p(_core.multiply(-2.0, _core.abs(u))))))
