@@ -6,8 +6,10 @@
 #   make            release build
 #   make test       build and test all three, then check `make install` through
 #                   pkg-config (scripts/check-install.sh); final line "N passed, N failed"
-#   make py-venv    $(BUILD)/py-venv (or $WEFT_PY_VENV): numpy + safetensors from PyPI for
-#                   test_safetensors_python (every test target makes it first)
+#   make py-venv    $(BUILD)/py-venv (or $WEFT_PY_VENV): numpy, safetensors, pytest from PyPI
+#                   for test_safetensors_python and the Python tests (test targets make it first)
+#   make py-test    build the weft Python wheel against the release library, install it
+#                   into the venv and run tests/python (make test also runs them under ASan)
 #   make demo       build and run the demo (or the examples)
 #   make test-release | test-asan | test-tsan | bench | bench-programs | install | deps | clean
 #
@@ -31,7 +33,7 @@ cmake_flags_tsan    := -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=thread -DWEFT_BU
 # The make run by `cmake --build` must not inherit this make's flags/jobserver.
 CMAKE_BUILD := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build
 
-.PHONY: all deps py-venv build-release build-asan build-tsan test test-release test-asan \
+.PHONY: all deps py-venv py-test build-release build-asan build-tsan test test-release test-asan \
         test-tsan demo bench bench-programs install clean
 
 all: build-release
@@ -54,6 +56,9 @@ py-venv:
 $(addprefix test-,$(CONFIGS)): test-%: build-% py-venv
 	tests/run_tests.sh $(BUILD)/$* $*
 
+py-test: build-release py-venv
+	scripts/python-test.sh $(BUILD)/release release
+
 # Runs every configuration even when one fails, then adds the counts up.
 test: deps py-venv
 	@passed=0; failed=0; \
@@ -69,6 +74,13 @@ test: deps py-venv
 	    passed=$$((passed + p)); failed=$$((failed + f)); \
 	  else \
 	    failed=$$((failed + 1)); \
+	  fi; \
+	  if [ $$c != tsan ]; then \
+	    if scripts/python-test.sh $(BUILD)/$$c $$c; then \
+	      echo "$$c: python tests passed"; passed=$$((passed + 1)); \
+	    else \
+	      echo "$$c: python tests FAILED"; failed=$$((failed + 1)); \
+	    fi; \
 	  fi; \
 	done; \
 	if [ -f $(BUILD)/release/CMakeCache.txt ] && scripts/check-install.sh $(BUILD)/release; then \

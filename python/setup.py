@@ -58,4 +58,6 @@ extension = Extension(
     extra_link_args=link_args + blas_link_args() + ["-lpthread", "-lm"],
     depends=[str(ROOT / "include" / "weft.h")] + sorted(str(p) for p in (HERE / "src").glob("*.h")),
 )
-setup(ext_modules=[extension])
+# Each build of libweft (release, asan) gets its own object directory.
+build_base = os.environ.get("WEFT_PY_BUILD_BASE", "build")
+setup(ext_modules=[extension], options={"build": {"build_base": build_base}})

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Creates build/py-venv (or the directory given as $1): a Python virtual
-# environment with numpy and safetensors from PyPI, which
+# environment with numpy, safetensors, pytest, setuptools and wheel from PyPI:
 # tests/unit/test_safetensors_python.c runs tests/python/check_safetensors.py
-# in. Idempotent: quiet and quick when the environment already imports both.
+# in it, and scripts/python-test.sh builds the weft extension and runs the
+# pytest suite with it. Idempotent: quiet and quick when the environment already
+# imports them all.
 # Installs python3 and python3-venv with apt-get (as root, through sudo when
 # not root) when they are missing, like scripts/install-deps.sh. Exits
 # non-zero with a message when the environment cannot be made (no network,
@@ -13,7 +15,7 @@ venv=${1:-build/py-venv}
 
 imports_ok() {
     [ -x "$venv/bin/python" ] &&
-        "$venv/bin/python" -c 'import numpy, safetensors.numpy' >/dev/null 2>&1
+        "$venv/bin/python" -c 'import numpy, safetensors.numpy, pytest, setuptools, wheel' >/dev/null 2>&1
 }
 
 fail() {
@@ -51,7 +53,7 @@ fi
 echo "python-venv: creating $venv with numpy and safetensors from PyPI"
 rm -rf "$venv" # a half-made one from an earlier failure
 python3 -m venv "$venv" || fail "python3 -m venv $venv failed"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy safetensors ||
-    fail "pip install numpy safetensors failed (is PyPI reachable?)"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy safetensors pytest \
+    setuptools wheel || fail "pip install numpy safetensors pytest setuptools wheel failed (is PyPI reachable?)"
 imports_ok || fail "numpy or safetensors does not import after installing"
 echo "python-venv: done"
