@@ -725,7 +725,10 @@ typedef struct wf_fn wf_fn;
  * capacity) new references to `outputs` and sets *noutputs to the count. A
  * non-OK status becomes the caller's error (with the message of the weft
  * call that failed, or one naming the status); on failure the callback
- * returns no references (it releases what it made). */
+ * returns no references (it releases what it made). It runs with this
+ * thread's scopes hidden (the caller's and the transforms' own): the arrays
+ * it makes are its own to release or return, and scopes it leaves open are
+ * closed when it returns. */
 typedef wf_status (*wf_fn_callback)(void *payload, wf_array *const *inputs, size_t ninputs,
                                     wf_array **outputs, size_t *noutputs);
 

@@ -56,7 +56,8 @@ extension = Extension(
     extra_objects=[str(build / "libweft.a")],
     extra_compile_args=compile_args,
     extra_link_args=link_args + blas_link_args() + ["-lpthread", "-lm"],
-    depends=[str(ROOT / "include" / "weft.h")] + sorted(str(p) for p in (HERE / "src").glob("*.h")),
+    # libweft.a among the dependencies: a rebuilt library relinks the extension.
+    depends=[str(build / "libweft.a"), str(ROOT / "include" / "weft.h")] + sorted(str(p) for p in (HERE / "src").glob("*.h")),
 )
 # Each build of libweft (release, asan) gets its own object directory.
 build_base = os.environ.get("WEFT_PY_BUILD_BASE", "build")

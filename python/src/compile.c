@@ -51,14 +51,36 @@ static PyObject *py_compile_stats(PyObject *module, PyObject *fn_obj)
     wf_compile_stats stats = wf_compile_stats_default();
     if (wf_compile_stats_get(fn, &stats) != WF_OK)
         return weftpy_raise_weft_error();
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsK}", "calls", stats.calls, "hits", stats.hits,
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsK}", "calls", stats.calls, "hits", stats.hits,
                          "misses", stats.misses, "traces", stats.traces, "waits", stats.waits,
                          "inline_calls", stats.inline_calls, "evictions", stats.evictions,
                          "erases", stats.erases, "entries", stats.entries, "fused_kernels_run",
-                         stats.fused_kernels_run);
+                         stats.fused_kernels_run, "timeout_traces", stats.timeout_traces);
+}
+
+/* set_compile_wait_timeout(seconds): how long a call waits for another
+ * thread's trace of the same function before tracing itself. */
+static PyObject *py_set_compile_wait_timeout(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    const double seconds = PyFloat_AsDouble(arg);
+    if (seconds == -1.0 && PyErr_Occurred())
+        return NULL;
+    return weftpy_none_or_raise(wf_compile_set_wait_timeout(seconds));
+}
+
+static PyObject *py_get_compile_wait_timeout(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyFloat_FromDouble(wf_compile_get_wait_timeout());
 }
 
 static PyMethodDef compile_methods[] = {
+    {"set_compile_wait_timeout", py_set_compile_wait_timeout, METH_O,
+     "set_compile_wait_timeout(seconds): bound on waiting for another thread's trace."},
+    {"get_compile_wait_timeout", py_get_compile_wait_timeout, METH_NOARGS,
+     "The bound on waiting for another thread's trace, in seconds."},
     {"_compile", py_compile, METH_VARARGS, "_compile(fn, shapeless=False) -> Function"},
     {"_set_compile_mode", py_set_compile_mode, METH_O, "Sets the process-wide compile mode."},
     {"_get_compile_mode", py_get_compile_mode, METH_NOARGS, "The process-wide compile mode."},

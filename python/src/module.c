@@ -51,6 +51,27 @@ wf_status weftpy_callback_failed(void)
     return wf_set_error(WF_ERR_KERNEL, "%s", saved_message);
 }
 
+wf_status weftpy_callback_failed_here(void)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
+    const char *utf8 = text != NULL ? PyUnicode_AsUTF8(text) : NULL;
+    if (utf8 == NULL) {
+        PyErr_Clear();
+        utf8 = "";
+    }
+    const wf_status status =
+        wf_set_error(WF_ERR_KERNEL, "Python kernel raised %s: %s",
+                     value != NULL ? Py_TYPE(value)->tp_name : "an exception", utf8);
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    return status;
+}
+
 static PyObject *exception_for_status(wf_status status)
 {
     switch (status) {
@@ -248,6 +269,7 @@ PyMODINIT_FUNC PyInit__core(void)
         weftpy_streams_init(module) < 0 || weftpy_ops_init(module) < 0 ||
         weftpy_transforms_init(module) < 0 || weftpy_compile_init(module) < 0 ||
         weftpy_random_init(module) < 0 || weftpy_memory_init(module) < 0 ||
+        weftpy_kernels_init(module) < 0 ||
         PyModule_AddStringConstant(module, "__version__", wf_version()) < 0) {
         Py_DECREF(module);
         return NULL;

@@ -45,6 +45,11 @@ PyObject *weftpy_none_or_raise(wf_status status);
  * weft's last error. Needs the GIL; returns the status to hand back to weft. */
 wf_status weftpy_callback_failed(void);
 
+/* The same for a callback that runs where no binding call waits for its
+ * exception (a custom kernel on a stream's worker): the exception is
+ * cleared and only its text travels, as the weft error's message. */
+wf_status weftpy_callback_failed_here(void);
+
 /* The guard around every call from weft into Python. Returns false, with a
  * weft error recorded, when the interpreter is finalizing (the callback must
  * then do nothing that needs Python); true with the GIL taken otherwise, to
@@ -168,5 +173,6 @@ int weftpy_transforms_init(PyObject *module);
 int weftpy_compile_init(PyObject *module);
 int weftpy_random_init(PyObject *module);
 int weftpy_memory_init(PyObject *module);
+int weftpy_kernels_init(PyObject *module);
 
 #endif /* WEFT_PY_H */

@@ -13,7 +13,7 @@ import math as _math
 
 from . import _core
 from ._core import (  # noqa: F401
-    Device, Dtype, Stream, abs, add, addmm, all, any, arange, arccos, arcsin, arctan, arctan2,
+    Device, Dtype, Stream, custom_kernel, get_compile_wait_timeout, set_compile_wait_timeout, abs, add, addmm, all, any, arange, arccos, arcsin, arctan, arctan2,
     argmax, argmin, bfloat16, bool_, broadcast_to, ceil, clear_cache, clip, concatenate, cos,
     cosh, cumprod, cumsum, default_stream, divide, equal, erf, erfinv, exp, expand_dims, expm1,
     eye, flatten, float16, float32, float64, floor, floor_divide, full, get_active_memory,

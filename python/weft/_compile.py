@@ -15,13 +15,31 @@ from ._tree import flatten, key_of, replace_leaves, unflatten
 array = _core.array
 
 
-class _Entry:
-    __slots__ = ("function", "out_tree", "n_out")
+class _Outputs:
+    """What a trace learned about its outputs. The trace body refers to this
+    and never to the compiled Function that calls it: a cycle through the C
+    Function would be invisible to Python's garbage collector."""
+
+    __slots__ = ("tree", "count")
 
     def __init__(self):
-        self.function = None
-        self.out_tree = None
-        self.n_out = 0
+        self.tree = None
+        self.count = 0
+
+
+class _Entry:
+    __slots__ = ("function", "outputs")
+
+    def __init__(self, function, outputs):
+        self.function = function
+        self.outputs = outputs
+
+
+def _state_leaves(tree):
+    if tree is None:
+        return []
+    leaves, _ = flatten(tree)
+    return [x for x in leaves if isinstance(x, array)]
 
 
 class _Compiled:
@@ -34,26 +52,20 @@ class _Compiled:
         self._entries = {}
         self._lock = threading.Lock()
 
-    def _state_leaves(self):
-        if self._inputs is None:
-            return []
-        leaves, _ = flatten(self._inputs)
-        return [x for x in leaves if isinstance(x, array)]
-
     def _entry_for(self, treedef, n_args, n_state):
         key = (key_of(treedef), n_state)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
                 return entry
-            entry = _Entry()
+            learned = _Outputs()
             fun, inputs, outputs = self._fun, self._inputs, self._outputs
 
             def body(xs):
                 args, kwargs = unflatten(treedef, xs[:n_args])
                 saved = None
                 if n_state:
-                    saved = self._state_leaves()
+                    saved = _state_leaves(inputs)
                     replace_leaves(inputs, xs[n_args:])
                 try:
                     out = fun(*args, **kwargs)
@@ -63,8 +75,8 @@ class _Compiled:
                             raise ValueError(
                                 "compiled functions must return arrays (or trees of arrays), "
                                 f"got {type(leaf).__name__}")
-                    entry.out_tree = out_tree
-                    entry.n_out = len(out_leaves)
+                    learned.tree = out_tree
+                    learned.count = len(out_leaves)
                     if outputs is not None:
                         state_out, _ = flatten(outputs)
                         out_leaves = out_leaves + [x for x in state_out if isinstance(x, array)]
@@ -73,19 +85,19 @@ class _Compiled:
                     if saved is not None:
                         replace_leaves(inputs, saved)
 
-            entry.function = _core._compile(_core.Function(body), self._shapeless)
+            entry = _Entry(_core._compile(_core.Function(body), self._shapeless), learned)
             self._entries[key] = entry
             return entry
 
     def __call__(self, *args, **kwargs):
         leaves, treedef = flatten((args, kwargs), constants=True)
-        state = self._state_leaves()
+        state = _state_leaves(self._inputs)
         entry = self._entry_for(treedef, len(leaves), len(state))
         results = entry.function(leaves + state)
-        outs = results[:entry.n_out]
+        count = entry.outputs.count
         if self._outputs is not None:
-            replace_leaves(self._outputs, results[entry.n_out:])
-        return unflatten(entry.out_tree, outs)
+            replace_leaves(self._outputs, results[count:])
+        return unflatten(entry.outputs.tree, results[:count])
 
     def _stats(self):
         """The weft compile counters of this function, summed over its entries."""

@@ -131,7 +131,13 @@ wf_status wf_fn_call(wf_fn *fn, wf_array *const *inputs, size_t ninputs, wf_arra
     wf_fn_retain(fn); /* the call's own reference */
     size_t count = capacity;
     wf__assert_no_locks_held("a function body");
+    /* The body runs with this thread's scopes hidden (a transform's own
+     * scope among them): what it makes is its own, and a reference it keeps
+     * and releases itself (a binding's object per array) never takes a
+     * reference the caller's scope holds. Scopes it leaves open are closed. */
+    void *scopes = wf__scope_suspend();
     status = fn->callback(fn->payload, inputs, ninputs, outputs, &count);
+    wf__scope_resume(scopes);
     wf_fn_release(fn);
     if (status != WF_OK) {
         for (size_t i = 0; i < capacity; i++)
@@ -160,12 +166,8 @@ wf_status wf__fn_call_owned(wf_fn *fn, wf_array *const *inputs, size_t ninputs,
                             wf_array **outputs, size_t *noutputs)
 {
     *noutputs = WF_FN_MAX_OUTPUTS;
-    wf_status status = wf_fn_call(fn, inputs, ninputs, outputs, noutputs);
-    if (status != WF_OK)
-        return status;
-    for (size_t i = 0; i < *noutputs; i++)
-        wf__scope_forget(outputs[i]);
-    return WF_OK;
+    /* The body ran with the scopes hidden: its outputs belong to no scope. */
+    return wf_fn_call(fn, inputs, ninputs, outputs, noutputs);
 }
 
 void wf__release_owned(wf_array **arrays, size_t n)

@@ -144,6 +144,51 @@ static void test_release_of_unscoped_reference_inside_scope(void)
     CHECK_EQ_INT(live_arrays(), live);
 }
 
+/* A function body that keeps its own references, as a binding's objects
+ * do: each input retained unscoped and released by hand, a temporary made
+ * and released, the output returned. */
+static wf_status body_with_own_references(void *payload, wf_array *const *inputs, size_t n,
+                                          wf_array **outputs, size_t *noutputs)
+{
+    (void)payload;
+    (void)n;
+    wf_array *held = wf_retain_unscoped(inputs[0]);
+    wf_array *twice = wf_add(held, held);
+    outputs[0] = wf_multiply(twice, held);
+    wf_release(twice);
+    wf_release(held);
+    *noutputs = 1;
+    return WF_OK;
+}
+
+/* A transform's scope (and the caller's) is hidden from the function body:
+ * releasing a reference the body retained unscoped never takes the
+ * reference the transform's scope holds on its tracer (the tracer then
+ * outlived the transform: one leaked array per call). */
+static void test_function_bodies_run_with_scopes_hidden(void)
+{
+    wf_fn *fn = wf_fn_new(body_with_own_references, NULL, NULL);
+    wf_array *x = wf_scalar(3, WF_DTYPE_F32);
+    wf_array *seed = wf_scalar(1, WF_DTYPE_F32);
+    const int64_t live = live_arrays();
+    for (int round = 0; round < 3; round++) {
+        CHECK_OK(wf_scope_begin()); /* a caller's scope stays hidden too */
+        wf_array *out = NULL, *grad = NULL;
+        CHECK_OK(wf_vjp(fn, &x, 1, &seed, 1, &out, &grad));
+        double value = 0, slope = 0;
+        CHECK_OK(wf_array_item(out, &value));
+        CHECK_OK(wf_array_item(grad, &slope));
+        CHECK(value == 18.0 && slope == 12.0);
+        wf_release(out);
+        wf_release(grad);
+        CHECK_OK(wf_scope_end());
+        CHECK_EQ_INT(live_arrays(), live);
+    }
+    wf_release(x);
+    wf_release(seed);
+    wf_fn_release(fn);
+}
+
 /* Work (table probes and releases) to create n lazy arrays in one scope and
  * release them oldest first, the worst order for a newest-first search. */
 static uint64_t work_to_release_in_scope(int n)
@@ -184,6 +229,7 @@ int main(void)
     RUN_TEST(test_destructor_opens_scopes_during_thread_exit);
     RUN_TEST(test_same_array_adopted_several_times_and_kept);
     RUN_TEST(test_release_of_unscoped_reference_inside_scope);
+    RUN_TEST(test_function_bodies_run_with_scopes_hidden);
     RUN_TEST(test_release_in_large_scope_is_linear);
     return TEST_SUMMARY();
 }

@@ -1,0 +1,159 @@
+"""compile: constants in the key, pytrees, state, ids, threads."""
+import gc
+import threading
+
+import pytest
+
+import weft as mx
+
+
+def test_compile_replays_and_counts():
+    def f(x, y):
+        return mx.exp(x) * y + 1
+
+    cf = mx.compile(f)
+    x, y = mx.array([0.0, 1.0]), mx.array([2.0, 3.0])
+    first = cf(x, y)
+    second = cf(x, y)
+    assert first.tolist() == second.tolist() == f(x, y).tolist()
+    stats = mx.compile_stats(cf)
+    assert stats["traces"] == 1 and stats["hits"] == 1
+    cf(mx.ones((3,)), mx.ones((3,)))  # a new shape traces again
+    assert mx.compile_stats(cf)["traces"] == 2
+    assert cf.__name__ == "f"
+
+
+def test_python_constants_are_part_of_the_key():
+    calls = []
+
+    def f(x, scale, mode="add"):
+        calls.append((scale, mode))
+        return x * scale if mode == "mul" else x + scale
+
+    cf = mx.compile(f)
+    x = mx.array([1.0, 2.0])
+    assert cf(x, 2.0).tolist() == [3.0, 4.0]
+    assert cf(x, 3.0).tolist() == [4.0, 5.0]
+    assert cf(x, 3.0, mode="mul").tolist() == [3.0, 6.0]
+    assert cf(x, 3.0, mode="mul").tolist() == [3.0, 6.0]
+    assert calls == [(2.0, "add"), (3.0, "add"), (3.0, "mul")]
+
+
+def test_pytree_inputs_and_outputs():
+    cf = mx.compile(lambda d: {"sum": d["a"] + d["b"][0], "diff": [d["a"] - d["b"][0]]})
+    out = cf({"a": mx.array(3.0), "b": [mx.array(1.0)]})
+    assert out["sum"].item() == 4.0 and out["diff"][0].item() == 2.0
+
+
+def test_declared_state_inputs_and_outputs():
+    state = [mx.array(1.0)]
+
+    def step(x):
+        state[0] = state[0] * x
+        return state[0] + 0
+
+    cf = mx.compile(step, inputs=state, outputs=state)
+    for expected in (2.0, 4.0, 8.0):
+        assert cf(mx.array(2.0)).item() == expected
+        assert state[0].item() == expected
+    assert mx.compile_stats(cf)["traces"] == 1
+
+
+def test_a_new_function_never_replays_an_old_trace():
+    # The key is weft's function id, never id(fun): functions made and freed
+    # in a loop (so their addresses repeat) each get their own trace.
+    results = []
+    for k in range(20):
+        cf = mx.compile(lambda x, k=k: x + k)
+        results.append(cf(mx.array(0.0)).item())
+        del cf
+        gc.collect()
+    assert results == [float(k) for k in range(20)]
+
+
+def test_compiled_keeps_its_function_alive():
+    def make():
+        def f(x):
+            """doc of f"""
+            return x * 2
+        return mx.compile(f)
+
+    cf = make()
+    gc.collect()
+    assert cf(mx.array(2.0)).item() == 4.0 and cf.__doc__ == "doc of f"
+
+
+def test_disable_compile_calls_directly():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return x + 1
+
+    cf = mx.compile(f)
+    mx.disable_compile()
+    try:
+        cf(mx.array(1.0))
+        cf(mx.array(1.0))
+    finally:
+        mx.enable_compile()
+    assert len(calls) == 2
+
+
+def test_compile_errors_come_back_and_retry():
+    attempts = []
+
+    def f(x):
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise KeyError("first")
+        return x
+
+    cf = mx.compile(f)
+    with pytest.raises(KeyError):
+        cf(mx.array(1.0))
+    assert cf(mx.array(1.0)).item() == 1.0
+    with pytest.raises(ValueError):
+        mx.compile(lambda x: 3)(mx.array(1.0))
+
+
+def test_grad_of_compiled_and_compiled_grad():
+    f = lambda x: (x * x).sum()
+    x = mx.array([1.0, 2.0])
+    assert mx.grad(mx.compile(f))(x).tolist() == [2.0, 4.0]
+    assert mx.compile(mx.grad(f))(x).tolist() == [2.0, 4.0]
+
+
+def test_shapeless():
+    cf = mx.compile(lambda x: x * 2, shapeless=True)
+    assert cf(mx.ones((2,))).tolist() == [2.0, 2.0]
+    assert cf(mx.ones((3,))).tolist() == [2.0, 2.0, 2.0]
+    assert mx.compile_stats(cf)["traces"] == 1
+
+
+def test_eight_threads_on_a_cold_function_trace_once():
+    started = threading.Barrier(8)
+    traces = []
+
+    def f(x):
+        traces.append(threading.get_ident())
+        return mx.tanh(x) * 2
+
+    cf = mx.compile(f)
+    results = [None] * 8
+
+    def worker(i):
+        started.wait()
+        results[i] = cf(mx.array([float(i)])).item()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    assert len(traces) == 1
+    stats = mx.compile_stats(cf)
+    assert stats["traces"] == 1 and stats["calls"] == 8
+    expected = [mx.tanh(mx.array([float(i)])).item() * 2 for i in range(8)]
+    assert results == pytest.approx(expected)

@@ -1,0 +1,126 @@
+"""grad, value_and_grad, vjp, jvp, vmap, custom_function, checkpoint."""
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+import weft as mx
+
+
+def test_grad_and_value_and_grad():
+    f = lambda x: mx.sum(x * x * x)
+    x = mx.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(np.array(mx.grad(f)(x)), 3 * np.array([1.0, 4.0, 9.0]))
+    value, g = mx.value_and_grad(f)(x)
+    assert value.item() == 36.0 and g.tolist() == [3.0, 12.0, 27.0]
+    # Higher order.
+    g2 = mx.grad(lambda x: mx.grad(lambda y: (y * y * y).sum())(x).sum())(x)
+    assert g2.tolist() == [6.0, 12.0, 18.0]
+
+
+def test_argnums_argnames_and_trees():
+    def loss(params, x, scale=1.0, *, bias):
+        return mx.sum((params["w"] * x + params["b"][0]) * scale) + mx.sum(bias)
+
+    params = {"w": mx.array([1.0, 2.0]), "b": [mx.array(0.5)]}
+    x = mx.array([3.0, 4.0])
+    bias = mx.array([1.0])
+    g = mx.grad(loss)(params, x, bias=bias)
+    assert g["w"].tolist() == [3.0, 4.0] and g["b"][0].item() == 2.0
+    gp, gx = mx.grad(loss, argnums=(0, 1))(params, x, bias=bias)
+    assert gx.tolist() == [1.0, 2.0]
+    value, (pos, kw) = mx.value_and_grad(loss, argnums=1, argnames="bias")(params, x, bias=bias)
+    assert pos.tolist() == [1.0, 2.0] and kw["bias"].tolist() == [1.0]
+    with pytest.raises(ValueError):
+        mx.grad(loss, argnums=5)(params, x, bias=bias)
+
+
+def test_aux_outputs():
+    def f(x):
+        return (x * x).sum(), {"aux": x + 1}
+
+    (value, aux), g = mx.value_and_grad(f)(mx.array([1.0, 2.0]))
+    assert value.item() == 5.0 and aux["aux"].tolist() == [2.0, 3.0] and g.tolist() == [2.0, 4.0]
+
+
+def test_grad_needs_a_float_scalar():
+    with pytest.raises(ValueError):
+        mx.grad(lambda x: x * 2)(mx.array([1.0, 2.0]))
+    with pytest.raises(ValueError):
+        mx.grad(lambda x: x.sum())(1.0)
+    assert mx.grad(lambda x: x.sum())(mx.array([1.0])).tolist() == [1.0]
+
+
+def test_exceptions_in_traced_functions_come_back():
+    class Boom(Exception):
+        pass
+
+    def f(x):
+        raise Boom("inside the trace")
+
+    with pytest.raises(Boom, match="inside the trace") as info:
+        mx.grad(f)(mx.array(1.0))
+    assert any("raise Boom" in str(entry.statement) for entry in info.traceback)
+    assert mx.grad(lambda x: x * 3)(mx.array(1.0)).item() == 3.0
+
+
+def test_vjp_and_jvp():
+    f = lambda x, y: [x * y, mx.sin(x)]
+    x, y = mx.array([1.0, 2.0]), mx.array([3.0, 4.0])
+    outs, vjps = mx.vjp(f, [x, y], [mx.ones((2,)), mx.zeros((2,))])
+    assert outs[0].tolist() == [3.0, 8.0] and vjps[0].tolist() == [3.0, 4.0]
+    assert vjps[1].tolist() == [1.0, 2.0]
+    outs, jvps = mx.jvp(lambda x: x * x, [x], [mx.ones((2,))])
+    assert jvps[0].tolist() == [2.0, 4.0]
+
+
+def test_vmap_axes():
+    x = mx.array(np.arange(12, dtype=np.float32).reshape(3, 4))
+    assert mx.vmap(lambda v: v.sum())(x).tolist() == [6.0, 22.0, 38.0]
+    assert mx.vmap(lambda v: v.sum(), in_axes=1)(x).tolist() == [12.0, 15.0, 18.0, 21.0]
+    out = mx.vmap(lambda a, b: a * b, in_axes=(0, None))(x, mx.array([1.0, 0, 0, 0]))
+    assert out.tolist() == [[0, 0, 0, 0], [4, 0, 0, 0], [8, 0, 0, 0]]
+    out = mx.vmap(lambda v: v * 2, out_axes=1)(x)
+    assert out.shape == (4, 3)
+    tree = mx.vmap(lambda d: {"s": d["a"] + d["b"]})({"a": x, "b": x})
+    assert tree["s"].shape == (3, 4)
+    with pytest.raises(ValueError):
+        mx.vmap(lambda a: a, in_axes=(0, 1))(x)
+
+
+def test_custom_function_rules():
+    @mx.custom_function
+    def f(x, y):
+        return x * y
+
+    @f.vjp
+    def f_vjp(primals, cotangent, output):
+        x, y = primals
+        return 10 * cotangent * y, 10 * cotangent * x
+
+    @f.jvp
+    def f_jvp(primals, tangents):
+        return primals[1] * tangents[0] * 100
+
+    x, y = mx.array(2.0), mx.array(3.0)
+    assert f(x, y).item() == 6.0
+    assert mx.grad(f)(x, y).item() == 30.0
+    assert mx.jvp(f, [x, y], [mx.array(1.0), mx.array(0.0)])[1][0].item() == 300.0
+    assert f.__name__ == "f"
+
+
+def test_checkpoint_gives_the_same_gradient():
+    f = lambda x: mx.sum(mx.exp(mx.sin(x)) * x)
+    x = mx.array([0.1, 0.2, 0.3])
+    np.testing.assert_allclose(np.array(mx.grad(mx.checkpoint(f))(x)), np.array(mx.grad(f)(x)),
+                               rtol=1e-6)
+
+
+def test_namedtuple_trees():
+    Pair = namedtuple("Pair", "a b")
+    g = mx.grad(lambda p: (p.a * p.b).sum())(Pair(mx.array(2.0), mx.array(5.0)))
+    assert isinstance(g, Pair) and g.a.item() == 5.0 and g.b.item() == 2.0
+
+
+def test_stop_gradient():
+    assert mx.grad(lambda x: (mx.stop_gradient(x) * x).sum())(mx.array([3.0])).tolist() == [3.0]
