@@ -576,7 +576,8 @@ typedef struct wf_custom_call {
 } wf_custom_call;
 
 /* A user kernel: fills call->output and returns WF_OK, or returns an error
- * status, which fails the array and everything computed from it. It runs on
+ * status, which fails the array and everything computed from it (with the
+ * message the kernel recorded through wf_set_error, if it did). It runs on
  * a stream's worker or on a thread inside wf_eval, with no weft lock held and
  * neutral per-thread state (no open scope, the default stream current, a
  * default random key of its own). It may build arrays but not wait for work:

@@ -156,6 +156,26 @@ static wf_status tries_to_evaluate(void *payload, const wf_custom_call *call)
     return WF_OK;
 }
 
+static wf_status fails_saying_why(void *payload, const wf_custom_call *call)
+{
+    (void)payload;
+    (void)call;
+    return wf_set_error(WF_ERR_INVALID_ARGUMENT, "the input had a %s", "hole in it");
+}
+
+/* The message a failing kernel records with wf_set_error is the array's
+ * error message (naming the kernel), not only its status. */
+static void test_failing_kernel_keeps_its_message(void)
+{
+    int64_t n = 2;
+    wf_array *bad = wf_custom("holey", fails_saying_why, NULL, NULL, NULL, 0, &n, 1,
+                              WF_DTYPE_F32);
+    CHECK_STATUS(wf_eval(&bad, 1), WF_ERR_INVALID_ARGUMENT);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "holey");
+    CHECK_STR_CONTAINS(wf_last_error_message(), "the input had a hole in it");
+    wf_release(bad);
+}
+
 static void test_evaluating_inside_a_kernel_is_misuse(void)
 {
     captured = wf_scalar(2, WF_DTYPE_F32);
@@ -203,6 +223,7 @@ int main(void)
     int64_t live = live_arrays();
     RUN_TEST(test_custom_kernel_computes_lazily);
     RUN_TEST(test_failing_custom_kernel_reaches_everyone);
+    RUN_TEST(test_failing_kernel_keeps_its_message);
     RUN_TEST(test_evaluating_inside_a_kernel_is_misuse);
     RUN_TEST(test_bad_custom_input);
     if (live_arrays() != live)

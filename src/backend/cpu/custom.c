@@ -2,6 +2,8 @@
  * fresh output, with no lock held and evaluation barred while it runs. */
 #include <stdlib.h>
 
+#include <stdio.h>
+
 #include "backend/cpu/cpu.h"
 #include "core/error.h"
 #include "prim/custom.h"
@@ -43,14 +45,21 @@ wf_status wf__cpu_custom(wf_array *out, wf_array *const *inputs, int ninputs, co
     if (status == WF_OK) {
         wf_custom_call call = {ninputs,     data,         dtypes,   ndims,   shapes,
                                out->buffer->data, out->dtype, out->ndim, out->shape};
+        wf_clear_error(); /* so a message the kernel records is its own */
         wf__eval_user_code_begin();
         status = p->kernel(p->payload, &call);
         wf__eval_user_code_end();
         if (status != WF_OK) { /* a code that is not a weft error becomes WF_ERR_KERNEL */
             wf_status returned = status;
             status = status < WF_OK && status >= WF_ERR_INTERNAL ? status : WF_ERR_KERNEL;
-            wf__error(status, "wf_custom '%s': the kernel returned %d (%s)", p->name,
-                      (int)returned, wf_status_name(returned));
+            char said[384] = "";
+            if (wf_last_error() != WF_OK) /* the kernel's wf_set_error says why */
+                snprintf(said, sizeof said, "%s", wf_last_error_message());
+            if (said[0] != '\0')
+                wf__error(status, "wf_custom '%s': %s", p->name, said);
+            else
+                wf__error(status, "wf_custom '%s': the kernel returned %d (%s)", p->name,
+                          (int)returned, wf_status_name(returned));
         }
     }
     for (int i = 0; i < ninputs; i++)
