@@ -806,7 +806,10 @@ wf_fn *wf_checkpoint(wf_fn *fn);
 /* ---------------------------------------------------------------- compile
  *
  * wf_compile traces a function once per input signature (dtype, rank and
- * shape of each input; shape left out when shapeless), simplifies the trace
+ * shape of each input; shape left out when shapeless) and calling context
+ * (the current stream's device; whether the calling thread is inside a
+ * transform, and a gradient one: a trace made inside one thread's wf_grad
+ * never serves another's plain call), simplifies the trace
  * (shared scalar constants, common subexpressions, no-op reshapes/casts),
  * fuses chains of float32 element-wise ops into single kernels, caches it,
  * and replays it on later calls. The cache is one for the process: a trace
