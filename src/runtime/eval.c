@@ -123,9 +123,16 @@ void wf__eval_run_deferred_frees(void)
     wf__assert_no_locks_held("a payload destructor");
     struct thread_context saved;
     context_neutralize(&saved);
-    wf_array *n;
-    while ((n = wf__free_deferred_pop()))
-        wf__array_free_deferred(n);
+    for (;;) { /* a freed node may release more external buffers: now, not deferred */
+        wf_array *n = wf__free_deferred_pop();
+        wf_deferred_call *call = n ? NULL : wf__free_deferred_call_pop();
+        if (n)
+            wf__array_free_deferred(n);
+        else if (call)
+            call->run(call);
+        else
+            break;
+    }
     context_restore(&saved);
 }
 
