@@ -203,10 +203,13 @@ wf_status wf_stream_pop(void);
 /* This thread's current stream (a new reference). */
 wf_stream *wf_current_stream(void);
 /* Waits until everything enqueued on `s` before the call has run (work
- * enqueued meanwhile by other threads is not waited for). Payload
- * destructors of nodes that work freed run right after it, on its thread,
- * and may still be running when this returns (they may synchronize `s`
- * themselves). WF_ERR_MISUSE inside a kernel. */
+ * enqueued meanwhile by other threads is not waited for). It does not wait
+ * for the payload destructors and external deleters of what that work
+ * freed: those of tasks run on the stream's worker after each task (also
+ * when this call helped run the task: never on this thread), those freed
+ * inside another thread's wf_eval on that thread after its evaluation; they
+ * may still be running when this returns and may synchronize `s`
+ * themselves. WF_ERR_MISUSE inside a kernel. */
 wf_status wf_stream_synchronize(wf_stream *s);
 /* Number of live streams in the process, default stream included. */
 size_t wf_stream_count(void);
@@ -589,9 +592,10 @@ typedef wf_status (*wf_custom_kernel)(void *payload, const wf_custom_call *call)
  * inputs. `name` (up to 31 characters kept) names it in error messages.
  * Takes ownership of `payload`: `payload_free` (may be NULL) is called once
  * when the array is freed - or before returning if wf_custom fails. It runs
- * where its thread holds nothing of weft's (when the node is freed during
- * an evaluation: after the task, once the stream is released), with neutral
- * per-thread state, and may call any function, wf_eval included. */
+ * where its thread holds nothing of weft's (when the node is freed by a
+ * stream task: on that stream's worker after the task; inside a wf_eval:
+ * after its work), with neutral per-thread state, and may call any
+ * function, wf_eval included. */
 wf_array *wf_custom(const char *name, wf_custom_kernel kernel, void *payload,
                     void (*payload_free)(void *payload), wf_array *const *inputs, int count,
                     const int64_t *shape, int ndim, wf_dtype dtype);
@@ -657,10 +661,15 @@ typedef void (*wf_external_deleter)(void *data, void *ctx);
  * elements, may be negative or 0) or NULL for row-major. Bool data must hold
  * only 0 and 1 (checked). weft never writes, reuses or hands out the memory
  * for writing; it is not counted in wf_memory_stats.
- * `deleter(data, ctx)` is called exactly once, with no weft lock held, on
- * whichever thread drops the last reference to the array or to any view or
- * result that still reads the memory; it may call weft but must not evaluate
- * or wait for weft work. A NULL deleter means you keep ownership and keep the
+ * `deleter(data, ctx)` is called exactly once, with no weft lock held, when
+ * the last reference to the array and to every view or result that still
+ * reads the memory is gone: at once on the thread that drops it, but never
+ * inside a stream task or an evaluation: one freed by a stream's task runs
+ * on that stream's worker after the task, one freed inside a wf_eval on its
+ * thread once its work is done (as wf_custom payload destructors). So it
+ * may call any weft function, evaluations and waits included, and take a
+ * lock that a thread holds while it waits for weft (an interpreter lock).
+ * A NULL deleter means you keep ownership and keep the
  * memory valid for the whole life of the array and everything made from it
  * (ctx must then be NULL). On failure (NULL returned) the deleter is NOT
  * called: the memory is still yours. */
@@ -810,7 +819,10 @@ wf_fn *wf_checkpoint(wf_fn *fn);
 /* ---------------------------------------------------------------- compile
  *
  * wf_compile traces a function once per input signature (dtype, rank and
- * shape of each input; shape left out when shapeless), simplifies the trace
+ * shape of each input; shape left out when shapeless) and calling context
+ * (the current stream's device; whether the calling thread is inside a
+ * transform, and a gradient one: a trace made inside one thread's wf_grad
+ * never serves another's plain call), simplifies the trace
  * (shared scalar constants, common subexpressions, no-op reshapes/casts),
  * fuses chains of float32 element-wise ops into single kernels, caches it,
  * and replays it on later calls. The cache is one for the process: a trace

@@ -7,7 +7,10 @@
  * inline (it becomes part of the outer trace and never waits on the cache).
  * A call under a transform (grad, vmap, ...) replays the simplified but
  * unfused tape, so the transform sees ordinary primitives; every other call
- * replays the fused tape.
+ * replays the fused tape. What a trace records depends on whether its
+ * thread is inside a transform (and a gradient one), so that context is
+ * part of the key: a trace made inside one thread's grad never serves
+ * another thread's plain call, nor the reverse (see thread_context).
  *
  * Random draws from the thread's default key are implicit state of a call:
  * the trace records them as extra tape inputs (ops/random.c), and every call
@@ -147,13 +150,52 @@ static void compiled_free(void *p)
 
 /* ------------------------------------------------------------ keys */
 
+/* The words of a key before its per-input part. */
+enum key_word { KEY_MODE, KEY_DEVICE, KEY_CONTEXT, KEY_SHAPELESS, KEY_NINPUTS, KEY_HEADER };
+
+/* What of the calling thread's state decides what a trace records (C4: one
+ * thread's state never decides another's results). Inside any transform a
+ * custom function or checkpoint records its own node instead of running
+ * inline (transforms/custom.c); inside a gradient transform attention takes
+ * its training path (ops/fast.c). Everything else a trace reads of its
+ * thread is neutral or recorded as an input: the default random key
+ * (wf_random_draws), scopes (ownership only), the compile depth (never
+ * reaches the cache). */
+enum { CONTEXT_TRANSFORM = 1, CONTEXT_GRAD = 2 };
+
+static uint64_t thread_context(void)
+{
+    uint64_t context = 0;
+    if (wf__trace_depth() > 0)
+        context |= CONTEXT_TRANSFORM;
+    if (wf__graph_grad_depth() > 0)
+        context |= CONTEXT_GRAD;
+    return context;
+}
+
+/* The device of this thread's current stream: nodes a trace builds (its
+ * constants among them) are placed on it. */
+static wf_status current_device_id(uint64_t *out)
+{
+    wf_stream *s = wf_current_stream();
+    if (!s)
+        return wf_last_error();
+    *out = wf_device_id(wf_stream_device(s));
+    wf_stream_release(s);
+    return WF_OK;
+}
+
 /* The key of a call: the mode (so switching never replays a trace made under
- * another), the device, and per input dtype, rank and (unless shapeless)
- * shape. 64-bit words; the function id seeds the hash separately. */
+ * another), the device, the calling thread's context, and per input dtype,
+ * rank and (unless shapeless) shape. 64-bit words; the function id seeds the
+ * hash separately. */
 static uint64_t *make_key(const wf_compiled *c, wf_compile_mode mode, wf_array *const *inputs,
                           size_t ninputs, size_t *words)
 {
-    size_t n = 4;
+    uint64_t device = 0;
+    if (current_device_id(&device) != WF_OK)
+        return NULL;
+    size_t n = KEY_HEADER;
     for (size_t i = 0; i < ninputs; i++)
         n += 2 + (c->shapeless ? 0 : (size_t)inputs[i]->ndim);
     uint64_t *key = malloc(n * sizeof *key);
@@ -161,11 +203,12 @@ static uint64_t *make_key(const wf_compiled *c, wf_compile_mode mode, wf_array *
         wf__error(WF_ERR_OUT_OF_MEMORY, "compile: out of memory building a cache key");
         return NULL;
     }
-    size_t k = 0;
-    key[k++] = (uint64_t)mode;
-    key[k++] = 0; /* device id: the CPU (the only device today) */
-    key[k++] = c->shapeless;
-    key[k++] = ninputs;
+    key[KEY_MODE] = (uint64_t)mode;
+    key[KEY_DEVICE] = device;
+    key[KEY_CONTEXT] = thread_context();
+    key[KEY_SHAPELESS] = c->shapeless;
+    key[KEY_NINPUTS] = ninputs;
+    size_t k = KEY_HEADER;
     for (size_t i = 0; i < ninputs; i++) {
         key[k++] = (uint64_t)inputs[i]->dtype;
         key[k++] = (uint64_t)inputs[i]->ndim;
@@ -177,21 +220,39 @@ static uint64_t *make_key(const wf_compiled *c, wf_compile_mode mode, wf_array *
     return key;
 }
 
+static const char *context_name(uint64_t context)
+{
+    if (context & CONTEXT_GRAD)
+        return "inside a gradient transform";
+    return context & CONTEXT_TRANSFORM ? "inside a transform" : "outside any transform";
+}
+
 /* Says which input changed how between the previous key and this one. */
 static void describe_retrace(const wf_compiled *c, const uint64_t *old, size_t old_words,
                              const uint64_t *now, size_t now_words, char *out, size_t cap)
 {
-    if (old_words < 4 || old[0] != now[0]) {
+    if (old_words < KEY_HEADER || old[KEY_MODE] != now[KEY_MODE]) {
         snprintf(out, cap, "the compile mode changed");
         return;
     }
-    if (old[3] != now[3]) {
-        snprintf(out, cap, "the number of inputs changed (%llu -> %llu)",
-                 (unsigned long long)old[3], (unsigned long long)now[3]);
+    if (old[KEY_DEVICE] != now[KEY_DEVICE]) {
+        snprintf(out, cap, "the current stream's device changed (%llu -> %llu)",
+                 (unsigned long long)old[KEY_DEVICE], (unsigned long long)now[KEY_DEVICE]);
         return;
     }
-    size_t i = 4, j = 4;
-    for (uint64_t input = 0; input < now[3] && i + 1 < old_words && j + 1 < now_words; input++) {
+    if (old[KEY_CONTEXT] != now[KEY_CONTEXT]) {
+        snprintf(out, cap, "called %s (traced %s)", context_name(now[KEY_CONTEXT]),
+                 context_name(old[KEY_CONTEXT]));
+        return;
+    }
+    if (old[KEY_NINPUTS] != now[KEY_NINPUTS]) {
+        snprintf(out, cap, "the number of inputs changed (%llu -> %llu)",
+                 (unsigned long long)old[KEY_NINPUTS], (unsigned long long)now[KEY_NINPUTS]);
+        return;
+    }
+    const uint64_t ninputs = now[KEY_NINPUTS];
+    size_t i = KEY_HEADER, j = KEY_HEADER;
+    for (uint64_t input = 0; input < ninputs && i + 1 < old_words && j + 1 < now_words; input++) {
         if (old[i] != now[j]) {
             snprintf(out, cap, "input %llu: dtype %s -> %s", (unsigned long long)input,
                      wf_dtype_name((wf_dtype)old[i]), wf_dtype_name((wf_dtype)now[j]));

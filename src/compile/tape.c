@@ -25,7 +25,7 @@
 
 bool wf__tape_params_copyable(const wf_prim_def *prim)
 {
-    return !prim->params_release || wf__prim_is_fused(prim);
+    return !prim->params_release || prim->params_retain;
 }
 
 void *wf__tape_params_copy(const wf_prim_def *prim, const void *params)
@@ -36,15 +36,15 @@ void *wf__tape_params_copy(const wf_prim_def *prim, const void *params)
     if (!copy)
         return NULL;
     memcpy(copy, params, prim->params_size);
-    if (wf__prim_is_fused(prim))
-        wf__fused_program_retain(((wf_fused_params *)copy)->program);
+    if (prim->params_retain)
+        prim->params_retain(copy);
     return copy;
 }
 
 void wf__tape_params_free(const wf_prim_def *prim, void *params)
 {
-    if (params && wf__prim_is_fused(prim))
-        wf__fused_program_release(((wf_fused_params *)params)->program);
+    if (params && prim->params_release)
+        prim->params_release(params);
     free(params);
 }
 
@@ -122,7 +122,7 @@ static bool replays_shapeless(const wf_prim_def *prim, const void *params)
         "sum",     "prod",    "max",       "min",       "all",        "any",     "mean",
         "var",     "std",     "logsumexp", "argmax",    "argmin",     "softmax", "cumsum",
         "cumprod", "matmul",  "addmm",     "transpose", "layer_norm", "rms_norm", "rope",
-        "sdpa",    "silu",    "gelu",      "gelu_tanh", "stop_gradient",
+        "sdpa",    "silu",    "gelu",      "gelu_tanh", "stop_gradient", "custom_function",
         "random_bernoulli", "random_categorical"};
     if (prim == &wf__prim_random_keyed)
         prim = wf__random_prim_of_kind(((const wf_random_params *)params)->kind);
@@ -444,8 +444,8 @@ wf_status wf__tape_replay(const wf_tape *t, wf_array *const *inputs, wf_array **
         wf_array *owned[16] = {NULL};
         if (broadcasts_operands(tn))
             status = broadcast_operands(tn, args, owned);
-        if (status == WF_OK && wf__prim_is_fused(tn->prim)) /* the node will own a reference to the program */
-            wf__fused_program_retain(((wf_fused_params *)tn->params)->program);
+        if (status == WF_OK && tn->prim->params_retain) /* the node will own a reference */
+            tn->prim->params_retain(tn->params);
         if (status == WF_OK) {
             values[i] = tn->prim == &wf__prim_sibling
                             ? replay_sibling(tn, args[0])

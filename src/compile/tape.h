@@ -80,9 +80,10 @@ wf_status wf__tape_fuse(wf_tape *t, const int64_t *const *input_shapes, const in
  * noutputs new references (not adopted by any scope) to `outputs`. */
 wf_status wf__tape_replay(const wf_tape *t, wf_array *const *inputs, wf_array **outputs);
 
-/* The parameters of a node copied for a tape or a replay: fused programs
- * are shared (retained); other primitives whose parameters own data cannot
- * be copied and give false. */
+/* The parameters of a node copied for a tape or a replay: what they own is
+ * shared (prim->params_retain: fused programs, custom functions' rules);
+ * primitives whose parameters own data that cannot be shared (a wf_custom
+ * kernel's payload) give false. */
 bool wf__tape_params_copyable(const wf_prim_def *prim);
 void *wf__tape_params_copy(const wf_prim_def *prim, const void *params);
 void wf__tape_params_free(const wf_prim_def *prim, void *params);

@@ -57,7 +57,9 @@
  * External buffers (wf_array_from_external) wrap caller-owned memory in a
  * header of their own (struct external_block). They never touch the lock,
  * the counters or the cache: their last release calls the owner's deleter
- * with no lock held and frees the header.
+ * with no lock held and frees the header; inside a stream task or an
+ * evaluation the deleter is deferred until its thread holds nothing of
+ * weft's, as payload destructors are (core/deferred_free.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -82,6 +84,7 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
+#include "core/deferred_free.h"
 #include "core/error.h"
 #include "core/node_pool.h"
 #include "util/fork.h"
@@ -111,6 +114,7 @@ typedef struct external_block {
     void (*deleter)(void *data, void *ctx);
     void *owner_data; /* what the owner passed, given back to the deleter */
     void *ctx;
+    wf_deferred_call deferred; /* queued here when released inside a task */
 } external_block;
 
 static wf_mutex g_lock = {.mutex = PTHREAD_MUTEX_INITIALIZER, .level = WF_LOCK_ALLOCATOR};
@@ -438,6 +442,24 @@ static void release_external(external_block *e)
     free(e);
 }
 
+static void run_deferred_deleter(wf_deferred_call *call)
+{
+    external_block *e = (external_block *)((char *)call - offsetof(external_block, deferred));
+    release_external(e);
+}
+
+/* The last release: the deleter runs now, or once this thread leaves the
+ * task or evaluation it is in (the header lives until then). */
+static void external_released(external_block *e)
+{
+    if (e->deleter && wf__free_deferring()) {
+        e->deferred.run = run_deferred_deleter;
+        wf__free_defer_call(&e->deferred);
+        return;
+    }
+    release_external(e);
+}
+
 void wf__buffer_discard_external(wf_buffer *b)
 {
     free((external_block *)b);
@@ -457,7 +479,7 @@ void wf__buffer_release(wf_buffer *b)
     if (atomic_fetch_sub_explicit(&b->refcount, 1, memory_order_acq_rel) != 1)
         return;
     if (b->flags & WF_BUFFER_EXTERNAL) {
-        release_external((external_block *)b);
+        external_released((external_block *)b);
         return;
     }
     block *k = (block *)b;

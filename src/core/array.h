@@ -165,6 +165,11 @@ typedef struct wf_prim_def {
     /* Releases what params own (user payloads); NULL for plain params.
      * Called once when the node is freed, with no lock held. */
     void (*params_release)(void *params);
+    /* Adds a reference to what params own, for a byte copy of them that is
+     * released on its own (a compiled tape's copy, a node replayed from
+     * it). NULL: what they own cannot be shared, and a compiled trace
+     * refuses the primitive. */
+    void (*params_retain)(void *params);
     wf_kernel_slots *kernels;
 } wf_prim_def;
 

@@ -153,6 +153,11 @@ static void fused_params_release(void *params)
     fp->program = NULL;
 }
 
+static void fused_params_retain(void *params)
+{
+    wf__fused_program_retain(((wf_fused_params *)params)->program);
+}
+
 const wf_prim_def wf__prim_fused = {
     .name = "fused",
     .flags = WF_PRIM_ELEMENTWISE | WF_PRIM_INPLACE | WF_PRIM_INPLACE_ANY_LAYOUT,
@@ -161,6 +166,7 @@ const wf_prim_def wf__prim_fused = {
     .params_equal = fused_params_equal,
     .params_hash = fused_params_hash,
     .params_release = fused_params_release,
+    .params_retain = fused_params_retain,
     .kernels = &(wf_kernel_slots){{0}},
 };
 
@@ -170,19 +176,22 @@ const wf_prim_def wf__prim_fused2 = {
     .name = "fused2", .flags = WF_PRIM_ELEMENTWISE, .noutputs = 2,
     .params_size = sizeof(wf_fused_params), .infer = infer_fused,
     .params_equal = fused_params_equal, .params_hash = fused_params_hash,
-    .params_release = fused_params_release, .kernels = &(wf_kernel_slots){{0}},
+    .params_release = fused_params_release, .params_retain = fused_params_retain,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 const wf_prim_def wf__prim_fused3 = {
     .name = "fused3", .flags = WF_PRIM_ELEMENTWISE, .noutputs = 3,
     .params_size = sizeof(wf_fused_params), .infer = infer_fused,
     .params_equal = fused_params_equal, .params_hash = fused_params_hash,
-    .params_release = fused_params_release, .kernels = &(wf_kernel_slots){{0}},
+    .params_release = fused_params_release, .params_retain = fused_params_retain,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 const wf_prim_def wf__prim_fused4 = {
     .name = "fused4", .flags = WF_PRIM_ELEMENTWISE, .noutputs = 4,
     .params_size = sizeof(wf_fused_params), .infer = infer_fused,
     .params_equal = fused_params_equal, .params_hash = fused_params_hash,
-    .params_release = fused_params_release, .kernels = &(wf_kernel_slots){{0}},
+    .params_release = fused_params_release, .params_retain = fused_params_retain,
+    .kernels = &(wf_kernel_slots){{0}},
 };
 
 const wf_prim_def *wf__prim_fused_for(int noutputs)

@@ -123,9 +123,16 @@ void wf__eval_run_deferred_frees(void)
     wf__assert_no_locks_held("a payload destructor");
     struct thread_context saved;
     context_neutralize(&saved);
-    wf_array *n;
-    while ((n = wf__free_deferred_pop()))
-        wf__array_free_deferred(n);
+    for (;;) { /* a freed node may release more external buffers: now, not deferred */
+        wf_array *n = wf__free_deferred_pop();
+        wf_deferred_call *call = n ? NULL : wf__free_deferred_call_pop();
+        if (n)
+            wf__array_free_deferred(n);
+        else if (call)
+            call->run(call);
+        else
+            break;
+    }
     context_restore(&saved);
 }
 
@@ -161,7 +168,8 @@ void wf__eval_run_deferred_frees(void)
  *    element size or byte count differ from the output's or whose layout
  *    does not fill the buffer from offset 0 (row-major, or dense in another
  *    dim order for WF_PRIM_INPLACE_ANY_LAYOUT: the output then takes that
- *    layout), and any primitive not declaring WF_PRIM_INPLACE.
+ *    layout, so only where every input shares that order and a fresh output
+ *    would take it too), and any primitive not declaring WF_PRIM_INPLACE.
  *
  * A retired input is freed by the detach below instead of being released;
  * if its buffer was shared after all, it is simply not donated. */
@@ -201,12 +209,64 @@ static bool same_shape(const wf_array *a, const wf_array *b)
     return true;
 }
 
+/* The dims of `a` that are not of size 1, by decreasing stride; their count. */
+static int dims_by_stride(const wf_array *a, int *order)
+{
+    int count = 0;
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->shape[d] == 1)
+            continue;
+        int j = count++;
+        while (j > 0 && a->strides[order[j - 1]] < a->strides[d]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = d;
+    }
+    return count;
+}
+
+/* Whether input `in`, broadcast to n's shape, has strides that decrease
+ * along `order` (n's dims); its broadcast dims fit any order. */
+static bool follows_order(const wf_array *n, const wf_array *in, const int *order, int count)
+{
+    int64_t previous = INT64_MAX;
+    for (int k = 0; k < count; k++) {
+        const int d = order[k] - (n->ndim - in->ndim);
+        if (d < 0 || in->shape[d] == 1 || in->strides[d] == 0)
+            continue;
+        if (in->strides[d] < 0 || in->strides[d] >= previous)
+            return false;
+        previous = in->strides[d];
+    }
+    return true;
+}
+
+/* A dense donor in another dim order than row-major gives n its layout.
+ * n's own output takes that layout only when every input shares the order
+ * (backend/cpu/layout.c), so donate it only then: otherwise whether the
+ * donation happened - which depends on who else still holds the donor,
+ * another thread's timing included - would decide n's layout, and with it
+ * the bits of every sum that reads n in memory order. */
+static bool donor_keeps_layout(const wf_array *n, const wf_array *donor)
+{
+    if (donor->row_contiguous)
+        return true;
+    int order[WF_MAX_NDIM];
+    const int count = dims_by_stride(donor, order);
+    for (int i = 0; i < n->ninputs; i++)
+        if (!follows_order(n, n->inputs[i], order, count))
+            return false;
+    return true;
+}
+
 /* Whether `in`'s storage could serve as `n`'s output (fields fixed once READY). */
 static bool donor_layout_fits(const wf_array *n, const wf_array *in, size_t bytes)
 {
     const bool layout_fits =
         in->row_contiguous || ((n->prim->flags & WF_PRIM_INPLACE_ANY_LAYOUT) &&
-                               wf__is_dense(in->shape, in->strides, in->ndim));
+                               wf__is_dense(in->shape, in->strides, in->ndim) &&
+                               donor_keeps_layout(n, in));
     return !in->keep_graph && !in->results && same_shape(n, in) &&
            wf_dtype_size(in->dtype) == wf_dtype_size(n->dtype) && layout_fits &&
            in->offset == 0 && in->buffer && !wf__buffer_is_external(in->buffer) &&

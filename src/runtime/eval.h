@@ -13,8 +13,8 @@
  * a wf__free_defer_begin/end region. */
 void wf__eval_run_task(wf_array *node);
 
-/* Runs the payload destructors this thread deferred (core/deferred_free.h),
- * with neutral per-thread state. Call only where the thread holds nothing
+/* Runs the payload destructors and external deleters this thread deferred
+ * (core/deferred_free.h), with neutral per-thread state. Call only where the thread holds nothing
  * of weft's: no lock, no token, no unrun nodes. */
 void wf__eval_run_deferred_frees(void);
 

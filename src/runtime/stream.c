@@ -49,6 +49,9 @@ struct wf_stream {
     bool worker_frees; /* the worker dropped the last reference itself */
     bool immortal;     /* the default stream: never freed, so not counted */
     bool has_worker;   /* `worker` runs (false in a fork child until work is queued) */
+    /* Payload destructors and deleters that tasks run by other threads
+     * deferred: the worker runs them (see run_head). */
+    wf_deferred_list deferred;
     pthread_t worker;
     struct wf_stream *registry_prev, *registry_next;
     wf_device *device; /* where its tasks run; set at creation */
@@ -127,10 +130,34 @@ static void announce_progress(wf_stream *s)
         pthread_cond_broadcast(&s->progress);
 }
 
+/* With the queue locked: whether user code that a task run by this thread
+ * deferred goes to the worker. A thread that helps run the queue is waiting
+ * for it (wf_stream_synchronize, wf_eval) and may hold a lock of its own
+ * that a deleter takes (a binding's interpreter lock): the worker holds
+ * nothing. Without a worker (a fork child that could not start one) the
+ * helper runs it. */
+static bool deferred_to_worker(const wf_stream *s)
+{
+    return s->has_worker && !pthread_equal(pthread_self(), s->worker);
+}
+
+/* With the queue locked: runs the user code queued for the worker, with the
+ * queue unlocked. */
+static void run_worker_deferred(wf_stream *s)
+{
+    wf_deferred_list list = s->deferred;
+    s->deferred = (wf_deferred_list){0};
+    wf__mutex_unlock(&s->queue_lock);
+    wf__free_deferred_give(&list);
+    wf__eval_run_deferred_frees();
+    wf__mutex_lock(&s->queue_lock);
+}
+
 /* With the queue locked, the token free and a task queued: runs the head
  * task as the token holder (queue unlocked meanwhile), gives the token back,
  * hands remaining work to the worker and wakes waiters. Payload destructors
- * the task deferred run after the token is given back, unlocked. */
+ * and deleters the task deferred run after the token is given back,
+ * unlocked: here on the worker, else handed to it. */
 static void run_head(wf_stream *s)
 {
     s->busy = true;
@@ -146,9 +173,14 @@ static void run_head(wf_stream *s)
         pthread_cond_signal(&s->work_ready);
     announce_progress(s);
     if (wf__free_defer_end()) {
-        wf__mutex_unlock(&s->queue_lock);
-        wf__eval_run_deferred_frees();
-        wf__mutex_lock(&s->queue_lock);
+        if (deferred_to_worker(s)) {
+            wf__free_deferred_take(&s->deferred);
+            pthread_cond_signal(&s->work_ready);
+        } else {
+            wf__mutex_unlock(&s->queue_lock);
+            wf__eval_run_deferred_frees();
+            wf__mutex_lock(&s->queue_lock);
+        }
     }
 }
 
@@ -159,6 +191,10 @@ static void *worker_main(void *arg)
     for (;;) {
         if (!s->busy && s->head) {
             run_head(s);
+            continue;
+        }
+        if (!wf__free_deferred_list_empty(&s->deferred)) {
+            run_worker_deferred(s);
             continue;
         }
         if (s->shutdown && !s->head && !s->busy)
@@ -512,6 +548,7 @@ static void stream_forget_threads(wf_stream *s)
     s->batches_head = s->batches_tail = NULL;
     s->busy = false;
     s->progress_waiters = 0;
+    s->deferred = (wf_deferred_list){0}; /* the parent's worker runs them: leaked here */
     s->has_worker = false;
     pthread_cond_init(&s->work_ready, NULL);
     pthread_cond_init(&s->progress, NULL);

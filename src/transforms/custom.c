@@ -85,6 +85,9 @@ static wf_status view_kernel(wf_array *out, wf_array *const *inputs, int ninputs
 }
 
 static void release_custom_fn(void *params) { rules_release(((custom_fn_params *)params)->rules); }
+/* A compiled trace shares the rules: its copy of the params holds a
+ * reference, and so does every node replayed from it. */
+static void retain_custom_fn(void *params) { rules_retain(((custom_fn_params *)params)->rules); }
 
 /* Defined here rather than in src/prim/: its params hold transform rules.
  * Not in wf__prim_registry (built-in primitives only); the rules table and
@@ -95,6 +98,7 @@ const wf_prim_def wf__prim_custom_function = {
     .params_size = sizeof(custom_fn_params),
     .infer = infer_custom_fn,
     .params_release = release_custom_fn,
+    .params_retain = retain_custom_fn,
     .kernels = &(wf_kernel_slots){{0}},
 };
 

@@ -19,15 +19,27 @@
 #include "transforms/rules.h"
 #include "transforms/transforms.h"
 
-/* ---------------------------------------------------------------- compositions */
+/* ---------------------------------------------------------------- compositions
+ *
+ * Each computes in the node's dtype (the inputs' promoted dtype), as the
+ * kernel does: a float32 x normalized for a float64 weight is normalized in
+ * float64, so the gradients and tangents are float64-accurate and rounded
+ * once, at the end, to each input's dtype. */
 
 static const wf_norm_params *norm_of(const wf_array *node) { return node->params; }
 
-/* (x - mean) / sqrt(var + eps) [* weight] [+ bias] over the last axis. */
-static wf_array *layer_norm_composed(const wf_norm_params *p, wf_array *const *in)
+/* x in `dtype` (a float dtype at least as wide): a new array, or x itself. */
+static wf_array *widened(wf_array *x, wf_dtype dtype)
+{
+    return x && x->dtype != dtype ? wf_astype(x, dtype) : x;
+}
+
+/* (x - mean) / sqrt(var + eps) [* weight] [+ bias] over the last axis, in
+ * `dtype`. */
+static wf_array *layer_norm_composed(const wf_norm_params *p, wf_array *const *in, wf_dtype dtype)
 {
     const int last = -1;
-    wf_array *x = in[0];
+    wf_array *x = widened(in[0], dtype);
     wf_array *centered = wf_subtract(x, wf_mean(x, &last, 1, true));
     wf_array *var = wf_mean(wf_square(centered), &last, 1, true);
     wf_array *y = wf_multiply(centered, wf_rsqrt(wf_add(var, wf__rule_scalar(x, p->eps))));
@@ -39,11 +51,11 @@ static wf_array *layer_norm_composed(const wf_norm_params *p, wf_array *const *i
     return y;
 }
 
-/* x / sqrt(mean(x^2) + eps) [* weight] over the last axis. */
-static wf_array *rms_norm_composed(const wf_norm_params *p, wf_array *const *in)
+/* x / sqrt(mean(x^2) + eps) [* weight] over the last axis, in `dtype`. */
+static wf_array *rms_norm_composed(const wf_norm_params *p, wf_array *const *in, wf_dtype dtype)
 {
     const int last = -1;
-    wf_array *x = in[0];
+    wf_array *x = widened(in[0], dtype);
     wf_array *ms = wf_mean(wf_square(x), &last, 1, true);
     wf_array *y = wf_multiply(x, wf_rsqrt(wf_add(ms, wf__rule_scalar(x, p->eps))));
     return p->has_weight ? wf_multiply(y, in[1]) : y;
@@ -68,9 +80,9 @@ static wf_status composed_call(void *payload, wf_array *const *in, size_t n, wf_
         return st;
     wf_array *y;
     if (node->prim == &wf__prim_layer_norm)
-        y = layer_norm_composed(norm_of(node), in);
+        y = layer_norm_composed(norm_of(node), in, node->dtype);
     else if (node->prim == &wf__prim_rms_norm)
-        y = rms_norm_composed(norm_of(node), in);
+        y = rms_norm_composed(norm_of(node), in, node->dtype);
     else /* an internal builder: hand it to the scope like the ops above */
         y = wf__array_publish(sdpa_composed(node, in));
     /* the composition computes in the inputs' promoted dtype, as the node */
@@ -82,14 +94,25 @@ static wf_status composed_call(void *payload, wf_array *const *in, size_t n, wf_
     return out[0] ? WF_OK : wf_last_error();
 }
 
+/* The composition is differentiated at its inputs widened to the node's
+ * dtype, so the cotangents come back unrounded: the engine rounds them to
+ * each input's dtype, after summing over broadcast axes (attention's mask
+ * is a broadcast, transforms/vjp.c). */
 static wf_status vjp_composed(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
 {
+    wf_array *primals[4];
+    for (int i = 0; i < node->ninputs; i++) {
+        wf_array *x = node->inputs[i];
+        primals[i] = wanted[i] ? widened(x, node->dtype) : x;
+        if (!primals[i])
+            return wf_last_error();
+    }
     wf_fn *fn = wf__fn_make(composed_call, node, NULL);
     if (!fn)
         return wf_last_error();
     size_t room = 0;
-    wf_status st = wf__vjp("vjp", fn, node->inputs, (size_t)node->ninputs, wanted, &ct, 1,
-                           NULL, &room, cts);
+    wf_status st = wf__vjp("vjp", fn, primals, (size_t)node->ninputs, wanted, &ct, 1, NULL,
+                           &room, cts);
     wf_fn_release(fn);
     for (int i = 0; i < node->ninputs && st == WF_OK; i++)
         if (!wanted[i])

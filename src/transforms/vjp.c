@@ -6,6 +6,13 @@
  * tracers is then walked in reverse topological order, each node's vjp rule
  * turning its output cotangent into its inputs' cotangents. Cotangents flow
  * only through float nodes: integer and bool values have no gradient.
+ *
+ * Precision: a rule computes in its node's dtype (the promoted dtype of the
+ * forward computation), and a cotangent is rounded to a narrower node's
+ * dtype where it enters that node - except a broadcast: its vjp sums over
+ * the broadcast axes, so a wider cotangent stays wide through it and is
+ * rounded once, after the sum, where it reaches the node it broadcast (a
+ * float32 mask broadcast over float64 attention scores gets a float64 sum).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +27,16 @@
 
 enum { MAX_RULE_INPUTS = 64 };
 
+/* The dtype a cotangent `c` for node x is kept in: x's, but a broadcast
+ * keeps a wider float one until its sum is done (see the top). */
+static wf_dtype cotangent_dtype(const wf_array *x, const wf_array *c)
+{
+    if (x->prim == &wf__prim_broadcast_to && wf__dtype_is_float(c->dtype) &&
+        wf_promote_types(c->dtype, x->dtype) == c->dtype)
+        return c->dtype;
+    return x->dtype;
+}
+
 /* Adds c (a cotangent for entry e's node) to what e holds. */
 static wf_status accumulate(wf_graph_entry *e, wf_array *c)
 {
@@ -27,8 +44,9 @@ static wf_status accumulate(wf_graph_entry *e, wf_array *c)
     if (!wf__shape_equal(c->shape, c->ndim, x->shape, x->ndim))
         return wf__error(WF_ERR_INTERNAL, "vjp: a cotangent of rank %d for an input of rank %d",
                          c->ndim, x->ndim);
-    if (c->dtype != x->dtype)
-        c = wf_astype(c, x->dtype);
+    const wf_dtype keep = cotangent_dtype(x, c);
+    if (c->dtype != keep)
+        c = wf_astype(c, keep);
     if (c && e->value)
         c = wf_add(e->value, c);
     if (!c)

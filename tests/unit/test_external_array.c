@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/array.h"
@@ -485,6 +486,184 @@ static void test_many_threads_many_externals(void)
     CHECK_EQ_INT(live_arrays(), live);
 }
 
+
+/* ------------------------------------------------------------ deleters and waits
+ *
+ * A deleter that takes a lock of the user's, held by a thread that
+ * synchronizes the stream the array's last reader ran on (a binding's
+ * interpreter lock is this case). The deleter is deferred until its thread
+ * holds nothing of weft's: past the stream task, handed to the stream's
+ * worker if another thread ran the task, or past the evaluation that freed
+ * the memory. It may call anything, waits included. */
+
+enum { DEADLOCK_ROUNDS = 20, GATE_TIMEOUT_MS = 5000, HANG_S = 20 };
+
+struct wait_scenario {
+    pthread_mutex_t user_lock;
+    wf_stream *stream;
+    wf_array *result; /* gate(external) on `stream` */
+    atomic_int kernel_started, syncing;
+    pthread_t kernel_thread, sync_thread, eval_thread;
+    atomic_int deleter_calls, deleter_waits_ok;
+    pthread_t deleter_thread;
+};
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Copies its input once the synchronizing thread holds the user lock. */
+static wf_status gate_kernel(void *payload, const wf_custom_call *call)
+{
+    struct wait_scenario *w = payload;
+    w->kernel_thread = pthread_self();
+    atomic_store(&w->kernel_started, 1);
+    for (int waited = 0; !atomic_load(&w->syncing) && waited < GATE_TIMEOUT_MS; waited++)
+        sleep_ms(1);
+    memcpy(call->output, call->inputs[0], 4 * sizeof(float));
+    return WF_OK;
+}
+
+/* Takes the user lock, then waits for weft work: the stream, and a value. */
+static void waiting_deleter(void *data, void *ctx)
+{
+    (void)data;
+    struct wait_scenario *w = ctx;
+    pthread_mutex_lock(&w->user_lock);
+    w->deleter_thread = pthread_self();
+    wf_array *x = wf_add(wf_scalar(1, WF_DTYPE_F32), wf_scalar(2, WF_DTYPE_F32));
+    double v = 0;
+    if (wf_stream_synchronize(w->stream) == WF_OK && wf_array_item(x, &v) == WF_OK && v == 3)
+        atomic_fetch_add(&w->deleter_waits_ok, 1);
+    wf_release(x);
+    atomic_fetch_add(&w->deleter_calls, 1);
+    pthread_mutex_unlock(&w->user_lock);
+}
+
+static float gate_input[4] = {1, 2, 3, 4};
+
+/* The scenario's arrays: result = gate(external), built on a new stream;
+ * only the result holds the external array. */
+static bool scenario_start(struct wait_scenario *w)
+{
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->user_lock, NULL);
+    w->stream = wf_stream_new();
+    if (!CHECK_NOT_NULL(w->stream) || !CHECK_OK(wf_stream_push(w->stream)))
+        return false;
+    const int64_t shape[1] = {4};
+    wf_array *x = wf_array_from_external(gate_input, shape, 1, WF_DTYPE_F32, NULL,
+                                         waiting_deleter, w);
+    w->result = wf_custom("gate", gate_kernel, w, NULL, &x, 1, shape, 1, WF_DTYPE_F32);
+    wf_release(x);
+    CHECK_OK(wf_stream_pop());
+    return CHECK_NOT_NULL(w->result);
+}
+
+/* Waits (bounded) for the deleter, checks what it saw, frees the rest. */
+static void scenario_finish(struct wait_scenario *w)
+{
+    for (int waited = 0; atomic_load(&w->deleter_calls) == 0 && waited < GATE_TIMEOUT_MS;
+         waited++)
+        sleep_ms(1);
+    CHECK_EQ_INT(atomic_load(&w->deleter_calls), 1);
+    CHECK_EQ_INT(atomic_load(&w->deleter_waits_ok), 1);
+    float out[4] = {0};
+    CHECK_OK(wf_array_copy_to(w->result, out, sizeof out));
+    CHECK(memcmp(out, gate_input, sizeof out) == 0);
+    wf_release(w->result);
+    wf_stream_release(w->stream);
+    pthread_mutex_destroy(&w->user_lock);
+}
+
+/* Holds the user lock while synchronizing the stream. */
+static void hold_lock_and_synchronize(struct wait_scenario *w)
+{
+    pthread_mutex_lock(&w->user_lock);
+    w->sync_thread = pthread_self();
+    atomic_store(&w->syncing, 1);
+    CHECK_OK(wf_stream_synchronize(w->stream));
+    pthread_mutex_unlock(&w->user_lock);
+}
+
+static void *async_then_synchronize(void *arg)
+{
+    struct wait_scenario *w = arg;
+    CHECK_OK(wf_async_eval(&w->result, 1));
+    hold_lock_and_synchronize(w);
+    return NULL;
+}
+
+static void *synchronize_during_eval(void *arg)
+{
+    struct wait_scenario *w = arg;
+    while (!atomic_load(&w->kernel_started)) /* the other thread's batch is open */
+        sleep_ms(1);
+    hold_lock_and_synchronize(w);
+    return NULL;
+}
+
+static void *evaluate(void *arg)
+{
+    struct wait_scenario *w = arg;
+    w->eval_thread = pthread_self();
+    CHECK_OK(wf_eval(&w->result, 1));
+    return NULL;
+}
+
+/* Joins t within HANG_S; a hang is reported and ends the test program
+ * (its threads cannot be freed). */
+static void join_or_die(pthread_t t, const char *what)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += HANG_S;
+    if (pthread_timedjoin_np(t, NULL, &deadline) != 0) {
+        wf_test_fail(__FILE__, __LINE__, "%s: deadlock (no progress within %d s)", what, HANG_S);
+        _exit(1);
+    }
+}
+
+static void test_deleter_waits_while_a_worker_task_freed_it(void)
+{
+    int helped = 0;
+    for (int round = 0; round < DEADLOCK_ROUNDS; round++) {
+        struct wait_scenario w;
+        if (!scenario_start(&w))
+            return;
+        pthread_t t;
+        pthread_create(&t, NULL, async_then_synchronize, &w);
+        join_or_die(t, "synchronize while the worker frees an external array");
+        scenario_finish(&w);
+        /* Whoever ran the task, the deleter never runs on the thread that
+         * synchronized (it holds the lock the deleter takes). */
+        CHECK(!pthread_equal(w.deleter_thread, w.sync_thread));
+        helped += pthread_equal(w.kernel_thread, w.sync_thread);
+    }
+    printf("    %d of %d tasks run by the synchronizing thread itself\n", helped,
+           DEADLOCK_ROUNDS);
+}
+
+static void test_deleter_waits_while_an_eval_freed_it(void)
+{
+    for (int round = 0; round < DEADLOCK_ROUNDS; round++) {
+        struct wait_scenario w;
+        if (!scenario_start(&w))
+            return;
+        pthread_t e, t;
+        pthread_create(&e, NULL, evaluate, &w);
+        pthread_create(&t, NULL, synchronize_during_eval, &w);
+        join_or_die(t, "synchronize while another thread's eval frees an external array");
+        join_or_die(e, "the eval that freed an external array");
+        scenario_finish(&w);
+        /* After its evaluation, on the thread that dropped the reference. */
+        CHECK(pthread_equal(w.kernel_thread, w.eval_thread));
+        CHECK(pthread_equal(w.deleter_thread, w.eval_thread));
+    }
+}
+
 int main(void)
 {
     RUN_TEST(test_zero_copy_and_deleter_once);
@@ -499,5 +678,7 @@ int main(void)
     RUN_TEST(test_deleter_may_call_weft);
     RUN_TEST(test_last_reference_on_another_thread);
     RUN_TEST(test_many_threads_many_externals);
+    RUN_TEST(test_deleter_waits_while_a_worker_task_freed_it);
+    RUN_TEST(test_deleter_waits_while_an_eval_freed_it);
     return TEST_SUMMARY();
 }
