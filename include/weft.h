@@ -738,7 +738,8 @@ typedef struct wf_fn wf_fn;
  * returns no references (it releases what it made). It runs with this
  * thread's scopes hidden (the caller's and the transforms' own): the arrays
  * it makes are its own to release or return, and scopes it leaves open are
- * closed when it returns. */
+ * closed when it returns. The outputs then belong to the caller's innermost
+ * scope, if one is open, as op results do. */
 typedef wf_status (*wf_fn_callback)(void *payload, wf_array *const *inputs, size_t ninputs,
                                     wf_array **outputs, size_t *noutputs);
 

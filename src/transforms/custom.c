@@ -260,23 +260,6 @@ static wf_status cotangent_list(wf_array *node, wf_array *ct, wf_array **cts)
     return WF_OK;
 }
 
-/* Calls a user rule inside a transform. Bodies run with the scopes hidden,
- * so the rule's results are handed to the transform's scope here, as the
- * results of the ops a built-in rule calls are: the transform keeps what it
- * uses and the scope frees the rest. */
-static wf_status call_rule(wf_fn *rule, wf_array *const *inputs, size_t ninputs,
-                           wf_array **results, size_t *nresults)
-{
-    wf_status st = wf_fn_call(rule, inputs, ninputs, results, nresults);
-    for (size_t i = 0; i < *nresults && st == WF_OK; i++) {
-        st = wf__scope_adopt(results[i]);
-        if (st != WF_OK)
-            for (size_t j = i; j < *nresults; j++)
-                wf_release(results[j]);
-    }
-    return st;
-}
-
 static wf_status vjp_custom_fn(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
 {
     const custom_fn_params *p = params_of(node);
@@ -301,7 +284,7 @@ static wf_status vjp_custom_fn(wf_array *node, wf_array *ct, const bool *wanted,
     memcpy(list, node->inputs, n * sizeof *list);
     memcpy(list + n + m, node->inputs + n, m * sizeof *list);
     size_t nres = n;
-    st = call_rule(r->vjp, list, n + 2 * m, result, &nres);
+    st = wf_fn_call(r->vjp, list, n + 2 * m, result, &nres);
     if (st == WF_OK)
         st = check_rule_results("vjp", result, nres, node->inputs, n);
     for (size_t i = 0; i < n && st == WF_OK; i++)
@@ -329,7 +312,7 @@ static wf_status jvp_custom_fn(wf_array *node, wf_array *const *t, wf_array **ou
         for (size_t i = 0; i < n; i++)
             if (!(list[n + i] = t[i] ? t[i] : wf_zeros_like(node->inputs[i])))
                 return wf_last_error();
-        st = call_rule(r->jvp, list, 2 * n, result, &nres);
+        st = wf_fn_call(r->jvp, list, 2 * n, result, &nres);
     }
     if (st == WF_OK)
         st = check_rule_results("jvp", result, nres, node->inputs + n, m);
@@ -358,7 +341,7 @@ static wf_status vmap_custom_fn(wf_array *node, wf_array *const *in, const int *
         for (size_t i = 0; i < n; i++)
             if (!(list[i] = wf__vmap_materialize(in[i], axes[i], batch)))
                 return wf_last_error();
-        st = call_rule(r->vmap, list, n, result, &nres);
+        st = wf_fn_call(r->vmap, list, n, result, &nres);
         if (st == WF_OK && nres != m)
             st = wf__error(WF_ERR_INVALID_ARGUMENT,
                            "wf_custom_function: the vmap rule returned %zu arrays, expected %zu",

@@ -116,6 +116,23 @@ static wf_status check_outputs(wf_array **outputs, size_t capacity, size_t count
     return WF_OK;
 }
 
+/* Hands the body's outputs to this thread's innermost scope, if one is
+ * open; on failure releases them all. */
+static wf_status adopt_outputs(wf_array **outputs, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (!outputs[i])
+            continue;
+        wf_status status = wf__scope_adopt(outputs[i]);
+        if (status != WF_OK) {
+            for (size_t j = i; j < count; j++)
+                wf_release(outputs[j]);
+            return status;
+        }
+    }
+    return WF_OK;
+}
+
 wf_status wf_fn_call(wf_fn *fn, wf_array *const *inputs, size_t ninputs, wf_array **outputs,
                      size_t *noutputs)
 {
@@ -134,7 +151,8 @@ wf_status wf_fn_call(wf_fn *fn, wf_array *const *inputs, size_t ninputs, wf_arra
     /* The body runs with this thread's scopes hidden (a transform's own
      * scope among them): what it makes is its own, and a reference it keeps
      * and releases itself (a binding's object per array) never takes a
-     * reference the caller's scope holds. Scopes it leaves open are closed. */
+     * reference the caller's scope holds. Scopes it leaves open are closed.
+     * Its outputs are then handed to the caller's scope, as op results are. */
     void *scopes = wf__scope_suspend();
     status = fn->callback(fn->payload, inputs, ninputs, outputs, &count);
     wf__scope_resume(scopes);
@@ -146,6 +164,8 @@ wf_status wf_fn_call(wf_fn *fn, wf_array *const *inputs, size_t ninputs, wf_arra
         return body_failed(status);
     }
     status = check_outputs(outputs, capacity, count);
+    if (status == WF_OK)
+        status = adopt_outputs(outputs, count);
     if (status != WF_OK) {
         for (size_t i = 0; i < capacity; i++)
             outputs[i] = NULL;
@@ -166,8 +186,12 @@ wf_status wf__fn_call_owned(wf_fn *fn, wf_array *const *inputs, size_t ninputs,
                             wf_array **outputs, size_t *noutputs)
 {
     *noutputs = WF_FN_MAX_OUTPUTS;
-    /* The body ran with the scopes hidden: its outputs belong to no scope. */
-    return wf_fn_call(fn, inputs, ninputs, outputs, noutputs);
+    wf_status status = wf_fn_call(fn, inputs, ninputs, outputs, noutputs);
+    if (status != WF_OK)
+        return status;
+    for (size_t i = 0; i < *noutputs; i++)
+        wf__scope_forget(outputs[i]);
+    return WF_OK;
 }
 
 void wf__release_owned(wf_array **arrays, size_t n)

@@ -50,8 +50,9 @@ wf_fn *wf__fn_make(wf_fn_callback callback, void *payload, void (*payload_free)(
 /* fn's payload if fn was made with `callback` (how compile recognises its
  * own functions), else NULL. */
 void *wf__fn_payload_of(const wf_fn *fn, wf_fn_callback callback);
-/* Calls fn with capacity WF_FN_MAX_OUTPUTS; bodies run with the scopes
- * hidden, so the caller owns the outputs (wf__array_decref). */
+/* Calls fn with capacity WF_FN_MAX_OUTPUTS and takes the outputs out of
+ * the scope wf_fn_call handed them to: the caller owns them
+ * (wf__array_decref). */
 wf_status wf__fn_call_owned(wf_fn *fn, wf_array *const *inputs, size_t ninputs,
                             wf_array **outputs, size_t *noutputs);
 /* Releases n owned arrays (NULL entries skipped). */
