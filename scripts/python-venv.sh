@@ -29,9 +29,12 @@ imports_ok && exit 0
 # python3 with a working venv module (Debian ships ensurepip in python3-venv).
 missing=()
 if ! command -v python3 >/dev/null 2>&1; then
-    missing=(python3 python3-venv)
-elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-    missing=(python3-venv)
+    missing=(python3 python3-venv python3-dev)
+else
+    python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+    # Python.h, to build the weft extension (Debian's python3-dev).
+    python3 -c 'import os, sysconfig; exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+        >/dev/null 2>&1 || missing+=(python3-dev)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
     echo "python-venv: missing: ${missing[*]}"

@@ -262,3 +262,11 @@ def test_fork_while_threads_evaluate():
     """
     done = run_python(code, DEADLINE * 3)
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+
+
+def test_the_readme_example_runs():
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "quickstart.py")
+    done = subprocess.run([sys.executable, path], capture_output=True, text=True,
+                          timeout=DEADLINE * 3)
+    assert done.returncode == 0, done.stderr
+    assert "'traces': 1" in done.stdout
