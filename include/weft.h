@@ -85,16 +85,31 @@ typedef enum wf_dtype {
     WF_DTYPE_BF16,
     WF_DTYPE_F32,
     WF_DTYPE_F64,
+    /* Appended later; the values above keep their numbers. */
+    WF_DTYPE_I8,
+    WF_DTYPE_I16,
+    WF_DTYPE_U16,
+    WF_DTYPE_U32,
+    WF_DTYPE_U64,
+    /* Two float32 (real, imaginary), 8 bytes. Only astype and data movement
+     * (shape, indexing, where, views) accept it so far; other ops give
+     * WF_ERR_DTYPE. */
+    WF_DTYPE_C64,
     WF_DTYPE_COUNT
 } wf_dtype;
 
 /* Bytes per element; 0 for an invalid dtype. */
 size_t wf_dtype_size(wf_dtype dtype);
-/* Static name ("float32"); "invalid" for an invalid dtype. */
+/* Static name ("float32", "int8", "complex64"); "invalid" for an invalid
+ * dtype. */
 const char *wf_dtype_name(wf_dtype dtype);
-/* The dtype two operands promote to (NumPy/MLX rules: bool < u8 < i32 < i64 <
- * floats; an integer with f16/bf16 gives that float type; f16 with bf16 gives
- * f32). Returns WF_DTYPE_COUNT for an invalid input. */
+/* The dtype two operands promote to, MLX's table (JAX's lattice): unsigned
+ * with unsigned or signed with signed gives the wider; unsigned with a wider
+ * signed gives the signed, with a signed of its size or smaller the next
+ * wider signed (u8 + i8 = i16, u32 + i32 = i64), and u64 with any signed
+ * integer gives float32; any integer with a float gives the float; f16 with
+ * bf16 gives f32; anything with c64 gives c64 (float64 included, as MLX
+ * has no complex128). Returns WF_DTYPE_COUNT for an invalid input. */
 wf_dtype wf_promote_types(wf_dtype a, wf_dtype b);
 
 /* ---------------------------------------------------------------- arrays */
@@ -419,6 +434,21 @@ wf_array *wf_logical_or(wf_array *a, wf_array *b);
 wf_array *wf_logaddexp(wf_array *a, wf_array *b);
 /* Angle of the point (b, a), in (-pi, pi]. */
 wf_array *wf_arctan2(wf_array *a, wf_array *b);
+/* Bitwise and / or / xor of bool or integer inputs (promoted; a float
+ * promotion, as uint64 with a signed type, is WF_ERR_DTYPE). */
+wf_array *wf_bitwise_and(wf_array *a, wf_array *b);
+/* a | b. */
+wf_array *wf_bitwise_or(wf_array *a, wf_array *b);
+/* a ^ b. */
+wf_array *wf_bitwise_xor(wf_array *a, wf_array *b);
+/* ~a of a bool (logical not) or integer input. */
+wf_array *wf_bitwise_invert(wf_array *a);
+/* a << b, wrapping; a shift by the width or more (or a negative one) gives 0
+ * (NumPy). Bool: a. */
+wf_array *wf_left_shift(wf_array *a, wf_array *b);
+/* a >> b, arithmetic for signed types; by the width or more (or negative):
+ * 0, or -1 for a negative a (NumPy). Bool: a and not b. */
+wf_array *wf_right_shift(wf_array *a, wf_array *b);
 /* cond ? a : b element-wise (cond is converted to bool). */
 wf_array *wf_where(wf_array *cond, wf_array *a, wf_array *b);
 /* Clamps to [low, high]; either bound may be NULL (not both), meaning no
@@ -428,11 +458,13 @@ wf_array *wf_clip(wf_array *a, wf_array *low, wf_array *high);
 /* ---- reductions over `axes` (negative allowed, no repeats; NULL with
  * naxes 0: every axis), keeping reduced axes as size 1 if `keepdims` */
 
-/* bool and u8 sum to int32; f16/bf16 accumulate in float32. */
+/* MLX's dtypes: bool and signed integers of up to 4 bytes sum to int32,
+ * unsigned ones of up to 4 bytes to uint32 (wrapping), int64 / uint64 keep
+ * their type; f16/bf16 accumulate in float32. complex64: WF_ERR_DTYPE. */
 wf_array *wf_sum(wf_array *a, const int *axes, int naxes, bool keepdims);
 /* Mean (integers give float32). */
 wf_array *wf_mean(wf_array *a, const int *axes, int naxes, bool keepdims);
-/* Product (bool and u8 give int32). */
+/* Product, in wf_sum's dtypes (u8, u16, u32 give uint32). */
 wf_array *wf_prod(wf_array *a, const int *axes, int naxes, bool keepdims);
 /* Maximum (NaN propagates; a zero-size reduction is WF_ERR_SHAPE). */
 wf_array *wf_max(wf_array *a, const int *axes, int naxes, bool keepdims);
@@ -449,14 +481,19 @@ wf_array *wf_logsumexp(wf_array *a, const int *axes, int naxes, bool keepdims);
 wf_array *wf_var(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof);
 /* sqrt(wf_var). */
 wf_array *wf_std(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof);
-/* Int32 index of the first maximum along `axis`. */
+/* Index of the first maximum along `axis`, as a uint32 array (MLX). The
+ * axis may hold at most 2^31 elements, so every index is below 2^31 and its
+ * bits read as int32_t give the same value: code written when this returned
+ * int32 keeps working if it reads the data as int32_t (a check of the dtype
+ * must accept WF_DTYPE_U32). */
 wf_array *wf_argmax(wf_array *a, int axis, bool keepdims);
-/* Int32 index of the first minimum along `axis`. */
+/* Index of the first minimum along `axis` (uint32, as wf_argmax). */
 wf_array *wf_argmin(wf_array *a, int axis, bool keepdims);
 /* exp(a) / sum(exp(a)) over `axes`, computed stably; same shape as `a`. */
 wf_array *wf_softmax(wf_array *a, const int *axes, int naxes);
 /* Running sum along `axis`; `reverse` runs from the end, `inclusive` false
- * shifts by one (starting at 0; at 1 for wf_cumprod). */
+ * shifts by one (starting at 0; at 1 for wf_cumprod). The input's dtype
+ * (integers wrap), except that bool gives int32 (MLX). */
 wf_array *wf_cumsum(wf_array *a, int axis, bool reverse, bool inclusive);
 /* Running product along `axis`, as wf_cumsum. */
 wf_array *wf_cumprod(wf_array *a, int axis, bool reverse, bool inclusive);

@@ -26,7 +26,7 @@
 /* Float-valued functions: integer/bool inputs are cast to float32. */
 static wf_array *float_op(const char *op, const wf_prim_def *prim, wf_array *a)
 {
-    if (!wf__array_check(a, op, "a"))
+    if (!wf__array_check(a, op, "a") || wf__reject_complex(op, a->dtype) != WF_OK)
         return NULL;
     if (wf__dtype_is_float(a->dtype))
         return wf__node_new(prim, NULL, &a, 1);
@@ -41,7 +41,7 @@ static wf_array *float_op(const char *op, const wf_prim_def *prim, wf_array *a)
 /* Ops on every dtype (the primitive decides the output dtype). */
 static wf_array *plain_op(const char *op, const wf_prim_def *prim, wf_array *a)
 {
-    if (!wf__array_check(a, op, "a"))
+    if (!wf__array_check(a, op, "a") || wf__reject_complex(op, a->dtype) != WF_OK)
         return NULL;
     return wf__node_new(prim, NULL, &a, 1);
 }
@@ -49,7 +49,7 @@ static wf_array *plain_op(const char *op, const wf_prim_def *prim, wf_array *a)
 /* Rounding: integers are already integral. */
 static wf_array *rounding_op(const char *op, const wf_prim_def *prim, wf_array *a)
 {
-    if (!wf__array_check(a, op, "a"))
+    if (!wf__array_check(a, op, "a") || wf__reject_complex(op, a->dtype) != WF_OK)
         return NULL;
     if (!wf__dtype_is_float(a->dtype))
         return wf__same_value(a);
@@ -58,7 +58,8 @@ static wf_array *rounding_op(const char *op, const wf_prim_def *prim, wf_array *
 
 wf_array *wf__op_negative(wf_array *a)
 {
-    if (!wf__array_check(a, "wf_negative", "a"))
+    if (!wf__array_check(a, "wf_negative", "a") ||
+        wf__reject_complex("wf_negative", a->dtype) != WF_OK)
         return NULL;
     if (a->dtype == WF_DTYPE_BOOL) {
         wf__error(WF_ERR_DTYPE,
@@ -108,9 +109,12 @@ wf_array *wf__op_isnan(wf_array *a) { return plain_op("wf_isnan", &wf__prim_isna
 wf_array *wf__op_isinf(wf_array *a) { return plain_op("wf_isinf", &wf__prim_isinf, a); }
 wf_array *wf__op_isfinite(wf_array *a) { return plain_op("wf_isfinite", &wf__prim_isfinite, a); }
 
+/* Any dtype, complex64 included (a view). */
 wf_array *wf__op_stop_gradient(wf_array *a)
 {
-    return plain_op("wf_stop_gradient", &wf__prim_stop_gradient, a);
+    if (!wf__array_check(a, "wf_stop_gradient", "a"))
+        return NULL;
+    return wf__node_new(&wf__prim_stop_gradient, NULL, &a, 1);
 }
 
 /* ---------------------------------------------------------------- public entry points

@@ -49,8 +49,10 @@ const wf_prim_def wf__prim_astype = {
  * broadcasts. `allowed` is a mask of accepted input dtypes (bit = dtype);
  * `to_bool` gives a bool output (comparisons, logical ops). */
 #define DT(d) (1u << (d))
-#define DTYPES_ALL ((1u << WF_DTYPE_COUNT) - 1u)
+/* Every real dtype (complex64 has no arithmetic kernels yet). */
+#define DTYPES_ALL (((1u << WF_DTYPE_COUNT) - 1u) & ~DT(WF_DTYPE_C64))
 #define DTYPES_NO_BOOL (DTYPES_ALL & ~DT(WF_DTYPE_BOOL))
+#define DTYPES_INT_BOOL (DTYPES_ALL & ~DTYPES_FLOAT)
 #define DTYPES_FLOAT                                                                    \
     (DT(WF_DTYPE_F16) | DT(WF_DTYPE_BF16) | DT(WF_DTYPE_F32) | DT(WF_DTYPE_F64))
 #define DTYPES_BOOL DT(WF_DTYPE_BOOL)
@@ -124,6 +126,11 @@ BINARY_PRIM(logical_and, DTYPES_BOOL, true)
 BINARY_PRIM(logical_or, DTYPES_BOOL, true)
 BINARY_PRIM(logaddexp, DTYPES_FLOAT, false)
 BINARY_PRIM(arctan2, DTYPES_FLOAT, false)
+BINARY_PRIM(bitwise_and, DTYPES_INT_BOOL, false)
+BINARY_PRIM(bitwise_or, DTYPES_INT_BOOL, false)
+BINARY_PRIM(bitwise_xor, DTYPES_INT_BOOL, false)
+BINARY_PRIM(left_shift, DTYPES_INT_BOOL, false)
+BINARY_PRIM(right_shift, DTYPES_INT_BOOL, false)
 
 /* where(cond, a, b): cond bool, a and b of one dtype, one shape. */
 static wf_status infer_where(const void *params, const wf_desc *inputs, int ninputs,
@@ -164,6 +171,8 @@ static wf_status infer_clip(const void *params, const wf_desc *inputs, int ninpu
     wf_status st = expect_inputs("clip", ninputs, 3);
     if (st != WF_OK)
         return st;
+    if (wf__reject_complex("clip", inputs[0].dtype) != WF_OK)
+        return wf_last_error();
     for (int i = 1; i < 3; i++)
         if (inputs[i].dtype != inputs[0].dtype)
             return wf__error(WF_ERR_DTYPE, "clip: input dtypes differ (%s, %s)",

@@ -11,6 +11,8 @@ static wf_status infer_unary(const char *name, enum wf_unary_kind kind, const wf
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "%s: expected 1 input, got %d", name, ninputs);
     const wf_desc *a = &inputs[0];
+    if (kind != WF_UNARY_ANY && wf__reject_complex(name, a->dtype) != WF_OK)
+        return wf_last_error();
     switch (kind) {
     case WF_UNARY_FLOAT:
         if (!wf__dtype_is_float(a->dtype))

@@ -373,6 +373,12 @@ const wf_prim_rules wf__rules_elementwise[] = {
     ZERO(wf__prim_greater_equal, WF_RULES_NON_FLOAT_OUTPUT),
     ZERO(wf__prim_logical_and, WF_RULES_NON_FLOAT_OUTPUT),
     ZERO(wf__prim_logical_or, WF_RULES_NON_FLOAT_OUTPUT),
+    /* Bitwise ops: bool and integer outputs only. */
+    ZERO(wf__prim_bitwise_and, WF_RULES_NON_FLOAT_OUTPUT),
+    ZERO(wf__prim_bitwise_or, WF_RULES_NON_FLOAT_OUTPUT),
+    ZERO(wf__prim_bitwise_xor, WF_RULES_NON_FLOAT_OUTPUT),
+    ZERO(wf__prim_left_shift, WF_RULES_NON_FLOAT_OUTPUT),
+    ZERO(wf__prim_right_shift, WF_RULES_NON_FLOAT_OUTPUT),
     {&wf__prim_astype, WF_RULES_DIFFERENTIABLE, vjp_astype, jvp_astype, wf__rule_vmap_elementwise},
     {&wf__prim_add, WF_RULES_DIFFERENTIABLE, vjp_add, jvp_add, wf__rule_vmap_elementwise},
     {&wf__prim_subtract, WF_RULES_DIFFERENTIABLE, vjp_subtract, jvp_subtract,

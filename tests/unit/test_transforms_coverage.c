@@ -77,6 +77,8 @@ static const wf_prim_def *const non_float_output[] = {
     &wf__prim_greater_equal, &wf__prim_logical_and, &wf__prim_logical_or,
     &wf__prim_all,         &wf__prim_any,           &wf__prim_argmax,
     &wf__prim_argmin,      &wf__prim_random_bernoulli, &wf__prim_random_categorical,
+    &wf__prim_bitwise_and, &wf__prim_bitwise_or,    &wf__prim_bitwise_xor,
+    &wf__prim_left_shift,  &wf__prim_right_shift,
 };
 
 static bool listed(const wf_prim_def *p, const wf_prim_def *const *list, size_t n)

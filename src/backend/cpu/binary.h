@@ -110,7 +110,12 @@ void wf__cpu_f32_to_halves(int64_t n, const float *src, uint16_t *dst, int64_t s
     X(logical_and)                                                                      \
     X(logical_or)                                                                       \
     X(logaddexp)                                                                        \
-    X(arctan2)
+    X(arctan2)                                                                          \
+    X(bitwise_and)                                                                      \
+    X(bitwise_or)                                                                       \
+    X(bitwise_xor)                                                                      \
+    X(left_shift)                                                                       \
+    X(right_shift)
 
 #define WF__CPU_DECLARE_KERNEL(NAME)                                                    \
     wf_status wf__cpu_##NAME(wf_array *out, wf_array *const *inputs, int ninputs,       \

@@ -259,14 +259,50 @@ INT_LOOP(neg_i64_loop, int64_t, neg_i64(v))
 INT_LOOP(abs_i64_loop, int64_t, abs_i64(v))
 INT_LOOP(sign_i64, int64_t, (v > 0) - (v < 0))
 INT_LOOP(sq_i64_loop, int64_t, sq_i64(v))
+/* The other unsigned types: negative wraps, abs is the identity. Computed
+ * in unsigned int or wider, so no product overflows int. */
+INT_LOOP(neg_u16, uint16_t, 0u - (unsigned)v)
+INT_LOOP(copy_u16, uint16_t, v)
+INT_LOOP(sign_u16, uint16_t, v != 0)
+INT_LOOP(sq_u16, uint16_t, (unsigned)v * (unsigned)v)
+INT_LOOP(neg_u32, uint32_t, 0u - v)
+INT_LOOP(copy_u32, uint32_t, v)
+INT_LOOP(sign_u32, uint32_t, v != 0)
+INT_LOOP(sq_u32, uint32_t, v * v)
+INT_LOOP(neg_u64, uint64_t, 0u - v)
+INT_LOOP(copy_u64, uint64_t, v)
+INT_LOOP(sign_u64, uint64_t, v != 0)
+INT_LOOP(sq_u64, uint64_t, v * v)
+/* int8 and int16 wrap like int32 (the minimum negates to itself). */
+INT_LOOP(neg_i8, int8_t, wf__cpu_wrap_i8((uint8_t)(0u - (unsigned)v)))
+INT_LOOP(abs_i8, int8_t, v < 0 ? wf__cpu_wrap_i8((uint8_t)(0u - (unsigned)v)) : v)
+INT_LOOP(sign_i8, int8_t, (v > 0) - (v < 0))
+INT_LOOP(sq_i8, int8_t, wf__cpu_wrap_i8((uint8_t)((unsigned)v * (unsigned)v)))
+INT_LOOP(neg_i16, int16_t, wf__cpu_wrap_i16((uint16_t)(0u - (unsigned)v)))
+INT_LOOP(abs_i16, int16_t, v < 0 ? wf__cpu_wrap_i16((uint16_t)(0u - (unsigned)v)) : v)
+INT_LOOP(sign_i16, int16_t, (v > 0) - (v < 0))
+INT_LOOP(sq_i16, int16_t, wf__cpu_wrap_i16((uint16_t)((unsigned)v * (unsigned)v)))
 
-enum int_op { INT_NEG, INT_ABS, INT_SIGN, INT_SQUARE };
-/* [op][bool, u8, i32, i64] */
-static const wf_cpu_inner_fn int_loops[4][4] = {
-    {NULL, neg_u8, neg_i32_loop, neg_i64_loop},
-    {copy_u8, copy_u8, abs_i32_loop, abs_i64_loop},
-    {copy_u8, sign_u8, sign_i32, sign_i64},
-    {copy_u8, sq_u8, sq_i32_loop, sq_i64_loop},
+enum int_op { INT_NEG, INT_ABS, INT_SIGN, INT_SQUARE, INT_OP_COUNT };
+/* [op][dtype]: bool and every integer type (negative of bool is rejected
+ * by the op). */
+static const wf_cpu_inner_fn int_loops[INT_OP_COUNT][WF_DTYPE_COUNT] = {
+    [INT_NEG] = {[WF_DTYPE_U8] = neg_u8, [WF_DTYPE_U16] = neg_u16, [WF_DTYPE_U32] = neg_u32,
+                 [WF_DTYPE_U64] = neg_u64, [WF_DTYPE_I8] = neg_i8, [WF_DTYPE_I16] = neg_i16,
+                 [WF_DTYPE_I32] = neg_i32_loop, [WF_DTYPE_I64] = neg_i64_loop},
+    [INT_ABS] = {[WF_DTYPE_BOOL] = copy_u8, [WF_DTYPE_U8] = copy_u8, [WF_DTYPE_U16] = copy_u16,
+                 [WF_DTYPE_U32] = copy_u32, [WF_DTYPE_U64] = copy_u64, [WF_DTYPE_I8] = abs_i8,
+                 [WF_DTYPE_I16] = abs_i16, [WF_DTYPE_I32] = abs_i32_loop,
+                 [WF_DTYPE_I64] = abs_i64_loop},
+    [INT_SIGN] = {[WF_DTYPE_BOOL] = copy_u8, [WF_DTYPE_U8] = sign_u8,
+                  [WF_DTYPE_U16] = sign_u16, [WF_DTYPE_U32] = sign_u32,
+                  [WF_DTYPE_U64] = sign_u64, [WF_DTYPE_I8] = sign_i8,
+                  [WF_DTYPE_I16] = sign_i16, [WF_DTYPE_I32] = sign_i32,
+                  [WF_DTYPE_I64] = sign_i64},
+    [INT_SQUARE] = {[WF_DTYPE_BOOL] = copy_u8, [WF_DTYPE_U8] = sq_u8, [WF_DTYPE_U16] = sq_u16,
+                    [WF_DTYPE_U32] = sq_u32, [WF_DTYPE_U64] = sq_u64, [WF_DTYPE_I8] = sq_i8,
+                    [WF_DTYPE_I16] = sq_i16, [WF_DTYPE_I32] = sq_i32_loop,
+                    [WF_DTYPE_I64] = sq_i64_loop},
 };
 
 static wf_status run_numeric(wf_array *out, wf_array *const *inputs, enum int_op iop,
@@ -275,7 +311,7 @@ static wf_status run_numeric(wf_array *out, wf_array *const *inputs, enum int_op
     const wf_dtype dtype = out->dtype;
     if (wf__dtype_is_float(dtype))
         return run_float(out, inputs, fop);
-    wf_cpu_inner_fn fn = dtype <= WF_DTYPE_I64 ? int_loops[iop][dtype] : NULL;
+    wf_cpu_inner_fn fn = wf__dtype_valid(dtype) ? int_loops[iop][dtype] : NULL;
     if (!fn) /* the prim's inference rejects these */
         return wf__error(WF_ERR_INTERNAL, "unary kernel: no integer loop for dtype %s",
                          wf_dtype_name(dtype));
