@@ -313,7 +313,8 @@ wf_array *wf_random_uniform(const int64_t *shape, int ndim, wf_dtype dtype, doub
 /* Bool samples, true with probability `p` (broadcast to `shape`; shape NULL
  * with ndim 0 takes p's shape). */
 wf_array *wf_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, const wf_key *key);
-/* Integers uniform in [low, high) of an integer dtype. */
+/* Integers uniform in [low, high) of any integer dtype (the range must fit
+ * the dtype; uint64 draws below 2^63, as the bounds are int64). */
 wf_array *wf_random_randint(int64_t low, int64_t high, const int64_t *shape, int ndim,
                             wf_dtype dtype, const wf_key *key);
 /* Int32 indices sampled along `axis` from unnormalized log-probabilities;

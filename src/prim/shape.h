@@ -65,7 +65,8 @@ extern const wf_prim_def wf__prim_scatter_add;
 extern const wf_prim_def wf__prim_linspace;
 extern const wf_prim_def wf__prim_eye;
 
-/* True for the integer dtypes indices may have (u8, i32, i64). */
+/* True for the integer dtypes the index kernels read (u8, i32, i64; the
+ * ops convert indices of the other integer types). */
 static inline bool wf__is_index_dtype(wf_dtype d)
 {
     return d == WF_DTYPE_U8 || d == WF_DTYPE_I32 || d == WF_DTYPE_I64;

@@ -1,0 +1,709 @@
+/*
+ * The dtypes int8, int16, uint16, uint32, uint64 and complex64 through the
+ * public API, against references written here: MLX's whole 14 x 14
+ * promotion table, sizes and names, conversions at the edges of every type
+ * (minimum, maximum, wraparound, saturation, NaN, rounding once), integer
+ * arithmetic at the edges (wraparound, Python floor division and remainder,
+ * the minimum divided by -1), bitwise ops and shifts (NumPy's rules past the
+ * width), reductions and scans (MLX's accumulation dtypes), arg-reductions
+ * (uint32), indexing with every integer index dtype, data movement of every
+ * dtype (complex64 included, bit-exact), random integers of every integer
+ * dtype, and WF_ERR_DTYPE with a message for what is not supported. The
+ * kernels run under every instruction-set variant this CPU has (forced).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/vmath.h"
+#include "harness.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+/* A READY 1-d array of n elements copied from `data`. */
+static wf_array *arr(const void *data, int64_t n, wf_dtype d)
+{
+    return wf_array_from_data(data, &n, 1, d);
+}
+
+/* `a` (a new reference, released here) has dtype d, n elements and the
+ * bytes of `want`. */
+static bool check_bytes(wf_array *a, wf_dtype d, const void *want, int64_t n, const char *what)
+{
+    bool ok = CHECK_NOT_NULL(a);
+    if (!ok) {
+        printf("      (%s: %s)\n", what, wf_last_error_message());
+        wf_clear_error();
+        return false;
+    }
+    ok = CHECK_EQ_INT(wf_array_dtype(a), d) && CHECK_EQ_INT(wf_array_size(a), n);
+    const void *got = NULL;
+    if (ok && n > 0) {
+        ok = CHECK_OK(wf_array_data(a, &got));
+        if (ok && memcmp(got, want, (size_t)n * wf_dtype_size(d)) != 0) {
+            const unsigned char *g = got, *w = want;
+            for (size_t i = 0; i < (size_t)n * wf_dtype_size(d); i++)
+                if (g[i] != w[i]) {
+                    wf_test_fail(__FILE__, __LINE__, "byte %zu: 0x%02x, want 0x%02x", i, g[i],
+                                 w[i]);
+                    break;
+                }
+            ok = false;
+        }
+    }
+    if (!ok)
+        printf("      (%s)\n", what);
+    wf_release(a);
+    return ok;
+}
+
+/* `result` is NULL with WF_ERR_DTYPE and a message holding `needle`. */
+static void check_dtype_error(wf_array *result, const char *needle)
+{
+    CHECK(result == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_DTYPE);
+    CHECK_STR_CONTAINS(wf_last_error_message(), needle);
+    wf_clear_error();
+}
+
+/* ---------------------------------------------------------------- the table */
+
+/* MLX's promotion table (mlx/dtype.cpp, with float64), in MLX's order. */
+enum { B = WF_DTYPE_BOOL, U8 = WF_DTYPE_U8, U16 = WF_DTYPE_U16, U32 = WF_DTYPE_U32,
+       U64 = WF_DTYPE_U64, I8 = WF_DTYPE_I8, I16 = WF_DTYPE_I16, I32 = WF_DTYPE_I32,
+       I64 = WF_DTYPE_I64, F16 = WF_DTYPE_F16, F32 = WF_DTYPE_F32, F64 = WF_DTYPE_F64,
+       BF = WF_DTYPE_BF16, C64 = WF_DTYPE_C64 };
+static const int mlx_order[14] = {B, U8, U16, U32, U64, I8, I16, I32, I64,
+                                       F16, F32, F64, BF, C64};
+static const int mlx_table[14][14] = {
+    /*        b    u8   u16  u32  u64  i8   i16  i32  i64  f16  f32  f64  bf16 c64 */
+    /* b   */ {B,   U8,  U16, U32, U64, I8,  I16, I32, I64, F16, F32, F64, BF,  C64},
+    /* u8  */ {U8,  U8,  U16, U32, U64, I16, I16, I32, I64, F16, F32, F64, BF,  C64},
+    /* u16 */ {U16, U16, U16, U32, U64, I32, I32, I32, I64, F16, F32, F64, BF,  C64},
+    /* u32 */ {U32, U32, U32, U32, U64, I64, I64, I64, I64, F16, F32, F64, BF,  C64},
+    /* u64 */ {U64, U64, U64, U64, U64, F32, F32, F32, F32, F16, F32, F64, BF,  C64},
+    /* i8  */ {I8,  I16, I32, I64, F32, I8,  I16, I32, I64, F16, F32, F64, BF,  C64},
+    /* i16 */ {I16, I16, I32, I64, F32, I16, I16, I32, I64, F16, F32, F64, BF,  C64},
+    /* i32 */ {I32, I32, I32, I64, F32, I32, I32, I32, I64, F16, F32, F64, BF,  C64},
+    /* i64 */ {I64, I64, I64, I64, F32, I64, I64, I64, I64, F16, F32, F64, BF,  C64},
+    /* f16 */ {F16, F16, F16, F16, F16, F16, F16, F16, F16, F16, F32, F64, F32, C64},
+    /* f32 */ {F32, F32, F32, F32, F32, F32, F32, F32, F32, F32, F32, F64, F32, C64},
+    /* f64 */ {F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, C64},
+    /* bf16*/ {BF,  BF,  BF,  BF,  BF,  BF,  BF,  BF,  BF,  F32, F32, F64, BF,  C64},
+    /* c64 */ {C64, C64, C64, C64, C64, C64, C64, C64, C64, C64, C64, C64, C64, C64},
+};
+
+static void test_promotion_table(void)
+{
+    for (int i = 0; i < 14; i++)
+        for (int j = 0; j < 14; j++) {
+            const wf_dtype a = (wf_dtype)mlx_order[i], b = (wf_dtype)mlx_order[j];
+            if (!CHECK_EQ_INT(wf_promote_types(a, b), mlx_table[i][j]))
+                printf("      %s with %s gives %s, want %s\n", wf_dtype_name(a),
+                       wf_dtype_name(b), wf_dtype_name(wf_promote_types(a, b)),
+                       wf_dtype_name((wf_dtype)mlx_table[i][j]));
+        }
+    CHECK_EQ_INT(wf_promote_types(WF_DTYPE_COUNT, WF_DTYPE_I8), WF_DTYPE_COUNT);
+    CHECK_EQ_INT(wf_promote_types(WF_DTYPE_U16, (wf_dtype)-1), WF_DTYPE_COUNT);
+    /* The ops promote as the table says (a value-level check of a few). */
+    wf_array *u = wf_scalar(4294967295.0, WF_DTYPE_U32), *m = wf_scalar(-1, WF_DTYPE_I32);
+    wf_array *s = wf_add(u, m);
+    double v = 0;
+    CHECK_EQ_INT(wf_array_dtype(s), WF_DTYPE_I64);
+    CHECK_OK(wf_array_item(s, &v));
+    CHECK_NEAR(v, 4294967294.0, 0);
+    wf_array *big = wf_scalar(18446744073709551616.0, WF_DTYPE_U64); /* saturates to max */
+    wf_array *i8 = wf_scalar(-1, WF_DTYPE_I8);
+    wf_array *f = wf_add(big, i8);
+    CHECK_EQ_INT(wf_array_dtype(f), WF_DTYPE_F32);
+    CHECK_OK(wf_array_item(f, &v));
+    CHECK_NEAR(v, 18446744073709551616.0, 0); /* float32 rounds 2^64 - 2 up */
+    wf_release(u);
+    wf_release(m);
+    wf_release(s);
+    wf_release(big);
+    wf_release(i8);
+    wf_release(f);
+}
+
+static void test_sizes_and_names(void)
+{
+    /* The appended values keep these numbers (the Python binding relies on them). */
+    CHECK_EQ_INT(WF_DTYPE_F64, 7);
+    CHECK_EQ_INT(WF_DTYPE_I8, 8);
+    CHECK_EQ_INT(WF_DTYPE_I16, 9);
+    CHECK_EQ_INT(WF_DTYPE_U16, 10);
+    CHECK_EQ_INT(WF_DTYPE_U32, 11);
+    CHECK_EQ_INT(WF_DTYPE_U64, 12);
+    CHECK_EQ_INT(WF_DTYPE_C64, 13);
+    CHECK_EQ_INT(WF_DTYPE_COUNT, 14);
+    const struct { wf_dtype d; size_t size; const char *name; } want[] = {
+        {WF_DTYPE_I8, 1, "int8"},     {WF_DTYPE_I16, 2, "int16"},
+        {WF_DTYPE_U16, 2, "uint16"},  {WF_DTYPE_U32, 4, "uint32"},
+        {WF_DTYPE_U64, 8, "uint64"},  {WF_DTYPE_C64, 8, "complex64"},
+        {WF_DTYPE_U8, 1, "uint8"},    {WF_DTYPE_BF16, 2, "bfloat16"},
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        CHECK_EQ_SIZE(wf_dtype_size(want[k].d), want[k].size);
+        CHECK(strcmp(wf_dtype_name(want[k].d), want[k].name) == 0);
+    }
+    CHECK_EQ_SIZE(wf_dtype_size(WF_DTYPE_COUNT), 0);
+    CHECK(strcmp(wf_dtype_name(WF_DTYPE_COUNT), "invalid") == 0);
+}
+
+/* ---------------------------------------------------------------- conversions */
+
+static void test_conversion_edges(void)
+{
+    wf_scope_begin();
+    /* float64 -> each new integer type: truncation toward zero, saturation
+     * at both ends, NaN 0. */
+    const double f[8] = {-1e30, -129.9, -1.9, -0.5, 0.9, 127.9, 70000.5, NAN};
+    const int8_t w8[8] = {INT8_MIN, INT8_MIN, -1, 0, 0, 127, INT8_MAX, 0};
+    const int16_t w16[8] = {INT16_MIN, -129, -1, 0, 0, 127, INT16_MAX, 0};
+    const uint16_t wu16[8] = {0, 0, 0, 0, 0, 127, UINT16_MAX, 0};
+    const uint32_t wu32[8] = {0, 0, 0, 0, 0, 127, 70000, 0};
+    const uint64_t wu64[8] = {0, 0, 0, 0, 0, 127, 70000, 0};
+    wf_array *x = arr(f, 8, WF_DTYPE_F64);
+    check_bytes(wf_astype(x, WF_DTYPE_I8), WF_DTYPE_I8, w8, 8, "f64 -> i8");
+    check_bytes(wf_astype(x, WF_DTYPE_I16), WF_DTYPE_I16, w16, 8, "f64 -> i16");
+    check_bytes(wf_astype(x, WF_DTYPE_U16), WF_DTYPE_U16, wu16, 8, "f64 -> u16");
+    check_bytes(wf_astype(x, WF_DTYPE_U32), WF_DTYPE_U32, wu32, 8, "f64 -> u32");
+    check_bytes(wf_astype(x, WF_DTYPE_U64), WF_DTYPE_U64, wu64, 8, "f64 -> u64");
+    /* float -> uint64 near and past 2^64, and float32 -> the narrow types */
+    const double g[4] = {18446744073709549568.0, 9223372036854775808.0, 1e20, INFINITY};
+    const uint64_t wg[4] = {UINT64_C(18446744073709549568), UINT64_C(1) << 63, UINT64_MAX,
+                            UINT64_MAX};
+    check_bytes(wf_astype(arr(g, 4, WF_DTYPE_F64), WF_DTYPE_U64), WF_DTYPE_U64, wg, 4,
+                "f64 -> u64 high");
+    const float h[4] = {-40000.0f, 40000.0f, -INFINITY, 255.5f};
+    const int16_t wh[4] = {INT16_MIN, INT16_MAX, INT16_MIN, 255};
+    check_bytes(wf_astype(arr(h, 4, WF_DTYPE_F32), WF_DTYPE_I16), WF_DTYPE_I16, wh, 4,
+                "f32 -> i16");
+    /* integer -> integer wraps (the low bits) */
+    const int64_t big[6] = {INT64_MIN, INT64_MAX, -1, 128, 65536 + 7, (INT64_C(1) << 32) + 3};
+    const int8_t b8[6] = {0, -1, -1, -128, 7, 3};
+    const uint16_t b16[6] = {0, UINT16_MAX, UINT16_MAX, 128, 7, 3};
+    const uint32_t b32[6] = {0, UINT32_MAX, UINT32_MAX, 128, 65543, 3};
+    const uint64_t b64[6] = {UINT64_C(1) << 63, (UINT64_C(1) << 63) - 1, UINT64_MAX, 128,
+                             65543, (UINT64_C(1) << 32) + 3};
+    wf_array *y = arr(big, 6, WF_DTYPE_I64);
+    check_bytes(wf_astype(y, WF_DTYPE_I8), WF_DTYPE_I8, b8, 6, "i64 -> i8");
+    check_bytes(wf_astype(y, WF_DTYPE_U16), WF_DTYPE_U16, b16, 6, "i64 -> u16");
+    check_bytes(wf_astype(y, WF_DTYPE_U32), WF_DTYPE_U32, b32, 6, "i64 -> u32");
+    check_bytes(wf_astype(y, WF_DTYPE_U64), WF_DTYPE_U64, b64, 6, "i64 -> u64");
+    const int8_t m8[3] = {INT8_MIN, -1, INT8_MAX};
+    const uint64_t m64[3] = {UINT64_MAX - 127, UINT64_MAX, 127}; /* sign-extended */
+    check_bytes(wf_astype(arr(m8, 3, WF_DTYPE_I8), WF_DTYPE_U64), WF_DTYPE_U64, m64, 3,
+                "i8 -> u64");
+    /* uint64 -> floats: unsigned, rounded once */
+    const uint64_t u[4] = {UINT64_MAX, (UINT64_C(1) << 63) + 1, (UINT64_C(1) << 53) + 1,
+                           UINT64_C(1) << 63 | (UINT64_C(1) << 39)};
+    const double wd[4] = {18446744073709551616.0, 9223372036854775808.0, 9007199254740992.0,
+                          9223372586610589696.0};
+    const float wf[4] = {18446744073709551616.0f, 9223372036854775808.0f, 9007199254740992.0f,
+                         9223372036854775808.0f};
+    wf_array *z = arr(u, 4, WF_DTYPE_U64);
+    check_bytes(wf_astype(z, WF_DTYPE_F64), WF_DTYPE_F64, wd, 4, "u64 -> f64");
+    check_bytes(wf_astype(z, WF_DTYPE_F32), WF_DTYPE_F32, wf, 4, "u64 -> f32");
+    /* bfloat16 neighbours of 2^63 are 2^56 apart: 2^63 + 2^55 + 1, just
+     * above their midpoint, rounds up to 2^63 + 2^56 (0x5f01); rounded to
+     * float32's nearest first it would become the midpoint and then round
+     * to even, down to 2^63 (0x5f00). */
+    const uint64_t hb[2] = {(UINT64_C(1) << 63) + (UINT64_C(1) << 55) + 1, UINT64_MAX};
+    const uint16_t wb[2] = {0x5f01, 0x5f80}; /* 2^63 + 2^56; 2^64 */
+    check_bytes(wf_astype(arr(hb, 2, WF_DTYPE_U64), WF_DTYPE_BF16), WF_DTYPE_BF16, wb, 2,
+                "u64 -> bf16 rounds once");
+    const uint16_t wh16[2] = {0x7c00, 0x7c00}; /* float16 overflows to inf */
+    check_bytes(wf_astype(arr(hb, 2, WF_DTYPE_U64), WF_DTYPE_F16), WF_DTYPE_F16, wh16, 2,
+                "u64 -> f16");
+    /* wf_full and wf_scalar store through the same conversions */
+    const int64_t three = 3;
+    const uint16_t full16[3] = {65535, 65535, 65535};
+    check_bytes(wf_full(&three, 1, 1e9, WF_DTYPE_U16), WF_DTYPE_U16, full16, 3, "full u16");
+    const int8_t full8[3] = {-128, -128, -128};
+    check_bytes(wf_full(&three, 1, -1e9, WF_DTYPE_I8), WF_DTYPE_I8, full8, 3, "full i8");
+    /* complex64: real -> (x, 0); to real: the real part; to bool: either
+     * part non-zero */
+    const float re[3] = {1.5f, -0.0f, 0.0f};
+    const float c[6] = {1.5f, 0.0f, -0.0f, 0.0f, 0.0f, 0.0f};
+    check_bytes(wf_astype(arr(re, 3, WF_DTYPE_F32), WF_DTYPE_C64), WF_DTYPE_C64, c, 3,
+                "f32 -> c64");
+    const float zc[6] = {2.5f, -1.0f, 0.0f, 3.0f, 0.0f, 0.0f};
+    wf_array *cz = arr(zc, 3, WF_DTYPE_C64);
+    const float zr[3] = {2.5f, 0.0f, 0.0f};
+    const uint8_t zb[3] = {1, 1, 0};
+    const int32_t zi[3] = {2, 0, 0};
+    check_bytes(wf_astype(cz, WF_DTYPE_F32), WF_DTYPE_F32, zr, 3, "c64 -> f32");
+    check_bytes(wf_astype(cz, WF_DTYPE_BOOL), WF_DTYPE_BOOL, zb, 3, "c64 -> bool");
+    check_bytes(wf_astype(cz, WF_DTYPE_I32), WF_DTYPE_I32, zi, 3, "c64 -> i32");
+    const float full_c[6] = {-2.0f, 0.0f, -2.0f, 0.0f, -2.0f, 0.0f};
+    check_bytes(wf_full(&three, 1, -2, WF_DTYPE_C64), WF_DTYPE_C64, full_c, 3, "full c64");
+    wf_scope_end();
+}
+
+/* ---------------------------------------------------------------- arithmetic */
+
+typedef wf_array *(*binary_fn)(wf_array *, wf_array *);
+
+/* fn(a, b) over n elements of dtype d gives `want` (bytes). */
+static void check_binary(binary_fn fn, const char *name, const void *a, const void *b,
+                         int64_t n, wf_dtype d, wf_dtype out, const void *want)
+{
+    wf_array *x = arr(a, n, d), *y = arr(b, n, d);
+    char what[96];
+    snprintf(what, sizeof what, "%s %s", name, wf_dtype_name(d));
+    check_bytes(fn(x, y), out, want, n, what);
+    wf_release(x);
+    wf_release(y);
+}
+
+static void test_integer_arithmetic_edges(void)
+{
+    wf_scope_begin();
+    /* int8: wraparound, Python floor division and remainder. */
+    const int8_t a8[8] = {INT8_MAX, INT8_MIN, -7, 7, -7, INT8_MIN, 5, -100};
+    const int8_t b8[8] = {1, 1, 2, -2, -2, -1, 0, 3};
+    const int8_t add8[8] = {INT8_MIN, -127, -5, 5, -9, 127, 5, -97};
+    const int8_t sub8[8] = {126, INT8_MAX, -9, 9, -5, -127, 5, -103};
+    const int8_t mul8[8] = {INT8_MAX, INT8_MIN, -14, -14, 14, INT8_MIN, 0, -44};
+    const int8_t fdiv8[8] = {INT8_MAX, INT8_MIN, -4, -4, 3, INT8_MIN, 0, -34};
+    const int8_t rem8[8] = {0, 0, 1, -1, -1, 0, 0, 2};
+    check_binary(wf_add, "add", a8, b8, 8, WF_DTYPE_I8, WF_DTYPE_I8, add8);
+    check_binary(wf_subtract, "subtract", a8, b8, 8, WF_DTYPE_I8, WF_DTYPE_I8, sub8);
+    check_binary(wf_multiply, "multiply", a8, b8, 8, WF_DTYPE_I8, WF_DTYPE_I8, mul8);
+    check_binary(wf_floor_divide, "floor_divide", a8, b8, 8, WF_DTYPE_I8, WF_DTYPE_I8, fdiv8);
+    check_binary(wf_remainder, "remainder", a8, b8, 8, WF_DTYPE_I8, WF_DTYPE_I8, rem8);
+    /* int16: the minimum over -1, power wrapping */
+    const int16_t a16[4] = {INT16_MIN, 3, -2, 2};
+    const int16_t b16[4] = {-1, 11, 15, -1};
+    const int16_t fdiv16[4] = {INT16_MIN, 0, -1, -2};
+    const int16_t pow16[4] = {0, (int16_t)(177147 - 3 * 65536), INT16_MIN, 0};
+    check_binary(wf_floor_divide, "floor_divide", a16, b16, 4, WF_DTYPE_I16, WF_DTYPE_I16,
+                 fdiv16);
+    check_binary(wf_power, "power", a16, b16, 4, WF_DTYPE_I16, WF_DTYPE_I16, pow16);
+    /* uint16 / uint32 / uint64: wraparound below 0 and past the maximum */
+    const uint16_t a16u[3] = {0, UINT16_MAX, 300};
+    const uint16_t b16u[3] = {1, 1, 300};
+    const uint16_t sub16u[3] = {UINT16_MAX, UINT16_MAX - 1, 0};
+    const uint16_t mul16u[3] = {0, UINT16_MAX, (uint16_t)(90000 - 65536)};
+    check_binary(wf_subtract, "subtract", a16u, b16u, 3, WF_DTYPE_U16, WF_DTYPE_U16, sub16u);
+    check_binary(wf_multiply, "multiply", a16u, b16u, 3, WF_DTYPE_U16, WF_DTYPE_U16, mul16u);
+    const uint32_t a32[3] = {UINT32_MAX, 7, 0};
+    const uint32_t b32[3] = {1, 0, 5};
+    const uint32_t add32[3] = {0, 7, 5}, fdiv32[3] = {UINT32_MAX, 0, 0}, rem32[3] = {0, 0, 0};
+    check_binary(wf_add, "add", a32, b32, 3, WF_DTYPE_U32, WF_DTYPE_U32, add32);
+    check_binary(wf_floor_divide, "floor_divide", a32, b32, 3, WF_DTYPE_U32, WF_DTYPE_U32,
+                 fdiv32);
+    check_binary(wf_remainder, "remainder", a32, b32, 3, WF_DTYPE_U32, WF_DTYPE_U32, rem32);
+    const uint64_t a64[4] = {UINT64_MAX, UINT64_C(1) << 63, 3, (UINT64_C(1) << 63) + 1};
+    const uint64_t b64[4] = {1, 2, 41, UINT64_C(1) << 63};
+    const uint64_t add64[4] = {0, (UINT64_C(1) << 63) + 2, 44, 1};
+    const uint64_t mul64[4] = {UINT64_MAX, 0, 123, UINT64_C(1) << 63};
+    const uint64_t max64[4] = {UINT64_MAX, UINT64_C(1) << 63, 41, (UINT64_C(1) << 63) + 1};
+    check_binary(wf_add, "add", a64, b64, 4, WF_DTYPE_U64, WF_DTYPE_U64, add64);
+    check_binary(wf_multiply, "multiply", a64, b64, 4, WF_DTYPE_U64, WF_DTYPE_U64, mul64);
+    check_binary(wf_maximum, "maximum", a64, b64, 4, WF_DTYPE_U64, WF_DTYPE_U64, max64);
+    const uint64_t p64a[4] = {UINT64_MAX, 2, 3, 0};
+    const uint64_t p64b[4] = {1, 64, 41, 0};
+    const uint64_t p64w[4] = {UINT64_MAX, 0, UINT64_C(18026252303461234787), 1}; /* 3^41 wraps */
+    check_binary(wf_power, "power", p64a, p64b, 4, WF_DTYPE_U64, WF_DTYPE_U64, p64w);
+    /* comparisons of uint64 beyond 2^53 and of mixed signs (promoted) */
+    const uint8_t gt64[4] = {1, 1, 0, 1}, eq64[4] = {0, 0, 0, 0};
+    check_binary(wf_greater, "greater", a64, b64, 4, WF_DTYPE_U64, WF_DTYPE_BOOL, gt64);
+    check_binary(wf_equal, "equal", a64, b64, 4, WF_DTYPE_U64, WF_DTYPE_BOOL, eq64);
+    const int8_t neg = -1;
+    const uint8_t u255 = 255;
+    wf_array *x = arr(&neg, 1, WF_DTYPE_I8), *y = arr(&u255, 1, WF_DTYPE_U8);
+    const uint8_t yes = 1;
+    check_bytes(wf_less(x, y), WF_DTYPE_BOOL, &yes, 1, "int8 -1 < uint8 255");
+    const int16_t sum16 = 254;
+    check_bytes(wf_add(x, y), WF_DTYPE_I16, &sum16, 1, "int8 + uint8 is int16");
+    wf_release(x);
+    wf_release(y);
+    /* true division of the new integers gives float32 */
+    const uint32_t d1 = 7, d2 = 2;
+    const float half = 3.5f;
+    check_binary(wf_divide, "divide", &d1, &d2, 1, WF_DTYPE_U32, WF_DTYPE_F32, &half);
+    /* clip and where keep the dtype */
+    const uint64_t c64v[3] = {0, UINT64_MAX, 50}, lo = 10, hi = UINT64_MAX - 1;
+    const uint64_t clipped[3] = {10, UINT64_MAX - 1, 50};
+    wf_array *cv = arr(c64v, 3, WF_DTYPE_U64), *cl = arr(&lo, 1, WF_DTYPE_U64),
+             *ch = arr(&hi, 1, WF_DTYPE_U64);
+    check_bytes(wf_clip(cv, cl, ch), WF_DTYPE_U64, clipped, 3, "clip u64");
+    wf_scope_end();
+}
+
+/* ---------------------------------------------------------------- bitwise */
+
+static void test_bitwise_and_shifts(void)
+{
+    wf_scope_begin();
+    const int8_t a8[6] = {INT8_MIN, INT8_MAX, -1, 1, 1, -128};
+    const int8_t s8[6] = {1, 1, 100, 7, 8, -1};
+    const int8_t shl8[6] = {0, -2, 0, INT8_MIN, 0, 0};
+    const int8_t shr8[6] = {-64, 63, -1, 0, 0, -1};
+    const int8_t and8[6] = {0, 1, 100, 1, 0, -128};
+    const int8_t or8[6] = {-127, INT8_MAX, -1, 7, 9, -1};
+    const int8_t xor8[6] = {-127, 126, -101, 6, 9, 127};
+    check_binary(wf_left_shift, "left_shift", a8, s8, 6, WF_DTYPE_I8, WF_DTYPE_I8, shl8);
+    check_binary(wf_right_shift, "right_shift", a8, s8, 6, WF_DTYPE_I8, WF_DTYPE_I8, shr8);
+    check_binary(wf_bitwise_and, "bitwise_and", a8, s8, 6, WF_DTYPE_I8, WF_DTYPE_I8, and8);
+    check_binary(wf_bitwise_or, "bitwise_or", a8, s8, 6, WF_DTYPE_I8, WF_DTYPE_I8, or8);
+    check_binary(wf_bitwise_xor, "bitwise_xor", a8, s8, 6, WF_DTYPE_I8, WF_DTYPE_I8, xor8);
+    const uint64_t a64[4] = {UINT64_MAX, 1, UINT64_C(1) << 63, 5};
+    const uint64_t s64[4] = {63, 63, 64, 0};
+    const uint64_t shl64[4] = {UINT64_C(1) << 63, UINT64_C(1) << 63, 0, 5};
+    const uint64_t shr64[4] = {1, 0, 0, 5};
+    check_binary(wf_left_shift, "left_shift", a64, s64, 4, WF_DTYPE_U64, WF_DTYPE_U64, shl64);
+    check_binary(wf_right_shift, "right_shift", a64, s64, 4, WF_DTYPE_U64, WF_DTYPE_U64, shr64);
+    const int16_t a16[3] = {INT16_MIN, -3, 0x1234};
+    const int16_t s16[3] = {15, 1, 4};
+    const int16_t shr16[3] = {-1, -2, 0x123};
+    check_binary(wf_right_shift, "right_shift", a16, s16, 3, WF_DTYPE_I16, WF_DTYPE_I16, shr16);
+    const uint32_t a32[2] = {0xF0F0F0F0u, 1}, s32[2] = {4, 31};
+    const uint32_t shl32[2] = {0x0F0F0F00u, 0x80000000u};
+    check_binary(wf_left_shift, "left_shift", a32, s32, 2, WF_DTYPE_U32, WF_DTYPE_U32, shl32);
+    /* invert: all ones for unsigned maximum, -1 - x for signed, not for bool */
+    const uint16_t u16[3] = {0, UINT16_MAX, 0x00FF}, inv16[3] = {UINT16_MAX, 0, 0xFF00};
+    check_bytes(wf_bitwise_invert(arr(u16, 3, WF_DTYPE_U16)), WF_DTYPE_U16, inv16, 3,
+                "invert u16");
+    const uint64_t u64[2] = {0, 0x0123456789ABCDEFull};
+    const uint64_t inv64[2] = {UINT64_MAX, ~0x0123456789ABCDEFull};
+    check_bytes(wf_bitwise_invert(arr(u64, 2, WF_DTYPE_U64)), WF_DTYPE_U64, inv64, 2,
+                "invert u64");
+    const int8_t inv8[6] = {INT8_MAX, INT8_MIN, 0, -2, -2, 127};
+    check_bytes(wf_bitwise_invert(arr(a8, 6, WF_DTYPE_I8)), WF_DTYPE_I8, inv8, 6, "invert i8");
+    const uint8_t bools[2] = {0, 1}, nbools[2] = {1, 0};
+    check_bytes(wf_bitwise_invert(arr(bools, 2, WF_DTYPE_BOOL)), WF_DTYPE_BOOL, nbools, 2,
+                "invert bool");
+    /* mixed: uint8 & int8 promote to int16 */
+    const uint8_t x = 0xF0;
+    const int8_t y = -1;
+    const int16_t xy = 0xF0;
+    check_bytes(wf_bitwise_and(arr(&x, 1, WF_DTYPE_U8), arr(&y, 1, WF_DTYPE_I8)), WF_DTYPE_I16,
+                &xy, 1, "u8 & i8");
+    /* errors: floats and promotions to a float */
+    const float fv = 1;
+    check_dtype_error(wf_bitwise_or(arr(&fv, 1, WF_DTYPE_F32), arr(&x, 1, WF_DTYPE_U8)),
+                      "float32");
+    check_dtype_error(wf_left_shift(arr(u64, 1, WF_DTYPE_U64), arr(&y, 1, WF_DTYPE_I8)),
+                      "float32");
+    check_dtype_error(wf_bitwise_invert(arr(&fv, 1, WF_DTYPE_F32)), "float32");
+    wf_scope_end();
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+static void test_reductions(void)
+{
+    wf_scope_begin();
+    enum { N = 5000 };
+    const int64_t n = N;
+    /* sum of int8 into int32 (no wrap at 127) and prod of int8 into int32 */
+    int8_t *i8 = malloc(N);
+    for (int i = 0; i < N; i++)
+        i8[i] = i % 2 ? INT8_MAX : INT8_MIN;
+    const int32_t s8 = (N / 2) * (INT8_MAX + INT8_MIN);
+    check_bytes(wf_sum(arr(i8, n, WF_DTYPE_I8), NULL, 0, false), WF_DTYPE_I32, &s8, 1,
+                "sum i8");
+    const int8_t mx8 = INT8_MAX, mn8 = INT8_MIN;
+    check_bytes(wf_max(arr(i8, n, WF_DTYPE_I8), NULL, 0, false), WF_DTYPE_I8, &mx8, 1, "max i8");
+    check_bytes(wf_min(arr(i8, n, WF_DTYPE_I8), NULL, 0, false), WF_DTYPE_I8, &mn8, 1, "min i8");
+    /* sum of uint16 into uint32, past 65535 */
+    uint16_t *u16 = malloc(N * sizeof *u16);
+    for (int i = 0; i < N; i++)
+        u16[i] = UINT16_MAX;
+    const uint32_t s16 = (uint32_t)((uint64_t)N * UINT16_MAX);
+    check_bytes(wf_sum(arr(u16, n, WF_DTYPE_U16), NULL, 0, false), WF_DTYPE_U32, &s16, 1,
+                "sum u16");
+    uint32_t *u32 = malloc(N * sizeof *u32);
+    for (int i = 0; i < N; i++)
+        u32[i] = UINT32_MAX - (uint32_t)i;
+    const uint32_t s32 = (uint32_t)(0u - (uint32_t)((uint64_t)N * (N + 1) / 2 % 4294967296u));
+    const uint32_t mx32 = UINT32_MAX, mn32 = UINT32_MAX - (N - 1);
+    check_bytes(wf_sum(arr(u32, n, WF_DTYPE_U32), NULL, 0, false), WF_DTYPE_U32, &s32, 1,
+                "sum u32 (wraps)");
+    check_bytes(wf_max(arr(u32, n, WF_DTYPE_U32), NULL, 0, false), WF_DTYPE_U32, &mx32, 1,
+                "max u32");
+    check_bytes(wf_min(arr(u32, n, WF_DTYPE_U32), NULL, 0, false), WF_DTYPE_U32, &mn32, 1,
+                "min u32");
+    /* uint64 above 2^63: max / min in unsigned order, sums wrap */
+    uint64_t *u64 = malloc(N * sizeof *u64);
+    for (int i = 0; i < N; i++)
+        u64[i] = i == 1234 ? UINT64_MAX : i == 77 ? 3 : (UINT64_C(1) << 63) + (uint64_t)i;
+    const uint64_t mx64 = UINT64_MAX, mn64 = 3;
+    check_bytes(wf_max(arr(u64, n, WF_DTYPE_U64), NULL, 0, false), WF_DTYPE_U64, &mx64, 1,
+                "max u64");
+    check_bytes(wf_min(arr(u64, n, WF_DTYPE_U64), NULL, 0, false), WF_DTYPE_U64, &mn64, 1,
+                "min u64");
+    uint64_t s64 = 0;
+    for (int i = 0; i < N; i++)
+        s64 += u64[i];
+    check_bytes(wf_sum(arr(u64, n, WF_DTYPE_U64), NULL, 0, false), WF_DTYPE_U64, &s64, 1,
+                "sum u64");
+    /* argmax / argmin give uint32, also readable as int32 */
+    const uint32_t am = 1234, an = 77;
+    check_bytes(wf_argmax(arr(u64, n, WF_DTYPE_U64), 0, false), WF_DTYPE_U32, &am, 1,
+                "argmax u64");
+    check_bytes(wf_argmin(arr(u64, n, WF_DTYPE_U64), 0, false), WF_DTYPE_U32, &an, 1,
+                "argmin u64");
+    const uint32_t a32 = 0, b32 = N - 1;
+    check_bytes(wf_argmax(arr(u32, n, WF_DTYPE_U32), 0, false), WF_DTYPE_U32, &a32, 1,
+                "argmax u32");
+    check_bytes(wf_argmin(arr(u32, n, WF_DTYPE_U32), 0, false), WF_DTYPE_U32, &b32, 1,
+                "argmin u32");
+    /* 2-d: both axes (the rows and the vertical forms) of int16 */
+    const int64_t s2[2] = {50, 100};
+    int16_t *m = malloc(5000 * sizeof *m);
+    for (int i = 0; i < 5000; i++)
+        m[i] = (int16_t)((i * 37) % 1001 - 500) * 60;
+    wf_array *m2 = wf_array_from_data(m, s2, 2, WF_DTYPE_I16);
+    int32_t cols[100], rows[50];
+    int16_t cmax[100];
+    uint32_t rarg[50];
+    for (int j = 0; j < 100; j++) {
+        cols[j] = 0;
+        cmax[j] = INT16_MIN;
+        for (int i = 0; i < 50; i++) {
+            cols[j] += m[i * 100 + j];
+            cmax[j] = m[i * 100 + j] > cmax[j] ? m[i * 100 + j] : cmax[j];
+        }
+    }
+    for (int i = 0; i < 50; i++) {
+        rows[i] = 0;
+        rarg[i] = 0;
+        for (int j = 0; j < 100; j++) {
+            rows[i] += m[i * 100 + j];
+            if (m[i * 100 + j] < m[i * 100 + (int)rarg[i]])
+                rarg[i] = (uint32_t)j;
+        }
+    }
+    check_bytes(wf_sum(m2, (int[]){0}, 1, false), WF_DTYPE_I32, cols, 100, "sum i16 axis 0");
+    check_bytes(wf_sum(m2, (int[]){1}, 1, false), WF_DTYPE_I32, rows, 50, "sum i16 axis 1");
+    check_bytes(wf_max(m2, (int[]){0}, 1, false), WF_DTYPE_I16, cmax, 100, "max i16 axis 0");
+    check_bytes(wf_argmin(m2, 1, false), WF_DTYPE_U32, rarg, 50, "argmin i16 axis 1");
+    check_bytes(wf_argmin(wf_transpose(m2, NULL, 0), 0, false), WF_DTYPE_U32, rarg, 50,
+                "argmin i16 transposed");
+    /* mean of uint32 in float32; prod of uint8 into uint32; any / all */
+    double v = 0;
+    CHECK_OK(wf_array_item(wf_mean(arr(u32, 2, WF_DTYPE_U32), NULL, 0, false), &v));
+    CHECK_NEAR(v, 4294967294.5, 512); /* float32 */
+    const uint8_t pu8[4] = {255, 255, 255, 2};
+    const uint32_t pw = 255u * 255u * 255u * 2u;
+    check_bytes(wf_prod(arr(pu8, 4, WF_DTYPE_U8), NULL, 0, false), WF_DTYPE_U32, &pw, 1,
+                "prod u8");
+    const uint8_t t = 1;
+    check_bytes(wf_any(arr(u64, n, WF_DTYPE_U64), NULL, 0, false), WF_DTYPE_BOOL, &t, 1,
+                "any u64");
+    /* scans keep the dtype and wrap (bool: int32) */
+    const int8_t c8[4] = {100, 100, -128, 1}, cs8[4] = {100, -56, 72, 73};
+    check_bytes(wf_cumsum(arr(c8, 4, WF_DTYPE_I8), 0, false, true), WF_DTYPE_I8, cs8, 4,
+                "cumsum i8");
+    const int8_t cp8[4] = {100, 16, 0, 0}; /* 10000 mod 256 = 16, then * -128 = -2048 = 0 */
+    check_bytes(wf_cumprod(arr(c8, 4, WF_DTYPE_I8), 0, false, true), WF_DTYPE_I8, cp8, 4,
+                "cumprod i8");
+    const uint64_t cu[3] = {UINT64_MAX, 2, 5}, csu[3] = {UINT64_MAX, 1, 6};
+    check_bytes(wf_cumsum(arr(cu, 3, WF_DTYPE_U64), 0, false, true), WF_DTYPE_U64, csu, 3,
+                "cumsum u64");
+    const uint16_t cr[3] = {1, 2, 65535}, crs[3] = {1, 65535, 0}; /* reverse, exclusive */
+    check_bytes(wf_cumsum(arr(cr, 3, WF_DTYPE_U16), 0, true, false), WF_DTYPE_U16, crs, 3,
+                "cumsum u16 reverse exclusive");
+    free(i8);
+    free(u16);
+    free(u32);
+    free(u64);
+    free(m);
+    wf_scope_end();
+}
+
+/* ---------------------------------------------------------------- data movement */
+
+/* Every dtype, complex64 included, moves bits exactly through the shape
+ * and indexing ops. */
+static void test_data_movement_every_dtype(void)
+{
+    for (int di = 0; di < WF_DTYPE_COUNT; di++) {
+        const wf_dtype d = (wf_dtype)di;
+        const size_t item = wf_dtype_size(d);
+        wf_scope_begin();
+        /* 2 x 3 elements of distinct bytes (bool: 0 and 1) */
+        unsigned char src[6 * 8], want[12 * 8];
+        for (size_t i = 0; i < sizeof src; i++)
+            src[i] = d == WF_DTYPE_BOOL ? (unsigned char)(i % 2) : (unsigned char)(i * 29 + 3);
+        const int64_t s23[2] = {2, 3};
+        wf_array *a = wf_array_from_data(src, s23, 2, d);
+        char what[64];
+        /* transpose: element (j, i) = a(i, j) */
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++)
+                memcpy(want + (size_t)(j * 2 + i) * item, src + (size_t)(i * 3 + j) * item, item);
+        snprintf(what, sizeof what, "transpose %s", wf_dtype_name(d));
+        check_bytes(wf_reshape(wf_transpose(a, NULL, 0), (int64_t[]){6}, 1), d, want, 6, what);
+        /* reversed slice of the flattened array */
+        for (int i = 0; i < 6; i++)
+            memcpy(want + (size_t)i * item, src + (size_t)(5 - i) * item, item);
+        wf_array *flat = wf_reshape(a, (int64_t[]){6}, 1);
+        snprintf(what, sizeof what, "slice %s", wf_dtype_name(d));
+        check_bytes(wf_slice(flat, (int64_t[]){-1}, (int64_t[]){INT64_MIN}, (int64_t[]){-1}), d,
+                    want, 6, what);
+        /* concatenate with itself */
+        memcpy(want, src, 6 * item);
+        memcpy(want + 6 * item, src, 6 * item);
+        wf_array *two[2] = {flat, flat};
+        snprintf(what, sizeof what, "concatenate %s", wf_dtype_name(d));
+        check_bytes(wf_concatenate(two, 2, 0), d, want, 12, what);
+        /* take with int8 (negative), uint16 and uint64 indices */
+        const int8_t i8[3] = {-1, 0, 2};
+        const uint16_t i16[3] = {5, 0, 2};
+        const uint64_t i64[3] = {5, 0, 2};
+        memcpy(want, src + 5 * item, item);
+        memcpy(want + item, src, item);
+        memcpy(want + 2 * item, src + 2 * item, item);
+        snprintf(what, sizeof what, "take %s", wf_dtype_name(d));
+        check_bytes(wf_take(flat, arr(i8, 3, WF_DTYPE_I8), 0), d, want, 3, what);
+        check_bytes(wf_take(flat, arr(i16, 3, WF_DTYPE_U16), 0), d, want, 3, what);
+        check_bytes(wf_take(flat, arr(i64, 3, WF_DTYPE_U64), 0), d, want, 3, what);
+        check_bytes(wf_take_along_axis(flat, arr(i16, 3, WF_DTYPE_U16), 0), d, want, 3, what);
+        /* where picks bits; broadcast_to repeats them */
+        const uint8_t cond[6] = {1, 0, 1, 0, 1, 0};
+        wf_array *other = wf_slice(flat, (int64_t[]){-1}, (int64_t[]){INT64_MIN}, (int64_t[]){-1});
+        for (int i = 0; i < 6; i++)
+            memcpy(want + (size_t)i * item, src + (size_t)(cond[i] ? i : 5 - i) * item, item);
+        snprintf(what, sizeof what, "where %s", wf_dtype_name(d));
+        check_bytes(wf_where(arr(cond, 6, WF_DTYPE_BOOL), flat, other), d, want, 6, what);
+        for (int i = 0; i < 12; i++)
+            memcpy(want + (size_t)i * item, src + (size_t)(i % 6) * item, item);
+        snprintf(what, sizeof what, "broadcast_to %s", wf_dtype_name(d));
+        check_bytes(wf_reshape(wf_broadcast_to(flat, (int64_t[]){2, 6}, 2), (int64_t[]){12}, 1),
+                    d, want, 12, what);
+        wf_scope_end();
+    }
+    /* An index out of range fails the evaluation (uint64 from 2^63 on too). */
+    wf_scope_begin();
+    const float x[3] = {1, 2, 3};
+    const uint64_t bad[1] = {UINT64_MAX};
+    wf_array *t = wf_take(arr(x, 3, WF_DTYPE_F32), arr(bad, 1, WF_DTYPE_U64), 0);
+    CHECK_NOT_NULL(t);
+    CHECK_STATUS(wf_eval(&t, 1), WF_ERR_INVALID_ARGUMENT);
+    wf_clear_error();
+    /* scatter_add of int8 wraps; of complex64 is an error */
+    const int8_t base[2] = {120, -120}, upd[3] = {10, 10, -10};
+    const uint32_t where[3] = {0, 0, 1};
+    const int8_t sc[2] = {-116, 126};
+    check_bytes(wf_scatter_add(arr(base, 2, WF_DTYPE_I8), arr(where, 3, WF_DTYPE_U32),
+                               arr(upd, 3, WF_DTYPE_I8), 0),
+                WF_DTYPE_I8, sc, 2, "scatter_add i8");
+    wf_array *z = wf_zeros((int64_t[]){1}, 1, WF_DTYPE_C64);
+    check_dtype_error(wf_scatter_add(z, arr(where, 1, WF_DTYPE_U32), z, 0), "complex64");
+    wf_scope_end();
+}
+
+/* ---------------------------------------------------------------- random */
+
+static void test_randint_every_integer_dtype(void)
+{
+    const wf_dtype ints[8] = {WF_DTYPE_U8,  WF_DTYPE_I8,  WF_DTYPE_I16, WF_DTYPE_U16,
+                              WF_DTYPE_I32, WF_DTYPE_U32, WF_DTYPE_I64, WF_DTYPE_U64};
+    /* each type's whole range (uint64: the int64 bounds allow [0, 2^63 - 1)) */
+    const int64_t lows[8] = {0, INT8_MIN, INT16_MIN, 0, INT32_MIN, 0, INT64_MIN, 0};
+    const int64_t highs[8] = {256, 128, 32768, 65536, INT32_MAX, 4294967296LL, INT64_MAX,
+                              INT64_MAX};
+    const int64_t n = 20000;
+    const wf_key key = wf_random_key(7);
+    for (int k = 0; k < 8; k++) {
+        wf_scope_begin();
+        wf_array *r = wf_random_randint(lows[k], highs[k], &n, 1, ints[k], &key);
+        if (!CHECK_NOT_NULL(r) || !CHECK_EQ_INT(wf_array_dtype(r), ints[k])) {
+            wf_scope_end();
+            continue;
+        }
+        /* through int64 / uint64 to compare against the bounds */
+        wf_array *w = wf_astype(r, ints[k] == WF_DTYPE_U64 ? WF_DTYPE_U64 : WF_DTYPE_I64);
+        const void *p = NULL;
+        CHECK_OK(wf_array_data(w, &p));
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        for (int64_t i = 0; p && i < n; i++) {
+            const int64_t v = ((const int64_t *)p)[i]; /* uint64 draws are below 2^63 */
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
+        if (!CHECK(lo >= lows[k] && hi <= highs[k] - 1))
+            printf("      %s: drawn [%lld, %lld]\n", wf_dtype_name(ints[k]), (long long)lo,
+                   (long long)hi);
+        if (wf_dtype_size(ints[k]) == 1) /* 20000 draws reach both ends of 256 values */
+            CHECK(lo == lows[k] && hi == highs[k] - 1);
+        /* the same key gives the same bits */
+        wf_array *again = wf_random_randint(lows[k], highs[k], &n, 1, ints[k], &key);
+        const void *q = NULL, *p2 = NULL;
+        CHECK_OK(wf_array_data(again, &q));
+        CHECK_OK(wf_array_data(r, &p2));
+        CHECK(q && p2 && memcmp(q, p2, (size_t)n * wf_dtype_size(ints[k])) == 0);
+        wf_scope_end();
+    }
+    CHECK(wf_random_randint(0, 129, &n, 1, WF_DTYPE_I8, &key) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_INVALID_ARGUMENT);
+    wf_clear_error();
+    CHECK(wf_random_randint(-1, 5, &n, 1, WF_DTYPE_U16, &key) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_INVALID_ARGUMENT);
+    wf_clear_error();
+    check_dtype_error(wf_random_randint(0, 5, &n, 1, WF_DTYPE_C64, &key), "complex64");
+}
+
+/* ---------------------------------------------------------------- complex64 errors */
+
+static void test_complex_rejected(void)
+{
+    wf_scope_begin();
+    wf_array *z = wf_zeros((int64_t[]){2, 2}, 2, WF_DTYPE_C64);
+    check_dtype_error(wf_add(z, z), "complex64");
+    check_dtype_error(wf_multiply(z, wf_scalar(1, WF_DTYPE_F32)), "complex64");
+    check_dtype_error(wf_less(z, z), "complex64");
+    check_dtype_error(wf_exp(z), "complex64");
+    check_dtype_error(wf_sqrt(z), "complex64");
+    check_dtype_error(wf_floor(z), "complex64");
+    check_dtype_error(wf_negative(z), "complex64");
+    check_dtype_error(wf_abs(z), "complex64");
+    check_dtype_error(wf_sum(z, NULL, 0, false), "complex64");
+    check_dtype_error(wf_mean(z, NULL, 0, false), "complex64");
+    check_dtype_error(wf_max(z, NULL, 0, false), "complex64");
+    check_dtype_error(wf_argmax(z, 0, false), "complex64");
+    check_dtype_error(wf_cumsum(z, 0, false, true), "complex64");
+    check_dtype_error(wf_softmax(z, NULL, 0), "complex64");
+    check_dtype_error(wf_clip(z, z, z), "complex64");
+    check_dtype_error(wf_divide(z, z), "complex64");
+    /* what it does take: shape ops, where, astype, stop_gradient */
+    CHECK_NOT_NULL(wf_transpose(z, NULL, 0));
+    CHECK_NOT_NULL(wf_stop_gradient(z));
+    CHECK_NOT_NULL(wf_astype(z, WF_DTYPE_F64));
+    wf_scope_end();
+}
+
+/* ---------------------------------------------------------------- every ISA */
+
+static void run_everything(void)
+{
+    RUN_TEST(test_conversion_edges);
+    RUN_TEST(test_integer_arithmetic_edges);
+    RUN_TEST(test_bitwise_and_shifts);
+    RUN_TEST(test_reductions);
+    RUN_TEST(test_data_movement_every_dtype);
+    RUN_TEST(test_randint_every_integer_dtype);
+}
+
+int main(void)
+{
+    RUN_TEST(test_promotion_table);
+    RUN_TEST(test_sizes_and_names);
+    RUN_TEST(test_complex_rejected);
+    /* The kernels (conversions and reductions have one copy per variant)
+     * under every instruction-set variant this CPU runs, then the default. */
+    for (int isa = 0; isa < WF_VM_ISA_COUNT; isa++) {
+        if (wf__vm_isa_force(isa) != WF_OK)
+            continue;
+        printf("  on the %s variant:\n", wf__vm_isa_name(isa));
+        run_everything();
+    }
+    CHECK_OK(wf__vm_isa_force(-1));
+    return TEST_SUMMARY();
+}
