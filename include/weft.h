@@ -549,6 +549,15 @@ wf_array *wf_triu(wf_array *a, int64_t k);
 wf_array *wf_repeat(wf_array *a, int64_t repeats, int axis);
 /* Tiles `a` reps[i] times along each axis (NumPy tile rules). */
 wf_array *wf_tile(wf_array *a, const int64_t *reps, int nreps);
+/* The bits of `a` read as `dtype` (MLX's view, NumPy's ndarray.view): the
+ * same shape for a dtype of the same size; for a smaller one the last axis
+ * grows by the size ratio, for a larger one it shrinks (its byte count must
+ * be a multiple of the new size: WF_ERR_SHAPE otherwise; a 0-d array only
+ * to a dtype of its size). Little-endian bytes. A view of a's memory when
+ * its layout allows, else a copy. Transforms treat it as having no
+ * gradient. A bool view of other bytes may hold values other than 0 and 1;
+ * weft's ops read any non-zero byte as true. */
+wf_array *wf_view(wf_array *a, wf_dtype dtype);
 
 /* ---- indexing: indices are integer arrays; out-of-range indices make the
  * evaluation fail with WF_ERR_INVALID_ARGUMENT (negative ones count from

@@ -135,6 +135,7 @@ wf_array *wf__op_tril(wf_array *a, int64_t k);
 wf_array *wf__op_triu(wf_array *a, int64_t k);
 wf_array *wf__op_repeat(wf_array *a, int64_t repeats, int axis);
 wf_array *wf__op_tile(wf_array *a, const int64_t *reps, int nreps);
+wf_array *wf__op_view(wf_array *a, wf_dtype dtype);
 
 /* index.c */
 wf_array *wf__op_take(wf_array *a, wf_array *indices, int axis);

@@ -55,6 +55,10 @@ extern const wf_prim_def wf__prim_slice_update;
 extern const wf_prim_def wf__prim_concatenate;
 extern const wf_prim_def wf__prim_pad;
 extern const wf_prim_def wf__prim_tri;
+/* The input's bits read as another dtype (params: wf_astype_params): a
+ * narrower one multiplies the last axis by the size ratio, a wider one
+ * divides it (wf_view). */
+extern const wf_prim_def wf__prim_view;
 /* Inputs: (a, indices). */
 extern const wf_prim_def wf__prim_take;
 /* Inputs: (a, indices) broadcast to one shape except on the axis. */

@@ -599,6 +599,154 @@ static void test_data_movement_every_dtype(void)
     wf_scope_end();
 }
 
+/* ---------------------------------------------------------------- view */
+
+static void test_view(void)
+{
+    wf_scope_begin();
+    const float f[4] = {1.0f, -2.5f, 0.0f, INFINITY};
+    wf_array *a = wf_array_from_data(f, (int64_t[]){2, 2}, 2, WF_DTYPE_F32);
+    /* same size: the same shape and bits */
+    uint32_t bits[4];
+    memcpy(bits, f, sizeof f);
+    wf_array *u = wf_view(a, WF_DTYPE_U32);
+    CHECK_EQ_INT(wf_array_dim(u, 1), 2);
+    check_bytes(wf_reshape(u, (int64_t[]){4}, 1), WF_DTYPE_U32, bits, 4, "view f32 as u32");
+    /* narrower: the last axis grows; wider: it shrinks */
+    wf_array *b = wf_view(a, WF_DTYPE_U8);
+    CHECK_EQ_INT(wf_array_ndim(b), 2);
+    CHECK_EQ_INT(wf_array_dim(b, 1), 8);
+    check_bytes(wf_reshape(b, (int64_t[]){16}, 1), WF_DTYPE_U8, f, 16, "view f32 as u8");
+    wf_array *c = wf_view(a, WF_DTYPE_C64); /* (2, 2) float32 -> (2, 1) complex64 */
+    CHECK_EQ_INT(wf_array_dim(c, 1), 1);
+    check_bytes(wf_reshape(c, (int64_t[]){2}, 1), WF_DTYPE_C64, f, 2, "view f32 as c64");
+    check_bytes(wf_reshape(wf_view(c, WF_DTYPE_F32), (int64_t[]){4}, 1), WF_DTYPE_F32, f, 4,
+                "view c64 back as f32");
+    /* a transposed input is copied first: its logical order's bytes */
+    const float ft[4] = {f[0], f[2], f[1], f[3]};
+    check_bytes(wf_reshape(wf_view(wf_transpose(a, NULL, 0), WF_DTYPE_I16), (int64_t[]){8}, 1),
+                WF_DTYPE_I16, ft, 8, "view of a transposed f32 as i16");
+    /* a slice at an offset: rows 1.. of a (3, 2) int16, viewed as int32 */
+    const int16_t s16[6] = {1, 2, 3, 4, -1, 7};
+    wf_array *s = wf_slice(wf_array_from_data(s16, (int64_t[]){3, 2}, 2, WF_DTYPE_I16),
+                           (int64_t[]){1, 0}, (int64_t[]){3, 2}, (int64_t[]){1, 1});
+    int32_t w32[2];
+    memcpy(w32, s16 + 2, sizeof w32);
+    check_bytes(wf_reshape(wf_view(s, WF_DTYPE_I32), (int64_t[]){2}, 1), WF_DTYPE_I32, w32, 2,
+                "view of a slice");
+    /* the same dtype is the array itself */
+    wf_array *same = wf_view(a, WF_DTYPE_F32);
+    CHECK(same != NULL && wf_array_dtype(same) == WF_DTYPE_F32);
+    /* errors: the last axis's bytes not a multiple; 0-d to another size */
+    const uint8_t three[3] = {1, 2, 3};
+    CHECK(wf_view(arr(three, 3, WF_DTYPE_U8), WF_DTYPE_U16) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_SHAPE);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "wf_view");
+    wf_clear_error();
+    CHECK(wf_view(wf_scalar(1, WF_DTYPE_F32), WF_DTYPE_F64) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_SHAPE);
+    wf_clear_error();
+    const int32_t one = 1;
+    check_bytes(wf_view(wf_array_from_data(&one, NULL, 0, WF_DTYPE_I32), WF_DTYPE_F32),
+                WF_DTYPE_F32, &one, 1, "0-d view of the same size");
+    CHECK(wf_view(a, WF_DTYPE_COUNT) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_DTYPE);
+    wf_clear_error();
+    CHECK(wf_view(NULL, WF_DTYPE_U8) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_NULL_ARGUMENT);
+    wf_clear_error();
+    wf_scope_end();
+}
+
+/* ---------------------------------------------------------------- transforms, compile */
+
+static wf_status view_body(void *payload, wf_array *const *in, size_t nin, wf_array **out,
+                           size_t *nout)
+{
+    (void)payload;
+    (void)nin;
+    out[0] = wf_view(in[0], WF_DTYPE_U16);
+    *nout = out[0] ? 1 : 0;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+/* Integer ops of the new dtypes: (x + y) ^ (x << 1), its sum and argmax. */
+static wf_status int_body(void *payload, wf_array *const *in, size_t nin, wf_array **out,
+                          size_t *nout)
+{
+    (void)payload;
+    (void)nin;
+    wf_scope_begin();
+    wf_array *one = wf_scalar(1, WF_DTYPE_I8);
+    wf_array *r = wf_bitwise_xor(wf_add(in[0], in[1]), wf_left_shift(in[0], one));
+    wf_array *s = wf_sum(r, NULL, 0, false);
+    wf_array *m = wf_argmax(wf_astype(r, WF_DTYPE_U16), 0, false);
+    out[0] = wf_keep(r);
+    out[1] = wf_keep(s);
+    out[2] = wf_keep(m);
+    wf_scope_end();
+    *nout = 3;
+    return out[0] && out[1] && out[2] ? WF_OK : wf_last_error();
+}
+
+static void test_vmap_and_compile(void)
+{
+    wf_scope_begin();
+    /* vmap of a view over axis 1: each example a column of float32 */
+    const float x[6] = {1.0f, 2.0f, -3.0f, 4.5f, 0.0f, 1e30f};
+    wf_array *xa = wf_array_from_data(x, (int64_t[]){3, 2}, 2, WF_DTYPE_F32);
+    wf_fn *view = wf_fn_new(view_body, NULL, NULL);
+    const int in_axes[1] = {1};
+    wf_fn *vm = wf_vmap(view, in_axes, 1, NULL, 0);
+    wf_array *out[3] = {NULL, NULL, NULL};
+    size_t nout = 1;
+    CHECK_OK(wf_fn_call(vm, &xa, 1, out, &nout));
+    float cols[6] = {x[0], x[2], x[4], x[1], x[3], x[5]};
+    if (CHECK_EQ_INT(nout, 1)) {
+        CHECK_EQ_INT(wf_array_dim(out[0], 0), 2);
+        CHECK_EQ_INT(wf_array_dim(out[0], 1), 6);
+        check_bytes(wf_reshape(out[0], (int64_t[]){12}, 1), WF_DTYPE_U16, cols, 12,
+                    "vmap of view");
+        wf_release(out[0]);
+    }
+    /* compiled integer ops give the uncompiled bits */
+    int8_t a8[64], b8[64];
+    for (int i = 0; i < 64; i++) {
+        a8[i] = (int8_t)(i * 37 - 100);
+        b8[i] = (int8_t)(INT8_MAX - i * 5);
+    }
+    wf_array *in[2] = {arr(a8, 64, WF_DTYPE_I8), arr(b8, 64, WF_DTYPE_I8)};
+    wf_fn *f = wf_fn_new(int_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    wf_array *plain[3], *compiled[3];
+    size_t np = 3, nc = 3;
+    CHECK_OK(wf_fn_call(f, in, 2, plain, &np));
+    for (int call = 0; call < 2; call++) { /* the trace, then a replay */
+        nc = 3;
+        CHECK_OK(wf_fn_call(cf, in, 2, compiled, &nc));
+        if (!CHECK_EQ_INT(nc, 3) || !CHECK_EQ_INT(np, 3))
+            break;
+        for (int k = 0; k < 3; k++) {
+            const void *p = NULL;
+            CHECK_OK(wf_array_data(plain[k], &p));
+            check_bytes(compiled[k], wf_array_dtype(plain[k]), p, wf_array_size(plain[k]),
+                        "compiled integer ops");
+        }
+    }
+    CHECK_EQ_INT(wf_array_dtype(plain[0]), WF_DTYPE_I8);
+    CHECK_EQ_INT(wf_array_dtype(plain[1]), WF_DTYPE_I32);
+    CHECK_EQ_INT(wf_array_dtype(plain[2]), WF_DTYPE_U32);
+    for (int k = 0; k < 3 && np == 3; k++)
+        wf_release(plain[k]);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+    wf_fn_release(vm);
+    wf_fn_release(view);
+    wf_release(in[0]);
+    wf_release(in[1]);
+    wf_scope_end();
+}
+
 /* ---------------------------------------------------------------- random */
 
 static void test_randint_every_integer_dtype(void)
@@ -696,6 +844,8 @@ int main(void)
     RUN_TEST(test_promotion_table);
     RUN_TEST(test_sizes_and_names);
     RUN_TEST(test_complex_rejected);
+    RUN_TEST(test_view);
+    RUN_TEST(test_vmap_and_compile);
     /* The kernels (conversions and reductions have one copy per variant)
      * under every instruction-set variant this CPU runs, then the default. */
     for (int isa = 0; isa < WF_VM_ISA_COUNT; isa++) {

@@ -202,6 +202,11 @@ wf_status wf__cpu_exp(wf_array *out, wf_array *const *inputs, int ninputs, const
 wf_status wf__cpu_sum(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
 wf_status wf__cpu_reshape(wf_array *out, wf_array *const *inputs, int ninputs,
                           const void *params);
+/* The input's bits as another dtype: a view when the item size is kept, or
+ * when the input is row-contiguous at an offset the new size divides; else
+ * a contiguous copy of the bytes. */
+wf_status wf__cpu_view(wf_array *out, wf_array *const *inputs, int ninputs,
+                       const void *params);
 wf_status wf__cpu_transpose(wf_array *out, wf_array *const *inputs, int ninputs,
                             const void *params);
 wf_status wf__cpu_broadcast_to(wf_array *out, wf_array *const *inputs, int ninputs,

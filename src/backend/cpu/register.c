@@ -82,6 +82,7 @@ void wf__cpu_register_kernels(void)
     attach(&wf__prim_concatenate, wf__cpu_concatenate);
     attach(&wf__prim_pad, wf__cpu_pad);
     attach(&wf__prim_tri, wf__cpu_tri);
+    attach(&wf__prim_view, wf__cpu_view);
     /* indexing */
     attach(&wf__prim_take, wf__cpu_take);
     attach(&wf__prim_take_along_axis, wf__cpu_take_along_axis);
