@@ -91,9 +91,11 @@ typedef enum wf_dtype {
     WF_DTYPE_U16,
     WF_DTYPE_U32,
     WF_DTYPE_U64,
-    /* Two float32 (real, imaginary), 8 bytes. Only astype and data movement
-     * (shape, indexing, where, views) accept it so far; other ops give
-     * WF_ERR_DTYPE. */
+    /* Two float32 (real, imaginary), 8 bytes. Supported so far: creation,
+     * astype, data movement (shape ops, indexing, where, wf_view), add,
+     * subtract, multiply, divide, negative, abs (float32), equal, not_equal,
+     * isnan/isinf/isfinite, sum, mean, wf_real/wf_imag/wf_conjugate; other
+     * ops give WF_ERR_DTYPE naming complex64. */
     WF_DTYPE_C64,
     WF_DTYPE_COUNT
 } wf_dtype;
@@ -435,6 +437,15 @@ wf_array *wf_logical_or(wf_array *a, wf_array *b);
 wf_array *wf_logaddexp(wf_array *a, wf_array *b);
 /* Angle of the point (b, a), in (-pi, pi]. */
 wf_array *wf_arctan2(wf_array *a, wf_array *b);
+/* re + i im as complex64 (both converted to float32, broadcast together;
+ * complex inputs: WF_ERR_DTYPE). */
+wf_array *wf_complex(wf_array *re, wf_array *im);
+/* The real part (float32) of a complex64; a real array itself. */
+wf_array *wf_real(wf_array *a);
+/* The imaginary part (float32) of a complex64; zeros like a real array. */
+wf_array *wf_imag(wf_array *a);
+/* re - i im of a complex64; a real array itself. */
+wf_array *wf_conjugate(wf_array *a);
 /* Bitwise and / or / xor of bool or integer inputs (promoted; a float
  * promotion, as uint64 with a signed type, is WF_ERR_DTYPE). */
 wf_array *wf_bitwise_and(wf_array *a, wf_array *b);

@@ -44,6 +44,11 @@ bool wf__dtype_is_integer(wf_dtype dtype)
 
 bool wf__dtype_is_complex(wf_dtype dtype) { return dtype == WF_DTYPE_C64; }
 
+bool wf__dtype_is_inexact(wf_dtype dtype)
+{
+    return wf__dtype_is_float(dtype) || wf__dtype_is_complex(dtype);
+}
+
 wf_status wf__reject_complex(const char *op, wf_dtype dtype)
 {
     if (dtype != WF_DTYPE_C64)

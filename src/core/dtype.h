@@ -15,6 +15,7 @@ bool wf__dtype_is_signed_int(wf_dtype dtype);   /* i8, i16, i32, i64 */
 bool wf__dtype_is_unsigned_int(wf_dtype dtype); /* u8, u16, u32, u64 */
 bool wf__dtype_is_integer(wf_dtype dtype);      /* either of the above (not bool) */
 bool wf__dtype_is_complex(wf_dtype dtype);      /* c64 */
+bool wf__dtype_is_inexact(wf_dtype dtype);      /* a float or complex64: differentiable */
 /* WF_ERR_DTYPE with a message naming `op` for complex64, else WF_OK: for the
  * ops that have no complex kernels (or that MLX rejects for complex). */
 wf_status wf__reject_complex(const char *op, wf_dtype dtype);

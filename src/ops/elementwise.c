@@ -293,6 +293,51 @@ wf_array *wf__op_bitwise_invert(wf_array *a)
     return out;
 }
 
+/* ---- complex64 parts */
+
+/* re + i im: both converted to float32 (complex64's parts; as MLX, which
+ * has no complex128), broadcast together. */
+wf_array *wf__op_complex(wf_array *re, wf_array *im)
+{
+    if (!wf__array_check(re, "wf_complex", "re") || !wf__array_check(im, "wf_complex", "im"))
+        return NULL;
+    if (wf__reject_complex("wf_complex", re->dtype) != WF_OK ||
+        wf__reject_complex("wf_complex", im->dtype) != WF_OK)
+        return NULL;
+    wf_array *in[2] = {re, im};
+    const wf_dtype dtypes[2] = {WF_DTYPE_F32, WF_DTYPE_F32};
+    return nary_op("wf_complex", &wf__prim_complex, in, 2, dtypes);
+}
+
+/* A real input is its own real part and conjugate, with a zero imaginary
+ * part of its dtype (as MLX). */
+wf_array *wf__op_real(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_real", "a"))
+        return NULL;
+    if (a->dtype != WF_DTYPE_C64)
+        return wf__same_value(a);
+    return wf__node_new(&wf__prim_real, NULL, &a, 1);
+}
+
+wf_array *wf__op_imag(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_imag", "a"))
+        return NULL;
+    if (a->dtype != WF_DTYPE_C64)
+        return wf__op_zeros_like(a);
+    return wf__node_new(&wf__prim_imag, NULL, &a, 1);
+}
+
+wf_array *wf__op_conjugate(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_conjugate", "a"))
+        return NULL;
+    if (a->dtype != WF_DTYPE_C64)
+        return wf__same_value(a);
+    return wf__node_new(&wf__prim_conjugate, NULL, &a, 1);
+}
+
 /* cond is converted to bool; a and b promote; all three broadcast. */
 wf_array *wf__op_where(wf_array *cond, wf_array *a, wf_array *b)
 {
@@ -435,6 +480,14 @@ wf_array *wf_right_shift(wf_array *a, wf_array *b)
 {
     return wf__array_publish(wf__op_right_shift(a, b));
 }
+
+wf_array *wf_complex(wf_array *re, wf_array *im)
+{
+    return wf__array_publish(wf__op_complex(re, im));
+}
+wf_array *wf_real(wf_array *a) { return wf__array_publish(wf__op_real(a)); }
+wf_array *wf_imag(wf_array *a) { return wf__array_publish(wf__op_imag(a)); }
+wf_array *wf_conjugate(wf_array *a) { return wf__array_publish(wf__op_conjugate(a)); }
 
 wf_array *wf_where(wf_array *cond, wf_array *a, wf_array *b)
 {

@@ -58,8 +58,7 @@ static wf_array *rounding_op(const char *op, const wf_prim_def *prim, wf_array *
 
 wf_array *wf__op_negative(wf_array *a)
 {
-    if (!wf__array_check(a, "wf_negative", "a") ||
-        wf__reject_complex("wf_negative", a->dtype) != WF_OK)
+    if (!wf__array_check(a, "wf_negative", "a"))
         return NULL;
     if (a->dtype == WF_DTYPE_BOOL) {
         wf__error(WF_ERR_DTYPE,
@@ -69,7 +68,13 @@ wf_array *wf__op_negative(wf_array *a)
     return wf__node_new(&wf__prim_negative, NULL, &a, 1);
 }
 
-wf_array *wf__op_abs(wf_array *a) { return plain_op("wf_abs", &wf__prim_abs, a); }
+/* |z| of a complex64 is its float32 magnitude. */
+wf_array *wf__op_abs(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_abs", "a"))
+        return NULL;
+    return wf__node_new(&wf__prim_abs, NULL, &a, 1);
+}
 wf_array *wf__op_sign(wf_array *a) { return plain_op("wf_sign", &wf__prim_sign, a); }
 wf_array *wf__op_square(wf_array *a) { return plain_op("wf_square", &wf__prim_square, a); }
 
@@ -105,9 +110,39 @@ wf_array *wf__op_logical_not(wf_array *a)
 {
     return plain_op("wf_logical_not", &wf__prim_logical_not, a);
 }
-wf_array *wf__op_isnan(wf_array *a) { return plain_op("wf_isnan", &wf__prim_isnan, a); }
-wf_array *wf__op_isinf(wf_array *a) { return plain_op("wf_isinf", &wf__prim_isinf, a); }
-wf_array *wf__op_isfinite(wf_array *a) { return plain_op("wf_isfinite", &wf__prim_isfinite, a); }
+/* A predicate of a complex64 from its parts: f(re) OP f(im). */
+static wf_array *complex_predicate(wf_array *a, wf_array *(*f)(wf_array *), bool both)
+{
+    wf_array *re = wf__op_real(a), *im = wf__op_imag(a);
+    wf_array *pr = re ? f(re) : NULL, *pi = im ? f(im) : NULL;
+    wf_array *out = pr && pi ? (both ? wf__op_logical_and(pr, pi) : wf__op_logical_or(pr, pi))
+                             : NULL;
+    wf__array_release(re);
+    wf__array_release(im);
+    wf__array_release(pr);
+    wf__array_release(pi);
+    return out;
+}
+
+/* complex64: NaN or inf if either part is (NumPy), finite if both are. */
+wf_array *wf__op_isnan(wf_array *a)
+{
+    if (a && wf__array_check(a, "wf_isnan", "a") && a->dtype == WF_DTYPE_C64)
+        return complex_predicate(a, wf__op_isnan, false);
+    return plain_op("wf_isnan", &wf__prim_isnan, a);
+}
+wf_array *wf__op_isinf(wf_array *a)
+{
+    if (a && wf__array_check(a, "wf_isinf", "a") && a->dtype == WF_DTYPE_C64)
+        return complex_predicate(a, wf__op_isinf, false);
+    return plain_op("wf_isinf", &wf__prim_isinf, a);
+}
+wf_array *wf__op_isfinite(wf_array *a)
+{
+    if (a && wf__array_check(a, "wf_isfinite", "a") && a->dtype == WF_DTYPE_C64)
+        return complex_predicate(a, wf__op_isfinite, true);
+    return plain_op("wf_isfinite", &wf__prim_isfinite, a);
+}
 
 /* Any dtype, complex64 included (a view). */
 wf_array *wf__op_stop_gradient(wf_array *a)

@@ -41,6 +41,12 @@ extern const wf_prim_def wf__prim_bitwise_or;
 extern const wf_prim_def wf__prim_bitwise_xor;
 extern const wf_prim_def wf__prim_left_shift;
 extern const wf_prim_def wf__prim_right_shift;
+/* complex64 parts: complex (float32 re, float32 im -> complex64), real and
+ * imag (complex64 -> float32), conjugate (complex64 -> complex64). */
+extern const wf_prim_def wf__prim_complex;
+extern const wf_prim_def wf__prim_real;
+extern const wf_prim_def wf__prim_imag;
+extern const wf_prim_def wf__prim_conjugate;
 extern const wf_prim_def wf__prim_where;
 extern const wf_prim_def wf__prim_clip;
 

@@ -11,7 +11,9 @@ static wf_status infer_unary(const char *name, enum wf_unary_kind kind, const wf
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "%s: expected 1 input, got %d", name, ninputs);
     const wf_desc *a = &inputs[0];
-    if (kind != WF_UNARY_ANY && wf__reject_complex(name, a->dtype) != WF_OK)
+    const bool complex_ok = kind == WF_UNARY_ANY || kind == WF_UNARY_NUMBER ||
+                            kind == WF_UNARY_MAGNITUDE;
+    if (!complex_ok && wf__reject_complex(name, a->dtype) != WF_OK)
         return wf_last_error();
     switch (kind) {
     case WF_UNARY_FLOAT:
@@ -26,6 +28,7 @@ static wf_status infer_unary(const char *name, enum wf_unary_kind kind, const wf
         out->dtype = a->dtype;
         break;
     case WF_UNARY_ANY: out->dtype = a->dtype; break;
+    case WF_UNARY_MAGNITUDE: out->dtype = a->dtype == WF_DTYPE_C64 ? WF_DTYPE_F32 : a->dtype; break;
     case WF_UNARY_BOOL: out->dtype = WF_DTYPE_BOOL; break;
     }
     out->ndim = a->ndim;

@@ -16,7 +16,9 @@
 
 #include "core/array.h"
 
-enum wf_unary_kind { WF_UNARY_FLOAT, WF_UNARY_NUMBER, WF_UNARY_ANY, WF_UNARY_BOOL };
+/* MAGNITUDE: any dtype, complex64 giving float32 (abs). */
+enum wf_unary_kind { WF_UNARY_FLOAT, WF_UNARY_NUMBER, WF_UNARY_ANY, WF_UNARY_BOOL,
+                     WF_UNARY_MAGNITUDE };
 
 /* X(name, kind, extra flags): every unary primitive but exp (which is in
  * src/prim/elementwise.c). All are WF_PRIM_ELEMENTWISE; all but the view
@@ -26,7 +28,7 @@ enum wf_unary_kind { WF_UNARY_FLOAT, WF_UNARY_NUMBER, WF_UNARY_ANY, WF_UNARY_BOO
 enum { WF_UNARY_IN_PLACE = WF_PRIM_INPLACE | WF_PRIM_INPLACE_ANY_LAYOUT };
 #define WF_UNARY_PRIMS(X)                                                                   \
     X(negative, WF_UNARY_NUMBER, WF_UNARY_IN_PLACE)                                            \
-    X(abs, WF_UNARY_ANY, WF_UNARY_IN_PLACE)                                                    \
+    X(abs, WF_UNARY_MAGNITUDE, WF_UNARY_IN_PLACE)                                              \
     X(sign, WF_UNARY_ANY, WF_UNARY_IN_PLACE)                                                   \
     X(expm1, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                \
     X(log, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                  \

@@ -804,26 +804,216 @@ static void test_complex_rejected(void)
 {
     wf_scope_begin();
     wf_array *z = wf_zeros((int64_t[]){2, 2}, 2, WF_DTYPE_C64);
-    check_dtype_error(wf_add(z, z), "complex64");
-    check_dtype_error(wf_multiply(z, wf_scalar(1, WF_DTYPE_F32)), "complex64");
+    /* what MLX rejects for complex (ordering, rounding) and what weft does
+     * not have yet (transcendental functions, products, matmul) */
     check_dtype_error(wf_less(z, z), "complex64");
+    check_dtype_error(wf_maximum(z, z), "complex64");
     check_dtype_error(wf_exp(z), "complex64");
     check_dtype_error(wf_sqrt(z), "complex64");
     check_dtype_error(wf_floor(z), "complex64");
-    check_dtype_error(wf_negative(z), "complex64");
-    check_dtype_error(wf_abs(z), "complex64");
-    check_dtype_error(wf_sum(z, NULL, 0, false), "complex64");
-    check_dtype_error(wf_mean(z, NULL, 0, false), "complex64");
+    check_dtype_error(wf_sign(z), "complex64");
+    check_dtype_error(wf_prod(z, NULL, 0, false), "complex64");
     check_dtype_error(wf_max(z, NULL, 0, false), "complex64");
+    check_dtype_error(wf_remainder(z, z), "complex64");
+    check_dtype_error(wf_complex(z, z), "complex64");
     check_dtype_error(wf_argmax(z, 0, false), "complex64");
     check_dtype_error(wf_cumsum(z, 0, false, true), "complex64");
     check_dtype_error(wf_softmax(z, NULL, 0), "complex64");
     check_dtype_error(wf_clip(z, z, z), "complex64");
-    check_dtype_error(wf_divide(z, z), "complex64");
     /* what it does take: shape ops, where, astype, stop_gradient */
     CHECK_NOT_NULL(wf_transpose(z, NULL, 0));
     CHECK_NOT_NULL(wf_stop_gradient(z));
     CHECK_NOT_NULL(wf_astype(z, WF_DTYPE_F64));
+    wf_scope_end();
+}
+
+/* ---------------------------------------------------------------- complex64 */
+
+/* A 1-d complex64 array of n (re, im) pairs. */
+static wf_array *carr(const float *pairs, int64_t n) { return arr(pairs, n, WF_DTYPE_C64); }
+
+/* Reads n complex64 values of `a` (released) into out (2n floats). */
+static bool read_c64(wf_array *a, float *out, int64_t n)
+{
+    bool ok = CHECK_NOT_NULL(a) && CHECK_EQ_INT(wf_array_dtype(a), WF_DTYPE_C64) &&
+              CHECK_EQ_INT(wf_array_size(a), n) &&
+              CHECK_OK(wf_array_copy_to(a, out, (size_t)n * 8));
+    if (!ok)
+        wf_clear_error();
+    wf_release(a);
+    return ok;
+}
+
+static void test_complex_arithmetic(void)
+{
+    wf_scope_begin();
+    const float a[8] = {1, 2, -3, 0.5f, 0, 0, 1e30f, 1e30f};
+    const float b[8] = {3, -4, 2, 2, 1, 0, 1e30f, -1e30f};
+    wf_array *x = carr(a, 4), *y = carr(b, 4);
+    float got[8];
+    /* references: the textbook formulas in double, rounded to float32 */
+    double want[8];
+    if (read_c64(wf_add(x, y), got, 4))
+        for (int i = 0; i < 8; i++)
+            CHECK_NEAR(got[i], (double)a[i] + b[i], 0);
+    if (read_c64(wf_subtract(x, y), got, 4))
+        for (int i = 0; i < 8; i++)
+            CHECK_NEAR(got[i], (double)a[i] - b[i], 0);
+    if (read_c64(wf_multiply(x, y), got, 4)) {
+        for (int i = 0; i < 3; i++) {
+            want[2 * i] = (double)a[2 * i] * b[2 * i] - (double)a[2 * i + 1] * b[2 * i + 1];
+            want[2 * i + 1] = (double)a[2 * i] * b[2 * i + 1] + (double)a[2 * i + 1] * b[2 * i];
+            CHECK_NEAR(got[2 * i], want[2 * i], 1e-6 * fabs(want[2 * i]));
+            CHECK_NEAR(got[2 * i + 1], want[2 * i + 1], 1e-6 * fabs(want[2 * i + 1]));
+        }
+    }
+    /* division: Smith's method keeps (1e30 + 1e30i) / (1e30 - 1e30i) = i
+     * finite where the textbook |b|^2 overflows float32; by zero: IEEE */
+    if (read_c64(wf_divide(x, y), got, 4)) {
+        CHECK_NEAR(got[0], (1.0 * 3 + 2.0 * -4) / 25, 1e-7); /* (1+2i)/(3-4i) = -0.2+0.4i */
+        CHECK_NEAR(got[1], (2.0 * 3 - 1.0 * -4) / 25, 1e-7);
+        CHECK_NEAR(got[2], (-3.0 * 2 + 0.5 * 2) / 8, 1e-7);
+        CHECK_NEAR(got[3], (0.5 * 2 - -3.0 * 2) / 8, 1e-7);
+        CHECK(got[4] == 0 && got[5] == 0); /* 0 / 1 */
+        CHECK_NEAR(got[6], 0, 1e-6);
+        CHECK_NEAR(got[7], 1, 1e-6);
+    }
+    const float one_zero[2] = {1, 0}, zero[2] = {0, 0};
+    if (read_c64(wf_divide(carr(one_zero, 1), carr(zero, 1)), got, 1))
+        CHECK(isinf(got[0]) && isnan(got[1]));
+    /* promotion: a real operand becomes (x, 0); integers too */
+    const int32_t k = 2;
+    if (read_c64(wf_multiply(x, wf_array_from_data(&k, NULL, 0, WF_DTYPE_I32)), got, 4))
+        for (int i = 0; i < 8; i++)
+            CHECK_NEAR(got[i], 2.0 * a[i], 0);
+    /* negative, conjugate, real, imag, abs (float32, hypot: no overflow) */
+    if (read_c64(wf_negative(x), got, 4))
+        for (int i = 0; i < 8; i++)
+            CHECK(got[i] == -a[i]);
+    if (read_c64(wf_conjugate(x), got, 4))
+        for (int i = 0; i < 4; i++)
+            CHECK(got[2 * i] == a[2 * i] && got[2 * i + 1] == -a[2 * i + 1]);
+    const float re[4] = {1, -3, 0, 1e30f}, im[4] = {2, 0.5f, 0, 1e30f};
+    check_bytes(wf_real(x), WF_DTYPE_F32, re, 4, "real");
+    check_bytes(wf_imag(x), WF_DTYPE_F32, im, 4, "imag");
+    float mag[4];
+    wf_array *m = wf_abs(x);
+    CHECK_EQ_INT(wf_array_dtype(m), WF_DTYPE_F32);
+    CHECK_OK(wf_array_copy_to(m, mag, sizeof mag));
+    CHECK_NEAR(mag[0], sqrt(5.0), 1e-6);
+    CHECK_NEAR(mag[1], sqrt(9.25), 1e-6);
+    CHECK(mag[2] == 0);
+    CHECK_NEAR(mag[3], 1e30 * sqrt(2.0), 1e24);
+    /* construction from parts (broadcast, converted to float32) */
+    const double r2[2] = {1.5, -2};
+    wf_array *c = wf_complex(wf_array_from_data(r2, (int64_t[]){2}, 1, WF_DTYPE_F64),
+                             wf_scalar(3, WF_DTYPE_I32));
+    const float cw[4] = {1.5f, 3, -2, 3};
+    check_bytes(c, WF_DTYPE_C64, cw, 2, "complex(re, im)");
+    /* equality of both parts; NaN / inf tests of either part */
+    const float e1[6] = {1, 2, 1, 2, NAN, 0}, e2[6] = {1, 2, 1, -2, NAN, 0};
+    const uint8_t eq[3] = {1, 0, 0}, ne[3] = {0, 1, 1};
+    check_bytes(wf_equal(carr(e1, 3), carr(e2, 3)), WF_DTYPE_BOOL, eq, 3, "equal c64");
+    check_bytes(wf_not_equal(carr(e1, 3), carr(e2, 3)), WF_DTYPE_BOOL, ne, 3, "not_equal c64");
+    const float s[6] = {0, NAN, INFINITY, 0, 1, 2};
+    const uint8_t nan_w[3] = {1, 0, 0}, inf_w[3] = {0, 1, 0}, fin_w[3] = {0, 0, 1};
+    check_bytes(wf_isnan(carr(s, 3)), WF_DTYPE_BOOL, nan_w, 3, "isnan c64");
+    check_bytes(wf_isinf(carr(s, 3)), WF_DTYPE_BOOL, inf_w, 3, "isinf c64");
+    check_bytes(wf_isfinite(carr(s, 3)), WF_DTYPE_BOOL, fin_w, 3, "isfinite c64");
+    /* sum and mean: each part reduced in the fixed order of a float32 row */
+    enum { N = 10000 };
+    float *v = malloc(2 * N * sizeof *v), *vr = malloc(N * sizeof *vr), *vi = malloc(N * sizeof *vi);
+    for (int i = 0; i < N; i++) {
+        vr[i] = v[2 * i] = (float)((i * 7) % 13) * 0.25f - 1;
+        vi[i] = v[2 * i + 1] = (float)((i * 5) % 11) * -0.5f;
+    }
+    wf_array *big = carr(v, N);
+    float sum[2], sr = 0, si = 0;
+    CHECK_OK(wf_array_copy_to(wf_sum(big, NULL, 0, false), sum, sizeof sum));
+    CHECK_OK(wf_array_copy_to(wf_sum(arr(vr, N, WF_DTYPE_F32), NULL, 0, false), &sr, 4));
+    CHECK_OK(wf_array_copy_to(wf_sum(arr(vi, N, WF_DTYPE_F32), NULL, 0, false), &si, 4));
+    CHECK(sum[0] == sr && sum[1] == si); /* the bits of the float32 sums of the parts */
+    float mean[2];
+    wf_array *mn = wf_mean(wf_reshape(big, (int64_t[]){100, 100}, 2), (int[]){0}, 1, false);
+    CHECK_EQ_INT(wf_array_dtype(mn), WF_DTYPE_C64);
+    CHECK_EQ_INT(wf_array_size(mn), 100);
+    CHECK_OK(wf_array_copy_to(wf_take(mn, wf_scalar(7, WF_DTYPE_I32), 0), mean, sizeof mean));
+    double mr = 0, mi = 0;
+    for (int i = 0; i < 100; i++) {
+        mr += vr[i * 100 + 7];
+        mi += vi[i * 100 + 7];
+    }
+    CHECK_NEAR(mean[0], mr / 100, 1e-6);
+    CHECK_NEAR(mean[1], mi / 100, 1e-6);
+    free(v);
+    free(vr);
+    free(vi);
+    wf_scope_end();
+}
+
+/* d/dz of real(z * conj(z)) = |z|^2 with MLX's convention (cotangents not
+ * conjugated): 2 conj(z). And of real(w * z) with respect to the real and
+ * imaginary parts building z = complex(re, im). */
+static wf_status abs2_body(void *payload, wf_array *const *in, size_t nin, wf_array **out,
+                           size_t *nout)
+{
+    (void)payload;
+    (void)nin;
+    wf_scope_begin();
+    wf_array *r = wf_sum(wf_real(wf_multiply(in[0], wf_conjugate(in[0]))), NULL, 0, false);
+    out[0] = wf_keep(r);
+    wf_scope_end();
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static wf_status parts_body(void *payload, wf_array *const *in, size_t nin, wf_array **out,
+                            size_t *nout)
+{
+    (void)payload;
+    (void)nin;
+    wf_scope_begin();
+    const float w[2] = {2, 3}; /* w = 2 + 3i: real(w z) = 2 re - 3 im */
+    wf_array *z = wf_complex(in[0], in[1]);
+    wf_array *r = wf_sum(wf_real(wf_multiply(arr(w, 1, WF_DTYPE_C64), z)), NULL, 0, false);
+    out[0] = wf_keep(r);
+    wf_scope_end();
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static void test_complex_gradients(void)
+{
+    wf_scope_begin();
+    const float z[4] = {1, 2, -3, 0.5f};
+    wf_array *zz = carr(z, 2);
+    wf_fn *f = wf_fn_new(abs2_body, NULL, NULL);
+    wf_fn *g = wf_grad(f, NULL, 0);
+    wf_array *out[1] = {NULL};
+    size_t n = 1;
+    CHECK_OK(wf_fn_call(g, &zz, 1, out, &n));
+    float got[4];
+    if (n == 1 && read_c64(out[0], got, 2))
+        for (int i = 0; i < 2; i++) {
+            CHECK_NEAR(got[2 * i], 2 * z[2 * i], 1e-6);
+            CHECK_NEAR(got[2 * i + 1], -2 * z[2 * i + 1], 1e-6);
+        }
+    wf_fn *h = wf_fn_new(parts_body, NULL, NULL);
+    wf_fn *gh = wf_grad(h, (int[]){0, 1}, 2);
+    const float re[3] = {1, 2, 3}, im[3] = {-1, 0, 4};
+    wf_array *in[2] = {arr(re, 3, WF_DTYPE_F32), arr(im, 3, WF_DTYPE_F32)};
+    wf_array *grads[2] = {NULL, NULL};
+    n = 2;
+    CHECK_OK(wf_fn_call(gh, in, 2, grads, &n));
+    const float g_re[3] = {2, 2, 2}, g_im[3] = {-3, -3, -3};
+    if (CHECK_EQ_INT(n, 2)) {
+        check_bytes(grads[0], WF_DTYPE_F32, g_re, 3, "d/d re");
+        check_bytes(grads[1], WF_DTYPE_F32, g_im, 3, "d/d im");
+    }
+    wf_fn_release(g);
+    wf_fn_release(f);
+    wf_fn_release(gh);
+    wf_fn_release(h);
     wf_scope_end();
 }
 
@@ -846,6 +1036,8 @@ int main(void)
     RUN_TEST(test_complex_rejected);
     RUN_TEST(test_view);
     RUN_TEST(test_vmap_and_compile);
+    RUN_TEST(test_complex_arithmetic);
+    RUN_TEST(test_complex_gradients);
     /* The kernels (conversions and reductions have one copy per variant)
      * under every instruction-set variant this CPU runs, then the default. */
     for (int isa = 0; isa < WF_VM_ISA_COUNT; isa++) {

@@ -402,6 +402,39 @@ static inline uint8_t rem_bool(uint8_t a, uint8_t b)
 FLOAT_OPS(float, f32, f)
 FLOAT_OPS(double, f64, )
 
+/* complex64: arithmetic in float32 parts (NumPy's); division by Smith's
+ * method, which scales by the larger part of the divisor so that |b|^2
+ * neither overflows nor underflows where the quotient is representable.
+ * Equality compares both parts. */
+static inline wf_cpu_c64 add_c64(wf_cpu_c64 a, wf_cpu_c64 b)
+{
+    return (wf_cpu_c64){a.re + b.re, a.im + b.im};
+}
+static inline wf_cpu_c64 sub_c64(wf_cpu_c64 a, wf_cpu_c64 b)
+{
+    return (wf_cpu_c64){a.re - b.re, a.im - b.im};
+}
+static inline wf_cpu_c64 mul_c64(wf_cpu_c64 a, wf_cpu_c64 b)
+{
+    return (wf_cpu_c64){a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+}
+static inline wf_cpu_c64 div_c64(wf_cpu_c64 a, wf_cpu_c64 b)
+{
+    if (fabsf(b.re) >= fabsf(b.im)) {
+        if (b.re == 0 && b.im == 0) /* IEEE results part by part, as NumPy */
+            return (wf_cpu_c64){a.re / fabsf(b.re), a.im / fabsf(b.im)};
+        const float r = b.im / b.re, d = b.re + b.im * r;
+        return (wf_cpu_c64){(a.re + a.im * r) / d, (a.im - a.re * r) / d};
+    }
+    const float r = b.re / b.im, d = b.re * r + b.im;
+    return (wf_cpu_c64){(a.re * r + a.im) / d, (a.im * r - a.re) / d};
+}
+static inline uint8_t eq_c64(wf_cpu_c64 a, wf_cpu_c64 b)
+{
+    return (uint8_t)((a.re == b.re) & (a.im == b.im));
+}
+static inline uint8_t ne_c64(wf_cpu_c64 a, wf_cpu_c64 b) { return (uint8_t)!eq_c64(a, b); }
+
 /* Comparisons give bool; NaN compares unequal to everything. */
 #define CMP_OPS(T, SFX)                                                                 \
     static inline uint8_t eq_##SFX(T a, T b) { return (uint8_t)(a == b); }              \
@@ -601,29 +634,42 @@ static void half_cmp(int64_t n, char *const *ptrs, const int64_t *strides, wf_dt
     [WF_DTYPE_F32] = L_##NAME##_f32, [WF_DTYPE_F64] = L_##NAME##_f64
 
 /* The loops of an op over every real dtype: bool, the integers, halves,
- * f32, f64 (OP##_bool, OP##_u8, ..., OP##_f64). complex64 has none. */
+ * f32, f64 (OP##_bool, OP##_u8, ..., OP##_f64). */
 #define ARITH_ALL(NAME, OP)                                                             \
     LOOP(L_##NAME##_bool, uint8_t, uint8_t, OP##_bool)                                  \
-    INT_LOOPS(NAME, OP)                                                       \
+    INT_LOOPS(NAME, OP)                                                                 \
     LOOP(L_##NAME##_f32, float, float, OP##_f32)                                        \
     LOOP(L_##NAME##_f64, double, double, OP##_f64)                                      \
     HALF_INNERS(NAME, half_arith)                                                       \
     static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
         [WF_DTYPE_BOOL] = L_##NAME##_bool, INT_ENTRIES(NAME), FLOAT_ENTRIES(NAME)};
 
-/* The same without bool (subtract). */
-#define ARITH_NOBOOL(NAME, OP)                                                          \
-    INT_LOOPS(NAME, OP)                                                       \
+/* The same with a complex64 loop (OP##_c64): add, multiply. */
+#define ARITH_ALL_COMPLEX(NAME, OP)                                                     \
+    LOOP(L_##NAME##_bool, uint8_t, uint8_t, OP##_bool)                                  \
+    INT_LOOPS(NAME, OP)                                                                 \
     LOOP(L_##NAME##_f32, float, float, OP##_f32)                                        \
     LOOP(L_##NAME##_f64, double, double, OP##_f64)                                      \
+    LOOP(L_##NAME##_c64, wf_cpu_c64, wf_cpu_c64, OP##_c64)                              \
     HALF_INNERS(NAME, half_arith)                                                       \
-    static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {INT_ENTRIES(NAME),    \
-                                                                 FLOAT_ENTRIES(NAME)};
+    static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
+        [WF_DTYPE_BOOL] = L_##NAME##_bool, INT_ENTRIES(NAME), FLOAT_ENTRIES(NAME),      \
+        [WF_DTYPE_C64] = L_##NAME##_c64};
+
+/* The same without bool, with complex64 (subtract). */
+#define ARITH_NOBOOL(NAME, OP)                                                          \
+    INT_LOOPS(NAME, OP)                                                                 \
+    LOOP(L_##NAME##_f32, float, float, OP##_f32)                                        \
+    LOOP(L_##NAME##_f64, double, double, OP##_f64)                                      \
+    LOOP(L_##NAME##_c64, wf_cpu_c64, wf_cpu_c64, OP##_c64)                              \
+    HALF_INNERS(NAME, half_arith)                                                       \
+    static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
+        INT_ENTRIES(NAME), FLOAT_ENTRIES(NAME), [WF_DTYPE_C64] = L_##NAME##_c64};
 
 /* Bool and integers only (the bitwise ops). */
 #define ARITH_INT(NAME, OP)                                                             \
     LOOP(L_##NAME##_bool, uint8_t, uint8_t, OP##_bool)                                  \
-    INT_LOOPS(NAME, OP)                                                       \
+    INT_LOOPS(NAME, OP)                                                                 \
     static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
         [WF_DTYPE_BOOL] = L_##NAME##_bool, INT_ENTRIES(NAME)};
 
@@ -655,10 +701,16 @@ static void half_cmp(int64_t n, char *const *ptrs, const int64_t *strides, wf_dt
     static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
         [WF_DTYPE_BOOL] = L_##NAME##_bool, INT_ENTRIES(NAME), FLOAT_ENTRIES(NAME)};
 
-ARITH_ALL(add, add)
-ARITH_ALL(mul, mul)
+ARITH_ALL_COMPLEX(add, add)
+ARITH_ALL_COMPLEX(mul, mul)
 ARITH_NOBOOL(sub, sub)
-ARITH_FLOAT(div, div_f32, div_f64)
+/* divide: the float types and complex64 */
+LOOP(L_div_f32, float, float, div_f32)
+LOOP(L_div_f64, double, double, div_f64)
+LOOP(L_div_c64, wf_cpu_c64, wf_cpu_c64, div_c64)
+HALF_INNERS(div, half_arith)
+static const wf_cpu_inner_fn div_loops[WF_DTYPE_COUNT] = {FLOAT_ENTRIES(div),
+                                                          [WF_DTYPE_C64] = L_div_c64};
 /* power: integer loops, vmath float32 and float64. */
 LOOP(L_pow_bool, uint8_t, uint8_t, pow_bool)
 INT_LOOPS(pow, pow)
@@ -682,8 +734,26 @@ FLOAT_ONLY_TABLE(logaddexp)
 VM_LOOP(L_atan2_f32, float, wf__vm_arctan2_f32)
 VM_LOOP(L_atan2_f64, double, wf__vm_arctan2_f64)
 FLOAT_ONLY_TABLE(atan2)
-CMP_ALL(eq, eq)
-CMP_ALL(ne, ne)
+/* equal / not_equal take complex64 too. */
+#define CMP_EQUALITY(NAME, OP)                                                          \
+    LOOP(L_##NAME##_bool, uint8_t, uint8_t, OP##_bool)                                  \
+    LOOP(L_##NAME##_u8, uint8_t, uint8_t, OP##_u8)                                      \
+    LOOP(L_##NAME##_u16, uint16_t, uint8_t, OP##_u16)                                   \
+    LOOP(L_##NAME##_u32, uint32_t, uint8_t, OP##_u32)                                   \
+    LOOP(L_##NAME##_u64, uint64_t, uint8_t, OP##_u64)                                   \
+    LOOP(L_##NAME##_i8, int8_t, uint8_t, OP##_i8)                                       \
+    LOOP(L_##NAME##_i16, int16_t, uint8_t, OP##_i16)                                    \
+    LOOP(L_##NAME##_i32, int32_t, uint8_t, OP##_i32)                                    \
+    LOOP(L_##NAME##_i64, int64_t, uint8_t, OP##_i64)                                    \
+    LOOP(L_##NAME##_f32, float, uint8_t, OP##_f32)                                      \
+    LOOP(L_##NAME##_f64, double, uint8_t, OP##_f64)                                     \
+    LOOP(L_##NAME##_c64, wf_cpu_c64, uint8_t, OP##_c64)                                 \
+    HALF_INNERS(NAME, half_cmp)                                                         \
+    static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
+        [WF_DTYPE_BOOL] = L_##NAME##_bool, INT_ENTRIES(NAME), FLOAT_ENTRIES(NAME),      \
+        [WF_DTYPE_C64] = L_##NAME##_c64};
+CMP_EQUALITY(eq, eq)
+CMP_EQUALITY(ne, ne)
 CMP_ALL(lt, lt)
 CMP_ALL(le, le)
 CMP_ALL(gt, gt)
@@ -761,3 +831,82 @@ KERNEL(bitwise_or, bitor_loops, COST_CHEAP)
 KERNEL(bitwise_xor, bitxor_loops, COST_CHEAP)
 KERNEL(left_shift, shl_loops, COST_CHEAP)
 KERNEL(right_shift, shr_loops, COST_CHEAP)
+
+/* ---------------------------------------------------------------- complex64 parts */
+
+static inline wf_cpu_c64 make_c64(float re, float im) { return (wf_cpu_c64){re, im}; }
+LOOP(L_complex, float, wf_cpu_c64, make_c64)
+
+wf_status wf__cpu_complex(wf_array *out, wf_array *const *inputs, int ninputs,
+                          const void *params)
+{
+    (void)params;
+    if (ninputs != 2 || inputs[0]->dtype != WF_DTYPE_F32 || inputs[1]->dtype != WF_DTYPE_F32)
+        return wf__error(WF_ERR_INTERNAL, "complex: expected two float32 inputs");
+    wf_status st = wf__cpu_alloc_elementwise_output(out, inputs, 2);
+    if (st != WF_OK)
+        return st;
+    char *data[3] = {wf__array_data_ptr(out), wf__array_data_ptr(inputs[0]),
+                     wf__array_data_ptr(inputs[1])};
+    const size_t sizes[3] = {sizeof(wf_cpu_c64), sizeof(float), sizeof(float)};
+    const int64_t *strides[3] = {out->strides, inputs[0]->strides, inputs[1]->strides};
+    wf_cpu_iter it;
+    wf__cpu_iter_init_output_order(&it, out, 3, data, sizes, strides);
+    it.out_write_only = true;
+    wf__cpu_iter_run_parallel(&it, L_complex, NULL, WF_CPU_CHUNK_CHEAP);
+    return WF_OK;
+}
+
+/* One part of each element: y[i] = PART(x[i]). */
+#define PART_LOOP(NAME, TO, EXPR)                                                       \
+    static void NAME(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx) \
+    {                                                                                   \
+        (void)ctx;                                                                      \
+        TO *restrict y = (TO *)ptrs[0];                                                 \
+        const wf_cpu_c64 *restrict x = (const wf_cpu_c64 *)ptrs[1];                     \
+        const int64_t sy = strides[0], sx = strides[1];                                 \
+        for (int64_t i = 0; i < n; i++) {                                               \
+            const wf_cpu_c64 v = x[i * sx];                                             \
+            y[i * sy] = EXPR;                                                           \
+        }                                                                               \
+    }
+PART_LOOP(L_real, float, v.re)
+PART_LOOP(L_imag, float, v.im)
+PART_LOOP(L_conjugate, wf_cpu_c64, make_c64(v.re, -v.im))
+
+static wf_status run_part(const char *name, wf_array *out, wf_array *const *inputs,
+                          int ninputs, wf_cpu_inner_fn loop)
+{
+    if (ninputs != 1 || inputs[0]->dtype != WF_DTYPE_C64)
+        return wf__error(WF_ERR_INTERNAL, "%s: expected one complex64 input", name);
+    wf_status st = wf__cpu_alloc_elementwise_output(out, inputs, 1);
+    if (st != WF_OK)
+        return st;
+    char *data[2] = {wf__array_data_ptr(out), wf__array_data_ptr(inputs[0])};
+    const size_t sizes[2] = {wf_dtype_size(out->dtype), sizeof(wf_cpu_c64)};
+    const int64_t *strides[2] = {out->strides, inputs[0]->strides};
+    wf_cpu_iter it;
+    wf__cpu_iter_init_output_order(&it, out, 2, data, sizes, strides);
+    it.out_write_only = true;
+    wf__cpu_iter_run_parallel(&it, loop, NULL, WF_CPU_CHUNK_CHEAP);
+    return WF_OK;
+}
+
+wf_status wf__cpu_real(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)
+{
+    (void)params;
+    return run_part("real", out, inputs, ninputs, L_real);
+}
+
+wf_status wf__cpu_imag(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)
+{
+    (void)params;
+    return run_part("imag", out, inputs, ninputs, L_imag);
+}
+
+wf_status wf__cpu_conjugate(wf_array *out, wf_array *const *inputs, int ninputs,
+                            const void *params)
+{
+    (void)params;
+    return run_part("conjugate", out, inputs, ninputs, L_conjugate);
+}

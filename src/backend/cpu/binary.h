@@ -122,6 +122,13 @@ void wf__cpu_f32_to_halves(int64_t n, const float *src, uint16_t *dst, int64_t s
                              const void *params);
 WF__CPU_BINARY_KERNELS(WF__CPU_DECLARE_KERNEL)
 
+/* complex: (float32 re, float32 im) -> complex64; real, imag: complex64 ->
+ * float32; conjugate: complex64 -> complex64. */
+WF__CPU_DECLARE_KERNEL(complex)
+WF__CPU_DECLARE_KERNEL(real)
+WF__CPU_DECLARE_KERNEL(imag)
+WF__CPU_DECLARE_KERNEL(conjugate)
+
 /* where: inputs (cond bool, a, b), a and b of the output dtype. */
 WF__CPU_DECLARE_KERNEL(where)
 /* clip: inputs (a, low, high), all of the output dtype; NaN propagates. */

@@ -305,9 +305,30 @@ static const wf_cpu_inner_fn int_loops[INT_OP_COUNT][WF_DTYPE_COUNT] = {
                     [WF_DTYPE_I64] = sq_i64_loop},
 };
 
+/* complex64: |z| as hypotf (no overflow of the squares), -z part by part. */
+static void abs_c64(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx)
+{
+    (void)ctx;
+    float *y = (float *)ptrs[0];
+    const wf_cpu_c64 *x = (const wf_cpu_c64 *)ptrs[1];
+    for (int64_t i = 0; i < n; i++)
+        y[i * strides[0]] = hypotf(x[i * strides[1]].re, x[i * strides[1]].im);
+}
+static void neg_c64(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx)
+{
+    (void)ctx;
+    wf_cpu_c64 *y = (wf_cpu_c64 *)ptrs[0];
+    const wf_cpu_c64 *x = (const wf_cpu_c64 *)ptrs[1];
+    for (int64_t i = 0; i < n; i++)
+        y[i * strides[0]] = (wf_cpu_c64){-x[i * strides[1]].re, -x[i * strides[1]].im};
+}
+
 static wf_status run_numeric(wf_array *out, wf_array *const *inputs, enum int_op iop,
                              const float_op *fop)
 {
+    if (inputs[0]->dtype == WF_DTYPE_C64 && (iop == INT_ABS || iop == INT_NEG))
+        return run_walk(out, inputs[0], iop == INT_ABS ? abs_c64 : neg_c64, NULL,
+                        WF_CPU_CHUNK_CHEAP);
     const wf_dtype dtype = out->dtype;
     if (wf__dtype_is_float(dtype))
         return run_float(out, inputs, fop);
