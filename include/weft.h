@@ -93,9 +93,10 @@ typedef enum wf_dtype {
     WF_DTYPE_U64,
     /* Two float32 (real, imaginary), 8 bytes. Supported so far: creation,
      * astype, data movement (shape ops, indexing, where, wf_view), add,
-     * subtract, multiply, divide, negative, abs (float32), equal, not_equal,
-     * isnan/isinf/isfinite, sum, mean, wf_real/wf_imag/wf_conjugate; other
-     * ops give WF_ERR_DTYPE naming complex64. */
+     * subtract, multiply, divide, negative, abs (float32), exp, log, sqrt,
+     * sin, cos, tanh, equal, not_equal, isnan/isinf/isfinite, sum, mean,
+     * wf_real/wf_imag/wf_conjugate; other ops give WF_ERR_DTYPE naming
+     * complex64. */
     WF_DTYPE_C64,
     WF_DTYPE_COUNT
 } wf_dtype;

@@ -378,9 +378,9 @@ wf_array *wf__op_clip(wf_array *a, wf_array *low, wf_array *high)
 
 wf_array *wf__op_exp(wf_array *a)
 {
-    if (!wf__array_check(a, "wf_exp", "a") || wf__reject_complex("wf_exp", a->dtype) != WF_OK)
+    if (!wf__array_check(a, "wf_exp", "a"))
         return NULL;
-    if (wf__dtype_is_float(a->dtype))
+    if (wf__dtype_is_inexact(a->dtype))
         return wf__node_new(&wf__prim_exp, NULL, &a, 1);
     wf_array *x = wf__op_astype(a, WF_DTYPE_F32);
     if (!x)

@@ -38,6 +38,15 @@ static wf_array *float_op(const char *op, const wf_prim_def *prim, wf_array *a)
     return out;
 }
 
+/* The same for the functions with a complex64 kernel too (exp, log, sqrt,
+ * sin, cos, tanh: C99's cexpf ... on each element). */
+static wf_array *float_or_complex_op(const char *op, const wf_prim_def *prim, wf_array *a)
+{
+    if (a && wf__array_check(a, op, "a") && a->dtype == WF_DTYPE_C64)
+        return wf__node_new(prim, NULL, &a, 1);
+    return float_op(op, prim, a);
+}
+
 /* Ops on every dtype (the primitive decides the output dtype). */
 static wf_array *plain_op(const char *op, const wf_prim_def *prim, wf_array *a)
 {
@@ -82,17 +91,23 @@ wf_array *wf__op_square(wf_array *a) { return plain_op("wf_square", &wf__prim_sq
 #define FLOAT_OP(name)                                                                      \
     wf_array *wf__op_##name(wf_array *a) { return float_op("wf_" #name, &wf__prim_##name, a); } \
     wf_array *wf_##name(wf_array *a) { return wf__array_publish(wf__op_##name(a)); }
+#define FLOAT_COMPLEX_OP(name)                                                              \
+    wf_array *wf__op_##name(wf_array *a)                                                    \
+    {                                                                                       \
+        return float_or_complex_op("wf_" #name, &wf__prim_##name, a);                       \
+    }                                                                                       \
+    wf_array *wf_##name(wf_array *a) { return wf__array_publish(wf__op_##name(a)); }
 FLOAT_OP(expm1)
-FLOAT_OP(log)
+FLOAT_COMPLEX_OP(log)
 FLOAT_OP(log1p)
 FLOAT_OP(log2)
-FLOAT_OP(sqrt)
+FLOAT_COMPLEX_OP(sqrt)
 FLOAT_OP(rsqrt)
 FLOAT_OP(reciprocal)
-FLOAT_OP(sin)
-FLOAT_OP(cos)
+FLOAT_COMPLEX_OP(sin)
+FLOAT_COMPLEX_OP(cos)
 FLOAT_OP(tan)
-FLOAT_OP(tanh)
+FLOAT_COMPLEX_OP(tanh)
 FLOAT_OP(sinh)
 FLOAT_OP(cosh)
 FLOAT_OP(arcsin)

@@ -200,8 +200,8 @@ static wf_status infer_exp(const void *params, const wf_desc *inputs, int ninput
     wf_status st = expect_inputs("exp", ninputs, 1);
     if (st != WF_OK)
         return st;
-    if (!wf__dtype_is_float(inputs[0].dtype))
-        return wf__error(WF_ERR_DTYPE, "exp: input dtype %s is not a float type",
+    if (!wf__dtype_is_inexact(inputs[0].dtype))
+        return wf__error(WF_ERR_DTYPE, "exp: input dtype %s is not a float or complex type",
                          wf_dtype_name(inputs[0].dtype));
     out->dtype = inputs[0].dtype;
     same_shape(&inputs[0], out);

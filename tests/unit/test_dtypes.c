@@ -805,11 +805,12 @@ static void test_complex_rejected(void)
     wf_scope_begin();
     wf_array *z = wf_zeros((int64_t[]){2, 2}, 2, WF_DTYPE_C64);
     /* what MLX rejects for complex (ordering, rounding) and what weft does
-     * not have yet (transcendental functions, products, matmul) */
+     * not have yet (the other transcendental functions, products, matmul) */
     check_dtype_error(wf_less(z, z), "complex64");
     check_dtype_error(wf_maximum(z, z), "complex64");
-    check_dtype_error(wf_exp(z), "complex64");
-    check_dtype_error(wf_sqrt(z), "complex64");
+    check_dtype_error(wf_log1p(z), "complex64");
+    check_dtype_error(wf_arcsin(z), "complex64");
+    check_dtype_error(wf_matmul(z, z), "complex64");
     check_dtype_error(wf_floor(z), "complex64");
     check_dtype_error(wf_sign(z), "complex64");
     check_dtype_error(wf_prod(z, NULL, 0, false), "complex64");
@@ -951,6 +952,57 @@ static void test_complex_arithmetic(void)
     wf_scope_end();
 }
 
+/* exp, log, sqrt, sin, cos, tanh of complex64 against the formulas in
+ * double (exp(x + iy) = e^x (cos y + i sin y), ...), principal branches. */
+static void test_complex_functions(void)
+{
+    wf_scope_begin();
+    enum { N = 6 };
+    const float z[2 * N] = {0.5f, 1.0f, -1.5f, 0.25f, 2.0f, -3.0f, 0.0f, 0.0f, -4.0f, 0.0f,
+                            1e-3f, 2.5f};
+    wf_array *x = carr(z, N);
+    float got[2 * N];
+    for (int f = 0; f < 6; f++) {
+        wf_array *r = f == 0 ? wf_exp(x) : f == 1 ? wf_log(x) : f == 2 ? wf_sqrt(x)
+                      : f == 3 ? wf_sin(x) : f == 4 ? wf_cos(x) : wf_tanh(x);
+        if (!read_c64(r, got, N))
+            continue;
+        for (int i = 0; i < N; i++) {
+            const double a = z[2 * i], b = z[2 * i + 1];
+            double wr = 0, wi = 0;
+            if (f == 0) {
+                wr = exp(a) * cos(b);
+                wi = exp(a) * sin(b);
+            } else if (f == 1) {
+                wr = log(hypot(a, b));
+                wi = atan2(b, a);
+            } else if (f == 2) { /* principal root: re >= 0, im with b's sign */
+                const double m = hypot(a, b);
+                wr = sqrt((m + a) / 2);
+                wi = copysign(sqrt((m - a) / 2), b);
+            } else if (f == 3) {
+                wr = sin(a) * cosh(b);
+                wi = cos(a) * sinh(b);
+            } else if (f == 4) {
+                wr = cos(a) * cosh(b);
+                wi = -sin(a) * sinh(b);
+            } else {
+                const double d = cosh(2 * a) + cos(2 * b);
+                wr = sinh(2 * a) / d;
+                wi = sin(2 * b) / d;
+            }
+            if (f == 1 && a == 0 && b == 0) { /* log 0 = -inf */
+                CHECK(isinf(got[2 * i]) && got[2 * i] < 0);
+                continue;
+            }
+            const double tol = 4e-6 * (fabs(wr) + fabs(wi) + 1e-30);
+            if (!CHECK_NEAR(got[2 * i], wr, tol) || !CHECK_NEAR(got[2 * i + 1], wi, tol))
+                printf("      function %d of (%g, %g)\n", f, a, b);
+        }
+    }
+    wf_scope_end();
+}
+
 /* d/dz of real(z * conj(z)) = |z|^2 with MLX's convention (cotangents not
  * conjugated): 2 conj(z). And of real(w * z) with respect to the real and
  * imaginary parts building z = complex(re, im). */
@@ -1037,6 +1089,7 @@ int main(void)
     RUN_TEST(test_view);
     RUN_TEST(test_vmap_and_compile);
     RUN_TEST(test_complex_arithmetic);
+    RUN_TEST(test_complex_functions);
     RUN_TEST(test_complex_gradients);
     /* The kernels (conversions and reductions have one copy per variant)
      * under every instruction-set variant this CPU runs, then the default. */

@@ -8,6 +8,7 @@
  * trigonometry and erf/erfinv (libm, scalar). Integer kernels (negative,
  * abs, sign, square) wrap around like the binary ops; predicates give
  * bool. */
+#include <complex.h>
 #include <math.h>
 #include <string.h>
 
@@ -200,6 +201,26 @@ static wf_status run_float(wf_array *out, wf_array *const *inputs, const float_o
     return run_walk(out, inputs[0], float_inner, &ctx, op->chunk);
 }
 
+/* complex64 through C99's complex functions, element by element (their
+ * branch cuts and special values are C's, as NumPy's). */
+typedef float _Complex (*complex_fn)(float _Complex);
+
+static void complex_inner(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx)
+{
+    const complex_fn f = *(const complex_fn *)ctx;
+    for (int64_t i = 0; i < n; i++) {
+        float _Complex z, w;
+        memcpy(&z, ptrs[1] + i * strides[1] * 8, sizeof z); /* the same layout: re, im */
+        w = f(z);
+        memcpy(ptrs[0] + i * strides[0] * 8, &w, sizeof w);
+    }
+}
+
+static wf_status run_complex(wf_array *out, wf_array *const *inputs, const complex_fn *fn)
+{
+    return run_walk(out, inputs[0], complex_inner, fn, WF_CPU_CHUNK_COSTLY);
+}
+
 static void exp_f32_block(int64_t n, const float *restrict x, float *restrict y)
 {
     wf__vm_exp_f32(n, x, y);
@@ -210,6 +231,9 @@ wf_status wf__cpu_exp(wf_array *out, wf_array *const *inputs, int ninputs, const
     (void)ninputs;
     (void)params;
     static const float_op op = {exp_f32_block, wf__cpu_exp_f64, WF_CPU_CHUNK_COSTLY};
+    static const complex_fn cexp_fn = cexpf;
+    if (inputs[0]->dtype == WF_DTYPE_C64)
+        return run_complex(out, inputs, &cexp_fn);
     return run_float(out, inputs, &op);
 }
 
@@ -418,6 +442,20 @@ static wf_status run_pred(wf_array *out, wf_array *const *inputs, enum pred_op o
         return run_float(out, inputs, &op);                                                 \
     }
 
+/* A float function with a complex64 kernel CFN too. */
+#define FLOAT_COMPLEX_KERNEL(NAME, F32, F64, CHUNK, CFN)                                    \
+    wf_status wf__cpu_##NAME(wf_array *out, wf_array *const *inputs, int ninputs,           \
+                             const void *params)                                            \
+    {                                                                                       \
+        (void)ninputs;                                                                      \
+        (void)params;                                                                       \
+        static const float_op op = {F32, F64, CHUNK};                                       \
+        static const complex_fn cfn = CFN;                                                  \
+        if (inputs[0]->dtype == WF_DTYPE_C64)                                               \
+            return run_complex(out, inputs, &cfn);                                          \
+        return run_float(out, inputs, &op);                                                 \
+    }
+
 #define NUMERIC_KERNEL(NAME, IOP, F32, F64)                                                 \
     wf_status wf__cpu_##NAME(wf_array *out, wf_array *const *inputs, int ninputs,           \
                              const void *params)                                            \
@@ -444,16 +482,16 @@ NUMERIC_KERNEL(abs, INT_ABS, abs_f32, abs_f64)
 NUMERIC_KERNEL(sign, INT_SIGN, sign_f32_loop, sign_f64_loop)
 NUMERIC_KERNEL(square, INT_SQUARE, square_f32, square_f64)
 FLOAT_KERNEL(expm1, wf__vm_expm1_f32, wf__vm_expm1_f64, COSTLY)
-FLOAT_KERNEL(log, wf__vm_log_f32, wf__vm_log_f64, COSTLY)
+FLOAT_COMPLEX_KERNEL(log, wf__vm_log_f32, wf__vm_log_f64, COSTLY, clogf)
 FLOAT_KERNEL(log1p, wf__vm_log1p_f32, wf__vm_log1p_f64, COSTLY)
 FLOAT_KERNEL(log2, wf__vm_log2_f32, wf__vm_log2_f64, COSTLY)
-FLOAT_KERNEL(sqrt, sqrt_f32, sqrt_f64, CHEAP)
+FLOAT_COMPLEX_KERNEL(sqrt, sqrt_f32, sqrt_f64, CHEAP, csqrtf)
 FLOAT_KERNEL(rsqrt, rsqrt_f32, rsqrt_f64, CHEAP)
 FLOAT_KERNEL(reciprocal, reciprocal_f32, reciprocal_f64, CHEAP)
-FLOAT_KERNEL(sin, wf__vm_sin_f32, wf__vm_sin_f64, COSTLY)
-FLOAT_KERNEL(cos, wf__vm_cos_f32, wf__vm_cos_f64, COSTLY)
+FLOAT_COMPLEX_KERNEL(sin, wf__vm_sin_f32, wf__vm_sin_f64, COSTLY, csinf)
+FLOAT_COMPLEX_KERNEL(cos, wf__vm_cos_f32, wf__vm_cos_f64, COSTLY, ccosf)
 FLOAT_KERNEL(tan, wf__vm_tan_f32, wf__vm_tan_f64, COSTLY)
-FLOAT_KERNEL(tanh, wf__vm_tanh_f32, wf__vm_tanh_f64, COSTLY)
+FLOAT_COMPLEX_KERNEL(tanh, wf__vm_tanh_f32, wf__vm_tanh_f64, COSTLY, ctanhf)
 FLOAT_KERNEL(sinh, wf__vm_sinh_f32, wf__vm_sinh_f64, COSTLY)
 FLOAT_KERNEL(cosh, wf__vm_cosh_f32, wf__vm_cosh_f64, COSTLY)
 FLOAT_KERNEL(arcsin, wf__vm_arcsin_f32, wf__vm_arcsin_f64, COSTLY)
