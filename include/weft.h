@@ -85,16 +85,34 @@ typedef enum wf_dtype {
     WF_DTYPE_BF16,
     WF_DTYPE_F32,
     WF_DTYPE_F64,
+    /* Appended later; the values above keep their numbers. */
+    WF_DTYPE_I8,
+    WF_DTYPE_I16,
+    WF_DTYPE_U16,
+    WF_DTYPE_U32,
+    WF_DTYPE_U64,
+    /* Two float32 (real, imaginary), 8 bytes. Supported so far: creation,
+     * astype, data movement (shape ops, indexing, where, wf_view), add,
+     * subtract, multiply, divide, negative, abs (float32), exp, log, sqrt,
+     * sin, cos, tanh, equal, not_equal, isnan/isinf/isfinite, sum, mean,
+     * wf_real/wf_imag/wf_conjugate; other ops give WF_ERR_DTYPE naming
+     * complex64. */
+    WF_DTYPE_C64,
     WF_DTYPE_COUNT
 } wf_dtype;
 
 /* Bytes per element; 0 for an invalid dtype. */
 size_t wf_dtype_size(wf_dtype dtype);
-/* Static name ("float32"); "invalid" for an invalid dtype. */
+/* Static name ("float32", "int8", "complex64"); "invalid" for an invalid
+ * dtype. */
 const char *wf_dtype_name(wf_dtype dtype);
-/* The dtype two operands promote to (NumPy/MLX rules: bool < u8 < i32 < i64 <
- * floats; an integer with f16/bf16 gives that float type; f16 with bf16 gives
- * f32). Returns WF_DTYPE_COUNT for an invalid input. */
+/* The dtype two operands promote to, MLX's table (JAX's lattice): unsigned
+ * with unsigned or signed with signed gives the wider; unsigned with a wider
+ * signed gives the signed, with a signed of its size or smaller the next
+ * wider signed (u8 + i8 = i16, u32 + i32 = i64), and u64 with any signed
+ * integer gives float32; any integer with a float gives the float; f16 with
+ * bf16 gives f32; anything with c64 gives c64 (float64 included, as MLX
+ * has no complex128). Returns WF_DTYPE_COUNT for an invalid input. */
 wf_dtype wf_promote_types(wf_dtype a, wf_dtype b);
 
 /* ---------------------------------------------------------------- arrays */
@@ -301,7 +319,8 @@ wf_array *wf_random_uniform(const int64_t *shape, int ndim, wf_dtype dtype, doub
 /* Bool samples, true with probability `p` (broadcast to `shape`; shape NULL
  * with ndim 0 takes p's shape). */
 wf_array *wf_random_bernoulli(wf_array *p, const int64_t *shape, int ndim, const wf_key *key);
-/* Integers uniform in [low, high) of an integer dtype. */
+/* Integers uniform in [low, high) of any integer dtype (the range must fit
+ * the dtype; uint64 draws below 2^63, as the bounds are int64). */
 wf_array *wf_random_randint(int64_t low, int64_t high, const int64_t *shape, int ndim,
                             wf_dtype dtype, const wf_key *key);
 /* Int32 indices sampled along `axis` from unnormalized log-probabilities;
@@ -422,6 +441,30 @@ wf_array *wf_logical_or(wf_array *a, wf_array *b);
 wf_array *wf_logaddexp(wf_array *a, wf_array *b);
 /* Angle of the point (b, a), in (-pi, pi]. */
 wf_array *wf_arctan2(wf_array *a, wf_array *b);
+/* re + i im as complex64 (both converted to float32, broadcast together;
+ * complex inputs: WF_ERR_DTYPE). */
+wf_array *wf_complex(wf_array *re, wf_array *im);
+/* The real part (float32) of a complex64; a real array itself. */
+wf_array *wf_real(wf_array *a);
+/* The imaginary part (float32) of a complex64; zeros like a real array. */
+wf_array *wf_imag(wf_array *a);
+/* re - i im of a complex64; a real array itself. */
+wf_array *wf_conjugate(wf_array *a);
+/* Bitwise and / or / xor of bool or integer inputs (promoted; a float
+ * promotion, as uint64 with a signed type, is WF_ERR_DTYPE). */
+wf_array *wf_bitwise_and(wf_array *a, wf_array *b);
+/* a | b. */
+wf_array *wf_bitwise_or(wf_array *a, wf_array *b);
+/* a ^ b. */
+wf_array *wf_bitwise_xor(wf_array *a, wf_array *b);
+/* ~a of a bool (logical not) or integer input. */
+wf_array *wf_bitwise_invert(wf_array *a);
+/* a << b, wrapping; a shift by the width or more (or a negative one) gives 0
+ * (NumPy). Bool: a. */
+wf_array *wf_left_shift(wf_array *a, wf_array *b);
+/* a >> b, arithmetic for signed types; by the width or more (or negative):
+ * 0, or -1 for a negative a (NumPy). Bool: a and not b. */
+wf_array *wf_right_shift(wf_array *a, wf_array *b);
 /* cond ? a : b element-wise (cond is converted to bool). */
 wf_array *wf_where(wf_array *cond, wf_array *a, wf_array *b);
 /* Clamps to [low, high]; either bound may be NULL (not both), meaning no
@@ -431,11 +474,13 @@ wf_array *wf_clip(wf_array *a, wf_array *low, wf_array *high);
 /* ---- reductions over `axes` (negative allowed, no repeats; NULL with
  * naxes 0: every axis), keeping reduced axes as size 1 if `keepdims` */
 
-/* bool and u8 sum to int32; f16/bf16 accumulate in float32. */
+/* MLX's dtypes: bool and signed integers of up to 4 bytes sum to int32,
+ * unsigned ones of up to 4 bytes to uint32 (wrapping), int64 / uint64 keep
+ * their type; f16/bf16 accumulate in float32. complex64: WF_ERR_DTYPE. */
 wf_array *wf_sum(wf_array *a, const int *axes, int naxes, bool keepdims);
 /* Mean (integers give float32). */
 wf_array *wf_mean(wf_array *a, const int *axes, int naxes, bool keepdims);
-/* Product (bool and u8 give int32). */
+/* Product, in wf_sum's dtypes (u8, u16, u32 give uint32). */
 wf_array *wf_prod(wf_array *a, const int *axes, int naxes, bool keepdims);
 /* Maximum (NaN propagates; a zero-size reduction is WF_ERR_SHAPE). */
 wf_array *wf_max(wf_array *a, const int *axes, int naxes, bool keepdims);
@@ -452,14 +497,19 @@ wf_array *wf_logsumexp(wf_array *a, const int *axes, int naxes, bool keepdims);
 wf_array *wf_var(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof);
 /* sqrt(wf_var). */
 wf_array *wf_std(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof);
-/* Int32 index of the first maximum along `axis`. */
+/* Index of the first maximum along `axis`, as a uint32 array (MLX). The
+ * axis may hold at most 2^31 elements, so every index is below 2^31 and its
+ * bits read as int32_t give the same value: code written when this returned
+ * int32 keeps working if it reads the data as int32_t (a check of the dtype
+ * must accept WF_DTYPE_U32). */
 wf_array *wf_argmax(wf_array *a, int axis, bool keepdims);
-/* Int32 index of the first minimum along `axis`. */
+/* Index of the first minimum along `axis` (uint32, as wf_argmax). */
 wf_array *wf_argmin(wf_array *a, int axis, bool keepdims);
 /* exp(a) / sum(exp(a)) over `axes`, computed stably; same shape as `a`. */
 wf_array *wf_softmax(wf_array *a, const int *axes, int naxes);
 /* Running sum along `axis`; `reverse` runs from the end, `inclusive` false
- * shifts by one (starting at 0; at 1 for wf_cumprod). */
+ * shifts by one (starting at 0; at 1 for wf_cumprod). The input's dtype
+ * (integers wrap), except that bool gives int32 (MLX). */
 wf_array *wf_cumsum(wf_array *a, int axis, bool reverse, bool inclusive);
 /* Running product along `axis`, as wf_cumsum. */
 wf_array *wf_cumprod(wf_array *a, int axis, bool reverse, bool inclusive);
@@ -514,6 +564,15 @@ wf_array *wf_triu(wf_array *a, int64_t k);
 wf_array *wf_repeat(wf_array *a, int64_t repeats, int axis);
 /* Tiles `a` reps[i] times along each axis (NumPy tile rules). */
 wf_array *wf_tile(wf_array *a, const int64_t *reps, int nreps);
+/* The bits of `a` read as `dtype` (MLX's view, NumPy's ndarray.view): the
+ * same shape for a dtype of the same size; for a smaller one the last axis
+ * grows by the size ratio, for a larger one it shrinks (its byte count must
+ * be a multiple of the new size: WF_ERR_SHAPE otherwise; a 0-d array only
+ * to a dtype of its size). Little-endian bytes. A view of a's memory when
+ * its layout allows, else a copy. Transforms treat it as having no
+ * gradient. A bool view of other bytes may hold values other than 0 and 1;
+ * weft's ops read any non-zero byte as true. */
+wf_array *wf_view(wf_array *a, wf_dtype dtype);
 
 /* ---- indexing: indices are integer arrays; out-of-range indices make the
  * evaluation fail with WF_ERR_INVALID_ARGUMENT (negative ones count from

@@ -47,8 +47,8 @@ long wf_nn_params_find(const wf_nn_params *params, const char *name);
 wf_status wf_nn_params_set(wf_nn_params *params, size_t i, wf_array *value);
 
 /* Writes every entry to `path` in the safetensors format (evaluates them).
- * Names are the tensor names; dtypes map to F32, F64, F16, BF16, I32, I64,
- * U8 and BOOL. */
+ * Names are the tensor names; dtypes map to F32, F64, F16, BF16, I8, I16,
+ * I32, I64, U8, U16, U32, U64, BOOL and C64. */
 wf_status wf_nn_save_safetensors(const wf_nn_params *params, const char *path);
 /* Reads a safetensors file into a new list (tensors in file order of their
  * data offsets). NULL + last error: WF_ERR_IO for a missing or short file,

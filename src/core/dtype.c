@@ -1,11 +1,21 @@
 #include "core/dtype.h"
 
+#include "core/error.h"
+
 #include <math.h>
 #include <string.h>
 
-static const size_t dtype_sizes[WF_DTYPE_COUNT] = {1, 1, 4, 8, 2, 2, 4, 8};
+static const size_t dtype_sizes[WF_DTYPE_COUNT] = {
+    [WF_DTYPE_BOOL] = 1, [WF_DTYPE_U8] = 1,  [WF_DTYPE_I32] = 4,  [WF_DTYPE_I64] = 8,
+    [WF_DTYPE_F16] = 2,  [WF_DTYPE_BF16] = 2, [WF_DTYPE_F32] = 4,  [WF_DTYPE_F64] = 8,
+    [WF_DTYPE_I8] = 1,   [WF_DTYPE_I16] = 2,  [WF_DTYPE_U16] = 2,  [WF_DTYPE_U32] = 4,
+    [WF_DTYPE_U64] = 8,  [WF_DTYPE_C64] = 8};
 static const char *const dtype_names[WF_DTYPE_COUNT] = {
-    "bool", "uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64"};
+    [WF_DTYPE_BOOL] = "bool",    [WF_DTYPE_U8] = "uint8",       [WF_DTYPE_I32] = "int32",
+    [WF_DTYPE_I64] = "int64",    [WF_DTYPE_F16] = "float16",    [WF_DTYPE_BF16] = "bfloat16",
+    [WF_DTYPE_F32] = "float32",  [WF_DTYPE_F64] = "float64",    [WF_DTYPE_I8] = "int8",
+    [WF_DTYPE_I16] = "int16",    [WF_DTYPE_U16] = "uint16",     [WF_DTYPE_U32] = "uint32",
+    [WF_DTYPE_U64] = "uint64",   [WF_DTYPE_C64] = "complex64"};
 
 bool wf__dtype_valid(wf_dtype dtype) { return (unsigned)dtype < WF_DTYPE_COUNT; }
 
@@ -15,6 +25,37 @@ bool wf__dtype_is_float(wf_dtype dtype)
            dtype == WF_DTYPE_F64;
 }
 
+bool wf__dtype_is_signed_int(wf_dtype dtype)
+{
+    return dtype == WF_DTYPE_I8 || dtype == WF_DTYPE_I16 || dtype == WF_DTYPE_I32 ||
+           dtype == WF_DTYPE_I64;
+}
+
+bool wf__dtype_is_unsigned_int(wf_dtype dtype)
+{
+    return dtype == WF_DTYPE_U8 || dtype == WF_DTYPE_U16 || dtype == WF_DTYPE_U32 ||
+           dtype == WF_DTYPE_U64;
+}
+
+bool wf__dtype_is_integer(wf_dtype dtype)
+{
+    return wf__dtype_is_signed_int(dtype) || wf__dtype_is_unsigned_int(dtype);
+}
+
+bool wf__dtype_is_complex(wf_dtype dtype) { return dtype == WF_DTYPE_C64; }
+
+bool wf__dtype_is_inexact(wf_dtype dtype)
+{
+    return wf__dtype_is_float(dtype) || wf__dtype_is_complex(dtype);
+}
+
+wf_status wf__reject_complex(const char *op, wf_dtype dtype)
+{
+    if (dtype != WF_DTYPE_C64)
+        return WF_OK;
+    return wf__error(WF_ERR_DTYPE, "%s: complex64 inputs are not supported", op);
+}
+
 size_t wf_dtype_size(wf_dtype dtype) { return wf__dtype_valid(dtype) ? dtype_sizes[dtype] : 0; }
 
 const char *wf_dtype_name(wf_dtype dtype)
@@ -22,21 +63,38 @@ const char *wf_dtype_name(wf_dtype dtype)
     return wf__dtype_valid(dtype) ? dtype_names[dtype] : "invalid";
 }
 
-/* Promotion lattice: bool < u8 < i32 < i64 < f16|bf16 < f32 < f64, with
- * f16 + bf16 = f32 (neither holds the other). */
-static int dtype_rank(wf_dtype d)
+/* The signed integer type of `bytes` bytes (1, 2, 4 or 8). */
+static wf_dtype signed_of_size(size_t bytes)
 {
-    switch (d) {
-    case WF_DTYPE_BOOL: return 0;
-    case WF_DTYPE_U8: return 1;
-    case WF_DTYPE_I32: return 2;
-    case WF_DTYPE_I64: return 3;
-    case WF_DTYPE_F16:
-    case WF_DTYPE_BF16: return 4;
-    case WF_DTYPE_F32: return 5;
-    case WF_DTYPE_F64: return 6;
-    default: return -1;
+    switch (bytes) {
+    case 1: return WF_DTYPE_I8;
+    case 2: return WF_DTYPE_I16;
+    case 4: return WF_DTYPE_I32;
+    default: return WF_DTYPE_I64;
     }
+}
+
+/* Float with float: float64 holds every other; f16 and bf16 hold neither
+ * the other (float32 holds both); float32 holds the halves. */
+static wf_dtype promote_floats(wf_dtype a, wf_dtype b)
+{
+    if (a == WF_DTYPE_F64 || b == WF_DTYPE_F64)
+        return WF_DTYPE_F64;
+    if (a == WF_DTYPE_F32 || b == WF_DTYPE_F32 || a != b)
+        return WF_DTYPE_F32;
+    return a;
+}
+
+/* Unsigned u with signed s: the signed type if it is wider, else the signed
+ * type twice u's size; uint64 has no wider signed type and gives float32
+ * (MLX, after JAX). */
+static wf_dtype promote_mixed_sign(wf_dtype u, wf_dtype s)
+{
+    if (u == WF_DTYPE_U64)
+        return WF_DTYPE_F32;
+    if (wf_dtype_size(s) > wf_dtype_size(u))
+        return s;
+    return signed_of_size(2 * wf_dtype_size(u));
 }
 
 wf_dtype wf_promote_types(wf_dtype a, wf_dtype b)
@@ -45,9 +103,19 @@ wf_dtype wf_promote_types(wf_dtype a, wf_dtype b)
         return WF_DTYPE_COUNT;
     if (a == b)
         return a;
-    if ((a == WF_DTYPE_F16 && b == WF_DTYPE_BF16) || (a == WF_DTYPE_BF16 && b == WF_DTYPE_F16))
-        return WF_DTYPE_F32;
-    return dtype_rank(a) >= dtype_rank(b) ? a : b;
+    if (a == WF_DTYPE_C64 || b == WF_DTYPE_C64)
+        return WF_DTYPE_C64;
+    const bool fa = wf__dtype_is_float(a), fb = wf__dtype_is_float(b);
+    if (fa && fb)
+        return promote_floats(a, b);
+    if (fa || fb)
+        return fa ? a : b;
+    if (a == WF_DTYPE_BOOL || b == WF_DTYPE_BOOL)
+        return a == WF_DTYPE_BOOL ? b : a;
+    const bool ua = wf__dtype_is_unsigned_int(a), ub = wf__dtype_is_unsigned_int(b);
+    if (ua == ub)
+        return wf_dtype_size(a) >= wf_dtype_size(b) ? a : b;
+    return ua ? promote_mixed_sign(a, b) : promote_mixed_sign(b, a);
 }
 
 static uint32_t f32_bits(float f)
@@ -125,6 +193,12 @@ double wf__load_as_double(const void *data, wf_dtype dtype, int64_t index)
     case WF_DTYPE_BF16: return wf__bf16_to_f32(((const uint16_t *)data)[index]);
     case WF_DTYPE_F32: return ((const float *)data)[index];
     case WF_DTYPE_F64: return ((const double *)data)[index];
+    case WF_DTYPE_I8: return ((const int8_t *)data)[index];
+    case WF_DTYPE_I16: return ((const int16_t *)data)[index];
+    case WF_DTYPE_U16: return ((const uint16_t *)data)[index];
+    case WF_DTYPE_U32: return ((const uint32_t *)data)[index];
+    case WF_DTYPE_U64: return (double)((const uint64_t *)data)[index];
+    case WF_DTYPE_C64: return ((const float *)data)[2 * index]; /* the real part */
     default: return NAN;
     }
 }
@@ -142,25 +216,54 @@ static int64_t saturate_i64(double v)
     return (int64_t)v;
 }
 
+static int64_t clamp_i64(int64_t v, int64_t low, int64_t high)
+{
+    return v < low ? low : v > high ? high : v;
+}
+
+static uint64_t saturate_u64(double v)
+{
+    if (!(v > 0.0)) /* NaN too */
+        return 0;
+    if (v >= 18446744073709551616.0)
+        return UINT64_MAX;
+    return (uint64_t)v;
+}
+
 void wf__store_from_double(void *data, wf_dtype dtype, int64_t index, double value)
 {
     switch (dtype) {
     case WF_DTYPE_BOOL: ((uint8_t *)data)[index] = value != 0.0; break;
-    case WF_DTYPE_U8: {
-        int64_t v = saturate_i64(value);
-        ((uint8_t *)data)[index] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    case WF_DTYPE_U8:
+        ((uint8_t *)data)[index] = (uint8_t)clamp_i64(saturate_i64(value), 0, UINT8_MAX);
         break;
-    }
-    case WF_DTYPE_I32: {
-        int64_t v = saturate_i64(value);
-        ((int32_t *)data)[index] = (int32_t)(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v);
+    case WF_DTYPE_I32:
+        ((int32_t *)data)[index] =
+            (int32_t)clamp_i64(saturate_i64(value), INT32_MIN, INT32_MAX);
         break;
-    }
     case WF_DTYPE_I64: ((int64_t *)data)[index] = saturate_i64(value); break;
     case WF_DTYPE_F16: ((uint16_t *)data)[index] = wf__f64_to_f16(value); break;
     case WF_DTYPE_BF16: ((uint16_t *)data)[index] = wf__f64_to_bf16(value); break;
     case WF_DTYPE_F32: ((float *)data)[index] = (float)value; break;
     case WF_DTYPE_F64: ((double *)data)[index] = value; break;
+    case WF_DTYPE_I8:
+        ((int8_t *)data)[index] = (int8_t)clamp_i64(saturate_i64(value), INT8_MIN, INT8_MAX);
+        break;
+    case WF_DTYPE_I16:
+        ((int16_t *)data)[index] =
+            (int16_t)clamp_i64(saturate_i64(value), INT16_MIN, INT16_MAX);
+        break;
+    case WF_DTYPE_U16:
+        ((uint16_t *)data)[index] = (uint16_t)clamp_i64(saturate_i64(value), 0, UINT16_MAX);
+        break;
+    case WF_DTYPE_U32:
+        ((uint32_t *)data)[index] = (uint32_t)clamp_i64(saturate_i64(value), 0, UINT32_MAX);
+        break;
+    case WF_DTYPE_U64: ((uint64_t *)data)[index] = saturate_u64(value); break;
+    case WF_DTYPE_C64:
+        ((float *)data)[2 * index] = (float)value;
+        ((float *)data)[2 * index + 1] = 0.0f;
+        break;
     default: break;
     }
 }

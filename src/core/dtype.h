@@ -11,6 +11,14 @@
 
 bool wf__dtype_valid(wf_dtype dtype);
 bool wf__dtype_is_float(wf_dtype dtype); /* f16, bf16, f32, f64 */
+bool wf__dtype_is_signed_int(wf_dtype dtype);   /* i8, i16, i32, i64 */
+bool wf__dtype_is_unsigned_int(wf_dtype dtype); /* u8, u16, u32, u64 */
+bool wf__dtype_is_integer(wf_dtype dtype);      /* either of the above (not bool) */
+bool wf__dtype_is_complex(wf_dtype dtype);      /* c64 */
+bool wf__dtype_is_inexact(wf_dtype dtype);      /* a float or complex64: differentiable */
+/* WF_ERR_DTYPE with a message naming `op` for complex64, else WF_OK: for the
+ * ops that have no complex kernels (or that MLX rejects for complex). */
+wf_status wf__reject_complex(const char *op, wf_dtype dtype);
 
 /* IEEE binary16 and bfloat16 <-> float, round to nearest even, NaN kept. */
 float wf__f16_to_f32(uint16_t h);
@@ -72,10 +80,24 @@ static inline float wf__i64_to_f32_round_odd(int64_t v)
     return out;
 }
 
-/* Reads element `index` of a contiguous array of `dtype` as double. */
+/* v (unsigned) rounded to float32 to odd: below 2^63 as the int64 above;
+ * from 2^63 on, v / 2 with the dropped bit kept sticky (it lies far below
+ * float32's last bit, so it still marks the value inexact) rounded to odd
+ * and doubled (exact). Branch-free. */
+static inline float wf__u64_to_f32_round_odd(uint64_t v)
+{
+    const bool high = v >> 63;
+    const uint64_t halved = (v >> 1) | (v & 1u);
+    const float f = wf__i64_to_f32_round_odd((int64_t)(high ? halved : v));
+    return high ? f * 2.0f : f;
+}
+
+/* Reads element `index` of a contiguous array of `dtype` as double (a
+ * complex64's real part). */
 double wf__load_as_double(const void *data, wf_dtype dtype, int64_t index);
 /* Writes `value` converted to `dtype` (C conversion; floats to ints truncate,
- * bool is value != 0; f16/bf16 rounded once) at element `index`. */
+ * bool is value != 0; f16/bf16 rounded once; a complex64 gets value + 0i) at
+ * element `index`. */
 void wf__store_from_double(void *data, wf_dtype dtype, int64_t index, double value);
 
 #endif

@@ -18,7 +18,9 @@ static const struct {
 } dtype_names[] = {
     {WF_DTYPE_F32, "F32"}, {WF_DTYPE_F64, "F64"}, {WF_DTYPE_F16, "F16"},
     {WF_DTYPE_BF16, "BF16"}, {WF_DTYPE_I32, "I32"}, {WF_DTYPE_I64, "I64"},
-    {WF_DTYPE_U8, "U8"}, {WF_DTYPE_BOOL, "BOOL"},
+    {WF_DTYPE_U8, "U8"}, {WF_DTYPE_BOOL, "BOOL"}, {WF_DTYPE_I8, "I8"},
+    {WF_DTYPE_I16, "I16"}, {WF_DTYPE_U16, "U16"}, {WF_DTYPE_U32, "U32"},
+    {WF_DTYPE_U64, "U64"}, {WF_DTYPE_C64, "C64"},
 };
 
 static const char *dtype_to_name(wf_dtype d)

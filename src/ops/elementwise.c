@@ -93,8 +93,9 @@ static wf_array *nary_op(const char *op, const wf_prim_def *prim, wf_array *cons
 enum compute_rule {
     RULE_PROMOTE,         /* the promoted dtype */
     RULE_PROMOTE_NO_BOOL, /* the promoted dtype; bool is an error */
-    RULE_FLOAT,           /* the promoted dtype if a float type, else float32 */
-    RULE_BOOL             /* bool (inputs converted: value != 0) */
+    RULE_FLOAT,           /* the promoted dtype if a float (or complex) type, else float32 */
+    RULE_BOOL,            /* bool (inputs converted: value != 0) */
+    RULE_INTEGER          /* the promoted dtype, which must be bool or an integer */
 };
 
 static wf_array *binary_op(const char *op, const wf_prim_def *prim, wf_array *a, wf_array *b,
@@ -115,10 +116,19 @@ static wf_array *binary_op(const char *op, const wf_prim_def *prim, wf_array *a,
         }
         break;
     case RULE_FLOAT:
-        if (!wf__dtype_is_float(dtype))
+        if (!wf__dtype_is_float(dtype) && !wf__dtype_is_complex(dtype))
             dtype = WF_DTYPE_F32;
         break;
     case RULE_BOOL: dtype = WF_DTYPE_BOOL; break;
+    case RULE_INTEGER:
+        if (dtype != WF_DTYPE_BOOL && !wf__dtype_is_integer(dtype)) {
+            wf__error(WF_ERR_DTYPE,
+                      "%s: needs bool or integer inputs, got %s and %s (they promote to %s)",
+                      op, wf_dtype_name(a->dtype), wf_dtype_name(b->dtype),
+                      wf_dtype_name(dtype));
+            return NULL;
+        }
+        break;
     }
     wf_array *in[2] = {a, b};
     const wf_dtype dtypes[2] = {dtype, dtype};
@@ -230,6 +240,104 @@ wf_array *wf__op_arctan2(wf_array *a, wf_array *b)
     return binary_op("wf_arctan2", &wf__prim_arctan2, a, b, RULE_FLOAT);
 }
 
+/* Bitwise ops on bool and integers (promoted; a promotion to a float, as
+ * uint64 with a signed type, is an error). Shifts follow NumPy: by the
+ * width or more, or by a negative amount, they give 0 (-1 for a right shift
+ * of a negative value); signed right shifts are arithmetic. */
+wf_array *wf__op_bitwise_and(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_bitwise_and", &wf__prim_bitwise_and, a, b, RULE_INTEGER);
+}
+
+wf_array *wf__op_bitwise_or(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_bitwise_or", &wf__prim_bitwise_or, a, b, RULE_INTEGER);
+}
+
+wf_array *wf__op_bitwise_xor(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_bitwise_xor", &wf__prim_bitwise_xor, a, b, RULE_INTEGER);
+}
+
+wf_array *wf__op_left_shift(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_left_shift", &wf__prim_left_shift, a, b, RULE_INTEGER);
+}
+
+wf_array *wf__op_right_shift(wf_array *a, wf_array *b)
+{
+    return binary_op("wf_right_shift", &wf__prim_right_shift, a, b, RULE_INTEGER);
+}
+
+/* ~a: a xor all ones (bool: not). An all-ones scalar of a's dtype: -1 for
+ * signed types, the maximum for unsigned ones (uint64's 2^64 - 1 is not a
+ * double, but the conversion saturates to it from 2^64). */
+wf_array *wf__op_bitwise_invert(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_bitwise_invert", "a"))
+        return NULL;
+    const wf_dtype dt = a->dtype;
+    if (dt != WF_DTYPE_BOOL && !wf__dtype_is_integer(dt)) {
+        wf__error(WF_ERR_DTYPE, "wf_bitwise_invert: needs a bool or integer input, got %s",
+                  wf_dtype_name(dt));
+        return NULL;
+    }
+    const double ones = dt == WF_DTYPE_BOOL            ? 1.0
+                        : wf__dtype_is_signed_int(dt) ? -1.0
+                                                       : 18446744073709551616.0;
+    wf_array *mask = wf__op_full(NULL, 0, ones, dt);
+    if (!mask)
+        return NULL;
+    wf_array *out = wf__op_bitwise_xor(a, mask);
+    wf__array_release(mask);
+    return out;
+}
+
+/* ---- complex64 parts */
+
+/* re + i im: both converted to float32 (complex64's parts; as MLX, which
+ * has no complex128), broadcast together. */
+wf_array *wf__op_complex(wf_array *re, wf_array *im)
+{
+    if (!wf__array_check(re, "wf_complex", "re") || !wf__array_check(im, "wf_complex", "im"))
+        return NULL;
+    if (wf__reject_complex("wf_complex", re->dtype) != WF_OK ||
+        wf__reject_complex("wf_complex", im->dtype) != WF_OK)
+        return NULL;
+    wf_array *in[2] = {re, im};
+    const wf_dtype dtypes[2] = {WF_DTYPE_F32, WF_DTYPE_F32};
+    return nary_op("wf_complex", &wf__prim_complex, in, 2, dtypes);
+}
+
+/* A real input is its own real part and conjugate, with a zero imaginary
+ * part of its dtype (as MLX). */
+wf_array *wf__op_real(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_real", "a"))
+        return NULL;
+    if (a->dtype != WF_DTYPE_C64)
+        return wf__same_value(a);
+    return wf__node_new(&wf__prim_real, NULL, &a, 1);
+}
+
+wf_array *wf__op_imag(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_imag", "a"))
+        return NULL;
+    if (a->dtype != WF_DTYPE_C64)
+        return wf__op_zeros_like(a);
+    return wf__node_new(&wf__prim_imag, NULL, &a, 1);
+}
+
+wf_array *wf__op_conjugate(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_conjugate", "a"))
+        return NULL;
+    if (a->dtype != WF_DTYPE_C64)
+        return wf__same_value(a);
+    return wf__node_new(&wf__prim_conjugate, NULL, &a, 1);
+}
+
 /* cond is converted to bool; a and b promote; all three broadcast. */
 wf_array *wf__op_where(wf_array *cond, wf_array *a, wf_array *b)
 {
@@ -261,6 +369,8 @@ wf_array *wf__op_clip(wf_array *a, wf_array *low, wf_array *high)
     if (!low)
         return binary_op("wf_clip", &wf__prim_minimum, a, high, RULE_PROMOTE);
     const wf_dtype dtype = wf_promote_types(wf_promote_types(a->dtype, low->dtype), high->dtype);
+    if (wf__reject_complex("wf_clip", dtype) != WF_OK) /* complex numbers have no order */
+        return NULL;
     wf_array *in[3] = {a, low, high};
     const wf_dtype dtypes[3] = {dtype, dtype, dtype};
     return nary_op("wf_clip", &wf__prim_clip, in, 3, dtypes);
@@ -270,7 +380,7 @@ wf_array *wf__op_exp(wf_array *a)
 {
     if (!wf__array_check(a, "wf_exp", "a"))
         return NULL;
-    if (wf__dtype_is_float(a->dtype))
+    if (wf__dtype_is_inexact(a->dtype))
         return wf__node_new(&wf__prim_exp, NULL, &a, 1);
     wf_array *x = wf__op_astype(a, WF_DTYPE_F32);
     if (!x)
@@ -343,6 +453,41 @@ wf_array *wf_logaddexp(wf_array *a, wf_array *b)
 }
 
 wf_array *wf_arctan2(wf_array *a, wf_array *b) { return wf__array_publish(wf__op_arctan2(a, b)); }
+
+wf_array *wf_bitwise_and(wf_array *a, wf_array *b)
+{
+    return wf__array_publish(wf__op_bitwise_and(a, b));
+}
+
+wf_array *wf_bitwise_or(wf_array *a, wf_array *b)
+{
+    return wf__array_publish(wf__op_bitwise_or(a, b));
+}
+
+wf_array *wf_bitwise_xor(wf_array *a, wf_array *b)
+{
+    return wf__array_publish(wf__op_bitwise_xor(a, b));
+}
+
+wf_array *wf_bitwise_invert(wf_array *a) { return wf__array_publish(wf__op_bitwise_invert(a)); }
+
+wf_array *wf_left_shift(wf_array *a, wf_array *b)
+{
+    return wf__array_publish(wf__op_left_shift(a, b));
+}
+
+wf_array *wf_right_shift(wf_array *a, wf_array *b)
+{
+    return wf__array_publish(wf__op_right_shift(a, b));
+}
+
+wf_array *wf_complex(wf_array *re, wf_array *im)
+{
+    return wf__array_publish(wf__op_complex(re, im));
+}
+wf_array *wf_real(wf_array *a) { return wf__array_publish(wf__op_real(a)); }
+wf_array *wf_imag(wf_array *a) { return wf__array_publish(wf__op_imag(a)); }
+wf_array *wf_conjugate(wf_array *a) { return wf__array_publish(wf__op_conjugate(a)); }
 
 wf_array *wf_where(wf_array *cond, wf_array *a, wf_array *b)
 {

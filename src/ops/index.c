@@ -1,7 +1,12 @@
 /* Indexing ops: wf_take, wf_take_along_axis, wf_scatter_add. Indices are
- * u8, i32 or i64 arrays; out-of-range indices fail at evaluation. */
+ * arrays of any integer dtype: the kernels read u8, i32 and i64, and the
+ * ops convert the others first (int8, int16, uint16 to int32, uint32 and
+ * uint64 to int64; a uint64 from 2^63 on is clamped to 2^63 first, which
+ * wraps to INT64_MIN, out of range for every array). Out-of-range indices
+ * fail at evaluation. */
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "ops/ops.h"
 #include "prim/prims.h"
@@ -16,8 +21,44 @@ static bool check_index_dtype(const char *op, const wf_array *indices)
     return false;
 }
 
-wf_array *wf__op_take(wf_array *a, wf_array *indices, int axis)
+/* The dtype the kernels read `d` as. */
+static wf_dtype kernel_index_dtype(wf_dtype d)
 {
+    if (wf__is_index_dtype(d) || !wf__dtype_is_integer(d))
+        return d;
+    return wf_dtype_size(d) <= 2 ? WF_DTYPE_I32 : WF_DTYPE_I64;
+}
+
+/* Runs `build` with indices the kernels read (converted if needed). */
+static wf_array *with_kernel_indices(const char *op, wf_array *a, wf_array *indices,
+                                     wf_array *updates, int axis,
+                                     wf_array *(*build)(wf_array *, wf_array *, wf_array *, int))
+{
+    if (!wf__array_check(a, op, "a") || !wf__array_check(indices, op, "indices"))
+        return NULL;
+    const wf_dtype kd = kernel_index_dtype(indices->dtype);
+    if (kd == indices->dtype)
+        return build(a, indices, updates, axis);
+    wf_array *clamped = NULL;
+    if (indices->dtype == WF_DTYPE_U64) { /* not to wrap onto a valid negative index */
+        wf_array *limit = wf__op_full(NULL, 0, 9223372036854775808.0, WF_DTYPE_U64);
+        clamped = limit ? wf__op_minimum(indices, limit) : NULL;
+        wf__array_release(limit);
+        if (!clamped)
+            return NULL;
+    }
+    wf_array *ix = wf__op_astype(clamped ? clamped : indices, kd);
+    wf__array_release(clamped);
+    if (!ix)
+        return NULL;
+    wf_array *out = build(a, ix, updates, axis);
+    wf__array_release(ix);
+    return out;
+}
+
+static wf_array *take_node(wf_array *a, wf_array *indices, wf_array *unused, int axis)
+{
+    (void)unused;
     if (!wf__array_check(a, "wf_take", "a") || !wf__array_check(indices, "wf_take", "indices"))
         return NULL;
     wf_axis_params p;
@@ -29,8 +70,9 @@ wf_array *wf__op_take(wf_array *a, wf_array *indices, int axis)
     return wf__node_new(&wf__prim_take, &p, inputs, 2);
 }
 
-wf_array *wf__op_take_along_axis(wf_array *a, wf_array *indices, int axis)
+static wf_array *take_along_node(wf_array *a, wf_array *indices, wf_array *unused, int axis)
 {
+    (void)unused;
     const char *op = "wf_take_along_axis";
     if (!wf__array_check(a, op, "a") || !wf__array_check(indices, op, "indices"))
         return NULL;
@@ -81,7 +123,7 @@ wf_array *wf__op_take_along_axis(wf_array *a, wf_array *indices, int axis)
     return out;
 }
 
-wf_array *wf__op_scatter_add(wf_array *a, wf_array *indices, wf_array *updates, int axis)
+static wf_array *scatter_add_node(wf_array *a, wf_array *indices, wf_array *updates, int axis)
 {
     const char *op = "wf_scatter_add";
     if (!wf__array_check(a, op, "a") || !wf__array_check(indices, op, "indices") ||
@@ -125,6 +167,21 @@ wf_array *wf__op_scatter_add(wf_array *a, wf_array *indices, wf_array *updates, 
     }
     wf__array_release(u);
     return out;
+}
+
+wf_array *wf__op_take(wf_array *a, wf_array *indices, int axis)
+{
+    return with_kernel_indices("wf_take", a, indices, NULL, axis, take_node);
+}
+
+wf_array *wf__op_take_along_axis(wf_array *a, wf_array *indices, int axis)
+{
+    return with_kernel_indices("wf_take_along_axis", a, indices, NULL, axis, take_along_node);
+}
+
+wf_array *wf__op_scatter_add(wf_array *a, wf_array *indices, wf_array *updates, int axis)
+{
+    return with_kernel_indices("wf_scatter_add", a, indices, updates, axis, scatter_add_node);
 }
 
 /* ---------------------------------------------------------------- public entry points

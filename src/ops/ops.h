@@ -53,6 +53,16 @@ wf_array *wf__op_logical_and(wf_array *a, wf_array *b);
 wf_array *wf__op_logical_or(wf_array *a, wf_array *b);
 wf_array *wf__op_logaddexp(wf_array *a, wf_array *b);
 wf_array *wf__op_arctan2(wf_array *a, wf_array *b);
+wf_array *wf__op_complex(wf_array *re, wf_array *im);
+wf_array *wf__op_real(wf_array *a);
+wf_array *wf__op_imag(wf_array *a);
+wf_array *wf__op_conjugate(wf_array *a);
+wf_array *wf__op_bitwise_and(wf_array *a, wf_array *b);
+wf_array *wf__op_bitwise_or(wf_array *a, wf_array *b);
+wf_array *wf__op_bitwise_xor(wf_array *a, wf_array *b);
+wf_array *wf__op_bitwise_invert(wf_array *a);
+wf_array *wf__op_left_shift(wf_array *a, wf_array *b);
+wf_array *wf__op_right_shift(wf_array *a, wf_array *b);
 wf_array *wf__op_where(wf_array *cond, wf_array *a, wf_array *b);
 wf_array *wf__op_clip(wf_array *a, wf_array *low, wf_array *high);
 wf_array *wf__op_exp(wf_array *a);
@@ -129,6 +139,7 @@ wf_array *wf__op_tril(wf_array *a, int64_t k);
 wf_array *wf__op_triu(wf_array *a, int64_t k);
 wf_array *wf__op_repeat(wf_array *a, int64_t repeats, int axis);
 wf_array *wf__op_tile(wf_array *a, const int64_t *reps, int nreps);
+wf_array *wf__op_view(wf_array *a, wf_dtype dtype);
 
 /* index.c */
 wf_array *wf__op_take(wf_array *a, wf_array *indices, int axis);

@@ -382,9 +382,14 @@ wf_array *wf__op_random_randint(int64_t low, int64_t high, const int64_t *shape,
     case WF_DTYPE_U8: min = 0, max = UINT8_MAX; break;
     case WF_DTYPE_I32: min = INT32_MIN, max = INT32_MAX; break;
     case WF_DTYPE_I64: min = INT64_MIN, max = INT64_MAX; break;
+    case WF_DTYPE_I8: min = INT8_MIN, max = INT8_MAX; break;
+    case WF_DTYPE_I16: min = INT16_MIN, max = INT16_MAX; break;
+    case WF_DTYPE_U16: min = 0, max = UINT16_MAX; break;
+    case WF_DTYPE_U32: min = 0, max = UINT32_MAX; break;
+    case WF_DTYPE_U64: min = 0, max = INT64_MAX; break; /* the bounds are int64 */
     default:
         if (wf__dtype_valid(dtype))
-            wf__error(WF_ERR_DTYPE, "%s: dtype %s is not an integer type (u8, i32, i64)", op,
+            wf__error(WF_ERR_DTYPE, "%s: dtype %s is not an integer type", op,
                       wf_dtype_name(dtype));
         else
             wf__error(WF_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dtype);

@@ -36,10 +36,28 @@ static wf_status axes_mask(const char *op, const int *axes, int naxes, int ndim,
     return WF_OK;
 }
 
+/* A reduction of a complex64 as the same reduction of each part (the same
+ * fixed order as a real reduction of that shape). */
+static wf_array *complex_parts_reduce(wf_array *a, const int *axes, int naxes, bool keepdims,
+                                      wf_array *(*reduce)(wf_array *, const int *, int, bool))
+{
+    wf_array *re = wf__op_real(a), *im = wf__op_imag(a);
+    wf_array *sr = re ? reduce(re, axes, naxes, keepdims) : NULL;
+    wf_array *si = im ? reduce(im, axes, naxes, keepdims) : NULL;
+    wf_array *out = sr && si ? wf__op_complex(sr, si) : NULL;
+    wf__array_release(re);
+    wf__array_release(im);
+    wf__array_release(sr);
+    wf__array_release(si);
+    return out;
+}
+
 wf_array *wf__op_sum(wf_array *a, const int *axes, int naxes, bool keepdims)
 {
     if (!wf__array_check(a, "wf_sum", "a"))
         return NULL;
+    if (a->dtype == WF_DTYPE_C64)
+        return complex_parts_reduce(a, axes, naxes, keepdims, wf__op_sum);
     wf_sum_params p;
     memset(&p, 0, sizeof p);
     if (axes_mask("wf_sum", axes, naxes, a->ndim, &p.axes) != WF_OK)
@@ -65,6 +83,8 @@ static wf_array *reduce_op(const char *op, wf_reduce_op rop, wf_array *a, const 
 
 wf_array *wf__op_mean(wf_array *a, const int *axes, int naxes, bool keepdims)
 {
+    if (a && wf__array_check(a, "wf_mean", "a") && a->dtype == WF_DTYPE_C64)
+        return complex_parts_reduce(a, axes, naxes, keepdims, wf__op_mean);
     return reduce_op("wf_mean", WF_REDUCE_MEAN, a, axes, naxes, keepdims, 0);
 }
 

@@ -638,6 +638,19 @@ wf_array *wf__op_repeat(wf_array *a, int64_t repeats, int axis)
     return out;
 }
 
+/* The same dtype is the same value; the primitive checks the shape. */
+wf_array *wf__op_view(wf_array *a, wf_dtype dtype)
+{
+    if (!wf__array_check(a, "wf_view", "a"))
+        return NULL;
+    if (a->dtype == dtype)
+        return wf__same_value(a);
+    wf_astype_params p;
+    memset(&p, 0, sizeof p);
+    p.dtype = dtype;
+    return wf__node_new(&wf__prim_view, &p, &a, 1);
+}
+
 wf_array *wf__op_tile(wf_array *a, const int64_t *reps, int nreps)
 {
     if (!wf__array_check(a, "wf_tile", "a"))
@@ -823,4 +836,9 @@ wf_array *wf_repeat(wf_array *a, int64_t repeats, int axis)
 wf_array *wf_tile(wf_array *a, const int64_t *reps, int nreps)
 {
     return wf__array_publish(wf__op_tile(a, reps, nreps));
+}
+
+wf_array *wf_view(wf_array *a, wf_dtype dtype)
+{
+    return wf__array_publish(wf__op_view(a, dtype));
 }

@@ -26,7 +26,7 @@
 /* Float-valued functions: integer/bool inputs are cast to float32. */
 static wf_array *float_op(const char *op, const wf_prim_def *prim, wf_array *a)
 {
-    if (!wf__array_check(a, op, "a"))
+    if (!wf__array_check(a, op, "a") || wf__reject_complex(op, a->dtype) != WF_OK)
         return NULL;
     if (wf__dtype_is_float(a->dtype))
         return wf__node_new(prim, NULL, &a, 1);
@@ -38,10 +38,19 @@ static wf_array *float_op(const char *op, const wf_prim_def *prim, wf_array *a)
     return out;
 }
 
+/* The same for the functions with a complex64 kernel too (exp, log, sqrt,
+ * sin, cos, tanh: C99's cexpf ... on each element). */
+static wf_array *float_or_complex_op(const char *op, const wf_prim_def *prim, wf_array *a)
+{
+    if (a && wf__array_check(a, op, "a") && a->dtype == WF_DTYPE_C64)
+        return wf__node_new(prim, NULL, &a, 1);
+    return float_op(op, prim, a);
+}
+
 /* Ops on every dtype (the primitive decides the output dtype). */
 static wf_array *plain_op(const char *op, const wf_prim_def *prim, wf_array *a)
 {
-    if (!wf__array_check(a, op, "a"))
+    if (!wf__array_check(a, op, "a") || wf__reject_complex(op, a->dtype) != WF_OK)
         return NULL;
     return wf__node_new(prim, NULL, &a, 1);
 }
@@ -49,7 +58,7 @@ static wf_array *plain_op(const char *op, const wf_prim_def *prim, wf_array *a)
 /* Rounding: integers are already integral. */
 static wf_array *rounding_op(const char *op, const wf_prim_def *prim, wf_array *a)
 {
-    if (!wf__array_check(a, op, "a"))
+    if (!wf__array_check(a, op, "a") || wf__reject_complex(op, a->dtype) != WF_OK)
         return NULL;
     if (!wf__dtype_is_float(a->dtype))
         return wf__same_value(a);
@@ -68,7 +77,13 @@ wf_array *wf__op_negative(wf_array *a)
     return wf__node_new(&wf__prim_negative, NULL, &a, 1);
 }
 
-wf_array *wf__op_abs(wf_array *a) { return plain_op("wf_abs", &wf__prim_abs, a); }
+/* |z| of a complex64 is its float32 magnitude. */
+wf_array *wf__op_abs(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_abs", "a"))
+        return NULL;
+    return wf__node_new(&wf__prim_abs, NULL, &a, 1);
+}
 wf_array *wf__op_sign(wf_array *a) { return plain_op("wf_sign", &wf__prim_sign, a); }
 wf_array *wf__op_square(wf_array *a) { return plain_op("wf_square", &wf__prim_square, a); }
 
@@ -76,17 +91,23 @@ wf_array *wf__op_square(wf_array *a) { return plain_op("wf_square", &wf__prim_sq
 #define FLOAT_OP(name)                                                                      \
     wf_array *wf__op_##name(wf_array *a) { return float_op("wf_" #name, &wf__prim_##name, a); } \
     wf_array *wf_##name(wf_array *a) { return wf__array_publish(wf__op_##name(a)); }
+#define FLOAT_COMPLEX_OP(name)                                                              \
+    wf_array *wf__op_##name(wf_array *a)                                                    \
+    {                                                                                       \
+        return float_or_complex_op("wf_" #name, &wf__prim_##name, a);                       \
+    }                                                                                       \
+    wf_array *wf_##name(wf_array *a) { return wf__array_publish(wf__op_##name(a)); }
 FLOAT_OP(expm1)
-FLOAT_OP(log)
+FLOAT_COMPLEX_OP(log)
 FLOAT_OP(log1p)
 FLOAT_OP(log2)
-FLOAT_OP(sqrt)
+FLOAT_COMPLEX_OP(sqrt)
 FLOAT_OP(rsqrt)
 FLOAT_OP(reciprocal)
-FLOAT_OP(sin)
-FLOAT_OP(cos)
+FLOAT_COMPLEX_OP(sin)
+FLOAT_COMPLEX_OP(cos)
 FLOAT_OP(tan)
-FLOAT_OP(tanh)
+FLOAT_COMPLEX_OP(tanh)
 FLOAT_OP(sinh)
 FLOAT_OP(cosh)
 FLOAT_OP(arcsin)
@@ -104,13 +125,46 @@ wf_array *wf__op_logical_not(wf_array *a)
 {
     return plain_op("wf_logical_not", &wf__prim_logical_not, a);
 }
-wf_array *wf__op_isnan(wf_array *a) { return plain_op("wf_isnan", &wf__prim_isnan, a); }
-wf_array *wf__op_isinf(wf_array *a) { return plain_op("wf_isinf", &wf__prim_isinf, a); }
-wf_array *wf__op_isfinite(wf_array *a) { return plain_op("wf_isfinite", &wf__prim_isfinite, a); }
+/* A predicate of a complex64 from its parts: f(re) OP f(im). */
+static wf_array *complex_predicate(wf_array *a, wf_array *(*f)(wf_array *), bool both)
+{
+    wf_array *re = wf__op_real(a), *im = wf__op_imag(a);
+    wf_array *pr = re ? f(re) : NULL, *pi = im ? f(im) : NULL;
+    wf_array *out = pr && pi ? (both ? wf__op_logical_and(pr, pi) : wf__op_logical_or(pr, pi))
+                             : NULL;
+    wf__array_release(re);
+    wf__array_release(im);
+    wf__array_release(pr);
+    wf__array_release(pi);
+    return out;
+}
 
+/* complex64: NaN or inf if either part is (NumPy), finite if both are. */
+wf_array *wf__op_isnan(wf_array *a)
+{
+    if (a && wf__array_check(a, "wf_isnan", "a") && a->dtype == WF_DTYPE_C64)
+        return complex_predicate(a, wf__op_isnan, false);
+    return plain_op("wf_isnan", &wf__prim_isnan, a);
+}
+wf_array *wf__op_isinf(wf_array *a)
+{
+    if (a && wf__array_check(a, "wf_isinf", "a") && a->dtype == WF_DTYPE_C64)
+        return complex_predicate(a, wf__op_isinf, false);
+    return plain_op("wf_isinf", &wf__prim_isinf, a);
+}
+wf_array *wf__op_isfinite(wf_array *a)
+{
+    if (a && wf__array_check(a, "wf_isfinite", "a") && a->dtype == WF_DTYPE_C64)
+        return complex_predicate(a, wf__op_isfinite, true);
+    return plain_op("wf_isfinite", &wf__prim_isfinite, a);
+}
+
+/* Any dtype, complex64 included (a view). */
 wf_array *wf__op_stop_gradient(wf_array *a)
 {
-    return plain_op("wf_stop_gradient", &wf__prim_stop_gradient, a);
+    if (!wf__array_check(a, "wf_stop_gradient", "a"))
+        return NULL;
+    return wf__node_new(&wf__prim_stop_gradient, NULL, &a, 1);
 }
 
 /* ---------------------------------------------------------------- public entry points

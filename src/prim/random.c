@@ -76,7 +76,7 @@ static wf_status infer_randint(const void *params, const wf_desc *inputs, int ni
     wf_status st = expect(p, WF_RANDOM_RANDINT, op, ninputs, 0);
     if (st != WF_OK)
         return st;
-    if (p->dtype != WF_DTYPE_U8 && p->dtype != WF_DTYPE_I32 && p->dtype != WF_DTYPE_I64)
+    if (!wf__dtype_is_integer(p->dtype))
         return wf__error(WF_ERR_DTYPE, "%s: dtype %s is not an integer type", op,
                          wf_dtype_name(p->dtype));
     if (p->ihigh <= p->ilow)

@@ -6,10 +6,21 @@
 #include "core/error.h"
 #include "prim/prims.h"
 
+/* MLX's: integers of up to 4 bytes sum into 32 bits of their signedness,
+ * 8-byte ones keep their type, bool sums into int32. */
 wf_dtype wf__sum_dtype(wf_dtype in)
 {
-    return (in == WF_DTYPE_BOOL || in == WF_DTYPE_U8) ? WF_DTYPE_I32 : in;
+    if (in == WF_DTYPE_BOOL)
+        return WF_DTYPE_I32;
+    if (wf__dtype_is_signed_int(in))
+        return in == WF_DTYPE_I64 ? WF_DTYPE_I64 : WF_DTYPE_I32;
+    if (wf__dtype_is_unsigned_int(in))
+        return in == WF_DTYPE_U64 ? WF_DTYPE_U64 : WF_DTYPE_U32;
+    return in;
 }
+
+/* cumsum / cumprod keep the dtype (MLX), except that bool gives int32. */
+static wf_dtype scan_dtype(wf_dtype in) { return in == WF_DTYPE_BOOL ? WF_DTYPE_I32 : in; }
 
 static wf_status infer_sum(const void *params, const wf_desc *inputs, int ninputs,
                            wf_out_desc *out)
@@ -18,6 +29,8 @@ static wf_status infer_sum(const void *params, const wf_desc *inputs, int ninput
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "sum: expected 1 input, got %d", ninputs);
     const wf_desc *a = &inputs[0];
+    if (wf__reject_complex("wf_sum", a->dtype) != WF_OK)
+        return wf_last_error();
     if (a->ndim < 64 && (p->axes >> a->ndim) != 0)
         return wf__error(WF_ERR_AXIS, "wf_sum: axis mask 0x%llx out of range for ndim %d",
                          (unsigned long long)p->axes, a->ndim);
@@ -93,6 +106,8 @@ static wf_status infer_reduce(const void *params, const wf_desc *inputs, int nin
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "%s: expected 1 input, got %d", op, ninputs);
     const wf_desc *a = &inputs[0];
+    if (wf__reject_complex(op, a->dtype) != WF_OK)
+        return wf_last_error();
     wf_status st = reduced_shape(op, p->axes, p->keepdims, a, out);
     if (st != WF_OK)
         return st;
@@ -159,6 +174,8 @@ static wf_status infer_arg_reduce(const void *params, const wf_desc *inputs, int
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "%s: expected 1 input, got %d", op, ninputs);
     const wf_desc *a = &inputs[0];
+    if (wf__reject_complex(op, a->dtype) != WF_OK)
+        return wf_last_error();
     if (p->axis < 0 || p->axis >= a->ndim)
         return wf__error(WF_ERR_AXIS, "%s: axis %d out of range for ndim %d", op, p->axis,
                          a->ndim);
@@ -178,12 +195,14 @@ static wf_status infer_arg_reduce(const void *params, const wf_desc *inputs, int
     if (len == 0 && out_size > 0)
         return wf__error(WF_ERR_SHAPE, "%s: zero-size reduction along axis %d of shape %s", op,
                          p->axis, wf__shape_str(a->shape, a->ndim, buf, sizeof buf));
+    /* The result is uint32 (MLX), kept below 2^31 so that its bits are also
+     * the int32 a caller written before the change reads. */
     if (len > (int64_t)INT32_MAX + 1)
         return wf__error(WF_ERR_SHAPE,
                          "%s: axis %d has %lld elements, more than an int32 index holds", op,
                          p->axis, (long long)len);
     out->ndim = n;
-    out->dtype = WF_DTYPE_I32;
+    out->dtype = WF_DTYPE_U32;
     return WF_OK;
 }
 
@@ -212,6 +231,8 @@ static wf_status infer_softmax(const void *params, const wf_desc *inputs, int ni
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "wf_softmax: expected 1 input, got %d", ninputs);
     const wf_desc *a = &inputs[0];
+    if (wf__reject_complex("wf_softmax", a->dtype) != WF_OK)
+        return wf_last_error();
     if (a->ndim < 64 && (p->axes >> a->ndim) != 0)
         return wf__error(WF_ERR_AXIS, "wf_softmax: axis mask 0x%llx out of range for ndim %d",
                          (unsigned long long)p->axes, a->ndim);
@@ -239,12 +260,14 @@ static wf_status infer_scan(const void *params, const wf_desc *inputs, int ninpu
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "%s: expected 1 input, got %d", op, ninputs);
     const wf_desc *a = &inputs[0];
+    if (wf__reject_complex(op, a->dtype) != WF_OK)
+        return wf_last_error();
     if (p->axis < 0 || p->axis >= a->ndim)
         return wf__error(WF_ERR_AXIS, "%s: axis %d out of range for ndim %d", op, p->axis,
                          a->ndim);
     out->ndim = a->ndim;
     wf__shape_copy(out->shape, a->shape, a->ndim);
-    out->dtype = wf__sum_dtype(a->dtype);
+    out->dtype = scan_dtype(a->dtype);
     return WF_OK;
 }
 

@@ -25,6 +25,9 @@ static const wf_prim_def *const all_prims[] = {
     &wf__prim_floor_divide, &wf__prim_remainder, &wf__prim_equal, &wf__prim_not_equal,
     &wf__prim_less, &wf__prim_less_equal, &wf__prim_greater, &wf__prim_greater_equal,
     &wf__prim_logical_and, &wf__prim_logical_or, &wf__prim_logaddexp, &wf__prim_arctan2,
+    &wf__prim_bitwise_and, &wf__prim_bitwise_or, &wf__prim_bitwise_xor, &wf__prim_left_shift,
+    &wf__prim_right_shift, &wf__prim_complex, &wf__prim_real, &wf__prim_imag,
+    &wf__prim_conjugate,
     &wf__prim_where, &wf__prim_clip,
     WF_UNARY_PRIMS(WF_UNARY_LIST_PRIM)
     /* reductions, arg-reductions, softmax, scans */
@@ -34,6 +37,7 @@ static const wf_prim_def *const all_prims[] = {
     /* shape and layout */
     &wf__prim_reshape, &wf__prim_transpose, &wf__prim_broadcast_to, &wf__prim_slice,
     &wf__prim_slice_update, &wf__prim_concatenate, &wf__prim_pad, &wf__prim_tri,
+    &wf__prim_view,
     /* indexing */
     &wf__prim_take, &wf__prim_take_along_axis, &wf__prim_scatter_add,
     /* linear algebra and fused ops */

@@ -2,6 +2,7 @@
  * the copying layout primitives slice_update, concatenate, pad, tri. */
 #include "prim/shape.h"
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "prim/prims.h"
 
@@ -355,5 +356,53 @@ const wf_prim_def wf__prim_tri = {
     .flags = 0,
     .params_size = sizeof(wf_tri_params),
     .infer = infer_tri,
+    .kernels = &(wf_kernel_slots){{0}},
+};
+
+/* ---------------------------------------------------------------- view */
+
+static wf_status infer_view(const void *params, const wf_desc *inputs, int ninputs,
+                            wf_out_desc *out)
+{
+    const wf_astype_params *p = params;
+    if (ninputs != 1)
+        return wf__error(WF_ERR_INTERNAL, "view: expected 1 input, got %d", ninputs);
+    const wf_desc *a = &inputs[0];
+    if (!wf__dtype_valid(p->dtype))
+        return wf__error(WF_ERR_DTYPE, "wf_view: invalid dtype %d", (int)p->dtype);
+    const int64_t from = (int64_t)wf_dtype_size(a->dtype), to = (int64_t)wf_dtype_size(p->dtype);
+    out->dtype = p->dtype;
+    out->ndim = a->ndim;
+    wf__shape_copy(out->shape, a->shape, a->ndim);
+    if (from == to)
+        return WF_OK;
+    char buf[256];
+    if (a->ndim == 0)
+        return wf__error(WF_ERR_SHAPE,
+                         "wf_view: a 0-d %s can only be viewed as a dtype of its size (%lld "
+                         "bytes), not %s",
+                         wf_dtype_name(a->dtype), (long long)from, wf_dtype_name(p->dtype));
+    const int64_t last = a->shape[a->ndim - 1];
+    if (from > to) {
+        out->shape[a->ndim - 1] = last * (from / to);
+        return WF_OK;
+    }
+    if ((last * from) % to != 0)
+        return wf__error(WF_ERR_SHAPE,
+                         "wf_view: the last axis of shape %s holds %lld bytes, not a multiple "
+                         "of %s's %lld",
+                         wf__shape_str(a->shape, a->ndim, buf, sizeof buf),
+                         (long long)(last * from), wf_dtype_name(p->dtype), (long long)to);
+    out->shape[a->ndim - 1] = last * from / to;
+    return WF_OK;
+}
+
+/* A view of the input's buffer when its layout allows, else a copy (the
+ * kernel decides), as reshape. */
+const wf_prim_def wf__prim_view = {
+    .name = "view",
+    .flags = 0,
+    .params_size = sizeof(wf_astype_params),
+    .infer = infer_view,
     .kernels = &(wf_kernel_slots){{0}},
 };

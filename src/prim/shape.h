@@ -55,6 +55,10 @@ extern const wf_prim_def wf__prim_slice_update;
 extern const wf_prim_def wf__prim_concatenate;
 extern const wf_prim_def wf__prim_pad;
 extern const wf_prim_def wf__prim_tri;
+/* The input's bits read as another dtype (params: wf_astype_params): a
+ * narrower one multiplies the last axis by the size ratio, a wider one
+ * divides it (wf_view). */
+extern const wf_prim_def wf__prim_view;
 /* Inputs: (a, indices). */
 extern const wf_prim_def wf__prim_take;
 /* Inputs: (a, indices) broadcast to one shape except on the axis. */
@@ -65,7 +69,8 @@ extern const wf_prim_def wf__prim_scatter_add;
 extern const wf_prim_def wf__prim_linspace;
 extern const wf_prim_def wf__prim_eye;
 
-/* True for the integer dtypes indices may have (u8, i32, i64). */
+/* True for the integer dtypes the index kernels read (u8, i32, i64; the
+ * ops convert indices of the other integer types). */
 static inline bool wf__is_index_dtype(wf_dtype d)
 {
     return d == WF_DTYPE_U8 || d == WF_DTYPE_I32 || d == WF_DTYPE_I64;

@@ -16,7 +16,10 @@
 
 #include "core/array.h"
 
-enum wf_unary_kind { WF_UNARY_FLOAT, WF_UNARY_NUMBER, WF_UNARY_ANY, WF_UNARY_BOOL };
+/* MAGNITUDE: any dtype, complex64 giving float32 (abs). FLOAT_COMPLEX: a
+ * float type or complex64 (exp's siblings log, sqrt, sin, cos, tanh). */
+enum wf_unary_kind { WF_UNARY_FLOAT, WF_UNARY_NUMBER, WF_UNARY_ANY, WF_UNARY_BOOL,
+                     WF_UNARY_MAGNITUDE, WF_UNARY_FLOAT_COMPLEX };
 
 /* X(name, kind, extra flags): every unary primitive but exp (which is in
  * src/prim/elementwise.c). All are WF_PRIM_ELEMENTWISE; all but the view
@@ -26,20 +29,20 @@ enum wf_unary_kind { WF_UNARY_FLOAT, WF_UNARY_NUMBER, WF_UNARY_ANY, WF_UNARY_BOO
 enum { WF_UNARY_IN_PLACE = WF_PRIM_INPLACE | WF_PRIM_INPLACE_ANY_LAYOUT };
 #define WF_UNARY_PRIMS(X)                                                                   \
     X(negative, WF_UNARY_NUMBER, WF_UNARY_IN_PLACE)                                            \
-    X(abs, WF_UNARY_ANY, WF_UNARY_IN_PLACE)                                                    \
+    X(abs, WF_UNARY_MAGNITUDE, WF_UNARY_IN_PLACE)                                              \
     X(sign, WF_UNARY_ANY, WF_UNARY_IN_PLACE)                                                   \
     X(expm1, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                \
-    X(log, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                  \
+    X(log, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                          \
     X(log1p, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                \
     X(log2, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                 \
-    X(sqrt, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                 \
+    X(sqrt, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                         \
     X(rsqrt, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                \
     X(square, WF_UNARY_ANY, WF_UNARY_IN_PLACE)                                                 \
     X(reciprocal, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                           \
-    X(sin, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                  \
-    X(cos, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                  \
+    X(sin, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                          \
+    X(cos, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                          \
     X(tan, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                  \
-    X(tanh, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                 \
+    X(tanh, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                         \
     X(sinh, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                 \
     X(cosh, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                 \
     X(arcsin, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                               \

@@ -22,7 +22,7 @@ enum { MAX_RULE_INPUTS = 64 };
 static wf_status push_forward(const char *op, wf_graph *g, wf_graph_entry *e)
 {
     wf_array *node = e->node;
-    if (!wf__dtype_is_float(node->dtype))
+    if (!wf__dtype_is_inexact(node->dtype))
         return WF_OK;
     if (node->ninputs > MAX_RULE_INPUTS)
         return wf__error(WF_ERR_UNSUPPORTED, "%s: '%s' has %d inputs (at most %d)", op,
@@ -31,7 +31,7 @@ static wf_status push_forward(const char *op, wf_graph *g, wf_graph_entry *e)
     bool any = false;
     for (int i = 0; i < node->ninputs; i++) {
         const wf_graph_entry *in = wf__graph_find(g, node->inputs[i]);
-        tangents[i] = in && wf__dtype_is_float(node->inputs[i]->dtype) ? in->value : NULL;
+        tangents[i] = in && wf__dtype_is_inexact(node->inputs[i]->dtype) ? in->value : NULL;
         any = any || tangents[i];
     }
     if (!any)
@@ -77,7 +77,7 @@ static wf_status forward(const char *op, wf_graph *g, wf_array *const *primals,
 {
     for (size_t i = 0; i < n; i++) {
         wf_graph_entry *e = wf__graph_find(g, tracers[i]);
-        if (!e || !tangents[i] || !wf__dtype_is_float(primals[i]->dtype))
+        if (!e || !tangents[i] || !wf__dtype_is_inexact(primals[i]->dtype))
             continue;
         e->value = wf_astype(tangents[i], primals[i]->dtype);
         if (!e->value)

@@ -190,6 +190,45 @@ static wf_status jvp_add(wf_array *node, wf_array *const *t, wf_array **out)
     return wf__rule_result(*out);
 }
 
+/* complex64 parts, with MLX's convention (cotangents are not conjugated:
+ * the vjp of a product z * w with respect to z is ct * w): real(z)'s
+ * cotangent ct goes back as ct + 0i (the engine's cast), imag(z)'s as
+ * -i ct, conjugate's as its conjugate, and complex(re, im)'s ct as
+ * (real(ct), -imag(ct)). */
+static wf_status vjp_real(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
+{
+    (void)node;
+    (void)wanted;
+    cts[0] = ct; /* the engine casts it to complex64: ct + 0i */
+    return WF_OK;
+}
+
+static wf_status vjp_imag(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
+{
+    (void)node;
+    (void)wanted;
+    cts[0] = wf_complex(wf_zeros_like(ct), wf_negative(ct));
+    return wf__rule_result(cts[0]);
+}
+
+static wf_status vjp_conjugate(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
+{
+    (void)node;
+    (void)wanted;
+    cts[0] = wf_conjugate(ct);
+    return wf__rule_result(cts[0]);
+}
+
+static wf_status vjp_complex(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
+{
+    (void)node;
+    if (wanted[0] && !(cts[0] = wf_real(ct)))
+        return wf_last_error();
+    if (wanted[1] && !(cts[1] = wf_negative(wf_imag(ct))))
+        return wf_last_error();
+    return WF_OK;
+}
+
 static wf_status vjp_subtract(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
 {
     (void)node;
@@ -373,8 +412,22 @@ const wf_prim_rules wf__rules_elementwise[] = {
     ZERO(wf__prim_greater_equal, WF_RULES_NON_FLOAT_OUTPUT),
     ZERO(wf__prim_logical_and, WF_RULES_NON_FLOAT_OUTPUT),
     ZERO(wf__prim_logical_or, WF_RULES_NON_FLOAT_OUTPUT),
+    /* Bitwise ops: bool and integer outputs only. */
+    ZERO(wf__prim_bitwise_and, WF_RULES_NON_FLOAT_OUTPUT),
+    ZERO(wf__prim_bitwise_or, WF_RULES_NON_FLOAT_OUTPUT),
+    ZERO(wf__prim_bitwise_xor, WF_RULES_NON_FLOAT_OUTPUT),
+    ZERO(wf__prim_left_shift, WF_RULES_NON_FLOAT_OUTPUT),
+    ZERO(wf__prim_right_shift, WF_RULES_NON_FLOAT_OUTPUT),
     {&wf__prim_astype, WF_RULES_DIFFERENTIABLE, vjp_astype, jvp_astype, wf__rule_vmap_elementwise},
     {&wf__prim_add, WF_RULES_DIFFERENTIABLE, vjp_add, jvp_add, wf__rule_vmap_elementwise},
+    {&wf__prim_complex, WF_RULES_DIFFERENTIABLE, vjp_complex, wf__rule_jvp_linear,
+     wf__rule_vmap_elementwise},
+    {&wf__prim_real, WF_RULES_DIFFERENTIABLE, vjp_real, wf__rule_jvp_linear,
+     wf__rule_vmap_elementwise},
+    {&wf__prim_imag, WF_RULES_DIFFERENTIABLE, vjp_imag, wf__rule_jvp_linear,
+     wf__rule_vmap_elementwise},
+    {&wf__prim_conjugate, WF_RULES_DIFFERENTIABLE, vjp_conjugate, wf__rule_jvp_linear,
+     wf__rule_vmap_elementwise},
     {&wf__prim_subtract, WF_RULES_DIFFERENTIABLE, vjp_subtract, jvp_subtract,
      wf__rule_vmap_elementwise},
     BINARY_DIFF(wf__prim_multiply),

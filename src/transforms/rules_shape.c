@@ -300,6 +300,19 @@ static wf_status vmap_tri(wf_array *node, wf_array *const *in, const int *axes, 
     return wf__rule_result(*out);
 }
 
+/* ---------------------------------------------------------------- view */
+
+/* Acts on the last axis: the batch axis goes in front. */
+static wf_status vmap_view(wf_array *node, wf_array *const *in, const int *axes, int64_t batch,
+                           wf_array **out, int *out_axis)
+{
+    (void)batch;
+    wf_array *x = wf__vmap_to_front(in[0], axes[0]);
+    *out = wf__rule_rebuild(node, &x);
+    *out_axis = 0;
+    return wf__rule_result(*out);
+}
+
 /* ---------------------------------------------------------------- table */
 
 const wf_prim_rules wf__rules_shape[] = {
@@ -316,6 +329,8 @@ const wf_prim_rules wf__rules_shape[] = {
      vmap_concatenate},
     {&wf__prim_pad, WF_RULES_DIFFERENTIABLE, vjp_pad, jvp_pad, vmap_pad},
     {&wf__prim_tri, WF_RULES_DIFFERENTIABLE, vjp_tri, wf__rule_jvp_linear, vmap_tri},
+    /* Reinterpreted bits have no derivative (MLX defines none). */
+    {&wf__prim_view, WF_RULES_ZERO_GRADIENT, wf__rule_vjp_zero, wf__rule_jvp_zero, vmap_view},
 };
 
 const size_t wf__rules_shape_count = sizeof wf__rules_shape / sizeof wf__rules_shape[0];

@@ -171,7 +171,7 @@ wf_status wf__rule_jvp_linear(wf_array *node, wf_array *const *tangents, wf_arra
         if (tangents[i])
             in[i] = tangents[i];
         else
-            in[i] = wf__dtype_is_float(x->dtype) ? wf_zeros_like(x) : x;
+            in[i] = wf__dtype_is_inexact(x->dtype) ? wf_zeros_like(x) : x;
     }
     *out = wf__rule_rebuild(node, in);
     if (in != stack_in)

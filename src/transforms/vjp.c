@@ -73,7 +73,7 @@ static wf_status pull_back(const char *op, wf_graph *g, wf_graph_entry *e)
     bool any = false;
     for (int i = 0; i < node->ninputs; i++) {
         const wf_graph_entry *in = wf__graph_find(g, node->inputs[i]);
-        wanted[i] = in && in->active && wf__dtype_is_float(node->inputs[i]->dtype);
+        wanted[i] = in && in->active && wf__dtype_is_inexact(node->inputs[i]->dtype);
         any = any || wanted[i];
         cts[i] = NULL;
     }
@@ -133,7 +133,7 @@ static wf_status reverse(const char *op, wf_graph *g, wf_array *const *outs, siz
     wf_status st = WF_OK;
     for (size_t j = 0; j < nouts && st == WF_OK; j++) {
         wf_graph_entry *e = wf__graph_find(g, outs[j]);
-        if (!e->active || !wf__dtype_is_float(outs[j]->dtype) || (!seeds && j > 0))
+        if (!e->active || !wf__dtype_is_inexact(outs[j]->dtype) || (!seeds && j > 0))
             continue;
         /* a node of its own: a gradient handed back is never the caller's array */
         wf_array *seed = seeds ? wf__rule_same(seeds[j]) : wf_ones_like(outs[0]);

@@ -23,6 +23,7 @@
 enum op_id {
     OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_FLOORDIV, OP_REM,
     OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_LAND, OP_LOR, OP_LOGADDEXP, OP_ATAN2,
+    OP_BAND, OP_BOR, OP_BXOR, OP_SHL, OP_SHR,
     OP_COUNT
 };
 
@@ -32,7 +33,8 @@ enum kind {
     K_NO_BOOL, /* the same, bool rejected */
     K_FLOAT,   /* promoted dtype if float, else float32 */
     K_CMP,     /* promoted dtype in, bool out */
-    K_LOGICAL  /* bool in, bool out */
+    K_LOGICAL, /* bool in, bool out */
+    K_INTEGER  /* promoted dtype in and out, bool or an integer only */
 };
 
 typedef wf_array *(*binary_fn)(wf_array *, wf_array *);
@@ -61,6 +63,11 @@ static const struct op_case {
     [OP_LOR] = {"wf_logical_or", wf_logical_or, K_LOGICAL},
     [OP_LOGADDEXP] = {"wf_logaddexp", wf_logaddexp, K_FLOAT},
     [OP_ATAN2] = {"wf_arctan2", wf_arctan2, K_FLOAT},
+    [OP_BAND] = {"wf_bitwise_and", wf_bitwise_and, K_INTEGER},
+    [OP_BOR] = {"wf_bitwise_or", wf_bitwise_or, K_INTEGER},
+    [OP_BXOR] = {"wf_bitwise_xor", wf_bitwise_xor, K_INTEGER},
+    [OP_SHL] = {"wf_left_shift", wf_left_shift, K_INTEGER},
+    [OP_SHR] = {"wf_right_shift", wf_right_shift, K_INTEGER},
 };
 
 static bool is_float(wf_dtype d) { return wf__dtype_is_float(d); }
@@ -80,19 +87,47 @@ static wf_dtype output_dtype(enum op_id op, wf_dtype compute)
     return ops[op].kind == K_CMP || ops[op].kind == K_LOGICAL ? WF_DTYPE_BOOL : compute;
 }
 
-/* Wraps an exact integer result into `d` (two's complement). */
+static bool is_int(wf_dtype d) { return wf__dtype_is_integer(d); }
+static bool is_unsigned(wf_dtype d) { return wf__dtype_is_unsigned_int(d); }
+
+/* Wraps an exact integer result (within int64) into `d`: its low bits, read
+ * as two's complement for signed types. */
 static double wrap_to(double v, wf_dtype d)
 {
-    int64_t i = (int64_t)v;
-    switch (d) {
-    case WF_DTYPE_BOOL: return v != 0;
-    case WF_DTYPE_U8: return (double)(uint8_t)(uint64_t)i;
-    case WF_DTYPE_I32: {
-        uint32_t u = (uint32_t)(uint64_t)i;
-        return u <= INT32_MAX ? (double)u : (double)u - 4294967296.0;
-    }
-    default: return v;
-    }
+    if (d == WF_DTYPE_BOOL)
+        return v != 0;
+    if (!is_int(d))
+        return v;
+    const int bits = 8 * (int)wf_dtype_size(d);
+    uint64_t u = (uint64_t)(int64_t)v;
+    if (bits < 64)
+        u &= (UINT64_C(1) << bits) - 1;
+    if (is_unsigned(d))
+        return (double)u;
+    if (bits == 64)
+        return (double)(int64_t)u;
+    return (u >> (bits - 1)) ? (double)u - ldexp(1, bits) : (double)u;
+}
+
+/* x << y and x >> y as NumPy defines them (see wf_left_shift). */
+static double ref_shift(bool left, double x, double y, wf_dtype d)
+{
+    if (d == WF_DTYPE_BOOL)
+        return left ? x != 0 : (x != 0 && y == 0);
+    const int bits = 8 * (int)wf_dtype_size(d);
+    if (y < 0 || y >= bits)
+        return left ? 0 : (x < 0 ? -1 : 0);
+    if (left) /* the low bits of x * 2^y */
+        return wrap_to((double)(int64_t)((uint64_t)(int64_t)x << (int)y), d);
+    return floor(x / ldexp(1, (int)y));
+}
+
+/* x & y, x | y, x ^ y on the two's complement bits. */
+static double ref_bitwise(enum op_id op, double x, double y, wf_dtype d)
+{
+    const int64_t a = (int64_t)x, b = (int64_t)y;
+    const int64_t r = op == OP_BAND ? (a & b) : op == OP_BOR ? (a | b) : (a ^ b);
+    return d == WF_DTYPE_BOOL ? r != 0 : wrap_to((double)r, d);
 }
 
 /* The reference: x and y are already values of the compute dtype `d`. */
@@ -153,6 +188,11 @@ static double ref_op(enum op_id op, double x, double y, wf_dtype d)
     case OP_LOR: return x != 0 || y != 0;
     case OP_LOGADDEXP: return log(exp(x) + exp(y));
     case OP_ATAN2: return atan2(x, y);
+    case OP_BAND:
+    case OP_BOR:
+    case OP_BXOR: return ref_bitwise(op, x, y, d);
+    case OP_SHL: return ref_shift(true, x, y, d);
+    case OP_SHR: return ref_shift(false, x, y, d);
     default: return NAN;
     }
 }
@@ -174,8 +214,10 @@ static double *gen_values(enum op_id op, int which, wf_dtype dtype, int64_t n, u
     } else if (!is_float(dtype)) {
         lo = -12;
         hi = 12.99;
+        if ((op == OP_SHL || op == OP_SHR) && which) /* past the width of int8 too */
+            lo = -2;
     }
-    if (dtype == WF_DTYPE_U8) {
+    if (is_unsigned(dtype)) {
         lo = 0;
         if (op == OP_POW)
             hi = which ? 4.99 : 4.99;
@@ -258,9 +300,15 @@ static void check_op(enum op_id op, const double *va, wf_dtype da, const int64_t
     wf_release(b);
 }
 
+/* complex64 has no element-wise kernels yet: test_errors checks its error. */
 static bool op_accepts(enum op_id op, wf_dtype a, wf_dtype b)
 {
-    return !(ops[op].kind == K_NO_BOOL && wf_promote_types(a, b) == WF_DTYPE_BOOL);
+    const wf_dtype p = wf_promote_types(a, b);
+    if (p == WF_DTYPE_C64)
+        return false;
+    if (ops[op].kind == K_INTEGER)
+        return p == WF_DTYPE_BOOL || is_int(p);
+    return !(ops[op].kind == K_NO_BOOL && p == WF_DTYPE_BOOL);
 }
 
 /* ---------------------------------------------------------------- every op, every dtype */
@@ -317,9 +365,9 @@ static void test_empty(void)
 static void test_promotion(void)
 {
     const int64_t s23[2] = {2, 3}, s3[1] = {3};
-    const enum op_id some[] = {OP_ADD,      OP_SUB, OP_MUL, OP_DIV, OP_MAX,
-                               OP_FLOORDIV, OP_REM, OP_LT,  OP_NE,  OP_LAND,
-                               OP_LOGADDEXP};
+    const enum op_id some[] = {OP_ADD, OP_SUB,  OP_MUL, OP_DIV,  OP_MAX,       OP_FLOORDIV,
+                               OP_REM, OP_LT,   OP_NE,  OP_LAND, OP_LOGADDEXP, OP_BXOR,
+                               OP_SHL};
     wf_scope_begin();
     for (size_t k = 0; k < sizeof some / sizeof some[0]; k++) {
         for (int da = 0; da < WF_DTYPE_COUNT; da++) {
@@ -871,9 +919,11 @@ static void test_clip(void)
     wf_scope_begin();
     for (int d = 0; d < WF_DTYPE_COUNT; d++) {
         const wf_dtype dt = (wf_dtype)d;
+        if (dt == WF_DTYPE_C64) /* no order: test_errors */
+            continue;
         double *va = gen_values(OP_ADD, 0, dt, 12, 21);
         double vlo[4] = {-2, 0, 1, -9}, vhi[3] = {3, 0, 9};
-        if (dt == WF_DTYPE_U8) {
+        if (is_unsigned(dt)) {
             vlo[0] = 2;
             vlo[3] = 1;
         }
@@ -940,16 +990,54 @@ static void test_clip(void)
 
 /* ---------------------------------------------------------------- errors */
 
+/* `result` is NULL with WF_ERR_DTYPE, the message naming `op` (if not NULL)
+ * and `needle`. */
+static void check_dtype_error(wf_array *result, const char *op, const char *needle)
+{
+    CHECK(result == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_DTYPE);
+    if (op)
+        CHECK_STR_CONTAINS(wf_last_error_message(), op);
+    CHECK_STR_CONTAINS(wf_last_error_message(), needle);
+    wf_clear_error();
+}
+
 static void test_errors(void)
 {
     wf_scope_begin();
     const int64_t s23[2] = {2, 3}, s4[1] = {4}, s2[1] = {2};
     wf_array *a = wf_zeros(s23, 2, WF_DTYPE_F32), *b = wf_zeros(s4, 1, WF_DTYPE_F32);
+    wf_array *ia = wf_zeros(s23, 2, WF_DTYPE_I16), *ib = wf_zeros(s4, 1, WF_DTYPE_U32);
     for (int op = 0; op < OP_COUNT; op++) {
-        conf_check_error(ops[op].fn(a, b), WF_ERR_SHAPE, ops[op].name);
+        const bool integer = ops[op].kind == K_INTEGER;
+        conf_check_error(ops[op].fn(integer ? ia : a, integer ? ib : b), WF_ERR_SHAPE,
+                         ops[op].name);
         conf_check_error(ops[op].fn(NULL, a), WF_ERR_NULL_ARGUMENT, ops[op].name);
         conf_check_error(ops[op].fn(a, NULL), WF_ERR_NULL_ARGUMENT, ops[op].name);
     }
+    /* Bitwise ops: floats, and promotions to a float (uint64 with a signed
+     * type gives float32), are WF_ERR_DTYPE with a message naming them. */
+    const int64_t s1[1] = {1};
+    wf_array *u64 = wf_zeros(s1, 1, WF_DTYPE_U64), *i8 = wf_zeros(s1, 1, WF_DTYPE_I8);
+    for (int op = OP_BAND; op <= OP_SHR; op++) {
+        conf_check_error(ops[op].fn(a, a), WF_ERR_DTYPE, ops[op].name);
+        check_dtype_error(ops[op].fn(u64, i8), ops[op].name, "float32");
+    }
+    conf_check_error(wf_bitwise_invert(a), WF_ERR_DTYPE, "wf_bitwise_invert");
+    conf_check_error(wf_bitwise_invert(NULL), WF_ERR_NULL_ARGUMENT, "wf_bitwise_invert");
+    /* complex64: add, subtract, multiply, divide and equality are defined
+     * (test_dtypes checks them); every other binary op is WF_ERR_DTYPE with
+     * the dtype in the message. */
+    wf_array *z = wf_zeros(s1, 1, WF_DTYPE_C64);
+    for (int op = 0; op < OP_COUNT; op++) {
+        if (ops[op].kind == K_LOGICAL || op == OP_ADD || op == OP_SUB || op == OP_MUL ||
+            op == OP_DIV || op == OP_EQ || op == OP_NE)
+            continue;
+        check_dtype_error(ops[op].fn(z, z), ops[op].kind == K_INTEGER ? ops[op].name : NULL,
+                          "complex64");
+        check_dtype_error(ops[op].fn(z, a), NULL, "complex64");
+    }
+    conf_check_error(wf_clip(z, z, z), WF_ERR_DTYPE, "wf_clip");
     /* bool subtract, as in NumPy */
     wf_array *t = wf_ones(s23, 2, WF_DTYPE_BOOL);
     conf_check_error(wf_subtract(t, t), WF_ERR_DTYPE, "wf_subtract");

@@ -334,16 +334,22 @@ static void test_copy_transposed_streamed(void)
 
 static bool dtype_is_int(wf_dtype d)
 {
-    return d == WF_DTYPE_U8 || d == WF_DTYPE_I32 || d == WF_DTYPE_I64;
+    return d == WF_DTYPE_U8 || d == WF_DTYPE_I32 || d == WF_DTYPE_I64 || d == WF_DTYPE_I8 ||
+           d == WF_DTYPE_I16 || d == WF_DTYPE_U16 || d == WF_DTYPE_U32 || d == WF_DTYPE_U64;
 }
 
-/* Reads element i of a typed buffer: integers exactly, floats as double. */
+/* Reads element i of a typed buffer: integers exactly (uint64 as its bits),
+ * floats as double. */
 static int64_t load_int(const void *p, wf_dtype d, int64_t i)
 {
     switch (d) {
     case WF_DTYPE_BOOL:
     case WF_DTYPE_U8: return ((const uint8_t *)p)[i];
+    case WF_DTYPE_I8: return ((const int8_t *)p)[i];
+    case WF_DTYPE_I16: return ((const int16_t *)p)[i];
+    case WF_DTYPE_U16: return ((const uint16_t *)p)[i];
     case WF_DTYPE_I32: return ((const int32_t *)p)[i];
+    case WF_DTYPE_U32: return ((const uint32_t *)p)[i];
     default: return ((const int64_t *)p)[i];
     }
 }
@@ -351,10 +357,15 @@ static int64_t load_int(const void *p, wf_dtype d, int64_t i)
 /* int64 to float16 (11 significant bits) or bfloat16 (8) rounded once to
  * nearest even, in integer arithmetic: independent of the library's way
  * (float32 rounded to odd) and exact where a double is not (|v| > 2^53). */
+static uint16_t reference_mag_to_half(uint64_t mag, bool negative, wf_dtype half);
 static uint16_t reference_i64_to_half(int64_t v, wf_dtype half)
 {
+    return reference_mag_to_half(v < 0 ? 0u - (uint64_t)v : (uint64_t)v, v < 0, half);
+}
+/* The magnitude `mag` with a sign, rounded once to a half type. */
+static uint16_t reference_mag_to_half(uint64_t mag, bool negative, wf_dtype half)
+{
     const int bits = half == WF_DTYPE_F16 ? 11 : 8;
-    uint64_t mag = v < 0 ? 0u - (uint64_t)v : (uint64_t)v;
     int top = 63;
     while (top > 0 && !(mag >> top))
         top--;
@@ -364,10 +375,10 @@ static uint16_t reference_i64_to_half(int64_t v, wf_dtype half)
         mag >>= shift;
         mag += rest > half_ulp || (rest == half_ulp && (mag & 1));
         const float rounded = ldexpf((float)mag, shift); /* at most 2^64: exact */
-        return half == WF_DTYPE_F16 ? wf__f32_to_f16(v < 0 ? -rounded : rounded)
-                                    : wf__f32_to_bf16(v < 0 ? -rounded : rounded);
+        return half == WF_DTYPE_F16 ? wf__f32_to_f16(negative ? -rounded : rounded)
+                                    : wf__f32_to_bf16(negative ? -rounded : rounded);
     }
-    const float exact = (float)v;
+    const float exact = negative ? -(float)mag : (float)mag;
     return half == WF_DTYPE_F16 ? wf__f32_to_f16(exact) : wf__f32_to_bf16(exact);
 }
 
@@ -376,18 +387,36 @@ static uint16_t reference_i64_to_half(int64_t v, wf_dtype half)
  * int64 -> half (reference_i64_to_half). */
 static void expected_convert(const void *src, wf_dtype sd, int64_t i, void *out, wf_dtype dd)
 {
+    if (sd == dd) { /* a copy */
+        memcpy(out, (const char *)src + (size_t)i * wf_dtype_size(sd), wf_dtype_size(sd));
+        return;
+    }
     if ((dtype_is_int(sd) || sd == WF_DTYPE_BOOL) && dtype_is_int(dd)) {
-        int64_t v = load_int(src, sd, i);
-        if (dd == WF_DTYPE_U8)
-            *(uint8_t *)out = (uint8_t)v;
-        else if (dd == WF_DTYPE_I32)
-            *(int32_t *)out = (int32_t)(uint32_t)(uint64_t)v; /* GCC: modulo */
-        else
-            *(int64_t *)out = v;
+        const uint64_t v = (uint64_t)load_int(src, sd, i); /* wraps: the low bytes */
+        memcpy(out, &v, wf_dtype_size(dd));                 /* (little-endian) */
         return;
     }
     if (sd == WF_DTYPE_I64 && (dd == WF_DTYPE_F16 || dd == WF_DTYPE_BF16)) {
         *(uint16_t *)out = reference_i64_to_half(load_int(src, sd, i), dd);
+        return;
+    }
+    if (sd == WF_DTYPE_U64) { /* unsigned, each rounded once by C */
+        const uint64_t v = ((const uint64_t *)src)[i];
+        if (dd == WF_DTYPE_F16 || dd == WF_DTYPE_BF16)
+            *(uint16_t *)out = reference_mag_to_half(v, false, dd);
+        else if (dd == WF_DTYPE_F32)
+            *(float *)out = (float)v;
+        else if (dd == WF_DTYPE_F64)
+            *(double *)out = (double)v;
+        else if (dd == WF_DTYPE_C64)
+            ((float *)out)[0] = (float)v, ((float *)out)[1] = 0.0f;
+        else
+            *(uint8_t *)out = v != 0; /* bool */
+        return;
+    }
+    if (sd == WF_DTYPE_C64 && dd == WF_DTYPE_BOOL) { /* either part non-zero */
+        const float *z = (const float *)src + 2 * i;
+        *(uint8_t *)out = z[0] != 0.0f || z[1] != 0.0f;
         return;
     }
     if (dtype_is_int(sd) || sd == WF_DTYPE_BOOL) {
@@ -405,6 +434,9 @@ static bool same_element(const void *a, const void *b, wf_dtype d)
         memcpy(&y, b, 4);
         return (isnan(x) && isnan(y)) || memcmp(&x, &y, 4) == 0;
     }
+    if (d == WF_DTYPE_C64) /* two float32, each NaN matching any NaN */
+        return same_element(a, b, WF_DTYPE_F32) &&
+               same_element((const char *)a + 4, (const char *)b + 4, WF_DTYPE_F32);
     if (d == WF_DTYPE_F64) {
         double x, y;
         memcpy(&x, a, 8);
@@ -442,6 +474,13 @@ static void fill_samples(void *buf, wf_dtype d)
         case WF_DTYPE_U8: ((uint8_t *)buf)[i] = (uint8_t)(ints[i] & 0xff); break;
         case WF_DTYPE_I32: ((int32_t *)buf)[i] = (int32_t)(uint32_t)(uint64_t)ints[i]; break;
         case WF_DTYPE_I64: ((int64_t *)buf)[i] = ints[i]; break;
+        case WF_DTYPE_I8:
+        case WF_DTYPE_I16:
+        case WF_DTYPE_U16:
+        case WF_DTYPE_U32:
+        case WF_DTYPE_U64: /* the low bytes: wrapped */
+            memcpy((char *)buf + (size_t)i * wf_dtype_size(d), &ints[i], wf_dtype_size(d));
+            break;
         default: wf__store_from_double(buf, d, i, floats[i]); break;
         }
     }

@@ -73,7 +73,9 @@ static void test_params_list(void)
 static void test_safetensors_round_trip_every_dtype(void)
 {
     wf_dtype dtypes[] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_F16, WF_DTYPE_BF16,
-                         WF_DTYPE_I32, WF_DTYPE_I64, WF_DTYPE_U8, WF_DTYPE_BOOL};
+                         WF_DTYPE_I32, WF_DTYPE_I64, WF_DTYPE_U8, WF_DTYPE_BOOL,
+                         WF_DTYPE_I8,  WF_DTYPE_I16, WF_DTYPE_U16, WF_DTYPE_U32,
+                         WF_DTYPE_U64};
     wf_nn_params *p = wf_nn_params_new();
     for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
         char name[32];
@@ -108,6 +110,54 @@ static void test_safetensors_round_trip_every_dtype(void)
     }
     wf_release(scalar);
     wf_release(transposed);
+    wf_nn_params_release(p);
+    wf_nn_params_release(q);
+    unlink(path);
+}
+
+/* The new integer types at their extremes and complex64, bit for bit. */
+static void test_safetensors_new_dtypes_bits(void)
+{
+    const int8_t i8[2] = {INT8_MIN, INT8_MAX};
+    const int16_t i16[2] = {INT16_MIN, INT16_MAX};
+    const uint16_t u16[2] = {0, UINT16_MAX};
+    const uint32_t u32[2] = {0, UINT32_MAX};
+    const uint64_t u64[2] = {UINT64_C(1) << 63, UINT64_MAX};
+    const float c64[4] = {1.5f, -2.0f, 0.0f, 3.25f};
+    const struct { const char *name; wf_dtype d; const void *v; size_t bytes; } t[] = {
+        {"i8", WF_DTYPE_I8, i8, sizeof i8},      {"i16", WF_DTYPE_I16, i16, sizeof i16},
+        {"u16", WF_DTYPE_U16, u16, sizeof u16},  {"u32", WF_DTYPE_U32, u32, sizeof u32},
+        {"u64", WF_DTYPE_U64, u64, sizeof u64},  {"c64", WF_DTYPE_C64, c64, sizeof c64},
+    };
+    enum { N = sizeof t / sizeof t[0] };
+    wf_nn_params *p = wf_nn_params_new();
+    const int64_t two = 2;
+    for (size_t i = 0; i < N; i++) {
+        wf_array *a = wf_array_from_data(t[i].v, &two, 1, t[i].d);
+        CHECK_OK(wf_nn_params_add(p, t[i].name, a));
+        wf_release(a);
+    }
+    const char *path = temp_path("newdtypes.safetensors");
+    CHECK_OK(wf_nn_save_safetensors(p, path));
+    /* the header names the safetensors dtypes */
+    FILE *f = fopen(path, "rb");
+    char head[1024] = {0};
+    CHECK(f != NULL && fread(head, 1, sizeof head - 1, f) > 8);
+    if (f)
+        fclose(f);
+    const char *names[N] = {"\"I8\"", "\"I16\"", "\"U16\"", "\"U32\"", "\"U64\"", "\"C64\""};
+    for (size_t i = 0; i < N; i++)
+        CHECK_STR_CONTAINS(head + 8, names[i]);
+    wf_nn_params *q = wf_nn_load_safetensors(path);
+    CHECK_NOT_NULL(q);
+    for (size_t i = 0; q && i < N; i++) {
+        wf_array *b = wf_nn_params_get(q, i);
+        CHECK(strcmp(wf_nn_params_name(q, i), t[i].name) == 0);
+        CHECK_EQ_INT(wf_array_dtype(b), t[i].d);
+        unsigned char got[16];
+        CHECK_OK(wf_array_copy_to(b, got, sizeof got));
+        CHECK(memcmp(got, t[i].v, t[i].bytes) == 0);
+    }
     wf_nn_params_release(p);
     wf_nn_params_release(q);
     unlink(path);
@@ -332,6 +382,7 @@ int main(void)
     wf_scope_begin(); /* temporaries of the checks above */
     RUN_TEST(test_params_list);
     RUN_TEST(test_safetensors_round_trip_every_dtype);
+    RUN_TEST(test_safetensors_new_dtypes_bits);
     RUN_TEST(test_load_foreign_file_and_bad_files);
     RUN_TEST(test_linear_and_mlp);
     RUN_TEST(test_cross_entropy_against_reference);

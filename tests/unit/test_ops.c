@@ -80,15 +80,31 @@ static void check_still_works(void)
     check_array(s, WF_DTYPE_F32, NULL, 0, want, 0);
 }
 
+/* Every dtype; the first NREAL are the real ones (complex64, last, only
+ * goes through creation and astype so far). */
+enum { NREAL = WF_DTYPE_COUNT - 1 };
 static const wf_dtype all_dtypes[WF_DTYPE_COUNT] = {
-    WF_DTYPE_BOOL, WF_DTYPE_U8, WF_DTYPE_I32, WF_DTYPE_I64,
-    WF_DTYPE_F16,  WF_DTYPE_BF16, WF_DTYPE_F32, WF_DTYPE_F64};
+    WF_DTYPE_BOOL, WF_DTYPE_U8,  WF_DTYPE_I32, WF_DTYPE_I64, WF_DTYPE_F16,
+    WF_DTYPE_BF16, WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_I8,  WF_DTYPE_I16,
+    WF_DTYPE_U16,  WF_DTYPE_U32, WF_DTYPE_U64, WF_DTYPE_C64};
 
-static bool is_int(wf_dtype d)
+static bool is_int(wf_dtype d) { return wf__dtype_is_integer(d); }
+static bool is_float(wf_dtype d) { return wf__dtype_is_float(d); }
+
+/* The low bits of an exact integer (within int64) in integer dtype d, read
+ * as two's complement for signed types: integer arithmetic wraps so. */
+static double wrap_int(int64_t v, wf_dtype d)
 {
-    return d == WF_DTYPE_U8 || d == WF_DTYPE_I32 || d == WF_DTYPE_I64;
+    const int bits = 8 * (int)wf_dtype_size(d);
+    uint64_t u = (uint64_t)v;
+    if (bits < 64)
+        u &= (UINT64_C(1) << bits) - 1;
+    if (wf__dtype_is_unsigned_int(d))
+        return (double)u;
+    if (bits == 64)
+        return (double)(int64_t)u;
+    return (u >> (bits - 1)) ? (double)u - ldexp(1, bits) : (double)u;
 }
-static bool is_float(wf_dtype d) { return !is_int(d) && d != WF_DTYPE_BOOL; }
 
 /* ---------------------------------------------------------------- creation */
 
@@ -194,14 +210,8 @@ static void test_arange(void)
 /* Reference cast: integer -> integer wraps, anything else as dtype.c. */
 static double ref_cast(double v, wf_dtype from, wf_dtype to)
 {
-    if ((is_int(from) || from == WF_DTYPE_BOOL) && is_int(to)) {
-        int64_t i = (int64_t)v;
-        if (to == WF_DTYPE_U8)
-            return (uint8_t)i;
-        if (to == WF_DTYPE_I32)
-            return (int32_t)(uint32_t)(uint64_t)i;
-        return (double)i;
-    }
+    if ((is_int(from) || from == WF_DTYPE_BOOL) && is_int(to))
+        return wrap_int((int64_t)v, to);
     return conf_round_to(v, to);
 }
 
@@ -249,12 +259,8 @@ static double ref_binary(double x, double y, bool add, wf_dtype d)
         return add ? (double)(x != 0 || y != 0) : (double)(x != 0 && y != 0);
     if (is_int(d)) {
         uint64_t ux = (uint64_t)(int64_t)x, uy = (uint64_t)(int64_t)y;
-        uint64_t r = add ? ux + uy : ux * uy;
-        if (d == WF_DTYPE_U8)
-            return (uint8_t)r;
-        if (d == WF_DTYPE_I32)
-            return (int32_t)(uint32_t)r;
-        return (double)(int64_t)r;
+        const uint64_t r = add ? ux + uy : ux * uy;
+        return wrap_int((int64_t)r, d);
     }
     if (d == WF_DTYPE_F64)
         return add ? x + y : x * y;
@@ -268,7 +274,7 @@ static void test_binary_every_dtype(void)
     const int64_t sa[2] = {2, 3}, sb[1] = {3};
     const double va[6] = {0, 1, 2, 3, 4, 5};
     const double vb[3] = {1, 0, 3};
-    for (int k = 0; k < WF_DTYPE_COUNT; k++) {
+    for (int k = 0; k < NREAL; k++) {
         wf_scope_begin();
         wf_dtype d = all_dtypes[k];
         wf_array *a = conf_array(va, sa, 2, d), *b = conf_array(vb, sb, 1, d);
@@ -414,7 +420,7 @@ static void test_binary_errors(void)
 static void test_exp(void)
 {
     const int64_t s[2] = {3, 5};
-    for (int k = 0; k < WF_DTYPE_COUNT; k++) {
+    for (int k = 0; k < NREAL; k++) {
         wf_scope_begin();
         wf_dtype d = all_dtypes[k];
         wf_array *a = iota(s, 2, d, 0.5, -3);
@@ -469,9 +475,12 @@ static void ref_sum3(const double *x, const int64_t *s, unsigned mask, double *o
 static void test_sum_every_dtype_and_axes(void)
 {
     const int64_t s[3] = {2, 3, 4};
-    for (int k = 0; k < WF_DTYPE_COUNT; k++) {
+    for (int k = 0; k < NREAL; k++) {
         wf_dtype d = all_dtypes[k];
-        wf_dtype out = (d == WF_DTYPE_BOOL || d == WF_DTYPE_U8) ? WF_DTYPE_I32 : d;
+        wf_dtype out = wf__dtype_is_unsigned_int(d) ? (d == WF_DTYPE_U64 ? d : WF_DTYPE_U32)
+                       : (d == WF_DTYPE_BOOL || wf__dtype_is_signed_int(d))
+                           ? (d == WF_DTYPE_I64 ? d : WF_DTYPE_I32)
+                           : d;
         double x[24];
         for (int i = 0; i < 24; i++)
             x[i] = conf_round_to(d == WF_DTYPE_BOOL ? i % 3 == 0 : i * 0.5, d);
@@ -543,7 +552,7 @@ static void test_sum_layouts(void)
     double zeros[3] = {0, 0, 0};
     check_array(wf_sum(wf_ones(e, 2, WF_DTYPE_F32), (int[]){0}, 1, false), WF_DTYPE_F32, s3, 1,
                 zeros, 0);
-    check_array(wf_sum(wf_ones(e, 2, WF_DTYPE_U8), NULL, 0, false), WF_DTYPE_I32, NULL, 0,
+    check_array(wf_sum(wf_ones(e, 2, WF_DTYPE_U8), NULL, 0, false), WF_DTYPE_U32, NULL, 0,
                 zeros, 0);
     double seven = 7;
     check_array(wf_sum(wf_scalar(7, WF_DTYPE_I64), NULL, 0, true), WF_DTYPE_I64, NULL, 0,
@@ -562,9 +571,9 @@ static void test_sum_layouts(void)
     double h_want = 4096;
     check_array(wf_sum(wf_ones(h, 1, WF_DTYPE_F16), NULL, 0, false), WF_DTYPE_F16, NULL, 0,
                 &h_want, 0);
-    /* u8 sums to int32 without wrapping at 256. */
+    /* u8 sums to uint32 (MLX) without wrapping at 256. */
     double u_want = 255.0 * 4096;
-    check_array(wf_sum(wf_full(h, 1, 255, WF_DTYPE_U8), NULL, 0, false), WF_DTYPE_I32, NULL, 0,
+    check_array(wf_sum(wf_full(h, 1, 255, WF_DTYPE_U8), NULL, 0, false), WF_DTYPE_U32, NULL, 0,
                 &u_want, 0);
     wf_scope_end();
 }

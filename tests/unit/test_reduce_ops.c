@@ -20,9 +20,12 @@
 #include "settle.h"
 #include "conformance.h"
 
-static const wf_dtype all_dtypes[WF_DTYPE_COUNT] = {
-    WF_DTYPE_BOOL, WF_DTYPE_U8,   WF_DTYPE_I32, WF_DTYPE_I64,
-    WF_DTYPE_F16,  WF_DTYPE_BF16, WF_DTYPE_F32, WF_DTYPE_F64,
+/* Every real dtype (complex64 reductions are rejected: test_errors). */
+enum { NDTYPES = 13 };
+static const wf_dtype all_dtypes[NDTYPES] = {
+    WF_DTYPE_BOOL, WF_DTYPE_U8,  WF_DTYPE_I32, WF_DTYPE_I64, WF_DTYPE_F16,
+    WF_DTYPE_BF16, WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_I8,  WF_DTYPE_I16,
+    WF_DTYPE_U16,  WF_DTYPE_U32, WF_DTYPE_U64,
 };
 
 static bool is_float(wf_dtype d)
@@ -69,7 +72,14 @@ static wf_dtype rop_dtype(rop op, wf_dtype in)
 {
     switch (op) {
     case R_SUM:
-    case R_PROD: return in == WF_DTYPE_BOOL || in == WF_DTYPE_U8 ? WF_DTYPE_I32 : in;
+    case R_PROD: /* MLX's: 32 bits of the input's signedness, 64-bit types kept */
+        if (in == WF_DTYPE_BOOL)
+            return WF_DTYPE_I32;
+        if (wf__dtype_is_signed_int(in))
+            return in == WF_DTYPE_I64 ? in : WF_DTYPE_I32;
+        if (wf__dtype_is_unsigned_int(in))
+            return in == WF_DTYPE_U64 ? in : WF_DTYPE_U32;
+        return in;
     case R_MAX:
     case R_MIN: return in;
     case R_ALL:
@@ -183,8 +193,9 @@ static double *test_values(int64_t n, wf_dtype d, rop op, uint32_t seed)
         if (d == WF_DTYPE_BOOL)
             v[i] = (i * 5 + seed) % 3 == 0;
         else if (op == R_PROD)
-            v[i] = d == WF_DTYPE_U8 ? (double)(1 + k % 2) : (double)((int64_t[]){1, -1, 2}[k % 3]);
-        else if (d == WF_DTYPE_U8)
+            v[i] = wf__dtype_is_unsigned_int(d) ? (double)(1 + k % 2)
+                                                : (double)((int64_t[]){1, -1, 2}[k % 3]);
+        else if (wf__dtype_is_unsigned_int(d))
             v[i] = (double)k;
         else if (!is_float(d))
             v[i] = (double)(k - 5);
@@ -217,7 +228,7 @@ static void test_reductions_every_dtype_and_axes(void)
 {
     const int64_t s[3] = {2, 3, 4};
     for (int op = 0; op < R_COUNT; op++) {
-        for (int k = 0; k < WF_DTYPE_COUNT; k++) {
+        for (int k = 0; k < NDTYPES; k++) {
             const wf_dtype d = all_dtypes[k];
             const wf_dtype od = rop_dtype((rop)op, d);
             double *x = test_values(24, d, (rop)op, (uint32_t)(op * 8 + k));
@@ -452,8 +463,8 @@ static void test_reductions_special_values(void)
     conf_check(wf_logsumexp(e, (int[]){0}, 1, false), WF_DTYPE_F32, s3v, 1, ninf3, 0);
     conf_check(wf_max(e, (int[]){1}, 1, false), WF_DTYPE_F32, s0, 1, NULL, 0);
     conf_check(wf_min(e, (int[]){1}, 1, true), WF_DTYPE_F32, (int64_t[]){0, 1}, 2, NULL, 0);
-    conf_check(wf_argmax(e, 1, false), WF_DTYPE_I32, s0, 1, NULL, 0);
-    conf_check(wf_prod(wf_zeros(e03, 2, WF_DTYPE_U8), NULL, 0, false), WF_DTYPE_I32, NULL, 0,
+    conf_check(wf_argmax(e, 1, false), WF_DTYPE_U32, s0, 1, NULL, 0);
+    conf_check(wf_prod(wf_zeros(e03, 2, WF_DTYPE_U8), NULL, 0, false), WF_DTYPE_U32, NULL, 0,
                ones3, 0);
 
     /* 0-d: every reduction of a scalar is the scalar (var 0). */
@@ -527,12 +538,12 @@ static void ref_arg(bool argmin, const double *x, const int64_t *shape, int ndim
 static void test_argmax_argmin(void)
 {
     const int64_t s[3] = {3, 4, 5};
-    for (int k = 0; k < WF_DTYPE_COUNT; k++) {
+    for (int k = 0; k < NDTYPES; k++) {
         const wf_dtype d = all_dtypes[k];
         double x[60];
         for (int i = 0; i < 60; i++) /* many ties: the first one wins */
             x[i] = conf_round_to(d == WF_DTYPE_BOOL ? (i * 7) % 5 == 0
-                                 : d == WF_DTYPE_U8 ? (double)((i * 7) % 6)
+                                 : wf__dtype_is_unsigned_int(d) ? (double)((i * 7) % 6)
                                                     : (double)((i * 7) % 9) - 4,
                                  d);
         if (is_float(d)) {
@@ -554,11 +565,11 @@ static void test_argmax_argmin(void)
                     wf_array *a = arrays[layout];
                     const int ax = axis == 2 && layout ? -1 : axis;
                     if (!conf_check(argmin ? wf_argmin(a, ax, false) : wf_argmax(a, ax, false),
-                                    WF_DTYPE_I32, oshape, ondim, want, 0))
+                                    WF_DTYPE_U32, oshape, ondim, want, 0))
                         printf("      arg%s %s axis %d layout %d\n", argmin ? "min" : "max",
                                wf_dtype_name(d), axis, layout);
                     conf_check(argmin ? wf_argmin(a, ax, true) : wf_argmax(a, ax, true),
-                               WF_DTYPE_I32, kshape, 3, want, 0);
+                               WF_DTYPE_U32, kshape, 3, want, 0);
                 }
             }
         wf_scope_end();
@@ -581,7 +592,7 @@ static void test_argmax_argmin(void)
                 for (int layout = 0; layout < 2; layout++)
                     if (!conf_check(argmin ? wf_argmin(arrays[layout], axis, false)
                                            : wf_argmax(arrays[layout], axis, false),
-                                    WF_DTYPE_I32, os, 1, want, 0))
+                                    WF_DTYPE_U32, os, 1, want, 0))
                         printf("      large %s axis %d argmin %d layout %d\n", wf_dtype_name(d),
                                axis, argmin, layout);
             }
@@ -589,12 +600,12 @@ static void test_argmax_argmin(void)
     /* 1-d and one-element axes. */
     const int64_t one[2] = {4, 1}, s4[1] = {4};
     double zeros[4] = {0, 0, 0, 0};
-    conf_check(wf_argmax(wf_ones(one, 2, WF_DTYPE_F32), 1, false), WF_DTYPE_I32, s4, 1, zeros, 0);
+    conf_check(wf_argmax(wf_ones(one, 2, WF_DTYPE_F32), 1, false), WF_DTYPE_U32, s4, 1, zeros, 0);
     double v5[5] = {3, 9, -1, 9, 2}, i1 = 1, i2 = 2;
     const int64_t s5[1] = {5};
-    conf_check(wf_argmax(conf_array(v5, s5, 1, WF_DTYPE_I64), 0, false), WF_DTYPE_I32, NULL, 0,
+    conf_check(wf_argmax(conf_array(v5, s5, 1, WF_DTYPE_I64), 0, false), WF_DTYPE_U32, NULL, 0,
                &i1, 0);
-    conf_check(wf_argmin(conf_strided(v5, s5, 1, WF_DTYPE_F16), -1, false), WF_DTYPE_I32, NULL,
+    conf_check(wf_argmin(conf_strided(v5, s5, 1, WF_DTYPE_F16), -1, false), WF_DTYPE_U32, NULL,
                0, &i2, 0);
     wf_scope_end();
     free(want);
@@ -629,7 +640,7 @@ static void ref_softmax(const double *x, const int64_t *shape, int ndim, unsigne
 static void test_softmax(void)
 {
     const int64_t s[3] = {2, 3, 4};
-    for (int k = 0; k < WF_DTYPE_COUNT; k++) {
+    for (int k = 0; k < NDTYPES; k++) {
         const wf_dtype d = all_dtypes[k];
         const wf_dtype od = is_float(d) ? d : WF_DTYPE_F32;
         double *x = test_values(24, d, R_SUM, (uint32_t)k + 3);
@@ -958,9 +969,9 @@ static void test_cumsum_cumprod(void)
 {
     const int64_t s[3] = {2, 3, 4};
     for (int prod = 0; prod < 2; prod++)
-        for (int k = 0; k < WF_DTYPE_COUNT; k++) {
+        for (int k = 0; k < NDTYPES; k++) {
             const wf_dtype d = all_dtypes[k];
-            const wf_dtype od = d == WF_DTYPE_BOOL || d == WF_DTYPE_U8 ? WF_DTYPE_I32 : d;
+            const wf_dtype od = d == WF_DTYPE_BOOL ? WF_DTYPE_I32 : d; /* MLX: the dtype kept */
             double *x = test_values(24, d, prod ? R_PROD : R_SUM, (uint32_t)k + 17);
             wf_scope_begin();
             wf_array *arrays[2] = {conf_array(x, s, 3, d), conf_strided(x, s, 3, d)};
@@ -1009,7 +1020,7 @@ static void test_cumsum_cumprod(void)
                0);
     free(hw);
     /* Empty and 1-element axes. */
-    conf_check(wf_cumsum(wf_ones(s0, 2, WF_DTYPE_U8), 1, false, true), WF_DTYPE_I32, s0, 2, NULL,
+    conf_check(wf_cumsum(wf_ones(s0, 2, WF_DTYPE_U8), 1, false, true), WF_DTYPE_U8, s0, 2, NULL,
                0);
     double o3[3] = {1, 1, 1};
     const int64_t s31[2] = {3, 1};

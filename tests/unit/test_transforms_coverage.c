@@ -66,7 +66,7 @@ static const wf_prim_def *const unsupported[] = {&wf__prim_custom, &wf__prim_sib
 static const wf_prim_def *const zero_gradient[] = {
     &wf__prim_sign, &wf__prim_floor,        &wf__prim_ceil,
     &wf__prim_round, &wf__prim_floor_divide, &wf__prim_stop_gradient,
-    &wf__prim_random_keyed,
+    &wf__prim_random_keyed, &wf__prim_view,
 };
 
 /* Bool or integer outputs: no cotangent or tangent ever reaches them. */
@@ -77,6 +77,8 @@ static const wf_prim_def *const non_float_output[] = {
     &wf__prim_greater_equal, &wf__prim_logical_and, &wf__prim_logical_or,
     &wf__prim_all,         &wf__prim_any,           &wf__prim_argmax,
     &wf__prim_argmin,      &wf__prim_random_bernoulli, &wf__prim_random_categorical,
+    &wf__prim_bitwise_and, &wf__prim_bitwise_or,    &wf__prim_bitwise_xor,
+    &wf__prim_left_shift,  &wf__prim_right_shift,
 };
 
 static bool listed(const wf_prim_def *p, const wf_prim_def *const *list, size_t n)

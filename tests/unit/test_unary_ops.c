@@ -98,6 +98,8 @@ static bool is_int(wf_dtype d) { return !wf__dtype_is_float(d); }
 /* Output dtype of the case for input dtype d (WF_DTYPE_COUNT: an error). */
 static wf_dtype out_dtype(const unary_case *c, wf_dtype d)
 {
+    if (d == WF_DTYPE_C64) /* only stop_gradient takes it so far (test_errors) */
+        return c->kind == IDENT ? d : WF_DTYPE_COUNT;
     switch (c->kind) {
     case FLOATF: return is_int(d) ? WF_DTYPE_F32 : d;
     case NEG: return d == WF_DTYPE_BOOL ? WF_DTYPE_COUNT : d;
@@ -121,7 +123,7 @@ static double *make_inputs(const unary_case *c, wf_dtype d, int64_t n, uint32_t 
                 x = ceil(c->lo);
             if (x > c->hi)
                 x = floor(c->hi);
-            if (d == WF_DTYPE_U8 && x < 0)
+            if (wf__dtype_is_unsigned_int(d) && x < 0)
                 x = -x;
         }
         if (i == 0 && c->lo <= 0 && c->hi >= 0)
@@ -136,14 +138,17 @@ static double int_ref(const unary_case *c, wf_dtype d, double x)
 {
     if (d == WF_DTYPE_BOOL)
         return x; /* abs, sign, square of bool keep it */
-    double r = c->ref(x);
-    if (d == WF_DTYPE_U8) {
-        long long k = (long long)r % 256;
-        return (double)(k < 0 ? k + 256 : k);
-    }
-    if (d == WF_DTYPE_I32 && (r > 2147483647.0 || r < -2147483648.0))
-        return r; /* not reached with the test domains */
-    return r;
+    const double r = c->ref(x);
+    if (!wf__dtype_is_integer(d) || d == WF_DTYPE_I64)
+        return r;
+    /* The low bits (r is small: the test domains keep it within int64). */
+    const int bits = 8 * (int)wf_dtype_size(d);
+    uint64_t u = (uint64_t)(int64_t)r;
+    if (bits < 64)
+        u &= (UINT64_C(1) << bits) - 1;
+    if (wf__dtype_is_unsigned_int(d))
+        return (double)u;
+    return (u >> (bits - 1)) ? (double)u - ldexp(1, bits) : (double)u;
 }
 
 static double tol_for(const unary_case *c, wf_dtype out)
@@ -441,8 +446,81 @@ static void test_errors(void)
     /* the primitives check their input dtype themselves too */
     wf_array *x = wf_scalar(3, WF_DTYPE_I32);
     conf_check_error(wf__node_new(&wf__prim_sin, NULL, &x, 1), WF_ERR_DTYPE, "sin");
+    /* complex64: every op but stop_gradient, negative, abs, the NaN / inf
+     * tests and exp, log, sqrt, sin, cos, tanh (test_dtypes) is WF_ERR_DTYPE,
+     * saying why */
+    wf_array *z = wf_scalar(1, WF_DTYPE_C64);
+    for (int k = 0; k < NCASES; k++) {
+        if (cases[k].kind == IDENT || cases[k].op == wf_negative || cases[k].op == wf_abs ||
+            cases[k].op == wf_isnan || cases[k].op == wf_isinf || cases[k].op == wf_isfinite ||
+            cases[k].op == wf_exp || cases[k].op == wf_log || cases[k].op == wf_sqrt ||
+            cases[k].op == wf_sin ||
+            cases[k].op == wf_cos || cases[k].op == wf_tanh)
+            continue;
+        CHECK(cases[k].op(z) == NULL);
+        CHECK_EQ_INT(wf_last_error(), WF_ERR_DTYPE);
+        CHECK_STR_CONTAINS(wf_last_error_message(), cases[k].name);
+        CHECK_STR_CONTAINS(wf_last_error_message(), "complex64");
+        wf_clear_error();
+    }
+    wf_release(z);
     wf_release(x);
     wf_release(b);
+}
+
+/* The minimum and maximum of each new integer type through negative, abs,
+ * sign and square (wrapping as NumPy does). */
+static void test_new_integer_edges(void)
+{
+    wf_scope_begin();
+    const int64_t n = 4;
+    const int8_t i8[4] = {INT8_MIN, INT8_MAX, -1, 0};
+    const int16_t i16[4] = {INT16_MIN, INT16_MAX, 300, -300};
+    const uint16_t u16[4] = {0, 1, UINT16_MAX, 300};
+    const uint32_t u32[4] = {0, 1, UINT32_MAX, 70000};
+    const uint64_t u64[4] = {0, 1, UINT64_MAX, UINT64_C(1) << 33};
+    wf_array *a8 = wf_array_from_data(i8, &n, 1, WF_DTYPE_I8);
+    wf_array *a16 = wf_array_from_data(i16, &n, 1, WF_DTYPE_I16);
+    wf_array *b16 = wf_array_from_data(u16, &n, 1, WF_DTYPE_U16);
+    wf_array *b32 = wf_array_from_data(u32, &n, 1, WF_DTYPE_U32);
+    wf_array *b64 = wf_array_from_data(u64, &n, 1, WF_DTYPE_U64);
+    int8_t o8[4];
+    CHECK_OK(wf_array_copy_to(wf_negative(a8), o8, sizeof o8));
+    CHECK(o8[0] == INT8_MIN && o8[1] == -INT8_MAX && o8[2] == 1 && o8[3] == 0);
+    CHECK_OK(wf_array_copy_to(wf_abs(a8), o8, sizeof o8));
+    CHECK(o8[0] == INT8_MIN && o8[1] == INT8_MAX && o8[2] == 1);
+    CHECK_OK(wf_array_copy_to(wf_square(a8), o8, sizeof o8));
+    CHECK(o8[0] == 0 && o8[1] == 1 && o8[2] == 1); /* 16384, 16129 mod 256 */
+    int16_t o16[4];
+    CHECK_OK(wf_array_copy_to(wf_square(a16), o16, sizeof o16));
+    CHECK(o16[0] == 0 && o16[1] == 1 && o16[2] == 24464 && o16[3] == 24464);
+    CHECK_OK(wf_array_copy_to(wf_sign(a16), o16, sizeof o16));
+    CHECK(o16[0] == -1 && o16[1] == 1 && o16[2] == 1 && o16[3] == -1);
+    uint16_t p16[4];
+    CHECK_OK(wf_array_copy_to(wf_negative(b16), p16, sizeof p16));
+    CHECK(p16[0] == 0 && p16[1] == UINT16_MAX && p16[2] == 1 && p16[3] == 65236);
+    CHECK_OK(wf_array_copy_to(wf_square(b16), p16, sizeof p16));
+    CHECK(p16[2] == 1 && p16[3] == 24464);
+    uint32_t p32[4];
+    CHECK_OK(wf_array_copy_to(wf_square(b32), p32, sizeof p32));
+    CHECK(p32[2] == 1 && p32[3] == (uint32_t)(UINT64_C(70000) * 70000));
+    CHECK_OK(wf_array_copy_to(wf_abs(b32), p32, sizeof p32));
+    CHECK(p32[2] == UINT32_MAX);
+    uint64_t p64[4];
+    CHECK_OK(wf_array_copy_to(wf_negative(b64), p64, sizeof p64));
+    CHECK(p64[1] == UINT64_MAX && p64[2] == 1 && p64[3] == 0u - (UINT64_C(1) << 33));
+    CHECK_OK(wf_array_copy_to(wf_square(b64), p64, sizeof p64));
+    CHECK(p64[2] == 1 && p64[3] == 0); /* 2^66 wraps to 0 */
+    CHECK_OK(wf_array_copy_to(wf_sign(b64), p64, sizeof p64));
+    CHECK(p64[0] == 0 && p64[2] == 1);
+    /* float-valued functions compute in float32, as for the old integers */
+    float f[4];
+    wf_array *r = wf_sqrt(b64);
+    CHECK_EQ_INT(wf_array_dtype(r), WF_DTYPE_F32);
+    CHECK_OK(wf_array_copy_to(r, f, sizeof f));
+    CHECK_NEAR(f[2], 4294967296.0, 1); /* sqrt(2^64 rounded to float32) */
+    CHECK_NEAR(f[3], 92681.8999, 0.01);
+    wf_scope_end();
 }
 
 /* wf_exp: every float dtype, strided. */
@@ -902,6 +980,7 @@ int main(void)
     RUN_TEST(test_integer_wrap);
     RUN_TEST(test_identities);
     RUN_TEST(test_errors);
+    RUN_TEST(test_new_integer_edges);
     RUN_TEST(test_exp_kernel_paths);
     RUN_TEST(test_erfinv_float64_near_one);
     RUN_TEST(test_ceil_keeps_negative_zero);

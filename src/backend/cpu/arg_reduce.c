@@ -45,6 +45,7 @@
 ARG_BLOCK(arg_block_u8, uint8_t, NAN_I)
 ARG_BLOCK(arg_block_i32, int32_t, NAN_I)
 ARG_BLOCK(arg_block_i64, int64_t, NAN_I)
+ARG_BLOCK(arg_block_u64, uint64_t, NAN_I)
 ARG_BLOCK(arg_block_f32, float, NAN_F)
 ARG_BLOCK(arg_block_f64, double, NAN_F)
 
@@ -78,6 +79,7 @@ ARG_ROW_FAST(arg_row_f64, double, WF_DTYPE_F64, f64, NAN_F)
 ARG_ROW_FAST(arg_row_i32, int32_t, WF_DTYPE_I32, i32, NAN_I)
 ARG_ROW_FAST(arg_row_i64, int64_t, WF_DTYPE_I64, i64, NAN_I)
 ARG_ROW_FAST(arg_row_u8, uint8_t, WF_DTYPE_U8, u8, NAN_I)
+ARG_ROW_FAST(arg_row_u64, uint64_t, WF_DTYPE_U64, u64, NAN_I)
 
 typedef struct arg_ctx {
     int64_t len;       /* axis length */
@@ -86,12 +88,12 @@ typedef struct arg_ctx {
     bool argmin;
     } arg_ctx;
 
-/* Row form: operands [idx (int32), x]; each element is one row. */
+/* Row form: operands [idx (uint32), x]; each element is one row. */
 static void arg_rows(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx)
 {
     const arg_ctx *c = ctx;
     const size_t xi = wf_dtype_size(c->xdt);
-    int32_t *idx = (int32_t *)ptrs[0];
+    uint32_t *idx = (uint32_t *)ptrs[0];
     for (int64_t r = 0; r < n; r++) {
         const char *x = ptrs[1] + r * strides[1] * (int64_t)xi;
         int64_t found = 0;
@@ -101,6 +103,7 @@ static void arg_rows(int64_t n, char *const *ptrs, const int64_t *strides, const
             case WF_DTYPE_F64: found = arg_row_f64(c->len, (const double *)x, c->argmin); break;
             case WF_DTYPE_I32: found = arg_row_i32(c->len, (const int32_t *)x, c->argmin); break;
             case WF_DTYPE_I64: found = arg_row_i64(c->len, (const int64_t *)x, c->argmin); break;
+            case WF_DTYPE_U64: found = arg_row_u64(c->len, (const uint64_t *)x, c->argmin); break;
             default: found = arg_row_u8(c->len, (const uint8_t *)x, c->argmin); break;
             }
         } else {
@@ -132,6 +135,9 @@ static void arg_rows(int64_t n, char *const *ptrs, const int64_t *strides, const
                     arg_block_i64(m, b, bs, i0, c->argmin, &best.i64, &found,
                                   &first);
                     break;
+                case WF_DTYPE_U64:
+                    arg_block_u64(m, b, bs, i0, c->argmin, &best.u64, &found, &first);
+                    break;
                 default:
                     arg_block_u8(m, b, bs, i0, c->argmin, &best.u8, &found,
                                  &first);
@@ -139,21 +145,21 @@ static void arg_rows(int64_t n, char *const *ptrs, const int64_t *strides, const
                 }
             }
         }
-        idx[r * strides[0]] = (int32_t)found;
+        idx[r * strides[0]] = (uint32_t)found;
     }
 }
 
-/* Vertical form: operands [idx (int32), best (at), x (at, staged)]; merges
+/* Vertical form: operands [idx (uint32), best (at), x (at, staged)]; merges
  * axis index k into the running bests. */
 #define ARG_VERT(NAME, T, ISNAN)                                                           \
     static void NAME(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx) \
     {                                                                                    \
         const wf_cpu_stage_ctx *c = ctx;                                                             \
-        int32_t *restrict idx = (int32_t *)ptrs[0];                                      \
+        uint32_t *restrict idx = (uint32_t *)ptrs[0];                                    \
         T *restrict best = (T *)ptrs[1];                                                 \
         const T *restrict x = (const T *)ptrs[2];                                        \
         const int64_t si = strides[0], sb = strides[1], sx = strides[2];                 \
-        const int32_t k = (int32_t)c->index;                                                 \
+        const uint32_t k = (uint32_t)c->index;                                           \
         if (k > 0 && si == 1 && sb == 1 && sx == 1) {                                    \
             int64_t i = 0;                                                               \
             if (c->flag) {                                                               \
@@ -204,6 +210,7 @@ static void arg_rows(int64_t n, char *const *ptrs, const int64_t *strides, const
 ARG_VERT(arg_vert_u8, uint8_t, NAN_I)
 ARG_VERT(arg_vert_i32, int32_t, NAN_I)
 ARG_VERT(arg_vert_i64, int64_t, NAN_I)
+ARG_VERT(arg_vert_u64, uint64_t, NAN_I)
 ARG_VERT(arg_vert_f32, float, NAN_F)
 ARG_VERT(arg_vert_f64, double, NAN_F)
 
@@ -243,7 +250,23 @@ static wf_cpu_inner_fn arg_vert_loop(wf_dtype at)
     case WF_DTYPE_F64: return arg_vert_f64;
     case WF_DTYPE_I32: return arg_vert_i32;
     case WF_DTYPE_I64: return arg_vert_i64;
+    case WF_DTYPE_U64: return arg_vert_u64;
     default: return arg_vert_u8;
+    }
+}
+
+/* The dtype the comparisons run in: halves in float32, the narrow integers
+ * in int32, uint32 in int64 (each holds every value, in order). */
+static wf_dtype arg_compute_dtype(wf_dtype in)
+{
+    switch (in) {
+    case WF_DTYPE_F16:
+    case WF_DTYPE_BF16: return WF_DTYPE_F32;
+    case WF_DTYPE_I8:
+    case WF_DTYPE_I16:
+    case WF_DTYPE_U16: return WF_DTYPE_I32;
+    case WF_DTYPE_U32: return WF_DTYPE_I64;
+    default: return in;
     }
 }
 
@@ -259,15 +282,14 @@ wf_status wf__cpu_arg_reduce(wf_array *out, wf_array *const *inputs, int ninputs
     if (out->size == 0)
         return WF_OK;
     const int64_t len = in->shape[p->axis];
-    const wf_dtype at = in->dtype == WF_DTYPE_F16 || in->dtype == WF_DTYPE_BF16 ? WF_DTYPE_F32
-                                                                                : in->dtype;
+    const wf_dtype at = arg_compute_dtype(in->dtype);
     if (len <= 1) {
-        memset(wf__array_data_ptr(out), 0, (size_t)out->size * sizeof(int32_t));
+        memset(wf__array_data_ptr(out), 0, (size_t)out->size * sizeof(uint32_t));
         return WF_OK;
     }
     const size_t xi = wf_dtype_size(in->dtype);
     char *data2[2] = {wf__array_data_ptr(out), wf__array_data_ptr(in)};
-    const size_t items2[2] = {sizeof(int32_t), xi};
+    const size_t items2[2] = {sizeof(uint32_t), xi};
     const enum wf_cpu_layout lay2[2] = {WF_CPU_LAYOUT_ACC, WF_CPU_LAYOUT_IN};
     wf_cpu_iter it;
     if (wf__cpu_axis_walk(&it, in, p->axis, 2, data2, items2, lay2)) {
@@ -284,7 +306,7 @@ wf_status wf__cpu_arg_reduce(wf_array *out, wf_array *const *inputs, int ninputs
     wf_cpu_stage_ctx c;
     wf__cpu_stage_init(&c, arg_vert_loop(at), at);
     c.flag = p->op == 1;
-    c.item[0] = sizeof(int32_t);
+    c.item[0] = sizeof(uint32_t);
     c.item[1] = wf_dtype_size(at);
     c.item[2] = xi;
     if (in->dtype != at) {

@@ -223,49 +223,23 @@ void wf__cpu_f32_to_halves(int64_t n, const float *src, uint16_t *dst, int64_t s
 /* ---------------------------------------------------------------- scalar operations */
 
 /* Bool values are normalized (any non-zero byte is true). Integers wrap
- * (computed in unsigned arithmetic). */
+ * (computed in unsigned arithmetic of at least 32 bits, so that no product
+ * of promoted narrow types overflows int). */
 static inline uint8_t b01(uint8_t x) { return (uint8_t)(x != 0); }
 
 /* add / multiply: bool add is logical or, multiply logical and. */
 static inline uint8_t add_bool(uint8_t a, uint8_t b) { return (uint8_t)(b01(a) | b01(b)); }
 static inline uint8_t mul_bool(uint8_t a, uint8_t b) { return (uint8_t)(b01(a) & b01(b)); }
-static inline uint8_t add_u8(uint8_t a, uint8_t b) { return (uint8_t)(a + b); }
-static inline uint8_t mul_u8(uint8_t a, uint8_t b) { return (uint8_t)(a * b); }
-static inline uint8_t sub_u8(uint8_t a, uint8_t b) { return (uint8_t)(a - b); }
-static inline int32_t add_i32(int32_t a, int32_t b)
-{
-    return wf__cpu_wrap_i32((uint32_t)a + (uint32_t)b);
-}
-static inline int32_t mul_i32(int32_t a, int32_t b)
-{
-    return wf__cpu_wrap_i32((uint32_t)a * (uint32_t)b);
-}
-static inline int32_t sub_i32(int32_t a, int32_t b)
-{
-    return wf__cpu_wrap_i32((uint32_t)a - (uint32_t)b);
-}
-static inline int64_t add_i64(int64_t a, int64_t b)
-{
-    return wf__cpu_wrap_i64((uint64_t)a + (uint64_t)b);
-}
-static inline int64_t mul_i64(int64_t a, int64_t b)
-{
-    return wf__cpu_wrap_i64((uint64_t)a * (uint64_t)b);
-}
-static inline int64_t sub_i64(int64_t a, int64_t b)
-{
-    return wf__cpu_wrap_i64((uint64_t)a - (uint64_t)b);
-}
 
-/* maximum / minimum: bool is or / and; floats propagate NaN (NumPy). */
-#define INT_MINMAX(T, SFX)                                                              \
-    static inline T max_##SFX(T a, T b) { return a > b ? a : b; }                       \
-    static inline T min_##SFX(T a, T b) { return a < b ? a : b; }
-INT_MINMAX(uint8_t, u8)
-INT_MINMAX(int32_t, i32)
-INT_MINMAX(int64_t, i64)
-static inline uint8_t max_bool(uint8_t a, uint8_t b) { return add_bool(a, b); }
-static inline uint8_t min_bool(uint8_t a, uint8_t b) { return mul_bool(a, b); }
+/* From the unsigned computation back to each integer type, wrapping. */
+#define WRAP_U8(v) ((uint8_t)(v))
+#define WRAP_U16(v) ((uint16_t)(v))
+#define WRAP_U32(v) ((uint32_t)(v))
+#define WRAP_U64(v) ((uint64_t)(v))
+#define WRAP_I8(v) wf__cpu_wrap_i8((uint8_t)(v))
+#define WRAP_I16(v) wf__cpu_wrap_i16((uint16_t)(v))
+#define WRAP_I32(v) wf__cpu_wrap_i32((uint32_t)(v))
+#define WRAP_I64(v) wf__cpu_wrap_i64((uint64_t)(v))
 
 /* Integer power by repeated squaring, wrapping. A negative exponent gives 0
  * (the truncated value of 1 / a^-b), except for bases 1 (gives 1) and -1
@@ -283,25 +257,104 @@ static inline uint64_t ipow_u64(uint64_t base, uint64_t exponent)
     return r;
 }
 static inline uint8_t pow_bool(uint8_t a, uint8_t b) { return (uint8_t)(b01(a) | !b01(b)); }
-static inline uint8_t pow_u8(uint8_t a, uint8_t b) { return (uint8_t)ipow_u64(a, b); }
-static inline int32_t pow_i32(int32_t a, int32_t b)
-{
-    if (b < 0)
-        return a == 1 ? 1 : a == -1 ? (((uint32_t)b & 1u) ? -1 : 1) : 0;
-    return wf__cpu_wrap_i32((uint32_t)ipow_u64((uint64_t)(uint32_t)a, (uint64_t)b));
-}
-static inline int64_t pow_i64(int64_t a, int64_t b)
-{
-    if (b < 0)
-        return a == 1 ? 1 : a == -1 ? (((uint64_t)b & 1u) ? -1 : 1) : 0;
-    return wf__cpu_wrap_i64(ipow_u64((uint64_t)a, (uint64_t)b));
-}
 
-/* Integer floor division and remainder with Python semantics: the quotient
- * rounds toward -inf and the remainder takes the divisor's sign. Integer
- * division by zero gives 0 for both (NumPy warns and gives 0; C would trap).
- * Dividing the minimum value by -1 wraps (gives the minimum back, remainder
- * 0) instead of overflowing. Bool: a // b is a and b, a % b is false. */
+/* Shifts follow NumPy: a shift by the type's width or more (or by a
+ * negative amount) gives 0, or for a right shift of a negative value -1;
+ * right shifts of signed values are arithmetic. Bool: a << b is a, a >> b
+ * is a and not b (1 shifted right by 1 is 0). */
+static inline uint8_t shl_bool(uint8_t a, uint8_t b)
+{
+    (void)b;
+    return b01(a);
+}
+static inline uint8_t shr_bool(uint8_t a, uint8_t b) { return (uint8_t)(b01(a) & !b01(b)); }
+static inline uint8_t and_bool(uint8_t a, uint8_t b) { return mul_bool(a, b); }
+static inline uint8_t or_bool(uint8_t a, uint8_t b) { return add_bool(a, b); }
+static inline uint8_t xor_bool(uint8_t a, uint8_t b) { return (uint8_t)(b01(a) ^ b01(b)); }
+
+/* The operations of one integer type T (suffix SFX, computed in unsigned UT
+ * of at least 32 bits, wrapped back by WRAP). */
+#define INT_OPS(T, SFX, UT, WRAP)                                                       \
+    static inline T add_##SFX(T a, T b) { return WRAP((UT)a + (UT)b); }                 \
+    static inline T sub_##SFX(T a, T b) { return WRAP((UT)a - (UT)b); }                 \
+    static inline T mul_##SFX(T a, T b) { return WRAP((UT)a * (UT)b); }                 \
+    static inline T max_##SFX(T a, T b) { return a > b ? a : b; }                       \
+    static inline T min_##SFX(T a, T b) { return a < b ? a : b; }                       \
+    static inline T and_##SFX(T a, T b) { return (T)(a & b); }                          \
+    static inline T or_##SFX(T a, T b) { return (T)(a | b); }                           \
+    static inline T xor_##SFX(T a, T b) { return (T)(a ^ b); }                          \
+    static inline T shl_##SFX(T a, T b)                                                 \
+    {                                                                                   \
+        const bool in_range = (uint64_t)b < 8 * sizeof(T); /* a negative b is huge */   \
+        return in_range ? WRAP((UT)a << (b & (8 * sizeof(T) - 1))) : 0;                 \
+    }
+INT_OPS(uint8_t, u8, uint32_t, WRAP_U8)
+INT_OPS(uint16_t, u16, uint32_t, WRAP_U16)
+INT_OPS(uint32_t, u32, uint32_t, WRAP_U32)
+INT_OPS(uint64_t, u64, uint64_t, WRAP_U64)
+INT_OPS(int8_t, i8, uint32_t, WRAP_I8)
+INT_OPS(int16_t, i16, uint32_t, WRAP_I16)
+INT_OPS(int32_t, i32, uint32_t, WRAP_I32)
+INT_OPS(int64_t, i64, uint64_t, WRAP_I64)
+
+/* Unsigned: power, floor division and remainder (no sign rules), logical
+ * right shift. Integer division by zero gives 0 (NumPy warns and gives 0;
+ * C would trap). */
+#define UINT_OPS(T, SFX)                                                                \
+    static inline T pow_##SFX(T a, T b) { return (T)ipow_u64(a, b); }                   \
+    static inline T floordiv_##SFX(T a, T b) { return b ? (T)(a / b) : 0; }             \
+    static inline T rem_##SFX(T a, T b) { return b ? (T)(a % b) : 0; }                  \
+    static inline T shr_##SFX(T a, T b)                                                 \
+    {                                                                                   \
+        return (uint64_t)b < 8 * sizeof(T) ? (T)(a >> (b & (8 * sizeof(T) - 1))) : 0;  \
+    }
+UINT_OPS(uint8_t, u8)
+UINT_OPS(uint16_t, u16)
+UINT_OPS(uint32_t, u32)
+UINT_OPS(uint64_t, u64)
+
+/* Signed: power (see ipow_u64), floor division and remainder with Python
+ * semantics (the quotient rounds toward -inf, the remainder takes the
+ * divisor's sign; dividing the minimum by -1 wraps, giving the minimum back
+ * and remainder 0), arithmetic right shift. */
+#define SINT_OPS(T, SFX, UT, WRAP)                                                      \
+    static inline T pow_##SFX(T a, T b)                                                 \
+    {                                                                                   \
+        if (b < 0)                                                                      \
+            return a == 1 ? 1 : a == -1 ? (((UT)b & 1u) ? -1 : 1) : 0;                  \
+        return WRAP(ipow_u64((uint64_t)(UT)a, (uint64_t)b));                            \
+    }                                                                                   \
+    static inline T floordiv_##SFX(T a, T b)                                            \
+    {                                                                                   \
+        if (b == 0)                                                                     \
+            return 0; /* integer division by zero gives 0 */                            \
+        if (b == -1)                                                                    \
+            return WRAP((UT)0 - (UT)a);                                                 \
+        const T q = (T)(a / b), r = (T)(a % b);                                         \
+        return (r != 0 && ((r < 0) != (b < 0))) ? (T)(q - 1) : q;                       \
+    }                                                                                   \
+    static inline T rem_##SFX(T a, T b)                                                 \
+    {                                                                                   \
+        if (b == 0 || b == -1)                                                          \
+            return 0; /* integer division by zero gives 0 */                            \
+        const T r = (T)(a % b);                                                         \
+        return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;                       \
+    }                                                                                   \
+    static inline T shr_##SFX(T a, T b)                                                 \
+    {                                                                                   \
+        const bool in_range = (uint64_t)b < 8 * sizeof(T); /* a negative b is huge */   \
+        const T fill = a < 0 ? (T)-1 : 0;                                               \
+        return in_range ? (T)(a >> (b & (8 * sizeof(T) - 1))) : fill;                   \
+    }
+SINT_OPS(int8_t, i8, uint32_t, WRAP_I8)
+SINT_OPS(int16_t, i16, uint32_t, WRAP_I16)
+SINT_OPS(int32_t, i32, uint32_t, WRAP_I32)
+SINT_OPS(int64_t, i64, uint64_t, WRAP_I64)
+
+/* maximum / minimum: bool is or / and. */
+static inline uint8_t max_bool(uint8_t a, uint8_t b) { return add_bool(a, b); }
+static inline uint8_t min_bool(uint8_t a, uint8_t b) { return mul_bool(a, b); }
+/* Bool: a // b is a and b, a % b is false. */
 static inline uint8_t floordiv_bool(uint8_t a, uint8_t b) { return mul_bool(a, b); }
 static inline uint8_t rem_bool(uint8_t a, uint8_t b)
 {
@@ -309,27 +362,6 @@ static inline uint8_t rem_bool(uint8_t a, uint8_t b)
     (void)b;
     return 0;
 }
-static inline uint8_t floordiv_u8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a / b) : 0; }
-static inline uint8_t rem_u8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a % b) : 0; }
-#define INT_FLOORDIV(T, SFX, UT, WRAP)                                                  \
-    static inline T floordiv_##SFX(T a, T b)                                            \
-    {                                                                                   \
-        if (b == 0)                                                                     \
-            return 0; /* integer division by zero gives 0 */                            \
-        if (b == -1)                                                                    \
-            return WRAP((UT)0 - (UT)a);                                                 \
-        const T q = a / b, r = a % b;                                                   \
-        return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;                            \
-    }                                                                                   \
-    static inline T rem_##SFX(T a, T b)                                                 \
-    {                                                                                   \
-        if (b == 0 || b == -1)                                                          \
-            return 0; /* integer division by zero gives 0 */                            \
-        const T r = a % b;                                                              \
-        return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;                            \
-    }
-INT_FLOORDIV(int32_t, i32, uint32_t, wf__cpu_wrap_i32)
-INT_FLOORDIV(int64_t, i64, uint64_t, wf__cpu_wrap_i64)
 
 /* Float operations for float32 and float64 (halves use the float32 ones).
  * floor_divide and remainder follow Python / NumPy's divmod: computed from
@@ -370,6 +402,39 @@ INT_FLOORDIV(int64_t, i64, uint64_t, wf__cpu_wrap_i64)
 FLOAT_OPS(float, f32, f)
 FLOAT_OPS(double, f64, )
 
+/* complex64: arithmetic in float32 parts (NumPy's); division by Smith's
+ * method, which scales by the larger part of the divisor so that |b|^2
+ * neither overflows nor underflows where the quotient is representable.
+ * Equality compares both parts. */
+static inline wf_cpu_c64 add_c64(wf_cpu_c64 a, wf_cpu_c64 b)
+{
+    return (wf_cpu_c64){a.re + b.re, a.im + b.im};
+}
+static inline wf_cpu_c64 sub_c64(wf_cpu_c64 a, wf_cpu_c64 b)
+{
+    return (wf_cpu_c64){a.re - b.re, a.im - b.im};
+}
+static inline wf_cpu_c64 mul_c64(wf_cpu_c64 a, wf_cpu_c64 b)
+{
+    return (wf_cpu_c64){a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+}
+static inline wf_cpu_c64 div_c64(wf_cpu_c64 a, wf_cpu_c64 b)
+{
+    if (fabsf(b.re) >= fabsf(b.im)) {
+        if (b.re == 0 && b.im == 0) /* IEEE results part by part, as NumPy */
+            return (wf_cpu_c64){a.re / fabsf(b.re), a.im / fabsf(b.im)};
+        const float r = b.im / b.re, d = b.re + b.im * r;
+        return (wf_cpu_c64){(a.re + a.im * r) / d, (a.im - a.re * r) / d};
+    }
+    const float r = b.re / b.im, d = b.re * r + b.im;
+    return (wf_cpu_c64){(a.re * r + a.im) / d, (a.im * r - a.re) / d};
+}
+static inline uint8_t eq_c64(wf_cpu_c64 a, wf_cpu_c64 b)
+{
+    return (uint8_t)((a.re == b.re) & (a.im == b.im));
+}
+static inline uint8_t ne_c64(wf_cpu_c64 a, wf_cpu_c64 b) { return (uint8_t)!eq_c64(a, b); }
+
 /* Comparisons give bool; NaN compares unequal to everything. */
 #define CMP_OPS(T, SFX)                                                                 \
     static inline uint8_t eq_##SFX(T a, T b) { return (uint8_t)(a == b); }              \
@@ -379,6 +444,11 @@ FLOAT_OPS(double, f64, )
     static inline uint8_t gt_##SFX(T a, T b) { return (uint8_t)(a > b); }               \
     static inline uint8_t ge_##SFX(T a, T b) { return (uint8_t)(a >= b); }
 CMP_OPS(uint8_t, u8)
+CMP_OPS(uint16_t, u16)
+CMP_OPS(uint32_t, u32)
+CMP_OPS(uint64_t, u64)
+CMP_OPS(int8_t, i8)
+CMP_OPS(int16_t, i16)
 CMP_OPS(int32_t, i32)
 CMP_OPS(int64_t, i64)
 CMP_OPS(float, f32)
@@ -541,83 +611,149 @@ static void half_cmp(int64_t n, char *const *ptrs, const int64_t *strides, wf_dt
         HELPER(n, ptrs, strides, WF_DTYPE_BF16, L_##NAME##_f32_typed);                  \
     }
 
-/* The loops of an op over every dtype: bool, u8, i32, i64, halves, f32, f64. */
-#define ARITH_ALL(NAME, OPB, OPU8, OPI32, OPI64, OPF32, OPF64)                          \
-    LOOP(L_##NAME##_bool, uint8_t, uint8_t, OPB)                                        \
-    LOOP(L_##NAME##_u8, uint8_t, uint8_t, OPU8)                                         \
-    LOOP(L_##NAME##_i32, int32_t, int32_t, OPI32)                                       \
-    LOOP(L_##NAME##_i64, int64_t, int64_t, OPI64)                                       \
-    LOOP(L_##NAME##_f32, float, float, OPF32)                                           \
-    LOOP(L_##NAME##_f64, double, double, OPF64)                                         \
-    HALF_INNERS(NAME, half_arith)                                                       \
-    static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
-        L_##NAME##_bool, L_##NAME##_u8, L_##NAME##_i32, L_##NAME##_i64,                 \
-        L_##NAME##_f16, L_##NAME##_bf16, L_##NAME##_f32, L_##NAME##_f64};
+/* The loops of an op over the integer types: L_NAME_u8 ... L_NAME_i64 of
+ * OP##_u8 ... OP##_i64, each giving its input's type. */
+#define INT_LOOPS(NAME, OP)                                                             \
+    LOOP(L_##NAME##_u8, uint8_t, uint8_t, OP##_u8)                                      \
+    LOOP(L_##NAME##_u16, uint16_t, uint16_t, OP##_u16)                                  \
+    LOOP(L_##NAME##_u32, uint32_t, uint32_t, OP##_u32)                                  \
+    LOOP(L_##NAME##_u64, uint64_t, uint64_t, OP##_u64)                                  \
+    LOOP(L_##NAME##_i8, int8_t, int8_t, OP##_i8)                                        \
+    LOOP(L_##NAME##_i16, int16_t, int16_t, OP##_i16)                                    \
+    LOOP(L_##NAME##_i32, int32_t, int32_t, OP##_i32)                                    \
+    LOOP(L_##NAME##_i64, int64_t, int64_t, OP##_i64)
 
-/* The same without bool (subtract). */
-#define ARITH_NOBOOL(NAME, OPU8, OPI32, OPI64, OPF32, OPF64)                            \
-    LOOP(L_##NAME##_u8, uint8_t, uint8_t, OPU8)                                         \
-    LOOP(L_##NAME##_i32, int32_t, int32_t, OPI32)                                       \
-    LOOP(L_##NAME##_i64, int64_t, int64_t, OPI64)                                       \
-    LOOP(L_##NAME##_f32, float, float, OPF32)                                           \
-    LOOP(L_##NAME##_f64, double, double, OPF64)                                         \
+/* The table entries of NAME's integer loops. */
+#define INT_ENTRIES(NAME)                                                               \
+    [WF_DTYPE_U8] = L_##NAME##_u8, [WF_DTYPE_U16] = L_##NAME##_u16,                     \
+    [WF_DTYPE_U32] = L_##NAME##_u32, [WF_DTYPE_U64] = L_##NAME##_u64,                   \
+    [WF_DTYPE_I8] = L_##NAME##_i8, [WF_DTYPE_I16] = L_##NAME##_i16,                     \
+    [WF_DTYPE_I32] = L_##NAME##_i32, [WF_DTYPE_I64] = L_##NAME##_i64
+#define FLOAT_ENTRIES(NAME)                                                             \
+    [WF_DTYPE_F16] = L_##NAME##_f16, [WF_DTYPE_BF16] = L_##NAME##_bf16,                 \
+    [WF_DTYPE_F32] = L_##NAME##_f32, [WF_DTYPE_F64] = L_##NAME##_f64
+
+/* The loops of an op over every real dtype: bool, the integers, halves,
+ * f32, f64 (OP##_bool, OP##_u8, ..., OP##_f64). */
+#define ARITH_ALL(NAME, OP)                                                             \
+    LOOP(L_##NAME##_bool, uint8_t, uint8_t, OP##_bool)                                  \
+    INT_LOOPS(NAME, OP)                                                                 \
+    LOOP(L_##NAME##_f32, float, float, OP##_f32)                                        \
+    LOOP(L_##NAME##_f64, double, double, OP##_f64)                                      \
     HALF_INNERS(NAME, half_arith)                                                       \
     static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
-        NULL, L_##NAME##_u8, L_##NAME##_i32, L_##NAME##_i64,                            \
-        L_##NAME##_f16, L_##NAME##_bf16, L_##NAME##_f32, L_##NAME##_f64};
+        [WF_DTYPE_BOOL] = L_##NAME##_bool, INT_ENTRIES(NAME), FLOAT_ENTRIES(NAME)};
+
+/* The same with a complex64 loop (OP##_c64): add, multiply. */
+#define ARITH_ALL_COMPLEX(NAME, OP)                                                     \
+    LOOP(L_##NAME##_bool, uint8_t, uint8_t, OP##_bool)                                  \
+    INT_LOOPS(NAME, OP)                                                                 \
+    LOOP(L_##NAME##_f32, float, float, OP##_f32)                                        \
+    LOOP(L_##NAME##_f64, double, double, OP##_f64)                                      \
+    LOOP(L_##NAME##_c64, wf_cpu_c64, wf_cpu_c64, OP##_c64)                              \
+    HALF_INNERS(NAME, half_arith)                                                       \
+    static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
+        [WF_DTYPE_BOOL] = L_##NAME##_bool, INT_ENTRIES(NAME), FLOAT_ENTRIES(NAME),      \
+        [WF_DTYPE_C64] = L_##NAME##_c64};
+
+/* The same without bool, with complex64 (subtract). */
+#define ARITH_NOBOOL(NAME, OP)                                                          \
+    INT_LOOPS(NAME, OP)                                                                 \
+    LOOP(L_##NAME##_f32, float, float, OP##_f32)                                        \
+    LOOP(L_##NAME##_f64, double, double, OP##_f64)                                      \
+    LOOP(L_##NAME##_c64, wf_cpu_c64, wf_cpu_c64, OP##_c64)                              \
+    HALF_INNERS(NAME, half_arith)                                                       \
+    static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
+        INT_ENTRIES(NAME), FLOAT_ENTRIES(NAME), [WF_DTYPE_C64] = L_##NAME##_c64};
+
+/* Bool and integers only (the bitwise ops). */
+#define ARITH_INT(NAME, OP)                                                             \
+    LOOP(L_##NAME##_bool, uint8_t, uint8_t, OP##_bool)                                  \
+    INT_LOOPS(NAME, OP)                                                                 \
+    static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
+        [WF_DTYPE_BOOL] = L_##NAME##_bool, INT_ENTRIES(NAME)};
 
 /* The loops of a float-only op (divide, logaddexp, arctan2: the op casts
  * integers) whose float32 and float64 loops are defined before it. */
 #define FLOAT_ONLY_TABLE(NAME)                                                          \
     HALF_INNERS(NAME, half_arith)                                                       \
-    static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
-        NULL, NULL, NULL, NULL, L_##NAME##_f16, L_##NAME##_bf16, L_##NAME##_f32, L_##NAME##_f64};
+    static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {FLOAT_ENTRIES(NAME)};
 
 #define ARITH_FLOAT(NAME, OPF32, OPF64)                                                 \
     LOOP(L_##NAME##_f32, float, float, OPF32)                                           \
     LOOP(L_##NAME##_f64, double, double, OPF64)                                         \
     FLOAT_ONLY_TABLE(NAME)
 
-/* Comparisons: every dtype in, bool out. */
+/* Comparisons: every real dtype in, bool out. */
 #define CMP_ALL(NAME, OP)                                                               \
     LOOP(L_##NAME##_bool, uint8_t, uint8_t, OP##_bool)                                  \
     LOOP(L_##NAME##_u8, uint8_t, uint8_t, OP##_u8)                                      \
+    LOOP(L_##NAME##_u16, uint16_t, uint8_t, OP##_u16)                                   \
+    LOOP(L_##NAME##_u32, uint32_t, uint8_t, OP##_u32)                                   \
+    LOOP(L_##NAME##_u64, uint64_t, uint8_t, OP##_u64)                                   \
+    LOOP(L_##NAME##_i8, int8_t, uint8_t, OP##_i8)                                       \
+    LOOP(L_##NAME##_i16, int16_t, uint8_t, OP##_i16)                                    \
     LOOP(L_##NAME##_i32, int32_t, uint8_t, OP##_i32)                                    \
     LOOP(L_##NAME##_i64, int64_t, uint8_t, OP##_i64)                                    \
     LOOP(L_##NAME##_f32, float, uint8_t, OP##_f32)                                      \
     LOOP(L_##NAME##_f64, double, uint8_t, OP##_f64)                                     \
     HALF_INNERS(NAME, half_cmp)                                                         \
     static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
-        L_##NAME##_bool, L_##NAME##_u8, L_##NAME##_i32, L_##NAME##_i64,                 \
-        L_##NAME##_f16, L_##NAME##_bf16, L_##NAME##_f32, L_##NAME##_f64};
+        [WF_DTYPE_BOOL] = L_##NAME##_bool, INT_ENTRIES(NAME), FLOAT_ENTRIES(NAME)};
 
-ARITH_ALL(add, add_bool, add_u8, add_i32, add_i64, add_f32, add_f64)
-ARITH_ALL(mul, mul_bool, mul_u8, mul_i32, mul_i64, mul_f32, mul_f64)
-ARITH_NOBOOL(sub, sub_u8, sub_i32, sub_i64, sub_f32, sub_f64)
-ARITH_FLOAT(div, div_f32, div_f64)
+ARITH_ALL_COMPLEX(add, add)
+ARITH_ALL_COMPLEX(mul, mul)
+ARITH_NOBOOL(sub, sub)
+/* divide: the float types and complex64 */
+LOOP(L_div_f32, float, float, div_f32)
+LOOP(L_div_f64, double, double, div_f64)
+LOOP(L_div_c64, wf_cpu_c64, wf_cpu_c64, div_c64)
+HALF_INNERS(div, half_arith)
+static const wf_cpu_inner_fn div_loops[WF_DTYPE_COUNT] = {FLOAT_ENTRIES(div),
+                                                          [WF_DTYPE_C64] = L_div_c64};
 /* power: integer loops, vmath float32 and float64. */
 LOOP(L_pow_bool, uint8_t, uint8_t, pow_bool)
-LOOP(L_pow_u8, uint8_t, uint8_t, pow_u8)
-LOOP(L_pow_i32, int32_t, int32_t, pow_i32)
-LOOP(L_pow_i64, int64_t, int64_t, pow_i64)
+INT_LOOPS(pow, pow)
 VM_LOOP(L_pow_f32, float, wf__vm_power_f32)
 VM_LOOP(L_pow_f64, double, wf__vm_power_f64)
 HALF_INNERS(pow, half_arith)
 static const wf_cpu_inner_fn pow_loops[WF_DTYPE_COUNT] = {
-    L_pow_bool, L_pow_u8, L_pow_i32, L_pow_i64, L_pow_f16, L_pow_bf16, L_pow_f32, L_pow_f64};
-ARITH_ALL(max, max_bool, max_u8, max_i32, max_i64, max_f32, max_f64)
-ARITH_ALL(min, min_bool, min_u8, min_i32, min_i64, min_f32, min_f64)
-ARITH_ALL(floordiv, floordiv_bool, floordiv_u8, floordiv_i32, floordiv_i64, floordiv_f32,
-          floordiv_f64)
-ARITH_ALL(rem, rem_bool, rem_u8, rem_i32, rem_i64, rem_f32, rem_f64)
+    [WF_DTYPE_BOOL] = L_pow_bool, INT_ENTRIES(pow), FLOAT_ENTRIES(pow)};
+ARITH_ALL(max, max)
+ARITH_ALL(min, min)
+ARITH_ALL(floordiv, floordiv)
+ARITH_ALL(rem, rem)
+ARITH_INT(bitand, and)
+ARITH_INT(bitor, or)
+ARITH_INT(bitxor, xor)
+ARITH_INT(shl, shl)
+ARITH_INT(shr, shr)
 VM_LOOP(L_logaddexp_f32, float, wf__vm_logaddexp_f32)
 VM_LOOP(L_logaddexp_f64, double, wf__vm_logaddexp_f64)
 FLOAT_ONLY_TABLE(logaddexp)
 VM_LOOP(L_atan2_f32, float, wf__vm_arctan2_f32)
 VM_LOOP(L_atan2_f64, double, wf__vm_arctan2_f64)
 FLOAT_ONLY_TABLE(atan2)
-CMP_ALL(eq, eq)
-CMP_ALL(ne, ne)
+/* equal / not_equal take complex64 too. */
+#define CMP_EQUALITY(NAME, OP)                                                          \
+    LOOP(L_##NAME##_bool, uint8_t, uint8_t, OP##_bool)                                  \
+    LOOP(L_##NAME##_u8, uint8_t, uint8_t, OP##_u8)                                      \
+    LOOP(L_##NAME##_u16, uint16_t, uint8_t, OP##_u16)                                   \
+    LOOP(L_##NAME##_u32, uint32_t, uint8_t, OP##_u32)                                   \
+    LOOP(L_##NAME##_u64, uint64_t, uint8_t, OP##_u64)                                   \
+    LOOP(L_##NAME##_i8, int8_t, uint8_t, OP##_i8)                                       \
+    LOOP(L_##NAME##_i16, int16_t, uint8_t, OP##_i16)                                    \
+    LOOP(L_##NAME##_i32, int32_t, uint8_t, OP##_i32)                                    \
+    LOOP(L_##NAME##_i64, int64_t, uint8_t, OP##_i64)                                    \
+    LOOP(L_##NAME##_f32, float, uint8_t, OP##_f32)                                      \
+    LOOP(L_##NAME##_f64, double, uint8_t, OP##_f64)                                     \
+    LOOP(L_##NAME##_c64, wf_cpu_c64, uint8_t, OP##_c64)                                 \
+    HALF_INNERS(NAME, half_cmp)                                                         \
+    static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
+        [WF_DTYPE_BOOL] = L_##NAME##_bool, INT_ENTRIES(NAME), FLOAT_ENTRIES(NAME),      \
+        [WF_DTYPE_C64] = L_##NAME##_c64};
+CMP_EQUALITY(eq, eq)
+CMP_EQUALITY(ne, ne)
 CMP_ALL(lt, lt)
 CMP_ALL(le, le)
 CMP_ALL(gt, gt)
@@ -628,8 +764,8 @@ static inline uint8_t land(uint8_t a, uint8_t b) { return mul_bool(a, b); }
 static inline uint8_t lor(uint8_t a, uint8_t b) { return add_bool(a, b); }
 LOOP(L_land_bool, uint8_t, uint8_t, land)
 LOOP(L_lor_bool, uint8_t, uint8_t, lor)
-static const wf_cpu_inner_fn land_loops[WF_DTYPE_COUNT] = {L_land_bool};
-static const wf_cpu_inner_fn lor_loops[WF_DTYPE_COUNT] = {L_lor_bool};
+static const wf_cpu_inner_fn land_loops[WF_DTYPE_COUNT] = {[WF_DTYPE_BOOL] = L_land_bool};
+static const wf_cpu_inner_fn lor_loops[WF_DTYPE_COUNT] = {[WF_DTYPE_BOOL] = L_lor_bool};
 
 /* ---------------------------------------------------------------- kernels */
 
@@ -690,3 +826,87 @@ KERNEL(logical_and, land_loops, COST_CHEAP)
 KERNEL(logical_or, lor_loops, COST_CHEAP)
 KERNEL(logaddexp, logaddexp_loops, COST_LIBM)
 KERNEL(arctan2, atan2_loops, COST_LIBM)
+KERNEL(bitwise_and, bitand_loops, COST_CHEAP)
+KERNEL(bitwise_or, bitor_loops, COST_CHEAP)
+KERNEL(bitwise_xor, bitxor_loops, COST_CHEAP)
+KERNEL(left_shift, shl_loops, COST_CHEAP)
+KERNEL(right_shift, shr_loops, COST_CHEAP)
+
+/* ---------------------------------------------------------------- complex64 parts */
+
+static inline wf_cpu_c64 make_c64(float re, float im) { return (wf_cpu_c64){re, im}; }
+LOOP(L_complex, float, wf_cpu_c64, make_c64)
+
+wf_status wf__cpu_complex(wf_array *out, wf_array *const *inputs, int ninputs,
+                          const void *params)
+{
+    (void)params;
+    if (ninputs != 2 || inputs[0]->dtype != WF_DTYPE_F32 || inputs[1]->dtype != WF_DTYPE_F32)
+        return wf__error(WF_ERR_INTERNAL, "complex: expected two float32 inputs");
+    wf_status st = wf__cpu_alloc_elementwise_output(out, inputs, 2);
+    if (st != WF_OK)
+        return st;
+    char *data[3] = {wf__array_data_ptr(out), wf__array_data_ptr(inputs[0]),
+                     wf__array_data_ptr(inputs[1])};
+    const size_t sizes[3] = {sizeof(wf_cpu_c64), sizeof(float), sizeof(float)};
+    const int64_t *strides[3] = {out->strides, inputs[0]->strides, inputs[1]->strides};
+    wf_cpu_iter it;
+    wf__cpu_iter_init_output_order(&it, out, 3, data, sizes, strides);
+    it.out_write_only = true;
+    wf__cpu_iter_run_parallel(&it, L_complex, NULL, WF_CPU_CHUNK_CHEAP);
+    return WF_OK;
+}
+
+/* One part of each element: y[i] = PART(x[i]). */
+#define PART_LOOP(NAME, TO, EXPR)                                                       \
+    static void NAME(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx) \
+    {                                                                                   \
+        (void)ctx;                                                                      \
+        TO *restrict y = (TO *)ptrs[0];                                                 \
+        const wf_cpu_c64 *restrict x = (const wf_cpu_c64 *)ptrs[1];                     \
+        const int64_t sy = strides[0], sx = strides[1];                                 \
+        for (int64_t i = 0; i < n; i++) {                                               \
+            const wf_cpu_c64 v = x[i * sx];                                             \
+            y[i * sy] = EXPR;                                                           \
+        }                                                                               \
+    }
+PART_LOOP(L_real, float, v.re)
+PART_LOOP(L_imag, float, v.im)
+PART_LOOP(L_conjugate, wf_cpu_c64, make_c64(v.re, -v.im))
+
+static wf_status run_part(const char *name, wf_array *out, wf_array *const *inputs,
+                          int ninputs, wf_cpu_inner_fn loop)
+{
+    if (ninputs != 1 || inputs[0]->dtype != WF_DTYPE_C64)
+        return wf__error(WF_ERR_INTERNAL, "%s: expected one complex64 input", name);
+    wf_status st = wf__cpu_alloc_elementwise_output(out, inputs, 1);
+    if (st != WF_OK)
+        return st;
+    char *data[2] = {wf__array_data_ptr(out), wf__array_data_ptr(inputs[0])};
+    const size_t sizes[2] = {wf_dtype_size(out->dtype), sizeof(wf_cpu_c64)};
+    const int64_t *strides[2] = {out->strides, inputs[0]->strides};
+    wf_cpu_iter it;
+    wf__cpu_iter_init_output_order(&it, out, 2, data, sizes, strides);
+    it.out_write_only = true;
+    wf__cpu_iter_run_parallel(&it, loop, NULL, WF_CPU_CHUNK_CHEAP);
+    return WF_OK;
+}
+
+wf_status wf__cpu_real(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)
+{
+    (void)params;
+    return run_part("real", out, inputs, ninputs, L_real);
+}
+
+wf_status wf__cpu_imag(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)
+{
+    (void)params;
+    return run_part("imag", out, inputs, ninputs, L_imag);
+}
+
+wf_status wf__cpu_conjugate(wf_array *out, wf_array *const *inputs, int ninputs,
+                            const void *params)
+{
+    (void)params;
+    return run_part("conjugate", out, inputs, ninputs, L_conjugate);
+}

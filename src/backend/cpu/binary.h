@@ -110,12 +110,24 @@ void wf__cpu_f32_to_halves(int64_t n, const float *src, uint16_t *dst, int64_t s
     X(logical_and)                                                                      \
     X(logical_or)                                                                       \
     X(logaddexp)                                                                        \
-    X(arctan2)
+    X(arctan2)                                                                          \
+    X(bitwise_and)                                                                      \
+    X(bitwise_or)                                                                       \
+    X(bitwise_xor)                                                                      \
+    X(left_shift)                                                                       \
+    X(right_shift)
 
 #define WF__CPU_DECLARE_KERNEL(NAME)                                                    \
     wf_status wf__cpu_##NAME(wf_array *out, wf_array *const *inputs, int ninputs,       \
                              const void *params);
 WF__CPU_BINARY_KERNELS(WF__CPU_DECLARE_KERNEL)
+
+/* complex: (float32 re, float32 im) -> complex64; real, imag: complex64 ->
+ * float32; conjugate: complex64 -> complex64. */
+WF__CPU_DECLARE_KERNEL(complex)
+WF__CPU_DECLARE_KERNEL(real)
+WF__CPU_DECLARE_KERNEL(imag)
+WF__CPU_DECLARE_KERNEL(conjugate)
 
 /* where: inputs (cond bool, a, b), a and b of the output dtype. */
 WF__CPU_DECLARE_KERNEL(where)

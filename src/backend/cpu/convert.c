@@ -17,6 +17,17 @@ static inline double load_f16(uint16_t x) { return wf__cpu_f16_to_f32(x); }
 static inline double load_bf16(uint16_t x) { return wf__cpu_bf16_to_f32(x); }
 static inline double load_f32(float x) { return x; }
 static inline double load_f64(double x) { return x; }
+static inline int64_t load_i8(int8_t x) { return x; }
+static inline int64_t load_i16(int16_t x) { return x; }
+static inline int64_t load_u16(uint16_t x) { return x; }
+static inline int64_t load_u32(uint32_t x) { return x; }
+/* uint64 keeps its bits in the int64 (integer stores wrap, so they see the
+ * same value); the float stores from uint64 read them back as unsigned. */
+static inline int64_t load_u64(uint64_t x) { return wf__cpu_wrap_i64(x); }
+/* complex64 to a real type takes the real part (NumPy, MLX); to bool it is
+ * "either part non-zero". */
+static inline double load_c64(wf_cpu_c64 x) { return x.re; }
+static inline double load_c64_nonzero(wf_cpu_c64 x) { return (x.re != 0.0f) | (x.im != 0.0f); }
 
 /* ---- stores from int64: integers wrap (computed in unsigned arithmetic) */
 
@@ -27,6 +38,14 @@ static inline int32_t store_i32_from_i64(int64_t v)
     return wf__cpu_wrap_i32((uint32_t)(uint64_t)v);
 }
 static inline int64_t store_i64_from_i64(int64_t v) { return v; }
+static inline int8_t store_i8_from_i64(int64_t v) { return wf__cpu_wrap_i8((uint8_t)(uint64_t)v); }
+static inline int16_t store_i16_from_i64(int64_t v)
+{
+    return wf__cpu_wrap_i16((uint16_t)(uint64_t)v);
+}
+static inline uint16_t store_u16_from_i64(int64_t v) { return (uint16_t)(uint64_t)v; }
+static inline uint32_t store_u32_from_i64(int64_t v) { return (uint32_t)(uint64_t)v; }
+static inline uint64_t store_u64_from_i64(int64_t v) { return (uint64_t)v; }
 /* int64 to a half type rounds once, through float32 rounded to odd: the
  * vector variants always so (branch-free, it vectorizes); the SSE2 variant,
  * which stays scalar (no 64-bit vector compares), converts the values that
@@ -64,6 +83,23 @@ static inline uint16_t store_f16_from_small(int64_t v) { return wf__cpu_f32_to_f
 static inline uint16_t store_bf16_from_small(int64_t v) { return wf__cpu_f32_to_bf16((float)v); }
 static inline float store_f32_from_i64(int64_t v) { return (float)v; }
 static inline double store_f64_from_i64(int64_t v) { return (double)v; }
+static inline wf_cpu_c64 store_c64_from_i64(int64_t v) { return (wf_cpu_c64){(float)v, 0.0f}; }
+/* uint64 (its bits in an int64) to floats: read as unsigned, rounded once;
+ * the halves through float32 rounded to odd (wf__u64_to_f32_round_odd). */
+static inline float store_f32_from_u64(int64_t v) { return (float)(uint64_t)v; }
+static inline double store_f64_from_u64(int64_t v) { return (double)(uint64_t)v; }
+static inline wf_cpu_c64 store_c64_from_u64(int64_t v)
+{
+    return (wf_cpu_c64){(float)(uint64_t)v, 0.0f};
+}
+static inline uint16_t store_f16_from_u64(int64_t v)
+{
+    return wf__cpu_f32_to_f16(wf__u64_to_f32_round_odd((uint64_t)v));
+}
+static inline uint16_t store_bf16_from_u64(int64_t v)
+{
+    return wf__cpu_f32_to_bf16(wf__u64_to_f32_round_odd((uint64_t)v));
+}
 
 /* ---- stores from double: to integers saturate and NaN gives 0. Clamped
  * first, then converted, with selects only: GCC vectorizes the loops (a
@@ -98,6 +134,41 @@ static inline uint16_t store_bf16_from_f64(double v)
     return wf__cpu_f32_to_bf16(wf__f64_to_f32_round_odd(v));
 }
 static inline float store_f32_from_f64(double v) { return (float)v; }
+static inline wf_cpu_c64 store_c64_from_f64(double v) { return (wf_cpu_c64){(float)v, 0.0f}; }
+/* The narrow integers clamp in double, then go through int32 (exact). */
+static inline int8_t store_i8_from_f64(double v)
+{
+    const double low = v > -128.0 ? v : -128.0;
+    const int32_t clamped = (int32_t)(low < 127.0 ? low : 127.0);
+    return (int8_t)(v == v ? clamped : 0);
+}
+static inline int16_t store_i16_from_f64(double v)
+{
+    const double low = v > -32768.0 ? v : -32768.0;
+    const int32_t clamped = (int32_t)(low < 32767.0 ? low : 32767.0);
+    return (int16_t)(v == v ? clamped : 0);
+}
+static inline uint16_t store_u16_from_f64(double v)
+{
+    const double low = v > 0.0 ? v : 0.0; /* NaN fails v > 0 */
+    return (uint16_t)(int32_t)(low < 65535.0 ? low : 65535.0);
+}
+static inline uint32_t store_u32_from_f64(double v)
+{
+    const double low = v > 0.0 ? v : 0.0;
+    return (uint32_t)(int64_t)(low < 4294967295.0 ? low : 4294967295.0);
+}
+/* [2^63, 2^64) converts as (v - 2^63) + 2^63 in integers. */
+static inline uint64_t store_u64_from_f64(double v)
+{
+    const double low = v > 0.0 ? v : 0.0;
+    const double below_max = 18446744073709549568.0; /* the largest double < 2^64 */
+    const double clamped = low < below_max ? low : below_max;
+    const bool high = clamped >= 9223372036854775808.0;
+    const double part = high ? clamped - 9223372036854775808.0 : clamped;
+    const uint64_t bits = (uint64_t)(int64_t)part + (high ? UINT64_C(1) << 63 : 0);
+    return v >= 18446744073709551616.0 ? UINT64_MAX : bits;
+}
 /* From a value exact in float32 (a float32, f16 or bf16 loaded as double):
  * converting through float32 rounds once. */
 static inline uint16_t store_f16_from_f32(double v) { return wf__cpu_f32_to_f16((float)v); }

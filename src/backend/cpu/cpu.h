@@ -58,6 +58,19 @@ static inline int64_t wf__cpu_wrap_i64(uint64_t u)
     return u <= (uint64_t)INT64_MAX ? (int64_t)u
                                     : (int64_t)(u - 0x8000000000000000u) + INT64_MIN;
 }
+static inline int8_t wf__cpu_wrap_i8(uint8_t u)
+{
+    return u <= (uint8_t)INT8_MAX ? (int8_t)u : (int8_t)(u - 0x80u) + INT8_MIN;
+}
+static inline int16_t wf__cpu_wrap_i16(uint16_t u)
+{
+    return u <= (uint16_t)INT16_MAX ? (int16_t)u : (int16_t)((int)u - 0x8000) + INT16_MIN;
+}
+
+/* A complex64 element: real part first, as NumPy and MLX store it. */
+typedef struct wf_cpu_c64 {
+    float re, im;
+} wf_cpu_c64;
 
 /* Sets up a walk. strides[k] has `ndim` element strides for operand k. */
 void wf__cpu_iter_init(wf_cpu_iter *it, int ndim, const int64_t *shape, int nops,
@@ -189,6 +202,11 @@ wf_status wf__cpu_exp(wf_array *out, wf_array *const *inputs, int ninputs, const
 wf_status wf__cpu_sum(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
 wf_status wf__cpu_reshape(wf_array *out, wf_array *const *inputs, int ninputs,
                           const void *params);
+/* The input's bits as another dtype: a view when the item size is kept, or
+ * when the input is row-contiguous at an offset the new size divides; else
+ * a contiguous copy of the bytes. */
+wf_status wf__cpu_view(wf_array *out, wf_array *const *inputs, int ninputs,
+                       const void *params);
 wf_status wf__cpu_transpose(wf_array *out, wf_array *const *inputs, int ninputs,
                             const void *params);
 wf_status wf__cpu_broadcast_to(wf_array *out, wf_array *const *inputs, int ninputs,

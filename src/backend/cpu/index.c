@@ -364,6 +364,14 @@ SCATTER_BODY(scatter_bool, uint8_t, uint8_t, ID, OR, ID)
 SCATTER_BODY(scatter_u8, uint8_t, uint8_t, ID, ADD_U8, ID)
 SCATTER_BODY(scatter_i32, int32_t, uint32_t, U32, PLUS, wf__cpu_wrap_i32)
 SCATTER_BODY(scatter_i64, int64_t, uint64_t, U64, PLUS, wf__cpu_wrap_i64)
+#define WRAP_I8(x) wf__cpu_wrap_i8((uint8_t)(x))
+#define WRAP_I16(x) wf__cpu_wrap_i16((uint16_t)(x))
+#define ADD_U16(a, b) ((uint16_t)((uint32_t)(a) + (b)))
+SCATTER_BODY(scatter_i8, int8_t, uint32_t, U32, PLUS, WRAP_I8)
+SCATTER_BODY(scatter_i16, int16_t, uint32_t, U32, PLUS, WRAP_I16)
+SCATTER_BODY(scatter_u16, uint16_t, uint16_t, ID, ADD_U16, ID)
+SCATTER_BODY(scatter_u32, uint32_t, uint32_t, ID, PLUS, ID)
+SCATTER_BODY(scatter_u64, uint64_t, uint64_t, ID, PLUS, ID)
 SCATTER_BODY(scatter_f16, uint16_t, float, wf__f16_to_f32, PLUS, wf__f32_to_f16)
 SCATTER_BODY(scatter_bf16, uint16_t, float, wf__bf16_to_f32, PLUS, wf__f32_to_bf16)
 SCATTER_BODY(scatter_f32, float, float, ID, PLUS, ID)
@@ -385,7 +393,12 @@ static void scatter_chunk(void *arg, int64_t begin, int64_t end)
         case WF_DTYPE_F16: scatter_f16(job, o, g, c0, c1); break;
         case WF_DTYPE_BF16: scatter_bf16(job, o, g, c0, c1); break;
         case WF_DTYPE_F32: scatter_f32(job, o, g, c0, c1); break;
-        default: scatter_f64(job, o, g, c0, c1); break;
+        case WF_DTYPE_I8: scatter_i8(job, o, g, c0, c1); break;
+        case WF_DTYPE_I16: scatter_i16(job, o, g, c0, c1); break;
+        case WF_DTYPE_U16: scatter_u16(job, o, g, c0, c1); break;
+        case WF_DTYPE_U32: scatter_u32(job, o, g, c0, c1); break;
+        case WF_DTYPE_U64: scatter_u64(job, o, g, c0, c1); break;
+        default: scatter_f64(job, o, g, c0, c1); break; /* complex64 is rejected */
         }
     }
 }

@@ -351,9 +351,14 @@ static void randint_chunk(void *arg, int64_t eb, int64_t ee)
             for (int64_t i = 0; i < m; i++)
                 ((int32_t *)c->out)[q + i] = wf__cpu_wrap_i32((uint32_t)w[i]);
             break;
-        default:
+        case WF_DTYPE_I64:
             for (int64_t i = 0; i < m; i++)
                 ((int64_t *)c->out)[q + i] = wf__cpu_wrap_i64(w[i]);
+            break;
+        default: /* the other integer types: the low bits, as the loops above */
+            wf__cpu_convert_1d(m, w, WF_DTYPE_U64, 1,
+                               (char *)c->out + q * (int64_t)wf_dtype_size(p->dtype), p->dtype,
+                               1);
             break;
         }
     }

@@ -51,6 +51,7 @@ typedef union wf_cpu_scalar {
     uint8_t u8;
     int32_t i32;
     int64_t i64;
+    uint64_t u64;
     float f32;
     double f64;
 } wf_cpu_scalar;
@@ -100,7 +101,9 @@ static inline double wf__cpu_kop_f64(int k, double a, double x)
 }
 
 /* The dtype a plain reduction with operator k accumulates in for input
- * dtype `in` (half types in float32, bool/u8 sums and products in int32). */
+ * dtype `in`: half types in float32; sums and products of integers of up to
+ * 4 bytes in int32 (the bits of any 32-bit wrapping sum), of 8 bytes in
+ * int64; max and min of the narrow integers in int32, of uint32 in int64. */
 wf_dtype wf__cpu_kop_acc_dtype(wf_cpu_kop k, wf_dtype in);
 /* Fills n values of dtype `at` with k's identity (max and min start from the
  * lowest / highest value). */

@@ -26,11 +26,18 @@ wf_dtype wf__cpu_kop_acc_dtype(wf_cpu_kop k, wf_dtype in)
     switch (k) {
     case WF_CPU_KOP_SUM:
     case WF_CPU_KOP_PROD:
-        if (in == WF_DTYPE_BOOL || in == WF_DTYPE_U8)
+        if (in == WF_DTYPE_BOOL || (wf__dtype_is_integer(in) && wf_dtype_size(in) <= 4))
             return WF_DTYPE_I32;
+        if (in == WF_DTYPE_U64)
+            return WF_DTYPE_I64;
         return half ? WF_DTYPE_F32 : in;
     case WF_CPU_KOP_MAX:
-    case WF_CPU_KOP_MIN: return half ? WF_DTYPE_F32 : in;
+    case WF_CPU_KOP_MIN:
+        if (in == WF_DTYPE_I8 || in == WF_DTYPE_I16 || in == WF_DTYPE_U16)
+            return WF_DTYPE_I32;
+        if (in == WF_DTYPE_U32)
+            return WF_DTYPE_I64;
+        return half ? WF_DTYPE_F32 : in;
     default: return WF_DTYPE_BOOL;
     }
 }
@@ -54,6 +61,9 @@ static wf_cpu_scalar kop_identity(wf_cpu_kop k, wf_dtype at)
                 : k == WF_CPU_KOP_MAX ? INT64_MIN
                 : k == WF_CPU_KOP_MIN ? INT64_MAX
                                       : 0;
+        break;
+    case WF_DTYPE_U64:
+        v.u64 = k == WF_CPU_KOP_PROD ? 1 : k == WF_CPU_KOP_MIN ? UINT64_MAX : 0;
         break;
     case WF_DTYPE_F32:
         v.f32 = k == WF_CPU_KOP_PROD ? 1.0f : k == WF_CPU_KOP_MAX ? -INFINITY
@@ -126,6 +136,8 @@ void wf__cpu_kop_fill(wf_cpu_kop k, wf_dtype at, void *acc, int64_t n)
 INT_ACCUM(accum_u8, uint8_t, uint32_t, WRAP_U8)
 INT_ACCUM(accum_i32, int32_t, uint32_t, wf__cpu_wrap_i32)
 INT_ACCUM(accum_i64, int64_t, uint64_t, wf__cpu_wrap_i64)
+#define WRAP_U64(v) ((uint64_t)(v))
+INT_ACCUM(accum_u64, uint64_t, uint64_t, WRAP_U64)
 
 void wf__cpu_kop_combine_strided(wf_cpu_kop k, wf_dtype at, int64_t n, void *acc, int64_t sa,
                                  const void *x, int64_t sx)
@@ -153,6 +165,7 @@ void wf__cpu_kop_combine_strided(wf_cpu_kop k, wf_dtype at, int64_t n, void *acc
         break;
     case WF_DTYPE_I32: accum_i32(k, n, acc, sa, x, sx); break;
     case WF_DTYPE_I64: accum_i64(k, n, acc, sa, x, sx); break;
+    case WF_DTYPE_U64: accum_u64(k, n, acc, sa, x, sx); break;
     default: accum_u8(k, n, acc, sa, x, sx); break;
     }
 }
@@ -342,6 +355,7 @@ static wf_cpu_scalar leaf_float(const wf_cpu_row *r, int64_t lo, int64_t hi)
 INT_ROW(row_u8, accum_u8, uint8_t, uint32_t, WRAP_U8)
 INT_ROW(row_i32, accum_i32, int32_t, uint32_t, wf__cpu_wrap_i32)
 INT_ROW(row_i64, accum_i64, int64_t, uint64_t, wf__cpu_wrap_i64)
+INT_ROW(row_u64, accum_u64, uint64_t, uint64_t, WRAP_U64)
 
 /* Leaf [lo, hi) of an integer or bool row. */
 static wf_cpu_scalar leaf_int(const wf_cpu_row *r, int64_t lo, int64_t hi)
@@ -362,6 +376,7 @@ static wf_cpu_scalar leaf_int(const wf_cpu_row *r, int64_t lo, int64_t hi)
         switch (r->at) {
         case WF_DTYPE_I32: row_i32(r->k, m, &acc.i32, v); break;
         case WF_DTYPE_I64: row_i64(r->k, m, &acc.i64, v); break;
+        case WF_DTYPE_U64: row_u64(r->k, m, &acc.u64, v); break;
         default: row_u8(r->k, m, &acc.u8, v); break;
         }
     }

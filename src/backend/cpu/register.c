@@ -54,6 +54,10 @@ void wf__cpu_register_kernels(void)
     attach(&wf__prim_add, wf__cpu_add);
     attach(&wf__prim_multiply, wf__cpu_multiply);
     WF__CPU_BINARY_KERNELS(WF__CPU_ATTACH_BINARY)
+    attach(&wf__prim_complex, wf__cpu_complex);
+    attach(&wf__prim_real, wf__cpu_real);
+    attach(&wf__prim_imag, wf__cpu_imag);
+    attach(&wf__prim_conjugate, wf__cpu_conjugate);
     attach(&wf__prim_where, wf__cpu_where);
     attach(&wf__prim_clip, wf__cpu_clip);
     WF_UNARY_PRIMS(WF__CPU_ATTACH_UNARY)
@@ -82,6 +86,7 @@ void wf__cpu_register_kernels(void)
     attach(&wf__prim_concatenate, wf__cpu_concatenate);
     attach(&wf__prim_pad, wf__cpu_pad);
     attach(&wf__prim_tri, wf__cpu_tri);
+    attach(&wf__prim_view, wf__cpu_view);
     /* indexing */
     attach(&wf__prim_take, wf__cpu_take);
     attach(&wf__prim_take_along_axis, wf__cpu_take_along_axis);

@@ -207,6 +207,19 @@ static void fill_identity(const scan_ctx *c, void *acc, int64_t n)
         memcpy((char *)acc + (size_t)i * ai, &v, ai);
 }
 
+/* Halves run in float32; integers of up to 4 bytes in int32, 8-byte ones in
+ * int64: wrapping sums and products in the wider type, cut to the narrow
+ * one, give the narrow type's wrapping results (and uint32 / uint64 the
+ * bits of their signed twins). */
+static wf_dtype scan_compute_dtype(wf_dtype out)
+{
+    if (out == WF_DTYPE_F16 || out == WF_DTYPE_BF16)
+        return WF_DTYPE_F32;
+    if (wf__dtype_is_integer(out))
+        return wf_dtype_size(out) <= 4 ? WF_DTYPE_I32 : WF_DTYPE_I64;
+    return out;
+}
+
 wf_status wf__cpu_scan(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)
 {
     (void)ninputs;
@@ -222,7 +235,7 @@ wf_status wf__cpu_scan(wf_array *out, wf_array *const *inputs, int ninputs, cons
     c.prod = p->op == 1;
     c.inclusive = p->inclusive;
     c.reverse = p->reverse;
-    c.at = out->dtype == WF_DTYPE_F16 || out->dtype == WF_DTYPE_BF16 ? WF_DTYPE_F32 : out->dtype;
+    c.at = scan_compute_dtype(out->dtype);
     c.xi = wf_dtype_size(in->dtype);
     c.oi = wf_dtype_size(out->dtype);
     c.len = in->shape[p->axis];

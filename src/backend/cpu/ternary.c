@@ -101,6 +101,11 @@ static inline uint8_t clip_bool(uint8_t a, uint8_t lo, uint8_t hi)
         return x < hi ? x : hi;                                                         \
     }
 CLIP_INT(uint8_t, u8)
+CLIP_INT(uint16_t, u16)
+CLIP_INT(uint32_t, u32)
+CLIP_INT(uint64_t, u64)
+CLIP_INT(int8_t, i8)
+CLIP_INT(int16_t, i16)
 CLIP_INT(int32_t, i32)
 CLIP_INT(int64_t, i64)
 #define CLIP_FLOAT(T, SFX)                                                              \
@@ -148,6 +153,11 @@ CLIP_LOOP(clip_loop_bool, uint8_t, clip_bool)
 CLIP_LOOP(clip_loop_u8, uint8_t, clip_u8)
 CLIP_LOOP(clip_loop_i32, int32_t, clip_i32)
 CLIP_LOOP(clip_loop_i64, int64_t, clip_i64)
+CLIP_LOOP(clip_loop_u16, uint16_t, clip_u16)
+CLIP_LOOP(clip_loop_u32, uint32_t, clip_u32)
+CLIP_LOOP(clip_loop_u64, uint64_t, clip_u64)
+CLIP_LOOP(clip_loop_i8, int8_t, clip_i8)
+CLIP_LOOP(clip_loop_i16, int16_t, clip_i16)
 CLIP_LOOP(clip_loop_f32, float, clip_f32)
 CLIP_LOOP(clip_loop_f64, double, clip_f64)
 
@@ -189,9 +199,15 @@ static void clip_loop_bf16(int64_t n, char *const *ptrs, const int64_t *strides,
     clip_half(n, ptrs, strides, WF_DTYPE_BF16);
 }
 
+/* Every real dtype; complex64 has no order (the prim rejects it). */
 static const wf_cpu_inner_fn clip_loops[WF_DTYPE_COUNT] = {
-    clip_loop_bool, clip_loop_u8,   clip_loop_i32, clip_loop_i64,
-    clip_loop_f16,  clip_loop_bf16, clip_loop_f32, clip_loop_f64,
+    [WF_DTYPE_BOOL] = clip_loop_bool, [WF_DTYPE_U8] = clip_loop_u8,
+    [WF_DTYPE_U16] = clip_loop_u16,   [WF_DTYPE_U32] = clip_loop_u32,
+    [WF_DTYPE_U64] = clip_loop_u64,   [WF_DTYPE_I8] = clip_loop_i8,
+    [WF_DTYPE_I16] = clip_loop_i16,   [WF_DTYPE_I32] = clip_loop_i32,
+    [WF_DTYPE_I64] = clip_loop_i64,   [WF_DTYPE_F16] = clip_loop_f16,
+    [WF_DTYPE_BF16] = clip_loop_bf16, [WF_DTYPE_F32] = clip_loop_f32,
+    [WF_DTYPE_F64] = clip_loop_f64,
 };
 
 wf_status wf__cpu_clip(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)
@@ -201,8 +217,8 @@ wf_status wf__cpu_clip(wf_array *out, wf_array *const *inputs, int ninputs, cons
         return wf__error(WF_ERR_INTERNAL, "clip: expected 3 inputs, got %d", ninputs);
     const wf_array *a = inputs[0], *lo = inputs[1], *hi = inputs[2];
     const wf_dtype dtype = out->dtype;
-    if (!wf__dtype_valid(dtype) || a->dtype != dtype || lo->dtype != dtype ||
-        hi->dtype != dtype)
+    if (!wf__dtype_valid(dtype) || !clip_loops[dtype] || a->dtype != dtype ||
+        lo->dtype != dtype || hi->dtype != dtype)
         return wf__error(WF_ERR_DTYPE, "clip: no CPU kernel for inputs %s, %s, %s",
                          wf_dtype_name(a->dtype), wf_dtype_name(lo->dtype),
                          wf_dtype_name(hi->dtype));

@@ -8,6 +8,7 @@
  * trigonometry and erf/erfinv (libm, scalar). Integer kernels (negative,
  * abs, sign, square) wrap around like the binary ops; predicates give
  * bool. */
+#include <complex.h>
 #include <math.h>
 #include <string.h>
 
@@ -200,6 +201,26 @@ static wf_status run_float(wf_array *out, wf_array *const *inputs, const float_o
     return run_walk(out, inputs[0], float_inner, &ctx, op->chunk);
 }
 
+/* complex64 through C99's complex functions, element by element (their
+ * branch cuts and special values are C's, as NumPy's). */
+typedef float _Complex (*complex_fn)(float _Complex);
+
+static void complex_inner(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx)
+{
+    const complex_fn f = *(const complex_fn *)ctx;
+    for (int64_t i = 0; i < n; i++) {
+        float _Complex z, w;
+        memcpy(&z, ptrs[1] + i * strides[1] * 8, sizeof z); /* the same layout: re, im */
+        w = f(z);
+        memcpy(ptrs[0] + i * strides[0] * 8, &w, sizeof w);
+    }
+}
+
+static wf_status run_complex(wf_array *out, wf_array *const *inputs, const complex_fn *fn)
+{
+    return run_walk(out, inputs[0], complex_inner, fn, WF_CPU_CHUNK_COSTLY);
+}
+
 static void exp_f32_block(int64_t n, const float *restrict x, float *restrict y)
 {
     wf__vm_exp_f32(n, x, y);
@@ -210,6 +231,9 @@ wf_status wf__cpu_exp(wf_array *out, wf_array *const *inputs, int ninputs, const
     (void)ninputs;
     (void)params;
     static const float_op op = {exp_f32_block, wf__cpu_exp_f64, WF_CPU_CHUNK_COSTLY};
+    static const complex_fn cexp_fn = cexpf;
+    if (inputs[0]->dtype == WF_DTYPE_C64)
+        return run_complex(out, inputs, &cexp_fn);
     return run_float(out, inputs, &op);
 }
 
@@ -259,23 +283,80 @@ INT_LOOP(neg_i64_loop, int64_t, neg_i64(v))
 INT_LOOP(abs_i64_loop, int64_t, abs_i64(v))
 INT_LOOP(sign_i64, int64_t, (v > 0) - (v < 0))
 INT_LOOP(sq_i64_loop, int64_t, sq_i64(v))
+/* The other unsigned types: negative wraps, abs is the identity. Computed
+ * in unsigned int or wider, so no product overflows int. */
+INT_LOOP(neg_u16, uint16_t, 0u - (unsigned)v)
+INT_LOOP(copy_u16, uint16_t, v)
+INT_LOOP(sign_u16, uint16_t, v != 0)
+INT_LOOP(sq_u16, uint16_t, (unsigned)v * (unsigned)v)
+INT_LOOP(neg_u32, uint32_t, 0u - v)
+INT_LOOP(copy_u32, uint32_t, v)
+INT_LOOP(sign_u32, uint32_t, v != 0)
+INT_LOOP(sq_u32, uint32_t, v * v)
+INT_LOOP(neg_u64, uint64_t, 0u - v)
+INT_LOOP(copy_u64, uint64_t, v)
+INT_LOOP(sign_u64, uint64_t, v != 0)
+INT_LOOP(sq_u64, uint64_t, v * v)
+/* int8 and int16 wrap like int32 (the minimum negates to itself). */
+INT_LOOP(neg_i8, int8_t, wf__cpu_wrap_i8((uint8_t)(0u - (unsigned)v)))
+INT_LOOP(abs_i8, int8_t, v < 0 ? wf__cpu_wrap_i8((uint8_t)(0u - (unsigned)v)) : v)
+INT_LOOP(sign_i8, int8_t, (v > 0) - (v < 0))
+INT_LOOP(sq_i8, int8_t, wf__cpu_wrap_i8((uint8_t)((unsigned)v * (unsigned)v)))
+INT_LOOP(neg_i16, int16_t, wf__cpu_wrap_i16((uint16_t)(0u - (unsigned)v)))
+INT_LOOP(abs_i16, int16_t, v < 0 ? wf__cpu_wrap_i16((uint16_t)(0u - (unsigned)v)) : v)
+INT_LOOP(sign_i16, int16_t, (v > 0) - (v < 0))
+INT_LOOP(sq_i16, int16_t, wf__cpu_wrap_i16((uint16_t)((unsigned)v * (unsigned)v)))
 
-enum int_op { INT_NEG, INT_ABS, INT_SIGN, INT_SQUARE };
-/* [op][bool, u8, i32, i64] */
-static const wf_cpu_inner_fn int_loops[4][4] = {
-    {NULL, neg_u8, neg_i32_loop, neg_i64_loop},
-    {copy_u8, copy_u8, abs_i32_loop, abs_i64_loop},
-    {copy_u8, sign_u8, sign_i32, sign_i64},
-    {copy_u8, sq_u8, sq_i32_loop, sq_i64_loop},
+enum int_op { INT_NEG, INT_ABS, INT_SIGN, INT_SQUARE, INT_OP_COUNT };
+/* [op][dtype]: bool and every integer type (negative of bool is rejected
+ * by the op). */
+static const wf_cpu_inner_fn int_loops[INT_OP_COUNT][WF_DTYPE_COUNT] = {
+    [INT_NEG] = {[WF_DTYPE_U8] = neg_u8, [WF_DTYPE_U16] = neg_u16, [WF_DTYPE_U32] = neg_u32,
+                 [WF_DTYPE_U64] = neg_u64, [WF_DTYPE_I8] = neg_i8, [WF_DTYPE_I16] = neg_i16,
+                 [WF_DTYPE_I32] = neg_i32_loop, [WF_DTYPE_I64] = neg_i64_loop},
+    [INT_ABS] = {[WF_DTYPE_BOOL] = copy_u8, [WF_DTYPE_U8] = copy_u8, [WF_DTYPE_U16] = copy_u16,
+                 [WF_DTYPE_U32] = copy_u32, [WF_DTYPE_U64] = copy_u64, [WF_DTYPE_I8] = abs_i8,
+                 [WF_DTYPE_I16] = abs_i16, [WF_DTYPE_I32] = abs_i32_loop,
+                 [WF_DTYPE_I64] = abs_i64_loop},
+    [INT_SIGN] = {[WF_DTYPE_BOOL] = copy_u8, [WF_DTYPE_U8] = sign_u8,
+                  [WF_DTYPE_U16] = sign_u16, [WF_DTYPE_U32] = sign_u32,
+                  [WF_DTYPE_U64] = sign_u64, [WF_DTYPE_I8] = sign_i8,
+                  [WF_DTYPE_I16] = sign_i16, [WF_DTYPE_I32] = sign_i32,
+                  [WF_DTYPE_I64] = sign_i64},
+    [INT_SQUARE] = {[WF_DTYPE_BOOL] = copy_u8, [WF_DTYPE_U8] = sq_u8, [WF_DTYPE_U16] = sq_u16,
+                    [WF_DTYPE_U32] = sq_u32, [WF_DTYPE_U64] = sq_u64, [WF_DTYPE_I8] = sq_i8,
+                    [WF_DTYPE_I16] = sq_i16, [WF_DTYPE_I32] = sq_i32_loop,
+                    [WF_DTYPE_I64] = sq_i64_loop},
 };
+
+/* complex64: |z| as hypotf (no overflow of the squares), -z part by part. */
+static void abs_c64(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx)
+{
+    (void)ctx;
+    float *y = (float *)ptrs[0];
+    const wf_cpu_c64 *x = (const wf_cpu_c64 *)ptrs[1];
+    for (int64_t i = 0; i < n; i++)
+        y[i * strides[0]] = hypotf(x[i * strides[1]].re, x[i * strides[1]].im);
+}
+static void neg_c64(int64_t n, char *const *ptrs, const int64_t *strides, const void *ctx)
+{
+    (void)ctx;
+    wf_cpu_c64 *y = (wf_cpu_c64 *)ptrs[0];
+    const wf_cpu_c64 *x = (const wf_cpu_c64 *)ptrs[1];
+    for (int64_t i = 0; i < n; i++)
+        y[i * strides[0]] = (wf_cpu_c64){-x[i * strides[1]].re, -x[i * strides[1]].im};
+}
 
 static wf_status run_numeric(wf_array *out, wf_array *const *inputs, enum int_op iop,
                              const float_op *fop)
 {
+    if (inputs[0]->dtype == WF_DTYPE_C64 && (iop == INT_ABS || iop == INT_NEG))
+        return run_walk(out, inputs[0], iop == INT_ABS ? abs_c64 : neg_c64, NULL,
+                        WF_CPU_CHUNK_CHEAP);
     const wf_dtype dtype = out->dtype;
     if (wf__dtype_is_float(dtype))
         return run_float(out, inputs, fop);
-    wf_cpu_inner_fn fn = dtype <= WF_DTYPE_I64 ? int_loops[iop][dtype] : NULL;
+    wf_cpu_inner_fn fn = wf__dtype_valid(dtype) ? int_loops[iop][dtype] : NULL;
     if (!fn) /* the prim's inference rejects these */
         return wf__error(WF_ERR_INTERNAL, "unary kernel: no integer loop for dtype %s",
                          wf_dtype_name(dtype));
@@ -361,6 +442,20 @@ static wf_status run_pred(wf_array *out, wf_array *const *inputs, enum pred_op o
         return run_float(out, inputs, &op);                                                 \
     }
 
+/* A float function with a complex64 kernel CFN too. */
+#define FLOAT_COMPLEX_KERNEL(NAME, F32, F64, CHUNK, CFN)                                    \
+    wf_status wf__cpu_##NAME(wf_array *out, wf_array *const *inputs, int ninputs,           \
+                             const void *params)                                            \
+    {                                                                                       \
+        (void)ninputs;                                                                      \
+        (void)params;                                                                       \
+        static const float_op op = {F32, F64, CHUNK};                                       \
+        static const complex_fn cfn = CFN;                                                  \
+        if (inputs[0]->dtype == WF_DTYPE_C64)                                               \
+            return run_complex(out, inputs, &cfn);                                          \
+        return run_float(out, inputs, &op);                                                 \
+    }
+
 #define NUMERIC_KERNEL(NAME, IOP, F32, F64)                                                 \
     wf_status wf__cpu_##NAME(wf_array *out, wf_array *const *inputs, int ninputs,           \
                              const void *params)                                            \
@@ -387,16 +482,16 @@ NUMERIC_KERNEL(abs, INT_ABS, abs_f32, abs_f64)
 NUMERIC_KERNEL(sign, INT_SIGN, sign_f32_loop, sign_f64_loop)
 NUMERIC_KERNEL(square, INT_SQUARE, square_f32, square_f64)
 FLOAT_KERNEL(expm1, wf__vm_expm1_f32, wf__vm_expm1_f64, COSTLY)
-FLOAT_KERNEL(log, wf__vm_log_f32, wf__vm_log_f64, COSTLY)
+FLOAT_COMPLEX_KERNEL(log, wf__vm_log_f32, wf__vm_log_f64, COSTLY, clogf)
 FLOAT_KERNEL(log1p, wf__vm_log1p_f32, wf__vm_log1p_f64, COSTLY)
 FLOAT_KERNEL(log2, wf__vm_log2_f32, wf__vm_log2_f64, COSTLY)
-FLOAT_KERNEL(sqrt, sqrt_f32, sqrt_f64, CHEAP)
+FLOAT_COMPLEX_KERNEL(sqrt, sqrt_f32, sqrt_f64, CHEAP, csqrtf)
 FLOAT_KERNEL(rsqrt, rsqrt_f32, rsqrt_f64, CHEAP)
 FLOAT_KERNEL(reciprocal, reciprocal_f32, reciprocal_f64, CHEAP)
-FLOAT_KERNEL(sin, wf__vm_sin_f32, wf__vm_sin_f64, COSTLY)
-FLOAT_KERNEL(cos, wf__vm_cos_f32, wf__vm_cos_f64, COSTLY)
+FLOAT_COMPLEX_KERNEL(sin, wf__vm_sin_f32, wf__vm_sin_f64, COSTLY, csinf)
+FLOAT_COMPLEX_KERNEL(cos, wf__vm_cos_f32, wf__vm_cos_f64, COSTLY, ccosf)
 FLOAT_KERNEL(tan, wf__vm_tan_f32, wf__vm_tan_f64, COSTLY)
-FLOAT_KERNEL(tanh, wf__vm_tanh_f32, wf__vm_tanh_f64, COSTLY)
+FLOAT_COMPLEX_KERNEL(tanh, wf__vm_tanh_f32, wf__vm_tanh_f64, COSTLY, ctanhf)
 FLOAT_KERNEL(sinh, wf__vm_sinh_f32, wf__vm_sinh_f64, COSTLY)
 FLOAT_KERNEL(cosh, wf__vm_cosh_f32, wf__vm_cosh_f64, COSTLY)
 FLOAT_KERNEL(arcsin, wf__vm_arcsin_f32, wf__vm_arcsin_f64, COSTLY)

@@ -83,6 +83,31 @@ wf_status wf__cpu_reshape(wf_array *out, wf_array *const *inputs, int ninputs,
     return wf__cpu_copy_to_contiguous(in, wf__array_data_ptr(out));
 }
 
+wf_status wf__cpu_view(wf_array *out, wf_array *const *inputs, int ninputs,
+                       const void *params)
+{
+    (void)ninputs;
+    (void)params;
+    const wf_array *in = inputs[0];
+    const int64_t from = (int64_t)wf_dtype_size(in->dtype), to = (int64_t)wf_dtype_size(out->dtype);
+    if (from == to) { /* strides and offset count elements of one size */
+        wf__array_set_view(out, in, in->strides, in->offset);
+        return WF_OK;
+    }
+    const int64_t offset_bytes = in->offset * from;
+    if ((in->size == 0 || wf__is_row_contiguous(in->shape, in->strides, in->ndim)) &&
+        offset_bytes % to == 0) {
+        int64_t strides[WF_MAX_NDIM];
+        wf__contiguous_strides(out->shape, out->ndim, strides);
+        wf__array_set_view(out, in, strides, offset_bytes / to);
+        return WF_OK;
+    }
+    wf_status st = wf__array_alloc_output(out);
+    if (st != WF_OK)
+        return st;
+    return wf__cpu_copy_to_contiguous(in, wf__array_data_ptr(out)); /* the same bytes */
+}
+
 wf_status wf__cpu_transpose(wf_array *out, wf_array *const *inputs, int ninputs,
                             const void *params)
 {
