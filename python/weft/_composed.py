@@ -1,0 +1,546 @@
+"""mlx.core functions composed from weft's ops in Python: each is a few
+calls of ops weft already has (so grad, vmap and compile see through them)."""
+import builtins as _builtins
+import math as _math
+
+from . import _core
+from ._array import array
+
+_py_max = _builtins.max
+_py_min = _builtins.min
+_py_abs = _builtins.abs
+_slice = _builtins.slice
+
+
+def _as_array(a):
+    return a if isinstance(a, _core.array) else array(a)
+
+
+def _normal_axis(axis, ndim, name):
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{name}: axis {axis} is out of range for rank {ndim}")
+    return axis % ndim
+
+
+def _is_integral(dtype):
+    return dtype in (_core.int32, _core.int64, _core.uint8, _core.bool_)
+
+
+# ---------------------------------------------------------------- creation
+
+
+def arange(start, stop=None, step=None, dtype=None, *, stream=None):
+    """arange([start,] stop[, step], dtype=None): int32 when every bound is an
+    int (int64 when one does not fit in int32), else float32."""
+    if stop is None:
+        start, stop = 0, start
+    bounds = [b for b in (start, stop, step) if b is not None]
+    for b in bounds:
+        if isinstance(b, float) and not _math.isfinite(b):
+            raise ValueError("arange: start, stop and step must be finite")
+    step_value = 1 if step is None else step
+    if step_value == 0:
+        raise ValueError("arange: step must not be zero")
+    all_int = _builtins.all(isinstance(b, int) for b in bounds)
+    if dtype is None:
+        if all_int:
+            wide = _builtins.any(not -2**31 <= b < 2**31 for b in bounds)
+            dtype = _core.int64 if wide else _core.int32
+        else:
+            dtype = _core.float32
+    count = _py_max(0, _math.ceil((stop - start) / step_value))
+    if count > 2**31 - 1:
+        raise ValueError(f"arange: {count} elements are more than an array may hold")
+    if _is_integral(dtype) and not all_int:
+        # MLX's rule: an integer arange steps by the bounds cast to the dtype.
+        first, delta = int(start), int(step_value)
+        out = _core.arange(0, count, 1, dtype=dtype, stream=stream)
+        return _core.add(_core.multiply(out, delta, stream=stream), first, stream=stream)
+    return _core.arange(start, stop, step_value, dtype=dtype, stream=stream)
+
+
+def linspace(start, stop, num=50, dtype=None, endpoint=True, *, stream=None):
+    """num evenly spaced values from start to stop (stop excluded when
+    endpoint is False); float32 unless dtype says otherwise."""
+    if num < 0:
+        raise ValueError(f"linspace: num must be non-negative, got {num}")
+    if dtype is None:
+        dtype = _core.float32
+    if endpoint:
+        return _core.linspace(start, stop, num, dtype, stream=stream)
+    if num == 0:
+        return _core.zeros([0], dtype, stream=stream)
+    step = (stop - start) / num
+    out = _core.add(_core.multiply(_core.arange(0, num, 1, dtype=_core.float32), step), start)
+    return out.astype(dtype, stream=stream)
+
+
+def tri(n, m=None, k=0, dtype=None, *, stream=None):
+    """An n x m matrix with ones at and below the k-th diagonal."""
+    m = n if m is None else m
+    rows = _core.reshape(_core.arange(0, n, 1, dtype=_core.int32), [n, 1])
+    cols = _core.reshape(_core.arange(0, m, 1, dtype=_core.int32), [1, m])
+    out = _core.less_equal(cols, _core.add(rows, k))
+    return out.astype(_core.float32 if dtype is None else dtype, stream=stream)
+
+
+def empty_like(a, dtype=None, *, stream=None):
+    """An array shaped like a (weft fills it with zeros)."""
+    a = _as_array(a)
+    return _core.zeros(a.shape, a.dtype if dtype is None else dtype, stream=stream)
+
+
+def empty(shape, dtype=None, *, stream=None):
+    return _core.zeros(shape, _core.float32 if dtype is None else dtype, stream=stream)
+
+
+def zeros_like(a, dtype=None, *, stream=None):
+    a = _as_array(a)
+    return _core.zeros(a.shape, a.dtype if dtype is None else dtype, stream=stream)
+
+
+def ones_like(a, dtype=None, *, stream=None):
+    a = _as_array(a)
+    return _core.ones(a.shape, a.dtype if dtype is None else dtype, stream=stream)
+
+
+def _window(m, terms):
+    if m < 1:
+        return _core.zeros([0], _core.float32)
+    if m == 1:
+        return _core.ones([1], _core.float32)
+    n = _core.arange(0, m, 1, dtype=_core.float32)
+    out = None
+    for i, c in enumerate(terms):
+        term = _core.multiply(_core.cos(_core.multiply(n, 2.0 * _math.pi * i / (m - 1))), c)
+        out = term if out is None else _core.add(out, term)
+    return out
+
+
+def hanning(M, *, stream=None):
+    return _window(M, [0.5, -0.5])
+
+
+def hamming(M, *, stream=None):
+    return _window(M, [0.54, -0.46])
+
+
+def blackman(M, *, stream=None):
+    return _window(M, [0.42, -0.5, 0.08])
+
+
+def bartlett(M, *, stream=None):
+    if M < 1:
+        return _core.zeros([0], _core.float32)
+    if M == 1:
+        return _core.ones([1], _core.float32)
+    n = _core.arange(0, M, 1, dtype=_core.float32)
+    half = (M - 1) / 2.0
+    return _core.subtract(1.0, _core.abs(_core.divide(_core.subtract(n, half), half)))
+
+
+# ---------------------------------------------------------------- element-wise
+
+
+def trunc(a, /, *, stream=None):
+    """Rounds toward zero."""
+    a = _as_array(a)
+    if _is_integral(a.dtype):
+        return a
+    return _core.where(_core.less(a, 0), _core.ceil(a), _core.floor(a), stream=stream)
+
+
+def logical_xor(a, b, /, *, stream=None):
+    a, b = _as_array(a), _as_array(b)
+    return _core.not_equal(a.astype(_core.bool_), b.astype(_core.bool_), stream=stream)
+
+
+def divmod(a, b, /, *, stream=None):
+    """(floor_divide(a, b), remainder(a, b)), so that q * b + r == a."""
+    return (_core.floor_divide(a, b, stream=stream), _core.remainder(a, b, stream=stream))
+
+
+def real(a, /, *, stream=None):
+    return _as_array(a)
+
+
+def imag(a, /, *, stream=None):
+    return _core.zeros_like(_as_array(a), stream=stream)
+
+
+def conjugate(a, /, *, stream=None):
+    return _as_array(a)
+
+
+conj = conjugate
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, *, equal_nan=False, stream=None):
+    """|a - b| <= atol + rtol * |b|; infinities are close only to themselves."""
+    a, b = _as_array(a), _as_array(b)
+    finite = _core.logical_and(_core.isfinite(a), _core.isfinite(b))
+    close = _core.less_equal(_core.abs(_core.subtract(a, b)),
+                             _core.add(atol, _core.multiply(rtol, _core.abs(b))))
+    close = _core.logical_or(_core.logical_and(close, finite), _core.equal(a, b))
+    if equal_nan:
+        close = _core.logical_or(close, _core.logical_and(_core.isnan(a), _core.isnan(b)))
+    return close
+
+
+# ---------------------------------------------------------------- reductions and scans
+
+
+def count_nonzero(a, axis=None, keepdims=False, *, stream=None):
+    a = _as_array(a)
+    nonzero = _core.not_equal(a, 0).astype(_core.int32)
+    return _core.sum(nonzero, axis, keepdims, stream=stream)
+
+
+def _shift(x, k, axis, fill, reverse):
+    """x moved k places along axis (toward the end, or the start if
+    reverse), the vacated places filled with fill."""
+    n = x.shape[axis]
+    pad_shape = list(x.shape)
+    pad_shape[axis] = _py_min(k, n)
+    filler = _core.full(pad_shape, fill, x.dtype)
+    index = [_slice(None)] * x.ndim
+    if reverse:
+        index[axis] = _slice(k, None)
+        return _core.concatenate([x[tuple(index)], filler], axis)
+    index[axis] = _slice(0, n - k)
+    return _core.concatenate([filler, x[tuple(index)]], axis)
+
+
+def _scan(a, axis, reverse, inclusive, combine, identity, name):
+    """An inclusive scan in log2(n) rounds of combine(x, shifted x)."""
+    a = _as_array(a)
+    if axis is None:
+        a = _core.reshape(a, [-1])
+        axis = 0
+    axis = _normal_axis(axis, a.ndim, name)
+    n = a.shape[axis]
+    out = a
+    k = 1
+    while k < n:
+        out = combine(out, _shift(out, k, axis, identity, reverse))
+        k *= 2
+    if not inclusive and n > 0:
+        out = _shift(out, 1, axis, identity, reverse)
+    return out
+
+
+def _lowest(dtype):
+    if dtype == _core.bool_:
+        return False
+    if _is_integral(dtype):
+        return {_core.int32: -2**31, _core.int64: -2**63, _core.uint8: 0}[dtype]
+    return -_math.inf
+
+
+def _highest(dtype):
+    if dtype == _core.bool_:
+        return True
+    if _is_integral(dtype):
+        return {_core.int32: 2**31 - 1, _core.int64: 2**63 - 1, _core.uint8: 255}[dtype]
+    return _math.inf
+
+
+def cummax(a, axis=None, *, reverse=False, inclusive=True, stream=None):
+    a = _as_array(a)
+    return _scan(a, axis, reverse, inclusive, _core.maximum, _lowest(a.dtype), "cummax")
+
+
+def cummin(a, axis=None, *, reverse=False, inclusive=True, stream=None):
+    a = _as_array(a)
+    return _scan(a, axis, reverse, inclusive, _core.minimum, _highest(a.dtype), "cummin")
+
+
+def logcumsumexp(a, axis=None, *, reverse=False, inclusive=True, stream=None):
+    a = _as_array(a)
+    if _is_integral(a.dtype):
+        a = a.astype(_core.float32)
+    return _scan(a, axis, reverse, inclusive, _core.logaddexp, -_math.inf, "logcumsumexp")
+
+
+def vecdot(a, b, /, axis=-1, *, stream=None):
+    """The dot product of a and b along axis (broadcast together)."""
+    return _core.sum(_core.multiply(a, b), axis, stream=stream)
+
+
+def inner(a, b, *, stream=None):
+    """Sums over the last axes of a and b; the result's shape is a's other
+    axes followed by b's."""
+    a, b = _as_array(a), _as_array(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return _core.multiply(a, b, stream=stream)
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"inner: last dimensions differ: {a.shape} and {b.shape}")
+    k = a.shape[-1]
+    out = _core.matmul(_core.reshape(a, [-1, k]), _core.transpose(_core.reshape(b, [-1, k])))
+    return _core.reshape(out, list(a.shape[:-1]) + list(b.shape[:-1]), stream=stream)
+
+
+# ---------------------------------------------------------------- shapes
+
+
+def flip(a, /, axis=None, *, stream=None):
+    """a reversed along axis (an int or a sequence), or along every axis."""
+    a = _as_array(a)
+    axes = range(a.ndim) if axis is None else ([axis] if isinstance(axis, int) else axis)
+    index = [_slice(None)] * a.ndim
+    for ax in axes:
+        index[_normal_axis(ax, a.ndim, "flip")] = _slice(None, None, -1)
+    return a[tuple(index)] if a.ndim else a
+
+
+def roll(a, shift, axis=None, *, stream=None):
+    """Elements moved shift places along axis, wrapping around."""
+    a = _as_array(a)
+    if axis is None:
+        shifts = [shift] if isinstance(shift, int) else list(shift)
+        flat = _core.reshape(a, [-1])
+        for s in shifts:
+            flat = roll(flat, s, 0)
+        return _core.reshape(flat, a.shape, stream=stream)
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    shifts = [shift] * len(axes) if isinstance(shift, int) else list(shift)
+    if len(shifts) != len(axes):
+        raise ValueError("roll: shift and axis must have the same length")
+    out = a
+    for s, ax in zip(shifts, axes):
+        ax = _normal_axis(ax, a.ndim, "roll")
+        n = a.shape[ax]
+        if n == 0:
+            continue
+        s %= n
+        if s == 0:
+            continue
+        head = [_slice(None)] * a.ndim
+        tail = [_slice(None)] * a.ndim
+        head[ax] = _slice(n - s, None)
+        tail[ax] = _slice(0, n - s)
+        out = _core.concatenate([out[tuple(head)], out[tuple(tail)]], ax)
+    return out
+
+
+def diff(a, n=1, axis=-1, prepend=None, append=None, *, stream=None):
+    """The n-th discrete difference along axis."""
+    a = _as_array(a)
+    if n < 0:
+        raise ValueError(f"diff: order n must be non-negative, got {n}")
+    axis = _normal_axis(axis, a.ndim, "diff")
+    parts = []
+    for extra in (prepend, a, append):
+        if extra is None:
+            continue
+        extra = _as_array(extra)
+        if extra is not a and extra.ndim == 0:
+            shape = list(a.shape)
+            shape[axis] = 1
+            extra = _core.broadcast_to(extra, shape)
+        parts.append(extra)
+    out = _core.concatenate(parts, axis) if len(parts) > 1 else a
+    for _ in range(n):
+        m = out.shape[axis]
+        hi = [_slice(None)] * out.ndim
+        lo = [_slice(None)] * out.ndim
+        hi[axis] = _slice(1, None)
+        lo[axis] = _slice(0, _py_max(m - 1, 0))
+        out = _core.subtract(out[tuple(hi)], out[tuple(lo)])
+    return out
+
+
+def unstack(a, axis=0, *, stream=None):
+    """The slices of a along axis, that axis removed."""
+    a = _as_array(a)
+    axis = _normal_axis(axis, a.ndim, "unstack")
+    return [_core.squeeze(p, axis) for p in _core.split(a, a.shape[axis], axis)]
+
+
+def unflatten(a, axis, shape, *, stream=None):
+    """axis of a split into shape (one entry may be -1)."""
+    a = _as_array(a)
+    axis = _normal_axis(axis, a.ndim, "unflatten")
+    shape = list(shape)
+    if len(shape) == 0:
+        raise ValueError("unflatten: shape must not be empty")
+    if shape.count(-1) > 1:
+        raise ValueError("unflatten: at most one dimension may be -1")
+    return _core.reshape(a, list(a.shape[:axis]) + shape + list(a.shape[axis + 1:]),
+                         stream=stream)
+
+
+def as_strided(a, /, shape=None, strides=None, offset=0, *, stream=None):
+    """A view of a's row-major elements with the given shape and element
+    strides, starting at offset (a gather in weft)."""
+    a = _as_array(a)
+    shape = list(a.shape) if shape is None else list(shape)
+    if _builtins.any(d < 0 for d in shape):
+        raise ValueError(f"as_strided: negative dimension in shape {tuple(shape)}")
+    if strides is None:
+        strides, step = [], 1
+        for d in reversed(shape):
+            strides.insert(0, step)
+            step *= d
+    strides = list(strides)
+    if len(strides) != len(shape):
+        raise ValueError("as_strided: shape and strides must have the same length")
+    index = _core.full(shape, offset, _core.int32) if shape else array(offset)
+    for i, (d, s) in enumerate(zip(shape, strides)):
+        axis_shape = [1] * len(shape)
+        axis_shape[i] = d
+        step = _core.multiply(_core.arange(0, d, 1, dtype=_core.int32), s)
+        index = _core.add(index, _core.reshape(step, axis_shape))
+    return _core.take(_core.reshape(a, [-1]), index, stream=stream)
+
+
+def _dynamic_index(a, start_indices, axes, sizes):
+    start = _as_array(start_indices).astype(_core.int32)
+    out = a
+    for i, ax in enumerate(axes):
+        ax = _normal_axis(ax, a.ndim, "slice")
+        rows = _core.add(_core.arange(0, sizes[i], 1, dtype=_core.int32), start[i])
+        out = _core.take(out, rows, ax)
+    return out
+
+
+def slice(a, start_indices, axes, slice_size, *, stream=None):  # noqa: A001
+    """a[start:start + size] along each of axes, start an array (so it
+    may be computed)."""
+    a = _as_array(a)
+    axes = list(axes)
+    sizes = list(slice_size)
+    if len(sizes) != a.ndim:
+        raise ValueError("slice: slice_size needs one entry per dimension")
+    return _dynamic_index(a, start_indices, axes, [sizes[_normal_axis(ax, a.ndim, "slice")]
+                                                   for ax in axes])
+
+
+def slice_update(a, update, start_indices, axes, *, stream=None):
+    """a with update written at start_indices along axes (a computed start)."""
+    a = _as_array(a)
+    update = _as_array(update).astype(a.dtype)
+    axes = [_normal_axis(ax, a.ndim, "slice_update") for ax in axes]
+    start = _as_array(start_indices).astype(_core.int32)
+    if update.ndim < a.ndim:
+        update = _core.reshape(update, [1] * (a.ndim - update.ndim) + list(update.shape))
+    inside = None
+    source_index = []
+    for ax in range(a.ndim):
+        pos = _core.arange(0, a.shape[ax], 1, dtype=_core.int32)
+        if ax in axes:
+            pos = _core.subtract(pos, start[axes.index(ax)])
+        within = _core.logical_and(_core.greater_equal(pos, 0), _core.less(pos, update.shape[ax]))
+        axis_shape = [1] * a.ndim
+        axis_shape[ax] = a.shape[ax]
+        within = _core.reshape(within, axis_shape)
+        inside = within if inside is None else _core.logical_and(inside, within)
+        source_index.append(_core.clip(pos, 0, _py_max(update.shape[ax] - 1, 0)))
+    spread = update
+    for ax, pos in enumerate(source_index):
+        spread = _core.take(spread, pos, ax)
+    return _core.where(inside, spread, a, stream=stream)
+
+
+def meshgrid(*arrays, sparse=False, indexing="xy", stream=None):
+    """Coordinate arrays from 1-D arrays, as a tuple."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got '{indexing}'")
+    arrays = [_as_array(a) for a in arrays]
+    n = len(arrays)
+    out = []
+    for i, a in enumerate(arrays):
+        shape = [1] * n
+        position = i
+        if indexing == "xy" and n >= 2 and i < 2:
+            position = 1 - i
+        shape[position] = -1
+        out.append(_core.reshape(a, shape))
+    if not sparse and out:
+        from . import broadcast_arrays
+
+        out = broadcast_arrays(*out)
+    return tuple(out)
+
+
+def kron(a, b, *, stream=None):
+    """The Kronecker product."""
+    a, b = _as_array(a), _as_array(b)
+    if a.size == 0 or b.size == 0:
+        raise ValueError("kron: inputs must not be empty")
+    nd = _py_max(a.ndim, b.ndim)
+    a = _core.reshape(a, [1] * (nd - a.ndim) + list(a.shape))
+    b = _core.reshape(b, [1] * (nd - b.ndim) + list(b.shape))
+    shape_a, shape_b = [], []
+    for i in range(nd):
+        shape_a += [a.shape[i], 1]
+        shape_b += [1, b.shape[i]]
+    out = _core.multiply(_core.reshape(a, shape_a), _core.reshape(b, shape_b))
+    return _core.reshape(out, [a.shape[i] * b.shape[i] for i in range(nd)], stream=stream)
+
+
+def diagonal(a, offset=0, axis1=0, axis2=1, *, stream=None):
+    """The diagonal at offset of the matrices spanned by axis1 and axis2,
+    as the last axis."""
+    a = _as_array(a)
+    if a.ndim < 2:
+        raise ValueError("diagonal: the array needs at least 2 dimensions")
+    axis1 = _normal_axis(axis1, a.ndim, "diagonal")
+    axis2 = _normal_axis(axis2, a.ndim, "diagonal")
+    if axis1 == axis2:
+        raise ValueError("diagonal: axis1 and axis2 must differ")
+    rest = [i for i in range(a.ndim) if i not in (axis1, axis2)]
+    a = _core.transpose(a, rest + [axis1, axis2])
+    n, m = a.shape[-2], a.shape[-1]
+    first_row = _py_max(0, -offset)
+    count = _py_max(0, _py_min(n - first_row, m - first_row - offset))
+    if count == 0:
+        return _core.zeros(list(a.shape[:-2]) + [0], a.dtype)
+    rows = _core.arange(first_row, first_row + count, 1, dtype=_core.int32)
+    flat = _core.reshape(a, list(a.shape[:-2]) + [n * m])
+    return _core.take(flat, _core.add(_core.multiply(rows, m), _core.add(rows, offset)), -1,
+                      stream=stream)
+
+
+def diag(a, k=0, *, stream=None):
+    """A 1-D a as the k-th diagonal of a square matrix; of a 2-D a, its
+    k-th diagonal."""
+    a = _as_array(a)
+    if a.ndim == 1:
+        n = a.shape[0] + _py_abs(k)
+        rows = _core.reshape(_core.arange(0, n, 1, dtype=_core.int32), [n, 1])
+        cols = _core.reshape(_core.arange(0, n, 1, dtype=_core.int32), [1, n])
+        on_diag = _core.equal(_core.subtract(cols, rows), k)
+        source = _core.clip(_core.where(on_diag, rows if k >= 0 else cols, 0), 0,
+                            _py_max(a.shape[0] - 1, 0))
+        if a.shape[0] == 0:
+            return _core.zeros([n, n], a.dtype)
+        return _core.where(on_diag, _core.take(a, source), _core.zeros([], a.dtype),
+                           stream=stream)
+    if a.ndim == 2:
+        return diagonal(a, k, 0, 1, stream=stream)
+    raise ValueError("diag: the input must be 1-D or 2-D")
+
+
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, *, stream=None):
+    out = _core.sum(diagonal(a, offset, axis1, axis2), -1)
+    return out.astype(dtype) if dtype is not None else out
+
+
+# ---------------------------------------------------------------- dtypes
+
+
+def asarray(a, dtype=None, *, copy=None):
+    if isinstance(a, _core.array) and (dtype is None or a.dtype == dtype):
+        return a
+    return array(a, dtype)
+
+
+def device_count(device_type=None):
+    from . import cpu
+
+    return 1 if device_type in (None, cpu) else 0
+
+
+def device_info(device=None):
+    return {"architecture": "cpu", "device_name": "cpu"}
