@@ -531,8 +531,13 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, *, stream=None):
 
 
 def asarray(a, dtype=None, *, copy=None):
+    """a as an array; copy=False promises no copy, which weft can keep only
+    for a weft array of that dtype (anything else is a ValueError)."""
     if isinstance(a, _core.array) and (dtype is None or a.dtype == dtype):
         return a
+    if copy is False:
+        raise ValueError("asarray: copy=False needs a weft array of the requested dtype; "
+                         "weft copies other inputs")
     return array(a, dtype)
 
 
