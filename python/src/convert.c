@@ -84,6 +84,20 @@ bool weftpy_int64_list(PyObject *obj, const char *what, int64_t *out, int *count
     return true;
 }
 
+bool weftpy_shape_list(PyObject *obj, const char *what, int64_t *out, int *count)
+{
+    if (!weftpy_int64_list(obj, what, out, count))
+        return false;
+    for (int i = 0; i < *count; i++)
+        if (out[i] > INT32_MAX || out[i] < INT32_MIN) {
+            /* MLX's shapes are int32: a larger dimension is an OverflowError */
+            PyErr_Format(PyExc_OverflowError, "dimension %lld does not fit in int32",
+                         (long long)out[i]);
+            return false;
+        }
+    return true;
+}
+
 bool weftpy_axes(PyObject *obj, int *out, int *count)
 {
     if (obj == NULL || obj == Py_None) {
@@ -535,7 +549,7 @@ wf_array *weftpy_array_from_object(PyObject *obj, wf_dtype dtype)
         Py_DECREF(seq); /* a list or tuple is its own fast sequence */
         return array_from_sequence(obj, dtype);
     }
-    if (PyObject_CheckBuffer(obj) && !PyBytes_Check(obj) && !PyByteArray_Check(obj))
+    if (PyObject_CheckBuffer(obj)) /* NumPy, memoryview, bytes and bytearray (uint8) */
         return array_from_buffer(obj, dtype);
     /* NumPy scalars and objects with __array__ go through NumPy's buffer. */
     if (PyObject_HasAttrString(obj, "__array__")) {

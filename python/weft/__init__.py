@@ -401,6 +401,16 @@ def einsum(subscripts, *operands, stream=None):
 
 
 
+def from_dlpack(x, *, copy=None):
+    """An array from any DLPack producer on the CPU. weft copies the data;
+    copy=False, which forbids that, is a ValueError."""
+    import numpy as np
+
+    if copy is False:
+        raise ValueError("from_dlpack: copy=False is not supported (weft copies the data)")
+    return array(np.from_dlpack(x))
+
+
 def save_safetensors(file, arrays, metadata=None):
     """Writes a dict of arrays to a safetensors file."""
     _core._save_safetensors(str(file), dict(arrays))
@@ -456,7 +466,7 @@ def compile_stats(fun=None):
 
 
 from ._composed import (  # noqa: E402,F401
-    arange, as_strided, asarray, bartlett, blackman, conj, conjugate, count_nonzero, cummax,
+    arange, as_strided, depends, pad, asarray, bartlett, blackman, conj, conjugate, count_nonzero, cummax,
     cummin, device_count, device_info, diag, diagonal, diff, divmod, empty, empty_like, flip,
     hamming, hanning, imag, inner, isclose, kron, linspace, logcumsumexp, logical_xor, meshgrid,
     ones_like, real, roll, slice, slice_update, trace, tri, trunc, unflatten, unstack, vecdot,

@@ -52,9 +52,9 @@ class array(_core.array):
         return (1, 0)  # kDLCPU, device 0
 
     def __dlpack__(self, stream=None, **kwargs):
-        import numpy as np
-
-        return np.asarray(self).__dlpack__()
+        # A writable copy: NumPy refuses to export a read-only view to
+        # consumers that predate DLPack 1.0.
+        return self.__array__().__dlpack__(**kwargs)
 
     @property
     def at(self):
@@ -195,6 +195,11 @@ class _At:
 
     def __getitem__(self, index):
         return _AtIndex(self._array, index)
+
+    def __getattr__(self, name):
+        if name not in ("add", "subtract", "multiply", "divide", "maximum", "minimum", "set"):
+            raise AttributeError(name)
+        raise ValueError(f"at: index the array first (a.at[index].{name}(value))")
 
 
 def _advanced(index):

@@ -29,37 +29,61 @@ def _is_integral(dtype):
 # ---------------------------------------------------------------- creation
 
 
-def arange(start, stop=None, step=None, dtype=None, *, stream=None):
+def arange(*args, dtype=None, stream=None, **bounds):
     """arange([start,] stop[, step], dtype=None): int32 when every bound is an
     int (int64 when one does not fit in int32), else float32."""
+    if len(args) > 3 or set(bounds) - {"start", "stop", "step"}:
+        raise TypeError("arange(start, stop, step, dtype=None): unexpected arguments")
+    named = dict(zip(("start", "stop", "step"), args))
+    if args and named.get("stop") is None and "stop" not in bounds:
+        # arange(stop) and arange(stop, None, step): the first bound is stop
+        named["start"], named["stop"] = 0, args[0]
+    for name, value in bounds.items():
+        if name in named:
+            raise TypeError(f"arange: got multiple values for '{name}'")
+        named[name] = value
+    start, stop, step = named.get("start"), named.get("stop"), named.get("step")
     if stop is None:
-        start, stop = 0, start
-    bounds = [b for b in (start, stop, step) if b is not None]
-    for b in bounds:
-        if isinstance(b, float) and not _math.isfinite(b):
-            raise ValueError("arange: start, stop and step must be finite")
-    step_value = 1 if step is None else step
-    if step_value == 0:
+        raise TypeError("arange: missing the stop bound")
+    start = 0 if start is None else start
+    step = 1 if step is None else step
+    for b in (start, stop, step):
+        if not isinstance(b, (int, float)):
+            raise TypeError(f"arange: bounds must be numbers, got {type(b).__name__}")
+    if not (_math.isfinite(start) and _math.isfinite(stop)) or _math.isnan(step):
+        raise ValueError("arange: start and stop must be finite and step a number")
+    if step == 0:
         raise ValueError("arange: step must not be zero")
-    all_int = _builtins.all(isinstance(b, int) for b in bounds)
+    all_int = _builtins.all(isinstance(b, int) for b in (start, stop, step))
     if dtype is None:
         if all_int:
-            wide = _builtins.any(not -2**31 <= b < 2**31 for b in bounds)
+            wide = _builtins.any(not -2**31 <= b < 2**31 for b in (start, stop, step))
             dtype = _core.int64 if wide else _core.int32
         else:
             dtype = _core.float32
-    count = _py_max(0, _math.ceil((stop - start) / step_value))
+    if _math.isinf(step):
+        # one element when stop lies the step's way from start, else none
+        count = 1 if (stop - start) * step > 0 else 0
+        step = 1
+    else:
+        count = _py_max(0, _math.ceil((stop - start) / step))
     if count > 2**31 - 1:
         raise ValueError(f"arange: {count} elements are more than an array may hold")
     if _is_integral(dtype) and not all_int:
         # MLX's rule: an integer arange steps by the bounds cast to the dtype.
-        first, delta = int(start), int(step_value)
+        first, delta = int(start), int(step)
         out = _core.arange(0, count, 1, dtype=dtype, stream=stream)
         return _core.add(_core.multiply(out, delta, stream=stream), first, stream=stream)
-    return _core.arange(start, stop, step_value, dtype=dtype, stream=stream)
+    if count <= 1 and not all_int:
+        return _core.full([count], start, dtype, stream=stream)
+    if _is_integral(dtype) and _builtins.any(not -2**31 <= b < 2**31 for b in (start, stop)):
+        # past int32 the values wrap into the dtype, as MLX's do
+        wide = _core.arange(start, stop, step, dtype=_core.int64, stream=stream)
+        return wide.astype(dtype, stream=stream)
+    return _core.arange(start, stop, step, dtype=dtype, stream=stream)
 
 
-def linspace(start, stop, num=50, dtype=None, endpoint=True, *, stream=None):
+def linspace(start, stop, num=50, endpoint=True, dtype=None, *, stream=None):
     """num evenly spaced values from start to stop (stop excluded when
     endpoint is False); float32 unless dtype says otherwise."""
     if num < 0:
@@ -140,6 +164,72 @@ def bartlett(M, *, stream=None):
 
 
 # ---------------------------------------------------------------- element-wise
+
+
+def _reflect_index(n, size, symmetric):
+    """For positions -before..size+after-1 of a padded axis, the source
+    index under NumPy's reflect (edge not repeated) or symmetric rule."""
+    if symmetric:
+        period = 2 * size
+        i = _core.remainder(n, period)
+        return _core.where(_core.less(i, size), i, _core.subtract(period - 1, i))
+    if size == 1:
+        return _core.zeros_like(n)
+    period = 2 * (size - 1)
+    i = _core.remainder(n, period)
+    return _core.where(_core.less(i, size), i, _core.subtract(period, i))
+
+
+def pad(a, pad_width, mode="constant", constant_values=0, *, stream=None):
+    """Pads a: mode 'constant' (constant_values), 'edge', 'reflect' or
+    'symmetric' (NumPy's rules), pad_width an int, a (before, after) pair or
+    one pair per axis."""
+    a = _as_array(a)
+    if mode == "constant":
+        return _core.pad(a, pad_width, mode, constant_values, stream=stream)
+    if mode not in ("edge", "reflect", "symmetric"):
+        raise ValueError(f"pad: unknown mode '{mode}'")
+    if isinstance(pad_width, int):
+        widths = [(pad_width, pad_width)] * a.ndim
+    else:
+        widths = [tuple(w) if not isinstance(w, int) else (w, w) for w in pad_width]
+        if len(widths) == 1:
+            widths = widths * a.ndim
+        widths = [w if len(w) == 2 else (w[0], w[0]) for w in widths]
+    if len(widths) != a.ndim:
+        raise ValueError(f"pad: pad_width has {len(widths)} entries for {a.ndim} axes")
+    out = a
+    for axis, (before, after) in enumerate(widths):
+        if before < 0 or after < 0:
+            raise ValueError("pad: widths must be non-negative")
+        if before == 0 and after == 0:
+            continue
+        size = out.shape[axis]
+        if size == 0:
+            raise ValueError(f"pad: cannot pad an empty axis with mode '{mode}'")
+        positions = _core.arange(-before, size + after, 1, dtype=_core.int32)
+        if mode == "edge":
+            source = _core.clip(positions, 0, size - 1)
+        else:
+            source = _reflect_index(positions, size, mode == "symmetric")
+        out = _core.take(out, source, axis)
+    return out
+
+
+def depends(inputs, dependencies):
+    """inputs, each made to depend on every array in dependencies: they are
+    computed whenever the inputs are (values unchanged)."""
+    single = isinstance(inputs, _core.array)
+    inputs = [inputs] if single else list(inputs)
+    deps = [dependencies] if isinstance(dependencies, _core.array) else list(dependencies)
+    if not deps:
+        return inputs[0] if single else inputs
+    # A zero that reads every dependency: x + 0 * (sum of all) would change
+    # NaN/inf inputs, so select through where with a condition that reads them.
+    reads = _core.stop_gradient(_core.equal(_core.sum(_core.stack([
+        _core.sum(_core.isnan(d).astype(_core.int32)) for d in deps])), -1))
+    out = [_core.where(reads, x, x) for x in inputs]
+    return out[0] if single else out
 
 
 def trunc(a, /, *, stream=None):
@@ -276,7 +366,9 @@ def inner(a, b, *, stream=None):
     if a.shape[-1] != b.shape[-1]:
         raise ValueError(f"inner: last dimensions differ: {a.shape} and {b.shape}")
     k = a.shape[-1]
-    out = _core.matmul(_core.reshape(a, [-1, k]), _core.transpose(_core.reshape(b, [-1, k])))
+    rows_a = _math.prod(a.shape[:-1])
+    rows_b = _math.prod(b.shape[:-1])
+    out = _core.matmul(_core.reshape(a, [rows_a, k]), _core.transpose(_core.reshape(b, [rows_b, k])))
     return _core.reshape(out, list(a.shape[:-1]) + list(b.shape[:-1]), stream=stream)
 
 
@@ -303,7 +395,12 @@ def roll(a, shift, axis=None, *, stream=None):
             flat = roll(flat, s, 0)
         return _core.reshape(flat, a.shape, stream=stream)
     axes = [axis] if isinstance(axis, int) else list(axis)
-    shifts = [shift] * len(axes) if isinstance(shift, int) else list(shift)
+    shifts = [shift] if isinstance(shift, int) else list(shift)
+    # shift and axis broadcast against each other, as in NumPy
+    if len(axes) == 1:
+        axes = axes * len(shifts)
+    if len(shifts) == 1:
+        shifts = shifts * len(axes)
     if len(shifts) != len(axes):
         raise ValueError("roll: shift and axis must have the same length")
     out = a
@@ -533,11 +630,11 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, *, stream=None):
 def asarray(a, dtype=None, *, copy=None):
     """a as an array; copy=False promises no copy, which weft can keep only
     for a weft array of that dtype (anything else is a ValueError)."""
-    if isinstance(a, _core.array) and (dtype is None or a.dtype == dtype):
-        return a
     if copy is False:
-        raise ValueError("asarray: copy=False needs a weft array of the requested dtype; "
-                         "weft copies other inputs")
+        # MLX adopts memory only on Metal; on the CPU it raises, as weft does.
+        raise ValueError("asarray: copy=False is not supported (weft always copies inputs)")
+    if isinstance(a, _core.array) and (dtype is None or a.dtype == dtype) and not copy:
+        return a
     return array(a, dtype)
 
 
