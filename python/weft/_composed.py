@@ -191,6 +191,8 @@ def pad(a, pad_width, mode="constant", constant_values=0, *, stream=None):
         raise ValueError(f"pad: unknown mode '{mode}'")
     if isinstance(pad_width, int):
         widths = [(pad_width, pad_width)] * a.ndim
+    elif len(pad_width) == 2 and _builtins.all(isinstance(w, int) for w in pad_width):
+        widths = [tuple(pad_width)] * a.ndim  # one (before, after) pair for every axis
     else:
         widths = [tuple(w) if not isinstance(w, int) else (w, w) for w in pad_width]
         if len(widths) == 1:
