@@ -466,7 +466,7 @@ def compile_stats(fun=None):
 
 
 from ._composed import (  # noqa: E402,F401
-    arange, as_strided, depends, pad, asarray, bartlett, blackman, conj, conjugate, count_nonzero, cummax,
+    arange, as_strided, block_masked_mm, depends, gather_mm, pad, asarray, bartlett, blackman, conj, conjugate, count_nonzero, cummax,
     cummin, device_count, device_info, diag, diagonal, diff, divmod, empty, empty_like, flip,
     hamming, hanning, imag, inner, isclose, kron, linspace, logcumsumexp, logical_xor, meshgrid,
     ones_like, real, roll, slice, slice_update, trace, tri, trunc, unflatten, unstack, vecdot,

@@ -11,6 +11,15 @@ def rms_norm(x, weight, eps, *, stream=None):
 
 
 def rope(a, dims, *, traditional, base, scale, offset, freqs=None, stream=None):
+    if hasattr(offset, "item") and offset.size != 1:
+        # one offset per batch entry (axis 0); each entry is rotated alone
+        if offset.ndim != 1 or offset.shape[0] != a.shape[0]:
+            raise ValueError(f"rope: offsets of shape {offset.shape} do not match the batch "
+                             f"of an input of shape {a.shape}")
+        rows = [rope(a[i:i + 1], dims, traditional=traditional, base=base, scale=scale,
+                     offset=int(o), freqs=freqs, stream=stream)
+                for i, o in enumerate(offset.tolist())]
+        return _core.concatenate(rows, 0)
     if hasattr(offset, "item"):
         offset = int(offset.item())
     return _core._rope(a, dims, traditional, base if base is not None else 10000.0, scale,
