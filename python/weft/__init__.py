@@ -350,8 +350,6 @@ def atleast_3d(*arys):
     return out[0] if len(out) == 1 else out
 
 
-def full_like(a, fill_value, dtype=None, *, stream=None):
-    return full(a.shape, fill_value, dtype if dtype is not None else a.dtype, stream=stream)
 
 
 def broadcast_arrays(*arrays, stream=None):
@@ -467,7 +465,7 @@ def compile_stats(fun=None):
 
 from ._composed import (  # noqa: E402,F401
     arange, as_strided, block_masked_mm, depends, gather_mm, pad, asarray, bartlett, blackman, conj, conjugate, count_nonzero, cummax,
-    cummin, device_count, device_info, diag, diagonal, diff, divmod, empty, empty_like, flip,
+    cummin, device_count, device_info, full_like, diag, diagonal, diff, divmod, empty, empty_like, flip,
     hamming, hanning, imag, inner, isclose, kron, linspace, logcumsumexp, logical_xor, meshgrid,
     ones_like, real, roll, slice, slice_update, trace, tri, trunc, unflatten, unstack, vecdot,
     zeros_like,

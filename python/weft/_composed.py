@@ -108,10 +108,19 @@ def tri(n, m=None, k=0, dtype=None, *, stream=None):
     return out.astype(_core.float32 if dtype is None else dtype, stream=stream)
 
 
+def _like(a, fill, dtype, stream):
+    """An array shaped like a (read from a at run time, so a shapeless
+    compiled call follows a's shape), filled with fill."""
+    a = _as_array(a)
+    out = _core.zeros_like(a, stream=stream) if fill == 0 else _core.ones_like(a, stream=stream)
+    if dtype is not None and dtype != a.dtype:
+        out = out.astype(dtype, stream=stream)
+    return out
+
+
 def empty_like(a, dtype=None, *, stream=None):
     """An array shaped like a (weft fills it with zeros)."""
-    a = _as_array(a)
-    return _core.zeros(a.shape, a.dtype if dtype is None else dtype, stream=stream)
+    return _like(a, 0, dtype, stream)
 
 
 def empty(shape, dtype=None, *, stream=None):
@@ -119,13 +128,18 @@ def empty(shape, dtype=None, *, stream=None):
 
 
 def zeros_like(a, dtype=None, *, stream=None):
-    a = _as_array(a)
-    return _core.zeros(a.shape, a.dtype if dtype is None else dtype, stream=stream)
+    return _like(a, 0, dtype, stream)
 
 
 def ones_like(a, dtype=None, *, stream=None):
+    return _like(a, 1, dtype, stream)
+
+
+def full_like(a, fill_value, dtype=None, *, stream=None):
+    """An array shaped like a holding fill_value, of a's dtype or dtype."""
     a = _as_array(a)
-    return _core.ones(a.shape, a.dtype if dtype is None else dtype, stream=stream)
+    out = _core.add(_like(a, 0, dtype, stream), fill_value, stream=stream)
+    return out.astype(a.dtype if dtype is None else dtype, stream=stream)
 
 
 def _window(m, terms):

@@ -226,3 +226,12 @@ def test_devices_and_backends():
         mx.default_stream(mx.gpu)
     assert mx.default_stream(mx.cpu).device == mx.cpu
     still_works()
+
+
+def test_like_constructors_follow_dtype_rules():
+    x = mx.zeros((2, 3), mx.int32)
+    assert mx.full_like(x, 2.5).tolist() == [[2] * 3] * 2  # a's dtype: int32
+    assert mx.full_like(x, 2.5, mx.float32).tolist() == [[2.5] * 3] * 2
+    assert mx.zeros_like(x, mx.float16).dtype == mx.float16
+    assert mx.ones_like(x, dtype=mx.float32).tolist() == [[1.0] * 3] * 2
+    assert mx.empty_like(x).shape == (2, 3) and mx.empty_like(x).dtype == mx.int32
