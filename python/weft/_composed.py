@@ -351,14 +351,44 @@ def _highest(dtype):
     return _math.inf
 
 
+def _arg_scan(a, axis, reverse, inclusive, better, identity, name):
+    """cummax/cummin: a log-step scan of (value, index) pairs that keeps the
+    latest element in scan order on ties, then a gather of a at those
+    indices, so the gradient reaches exactly that element (MLX's rule)."""
+    a = _as_array(a)
+    if axis is None:
+        a = _core.reshape(a, [-1])
+        axis = 0
+    axis = _normal_axis(axis, a.ndim, name)
+    n = a.shape[axis]
+    shape = [1] * a.ndim
+    shape[axis] = n
+    index = _core.zeros_like(a).astype(_core.int32)
+    index = _core.add(index, _core.reshape(_core.arange(0, n, 1, dtype=_core.int32), shape))
+    value = _core.stop_gradient(a)
+    k = 1
+    while k < n:
+        earlier = _shift(value, k, axis, identity, reverse)
+        earlier_index = _shift(index, k, axis, 0, reverse)
+        # a NaN wins from where it appears on, as with maximum/minimum
+        take = _core.logical_or(better(earlier, value), _core.isnan(earlier))
+        value = _core.where(take, earlier, value)
+        index = _core.where(take, earlier_index, index)
+        k *= 2
+    out = _core.take_along_axis(a, index, axis)
+    if not inclusive and n > 0:
+        out = _shift(out, 1, axis, identity, reverse)
+    return out
+
+
 def cummax(a, axis=None, *, reverse=False, inclusive=True, stream=None):
     a = _as_array(a)
-    return _scan(a, axis, reverse, inclusive, _core.maximum, _lowest(a.dtype), "cummax")
+    return _arg_scan(a, axis, reverse, inclusive, _core.greater, _lowest(a.dtype), "cummax")
 
 
 def cummin(a, axis=None, *, reverse=False, inclusive=True, stream=None):
     a = _as_array(a)
-    return _scan(a, axis, reverse, inclusive, _core.minimum, _highest(a.dtype), "cummin")
+    return _arg_scan(a, axis, reverse, inclusive, _core.less, _highest(a.dtype), "cummin")
 
 
 def logcumsumexp(a, axis=None, *, reverse=False, inclusive=True, stream=None):

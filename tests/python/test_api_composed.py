@@ -235,3 +235,16 @@ def test_like_constructors_follow_dtype_rules():
     assert mx.zeros_like(x, mx.float16).dtype == mx.float16
     assert mx.ones_like(x, dtype=mx.float32).tolist() == [[1.0] * 3] * 2
     assert mx.empty_like(x).shape == (2, 3) and mx.empty_like(x).dtype == mx.int32
+
+
+def test_cummax_cummin_gradients_route_to_latest_tie():
+    a = mx.array([3.0, 3.0, 1.0, 5.0, 5.0])
+    grad = lambda **kw: mx.grad(lambda y: mx.cummax(y, **kw).sum())(a).tolist()  # noqa: E731
+    assert grad() == [1.0, 2.0, 0.0, 1.0, 1.0]
+    assert grad(inclusive=False) == [1.0, 2.0, 0.0, 1.0, 0.0]
+    assert grad(reverse=True) == [0.0, 0.0, 0.0, 4.0, 1.0]
+    b = mx.array([2.0, 1.0, 1.0, 4.0])
+    assert mx.grad(lambda y: mx.cummin(y).sum())(b).tolist() == [1.0, 1.0, 2.0, 0.0]
+    nan = math.nan
+    got = np.array(mx.cummax(mx.array([1.0, 3.0, nan, 5.0, 2.0]), 0))
+    assert got[:2].tolist() == [1.0, 3.0] and np.isnan(got[2:]).all()
