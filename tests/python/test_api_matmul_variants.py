@@ -82,3 +82,25 @@ def test_rope_offset_per_batch_entry():
     with pytest.raises(ValueError):
         mx.fast.rope(x, 8, traditional=False, base=10000.0, scale=1.0, offset=mx.array([1, 2]))
     still_works()
+
+
+def test_attention_sinks_against_numpy():
+    q, k, v = rand(2, 4, 3, 8), rand(2, 2, 5, 8, seed=1), rand(2, 2, 5, 8, seed=2)
+    sinks = rand(4, seed=3)
+    scale = 8 ** -0.5
+    kk, vv = np.repeat(k, 2, 1), np.repeat(v, 2, 1)
+    scores = (q * scale) @ np.swapaxes(kk, -1, -2)
+    causal = np.arange(5)[None, :] <= np.arange(3)[:, None] + 2
+    for mask in (None, "causal"):
+        s = scores if mask is None else np.where(causal, scores, -np.inf)
+        full = np.concatenate([np.broadcast_to(sinks.reshape(1, 4, 1, 1), s.shape[:-1] + (1,)), s], -1)
+        w = np.exp(full - full.max(-1, keepdims=True))
+        w = (w / w.sum(-1, keepdims=True))[..., 1:]
+        got = mx.fast.scaled_dot_product_attention(mx.array(q), mx.array(k), mx.array(v),
+                                                   scale=scale, mask=mask, sinks=mx.array(sinks))
+        np.testing.assert_allclose(np.array(got), w @ vv, rtol=1e-4, atol=1e-5)
+    for bad in (mx.zeros((5,)), mx.zeros(()), mx.zeros((4,), mx.float16)):
+        with pytest.raises(ValueError):
+            mx.fast.scaled_dot_product_attention(mx.array(q), mx.array(k), mx.array(v), scale=scale,
+                                                 sinks=bad)
+    still_works()
