@@ -194,11 +194,24 @@ static PyMethodDef array_methods[] = {
 
 /* ------------------------------------------------------------ numbers */
 
+/* An operator's other operand is an array, a Python scalar or an array-like
+ * (NumPy); lists, tuples and strings are a ValueError, as in MLX. */
+static bool operator_operand_ok(PyObject *obj)
+{
+    if (!(PyList_Check(obj) || PyTuple_Check(obj) || PyUnicode_Check(obj) || PyBytes_Check(obj)))
+        return true;
+    PyErr_Format(PyExc_ValueError, "an array cannot be combined with a %s by an operator",
+                 Py_TYPE(obj)->tp_name);
+    return false;
+}
+
 #define BINARY_SLOT(slot, op)                                                                  \
     static PyObject *slot(PyObject *a, PyObject *b)                                            \
     {                                                                                          \
         if (!WeftArray_Check(a) && !WeftArray_Check(b))                                        \
             Py_RETURN_NOTIMPLEMENTED;                                                          \
+        if (!operator_operand_ok(a) || !operator_operand_ok(b))                                \
+            return NULL;                                                                       \
         return weftpy_array_wrap_or_raise(weftpy_binary(op, a, b));                            \
     }
 
@@ -217,8 +230,35 @@ BINARY_SLOT(array_true_divide, wf_divide)
 BINARY_SLOT(array_floor_divide, wf_floor_divide)
 BINARY_SLOT(array_remainder, wf_remainder)
 BINARY_SLOT(array_matmul, wf_matmul)
-BINARY_SLOT(array_and, wf_logical_and)
-BINARY_SLOT(array_or, wf_logical_or)
+/* &, | and ^ are logical on bool arrays; weft has no bitwise integer ops,
+ * and on floats MLX refuses them too: ValueError. */
+static bool both_bool(wf_array *x, wf_array *y, const char *symbol)
+{
+    if (wf_array_dtype(x) == WF_DTYPE_BOOL && wf_array_dtype(y) == WF_DTYPE_BOOL)
+        return true;
+    PyErr_Format(PyExc_ValueError, "'%s' needs bool arrays (got %s and %s)", symbol,
+                 wf_dtype_name(wf_array_dtype(x)), wf_dtype_name(wf_array_dtype(y)));
+    return false;
+}
+
+static wf_array *bool_and(wf_array *x, wf_array *y)
+{
+    return both_bool(x, y, "&") ? wf_logical_and(x, y) : NULL;
+}
+
+static wf_array *bool_or(wf_array *x, wf_array *y)
+{
+    return both_bool(x, y, "|") ? wf_logical_or(x, y) : NULL;
+}
+
+static wf_array *bool_xor(wf_array *x, wf_array *y)
+{
+    return both_bool(x, y, "^") ? wf_not_equal(x, y) : NULL;
+}
+
+BINARY_SLOT(array_and, bool_and)
+BINARY_SLOT(array_or, bool_or)
+BINARY_SLOT(array_xor, bool_xor)
 
 static PyObject *array_power(PyObject *a, PyObject *b, PyObject *modulo)
 {
@@ -228,6 +268,8 @@ static PyObject *array_power(PyObject *a, PyObject *b, PyObject *modulo)
     }
     if (!WeftArray_Check(a) && !WeftArray_Check(b))
         Py_RETURN_NOTIMPLEMENTED;
+    if (!operator_operand_ok(a) || !operator_operand_ok(b))
+        return NULL;
     return weftpy_array_wrap_or_raise(weftpy_binary(wf_power, a, b));
 }
 
@@ -236,6 +278,8 @@ static PyObject *array_power(PyObject *a, PyObject *b, PyObject *modulo)
 #define INPLACE_SLOT(slot, op)                                                                 \
     static PyObject *slot(PyObject *a, PyObject *b)                                            \
     {                                                                                          \
+        if (!operator_operand_ok(b))                                                           \
+            return NULL;                                                                       \
         wf_array *out = weftpy_binary(op, a, b);                                               \
         if (out == NULL)                                                                       \
             return PyErr_Occurred() ? NULL : weftpy_raise_weft_error();                        \
@@ -257,12 +301,15 @@ INPLACE_SLOT(array_inplace_true_divide, wf_divide)
 INPLACE_SLOT(array_inplace_floor_divide, wf_floor_divide)
 INPLACE_SLOT(array_inplace_remainder, wf_remainder)
 INPLACE_SLOT(array_inplace_matmul, wf_matmul)
-INPLACE_SLOT(array_inplace_and, wf_logical_and)
-INPLACE_SLOT(array_inplace_or, wf_logical_or)
+INPLACE_SLOT(array_inplace_and, bool_and)
+INPLACE_SLOT(array_inplace_or, bool_or)
+INPLACE_SLOT(array_inplace_xor, bool_xor)
 
 static PyObject *array_inplace_power(PyObject *a, PyObject *b, PyObject *modulo)
 {
     (void)modulo;
+    if (!operator_operand_ok(b))
+        return NULL;
     wf_array *out = weftpy_binary(wf_power, a, b);
     if (out == NULL)
         return PyErr_Occurred() ? NULL : weftpy_raise_weft_error();
@@ -352,6 +399,7 @@ static PyNumberMethods array_number = {
     .nb_invert = array_invert,
     .nb_and = array_and,
     .nb_or = array_or,
+    .nb_xor = array_xor,
     .nb_int = array_int,
     .nb_float = array_float,
     .nb_inplace_add = array_inplace_add,
@@ -361,6 +409,7 @@ static PyNumberMethods array_number = {
     .nb_inplace_power = array_inplace_power,
     .nb_inplace_and = array_inplace_and,
     .nb_inplace_or = array_inplace_or,
+    .nb_inplace_xor = array_inplace_xor,
     .nb_floor_divide = array_floor_divide,
     .nb_true_divide = array_true_divide,
     .nb_inplace_floor_divide = array_inplace_floor_divide,
@@ -393,10 +442,20 @@ static PyObject *array_richcompare(PyObject *a, PyObject *b, int op)
         fn = wf_greater_equal;
         break;
     }
-    /* a == None and the like: MLX answers False / True, not an error. */
+    /* a == None, a == [1, 2] and the like: MLX answers False / True, not an
+     * error; ordering against them is a ValueError. */
     if ((op == Py_EQ || op == Py_NE) && !weftpy_is_python_scalar(b) && !WeftArray_Check(b) &&
-        !PySequence_Check(b) && !PyObject_CheckBuffer(b))
+        (PyList_Check(b) || PyTuple_Check(b) || PyUnicode_Check(b) ||
+         (!PySequence_Check(b) && !PyObject_CheckBuffer(b))))
         return PyBool_FromLong(op == Py_NE);
+    if (!operator_operand_ok(b))
+        return NULL;
+    if (!weftpy_is_python_scalar(b) && !WeftArray_Check(b) && !PyObject_CheckBuffer(b) &&
+        !PyObject_HasAttrString(b, "__array__")) {
+        PyErr_Format(PyExc_ValueError, "an array cannot be compared with a %s",
+                     Py_TYPE(b)->tp_name);
+        return NULL;
+    }
     return weftpy_array_wrap_or_raise(weftpy_binary(fn, a, b));
 }
 

@@ -84,6 +84,20 @@ bool weftpy_int64_list(PyObject *obj, const char *what, int64_t *out, int *count
     return true;
 }
 
+bool weftpy_shape_list(PyObject *obj, const char *what, int64_t *out, int *count)
+{
+    if (!weftpy_int64_list(obj, what, out, count))
+        return false;
+    for (int i = 0; i < *count; i++)
+        if (out[i] > INT32_MAX || out[i] < INT32_MIN) {
+            /* MLX's shapes are int32: a larger dimension is an OverflowError */
+            PyErr_Format(PyExc_OverflowError, "dimension %lld does not fit in int32",
+                         (long long)out[i]);
+            return false;
+        }
+    return true;
+}
+
 bool weftpy_axes(PyObject *obj, int *out, int *count)
 {
     if (obj == NULL || obj == Py_None) {
@@ -170,6 +184,32 @@ static wf_dtype weak_scalar_dtype(PyObject *scalar, wf_dtype other)
     return integral ? WF_DTYPE_F32 : other;
 }
 
+/* A Python int taking an integer array's dtype must fit in it (MLX raises
+ * ValueError rather than wrapping 3000000000 into an int32). */
+static bool weak_int_fits(PyObject *obj, wf_dtype dtype)
+{
+    if (!PyLong_Check(obj) || PyBool_Check(obj))
+        return true;
+    long long lo, hi;
+    switch (dtype) {
+    case WF_DTYPE_U8:
+        lo = 0, hi = UINT8_MAX;
+        break;
+    case WF_DTYPE_I32:
+        lo = INT32_MIN, hi = INT32_MAX;
+        break;
+    default:
+        return true;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow == 0 && v >= lo && v <= hi)
+        return true;
+    PyErr_Format(PyExc_ValueError, "Python int %R is out of range for %s", obj,
+                 wf_dtype_name(dtype));
+    return false;
+}
+
 wf_array *weftpy_operand(PyObject *obj, PyObject *other)
 {
     if (WeftArray_Check(obj))
@@ -178,6 +218,8 @@ wf_array *weftpy_operand(PyObject *obj, PyObject *other)
         wf_dtype dtype = WF_DTYPE_COUNT;
         if (other != NULL && WeftArray_Check(other))
             dtype = weak_scalar_dtype(obj, wf_array_dtype(((WeftArray *)other)->handle));
+        if (!weak_int_fits(obj, dtype))
+            return NULL;
         return scalar_array(obj, dtype);
     }
     return weftpy_array_from_object(obj, WF_DTYPE_COUNT);
@@ -473,6 +515,9 @@ static wf_array *array_from_buffer(PyObject *obj, wf_dtype dtype)
         out = wf_array_from_data(copy, shape, view.ndim, source);
         PyMem_Free(copy);
     }
+    /* MLX's rule: a float64 buffer without an explicit dtype becomes float32. */
+    if (dtype == WF_DTYPE_COUNT && source == WF_DTYPE_F64)
+        dtype = WF_DTYPE_F32;
     if (out != NULL && dtype != WF_DTYPE_COUNT && dtype != source) {
         wf_array *cast = wf_astype(out, dtype);
         wf_release(out);
@@ -504,7 +549,7 @@ wf_array *weftpy_array_from_object(PyObject *obj, wf_dtype dtype)
         Py_DECREF(seq); /* a list or tuple is its own fast sequence */
         return array_from_sequence(obj, dtype);
     }
-    if (PyObject_CheckBuffer(obj) && !PyBytes_Check(obj) && !PyByteArray_Check(obj))
+    if (PyObject_CheckBuffer(obj)) /* NumPy, memoryview, bytes and bytearray (uint8) */
         return array_from_buffer(obj, dtype);
     /* NumPy scalars and objects with __array__ go through NumPy's buffer. */
     if (PyObject_HasAttrString(obj, "__array__")) {

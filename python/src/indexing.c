@@ -93,6 +93,11 @@ static bool parse_int_item(PyObject *obj, int64_t dim, index_item *item)
     Py_DECREF(index);
     if (v == -1 && PyErr_Occurred())
         return false;
+    if (v > INT32_MAX || v < INT32_MIN) {
+        /* MLX's indices are int32: a larger one is a ValueError, not IndexError */
+        PyErr_Format(PyExc_ValueError, "index %lld does not fit in int32", v);
+        return false;
+    }
     if (v < -dim || v >= dim) {
         PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for an axis of size %lld", v,
                      (long long)dim);
@@ -103,11 +108,21 @@ static bool parse_int_item(PyObject *obj, int64_t dim, index_item *item)
     return true;
 }
 
+/* An unpacked slice bound: None reads as PY_SSIZE_T_MIN/MAX, which pass. */
+static bool slice_bound_fits(Py_ssize_t v)
+{
+    return v == PY_SSIZE_T_MAX || v == PY_SSIZE_T_MIN || (v >= INT32_MIN && v <= INT32_MAX);
+}
+
 static bool parse_slice_item(PyObject *obj, int64_t dim, index_item *item)
 {
     Py_ssize_t start, stop, step;
     if (PySlice_Unpack(obj, &start, &stop, &step) < 0)
         return false;
+    if (!slice_bound_fits(start) || !slice_bound_fits(stop) || !slice_bound_fits(step)) {
+        PyErr_SetString(PyExc_ValueError, "slice bounds must fit in int32");
+        return false;
+    }
     PySlice_AdjustIndices((Py_ssize_t)dim, &start, &stop, step);
     item->kind = ITEM_SLICE;
     item->start = start;
@@ -392,8 +407,44 @@ PyObject *weftpy_array_getitem(PyObject *self, PyObject *index)
     return out != NULL ? weftpy_array_wrap(out) : NULL;
 }
 
+/* a[mask] = v with a bool mask of a's own shape and a v that broadcasts to
+ * it: a select, no scatter needed. */
+static bool is_full_mask(wf_array *a, PyObject *index)
+{
+    if (!WeftArray_Check(index))
+        return false;
+    wf_array *mask = ((WeftArray *)index)->handle;
+    if (wf_array_dtype(mask) != WF_DTYPE_BOOL || wf_array_ndim(mask) != wf_array_ndim(a))
+        return false;
+    for (int i = 0; i < wf_array_ndim(a); i++)
+        if (wf_array_shape(mask)[i] != wf_array_shape(a)[i])
+            return false;
+    return true;
+}
+
+/* The update without leading size-1 axes beyond the target's rank (NumPy
+ * lets a (1, 2) value fill a (2,) slice); a new reference. */
+static wf_array *drop_leading_ones(wf_array *update, int target_ndim)
+{
+    int drop = 0;
+    const int ndim = wf_array_ndim(update);
+    while (ndim - drop > target_ndim && wf_array_shape(update)[drop] == 1)
+        drop++;
+    if (drop == 0)
+        return wf_retain_unscoped(update);
+    return wf_reshape(update, wf_array_shape(update) + drop, ndim - drop);
+}
+
 wf_array *weftpy_index_update(wf_array *a, PyObject *index, wf_array *update)
 {
+    if (is_full_mask(a, index)) {
+        wf_array *cast = wf_astype(update, wf_array_dtype(a));
+        wf_array *out = cast != NULL ? wf_where(((WeftArray *)index)->handle, cast, a) : NULL;
+        wf_release(cast);
+        if (out == NULL)
+            weftpy_raise_weft_error();
+        return out;
+    }
     PyObject *tuple = index_tuple(index);
     if (tuple == NULL)
         return NULL;
@@ -440,7 +491,9 @@ wf_array *weftpy_index_update(wf_array *a, PyObject *index, wf_array *update)
     memcpy(slice_shape, wf_array_shape(region), sizeof(int64_t) * (size_t)wf_array_ndim(region));
     const int slice_ndim = wf_array_ndim(region);
     wf_release(region);
-    wf_array *cast = wf_astype(update, wf_array_dtype(a));
+    wf_array *trimmed = drop_leading_ones(update, wf_array_ndim(selected));
+    wf_array *cast = trimmed != NULL ? wf_astype(trimmed, wf_array_dtype(a)) : NULL;
+    wf_release(trimmed);
     wf_array *spread = wf_broadcast_to(cast, wf_array_shape(selected), wf_array_ndim(selected));
     wf_array *shaped = wf_reshape(spread, slice_shape, slice_ndim);
     out = wf_slice_update(a, shaped, starts, stops, steps);

@@ -183,6 +183,21 @@ static const reduce_entry reduce_ops[] = {
     {"logsumexp", wf_logsumexp, "log(sum(exp(a))) over axis, computed stably."},
 };
 
+/* max and min have no identity: reducing an empty axis is a ValueError, as
+ * in NumPy and MLX. */
+static bool reduces_empty_axis(wf_array *a, const int *axes, int naxes)
+{
+    const int ndim = wf_array_ndim(a);
+    if (naxes < 0)
+        return wf_array_size(a) == 0;
+    for (int i = 0; i < naxes; i++) {
+        const int axis = axes[i] < 0 ? axes[i] + ndim : axes[i];
+        if (axis >= 0 && axis < ndim && wf_array_shape(a)[axis] == 0)
+            return true;
+    }
+    return false;
+}
+
 static PyObject *call_reduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames)
 {
@@ -200,6 +215,12 @@ static PyObject *call_reduce(PyObject *self, PyObject *const *args, Py_ssize_t n
     wf_array *a = handle_or_convert(given[0]);
     if (a == NULL)
         return NULL;
+    if ((entry->fn == wf_max || entry->fn == wf_min) && reduces_empty_axis(a, axes, naxes)) {
+        PyErr_Format(PyExc_ValueError, "%s: cannot reduce an empty axis (no identity)",
+                     entry->name);
+        wf_release(a);
+        return NULL;
+    }
     stream_scope scope;
     wf_array *out = NULL;
     if (stream_scope_enter(given[3], &scope)) {
@@ -493,7 +514,7 @@ static PyObject *op_reshape(FASTCALL_ARGS)
     int64_t shape[WF_MAX_NDIM];
     int ndim;
     wf_array *out = NULL;
-    if (weftpy_int64_list(call.given[1], "shape must be a sequence of ints", shape, &ndim))
+    if (weftpy_shape_list(call.given[1], "shape must be a sequence of ints", shape, &ndim))
         out = wf_reshape(call.arrays[0], shape, ndim);
     return op_end(&call, out);
 }
@@ -598,7 +619,7 @@ static PyObject *op_broadcast_to(FASTCALL_ARGS)
     int64_t shape[WF_MAX_NDIM];
     int ndim;
     wf_array *out = NULL;
-    if (weftpy_int64_list(call.given[1], "shape must be a sequence of ints", shape, &ndim))
+    if (weftpy_shape_list(call.given[1], "shape must be a sequence of ints", shape, &ndim))
         out = wf_broadcast_to(call.arrays[0], shape, ndim);
     return op_end(&call, out);
 }
@@ -988,7 +1009,7 @@ static PyObject *op_full(FASTCALL_ARGS)
     int ndim;
     wf_dtype dtype;
     wf_array *out = NULL;
-    if (weftpy_int64_list(call.given[0], "shape must be an int or a sequence of ints", shape,
+    if (weftpy_shape_list(call.given[0], "shape must be an int or a sequence of ints", shape,
                           &ndim) &&
         dtype_arg(call.given[2], WF_DTYPE_COUNT, &dtype)) {
         wf_array *vals = weftpy_array_from_object(call.given[1], dtype);
@@ -1019,7 +1040,7 @@ static PyObject *filled(FASTCALL_ARGS, const char *fname, double value)
     int ndim;
     wf_dtype dtype;
     wf_array *out = NULL;
-    if (weftpy_int64_list(call.given[0], "shape must be an int or a sequence of ints", shape,
+    if (weftpy_shape_list(call.given[0], "shape must be an int or a sequence of ints", shape,
                           &ndim) &&
         dtype_arg(call.given[1], WF_DTYPE_F32, &dtype))
         out = wf_full(shape, ndim, value, dtype);

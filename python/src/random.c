@@ -93,7 +93,7 @@ static PyObject *float_draw(PyObject *args, const char *fname,
     wf_dtype dtype;
     wf_key key;
     bool has_key;
-    if (!weftpy_int64_list(shape_obj, fname, shape, &ndim) ||
+    if (!weftpy_shape_list(shape_obj, fname, shape, &ndim) ||
         !weftpy_dtype_from_object(dtype_obj, false, &dtype) || !key_arg(key_obj, &key, &has_key))
         return NULL;
     return weftpy_array_wrap(fn(shape, ndim, dtype, a, b, has_key ? &key : NULL));

@@ -71,10 +71,24 @@ static PyObject *device_repr(PyObject *self)
 
 static PyObject *device_richcompare(PyObject *a, PyObject *b, int op)
 {
-    if ((op != Py_EQ && op != Py_NE) || !PyObject_TypeCheck(b, &WeftDevice_Type))
+    if (op != Py_EQ && op != Py_NE)
         Py_RETURN_NOTIMPLEMENTED;
-    const WeftDevice *x = (const WeftDevice *)a, *y = (const WeftDevice *)b;
-    const bool same = x->kind == y->kind && x->index == y->index;
+    if (!PyObject_TypeCheck(a, &WeftDevice_Type)) {
+        PyObject *swap = a;
+        a = b;
+        b = swap;
+    }
+    const WeftDevice *x = (const WeftDevice *)a;
+    bool same;
+    if (PyObject_TypeCheck(b, &WeftDevice_Type)) {
+        const WeftDevice *y = (const WeftDevice *)b;
+        same = x->kind == y->kind && x->index == y->index;
+    } else if (PyLong_Check(b)) {
+        /* a DeviceType (weft.cpu, an IntEnum) equals its kind's device, as in MLX */
+        same = PyLong_AsLong(b) == x->kind;
+    } else {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
     return PyBool_FromLong(op == Py_EQ ? same : !same);
 }
 
@@ -286,7 +300,8 @@ static PyObject *py_new_stream(PyObject *module, PyObject *device)
 static PyObject *py_default_stream(PyObject *module, PyObject *device)
 {
     (void)module;
-    return stream_wrap(stream_of_arg(device));
+    wf_stream *s = stream_of_arg(device);
+    return s != NULL ? stream_wrap(s) : NULL;
 }
 
 static PyObject *py_current_stream(PyObject *module, PyObject *unused)

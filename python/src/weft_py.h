@@ -135,6 +135,8 @@ PyObject *weftpy_shape_tuple(const int64_t *shape, int ndim);
 /* Parses an int or a sequence of ints into `out` (at most WF_MAX_NDIM);
  * sets *count. Returns false with an exception set. */
 bool weftpy_int64_list(PyObject *obj, const char *what, int64_t *out, int *count);
+/* Like weftpy_int64_list for a shape: a dimension past int32 is an OverflowError. */
+bool weftpy_shape_list(PyObject *obj, const char *what, int64_t *out, int *count);
 /* Parses None / int / sequence of ints as axes; *count -1 means None. */
 bool weftpy_axes(PyObject *obj, int *out, int *count);
 

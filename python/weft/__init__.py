@@ -31,7 +31,7 @@ from ._compile import compile, disable_compile, enable_compile  # noqa: F401
 from ._transforms import (  # noqa: F401
     checkpoint, custom_function, grad, jvp, value_and_grad, vjp, vmap,
 )
-from . import fast, random  # noqa: F401
+from . import cuda, fast, metal, random  # noqa: F401
 
 __version__ = _core.__version__
 
@@ -279,14 +279,6 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, *, equal_nan=False, stream=None):
     return all(isclose(a, b, rtol, atol, equal_nan=equal_nan), stream=stream)
 
 
-def isclose(a, b, rtol=1e-05, atol=1e-08, *, equal_nan=False, stream=None):
-    a = array(a) if not isinstance(a, _core.array) else a
-    b = array(b) if not isinstance(b, _core.array) else b
-    close = less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b))))
-    close = logical_or(close, equal(a, b))
-    if equal_nan:
-        close = logical_or(close, logical_and(isnan(a), isnan(b)))
-    return close
 
 
 def array_equal(a, b, equal_nan=False, *, stream=None):
@@ -304,8 +296,6 @@ def outer(a, b, *, stream=None):
     return multiply(reshape(a, [-1, 1]), reshape(b, [1, -1]), stream=stream)
 
 
-def inner(a, b, *, stream=None):
-    return sum(multiply(a, b), axis=-1, stream=stream)
 
 
 def tensordot(a, b, axes=2, *, stream=None):
@@ -327,32 +317,10 @@ def tensordot(a, b, axes=2, *, stream=None):
     return reshape(matmul(at, bt), shape, stream=stream)
 
 
-def diagonal(a, offset=0, axis1=0, axis2=1, *, stream=None):
-    a = moveaxis(moveaxis(a, axis1, -2), axis2 if axis2 > axis1 else axis2 + 1, -1) \
-        if (axis1, axis2) != (a.ndim - 2, a.ndim - 1) else a
-    n, m = a.shape[-2], a.shape[-1]
-    rows = arange(max(0, -offset), min(n, m - offset) if offset >= 0 else min(n, m - offset))
-    if rows.size == 0:
-        return zeros(list(a.shape[:-2]) + [0], a.dtype)
-    flat = reshape(a, list(a.shape[:-2]) + [n * m])
-    return take(flat, add(multiply(rows, m), add(rows, offset)), axis=-1, stream=stream)
 
 
-def diag(a, k=0, *, stream=None):
-    if a.ndim == 1:
-        n = a.shape[0] + (k if k >= 0 else -k)
-        out = zeros([n * n], a.dtype)
-        rows = arange(a.shape[0])
-        idx = multiply(add(rows, max(0, -k)), n) + add(rows, max(0, k))
-        out = out.at[idx].add(a)
-        return reshape(out, [n, n], stream=stream)
-    return diagonal(a, k, 0, 1, stream=stream)
 
 
-def trace(a, offset=0, axis1=0, axis2=1, dtype=None, *, stream=None):
-    d = diagonal(a, offset, axis1, axis2)
-    out = sum(d, axis=-1)
-    return out.astype(dtype) if dtype is not None else out
 
 
 def atleast_1d(*arys):
@@ -382,8 +350,6 @@ def atleast_3d(*arys):
     return out[0] if len(out) == 1 else out
 
 
-def full_like(a, fill_value, dtype=None, *, stream=None):
-    return full(a.shape, fill_value, dtype if dtype is not None else a.dtype, stream=stream)
 
 
 def broadcast_arrays(*arrays, stream=None):
@@ -392,6 +358,8 @@ def broadcast_arrays(*arrays, stream=None):
 
 
 def broadcast_shapes(*shapes):
+    if not shapes:
+        raise ValueError("broadcast_shapes: needs at least one shape")
     ndim = builtins_max([len(s) for s in shapes]) if shapes else 0
     out = []
     for i in range(-ndim, 0):
@@ -427,33 +395,18 @@ def einsum(subscripts, *operands, stream=None):
     return _einsum(subscripts, *operands)
 
 
-def meshgrid(*arrays, sparse=False, indexing="xy", stream=None):
-    n = len(arrays)
-    out = []
-    for i, a in enumerate(arrays):
-        shape = [1] * n
-        shape[i] = -1
-        out.append(reshape(a, shape))
-    if indexing == "xy" and n >= 2:
-        out = [swapaxes(x, 0, 1) for x in out]
-    if sparse:
-        return out
-    return broadcast_arrays(*out)
 
 
-def kron(a, b, *, stream=None):
-    a = array(a) if not isinstance(a, _core.array) else a
-    b = array(b) if not isinstance(b, _core.array) else b
-    nd = builtins_max(a.ndim, b.ndim)
-    a = reshape(a, [1] * (nd - a.ndim) + list(a.shape))
-    b = reshape(b, [1] * (nd - b.ndim) + list(b.shape))
-    shape_a = []
-    shape_b = []
-    for i in range(nd):
-        shape_a += [a.shape[i], 1]
-        shape_b += [1, b.shape[i]]
-    out = multiply(reshape(a, shape_a), reshape(b, shape_b))
-    return reshape(out, [a.shape[i] * b.shape[i] for i in range(nd)], stream=stream)
+
+
+def from_dlpack(x, *, copy=None):
+    """An array from any DLPack producer on the CPU. weft copies the data;
+    copy=False, which forbids that, is a ValueError."""
+    import numpy as np
+
+    if copy is False:
+        raise ValueError("from_dlpack: copy=False is not supported (weft copies the data)")
+    return array(np.from_dlpack(x))
 
 
 def save_safetensors(file, arrays, metadata=None):
@@ -508,6 +461,88 @@ def compile_stats(fun=None):
     if fun is None:
         return _core._compile_stats(None)
     return fun._stats()
+
+
+from ._composed import (  # noqa: E402,F401
+    arange, as_strided, block_masked_mm, depends, gather_mm, pad, asarray, bartlett, blackman, conj, conjugate, count_nonzero, cummax,
+    cummin, device_count, device_info, full_like, diag, diagonal, diff, divmod, empty, empty_like, flip,
+    hamming, hanning, imag, inner, isclose, kron, linspace, logcumsumexp, logical_xor, meshgrid,
+    ones_like, real, roll, slice, slice_update, trace, tri, trunc, unflatten, unstack, vecdot,
+    zeros_like,
+)
+
+
+def result_type(*arrays_or_dtypes):
+    """The dtype that combining the given arrays, dtypes and Python scalars
+    yields (scalars are weak)."""
+    if not arrays_or_dtypes:
+        raise ValueError("result_type: needs at least one array or dtype")
+    strong = [zeros([], x) if isinstance(x, Dtype) else x for x in arrays_or_dtypes
+              if isinstance(x, (Dtype, _core.array))]
+    weak = [x for x in arrays_or_dtypes if not isinstance(x, (Dtype, _core.array))]
+    if not strong:
+        return array(weak[0]).dtype
+    out = zeros([], strong[0].dtype)
+    for x in strong[1:] + weak:
+        out = out + (zeros([], x.dtype) if isinstance(x, _core.array) else x)
+    return out.dtype
+
+
+def can_cast(from_, to):
+    """True if from_ (a dtype or an array) converts to `to` without loss."""
+    source = from_.dtype if isinstance(from_, _core.array) else from_
+    return source == to or result_type(source, to) == to
+
+
+_KINDS = {
+    "bool": lambda d: d == bool_,
+    "signed integer": lambda d: issubdtype(d, signedinteger),
+    "unsigned integer": lambda d: issubdtype(d, unsignedinteger),
+    "integral": lambda d: issubdtype(d, integer),
+    "real floating": lambda d: issubdtype(d, floating),
+    "complex floating": lambda d: issubdtype(d, complexfloating),
+    "numeric": lambda d: d != bool_,
+}
+
+
+def isdtype(dtype, kind):
+    """The array API's isdtype: kind a dtype, a kind name or a tuple of them."""
+    if isinstance(kind, tuple):
+        return _builtins.any(isdtype(dtype, k) for k in kind)
+    if isinstance(kind, Dtype):
+        return dtype == kind
+    if kind not in _KINDS:
+        raise ValueError(f"isdtype: unknown kind '{kind}'")
+    return _KINDS[kind](dtype)
+
+
+class _PrintOptions:
+    precision = None
+
+
+def set_printoptions(precision=None):
+    """Digits after the point when arrays print (None: 6 significant)."""
+    _PrintOptions.precision = precision
+
+
+def get_printoptions():
+    return {"precision": _PrintOptions.precision}
+
+
+class printoptions:
+    """with weft.printoptions(precision=4): arrays print with 4 digits."""
+
+    def __init__(self, precision=None):
+        self._precision = precision
+
+    def __enter__(self):
+        self._saved = _PrintOptions.precision
+        _PrintOptions.precision = self._precision
+        return self
+
+    def __exit__(self, *exc):
+        _PrintOptions.precision = self._saved
+        return False
 
 
 # Stops callbacks into Python before the interpreter tears down, and waits

@@ -17,7 +17,15 @@ class array(_core.array):
     def __format__(self, spec):
         if self.ndim == 0:
             return format(self.item(), spec)
-        return format(str(self), spec)
+        if spec:
+            raise TypeError(f"unsupported format string '{spec}' for an array of {self.ndim} "
+                            "dimensions")
+        return str(self)
+
+    def __array_namespace__(self, *, api_version=None):
+        import weft
+
+        return weft
 
     def __array__(self, dtype=None, copy=None):
         import numpy as np
@@ -40,16 +48,13 @@ class array(_core.array):
     def __hash__(self):
         return id(self)
 
-    def __xor__(self, other):
-        return _core.not_equal(self, other) if self.dtype == _core.bool_ else NotImplemented
-
     def __dlpack_device__(self):
         return (1, 0)  # kDLCPU, device 0
 
     def __dlpack__(self, stream=None, **kwargs):
-        import numpy as np
-
-        return np.asarray(self).__dlpack__()
+        # A writable copy: NumPy refuses to export a read-only view to
+        # consumers that predate DLPack 1.0.
+        return self.__array__().__dlpack__(**kwargs)
 
     @property
     def at(self):
@@ -118,6 +123,34 @@ class array(_core.array):
     def conj(self, *, stream=None):
         return self
 
+    @property
+    def real(self):
+        return self
+
+    @property
+    def imag(self):
+        return _core.zeros_like(self)
+
+    def log10(self, *, stream=None):
+        from . import log10
+
+        return log10(self, stream=stream)
+
+    def _composed_scan(name):
+        def method(self, axis=None, *, reverse=False, inclusive=True, stream=None):
+            from . import _composed
+
+            return getattr(_composed, name)(self, axis, reverse=reverse, inclusive=inclusive,
+                                            stream=stream)
+
+        method.__name__ = name
+        return method
+
+    cummax = _composed_scan("cummax")
+    cummin = _composed_scan("cummin")
+    logcumsumexp = _composed_scan("logcumsumexp")
+    del _composed_scan
+
 
 def _make_reduction(name):
     op = getattr(_core, name)
@@ -144,7 +177,7 @@ def _make_unary(name):
 for _name in ("sum", "mean", "prod", "max", "min", "all", "any", "logsumexp"):
     setattr(array, _name, _make_reduction(_name))
 for _name in ("abs", "exp", "log", "log1p", "log2", "sqrt", "rsqrt", "square", "reciprocal",
-              "sin", "cos"):
+              "sin", "cos", "tan", "tanh", "sigmoid", "floor", "ceil", "negative", "sign"):
     setattr(array, _name, _make_unary(_name))
 
 
@@ -162,6 +195,11 @@ class _At:
 
     def __getitem__(self, index):
         return _AtIndex(self._array, index)
+
+    def __getattr__(self, name):
+        if name not in ("add", "subtract", "multiply", "divide", "maximum", "minimum", "set"):
+            raise AttributeError(name)
+        raise ValueError(f"at: index the array first (a.at[index].{name}(value))")
 
 
 def _advanced(index):
@@ -198,7 +236,7 @@ class _AtIndex:
         a = self._array
         flat_idx = _core.reshape(idx, [-1])
         upd_shape = list(idx.shape) + list(a.shape[1:])
-        upd = _core.broadcast_to(_core.astype(value, a.dtype) if isinstance(value, _core.array)
+        upd = _core.broadcast_to(value.astype(a.dtype) if isinstance(value, _core.array)
                                  else array(value, a.dtype), upd_shape)
         upd = _core.reshape(upd, [flat_idx.size] + list(a.shape[1:]))
         return _core._scatter_add_axis(a, flat_idx, upd, 0)
@@ -228,12 +266,40 @@ class _AtIndex:
 
 
 def _format(a):
-    """repr like MLX's: array([1, 2], dtype=int32)."""
-    if a.dtype == _core.bool_:
-        text = repr(a.tolist()).replace("True", "true").replace("False", "false")
-    else:
-        text = repr(a.tolist())
-    return f"array({text}, dtype={str(a.dtype).split('.')[-1]})"
+    """repr like MLX's: array([1, 2], dtype=int32); floats with 6 significant
+    digits (or the set_printoptions precision after the point), dimensions
+    past 6 summarised by their first and last 3."""
+    import numpy as np
+
+    from . import _PrintOptions
+
+    value = np.asarray(a)
+    is_bool = a.dtype == _core.bool_
+    is_int = not is_bool and str(a.dtype).split(".")[-1].startswith(("int", "uint"))
+    precision = _PrintOptions.precision
+
+    def scalar(v):
+        if is_bool:
+            return "True" if v else "False"
+        if is_int:
+            return str(int(v))
+        v = float(v)
+        if precision is not None:
+            return f"{v:.{precision}f}"
+        return f"{v:g}"
+
+    def block(x, depth):
+        if x.ndim == 0:
+            return scalar(x)
+        n = x.shape[0]
+        rows = list(range(n)) if n <= 6 else [0, 1, 2, None, n - 3, n - 2, n - 1]
+        if x.ndim == 1:
+            parts = ["..." if i is None else scalar(x[i]) for i in rows]
+            return "[" + ", ".join(parts) + "]"
+        parts = ["..." if i is None else block(x[i], depth + 1) for i in rows]
+        return "[" + (",\n" + " " * (7 + depth)).join(parts) + "]"
+
+    return f"array({block(value, 0)}, dtype={str(a.dtype).split('.')[-1]})"
 
 
 _core._set_array_class(array)

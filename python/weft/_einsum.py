@@ -15,14 +15,17 @@ def _parse(subscripts, operands):
     if len(terms) != len(operands):
         raise ValueError(f"einsum: {len(terms)} terms for {len(operands)} operands")
     expanded = []
-    ellipsis_letters = ""
+    # The axes an ellipsis covers align from the right across operands (they
+    # broadcast), so each operand takes the last n of the widest one's letters.
+    widest = max([op.ndim - (len(term) - 3) for term, op in zip(terms, operands)
+                  if "..." in term] or [0])
+    ellipsis_letters = "".join(chr(ord("A") + i) for i in range(max(widest, 0)))
     for term, op in zip(terms, operands):
         if "..." in term:
             n = op.ndim - (len(term) - 3)
-            letters = "".join(chr(ord("A") + i) for i in range(n))
-            if len(letters) > len(ellipsis_letters):
-                ellipsis_letters = letters
-            term = term.replace("...", letters[len(letters) - n:] if n else "")
+            if n < 0:
+                raise ValueError(f"einsum: term '{term}' has more letters than its operand has dims")
+            term = term.replace("...", ellipsis_letters[len(ellipsis_letters) - n:] if n else "")
         if len(term) != op.ndim:
             raise ValueError(f"einsum: term '{term}' does not match an operand of {op.ndim} dims")
         expanded.append(term)

@@ -28,8 +28,11 @@ def flatten(tree, constants=False, is_leaf=None):
             return _LEAF
         if _is_namedtuple(node):
             return ("namedtuple", type(node), tuple(walk(x) for x in node))
-        if isinstance(node, (list, tuple)):
+        if type(node) in (list, tuple):
             return (type(node).__name__, tuple(walk(x) for x in node))
+        if isinstance(node, (list, tuple)):
+            # a subclass (class Vector(tuple)) is rebuilt as itself
+            return ("sequence", type(node), tuple(walk(x) for x in node))
         if isinstance(node, dict):
             keys = tuple(node.keys())
             return ("dict", type(node), keys, tuple(walk(node[k]) for k in keys))
@@ -66,6 +69,8 @@ def unflatten(treedef, leaves):
             return tuple(build(x) for x in node[1])
         if kind == "namedtuple":
             return node[1](*(build(x) for x in node[2]))
+        if kind == "sequence":
+            return node[1]([build(x) for x in node[2]])
         if kind == "dict":
             out = node[1]() if node[1] is not dict else {}
             for k, child in zip(node[2], node[3]):
@@ -85,8 +90,8 @@ def key_of(treedef):
         return ("const", treedef[1])
     if kind == "dict":
         return ("dict", treedef[1], treedef[2], tuple(key_of(x) for x in treedef[3]))
-    if kind == "namedtuple":
-        return ("namedtuple", treedef[1], tuple(key_of(x) for x in treedef[2]))
+    if kind in ("namedtuple", "sequence"):
+        return (kind, treedef[1], tuple(key_of(x) for x in treedef[2]))
     return (kind, tuple(key_of(x) for x in treedef[1]))
 
 

@@ -46,8 +46,13 @@ def _shape(shape):
     return [shape] if isinstance(shape, int) else list(shape)
 
 
-def uniform(low=0.0, high=1.0, shape=[], dtype=_core.float32, key=None, *, stream=None):
+def _float_dtype(dtype):
+    return _core.float32 if dtype is None else dtype
+
+
+def uniform(low=0.0, high=1.0, shape=[], dtype=None, key=None, *, stream=None):
     """Uniform samples in [low, high)."""
+    dtype = _float_dtype(dtype)
     if isinstance(low, _core.array) or isinstance(high, _core.array):
         shape = _shape(shape) or _broadcast(low, high)
         u = _core._random_uniform(shape, dtype, 0.0, 1.0, _words(key))
@@ -64,21 +69,55 @@ def _broadcast(*xs):
     return out
 
 
-def normal(shape=[], dtype=_core.float32, loc=0.0, scale=1.0, key=None, *, stream=None):
+def _scaled(z, loc, scale, shape):
+    """z * scale + loc in z's dtype (the order MLX's samplers use), loc and
+    scale broadcast to shape."""
+    dtype = z.dtype
+    if isinstance(scale, _core.array):
+        _core.broadcast_to(scale, list(z.shape))  # ValueError if it does not fit
+        scale = scale.astype(dtype)
+    if isinstance(loc, _core.array):
+        _core.broadcast_to(loc, list(z.shape))
+        loc = loc.astype(dtype)
+    if not (isinstance(scale, (int, float)) and scale == 1.0):
+        z = _core.multiply(z, scale)
+    if not (isinstance(loc, (int, float)) and loc == 0.0):
+        z = _core.add(z, loc)
+    return z
+
+
+def normal(shape=[], dtype=None, loc=0.0, scale=1.0, key=None, *, stream=None):
     """Normal(loc, scale) samples."""
-    if isinstance(loc, _core.array) or isinstance(scale, _core.array):
-        z = _core._random_normal(_shape(shape), dtype, 0.0, 1.0, _words(key))
-        return _core.add(_core.multiply(z, scale), loc)
-    return _core._random_normal(_shape(shape), dtype, float(loc), float(scale), _words(key))
+    dtype = _float_dtype(dtype)
+    shape = _shape(shape)
+    if not shape and (isinstance(loc, _core.array) or isinstance(scale, _core.array)):
+        shape = _broadcast(loc, scale)
+    z = _core._random_normal(shape, dtype, 0.0, 1.0, _words(key))
+    return _scaled(z, loc, scale, shape)
 
 
 def randint(low, high, shape=[], dtype=_core.int32, key=None, *, stream=None):
-    """Integers uniform in [low, high)."""
-    return _core._random_randint(int(low), int(high), _shape(shape), dtype, _words(key))
+    """Integers uniform in [low, high); low and high may be arrays that
+    broadcast with shape."""
+    if isinstance(low, _core.array) or isinstance(high, _core.array):
+        shape = _shape(shape) or _broadcast(low, high)
+        low_f = _core.broadcast_to(_core.array(low).astype(_core.float64), shape)
+        high_f = _core.broadcast_to(_core.array(high).astype(_core.float64), shape)
+        u = _core._random_uniform(shape, _core.float64, 0.0, 1.0, _words(key))
+        span = _core.maximum(_core.subtract(high_f, low_f), 0.0)
+        out = _core.floor(_core.add(low_f, _core.multiply(u, span)))
+        out = _core.minimum(out, _core.maximum(_core.subtract(high_f, 1.0), low_f))
+        return out.astype(dtype)
+    low, high = int(low), int(high)
+    if high <= low:  # an empty range gives low, as in MLX
+        return _core.full(_shape(shape), low, dtype)
+    return _core._random_randint(low, high, _shape(shape), dtype, _words(key))
 
 
 def bernoulli(p=0.5, shape=None, key=None, *, stream=None):
-    """Bool samples, true with probability p."""
+    """Bool samples, true with probability p (a float or a float array)."""
+    if isinstance(p, int) and not isinstance(p, bool):
+        raise ValueError("bernoulli: p must be a float or an array of floats")
     return _core._random_bernoulli(p, None if shape is None else _shape(shape), _words(key))
 
 
@@ -102,14 +141,16 @@ def categorical(logits, axis=-1, shape=None, num_samples=None, key=None, *, stre
     return _core.argmax(_core.add(_core.broadcast_to(expanded, target), g), -1)
 
 
-def gumbel(shape=[], dtype=_core.float32, key=None, *, stream=None):
+def gumbel(shape=[], dtype=None, key=None, *, stream=None):
     """Samples of the standard Gumbel distribution."""
+    dtype = _float_dtype(dtype)
     u = _core._random_uniform(_shape(shape), dtype, 1e-7 if dtype != _core.float64 else 1e-16, 1.0, _words(key))
     return _core.negative(_core.log(_core.negative(_core.log(u))))
 
 
-def truncated_normal(lower, upper, shape=None, dtype=_core.float32, key=None, *, stream=None):
+def truncated_normal(lower, upper, shape=None, dtype=None, key=None, *, stream=None):
     """Normal samples truncated to [lower, upper] (inverse-CDF method)."""
+    dtype = _float_dtype(dtype)
     lower = _core.array(lower, dtype) if not isinstance(lower, _core.array) else lower
     upper = _core.array(upper, dtype) if not isinstance(upper, _core.array) else upper
     shape = _shape(shape) if shape is not None else _broadcast(lower, upper)
@@ -119,10 +160,14 @@ def truncated_normal(lower, upper, shape=None, dtype=_core.float32, key=None, *,
     u = _core._random_uniform(shape, dtype, 0.0, 1.0, _words(key))
     v = _core.add(lo, _core.multiply(u, _core.subtract(hi, lo)))
     v = _core.clip(v, -1 + 1e-7, 1 - 1e-7)
-    return _core.multiply(sq2, _core.erfinv(v))
+    out = _core.multiply(sq2, _core.erfinv(v))
+    return _core.maximum(_core.minimum(out, upper), lower)
 
 
-def laplace(shape=[], dtype=_core.float32, loc=0.0, scale=1.0, key=None, *, stream=None):
+def laplace(shape=[], dtype=None, loc=0.0, scale=1.0, key=None, *, stream=None):
+    """Laplace(loc, scale) samples."""
+    dtype = _float_dtype(dtype)
     u = _core._random_uniform(_shape(shape), dtype, -0.5 + 1e-7, 0.5, _words(key))
     s = _core.sign(u)
-    return _core.add(loc, _core.multiply(-scale, _core.multiply(s, _core.log1p(_core.multiply(-2.0, _core.abs(u))))))
+    z = _core.negative(_core.multiply(s, _core.log1p(_core.multiply(-2.0, _core.abs(u)))))
+    return _scaled(z, loc, scale, _shape(shape))
