@@ -119,17 +119,19 @@ bool weftpy_axes(PyObject *obj, int *out, int *count)
 
 bool weftpy_is_python_scalar(PyObject *obj)
 {
-    return PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj);
+    return PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj) || PyComplex_Check(obj);
 }
 
 /* ------------------------------------------------------------ scalars */
 
 /* The natural dtype of a Python scalar: bool, int32 (int64 past its range),
- * float32. */
+ * float32, complex64. */
 static wf_dtype scalar_dtype(PyObject *obj, int64_t *int_value)
 {
     if (PyBool_Check(obj))
         return WF_DTYPE_BOOL;
+    if (PyComplex_Check(obj))
+        return WF_DTYPE_C64;
     if (PyLong_Check(obj)) {
         int overflow = 0;
         long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
@@ -154,7 +156,15 @@ static wf_array *scalar_array(PyObject *obj, wf_dtype dtype)
     if (dtype == WF_DTYPE_COUNT)
         dtype = natural;
     wf_array *out;
-    if (natural == WF_DTYPE_I64 && (int_value > (1LL << 53) || int_value < -(1LL << 53))) {
+    if (natural == WF_DTYPE_C64) {
+        wf_array *re = wf_scalar(PyComplex_RealAsDouble(obj), WF_DTYPE_F32);
+        wf_array *im = wf_scalar(PyComplex_ImagAsDouble(obj), WF_DTYPE_F32);
+        wf_array *z = wf_complex(re, im);
+        out = dtype == WF_DTYPE_C64 ? wf_retain_unscoped(z) : wf_astype(z, dtype);
+        wf_release(re);
+        wf_release(im);
+        wf_release(z);
+    } else if (natural == WF_DTYPE_I64 && (int_value > (1LL << 53) || int_value < -(1LL << 53))) {
         wf_array *wide = wf_array_from_data(&int_value, NULL, 0, WF_DTYPE_I64);
         out = wf_astype(wide, dtype);
         wf_release(wide);
@@ -179,6 +189,8 @@ static wf_dtype weak_scalar_dtype(PyObject *scalar, wf_dtype other)
         return other;
     if (PyLong_Check(scalar))
         return other == WF_DTYPE_BOOL ? WF_DTYPE_I32 : other;
+    if (PyComplex_Check(scalar))
+        return WF_DTYPE_C64;
     /* a Python float: float (and complex) arrays keep their dtype */
     const bool integral = weftpy_dtype_is_integer(other) || other == WF_DTYPE_BOOL;
     return integral ? WF_DTYPE_F32 : other;
@@ -227,7 +239,7 @@ wf_array *weftpy_operand(PyObject *obj, PyObject *other)
 
 /* ------------------------------------------------------------ nested sequences */
 
-typedef enum { KIND_BOOL, KIND_INT, KIND_FLOAT, KIND_ARRAY } element_kind;
+typedef enum { KIND_BOOL, KIND_INT, KIND_FLOAT, KIND_COMPLEX, KIND_ARRAY } element_kind;
 
 typedef struct {
     int ndim;
@@ -305,8 +317,13 @@ static bool nested_leaves(PyObject *obj, int depth, nested_info *info)
             info->kind = KIND_INT;
         return true;
     }
+    if (PyComplex_Check(obj)) {
+        info->kind = KIND_COMPLEX;
+        return true;
+    }
     if (PyFloat_Check(obj)) {
-        info->kind = KIND_FLOAT;
+        if (info->kind < KIND_FLOAT)
+            info->kind = KIND_FLOAT;
         return true;
     }
     PyObject *as_float = PyNumber_Float(obj); /* NumPy scalars and the like */
@@ -316,8 +333,51 @@ static bool nested_leaves(PyObject *obj, int depth, nested_info *info)
         return false;
     }
     Py_DECREF(as_float);
-    info->kind = KIND_FLOAT;
+    if (info->kind < KIND_FLOAT)
+        info->kind = KIND_FLOAT;
     return true;
+}
+
+/* Writes the real and imaginary parts of the leaves in row-major order. */
+static bool nested_fill_complex(PyObject *obj, double *re, double *im, int64_t *pos)
+{
+    if (is_sequence_element(obj)) {
+        const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!nested_fill_complex(PySequence_Fast_GET_ITEM(obj, i), re, im, pos))
+                return false;
+        return true;
+    }
+    Py_complex z = PyComplex_AsCComplex(obj);
+    if (z.real == -1.0 && PyErr_Occurred())
+        return false;
+    re[*pos] = z.real;
+    im[(*pos)++] = z.imag;
+    return true;
+}
+
+static wf_array *complex_from_sequence(PyObject *obj, const nested_info *info, int64_t size,
+                                       wf_dtype dtype)
+{
+    double *parts = PyMem_Malloc((size_t)(size > 0 ? size : 1) * 2 * sizeof(double));
+    if (parts == NULL)
+        return (wf_array *)PyErr_NoMemory();
+    int64_t pos = 0;
+    wf_array *out = NULL;
+    if (nested_fill_complex(obj, parts, parts + size, &pos)) {
+        wf_array *re = wf_array_from_data(parts, info->shape, info->ndim, WF_DTYPE_F64);
+        wf_array *im = wf_array_from_data(parts + size, info->shape, info->ndim, WF_DTYPE_F64);
+        wf_array *z = wf_complex(re, im);
+        out = dtype == WF_DTYPE_COUNT || dtype == WF_DTYPE_C64 ? wf_retain_unscoped(z)
+                                                               : wf_astype(z, dtype);
+        wf_release(re);
+        wf_release(im);
+        wf_release(z);
+        if (out == NULL)
+            weftpy_raise_weft_error();
+    }
+    PyMem_Free(parts);
+    return out;
 }
 
 /* Writes the leaves in row-major order into doubles or int64s. */
@@ -381,6 +441,8 @@ static wf_array *array_from_sequence(PyObject *obj, wf_dtype dtype)
         size *= info.shape[i];
     if (size == 0 && info.kind == KIND_BOOL)
         info.kind = KIND_FLOAT; /* [] is float32, as in MLX */
+    if (info.kind == KIND_COMPLEX)
+        return complex_from_sequence(obj, &info, size, dtype);
     wf_dtype natural = info.kind == KIND_FLOAT  ? WF_DTYPE_F32
                        : info.kind == KIND_INT ? (info.big_int ? WF_DTYPE_I64 : WF_DTYPE_I32)
                                                : WF_DTYPE_BOOL;
@@ -413,18 +475,31 @@ static wf_dtype dtype_from_format(const char *format, Py_ssize_t itemsize)
         return WF_DTYPE_U8;
     if (*format == '@' || *format == '=' || *format == '<')
         format++;
+    if (strcmp(format, "Zf") == 0)
+        return WF_DTYPE_C64;
     if (format[0] == '\0' || format[1] != '\0')
         return WF_DTYPE_COUNT;
     switch (format[0]) {
     case '?':
         return WF_DTYPE_BOOL;
+    case 'b':
+        return WF_DTYPE_I8;
     case 'B':
         return WF_DTYPE_U8;
+    case 'h':
+        return WF_DTYPE_I16;
+    case 'H':
+        return WF_DTYPE_U16;
     case 'i':
     case 'l':
     case 'q':
     case 'n':
         return itemsize == 4 ? WF_DTYPE_I32 : itemsize == 8 ? WF_DTYPE_I64 : WF_DTYPE_COUNT;
+    case 'I':
+    case 'L':
+    case 'Q':
+    case 'N':
+        return itemsize == 4 ? WF_DTYPE_U32 : itemsize == 8 ? WF_DTYPE_U64 : WF_DTYPE_COUNT;
     case 'e':
         return WF_DTYPE_F16;
     case 'f':
@@ -441,18 +516,30 @@ static const char *format_of_dtype(wf_dtype dtype)
     switch (dtype) {
     case WF_DTYPE_BOOL:
         return "?";
+    case WF_DTYPE_I8:
+        return "b";
     case WF_DTYPE_U8:
         return "B";
+    case WF_DTYPE_I16:
+        return "h";
+    case WF_DTYPE_U16:
+        return "H";
     case WF_DTYPE_I32:
         return "i";
+    case WF_DTYPE_U32:
+        return "I";
     case WF_DTYPE_I64:
         return "q";
+    case WF_DTYPE_U64:
+        return "Q";
     case WF_DTYPE_F16:
         return "e";
     case WF_DTYPE_F32:
         return "f";
     case WF_DTYPE_F64:
         return "d";
+    case WF_DTYPE_C64:
+        return "Zf";
     default:
         return NULL; /* bfloat16: no PEP 3118 code */
     }
@@ -646,6 +733,33 @@ static PyObject *element_object(const char *p, wf_dtype dtype)
         double v;
         memcpy(&v, p, sizeof v);
         return PyFloat_FromDouble(v);
+    }
+    case WF_DTYPE_I8:
+        return PyLong_FromLong(*(const int8_t *)p);
+    case WF_DTYPE_I16: {
+        int16_t v;
+        memcpy(&v, p, sizeof v);
+        return PyLong_FromLong(v);
+    }
+    case WF_DTYPE_U16: {
+        uint16_t v;
+        memcpy(&v, p, sizeof v);
+        return PyLong_FromLong(v);
+    }
+    case WF_DTYPE_U32: {
+        uint32_t v;
+        memcpy(&v, p, sizeof v);
+        return PyLong_FromUnsignedLong(v);
+    }
+    case WF_DTYPE_U64: {
+        uint64_t v;
+        memcpy(&v, p, sizeof v);
+        return PyLong_FromUnsignedLongLong(v);
+    }
+    case WF_DTYPE_C64: {
+        float parts[2];
+        memcpy(parts, p, sizeof parts);
+        return PyComplex_FromDoubles(parts[0], parts[1]);
     }
     default:
         PyErr_Format(PyExc_NotImplementedError, "no Python value for dtype %s",
