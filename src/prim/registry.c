@@ -10,6 +10,7 @@
 #include "prim/prims.h"
 #include "prim/random.h"
 #include "prim/reduce.h"
+#include "prim/scatter.h"
 #include "prim/shape.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
@@ -45,6 +46,8 @@ static const wf_prim_def *const all_prims[] = {
     /* user kernels, multi-output siblings */
     &wf__prim_custom, &wf__prim_sibling, &wf__prim_fused, &wf__prim_fused2, &wf__prim_fused3,
     &wf__prim_fused4,
+    /* general gather / scatter */
+    &wf__prim_gather, &wf__prim_scatter,
 };
 
 #undef WF_UNARY_LIST_PRIM

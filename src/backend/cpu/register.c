@@ -12,6 +12,7 @@
 #include "backend/cpu/linalg.h"
 #include "backend/cpu/random.h"
 #include "backend/cpu/reduce.h"
+#include "backend/cpu/scatter.h"
 #include "backend/cpu/vmath.h"
 #include "prim/binary.h"
 #include "prim/custom.h"
@@ -21,6 +22,7 @@
 #include "prim/prims.h"
 #include "prim/random.h"
 #include "prim/reduce.h"
+#include "prim/scatter.h"
 #include "prim/shape.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
@@ -106,4 +108,7 @@ void wf__cpu_register_kernels(void)
     /* user kernels, multi-output siblings */
     attach(&wf__prim_custom, wf__cpu_custom);
     attach(&wf__prim_sibling, wf__cpu_sibling);
+    /* general gather / scatter */
+    attach(&wf__prim_gather, wf__cpu_gather);
+    attach(&wf__prim_scatter, wf__cpu_scatter);
 }
