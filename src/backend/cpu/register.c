@@ -24,6 +24,7 @@
 #include "prim/reduce.h"
 #include "prim/scatter.h"
 #include "prim/shape.h"
+#include "prim/sort.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
 
@@ -111,4 +112,14 @@ void wf__cpu_register_kernels(void)
     /* general gather / scatter */
     attach(&wf__prim_gather, wf__cpu_gather);
     attach(&wf__prim_scatter, wf__cpu_scatter);
+    /* sort family and the extra scans */
+    attach(&wf__prim_sort, wf__cpu_sort);
+    attach(&wf__prim_argsort, wf__cpu_sort);
+    attach(&wf__prim_partition, wf__cpu_sort);
+    attach(&wf__prim_argpartition, wf__cpu_sort);
+    attach(&wf__prim_topk, wf__cpu_sort);
+    attach(&wf__prim_argtopk, wf__cpu_sort);
+    attach(&wf__prim_cummax, wf__cpu_scan_extra);
+    attach(&wf__prim_cummin, wf__cpu_scan_extra);
+    attach(&wf__prim_logcumsumexp, wf__cpu_scan_extra);
 }
