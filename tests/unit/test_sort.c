@@ -396,6 +396,83 @@ static void test_transforms(void)
         }
 }
 
+/* ---------------------------------------------------------------- compile */
+
+static wf_status sampler(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                         size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    out[0] = wf_topk(in[0], 3, -1);
+    out[1] = wf_argsort(in[0], -1);
+    out[2] = wf_cummax(in[0], -1, false, true);
+    *nout = 3;
+    return out[0] && out[1] && out[2] ? WF_OK : wf_last_error();
+}
+
+/* Traced once, replayed with other values: the uncompiled results. */
+static void test_compiled(void)
+{
+    wf_scope_begin();
+    wf_fn *f = wf_fn_new(sampler, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    const int64_t shape[2] = {4, 9};
+    for (uint32_t seed = 1; seed <= 3; seed++) {
+        wf_array *x = tu_input(shape, 2, -5, 5, seed, seed == 2), *got[3], *want[3];
+        size_t ng = 3, nw = 3;
+        if (!CHECK_OK(wf_fn_call(cf, &x, 1, got, &ng)) || !CHECK_OK(wf_fn_call(f, &x, 1, want, &nw)))
+            break;
+        for (int i = 0; i < 3; i++) {
+            double *w = conf_read(want[i]);
+            conf_check(got[i], wf_array_dtype(want[i]), wf_array_shape(want[i]),
+                       wf_array_ndim(want[i]), w, 0);
+            free(w);
+        }
+    }
+    wf_compile_stats s = wf_compile_stats_default();
+    CHECK_OK(wf_compile_stats_get(cf, &s));
+    CHECK_EQ_INT(s.traces, 1);
+    CHECK_EQ_INT(s.hits, 2);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+    wf_scope_end();
+}
+
+static wf_status sort_fn(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                         size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    out[0] = wf_logcumsumexp(wf_sort(in[0], 0), 0, true, false);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+/* Shapeless: one trace serves every length. */
+static void test_compiled_shapeless(void)
+{
+    wf_scope_begin();
+    wf_fn *f = wf_fn_new(sort_fn, NULL, NULL);
+    wf_compile_options o = wf_compile_options_default();
+    o.shapeless = true;
+    wf_fn *cf = wf_compile(f, &o);
+    for (int64_t n = 3; n <= 40; n += 37) {
+        wf_array *x = tu_input(&n, 1, -2, 2, (uint32_t)n, false), *got = NULL, *want = NULL;
+        size_t one = 1;
+        if (!CHECK_OK(wf_fn_call(cf, &x, 1, &got, &one)) || !CHECK_OK(wf_fn_call(f, &x, 1, &want, &one)))
+            break;
+        double *w = conf_read(want);
+        conf_check(got, WF_DTYPE_F64, &n, 1, w, 1e-15);
+        free(w);
+    }
+    wf_compile_stats s = wf_compile_stats_default();
+    CHECK_OK(wf_compile_stats_get(cf, &s));
+    CHECK_EQ_INT(s.traces, 1);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+    wf_scope_end();
+}
+
 int main(void)
 {
     RUN_TEST(test_every_dtype_and_axis);
@@ -403,5 +480,7 @@ int main(void)
     RUN_TEST(test_edges_and_errors);
     RUN_TEST(test_scans);
     RUN_TEST(test_transforms);
+    RUN_TEST(test_compiled);
+    RUN_TEST(test_compiled_shapeless);
     return TEST_SUMMARY();
 }
