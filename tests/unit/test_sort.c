@@ -215,6 +215,27 @@ static void test_long_and_short_rows(void)
         }
 }
 
+/* One row long enough for the parallel most-significant-digit pass (taken
+ * when the pool has more threads than there are rows). */
+static void test_one_long_row(void)
+{
+    const wf_dtype ds[4] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_F16, WF_DTYPE_I32};
+    const int64_t n = (1 << 17) + 5;
+    for (int t = 0; t < 4; t++) {
+        wf_scope_begin();
+        const wf_dtype d = ds[t];
+        double *v = test_values(n, d, 21 + (uint32_t)t);
+        for (int64_t i = 0; i < n; i += 7)
+            v[i] = conf_round_to(v[i] * 1000 + (double)(i % 1000), d);
+        const int64_t shape[2] = {1, n};
+        wf_array *a = conf_array(v, shape, 2, d);
+        check_op(SORT, a, v, shape, 2, 1, 0, d);
+        check_op(ARGSORT, a, v, shape, 2, 1, 0, d);
+        free(v);
+        wf_scope_end();
+    }
+}
+
 static void test_edges_and_errors(void)
 {
     wf_scope_begin();
@@ -477,6 +498,7 @@ int main(void)
 {
     RUN_TEST(test_every_dtype_and_axis);
     RUN_TEST(test_long_and_short_rows);
+    RUN_TEST(test_one_long_row);
     RUN_TEST(test_edges_and_errors);
     RUN_TEST(test_scans);
     RUN_TEST(test_transforms);

@@ -280,6 +280,140 @@ static void sort_all_pair(key_pair *v, key_pair *tmp, int64_t n)
 SELECT(select_u64, uint64_t, LESS_PLAIN, sort_all_u64)
 SELECT(select_pair, key_pair, LESS_PAIR, sort_all_pair)
 
+/* ---------------------------------------------------------------- one long row, in parallel
+ *
+ * A row of at least MSD_MIN elements, when there are fewer rows than
+ * threads, is sorted by one most-significant-digit pass first: the 16 key
+ * bits below the highest bit in which keys differ pick one of 65,536
+ * buckets; chunks of the row count their digits, then place their
+ * elements (stably: chunk after chunk, each in order) into the buckets;
+ * the buckets are then sorted on their own, in parallel, by the row
+ * kernel's LSD radix sort. A stable sort has one result, so this gives the
+ * serial path's bits whatever the number of chunks. */
+
+enum { MSD_BITS = 16, MSD_BUCKETS = 1 << MSD_BITS, MSD_MIN = 1 << 17, MSD_MAX_CHUNKS = 16 };
+
+struct msd_job {
+    void *v, *tmp;
+    int64_t n, nchunks, chunk;
+    int shift;
+    uint64_t *spread;      /* per chunk: OR of (key ^ first key) */
+    int64_t *counts;       /* nchunks x MSD_BUCKETS: counts, then placement offsets */
+    int64_t *bucket_start; /* MSD_BUCKETS + 1 */
+};
+
+#define MSD_SORT(NAME, T, KEY64, INSERT, LSD)                                               \
+    static void NAME##_spread(void *arg, int64_t begin, int64_t end)                        \
+    {                                                                                       \
+        struct msd_job *job = arg;                                                          \
+        const T *v = job->v;                                                                \
+        const uint64_t first = KEY64(v[0]);                                                 \
+        for (int64_t j = begin; j < end; j++) {                                             \
+            const int64_t lo = j * job->chunk;                                              \
+            const int64_t hi = lo + job->chunk < job->n ? lo + job->chunk : job->n;         \
+            uint64_t s = 0;                                                                 \
+            for (int64_t i = lo; i < hi; i++)                                               \
+                s |= KEY64(v[i]) ^ first;                                                   \
+            job->spread[j] = s;                                                             \
+        }                                                                                   \
+    }                                                                                       \
+    static void NAME##_count(void *arg, int64_t begin, int64_t end)                         \
+    {                                                                                       \
+        struct msd_job *job = arg;                                                          \
+        const T *v = job->v;                                                                \
+        for (int64_t j = begin; j < end; j++) {                                             \
+            int64_t *c = job->counts + j * MSD_BUCKETS;                                     \
+            const int64_t lo = j * job->chunk;                                              \
+            const int64_t hi = lo + job->chunk < job->n ? lo + job->chunk : job->n;         \
+            for (int64_t i = lo; i < hi; i++)                                               \
+                c[(KEY64(v[i]) >> job->shift) & (MSD_BUCKETS - 1)]++;                       \
+        }                                                                                   \
+    }                                                                                       \
+    static void NAME##_place(void *arg, int64_t begin, int64_t end)                         \
+    {                                                                                       \
+        struct msd_job *job = arg;                                                          \
+        const T *v = job->v;                                                                \
+        T *tmp = job->tmp;                                                                  \
+        for (int64_t j = begin; j < end; j++) {                                             \
+            int64_t *at = job->counts + j * MSD_BUCKETS;                                    \
+            const int64_t lo = j * job->chunk;                                              \
+            const int64_t hi = lo + job->chunk < job->n ? lo + job->chunk : job->n;         \
+            for (int64_t i = lo; i < hi; i++)                                               \
+                tmp[at[(KEY64(v[i]) >> job->shift) & (MSD_BUCKETS - 1)]++] = v[i];          \
+        }                                                                                   \
+    }                                                                                       \
+    static void NAME##_finish(void *arg, int64_t begin, int64_t end)                        \
+    {                                                                                       \
+        struct msd_job *job = arg;                                                          \
+        T *v = job->v, *tmp = job->tmp;                                                     \
+        for (int64_t d = begin; d < end; d++) {                                             \
+            const int64_t s = job->bucket_start[d], len = job->bucket_start[d + 1] - s;     \
+            if (len <= INSERTION_MAX)                                                       \
+                INSERT(tmp + s, len);                                                       \
+            else                                                                            \
+                LSD(tmp + s, v + s, len);                                                   \
+            memcpy(v + s, tmp + s, (size_t)len * sizeof(T));                                \
+        }                                                                                   \
+    }                                                                                       \
+    static bool NAME(T *v, T *tmp, int64_t n)                                               \
+    {                                                                                       \
+        return msd_sort(v, tmp, n, NAME##_spread, NAME##_count, NAME##_place,               \
+                        NAME##_finish);                                                     \
+    }
+
+/* The MSD pass and the bucket sorts; false (nothing done) out of memory. */
+static bool msd_sort(void *v, void *tmp, int64_t n, wf_parallel_fn spread, wf_parallel_fn count,
+                     wf_parallel_fn place, wf_parallel_fn finish)
+{
+    struct msd_job job = {.v = v, .tmp = tmp, .n = n};
+    job.nchunks = wf__pool_size() < MSD_MAX_CHUNKS ? wf__pool_size() : MSD_MAX_CHUNKS;
+    job.chunk = (n + job.nchunks - 1) / job.nchunks;
+    job.spread = calloc((size_t)job.nchunks, sizeof *job.spread);
+    job.counts = calloc((size_t)job.nchunks * MSD_BUCKETS, sizeof *job.counts);
+    job.bucket_start = malloc((MSD_BUCKETS + 1) * sizeof *job.bucket_start);
+    if (!job.spread || !job.counts || !job.bucket_start) {
+        free(job.spread);
+        free(job.counts);
+        free(job.bucket_start);
+        return false;
+    }
+    wf__parallel_for(job.nchunks, 1, spread, &job);
+    uint64_t all = 0;
+    for (int64_t j = 0; j < job.nchunks; j++)
+        all |= job.spread[j];
+    if (all != 0) { /* else every key is equal: already sorted */
+        int high = 63;
+        while (!((all >> high) & 1u))
+            high--;
+        job.shift = high >= MSD_BITS - 1 ? high - (MSD_BITS - 1) : 0;
+        wf__parallel_for(job.nchunks, 1, count, &job);
+        int64_t at = 0; /* bucket-major, chunk-minor: stable placement */
+        for (int64_t d = 0; d < MSD_BUCKETS; d++) {
+            job.bucket_start[d] = at;
+            for (int64_t j = 0; j < job.nchunks; j++) {
+                const int64_t c = job.counts[j * MSD_BUCKETS + d];
+                job.counts[j * MSD_BUCKETS + d] = at;
+                at += c;
+            }
+        }
+        job.bucket_start[MSD_BUCKETS] = at;
+        wf__parallel_for(job.nchunks, 1, place, &job);
+        wf__parallel_for(MSD_BUCKETS, 256, finish, &job);
+    }
+    free(job.spread);
+    free(job.counts);
+    free(job.bucket_start);
+    return true;
+}
+
+#define KEY_PLAIN(x) ((uint64_t)(x))
+#define KEY_PACKED(x) ((x) >> 32)
+#define KEY_PAIR(x) ((x).key)
+MSD_SORT(msd_u32, uint32_t, KEY_PLAIN, insertion_u32, radix_u32)
+MSD_SORT(msd_u64, uint64_t, KEY_PLAIN, insertion_u64, radix_u64)
+MSD_SORT(msd_packed, uint64_t, KEY_PACKED, insertion_u64, radix_packed)
+MSD_SORT(msd_pair, key_pair, KEY_PAIR, insertion_pair, radix_pair_key)
+
 /* ---------------------------------------------------------------- rows */
 
 struct sort_job {
@@ -290,6 +424,7 @@ struct sort_job {
     int64_t in_stride, out_stride;
     size_t item;
     wf_dtype dtype;
+    bool one_row_at_a_time; /* rows run on this thread, each sorted in parallel */
     _Atomic bool failed;
 };
 
@@ -335,14 +470,15 @@ static void sort_row(const struct sort_job *job, const char *row, char *orow, vo
         if (wide) {
             uint64_t *k = buf;
             load_keys64(job->dtype, row, job->in_stride, n, k);
-            sort_all_u64(k, tmp, n);
+            if (!job->one_row_at_a_time || !msd_u64(k, tmp, n))
+                sort_all_u64(k, tmp, n);
             store_keys64(job->dtype, k, n, orow, job->out_stride);
         } else {
             uint32_t *k = buf;
             load_keys32(job->dtype, row, job->in_stride, n, k);
             if (n <= INSERTION_MAX)
                 insertion_u32(k, n);
-            else
+            else if (!job->one_row_at_a_time || !msd_u32(k, tmp, n))
                 radix_u32(k, tmp, n);
             store_keys32(job->dtype, k, n, orow, job->out_stride);
         }
@@ -368,11 +504,11 @@ static void sort_row(const struct sort_job *job, const char *row, char *orow, vo
     if (job->op == WF_SORT_INDICES) {
         if (wide && n <= INSERTION_MAX)
             insertion_pair(pairs, n);
-        else if (wide)
+        else if (wide && (!job->one_row_at_a_time || !msd_pair(pairs, tmp, n)))
             radix_pair_key(pairs, tmp, n); /* stable: ties stay in index order */
-        else if (n <= INSERTION_MAX)
+        else if (!wide && n <= INSERTION_MAX)
             insertion_u64(packed, n);
-        else
+        else if (!wide && (!job->one_row_at_a_time || !msd_packed(packed, tmp, n)))
             radix_packed(packed, tmp, n);
         write_selection(job, row, orow, packed, pairs, n);
         return;
@@ -447,7 +583,12 @@ wf_status wf__cpu_sort(wf_array *out, wf_array *const *inputs, int ninputs, cons
     const int64_t rows = out->size / job.m;
     const int64_t per_row = job.n * 16 + 64;
     const int64_t min_chunk = per_row >= WF_CPU_CHUNK_COSTLY ? 1 : WF_CPU_CHUNK_COSTLY / per_row;
-    wf__parallel_for(rows, min_chunk, sort_chunk, &job);
+    job.one_row_at_a_time = rows < wf__pool_size() && job.n >= MSD_MIN &&
+                            (p->op == WF_SORT_VALUES || p->op == WF_SORT_INDICES);
+    if (job.one_row_at_a_time)
+        sort_chunk(&job, 0, rows);
+    else
+        wf__parallel_for(rows, min_chunk, sort_chunk, &job);
     if (job.failed)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory sorting rows of %lld",
                          out->prim ? out->prim->name : "sort", (long long)job.n);
