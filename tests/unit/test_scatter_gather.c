@@ -529,6 +529,26 @@ static wf_array *build_slice_dynamic(wf_array *const *in)
     return r;
 }
 
+/* Indices made from a float input (truncated), so vmap can batch them. */
+static wf_array *build_gather_batched_index(wf_array *const *in)
+{
+    wf_array *idx = wf_astype(in[1], WF_DTYPE_I32);
+    const int axis = 1;
+    const int64_t sizes[3] = {3, 1, 5};
+    wf_array *g = wf_gather(in[0], &idx, 1, &axis, sizes);
+    wf_release(idx);
+    return g;
+}
+
+static wf_array *build_scatter_batched_index(wf_array *const *in)
+{
+    wf_array *idx = wf_astype(in[2], WF_DTYPE_I32);
+    const int axis = 0;
+    wf_array *s = wf_scatter(in[0], &idx, 1, in[1], &axis, case_mode);
+    wf_release(idx);
+    return s;
+}
+
 static void check_case(const tu_case *c)
 {
     wf_scope_begin();
@@ -574,6 +594,16 @@ static void test_transforms(void)
         snprintf(name, sizeof name, "scatter %s", mode_name(case_mode));
         const tu_case sc = {name, build_scatter, 2, {2, 3}, {{3, 5}, {4, 1, 5}}, -3, 3};
         check_case(&sc);
+    }
+    /* index arrays batched too (values in [0, 3): valid indices once truncated) */
+    const tu_case gb = {"gather batched index", build_gather_batched_index, 2, {3, 1},
+                        {{3, 4, 5}, {4}}, 0, 2.99};
+    check_case(&gb);
+    for (int m = 0; m < 2; m++) {
+        case_mode = modes[m];
+        const tu_case sb = {"scatter batched index", build_scatter_batched_index, 3, {2, 3, 1},
+                            {{3, 5}, {4, 1, 5}, {4}}, 0, 2.99};
+        check_case(&sb);
     }
     /* PROD has no derivative: an error, not a wrong answer */
     case_mode = WF_SCATTER_PROD;
