@@ -196,6 +196,13 @@ enum { COMBINE_TILE = 256, SCATTER_RUN_TILE = 1024 };
 typedef void (*combine_fn)(char *dst, const char *upd, int64_t member_stride,
                            const int64_t *members, int64_t count, int64_t m);
 
+/* Asks for the cache lines of `bytes` at p (a hint; no effect on results). */
+static inline void prefetch_run(const void *p, int64_t bytes)
+{
+    for (int64_t off = 0; off < bytes; off += 64)
+        __builtin_prefetch((const char *)p + off);
+}
+
 #define COMBINE(NAME, T, ACC, LOAD, OP, STORE)                                              \
     static void NAME(char *dst_, const char *upd_, int64_t member_stride,                   \
                      const int64_t *members, int64_t count, int64_t m)                      \
@@ -209,6 +216,8 @@ typedef void (*combine_fn)(char *dst, const char *upd, int64_t member_stride,
                 acc[c] = LOAD(dst[b0 + c]);                                                 \
             for (int64_t k = 0; k < count; k++) {                                           \
                 const T *u = upd + members[k] * member_stride + b0;                         \
+                if (k + 1 < count) /* the next run lies elsewhere: fetch it meanwhile */    \
+                    prefetch_run(upd + members[k + 1] * member_stride + b0, mm * (int64_t)sizeof(T)); \
                 for (int64_t c = 0; c < mm; c++)                                            \
                     acc[c] = OP(acc[c], LOAD(u[c]));                                        \
             }                                                                               \
