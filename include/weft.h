@@ -587,6 +587,100 @@ wf_array *wf_take_along_axis(wf_array *a, wf_array *indices, int axis);
  * along `axis` (1-d indices; repeated indices accumulate). */
 wf_array *wf_scatter_add(wf_array *a, wf_array *indices, wf_array *updates, int axis);
 
+/* ---- general gather and scatter (MLX's semantics). `indices` holds
+ * `nindices` integer arrays of one shape I; indices[k] indexes axis
+ * axes[k] of `a` (distinct axes; negative indices count from the end).
+ * Position p of I selects the slice of `a` that starts at indices[k][p] on
+ * axes[k] and at 0 on every other axis. An index out of range, or a slice
+ * that does not fit (index + slice size > dim), fails the evaluation with
+ * WF_ERR_INVALID_ARGUMENT, as for wf_take. nindices 0: one slice at 0. */
+
+/* The slice of `slice_sizes` (ndim(a) entries, 0 <= size <= dim) at each
+ * position of I: the result has shape I + slice_sizes. NumPy's a[i0, i1]
+ * on a 3-d `a` is wf_gather(a, {i0, i1}, 2, {0, 1}, {1, 1, n2}) reshaped
+ * to drop the two size-1 axes. */
+wf_array *wf_gather(wf_array *a, wf_array *const *indices, int nindices, const int *axes,
+                    const int64_t *slice_sizes);
+
+/* How wf_scatter combines an update with the value it lands on. */
+typedef enum wf_scatter_mode {
+    WF_SCATTER_REPLACE = 0, /* the update replaces the value */
+    WF_SCATTER_ADD = 1,     /* value + update (bool: or) */
+    WF_SCATTER_PROD = 2,    /* value * update (bool: and) */
+    WF_SCATTER_MAX = 3,     /* maximum (NaN propagates; bool: or) */
+    WF_SCATTER_MIN = 4      /* minimum (NaN propagates; bool: and) */
+} wf_scatter_mode;
+
+/* A copy of `a` with `updates` combined into the slices the positions of
+ * I select. updates has rank ndim(I) + ndim(a): its leading dims broadcast
+ * to I, its trailing ndim(a) dims are the slice S every position writes
+ * (S[d] <= a's dim d); it is converted to a's dtype. Integers wrap.
+ * Positions that hit the same element combine in row-major order of I,
+ * never in thread order (REPLACE: the last one wins): the same bits for
+ * any thread count. NumPy's a[i0, i1] = v (v of shape I + (n2,)) on a 3-d
+ * `a` is wf_scatter(a, {i0, i1}, 2, v reshaped to I + (1, 1, n2), {0, 1},
+ * WF_SCATTER_REPLACE); a.at[i0, i1].add(v) the same with WF_SCATTER_ADD.
+ * Gradients: REPLACE (an update's reaches it only where it was kept), ADD,
+ * MAX and MIN (ties share the cotangent); PROD has none
+ * (WF_ERR_UNSUPPORTED under wf_vjp / wf_jvp). */
+wf_array *wf_scatter(wf_array *a, wf_array *const *indices, int nindices, wf_array *updates,
+                     const int *axes, wf_scatter_mode mode);
+/* NumPy put_along_axis with a mode: a copy of `a` where the element of
+ * each position of `indices` (a's rank; broadcast against `a` except on
+ * `axis`) along `axis` is combined with `values` (broadcast to the
+ * indices' shape) as in wf_scatter. */
+wf_array *wf_put_along_axis(wf_array *a, wf_array *indices, wf_array *values, int axis,
+                            wf_scatter_mode mode);
+
+/* ---- dynamic slices: start positions are an array read at evaluation, so
+ * a compiled function can slice at a position given at call time */
+
+/* The slice of `slice_sizes` (ndim(a) entries) of `a` that starts at
+ * start[k] on axes[k] (`start`: integer, 1-d of naxes entries; negative
+ * counts from the end) and at 0 on the other axes. A slice that does not
+ * fit fails the evaluation with WF_ERR_INVALID_ARGUMENT. */
+wf_array *wf_slice_dynamic(wf_array *a, wf_array *start, const int *axes, int naxes,
+                           const int64_t *slice_sizes);
+/* A copy of `a` with `update` (a's rank, each dim <= a's; converted to a's
+ * dtype) written at the position wf_slice_dynamic would read. */
+wf_array *wf_slice_update_dynamic(wf_array *a, wf_array *update, wf_array *start,
+                                  const int *axes, int naxes);
+
+/* ---- sorting along one axis. Order as NumPy: ascending, NaNs last (all
+ * NaNs equal); -0 sorts before +0. Indices are int32 (WF_ERR_SHAPE for an
+ * axis longer than INT32_MAX; values: longer than 2^32 - 1). Results never
+ * depend on the thread count. */
+
+/* A sorted copy. */
+wf_array *wf_sort(wf_array *a, int axis);
+/* The indices that sort `a` (stable: equal elements keep their order). */
+wf_array *wf_argsort(wf_array *a, int axis);
+/* A copy rearranged so that position `kth` (negative counts from the end)
+ * holds the element sorted order puts there, none before it greater and
+ * none after it less (NumPy partition; linear time). */
+wf_array *wf_partition(wf_array *a, int64_t kth, int axis);
+/* The indices wf_partition's rearrangement takes (equal elements in index
+ * order around kth: wf_partition's values are a's at these). */
+wf_array *wf_argpartition(wf_array *a, int64_t kth, int axis);
+/* The k largest elements (0 <= k <= the axis's size) in descending order,
+ * ties in index order (NaNs count as largest); linear time plus k log k. */
+wf_array *wf_topk(wf_array *a, int64_t k, int axis);
+/* The indices of wf_topk's elements, in its order (for sampling). */
+wf_array *wf_argtopk(wf_array *a, int64_t k, int axis);
+
+/* ---- cumulative max / min / logsumexp: `reverse` and `inclusive` as in
+ * wf_cumsum; an exclusive scan starts at the dtype's lowest value (-inf
+ * for floats) for wf_cummax, its highest (+inf) for wf_cummin and -inf for
+ * wf_logcumsumexp. NaN propagates. */
+
+/* Running maximum along `axis`. */
+wf_array *wf_cummax(wf_array *a, int axis, bool reverse, bool inclusive);
+/* Running minimum along `axis`. */
+wf_array *wf_cummin(wf_array *a, int axis, bool reverse, bool inclusive);
+/* log(cumsum(exp(a))), computed stably (integer and bool inputs give
+ * float32; f16/bf16 compute in float32). */
+wf_array *wf_logcumsumexp(wf_array *a, int axis, bool reverse, bool inclusive);
+
 /* ---- linear algebra */
 
 /* Matrix product with NumPy matmul rules: 1-d operands are vectors, leading

@@ -123,7 +123,9 @@ static bool replays_shapeless(const wf_prim_def *prim, const void *params)
         "var",     "std",     "logsumexp", "argmax",    "argmin",     "softmax", "cumsum",
         "cumprod", "matmul",  "addmm",     "transpose", "layer_norm", "rms_norm", "rope",
         "sdpa",    "silu",    "gelu",      "gelu_tanh", "stop_gradient", "custom_function",
-        "random_bernoulli", "random_categorical"};
+        "random_bernoulli", "random_categorical",
+        /* sort family and scans whose params are an axis and flags */
+        "sort", "argsort", "cummax", "cummin", "logcumsumexp", "scatter"};
     if (prim == &wf__prim_random_keyed)
         prim = wf__random_prim_of_kind(((const wf_random_params *)params)->kind);
     if (!prim)

@@ -10,7 +10,9 @@
 #include "prim/prims.h"
 #include "prim/random.h"
 #include "prim/reduce.h"
+#include "prim/scatter.h"
 #include "prim/shape.h"
+#include "prim/sort.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
 
@@ -49,6 +51,12 @@ static const wf_prim_def *const all_prims[] = {
     /* user kernels, multi-output siblings */
     &wf__prim_custom, &wf__prim_sibling, &wf__prim_fused, &wf__prim_fused2, &wf__prim_fused3,
     &wf__prim_fused4,
+    /* general gather / scatter */
+    &wf__prim_gather, &wf__prim_scatter,
+    /* sort family and the extra scans */
+    &wf__prim_sort, &wf__prim_argsort, &wf__prim_partition, &wf__prim_argpartition,
+    &wf__prim_topk, &wf__prim_argtopk, &wf__prim_cummax, &wf__prim_cummin,
+    &wf__prim_logcumsumexp,
 };
 
 #undef WF_UNARY_LIST_PRIM

@@ -87,6 +87,10 @@ extern const wf_prim_rules wf__rules_other[];
 extern const size_t wf__rules_other_count;
 extern const wf_prim_rules wf__rules_custom_function[];
 extern const size_t wf__rules_custom_function_count;
+extern const wf_prim_rules wf__rules_scatter[];
+extern const size_t wf__rules_scatter_count;
+extern const wf_prim_rules wf__rules_sort[];
+extern const size_t wf__rules_sort_count;
 
 /* ---------------------------------------------------------------- helpers
  * (transforms/rules_util.c). Results belong to the current scope. */

@@ -21,6 +21,8 @@ static const struct {
     {wf__rules_other, &wf__rules_other_count},
     {wf__rules_fast, &wf__rules_fast_count},
     {wf__rules_custom_function, &wf__rules_custom_function_count},
+    {wf__rules_scatter, &wf__rules_scatter_count},
+    {wf__rules_sort, &wf__rules_sort_count},
 };
 
 static const wf_prim_rules *slots[TABLE_SLOTS];

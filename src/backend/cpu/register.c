@@ -12,6 +12,7 @@
 #include "backend/cpu/linalg.h"
 #include "backend/cpu/random.h"
 #include "backend/cpu/reduce.h"
+#include "backend/cpu/scatter.h"
 #include "backend/cpu/vmath.h"
 #include "prim/binary.h"
 #include "prim/custom.h"
@@ -21,7 +22,9 @@
 #include "prim/prims.h"
 #include "prim/random.h"
 #include "prim/reduce.h"
+#include "prim/scatter.h"
 #include "prim/shape.h"
+#include "prim/sort.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
 
@@ -111,4 +114,17 @@ void wf__cpu_register_kernels(void)
     /* user kernels, multi-output siblings */
     attach(&wf__prim_custom, wf__cpu_custom);
     attach(&wf__prim_sibling, wf__cpu_sibling);
+    /* general gather / scatter */
+    attach(&wf__prim_gather, wf__cpu_gather);
+    attach(&wf__prim_scatter, wf__cpu_scatter);
+    /* sort family and the extra scans */
+    attach(&wf__prim_sort, wf__cpu_sort);
+    attach(&wf__prim_argsort, wf__cpu_sort);
+    attach(&wf__prim_partition, wf__cpu_sort);
+    attach(&wf__prim_argpartition, wf__cpu_sort);
+    attach(&wf__prim_topk, wf__cpu_sort);
+    attach(&wf__prim_argtopk, wf__cpu_sort);
+    attach(&wf__prim_cummax, wf__cpu_scan_extra);
+    attach(&wf__prim_cummin, wf__cpu_scan_extra);
+    attach(&wf__prim_logcumsumexp, wf__cpu_scan_extra);
 }

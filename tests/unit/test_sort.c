@@ -1,0 +1,508 @@
+/*
+ * The sort family (wf_sort, wf_argsort, wf_partition, wf_argpartition,
+ * wf_topk, wf_argtopk) and the scans wf_cummax, wf_cummin,
+ * wf_logcumsumexp against references written here: a stable comparison
+ * sort of doubles with NumPy's order (NaNs last; -0 before +0), and plain
+ * loops for the scans. Every dtype, every axis of a 3-d array,
+ * transposed / strided inputs, rows long enough for the radix and select
+ * paths, NaNs, ties, k = 0 and k = n, empty arrays, errors; vjp / jvp in
+ * float64 against finite differences, vmap against per-example results.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conformance.h"
+#include "core/array.h"
+#include "core/dtype.h"
+#include "harness.h"
+#include "transforms_util.h"
+
+static const wf_dtype all_dtypes[WF_DTYPE_COUNT] = {
+    WF_DTYPE_BOOL, WF_DTYPE_U8, WF_DTYPE_I32, WF_DTYPE_I64,
+    WF_DTYPE_F16,  WF_DTYPE_BF16, WF_DTYPE_F32, WF_DTYPE_F64};
+
+/* ---------------------------------------------------------------- reference order */
+
+/* NumPy's order: NaNs last (equal among themselves), -0 before +0. */
+static int order(double x, double y)
+{
+    if (isnan(x) || isnan(y))
+        return isnan(x) - isnan(y);
+    if (x != y)
+        return x < y ? -1 : 1;
+    return signbit(y) - signbit(x);
+}
+
+static const double *sort_row_values;
+
+static int by_value_then_index(const void *pa, const void *pb)
+{
+    const int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    const int c = order(sort_row_values[a], sort_row_values[b]);
+    return c ? c : (a > b) - (a < b);
+}
+
+/* Descending values, ties by index (topk). */
+static int by_value_desc_then_index(const void *pa, const void *pb)
+{
+    const int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    const int c = order(sort_row_values[b], sort_row_values[a]);
+    return c ? c : (a > b) - (a < b);
+}
+
+/* Values with ties, NaNs (floats) and signed zeros, as `dtype` stores them. */
+static double *test_values(int64_t n, wf_dtype d, uint32_t seed)
+{
+    double *v = conf_integer_values(n, d, seed);
+    for (int64_t i = 0; i < n; i++) {
+        v[i] = conf_round_to(fmod(v[i], 9), d); /* many ties */
+        if (wf__dtype_is_float(d)) {
+            if (i % 17 == 3)
+                v[i] = NAN;
+            if (i % 13 == 5)
+                v[i] = -0.0;
+            if (i % 11 == 1)
+                v[i] = conf_round_to(v[i] + 0.25, d);
+        }
+    }
+    return v;
+}
+
+/* Row `r` of axis `axis` of a row-major `shape`: flat index of element i. */
+static int64_t flat_at(const int64_t *shape, int ndim, int axis, int64_t r, int64_t i)
+{
+    int64_t c[WF_MAX_NDIM];
+    int64_t rest = r;
+    for (int d = ndim - 1; d >= 0; d--) {
+        if (d == axis)
+            continue;
+        c[d] = rest % shape[d];
+        rest /= shape[d];
+    }
+    c[axis] = i;
+    return conf_ravel(c, shape, ndim);
+}
+
+enum { SORT, ARGSORT, PARTITION, ARGPARTITION, TOPK, ARGTOPK };
+
+/* Checks one op over every row of `got` (already read) against the
+ * reference order of row values of v. */
+static bool check_rows(int op, const double *v, const int64_t *shape, int ndim, int axis,
+                       int64_t k, const double *got, wf_dtype d)
+{
+    const int64_t n = shape[axis], rows = n ? conf_size(shape, ndim) / n : 0;
+    int64_t oshape[WF_MAX_NDIM];
+    memcpy(oshape, shape, (size_t)ndim * sizeof *shape);
+    if (op == TOPK || op == ARGTOPK)
+        oshape[axis] = k;
+    const int64_t m = oshape[axis];
+    int64_t *perm = malloc((size_t)(n + 1) * sizeof *perm);
+    double *row = malloc((size_t)(n + 1) * sizeof *row);
+    bool ok = true;
+    for (int64_t r = 0; r < rows && ok; r++) {
+        for (int64_t i = 0; i < n; i++) {
+            row[i] = v[flat_at(shape, ndim, axis, r, i)];
+            perm[i] = i;
+        }
+        sort_row_values = row;
+        const bool desc = op == TOPK || op == ARGTOPK;
+        qsort(perm, (size_t)n, sizeof *perm, desc ? by_value_desc_then_index : by_value_then_index);
+        for (int64_t i = 0; i < m && ok; i++) {
+            const double g = got[flat_at(oshape, ndim, axis, r, i)];
+            switch (op) {
+            case SORT:
+            case TOPK: {
+                const double w = row[perm[i]];
+                ok = isnan(w) ? isnan(g) : g == w && signbit(g) == signbit(w);
+                break;
+            }
+            case ARGSORT:
+            case ARGTOPK: ok = g == (double)perm[i]; break;
+            case PARTITION: {
+                const double pivot = row[perm[k]];
+                ok = i < k ? order(g, pivot) <= 0 : i > k ? order(g, pivot) >= 0
+                                                          : order(g, pivot) == 0;
+                break;
+            }
+            default: { /* ARGPARTITION: an index whose value sits right of kth */
+                const double pivot = row[perm[k]];
+                ok = g >= 0 && g < (double)n;
+                if (ok) {
+                    const double x = row[(int64_t)g];
+                    ok = i < k ? order(x, pivot) <= 0 : i > k ? order(x, pivot) >= 0
+                                                              : order(x, pivot) == 0;
+                }
+                break;
+            }
+            }
+            if (!ok)
+                wf_test_fail(__FILE__, __LINE__, "op %d (%s) axis %d k %lld: row %lld pos %lld got %g",
+                             op, wf_dtype_name(d), axis, (long long)k, (long long)r, (long long)i, g);
+        }
+    }
+    free(perm);
+    free(row);
+    return ok;
+}
+
+static wf_array *run_op(int op, wf_array *a, int64_t k, int axis)
+{
+    switch (op) {
+    case SORT: return wf_sort(a, axis);
+    case ARGSORT: return wf_argsort(a, axis);
+    case PARTITION: return wf_partition(a, k, axis);
+    case ARGPARTITION: return wf_argpartition(a, k, axis);
+    case TOPK: return wf_topk(a, k, axis);
+    default: return wf_argtopk(a, k, axis);
+    }
+}
+
+static void check_op(int op, wf_array *a, const double *v, const int64_t *shape, int ndim,
+                     int axis, int64_t k, wf_dtype d)
+{
+    wf_array *r = run_op(op, a, k, axis);
+    if (!CHECK_NOT_NULL(r))
+        return;
+    const bool idx = op == ARGSORT || op == ARGPARTITION || op == ARGTOPK;
+    CHECK_EQ_INT(wf_array_dtype(r), idx ? WF_DTYPE_I32 : d);
+    double *got = conf_read(r);
+    if (CHECK_NOT_NULL(got))
+        check_rows(op, v, shape, ndim, axis, k, got, d);
+    free(got);
+    wf_release(r);
+}
+
+static void test_every_dtype_and_axis(void)
+{
+    const int64_t shape[3] = {3, 5, 70}; /* rows of 70: radix and select paths */
+    for (int t = 0; t < WF_DTYPE_COUNT; t++) {
+        wf_scope_begin();
+        const wf_dtype d = all_dtypes[t];
+        double *v = test_values(3 * 5 * 70, d, 5 + t);
+        wf_array *a = conf_array(v, shape, 3, d), *s = conf_strided(v, shape, 3, d);
+        for (int axis = 0; axis < 3; axis++)
+            for (int op = SORT; op <= ARGTOPK; op++) {
+                const int64_t n = shape[axis];
+                const int64_t k = op >= TOPK ? (axis == 2 ? 9 : n) : (axis + 1) % n;
+                check_op(op, (op + axis) % 2 ? s : a, v, shape, 3, axis, k, d);
+            }
+        free(v);
+        wf_scope_end();
+    }
+}
+
+/* Long rows (radix passes over every byte, deep selects) and short ones. */
+static void test_long_and_short_rows(void)
+{
+    const wf_dtype ds[4] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_I64, WF_DTYPE_F16};
+    for (int t = 0; t < 4; t++)
+        for (int64_t n = 1; n <= 4097; n = n * 8 + 1) {
+            wf_scope_begin();
+            const wf_dtype d = ds[t];
+            double *v = conf_values(2 * n, -1e4, 1e4, 3 + (uint32_t)n);
+            for (int64_t i = 0; i < 2 * n; i++)
+                v[i] = conf_round_to(i % 29 == 0 ? -v[i] * 1e3 : v[i], d);
+            const int64_t shape[2] = {2, n};
+            wf_array *a = conf_array(v, shape, 2, d);
+            for (int op = SORT; op <= ARGTOPK; op++) {
+                check_op(op, a, v, shape, 2, 1, op >= TOPK ? (n > 50 ? 50 : n) : n / 2, d);
+                if (op >= PARTITION) /* kth and k at the ends */
+                    check_op(op, a, v, shape, 2, 1, op >= TOPK ? 0 : n - 1, d);
+            }
+            free(v);
+            wf_scope_end();
+        }
+}
+
+/* One row long enough for the parallel most-significant-digit pass (taken
+ * when the pool has more threads than there are rows). */
+static void test_one_long_row(void)
+{
+    const wf_dtype ds[4] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_F16, WF_DTYPE_I32};
+    const int64_t n = (1 << 17) + 5;
+    for (int t = 0; t < 4; t++) {
+        wf_scope_begin();
+        const wf_dtype d = ds[t];
+        double *v = test_values(n, d, 21 + (uint32_t)t);
+        for (int64_t i = 0; i < n; i += 7)
+            v[i] = conf_round_to(v[i] * 1000 + (double)(i % 1000), d);
+        const int64_t shape[2] = {1, n};
+        wf_array *a = conf_array(v, shape, 2, d);
+        check_op(SORT, a, v, shape, 2, 1, 0, d);
+        check_op(ARGSORT, a, v, shape, 2, 1, 0, d);
+        free(v);
+        wf_scope_end();
+    }
+}
+
+static void test_edges_and_errors(void)
+{
+    wf_scope_begin();
+    /* empty rows and no rows */
+    const int64_t e1[2] = {3, 0}, e2[2] = {0, 4};
+    wf_array *z1 = wf_zeros(e1, 2, WF_DTYPE_F32), *z2 = wf_zeros(e2, 2, WF_DTYPE_F32);
+    for (int op = SORT; op <= ARGSORT; op++) {
+        wf_array *r = run_op(op, z1, 0, 1);
+        CHECK(r && wf_array_size(r) == 0 && CHECK_OK(wf_eval(&r, 1)));
+        r = run_op(op, z2, 0, 1);
+        CHECK(r && wf_array_size(r) == 0 && CHECK_OK(wf_eval(&r, 1)));
+    }
+    wf_array *tk = wf_topk(z1, 0, 1);
+    CHECK(tk && wf_array_dim(tk, 1) == 0 && CHECK_OK(wf_eval(&tk, 1)));
+    /* negative kth counts from the end */
+    const double v[5] = {4, 1, 3, 0, 2};
+    const int64_t five = 5;
+    wf_array *a = conf_array(v, &five, 1, WF_DTYPE_F32);
+    wf_array *p = wf_partition(a, -1, 0);
+    double last = 0;
+    const int64_t s4 = 4, s5 = 5, one = 1;
+    CHECK_OK(wf_array_item(wf_slice(p, &s4, &s5, &one), &last));
+    CHECK_NEAR(last, 4, 0);
+    /* errors */
+    conf_check_error(wf_sort(a, 1), WF_ERR_AXIS, "wf_sort");
+    conf_check_error(wf_partition(a, 5, 0), WF_ERR_INVALID_ARGUMENT, "wf_partition");
+    conf_check_error(wf_partition(a, -6, 0), WF_ERR_INVALID_ARGUMENT, "wf_partition");
+    conf_check_error(wf_topk(a, 6, 0), WF_ERR_INVALID_ARGUMENT, "wf_topk");
+    conf_check_error(wf_argtopk(a, -1, 0), WF_ERR_INVALID_ARGUMENT, "wf_argtopk");
+    wf_array *s = wf_scalar(1, WF_DTYPE_F32);
+    conf_check_error(wf_argsort(s, 0), WF_ERR_AXIS, "wf_argsort");
+    conf_check_error(wf_sort(NULL, 0), WF_ERR_NULL_ARGUMENT, "wf_sort");
+    wf_scope_end();
+}
+
+/* ---------------------------------------------------------------- scans */
+
+static double ref_identity(int op, wf_dtype d)
+{
+    if (op == 2 || wf__dtype_is_float(d))
+        return op == 1 ? INFINITY : -INFINITY;
+    switch (d) {
+    case WF_DTYPE_BOOL: return op == 0 ? 0 : 1;
+    case WF_DTYPE_U8: return op == 0 ? 0 : 255;
+    case WF_DTYPE_I32: return op == 0 ? INT32_MIN : INT32_MAX;
+    default: return op == 0 ? (double)INT64_MIN : (double)INT64_MAX;
+    }
+}
+
+static double ref_step(int op, double c, double x)
+{
+    if (isnan(c) || isnan(x))
+        return NAN;
+    if (op == 0)
+        return x > c ? x : c;
+    if (op == 1)
+        return x < c ? x : c;
+    if (c == -INFINITY)
+        return x;
+    const double m = c > x ? c : x;
+    return m + log1p(exp(-fabs(c - x)));
+}
+
+static void test_scans(void)
+{
+    const int64_t shape[3] = {4, 3, 6};
+    for (int t = 0; t < WF_DTYPE_COUNT; t++)
+        for (int op = 0; op < 3; op++) {
+            wf_scope_begin();
+            const wf_dtype d = all_dtypes[t];
+            double *v = test_values(72, d, 7 + t);
+            if (op == 2)
+                for (int i = 0; i < 72; i++)
+                    v[i] = isnan(v[i]) && i != 3 ? 1 : v[i];
+            wf_array *a = t % 2 ? conf_strided(v, shape, 3, d) : conf_array(v, shape, 3, d);
+            const wf_dtype od = op == 2 && !wf__dtype_is_float(d) ? WF_DTYPE_F32 : d;
+            for (int axis = 0; axis < 3; axis++)
+                for (int flags = 0; flags < 4; flags++) {
+                    const bool reverse = flags & 1, inclusive = flags & 2;
+                    const int64_t n = shape[axis], rows = 72 / n;
+                    double want[72];
+                    for (int64_t r = 0; r < rows; r++) {
+                        double c = ref_identity(op, d);
+                        for (int64_t j = 0; j < n; j++) {
+                            const int64_t i = reverse ? n - 1 - j : j;
+                            const int64_t at = flat_at(shape, 3, axis, r, i);
+                            const double x = conf_round_to(v[at], od);
+                            if (!inclusive)
+                                want[at] = conf_round_to(c, od);
+                            c = j == 0 ? x : ref_step(op, c, x);
+                            if (inclusive)
+                                want[at] = conf_round_to(c, od);
+                        }
+                    }
+                    wf_array *r = op == 0   ? wf_cummax(a, axis, reverse, inclusive)
+                                  : op == 1 ? wf_cummin(a, axis, reverse, inclusive)
+                                            : wf_logcumsumexp(a, axis, reverse, inclusive);
+                    const double tol = op == 2 ? conf_tolerance(od) : 0;
+                    if (!conf_check(r, od, shape, 3, want, tol))
+                        printf("      (op %d, %s, axis %d, reverse %d, inclusive %d)\n", op,
+                               wf_dtype_name(d), axis, reverse, inclusive);
+                }
+            free(v);
+            wf_scope_end();
+        }
+}
+
+/* ---------------------------------------------------------------- transforms */
+
+static int case_op, case_axis;
+static bool case_reverse, case_inclusive;
+
+static wf_array *build_sorting(wf_array *const *in)
+{
+    switch (case_op) {
+    case SORT: return wf_sort(in[0], case_axis);
+    case PARTITION: return wf_partition(in[0], 2, case_axis);
+    default: return wf_topk(in[0], 3, case_axis);
+    }
+}
+
+/* An exclusive scan's first output is +-inf: replaced by 0 so finite
+ * differences stay finite (that output has no gradient either way). */
+static wf_array *build_scan(wf_array *const *in)
+{
+    wf_array *y = case_op == 0   ? wf_cummax(in[0], case_axis, case_reverse, case_inclusive)
+                  : case_op == 1 ? wf_cummin(in[0], case_axis, case_reverse, case_inclusive)
+                                 : wf_logcumsumexp(in[0], case_axis, case_reverse, case_inclusive);
+    if (case_inclusive || !y)
+        return y;
+    wf_array *zero = wf_scalar(0, WF_DTYPE_F64), *inf = wf_isinf(y);
+    wf_array *r = wf_where(inf, zero, y);
+    wf_release(zero);
+    wf_release(inf);
+    wf_release(y);
+    return r;
+}
+
+static wf_array *build_argsort_as_float(wf_array *const *in)
+{
+    return wf_astype(wf_argsort(in[0], case_axis), WF_DTYPE_F64);
+}
+
+static void check_case(const tu_case *c, bool grads)
+{
+    wf_scope_begin();
+    wf_array *in = tu_input(c->shapes[0], c->ndims[0], c->lo, c->hi, 40, true);
+    wf_array *t = tu_input(c->shapes[0], c->ndims[0], -1, 1, 50, false);
+    wf_array *y = c->build(&in);
+    if (CHECK_NOT_NULL(y)) {
+        wf_array *u = tu_input(wf_array_shape(y), wf_array_ndim(y), -1, 1, 60, false);
+        if (grads && (!tu_check_vjp(c, &in, u, 1e-6, NULL) || !tu_check_jvp(c, &in, &t, 1e-6, NULL)))
+            printf("      (%s op %d axis %d reverse %d inclusive %d)\n", c->name, case_op,
+                   case_axis, case_reverse, case_inclusive);
+        const int ax0 = 0, ax1 = 1;
+        tu_check_vmap(c, &ax0, 3, 70);
+        tu_check_vmap(c, &ax1, 2, 71);
+    }
+    wf_scope_end();
+}
+
+static void test_transforms(void)
+{
+    for (case_op = SORT; case_op <= TOPK; case_op += 2)
+        for (case_axis = 0; case_axis < 2; case_axis++) {
+            const tu_case c = {"sorting", build_sorting, 1, {2}, {{4, 5}}, -3, 3};
+            check_case(&c, true);
+        }
+    case_axis = 1;
+    const tu_case as = {"argsort", build_argsort_as_float, 1, {2}, {{4, 5}}, -3, 3};
+    check_case(&as, false);
+    for (case_op = 0; case_op < 3; case_op++)
+        for (int flags = 0; flags < 4; flags++) {
+            case_reverse = flags & 1;
+            case_inclusive = flags & 2;
+            case_axis = flags % 2;
+            const tu_case c = {"scan", build_scan, 1, {2}, {{5, 6}}, -3, 3};
+            check_case(&c, true);
+        }
+}
+
+/* ---------------------------------------------------------------- compile */
+
+static wf_status sampler(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                         size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    out[0] = wf_topk(in[0], 3, -1);
+    out[1] = wf_argsort(in[0], -1);
+    out[2] = wf_cummax(in[0], -1, false, true);
+    *nout = 3;
+    return out[0] && out[1] && out[2] ? WF_OK : wf_last_error();
+}
+
+/* Traced once, replayed with other values: the uncompiled results. */
+static void test_compiled(void)
+{
+    wf_scope_begin();
+    wf_fn *f = wf_fn_new(sampler, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    const int64_t shape[2] = {4, 9};
+    for (uint32_t seed = 1; seed <= 3; seed++) {
+        wf_array *x = tu_input(shape, 2, -5, 5, seed, seed == 2), *got[3], *want[3];
+        size_t ng = 3, nw = 3;
+        if (!CHECK_OK(wf_fn_call(cf, &x, 1, got, &ng)) || !CHECK_OK(wf_fn_call(f, &x, 1, want, &nw)))
+            break;
+        for (int i = 0; i < 3; i++) {
+            double *w = conf_read(want[i]);
+            conf_check(got[i], wf_array_dtype(want[i]), wf_array_shape(want[i]),
+                       wf_array_ndim(want[i]), w, 0);
+            free(w);
+        }
+    }
+    wf_compile_stats s = wf_compile_stats_default();
+    CHECK_OK(wf_compile_stats_get(cf, &s));
+    CHECK_EQ_INT(s.traces, 1);
+    CHECK_EQ_INT(s.hits, 2);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+    wf_scope_end();
+}
+
+static wf_status sort_fn(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                         size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    out[0] = wf_logcumsumexp(wf_sort(in[0], 0), 0, true, false);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+/* Shapeless: one trace serves every length. */
+static void test_compiled_shapeless(void)
+{
+    wf_scope_begin();
+    wf_fn *f = wf_fn_new(sort_fn, NULL, NULL);
+    wf_compile_options o = wf_compile_options_default();
+    o.shapeless = true;
+    wf_fn *cf = wf_compile(f, &o);
+    for (int64_t n = 3; n <= 40; n += 37) {
+        wf_array *x = tu_input(&n, 1, -2, 2, (uint32_t)n, false), *got = NULL, *want = NULL;
+        size_t one = 1;
+        if (!CHECK_OK(wf_fn_call(cf, &x, 1, &got, &one)) || !CHECK_OK(wf_fn_call(f, &x, 1, &want, &one)))
+            break;
+        double *w = conf_read(want);
+        conf_check(got, WF_DTYPE_F64, &n, 1, w, 1e-15);
+        free(w);
+    }
+    wf_compile_stats s = wf_compile_stats_default();
+    CHECK_OK(wf_compile_stats_get(cf, &s));
+    CHECK_EQ_INT(s.traces, 1);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+    wf_scope_end();
+}
+
+int main(void)
+{
+    RUN_TEST(test_every_dtype_and_axis);
+    RUN_TEST(test_long_and_short_rows);
+    RUN_TEST(test_one_long_row);
+    RUN_TEST(test_edges_and_errors);
+    RUN_TEST(test_scans);
+    RUN_TEST(test_transforms);
+    RUN_TEST(test_compiled);
+    RUN_TEST(test_compiled_shapeless);
+    return TEST_SUMMARY();
+}
