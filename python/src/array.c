@@ -230,35 +230,13 @@ BINARY_SLOT(array_true_divide, wf_divide)
 BINARY_SLOT(array_floor_divide, wf_floor_divide)
 BINARY_SLOT(array_remainder, wf_remainder)
 BINARY_SLOT(array_matmul, wf_matmul)
-/* &, | and ^ are logical on bool arrays; weft has no bitwise integer ops,
- * and on floats MLX refuses them too: ValueError. */
-static bool both_bool(wf_array *x, wf_array *y, const char *symbol)
-{
-    if (wf_array_dtype(x) == WF_DTYPE_BOOL && wf_array_dtype(y) == WF_DTYPE_BOOL)
-        return true;
-    PyErr_Format(PyExc_ValueError, "'%s' needs bool arrays (got %s and %s)", symbol,
-                 wf_dtype_name(wf_array_dtype(x)), wf_dtype_name(wf_array_dtype(y)));
-    return false;
-}
-
-static wf_array *bool_and(wf_array *x, wf_array *y)
-{
-    return both_bool(x, y, "&") ? wf_logical_and(x, y) : NULL;
-}
-
-static wf_array *bool_or(wf_array *x, wf_array *y)
-{
-    return both_bool(x, y, "|") ? wf_logical_or(x, y) : NULL;
-}
-
-static wf_array *bool_xor(wf_array *x, wf_array *y)
-{
-    return both_bool(x, y, "^") ? wf_not_equal(x, y) : NULL;
-}
-
-BINARY_SLOT(array_and, bool_and)
-BINARY_SLOT(array_or, bool_or)
-BINARY_SLOT(array_xor, bool_xor)
+/* &, |, ^, ~, << and >>: bitwise on bool and integer arrays (logical on
+ * bool); floats are refused with ValueError, as in MLX. */
+BINARY_SLOT(array_and, wf_bitwise_and)
+BINARY_SLOT(array_or, wf_bitwise_or)
+BINARY_SLOT(array_xor, wf_bitwise_xor)
+BINARY_SLOT(array_lshift, wf_left_shift)
+BINARY_SLOT(array_rshift, wf_right_shift)
 
 static PyObject *array_power(PyObject *a, PyObject *b, PyObject *modulo)
 {
@@ -301,9 +279,11 @@ INPLACE_SLOT(array_inplace_true_divide, wf_divide)
 INPLACE_SLOT(array_inplace_floor_divide, wf_floor_divide)
 INPLACE_SLOT(array_inplace_remainder, wf_remainder)
 INPLACE_SLOT(array_inplace_matmul, wf_matmul)
-INPLACE_SLOT(array_inplace_and, bool_and)
-INPLACE_SLOT(array_inplace_or, bool_or)
-INPLACE_SLOT(array_inplace_xor, bool_xor)
+INPLACE_SLOT(array_inplace_and, wf_bitwise_and)
+INPLACE_SLOT(array_inplace_or, wf_bitwise_or)
+INPLACE_SLOT(array_inplace_xor, wf_bitwise_xor)
+INPLACE_SLOT(array_inplace_lshift, wf_left_shift)
+INPLACE_SLOT(array_inplace_rshift, wf_right_shift)
 
 static PyObject *array_inplace_power(PyObject *a, PyObject *b, PyObject *modulo)
 {
@@ -334,11 +314,7 @@ static PyObject *array_absolute(PyObject *self)
 
 static PyObject *array_invert(PyObject *self)
 {
-    if (wf_array_dtype(HANDLE(self)) != WF_DTYPE_BOOL) {
-        PyErr_SetString(PyExc_ValueError, "~ (bitwise invert) is only supported for bool arrays");
-        return NULL;
-    }
-    return weftpy_array_wrap(wf_logical_not(HANDLE(self)));
+    return weftpy_array_wrap(wf_bitwise_invert(HANDLE(self)));
 }
 
 /* The truth value of a one-element array (evaluates with the GIL released). */
@@ -398,6 +374,10 @@ static PyNumberMethods array_number = {
     .nb_bool = array_bool,
     .nb_invert = array_invert,
     .nb_and = array_and,
+    .nb_lshift = array_lshift,
+    .nb_rshift = array_rshift,
+    .nb_inplace_lshift = array_inplace_lshift,
+    .nb_inplace_rshift = array_inplace_rshift,
     .nb_or = array_or,
     .nb_xor = array_xor,
     .nb_int = array_int,

@@ -435,6 +435,133 @@ static wf_array *drop_leading_ones(wf_array *update, int target_ndim)
     return wf_reshape(update, wf_array_shape(update) + drop, ndim - drop);
 }
 
+/* a[index] combined with `update` by `mode` when the index has integer
+ * arrays: the basic part (slices, None) selects a region, the arrays (and
+ * ints, as 0-d arrays) scatter into it with wf_scatter, and the region is
+ * written back. `update` is shaped like a[index] (broadcast). */
+static wf_array *scatter_advanced(wf_array *a, PyObject *tuple, wf_array *update,
+                                  wf_scatter_mode mode)
+{
+    wf_array *selected = index_array(a, tuple);
+    if (selected == NULL)
+        return NULL;
+    parsed_index p = {.count = 0};
+    wf_array *out = NULL, *region = NULL, *spread = NULL, *arranged = NULL, *shaped = NULL;
+    wf_array *cast = NULL, *written = NULL;
+    wf_array *indices[WF_MAX_NDIM];
+    int nindices = 0, axes[WF_MAX_NDIM];
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++)
+        if (PyTuple_GET_ITEM(tuple, i) == Py_None) {
+            wf_release(selected);
+            PyErr_SetString(PyExc_NotImplementedError,
+                            "assignment through integer arrays together with None");
+            return NULL;
+        }
+    if (!parse_index(tuple, wf_array_shape(a), wf_array_ndim(a), &p)) {
+        wf_release(selected);
+        return NULL;
+    }
+    /* The region the slices select (arrays and ints keep their whole axis). */
+    int64_t starts[WF_MAX_NDIM], stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
+    const int ndim = p.count;
+    for (int i = 0; i < ndim; i++) {
+        const index_item *item = &p.items[i];
+        const bool sliced = item->kind == ITEM_SLICE;
+        starts[i] = sliced ? item->start : 0;
+        stops[i] = sliced ? item->stop : wf_array_shape(a)[i];
+        steps[i] = sliced ? item->step : 1;
+        if (!sliced) {
+            indices[nindices] = item->kind == ITEM_ARRAY
+                                    ? wf_retain_unscoped(item->indices)
+                                    : wf_scalar((double)item->start, WF_DTYPE_I64);
+            axes[nindices++] = i;
+        }
+    }
+    region = wf_slice(a, starts, stops, steps);
+    if (region == NULL)
+        goto done;
+    /* The update, shaped like a[index], rearranged to I + S: the index
+     * shape first (NumPy put it in place when the axes are adjacent), then
+     * the region's shape with 1 on the indexed axes. */
+    cast = wf_astype(update, wf_array_dtype(a));
+    spread = wf_broadcast_to(cast, wf_array_shape(selected), wf_array_ndim(selected));
+    if (spread == NULL)
+        goto done;
+    const int sel_ndim = wf_array_ndim(selected);
+    const int nother = ndim - nindices;
+    const int index_ndim = sel_ndim - nother;
+    bool adjacent = true;
+    for (int i = 1; i < nindices; i++)
+        adjacent &= axes[i] == axes[i - 1] + 1;
+    const int at = adjacent ? axes[0] : 0;
+    int perm[WF_MAX_NDIM], n = 0;
+    for (int i = 0; i < index_ndim; i++)
+        perm[n++] = at + i;
+    for (int i = 0; i < sel_ndim; i++)
+        if (i < at || i >= at + index_ndim)
+            perm[n++] = i;
+    arranged = wf_transpose(spread, perm, n);
+    int64_t target[2 * WF_MAX_NDIM];
+    int tn = 0;
+    if (arranged == NULL || index_ndim + ndim > WF_MAX_NDIM) {
+        if (arranged != NULL)
+            PyErr_SetString(PyExc_ValueError, "too many dimensions for an indexed update");
+        goto done;
+    }
+    for (int i = 0; i < index_ndim; i++)
+        target[tn++] = wf_array_shape(arranged)[i];
+    const int64_t *region_shape = wf_array_shape(region);
+    for (int i = 0; i < ndim; i++) {
+        bool indexed = false;
+        for (int k = 0; k < nindices; k++)
+            indexed |= axes[k] == i;
+        target[tn++] = indexed ? 1 : region_shape[i];
+    }
+    shaped = wf_reshape(arranged, target, tn);
+    written = shaped != NULL ? wf_scatter(region, indices, nindices, shaped, axes, mode) : NULL;
+    if (written != NULL) {
+        bool whole = true;
+        for (int i = 0; i < ndim; i++)
+            whole &= starts[i] == 0 && stops[i] == wf_array_shape(a)[i] && steps[i] == 1;
+        out = whole ? wf_retain_unscoped(written)
+                    : wf_slice_update(a, written, starts, stops, steps);
+    }
+done:
+    if (out == NULL && !PyErr_Occurred())
+        weftpy_raise_weft_error();
+    for (int i = 0; i < nindices; i++)
+        wf_release(indices[i]);
+    wf_array *temps[] = {region, cast, spread, arranged, shaped, written, selected};
+    for (size_t i = 0; i < sizeof temps / sizeof temps[0]; i++)
+        wf_release(temps[i]);
+    parsed_index_clear(&p);
+    return out;
+}
+
+PyObject *weftpy_index_scatter(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *a_obj, *index, *value;
+    int mode;
+    if (!PyArg_ParseTuple(args, "O!OOi:_index_scatter", &WeftArray_Type, &a_obj, &index, &value,
+                          &mode))
+        return NULL;
+    if (mode < WF_SCATTER_REPLACE || mode > WF_SCATTER_MIN) {
+        PyErr_SetString(PyExc_ValueError, "_index_scatter: unknown mode");
+        return NULL;
+    }
+    wf_array *update = weftpy_operand(value, a_obj);
+    if (update == NULL)
+        return NULL;
+    PyObject *tuple = index_tuple(index);
+    wf_array *out = tuple != NULL ? scatter_advanced(((WeftArray *)a_obj)->handle, tuple, update,
+                                                     (wf_scatter_mode)mode)
+                                  : NULL;
+    Py_XDECREF(tuple);
+    wf_release(update);
+    return out != NULL ? weftpy_array_wrap(out) : NULL;
+}
+
 wf_array *weftpy_index_update(wf_array *a, PyObject *index, wf_array *update)
 {
     if (is_full_mask(a, index)) {
@@ -450,11 +577,9 @@ wf_array *weftpy_index_update(wf_array *a, PyObject *index, wf_array *update)
         return NULL;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++)
         if (is_array_index(PyTuple_GET_ITEM(tuple, i))) {
+            wf_array *out = scatter_advanced(a, tuple, update, WF_SCATTER_REPLACE);
             Py_DECREF(tuple);
-            PyErr_SetString(PyExc_NotImplementedError,
-                            "assignment through integer-array indices needs a general "
-                            "scatter, which weft does not have yet");
-            return NULL;
+            return out;
         }
     /* None entries add no axis to `a`: the update is shaped like a[index]
      * and then reshaped to the slice without them. */

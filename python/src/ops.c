@@ -90,6 +90,10 @@ static const unary_entry unary_ops[] = {
     {"_silu", wf_silu, "x * sigmoid(x)."},
     {"_gelu", wf_gelu, "Exact GELU."},
     {"_gelu_tanh", wf_gelu_tanh, "GELU with the tanh approximation."},
+    {"bitwise_invert", wf_bitwise_invert, "Element-wise ~a of bool or integer arrays."},
+    {"real", wf_real, "The real part (a real array itself)."},
+    {"imag", wf_imag, "The imaginary part (zeros for a real array)."},
+    {"conjugate", wf_conjugate, "The complex conjugate (a real array itself)."},
 };
 
 static PyObject *call_unary(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -143,6 +147,11 @@ static const binary_entry binary_ops[] = {
     {"logical_or", wf_logical_or, "Element-wise logical or."},
     {"logaddexp", wf_logaddexp, "Element-wise log(exp(a) + exp(b)), computed stably."},
     {"arctan2", wf_arctan2, "Element-wise angle of the point (b, a)."},
+    {"bitwise_and", wf_bitwise_and, "Element-wise a & b of bool or integer arrays."},
+    {"bitwise_or", wf_bitwise_or, "Element-wise a | b."},
+    {"bitwise_xor", wf_bitwise_xor, "Element-wise a ^ b."},
+    {"left_shift", wf_left_shift, "Element-wise a << b."},
+    {"right_shift", wf_right_shift, "Element-wise a >> b."},
     {"matmul", wf_matmul, "Matrix product with NumPy's matmul rules."},
 };
 
@@ -475,6 +484,105 @@ static PyObject *scan(FASTCALL_ARGS, const char *fname, wf_array *(*fn)(wf_array
 static PyObject *op_cumsum(FASTCALL_ARGS)
 {
     return scan(module, args, nargs, kwnames, "cumsum", wf_cumsum);
+}
+
+static PyObject *op_cummax(FASTCALL_ARGS)
+{
+    return scan(module, args, nargs, kwnames, "cummax", wf_cummax);
+}
+
+static PyObject *op_cummin(FASTCALL_ARGS)
+{
+    return scan(module, args, nargs, kwnames, "cummin", wf_cummin);
+}
+
+static PyObject *op_logcumsumexp(FASTCALL_ARGS)
+{
+    return scan(module, args, nargs, kwnames, "logcumsumexp", wf_logcumsumexp);
+}
+
+/* sort(a, axis=-1) and argsort: axis None sorts the flattened array. */
+static PyObject *sort_like(FASTCALL_ARGS, const char *fname, wf_array *(*fn)(wf_array *, int))
+{
+    (void)module;
+    static const char *const names[] = {"a", "axis", "stream", NULL};
+    op_call call;
+    if (!op_begin(&call, fname, args, nargs, kwnames, names, 1, 1, 1))
+        return NULL;
+    long axis;
+    wf_array *out = NULL;
+    if (int_arg(call.given[1], -1, &axis)) {
+        if (call.given[1] == Py_None) {
+            wf_array *flattened = flat(call.arrays[0]);
+            out = fn(flattened, 0);
+            wf_release(flattened);
+        } else {
+            out = fn(call.arrays[0], (int)axis);
+        }
+    }
+    return op_end(&call, out);
+}
+
+static PyObject *op_sort(FASTCALL_ARGS)
+{
+    return sort_like(module, args, nargs, kwnames, "sort", wf_sort);
+}
+
+static PyObject *op_argsort(FASTCALL_ARGS)
+{
+    return sort_like(module, args, nargs, kwnames, "argsort", wf_argsort);
+}
+
+/* partition(a, kth, axis=-1), argpartition, topk(a, k, axis=-1). */
+static PyObject *select_like(FASTCALL_ARGS, const char *fname, const char *count_name,
+                             wf_array *(*fn)(wf_array *, int64_t, int))
+{
+    (void)module;
+    const char *const names[] = {"a", count_name, "axis", "stream", NULL};
+    op_call call;
+    if (!op_begin(&call, fname, args, nargs, kwnames, names, 1, 2, 1))
+        return NULL;
+    long count, axis;
+    wf_array *out = NULL;
+    if (int_arg(call.given[1], 0, &count) && int_arg(call.given[2], -1, &axis)) {
+        if (call.given[2] == Py_None) {
+            wf_array *flattened = flat(call.arrays[0]);
+            out = fn(flattened, count, 0);
+            wf_release(flattened);
+        } else {
+            out = fn(call.arrays[0], count, (int)axis);
+        }
+    }
+    return op_end(&call, out);
+}
+
+static PyObject *op_partition(FASTCALL_ARGS)
+{
+    return select_like(module, args, nargs, kwnames, "partition", "kth", wf_partition);
+}
+
+static PyObject *op_argpartition(FASTCALL_ARGS)
+{
+    return select_like(module, args, nargs, kwnames, "argpartition", "kth", wf_argpartition);
+}
+
+static PyObject *op_topk(FASTCALL_ARGS)
+{
+    return select_like(module, args, nargs, kwnames, "topk", "k", wf_topk);
+}
+
+static PyObject *op_view(FASTCALL_ARGS)
+{
+    (void)module;
+    static const char *const names[] = {"a", "dtype", "stream", NULL};
+    op_call call;
+    if (!op_begin(&call, "view", args, nargs, kwnames, names, 1, 2, 1))
+        return NULL;
+    wf_dtype dtype;
+    wf_array *out = NULL;
+    if (weftpy_dtype_from_object(call.given[1], false, &dtype))
+        out = wf_view(call.arrays[0], dtype);
+    return op_end(&call, out);
 }
 
 static PyObject *op_cumprod(FASTCALL_ARGS)
@@ -1296,6 +1404,15 @@ static PyMethodDef op_methods[] = {
     OP("argmin", op_argmin, "argmin(a, axis=None, keepdims=False)"),
     OP("cumsum", op_cumsum, "cumsum(a, axis=None, reverse=False, inclusive=True)"),
     OP("cumprod", op_cumprod, "cumprod(a, axis=None, reverse=False, inclusive=True)"),
+    OP("cummax", op_cummax, "cummax(a, axis=None, reverse=False, inclusive=True)"),
+    OP("cummin", op_cummin, "cummin(a, axis=None, reverse=False, inclusive=True)"),
+    OP("logcumsumexp", op_logcumsumexp, "logcumsumexp(a, axis=None, reverse=False, inclusive=True)"),
+    OP("sort", op_sort, "sort(a, axis=-1): sorted along axis (NaNs last)"),
+    OP("argsort", op_argsort, "argsort(a, axis=-1): the stable sorting permutation"),
+    OP("partition", op_partition, "partition(a, kth, axis=-1)"),
+    OP("argpartition", op_argpartition, "argpartition(a, kth, axis=-1)"),
+    OP("topk", op_topk, "topk(a, k, axis=-1): the k largest values"),
+    OP("view", op_view, "view(a, dtype): the same bytes as another dtype"),
     OP("softmax", op_softmax, "softmax(a, axis=None, precise=False)"),
     OP("reshape", op_reshape, "reshape(a, shape)"),
     OP("transpose", op_transpose, "transpose(a, axes=None)"),
@@ -1334,6 +1451,8 @@ static PyMethodDef op_methods[] = {
     OP("_rope", op_rope, "rope(a, dims, traditional, base, scale, offset)"),
     OP("_scaled_dot_product_attention", op_sdpa,
        "scaled_dot_product_attention(q, k, v, scale, mask=None)"),
+    {"_index_scatter", weftpy_index_scatter, METH_VARARGS,
+     "_index_scatter(a, index, value, mode): a.at[index] combined by a scatter mode."},
     {"_eval", op_eval, METH_VARARGS, "_eval(arrays, asynchronous): evaluates a list of arrays."},
     {NULL, NULL, 0, NULL},
 };

@@ -144,6 +144,9 @@ bool weftpy_axes(PyObject *obj, int *out, int *count);
 
 PyObject *weftpy_array_getitem(PyObject *self, PyObject *index);
 int weftpy_array_setitem(PyObject *self, PyObject *index, PyObject *value);
+/* _index_scatter(a, index, value, mode): a with a[index] combined with
+ * value by a wf_scatter_mode (a.at[index].add(value) and friends). */
+PyObject *weftpy_index_scatter(PyObject *module, PyObject *args);
 /* The value of `a` with `index` replaced by `update` (used by .at[].set). */
 wf_array *weftpy_index_update(wf_array *a, PyObject *index, wf_array *update);
 

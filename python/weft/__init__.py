@@ -13,6 +13,8 @@ import math as _math
 
 from . import _core
 from ._core import (  # noqa: F401
+    argpartition, argsort, bitwise_and, bitwise_invert, bitwise_or, bitwise_xor, conjugate,
+    cummax, cummin, imag, left_shift, logcumsumexp, partition, real, right_shift, sort, topk, view,
     Device, Dtype, Stream, custom_kernel, get_compile_wait_timeout, set_compile_wait_timeout, abs, add, addmm, all, any, arange, arccos, arcsin, arctan, arctan2,
     argmax, argmin, bfloat16, bool_, broadcast_to, ceil, clear_cache, clip, concatenate, cos,
     cosh, cumprod, cumsum, default_stream, divide, equal, erf, erfinv, exp, expand_dims, expm1,
@@ -464,10 +466,9 @@ def compile_stats(fun=None):
 
 
 from ._composed import (  # noqa: E402,F401
-    arange, as_strided, block_masked_mm, depends, gather_mm, pad, asarray, bartlett, blackman, conj, conjugate, count_nonzero, cummax,
-    cummin, device_count, device_info, full_like, diag, diagonal, diff, divmod, empty, empty_like, flip,
-    hamming, hanning, imag, inner, isclose, kron, linspace, logcumsumexp, logical_xor, meshgrid,
-    ones_like, real, roll, slice, slice_update, trace, tri, trunc, unflatten, unstack, vecdot,
+    arange, as_strided, block_masked_mm, depends, gather_mm, pad, asarray, bartlett, blackman, conj, count_nonzero, device_count, device_info, full_like, diag, diagonal, diff, divmod, empty, empty_like, flip,
+    hamming, hanning, inner, isclose, kron, linspace, logical_xor, meshgrid,
+    ones_like, roll, slice, slice_update, trace, tri, trunc, unflatten, unstack, vecdot,
     zeros_like,
 )
 

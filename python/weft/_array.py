@@ -136,20 +136,18 @@ class array(_core.array):
 
         return log10(self, stream=stream)
 
-    def _composed_scan(name):
+    def _scan_method(name):
         def method(self, axis=None, *, reverse=False, inclusive=True, stream=None):
-            from . import _composed
-
-            return getattr(_composed, name)(self, axis, reverse=reverse, inclusive=inclusive,
-                                            stream=stream)
+            return getattr(_core, name)(self, axis, reverse=reverse, inclusive=inclusive,
+                                        stream=stream)
 
         method.__name__ = name
         return method
 
-    cummax = _composed_scan("cummax")
-    cummin = _composed_scan("cummin")
-    logcumsumexp = _composed_scan("logcumsumexp")
-    del _composed_scan
+    cummax = _scan_method("cummax")
+    cummin = _scan_method("cummin")
+    logcumsumexp = _scan_method("logcumsumexp")
+    del _scan_method
 
 
 def _make_reduction(name):
@@ -224,45 +222,34 @@ class _AtIndex:
         out[self._index] = value
         return out
 
-    def add(self, value):
+    def _scatter(self, mode, op, value):
+        """Integer-array indices combine through one weft scatter (repeated
+        indices all count, in index order); basic ones update the slice."""
         if not _advanced(self._index):
-            return self._basic(_core.add, value)
-        index = self._index
-        if isinstance(index, tuple):
-            if len(index) != 1:
-                raise NotImplementedError("at[...].add with several index arrays needs a general scatter")
-            index = index[0]
-        idx = _core.array(index) if not isinstance(index, _core.array) else index
-        a = self._array
-        flat_idx = _core.reshape(idx, [-1])
-        upd_shape = list(idx.shape) + list(a.shape[1:])
-        upd = _core.broadcast_to(value.astype(a.dtype) if isinstance(value, _core.array)
-                                 else array(value, a.dtype), upd_shape)
-        upd = _core.reshape(upd, [flat_idx.size] + list(a.shape[1:]))
-        return _core._scatter_add_axis(a, flat_idx, upd, 0)
+            return self._basic(op, value)
+        return _core._index_scatter(self._array, self._index, value, mode)
+
+    def add(self, value):
+        return self._scatter(_SCATTER_ADD, _core.add, value)
 
     def subtract(self, value):
-        return self.add(-(value if isinstance(value, _core.array) else array(value)))
+        return self.add(_core.negative(value if isinstance(value, _core.array) else array(value)))
 
     def multiply(self, value):
-        if _advanced(self._index):
-            raise NotImplementedError("at[...].multiply with index arrays needs a general scatter")
-        return self._basic(_core.multiply, value)
+        return self._scatter(_SCATTER_PROD, _core.multiply, value)
 
     def divide(self, value):
-        if _advanced(self._index):
-            raise NotImplementedError("at[...].divide with index arrays needs a general scatter")
-        return self._basic(_core.divide, value)
+        return self.multiply(_core.reciprocal(value if isinstance(value, _core.array) else array(value)))
 
     def maximum(self, value):
-        if _advanced(self._index):
-            raise NotImplementedError("at[...].maximum with index arrays needs a general scatter")
-        return self._basic(_core.maximum, value)
+        return self._scatter(_SCATTER_MAX, _core.maximum, value)
 
     def minimum(self, value):
-        if _advanced(self._index):
-            raise NotImplementedError("at[...].minimum with index arrays needs a general scatter")
-        return self._basic(_core.minimum, value)
+        return self._scatter(_SCATTER_MIN, _core.minimum, value)
+
+
+# wf_scatter_mode's values (weft.h).
+_SCATTER_ADD, _SCATTER_PROD, _SCATTER_MAX, _SCATTER_MIN = 1, 2, 3, 4
 
 
 def _format(a):
@@ -283,6 +270,9 @@ def _format(a):
             return "True" if v else "False"
         if is_int:
             return str(int(v))
+        if isinstance(v.item() if hasattr(v, "item") else v, complex):
+            z = complex(v)
+            return f"{z.real:g}{z.imag:+g}j"
         v = float(v)
         if precision is not None:
             return f"{v:.{precision}f}"

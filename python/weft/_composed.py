@@ -266,19 +266,7 @@ def divmod(a, b, /, *, stream=None):
     return (_core.floor_divide(a, b, stream=stream), _core.remainder(a, b, stream=stream))
 
 
-def real(a, /, *, stream=None):
-    return _as_array(a)
-
-
-def imag(a, /, *, stream=None):
-    return _core.zeros_like(_as_array(a), stream=stream)
-
-
-def conjugate(a, /, *, stream=None):
-    return _as_array(a)
-
-
-conj = conjugate
+conj = _core.conjugate
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, *, equal_nan=False, stream=None):
@@ -379,23 +367,6 @@ def _arg_scan(a, axis, reverse, inclusive, better, identity, name):
     if not inclusive and n > 0:
         out = _shift(out, 1, axis, identity, reverse)
     return out
-
-
-def cummax(a, axis=None, *, reverse=False, inclusive=True, stream=None):
-    a = _as_array(a)
-    return _arg_scan(a, axis, reverse, inclusive, _core.greater, _lowest(a.dtype), "cummax")
-
-
-def cummin(a, axis=None, *, reverse=False, inclusive=True, stream=None):
-    a = _as_array(a)
-    return _arg_scan(a, axis, reverse, inclusive, _core.less, _highest(a.dtype), "cummin")
-
-
-def logcumsumexp(a, axis=None, *, reverse=False, inclusive=True, stream=None):
-    a = _as_array(a)
-    if _is_integral(a.dtype):
-        a = a.astype(_core.float32)
-    return _scan(a, axis, reverse, inclusive, _core.logaddexp, -_math.inf, "logcumsumexp")
 
 
 def vecdot(a, b, /, axis=-1, *, stream=None):

@@ -120,8 +120,9 @@ static wf_array *tangent_from_frame(wf_array *t, const wf_scan_extra_params *p)
 }
 
 /* cummax / cummin: for each position of the inclusive forward scan of xf,
- * the index it took its value from (the first position where the running
- * value reached it), as int32. */
+ * the index it took its value from, as int32: the latest position whose
+ * element equals the running value (ties go to the latest, as in MLX), or
+ * where the running value changed (NaN). */
 static wf_array *winners(wf_array *xf, const wf_scan_extra_params *p)
 {
     const int axis = p->axis, r = xf->ndim;
@@ -132,7 +133,7 @@ static wf_array *winners(wf_array *xf, const wf_scan_extra_params *p)
     for (int d = 0; d < r; d++)
         shape[d] = d == axis ? xf->shape[d] : 1;
     wf_array *pos = wf_reshape(wf_arange(0, (double)xf->shape[axis], 1, WF_DTYPE_I32), shape, r);
-    wf_array *changed = wf_not_equal(y, prev);
+    wf_array *changed = wf_logical_or(wf_equal(xf, y), wf_not_equal(y, prev));
     return wf_cummax(wf_where(changed, pos, wf_scalar(0, WF_DTYPE_I32)), axis, false, true);
 }
 

@@ -29,7 +29,7 @@ def test_operators_refuse_sequences_and_strings():
     still_works()
 
 
-def test_logical_operators_need_bool():
+def test_bitwise_operators():
     t, f = mx.array([True, False]), mx.array([True, True])
     assert (t & f).tolist() == [True, False]
     assert (t | False).tolist() == [True, False]
@@ -37,8 +37,11 @@ def test_logical_operators_need_bool():
     x = mx.array([True])
     x ^= True
     assert x.tolist() == [False]
-    for op in (lambda: mx.array(1.0) & mx.array(1), lambda: mx.array([1]) | mx.array([2]),
-               lambda: mx.array([1.5]) ^ True):
+    assert (mx.array([6]) & 3).tolist() == [2] and (mx.array([4]) | 1).tolist() == [5]
+    assert (mx.array([5], mx.uint8) ^ 1).tolist() == [4] and (~mx.array([0], mx.int8)).tolist() == [-1]
+    assert (mx.array([1]) << 3).tolist() == [8] and (mx.array([-8]) >> 1).tolist() == [-4]
+    for op in (lambda: mx.array(1.0) & mx.array(1), lambda: mx.array([1.5]) | mx.array([2]),
+               lambda: mx.array([1.5]) ^ True, lambda: ~mx.array([1.5])):
         with pytest.raises(ValueError):
             op()
     still_works()

@@ -49,9 +49,11 @@ def test_numpy_in_and_out_any_strides():
         a = mx.array(view)
         assert a.shape == view.shape
         np.testing.assert_array_equal(np.array(a), view)
-    for dtype in (np.bool_, np.uint8, np.int32, np.int64, np.float16, np.float32, np.float64):
+    for dtype in (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
+                  np.int64, np.uint64, np.float16, np.float32, np.complex64):
         v = np.array([0, 1, 1], dtype=dtype)
         assert np.array(mx.array(v)).dtype == dtype
+    assert mx.array(np.zeros(2)).dtype == mx.float32  # float64 NumPy arrays: float32, as MLX
     assert np.array(mx.array([1.5], mx.bfloat16)).dtype == np.float32
     m = memoryview(mx.array([[1, 2], [3, 4]]))
     assert m.shape == (2, 2) and m.strides == (8, 4) and m.readonly
@@ -167,11 +169,23 @@ def test_setitem_keeps_identity_and_matches_numpy():
         x[index] = value
         np.testing.assert_array_equal(np.array(a), x, err_msg=str(index))
     assert id(a) == before
-    with pytest.raises(NotImplementedError):
-        a[mx.array([0, 1])] = 1.0
+    for index, value in [(np.array([0, 2]), 3.0), ((np.array([1, 2]), np.array([0, 3])), [4.0, 5.0]),
+                         ((slice(1, None), np.array([1, 1])), 6.0), ((np.array([-1]), 1), 8.0)]:
+        mindex = tuple(mx.array(k) if isinstance(k, np.ndarray) else k for k in index) \
+            if isinstance(index, tuple) else mx.array(index)
+        a[mindex] = value
+        x[index] = value
+        np.testing.assert_array_equal(np.array(a), x, err_msg=str(index))
+    assert id(a) == before
 
 
 def test_at_updates():
+    np.testing.assert_array_equal(
+        np.array(mx.ones((3, 2)).at[mx.array([0, 0, 2]), mx.array([1, 1, 0])].multiply(3.0)),
+        [[1, 9], [1, 1], [3, 1]])
+    assert mx.zeros((3,)).at[mx.array([1, 1])].maximum(mx.array([2.0, 5.0])).tolist() == [0, 5, 0]
+    assert mx.zeros((3,)).at[mx.array([1, 1])].minimum(mx.array([2.0, -5.0])).tolist() == [0, -5, 0]
+    assert mx.ones((2,)).at[mx.array([0, 0])].divide(2.0).tolist() == [0.25, 1.0]
     a = mx.zeros((4,))
     out = a.at[mx.array([0, 0, 3])].add(1.0)
     assert out.tolist() == [2.0, 0.0, 0.0, 1.0]
