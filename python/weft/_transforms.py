@@ -60,8 +60,8 @@ def _normalize_argnums(argnums, argnames):
         single = True
         argnums = [argnums]
     else:
-        single = False
         argnums = list(argnums)
+        single = len(argnums) == 1  # MLX: one gradient comes back bare, even from (0,)
     if len(set(argnums)) != len(argnums):
         raise ValueError("argnums must not repeat")
     return argnums, single, list(argnames)
@@ -90,8 +90,9 @@ def _value_and_grad_impl(fun, argnums, argnames):
             new_kwargs = dict(kwargs)
             for n, t in zip(argnames, trees[len(nums):]):
                 new_kwargs[n] = t
-            out_leaves, out_tree = _as_list(fun(*new_args, **new_kwargs))
-            if not out_leaves:
+            # Auxiliary outputs may hold Python values: they travel in the tree.
+            out_leaves, out_tree = flatten(fun(*new_args, **new_kwargs), constants=True)
+            if not out_leaves or not isinstance(out_leaves[0], array):
                 raise ValueError("the function to differentiate must return an array")
             holder["tree"] = out_tree
             return out_leaves

@@ -124,3 +124,23 @@ def test_namedtuple_trees():
 
 def test_stop_gradient():
     assert mx.grad(lambda x: (mx.stop_gradient(x) * x).sum())(mx.array([3.0])).tolist() == [3.0]
+
+
+def test_single_argnum_in_a_tuple_gives_a_bare_gradient_and_aux_may_hold_values():
+    g = mx.grad(lambda x, y: (x * y).sum(), argnums=(0,))(mx.array(2.0), mx.array(3.0))
+    assert isinstance(g, mx.array) and g.item() == 3.0
+    (value, aux), g = mx.value_and_grad(lambda x: ((x * x).sum(), {"n": 3, "s": "hi"}))(mx.array(2.0))
+    assert value.item() == 4.0 and aux == {"n": 3, "s": "hi"} and g.item() == 4.0
+
+
+def test_arrays_escaping_a_trace_stay_usable():
+    # An intermediate stored by the traced function outlives the transform.
+    kept = []
+
+    def f(x):
+        y = x * 2
+        kept.append(y + 1)
+        return y.sum()
+
+    mx.grad(f)(mx.array([1.0, 2.0]))
+    assert kept[0].tolist() == [3.0, 5.0]
