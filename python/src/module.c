@@ -131,9 +131,16 @@ PyObject *weftpy_none_or_raise(wf_status status)
 static atomic_bool finalizing;
 static atomic_long callbacks_in_flight;
 
+/* Python 3.13 made the check public (and dropped the underscored one). */
+#if PY_VERSION_HEX >= 0x030D0000
+#define interpreter_finalizing() Py_IsFinalizing()
+#else
+#define interpreter_finalizing() _Py_IsFinalizing()
+#endif
+
 bool weftpy_finalizing(void)
 {
-    return atomic_load(&finalizing) || _Py_IsFinalizing();
+    return atomic_load(&finalizing) || interpreter_finalizing();
 }
 
 bool weftpy_callback_enter(PyGILState_STATE *state)
