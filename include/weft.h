@@ -283,7 +283,8 @@ void wf_clear_cache(void);
 /* ---- creation */
 
 /* `value` shaped and typed like `a` (never evaluates `a`; likewise the two
- * below). */
+ * below). Inside a shapeless wf_compile the result follows the shape of
+ * `a` at each call. */
 wf_array *wf_full_like(wf_array *a, double value);
 /* Zeros shaped and typed like `a`. */
 wf_array *wf_zeros_like(wf_array *a);

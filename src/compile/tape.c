@@ -125,7 +125,9 @@ static bool replays_shapeless(const wf_prim_def *prim, const void *params)
         "sdpa",    "silu",    "gelu",      "gelu_tanh", "stop_gradient", "custom_function",
         "random_bernoulli", "random_categorical",
         /* sort family and scans whose params are an axis and flags */
-        "sort", "argsort", "cummax", "cummin", "logcumsumexp", "scatter"};
+        "sort", "argsort", "cummax", "cummin", "logcumsumexp", "scatter",
+        /* the shape of its input (wf_*_like of a traced array) */
+        "full_like"};
     if (prim == &wf__prim_random_keyed)
         prim = wf__random_prim_of_kind(((const wf_random_params *)params)->kind);
     if (!prim)

@@ -71,26 +71,30 @@ wf_array *wf__op_arange(double start, double stop, double step, wf_dtype dtype)
     return wf__node_new(&wf__prim_arange, &p, NULL, 0);
 }
 
+/* An untraced `a` gives its shape now and is never evaluated. A traced one
+ * (compile) becomes the input of a full_like node, so that a shapeless
+ * replay fills the shape of the call instead of the traced shape. */
+static wf_array *full_in_shape_of(wf_array *a, double value, const char *fn)
+{
+    if (!wf__array_check(a, fn, "a"))
+        return NULL;
+    if (!wf__array_is_placeholder(a))
+        return wf__op_full(a->shape, a->ndim, value, a->dtype);
+    wf_full_like_params p;
+    memset(&p, 0, sizeof p);
+    p.value = value;
+    p.dtype = a->dtype;
+    return wf__node_new(&wf__prim_full_like, &p, &a, 1);
+}
+
 wf_array *wf__op_full_like(wf_array *a, double value)
 {
-    if (!wf__array_check(a, "wf_full_like", "a"))
-        return NULL;
-    return wf__op_full(a->shape, a->ndim, value, a->dtype); /* metadata only: a is not evaluated */
+    return full_in_shape_of(a, value, "wf_full_like");
 }
 
-wf_array *wf__op_zeros_like(wf_array *a)
-{
-    if (!wf__array_check(a, "wf_zeros_like", "a"))
-        return NULL;
-    return wf__op_full(a->shape, a->ndim, 0.0, a->dtype);
-}
+wf_array *wf__op_zeros_like(wf_array *a) { return full_in_shape_of(a, 0.0, "wf_zeros_like"); }
 
-wf_array *wf__op_ones_like(wf_array *a)
-{
-    if (!wf__array_check(a, "wf_ones_like", "a"))
-        return NULL;
-    return wf__op_full(a->shape, a->ndim, 1.0, a->dtype);
-}
+wf_array *wf__op_ones_like(wf_array *a) { return full_in_shape_of(a, 1.0, "wf_ones_like"); }
 
 wf_array *wf__op_linspace(double start, double stop, int64_t num, wf_dtype dtype)
 {

@@ -1,4 +1,5 @@
-/* Primitives with no inputs: full, arange, linspace, eye. */
+/* Creation primitives: full, arange, linspace, eye (no inputs) and
+ * full_like (the shape of its input). */
 #include <math.h>
 
 #include "core/dtype.h"
@@ -29,6 +30,28 @@ const wf_prim_def wf__prim_full = {
     .flags = 0,
     .params_size = sizeof(wf_full_params),
     .infer = infer_full,
+    .kernels = &(wf_kernel_slots){{0}},
+};
+
+static wf_status infer_full_like(const void *params, const wf_desc *inputs, int ninputs,
+                                 wf_out_desc *out)
+{
+    const wf_full_like_params *p = params;
+    if (ninputs != 1)
+        return wf__error(WF_ERR_INTERNAL, "full_like: expected 1 input, got %d", ninputs);
+    if (!wf__dtype_valid(p->dtype))
+        return wf__error(WF_ERR_DTYPE, "wf_full_like: invalid dtype %d", (int)p->dtype);
+    out->dtype = p->dtype;
+    out->ndim = inputs[0].ndim;
+    wf__shape_copy(out->shape, inputs[0].shape, inputs[0].ndim);
+    return WF_OK;
+}
+
+const wf_prim_def wf__prim_full_like = {
+    .name = "full_like",
+    .flags = 0,
+    .params_size = sizeof(wf_full_like_params),
+    .infer = infer_full_like,
     .kernels = &(wf_kernel_slots){{0}},
 };
 

@@ -23,6 +23,14 @@ typedef struct wf_full_params {
     int64_t shape[WF_MAX_NDIM];
 } wf_full_params;
 
+/* full_like: one value of `dtype` in the shape of its one input, whose
+ * data it never reads. Built for a traced input so that a shapeless
+ * replay takes the shape of the call (wf_full_params would fix it). */
+typedef struct wf_full_like_params {
+    double value;
+    wf_dtype dtype;
+} wf_full_like_params;
+
 typedef struct wf_arange_params {
     double start;
     double step;
@@ -68,6 +76,7 @@ typedef struct wf_slice_params {
 /* ---------------------------------------------------------------- tables */
 
 extern const wf_prim_def wf__prim_full;
+extern const wf_prim_def wf__prim_full_like;
 extern const wf_prim_def wf__prim_arange;
 extern const wf_prim_def wf__prim_astype;
 extern const wf_prim_def wf__prim_add;

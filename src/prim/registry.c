@@ -20,7 +20,7 @@
 
 static const wf_prim_def *const all_prims[] = {
     /* creation */
-    &wf__prim_full, &wf__prim_arange, &wf__prim_linspace, &wf__prim_eye,
+    &wf__prim_full, &wf__prim_full_like, &wf__prim_arange, &wf__prim_linspace, &wf__prim_eye,
     /* element-wise */
     &wf__prim_astype, &wf__prim_exp, &wf__prim_add, &wf__prim_multiply, &wf__prim_subtract,
     &wf__prim_divide, &wf__prim_power, &wf__prim_maximum, &wf__prim_minimum,

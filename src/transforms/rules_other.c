@@ -114,6 +114,10 @@ const wf_prim_rules wf__rules_other[] = {
     {&wf__prim_arange, WF_RULES_CONSTANT, NULL, NULL, NULL},
     {&wf__prim_linspace, WF_RULES_CONSTANT, NULL, NULL, NULL},
     {&wf__prim_eye, WF_RULES_CONSTANT, NULL, NULL, NULL},
+    /* Reads only its input's shape: zero derivative; a batch fills the
+     * batched shape. */
+    {&wf__prim_full_like, WF_RULES_ZERO_GRADIENT, wf__rule_vjp_zero, wf__rule_jvp_zero,
+     wf__rule_vmap_elementwise},
     {&wf__prim_random_uniform, WF_RULES_CONSTANT, NULL, NULL, NULL},
     {&wf__prim_random_normal, WF_RULES_CONSTANT, NULL, NULL, NULL},
     {&wf__prim_random_randint, WF_RULES_CONSTANT, NULL, NULL, NULL},

@@ -191,6 +191,8 @@ double wf__cpu_sum_f64(int64_t n, const double *x, int64_t stride);
 /* ---------------------------------------------------------------- kernels */
 
 wf_status wf__cpu_full(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
+wf_status wf__cpu_full_like(wf_array *out, wf_array *const *inputs, int ninputs,
+                            const void *params);
 wf_status wf__cpu_arange(wf_array *out, wf_array *const *inputs, int ninputs,
                          const void *params);
 wf_status wf__cpu_astype(wf_array *out, wf_array *const *inputs, int ninputs,

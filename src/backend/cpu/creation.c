@@ -1,4 +1,4 @@
-/* Kernels with no inputs: full, arange, linspace, eye. */
+/* Creation kernels: full, full_like, arange, linspace, eye. */
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
@@ -10,20 +10,33 @@
 
 enum { ARANGE_BLOCK = 256 };
 
+static wf_status fill(wf_array *out, double value)
+{
+    wf_status st = wf__array_alloc_output(out);
+    if (st != WF_OK)
+        return st;
+    uint64_t item = 0; /* one element of out->dtype, broadcast with stride 0 */
+    wf__store_from_double(&item, out->dtype, 0, value);
+    const int64_t size = out->size, zero = 0;
+    wf__cpu_copy_strided(1, &size, wf_dtype_size(out->dtype), &item, &zero,
+                         wf__array_data_ptr(out));
+    return WF_OK;
+}
+
 wf_status wf__cpu_full(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)
 {
     (void)inputs;
     (void)ninputs;
-    const wf_full_params *p = params;
-    wf_status st = wf__array_alloc_output(out);
-    if (st != WF_OK)
-        return st;
-    uint64_t value = 0; /* one element of out->dtype, broadcast with stride 0 */
-    wf__store_from_double(&value, out->dtype, 0, p->value);
-    const int64_t size = out->size, zero = 0;
-    wf__cpu_copy_strided(1, &size, wf_dtype_size(out->dtype), &value, &zero,
-                         wf__array_data_ptr(out));
-    return WF_OK;
+    return fill(out, ((const wf_full_params *)params)->value);
+}
+
+/* The input gives the shape only (already in out); its data is not read. */
+wf_status wf__cpu_full_like(wf_array *out, wf_array *const *inputs, int ninputs,
+                            const void *params)
+{
+    (void)inputs;
+    (void)ninputs;
+    return fill(out, ((const wf_full_like_params *)params)->value);
 }
 
 /* start + i * step is computed in double for a block, then converted. */

@@ -43,6 +43,7 @@ void wf__cpu_register_kernels(void)
 {
     /* creation */
     attach(&wf__prim_full, wf__cpu_full);
+    attach(&wf__prim_full_like, wf__cpu_full_like);
     /* compile's fused element-wise programs */
     attach(&wf__prim_fused, wf__cpu_fused);
     attach(&wf__prim_fused2, wf__cpu_fused);

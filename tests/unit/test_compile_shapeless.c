@@ -1,0 +1,155 @@
+/* wf_compile shapeless: arrays made "like" an input (wf_zeros_like,
+ * wf_ones_like, wf_full_like) follow the shape of each call, bit for bit
+ * as the uncompiled function; an op that names a shape is refused. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "weft.h"
+
+enum { LIKE_ZEROS, LIKE_ONES, LIKE_FULL, LIKE_MIXED };
+
+/* LIKE_MIXED: x * zeros_like(x) + ones_like(x) * full_like(x, 2.5) - x. */
+static wf_array *like_of(int kind, wf_array *x)
+{
+    switch (kind) {
+    case LIKE_ZEROS: return wf_zeros_like(x);
+    case LIKE_ONES: return wf_ones_like(x);
+    case LIKE_FULL: return wf_full_like(x, -3.25);
+    default: break;
+    }
+    wf_scope_begin();
+    wf_array *a = wf_multiply(x, wf_zeros_like(x));
+    wf_array *b = wf_multiply(wf_ones_like(x), wf_full_like(x, 2.5));
+    wf_array *y = wf_keep(wf_subtract(wf_add(a, b), x));
+    wf_scope_end();
+    return y;
+}
+
+static wf_status like_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                           size_t *nout)
+{
+    (void)n;
+    wf_array *y = like_of(*(const int *)payload, in[0]);
+    if (!y)
+        return wf_last_error();
+    out[0] = y;
+    *nout = 1;
+    return WF_OK;
+}
+
+static wf_array *ramp2(int64_t rows, int64_t cols, wf_dtype dtype)
+{
+    int64_t n = rows * cols;
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)(i % 13) * 0.75f - 4.0f;
+    wf_array *flat = wf_array_from_data(v, &n, 1, WF_DTYPE_F32);
+    free(v);
+    wf_array *shaped = wf_reshape(flat, (int64_t[]){rows, cols}, 2);
+    wf_array *x = wf_astype(shaped, dtype);
+    wf_release(flat);
+    wf_release(shaped);
+    return x;
+}
+
+/* Same dtype, shape and bytes. */
+static void check_same_bits(wf_array *want, wf_array *got)
+{
+    CHECK_NOT_NULL(got);
+    if (!got)
+        return;
+    CHECK_EQ_INT(wf_array_dtype(got), wf_array_dtype(want));
+    CHECK_EQ_INT(wf_array_ndim(got), wf_array_ndim(want));
+    for (int d = 0; d < wf_array_ndim(want) && d < wf_array_ndim(got); d++)
+        CHECK_EQ_INT(wf_array_dim(got, d), wf_array_dim(want, d));
+    size_t bytes = wf_array_nbytes(want);
+    CHECK_EQ_SIZE(wf_array_nbytes(got), bytes);
+    if (wf_array_nbytes(got) != bytes)
+        return;
+    void *a = malloc(bytes + 1), *b = malloc(bytes + 1);
+    CHECK_OK(wf_array_copy_to(want, a, bytes));
+    CHECK_OK(wf_array_copy_to(got, b, bytes));
+    CHECK(memcmp(a, b, bytes) == 0);
+    free(a);
+    free(b);
+}
+
+static void test_like_ops_follow_each_call_shape(void)
+{
+    const wf_compile_mode modes[] = {WF_COMPILE_ENABLED, WF_COMPILE_NO_FUSE,
+                                     WF_COMPILE_NO_SIMPLIFY};
+    const wf_dtype dtypes[] = {WF_DTYPE_F32, WF_DTYPE_I32};
+    const int64_t rows[] = {1, 3, 1, 17, 3}, cols[] = {2, 4, 1, 5, 4};
+    wf_compile_options o = wf_compile_options_default();
+    o.shapeless = true;
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        CHECK_OK(wf_set_compile_mode(modes[m]));
+        for (int kind = LIKE_ZEROS; kind <= LIKE_MIXED; kind++) {
+            for (size_t t = 0; t < sizeof dtypes / sizeof dtypes[0]; t++) {
+                wf_fn *f = wf_fn_new(like_body, &kind, NULL);
+                wf_fn *cf = wf_compile(f, &o);
+                for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+                    wf_array *x = ramp2(rows[k], cols[k], dtypes[t]);
+                    wf_array *out[1] = {NULL};
+                    size_t nout = 1;
+                    CHECK_OK(wf_fn_call(cf, &x, 1, out, &nout));
+                    wf_array *want = like_of(kind, x);
+                    check_same_bits(want, out[0]);
+                    wf_release(want);
+                    wf_release(out[0]);
+                    wf_release(x);
+                }
+                wf_compile_stats s = wf_compile_stats_default();
+                CHECK_OK(wf_compile_stats_get(cf, &s));
+                CHECK_EQ_INT(s.traces, 1);
+                wf_fn_release(cf);
+                wf_fn_release(f);
+            }
+        }
+    }
+    CHECK_OK(wf_set_compile_mode(WF_COMPILE_ENABLED));
+}
+
+/* A draw shaped like the input names the traced shape in its parameters. */
+static wf_status uniform_like_body(void *payload, wf_array *const *in, size_t n,
+                                   wf_array **out, size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    int64_t shape[WF_MAX_NDIM];
+    int ndim = wf_array_ndim(in[0]);
+    for (int d = 0; d < ndim; d++)
+        shape[d] = wf_array_dim(in[0], d);
+    wf_scope_begin();
+    wf_array *y = wf_keep(wf_add(in[0], wf_random_uniform(shape, ndim, WF_DTYPE_F32, 0, 1, NULL)));
+    wf_scope_end();
+    if (!y)
+        return wf_last_error();
+    out[0] = y;
+    *nout = 1;
+    return WF_OK;
+}
+
+static void test_shape_naming_op_is_refused(void)
+{
+    wf_compile_options o = wf_compile_options_default();
+    o.shapeless = true;
+    wf_fn *f = wf_fn_new(uniform_like_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, &o);
+    wf_array *x = ramp2(1, 2, WF_DTYPE_F32);
+    wf_array *out[1] = {NULL};
+    size_t nout = 1;
+    CHECK_STATUS(wf_fn_call(cf, &x, 1, out, &nout), WF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "shapeless");
+    wf_release(x);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
+int main(void)
+{
+    RUN_TEST(test_like_ops_follow_each_call_shape);
+    RUN_TEST(test_shape_naming_op_is_refused);
+    return TEST_SUMMARY();
+}
