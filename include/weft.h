@@ -647,8 +647,9 @@ wf_array *wf_slice_dynamic(wf_array *a, wf_array *start, const int *axes, int na
 wf_array *wf_slice_update_dynamic(wf_array *a, wf_array *update, wf_array *start,
                                   const int *axes, int naxes);
 
-/* ---- sorting along one axis. Order as NumPy: ascending, NaNs last (all
- * NaNs equal); -0 sorts before +0. Indices are int32 (WF_ERR_SHAPE for an
+/* ---- sorting along one axis, for every dtype but complex64. Order as
+ * NumPy: ascending, NaNs last (all NaNs equal); -0 sorts before +0.
+ * Indices are int32 (WF_ERR_SHAPE for an
  * axis longer than INT32_MAX; values: longer than 2^32 - 1). Results never
  * depend on the thread count. */
 

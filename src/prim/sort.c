@@ -9,9 +9,14 @@ bool wf__sort_dtype_ok(wf_dtype d)
 {
     switch (d) {
     case WF_DTYPE_BOOL:
+    case WF_DTYPE_I8:
     case WF_DTYPE_U8:
+    case WF_DTYPE_I16:
+    case WF_DTYPE_U16:
     case WF_DTYPE_I32:
+    case WF_DTYPE_U32:
     case WF_DTYPE_I64:
+    case WF_DTYPE_U64:
     case WF_DTYPE_F16:
     case WF_DTYPE_BF16:
     case WF_DTYPE_F32:

@@ -18,9 +18,12 @@
 #include "harness.h"
 #include "transforms_util.h"
 
-static const wf_dtype all_dtypes[WF_DTYPE_COUNT] = {
-    WF_DTYPE_BOOL, WF_DTYPE_U8, WF_DTYPE_I32, WF_DTYPE_I64,
-    WF_DTYPE_F16,  WF_DTYPE_BF16, WF_DTYPE_F32, WF_DTYPE_F64};
+/* Every real dtype (complex64 has no order). */
+static const wf_dtype all_dtypes[] = {
+    WF_DTYPE_BOOL, WF_DTYPE_I8,  WF_DTYPE_U8,   WF_DTYPE_I16, WF_DTYPE_U16,
+    WF_DTYPE_I32,  WF_DTYPE_U32, WF_DTYPE_I64,  WF_DTYPE_U64, WF_DTYPE_F16,
+    WF_DTYPE_BF16, WF_DTYPE_F32, WF_DTYPE_F64};
+#define NDTYPES ((int)(sizeof all_dtypes / sizeof all_dtypes[0]))
 
 /* ---------------------------------------------------------------- reference order */
 
@@ -176,7 +179,7 @@ static void check_op(int op, wf_array *a, const double *v, const int64_t *shape,
 static void test_every_dtype_and_axis(void)
 {
     const int64_t shape[3] = {3, 5, 70}; /* rows of 70: radix and select paths */
-    for (int t = 0; t < WF_DTYPE_COUNT; t++) {
+    for (int t = 0; t < NDTYPES; t++) {
         wf_scope_begin();
         const wf_dtype d = all_dtypes[t];
         double *v = test_values(3 * 5 * 70, d, 5 + t);
@@ -280,7 +283,12 @@ static double ref_identity(int op, wf_dtype d)
     switch (d) {
     case WF_DTYPE_BOOL: return op == 0 ? 0 : 1;
     case WF_DTYPE_U8: return op == 0 ? 0 : 255;
+    case WF_DTYPE_I8: return op == 0 ? INT8_MIN : INT8_MAX;
+    case WF_DTYPE_I16: return op == 0 ? INT16_MIN : INT16_MAX;
+    case WF_DTYPE_U16: return op == 0 ? 0 : UINT16_MAX;
     case WF_DTYPE_I32: return op == 0 ? INT32_MIN : INT32_MAX;
+    case WF_DTYPE_U32: return op == 0 ? 0 : UINT32_MAX;
+    case WF_DTYPE_U64: return op == 0 ? 0 : (double)UINT64_MAX;
     default: return op == 0 ? (double)INT64_MIN : (double)INT64_MAX;
     }
 }
@@ -302,7 +310,7 @@ static double ref_step(int op, double c, double x)
 static void test_scans(void)
 {
     const int64_t shape[3] = {4, 3, 6};
-    for (int t = 0; t < WF_DTYPE_COUNT; t++)
+    for (int t = 0; t < NDTYPES; t++)
         for (int op = 0; op < 3; op++) {
             wf_scope_begin();
             const wf_dtype d = all_dtypes[t];

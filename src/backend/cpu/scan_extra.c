@@ -47,6 +47,16 @@
 #define ID(x) (x)
 SCAN_ROW(max_u8, uint8_t, uint8_t, ID, ID, MAX_OP)
 SCAN_ROW(min_u8, uint8_t, uint8_t, ID, ID, MIN_OP)
+SCAN_ROW(max_i8, int8_t, int8_t, ID, ID, MAX_OP)
+SCAN_ROW(min_i8, int8_t, int8_t, ID, ID, MIN_OP)
+SCAN_ROW(max_i16, int16_t, int16_t, ID, ID, MAX_OP)
+SCAN_ROW(min_i16, int16_t, int16_t, ID, ID, MIN_OP)
+SCAN_ROW(max_u16, uint16_t, uint16_t, ID, ID, MAX_OP)
+SCAN_ROW(min_u16, uint16_t, uint16_t, ID, ID, MIN_OP)
+SCAN_ROW(max_u32, uint32_t, uint32_t, ID, ID, MAX_OP)
+SCAN_ROW(min_u32, uint32_t, uint32_t, ID, ID, MIN_OP)
+SCAN_ROW(max_u64, uint64_t, uint64_t, ID, ID, MAX_OP)
+SCAN_ROW(min_u64, uint64_t, uint64_t, ID, ID, MIN_OP)
 SCAN_ROW(max_i32, int32_t, int32_t, ID, ID, MAX_OP)
 SCAN_ROW(min_i32, int32_t, int32_t, ID, ID, MIN_OP)
 SCAN_ROW(max_i64, int64_t, int64_t, ID, ID, MAX_OP)
@@ -102,6 +112,21 @@ static void run_row(const struct scan_job *job, const char *x, int64_t sx, char 
     case WF_DTYPE_U8:
         (mx ? max_u8 : min_u8)(x, sx, o, so, n, inc,
                                mx ? 0 : (job->a->dtype == WF_DTYPE_BOOL ? 1 : 255));
+        break;
+    case WF_DTYPE_I8:
+        (mx ? max_i8 : min_i8)(x, sx, o, so, n, inc, mx ? INT8_MIN : INT8_MAX);
+        break;
+    case WF_DTYPE_I16:
+        (mx ? max_i16 : min_i16)(x, sx, o, so, n, inc, mx ? INT16_MIN : INT16_MAX);
+        break;
+    case WF_DTYPE_U16:
+        (mx ? max_u16 : min_u16)(x, sx, o, so, n, inc, mx ? 0 : UINT16_MAX);
+        break;
+    case WF_DTYPE_U32:
+        (mx ? max_u32 : min_u32)(x, sx, o, so, n, inc, mx ? 0 : UINT32_MAX);
+        break;
+    case WF_DTYPE_U64:
+        (mx ? max_u64 : min_u64)(x, sx, o, so, n, inc, mx ? 0 : UINT64_MAX);
         break;
     case WF_DTYPE_I32:
         (mx ? max_i32 : min_i32)(x, sx, o, so, n, inc, mx ? INT32_MIN : INT32_MAX);

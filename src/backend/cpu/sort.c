@@ -78,7 +78,10 @@ static inline uint64_t f64_of_key(uint64_t k)
     return (k & 0x8000000000000000u) ? k & 0x7fffffffffffffffu : ~k;
 }
 
-static bool wide_keys(wf_dtype d) { return d == WF_DTYPE_I64 || d == WF_DTYPE_F64; }
+static bool wide_keys(wf_dtype d)
+{
+    return d == WF_DTYPE_I64 || d == WF_DTYPE_U64 || d == WF_DTYPE_F64;
+}
 
 /* keys[i] = key of row element i (n elements, stride in elements). */
 static void load_keys32(wf_dtype d, const char *row, int64_t stride, int64_t n, uint32_t *keys)
@@ -88,6 +91,22 @@ static void load_keys32(wf_dtype d, const char *row, int64_t stride, int64_t n, 
     case WF_DTYPE_U8:
         for (int64_t i = 0; i < n; i++)
             keys[i] = ((const uint8_t *)row)[i * stride];
+        break;
+    case WF_DTYPE_I8: /* signed: flip the sign bit, so the order is unsigned */
+        for (int64_t i = 0; i < n; i++)
+            keys[i] = ((const uint8_t *)row)[i * stride] ^ 0x80u;
+        break;
+    case WF_DTYPE_I16:
+        for (int64_t i = 0; i < n; i++)
+            keys[i] = ((const uint16_t *)row)[i * stride] ^ 0x8000u;
+        break;
+    case WF_DTYPE_U16:
+        for (int64_t i = 0; i < n; i++)
+            keys[i] = ((const uint16_t *)row)[i * stride];
+        break;
+    case WF_DTYPE_U32:
+        for (int64_t i = 0; i < n; i++)
+            keys[i] = ((const uint32_t *)row)[i * stride];
         break;
     case WF_DTYPE_I32:
         for (int64_t i = 0; i < n; i++)
@@ -114,6 +133,9 @@ static void load_keys64(wf_dtype d, const char *row, int64_t stride, int64_t n, 
     if (d == WF_DTYPE_I64) {
         for (int64_t i = 0; i < n; i++)
             keys[i] = x[i * stride] ^ 0x8000000000000000u;
+    } else if (d == WF_DTYPE_U64) {
+        for (int64_t i = 0; i < n; i++)
+            keys[i] = x[i * stride];
     } else {
         for (int64_t i = 0; i < n; i++)
             keys[i] = key_of_f64(x[i * stride]);
@@ -127,6 +149,22 @@ static void store_keys32(wf_dtype d, const uint32_t *keys, int64_t n, char *row,
     case WF_DTYPE_U8:
         for (int64_t i = 0; i < n; i++)
             ((uint8_t *)row)[i * stride] = (uint8_t)keys[i];
+        break;
+    case WF_DTYPE_I8:
+        for (int64_t i = 0; i < n; i++)
+            ((uint8_t *)row)[i * stride] = (uint8_t)(keys[i] ^ 0x80u);
+        break;
+    case WF_DTYPE_I16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)row)[i * stride] = (uint16_t)(keys[i] ^ 0x8000u);
+        break;
+    case WF_DTYPE_U16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)row)[i * stride] = (uint16_t)keys[i];
+        break;
+    case WF_DTYPE_U32:
+        for (int64_t i = 0; i < n; i++)
+            ((uint32_t *)row)[i * stride] = keys[i];
         break;
     case WF_DTYPE_I32:
         for (int64_t i = 0; i < n; i++)
@@ -153,6 +191,9 @@ static void store_keys64(wf_dtype d, const uint64_t *keys, int64_t n, char *row,
     if (d == WF_DTYPE_I64) {
         for (int64_t i = 0; i < n; i++)
             x[i * stride] = keys[i] ^ 0x8000000000000000u;
+    } else if (d == WF_DTYPE_U64) {
+        for (int64_t i = 0; i < n; i++)
+            x[i * stride] = keys[i];
     } else {
         for (int64_t i = 0; i < n; i++)
             x[i * stride] = f64_of_key(keys[i]);
