@@ -107,6 +107,10 @@ static wf_array *op_scatter(wf_array *a, wf_array *const *indices, int nindices,
         wf__error(WF_ERR_INVALID_ARGUMENT, "%s: unknown mode %d", op, (int)mode);
         return NULL;
     }
+    if (a && mode != WF_SCATTER_REPLACE && a->dtype == WF_DTYPE_C64) {
+        wf__error(WF_ERR_DTYPE, "%s: complex64 arrays support only WF_SCATTER_REPLACE", op);
+        return NULL;
+    }
     wf_scatter_params p;
     memset(&p, 0, sizeof p);
     wf_array *idx[WF_MAX_NDIM];

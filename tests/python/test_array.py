@@ -231,3 +231,20 @@ def test_astype_and_errors_are_value_errors():
     with pytest.raises(ValueError):
         mx.matmul(mx.ones((2, 3)), mx.ones((2, 3)))
     assert (mx.ones((2, 3)) @ mx.ones((3, 2))).tolist() == [[3.0, 3.0], [3.0, 3.0]]
+
+
+def test_scatter_and_sort_over_every_integer_dtype():
+    for dtype, np_dtype in [(mx.int8, np.int8), (mx.int16, np.int16), (mx.uint16, np.uint16),
+                            (mx.uint32, np.uint32), (mx.uint64, np.uint64)]:
+        a = mx.full((3,), 100, dtype)
+        idx = mx.array([0, 0, 2])
+        got = a.at[idx].add(mx.array([100, 100, 1]).astype(dtype))
+        want = np.full(3, 100, np_dtype)
+        np.add.at(want, [0, 0, 2], np.array([100, 100, 1], np_dtype))  # wraps like weft
+        np.testing.assert_array_equal(np.array(got), want, err_msg=str(dtype))
+        assert a.at[idx].maximum(mx.array([1, 120, 3]).astype(dtype)).tolist() == [120, 100, 100]
+        v = np.array([5, 1, 4, 1, 3], np_dtype)
+        np.testing.assert_array_equal(np.array(mx.sort(mx.array(v))), np.sort(v))
+        assert mx.argsort(mx.array(v)).tolist() == np.argsort(v, kind="stable").tolist()
+    with pytest.raises(ValueError):
+        mx.zeros((2,), mx.complex64).at[mx.array([0])].add(1j)

@@ -255,6 +255,26 @@ COMBINE(add_i64, int64_t, uint64_t, AS_U64, OP_PLUS, wf__cpu_wrap_i64)
 COMBINE(prod_i64, int64_t, uint64_t, AS_U64, OP_TIMES, wf__cpu_wrap_i64)
 COMBINE(max_i64, int64_t, int64_t, ID, OP_MAX_INT, ID)
 COMBINE(min_i64, int64_t, int64_t, ID, OP_MIN_INT, ID)
+COMBINE(add_i8, int8_t, uint32_t, AS_U32, OP_PLUS, (int8_t))
+COMBINE(prod_i8, int8_t, uint32_t, AS_U32, OP_TIMES, (int8_t))
+COMBINE(max_i8, int8_t, int8_t, ID, OP_MAX_INT, ID)
+COMBINE(min_i8, int8_t, int8_t, ID, OP_MIN_INT, ID)
+COMBINE(add_i16, int16_t, uint32_t, AS_U32, OP_PLUS, (int16_t))
+COMBINE(prod_i16, int16_t, uint32_t, AS_U32, OP_TIMES, (int16_t))
+COMBINE(max_i16, int16_t, int16_t, ID, OP_MAX_INT, ID)
+COMBINE(min_i16, int16_t, int16_t, ID, OP_MIN_INT, ID)
+COMBINE(add_u16, uint16_t, uint32_t, AS_U32, OP_PLUS, (uint16_t))
+COMBINE(prod_u16, uint16_t, uint32_t, AS_U32, OP_TIMES, (uint16_t))
+COMBINE(max_u16, uint16_t, uint16_t, ID, OP_MAX_INT, ID)
+COMBINE(min_u16, uint16_t, uint16_t, ID, OP_MIN_INT, ID)
+COMBINE(add_u32, uint32_t, uint32_t, ID, OP_PLUS, ID)
+COMBINE(prod_u32, uint32_t, uint32_t, ID, OP_TIMES, ID)
+COMBINE(max_u32, uint32_t, uint32_t, ID, OP_MAX_INT, ID)
+COMBINE(min_u32, uint32_t, uint32_t, ID, OP_MIN_INT, ID)
+COMBINE(add_u64, uint64_t, uint64_t, ID, OP_PLUS, ID)
+COMBINE(prod_u64, uint64_t, uint64_t, ID, OP_TIMES, ID)
+COMBINE(max_u64, uint64_t, uint64_t, ID, OP_MAX_INT, ID)
+COMBINE(min_u64, uint64_t, uint64_t, ID, OP_MIN_INT, ID)
 COMBINE(add_f16, uint16_t, float, wf__f16_to_f32, OP_PLUS, wf__f32_to_f16)
 COMBINE(prod_f16, uint16_t, float, wf__f16_to_f32, OP_TIMES, wf__f32_to_f16)
 COMBINE(max_f16, uint16_t, float, wf__f16_to_f32, OP_MAX_FLOAT, wf__f32_to_f16)
@@ -276,7 +296,7 @@ COMBINE(min_f64, double, double, ID, OP_MIN_FLOAT, ID)
  * last member) or a dtype scatter does not know. */
 static combine_fn combine_loop(wf_dtype dtype, int mode)
 {
-    static const combine_fn loops[WF_DTYPE_F64 + 1][4] = {
+    static const combine_fn loops[WF_DTYPE_COUNT][4] = {
         [WF_DTYPE_BOOL] = {add_bool, prod_bool, add_bool, prod_bool},
         [WF_DTYPE_U8] = {add_u8, prod_u8, max_u8, min_u8},
         [WF_DTYPE_I32] = {add_i32, prod_i32, max_i32, min_i32},
@@ -285,8 +305,14 @@ static combine_fn combine_loop(wf_dtype dtype, int mode)
         [WF_DTYPE_BF16] = {add_bf16, prod_bf16, max_bf16, min_bf16},
         [WF_DTYPE_F32] = {add_f32, prod_f32, max_f32, min_f32},
         [WF_DTYPE_F64] = {add_f64, prod_f64, max_f64, min_f64},
+        [WF_DTYPE_I8] = {add_i8, prod_i8, max_i8, min_i8},
+        [WF_DTYPE_I16] = {add_i16, prod_i16, max_i16, min_i16},
+        [WF_DTYPE_U16] = {add_u16, prod_u16, max_u16, min_u16},
+        [WF_DTYPE_U32] = {add_u32, prod_u32, max_u32, min_u32},
+        [WF_DTYPE_U64] = {add_u64, prod_u64, max_u64, min_u64},
+        /* complex64: REPLACE only (refused at construction otherwise) */
     };
-    if (mode == WF_SCATTER_REPLACE || (int)dtype < 0 || dtype > WF_DTYPE_F64)
+    if (mode == WF_SCATTER_REPLACE || (int)dtype < 0 || dtype >= WF_DTYPE_COUNT)
         return NULL;
     return loops[dtype][mode - 1];
 }
