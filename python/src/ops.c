@@ -25,11 +25,6 @@ static void stream_scope_leave(stream_scope *scope)
     weftpy_pop_stream(scope->pushed);
 }
 
-static wf_array *handle_or_convert(PyObject *obj)
-{
-    return weftpy_array_from_object(obj, WF_DTYPE_COUNT);
-}
-
 wf_array *weftpy_binary(wf_array *(*op)(wf_array *, wf_array *), PyObject *a, PyObject *b)
 {
     /* A Python scalar takes its dtype from the other operand (weak typing). */
@@ -104,7 +99,7 @@ static PyObject *call_unary(PyObject *self, PyObject *const *args, Py_ssize_t na
     PyObject *given[2];
     if (!weftpy_parse_args(entry->name, args, nargs, kwnames, names, 1, 1, given))
         return NULL;
-    wf_array *a = handle_or_convert(given[0]);
+    wf_array *a = weftpy_array_from_object(given[0], WF_DTYPE_COUNT);
     if (a == NULL)
         return NULL;
     stream_scope scope;
@@ -221,7 +216,7 @@ static PyObject *call_reduce(PyObject *self, PyObject *const *args, Py_ssize_t n
     const int keepdims = given[2] != NULL ? PyObject_IsTrue(given[2]) : 0;
     if (keepdims < 0)
         return NULL;
-    wf_array *a = handle_or_convert(given[0]);
+    wf_array *a = weftpy_array_from_object(given[0], WF_DTYPE_COUNT);
     if (a == NULL)
         return NULL;
     if ((entry->fn == wf_max || entry->fn == wf_min) && reduces_empty_axis(a, axes, naxes)) {
@@ -317,7 +312,7 @@ static bool op_begin(op_call *call, const char *fname, PyObject *const *args, Py
             call->arrays[call->narrays++] = NULL;
             continue;
         }
-        wf_array *a = handle_or_convert(call->given[i]);
+        wf_array *a = weftpy_array_from_object(call->given[i], WF_DTYPE_COUNT);
         if (a == NULL) {
             for (int j = 0; j < call->narrays; j++)
                 wf_release(call->arrays[j]);
@@ -746,7 +741,7 @@ static wf_array **array_list(PyObject *seq_obj, int *count)
         return (wf_array **)PyErr_NoMemory();
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        arrays[i] = handle_or_convert(PySequence_Fast_GET_ITEM(seq, i));
+        arrays[i] = weftpy_array_from_object(PySequence_Fast_GET_ITEM(seq, i), WF_DTYPE_COUNT);
         if (arrays[i] == NULL) {
             for (Py_ssize_t j = 0; j < i; j++)
                 wf_release(arrays[j]);
@@ -1066,20 +1061,6 @@ static PyObject *op_take_along_axis(FASTCALL_ARGS)
     return op_end(&call, out);
 }
 
-static PyObject *op_scatter_add_axis(FASTCALL_ARGS)
-{
-    (void)module;
-    static const char *const names[] = {"a", "indices", "updates", "axis", "stream", NULL};
-    op_call call;
-    if (!op_begin(&call, "_scatter_add_axis", args, nargs, kwnames, names, 4, 4, 3))
-        return NULL;
-    long axis;
-    wf_array *out = NULL;
-    if (int_arg(call.given[3], 0, &axis))
-        out = wf_scatter_add(call.arrays[0], call.arrays[1], call.arrays[2], (int)axis);
-    return op_end(&call, out);
-}
-
 static PyObject *op_addmm(FASTCALL_ARGS)
 {
     (void)module;
@@ -1362,7 +1343,7 @@ static PyObject *op_sdpa(FASTCALL_ARGS)
         }
         causal = true;
     } else if (mask_obj != NULL && mask_obj != Py_None) {
-        mask = handle_or_convert(mask_obj);
+        mask = weftpy_array_from_object(mask_obj, WF_DTYPE_COUNT);
         if (mask == NULL)
             return op_end(&call, NULL);
     }
@@ -1434,7 +1415,6 @@ static PyMethodDef op_methods[] = {
     OP("clip", op_clip, "clip(a, a_min, a_max)"),
     OP("take", op_take, "take(a, indices, axis=None)"),
     OP("take_along_axis", op_take_along_axis, "take_along_axis(a, indices, axis)"),
-    OP("_scatter_add_axis", op_scatter_add_axis, "_scatter_add_axis(a, indices, updates, axis)"),
     OP("addmm", op_addmm, "addmm(c, a, b, alpha=1.0, beta=1.0)"),
     OP("full", op_full, "full(shape, vals, dtype=None)"),
     OP("zeros", op_zeros, "zeros(shape, dtype=float32)"),

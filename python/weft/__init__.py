@@ -204,11 +204,6 @@ class stream:
 StreamContext = stream
 
 
-def default_stream_of_thread():
-    """This thread's current stream."""
-    return _core._current_stream()
-
-
 # ---------------------------------------------------------------- evaluation
 
 
