@@ -145,8 +145,13 @@ static PyObject *stream_wrap(wf_stream *handle)
 
 static void stream_dealloc(PyObject *obj)
 {
-    /* Never waits: the stream's worker ends once its queued work is done. */
-    wf_stream_release(((WeftStream *)obj)->handle);
+    /* The last reference joins the stream's worker, which may be running a
+     * Python callback (a kernel, a payload destructor) that needs the GIL:
+     * release it while the stream goes. */
+    wf_stream *handle = ((WeftStream *)obj)->handle;
+    Py_BEGIN_ALLOW_THREADS
+    wf_stream_release(handle);
+    Py_END_ALLOW_THREADS
     PyObject_Free(obj);
 }
 
