@@ -211,7 +211,9 @@ wf_stream *wf_default_stream(void);
 wf_stream *wf_stream_new(void);
 /* Adds a reference to `s` and returns it. */
 wf_stream *wf_stream_retain(wf_stream *s);
-/* Drops one reference. NULL is a no-op. */
+/* Drops one reference. NULL is a no-op. The last reference never waits
+ * for user code: it joins the worker only when the worker is idle, else the
+ * worker frees the stream when its destructors and deleters have run. */
 void wf_stream_release(wf_stream *s);
 /* Makes `s` this thread's current stream until the matching pop; ops built on
  * this thread run on it. The thread holds a reference while pushed. */
