@@ -692,6 +692,23 @@ static PyObject *op_squeeze(FASTCALL_ARGS)
     return op_end(&call, out);
 }
 
+static PyObject *op_unflatten(FASTCALL_ARGS)
+{
+    (void)module;
+    static const char *const names[] = {"a", "axis", "shape", "stream", NULL};
+    op_call call;
+    if (!op_begin(&call, "unflatten", args, nargs, kwnames, names, 1, 3, 1))
+        return NULL;
+    long axis;
+    int64_t shape[WF_MAX_NDIM];
+    int n;
+    wf_array *out = NULL;
+    if (int_arg(call.given[1], 0, &axis) &&
+        weftpy_shape_list(call.given[2], "shape must be a sequence of ints", shape, &n))
+        out = wf_unflatten(call.arrays[0], (int)axis, shape, n);
+    return op_end(&call, out);
+}
+
 static PyObject *op_flatten(FASTCALL_ARGS)
 {
     (void)module;
@@ -1401,6 +1418,7 @@ static PyMethodDef op_methods[] = {
     OP("moveaxis", op_moveaxis, "moveaxis(a, source, destination)"),
     OP("expand_dims", op_expand_dims, "expand_dims(a, axis)"),
     OP("squeeze", op_squeeze, "squeeze(a, axis=None)"),
+    OP("unflatten", op_unflatten, "unflatten(a, axis, shape)"),
     OP("flatten", op_flatten, "flatten(a, start_axis=0, end_axis=-1)"),
     OP("broadcast_to", op_broadcast_to, "broadcast_to(a, shape)"),
     OP("concatenate", op_concatenate, "concatenate(arrays, axis=0)"),
