@@ -127,7 +127,8 @@ static PyObject *conv_end(conv_call *c, wf_array *out)
     return weftpy_array_wrap(out);
 }
 
-/* conv1d/2d/3d(input, weight, stride=1, padding=0, dilation=1, groups=1, *, stream=None). */
+/* conv1d/2d/3d(input, weight, stride=1, padding=0, dilation=1, groups=1, *, stream=None):
+ * conv_general with symmetric padding (negative padding crops, as MLX). */
 static PyObject *conv_nd(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                          const char *fname, int spatial)
 {
@@ -138,13 +139,13 @@ static PyObject *conv_nd(PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
         return NULL;
     int64_t st[MAX_SPATIAL], pad[MAX_SPATIAL], dil[MAX_SPATIAL], groups;
     wf_array *out = NULL;
-    if (spatial_rank(fname, c.x, spatial) > 0 &&
-        per_axis(c.given[2], fname, "stride", spatial, 1, st) &&
-        per_axis(c.given[3], fname, "padding", spatial, 0, pad) &&
-        per_axis(c.given[4], fname, "dilation", spatial, 1, dil) && groups_arg(c.given[5], &groups))
-        out = spatial == 1   ? wf_conv1d(c.x, c.w, st[0], pad[0], dil[0], groups)
-              : spatial == 2 ? wf_conv2d(c.x, c.w, st, pad, dil, groups)
-                             : wf_conv3d(c.x, c.w, st, pad, dil, groups);
+    /* As mlx.core: conv1d's ints apply to every spatial axis of any input
+     * (MLX passes them to conv_general), conv2d / conv3d take that many. */
+    const int s = spatial_rank(fname, c.x, spatial == 1 ? 0 : spatial);
+    if (s > 0 && per_axis(c.given[2], fname, "stride", s, 1, st) &&
+        per_axis(c.given[3], fname, "padding", s, 0, pad) &&
+        per_axis(c.given[4], fname, "dilation", s, 1, dil) && groups_arg(c.given[5], &groups))
+        out = wf_conv_general(c.x, c.w, st, pad, pad, dil, NULL, groups, false);
     return conv_end(&c, out);
 }
 
