@@ -117,29 +117,52 @@ static wf_array *cotangent_as_kernel(wf_array *ct)
     return wf_transpose(ct, perm, s + 2);
 }
 
-/* d/dw: the input correlated with ct (see the file comment), then back to
- * (Cout, K..., Cin_g), reversed along the kernel axes if the node flips. */
-static wf_array *weight_ct(wf_array *node, wf_array *ct)
+/* The weight cotangent's conv parameters: stride and kernel dilation
+ * exchanged, padded to exactly K outputs (the dilated input plus padding
+ * spans (K - 1) * kdil + the dilated cotangent). */
+static wf_conv_params weight_ct_params(wf_array *node, int64_t groups)
 {
     const wf_conv_params *p = conv_of(node);
     wf_array *x = node->inputs[0], *w = node->inputs[1];
-    const int s = p->spatial;
     wf_conv_params q;
     memset(&q, 0, sizeof q);
-    q.spatial = s;
-    q.groups = p->groups;
-    for (int d = 0; d < s; d++) {
+    q.spatial = p->spatial;
+    q.groups = groups;
+    for (int d = 0; d < p->spatial; d++) {
         const int64_t l = x->shape[d + 1], o = node->shape[d + 1], k = w->shape[d + 1];
         q.strides[d] = p->kernel_dilation[d];
         q.kernel_dilation[d] = p->strides[d];
         q.input_dilation[d] = p->input_dilation[d];
         q.padding_lo[d] = p->padding_lo[d];
-        /* exactly K outputs: the dilated input plus padding spans (K - 1) * kdil + the
-         * dilated cotangent */
         q.padding_hi[d] = (k - 1) * p->kernel_dilation[d] + (o - 1) * p->strides[d] -
                           (l - 1) * p->input_dilation[d] - p->padding_lo[d];
     }
-    wf_array *inputs[2] = {batch_as_channels(x, p->groups), cotangent_as_kernel(ct)};
+    return q;
+}
+
+/* g (Cout, K..., Cin_g) reversed along the kernel axes when the node flips. */
+static wf_array *unflip(const wf_array *node, wf_array *g)
+{
+    if (!g || !conv_of(node)->flip)
+        return g;
+    int64_t starts[WF_MAX_NDIM], stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
+    for (int d = 0; d < g->ndim; d++) {
+        const bool kernel_axis = d >= 1 && d < g->ndim - 1;
+        starts[d] = kernel_axis ? g->shape[d] - 1 : 0;
+        stops[d] = kernel_axis ? -g->shape[d] - 1 : g->shape[d];
+        steps[d] = kernel_axis ? -1 : 1;
+    }
+    return wf_slice(g, starts, stops, steps);
+}
+
+/* d/dw: the input correlated with ct (see the file comment), then back to
+ * (Cout, K..., Cin_g). */
+static wf_array *weight_ct(wf_array *node, wf_array *ct)
+{
+    const wf_conv_params *p = conv_of(node);
+    const int s = p->spatial;
+    const wf_conv_params q = weight_ct_params(node, p->groups);
+    wf_array *inputs[2] = {batch_as_channels(node->inputs[0], p->groups), cotangent_as_kernel(ct)};
     wf_array *g = wf__rule_node(&wf__prim_conv_general, &q, inputs, 2);
     /* (Cin_g, K..., Cout) -> (Cout, K..., Cin_g) */
     int perm[WF_MAX_NDIM];
@@ -147,17 +170,41 @@ static wf_array *weight_ct(wf_array *node, wf_array *ct)
     for (int d = 0; d < s; d++)
         perm[1 + d] = 1 + d;
     perm[s + 1] = 0;
-    g = transpose_n(g, perm, s + 2);
-    if (!g || !p->flip)
-        return g;
-    int64_t starts[WF_MAX_NDIM], stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
-    for (int d = 0; d < s + 2; d++) {
-        const bool kernel_axis = d >= 1 && d <= s;
-        starts[d] = kernel_axis ? g->shape[d] - 1 : 0;
-        stops[d] = kernel_axis ? -g->shape[d] - 1 : g->shape[d];
-        steps[d] = kernel_axis ? -1 : 1;
-    }
-    return wf_slice(g, starts, stops, steps);
+    return unflip(node, transpose_n(g, perm, s + 2));
+}
+
+/* d/dw of a depthwise convolution (one input channel per group): each
+ * (example, channel) pair is a group of its own, so the cotangent is one
+ * depthwise convolution (the batch summed afterwards) instead of a
+ * product over tiny channel counts:
+ *   x (N, L..., C) -> (1, L..., N * C), ct (N, O..., Cout) -> (N * Cout, O..., 1),
+ *   result (1, K..., N * Cout) -> (K..., N, Cout) summed over N -> (Cout, K..., 1). */
+static wf_array *depthwise_weight_ct(wf_array *node, wf_array *ct)
+{
+    const int s = conv_of(node)->spatial;
+    wf_array *x = node->inputs[0], *w = node->inputs[1];
+    const int64_t n = x->shape[0], c = x->shape[s + 1], cout = ct->shape[s + 1];
+    int64_t shape[WF_MAX_NDIM];
+    shape[0] = 1;
+    for (int d = 0; d < s; d++)
+        shape[1 + d] = x->shape[1 + d];
+    shape[s + 1] = n * c;
+    wf_array *xr = reshape_n(wf_moveaxis(x, 0, s), shape, s + 2);
+    shape[0] = n * cout;
+    for (int d = 0; d < s; d++)
+        shape[1 + d] = ct->shape[1 + d];
+    shape[s + 1] = 1;
+    wf_array *kr = reshape_n(wf_moveaxis(ct, s + 1, 1), shape, s + 2);
+    const wf_conv_params q = weight_ct_params(node, n * c);
+    wf_array *g = wf__rule_node(&wf__prim_conv_general, &q, (wf_array *[]){xr, kr}, 2);
+    for (int d = 0; d < s; d++)
+        shape[d] = w->shape[1 + d];
+    shape[s] = n;
+    shape[s + 1] = cout;
+    wf_array *summed = reshape_n(g, shape, s + 2);
+    summed = summed ? wf_sum(summed, (int[]){s}, 1, false) : NULL; /* (K..., Cout) */
+    summed = summed ? wf_moveaxis(summed, s, 0) : NULL;
+    return unflip(node, reshape_n(summed, w->shape, w->ndim));
 }
 
 static wf_status vjp_conv(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
@@ -167,7 +214,10 @@ static wf_status vjp_conv(wf_array *node, wf_array *ct, const bool *wanted, wf_a
         if (!wanted[i])
             continue;
         cts[i] = empty ? wf_zeros_like(node->inputs[i])
-                       : i == 0 ? input_ct(node, ct) : weight_ct(node, ct);
+                       : i == 0 ? input_ct(node, ct)
+                       : node->inputs[1]->shape[node->ndim - 1] == 1 && conv_of(node)->groups > 1
+                           ? depthwise_weight_ct(node, ct)
+                           : weight_ct(node, ct);
         if (!cts[i])
             return wf_last_error();
     }

@@ -360,6 +360,8 @@ static const conv_case grad_cases[] = {
     {2, 2, 5, 3, 1, {4, 4}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, {1, 1}, false},
     {1, 1, 2, 3, 1, {9}, {2}, {3}, {-1}, {2}, {2}, {1}, true},
     {2, 1, 2, 2, 1, {3, 3}, {3, 3}, {1, 1}, {2, 2}, {2, 1}, {1, 1}, {2, 2}, true},
+    /* depthwise with a channel multiplier, strided and dilated */
+    {2, 2, 3, 6, 3, {6, 5}, {2, 3}, {2, 1}, {1, 0}, {0, 1}, {1, 2}, {1, 1}, true},
 };
 enum { NGRAD = sizeof grad_cases / sizeof grad_cases[0] };
 
@@ -376,9 +378,10 @@ GRAD_BUILDER(3)
 GRAD_BUILDER(4)
 GRAD_BUILDER(5)
 GRAD_BUILDER(6)
+GRAD_BUILDER(7)
 static const tu_build grad_builders[NGRAD] = {grad_build_0, grad_build_1, grad_build_2,
                                               grad_build_3, grad_build_4, grad_build_5,
-                                              grad_build_6};
+                                              grad_build_6, grad_build_7};
 
 static tu_case grad_tu_case(int i)
 {

@@ -94,46 +94,97 @@ static void row_coords(const conv_plan *pl, int64_t r, int64_t *n, int64_t *o)
     *n = r;
 }
 
-/* Offset (elements) of the input element at kernel position t for row
- * (n, o), channel 0 of group g; -1 on padding. */
-static int64_t patch_offset(const conv_plan *pl, int64_t n, const int64_t *o, int64_t t,
-                            int64_t g)
+/* Per spatial axis d, for one output position: tab[d][k] = the offset
+ * (elements) of the input position kernel offset k reads, or -1 on padding.
+ * The tables hold sum(k_sp) entries (ksum in the plan). */
+static void fill_axis_tables(const conv_plan *pl, const int64_t *o, int64_t *const *tab)
 {
-    int64_t k[WF_CONV_MAX_SPATIAL];
-    for (int d = pl->spatial - 1; d >= 0; d--) {
-        k[d] = t % pl->k_sp[d];
-        t /= pl->k_sp[d];
-    }
-    int64_t off = n * pl->in_pos_stride[0] * pl->in_sp[0] + g * pl->cin_g;
+    for (int d = 0; d < pl->spatial; d++)
+        for (int64_t k = 0; k < pl->k_sp[d]; k++) {
+            const int64_t i = input_index(pl, d, o[d], k);
+            tab[d][k] = i < 0 ? -1 : i * pl->in_pos_stride[d];
+        }
+}
+
+/* Offset of kernel position k (a multi-index) from the tables, -1 on padding. */
+static int64_t table_offset(const conv_plan *pl, int64_t *const *tab, const int64_t *k)
+{
+    int64_t off = 0;
     for (int d = 0; d < pl->spatial; d++) {
-        const int64_t i = input_index(pl, d, o[d], k[d]);
-        if (i < 0)
+        const int64_t v = tab[d][k[d]];
+        if (v < 0)
             return -1;
-        off += i * pl->in_pos_stride[d];
+        off += v;
     }
     return off;
 }
 
+/* Splits kernel position t into its multi-index. */
+static void kernel_index(const conv_plan *pl, int64_t t, int64_t *k)
+{
+    for (int d = pl->spatial - 1; d >= 0; d--) {
+        k[d] = t % pl->k_sp[d];
+        t /= pl->k_sp[d];
+    }
+}
+
+/* The next kernel position's multi-index (the last axis fastest). */
+static void kernel_next(const conv_plan *pl, int64_t *k)
+{
+    for (int d = pl->spatial - 1; d >= 0; d--) {
+        if (++k[d] < pl->k_sp[d])
+            return;
+        k[d] = 0;
+    }
+}
+
+/* Per-thread room for the axis tables. */
+typedef struct axis_tables {
+    int64_t *tab[WF_CONV_MAX_SPATIAL];
+    wf_buffer *buf;
+} axis_tables;
+
+static bool axis_tables_init(const conv_plan *pl, axis_tables *t)
+{
+    int64_t total = 0;
+    for (int d = 0; d < pl->spatial; d++)
+        total += pl->k_sp[d];
+    t->buf = wf__buffer_alloc((size_t)total * sizeof(int64_t));
+    if (t->buf == NULL)
+        return false;
+    int64_t *p = (int64_t *)t->buf->data;
+    for (int d = 0; d < pl->spatial; d++) {
+        t->tab[d] = p;
+        p += pl->k_sp[d];
+    }
+    return true;
+}
+
 /* dst (rows x kc, row-major) = P[row0 + i][k0 + j] for group g. */
-static void gather_patches(const conv_plan *pl, int64_t g, int64_t row0, int64_t rows,
-                           int64_t k0, int64_t kc, char *dst)
+static void gather_patches(const conv_plan *pl, const axis_tables *at, int64_t g, int64_t row0,
+                           int64_t rows, int64_t k0, int64_t kc, char *dst)
 {
     const size_t es = pl->es;
+    const int64_t batch_stride = pl->in_pos_stride[0] * pl->in_sp[0];
     for (int64_t r = 0; r < rows; r++) {
-        int64_t n, o[WF_CONV_MAX_SPATIAL];
+        int64_t n, o[WF_CONV_MAX_SPATIAL], k[WF_CONV_MAX_SPATIAL];
         row_coords(pl, row0 + r, &n, o);
+        fill_axis_tables(pl, o, at->tab);
+        const char *base = pl->x + (size_t)(n * batch_stride + g * pl->cin_g) * es;
         char *d = dst + (size_t)(r * kc) * es;
-        int64_t kk = k0;
-        while (kk < k0 + kc) {
-            const int64_t t = kk / pl->cin_g, ci = kk % pl->cin_g;
+        kernel_index(pl, k0 / pl->cin_g, k);
+        int64_t ci = k0 % pl->cin_g;
+        for (int64_t kk = k0; kk < k0 + kc;) {
             const int64_t run = min64(pl->cin_g - ci, k0 + kc - kk);
-            const int64_t off = patch_offset(pl, n, o, t, g);
+            const int64_t off = table_offset(pl, at->tab, k);
             if (off < 0)
                 memset(d, 0, (size_t)run * es);
             else
-                memcpy(d, pl->x + (size_t)(off + ci) * es, (size_t)run * es);
+                memcpy(d, base + (size_t)(off + ci) * es, (size_t)run * es);
             d += (size_t)run * es;
             kk += run;
+            ci = 0;
+            kernel_next(pl, k);
         }
     }
 }
@@ -141,8 +192,8 @@ static void gather_patches(const conv_plan *pl, int64_t g, int64_t row0, int64_t
 /* ---------------------------------------------------------------- GEMM path */
 
 /* C rows [row0, row0 + rows) of group g, every column. */
-static wf_status gemm_rows(const conv_plan *pl, int64_t g, int64_t row0, int64_t rows,
-                           char *patch, wf_gemm_scratch *s)
+static wf_status gemm_rows(const conv_plan *pl, const axis_tables *at, int64_t g, int64_t row0,
+                           int64_t rows, char *patch, wf_gemm_scratch *s)
 {
     const size_t es = pl->es, cs = wf_dtype_size(pl->cdt);
     char *c = pl->c + (size_t)(row0 * pl->cout + g * pl->cout_g) * cs;
@@ -156,7 +207,7 @@ static wf_status gemm_rows(const conv_plan *pl, int64_t g, int64_t row0, int64_t
             a = pl->x + (size_t)(row0 * pl->cin + g * pl->cin_g) * es;
             rsa = pl->cin;
         } else {
-            gather_patches(pl, g, row0, rows, k0, kc, patch);
+            gather_patches(pl, at, g, row0, rows, k0, kc, patch);
             a = patch;
             rsa = kc;
         }
@@ -180,16 +231,17 @@ static void gemm_units(void *ctx, int64_t begin, int64_t end)
     conv_plan *pl = ctx;
     wf_gemm_scratch scratch = {0};
     wf_buffer *patch = NULL;
+    axis_tables at = {{NULL}, NULL};
     if (!pl->direct_a) {
         patch = wf__buffer_alloc((size_t)(pl->mblock * pl->kchunk) * pl->es);
-        if (patch == NULL) {
+        if (patch == NULL || !axis_tables_init(pl, &at)) {
             atomic_store(&pl->failed, 1);
-            return;
+            begin = end;
         }
     }
     for (int64_t u = begin; u < end; u++) {
         const int64_t g = u / pl->mblocks, row0 = u % pl->mblocks * pl->mblock;
-        if (gemm_rows(pl, g, row0, min64(pl->mblock, pl->rows - row0),
+        if (gemm_rows(pl, &at, g, row0, min64(pl->mblock, pl->rows - row0),
                       patch ? patch->data : NULL, &scratch) != WF_OK) {
             atomic_store(&pl->failed, 1);
             break;
@@ -198,6 +250,8 @@ static void gemm_units(void *ctx, int64_t begin, int64_t end)
     wf__gemm_scratch_free(&scratch);
     if (patch != NULL)
         wf__buffer_release(patch);
+    if (at.buf != NULL)
+        wf__buffer_release(at.buf);
 }
 
 /* Rows per unit: the patch buffer within CONV_PATCH_BYTES, a multiple of
@@ -283,26 +337,28 @@ static void depthwise_units(void *ctx, int64_t begin, int64_t end)
     conv_plan *pl = ctx;
     const size_t cs = wf_dtype_size(pl->cdt);
     const depthwise_row_fn row_fn = depthwise_variant(pl->isa, pl->cdt == WF_DTYPE_F64);
-    int64_t offsets[256];
-    wf_buffer *obuf = NULL;
-    int64_t *offs = offsets;
-    if (pl->kpos > 256) {
-        obuf = wf__buffer_alloc((size_t)pl->kpos * sizeof(int64_t));
-        if (obuf == NULL) {
-            atomic_store(&pl->failed, 1);
-            return;
-        }
-        offs = (int64_t *)obuf->data;
+    const int64_t batch_stride = pl->in_pos_stride[0] * pl->in_sp[0];
+    wf_buffer *obuf = wf__buffer_alloc((size_t)pl->kpos * sizeof(int64_t));
+    axis_tables at = {{NULL}, NULL};
+    if (obuf == NULL || !axis_tables_init(pl, &at)) {
+        atomic_store(&pl->failed, 1);
+        begin = end;
     }
+    int64_t *offs = obuf ? (int64_t *)obuf->data : NULL;
     for (int64_t r = begin; r < end; r++) {
-        int64_t n, o[WF_CONV_MAX_SPATIAL];
+        int64_t n, o[WF_CONV_MAX_SPATIAL], k[WF_CONV_MAX_SPATIAL] = {0, 0, 0};
         row_coords(pl, r, &n, o);
-        for (int64_t t = 0; t < pl->kpos; t++)
-            offs[t] = patch_offset(pl, n, o, t, 0);
+        fill_axis_tables(pl, o, at.tab);
+        for (int64_t t = 0; t < pl->kpos; t++, kernel_next(pl, k)) {
+            const int64_t off = table_offset(pl, at.tab, k);
+            offs[t] = off < 0 ? -1 : off + n * batch_stride;
+        }
         row_fn(pl->cout, pl->kpos, offs, pl->x, pl->w, pl->c + (size_t)(r * pl->cout) * cs);
     }
     if (obuf != NULL)
         wf__buffer_release(obuf);
+    if (at.buf != NULL)
+        wf__buffer_release(at.buf);
 }
 
 /* ---------------------------------------------------------------- setup */
