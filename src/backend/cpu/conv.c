@@ -61,7 +61,9 @@ typedef struct conv_plan {
     size_t es;        /* its size */
     wf_dtype cdt;     /* C's: float32 or float64 */
     int isa;
-    const char *x; /* (N, spatial..., C_in) contiguous, compute dtype */
+    const char *x; /* (N, spatial..., C_in), compute dtype: contiguous, except for the
+                      transposed product, which reads it through xstrides */
+    int64_t xstrides[WF_CONV_MAX_SPATIAL + 2];
     const char *w; /* per group: W (kdim x cout_g) contiguous, compute dtype */
     char *c;       /* (rows, C_out) contiguous, cdt */
     bool direct_a; /* 1x1 case: P is x itself */
@@ -277,6 +279,131 @@ static wf_status run_gemm(conv_plan *pl)
     return WF_OK;
 }
 
+/* ---------------------------------------------------------------- few rows, long K
+ * A convolution with few output rows and a long K (the weight's cotangent:
+ * the kernel is the whole cotangent, the output the kernel's size) is
+ * computed transposed, C^T (C_out/groups x rows) = W^T Q with Q = P^T, K
+ * chunk by K chunk. Q's rows (one kernel position and input channel each)
+ * are gathered from x through its strides with the output rows ordered
+ * (position, batch): there the batch is the forward input's channel axis,
+ * contiguous in memory, so each gather is a run of whole channel vectors,
+ * where P's rows would be runs as short as the forward batch. Column blocks
+ * go to threads; C^T is written back into the output at the end. */
+
+enum { CONV_TCHUNK = 256, CONV_TCOLS = 96 };
+
+/* Use the transposed product? */
+static bool use_transposed(const conv_plan *pl)
+{
+    return !pl->direct_a && pl->kdim > CONV_KMAX && pl->rows <= 8192 && pl->kdim >= 8 * pl->rows;
+}
+
+/* dst (kc x cols, row-major) = Q[k0 + i][columns c0 + j], columns ordered
+ * (output position, batch): column c is batch c % N at position c / N. */
+static void gather_columns(const conv_plan *pl, const axis_tables *at, int64_t g, int64_t k0,
+                           int64_t kc, int64_t c0, int64_t cols, char *dst)
+{
+    const size_t es = pl->es;
+    const int64_t nb = pl->batch;
+    const int64_t sb = pl->xstrides[0], sc = pl->xstrides[pl->spatial + 1];
+    for (int64_t j0 = 0; j0 < cols;) {
+        const int64_t c = c0 + j0, pos = c / nb, b0 = c % nb;
+        const int64_t run = min64(nb - b0, cols - j0);
+        int64_t n, o[WF_CONV_MAX_SPATIAL], k[WF_CONV_MAX_SPATIAL];
+        row_coords(pl, pos, &n, o); /* n is 0: positions of one batch entry */
+        fill_axis_tables(pl, o, at->tab);
+        kernel_index(pl, k0 / pl->cin_g, k);
+        int64_t ci = k0 % pl->cin_g;
+        for (int64_t kk = 0; kk < kc; kk++) {
+            char *d = dst + (size_t)(kk * cols + j0) * es;
+            const int64_t off = table_offset(pl, at->tab, k);
+            if (off < 0) {
+                memset(d, 0, (size_t)run * es);
+            } else {
+                const char *src = pl->x + (off + (g * pl->cin_g + ci) * sc + b0 * sb) * (int64_t)es;
+                if (sb == 1)
+                    memcpy(d, src, (size_t)run * es);
+                else
+                    for (int64_t b = 0; b < run; b++)
+                        memcpy(d + (size_t)b * es, src + b * sb * (int64_t)es, es);
+            }
+            if (++ci == pl->cin_g) {
+                ci = 0;
+                kernel_next(pl, k);
+            }
+        }
+        j0 += run;
+    }
+}
+
+/* Output columns [c0, c0 + cols) of group g: C^T into ct, then into C. */
+static wf_status transposed_block(const conv_plan *pl, const axis_tables *at, int64_t g,
+                                  int64_t c0, int64_t cols, char *q, char *ct,
+                                  wf_gemm_scratch *s)
+{
+    const size_t es = pl->es, cs = wf_dtype_size(pl->cdt);
+    const char *w = pl->w + (size_t)(g * pl->kdim * pl->cout_g) * es;
+    for (int64_t k0 = 0; k0 < pl->kdim; k0 += CONV_TCHUNK) {
+        const int64_t kc = min64(CONV_TCHUNK, pl->kdim - k0);
+        gather_columns(pl, at, g, k0, kc, c0, cols, q);
+        wf_gemm_args ga; /* A[co][kk] = W_g[kk][co] */
+        wf__gemm_args_init(&ga, pl->compute, pl->cout_g, cols, kc,
+                           w + (size_t)(k0 * pl->cout_g) * es, 1, pl->cout_g, q, cols, 1, ct,
+                           cols, 1.0, k0 == 0 ? 0.0 : 1.0);
+        ga.isa = pl->isa;
+        const wf_status st = wf__gemm_block(&ga, 0, pl->cout_g, 0, cols, s);
+        if (st != WF_OK)
+            return st;
+    }
+    /* column c = (position, batch) is output row batch * positions + position */
+    const int64_t nb = pl->batch, positions = pl->rows / nb;
+    for (int64_t j = 0; j < cols; j++) {
+        const int64_t c = c0 + j, row = (c % nb) * positions + c / nb;
+        char *dst = pl->c + (size_t)(row * pl->cout + g * pl->cout_g) * cs;
+        for (int64_t co = 0; co < pl->cout_g; co++)
+            memcpy(dst + (size_t)co * cs, ct + (size_t)(co * cols + j) * cs, cs);
+    }
+    return WF_OK;
+}
+
+static void transposed_units(void *ctx, int64_t begin, int64_t end)
+{
+    conv_plan *pl = ctx;
+    const int64_t blocks = ceil_div(pl->rows, CONV_TCOLS);
+    wf_gemm_scratch scratch = {0};
+    axis_tables at = {{NULL}, NULL};
+    wf_buffer *q = wf__buffer_alloc((size_t)(CONV_TCHUNK * CONV_TCOLS) * pl->es);
+    wf_buffer *ct = wf__buffer_alloc((size_t)(pl->cout_g * CONV_TCOLS) * wf_dtype_size(pl->cdt));
+    if (q == NULL || ct == NULL || !axis_tables_init(pl, &at)) {
+        atomic_store(&pl->failed, 1);
+        begin = end;
+    }
+    for (int64_t u = begin; u < end; u++) {
+        const int64_t g = u / blocks, c0 = u % blocks * CONV_TCOLS;
+        if (transposed_block(pl, &at, g, c0, min64(CONV_TCOLS, pl->rows - c0), q->data, ct->data,
+                             &scratch) != WF_OK) {
+            atomic_store(&pl->failed, 1);
+            break;
+        }
+    }
+    wf__gemm_scratch_free(&scratch);
+    if (q != NULL)
+        wf__buffer_release(q);
+    if (ct != NULL)
+        wf__buffer_release(ct);
+    if (at.buf != NULL)
+        wf__buffer_release(at.buf);
+}
+
+static wf_status run_transposed(conv_plan *pl)
+{
+    atomic_init(&pl->failed, 0);
+    wf__parallel_for(pl->groups * ceil_div(pl->rows, CONV_TCOLS), 1, transposed_units, pl);
+    if (atomic_load(&pl->failed))
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory for patch buffers");
+    return WF_OK;
+}
+
 /* ---------------------------------------------------------------- depthwise */
 
 /* One output row of a depthwise convolution: acc[c] = sum over kernel
@@ -363,18 +490,22 @@ static void depthwise_units(void *ctx, int64_t begin, int64_t end)
 
 /* ---------------------------------------------------------------- setup */
 
-/* x in the compute dtype, contiguous: in place when it already is. */
-static wf_status prepare_input(const wf_array *x, wf_dtype compute, wf_buffer **owned,
-                               const char **data)
+/* x in the compute dtype, read in place when it already is that and
+ * contiguous (or, `any_strides`, whatever its strides), else converted to
+ * contiguous; `strides` receives the strides to read it with. */
+static wf_status prepare_input(const wf_array *x, wf_dtype compute, bool any_strides,
+                               wf_buffer **owned, const char **data, int64_t *strides)
 {
-    int64_t strides[WF_MAX_NDIM];
     wf__contiguous_strides(x->shape, x->ndim, strides);
-    bool contiguous = x->dtype == compute;
-    for (int d = 0; contiguous && d < x->ndim; d++)
-        contiguous = x->shape[d] == 1 || x->strides[d] == strides[d];
+    bool in_place = x->dtype == compute;
+    for (int d = 0; in_place && !any_strides && d < x->ndim; d++)
+        in_place = x->shape[d] == 1 || x->strides[d] == strides[d];
     *owned = NULL;
-    if (contiguous) {
+    if (in_place) {
         *data = wf__array_data_ptr(x);
+        if (any_strides)
+            for (int d = 0; d < x->ndim; d++)
+                strides[d] = x->strides[d];
         return WF_OK;
     }
     *owned = wf__buffer_alloc((size_t)x->size * wf_dtype_size(compute));
@@ -493,7 +624,10 @@ wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninpu
     if (pl.kdim == 0 || x->size == 0) {
         memset(pl.c, 0, (size_t)out->size * cs); /* an empty sum */
     } else {
-        st = prepare_input(x, pl.compute, &xbuf, &pl.x);
+        const bool transposed = !depthwise && use_transposed(&pl);
+        st = prepare_input(x, pl.compute, transposed, &xbuf, &pl.x, pl.xstrides);
+        for (int d = 0; transposed && d < pl.spatial; d++)
+            pl.in_pos_stride[d] = pl.xstrides[d + 1]; /* the tables follow x's strides */
         if (st == WF_OK)
             st = prepare_weight(&pl, w, depthwise, &wbuf);
         if (st == WF_OK) {
@@ -505,7 +639,7 @@ wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninpu
                 if (atomic_load(&pl.failed))
                     st = wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory");
             } else {
-                st = run_gemm(&pl);
+                st = transposed ? run_transposed(&pl) : run_gemm(&pl);
             }
         }
     }
