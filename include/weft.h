@@ -699,6 +699,55 @@ wf_array *wf_matmul(wf_array *a, wf_array *b);
 /* beta * c + alpha * (a @ b), c broadcast to the product's shape. */
 wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta);
 
+/* ---- convolution (MLX's layout, channels last): input (N, spatial...,
+ * C_in) with 1 to 3 spatial axes, weight (C_out, kernel spatial...,
+ * C_in / groups), output (N, out spatial..., C_out). Float inputs (the
+ * weight is promoted with the input); float16 and bfloat16 accumulate in
+ * float32. Errors: WF_ERR_DTYPE (non-float input), WF_ERR_SHAPE (ranks,
+ * channels not divisible by or not matching groups, a kernel larger than
+ * the padded input), WF_ERR_INVALID_ARGUMENT (non-positive stride,
+ * dilation or groups; negative padding where not allowed). Results never
+ * depend on the thread count. Per-axis arrays have one entry per spatial
+ * axis; NULL means 1 (strides, dilations) or 0 (paddings). */
+
+/* The general convolution (XLA's conv_general_dilated in NHWC): the input
+ * is dilated by `input_dilation` (zeros between elements), padded with
+ * padding_lo / padding_hi zeros (negative: cropped), and correlated with
+ * the kernel dilated by `kernel_dilation` at steps of `strides`; `flip`
+ * reverses the kernel's spatial axes (a true convolution). Output size
+ * per axis: ((L - 1) * idil + 1 + lo + hi - (K - 1) * kdil - 1) / stride + 1.
+ * C_out and C_in are divisible by `groups`; group g maps input channels
+ * [g * C_in / groups, ...) to output channels [g * C_out / groups, ...). */
+wf_array *wf_conv_general(wf_array *input, wf_array *weight, const int64_t *strides,
+                          const int64_t *padding_lo, const int64_t *padding_hi,
+                          const int64_t *kernel_dilation, const int64_t *input_dilation,
+                          int64_t groups, bool flip);
+/* 1-d convolution of (N, L, C_in) with (C_out, K, C_in / groups):
+ * symmetric zero padding (>= 0), kernel dilation. */
+wf_array *wf_conv1d(wf_array *input, wf_array *weight, int64_t stride, int64_t padding,
+                    int64_t dilation, int64_t groups);
+/* 2-d convolution of (N, H, W, C_in); stride, padding, dilation: 2 entries
+ * each (NULL: 1, 0, 1). */
+wf_array *wf_conv2d(wf_array *input, wf_array *weight, const int64_t *stride,
+                    const int64_t *padding, const int64_t *dilation, int64_t groups);
+/* 3-d convolution of (N, D, H, W, C_in); 3 entries per argument. */
+wf_array *wf_conv3d(wf_array *input, wf_array *weight, const int64_t *stride,
+                    const int64_t *padding, const int64_t *dilation, int64_t groups);
+/* Transposed 1-d convolution (the gradient of wf_conv1d with respect to its
+ * input; MLX's and PyTorch's sizes): weight (C_out, K, C_in / groups),
+ * output length (L - 1) * stride - 2 * padding + dilation * (K - 1) + 1 +
+ * output_padding. */
+wf_array *wf_conv_transpose1d(wf_array *input, wf_array *weight, int64_t stride, int64_t padding,
+                              int64_t dilation, int64_t output_padding, int64_t groups);
+/* Transposed 2-d convolution; 2 entries per argument (NULL: 1, 0, 1, 0). */
+wf_array *wf_conv_transpose2d(wf_array *input, wf_array *weight, const int64_t *stride,
+                              const int64_t *padding, const int64_t *dilation,
+                              const int64_t *output_padding, int64_t groups);
+/* Transposed 3-d convolution; 3 entries per argument. */
+wf_array *wf_conv_transpose3d(wf_array *input, wf_array *weight, const int64_t *stride,
+                              const int64_t *padding, const int64_t *dilation,
+                              const int64_t *output_padding, int64_t groups);
+
 /* ---- fused ("fast") ops */
 
 /* Normalizes over the last axis: (x - mean) / sqrt(var + eps) * weight +

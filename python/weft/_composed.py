@@ -699,3 +699,31 @@ def device_count(device_type=None):
 
 def device_info(device=None):
     return {"architecture": "cpu", "device_name": "cpu"}
+
+
+# ---------------------------------------------------------------- convolution
+
+
+def convolve(a, v, mode="full", *, stream=None):
+    """The discrete convolution of 1-d arrays (NumPy's modes 'full', 'same',
+    'valid'), as one conv1d of the longer array with the shorter one flipped
+    (the two are swapped when v is longer)."""
+    a, v = _as_array(a), _as_array(v)
+    if a.ndim != 1 or v.ndim != 1:
+        raise ValueError("[convolve] Inputs must be 1D.")
+    if a.size == 0 or v.size == 0:
+        raise ValueError("[convolve] Inputs cannot be empty.")
+    if mode not in ("full", "same", "valid"):
+        raise ValueError(f"[convolve] Invalid mode '{mode}' (full, same or valid).")
+    signal, kernel = (v, a) if a.size < v.size else (a, v)
+    taps = kernel.size
+    kernel = _core.reshape(kernel[::-1], [1, taps, 1], stream=stream)
+    signal = _core.reshape(signal, [1, signal.size, 1], stream=stream)
+    if mode == "full":
+        low = high = taps - 1
+    elif mode == "valid":
+        low = high = 0
+    else:  # 'same': centred, the extra zero (even taps) on the left
+        low, high = taps // 2, (taps - 1) // 2
+    out = _core.conv_general(signal, kernel, padding=([low], [high]), stream=stream)
+    return _core.reshape(out, [-1], stream=stream)
