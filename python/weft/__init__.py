@@ -238,7 +238,8 @@ def arcsinh(a, /, *, stream=None):
 
 def arccosh(a, /, *, stream=None):
     a = array(a) if not isinstance(a, _core.array) else a
-    return log(add(a, sqrt(subtract(square(a), 1.0))), stream=stream)
+    # sqrt(a + 1) sqrt(a - 1), not sqrt(a^2 - 1): the principal branch for complex a
+    return log(add(a, multiply(sqrt(add(a, 1.0)), sqrt(subtract(a, 1.0)))), stream=stream)
 
 
 def arctanh(a, /, *, stream=None):
