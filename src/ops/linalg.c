@@ -42,8 +42,8 @@ static wf_status setup_product(const char *op, wf_array *a, wf_array *b, product
                          "%s: operands must have at least 1 dim (got ranks %d and %d)", op,
                          a->ndim, b->ndim);
     s->dtype = wf_promote_types(a->dtype, b->dtype);
-    if (!wf__dtype_is_float(s->dtype))
-        return wf__error(WF_ERR_DTYPE, "%s: dtypes %s and %s (needs a float type)", op,
+    if (!wf__dtype_is_float(s->dtype) && s->dtype != WF_DTYPE_C64)
+        return wf__error(WF_ERR_DTYPE, "%s: dtypes %s and %s (needs a float or complex type)", op,
                          wf_dtype_name(a->dtype), wf_dtype_name(b->dtype));
     const int64_t ka = a->shape[a->ndim - 1];
     const int64_t kb = b->ndim == 1 ? b->shape[0] : b->shape[b->ndim - 2];
@@ -95,6 +95,139 @@ static wf_array *finish(wf_array *product, const product_setup *s)
     return out;
 }
 
+/* ---------------------------------------------------------------- complex64
+ * A complex product is one real product in weft's float32 GEMM over the
+ * parts laid side by side: with A' (m x 2k) holding re, im of each A[i][k]
+ * next to each other and B' (2k x 2n) holding, for each k, the rows
+ * [re b, im b] and [-im b, re b] (pairs per column), A' B' holds re, im of
+ * each C[i][j] next to each other. The same 4 m n k multiply-adds as a
+ * complex GEMM, all in the float32 kernels; the parts are built and read
+ * with ordinary ops, so gradients (MLX's convention), vmap and compile come
+ * with them. A real operand skips its imaginary half. */
+
+/* The float32 parts of x (im NULL for a real x); new references. */
+static wf_status split_parts(wf_array *x, wf_array **re, wf_array **im)
+{
+    *im = NULL;
+    if (x->dtype == WF_DTYPE_C64) {
+        *re = wf__op_real(x);
+        *im = *re ? wf__op_imag(x) : NULL;
+        return *im ? WF_OK : wf_last_error();
+    }
+    *re = wf__op_astype(x, WF_DTYPE_F32);
+    return *re ? WF_OK : wf_last_error();
+}
+
+/* p and q (same shape, ..., r, c) interleaved along the last axis:
+ * (..., r, 2c) with p's element first in each pair. */
+static wf_array *interleave_last(wf_array *p, wf_array *q)
+{
+    wf_array *pair[2] = {p, q};
+    wf_array *st = wf__op_stack(pair, 2, p->ndim);
+    if (!st)
+        return NULL;
+    int64_t shape[WF_MAX_NDIM];
+    wf__shape_copy(shape, p->shape, p->ndim);
+    shape[p->ndim - 1] *= 2;
+    wf_array *out = wf__op_reshape(st, shape, p->ndim);
+    wf__array_release(st);
+    return out;
+}
+
+/* Rows p (..., k, c) and q alternating: (..., 2k, c), p's row first. */
+static wf_array *interleave_rows(wf_array *p, wf_array *q)
+{
+    wf_array *pair[2] = {p, q};
+    wf_array *st = wf__op_stack(pair, 2, p->ndim - 1);
+    if (!st)
+        return NULL;
+    int64_t shape[WF_MAX_NDIM];
+    wf__shape_copy(shape, p->shape, p->ndim);
+    shape[p->ndim - 2] *= 2;
+    wf_array *out = wf__op_reshape(st, shape, p->ndim);
+    wf__array_release(st);
+    return out;
+}
+
+/* c (..., r, 2n) of interleaved parts as complex64 (..., r, n). */
+static wf_array *deinterleave_complex(wf_array *c)
+{
+    const int nd = c->ndim;
+    int64_t starts[WF_MAX_NDIM] = {0}, stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
+    for (int d = 0; d < nd; d++) {
+        stops[d] = c->shape[d];
+        steps[d] = 1;
+    }
+    steps[nd - 1] = 2;
+    wf_array *re = wf__op_slice(c, starts, stops, steps);
+    starts[nd - 1] = 1;
+    wf_array *im = wf__op_slice(c, starts, stops, steps);
+    wf_array *out = re && im ? wf__op_complex(re, im) : NULL;
+    wf__array_release(re);
+    wf__array_release(im);
+    return out;
+}
+
+/* Rows of c (..., 2r, n) alternating re, im: complex64 (..., r, n). */
+static wf_array *rows_to_complex(wf_array *c)
+{
+    const int nd = c->ndim;
+    int64_t starts[WF_MAX_NDIM] = {0}, stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
+    for (int d = 0; d < nd; d++) {
+        stops[d] = c->shape[d];
+        steps[d] = 1;
+    }
+    steps[nd - 2] = 2;
+    wf_array *re = wf__op_slice(c, starts, stops, steps);
+    starts[nd - 2] = 1;
+    wf_array *im = wf__op_slice(c, starts, stops, steps);
+    wf_array *out = re && im ? wf__op_complex(re, im) : NULL;
+    wf__array_release(re);
+    wf__array_release(im);
+    return out;
+}
+
+static wf_array *real_product(wf_array *x, wf_array *y)
+{
+    wf_array *inputs[2] = {x, y};
+    return wf__node_new(&wf__prim_matmul, NULL, inputs, 2);
+}
+
+/* x (..., m, k) @ y (..., k, n), one of them complex64. */
+static wf_array *complex_product(wf_array *x, wf_array *y)
+{
+    wf_array *xr, *xi, *yr = NULL, *yi = NULL;
+    if (split_parts(x, &xr, &xi) != WF_OK)
+        return NULL;
+    wf_array *out = NULL, *a2 = NULL, *b2 = NULL, *c2 = NULL, *top = NULL, *bot = NULL,
+             *neg = NULL;
+    if (split_parts(y, &yr, &yi) != WF_OK)
+        goto done;
+    if (!xi) { /* real @ complex: x [re y | im y] pairs */
+        b2 = interleave_last(yr, yi);
+        c2 = b2 ? real_product(xr, b2) : NULL;
+        out = c2 ? deinterleave_complex(c2) : NULL;
+    } else if (!yi) { /* complex @ real: rows re x, im x alternating, times y */
+        a2 = interleave_rows(xr, xi);
+        c2 = a2 ? real_product(a2, yr) : NULL;
+        out = c2 ? rows_to_complex(c2) : NULL;
+    } else {
+        a2 = interleave_last(xr, xi);
+        neg = wf__op_negative(yi);
+        top = interleave_last(yr, yi);
+        bot = neg ? interleave_last(neg, yr) : NULL;
+        b2 = top && bot ? interleave_rows(top, bot) : NULL;
+        c2 = a2 && b2 ? real_product(a2, b2) : NULL;
+        out = c2 ? deinterleave_complex(c2) : NULL;
+    }
+done: {
+    wf_array *temps[] = {xr, xi, yr, yi, a2, b2, c2, top, bot, neg};
+    for (size_t i = 0; i < sizeof temps / sizeof temps[0]; i++)
+        wf__array_release(temps[i]);
+}
+    return out;
+}
+
 wf_array *wf__op_matmul(wf_array *a, wf_array *b)
 {
     if (!wf__array_check(a, "wf_matmul", "a") || !wf__array_check(b, "wf_matmul", "b"))
@@ -102,11 +235,33 @@ wf_array *wf__op_matmul(wf_array *a, wf_array *b)
     product_setup s;
     if (setup_product("wf_matmul", a, b, &s) != WF_OK)
         return NULL;
+    if (s.dtype == WF_DTYPE_C64) {
+        wf_array *product = complex_product(s.x, s.y);
+        wf__array_release(s.x);
+        wf__array_release(s.y);
+        return finish(product, &s);
+    }
     wf_array *inputs[2] = {s.x, s.y};
     wf_array *product = wf__node_new(&wf__prim_matmul, NULL, inputs, 2);
     wf__array_release(s.x);
     wf__array_release(s.y);
     return finish(product, &s);
+}
+
+/* complex64: alpha (a @ b) + beta c from the complex product (c broadcast
+ * by the ops). */
+static wf_array *complex_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta)
+{
+    wf_array *ab = wf__op_matmul(a, b);
+    wf_array *sa = wf__op_full(NULL, 0, alpha, WF_DTYPE_F32);
+    wf_array *sb = wf__op_full(NULL, 0, beta, WF_DTYPE_F32);
+    wf_array *left = ab && sa ? wf__op_multiply(ab, sa) : NULL;
+    wf_array *right = sb ? wf__op_multiply(c, sb) : NULL;
+    wf_array *out = left && right ? wf__op_add(left, right) : NULL;
+    wf_array *temps[] = {ab, sa, sb, left, right};
+    for (size_t i = 0; i < sizeof temps / sizeof temps[0]; i++)
+        wf__array_release(temps[i]);
+    return out;
 }
 
 wf_array *wf__op_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta)
@@ -118,6 +273,11 @@ wf_array *wf__op_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, doub
     if (setup_product("wf_addmm", a, b, &s) != WF_OK)
         return NULL;
     const wf_dtype dtype = wf_promote_types(s.dtype, c->dtype);
+    if (dtype == WF_DTYPE_C64) {
+        wf__array_release(s.x);
+        wf__array_release(s.y);
+        return complex_addmm(c, a, b, alpha, beta);
+    }
     bool ok = true;
     if (!wf__dtype_is_float(dtype)) {
         wf__error(WF_ERR_DTYPE, "wf_addmm: dtype %s of c does not promote to a float type",
