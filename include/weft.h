@@ -341,7 +341,8 @@ wf_array *wf_astype(wf_array *a, wf_dtype dtype);
 wf_array *wf_negative(wf_array *a);
 /* |a| (integers wrap at the minimum; bool unchanged). */
 wf_array *wf_abs(wf_array *a);
-/* -1, 0 or 1 in a's dtype (keeps -0 and NaN; bool unchanged). */
+/* -1, 0 or 1 in a's dtype (keeps -0 and NaN; bool unchanged; complex64:
+ * z / |z|, 0 for 0). */
 wf_array *wf_sign(wf_array *a);
 /* e^a - 1, accurate near 0. */
 wf_array *wf_expm1(wf_array *a);
@@ -477,15 +478,18 @@ wf_array *wf_clip(wf_array *a, wf_array *low, wf_array *high);
 
 /* MLX's dtypes: bool and signed integers of up to 4 bytes sum to int32,
  * unsigned ones of up to 4 bytes to uint32 (wrapping), int64 / uint64 keep
- * their type; f16/bf16 accumulate in float32. complex64: WF_ERR_DTYPE. */
+ * their type; f16/bf16 accumulate in float32; complex64 sums each part. */
 wf_array *wf_sum(wf_array *a, const int *axes, int naxes, bool keepdims);
 /* Mean (integers give float32). */
 wf_array *wf_mean(wf_array *a, const int *axes, int naxes, bool keepdims);
-/* Product, in wf_sum's dtypes (u8, u16, u32 give uint32). */
+/* Product, in wf_sum's dtypes (u8, u16, u32 give uint32; complex64 in
+ * order along each axis). */
 wf_array *wf_prod(wf_array *a, const int *axes, int naxes, bool keepdims);
-/* Maximum (NaN propagates; a zero-size reduction is WF_ERR_SHAPE). */
+/* Maximum (NaN propagates; a zero-size reduction is WF_ERR_SHAPE;
+ * complex64: by real part, then imaginary part, as NumPy). */
 wf_array *wf_max(wf_array *a, const int *axes, int naxes, bool keepdims);
-/* Minimum (NaN propagates; a zero-size reduction is WF_ERR_SHAPE). */
+/* Minimum (NaN propagates; a zero-size reduction is WF_ERR_SHAPE;
+ * complex64 ordered as in wf_max). */
 wf_array *wf_min(wf_array *a, const int *axes, int naxes, bool keepdims);
 /* True where every element is nonzero (bool result). */
 wf_array *wf_all(wf_array *a, const int *axes, int naxes, bool keepdims);
@@ -686,7 +690,8 @@ wf_array *wf_logcumsumexp(wf_array *a, int axis, bool reverse, bool inclusive);
 /* ---- linear algebra */
 
 /* Matrix product with NumPy matmul rules: 1-d operands are vectors, leading
- * axes batch and broadcast. Float types (f16/bf16 through float32). */
+ * axes batch and broadcast. Float types (f16/bf16 through float32) and
+ * complex64 (one float32 GEMM over the parts; docs/API.md). */
 wf_array *wf_matmul(wf_array *a, wf_array *b);
 /* beta * c + alpha * (a @ b), c broadcast to the product's shape. */
 wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta);
