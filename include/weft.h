@@ -579,6 +579,19 @@ wf_array *wf_tile(wf_array *a, const int64_t *reps, int nreps);
  * weft's ops read any non-zero byte as true. */
 wf_array *wf_view(wf_array *a, wf_dtype dtype);
 
+/* ---- fp8 (e4m3) conversions, as MLX's to_fp8 / from_fp8: 1 sign, 4
+ * exponent (bias 7), 3 mantissa bits, every code finite (0x7f is 480) */
+
+/* The e4m3 code (uint8) of each element of a real float array (integers,
+ * bool, complex: WF_ERR_DTYPE): |x| rounded to nearest, ties to even (below
+ * 2^-6 to a multiple of 2^-9); |x| >= 464, infinities and NaN saturate to
+ * +-448 (0x7e / 0xfe). Element-wise, any shape; no gradient. */
+wf_array *wf_to_fp8(wf_array *a);
+/* The values of uint8 e4m3 codes (other dtypes: WF_ERR_DTYPE) as `dtype`, a
+ * real float type: exact in every float type but bfloat16 / float16, where
+ * the value is rounded once. */
+wf_array *wf_from_fp8(wf_array *a, wf_dtype dtype);
+
 /* ---- indexing: indices are integer arrays; out-of-range indices make the
  * evaluation fail with WF_ERR_INVALID_ARGUMENT (negative ones count from
  * the end) */
