@@ -666,9 +666,11 @@ wf_array *wf_slice_update_dynamic(wf_array *a, wf_array *update, wf_array *start
 
 /* ---- sorting along one axis, for every dtype but complex64. Order as
  * NumPy: ascending, NaNs last (all NaNs equal); -0 sorts before +0.
- * Indices are int32 (WF_ERR_SHAPE for an
- * axis longer than INT32_MAX; values: longer than 2^32 - 1). Results never
- * depend on the thread count. */
+ * Indices are uint32, as MLX's (and wf_argmax's): WF_ERR_SHAPE for an axis
+ * longer than INT32_MAX, so every index is below 2^31 and code that reads
+ * them as int32_t (they were int32 before) gets the same values; values:
+ * WF_ERR_SHAPE past 2^32 - 1 elements. Results never depend on the thread
+ * count. */
 
 /* A sorted copy. */
 wf_array *wf_sort(wf_array *a, int axis);
