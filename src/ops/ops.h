@@ -145,6 +145,10 @@ wf_array *wf__op_repeat(wf_array *a, int64_t repeats, int axis);
 wf_array *wf__op_tile(wf_array *a, const int64_t *reps, int nreps);
 wf_array *wf__op_view(wf_array *a, wf_dtype dtype);
 
+/* fp8.c */
+wf_array *wf__op_to_fp8(wf_array *a);
+wf_array *wf__op_from_fp8(wf_array *a, wf_dtype dtype);
+
 /* index.c */
 wf_array *wf__op_take(wf_array *a, wf_array *indices, int axis);
 wf_array *wf__op_take_along_axis(wf_array *a, wf_array *indices, int axis);
