@@ -1,4 +1,4 @@
-"""weft.random: permutation, sample dtypes and the complex normal."""
+"""weft.random (permutation, sample dtypes, the complex normal) and median."""
 import numpy as np
 import pytest
 
@@ -38,3 +38,25 @@ def test_complex_normal_has_unit_variance():
     assert abs(np.var(z.real) - 0.5) < 0.03 and abs(np.var(z.imag) - 0.5) < 0.03
     assert abs(np.mean(z)) < 0.03
     assert mx.random.normal((), dtype=mx.complex64).shape == ()
+
+
+def test_median_matches_numpy():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 5, 6)).astype(np.float32)
+    for axis in [None, 0, 1, -1, (0, 2)]:
+        for keepdims in [False, True]:
+            want = np.median(x, axis=axis, keepdims=keepdims)
+            got = np.array(mx.median(mx.array(x), axis=axis, keepdims=keepdims))
+            assert got.shape == want.shape
+            assert np.allclose(got, want, rtol=1e-6)
+    xi = np.array([[3, 1, 2, 8]], dtype=np.int32)
+    got = mx.median(mx.array(xi), axis=1)
+    assert got.dtype == mx.float32 and got.tolist() == [2.5]
+    y = x.copy()
+    y[1, 2, 3] = np.nan
+    got = np.array(mx.median(mx.array(y), axis=2))
+    assert np.isnan(got[1, 2]) and np.allclose(np.delete(got.reshape(-1), 7), np.delete(np.median(y, axis=2).reshape(-1), 7))
+    with pytest.raises(ValueError):
+        mx.median(mx.zeros((3, 0)), axis=1)
+    with pytest.raises(ValueError):
+        mx.median(mx.array(x), axis=(0, 0))
