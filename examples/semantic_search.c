@@ -39,7 +39,12 @@ static const struct {
     {"Which language do people use for machine learning?", 8},
     {"My railway journey started late.", 11},
 };
+/* Sanitizer builds ask fewer queries. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+enum { NQUERIES = 2 };
+#else
 enum { NQUERIES = sizeof queries / sizeof queries[0] };
+#endif
 
 static char source_root[PATH_MAX];
 
