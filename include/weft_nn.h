@@ -89,7 +89,7 @@ wf_array *wf_nn_cross_entropy(wf_array *logits, wf_array *targets, wf_array *wei
 typedef struct wf_nn_wordpiece wf_nn_wordpiece;
 
 /* Reads a vocab.txt (one token per line; the id is the line number; at
- * most 64 MiB, lines of at most 1024 bytes). It must hold [UNK], [CLS],
+ * most 64 MiB and 4,194,304 lines of at most 1024 bytes). It must hold [UNK], [CLS],
  * [SEP] and [PAD]. NULL + last error (WF_ERR_IO, WF_ERR_INVALID_ARGUMENT). */
 wf_nn_wordpiece *wf_nn_wordpiece_load(const char *vocab_path);
 /* Frees the tokenizer (NULL is a no-op). */

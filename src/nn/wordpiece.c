@@ -17,6 +17,7 @@
 enum {
     MAX_VOCAB_BYTES = 64 << 20, /* a vocab.txt larger than this is refused */
     MAX_TOKEN_BYTES = 1024,     /* longest vocab entry accepted */
+    MAX_VOCAB_LINES = 1 << 22,  /* most lines (ids) accepted */
     MAX_WORD_CHARS = 100,       /* longer words become [UNK], as BERT does */
 };
 
@@ -109,10 +110,15 @@ wf_nn_wordpiece *wf_nn_wordpiece_load(const char *vocab_path)
     char *pool = read_small_file(vocab_path, MAX_VOCAB_BYTES, &size);
     if (!pool)
         return NULL;
-    size_t lines = 0;
+    size_t lines = 1;
     for (size_t i = 0; i < size; i++)
         lines += pool[i] == '\n';
-    lines++;
+    if (lines > MAX_VOCAB_LINES) {
+        free(pool);
+        wf_set_error(WF_ERR_INVALID_ARGUMENT, "%s: more than %d lines", vocab_path,
+                     MAX_VOCAB_LINES);
+        return NULL;
+    }
     wf_nn_wordpiece *t = calloc(1, sizeof *t);
     size_t capacity = 16;
     while (capacity < 2 * lines)
