@@ -141,8 +141,9 @@ int main(void)
     bool batched = server->forward_calls < server->requests;
     pthread_mutex_unlock(&server->lock);
     int bad = atomic_load(&sh.mismatches) + atomic_load(&sh.failures);
-    /* Every trace is one (bucket, power-of-two rows) pair. */
-    bool cache_small = stats.traces <= (uint64_t)EMBED_NBUCKETS * 5;
+    /* Every trace is one (bucket, row count) pair. */
+    bool cache_small =
+        stats.traces <= (uint64_t)(EMBED_NBUCKETS * embed_row_choices(server->max_batch));
     embed_server_stop(server);
     free(alone);
     if (bad || !cache_small) {

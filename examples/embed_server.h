@@ -8,9 +8,10 @@
  * queued meanwhile (dynamic batching: up to max_batch), sorts them by
  * length, groups them by length bucket (16, 32, 64, 128, 256 tokens) and
  * runs each group as ONE call of a compiled forward pass (wf_compile):
- * sequences padded to their bucket, rows padded to a power of two, so the
- * compile cache holds at most buckets x log2(max_batch) traces however the
- * requests arrive. Padding is masked out of attention and pooling, so a
+ * sequences padded to their bucket, rows padded to 1, 2, 4 or the next
+ * multiple of 4 (at most 1/4 of a pass is filler), so the compile cache
+ * holds at most buckets x (max_batch / 4 + 2) traces however the requests
+ * arrive. Padding is masked out of attention and pooling, so a
  * sentence's embedding does not depend on what it was batched with.
  *
  * Built on weft.h and weft_nn.h only (plus pthreads).
@@ -136,6 +137,20 @@ static inline wf_status embed_forward_body(void *payload, wf_array *const *in, s
     return WF_OK;
 }
 
+/* The rows a group of `count` requests runs with: 1, 2, 4, then multiples
+ * of 4 (few traces, little filler). */
+static inline int embed_rows_for(int count)
+{
+    return count <= 2 ? count : (count + 3) / 4 * 4;
+}
+
+/* Row counts a server may run with, for max_batch: its number of traces
+ * per bucket. */
+static inline int embed_row_choices(int max_batch)
+{
+    return max_batch <= 2 ? max_batch : 2 + (max_batch + 3) / 4;
+}
+
 static inline int64_t embed_bucket_of(int64_t length)
 {
     for (int b = 0; b < EMBED_NBUCKETS; b++)
@@ -148,9 +163,7 @@ static inline int64_t embed_bucket_of(int64_t length)
 static inline void embed_run_group(embed_server *s, struct embed_request **requests, int count,
                             int64_t seq)
 {
-    int rows = 1;
-    while (rows < count)
-        rows *= 2;
+    int rows = embed_rows_for(count);
     size_t cells = (size_t)rows * (size_t)seq;
     int32_t *ids = calloc(cells, sizeof *ids), *mask = calloc(cells, sizeof *mask);
     wf_status st = ids && mask ? WF_OK : WF_ERR_OUT_OF_MEMORY;
@@ -235,7 +248,8 @@ static inline void *embed_server_loop(void *arg)
 }
 
 /* Loads the model from model_dir in `dtype` and starts the batching thread;
- * max_batch (1..64) caps the rows of one forward pass. NULL + a message on
+ * max_batch (1..64, rounded up by embed_rows_for) caps the rows of one
+ * forward pass. NULL + a message on
  * stderr on failure. */
 static inline embed_server *embed_server_start(const char *model_dir, wf_dtype dtype, int max_batch)
 {
@@ -244,13 +258,15 @@ static inline embed_server *embed_server_start(const char *model_dir, wf_dtype d
     embed_server *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->max_batch = max_batch < 1 ? 1 : max_batch > EMBED_MAX_BATCH ? EMBED_MAX_BATCH : max_batch;
+    s->max_batch = embed_rows_for(max_batch < 1                 ? 1
+                                  : max_batch > EMBED_MAX_BATCH ? EMBED_MAX_BATCH
+                                                                : max_batch);
     s->tokenizer = wf_nn_wordpiece_load(vocab);
     s->model = s->tokenizer ? wf_nn_bert_load(model_dir, dtype) : NULL;
     s->forward_plain = s->model ? wf_fn_new(embed_forward_body, s->model, NULL) : NULL;
-    /* One trace per (bucket, power-of-two row count): no retrace warning. */
+    /* One trace per (bucket, row count): no retrace warning for those. */
     wf_compile_options options = wf_compile_options_default();
-    options.retrace_warning = EMBED_NBUCKETS * 8;
+    options.retrace_warning = EMBED_NBUCKETS * embed_row_choices(s->max_batch);
     s->forward = s->forward_plain ? wf_compile(s->forward_plain, &options) : NULL;
     if (!s->forward) {
         fprintf(stderr, "embed_server: %s\n", wf_last_error_message());
@@ -277,7 +293,7 @@ static inline embed_server *embed_server_start(const char *model_dir, wf_dtype d
 }
 
 /* Traces the compiled forward pass ahead of time for every bucket up to
- * max_seq tokens and every row count (1, 2, 4, ... max_batch), so that the
+ * max_seq tokens and every row count (embed_rows_for), so that the
  * first requests do not wait for a trace. Call before serving. */
 static inline wf_status embed_server_warm_up(embed_server *s, int64_t max_seq)
 {
@@ -286,7 +302,8 @@ static inline wf_status embed_server_warm_up(embed_server *s, int64_t max_seq)
     struct embed_request *group[EMBED_MAX_BATCH];
     wf_status st = r && out ? WF_OK : WF_ERR_OUT_OF_MEMORY;
     for (int b = 0; b < EMBED_NBUCKETS && embed_buckets[b] <= max_seq && st == WF_OK; b++)
-        for (int rows = 1; rows <= s->max_batch && st == WF_OK; rows *= 2) {
+        for (int rows = 1; rows <= embed_rows_for(s->max_batch) && st == WF_OK;
+             rows = embed_rows_for(rows + 1)) {
             for (int i = 0; i < rows; i++) {
                 r[i] = (struct embed_request){.length = embed_buckets[b],
                                               .out = out + (size_t)i * (size_t)s->hidden};
