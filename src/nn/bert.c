@@ -279,8 +279,13 @@ static wf_array *tensor(const wf_nn_params *params, const char *path, const char
     bool ok = wf_array_ndim(a) == ndim && wf_array_dim(a, 0) == d0 &&
               (ndim == 1 || wf_array_dim(a, 1) == d1);
     if (!ok) {
-        wf_set_error(WF_ERR_SHAPE, "%s: tensor %s is not (%lld%s%lld)", path, name,
-                     (long long)d0, d1 ? ", " : "", d1 ? (long long)d1 : 0LL);
+        char want[64];
+        if (d1)
+            snprintf(want, sizeof want, "(%lld, %lld)", (long long)d0, (long long)d1);
+        else
+            snprintf(want, sizeof want, "(%lld,)", (long long)d0);
+        wf_set_error(WF_ERR_SHAPE, "%s: tensor %s does not have the shape %s the config gives",
+                     path, name, want);
         return NULL;
     }
     wf_dtype dt = wf_array_dtype(a);

@@ -14,6 +14,7 @@
  * python-venv.sh could not install it (it always tries: no PyPI here), and
  * the model tests are skipped with a message saying so, as the Python tests
  * of the model do; the config parser's tests still run. */
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <spawn.h>
@@ -193,6 +194,15 @@ static double cosine(const float *a, const float *b, int64_t n)
         bb += (double)b[i] * b[i];
     }
     return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0.0;
+}
+
+/* The squared L2 norm of v. */
+static double squared_norm(const float *v, int64_t n)
+{
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)v[i] * v[i];
+    return sum;
 }
 
 /* Embeds sentences[first, first+count) as one batch padded to the longest:
@@ -399,6 +409,105 @@ static void test_config_parser(void)
     CHECK_EQ_INT(wf_nn_bert_config_load(NULL, &c), WF_ERR_NULL_ARGUMENT);
 }
 
+/* A tiny checkpoint (hidden 8, 2 heads, 1 layer) in a temporary directory,
+ * every tensor random; `bad` names one tensor to give a wrong shape and
+ * `missing` one to leave out (NULL: none). */
+static const char *const tiny_names[][2] = {
+    {"embeddings.word_embeddings.weight", "10x8"},
+    {"embeddings.position_embeddings.weight", "4x8"},
+    {"embeddings.token_type_embeddings.weight", "2x8"},
+    {"embeddings.LayerNorm.weight", "8"},
+    {"embeddings.LayerNorm.bias", "8"},
+    {"encoder.layer.0.attention.self.query.weight", "8x8"},
+    {"encoder.layer.0.attention.self.query.bias", "8"},
+    {"encoder.layer.0.attention.self.key.weight", "8x8"},
+    {"encoder.layer.0.attention.self.key.bias", "8"},
+    {"encoder.layer.0.attention.self.value.weight", "8x8"},
+    {"encoder.layer.0.attention.self.value.bias", "8"},
+    {"encoder.layer.0.attention.output.dense.weight", "8x8"},
+    {"encoder.layer.0.attention.output.dense.bias", "8"},
+    {"encoder.layer.0.attention.output.LayerNorm.weight", "8"},
+    {"encoder.layer.0.attention.output.LayerNorm.bias", "8"},
+    {"encoder.layer.0.intermediate.dense.weight", "16x8"},
+    {"encoder.layer.0.intermediate.dense.bias", "16"},
+    {"encoder.layer.0.output.dense.weight", "8x16"},
+    {"encoder.layer.0.output.dense.bias", "8"},
+    {"encoder.layer.0.output.LayerNorm.weight", "8"},
+    {"encoder.layer.0.output.LayerNorm.bias", "8"},
+};
+
+static bool write_tiny_checkpoint(const char *dir, const char *bad, const char *missing)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return false;
+    fputs("{\"hidden_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1,"
+          " \"intermediate_size\": 16, \"vocab_size\": 10, \"max_position_embeddings\": 4,"
+          " \"hidden_act\": \"gelu\"}",
+          f);
+    fclose(f);
+    wf_nn_params *p = wf_nn_params_new();
+    wf_scope_begin();
+    wf_random_seed(3);
+    for (size_t i = 0; i < sizeof tiny_names / sizeof tiny_names[0]; i++) {
+        const char *name = tiny_names[i][0];
+        if (missing && strcmp(name, missing) == 0)
+            continue;
+        int64_t shape[2] = {0, 0};
+        int ndim = sscanf(tiny_names[i][1], "%" SCNd64 "x%" SCNd64, &shape[0], &shape[1]);
+        if (bad && strcmp(name, bad) == 0)
+            shape[0] += 1;
+        wf_nn_params_add(p, name, wf_random_normal(shape, ndim, WF_DTYPE_F32, 0.0, 1.0, NULL));
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    bool ok = wf_nn_save_safetensors(p, path) == WF_OK;
+    wf_scope_end();
+    wf_nn_params_release(p);
+    return ok;
+}
+
+static void remove_tiny_checkpoint(const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_checkpoint_checks(void)
+{
+    char dir[] = "/tmp/weft-bert-tiny-XXXXXX";
+    if (!CHECK(mkdtemp(dir) != NULL))
+        return;
+    CHECK(write_tiny_checkpoint(dir, NULL, NULL));
+    wf_nn_bert *m = wf_nn_bert_load(dir, WF_DTYPE_F32);
+    if (CHECK_NOT_NULL(m)) {
+        wf_scope_begin();
+        int32_t ids[6] = {1, 5, 2, 1, 9, 0}, mask[6] = {1, 1, 1, 1, 1, 0};
+        wf_array *e = wf_nn_bert_embed(m, wf_array_from_data(ids, (int64_t[]){2, 3}, 2, WF_DTYPE_I32),
+                                       wf_array_from_data(mask, (int64_t[]){2, 3}, 2, WF_DTYPE_I32));
+        float out[16];
+        if (CHECK_NOT_NULL(e) && CHECK_OK(wf_array_copy_to(e, out, sizeof out)))
+            for (int r = 0; r < 2; r++)
+                CHECK_NEAR(sqrt(squared_norm(out + 8 * r, 8)), 1.0, 1e-5); /* unit rows */
+        wf_scope_end();
+        wf_nn_bert_free(m);
+    }
+    CHECK(write_tiny_checkpoint(dir, "encoder.layer.0.intermediate.dense.weight", NULL));
+    CHECK(wf_nn_bert_load(dir, WF_DTYPE_F32) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_SHAPE);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "intermediate.dense.weight");
+    CHECK(write_tiny_checkpoint(dir, NULL, "encoder.layer.0.attention.self.key.bias"));
+    CHECK(wf_nn_bert_load(dir, WF_DTYPE_BF16) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_INVALID_ARGUMENT);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "no tensor");
+    remove_tiny_checkpoint(dir);
+}
+
 static void test_tokenizer_edges(void)
 {
     wf_nn_wordpiece *tok = wf_nn_wordpiece_load(model_file("vocab.txt"));
@@ -446,6 +555,7 @@ int main(void)
 {
     find_source_root();
     RUN_TEST(test_config_parser);
+    RUN_TEST(test_checkpoint_checks);
     if (load_reference()) {
         RUN_TEST(test_token_ids_match_tokenizers);
         RUN_TEST(test_tokenizer_edges);
