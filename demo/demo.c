@@ -1019,7 +1019,9 @@ static wf_status run_pretrained(int corpus_size)
     int started = 0;
     for (int c = 0; c < CLIENTS && st == WF_OK; c++, started++) {
         int per = (corpus_size + CLIENTS - 1) / CLIENTS, first = c * per;
-        int count = first >= corpus_size ? 0 : corpus_size - first < per ? corpus_size - first : per;
+        int count = first >= corpus_size        ? 0
+                    : corpus_size - first < per ? corpus_size - first
+                                                : per;
         clients[c] = (struct corpus_client){server, texts, vectors, first, count, WF_OK, 0};
         pthread_create(&clients[c].thread, NULL, corpus_client_main, &clients[c]);
     }
@@ -1035,7 +1037,8 @@ static wf_status run_pretrained(int corpus_size)
                "%llu forward passes of %.1f rows on average\n",
                corpus_size, CLIENTS, seconds, corpus_size / seconds,
                (unsigned long long)server->forward_calls,
-               (double)server->rows_run / (double)(server->forward_calls ? server->forward_calls : 1));
+               (double)server->rows_run /
+                   (double)(server->forward_calls ? server->forward_calls : 1));
         pthread_mutex_unlock(&server->lock);
     }
     static const char *const questions[] = {"Which animal is the fastest hunter?",

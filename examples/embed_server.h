@@ -125,8 +125,8 @@ typedef struct embed_server {
 } embed_server;
 
 /* The compiled body: (ids, mask) -> normalized embeddings. */
-static inline wf_status embed_forward_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
-                                    size_t *nout)
+static inline wf_status embed_forward_body(void *payload, wf_array *const *in, size_t n,
+                                           wf_array **out, size_t *nout)
 {
     (void)n;
     wf_array *e = wf_nn_bert_embed((const wf_nn_bert *)payload, in[0], in[1]);
@@ -321,8 +321,8 @@ static inline wf_status embed_server_warm_up(embed_server *s, int64_t max_seq)
  * floats), queued together so they can share forward passes; blocks until
  * all are done. Any thread, any number at once. WF_OK or the error of the
  * forward pass. */
-static inline wf_status embed_server_embed_many(embed_server *s, const char *const *texts, int count,
-                                         float *out)
+static inline wf_status embed_server_embed_many(embed_server *s, const char *const *texts,
+                                                int count, float *out)
 {
     struct embed_request *r = calloc((size_t)(count > 0 ? count : 1), sizeof *r);
     if (!r)

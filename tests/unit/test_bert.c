@@ -290,8 +290,9 @@ static void test_float32_embeddings_match_numpy(void)
             wf_test_fail(WF_TEST_AT_, "sentence %zu batched and padded: cosine %.8f to alone", i,
                          c);
     }
-    printf("    float32: min cosine to NumPy 1 - %.2e, batched to alone 1 - %.2e over %zu sentences\n",
-           1.0 - worst, 1.0 - worst_batched, nsentences);
+    printf(
+        "    float32: min cosine to NumPy 1 - %.2e, batched to alone 1 - %.2e over %zu sentences\n",
+        1.0 - worst, 1.0 - worst_batched, nsentences);
     free(alone);
     free(batched);
     wf_nn_bert_free(model);
@@ -393,7 +394,6 @@ static void test_config_parser(void)
         "{\"hidden_size\": 8.5}",
         "{\"hidden_size\": 8,}",
         "{\"hidden_size\": 1e999}",
-        "{\"a\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
         "{\"hidden_size\": 8, \"num_attention_heads\": 3, \"num_hidden_layers\": 1,"
         " \"intermediate_size\": 16, \"vocab_size\": 10, \"max_position_embeddings\": 4}",
         "{\"hidden_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1,"
@@ -405,6 +405,19 @@ static void test_config_parser(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (!CHECK_EQ_INT(load_config_text(bad[i], &c), WF_ERR_INVALID_ARGUMENT))
             printf("    config %zu was accepted\n", i);
+    /* Nesting deeper than the reader's limit: refused, not a stack overflow. */
+    enum { DEPTH = 100000 };
+    char *deep = malloc(2 * DEPTH + 16);
+    size_t n = 0;
+    n += (size_t)sprintf(deep, "{\"a\": ");
+    for (int i = 0; i < DEPTH; i++)
+        deep[n++] = '[';
+    for (int i = 0; i < DEPTH; i++)
+        deep[n++] = ']';
+    deep[n++] = '}';
+    deep[n] = 0;
+    CHECK_EQ_INT(load_config_text(deep, &c), WF_ERR_INVALID_ARGUMENT);
+    free(deep);
     CHECK_EQ_INT(wf_nn_bert_config_load("/nonexistent/config.json", &c), WF_ERR_IO);
     CHECK_EQ_INT(wf_nn_bert_config_load(NULL, &c), WF_ERR_NULL_ARGUMENT);
 }
@@ -488,8 +501,9 @@ static void test_checkpoint_checks(void)
     if (CHECK_NOT_NULL(m)) {
         wf_scope_begin();
         int32_t ids[6] = {1, 5, 2, 1, 9, 0}, mask[6] = {1, 1, 1, 1, 1, 0};
-        wf_array *e = wf_nn_bert_embed(m, wf_array_from_data(ids, (int64_t[]){2, 3}, 2, WF_DTYPE_I32),
-                                       wf_array_from_data(mask, (int64_t[]){2, 3}, 2, WF_DTYPE_I32));
+        wf_array *e =
+            wf_nn_bert_embed(m, wf_array_from_data(ids, (int64_t[]){2, 3}, 2, WF_DTYPE_I32),
+                             wf_array_from_data(mask, (int64_t[]){2, 3}, 2, WF_DTYPE_I32));
         float out[16];
         if (CHECK_NOT_NULL(e) && CHECK_OK(wf_array_copy_to(e, out, sizeof out)))
             for (int r = 0; r < 2; r++)
@@ -513,7 +527,8 @@ static void test_tokenizer_edges(void)
     wf_nn_wordpiece *tok = wf_nn_wordpiece_load(model_file("vocab.txt"));
     if (!CHECK_NOT_NULL(tok))
         return;
-    int32_t cls = wf_nn_wordpiece_token_id(tok, "[CLS]"), sep = wf_nn_wordpiece_token_id(tok, "[SEP]");
+    int32_t cls = wf_nn_wordpiece_token_id(tok, "[CLS]");
+    int32_t sep = wf_nn_wordpiece_token_id(tok, "[SEP]");
     int32_t a[MAX_TOKENS], b[MAX_TOKENS];
     /* Invalid bytes (a lone continuation, a truncated sequence, an overlong
      * form, a surrogate) are dropped like the control characters they stand for. */
