@@ -232,6 +232,16 @@ static bool embed_batch(const wf_nn_bert *model, size_t first, size_t count, flo
     return ok;
 }
 
+/* The float32 model, loaded once for the tests that use it (freed in main). */
+static wf_nn_bert *shared_model;
+
+static wf_nn_bert *float32_model(void)
+{
+    if (!shared_model)
+        shared_model = wf_nn_bert_load(model_dir, WF_DTYPE_F32);
+    return shared_model;
+}
+
 /* ------------------------------------------------------------ tests */
 
 static void test_token_ids_match_tokenizers(void)
@@ -260,7 +270,7 @@ static void test_token_ids_match_tokenizers(void)
 
 static void test_float32_embeddings_match_numpy(void)
 {
-    wf_nn_bert *model = wf_nn_bert_load(model_dir, WF_DTYPE_F32);
+    wf_nn_bert *model = float32_model();
     if (!CHECK_NOT_NULL(model))
         return;
     CHECK_EQ_INT(wf_nn_bert_get_config(model)->hidden_size, hidden);
@@ -295,7 +305,6 @@ static void test_float32_embeddings_match_numpy(void)
         1.0 - worst, 1.0 - worst_batched, nsentences);
     free(alone);
     free(batched);
-    wf_nn_bert_free(model);
 }
 
 static void test_bfloat16_embeddings(void)
@@ -325,7 +334,7 @@ static void test_bfloat16_embeddings(void)
 
 static void test_hidden_states_and_bad_input(void)
 {
-    wf_nn_bert *model = wf_nn_bert_load(model_dir, WF_DTYPE_F32);
+    wf_nn_bert *model = float32_model();
     if (!CHECK_NOT_NULL(model))
         return;
     wf_scope_begin();
@@ -350,7 +359,6 @@ static void test_hidden_states_and_bad_input(void)
     CHECK(wf_nn_bert_embed(model, float_ids, a_mask) == NULL);
     CHECK_EQ_INT(wf_last_error(), WF_ERR_DTYPE);
     wf_scope_end();
-    wf_nn_bert_free(model);
     CHECK(wf_nn_bert_load(model_dir, WF_DTYPE_I32) == NULL);
     CHECK_EQ_INT(wf_last_error(), WF_ERR_DTYPE);
     CHECK(wf_nn_bert_load("/nonexistent-weft-model", WF_DTYPE_F32) == NULL);
@@ -584,6 +592,7 @@ int main(void)
     } else {
         wf_test_state()->failed++;
     }
+    wf_nn_bert_free(shared_model);
     for (size_t i = 0; i < nsentences; i++)
         free(sentences[i].text);
     free(sentences);
