@@ -18,7 +18,7 @@
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 enum { CLIENTS = 2, ROUNDS = 1, SENT_USED = 4 };
 #else
-enum { CLIENTS = 8, ROUNDS = 3, SENT_USED = 8 };
+enum { CLIENTS = 8, ROUNDS = 2, SENT_USED = 8 };
 #endif
 
 static const char *const sentences[] = {
