@@ -91,8 +91,9 @@ test: deps py-venv
 	echo "$$passed passed, $$failed failed"; \
 	[ $$failed -eq 0 ] && [ $$passed -gt 0 ]
 
-# The demo program if there is one, else every example.
-demo: build-release
+# The demo program if there is one, else every example. py-venv installs the
+# pretrained model the demo's second part runs (it says so when it cannot).
+demo: build-release py-venv
 	@if [ -x $(BUILD)/release/demo ]; then \
 	  $(BUILD)/release/demo; \
 	else \

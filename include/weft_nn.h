@@ -76,6 +76,78 @@ wf_array *wf_nn_mlp(wf_array *x, wf_array *w1, wf_array *b1, wf_array *w2, wf_ar
  * weights are given: float64 logits give a float64 loss). */
 wf_array *wf_nn_cross_entropy(wf_array *logits, wf_array *targets, wf_array *weights);
 
+/* ---------------------------------------------------------------- WordPiece tokenizer
+ *
+ * BERT's uncased tokenizer: text cleanup (NUL, U+FFFD and control/format/
+ * unassigned characters dropped, whitespace made spaces), CJK ideographs
+ * split apart, accents stripped (canonical decomposition, nonspacing marks
+ * dropped), lowercasing, a split at whitespace and around every punctuation
+ * character, then greedy longest-match WordPiece ("##" continuation pieces;
+ * a word with no match or over 100 characters becomes [UNK]). Invalid UTF-8
+ * bytes are dropped. A loaded tokenizer is read-only: any thread may encode
+ * with it at the same time. */
+typedef struct wf_nn_wordpiece wf_nn_wordpiece;
+
+/* Reads a vocab.txt (one token per line; the id is the line number; at
+ * most 64 MiB and 4,194,304 lines of at most 1024 bytes). It must hold [UNK], [CLS],
+ * [SEP] and [PAD]. NULL + last error (WF_ERR_IO, WF_ERR_INVALID_ARGUMENT). */
+wf_nn_wordpiece *wf_nn_wordpiece_load(const char *vocab_path);
+/* Frees the tokenizer (NULL is a no-op). */
+void wf_nn_wordpiece_free(wf_nn_wordpiece *tokenizer);
+/* Tokenizes `length` bytes of UTF-8 `text` into ids: [CLS], the pieces,
+ * [SEP], truncated to `max_ids` (>= 2) ids in all (the pieces cut, [SEP]
+ * kept, as BERT's truncation does). Returns the count written to `ids`, or
+ * -1 + last error (NULL argument, max_ids < 2, out of memory). */
+int64_t wf_nn_wordpiece_encode(const wf_nn_wordpiece *tokenizer, const char *text,
+                               size_t length, int32_t *ids, size_t max_ids);
+/* The id of an exact vocab entry (e.g. "[MASK]"), or -1. */
+int32_t wf_nn_wordpiece_token_id(const wf_nn_wordpiece *tokenizer, const char *token);
+/* The id of [PAD] (-1 for NULL). */
+int32_t wf_nn_wordpiece_pad_id(const wf_nn_wordpiece *tokenizer);
+
+/* ---------------------------------------------------------------- BERT encoder
+ *
+ * A BERT encoder loaded from a Hugging Face checkpoint directory
+ * (config.json and model.safetensors, e.g. sentence-transformers'
+ * all-MiniLM-L6-v2): embeddings (word + absolute position + token type 0),
+ * LayerNorm, then post-LayerNorm layers of self-attention (padding masked)
+ * and an exact-GELU feed-forward block. A loaded model is read-only: any
+ * thread may run it at the same time, and its functions trace and compile
+ * like other weft code (the weights are constants of a trace). */
+typedef struct wf_nn_bert wf_nn_bert;
+
+/* The sizes read from config.json. */
+typedef struct wf_nn_bert_config {
+    int64_t vocab_size, hidden_size, num_layers, num_heads, intermediate_size;
+    int64_t max_positions;   /* max_position_embeddings */
+    int64_t type_vocab_size; /* 2 when absent */
+    double layer_norm_eps;   /* 1e-12 when absent */
+} wf_nn_bert_config;
+
+/* Parses a BERT config.json (at most 1 MiB; other keys are skipped) into
+ * *out. WF_ERR_IO when unreadable, WF_ERR_INVALID_ARGUMENT for malformed
+ * JSON, missing or out-of-range sizes, or an activation other than "gelu". */
+wf_status wf_nn_bert_config_load(const char *path, wf_nn_bert_config *out);
+/* Loads model_dir/config.json and model_dir/model.safetensors, the weights
+ * cast to `dtype` (float32, bfloat16 or float16; activations follow it).
+ * Every tensor's shape is checked against the config. NULL + last error. */
+wf_nn_bert *wf_nn_bert_load(const char *model_dir, wf_dtype dtype);
+/* Frees the model (NULL is a no-op); arrays it returned stay valid. */
+void wf_nn_bert_free(wf_nn_bert *model);
+/* The model's sizes (borrowed; NULL for NULL). */
+const wf_nn_bert_config *wf_nn_bert_get_config(const wf_nn_bert *model);
+/* The dtype the model computes in. */
+wf_dtype wf_nn_bert_dtype(const wf_nn_bert *model);
+/* Last hidden states (batch, seq, hidden) in the model's dtype for token
+ * `ids` (batch, seq; int32 or int64) and `mask` (batch, seq; nonzero for
+ * real tokens, 0 for padding: padded keys get no attention). seq must be at
+ * most max_positions. A new reference; NULL + last error. */
+wf_array *wf_nn_bert_encode(const wf_nn_bert *model, wf_array *ids, wf_array *mask);
+/* Sentence embeddings (batch, hidden), float32: the hidden states averaged
+ * over the tokens whose mask is 1, then divided by their L2 norm
+ * (sentence-transformers' mean pooling + Normalize). `mask` holds 0 / 1. */
+wf_array *wf_nn_bert_embed(const wf_nn_bert *model, wf_array *ids, wf_array *mask);
+
 /* ---------------------------------------------------------------- optimizers */
 
 /* AdamW (decoupled weight decay). Start from wf_nn_adamw_options_default(). */
