@@ -740,3 +740,45 @@ def convolve(a, v, mode="full", *, stream=None):
         low, high = taps // 2, (taps - 1) // 2
     out = _core.conv_general(signal, kernel, padding=([low], [high]), stream=stream)
     return _core.reshape(out, [-1], stream=stream)
+
+
+# ---------------------------------------------------------------- order statistics
+
+
+def median(a, axis=None, keepdims=False, *, stream=None):
+    """Median over `axis` (None: every axis; an int or a sequence): the
+    reduced axes are moved last and flattened, sorted, and the middle
+    element (or the mean of the two middle ones) taken; float results
+    (integers give float32); NaN anywhere in a reduction gives NaN."""
+    a = _as_array(a)
+    if axis is None:
+        axes = list(range(a.ndim))
+    else:
+        axes = [axis] if isinstance(axis, int) else list(axis)
+        axes = [_normal_axis(ax, a.ndim, "[median]") for ax in axes]
+        if len(set(axes)) != len(axes):
+            raise ValueError("[median] Received duplicate axis.")
+    axes = sorted(axes)
+    kept = [d for d in range(a.ndim) if d not in axes]
+    count = 1
+    for d in axes:
+        count *= a.shape[d]
+    if count == 0:
+        raise ValueError("[median] Cannot take median along empty axis.")
+    dtype = a.dtype if a.dtype in (_core.float16, _core.bfloat16, _core.float32,
+                                   _core.float64) else _core.float32
+    flat = _core.reshape(_core.transpose(a, kept + axes, stream=stream),
+                         [a.shape[d] for d in kept] + [count], stream=stream)
+    ordered = _core.sort(flat, -1, stream=stream)
+    middle = ordered[..., count // 2].astype(dtype, stream=stream)
+    if count % 2 == 0:
+        lower = ordered[..., count // 2 - 1].astype(dtype, stream=stream)
+        middle = _core.multiply(_core.add(middle, lower, stream=stream),
+                                _core.array(0.5, dtype=dtype), stream=stream)
+    if dtype == a.dtype:  # sorting puts NaNs last, out of the middle's reach
+        nan = _core.any(_core.isnan(flat, stream=stream), -1, stream=stream)
+        middle = _core.where(nan, _core.array(float("nan"), dtype=dtype), middle,
+                             stream=stream)
+    if keepdims:
+        middle = _core.expand_dims(middle, axes, stream=stream)
+    return middle

@@ -171,3 +171,21 @@ def laplace(shape=[], dtype=None, loc=0.0, scale=1.0, key=None, *, stream=None):
     s = _core.sign(u)
     z = _core.negative(_core.multiply(s, _core.log1p(_core.multiply(-2.0, _core.abs(u)))))
     return _scaled(z, loc, scale, _shape(shape))
+
+
+def permutation(x, axis=0, key=None, *, stream=None):
+    """A random permutation of arange(x) (x an int), or x's entries shuffled
+    along `axis`: the order that sorts one random 31-bit integer per entry
+    (argsort is stable, so the rare equal draws keep their index order)."""
+    if isinstance(x, int):
+        if x < 0:
+            raise ValueError(f"[permutation] negative size {x}")
+        draws = randint(0, 2**31 - 1, [x], key=key, stream=stream)
+        return _core.argsort(draws, 0, stream=stream)
+    x = x if isinstance(x, _core.array) else _core.array(x)
+    if x.ndim == 0:
+        raise ValueError("[permutation] cannot permute a 0-d array")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"[permutation] axis {axis} is out of range for rank {x.ndim}")
+    order = permutation(x.shape[axis], key=key, stream=stream)
+    return _core.take(x, order, axis, stream=stream)
