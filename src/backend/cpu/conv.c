@@ -593,6 +593,18 @@ static void plan_shapes(conv_plan *pl, const wf_conv_params *p, const wf_array *
     pl->direct_a = one;
 }
 
+/* The operands' dtype: float64 and float32 their own; bfloat16 itself
+ * where the GEMM variant multiplies it (not in the depthwise loop); else
+ * float32. */
+static wf_dtype compute_dtype(wf_dtype out, bool depthwise, int isa)
+{
+    if (out == WF_DTYPE_F64)
+        return WF_DTYPE_F64;
+    if (out == WF_DTYPE_BF16 && !depthwise && wf__gemm_isa_has_bf16(isa))
+        return WF_DTYPE_BF16;
+    return WF_DTYPE_F32;
+}
+
 wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninputs,
                                const void *params)
 {
@@ -606,9 +618,7 @@ wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninpu
     plan_shapes(&pl, params, x, w, out);
     const bool depthwise = pl.cin_g == 1 && pl.cout_g == 1 && pl.groups > 1;
     pl.isa = wf__gemm_isa(); /* one variant for the whole convolution */
-    pl.compute = out->dtype == WF_DTYPE_F64                                             ? WF_DTYPE_F64
-                 : out->dtype == WF_DTYPE_BF16 && !depthwise && wf__gemm_isa_has_bf16(pl.isa) ? WF_DTYPE_BF16
-                                                                                          : WF_DTYPE_F32;
+    pl.compute = compute_dtype(out->dtype, depthwise, pl.isa);
     pl.es = wf_dtype_size(pl.compute);
     pl.cdt = pl.compute == WF_DTYPE_F64 ? WF_DTYPE_F64 : WF_DTYPE_F32;
     const size_t cs = wf_dtype_size(pl.cdt);
