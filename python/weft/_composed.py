@@ -766,10 +766,16 @@ def median(a, axis=None, keepdims=False, *, stream=None):
     if count == 0:
         raise ValueError("[median] Cannot take median along empty axis.")
     dtype = a.dtype if a.dtype in (_core.float16, _core.bfloat16, _core.float32,
-                                   _core.float64) else _core.float32
+                                   _core.float64, _core.complex64) else _core.float32
     flat = _core.reshape(_core.transpose(a, kept + axes, stream=stream),
                          [a.shape[d] for d in kept] + [count], stream=stream)
-    ordered = _core.sort(flat, -1, stream=stream)
+    if a.dtype == _core.complex64:  # NumPy's order: by real part, then imaginary
+        by_imag = _core.argsort(_core.imag(flat), -1, stream=stream)
+        flat_i = _core.take_along_axis(flat, by_imag, -1, stream=stream)
+        by_real = _core.argsort(_core.real(flat_i), -1, stream=stream)  # stable
+        ordered = _core.take_along_axis(flat_i, by_real, -1, stream=stream)
+    else:
+        ordered = _core.sort(flat, -1, stream=stream)
     middle = ordered[..., count // 2].astype(dtype, stream=stream)
     if count % 2 == 0:
         lower = ordered[..., count // 2 - 1].astype(dtype, stream=stream)

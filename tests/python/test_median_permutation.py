@@ -54,3 +54,9 @@ def test_permutation_of_array_along_axis():
     assert sorted(rows[:, 0].tolist()) == [0, 6, 12, 18]
     with pytest.raises(ValueError):
         mx.random.permutation(mx.array(a), axis=2)
+
+
+def test_median_complex_orders_as_numpy():
+    v = np.array([2 + 1j, 1 + 5j, 2 - 1j, 0 + 0j], dtype=np.complex64)
+    np.testing.assert_allclose(np.array(mx.median(mx.array(v))), np.median(v))
+    np.testing.assert_allclose(np.array(mx.median(mx.array(v[:3]))), np.median(v[:3]))
