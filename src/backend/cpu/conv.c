@@ -292,9 +292,24 @@ static int64_t rows_per_block(const conv_plan *pl)
     return min64(mb, pl->rows);
 }
 
+/* Rows per unit of the 1x1 case (nothing to gather): the GEMM's own
+ * blocking of a product of this size, whole column strips. */
+static int64_t rows_per_block_direct(const conv_plan *pl)
+{
+    wf_gemm_args g;
+    wf__gemm_args_init(&g, pl->compute, pl->rows, pl->cout_g, pl->kdim, pl->x, pl->cin, 1, pl->w,
+                       pl->cout_g, 1, pl->c, pl->cout, 1.0, 0.0);
+    g.isa = pl->isa;
+    int64_t mblock, nblock;
+    wf__gemm_blocks(&g, pl->groups, &mblock, &nblock);
+    if (nblock < pl->cout_g) /* the columns a unit would have had go to rows instead */
+        mblock = max64(16, mblock / ceil_div(pl->cout_g, nblock));
+    return min64(mblock, pl->rows);
+}
+
 static wf_status run_gemm(conv_plan *pl)
 {
-    pl->mblock = rows_per_block(pl);
+    pl->mblock = pl->direct_a ? rows_per_block_direct(pl) : rows_per_block(pl);
     pl->mblocks = ceil_div(pl->rows, pl->mblock);
     atomic_init(&pl->failed, 0);
     wf__parallel_for(pl->groups * pl->mblocks, 1, gemm_units, pl);
