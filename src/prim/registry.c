@@ -5,6 +5,7 @@
 
 #include "prim/binary.h"
 #include "prim/custom.h"
+#include "prim/distributed.h"
 #include "prim/fused.h"
 #include "prim/linalg.h"
 #include "prim/prims.h"
@@ -57,6 +58,9 @@ static const wf_prim_def *const all_prims[] = {
     &wf__prim_sort, &wf__prim_argsort, &wf__prim_partition, &wf__prim_argpartition,
     &wf__prim_topk, &wf__prim_argtopk, &wf__prim_cummax, &wf__prim_cummin,
     &wf__prim_logcumsumexp,
+    /* collectives */
+    &wf__prim_all_sum, &wf__prim_all_max, &wf__prim_all_min, &wf__prim_all_gather,
+    &wf__prim_sum_scatter, &wf__prim_send, &wf__prim_recv,
 };
 
 #undef WF_UNARY_LIST_PRIM

@@ -458,6 +458,15 @@ static struct touched *touch(struct walk *w, wf_stream *s)
 static void submit(struct walk *w, wf_array *n)
 {
     wf_stream *s = wf__stream_of(n);
+    if (n->prim && (n->prim->flags & WF_PRIM_COLLECTIVE)) {
+        /* On its group's stream right away: it overlaps the rest of the walk
+         * and runs in that stream's order, the order ranks match on. */
+        wf__stream_incref(s);
+        wf__stream_enqueue(s, n);
+        wf__stream_kick(s);
+        wf__stream_decref(s);
+        return;
+    }
     struct touched *t = touch(w, s);
     if (t && w->run_here) {
         n->queue_next = NULL;

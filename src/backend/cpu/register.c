@@ -128,4 +128,5 @@ void wf__cpu_register_kernels(void)
     attach(&wf__prim_cummax, wf__cpu_scan_extra);
     attach(&wf__prim_cummin, wf__cpu_scan_extra);
     attach(&wf__prim_logcumsumexp, wf__cpu_scan_extra);
+    wf__cpu_register_collectives();
 }
