@@ -43,7 +43,7 @@ static wf_status loss_body(void *payload, wf_array *const *in, size_t nin, wf_ar
     wf_array *error = wf_subtract(wf_add(wf_matmul(hidden, in[2]), in[3]), in[5]);
     wf_array *loss = wf_multiply(wf_sum(wf_square(error), NULL, 0, false),
                                  wf_scalar(scale, WF_DTYPE_F32));
-    wf_status status = loss ? wf_keep(loss) : wf_last_error();
+    wf_status status = loss && wf_keep(loss) ? WF_OK : wf_last_error();
     wf_scope_end();
     out[0] = loss;
     *nout = 1;
