@@ -13,10 +13,12 @@
  * TSan, so its threads' accesses would be reported as races in MPI itself.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -540,6 +542,33 @@ static int scenario_early_exit(void)
     return st == WF_OK ? 4 : 5;
 }
 
+/* ---- over a network: two all_sums of 4 MB and an all_gather of 1 MB */
+
+enum { NET_FLOATS = 1 << 20, NET_GATHER_FLOATS = 1 << 18 };
+
+static void test_network_payload(void)
+{
+    wf_scope_begin();
+    const int64_t shape[1] = {NET_FLOATS}, small[1] = {NET_GATHER_FLOATS};
+    wf_array *x = input_array(WF_DTYPE_F32, rank_, shape, 1);
+    wf_array *outs[3] = {wf_all_sum(x, world), wf_all_sum(wf_negative(x), world),
+                         wf_all_gather(input_array(WF_DTYPE_F32, rank_, small, 1), world)};
+    if (CHECK_OK(wf_eval(outs, 3))) {
+        int bad = 0;
+        for (int64_t i = 0; i < NET_FLOATS; i += 997) {
+            double want = 0;
+            for (int r = 0; r < size_; r++)
+                want += input_value(WF_DTYPE_F32, r, i);
+            bad += element(outs[0], i) != want || element(outs[1], i) != -want;
+        }
+        for (int r = 0; r < size_; r++)
+            bad += element(outs[2], (int64_t)r * NET_GATHER_FLOATS + 5) !=
+                   input_value(WF_DTYPE_F32, r, 5);
+        CHECK_EQ_INT(bad, 0);
+    }
+    wf_scope_end();
+}
+
 static int run_worker(const char *scenario)
 {
     world = wf_group_init(true);
@@ -560,6 +589,8 @@ static int run_worker(const char *scenario)
         RUN_TEST(test_threads_on_split_groups);
         RUN_TEST(test_grad_and_compile);
         RUN_TEST(test_mismatch_fails_on_every_rank);
+    } else if (strcmp(scenario, "network") == 0) {
+        RUN_TEST(test_network_payload);
     } else if (strcmp(scenario, "large") == 0) {
         RUN_TEST(test_large_all_sum);
     } else {
@@ -663,6 +694,103 @@ static void test_dead_rank_ends_the_job(void)
     CHECK(seconds < DEAD_RANK_BOUND_SECONDS);
 }
 
+/* ---- two ranks in two network namespaces joined by a veth pair: rank 0
+ * runs in namespace A (mpirun's), rank 1 in B, started through an
+ * rsh agent that enters B (with its own host name), so the ranks are two
+ * hosts to Open MPI and talk TCP over the veth (shared memory is off). */
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+    char command[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(command, sizeof command, fmt, ap);
+    va_end(ap);
+    int status = system(command);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The counter `which` (tx_bytes / rx_bytes) of `dev` in `ns`. */
+static long long veth_counter(const char *ns, const char *dev, const char *which)
+{
+    char command[512];
+    snprintf(command, sizeof command,
+             "ip netns exec %s cat /sys/class/net/%s/statistics/%s", ns, dev, which);
+    FILE *f = popen(command, "r");
+    long long v = -1;
+    if (f) {
+        if (fscanf(f, "%lld", &v) != 1)
+            v = -1;
+        pclose(f);
+    }
+    return v;
+}
+
+static void test_two_hosts_over_a_veth_pair(void)
+{
+    const int id = (int)getpid();
+    char ns_a[32], ns_b[32], dev_a[16], dev_b[16], dir[64] = "/tmp/weft-netns-XXXXXX";
+    snprintf(ns_a, sizeof ns_a, "weftA%d", id);
+    snprintf(ns_b, sizeof ns_b, "weftB%d", id);
+    snprintf(dev_a, sizeof dev_a, "wfa%d", id % 100000);
+    snprintf(dev_b, sizeof dev_b, "wfb%d", id % 100000);
+    if (sh("ip netns add %s 2>/dev/null", ns_a) != 0) {
+        printf("  SKIP the network test: `ip netns add` failed (needs root and network "
+               "namespaces)\n");
+        return;
+    }
+    if (!CHECK(mkdtemp(dir) != NULL)) {
+        sh("ip netns del %s", ns_a);
+        return;
+    }
+    CHECK_EQ_INT(sh("ip netns add %s && ip link add %s type veth peer name %s && "
+                    "ip link set %s netns %s && ip link set %s netns %s && "
+                    "ip -n %s addr add 10.77.0.1/24 dev %s && ip -n %s addr add 10.77.0.2/24 dev %s && "
+                    "ip -n %s link set %s up && ip -n %s link set %s up && "
+                    "ip -n %s link set lo up && ip -n %s link set lo up",
+                    ns_b, dev_a, dev_b, dev_a, ns_a, dev_b, ns_b, ns_a, dev_a, ns_b, dev_b, ns_a,
+                    dev_a, ns_b, dev_b, ns_a, ns_b),
+                 0);
+    /* The rsh agent: `agent HOST COMMAND...` runs COMMAND in namespace B. */
+    char path[128];
+    snprintf(path, sizeof path, "%s/agent", dir);
+    FILE *agent = fopen(path, "w");
+    if (agent) {
+        fprintf(agent, "#!/bin/sh\nshift\nexec ip netns exec %s unshare --uts sh -c "
+                       "\"hostname weft-host-b; $*\"\n", ns_b);
+        fclose(agent);
+        chmod(path, 0700);
+    }
+    snprintf(path, sizeof path, "%s/hosts", dir);
+    FILE *hosts = fopen(path, "w");
+    if (hosts) {
+        fprintf(hosts, "10.77.0.1 slots=1\n10.77.0.2 slots=1\n");
+        fclose(hosts);
+    }
+    CHECK(agent && hosts);
+    const long long tx0 = veth_counter(ns_a, dev_a, "tx_bytes");
+    const long long rx0 = veth_counter(ns_a, dev_a, "rx_bytes");
+    const double start = now();
+    const int code =
+        sh("ip netns exec %s mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "
+           "--hostfile %s/hosts --mca plm_rsh_agent %s/agent --mca btl tcp,self "
+           "--mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 "
+           "%s --worker network",
+           ns_a, dir, dir, self_path);
+    const long long tx = veth_counter(ns_a, dev_a, "tx_bytes") - tx0;
+    const long long rx = veth_counter(ns_a, dev_a, "rx_bytes") - rx0;
+    /* Rank 0 sends half of each 4 MB all_sum in the exchange and half in
+     * the gather-back, and its 1 MB to the all_gather; it receives as much. */
+    const long long payload = 2LL * NET_FLOATS * 4 + NET_GATHER_FLOATS * 4;
+    printf("    -> exit %d after %.1f s; veth %s sent %lld bytes, received %lld (payload %lld)\n",
+           code, now() - start, dev_a, tx, rx, payload);
+    CHECK_EQ_INT(code, 0);
+    CHECK(tx >= payload);
+    CHECK(rx >= payload);
+    sh("ip netns del %s; ip netns del %s; rm -rf %s", ns_a, ns_b, dir);
+}
+
 static bool have_mpirun(void)
 {
     return system("command -v mpirun >/dev/null 2>&1") == 0;
@@ -689,6 +817,7 @@ int main(int argc, char **argv)
         if (!SANITIZED)
             RUN_TEST(test_large_arrays_on_2_ranks);
         RUN_TEST(test_dead_rank_ends_the_job);
+        RUN_TEST(test_two_hosts_over_a_veth_pair);
     }
     return TEST_SUMMARY();
 }
