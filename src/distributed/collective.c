@@ -5,7 +5,8 @@
  * rank's header (allgather): the collective's position on the group, its
  * op, dtype and element count. Each rank compares all headers itself, so
  * all of them reach the same verdict: either every rank goes on to the
- * payload or every rank fails with the same message. A send and its recv
+ * payload or every rank fails with the same message. Arrays of up to about
+ * 8 KB travel in that same allgather (one exchange in all). A send and its recv
  * exchange headers the same way (the receiver answers with its own).
  *
  * Determinism. all_sum / all_max / all_min never use a reduction of the
@@ -101,20 +102,45 @@ static wf_status mismatch(const wf_group *g, int rank_a, const header *a, int ra
                      g->size, g->split_id, rank_a, da, rank_b, db);
 }
 
-/* Every rank learns every header; all fail alike on any difference. */
-static wf_status agree(wf_group *g, const header *mine)
+/* The first exchange of every collective: each rank contributes a frame of
+ * FRAME_BYTES, its header followed by its payload when that fits (small
+ * arrays then need no second exchange: one allgather in all). The frame
+ * size is fixed so the ranks' byte counts agree whatever their headers say. */
+enum { FRAME_BYTES = 8192 };
+static const size_t FRAME_PAYLOAD = FRAME_BYTES - sizeof(header);
+
+/* Every rank learns every header; all fail alike on any difference. On
+ * success *frames (n frames, freed by the caller) holds every rank's frame. */
+static wf_status agree(wf_group *g, const header *mine, const void *payload, size_t bytes,
+                       unsigned char **frames)
 {
-    header stack[16];
-    header *all = g->size <= 16 ? stack : malloc((size_t)g->size * sizeof *all);
+    unsigned char *all = malloc((size_t)(g->size + 1) * FRAME_BYTES);
+    *frames = NULL;
     if (!all)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "distributed: out of memory");
-    wf_status status = g->backend->allgather(g->comm, mine, sizeof *mine, all);
-    for (int r = 1; r < g->size && status == WF_OK; r++)
-        if (!header_equal(&all[0], &all[r]))
-            status = mismatch(g, 0, &all[0], r, &all[r]);
-    if (all != stack)
+    unsigned char *own = all + (size_t)g->size * FRAME_BYTES;
+    memset(own, 0, FRAME_BYTES);
+    memcpy(own, mine, sizeof *mine);
+    if (bytes <= FRAME_PAYLOAD && bytes)
+        memcpy(own + sizeof *mine, payload, bytes);
+    wf_status status = g->backend->allgather(g->comm, own, FRAME_BYTES, all);
+    header first, other;
+    memcpy(&first, all, sizeof first);
+    for (int r = 1; r < g->size && status == WF_OK; r++) {
+        memcpy(&other, all + (size_t)r * FRAME_BYTES, sizeof other);
+        if (!header_equal(&first, &other))
+            status = mismatch(g, 0, &first, r, &other);
+    }
+    if (status == WF_OK)
+        *frames = all;
+    else
         free(all);
     return status;
+}
+
+static const unsigned char *frame_payload(const unsigned char *frames, int rank)
+{
+    return frames + (size_t)rank * FRAME_BYTES + sizeof(header);
 }
 
 /* ------------------------------------------------------------ combining */
@@ -248,13 +274,28 @@ wf_status wf__collective_reduce(wf_group *g, int kind, wf_dtype dtype, const voi
                                 void *out, int64_t count)
 {
     const header mine = header_make(kind, dtype, NULL, 0, count, g->collectives++);
-    wf_status status = agree(g, &mine);
-    if (status != WF_OK || count == 0)
-        return status;
     const size_t es = wf_dtype_size(dtype);
+    const size_t bytes = (size_t)count * es;
+    unsigned char *frames;
+    wf_status status = agree(g, &mine, in, bytes, &frames);
+    if (status != WF_OK || count == 0) {
+        free(frames);
+        return status;
+    }
     const int n = g->size, me = g->rank;
+    const bool scatter = kind == WF_COLLECTIVE_SUM_SCATTER;
     const int64_t my_lo = block_start(count, n, me);
     const int64_t mine_count = block_start(count, n, me + 1) - my_lo;
+    if (bytes <= FRAME_PAYLOAD) { /* every rank's array came with the headers */
+        const size_t skip = scatter ? (size_t)my_lo * es : 0;
+        const int64_t len = scatter ? mine_count : count;
+        memcpy(out, frame_payload(frames, 0) + skip, (size_t)len * es);
+        for (int j = 1; j < n; j++) /* rank order */
+            combine(kind, dtype, out, frame_payload(frames, j) + skip, len);
+        free(frames);
+        return WF_OK;
+    }
+    free(frames);
     struct plan p;
     void *blocks = malloc((size_t)n * (size_t)mine_count * es + 1);
     if (!blocks || !plan_make(&p, n)) {
@@ -272,7 +313,6 @@ wf_status wf__collective_reduce(wf_group *g, int kind, wf_dtype dtype, const voi
     status = g->backend->alltoallv(g->comm, in, p.send_counts, p.send_displs, blocks,
                                    p.recv_counts, p.recv_displs);
     if (status == WF_OK) {
-        const bool scatter = kind == WF_COLLECTIVE_SUM_SCATTER;
         char *dst = scatter ? out : (char *)out + (size_t)my_lo * es;
         memcpy(dst, blocks, (size_t)mine_count * es);
         for (int j = 1; j < n; j++) /* rank order: the same bits on every rank */
@@ -291,10 +331,17 @@ wf_status wf__collective_gather(wf_group *g, wf_dtype dtype, const void *in, voi
 {
     const header mine =
         header_make(WF_COLLECTIVE_ALL_GATHER, dtype, NULL, 0, count, g->collectives++);
-    wf_status status = agree(g, &mine);
-    if (status != WF_OK || count == 0)
-        return status;
-    return g->backend->allgather(g->comm, in, (size_t)count * wf_dtype_size(dtype), out);
+    const size_t bytes = (size_t)count * wf_dtype_size(dtype);
+    unsigned char *frames;
+    wf_status status = agree(g, &mine, in, bytes, &frames);
+    if (status == WF_OK && count && bytes <= FRAME_PAYLOAD) {
+        for (int r = 0; r < g->size; r++)
+            memcpy((char *)out + (size_t)r * bytes, frame_payload(frames, r), bytes);
+    } else if (status == WF_OK && count) {
+        status = g->backend->allgather(g->comm, in, bytes, out);
+    }
+    free(frames);
+    return status;
 }
 
 static wf_status check_peer(const wf_group *g, const char *op, int peer)

@@ -160,14 +160,17 @@ static void check_gather_and_scatter(wf_dtype dtype, int64_t rows)
 static void test_every_collective_every_dtype(void)
 {
     const int64_t odd[2] = {5, 7}; /* 35 elements: blocks of unequal size */
+    const int64_t big[2] = {300, 37}; /* past the 8 KB sent with the headers */
     const int64_t empty[2] = {0, 3};
     for (int t = 0; t < NDTYPES; t++) {
         for (int kind = 0; kind < 3; kind++) {
             check_reduce(kind, all_dtypes[t], odd, 2);
+            check_reduce(kind, all_dtypes[t], big, 2);
             check_reduce(kind, all_dtypes[t], empty, 2);
             check_reduce(kind, all_dtypes[t], NULL, 0);
         }
         check_gather_and_scatter(all_dtypes[t], 2);
+        check_gather_and_scatter(all_dtypes[t], 700); /* 2100 x size elements */
         check_gather_and_scatter(all_dtypes[t], 0);
     }
 }
