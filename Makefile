@@ -108,7 +108,7 @@ demo: build-release
 # Data-parallel training over local processes (examples/distributed_train.c):
 # each run checks its loss curve against one process; --bench times a step
 # with the gradients' all_sum overlapped with the backward pass or after it.
-MPIRUN := mpirun --allow-run-as-root --oversubscribe --bind-to none
+MPIRUN := mpirun --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1
 distributed-example: build-release
 	$(BUILD)/release/distributed_train
 	$(MPIRUN) -np 2 $(BUILD)/release/distributed_train

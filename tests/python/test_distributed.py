@@ -90,7 +90,8 @@ def test_two_ranks_under_mpirun(tmp_path):
     env = dict(os.environ)
     env.pop("OMPI_COMM_WORLD_SIZE", None)
     result = subprocess.run(
-        ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2",
+        ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+         "--mca", "mpi_yield_when_idle", "1", "-np", "2",
          sys.executable, str(script)],
         capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stdout + result.stderr

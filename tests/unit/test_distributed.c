@@ -659,7 +659,7 @@ static int mpirun(int np, const char *scenario, double *seconds)
 {
     char command[8192];
     snprintf(command, sizeof command,
-             "mpirun --allow-run-as-root --oversubscribe --bind-to none -np %d "
+             "mpirun --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -np %d "
              "--mca btl self,vader,tcp %s --worker %s",
              np, self_path, scenario);
     printf("  $ %s\n", command);
@@ -776,7 +776,7 @@ static void test_two_hosts_over_a_veth_pair(void)
     const long long rx0 = veth_counter(ns_a, dev_a, "rx_bytes");
     const double start = now();
     const int code =
-        sh("ip netns exec %s mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "
+        sh("ip netns exec %s mpirun --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -np 2 "
            "--hostfile %s/hosts --mca plm_rsh_agent %s/agent --mca btl tcp,self "
            "--mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 "
            "%s --worker network",
