@@ -15,6 +15,9 @@ static wf_status world_status;
 static char world_message[512];
 static pthread_once_t world_once = PTHREAD_ONCE_INIT;
 static atomic_uint_fast64_t splits_made;
+static atomic_int_fast64_t groups_live;
+
+int64_t wf__groups_live(void) { return atomic_load(&groups_live); }
 
 /* Launched by an MPI launcher (Open MPI's mpirun, or a PMI/PMIx one). */
 static bool launched_by_mpi(void)
@@ -33,6 +36,7 @@ static wf_group *group_new(const wf_comm_backend *backend, void *comm)
         return NULL;
     }
     atomic_init(&g->refcount, 1);
+    atomic_fetch_add(&groups_live, 1);
     g->backend = backend;
     g->comm = comm;
     g->rank = backend->rank(comm);
@@ -141,4 +145,5 @@ void wf_group_release(wf_group *g)
         g->backend->free(g->comm);
     wf_stream_release(g->stream);
     free(g);
+    atomic_fetch_sub(&groups_live, 1);
 }

@@ -40,6 +40,10 @@ enum wf_collective_kind {
     WF_COLLECTIVE_RECV
 };
 
+/* Groups made and not yet freed (the world group counts while it lives,
+ * which is until exit): a leak check for tests. */
+int64_t wf__groups_live(void);
+
 /* "all_sum", ... */
 const char *wf__collective_name(int kind);
 
