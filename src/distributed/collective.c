@@ -3,7 +3,7 @@
  *
  * Matching. Before any payload, every rank of the group learns every other
  * rank's header (allgather): the collective's position on the group, its
- * op, dtype and element count. Each rank compares all headers itself, so
+ * op, dtype, element count and shape. Each rank compares all headers itself, so
  * all of them reach the same verdict: either every rank goes on to the
  * payload or every rank fails with the same message. Arrays of up to about
  * 8 KB travel in that same allgather (one exchange in all). A send and its recv
@@ -72,9 +72,8 @@ static header header_make(int kind, wf_dtype dtype, const int64_t *shape, int nd
 static bool header_equal(const header *a, const header *b)
 {
     return a->magic == b->magic && a->kind == b->kind && a->dtype == b->dtype &&
-           a->count == b->count && a->position == b->position &&
-           (a->kind != WF_COLLECTIVE_SEND || a->ndim == b->ndim) &&
-           (a->kind != WF_COLLECTIVE_SEND || a->shape_hash == b->shape_hash);
+           a->count == b->count && a->position == b->position && a->ndim == b->ndim &&
+           a->shape_hash == b->shape_hash;
 }
 
 static void header_describe(const header *h, char *buf, size_t cap)
@@ -84,9 +83,9 @@ static void header_describe(const header *h, char *buf, size_t cap)
         return;
     }
     const wf_dtype dtype = (wf_dtype)h->dtype;
-    snprintf(buf, cap, "%s of %" PRId64 " %s (collective #%" PRIu64 ")",
+    snprintf(buf, cap, "%s of %" PRId64 " %s in %d dims (collective #%" PRIu64 ")",
              wf__collective_name(h->kind), h->count,
-             wf__dtype_valid(dtype) ? wf_dtype_name(dtype) : "?", h->position);
+             wf__dtype_valid(dtype) ? wf_dtype_name(dtype) : "?", (int)h->ndim, h->position);
 }
 
 static wf_status mismatch(const wf_group *g, int rank_a, const header *a, int rank_b,
@@ -270,10 +269,10 @@ static bool plan_make(struct plan *p, int size)
     return all != NULL;
 }
 
-wf_status wf__collective_reduce(wf_group *g, int kind, wf_dtype dtype, const void *in,
-                                void *out, int64_t count)
+wf_status wf__collective_reduce(wf_group *g, int kind, wf_dtype dtype, const int64_t *shape,
+                                int ndim, const void *in, void *out, int64_t count)
 {
-    const header mine = header_make(kind, dtype, NULL, 0, count, g->collectives++);
+    const header mine = header_make(kind, dtype, shape, ndim, count, g->collectives++);
     const size_t es = wf_dtype_size(dtype);
     const size_t bytes = (size_t)count * es;
     unsigned char *frames;
@@ -326,11 +325,11 @@ wf_status wf__collective_reduce(wf_group *g, int kind, wf_dtype dtype, const voi
     return status;
 }
 
-wf_status wf__collective_gather(wf_group *g, wf_dtype dtype, const void *in, void *out,
-                                int64_t count)
+wf_status wf__collective_gather(wf_group *g, wf_dtype dtype, const int64_t *shape, int ndim,
+                                const void *in, void *out, int64_t count)
 {
     const header mine =
-        header_make(WF_COLLECTIVE_ALL_GATHER, dtype, NULL, 0, count, g->collectives++);
+        header_make(WF_COLLECTIVE_ALL_GATHER, dtype, shape, ndim, count, g->collectives++);
     const size_t bytes = (size_t)count * wf_dtype_size(dtype);
     unsigned char *frames;
     wf_status status = agree(g, &mine, in, bytes, &frames);

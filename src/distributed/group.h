@@ -51,15 +51,16 @@ const char *wf__collective_name(int kind);
  * recorded when `strict` and MPI is not there. */
 wf_group *wf__group_world(bool strict);
 
-/* all_sum / all_max / all_min (kind) of `count` elements: `out` gets the
+/* The ranks' headers must agree on kind, dtype, `shape` (ndim entries) and
+ * count. all_sum / all_max / all_min (kind) of `count` elements: `out` gets the
  * reduction in rank order of every rank's `in`. With `scatter`
  * (sum_scatter) count is a multiple of the size and `out` gets only this
  * rank's count / size elements. `in` and `out` do not overlap. */
-wf_status wf__collective_reduce(wf_group *g, int kind, wf_dtype dtype, const void *in,
-                                void *out, int64_t count);
+wf_status wf__collective_reduce(wf_group *g, int kind, wf_dtype dtype, const int64_t *shape,
+                                int ndim, const void *in, void *out, int64_t count);
 /* all_gather: out gets every rank's `count` elements, rank after rank. */
-wf_status wf__collective_gather(wf_group *g, wf_dtype dtype, const void *in, void *out,
-                                int64_t count);
+wf_status wf__collective_gather(wf_group *g, wf_dtype dtype, const int64_t *shape, int ndim,
+                                const void *in, void *out, int64_t count);
 /* send to / recv from `peer` of `count` elements of `dtype` with `shape`
  * (matched against the other side's). */
 wf_status wf__collective_send(wf_group *g, wf_dtype dtype, const int64_t *shape, int ndim,

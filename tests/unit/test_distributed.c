@@ -513,6 +513,11 @@ static void test_mismatch_fails_on_every_rank(void)
                                            rank_, n10, 1),
                                world),
                     "a dtype mismatch");
+    /* Shape: the same 12 elements as (3, 4) on rank 0, (4, 3) elsewhere. */
+    const int64_t s34[2] = {3, 4}, s43[2] = {4, 3};
+    expect_mismatch(wf_all_gather(input_array(WF_DTYPE_F32, rank_, rank_ == 0 ? s34 : s43, 2),
+                                  world),
+                    "a shape mismatch");
     /* Op: rank 1 runs all_max where the others run all_sum. */
     wf_array *x = input_array(WF_DTYPE_F32, rank_, n10, 1);
     expect_mismatch(rank_ == 1 ? wf_all_max(x, world) : wf_all_sum(x, world), "an op mismatch");

@@ -57,9 +57,11 @@ static wf_status collective_kernel(wf_array *out, wf_array *const *inputs, int n
         status = wf__array_alloc_output(out);
         void *dst = out->size ? wf__array_data_ptr(out) : NULL;
         if (status == WF_OK && kind == WF_COLLECTIVE_ALL_GATHER)
-            status = wf__collective_gather(p->group, x->dtype, data, dst, x->size);
+            status = wf__collective_gather(p->group, x->dtype, x->shape, x->ndim, data, dst,
+                                           x->size);
         else if (status == WF_OK)
-            status = wf__collective_reduce(p->group, kind, x->dtype, data, dst, x->size);
+            status = wf__collective_reduce(p->group, kind, x->dtype, x->shape, x->ndim, data,
+                                           dst, x->size);
     }
     free(owned);
     return status;
