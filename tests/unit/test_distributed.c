@@ -462,6 +462,58 @@ static void test_grad_and_compile(void)
     wf_scope_end();
 }
 
+static wf_status gather_and_sum_body(void *payload, wf_array *const *in, size_t nin,
+                                     wf_array **out, size_t *nout)
+{
+    (void)nin;
+    wf_group *g = payload;
+    out[0] = wf_all_gather(in[0], g);
+    out[1] = wf_all_sum(in[0], g);
+    *nout = 2;
+    return out[0] && out[1] ? WF_OK : wf_last_error();
+}
+
+/* vmap batches a collective into one collective; jvp pushes a tangent
+ * through all_sum (all_sum of the tangents). */
+static void test_vmap_and_jvp(void)
+{
+    wf_scope_begin();
+    const int64_t shape[2] = {3, 4};
+    wf_array *x = input_array(WF_DTYPE_F32, rank_, shape, 2);
+    wf_fn *body = wf_fn_new(gather_and_sum_body, world, NULL);
+    wf_fn *mapped = wf_vmap(body, NULL, 0, NULL, 0);
+    wf_array *outs[2] = {NULL, NULL};
+    size_t nout = 2;
+    if (CHECK_OK(wf_fn_call(mapped, &x, 1, outs, &nout)) && CHECK_OK(wf_eval(outs, 2))) {
+        CHECK_EQ_INT(wf_array_shape(outs[0])[0], 3);
+        CHECK_EQ_INT(wf_array_shape(outs[0])[1], 4 * size_);
+        int bad = 0;
+        for (int b = 0; b < 3; b++)
+            for (int r = 0; r < size_; r++)
+                for (int i = 0; i < 4; i++) {
+                    bad += element(outs[0], (b * size_ + r) * 4 + i) !=
+                           input_value(WF_DTYPE_F32, r, b * 4 + i);
+                    double want = 0;
+                    for (int k = 0; k < size_; k++)
+                        want += input_value(WF_DTYPE_F32, k, b * 4 + i);
+                    bad += r == 0 && element(outs[1], b * 4 + i) != want;
+                }
+        CHECK_EQ_INT(bad, 0);
+    }
+    wf_array *tangent = wf_full(shape, 2, 1.0 + rank_, WF_DTYPE_F32);
+    wf_array *primal_out[2] = {NULL, NULL}, *tangent_out[2] = {NULL, NULL};
+    nout = 2;
+    if (CHECK_OK(wf_jvp(body, &x, 1, &tangent, primal_out, tangent_out, &nout)) &&
+        CHECK_OK(wf_eval(tangent_out, 2))) {
+        const double want = size_ * (size_ + 1) / 2.0; /* sum over ranks of 1 + rank */
+        CHECK(element(tangent_out[1], 5) == want);
+        CHECK(element(tangent_out[0], 12 * (size_ - 1)) == size_); /* rank size-1 sent 1 + rank */
+    }
+    wf_fn_release(mapped);
+    wf_fn_release(body);
+    wf_scope_end();
+}
+
 /* ---- large */
 
 static void test_large_all_sum(void)
@@ -617,6 +669,7 @@ static int run_worker(const char *scenario)
         RUN_TEST(test_threads_on_one_group);
         RUN_TEST(test_threads_on_split_groups);
         RUN_TEST(test_grad_and_compile);
+        RUN_TEST(test_vmap_and_jvp);
         RUN_TEST(test_mismatch_fails_on_every_rank);
     } else if (strcmp(scenario, "network") == 0) {
         RUN_TEST(test_network_payload);
