@@ -141,7 +141,8 @@ enum wf_prim_flags {
     /* A collective (prim/distributed.h): it talks to other processes, so it
      * runs on the stream prim->stream names (queued on its FIFO even under
      * wf_eval, so it overlaps the caller's work), and compile never merges
-     * two of its nodes. */
+     * two of its nodes. Its kernel runs even when an input failed (it must
+     * tell the other processes) and then fails itself. */
     WF_PRIM_COLLECTIVE = 1u << 4
 };
 

@@ -44,6 +44,8 @@ typedef struct header {
     uint64_t position; /* collectives before this one on the group */
     int64_t count;
     uint64_t shape_hash;
+    uint32_t input_failed; /* this rank cannot take part: its input failed */
+    uint32_t unused;
 } header;
 
 static uint64_t shape_hash(const int64_t *shape, int ndim)
@@ -55,7 +57,7 @@ static uint64_t shape_hash(const int64_t *shape, int ndim)
 }
 
 static header header_make(int kind, wf_dtype dtype, const int64_t *shape, int ndim,
-                          int64_t count, uint64_t position)
+                          int64_t count, uint64_t position, bool input_failed)
 {
     header h;
     memset(&h, 0, sizeof h);
@@ -66,6 +68,7 @@ static header header_make(int kind, wf_dtype dtype, const int64_t *shape, int nd
     h.position = position;
     h.count = count;
     h.shape_hash = shape_hash(shape, ndim);
+    h.input_failed = input_failed;
     return h;
 }
 
@@ -101,6 +104,14 @@ static wf_status mismatch(const wf_group *g, int rank_a, const header *a, int ra
                      g->size, g->split_id, rank_a, da, rank_b, db);
 }
 
+static wf_status peer_input_failed(const wf_group *g, int rank, const header *h)
+{
+    return wf__error(WF_ERR_DISTRIBUTED,
+                     "distributed: %s (collective #%" PRIu64 " of a group of %d) failed: the "
+                     "input of rank %d failed, so it could not take part",
+                     wf__collective_name(h->kind), h->position, g->size, rank);
+}
+
 /* The first exchange of every collective: each rank contributes a frame of
  * FRAME_BYTES, its header followed by its payload when that fits (small
  * arrays then need no second exchange: one allgather in all). The frame
@@ -120,11 +131,16 @@ static wf_status agree(wf_group *g, const header *mine, const void *payload, siz
     unsigned char *own = all + (size_t)g->size * FRAME_BYTES;
     memset(own, 0, FRAME_BYTES);
     memcpy(own, mine, sizeof *mine);
-    if (bytes <= FRAME_PAYLOAD && bytes)
+    if (bytes <= FRAME_PAYLOAD && bytes && payload)
         memcpy(own + sizeof *mine, payload, bytes);
     wf_status status = g->backend->allgather(g->comm, own, FRAME_BYTES, all);
     header first, other;
     memcpy(&first, all, sizeof first);
+    for (int r = 0; r < g->size && status == WF_OK; r++) {
+        memcpy(&other, all + (size_t)r * FRAME_BYTES, sizeof other);
+        if (other.input_failed)
+            status = peer_input_failed(g, r, &other);
+    }
     for (int r = 1; r < g->size && status == WF_OK; r++) {
         memcpy(&other, all + (size_t)r * FRAME_BYTES, sizeof other);
         if (!header_equal(&first, &other))
@@ -272,7 +288,7 @@ static bool plan_make(struct plan *p, int size)
 wf_status wf__collective_reduce(wf_group *g, int kind, wf_dtype dtype, const int64_t *shape,
                                 int ndim, const void *in, void *out, int64_t count)
 {
-    const header mine = header_make(kind, dtype, shape, ndim, count, g->collectives++);
+    const header mine = header_make(kind, dtype, shape, ndim, count, g->collectives++, !in);
     const size_t es = wf_dtype_size(dtype);
     const size_t bytes = (size_t)count * es;
     unsigned char *frames;
@@ -328,8 +344,8 @@ wf_status wf__collective_reduce(wf_group *g, int kind, wf_dtype dtype, const int
 wf_status wf__collective_gather(wf_group *g, wf_dtype dtype, const int64_t *shape, int ndim,
                                 const void *in, void *out, int64_t count)
 {
-    const header mine =
-        header_make(WF_COLLECTIVE_ALL_GATHER, dtype, shape, ndim, count, g->collectives++);
+    const header mine = header_make(WF_COLLECTIVE_ALL_GATHER, dtype, shape, ndim, count,
+                                    g->collectives++, !in);
     const size_t bytes = (size_t)count * wf_dtype_size(dtype);
     unsigned char *frames;
     wf_status status = agree(g, &mine, in, bytes, &frames);
@@ -361,13 +377,16 @@ wf_status wf__collective_send(wf_group *g, wf_dtype dtype, const int64_t *shape,
     wf_status status = check_peer(g, "send", peer);
     if (status != WF_OK)
         return status;
-    const header mine = header_make(WF_COLLECTIVE_SEND, dtype, shape, ndim, count, 0);
+    const header mine = header_make(WF_COLLECTIVE_SEND, dtype, shape, ndim, count, 0, !data);
     header answer;
     status = g->backend->send(g->comm, &mine, sizeof mine, peer, TAG_HEADER);
     if (status == WF_OK)
         status = g->backend->recv(g->comm, &answer, sizeof answer, peer, TAG_ANSWER);
     if (status != WF_OK)
         return status;
+    if (mine.input_failed || answer.input_failed)
+        return peer_input_failed(g, mine.input_failed ? g->rank : peer,
+                                 mine.input_failed ? &mine : &answer);
     if (!header_equal(&mine, &answer))
         return mismatch(g, g->rank, &mine, peer, &answer);
     return count ? g->backend->send(g->comm, data, (size_t)count * wf_dtype_size(dtype), peer,
@@ -382,13 +401,16 @@ wf_status wf__collective_recv(wf_group *g, wf_dtype dtype, const int64_t *shape,
     if (status != WF_OK)
         return status;
     /* What this side expects, written as the send it must match. */
-    const header mine = header_make(WF_COLLECTIVE_SEND, dtype, shape, ndim, count, 0);
+    const header mine = header_make(WF_COLLECTIVE_SEND, dtype, shape, ndim, count, 0, !data);
     header theirs;
     status = g->backend->recv(g->comm, &theirs, sizeof theirs, peer, TAG_HEADER);
     if (status == WF_OK)
         status = g->backend->send(g->comm, &mine, sizeof mine, peer, TAG_ANSWER);
     if (status != WF_OK)
         return status;
+    if (mine.input_failed || theirs.input_failed)
+        return peer_input_failed(g, mine.input_failed ? g->rank : peer,
+                                 mine.input_failed ? &mine : &theirs);
     if (!header_equal(&mine, &theirs))
         return mismatch(g, peer, &theirs, g->rank, &mine);
     return count ? g->backend->recv(g->comm, data, (size_t)count * wf_dtype_size(dtype), peer,

@@ -52,7 +52,9 @@ const char *wf__collective_name(int kind);
 wf_group *wf__group_world(bool strict);
 
 /* The ranks' headers must agree on kind, dtype, `shape` (ndim entries) and
- * count. all_sum / all_max / all_min (kind) of `count` elements: `out` gets the
+ * count. A NULL `in` (send: `data`; recv: `data`) says this rank's input
+ * failed: it still takes part in the header exchange, so every rank fails
+ * instead of waiting for it. all_sum / all_max / all_min (kind) of `count` elements: `out` gets the
  * reduction in rank order of every rank's `in`. With `scatter`
  * (sum_scatter) count is a multiple of the size and `out` gets only this
  * rank's count / size elements. `in` and `out` do not overlap. */

@@ -342,10 +342,13 @@ static void run_node(wf_array *n)
     context_neutralize(&saved);
     wf_status status = WF_OK;
     wf_array *retired = NULL;
+    /* A collective runs even when an input failed: its kernel tells the
+     * other ranks, which would otherwise wait for this one forever. */
+    const bool collective = (n->prim->flags & WF_PRIM_COLLECTIVE) != 0;
     for (int i = 0; i < n->ninputs && status == WF_OK; i++) {
         wf_array *in = n->inputs[i];
         wait_input(in);
-        if (wf__array_state(in) == WF_NODE_FAILED) {
+        if (wf__array_state(in) == WF_NODE_FAILED && !collective) {
             status = in->error;
             store_failure(n, in->error, in->error_message);
         }

@@ -573,6 +573,27 @@ static void test_mismatch_fails_on_every_rank(void)
     /* Op: rank 1 runs all_max where the others run all_sum. */
     wf_array *x = input_array(WF_DTYPE_F32, rank_, n10, 1);
     expect_mismatch(rank_ == 1 ? wf_all_max(x, world) : wf_all_sum(x, world), "an op mismatch");
+    /* Rank 0's input fails when evaluated (an index out of range): rank 0
+     * reports that error, every other rank a distributed error, none waits. */
+    {
+        const int64_t one[1] = {1};
+        const int32_t index = rank_ == 0 ? 1000 : 3;
+        wf_array *taken = wf_take(x, wf_array_from_data(&index, one, 1, WF_DTYPE_I32), 0);
+        wf_array *y = wf_all_sum(taken, world);
+        const wf_status st = wf_eval(&y, 1);
+        CHECK_STATUS(st, rank_ == 0 ? WF_ERR_INVALID_ARGUMENT : WF_ERR_DISTRIBUTED);
+        if (rank_ != 0)
+            CHECK_STR_CONTAINS(wf_last_error_message(), "input of rank 0 failed");
+        wf_clear_error();
+        /* The same through a send whose input fails: the receiver fails too. */
+        if (rank_ < 2) {
+            wf_array *z = rank_ == 0 ? wf_send(taken, 1, world)
+                                     : wf_recv(one, 1, WF_DTYPE_F32, 0, world);
+            CHECK_STATUS(wf_eval(&z, 1), rank_ == 0 ? WF_ERR_INVALID_ARGUMENT
+                                                    : WF_ERR_DISTRIBUTED);
+            wf_clear_error();
+        }
+    }
     /* After the errors the group still matches. */
     wf_array *y = wf_all_sum(x, world);
     if (CHECK_OK(wf_eval(&y, 1))) {
