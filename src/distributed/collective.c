@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/buffer.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "distributed/group.h"
@@ -285,59 +286,73 @@ static bool plan_make(struct plan *p, int size)
     return all != NULL;
 }
 
+/* Rank order over the arrays that came with the headers (small arrays). */
+static void reduce_frames(int kind, wf_dtype dtype, const unsigned char *frames, int n,
+                          size_t skip, void *out, int64_t len)
+{
+    const size_t es = wf_dtype_size(dtype);
+    memcpy(out, frame_payload(frames, 0) + skip * es, (size_t)len * es);
+    for (int j = 1; j < n; j++)
+        combine(kind, dtype, out, frame_payload(frames, j) + skip * es, len);
+}
+
 wf_status wf__collective_reduce(wf_group *g, int kind, wf_dtype dtype, const int64_t *shape,
                                 int ndim, const void *in, void *out, int64_t count)
 {
-    const header mine = header_make(kind, dtype, shape, ndim, count, g->collectives++, !in);
     const size_t es = wf_dtype_size(dtype);
     const size_t bytes = (size_t)count * es;
-    unsigned char *frames;
-    wf_status status = agree(g, &mine, in, bytes, &frames);
-    if (status != WF_OK || count == 0) {
-        free(frames);
-        return status;
-    }
     const int n = g->size, me = g->rank;
     const bool scatter = kind == WF_COLLECTIVE_SUM_SCATTER;
     const int64_t my_lo = block_start(count, n, me);
     const int64_t mine_count = block_start(count, n, me + 1) - my_lo;
-    if (bytes <= FRAME_PAYLOAD) { /* every rank's array came with the headers */
-        const size_t skip = scatter ? (size_t)my_lo * es : 0;
-        const int64_t len = scatter ? mine_count : count;
-        memcpy(out, frame_payload(frames, 0) + skip, (size_t)len * es);
-        for (int j = 1; j < n; j++) /* rank order */
-            combine(kind, dtype, out, frame_payload(frames, j) + skip, len);
-        free(frames);
-        return WF_OK;
+    /* Memory first, before the headers: a rank that cannot get it says so in
+     * its header rather than leaving the others waiting in the exchange. The
+     * blocks come from weft's buffer cache, so a repeated collective reuses
+     * pages instead of faulting fresh ones in. */
+    struct plan p = {0};
+    wf_buffer *scratch = NULL;
+    wf_status status = WF_OK;
+    if (in && bytes > FRAME_PAYLOAD) {
+        scratch = wf__buffer_alloc((size_t)n * (size_t)mine_count * es);
+        if (!scratch || !plan_make(&p, n)) {
+            status = wf__error(WF_ERR_OUT_OF_MEMORY, "distributed: out of memory for %s",
+                               wf__collective_name(kind));
+            in = NULL;
+        }
     }
+    const header mine = header_make(kind, dtype, shape, ndim, count, g->collectives++, !in);
+    unsigned char *frames;
+    const wf_status agreed = agree(g, &mine, in, bytes, &frames);
+    if (status == WF_OK)
+        status = agreed;
+    if (status == WF_OK && count && bytes <= FRAME_PAYLOAD) /* arrays came with the headers */
+        reduce_frames(kind, dtype, frames, n, scatter ? (size_t)my_lo : 0, out,
+                      scatter ? mine_count : count);
     free(frames);
-    struct plan p;
-    void *blocks = malloc((size_t)n * (size_t)mine_count * es + 1);
-    if (!blocks || !plan_make(&p, n)) {
-        free(blocks);
-        return wf__error(WF_ERR_OUT_OF_MEMORY, "distributed: out of memory for %s",
-                         wf__collective_name(kind));
-    }
-    for (int j = 0; j < n; j++) {
-        const int64_t lo = block_start(count, n, j), hi = block_start(count, n, j + 1);
-        p.send_counts[j] = (size_t)(hi - lo) * es;
-        p.send_displs[j] = (size_t)lo * es;
-        p.recv_counts[j] = (size_t)mine_count * es;
-        p.recv_displs[j] = (size_t)j * (size_t)mine_count * es;
-    }
-    status = g->backend->alltoallv(g->comm, in, p.send_counts, p.send_displs, blocks,
-                                   p.recv_counts, p.recv_displs);
-    if (status == WF_OK) {
-        char *dst = scatter ? out : (char *)out + (size_t)my_lo * es;
-        memcpy(dst, blocks, (size_t)mine_count * es);
-        for (int j = 1; j < n; j++) /* rank order: the same bits on every rank */
-            combine(kind, dtype, dst, (const char *)blocks + p.recv_displs[j], mine_count);
-        if (!scatter) /* block j of the result lies where rank j's block was sent from */
-            status = g->backend->allgatherv_in_place(g->comm, out, p.send_counts,
-                                                     p.send_displs);
+    if (status == WF_OK && count && bytes > FRAME_PAYLOAD) {
+        char *blocks = scratch->data;
+        for (int j = 0; j < n; j++) {
+            const int64_t lo = block_start(count, n, j), hi = block_start(count, n, j + 1);
+            p.send_counts[j] = (size_t)(hi - lo) * es;
+            p.send_displs[j] = (size_t)lo * es;
+            p.recv_counts[j] = (size_t)mine_count * es;
+            p.recv_displs[j] = (size_t)j * (size_t)mine_count * es;
+        }
+        status = g->backend->alltoallv(g->comm, in, p.send_counts, p.send_displs, blocks,
+                                       p.recv_counts, p.recv_displs);
+        if (status == WF_OK) {
+            char *dst = scatter ? out : (char *)out + (size_t)my_lo * es;
+            memcpy(dst, blocks, (size_t)mine_count * es);
+            for (int j = 1; j < n; j++) /* rank order: the same bits on every rank */
+                combine(kind, dtype, dst, blocks + p.recv_displs[j], mine_count);
+            if (!scatter) /* block j of the result lies where rank j's block was sent from */
+                status = g->backend->allgatherv_in_place(g->comm, out, p.send_counts,
+                                                         p.send_displs);
+        }
     }
     free(p.send_counts);
-    free(blocks);
+    if (scratch)
+        wf__buffer_release(scratch);
     return status;
 }
 
