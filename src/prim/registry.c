@@ -6,6 +6,7 @@
 #include "prim/binary.h"
 #include "prim/conv.h"
 #include "prim/custom.h"
+#include "prim/distributed.h"
 #include "prim/fused.h"
 #include "prim/linalg.h"
 #include "prim/prims.h"
@@ -60,6 +61,9 @@ static const wf_prim_def *const all_prims[] = {
     &wf__prim_logcumsumexp,
     /* convolution */
     &wf__prim_conv_general,
+    /* collectives */
+    &wf__prim_all_sum, &wf__prim_all_max, &wf__prim_all_min, &wf__prim_all_gather,
+    &wf__prim_sum_scatter, &wf__prim_send, &wf__prim_recv,
 };
 
 #undef WF_UNARY_LIST_PRIM

@@ -131,4 +131,5 @@ void wf__cpu_register_kernels(void)
     attach(&wf__prim_logcumsumexp, wf__cpu_scan_extra);
     /* convolution */
     attach(&wf__prim_conv_general, wf__cpu_conv_general);
+    wf__cpu_register_collectives();
 }
