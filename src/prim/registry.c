@@ -12,6 +12,7 @@
 #include "prim/reduce.h"
 #include "prim/scatter.h"
 #include "prim/shape.h"
+#include "prim/quantized.h"
 #include "prim/sort.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
@@ -57,6 +58,8 @@ static const wf_prim_def *const all_prims[] = {
     &wf__prim_sort, &wf__prim_argsort, &wf__prim_partition, &wf__prim_argpartition,
     &wf__prim_topk, &wf__prim_argtopk, &wf__prim_cummax, &wf__prim_cummin,
     &wf__prim_logcumsumexp,
+    /* quantization */
+    &wf__prim_quantize, &wf__prim_dequantize, &wf__prim_quantized_matmul,
 };
 
 #undef WF_UNARY_LIST_PRIM

@@ -1,0 +1,101 @@
+/* AVX-512 matrix-vector kernel of quantized_matmul (backend/cpu/quantized.h):
+ * 16 rows of W at a time, a lane per output. For each step of 8 codes, one
+ * gather (two for 8 bits) takes the 32-bit word holding them from each of
+ * the 16 rows; the codes are shifted out, converted and dequantized
+ * (code * scale, then + bias) and summed into up to 4 rows of x with fma,
+ * by the GEMM's K blocks. Compiled with per-function target attributes;
+ * called only after a CPU check. */
+#include "backend/cpu/quantized.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define ATTR_512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
+#define INLINE_512 ATTR_512 __attribute__((always_inline)) static inline
+
+INLINE_512 __mmask16 lanes(int64_t n)
+{
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
+
+/* Codes j .. j + count of the words in `word` (from bit `shift` on, `bits`
+ * apart), dequantized and summed into acc[r] with x[r][k + j]. */
+INLINE_512 void accumulate(__m512i word, int shift, int count, int bits, __m512 s, __m512 b,
+                           const float *x, int64_t ldx, int rows, int64_t k, int j0,
+                           __m512 *acc)
+{
+    const __m512i mask = _mm512_set1_epi32((1 << bits) - 1);
+    for (int j = 0; j < count; j++) {
+        const __m512i q = _mm512_and_si512(
+            _mm512_srl_epi32(word, _mm_cvtsi32_si128(shift + j * bits)), mask);
+        const __m512 w = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), s), b);
+        for (int r = 0; r < rows; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[r * ldx + k + j0 + j]), w, acc[r]);
+    }
+}
+
+/* Outputs [nb, nb + 16) (lanes m) over K block [k0, k1), `rows` rows. */
+INLINE_512 void block_sums(const wf_qmv_args *a, int64_t nb, __mmask16 m, int64_t k0, int64_t k1,
+                           int rows, __m512 *acc)
+{
+    const int bits = a->bits, gs = a->group_size;
+    const int32_t *words = (const int32_t *)(a->codes + nb * a->row_bytes);
+    const float *sb = a->scales + nb * a->groups, *bb = a->biases + nb * a->groups;
+    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i word_index = _mm512_mullo_epi32(iota, _mm512_set1_epi32((int)(a->row_bytes / 4)));
+    const __m512i group_index = _mm512_mullo_epi32(iota, _mm512_set1_epi32((int)a->groups));
+    __m512 s = _mm512_setzero_ps(), b = _mm512_setzero_ps();
+    for (int r = 0; r < rows; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (int64_t k = k0; k < k1; k += 8) {
+        if (k == k0 || k % gs == 0) {
+            const int64_t g = k / gs;
+            s = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, group_index, sb + g, 4);
+            b = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, group_index, bb + g, 4);
+        }
+        const int64_t bit = k * bits;
+        const __m512i w0 =
+            _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, word_index, words + bit / 32, 4);
+        if (bits == 8) {
+            const __m512i w1 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, word_index,
+                                                           words + bit / 32 + 1, 4);
+            accumulate(w0, 0, 4, 8, s, b, a->x, a->ldx, rows, k, 0, acc);
+            accumulate(w1, 0, 4, 8, s, b, a->x, a->ldx, rows, k, 4, acc);
+        } else {
+            accumulate(w0, (int)(bit % 32), 8, bits, s, b, a->x, a->ldx, rows, k, 0, acc);
+        }
+    }
+}
+
+INLINE_512 void qmv_rows(const wf_qmv_args *a, int64_t n0, int64_t n1, int rows)
+{
+    for (int64_t nb = n0; nb < n1; nb += 16) {
+        const __mmask16 m = lanes(n1 - nb);
+        for (int64_t k0 = 0; k0 < a->k; k0 += a->kcb) {
+            const int64_t k1 = k0 + a->kcb < a->k ? k0 + a->kcb : a->k;
+            __m512 acc[WF_QMV_ROWS];
+            block_sums(a, nb, m, k0, k1, rows, acc);
+            for (int r = 0; r < rows; r++) {
+                float *c = a->out + r * a->ldo + nb;
+                const __m512 v =
+                    k0 == 0 ? acc[r] : _mm512_add_ps(_mm512_maskz_loadu_ps(m, c), acc[r]);
+                _mm512_mask_storeu_ps(c, m, v);
+            }
+        }
+    }
+}
+
+ATTR_512 static void qmv_avx512(const wf_qmv_args *a, int64_t n0, int64_t n1)
+{
+    switch (a->rows) {
+    case 1: qmv_rows(a, n0, n1, 1); break;
+    case 2: qmv_rows(a, n0, n1, 2); break;
+    case 3: qmv_rows(a, n0, n1, 3); break;
+    default: qmv_rows(a, n0, n1, 4); break;
+    }
+}
+
+const wf_qmv_fn wf__qmv_avx512 = qmv_avx512;
+#else
+const wf_qmv_fn wf__qmv_avx512 = 0;
+#endif
