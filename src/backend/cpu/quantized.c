@@ -240,6 +240,7 @@ typedef struct qmm_job {
     bool transpose;
     int isa;
     wf_qmv_fn qmv;
+    wf_qdeq_fn qdeq; /* NULL: scalar dequantization of panels */
     atomic_bool failed;
 } qmm_job;
 
@@ -250,6 +251,10 @@ static void dequantize_span(const qmm_job *job, int64_t batch, int64_t r, int64_
     const int64_t row = batch * job->w_rows + r;
     const uint8_t *codes = job->codes + row * job->row_bytes;
     const float *s = job->scales + row * job->groups, *b = job->biases + row * job->groups;
+    if (job->qdeq && j0 % 16 == 0 && count % 16 == 0) {
+        job->qdeq(codes, s, b, job->group_size, job->bits, j0, count, dst);
+        return;
+    }
     for (int64_t j = 0; j < count; j++) {
         const int64_t c = j0 + j, g = c / job->group_size;
         dst[j] = (float)wf__quant_code(codes, c, job->bits) * s[g] + b[g];
@@ -332,12 +337,24 @@ static wf_qmv_fn direct_kernel(const qmm_job *job)
     return NULL;
 }
 
-/* Outputs per panel task: at most ~1 MiB of float32 panel, a multiple of
- * 16, and small enough that the pool has work for every thread. */
+/* The panel dequantizer of this product's variant (2, 4, 8 bits), or NULL. */
+static wf_qdeq_fn panel_dequantizer(const qmm_job *job)
+{
+    if (job->bits != 2 && job->bits != 4 && job->bits != 8)
+        return NULL;
+    if (job->isa == WF_GEMM_ISA_AVX512 || job->isa == WF_GEMM_ISA_AVX512_BF16)
+        return wf__qdeq_avx512;
+    return job->isa == WF_GEMM_ISA_AVX2 ? wf__qdeq_avx2 : NULL;
+}
+
+/* Outputs per panel task: up to 256 (the GEMM packs x again for each
+ * panel, so panels are wide) and at most ~4 MiB of float32 panel, a
+ * multiple of 16, narrower when that leaves threads of the pool idle. */
 static int64_t panel_block(int64_t n, int64_t k, int64_t batches)
 {
-    int64_t block = ((int64_t)1 << 18) / (k > 0 ? k : 1);
-    const int64_t spread = (n * batches) / (4 * (int64_t)wf__pool_size());
+    int64_t block = ((int64_t)1 << 20) / (k > 0 ? k : 1);
+    block = block < 256 ? block : 256;
+    const int64_t spread = (n * batches) / (2 * (int64_t)wf__pool_size());
     block = spread < block ? spread : block;
     block = block / 16 * 16;
     block = block < 16 ? 16 : block;
@@ -385,6 +402,7 @@ wf_status wf__cpu_quantized_matmul(wf_array *out, wf_array *const *inputs, int n
         };
         atomic_init(&job.failed, false);
         job.qmv = direct_kernel(&job);
+        job.qdeq = panel_dequantizer(&job);
         if (job.qmv) {
             job.block = 16;
             job.blocks = (n + 15) / 16;

@@ -92,7 +92,34 @@ ATTR_AVX2 static void qmv_avx2(const wf_qmv_args *a, int64_t n0, int64_t n1)
     }
 }
 
+/* 8 codes from `row` at code j (a multiple of 8) as int32 lanes. */
+INLINE_AVX2 __m256i codes8(const uint8_t *row, int64_t j, int bits)
+{
+    const uint8_t *p = row + j * bits / 8;
+    if (bits == 8)
+        return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    int32_t word = 0;
+    __builtin_memcpy(&word, p, (size_t)bits); /* 8 codes: `bits` bytes */
+    const __m256i shifts = bits == 4 ? _mm256_set_epi32(28, 24, 20, 16, 12, 8, 4, 0)
+                                     : _mm256_set_epi32(14, 12, 10, 8, 6, 4, 2, 0);
+    return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(word), shifts),
+                            _mm256_set1_epi32((1 << bits) - 1));
+}
+
+ATTR_AVX2 static void qdeq_avx2(const uint8_t *row, const float *scales, const float *biases,
+                                int group_size, int bits, int64_t j0, int64_t count, float *dst)
+{
+    for (int64_t j = 0; j < count; j += 8) {
+        const int64_t g = (j0 + j) / group_size;
+        const __m256 q = _mm256_cvtepi32_ps(codes8(row, j0 + j, bits));
+        _mm256_storeu_ps(dst + j, _mm256_add_ps(_mm256_mul_ps(q, _mm256_set1_ps(scales[g])),
+                                                _mm256_set1_ps(biases[g])));
+    }
+}
+
 const wf_qmv_fn wf__qmv_avx2 = qmv_avx2;
+const wf_qdeq_fn wf__qdeq_avx2 = qdeq_avx2;
 #else
 const wf_qmv_fn wf__qmv_avx2 = 0;
+const wf_qdeq_fn wf__qdeq_avx2 = 0;
 #endif

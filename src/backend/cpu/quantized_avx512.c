@@ -95,7 +95,39 @@ ATTR_512 static void qmv_avx512(const wf_qmv_args *a, int64_t n0, int64_t n1)
     }
 }
 
+/* 16 codes from `row` at code j (a multiple of 16) as int32 lanes. */
+INLINE_512 __m512i codes16(const uint8_t *row, int64_t j, int bits)
+{
+    const uint8_t *p = row + j * bits / 8;
+    if (bits == 8)
+        return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    if (bits == 4) {
+        const __m128i x = _mm_loadl_epi64((const __m128i *)p), low = _mm_set1_epi8(0x0f);
+        const __m128i lo = _mm_and_si128(x, low), hi = _mm_and_si128(_mm_srli_epi16(x, 4), low);
+        return _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
+    }
+    int32_t word;
+    __builtin_memcpy(&word, p, 4);
+    const __m512i shifts =
+        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    return _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(word), shifts),
+                            _mm512_set1_epi32(3));
+}
+
+ATTR_512 static void qdeq_avx512(const uint8_t *row, const float *scales, const float *biases,
+                                 int group_size, int bits, int64_t j0, int64_t count, float *dst)
+{
+    for (int64_t j = 0; j < count; j += 16) {
+        const int64_t g = (j0 + j) / group_size;
+        const __m512 q = _mm512_cvtepi32_ps(codes16(row, j0 + j, bits));
+        _mm512_storeu_ps(dst + j, _mm512_add_ps(_mm512_mul_ps(q, _mm512_set1_ps(scales[g])),
+                                                _mm512_set1_ps(biases[g])));
+    }
+}
+
 const wf_qmv_fn wf__qmv_avx512 = qmv_avx512;
+const wf_qdeq_fn wf__qdeq_avx512 = qdeq_avx512;
 #else
 const wf_qmv_fn wf__qmv_avx512 = 0;
+const wf_qdeq_fn wf__qdeq_avx512 = 0;
 #endif
