@@ -14,7 +14,7 @@ import math as _math
 from . import _core
 from ._core import (  # noqa: F401
     argpartition, argsort, bitwise_and, bitwise_invert, bitwise_or, bitwise_xor, conjugate,
-    cummax, cummin, imag, left_shift, logcumsumexp, partition, real, right_shift, sort, topk, view,
+    cummax, cummin, dequantize, gather_qmm, imag, quantize, quantized_matmul, left_shift, logcumsumexp, partition, real, right_shift, sort, topk, view,
     Device, Dtype, Stream, custom_kernel, get_compile_wait_timeout, set_compile_wait_timeout, abs, add, addmm, all, any, arange, arccos, arcsin, arctan, arctan2,
     argmax, argmin, bfloat16, bool_, broadcast_to, ceil, clear_cache, clip, concatenate, cos,
     cosh, cumprod, cumsum, default_stream, divide, equal, erf, erfinv, exp, expand_dims, expm1,
