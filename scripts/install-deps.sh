@@ -5,7 +5,7 @@
 # root, through sudo when not root. Leaves every OPENBLAS_* setting alone.
 set -euo pipefail
 
-packages=(cmake make gcc g++ pkg-config libopenblas-pthread-dev)
+packages=(cmake make gcc g++ pkg-config libopenblas-pthread-dev zlib1g-dev)
 
 missing=()
 for tool in cmake make gcc g++ pkg-config; do
@@ -20,6 +20,7 @@ if ! { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists openblas; };
     fi
 fi
 # cmake must be 3.25 or newer.
+[ -f /usr/include/zlib.h ] || missing+=("zlib")
 if command -v cmake >/dev/null 2>&1; then
     read -r major minor < <(cmake --version |
         sed -n '1s/[^0-9]*\([0-9]*\)\.\([0-9]*\).*/\1 \2/p') || true
