@@ -180,5 +180,6 @@ int weftpy_random_init(PyObject *module);
 int weftpy_memory_init(PyObject *module);
 int weftpy_kernels_init(PyObject *module);
 int weftpy_quantized_init(PyObject *module);
+int weftpy_files_init(PyObject *module);
 
 #endif /* WEFT_PY_H */

@@ -412,45 +412,66 @@ def save_safetensors(file, arrays, metadata=None):
 
 
 def load(file, format=None, return_metadata=False):
-    """Reads a .safetensors or .npy/.npz file into arrays."""
+    """Reads a .safetensors, .npy, .npz or .gguf file into arrays (a dict,
+    or one array for .npy). return_metadata: also the file's metadata
+    (GGUF: numbers as arrays, str, lists of str). A corrupt file raises
+    ValueError."""
     path = str(file)
     fmt = format or path.rsplit(".", 1)[-1]
+    meta = {}
     if fmt == "safetensors":
         out = _core._load_safetensors(path)
-    elif fmt in ("npy", "npz"):
-        import numpy as np
-
-        loaded = np.load(path)
-        if fmt == "npy":
-            out = array(loaded)
-        else:
-            out = {k: array(loaded[k]) for k in loaded.files}
+    elif fmt == "npy":
+        out = _core._load_npy(path)
+    elif fmt == "npz":
+        out = _core._load_npz(path)
+    elif fmt == "gguf":
+        out, meta = _core._load_gguf(path)
     else:
         raise ValueError(f"load: unsupported format '{fmt}'")
-    return (out, {}) if return_metadata else out
+    if return_metadata and fmt == "npy":
+        raise ValueError("load: .npy files have no metadata")
+    return (out, meta) if return_metadata else out
 
 
 def save(file, arr):
-    """Writes one array to a .npy file."""
-    import numpy as np
-
+    """Writes one array to a .npy file (".npy" appended when missing)."""
     path = str(file)
     if not path.endswith(".npy"):
         path += ".npy"
-    np.save(path, np.asarray(arr))
+    _core._save_npy(path, arr)
+
+
+def _npz_arrays(args, kwargs):
+    arrays = {f"arr_{i}": a for i, a in enumerate(args)}
+    for k, v in kwargs.items():
+        if k in arrays:
+            raise ValueError(f"savez: cannot use un-named variables and keyword {k}")
+        arrays[k] = v
+    return arrays
+
+
+def _npz_path(file):
+    path = str(file)
+    return path if path.endswith(".npz") else path + ".npz"
 
 
 def savez(file, *args, **kwargs):
-    import numpy as np
-
-    np.savez(str(file), *[np.asarray(a) for a in args], **{k: np.asarray(v) for k, v in kwargs.items()})
+    """Writes arrays to an uncompressed .npz archive (positional ones as arr_0, ...)."""
+    _core._save_npz(_npz_path(file), _npz_arrays(args, kwargs), False)
 
 
 def savez_compressed(file, *args, **kwargs):
-    import numpy as np
+    """Writes arrays to a deflated .npz archive."""
+    _core._save_npz(_npz_path(file), _npz_arrays(args, kwargs), True)
 
-    np.savez_compressed(str(file), *[np.asarray(a) for a in args],
-                        **{k: np.asarray(v) for k, v in kwargs.items()})
+
+def save_gguf(file, arrays, metadata=None):
+    """Writes a dict of arrays (and metadata: str, list of str or arrays) to a GGUF file."""
+    path = str(file)
+    if not path.endswith(".gguf"):
+        path += ".gguf"
+    _core._save_gguf(path, dict(arrays), dict(metadata or {}))
 
 
 def compile_stats(fun=None):
