@@ -411,11 +411,45 @@ def save_safetensors(file, arrays, metadata=None):
     _core._save_safetensors(str(file), dict(arrays))
 
 
-def load(file, format=None, return_metadata=False):
-    """Reads a .safetensors, .npy, .npz or .gguf file into arrays (a dict,
-    or one array for .npy). return_metadata: also the file's metadata
-    (GGUF: numbers as arrays, str, lists of str). A corrupt file raises
-    ValueError."""
+def _is_file_object(file):
+    return hasattr(file, "read") or hasattr(file, "write")
+
+
+def _through_temp_file(file, suffix, write):
+    """Runs write(path) on a temporary file and copies it into the file
+    object `file` (the C writers take paths)."""
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(suffix=suffix)
+    os.close(fd)
+    try:
+        write(path)
+        with open(path, "rb") as f:
+            file.write(f.read())
+    finally:
+        os.unlink(path)
+
+
+def load(file, format=None, return_metadata=False, stream=None):
+    """Reads a .safetensors, .npy, .npz or .gguf file (a path or a file
+    object) into arrays (a dict, or one array for .npy). return_metadata:
+    also the file's metadata (GGUF: numbers as arrays, str, lists of str).
+    A corrupt file raises ValueError. `stream` is accepted for mlx.core's
+    signature (files load on the CPU)."""
+    if _is_file_object(file):
+        import os
+        import tempfile
+
+        name = getattr(file, "name", "")
+        fmt = format or (str(name).rsplit(".", 1)[-1] if "." in str(name) else "npy")
+        fd, path = tempfile.mkstemp(suffix="." + fmt)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(file.read())
+            return load(path, fmt, return_metadata)
+        finally:
+            os.unlink(path)
     path = str(file)
     fmt = format or path.rsplit(".", 1)[-1]
     meta = {}
@@ -435,7 +469,10 @@ def load(file, format=None, return_metadata=False):
 
 
 def save(file, arr):
-    """Writes one array to a .npy file (".npy" appended when missing)."""
+    """Writes one array to a .npy file (".npy" appended to a path without it)
+    or a file object."""
+    if _is_file_object(file):
+        return _through_temp_file(file, ".npy", lambda p: _core._save_npy(p, arr))
     path = str(file)
     if not path.endswith(".npy"):
         path += ".npy"
@@ -451,19 +488,21 @@ def _npz_arrays(args, kwargs):
     return arrays
 
 
-def _npz_path(file):
+def _save_npz(file, arrays, compressed):
+    if _is_file_object(file):
+        return _through_temp_file(file, ".npz", lambda p: _core._save_npz(p, arrays, compressed))
     path = str(file)
-    return path if path.endswith(".npz") else path + ".npz"
+    _core._save_npz(path if path.endswith(".npz") else path + ".npz", arrays, compressed)
 
 
 def savez(file, *args, **kwargs):
     """Writes arrays to an uncompressed .npz archive (positional ones as arr_0, ...)."""
-    _core._save_npz(_npz_path(file), _npz_arrays(args, kwargs), False)
+    _save_npz(file, _npz_arrays(args, kwargs), False)
 
 
 def savez_compressed(file, *args, **kwargs):
     """Writes arrays to a deflated .npz archive."""
-    _core._save_npz(_npz_path(file), _npz_arrays(args, kwargs), True)
+    _save_npz(file, _npz_arrays(args, kwargs), True)
 
 
 def save_gguf(file, arrays, metadata=None):

@@ -63,15 +63,19 @@ static void release_mapping(void *data, void *ctx)
 bool wf__nn_shape_bytes(const int64_t *shape, int ndim, size_t itemsize, size_t limit,
                         size_t *bytes)
 {
-    size_t n = itemsize;
+    bool empty = false;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0)
             return false;
-        if (shape[d] == 0) {
-            n = 0;
-            continue;
-        }
-        if (n != 0 && (size_t)shape[d] > limit / n)
+        empty = empty || shape[d] == 0;
+    }
+    if (empty) { /* no data, whatever the other dims say */
+        *bytes = 0;
+        return true;
+    }
+    size_t n = itemsize;
+    for (int d = 0; d < ndim; d++) {
+        if ((size_t)shape[d] > limit / n)
             return false;
         n *= (size_t)shape[d];
     }

@@ -61,6 +61,21 @@ def test_npz_both_ways(tmp_path, compressed):
         np.testing.assert_array_equal(np.array(got[k]), v)
 
 
+@pytest.mark.parametrize("shape", ((0,), (0, 3), (3, 0), (2, 0, 4)))
+def test_empty_arrays_and_file_objects(tmp_path, shape):
+    mx.save(tmp_path / "e.npy", mx.zeros(shape))
+    assert mx.load(tmp_path / "e.npy").shape == shape and np.load(tmp_path / "e.npy").shape == shape
+    with open(tmp_path / "f.npy", "wb") as f:
+        mx.save(f, mx.ones(shape))
+    with open(tmp_path / "f.npy", "rb") as f:
+        assert mx.load(f, stream=mx.cpu).shape == shape
+    with open(tmp_path / "z.npz", "wb") as f:
+        mx.savez(f, a=mx.ones(shape), b=mx.ones((2,)))
+    with open(tmp_path / "z.npz", "rb") as f:
+        got = mx.load(f)
+    assert got["a"].shape == shape and got["b"].tolist() == [1.0, 1.0]
+
+
 def test_corrupt_files_raise_value_error(tmp_path):
     np.save(tmp_path / "a.npy", np.ones((4, 4), np.float32))
     np.savez_compressed(tmp_path / "a.npz", x=np.ones((8, 8)))
