@@ -474,17 +474,11 @@ static wf_status add_quantized(wf_nn_params *params, const tensor_info *t, const
     return st;
 }
 
-static wf_nn_params *load_failed(const char *path, const char *why, wf_nn_params *params,
-                                 wf_nn_gguf_meta *meta, tensor_info *infos, uint64_t ninfos)
+static void infos_free(tensor_info *infos, uint64_t n)
 {
-    if (why)
-        wf_set_error(WF_ERR_IO, "wf_nn_load_gguf: '%s': %s", path, why);
-    wf_nn_params_release(params);
-    wf_nn_gguf_meta_release(meta);
-    for (uint64_t i = 0; infos && i < ninfos; i++)
+    for (uint64_t i = 0; infos && i < n; i++)
         free(infos[i].name);
     free(infos);
-    return NULL;
 }
 
 /* Reads the metadata; sets *alignment from general.alignment. */
@@ -538,6 +532,51 @@ static void read_tensor_info(cursor *c, tensor_info *t)
         c->why = "tensor name too long";
 }
 
+/* One tensor's array(s) added to params: dense types over the mapping,
+ * quantized ones converted. */
+static wf_status add_tensor(wf_nn_mapping *m, const tensor_info *t, const uint8_t *p, size_t bytes,
+                            wf_nn_params *params)
+{
+    if (t->type == GT_Q4_0 || t->type == GT_Q4_1 || t->type == GT_Q8_0)
+        return add_quantized(params, t, p);
+    wf_dtype dtype = WF_DTYPE_F32;
+    for (size_t k = 0; k < sizeof tensor_dtypes / sizeof tensor_dtypes[0]; k++)
+        if (tensor_dtypes[k].gt == t->type)
+            dtype = tensor_dtypes[k].dtype;
+    wf_array *a = bytes ? wf__nn_mapped_array(m, p, t->shape, t->ndim, dtype)
+                        : wf_zeros(t->shape, t->ndim, dtype);
+    const wf_status st = a ? wf_nn_params_add(params, t->name, a) : wf_last_error();
+    wf_release(a);
+    return st;
+}
+
+/* Every tensor of the data section (from data_start) into params; a file
+ * problem goes to c->why, a weft error is returned. */
+static wf_status add_tensors(cursor *c, wf_nn_mapping *m, size_t data_start, uint64_t alignment,
+                             const tensor_info *infos, uint64_t n, wf_nn_params *params)
+{
+    const size_t data_size = m->size - data_start;
+    for (uint64_t i = 0; i < n && !c->why; i++) {
+        const tensor_info *t = &infos[i];
+        size_t count;
+        if (!wf__nn_shape_bytes(t->shape, t->ndim, 1, SIZE_MAX / 64, &count)) {
+            c->why = "tensor too large";
+            break;
+        }
+        const size_t bytes = tensor_bytes(t->type, count, t->shape[t->ndim - 1], &c->why);
+        if (c->why)
+            break;
+        if (t->offset % alignment != 0 || t->offset > data_size || bytes > data_size - t->offset) {
+            c->why = "tensor data outside the file";
+            break;
+        }
+        const wf_status st = add_tensor(m, t, m->data + data_start + t->offset, bytes, params);
+        if (st != WF_OK)
+            return st;
+    }
+    return WF_OK;
+}
+
 wf_nn_params *wf_nn_load_gguf(const char *path, wf_nn_gguf_meta **metadata)
 {
     if (metadata)
@@ -565,54 +604,27 @@ wf_nn_params *wf_nn_load_gguf(const char *path, wf_nn_gguf_meta **metadata)
         c.why = "out of memory";
     for (uint64_t i = 0; i < ntensors && !c.why; i++)
         read_tensor_info(&c, &infos[i]);
-    wf_nn_params *params = NULL;
-    if (!c.why) {
-        const size_t consumed = m->size - c.left;
-        const size_t data_start = (consumed + alignment - 1) / alignment * alignment;
-        params = data_start <= m->size ? wf_nn_params_new() : NULL;
-        if (!params)
-            c.why = data_start > m->size ? "truncated before the data section" : NULL;
-        const size_t data_size = params ? m->size - data_start : 0;
-        for (uint64_t i = 0; params && i < ntensors && !c.why; i++) {
-            const tensor_info *t = &infos[i];
-            size_t count;
-            if (!wf__nn_shape_bytes(t->shape, t->ndim, 1, SIZE_MAX / 64, &count)) {
-                c.why = "tensor too large";
-                break;
-            }
-            const size_t bytes = tensor_bytes(t->type, count, t->shape[t->ndim - 1], &c.why);
-            if (c.why)
-                break;
-            if (t->offset % alignment != 0 || t->offset > data_size || bytes > data_size - t->offset) {
-                c.why = "tensor data outside the file";
-                break;
-            }
-            const uint8_t *p = m->data + data_start + t->offset;
-            wf_status st;
-            if (t->type == GT_Q4_0 || t->type == GT_Q4_1 || t->type == GT_Q8_0) {
-                st = add_quantized(params, t, p);
-            } else {
-                wf_dtype dtype = WF_DTYPE_F32;
-                for (size_t k = 0; k < sizeof tensor_dtypes / sizeof tensor_dtypes[0]; k++)
-                    if (tensor_dtypes[k].gt == t->type)
-                        dtype = tensor_dtypes[k].dtype;
-                wf_array *a = bytes ? wf__nn_mapped_array(m, p, t->shape, t->ndim, dtype)
-                                    : wf_zeros(t->shape, t->ndim, dtype);
-                st = a ? wf_nn_params_add(params, t->name, a) : wf_last_error();
-                wf_release(a);
-            }
-            if (st != WF_OK) {
-                wf__nn_mapping_release(m);
-                return load_failed(path, NULL, params, meta, infos, ntensors);
-            }
-        }
-    }
+    const size_t consumed = m->size - c.left;
+    const size_t data_start = (consumed + alignment - 1) / alignment * alignment;
+    if (!c.why && data_start > m->size)
+        c.why = "truncated before the data section";
+    wf_nn_params *params = c.why ? NULL : wf_nn_params_new();
+    wf_status st = params ? WF_OK : WF_ERR_OUT_OF_MEMORY;
+    if (params)
+        st = add_tensors(&c, m, data_start, alignment, infos, ntensors, params);
+    infos_free(infos, ntensors);
     wf__nn_mapping_release(m);
-    if (c.why || !params)
-        return load_failed(path, c.why ? c.why : "out of memory", params, meta, infos, ntensors);
-    load_failed(path, NULL, NULL, metadata ? NULL : meta, infos, ntensors); /* frees the rest */
+    if (c.why)
+        wf_set_error(WF_ERR_IO, "wf_nn_load_gguf: '%s': %s", path, c.why);
+    if (c.why || st != WF_OK) {
+        wf_nn_params_release(params);
+        wf_nn_gguf_meta_release(meta);
+        return NULL;
+    }
     if (metadata)
         *metadata = meta;
+    else
+        wf_nn_gguf_meta_release(meta);
     return params;
 }
 
