@@ -199,12 +199,52 @@ static wf_array *batch_indices(const char *op, wf_array *indices, const wf_array
     return out;
 }
 
-/* Rows of (B, r, c) array `a` picked by flat indices. */
-static wf_array *take_batches(wf_array *a, wf_array *flat_idx)
+/* An index array flattened to (count) int32. */
+static wf_array *flat_indices(wf_array *idx, const int64_t *shape, int ndim, int64_t count)
 {
-    wf_array *fa = flatten_batch(a);
-    wf_array *out = fa ? wf__op_take(fa, flat_idx, 0) : NULL;
-    wf__array_release(fa);
+    wf_array *b = wf__op_broadcast_to(idx, shape, ndim);
+    wf_array *f = b ? wf__op_reshape(b, &count, 1) : NULL;
+    wf_array *i = f ? wf__op_astype(f, WF_DTYPE_I32) : NULL;
+    wf__array_release(b);
+    wf__array_release(f);
+    return i;
+}
+
+/* The gather_qmm node on flattened operands, reshaped to (ishape..., M, N)
+ * and cast to the promoted dtype. */
+static wf_array *gather_node(const char *op, wf_array *x, wf_array *w, wf_array *scales,
+                             wf_array *biases, wf_array *lhs, wf_array *rhs, const int64_t *ishape,
+                             int indim, const wf_quant_params *p)
+{
+    const wf_dtype dtype = wf_promote_types(x->dtype, scales->dtype);
+    if (dtype != WF_DTYPE_F32 && dtype != WF_DTYPE_F16 && dtype != WF_DTYPE_BF16) {
+        wf__error(WF_ERR_DTYPE, "%s: x (%s) and scales (%s) must promote to float16, bfloat16 "
+                                "or float32",
+                  op, wf_dtype_name(x->dtype), wf_dtype_name(scales->dtype));
+        return NULL;
+    }
+    int64_t count = 1;
+    for (int d = 0; d < indim; d++)
+        count *= ishape[d];
+    wf_array *xf = as_f32(x), *sf = as_f32(scales), *bf = as_f32(biases);
+    wf_array *in[6] = {xf ? flatten_batch(xf) : NULL, flatten_batch(w),
+                       sf ? flatten_batch(sf) : NULL, bf ? flatten_batch(bf) : NULL,
+                       flat_indices(lhs, ishape, indim, count), flat_indices(rhs, ishape, indim, count)};
+    wf_array *prod = NULL, *out = NULL;
+    if (in[0] && in[1] && in[2] && in[3] && in[4] && in[5])
+        prod = wf__node_new(&wf__prim_gather_qmm, p, in, 6);
+    if (prod) {
+        int64_t oshape[WF_MAX_NDIM];
+        wf__shape_copy(oshape, ishape, indim);
+        oshape[indim] = prod->shape[1];
+        oshape[indim + 1] = prod->shape[2];
+        wf_array *shaped = wf__op_reshape(prod, oshape, indim + 2);
+        out = shaped && dtype != WF_DTYPE_F32 ? wf__op_astype(shaped, dtype) : wf__array_incref(shaped);
+        wf__array_release(shaped);
+    }
+    wf_array *tmp[] = {xf, sf, bf, in[0], in[1], in[2], in[3], in[4], in[5], prod};
+    for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++)
+        wf__array_release(tmp[i]);
     return out;
 }
 
@@ -229,34 +269,14 @@ wf_array *wf_gather_qmm(wf_array *x, wf_array *w, wf_array *scales, wf_array *bi
     int64_t ishape[WF_MAX_NDIM];
     int indim = 0;
     if (rhs && broadcast_batch(op, lhs->shape, lhs->ndim, rhs->shape, rhs->ndim, ishape, &indim) ==
-                   WF_OK &&
-        indim + 2 <= WF_MAX_NDIM) {
-        int64_t count = 1;
-        for (int d = 0; d < indim; d++)
-            count *= ishape[d];
-        wf_array *lb = wf__op_broadcast_to(lhs, ishape, indim);
-        wf_array *rb = wf__op_broadcast_to(rhs, ishape, indim);
-        wf_array *lf = lb ? wf__op_reshape(lb, &count, 1) : NULL;
-        wf_array *rf = rb ? wf__op_reshape(rb, &count, 1) : NULL;
-        wf_array *xs = lf ? take_batches(x, lf) : NULL;
-        wf_array *ws = rf ? take_batches(w, rf) : NULL;
-        wf_array *ss = rf ? take_batches(scales, rf) : NULL;
-        wf_array *bs = rf ? take_batches(biases, rf) : NULL;
-        wf_array *prod =
-            xs && ws && ss && bs ? qmm(op, xs, ws, ss, bs, transpose, group_size, bits) : NULL;
-        if (prod) {
-            int64_t oshape[WF_MAX_NDIM];
-            wf__shape_copy(oshape, ishape, indim);
-            oshape[indim] = prod->shape[1];
-            oshape[indim + 1] = prod->shape[2];
-            out = wf__op_reshape(prod, oshape, indim + 2);
+                   WF_OK) {
+        if (indim + 2 > WF_MAX_NDIM) {
+            wf__error(WF_ERR_SHAPE, "%s: the result would have more than %d dimensions", op,
+                      WF_MAX_NDIM);
+        } else {
+            wf_quant_params p = quant_params(group_size, bits, 0, transpose);
+            out = gather_node(op, x, w, scales, biases, lhs, rhs, ishape, indim, &p);
         }
-        wf_array *tmp[] = {lb, rb, lf, rf, xs, ws, ss, bs, prod};
-        for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++)
-            wf__array_release(tmp[i]);
-    } else if (rhs && indim + 2 > WF_MAX_NDIM) {
-        wf__error(WF_ERR_SHAPE, "%s: the result would have more than %d dimensions", op,
-                  WF_MAX_NDIM);
     }
     wf__array_release(lhs);
     wf__array_release(rhs);

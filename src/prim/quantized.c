@@ -136,6 +136,44 @@ static wf_status infer_quantized_matmul(const void *params, const wf_desc *in, i
     return WF_OK;
 }
 
+static wf_status infer_gather_qmm(const void *params, const wf_desc *in, int ninputs,
+                                  wf_out_desc *out)
+{
+    const wf_quant_params *p = params;
+    const char *op = "wf_gather_qmm";
+    int64_t k;
+    if (ninputs != 6)
+        return wf__error(WF_ERR_INTERNAL, "%s: expected 6 inputs, got %d", op, ninputs);
+    const wf_desc *x = &in[0], *w = &in[1], *lhs = &in[4], *rhs = &in[5];
+    if (check_quantized(op, p, w, &in[2], &in[3], &k) != WF_OK)
+        return wf_last_error();
+    if (x->ndim != 3 || w->ndim != 3 || lhs->ndim != 1 || rhs->ndim != 1 ||
+        lhs->shape[0] != rhs->shape[0] || x->dtype != WF_DTYPE_F32 || in[2].dtype != WF_DTYPE_F32 ||
+        lhs->dtype != WF_DTYPE_I32 || rhs->dtype != WF_DTYPE_I32)
+        return wf__error(WF_ERR_INTERNAL, "%s: operands not in the primitive's form", op);
+    const int64_t rows = w->shape[1];
+    const int64_t inner = p->transpose ? k : rows, outer = p->transpose ? rows : k;
+    if (x->shape[2] != inner)
+        return wf__error(WF_ERR_SHAPE,
+                         "%s: last dimension of x (%lld) does not match the dequantized matrix "
+                         "(%lld, %lld) with group_size=%d, bits=%d and transpose=%s",
+                         op, (long long)x->shape[2], (long long)inner, (long long)outer,
+                         p->group_size, p->bits, p->transpose ? "true" : "false");
+    out->shape[0] = lhs->shape[0];
+    out->shape[1] = x->shape[1];
+    out->shape[2] = outer;
+    out->ndim = 3;
+    out->dtype = WF_DTYPE_F32;
+    return WF_OK;
+}
+
+const wf_prim_def wf__prim_gather_qmm = {
+    .name = "gather_qmm",
+    .params_size = sizeof(wf_quant_params),
+    .infer = infer_gather_qmm,
+    .kernels = &(wf_kernel_slots){{0}},
+};
+
 const wf_prim_def wf__prim_quantize = {
     .name = "quantize",
     .params_size = sizeof(wf_quant_params),

@@ -30,6 +30,12 @@ extern const wf_prim_def wf__prim_dequantize;
  * (..., K) with W 2-d, or x and W of one rank with equal leading axes. */
 extern const wf_prim_def wf__prim_quantized_matmul;
 
+/* gather_qmm: x (Bx, M, K) float32, codes (E, R, C), scales and biases
+ * (E, R, G) float32, lhs and rhs (L) int32 -> (L, M, N): row l is
+ * x[lhs[l]] @ W[rhs[l]] (.T), each with quantized_matmul's bits. An index
+ * out of range fails the evaluation with WF_ERR_INVALID_ARGUMENT. */
+extern const wf_prim_def wf__prim_gather_qmm;
+
 /* Checks group size and bits (MLX's sets), recording WF_ERR_INVALID_ARGUMENT. */
 wf_status wf__quant_check_params(const char *op, int group_size, int bits);
 

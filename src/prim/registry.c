@@ -59,7 +59,7 @@ static const wf_prim_def *const all_prims[] = {
     &wf__prim_topk, &wf__prim_argtopk, &wf__prim_cummax, &wf__prim_cummin,
     &wf__prim_logcumsumexp,
     /* quantization */
-    &wf__prim_quantize, &wf__prim_dequantize, &wf__prim_quantized_matmul,
+    &wf__prim_quantize, &wf__prim_dequantize, &wf__prim_quantized_matmul, &wf__prim_gather_qmm,
 };
 
 #undef WF_UNARY_LIST_PRIM

@@ -157,6 +157,77 @@ static wf_status vmap_quantized_matmul(wf_array *node, wf_array *const *in, cons
     return wf__rule_result(*out);
 }
 
+/* ---------------------------------------------------------------- gather_qmm
+ * Inputs x (Bx, M, K), codes, scales, biases (E, ...), lhs, rhs (L). */
+
+/* vjp: x's cotangent is product l's (ct_l through W[rhs[l]] with the other
+ * transpose flag) added at batch lhs[l]; the scales' and biases' come from
+ * each product's dense dW = ct_l^T x_l (or x_l^T ct_l), reduced per group
+ * and added at expert rhs[l]. */
+static wf_status vjp_gather_qmm(wf_array *node, wf_array *ct, const bool *wanted,
+                                wf_array **cts)
+{
+    const wf_quant_params *p = qparams(node);
+    wf_array *const *in = node->inputs;
+    wf_array *lhs = in[4], *rhs = in[5];
+    if (wanted[0]) {
+        wf_quant_params flipped = *p;
+        flipped.transpose = !p->transpose;
+        const int64_t l = lhs->shape[0];
+        wf_array *each = wf_arange(0, (double)l, 1, WF_DTYPE_I32);
+        wf_array *args[6] = {ct, in[1], in[2], in[3], each, rhs};
+        wf_array *g = wf__rule_node(node->prim, &flipped, args, 6);
+        cts[0] = wf_scatter_add(wf_zeros_like(in[0]), lhs, g, 0);
+        if (!cts[0])
+            return wf_last_error();
+    }
+    if (!wanted[2] && !wanted[3])
+        return WF_OK;
+    wf_array *x = wf_take(in[0], lhs, 0); /* (L, M, K) */
+    wf_array *dw = p->transpose ? wf_matmul(wf_swapaxes(ct, -1, -2), x)
+                                : wf_matmul(wf_swapaxes(x, -1, -2), ct);
+    const wf_array *s = in[2];
+    const int64_t gshape[4] = {lhs->shape[0], s->shape[1], s->shape[2], p->group_size};
+    wf_array *dwg = wf_reshape(dw, gshape, 4);
+    const int last = -1;
+    if (wanted[3]) {
+        cts[3] = wf_scatter_add(wf_zeros_like(in[3]), rhs, wf_sum(dwg, &last, 1, false), 0);
+        if (!cts[3])
+            return wf_last_error();
+    }
+    if (wanted[2]) {
+        const int64_t cshape[4] = {s->shape[0], s->shape[1], s->shape[2], p->group_size};
+        wf_array *codes = wf_reshape(dequantized(node, wf_ones_like(in[2]), wf_zeros_like(in[3])),
+                                     cshape, 4);
+        wf_array *picked = wf_take(codes, rhs, 0);
+        cts[2] = wf_scatter_add(wf_zeros_like(in[2]), rhs,
+                                wf_sum(wf_multiply(dwg, picked), &last, 1, false), 0);
+        if (!cts[2])
+            return wf_last_error();
+    }
+    return WF_OK;
+}
+
+/* jvp: linear in x (tangents of the scales and biases: unsupported, as MLX). */
+static wf_status jvp_gather_qmm(wf_array *node, wf_array *const *t, wf_array **out)
+{
+    if (t[2] || t[3])
+        return wf__error(WF_ERR_UNSUPPORTED, "gather_qmm: no jvp for the scales and biases");
+    wf_array *const *in = node->inputs;
+    wf_array *args[6] = {t[0], in[1], in[2], in[3], in[4], in[5]};
+    *out = wf__rule_node(node->prim, node->params, args, 6);
+    return wf__rule_result(*out);
+}
+
+static wf_status vmap_gather_qmm(wf_array *node, wf_array *const *in, const int *axes,
+                                 int64_t batch, wf_array **out, int *out_axis)
+{
+    (void)in, (void)axes, (void)batch, (void)out, (void)out_axis;
+    return wf__error(WF_ERR_UNSUPPORTED, "%s: vmap is not supported (as in MLX); map "
+                                         "quantized_matmul over the gathered operands",
+                     node->prim->name);
+}
+
 /* ---------------------------------------------------------------- table */
 
 const wf_prim_rules wf__rules_quantized[] = {
@@ -165,6 +236,8 @@ const wf_prim_rules wf__rules_quantized[] = {
      wf__rule_vmap_elementwise},
     {&wf__prim_quantized_matmul, WF_RULES_DIFFERENTIABLE, vjp_quantized_matmul,
      jvp_quantized_matmul, vmap_quantized_matmul},
+    {&wf__prim_gather_qmm, WF_RULES_DIFFERENTIABLE, vjp_gather_qmm, jvp_gather_qmm,
+     vmap_gather_qmm},
 };
 
 const size_t wf__rules_quantized_count = sizeof wf__rules_quantized / sizeof wf__rules_quantized[0];

@@ -138,6 +138,28 @@ def test_gather_qmm_picks_experts():
     np.testing.assert_allclose(only_rhs, np.stack([x[0] @ wd[j].T for j in rhs]), rtol=1e-5, atol=1e-4)
 
 
+def test_gather_qmm_gradients_match_take_then_multiply():
+    rng = np.random.default_rng(9)
+    q, s, b = mx.quantize(mx.array(weights((3, 16, 64))), 32, 4)
+    x = mx.array(rng.standard_normal((4, 2, 64)).astype(np.float32))
+    lhs, rhs = mx.array([0, 3, 3, 1, 2]), mx.array([2, 0, 2, 1, 1])
+    ct = mx.array(rng.standard_normal((5, 2, 16)).astype(np.float32))
+
+    def gathered(x_, s_, b_):
+        return mx.gather_qmm(x_, q, s_, b_, lhs, rhs, group_size=32, bits=4)
+
+    def reference(x_, s_, b_):
+        return mx.quantized_matmul(x_[lhs], q[rhs], s_[rhs], b_[rhs], group_size=32, bits=4)
+
+    (o1,), g1 = mx.vjp(gathered, [x, s, b], [ct])
+    (o2,), g2 = mx.vjp(reference, [x, s, b], [ct])
+    np.testing.assert_allclose(np.array(o1), np.array(o2), rtol=1e-6, atol=1e-6)
+    for a, r in zip(g1, g2):
+        np.testing.assert_allclose(np.array(a), np.array(r), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError):
+        mx.eval(mx.gather_qmm(x, q, s, b, lhs, mx.array([0, 1, 2, 3, 0]), group_size=32, bits=4))
+
+
 def test_grad_and_vmap():
     w = weights((24, 64))
     q, s, b = mx.quantize(mx.array(w), 32, 4)

@@ -370,6 +370,17 @@ static void test_batched_and_gather(void)
         }
         wf_release(qi), wf_release(si), wf_release(bi), wf_release(xi), wf_release(yi);
     }
+    /* an expert index out of range fails the evaluation, naming it */
+    const int32_t bad_idx[2] = {1, 3};
+    const int64_t two = 2;
+    wf_array *bad = wf_array_from_data(bad_idx, &two, 1, WF_DTYPE_I32);
+    wf_array *gb = wf_gather_qmm(x1, q, s, b, NULL, bad, true, gs, bits);
+    if (CHECK_NOT_NULL(gb)) {
+        CHECK_EQ_INT(wf_eval(&gb, 1), WF_ERR_INVALID_ARGUMENT);
+        CHECK_STR_CONTAINS(wf_last_error_message(), "out of range");
+        wf_clear_error();
+    }
+    wf_release(bad), wf_release(gb);
     wf_release(w), wf_release(q), wf_release(s), wf_release(b), wf_release(x), wf_release(y);
     wf_release(rhs), wf_release(x1), wf_release(g);
 }

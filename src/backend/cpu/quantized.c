@@ -241,14 +241,27 @@ typedef struct qmm_job {
     int isa;
     wf_qmv_fn qmv;
     wf_qdeq_fn qdeq; /* NULL: scalar dequantization of panels */
+    /* gather_qmm: product `batch` takes x's batch lhs[batch] and W's
+     * rhs[batch] (checked in range); NULL: both are `batch`. */
+    const int32_t *lhs, *rhs;
     atomic_bool failed;
 } qmm_job;
+
+static int64_t x_batch(const qmm_job *job, int64_t batch)
+{
+    return job->lhs ? job->lhs[batch] : batch;
+}
+
+static int64_t w_batch(const qmm_job *job, int64_t batch)
+{
+    return job->rhs ? job->rhs[batch] : batch;
+}
 
 /* Dequantizes stored row r of W, elements [j0, j0 + count), into dst. */
 static void dequantize_span(const qmm_job *job, int64_t batch, int64_t r, int64_t j0,
                             int64_t count, float *dst)
 {
-    const int64_t row = batch * job->w_rows + r;
+    const int64_t row = w_batch(job, batch) * job->w_rows + r;
     const uint8_t *codes = job->codes + row * job->row_bytes;
     const float *s = job->scales + row * job->groups, *b = job->biases + row * job->groups;
     if (job->qdeq && j0 % 16 == 0 && count % 16 == 0) {
@@ -274,7 +287,7 @@ static bool qmm_panel(const qmm_job *job, int64_t batch, int64_t n0, int64_t n1,
             dequantize_span(job, batch, kk, n0, nb, panel + kk * nb);
     }
     wf_gemm_args g;
-    wf__gemm_args_init(&g, WF_DTYPE_F32, job->rows, nb, k, job->x + batch * job->rows * k, k, 1,
+    wf__gemm_args_init(&g, WF_DTYPE_F32, job->rows, nb, k, job->x + x_batch(job, batch) * job->rows * k, k, 1,
                        panel, job->transpose ? 1 : nb, job->transpose ? k : 1,
                        job->out + batch * job->rows * job->n + n0, job->n, 1.0, 0.0);
     g.isa = job->isa;
@@ -302,9 +315,9 @@ static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
     const qmm_job *job = ctx;
     for (int64_t t = begin; t < end; t++) {
         const int64_t batch = t / job->blocks, n0 = (t % job->blocks) * job->block;
-        const int64_t row0 = batch * job->w_rows;
+        const int64_t row0 = w_batch(job, batch) * job->w_rows;
         const wf_qmv_args a = {
-            .x = job->x + batch * job->rows * job->k,
+            .x = job->x + x_batch(job, batch) * job->rows * job->k,
             .ldx = job->k,
             .rows = (int)job->rows,
             .codes = job->codes + row0 * job->row_bytes,
@@ -361,61 +374,118 @@ static int64_t panel_block(int64_t n, int64_t k, int64_t batches)
     return block < n ? block : n;
 }
 
+/* Runs job (its operands, shapes and indices set) over `batches` products. */
+static wf_status qmm_run(const char *op, qmm_job *job, int64_t batches)
+{
+    job->isa = wf__gemm_isa();
+    atomic_init(&job->failed, false);
+    job->qmv = direct_kernel(job);
+    job->qdeq = panel_dequantizer(job);
+    if (job->qmv) {
+        job->block = 16;
+        job->blocks = (job->n + 15) / 16;
+        wf__parallel_for(batches * job->blocks, 8, qmm_direct_chunk, job);
+        return WF_OK;
+    }
+    job->block = panel_block(job->n, job->k, batches);
+    job->blocks = (job->n + job->block - 1) / job->block;
+    wf__parallel_for(batches * job->blocks, 1, qmm_panel_chunk, job);
+    if (atomic_load(&job->failed))
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory for a weight panel", op);
+    return WF_OK;
+}
+
+/* Fills the job's operands and shapes from x, codes, scales, biases. */
+static void qmm_setup(qmm_job *job, const wf_quant_params *p, wf_array *const *inputs,
+                      const dense_operand *d, wf_array *out, int64_t x_batches)
+{
+    const wf_array *x = inputs[0], *w = inputs[1];
+    const int64_t k = x->shape[x->ndim - 1];
+    job->x = d[0].data;
+    job->codes = d[1].data;
+    job->scales = d[2].data;
+    job->biases = d[3].data;
+    job->out = wf__array_data_ptr(out);
+    job->rows = x->size / k / x_batches;
+    job->k = k;
+    job->n = out->shape[out->ndim - 1];
+    job->row_bytes = w->shape[w->ndim - 1] * 4;
+    job->groups = inputs[2]->shape[inputs[2]->ndim - 1];
+    job->w_rows = w->shape[w->ndim - 2];
+    job->bits = p->bits;
+    job->group_size = p->group_size;
+    job->transpose = p->transpose;
+}
+
+/* Shared by quantized_matmul and gather_qmm: dense operands, K == 0, run. */
+static wf_status qmm_kernel(const char *op, wf_array *out, wf_array *const *inputs, int ndense,
+                            const wf_quant_params *p, int64_t x_batches, int64_t products,
+                            const int32_t *lhs, const int32_t *rhs)
+{
+    wf_status st = wf__array_alloc_output(out);
+    if (st != WF_OK || out->size == 0)
+        return st;
+    const wf_array *x = inputs[0];
+    if (x->shape[x->ndim - 1] == 0) {
+        memset(wf__array_data_ptr(out), 0, (size_t)out->size * sizeof(float));
+        return WF_OK;
+    }
+    dense_operand d[4] = {{0}};
+    for (int i = 0; i < ndense && st == WF_OK; i++)
+        st = dense_get(op, inputs[i], &d[i]);
+    if (st == WF_OK) {
+        qmm_job job;
+        memset(&job, 0, sizeof job);
+        qmm_setup(&job, p, inputs, d, out, x_batches);
+        job.lhs = lhs;
+        job.rhs = rhs;
+        st = qmm_run(op, &job, products);
+    }
+    for (int i = 0; i < ndense; i++)
+        free(d[i].owned);
+    return st;
+}
+
 wf_status wf__cpu_quantized_matmul(wf_array *out, wf_array *const *inputs, int ninputs,
                                    const void *params)
 {
     (void)ninputs;
-    const char *op = "wf_quantized_matmul";
-    const wf_quant_params *p = params;
-    const wf_array *x = inputs[0], *w = inputs[1];
-    wf_status st = wf__array_alloc_output(out);
-    if (st != WF_OK || out->size == 0)
-        return st;
-    const int64_t k = x->shape[x->ndim - 1], n = out->shape[out->ndim - 1];
-    if (k == 0) {
-        memset(wf__array_data_ptr(out), 0, (size_t)out->size * sizeof(float));
-        return WF_OK;
-    }
+    const wf_array *w = inputs[1];
     int64_t batches = 1;
     for (int d = 0; d < w->ndim - 2; d++)
         batches *= w->shape[d];
-    dense_operand d[4] = {{0}};
-    for (int i = 0; i < 4 && st == WF_OK; i++)
-        st = dense_get(op, inputs[i], &d[i]);
-    if (st == WF_OK) {
-        qmm_job job = {
-            .x = d[0].data,
-            .codes = d[1].data,
-            .scales = d[2].data,
-            .biases = d[3].data,
-            .out = wf__array_data_ptr(out),
-            .rows = x->size / k / batches,
-            .k = k,
-            .n = n,
-            .row_bytes = w->shape[w->ndim - 1] * 4,
-            .groups = inputs[2]->shape[inputs[2]->ndim - 1],
-            .w_rows = w->shape[w->ndim - 2],
-            .bits = p->bits,
-            .group_size = p->group_size,
-            .transpose = p->transpose,
-            .isa = wf__gemm_isa(),
-        };
-        atomic_init(&job.failed, false);
-        job.qmv = direct_kernel(&job);
-        job.qdeq = panel_dequantizer(&job);
-        if (job.qmv) {
-            job.block = 16;
-            job.blocks = (n + 15) / 16;
-            wf__parallel_for(batches * job.blocks, 8, qmm_direct_chunk, &job);
-        } else {
-            job.block = panel_block(n, k, batches);
-            job.blocks = (n + job.block - 1) / job.block;
-            wf__parallel_for(batches * job.blocks, 1, qmm_panel_chunk, &job);
-            if (atomic_load(&job.failed))
-                st = wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory for a weight panel", op);
-        }
-    }
-    for (int i = 0; i < 4; i++)
-        free(d[i].owned);
+    return qmm_kernel("wf_quantized_matmul", out, inputs, 4, params, batches, batches, NULL, NULL);
+}
+
+/* Checks every index against its bound (indices are user data). */
+static wf_status check_indices(const char *what, const int32_t *idx, int64_t n, int64_t bound)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (idx[i] < 0 || idx[i] >= bound)
+            return wf__error(WF_ERR_INVALID_ARGUMENT,
+                             "wf_gather_qmm: %s index %d at %lld is out of range for %lld batches",
+                             what, (int)idx[i], (long long)i, (long long)bound);
+    return WF_OK;
+}
+
+wf_status wf__cpu_gather_qmm(wf_array *out, wf_array *const *inputs, int ninputs,
+                             const void *params)
+{
+    (void)ninputs;
+    const char *op = "wf_gather_qmm";
+    dense_operand idx[2] = {{0}};
+    wf_status st = WF_OK;
+    for (int i = 0; i < 2 && st == WF_OK; i++)
+        st = dense_get(op, inputs[4 + i], &idx[i]);
+    const int64_t n = inputs[4]->shape[0];
+    if (st == WF_OK)
+        st = check_indices("lhs", idx[0].data, n, inputs[0]->shape[0]);
+    if (st == WF_OK)
+        st = check_indices("rhs", idx[1].data, n, inputs[1]->shape[0]);
+    if (st == WF_OK)
+        st = qmm_kernel(op, out, inputs, 4, params, inputs[0]->shape[0], n, idx[0].data,
+                        idx[1].data);
+    for (int i = 0; i < 2; i++)
+        free(idx[i].owned);
     return st;
 }

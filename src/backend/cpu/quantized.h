@@ -63,5 +63,7 @@ wf_status wf__cpu_dequantize(wf_array *out, wf_array *const *inputs, int ninputs
                              const void *params);
 wf_status wf__cpu_quantized_matmul(wf_array *out, wf_array *const *inputs, int ninputs,
                                    const void *params);
+wf_status wf__cpu_gather_qmm(wf_array *out, wf_array *const *inputs, int ninputs,
+                             const void *params);
 
 #endif

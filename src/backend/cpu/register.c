@@ -131,6 +131,7 @@ void wf__cpu_register_kernels(void)
     attach(&wf__prim_quantize, wf__cpu_quantize);
     attach(&wf__prim_dequantize, wf__cpu_dequantize);
     attach(&wf__prim_quantized_matmul, wf__cpu_quantized_matmul);
+    attach(&wf__prim_gather_qmm, wf__cpu_gather_qmm);
     attach(&wf__prim_cummax, wf__cpu_scan_extra);
     attach(&wf__prim_cummin, wf__cpu_scan_extra);
     attach(&wf__prim_logcumsumexp, wf__cpu_scan_extra);
