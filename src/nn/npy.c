@@ -244,9 +244,9 @@ static size_t npy_header_text(const wf_array *a, char *out, size_t cap)
     const int ndim = wf_array_ndim(a);
     const int64_t *dims = wf_array_shape(a);
     n += (size_t)snprintf(shape + n, sizeof shape - n, "(");
-    for (int d = 0; d < ndim; d++)
+    for (int d = 0; d < ndim; d++) /* NumPy's spelling: (3,) and (3, 4) */
         n += (size_t)snprintf(shape + n, sizeof shape - n, "%lld%s", (long long)dims[d],
-                              ndim == 1 || d + 1 < ndim ? "," : "");
+                              ndim == 1 ? "," : d + 1 < ndim ? ", " : "");
     snprintf(shape + n, sizeof shape - n, ")");
     int len = snprintf(out + 10, cap - 10, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
                        descr, shape);

@@ -142,3 +142,27 @@ def test_gguf_written_by_the_gguf_package(tmp_path):
         d = mx.dequantize(got[name], got[prefix + ".scales"], got[prefix + ".biases"], 32, bits)
         # weft rounds code * scale, then the sum, to float16 (MLX's layout)
         np.testing.assert_allclose(np.array(d.astype(mx.float32)), want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
+
+
+try:
+    import mlx.core as mlx_core
+except ImportError:
+    mlx_core = None
+
+
+@pytest.mark.skipif(mlx_core is None, reason="mlx is not importable (pip install mlx mlx-cpu)")
+def test_gguf_and_npz_against_mlx(tmp_path):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    h = np.arange(6, dtype=np.float16).reshape(2, 3)
+    mlx_core.save_gguf(str(tmp_path / "m.gguf"), {"a": mlx_core.array(a), "h": mlx_core.array(h)},
+                       {"name": "x", "toks": ["p", "q"], "n": mlx_core.array(3, dtype=mlx_core.uint32)})
+    got, meta = mx.load(tmp_path / "m.gguf", return_metadata=True)
+    np.testing.assert_array_equal(np.array(got["a"]), a)
+    np.testing.assert_array_equal(np.array(got["h"]), h)
+    assert meta["name"] == "x" and meta["toks"] == ["p", "q"] and meta["n"].item() == 3
+    mx.save_gguf(tmp_path / "w.gguf", {"a": mx.array(a)}, {"name": "y", "toks": ["r"]})
+    theirs, their_meta = mlx_core.load(str(tmp_path / "w.gguf"), return_metadata=True)
+    np.testing.assert_array_equal(np.array(theirs["a"]), a)
+    assert their_meta["name"] == "y" and their_meta["toks"] == ["r"]
+    mx.savez_compressed(tmp_path / "w", x=mx.array(a))
+    np.testing.assert_array_equal(np.array(mlx_core.load(str(tmp_path / "w.npz"))["x"]), a)
