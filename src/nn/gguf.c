@@ -20,7 +20,8 @@
 #include "weft.h"
 #include "weft_nn.h"
 
-enum { GGUF_DEFAULT_ALIGNMENT = 32, GGUF_MAX_NAME = 65535 };
+/* Names longer than weft_nn's limit (255 bytes) could not be stored anyway. */
+enum { GGUF_DEFAULT_ALIGNMENT = 32, GGUF_MAX_NAME = 255 };
 
 /* Metadata value types. */
 enum {
