@@ -768,6 +768,45 @@ wf_array *wf_conv_transpose2d(wf_array *input, wf_array *weight, const int64_t *
 wf_array *wf_conv_transpose3d(wf_array *input, wf_array *weight, const int64_t *stride,
                               const int64_t *padding, const int64_t *dilation,
                               const int64_t *output_padding, int64_t groups);
+/* ---- quantization: MLX's affine layout. A float matrix (..., K) is cut
+ * into groups of group_size (32, 64 or 128) consecutive elements of its
+ * last axis; each group has a scale s and a bias b and each element the
+ * code q in [0, 2^bits - 1] (bits 2, 3, 4, 5, 6 or 8) nearest to
+ * (w - b) / s, so w ~ q * s + b. Codes are packed as one little-endian bit
+ * stream per row (element j at bit j * bits), stored as uint32: codes
+ * (..., K * bits / 32), scales and biases (..., K / group_size) of w's
+ * dtype. The same codes, scales and biases as MLX's mx.quantize for the
+ * same input. Only WF_QUANT_AFFINE exists; another mode is
+ * WF_ERR_INVALID_ARGUMENT. */
+typedef enum wf_quant_mode { WF_QUANT_AFFINE = 0 } wf_quant_mode;
+
+/* Quantizes w (float16, bfloat16 or float32; rank >= 2; last axis a
+ * multiple of group_size) into three new arrays (*codes, *scales, *biases,
+ * each released by the caller; NULL on error). */
+wf_status wf_quantize(wf_array *w, int group_size, int bits, wf_quant_mode mode,
+                      wf_array **codes, wf_array **scales, wf_array **biases);
+/* codes * scales + biases per group (the product and the sum each rounded
+ * to the scales' dtype, as MLX), in the scales' dtype. */
+wf_array *wf_dequantize(wf_array *codes, wf_array *scales, wf_array *biases, int group_size,
+                        int bits, wf_quant_mode mode);
+/* x @ W.T (transpose) or x @ W, W the dequantized (..., N, K) or (..., K, N)
+ * matrix, never formed: the kernels dequantize in registers. x (..., K);
+ * batched W broadcasts its leading axes against x's. Result dtype: x's and
+ * the scales' promoted (float). Bits: exactly those of wf_matmul(x,
+ * W.T or W) with W = wf_dequantize(...) in float32 for any batch size and
+ * thread count (the same per-element sums as weft's GEMM). vjp: x (a
+ * quantized_matmul with !transpose), scales and biases (2-d W); never the
+ * codes. */
+wf_array *wf_quantized_matmul(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
+                              bool transpose, int group_size, int bits);
+/* Batched quantized_matmul with gathered operands (mixture of experts):
+ * out[i] = x[lhs[i]] @ W[rhs[i]] (.T), where x's and W's leading axes are
+ * flattened and indexed, lhs and rhs (integers, broadcast together; NULL:
+ * every batch of x / of W in order) give the batch shape; result
+ * (broadcast index shape..., M, N). */
+wf_array *wf_gather_qmm(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
+                        wf_array *lhs_indices, wf_array *rhs_indices, bool transpose,
+                        int group_size, int bits);
 
 /* ---- fused ("fast") ops */
 

@@ -7,7 +7,7 @@
 # root, through sudo when not root. Leaves every OPENBLAS_* setting alone.
 set -euo pipefail
 
-packages=(cmake make gcc g++ pkg-config libopenblas-pthread-dev openmpi-bin libopenmpi-dev)
+packages=(cmake make gcc g++ pkg-config libopenblas-pthread-dev zlib1g-dev openmpi-bin libopenmpi-dev)
 
 missing=()
 for tool in cmake make gcc g++ pkg-config; do
@@ -28,6 +28,7 @@ if ! command -v mpirun >/dev/null 2>&1 ||
     missing+=("openmpi")
 fi
 # cmake must be 3.25 or newer.
+[ -f /usr/include/zlib.h ] || missing+=("zlib")
 if command -v cmake >/dev/null 2>&1; then
     read -r major minor < <(cmake --version |
         sed -n '1s/[^0-9]*\([0-9]*\)\.\([0-9]*\).*/\1 \2/p') || true

@@ -182,5 +182,7 @@ int weftpy_kernels_init(PyObject *module);
 int weftpy_conv_init(PyObject *module);
 int weftpy_fp8_init(PyObject *module);
 int weftpy_distributed_init(PyObject *module);
+int weftpy_quantized_init(PyObject *module);
+int weftpy_files_init(PyObject *module);
 
 #endif /* WEFT_PY_H */
