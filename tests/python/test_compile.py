@@ -193,6 +193,20 @@ def test_shapeless_convolution_follows_the_length():
     assert mx.compile_stats(cf)["traces"] == 1
 
 
+def test_shapeless_quantized_matmul_follows_the_batch():
+    import numpy as np
+
+    w = mx.array(np.random.default_rng(1).standard_normal((64, 128)).astype(np.float32))
+    codes, scales, biases = mx.quantize(w, group_size=64, bits=4)
+    f = lambda x: mx.quantized_matmul(x, codes, scales, biases, transpose=True, group_size=64,
+                                      bits=4)
+    cf = mx.compile(f, shapeless=True)
+    for rows in (1, 3, 17):
+        x = mx.array(np.random.default_rng(rows).standard_normal((rows, 128)).astype(np.float32))
+        assert np.array_equal(np.array(cf(x)), np.array(f(x)))
+    assert mx.compile_stats(cf)["traces"] == 1
+
+
 def test_eight_threads_on_a_cold_function_trace_once():
     started = threading.Barrier(8)
     traces = []
