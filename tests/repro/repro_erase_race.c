@@ -37,6 +37,11 @@ static void *thread_a(void *arg)
 static void *thread_b(void *arg)
 {
     (void)arg;
+    /* Start once A runs: on a loaded machine B once did all its releases
+     * before A's thread was scheduled at all (the scenario then never
+     * happens). A waits for B halfway, so B's releases overlap A's calls. */
+    for (int waited = 0; !atomic_load(&a_running) && waited < 30000; waited++)
+        usleep(1000);
     for (int i = 0; i < COUNT; i++) {
         float k = (float)(i % 13) - 6.0f;
         wf_fn *f = compiled_scaled(k, NULL);
