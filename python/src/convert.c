@@ -813,8 +813,47 @@ PyObject *weftpy_array_tolist(wf_array *a)
                         &offset);
 }
 
-/* The buffer protocol: the row-major elements (a strided view's contiguous
- * copy, kept with the array), read-only, shape and strides in `internal`. */
+/* The buffer protocol, read-only. A consumer that takes strides
+ * (PyBUF_STRIDES, as NumPy and memoryview do) gets the array's memory in
+ * place with its real strides, a strided view included (no copy); one that
+ * needs C-contiguous data, or no strides, gets the row-major elements (a
+ * strided view's contiguous copy, kept with the array). The exported handle
+ * is retained until the buffer is released, so an in-place operator that
+ * replaces the Python object's handle cannot free memory a view still
+ * reads. */
+typedef struct buffer_hold {
+    wf_array *array;   /* a reference of our own */
+    Py_ssize_t dims[]; /* shape, then strides (bytes) */
+} buffer_hold;
+
+/* Evaluates (GIL released when it may wait) and sets *data and, when
+ * `strided`, strides (elements); false with BufferError set. */
+static bool buffer_data(wf_array *a, bool strided, const void **data, int64_t *strides)
+{
+    wf_status status;
+    if (!strided) {
+        if (weftpy_array_host_data(a, data))
+            return true;
+        status = WF_ERR_INTERNAL; /* the exception is set: reworded below */
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        status = wf_array_data_strided(a, data, strides);
+        Py_END_ALLOW_THREADS
+        if (status == WF_OK)
+            return true;
+        weftpy_raise_weft_error();
+    }
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
+    PyErr_Format(PyExc_BufferError, "the array could not be evaluated: %S", text);
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    return false;
+}
+
 static int array_getbuffer(PyObject *self, Py_buffer *view, int flags)
 {
     wf_array *a = ((WeftArray *)self)->handle;
@@ -828,32 +867,30 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags)
         PyErr_SetString(PyExc_BufferError, "weft arrays are immutable: no writable buffer");
         return -1;
     }
-    const void *data;
-    if (!weftpy_array_host_data(a, &data)) {
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
-        PyErr_Format(PyExc_BufferError, "the array could not be evaluated: %S", text);
-        Py_XDECREF(text);
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(traceback);
-        return -1;
-    }
+    const bool contiguous_wanted = (flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS ||
+                                   (flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS ||
+                                   (flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS ||
+                                   (flags & PyBUF_STRIDES) != PyBUF_STRIDES;
     const int ndim = wf_array_ndim(a);
-    Py_ssize_t *dims = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(2 * ndim + 1));
-    if (dims == NULL) {
+    int64_t strides[WF_MAX_NDIM];
+    const void *data;
+    if (!buffer_data(a, !contiguous_wanted, &data, strides))
+        return -1;
+    buffer_hold *hold = PyMem_Malloc(sizeof *hold + sizeof(Py_ssize_t) * (size_t)(2 * ndim + 1));
+    if (hold == NULL) {
         PyErr_NoMemory();
         return -1;
     }
+    Py_ssize_t *dims = hold->dims;
     const int64_t *shape = wf_array_shape(a);
     const Py_ssize_t itemsize = (Py_ssize_t)wf_dtype_size(dtype);
     Py_ssize_t stride = itemsize;
     for (int i = ndim - 1; i >= 0; i--) {
         dims[i] = (Py_ssize_t)shape[i];
-        dims[ndim + i] = stride;
+        dims[ndim + i] = contiguous_wanted ? stride : (Py_ssize_t)strides[i] * itemsize;
         stride *= dims[i];
     }
+    hold->array = wf_retain_unscoped(a);
     view->buf = (void *)data;
     view->obj = Py_NewRef(self);
     view->len = (Py_ssize_t)wf_array_nbytes(a);
@@ -861,17 +898,19 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags)
     view->readonly = 1;
     view->ndim = ndim;
     view->format = (flags & PyBUF_FORMAT) ? (char *)format : NULL;
-    view->shape = dims;
-    view->strides = dims + ndim;
+    view->shape = (flags & PyBUF_ND) == PyBUF_ND ? dims : NULL;
+    view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? dims + ndim : NULL;
     view->suboffsets = NULL;
-    view->internal = dims;
+    view->internal = hold;
     return 0;
 }
 
 static void array_releasebuffer(PyObject *self, Py_buffer *view)
 {
     (void)self;
-    PyMem_Free(view->internal);
+    buffer_hold *hold = view->internal;
+    wf_release(hold->array); /* dropping a reference never waits */
+    PyMem_Free(hold);
 }
 
 PyBufferProcs weftpy_array_buffer_procs = {

@@ -34,6 +34,21 @@ class array(_core.array):
         out = np.array(memoryview(value), copy=True)
         return out.astype(dtype) if dtype is not None else out
 
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of the array's memory, in place (real strides, no
+        copy). A consumer that speaks DLPack 1.0 (max_version >= (1, 0), as
+        NumPy 2) gets a versioned tensor flagged read-only; an older one the
+        unversioned tensor, which cannot say so (do not write through it).
+        copy=True exports a fresh buffer instead."""
+        if dl_device is not None and tuple(dl_device) != (1, 0):
+            raise BufferError(f"weft arrays live on the CPU, not on device {dl_device}")
+        versioned = max_version is not None and tuple(max_version) >= (1, 0)
+        source = _core.where(True, self, self) if copy else self  # where() writes a new buffer
+        return _core._dlpack(source, versioned, bool(copy))
+
+    def __dlpack_device__(self):
+        return _core._dlpack_device(self)
+
     def __reduce__(self):
         import numpy as np
 
@@ -47,14 +62,6 @@ class array(_core.array):
 
     def __hash__(self):
         return id(self)
-
-    def __dlpack_device__(self):
-        return (1, 0)  # kDLCPU, device 0
-
-    def __dlpack__(self, stream=None, **kwargs):
-        # A writable copy: NumPy refuses to export a read-only view to
-        # consumers that predate DLPack 1.0.
-        return self.__array__().__dlpack__(**kwargs)
 
     @property
     def at(self):
