@@ -577,8 +577,14 @@ static wf_array *array_from_buffer(PyObject *obj, wf_dtype dtype)
     if (PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO) < 0)
         return NULL;
     wf_array *out = NULL;
-    const wf_dtype source = dtype_from_format(view.format, view.itemsize);
-    if (source == WF_DTYPE_COUNT || (size_t)view.itemsize != wf_dtype_size(source)) {
+    const bool complex128 = view.format != NULL && strcmp(view.format, "Zd") == 0 &&
+                            view.itemsize == 16;
+    /* complex128 (NumPy's default complex) is read as float64 pairs and
+     * becomes complex64, as in MLX */
+    const wf_dtype source =
+        complex128 ? WF_DTYPE_F64 : dtype_from_format(view.format, view.itemsize);
+    if (source == WF_DTYPE_COUNT ||
+        (!complex128 && (size_t)view.itemsize != wf_dtype_size(source))) {
         PyErr_Format(PyExc_TypeError, "cannot make an array from a buffer of format '%s'",
                      view.format != NULL ? view.format : "B");
         goto done;
@@ -587,11 +593,13 @@ static wf_array *array_from_buffer(PyObject *obj, wf_dtype dtype)
         PyErr_Format(PyExc_ValueError, "buffer has more than %d dimensions", WF_MAX_NDIM);
         goto done;
     }
-    int64_t shape[WF_MAX_NDIM];
+    int64_t shape[WF_MAX_NDIM + 1];
     for (int i = 0; i < view.ndim; i++)
         shape[i] = view.shape[i];
+    shape[view.ndim] = 2; /* complex128: the pair axis */
+    const int data_ndim = view.ndim + (complex128 ? 1 : 0);
     if (PyBuffer_IsContiguous(&view, 'C')) {
-        out = wf_array_from_data(view.buf, shape, view.ndim, source);
+        out = wf_array_from_data(view.buf, shape, data_ndim, source);
     } else {
         char *copy = PyMem_Malloc((size_t)view.len > 0 ? (size_t)view.len : 1);
         if (copy == NULL) {
@@ -599,8 +607,18 @@ static wf_array *array_from_buffer(PyObject *obj, wf_dtype dtype)
             goto done;
         }
         copy_strided(view.buf, view.shape, view.strides, view.ndim, view.itemsize, copy);
-        out = wf_array_from_data(copy, shape, view.ndim, source);
+        out = wf_array_from_data(copy, shape, data_ndim, source);
         PyMem_Free(copy);
+    }
+    if (out != NULL && complex128) {
+        wf_array *pairs = wf_astype(out, WF_DTYPE_F32);
+        wf_array *c = pairs ? wf_view(pairs, WF_DTYPE_C64) : NULL; /* (..., 1) */
+        wf_release(out);
+        out = c ? wf_reshape(c, shape, view.ndim) : NULL;
+        wf_release(pairs);
+        wf_release(c);
+        if (out != NULL && (dtype == WF_DTYPE_COUNT || dtype == WF_DTYPE_C64))
+            goto done;
     }
     /* MLX's rule: a float64 buffer without an explicit dtype becomes float32. */
     if (dtype == WF_DTYPE_COUNT && source == WF_DTYPE_F64)

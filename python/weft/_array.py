@@ -128,15 +128,24 @@ class array(_core.array):
         return diagonal(self, offset, axis1, axis2, stream=stream)
 
     def conj(self, *, stream=None):
-        return self
+        return _core.conjugate(self, stream=stream)
+
+    def conjugate(self, *, stream=None):
+        return _core.conjugate(self, stream=stream)
 
     @property
     def real(self):
-        return self
+        return _core.real(self)
 
     @property
     def imag(self):
-        return _core.zeros_like(self)
+        return _core.imag(self)
+
+    def view(self, dtype, *, stream=None):
+        return _core.view(self, dtype, stream=stream)
+
+    def __complex__(self):
+        return complex(self.item())
 
     def log10(self, *, stream=None):
         from . import log10
