@@ -54,11 +54,13 @@ class array(_core.array):
 
         return (_from_numpy_pickled, (np.asarray(self), self.dtype))
 
+    # A copy is a new object over the same (immutable) value: an in-place
+    # operator on it replaces its own handle only, never the original's.
     def __copy__(self):
-        return self
+        return array(self)
 
     def __deepcopy__(self, memo):
-        return self
+        return array(self)
 
     def __hash__(self):
         return id(self)

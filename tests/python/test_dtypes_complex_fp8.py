@@ -166,3 +166,16 @@ def test_integer_round_with_decimals_keeps_the_dtype():
     for decimals, want in ((0, [15, 122]), (-1, [20, 120]), (-2, [0, 100])):
         y = mx.round(mx.array([15, 122], mx.int32), decimals=decimals)
         assert y.dtype == mx.int32 and y.tolist() == want
+
+
+def test_copies_are_separate_objects_for_in_place_operators():
+    import copy
+
+    for dtype in (mx.int8, mx.uint32, mx.float16, mx.complex64):
+        x = mx.array([[1, 2], [3, 4]], dtype=dtype)
+        for make in (copy.copy, copy.deepcopy):
+            y = make(x)
+            assert y is not x
+            y -= 1
+            assert (np.array(y) == np.array(x) - 1).all()
+            assert np.array(x).tolist() == [[1, 2], [3, 4]]
