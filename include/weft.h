@@ -56,7 +56,8 @@ typedef enum wf_status {
     WF_ERR_KERNEL = -9,           /* a kernel failed while running */
     WF_ERR_UNSUPPORTED = -10,     /* valid request that weft does not do yet */
     WF_ERR_INTERNAL = -11,        /* a broken invariant inside weft */
-    WF_ERR_IO = -12               /* a file could not be read or written */
+    WF_ERR_IO = -12,              /* a file could not be read or written */
+    WF_ERR_DISTRIBUTED = -13      /* a collective failed or did not match across processes */
 } wf_status;
 
 /* This thread's last error code (WF_OK if none since wf_clear_error). */
@@ -216,7 +217,9 @@ wf_stream *wf_default_stream(void);
 wf_stream *wf_stream_new(void);
 /* Adds a reference to `s` and returns it. */
 wf_stream *wf_stream_retain(wf_stream *s);
-/* Drops one reference. NULL is a no-op. */
+/* Drops one reference. NULL is a no-op. The last reference never waits
+ * for user code: it joins the worker only when the worker is idle, else the
+ * worker frees the stream when its destructors and deleters have run. */
 void wf_stream_release(wf_stream *s);
 /* Makes `s` this thread's current stream until the matching pop; ops built on
  * this thread run on it. The thread holds a reference while pushed. */
@@ -526,7 +529,9 @@ wf_array *wf_cumprod(wf_array *a, int axis, bool reverse, bool inclusive);
 
 /* ---- shape */
 
-/* Same elements in a new shape; one entry may be -1. A view when possible. */
+/* Same elements in a new shape; one entry may be -1. A view when possible.
+ * Under a shapeless wf_compile the shape stays as given (-1 re-inferred at
+ * each call; a call it cannot fit fails with WF_ERR_SHAPE), as MLX's. */
 wf_array *wf_reshape(wf_array *a, const int64_t *shape, int ndim);
 /* Permutes axes; `perm` NULL reverses them. Always a view. */
 wf_array *wf_transpose(wf_array *a, const int *perm, int nperm);
@@ -540,6 +545,10 @@ wf_array *wf_expand_dims(wf_array *a, const int *axes, int naxes);
 wf_array *wf_squeeze(wf_array *a, const int *axes, int naxes);
 /* Merges axes start_axis..end_axis (inclusive) into one. */
 wf_array *wf_flatten(wf_array *a, int start_axis, int end_axis);
+/* Splits `axis` into the n dimensions of `shape` (one may be -1). Like
+ * expand_dims, squeeze and flatten, the other dimensions follow the input's
+ * shape under a shapeless wf_compile. */
+wf_array *wf_unflatten(wf_array *a, int axis, const int64_t *shape, int n);
 /* Broadcasts to `shape` (NumPy rules). Always a view. */
 wf_array *wf_broadcast_to(wf_array *a, const int64_t *shape, int ndim);
 /* Slice with per-axis start, stop, step (NumPy semantics; negative
@@ -716,6 +725,94 @@ wf_array *wf_matmul(wf_array *a, wf_array *b);
 /* beta * c + alpha * (a @ b), c broadcast to the product's shape. */
 wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta);
 
+/* ---- convolution (MLX's layout, channels last): input (N, spatial...,
+ * C_in) with 1 to 3 spatial axes, weight (C_out, kernel spatial...,
+ * C_in / groups), output (N, out spatial..., C_out). Float inputs (the
+ * weight is promoted with the input); float16 and bfloat16 accumulate in
+ * float32. Errors: WF_ERR_DTYPE (non-float input), WF_ERR_SHAPE (ranks,
+ * channels not divisible by or not matching groups, a kernel larger than
+ * the padded input), WF_ERR_INVALID_ARGUMENT (non-positive stride,
+ * dilation or groups; negative padding where not allowed). Results never
+ * depend on the thread count. Per-axis arrays have one entry per spatial
+ * axis; NULL means 1 (strides, dilations) or 0 (paddings). */
+
+/* The general convolution (XLA's conv_general_dilated in NHWC): the input
+ * is dilated by `input_dilation` (zeros between elements), padded with
+ * padding_lo / padding_hi zeros (negative: cropped), and correlated with
+ * the kernel dilated by `kernel_dilation` at steps of `strides`; `flip`
+ * reverses the kernel's spatial axes (a true convolution). Output size
+ * per axis: ((L - 1) * idil + 1 + lo + hi - (K - 1) * kdil - 1) / stride + 1.
+ * C_out and C_in are divisible by `groups`; group g maps input channels
+ * [g * C_in / groups, ...) to output channels [g * C_out / groups, ...). */
+wf_array *wf_conv_general(wf_array *input, wf_array *weight, const int64_t *strides,
+                          const int64_t *padding_lo, const int64_t *padding_hi,
+                          const int64_t *kernel_dilation, const int64_t *input_dilation,
+                          int64_t groups, bool flip);
+/* 1-d convolution of (N, L, C_in) with (C_out, K, C_in / groups):
+ * symmetric zero padding (>= 0), kernel dilation. */
+wf_array *wf_conv1d(wf_array *input, wf_array *weight, int64_t stride, int64_t padding,
+                    int64_t dilation, int64_t groups);
+/* 2-d convolution of (N, H, W, C_in); stride, padding, dilation: 2 entries
+ * each (NULL: 1, 0, 1). */
+wf_array *wf_conv2d(wf_array *input, wf_array *weight, const int64_t *stride,
+                    const int64_t *padding, const int64_t *dilation, int64_t groups);
+/* 3-d convolution of (N, D, H, W, C_in); 3 entries per argument. */
+wf_array *wf_conv3d(wf_array *input, wf_array *weight, const int64_t *stride,
+                    const int64_t *padding, const int64_t *dilation, int64_t groups);
+/* Transposed 1-d convolution (the gradient of wf_conv1d with respect to its
+ * input; MLX's and PyTorch's sizes): weight (C_out, K, C_in / groups),
+ * output length (L - 1) * stride - 2 * padding + dilation * (K - 1) + 1 +
+ * output_padding. */
+wf_array *wf_conv_transpose1d(wf_array *input, wf_array *weight, int64_t stride, int64_t padding,
+                              int64_t dilation, int64_t output_padding, int64_t groups);
+/* Transposed 2-d convolution; 2 entries per argument (NULL: 1, 0, 1, 0). */
+wf_array *wf_conv_transpose2d(wf_array *input, wf_array *weight, const int64_t *stride,
+                              const int64_t *padding, const int64_t *dilation,
+                              const int64_t *output_padding, int64_t groups);
+/* Transposed 3-d convolution; 3 entries per argument. */
+wf_array *wf_conv_transpose3d(wf_array *input, wf_array *weight, const int64_t *stride,
+                              const int64_t *padding, const int64_t *dilation,
+                              const int64_t *output_padding, int64_t groups);
+/* ---- quantization: MLX's affine layout. A float matrix (..., K) is cut
+ * into groups of group_size (32, 64 or 128) consecutive elements of its
+ * last axis; each group has a scale s and a bias b and each element the
+ * code q in [0, 2^bits - 1] (bits 2, 3, 4, 5, 6 or 8) nearest to
+ * (w - b) / s, so w ~ q * s + b. Codes are packed as one little-endian bit
+ * stream per row (element j at bit j * bits), stored as uint32: codes
+ * (..., K * bits / 32), scales and biases (..., K / group_size) of w's
+ * dtype. The same codes, scales and biases as MLX's mx.quantize for the
+ * same input. Only WF_QUANT_AFFINE exists; another mode is
+ * WF_ERR_INVALID_ARGUMENT. */
+typedef enum wf_quant_mode { WF_QUANT_AFFINE = 0 } wf_quant_mode;
+
+/* Quantizes w (float16, bfloat16 or float32; rank >= 2; last axis a
+ * multiple of group_size) into three new arrays (*codes, *scales, *biases,
+ * each released by the caller; NULL on error). */
+wf_status wf_quantize(wf_array *w, int group_size, int bits, wf_quant_mode mode,
+                      wf_array **codes, wf_array **scales, wf_array **biases);
+/* codes * scales + biases per group (the product and the sum each rounded
+ * to the scales' dtype, as MLX), in the scales' dtype. */
+wf_array *wf_dequantize(wf_array *codes, wf_array *scales, wf_array *biases, int group_size,
+                        int bits, wf_quant_mode mode);
+/* x @ W.T (transpose) or x @ W, W the dequantized (..., N, K) or (..., K, N)
+ * matrix, never formed: the kernels dequantize in registers. x (..., K);
+ * batched W broadcasts its leading axes against x's. Result dtype: x's and
+ * the scales' promoted (float). Bits: exactly those of wf_matmul(x,
+ * W.T or W) with W = wf_dequantize(...) in float32 for any batch size and
+ * thread count (the same per-element sums as weft's GEMM). vjp: x (a
+ * quantized_matmul with !transpose), scales and biases (2-d W); never the
+ * codes. */
+wf_array *wf_quantized_matmul(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
+                              bool transpose, int group_size, int bits);
+/* Batched quantized_matmul with gathered operands (mixture of experts):
+ * out[i] = x[lhs[i]] @ W[rhs[i]] (.T), where x's and W's leading axes are
+ * flattened and indexed, lhs and rhs (integers, broadcast together; NULL:
+ * every batch of x / of W in order) give the batch shape; result
+ * (broadcast index shape..., M, N). */
+wf_array *wf_gather_qmm(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
+                        wf_array *lhs_indices, wf_array *rhs_indices, bool transpose,
+                        int group_size, int bits);
+
 /* ---- fused ("fast") ops */
 
 /* Normalizes over the last axis: (x - mean) / sqrt(var + eps) * weight +
@@ -741,6 +838,73 @@ wf_array *wf_silu(wf_array *x);
 wf_array *wf_gelu(wf_array *x);
 /* GELU with the tanh approximation. */
 wf_array *wf_gelu_tanh(wf_array *x);
+
+/* ---------------------------------------------------------------- distributed
+ *
+ * Collectives across processes (MLX's mx.distributed). A group is a set of
+ * processes (ranks 0 .. size-1); the world group holds every process of the
+ * job. The backend is MPI (Open MPI's libmpi.so.40, loaded with dlopen when
+ * the world group is first initialised, so a program that never calls these
+ * needs no MPI); a process not launched by mpirun is a group of one.
+ *
+ * Collectives are lazy ops: they build nodes and run when evaluated, on the
+ * group's communication stream (one per group, its own worker thread), so
+ * they overlap computation on other streams. Collectives of one group run
+ * one at a time, in the order they are submitted to that stream (see
+ * docs/THREADING.md, "Distributed"): every rank must submit the collectives
+ * of a group in the same order. A collective whose op, dtype or size differs
+ * from the other ranks' at the same position fails with WF_ERR_DISTRIBUTED
+ * on every rank of the group (nothing is exchanged). all_sum / all_max /
+ * all_min reduce in rank order: every rank gets the same bits, run after run. */
+
+typedef struct wf_group wf_group;
+
+/* Whether a distributed backend can be loaded here (libmpi.so.40 found).
+ * True does not mean the process runs under mpirun. Any thread. */
+bool wf_distributed_is_available(void);
+/* The world group (a new reference). Under mpirun (OMPI_COMM_WORLD_SIZE,
+ * PMIX_RANK or PMI_SIZE in the environment) it initialises MPI once per
+ * process (thread level MPI_THREAD_MULTIPLE) and finalises it at exit;
+ * otherwise, or if MPI cannot be loaded, it is a group of one process,
+ * unless `strict`: then WF_ERR_UNSUPPORTED (NULL) says why. Any thread. */
+wf_group *wf_group_init(bool strict);
+/* This process's rank in `g` (0 .. size-1), or -1 with WF_ERR_NULL_ARGUMENT. */
+int wf_group_rank(const wf_group *g);
+/* The number of processes in `g`, or -1 with WF_ERR_NULL_ARGUMENT. */
+int wf_group_size(const wf_group *g);
+/* Splits `g` (MPI_Comm_split, collective over g: every rank calls it, in
+ * the same order relative to g's other splits): ranks with the same `color`
+ * (>= 0) form a new group, ordered by `key` then by rank in g; key -1 keeps
+ * g's order. A new reference. Blocks until the split is done. */
+wf_group *wf_group_split(wf_group *g, int color, int key);
+/* Adds a reference to `g` and returns it. */
+wf_group *wf_group_retain(wf_group *g);
+/* Drops one reference (the group lives while arrays of its collectives do).
+ * NULL is a no-op. */
+void wf_group_release(wf_group *g);
+
+/* Element-wise sum / maximum / minimum of x over the ranks of `g` (NULL:
+ * the world group), in rank order. Every dtype (bool: or / or / and;
+ * complex64: sum only, WF_ERR_DTYPE otherwise). Same shape and dtype. */
+wf_array *wf_all_sum(wf_array *x, wf_group *g);
+wf_array *wf_all_max(wf_array *x, wf_group *g);
+wf_array *wf_all_min(wf_array *x, wf_group *g);
+/* The ranks' x concatenated along axis 0 in rank order (a 0-d x counts as
+ * shape (1,)): shape (size * x.shape[0], ...). */
+wf_array *wf_all_gather(wf_array *x, wf_group *g);
+/* The sum over ranks of x, scattered along axis 0: rank r gets rows
+ * [r*n/size, (r+1)*n/size) (MLX's sum_scatter, a reduce-scatter); x.shape[0]
+ * must be a multiple of the group size (WF_ERR_SHAPE). */
+wf_array *wf_sum_scatter(wf_array *x, wf_group *g);
+/* Sends x to rank `dst` of g when evaluated; the result is x's value
+ * (evaluate it to send). The matching wf_recv on dst must ask for x's shape
+ * and dtype, else both fail with WF_ERR_DISTRIBUTED. dst must not be this
+ * rank (WF_ERR_INVALID_ARGUMENT). */
+wf_array *wf_send(wf_array *x, int dst, wf_group *g);
+/* Receives an array of `shape` and `dtype` from rank `src` of g. */
+wf_array *wf_recv(const int64_t *shape, int ndim, wf_dtype dtype, int src, wf_group *g);
+/* wf_recv with x's shape and dtype (x's value is not used). */
+wf_array *wf_recv_like(wf_array *x, int src, wf_group *g);
 
 /* ---------------------------------------------------------------- custom kernels */
 
@@ -1038,7 +1202,10 @@ typedef enum wf_compile_mode {
 typedef struct wf_compile_options {
     size_t struct_size; /* sizeof(wf_compile_options) of the caller's header */
     bool shapeless;     /* one trace for every shape of the same dtypes and ranks;
-                           ops whose parameters fix a shape are refused at trace time */
+                           as in MLX, a shape an op was given (reshape, broadcast_to,
+                           slice, slice_update, gather) is kept at each call (an error
+                           where it cannot fit); default-key draws of a fixed shape are
+                           refused at trace time */
     int retrace_warning; /* log a warning when one function has traced more than this
                             many times (0: never; default 16) */
     /* Declared state (MLX's compile(inputs=, outputs=)): each call passes the

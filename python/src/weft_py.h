@@ -180,7 +180,11 @@ int weftpy_compile_init(PyObject *module);
 int weftpy_random_init(PyObject *module);
 int weftpy_memory_init(PyObject *module);
 int weftpy_kernels_init(PyObject *module);
+int weftpy_conv_init(PyObject *module);
 int weftpy_fp8_init(PyObject *module);
 int weftpy_dlpack_init(PyObject *module);
+int weftpy_distributed_init(PyObject *module);
+int weftpy_quantized_init(PyObject *module);
+int weftpy_files_init(PyObject *module);
 
 #endif /* WEFT_PY_H */

@@ -524,19 +524,6 @@ def unstack(a, axis=0, *, stream=None):
     return [_core.squeeze(p, axis) for p in _core.split(a, a.shape[axis], axis)]
 
 
-def unflatten(a, axis, shape, *, stream=None):
-    """axis of a split into shape (one entry may be -1)."""
-    a = _as_array(a)
-    axis = _normal_axis(axis, a.ndim, "unflatten")
-    shape = list(shape)
-    if len(shape) == 0:
-        raise ValueError("unflatten: shape must not be empty")
-    if shape.count(-1) > 1:
-        raise ValueError("unflatten: at most one dimension may be -1")
-    return _core.reshape(a, list(a.shape[:axis]) + shape + list(a.shape[axis + 1:]),
-                         stream=stream)
-
-
 def as_strided(a, /, shape=None, strides=None, offset=0, *, stream=None):
     """A view of a's row-major elements with the given shape and element
     strides, starting at offset (a gather in weft)."""
@@ -716,3 +703,79 @@ def device_count(device_type=None):
 
 def device_info(device=None):
     return {"architecture": "cpu", "device_name": "cpu"}
+
+
+# ---------------------------------------------------------------- convolution
+
+
+def convolve(a, v, mode="full", *, stream=None):
+    """The discrete convolution of 1-d arrays (NumPy's modes 'full', 'same',
+    'valid'), as one conv1d of the longer array with the shorter one flipped
+    (the two are swapped when v is longer)."""
+    a, v = _as_array(a), _as_array(v)
+    if a.ndim != 1 or v.ndim != 1:
+        raise ValueError("[convolve] Inputs must be 1D.")
+    if a.size == 0 or v.size == 0:
+        raise ValueError("[convolve] Inputs cannot be empty.")
+    if mode not in ("full", "same", "valid"):
+        raise ValueError(f"[convolve] Invalid mode '{mode}' (full, same or valid).")
+    signal, kernel = (v, a) if a.size < v.size else (a, v)
+    taps = kernel.size
+    kernel = _core.reshape(kernel[::-1], [1, taps, 1], stream=stream)
+    signal = _core.reshape(signal, [1, signal.size, 1], stream=stream)
+    if mode == "full":
+        low = high = taps - 1
+    elif mode == "valid":
+        low = high = 0
+    else:  # 'same': centred, the extra zero (even taps) on the left
+        low, high = taps // 2, (taps - 1) // 2
+    out = _core.conv_general(signal, kernel, padding=([low], [high]), stream=stream)
+    return _core.reshape(out, [-1], stream=stream)
+
+
+# ---------------------------------------------------------------- order statistics
+
+
+def median(a, axis=None, keepdims=False, *, stream=None):
+    """Median over `axis` (None: every axis; an int or a sequence): the
+    reduced axes are moved last and flattened, sorted, and the middle
+    element (or the mean of the two middle ones) taken; float results
+    (integers give float32); NaN anywhere in a reduction gives NaN."""
+    a = _as_array(a)
+    if axis is None:
+        axes = list(range(a.ndim))
+    else:
+        axes = [axis] if isinstance(axis, int) else list(axis)
+        axes = [_normal_axis(ax, a.ndim, "[median]") for ax in axes]
+        if len(set(axes)) != len(axes):
+            raise ValueError("[median] Received duplicate axis.")
+    axes = sorted(axes)
+    kept = [d for d in range(a.ndim) if d not in axes]
+    count = 1
+    for d in axes:
+        count *= a.shape[d]
+    if count == 0:
+        raise ValueError("[median] Cannot take median along empty axis.")
+    dtype = a.dtype if a.dtype in (_core.float16, _core.bfloat16, _core.float32,
+                                   _core.float64, _core.complex64) else _core.float32
+    flat = _core.reshape(_core.transpose(a, kept + axes, stream=stream),
+                         [a.shape[d] for d in kept] + [count], stream=stream)
+    if a.dtype == _core.complex64:  # NumPy's order: by real part, then imaginary
+        by_imag = _core.argsort(_core.imag(flat), -1, stream=stream)
+        flat_i = _core.take_along_axis(flat, by_imag, -1, stream=stream)
+        by_real = _core.argsort(_core.real(flat_i), -1, stream=stream)  # stable
+        ordered = _core.take_along_axis(flat_i, by_real, -1, stream=stream)
+    else:
+        ordered = _core.sort(flat, -1, stream=stream)
+    middle = ordered[..., count // 2].astype(dtype, stream=stream)
+    if count % 2 == 0:
+        lower = ordered[..., count // 2 - 1].astype(dtype, stream=stream)
+        middle = _core.multiply(_core.add(middle, lower, stream=stream),
+                                _core.array(0.5, dtype=dtype), stream=stream)
+    if dtype == a.dtype:  # sorting puts NaNs last, out of the middle's reach
+        nan = _core.any(_core.isnan(flat, stream=stream), -1, stream=stream)
+        middle = _core.where(nan, _core.array(float("nan"), dtype=dtype), middle,
+                             stream=stream)
+    if keepdims:
+        middle = _core.expand_dims(middle, axes, stream=stream)
+    return middle

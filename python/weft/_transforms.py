@@ -3,7 +3,7 @@ pytrees, on weft's C transforms (weft._core: flat lists of arrays)."""
 import functools
 
 from . import _core
-from ._tree import flatten, unflatten
+from ._tree import flatten, replace_leaves, unflatten
 
 array = _core.array
 
@@ -49,51 +49,96 @@ def jvp(fun, primals, tangents):
 
 
 def _normalize_argnums(argnums, argnames):
+    """(sorted argnums, argnames) checked as MLX does when the transform is
+    made: ints only, none negative or repeated, at least one of the two."""
     if argnames is None:
         argnames = []
     elif isinstance(argnames, str):
         argnames = [argnames]
+    else:
+        argnames = list(argnames)
+    for name in argnames:
+        if not isinstance(name, str):
+            raise TypeError(f"argnames must be strings, got {type(name).__name__}")
     if argnums is None:
         argnums = [] if argnames else [0]
-        single = not argnames
-    elif isinstance(argnums, int):
-        single = True
+    elif isinstance(argnums, int) and not isinstance(argnums, bool):
         argnums = [argnums]
-    else:
+    elif isinstance(argnums, (list, tuple)):
+        for i in argnums:
+            if not isinstance(i, int) or isinstance(i, bool):
+                raise TypeError(f"argnums must be ints, got {type(i).__name__}")
         argnums = list(argnums)
-        single = len(argnums) == 1  # MLX: one gradient comes back bare, even from (0,)
+    else:
+        raise TypeError(f"argnums must be an int or a sequence of ints, got {type(argnums).__name__}")
+    if not argnums and not argnames:
+        raise ValueError("gradient with respect to no argument requested")
+    if any(i < 0 for i in argnums):
+        raise ValueError(f"cannot differentiate negative argument index {min(argnums)}")
     if len(set(argnums)) != len(argnums):
-        raise ValueError("argnums must not repeat")
-    return argnums, single, list(argnames)
+        raise ValueError(f"argnums {argnums} repeat an index")
+    return sorted(argnums), argnames
 
 
-def _value_and_grad_impl(fun, argnums, argnames):
-    argnums, single, argnames = _normalize_argnums(argnums, argnames)
+def _restore_untouched(trees, tracers, originals):
+    """Where the differentiated function left a traced argument in the
+    caller's containers, put the caller's array back; what it wrote stays
+    (MLX's behaviour: a function may update model state in place)."""
+    current, _ = flatten(trees)
+    if len(current) != len(tracers):
+        return
+    restored = [o if c is t else c for c, t, o in zip(current, tracers, originals)]
+    replace_leaves(trees, restored)
+
+
+def _check_value(out, scalar_only):
+    """The differentiated value: an array, or (value_and_grad) a tuple whose
+    first entry is one; of shape () either way."""
+    first = out
+    if not isinstance(out, array):
+        if scalar_only or not isinstance(out, tuple) or not out or not isinstance(out[0], array):
+            what = "a scalar array" if scalar_only else \
+                "a scalar array or a tuple whose first entry is a scalar array"
+            raise ValueError(f"the function to differentiate must return {what}, "
+                             f"got {type(out).__name__}")
+        first = out[0]
+    if first.ndim != 0:
+        raise ValueError(f"the function to differentiate must return a scalar; its output has "
+                         f"shape {first.shape}")
+
+
+def _value_and_grad_impl(fun, argnums, argnames, scalar_only):
+    argnums, argnames = _normalize_argnums(argnums, argnames)
 
     def wrapped(*args, **kwargs):
-        if any(i < -len(args) or i >= len(args) for i in argnums):
-            raise ValueError(f"argnums {argnums} out of range for {len(args)} positional arguments")
-        nums = [i % len(args) for i in argnums]
+        if argnums and argnums[-1] >= len(args):
+            raise ValueError(f"cannot differentiate argument {argnums[-1]}: the function was "
+                             f"called with {len(args)} positional arguments")
         for name in argnames:
             if name not in kwargs:
-                raise ValueError(f"argname '{name}' was not passed as a keyword argument")
-        diff_trees = [args[i] for i in nums] + [kwargs[n] for n in argnames]
+                raise ValueError(f"cannot differentiate keyword argument '{name}': it was not "
+                                 f"passed (keywords given: {sorted(kwargs)})")
+        diff_trees = [args[i] for i in argnums] + [kwargs[n] for n in argnames]
         leaves, treedef = flatten(diff_trees)
         _check_arrays(leaves, "arguments to differentiate")
         holder = {}
 
         def flat(xs):
-            trees = unflatten(treedef, xs)
+            # The traced arrays go into the caller's own containers (in place).
+            trees = replace_leaves(list(diff_trees), xs)
             new_args = list(args)
-            for i, t in zip(nums, trees):
+            for i, t in zip(argnums, trees):
                 new_args[i] = t
             new_kwargs = dict(kwargs)
-            for n, t in zip(argnames, trees[len(nums):]):
+            for n, t in zip(argnames, trees[len(argnums):]):
                 new_kwargs[n] = t
+            try:
+                out = fun(*new_args, **new_kwargs)
+            finally:
+                _restore_untouched(trees, xs, leaves)
+            _check_value(out, scalar_only)
             # Auxiliary outputs may hold Python values: they travel in the tree.
-            out_leaves, out_tree = flatten(fun(*new_args, **new_kwargs), constants=True)
-            if not out_leaves or not isinstance(out_leaves[0], array):
-                raise ValueError("the function to differentiate must return an array")
+            out_leaves, out_tree = flatten(out, constants=True)
             holder["tree"] = out_tree
             return out_leaves
 
@@ -105,10 +150,10 @@ def _value_and_grad_impl(fun, argnums, argnames):
             values, grads = flat([]), []
         value = unflatten(holder["tree"], values)
         grad_trees = unflatten(treedef, grads)
-        pos = grad_trees[:len(nums)]
-        pos = pos[0] if single and len(pos) == 1 else tuple(pos)
+        pos = grad_trees[:len(argnums)]
+        pos = None if not pos else pos[0] if len(pos) == 1 else tuple(pos)
         if argnames:
-            kw = {n: g for n, g in zip(argnames, grad_trees[len(nums):])}
+            kw = {n: g for n, g in zip(argnames, grad_trees[len(argnums):])}
             return value, (pos, kw)
         return value, pos
 
@@ -117,13 +162,13 @@ def _value_and_grad_impl(fun, argnums, argnames):
 
 def value_and_grad(fun, argnums=None, argnames=None):
     """A function returning (fun's value, gradients of its first output)."""
-    impl = _value_and_grad_impl(fun, argnums, argnames)
+    impl = _value_and_grad_impl(fun, argnums, argnames, scalar_only=False)
     return functools.wraps(fun)(impl)
 
 
 def grad(fun, argnums=None, argnames=None):
     """A function returning the gradients of fun's scalar output."""
-    impl = _value_and_grad_impl(fun, argnums, argnames)
+    impl = _value_and_grad_impl(fun, argnums, argnames, scalar_only=True)
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
@@ -132,35 +177,64 @@ def grad(fun, argnums=None, argnames=None):
     return wrapped
 
 
-def _broadcast_prefix(axes, tree, what):
-    """Per-leaf axes from `axes`, a tree prefix of `tree` (an int or None
-    covers a whole subtree)."""
-    if axes is None or isinstance(axes, int):
-        leaves, _ = flatten(tree)
-        return [axes] * len(leaves)
-    if isinstance(axes, (list, tuple)) and isinstance(tree, (list, tuple)):
-        if len(axes) != len(tree):
-            raise ValueError(f"{what} has {len(axes)} entries for {len(tree)} arguments")
-        out = []
-        for a, t in zip(axes, tree):
-            out += _broadcast_prefix(a, t, what)
-        return out
-    if isinstance(axes, dict) and isinstance(tree, dict):
-        out = []
-        for k in tree:
-            out += _broadcast_prefix(axes[k], tree[k], what)
-        return out
-    raise ValueError(f"{what} does not match the structure of the arguments")
+def _flat_axes(tree, axes, what):
+    """One axis (or None) per array leaf of `tree`, from `axes`: a prefix of
+    tree (an int or None covers a whole subtree; a 1-tuple may stand for the
+    axis of an array), MLX's rules. Negative axes count from each leaf's end."""
+    flat = []
+
+    def axis_of(x, ax):
+        if isinstance(ax, tuple):
+            if len(ax) != 1:
+                raise ValueError(f"{what}: an axis must be an int or None, got {ax}")
+            ax = ax[0]
+        if ax is None:
+            return None
+        if not isinstance(ax, int) or isinstance(ax, bool):
+            raise ValueError(f"{what}: an axis must be an int or None, got {type(ax).__name__}")
+        norm = ax + x.ndim if ax < 0 else ax
+        if not 0 <= norm < x.ndim:
+            raise ValueError(f"{what}: axis {ax} is out of range for an array of shape {x.shape}")
+        return norm
+
+    def walk(t, ax):
+        if isinstance(t, array):
+            flat.append(axis_of(t, ax))
+            return
+        if ax is None or (isinstance(ax, int) and not isinstance(ax, bool)):
+            leaves, _ = flatten(t)
+            _check_arrays(leaves, "vmap arguments and outputs")
+            flat.extend(axis_of(x, ax) for x in leaves)
+            return
+        if isinstance(t, (list, tuple)) and isinstance(ax, (list, tuple)):
+            if len(t) != len(ax):
+                raise ValueError(f"{what} has {len(ax)} entries for {len(t)}")
+            for x, a in zip(t, ax):
+                walk(x, a)
+            return
+        if isinstance(t, dict) and isinstance(ax, dict):
+            if set(t) != set(ax):
+                raise ValueError(f"{what} has keys {sorted(ax)} for {sorted(t)}")
+            for k in t:
+                walk(t[k], ax[k])
+            return
+        if not isinstance(t, (list, tuple, dict)):
+            raise ValueError(f"vmap arguments and outputs must be arrays, got {type(t).__name__}")
+        raise ValueError(f"{what} does not match the structure of the arguments")
+
+    walk(tree, axes)
+    return flat
 
 
 def vmap(fun, in_axes=0, out_axes=0):
-    """fun mapped over a batch axis of its inputs (in_axes) and outputs (out_axes)."""
+    """fun mapped over a batch axis of its inputs (in_axes) and outputs
+    (out_axes). With one argument, in_axes describes that argument."""
 
     @functools.wraps(fun)
     def wrapped(*args):
         leaves, treedef = flatten(list(args))
         _check_arrays(leaves, "vmap arguments")
-        axes = _broadcast_prefix(in_axes, list(args), "in_axes")
+        axes = _flat_axes(args[0] if len(args) == 1 else args, in_axes, "in_axes")
         if all(a is None for a in axes):
             raise ValueError("vmap needs at least one mapped input (in_axes all None)")
         holder = {}
@@ -172,8 +246,7 @@ def vmap(fun, in_axes=0, out_axes=0):
 
         outs = _core._vmap(_core.Function(flat), axes)(leaves)
         tree = holder["tree"]
-        out_tree_value = unflatten(tree, outs)
-        per_leaf = _broadcast_prefix(out_axes, out_tree_value, "out_axes")
+        per_leaf = _flat_axes(unflatten(tree, outs), out_axes, "out_axes")
         moved = []
         for o, ax in zip(outs, per_leaf):
             if ax is None:

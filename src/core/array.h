@@ -28,14 +28,19 @@ enum wf_node_state {
 };
 
 /* Node flags (wf_array.node_flags), set before the node goes live and
- * fixed afterwards. Bits 3 and up are free for later flags. */
+ * fixed afterwards. Bits 4 and up are free for later flags. */
 enum wf_node_flags {
     WF_NODE_FLAG_PLACEHOLDER = 1u << 0,    /* a tracer: shape and dtype, never a value */
     WF_NODE_FLAG_ON_PLACEHOLDER = 1u << 1, /* built (transitively) from a placeholder */
     /* A broadcast_to an op inserted to bring an operand to the broadcast
      * shape of its operands (NumPy broadcasting), not one the caller asked
      * for: a shapeless compiled replay re-derives it from the call's shapes. */
-    WF_NODE_FLAG_IMPLICIT_BROADCAST = 1u << 2
+    WF_NODE_FLAG_IMPLICIT_BROADCAST = 1u << 2,
+    /* A reshape, broadcast_to, slice, slice_update or gather the caller
+     * asked for through the public API: a shapeless compiled replay keeps
+     * its shape, as MLX's does. The same ops built inside weft (by gradient
+     * rules, say) name a traced shape no replay may reuse: refused. */
+    WF_NODE_FLAG_USER_SHAPE = 1u << 3
 };
 
 struct wf_prim_def;
@@ -137,7 +142,13 @@ enum wf_prim_flags {
      * too. The runtime then gives the output that input's strides before
      * the kernel runs, and every kernel of the primitive writes the output
      * through out->strides as wf__array_alloc_output leaves them. */
-    WF_PRIM_INPLACE_ANY_LAYOUT = 1u << 3
+    WF_PRIM_INPLACE_ANY_LAYOUT = 1u << 3,
+    /* A collective (prim/distributed.h): it talks to other processes, so it
+     * runs on the stream prim->stream names (queued on its FIFO even under
+     * wf_eval, so it overlaps the caller's work), and compile never merges
+     * two of its nodes. Its kernel runs even when an input failed (it must
+     * tell the other processes) and then fails itself. */
+    WF_PRIM_COLLECTIVE = 1u << 4
 };
 
 /* A primitive's kernel per device kind. Written by wf__kernel_register (the
@@ -170,6 +181,9 @@ typedef struct wf_prim_def {
      * it). NULL: what they own cannot be shared, and a compiled trace
      * refuses the primitive. */
     void (*params_retain)(void *params);
+    /* The stream every node of the primitive runs on, whatever the stream
+     * it was built on (a group's communication stream); NULL: the node's. */
+    struct wf_stream *(*stream)(const void *params);
     wf_kernel_slots *kernels;
 } wf_prim_def;
 
