@@ -179,3 +179,10 @@ def test_copies_are_separate_objects_for_in_place_operators():
             y -= 1
             assert (np.array(y) == np.array(x) - 1).all()
             assert np.array(x).tolist() == [[1, 2], [3, 4]]
+
+
+def test_int8_maximum_minimum_every_pair():
+    a = np.repeat(np.arange(-128, 128, dtype=np.int8), 256)
+    b = np.tile(np.arange(-128, 128, dtype=np.int8), 256)
+    assert np.array_equal(np.array(mx.maximum(mx.array(a), mx.array(b))), np.maximum(a, b))
+    assert np.array_equal(np.array(mx.minimum(mx.array(a), mx.array(b))), np.minimum(a, b))
