@@ -3,7 +3,10 @@
  * 16M elements (4096 x 4096), for float32 and float16, with both operands
  * contiguous and with the second a broadcast row (1 x 4096). Each figure is
  * the best of `repeats` evaluations (building the node included), printed
- * side by side in one run.
+ * side by side in one run. Then add, multiply, maximum and where over every
+ * real dtype and complex64 (both operands contiguous), grouped by element
+ * size, so that a dtype can be compared with the others of its size (int16
+ * beside float16, uint32 beside int32 and float32, ...).
  *
  *   build/release/bench_binary [repeats=5]
  */
@@ -68,6 +71,42 @@ static wf_array *evaluated(wf_array *x)
     return x;
 }
 
+/* add, multiply, maximum, where over each dtype, by element size. */
+static void print_every_dtype(int repeats, wf_key *key)
+{
+    static const wf_dtype order[] = {WF_DTYPE_BOOL, WF_DTYPE_U8,  WF_DTYPE_I8,  WF_DTYPE_U16,
+                                     WF_DTYPE_I16,  WF_DTYPE_F16, WF_DTYPE_BF16, WF_DTYPE_U32,
+                                     WF_DTYPE_I32,  WF_DTYPE_F32, WF_DTYPE_U64, WF_DTYPE_I64,
+                                     WF_DTYPE_F64,  WF_DTYPE_C64};
+    static const enum op ops[4] = {OP_ADD, OP_MULTIPLY, OP_MAXIMUM, OP_WHERE};
+    const int64_t shape[2] = {ROWS, COLS};
+    printf("bench_binary: every dtype, %d x %d contiguous elements, best of %d, ns/element\n",
+           ROWS, COLS, repeats);
+    printf("%-10s %5s %10s %10s %10s %10s\n", "dtype", "bytes", "add", "multiply", "maximum",
+           "where");
+    for (size_t d = 0; d < sizeof order / sizeof order[0]; d++) {
+        wf_array *u = wf_random_uniform(shape, 2, WF_DTYPE_F32, 0.5, 100, key);
+        wf_array *v = wf_random_uniform(shape, 2, WF_DTYPE_F32, 0.5, 100, key);
+        wf_array *a = evaluated(wf_astype(u, order[d])), *b = evaluated(wf_astype(v, order[d]));
+        wf_array *half = wf_scalar(50, WF_DTYPE_F32);
+        wf_array *cond = evaluated(wf_greater(u, half));
+        wf_release(half);
+        wf_release(u);
+        wf_release(v);
+        if (!a || !b || !cond) {
+            fprintf(stderr, "bench_binary: setup failed: %s\n", wf_last_error_message());
+            exit(1);
+        }
+        printf("%-10s %5zu", wf_dtype_name(order[d]), wf_dtype_size(order[d]));
+        for (int k = 0; k < 4; k++)
+            printf(" %10.3f", time_op(ops[k], cond, a, b, repeats));
+        printf("\n");
+        wf_release(a);
+        wf_release(b);
+        wf_release(cond);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int repeats = argc > 1 ? atoi(argv[1]) : 5;
@@ -100,6 +139,7 @@ int main(int argc, char **argv)
         wf_release(row);
         wf_release(cond);
     }
+    print_every_dtype(repeats, &key);
     printf("bench_binary: %d x %d elements, best of %d, ns/element\n", ROWS, COLS, repeats);
     printf("%-10s %12s %12s %12s %12s %10s\n", "op", "f32", "f32 row", "f16", "f16 row",
            "f16/f32");

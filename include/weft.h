@@ -171,6 +171,11 @@ uint64_t wf_array_id(const wf_array *a);
  * contiguous, valid while `a` lives. For a strided view a contiguous copy is
  * made once and kept with the array. */
 wf_status wf_array_data(wf_array *a, const void **out);
+/* Evaluates `a` if needed and sets *out to its element (0, ..., 0) in place
+ * and strides[0 .. ndim) to its element strides (0 along broadcast dims,
+ * negative along reversed ones): no copy, even for a strided view (the
+ * buffer protocol and DLPack export these). Valid while `a` lives. */
+wf_status wf_array_data_strided(wf_array *a, const void **out, int64_t *strides);
 /* Evaluates `a` and copies its elements row-major into `dst`;
  * `dst_bytes` must be at least wf_array_nbytes(a). */
 wf_status wf_array_copy_to(wf_array *a, void *dst, size_t dst_bytes);

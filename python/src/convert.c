@@ -577,8 +577,14 @@ static wf_array *array_from_buffer(PyObject *obj, wf_dtype dtype)
     if (PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO) < 0)
         return NULL;
     wf_array *out = NULL;
-    const wf_dtype source = dtype_from_format(view.format, view.itemsize);
-    if (source == WF_DTYPE_COUNT || (size_t)view.itemsize != wf_dtype_size(source)) {
+    const bool complex128 = view.format != NULL && strcmp(view.format, "Zd") == 0 &&
+                            view.itemsize == 16;
+    /* complex128 (NumPy's default complex) is read as float64 pairs and
+     * becomes complex64, as in MLX */
+    const wf_dtype source =
+        complex128 ? WF_DTYPE_F64 : dtype_from_format(view.format, view.itemsize);
+    if (source == WF_DTYPE_COUNT ||
+        (!complex128 && (size_t)view.itemsize != wf_dtype_size(source))) {
         PyErr_Format(PyExc_TypeError, "cannot make an array from a buffer of format '%s'",
                      view.format != NULL ? view.format : "B");
         goto done;
@@ -587,11 +593,13 @@ static wf_array *array_from_buffer(PyObject *obj, wf_dtype dtype)
         PyErr_Format(PyExc_ValueError, "buffer has more than %d dimensions", WF_MAX_NDIM);
         goto done;
     }
-    int64_t shape[WF_MAX_NDIM];
+    int64_t shape[WF_MAX_NDIM + 1];
     for (int i = 0; i < view.ndim; i++)
         shape[i] = view.shape[i];
+    shape[view.ndim] = 2; /* complex128: the pair axis */
+    const int data_ndim = view.ndim + (complex128 ? 1 : 0);
     if (PyBuffer_IsContiguous(&view, 'C')) {
-        out = wf_array_from_data(view.buf, shape, view.ndim, source);
+        out = wf_array_from_data(view.buf, shape, data_ndim, source);
     } else {
         char *copy = PyMem_Malloc((size_t)view.len > 0 ? (size_t)view.len : 1);
         if (copy == NULL) {
@@ -599,8 +607,18 @@ static wf_array *array_from_buffer(PyObject *obj, wf_dtype dtype)
             goto done;
         }
         copy_strided(view.buf, view.shape, view.strides, view.ndim, view.itemsize, copy);
-        out = wf_array_from_data(copy, shape, view.ndim, source);
+        out = wf_array_from_data(copy, shape, data_ndim, source);
         PyMem_Free(copy);
+    }
+    if (out != NULL && complex128) {
+        wf_array *pairs = wf_astype(out, WF_DTYPE_F32);
+        wf_array *c = pairs ? wf_view(pairs, WF_DTYPE_C64) : NULL; /* (..., 1) */
+        wf_release(out);
+        out = c ? wf_reshape(c, shape, view.ndim) : NULL;
+        wf_release(pairs);
+        wf_release(c);
+        if (out != NULL && (dtype == WF_DTYPE_COUNT || dtype == WF_DTYPE_C64))
+            goto done;
     }
     /* MLX's rule: a float64 buffer without an explicit dtype becomes float32. */
     if (dtype == WF_DTYPE_COUNT && source == WF_DTYPE_F64)
@@ -813,8 +831,47 @@ PyObject *weftpy_array_tolist(wf_array *a)
                         &offset);
 }
 
-/* The buffer protocol: the row-major elements (a strided view's contiguous
- * copy, kept with the array), read-only, shape and strides in `internal`. */
+/* The buffer protocol, read-only. A consumer that takes strides
+ * (PyBUF_STRIDES, as NumPy and memoryview do) gets the array's memory in
+ * place with its real strides, a strided view included (no copy); one that
+ * needs C-contiguous data, or no strides, gets the row-major elements (a
+ * strided view's contiguous copy, kept with the array). The exported handle
+ * is retained until the buffer is released, so an in-place operator that
+ * replaces the Python object's handle cannot free memory a view still
+ * reads. */
+typedef struct buffer_hold {
+    wf_array *array;   /* a reference of our own */
+    Py_ssize_t dims[]; /* shape, then strides (bytes) */
+} buffer_hold;
+
+/* Evaluates (GIL released when it may wait) and sets *data and, when
+ * `strided`, strides (elements); false with BufferError set. */
+static bool buffer_data(wf_array *a, bool strided, const void **data, int64_t *strides)
+{
+    wf_status status;
+    if (!strided) {
+        if (weftpy_array_host_data(a, data))
+            return true;
+        status = WF_ERR_INTERNAL; /* the exception is set: reworded below */
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        status = wf_array_data_strided(a, data, strides);
+        Py_END_ALLOW_THREADS
+        if (status == WF_OK)
+            return true;
+        weftpy_raise_weft_error();
+    }
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
+    PyErr_Format(PyExc_BufferError, "the array could not be evaluated: %S", text);
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    return false;
+}
+
 static int array_getbuffer(PyObject *self, Py_buffer *view, int flags)
 {
     wf_array *a = ((WeftArray *)self)->handle;
@@ -828,32 +885,30 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags)
         PyErr_SetString(PyExc_BufferError, "weft arrays are immutable: no writable buffer");
         return -1;
     }
-    const void *data;
-    if (!weftpy_array_host_data(a, &data)) {
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
-        PyErr_Format(PyExc_BufferError, "the array could not be evaluated: %S", text);
-        Py_XDECREF(text);
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(traceback);
-        return -1;
-    }
+    const bool contiguous_wanted = (flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS ||
+                                   (flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS ||
+                                   (flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS ||
+                                   (flags & PyBUF_STRIDES) != PyBUF_STRIDES;
     const int ndim = wf_array_ndim(a);
-    Py_ssize_t *dims = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(2 * ndim + 1));
-    if (dims == NULL) {
+    int64_t strides[WF_MAX_NDIM];
+    const void *data;
+    if (!buffer_data(a, !contiguous_wanted, &data, strides))
+        return -1;
+    buffer_hold *hold = PyMem_Malloc(sizeof *hold + sizeof(Py_ssize_t) * (size_t)(2 * ndim + 1));
+    if (hold == NULL) {
         PyErr_NoMemory();
         return -1;
     }
+    Py_ssize_t *dims = hold->dims;
     const int64_t *shape = wf_array_shape(a);
     const Py_ssize_t itemsize = (Py_ssize_t)wf_dtype_size(dtype);
     Py_ssize_t stride = itemsize;
     for (int i = ndim - 1; i >= 0; i--) {
         dims[i] = (Py_ssize_t)shape[i];
-        dims[ndim + i] = stride;
+        dims[ndim + i] = contiguous_wanted ? stride : (Py_ssize_t)strides[i] * itemsize;
         stride *= dims[i];
     }
+    hold->array = wf_retain_unscoped(a);
     view->buf = (void *)data;
     view->obj = Py_NewRef(self);
     view->len = (Py_ssize_t)wf_array_nbytes(a);
@@ -861,17 +916,19 @@ static int array_getbuffer(PyObject *self, Py_buffer *view, int flags)
     view->readonly = 1;
     view->ndim = ndim;
     view->format = (flags & PyBUF_FORMAT) ? (char *)format : NULL;
-    view->shape = dims;
-    view->strides = dims + ndim;
+    view->shape = (flags & PyBUF_ND) == PyBUF_ND ? dims : NULL;
+    view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? dims + ndim : NULL;
     view->suboffsets = NULL;
-    view->internal = dims;
+    view->internal = hold;
     return 0;
 }
 
 static void array_releasebuffer(PyObject *self, Py_buffer *view)
 {
     (void)self;
-    PyMem_Free(view->internal);
+    buffer_hold *hold = view->internal;
+    wf_release(hold->array); /* dropping a reference never waits */
+    PyMem_Free(hold);
 }
 
 PyBufferProcs weftpy_array_buffer_procs = {

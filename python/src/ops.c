@@ -1302,16 +1302,26 @@ static PyObject *op_round(FASTCALL_ARGS)
     long decimals;
     wf_array *out = NULL;
     if (int_arg(call.given[1], 0, &decimals)) {
-        if (decimals == 0) {
+        const wf_dtype dtype = wf_array_dtype(call.arrays[0]);
+        const bool integer = weftpy_dtype_is_integer(dtype);
+        if (decimals == 0 || (integer && decimals > 0)) {
             out = wf_round(call.arrays[0]);
         } else {
-            wf_array *scale = wf_scalar(pow(10.0, (double)decimals), wf_array_dtype(call.arrays[0]));
-            wf_array *up = wf_multiply(call.arrays[0], scale);
+            /* integers round to tens, hundreds ... in float64 and keep their
+             * dtype (MLX) */
+            wf_array *x = integer ? wf_astype(call.arrays[0], WF_DTYPE_F64) : NULL;
+            wf_array *src = integer ? x : call.arrays[0];
+            wf_array *scale = wf_scalar(pow(10.0, (double)decimals),
+                                        integer ? WF_DTYPE_F64 : dtype);
+            wf_array *up = wf_multiply(src, scale);
             wf_array *rounded = wf_round(up);
-            out = wf_divide(rounded, scale);
+            wf_array *back = wf_divide(rounded, scale);
+            out = integer && back ? wf_astype(back, dtype) : wf_retain_unscoped(back);
+            wf_release(x);
             wf_release(scale);
             wf_release(up);
             wf_release(rounded);
+            wf_release(back);
         }
     }
     return op_end(&call, out);

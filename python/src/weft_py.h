@@ -128,7 +128,8 @@ bool weftpy_array_host_data(wf_array *a, const void **out);
 /* a.item() and a.tolist(). */
 PyObject *weftpy_array_item(wf_array *a);
 PyObject *weftpy_array_tolist(wf_array *a);
-/* The buffer protocol of the array type (row-major, read-only). */
+/* The buffer protocol of the array type (read-only; real strides for
+ * consumers that take strides, else row-major). */
 extern PyBufferProcs weftpy_array_buffer_procs;
 /* A tuple of ints from a shape. */
 PyObject *weftpy_shape_tuple(const int64_t *shape, int ndim);
@@ -181,6 +182,7 @@ int weftpy_memory_init(PyObject *module);
 int weftpy_kernels_init(PyObject *module);
 int weftpy_conv_init(PyObject *module);
 int weftpy_fp8_init(PyObject *module);
+int weftpy_dlpack_init(PyObject *module);
 int weftpy_distributed_init(PyObject *module);
 int weftpy_quantized_init(PyObject *module);
 int weftpy_files_init(PyObject *module);

@@ -115,6 +115,8 @@ class finfo:
 
     def __init__(self, dtype):
         name = str(dtype).split(".")[-1]
+        if name == "complex64":  # its real component's limits (array API, MLX)
+            dtype, name = float32, "float32"
         if name not in self._TABLE:
             raise ValueError(f"finfo: {dtype} is not a floating point type")
         exp_bits, mant_bits, tiny = self._TABLE[name]
@@ -259,10 +261,14 @@ def radians(a, /, *, stream=None):
 
 
 def isposinf(a, /, *, stream=None):
+    a = array(a) if not isinstance(a, _core.array) else a
+    a = real(a) if a.dtype == complex64 else a  # complex: the real part (MLX)
     return logical_and(isinf(a), greater(a, 0), stream=stream)
 
 
 def isneginf(a, /, *, stream=None):
+    a = array(a) if not isinstance(a, _core.array) else a
+    a = real(a) if a.dtype == complex64 else a
     return logical_and(isinf(a), less(a, 0), stream=stream)
 
 

@@ -34,27 +34,36 @@ class array(_core.array):
         out = np.array(memoryview(value), copy=True)
         return out.astype(dtype) if dtype is not None else out
 
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of the array's memory, in place (real strides, no
+        copy). A consumer that speaks DLPack 1.0 (max_version >= (1, 0), as
+        NumPy 2) gets a versioned tensor flagged read-only; an older one the
+        unversioned tensor, which cannot say so (do not write through it).
+        copy=True exports a fresh buffer instead."""
+        if dl_device is not None and tuple(dl_device) != (1, 0):
+            raise BufferError(f"weft arrays live on the CPU, not on device {dl_device}")
+        versioned = max_version is not None and tuple(max_version) >= (1, 0)
+        source = _core.where(True, self, self) if copy else self  # where() writes a new buffer
+        return _core._dlpack(source, versioned, bool(copy))
+
+    def __dlpack_device__(self):
+        return _core._dlpack_device(self)
+
     def __reduce__(self):
         import numpy as np
 
         return (_from_numpy_pickled, (np.asarray(self), self.dtype))
 
+    # A copy is a new object over the same (immutable) value: an in-place
+    # operator on it replaces its own handle only, never the original's.
     def __copy__(self):
-        return self
+        return array(self)
 
     def __deepcopy__(self, memo):
-        return self
+        return array(self)
 
     def __hash__(self):
         return id(self)
-
-    def __dlpack_device__(self):
-        return (1, 0)  # kDLCPU, device 0
-
-    def __dlpack__(self, stream=None, **kwargs):
-        # A writable copy: NumPy refuses to export a read-only view to
-        # consumers that predate DLPack 1.0.
-        return self.__array__().__dlpack__(**kwargs)
 
     @property
     def at(self):
@@ -121,15 +130,24 @@ class array(_core.array):
         return diagonal(self, offset, axis1, axis2, stream=stream)
 
     def conj(self, *, stream=None):
-        return self
+        return _core.conjugate(self, stream=stream)
+
+    def conjugate(self, *, stream=None):
+        return _core.conjugate(self, stream=stream)
 
     @property
     def real(self):
-        return self
+        return _core.real(self)
 
     @property
     def imag(self):
-        return _core.zeros_like(self)
+        return _core.imag(self)
+
+    def view(self, dtype, *, stream=None):
+        return _core.view(self, dtype, stream=stream)
+
+    def __complex__(self):
+        return complex(self.item())
 
     def log10(self, *, stream=None):
         from . import log10

@@ -370,7 +370,11 @@ def _arg_scan(a, axis, reverse, inclusive, better, identity, name):
 
 
 def vecdot(a, b, /, axis=-1, *, stream=None):
-    """The dot product of a and b along axis (broadcast together)."""
+    """The dot product of a and b along axis (broadcast together); a complex a
+    is conjugated first (NumPy's vdot, MLX's vecdot)."""
+    a = a if isinstance(a, _core.array) else _core.array(a)
+    if a.dtype == _core.complex64:
+        a = _core.conjugate(a)
     return _core.sum(_core.multiply(a, b), axis, stream=stream)
 
 

@@ -230,8 +230,35 @@ wf_array *wf__op_logical_or(wf_array *a, wf_array *b)
 }
 
 /* Float results; bool and integer inputs compute in float32. */
+/* complex64 (MLX): hi + log1p(exp(lo - hi)) with hi the operand of the
+ * larger real part, so exp never overflows where the result is finite. */
+static wf_array *complex_logaddexp(wf_array *a, wf_array *b)
+{
+    wf_array *ra = wf__op_real(a), *rb = wf__op_real(b);
+    wf_array *a_high = ra && rb ? wf__op_greater_equal(ra, rb) : NULL;
+    wf_array *hi = a_high ? wf__op_where(a_high, a, b) : NULL;
+    wf_array *lo = a_high ? wf__op_where(a_high, b, a) : NULL;
+    wf_array *d = hi && lo ? wf__op_subtract(lo, hi) : NULL;
+    wf_array *e = d ? wf__op_exp(d) : NULL;
+    wf_array *l = e ? wf__op_log1p(e) : NULL;
+    wf_array *out = l ? wf__op_add(hi, l) : NULL;
+    wf_array *temps[] = {ra, rb, a_high, hi, lo, d, e, l};
+    for (size_t i = 0; i < sizeof temps / sizeof temps[0]; i++)
+        wf__array_release(temps[i]);
+    return out;
+}
+
 wf_array *wf__op_logaddexp(wf_array *a, wf_array *b)
 {
+    if (a && b && wf__array_check(a, "wf_logaddexp", "a") &&
+        wf__array_check(b, "wf_logaddexp", "b") &&
+        wf_promote_types(a->dtype, b->dtype) == WF_DTYPE_C64) {
+        wf_array *ca = wf__op_astype(a, WF_DTYPE_C64), *cb = wf__op_astype(b, WF_DTYPE_C64);
+        wf_array *out = ca && cb ? complex_logaddexp(ca, cb) : NULL;
+        wf__array_release(ca);
+        wf__array_release(cb);
+        return out;
+    }
     return binary_op("wf_logaddexp", &wf__prim_logaddexp, a, b, RULE_FLOAT);
 }
 

@@ -220,13 +220,36 @@ wf_array *wf__op_logsumexp(wf_array *a, const int *axes, int naxes, bool keepdim
 
 /* ddof follows NumPy: the divisor is max(n - ddof, 0) (so ddof >= n gives
  * inf or NaN), and a negative ddof is allowed. */
+/* var of a complex64: the mean squared magnitude of the deviations, a
+ * float32 (MLX); |d|^2 = re(d)^2 + im(d)^2, so it is var(re) + var(im). */
+static wf_array *complex_var(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof)
+{
+    wf_array *re = wf__op_real(a), *im = wf__op_imag(a);
+    wf_array *vr = re ? wf__op_var(re, axes, naxes, keepdims, ddof) : NULL;
+    wf_array *vi = im ? wf__op_var(im, axes, naxes, keepdims, ddof) : NULL;
+    wf_array *out = vr && vi ? wf__op_add(vr, vi) : NULL;
+    wf__array_release(re);
+    wf__array_release(im);
+    wf__array_release(vr);
+    wf__array_release(vi);
+    return out;
+}
+
 wf_array *wf__op_var(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof)
 {
+    if (is_complex(a, "wf_var"))
+        return complex_var(a, axes, naxes, keepdims, ddof);
     return reduce_op("wf_var", WF_REDUCE_VAR, a, axes, naxes, keepdims, ddof);
 }
 
 wf_array *wf__op_std(wf_array *a, const int *axes, int naxes, bool keepdims, int ddof)
 {
+    if (is_complex(a, "wf_std")) {
+        wf_array *v = complex_var(a, axes, naxes, keepdims, ddof);
+        wf_array *out = v ? wf__op_sqrt(v) : NULL;
+        wf__array_release(v);
+        return out;
+    }
     return reduce_op("wf_std", WF_REDUCE_STD, a, axes, naxes, keepdims, ddof);
 }
 

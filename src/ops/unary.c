@@ -133,7 +133,20 @@ FLOAT_OP(erfinv)
 
 wf_array *wf__op_floor(wf_array *a) { return rounding_op("wf_floor", &wf__prim_floor, a); }
 wf_array *wf__op_ceil(wf_array *a) { return rounding_op("wf_ceil", &wf__prim_ceil, a); }
-wf_array *wf__op_round(wf_array *a) { return rounding_op("wf_round", &wf__prim_round, a); }
+/* complex64: each part rounded (MLX; floor and ceil reject complex). */
+wf_array *wf__op_round(wf_array *a)
+{
+    if (!(a && wf__array_check(a, "wf_round", "a") && a->dtype == WF_DTYPE_C64))
+        return rounding_op("wf_round", &wf__prim_round, a);
+    wf_array *re = wf__op_real(a), *im = wf__op_imag(a);
+    wf_array *rr = re ? wf__op_round(re) : NULL, *ri = im ? wf__op_round(im) : NULL;
+    wf_array *out = rr && ri ? wf__op_complex(rr, ri) : NULL;
+    wf__array_release(re);
+    wf__array_release(im);
+    wf__array_release(rr);
+    wf__array_release(ri);
+    return out;
+}
 
 wf_array *wf__op_logical_not(wf_array *a)
 {

@@ -723,6 +723,20 @@ wf_status wf_array_data(wf_array *a, const void **out)
     return WF_OK;
 }
 
+wf_status wf_array_data_strided(wf_array *a, const void **out, int64_t *strides)
+{
+    if (!out || !strides)
+        return wf__error(WF_ERR_NULL_ARGUMENT, "wf_array_data_strided: out or strides is NULL");
+    *out = NULL;
+    wf_status status = wf__eval_one(a, "wf_array_data_strided");
+    if (status != WF_OK)
+        return status;
+    for (int d = 0; d < a->ndim; d++)
+        strides[d] = a->strides[d];
+    *out = wf__array_data_ptr(a);
+    return WF_OK;
+}
+
 wf_status wf_array_copy_to(wf_array *a, void *dst, size_t dst_bytes)
 {
     wf_status status = wf__eval_one(a, "wf_array_copy_to");

@@ -94,7 +94,10 @@ def test_array_methods_match_functions():
     for name, args in [("log10", ()), ("cummax", (1,)), ("cummin", (0,)), ("logcumsumexp", (1,)),
                        ("tan", ()), ("floor", ())]:
         assert mx.array_equal(getattr(mx, name)(x, *args), getattr(x, name)(*args)).item()
-    assert x.real is x and x.imag.tolist() == [[0.0] * 4] * 3
+    assert mx.array_equal(x.real, x).item() and x.imag.tolist() == [[0.0] * 4] * 3
+    z = mx.array([1 + 2j, -3j])  # complex: the parts (was the array itself before)
+    assert z.real.tolist() == [1.0, 0.0] and z.imag.tolist() == [2.0, -3.0]
+    assert z.conj().tolist() == [1 - 2j, 3j]
     assert x.__array_namespace__() is mx
 
 

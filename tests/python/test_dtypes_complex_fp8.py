@@ -139,3 +139,50 @@ def test_to_fp8_nearest_even_and_saturation():
         mx.to_fp8(mx.array([1, 2]))
     with pytest.raises(ValueError):
         mx.from_fp8(mx.array([1.0]))
+
+
+def test_complex_round_var_logaddexp_vecdot_and_parts():
+    z = np.array([22.2 + 3.6j, 18.5 + 98.2j, -0.5 - 2.5j], np.complex64)
+    assert mx.round(mx.array(z)).tolist() == [22 + 4j, 18 + 98j, -0 - 2j]
+    x = cplx(5, 3)
+    for ddof in (0, 1):
+        v = mx.var(mx.array(x), axis=0, ddof=ddof)
+        assert v.dtype == mx.float32
+        np.testing.assert_allclose(np.array(v), x.var(axis=0, ddof=ddof), rtol=1e-5)
+        np.testing.assert_allclose(np.array(mx.std(mx.array(x), ddof=ddof)), x.std(ddof=ddof),
+                                   rtol=1e-5)
+    a, b = cplx(6), cplx(6)
+    got = np.array(mx.logaddexp(mx.array(a), mx.array(b)))
+    np.testing.assert_allclose(np.exp(got), np.exp(a) + np.exp(b), rtol=1e-4)  # up to 2 pi i
+    np.testing.assert_allclose(np.array(mx.vecdot(mx.array(a), mx.array(b))), np.vdot(a, b),
+                               rtol=1e-5)
+    w = mx.array(np.array([1 + 2j, 3j]))  # complex128 in: complex64
+    assert w.dtype == mx.complex64 and w.real.tolist() == [1, 0] and w.imag.tolist() == [2, 3]
+    assert complex(mx.array(1 + 2j)) == 1 + 2j
+    assert mx.finfo(mx.complex64).dtype == mx.float32
+
+
+def test_integer_round_with_decimals_keeps_the_dtype():
+    for decimals, want in ((0, [15, 122]), (-1, [20, 120]), (-2, [0, 100])):
+        y = mx.round(mx.array([15, 122], mx.int32), decimals=decimals)
+        assert y.dtype == mx.int32 and y.tolist() == want
+
+
+def test_copies_are_separate_objects_for_in_place_operators():
+    import copy
+
+    for dtype in (mx.int8, mx.uint32, mx.float16, mx.complex64):
+        x = mx.array([[1, 2], [3, 4]], dtype=dtype)
+        for make in (copy.copy, copy.deepcopy):
+            y = make(x)
+            assert y is not x
+            y -= 1
+            assert (np.array(y) == np.array(x) - 1).all()
+            assert np.array(x).tolist() == [[1, 2], [3, 4]]
+
+
+def test_int8_maximum_minimum_every_pair():
+    a = np.repeat(np.arange(-128, 128, dtype=np.int8), 256)
+    b = np.tile(np.arange(-128, 128, dtype=np.int8), 256)
+    assert np.array_equal(np.array(mx.maximum(mx.array(a), mx.array(b))), np.maximum(a, b))
+    assert np.array_equal(np.array(mx.minimum(mx.array(a), mx.array(b))), np.minimum(a, b))

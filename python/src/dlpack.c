@@ -1,0 +1,194 @@
+/* DLPack export: _dlpack(a, versioned, copied) behind array.__dlpack__ (a
+ * "dltensor_versioned" capsule flagged read-only for DLPack 1.0 consumers
+ * such as NumPy 2, else the unversioned "dltensor" one; np.from_dlpack,
+ * PyTorch, JAX ... take both) and the device tuple behind
+ * __dlpack_device__.
+ *
+ * The tensor is the array's memory in place with its real strides (no
+ * copy; evaluated first with the GIL released). Its manager holds a weft
+ * reference to the array (not the Python object), so the deleter, which a
+ * consumer may call from any thread with or without the GIL, touches no
+ * Python object: it drops that reference (which never waits) and frees
+ * plain C memory. The structs are DLPack's ABI (1.0 and the older
+ * unversioned one), written here from the specification. */
+#include <stdlib.h>
+
+#include "weft_py.h"
+
+typedef struct {
+    int32_t device_type; /* 1: kDLCPU */
+    int32_t device_id;
+} dl_device;
+
+typedef struct {
+    uint8_t code; /* 0 int, 1 uint, 2 float, 4 bfloat, 5 complex, 6 bool */
+    uint8_t bits;
+    uint16_t lanes;
+} dl_dtype;
+
+typedef struct {
+    void *data;
+    dl_device device;
+    int32_t ndim;
+    dl_dtype dtype;
+    int64_t *shape;
+    int64_t *strides; /* elements */
+    uint64_t byte_offset;
+} dl_tensor;
+
+typedef struct dl_managed_tensor {
+    dl_tensor tensor;
+    void *manager_ctx;
+    void (*deleter)(struct dl_managed_tensor *self);
+} dl_managed_tensor;
+
+typedef struct dl_managed_tensor_versioned {
+    struct {
+        uint32_t major, minor;
+    } version;
+    void *manager_ctx;
+    void (*deleter)(struct dl_managed_tensor_versioned *self);
+    uint64_t flags; /* bit 0: read-only; bit 1: a copy */
+    dl_tensor tensor;
+} dl_managed_tensor_versioned;
+
+enum { DL_CPU = 1, DL_INT = 0, DL_UINT = 1, DL_FLOAT = 2, DL_BFLOAT = 4, DL_COMPLEX = 5,
+       DL_BOOL = 6 };
+
+/* The managed tensor (of either form) and what it points into, in one
+ * allocation. */
+typedef struct export {
+    dl_managed_tensor managed;
+    dl_managed_tensor_versioned versioned;
+    wf_array *array;
+    int64_t dims[2 * WF_MAX_NDIM]; /* shape, then strides */
+} export;
+
+static void export_free(export *e)
+{
+    wf_release(e->array); /* no Python involved: any thread, GIL or not */
+    free(e);
+}
+static void export_delete(dl_managed_tensor *managed) { export_free(managed->manager_ctx); }
+static void export_delete_versioned(dl_managed_tensor_versioned *managed)
+{
+    export_free(managed->manager_ctx);
+}
+
+/* The capsules' destructors: a capsule still under its first name was
+ * never consumed, so its tensor is ours to delete (a consumer renames it to
+ * "used_dltensor..." and deletes it itself). */
+static void capsule_delete(PyObject *capsule)
+{
+    if (PyCapsule_IsValid(capsule, "dltensor")) {
+        dl_managed_tensor *managed = PyCapsule_GetPointer(capsule, "dltensor");
+        managed->deleter(managed);
+    }
+}
+static void capsule_delete_versioned(PyObject *capsule)
+{
+    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+        dl_managed_tensor_versioned *managed =
+            PyCapsule_GetPointer(capsule, "dltensor_versioned");
+        managed->deleter(managed);
+    }
+}
+
+static bool dl_dtype_of(wf_dtype d, dl_dtype *out)
+{
+    out->lanes = 1;
+    out->bits = (uint8_t)(8 * wf_dtype_size(d));
+    switch (d) {
+    case WF_DTYPE_BOOL: out->code = DL_BOOL; return true;
+    case WF_DTYPE_U8:
+    case WF_DTYPE_U16:
+    case WF_DTYPE_U32:
+    case WF_DTYPE_U64: out->code = DL_UINT; return true;
+    case WF_DTYPE_I8:
+    case WF_DTYPE_I16:
+    case WF_DTYPE_I32:
+    case WF_DTYPE_I64: out->code = DL_INT; return true;
+    case WF_DTYPE_F16:
+    case WF_DTYPE_F32:
+    case WF_DTYPE_F64: out->code = DL_FLOAT; return true;
+    case WF_DTYPE_BF16: out->code = DL_BFLOAT; return true;
+    case WF_DTYPE_C64: out->code = DL_COMPLEX; return true;
+    default: return false;
+    }
+}
+
+/* _dlpack(a, versioned, copied): the capsule of a's tensor. */
+static PyObject *py_dlpack(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *arg;
+    int versioned, copied;
+    if (!PyArg_ParseTuple(args, "O!pp:_dlpack", &WeftArray_Type, &arg, &versioned, &copied))
+        return NULL;
+    dl_dtype dtype;
+    wf_array *a = ((WeftArray *)arg)->handle;
+    if (!dl_dtype_of(wf_array_dtype(a), &dtype)) {
+        PyErr_Format(PyExc_BufferError, "dtype %s has no DLPack code",
+                     wf_dtype_name(wf_array_dtype(a)));
+        return NULL;
+    }
+    export *e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return PyErr_NoMemory();
+    const int ndim = wf_array_ndim(a);
+    const void *data;
+    wf_status status;
+    Py_BEGIN_ALLOW_THREADS
+    status = wf_array_data_strided(a, &data, e->dims + WF_MAX_NDIM);
+    Py_END_ALLOW_THREADS
+    if (status != WF_OK) {
+        free(e);
+        return weftpy_raise_weft_error();
+    }
+    const int64_t *shape = wf_array_shape(a);
+    for (int d = 0; d < ndim; d++)
+        e->dims[d] = shape[d];
+    e->array = wf_retain_unscoped(a);
+    const dl_tensor tensor = {.data = (void *)data,
+                              .device = {DL_CPU, 0},
+                              .ndim = ndim,
+                              .dtype = dtype,
+                              .shape = e->dims,
+                              .strides = e->dims + WF_MAX_NDIM,
+                              .byte_offset = 0};
+    PyObject *capsule;
+    if (versioned) {
+        e->versioned.version.major = 1;
+        e->versioned.version.minor = 0;
+        e->versioned.manager_ctx = e;
+        e->versioned.deleter = export_delete_versioned;
+        e->versioned.flags = copied ? 2u : 1u; /* weft's own memory is read-only */
+        e->versioned.tensor = tensor;
+        capsule = PyCapsule_New(&e->versioned, "dltensor_versioned", capsule_delete_versioned);
+    } else {
+        e->managed.tensor = tensor;
+        e->managed.manager_ctx = e;
+        e->managed.deleter = export_delete;
+        capsule = PyCapsule_New(&e->managed, "dltensor", capsule_delete);
+    }
+    if (capsule == NULL)
+        export_free(e);
+    return capsule;
+}
+
+/* _dlpack_device(a): (kDLCPU, 0), weft's only device. */
+static PyObject *py_dlpack_device(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    (void)arg;
+    return Py_BuildValue("(ii)", DL_CPU, 0);
+}
+
+static PyMethodDef dlpack_methods[] = {
+    {"_dlpack", py_dlpack, METH_VARARGS,
+     "_dlpack(a, versioned, copied): a DLPack capsule of a's memory (no copy)"},
+    {"_dlpack_device", py_dlpack_device, METH_O, "_dlpack_device(a): (1, 0), the CPU"},
+    {NULL, NULL, 0, NULL},
+};
+
+int weftpy_dlpack_init(PyObject *module) { return PyModule_AddFunctions(module, dlpack_methods); }
