@@ -11,6 +11,8 @@
 #   make py-test    build the weft Python wheel against the release library, install it
 #                   into the venv and run tests/python (make test also runs them under ASan)
 #   make demo       build and run the demo (or the examples)
+#   make faults     every injection point of tests/unit/test_fault_injection.c (release and
+#                   ASan; `make test` runs a sample) and scripts/check-fallible.sh
 #   make test-release | test-asan | test-tsan | bench | bench-programs | install | deps | clean
 #
 # CI=true (or any value but 0/false) adds -DWEFT_WERROR=ON.
@@ -34,7 +36,7 @@ cmake_flags_tsan    := -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=thread -DWEFT_BU
 CMAKE_BUILD := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build
 
 .PHONY: all deps py-venv py-test build-release build-asan build-tsan test test-release test-asan \
-        test-tsan demo bench bench-programs install clean
+        test-tsan demo bench bench-programs install clean faults
 
 all: build-release
 
@@ -88,8 +90,20 @@ test: deps py-venv
 	else \
 	  echo "install check: FAILED"; failed=$$((failed + 1)); \
 	fi; \
+	if scripts/check-fallible.sh >/dev/null; then \
+	  passed=$$((passed + 1)); \
+	else \
+	  scripts/check-fallible.sh; failed=$$((failed + 1)); \
+	fi; \
 	echo "$$passed passed, $$failed failed"; \
 	[ $$failed -eq 0 ] && [ $$passed -gt 0 ]
+
+# The full fault-injection loop (docs/FAULTS.md): every N of every scenario.
+faults: build-release build-asan
+	scripts/check-fallible.sh
+	WEFT_FAULTS_FULL=1 $(BUILD)/release/test_fault_injection
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 WEFT_FAULTS_FULL=1 \
+	  setarch $$(uname -m) -R $(BUILD)/asan/test_fault_injection
 
 # The demo program if there is one, else every example.
 demo: build-release

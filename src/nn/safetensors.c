@@ -11,6 +11,7 @@
 
 #include "weft.h"
 #include "weft_nn.h"
+#include "util/fault.h"
 
 static const struct {
     wf_dtype dtype;
@@ -57,7 +58,7 @@ static void append(struct text *t, const char *s, size_t n)
         size_t cap = t->cap ? t->cap : 256;
         while (cap < t->len + n + 1)
             cap *= 2;
-        char *data = realloc(t->data, cap);
+        char *data = wf__realloc(t->data, cap);
         if (!data) {
             t->failed = true;
             return;
@@ -368,7 +369,7 @@ static unsigned char *read_file(const char *path, size_t *size)
     for (;;) {
         if (len == cap) {
             cap = cap ? cap * 2 : 1 << 16;
-            unsigned char *grown = realloc(data, cap);
+            unsigned char *grown = wf__realloc(data, cap);
             if (!grown) {
                 free(data);
                 fclose(f);
@@ -475,7 +476,7 @@ wf_nn_params *wf_nn_load_safetensors(const char *path)
             }
             if (count == cap) {
                 cap = cap ? cap * 2 : 16;
-                struct entry *grown = realloc(entries, (size_t)cap * sizeof *entries);
+                struct entry *grown = wf__realloc(entries, (size_t)cap * sizeof *entries);
                 if (!grown) {
                     ps.failed = true;
                     break;

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "runtime/pool.h"
+#include "util/fault.h"
 
 /* K block: at most this many k per pass over C (it is part of every
  * result's bits, so it depends on K alone and never changes per CPU).
@@ -310,7 +311,7 @@ static bool scratch_reserve(wf_gemm_scratch *s, size_t bytes)
     if (s->bytes >= bytes)
         return true;
     bytes = (size_t)round_up((int64_t)bytes, 64);
-    void *p = aligned_alloc(64, bytes);
+    void *p = wf__aligned_alloc(64, bytes);
     if (p == NULL)
         return false;
     free(s->data);
