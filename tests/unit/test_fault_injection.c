@@ -188,6 +188,59 @@ done:
     wf_scope_end();
 }
 
+/* scatter_add with repeated indices, concatenate, cumsum, argmax,
+ * layer_norm, attention with one key (its output is v), and a sort large
+ * enough for the radix path's scratch. */
+static void scenario_op_families(void)
+{
+    enum { SORT_N = 5000 };
+    static float big[SORT_N], want_sorted[SORT_N];
+    for (int i = 0; i < SORT_N; i++)
+        big[i] = want_sorted[i] = (float)((i * 7919) % SORT_N);
+    for (int i = 0; i < SORT_N; i++) /* a permutation of 0..SORT_N-1 (7919 is prime) */
+        want_sorted[i] = (float)i;
+    const float base[4] = {1, 2, 3, 4}, upd[3] = {10, 20, 30};
+    const int32_t at[3] = {2, 0, 2};
+    const float want_scatter[4] = {21, 2, 43, 4};
+    float want_cat[7], want_cum[7];
+    for (int i = 0; i < 7; i++)
+        want_cat[i] = i < 4 ? base[i] : upd[i - 4];
+    for (int i = 0; i < 7; i++)
+        want_cum[i] = want_cat[i] + (i ? want_cum[i - 1] : 0);
+    float want_norm[4];
+    double mean = 2.5, var = 1.25;
+    for (int i = 0; i < 4; i++)
+        want_norm[i] = (float)((base[i] - mean) / sqrt(var + 1e-5));
+    NEED_OK(wf_scope_begin());
+    wf_array *a, *u, *idx, *sc, *cat, *cum, *am, *ln, *q, *k, *v, *att, *b, *sorted;
+    NEED(a = wf_array_from_data(base, (const int64_t[]){4}, 1, WF_DTYPE_F32));
+    NEED(u = wf_array_from_data(upd, (const int64_t[]){3}, 1, WF_DTYPE_F32));
+    NEED(idx = wf_array_from_data(at, (const int64_t[]){3}, 1, WF_DTYPE_I32));
+    NEED(sc = wf_scatter_add(a, idx, u, 0));
+    NEED(cat = wf_concatenate((wf_array *[]){a, u}, 2, 0));
+    NEED(cum = wf_cumsum(cat, 0, false, true));
+    NEED(am = wf_argmax(cat, 0, false));
+    NEED(ln = wf_layer_norm(a, NULL, NULL, 1e-5));
+    NEED(q = wf_reshape(a, (const int64_t[]){1, 4}, 2));
+    NEED(k = wf_reshape(a, (const int64_t[]){1, 4}, 2));
+    NEED(v = wf_reshape(u, (const int64_t[]){1, 3}, 2));
+    NEED(att = wf_scaled_dot_product_attention(q, k, v, 0.5, NULL, false));
+    NEED(b = wf_array_from_data(big, (const int64_t[]){SORT_N}, 1, WF_DTYPE_F32));
+    NEED(sorted = wf_sort(b, 0));
+    wf_array *all[] = {sc, cum, am, ln, att, sorted};
+    NEED_OK(wf_eval(all, 6));
+    EXPECT_F32(sc, want_scatter, 4, 0);
+    EXPECT_F32(cum, want_cum, 7, 0);
+    double amax = -1;
+    NEED_OK(wf_array_item(am, &amax));
+    EXPECT(amax == 6);
+    EXPECT_F32(ln, want_norm, 4, 1e-4);
+    EXPECT_F32(att, upd, 3, 1e-6);
+    EXPECT_F32(sorted, want_sorted, SORT_N, 0);
+done:
+    wf_scope_end();
+}
+
 /* Work on a new stream, evaluated asynchronously, then on the default
  * stream depending on it. */
 static void scenario_streams_async(void)
@@ -453,6 +506,7 @@ typedef struct scenario {
 static const scenario SCENARIOS[] = {
     {"elementwise_reduce", scenario_elementwise_reduce},
     {"linalg_index", scenario_linalg_index},
+    {"op_families", scenario_op_families},
     {"streams_async", scenario_streams_async},
     {"transforms", scenario_transforms},
     {"compile_replay", scenario_compile_replay},
