@@ -11,6 +11,7 @@
 
 #include "weft.h"
 #include "weft_nn.h"
+#include "nn/safetensors.h"
 #include "util/fault.h"
 
 static const struct {
@@ -444,24 +445,14 @@ static wf_nn_params *build(const char *path, const unsigned char *data, size_t d
     return params;
 }
 
-wf_nn_params *wf_nn_load_safetensors(const char *path)
+wf_nn_params *wf__nn_safetensors_parse(const unsigned char *file, size_t size, const char *path)
 {
-    if (!path) {
-        wf_set_error(WF_ERR_NULL_ARGUMENT, "wf_nn_load_safetensors: path is NULL");
-        return NULL;
-    }
-    size_t size;
-    unsigned char *file = read_file(path, &size);
-    if (!file)
-        return NULL;
     uint64_t header_len = 0;
     for (int b = 0; size >= 8 && b < 8; b++)
         header_len |= (uint64_t)file[b] << (8 * b);
     wf_nn_params *result = NULL;
-    if (size < 8 || header_len > size - 8) {
-        free(file);
+    if (size < 8 || header_len > size - 8)
         return malformed(path, "the header length is larger than the file");
-    }
     struct parser ps = {(const char *)file + 8, (const char *)file + 8 + header_len, false, false};
     struct entry *entries = NULL;
     int count = 0, cap = 0;
@@ -478,7 +469,8 @@ wf_nn_params *wf_nn_load_safetensors(const char *path)
                 cap = cap ? cap * 2 : 16;
                 struct entry *grown = wf__realloc(entries, (size_t)cap * sizeof *entries);
                 if (!grown) {
-                    ps.failed = true;
+                    wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_load_safetensors: out of memory");
+                    ps.failed = ps.reported = true;
                     break;
                 }
                 entries = grown;
@@ -499,6 +491,20 @@ wf_nn_params *wf_nn_load_safetensors(const char *path)
         result = build(path, file + 8 + header_len, size - 8 - header_len, entries, count);
     }
     free(entries);
+    return result;
+}
+
+wf_nn_params *wf_nn_load_safetensors(const char *path)
+{
+    if (!path) {
+        wf_set_error(WF_ERR_NULL_ARGUMENT, "wf_nn_load_safetensors: path is NULL");
+        return NULL;
+    }
+    size_t size;
+    unsigned char *file = read_file(path, &size);
+    if (!file)
+        return NULL;
+    wf_nn_params *result = wf__nn_safetensors_parse(file, size, path);
     free(file);
     return result;
 }
