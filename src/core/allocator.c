@@ -350,6 +350,13 @@ wf_buffer *wf__buffer_alloc(size_t bytes)
         return NULL;
     }
 
+    /* Every request is an injection point, served from the cache or not
+     * (util/fault.h): a warm cache would otherwise hide these failures. */
+    if (wf__fault_hit()) {
+        wf__error(WF_ERR_OUT_OF_MEMORY, "out of memory: cannot allocate %zu bytes (injected)",
+                  bytes);
+        return NULL;
+    }
     size_t cap = class_capacity(bytes);
     unsigned cls = class_index(cap);
     block *evicted = NULL;

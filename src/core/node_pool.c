@@ -254,6 +254,8 @@ static wf_array *refill_ready(struct pool_shard *p)
 
 wf_array *wf__node_pool_take(uint64_t *id)
 {
+    if (wf__fault_hit()) /* an injection point even when a node is ready (util/fault.h) */
+        return NULL;
     struct pool_shard *p = this_threads_shard();
     wf__mutex_lock(&p->lock);
     wf_array *surplus = p->ready ? NULL : refill_ready(p);

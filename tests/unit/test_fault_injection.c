@@ -611,6 +611,7 @@ static void run_fault_loop(const scenario *sc)
                      g_run.message);
         return;
     }
+    wf_clear_cache(); /* buffers come from the system, so its failures are reached too */
     wf__fault_arm(INT64_MAX);
     run_reset();
     sc->run();
@@ -620,6 +621,7 @@ static void run_fault_loop(const scenario *sc)
     for (int64_t nth = 1;; nth = next_n(nth, total)) {
         baseline before = take_baseline();
         run_reset();
+        wf_clear_cache();
         wf__fault_arm(nth);
         sc->run();
         bool fired = wf__fault_fired();

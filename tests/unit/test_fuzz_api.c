@@ -194,6 +194,7 @@ static void set_op(const char *op)
     where_update();
 }
 
+#ifndef WEFT_FUZZ_TARGET
 static void crash_handler(int sig)
 {
     ssize_t unused = write(2, "\ncrashed at ", 12);
@@ -202,6 +203,7 @@ static void crash_handler(int sig)
     signal(sig, SIG_DFL);
     raise(sig);
 }
+#endif
 
 static bool where_fail(void)
 {
