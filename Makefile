@@ -17,6 +17,9 @@
 #                   FUZZ_SECONDS (default 60), one at a time, niced; new corpus entries go to
 #                   build/fuzz/corpus-<target>, crashes to build/fuzz/crashes (`make test`
 #                   runs the same targets briefly with a plain mutator: fuzz/standalone.c)
+#   make coverage   gcov build in build/coverage, runs the C tests, prints line and branch
+#                   coverage of src/ per folder and public functions with unreached error
+#                   returns (scripts/coverage.sh; gcovr from Debian; not part of `make test`)
 #   make test-release | test-asan | test-tsan | bench | bench-programs | install | deps | clean
 #
 # CI=true (or any value but 0/false) adds -DWEFT_WERROR=ON.
@@ -40,7 +43,7 @@ cmake_flags_tsan    := -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=thread -DWEFT_BU
 CMAKE_BUILD := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build
 
 .PHONY: all deps py-venv py-test build-release build-asan build-tsan test test-release test-asan \
-        test-tsan demo bench bench-programs install clean faults fuzz
+        test-tsan demo bench bench-programs install clean faults fuzz coverage
 
 all: build-release
 
@@ -130,6 +133,9 @@ fuzz:
 	    grep -E "^(stat::|==|INFO: Running|Done|#[0-9]+ +DONE)|ERROR|SUMMARY|crash-" ; \
 	  [ $${PIPESTATUS[0]} -eq 0 ] || status=1; \
 	done; exit $$status
+
+coverage: deps
+	JOBS=$(JOBS) CMAKE_ARGS="$(CMAKE_ARGS)" scripts/coverage.sh $(BUILD)/coverage
 
 # The demo program if there is one, else every example.
 demo: build-release

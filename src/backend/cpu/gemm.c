@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu.h"
 #include "core/error.h"
 #include "runtime/pool.h"
 #include "util/fault.h"
@@ -343,7 +344,7 @@ bool wf__gemm_reads_half_b(int isa, wf_dtype half, int64_t m, int64_t rsb, int64
         return false;
 #if GEMM_HAVE_X86
     if (half == WF_DTYPE_F16 && isa == WF_GEMM_ISA_AVX2)
-        return __builtin_cpu_supports("f16c"); /* AVX-512F converts halves itself */
+        return wf__cpu_has_f16c(); /* AVX-512F converts halves itself */
 #endif
     return true;
 }
