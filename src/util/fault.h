@@ -10,12 +10,12 @@
  * disarms itself. Kernels count as fallible operations too (run_kernel in
  * runtime/eval.c asks wf__fault_hit), so their failure paths are reached.
  *
- * Cost when off: one relaxed atomic load and a predicted branch per call,
- * in every build (release included), so the suite can drive it anywhere.
- * It is internal: tests include src/ and call wf__fault_* directly; it is
- * not part of weft.h. A new allocation site (a new op, a new loader) must
- * use these wrappers too: scripts/check-fallible.sh, run by the tests,
- * fails on a direct call.
+ * Off, it costs one relaxed atomic load and a predicted branch per call in
+ * every build. Internal (tests include src/); buffer requests and node-pool
+ * takes are injection points too (their caches would hide failures). New
+ * allocation sites (ops, loaders, backends) must use these wrappers:
+ * include "util/fault.h", write wf__malloc for malloc, wf__thread_create
+ * for pthread_create; scripts/check-fallible.sh (make test) enforces it.
  */
 #ifndef WEFT_UTIL_FAULT_H
 #define WEFT_UTIL_FAULT_H

@@ -1650,6 +1650,7 @@ static bool fuzz_program_from_bytes(const uint8_t *data, size_t size, long max_s
     g_input = data;
     g_input_len = size;
     g_input_pos = 0;
+    g_trace = getenv("WEFT_FUZZ_TRACE") != NULL; /* prints each step */
     program_setup(4);
     for (g_step = 0; g_step < max_steps && !input_exhausted() && !too_many_failures(); g_step++)
         fuzz_step();

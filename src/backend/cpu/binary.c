@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/vmath.h"
 #include "core/dtype.h"
 #include "core/error.h"

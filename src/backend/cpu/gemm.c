@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_features.h"
 #include "core/error.h"
 #include "runtime/pool.h"
 #include "util/fault.h"
