@@ -4,6 +4,7 @@
  * "__metadata__": {..}}, then the raw little-endian tensor bytes.
  */
 #include <ctype.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,16 +231,31 @@ static bool parse_string(struct parser *ps, char *out, size_t cap)
     return expect(ps, '"');
 }
 
+/* A decimal integer that fits a long long, read only within the header
+ * (not strtoll: the header is not NUL-terminated and may end the file). */
 static bool parse_int(struct parser *ps, long long *v)
 {
     skip_ws(ps);
-    char *stop;
-    *v = strtoll(ps->p, &stop, 10);
-    if (stop == ps->p || stop > ps->end) {
+    const char *p = ps->p;
+    bool negative = p < ps->end && *p == '-';
+    p += negative;
+    const char *digits = p;
+    unsigned long long magnitude = 0;
+    const unsigned long long limit = negative ? (unsigned long long)LLONG_MAX + 1 : LLONG_MAX;
+    for (; p < ps->end && *p >= '0' && *p <= '9'; p++) {
+        unsigned digit = (unsigned)(*p - '0');
+        if (magnitude > (limit - digit) / 10) {
+            ps->failed = true;
+            return false;
+        }
+        magnitude = magnitude * 10 + digit;
+    }
+    if (p == digits) {
         ps->failed = true;
         return false;
     }
-    ps->p = stop;
+    *v = negative ? (long long)(0 - magnitude) : (long long)magnitude;
+    ps->p = p;
     return true;
 }
 
@@ -422,7 +438,8 @@ static long long tensor_bytes(const struct entry *e, size_t limit)
 static wf_nn_params *build(const char *path, const unsigned char *data, size_t data_len,
                            struct entry *entries, int count)
 {
-    qsort(entries, (size_t)count, sizeof *entries, by_offset);
+    if (count > 1) /* entries is NULL for a header without tensors */
+        qsort(entries, (size_t)count, sizeof *entries, by_offset);
     wf_nn_params *params = wf_nn_params_new();
     if (!params)
         return NULL;
