@@ -36,10 +36,14 @@
 #include "util/fault.h"
 #include "weft_nn.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-enum { SAMPLED_RUNS = 24 };
+/* Runs per scenario after the first FIRST_RUNS, and rounds of the
+ * concurrent test, in `make test` (WEFT_FAULTS_FULL=1: every N, 400 rounds). */
+#if defined(__SANITIZE_THREAD__)
+enum { SAMPLED_RUNS = 12, CONCURRENT_ROUNDS = 8 };
+#elif defined(__SANITIZE_ADDRESS__)
+enum { SAMPLED_RUNS = 24, CONCURRENT_ROUNDS = 20 };
 #else
-enum { SAMPLED_RUNS = 60 };
+enum { SAMPLED_RUNS = 60, CONCURRENT_ROUNDS = 40 };
 #endif
 enum { FIRST_RUNS = 8, CONCURRENT_THREADS = 4 };
 
@@ -680,7 +684,7 @@ static void test_fault_while_others_evaluate(void)
     pthread_t threads[CONCURRENT_THREADS];
     for (int i = 0; i < CONCURRENT_THREADS; i++)
         CHECK(pthread_create(&threads[i], NULL, background_worker, NULL) == 0);
-    const int64_t rounds = full_loop() ? 400 : 40;
+    const int64_t rounds = full_loop() ? 400 : CONCURRENT_ROUNDS;
     long main_errors = 0;
     for (int64_t r = 1; r <= rounds; r++) {
         run_reset();
