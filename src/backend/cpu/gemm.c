@@ -514,7 +514,8 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
     const int64_t belems = (in_place ? 1 : panels) * nr * kcb;
     if (!direct && !scratch_reserve(s, (size_t)(belems + mr * kcb) * es + 64))
         return WF_ERR_OUT_OF_MEMORY;
-    char *bpack = s->data, *apack = bpack + (size_t)belems * es;
+    /* The direct path reserves no scratch (s->data may be NULL: no offset). */
+    char *bpack = s->data, *apack = direct ? NULL : bpack + (size_t)belems * es;
     for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
         const int64_t kc = min64(kcb, g->k - k0);
         const wf_gemm_epilogue e = first_epilogue(g, k0);
@@ -557,7 +558,7 @@ static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_type_kernels *t
     if (!direct &&
         !scratch_reserve(s, (size_t)((panels * nr + mr) * kcb) * sizeof(uint16_t) + 64))
         return WF_ERR_OUT_OF_MEMORY;
-    uint16_t *bpack = s->data, *apack = bpack + panels * nr * kcb;
+    uint16_t *bpack = s->data, *apack = direct ? NULL : bpack + panels * nr * kcb;
     for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
         const int64_t kc = min64(kcb, g->k - k0), kc2 = round_up(kc, 2);
         const wf_gemm_epilogue e = first_epilogue(g, k0);
