@@ -18,6 +18,6 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE= -DWEFT_BUILD_BE
 env -u MAKEFLAGS cmake --build "$build" -j "${JOBS:-2}" || exit 1
 find "$build" -name '*.gcda' -delete
 WEFT_TEST_TIMEOUT=${WEFT_TEST_TIMEOUT:-900} tests/run_tests.sh "$build" coverage | tail -n 5
-gcovr --root . --filter 'src/' --object-directory "$build" --json "$build/coverage.json" \
+gcovr --root . --filter 'src/' --gcov-ignore-parse-errors --object-directory "$build" --json "$build/coverage.json" \
     >/dev/null 2>"$build/gcovr.log" || { cat "$build/gcovr.log"; exit 1; }
 python3 scripts/coverage_report.py "$build/coverage.json" include/weft.h include/weft_nn.h

@@ -34,7 +34,7 @@ def function_spans(path, names):
     lines = open(path).read().split("\n")
     i = 0
     while i < len(lines):
-        m = re.match(r"^[A-Za-z_].*?\b(wf_[a-z0-9_]+)\s*\(", lines[i])
+        m = re.match(r"^[A-Za-z_][\w\s*]*?\b(wf_[a-z0-9_]+)\s*\(", lines[i])
         if m and m.group(1) in names and not lines[i].rstrip().endswith(";"):
             start = i
             while i < len(lines) and not lines[i].startswith("{"):
