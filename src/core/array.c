@@ -257,11 +257,17 @@ static unsigned flags_from_inputs(wf_array *const *inputs, int ninputs)
 }
 
 /* The node owns what its params own from the start: every failure before
- * the node exists releases them here, and after that node_free does. */
+ * the node exists releases them here, and after that node_free does. The
+ * release runs on a copy: `params` may be the caller's own struct (a compiled
+ * tape's node, replayed), and a release clears the fields it drops (the
+ * fused program), which would leave the tape without them. */
 static wf_array *fail_before_node(const wf_prim_def *prim, const void *params)
 {
-    if (prim->params_release)
-        prim->params_release((void *)params);
+    if (prim->params_release) {
+        max_align_t copy[(prim->params_size + sizeof(max_align_t) - 1) / sizeof(max_align_t) + 1];
+        memcpy(copy, params, prim->params_size);
+        prim->params_release(copy);
+    }
     return NULL;
 }
 

@@ -36,6 +36,10 @@
 #include "util/fault.h"
 #include "weft_nn.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
+
 /* Runs per scenario after the first FIRST_RUNS, and rounds of the
  * concurrent test, in `make test` (WEFT_FAULTS_FULL=1: every N, 400 rounds). */
 #if defined(__SANITIZE_THREAD__)
@@ -578,6 +582,19 @@ static bool same_as_baseline(const char *tag, const char *when, baseline before)
                         before.threads, after.threads);
 }
 
+/* With WEFT_FAULTS_LEAK_EACH=1 in the ASan build, LeakSanitizer checks after
+ * every run (slow), so a leak names its scenario and N; otherwise it checks
+ * once at exit. */
+static bool leaked_since_last_check(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    const char *env = getenv("WEFT_FAULTS_LEAK_EACH");
+    if (env && *env && strcmp(env, "0") != 0)
+        return __lsan_do_recoverable_leak_check() != 0;
+#endif
+    return false;
+}
+
 /* Checks one run's outcome, the baseline and a clean rerun; false stops the loop. */
 static bool check_run(const scenario *sc, int64_t nth, bool fired, baseline before)
 {
@@ -602,6 +619,8 @@ static bool check_run(const scenario *sc, int64_t nth, bool fired, baseline befo
         ok = wf_test_fail(__FILE__, __LINE__, "%s: the clean rerun failed: %s %s", tag, g_run.where,
                           g_run.message);
     ok &= same_as_baseline(tag, "the clean rerun", before);
+    if (leaked_since_last_check())
+        ok = wf_test_fail(__FILE__, __LINE__, "%s: LeakSanitizer found a leak", tag);
     run_reset();
     return ok;
 }
@@ -653,6 +672,62 @@ static void test_scenarios_under_faults(void)
     for (size_t i = 0; i < sizeof SCENARIOS / sizeof *SCENARIOS; i++)
         if (!only || !*only || strcmp(only, SCENARIOS[i].name) == 0)
             run_fault_loop(&SCENARIOS[i]);
+}
+
+/* Regression (found by the fault loop under LeakSanitizer): a replay whose
+ * fused node could not be made released the node's params through the
+ * tape's own struct, clearing its program: the tape leaked the program
+ * and its next replay had none. One compiled function is kept across the
+ * injected failures of its replays and must stay right. */
+static void test_failed_replay_keeps_the_trace(void)
+{
+    float x[8], y[8];
+    double want = 0;
+    for (int i = 0; i < 8; i++) {
+        x[i] = (float)i * 0.5f - 1.0f;
+        y[i] = (float)(i % 3) - 0.5f;
+        want += (double)x[i] * x[i] * y[i];
+    }
+    const int64_t shape[] = {8};
+    wf_array *xa = wf_array_from_data(x, shape, 1, WF_DTYPE_F32);
+    wf_array *ya = wf_array_from_data(y, shape, 1, WF_DTYPE_F32);
+    wf_fn *f = wf_fn_new(body_sum_xxy, NULL, NULL);
+    wf_fn *cf = wf_compile(f, NULL);
+    wf_array *args[] = {xa, ya};
+    int failures = 0;
+    for (int64_t nth = 0; nth < 200; nth++) { /* nth 0: the trace, no fault */
+        wf_array *out = NULL;
+        size_t n = 1;
+        wf__fault_arm(nth);
+        wf_status st = wf_fn_call(cf, args, 2, &out, &n);
+        double got = 0;
+        if (st == WF_OK)
+            st = wf_array_item(out, &got);
+        const bool fired = wf__fault_fired();
+        wf__fault_arm(0);
+        wf_release(out);
+        if (st != WF_OK) {
+            failures++;
+            CHECK(fired && wf_last_error_message()[0]);
+        } else {
+            CHECK_NEAR(got, want, 1e-4);
+        }
+        out = NULL; /* the same compiled function, cleanly */
+        n = 1;
+        CHECK_OK(wf_fn_call(cf, args, 2, &out, &n));
+        got = 0;
+        if (out)
+            CHECK_OK(wf_array_item(out, &got));
+        CHECK_NEAR(got, want, 1e-4);
+        wf_release(out);
+        if (nth > 0 && !fired)
+            break;
+    }
+    CHECK(failures > 0);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+    wf_release(xa);
+    wf_release(ya);
 }
 
 /* ---- concurrent: 4 threads evaluate while the fault hits one of them (or main) */
@@ -778,6 +853,7 @@ int main(void)
 {
     snprintf(g_st_path, sizeof g_st_path, "/tmp/weft_fault_%d.safetensors", (int)getpid());
     RUN_TEST(test_scenarios_under_faults);
+    RUN_TEST(test_failed_replay_keeps_the_trace);
     RUN_TEST(test_fault_while_others_evaluate);
     RUN_TEST(test_fork_under_faults);
     printf("  fault loop: %ld runs, %ld errors, %ld absorbed\n", g_totals.runs, g_totals.errors,
