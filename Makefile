@@ -109,7 +109,7 @@ test: deps py-venv
 faults: build-release build-asan
 	scripts/check-fallible.sh
 	WEFT_FAULTS_FULL=1 $(BUILD)/release/test_fault_injection
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 WEFT_FAULTS_FULL=1 \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 WEFT_FAULTS_FULL=1 WEFT_FAULTS_LEAK_EACH=1 \
 	  setarch $$(uname -m) -R $(BUILD)/asan/test_fault_injection
 
 # libFuzzer runs (docs/FAULTS.md). The seed corpus fuzz/corpus/<name> is read,
