@@ -13,6 +13,15 @@
 #   make demo       build and run the demo (or the examples)
 #   make distributed-example  data-parallel training with mpirun on 1, 2 and 4 processes
 #                   (loss curves checked against one process), then its step-time bench
+#   make faults     every injection point of tests/unit/test_fault_injection.c (release and
+#                   ASan; `make test` runs a sample) and scripts/check-fallible.sh
+#   make fuzz       the libFuzzer targets of fuzz/ (clang, ASan+UBSan, build/fuzz), each for
+#                   FUZZ_SECONDS (default 60), one at a time, niced; new corpus entries go to
+#                   build/fuzz/corpus-<target>, crashes to build/fuzz/crashes (`make test`
+#                   runs the same targets briefly with a plain mutator: fuzz/standalone.c)
+#   make coverage   gcov build in build/coverage, runs the C tests, prints line and branch
+#                   coverage of src/ per folder and public functions with unreached error
+#                   returns (scripts/coverage.sh; gcovr from Debian; not part of `make test`)
 #   make test-release | test-asan | test-tsan | bench | bench-programs | install | deps | clean
 #
 # CI=true (or any value but 0/false) adds -DWEFT_WERROR=ON.
@@ -36,7 +45,8 @@ cmake_flags_tsan    := -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=thread -DWEFT_BU
 CMAKE_BUILD := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build
 
 .PHONY: all deps py-venv py-test build-release build-asan build-tsan test test-release test-asan \
-        test-tsan demo distributed-example bench bench-programs install clean
+        test-tsan demo distributed-example bench bench-programs install clean faults fuzz \
+        coverage
 
 all: build-release
 
@@ -90,8 +100,45 @@ test: deps py-venv
 	else \
 	  echo "install check: FAILED"; failed=$$((failed + 1)); \
 	fi; \
+	if scripts/check-fallible.sh >/dev/null; then \
+	  passed=$$((passed + 1)); \
+	else \
+	  scripts/check-fallible.sh; failed=$$((failed + 1)); \
+	fi; \
 	echo "$$passed passed, $$failed failed"; \
 	[ $$failed -eq 0 ] && [ $$passed -gt 0 ]
+
+# The full fault-injection loop (docs/FAULTS.md): every N of every scenario.
+faults: build-release build-asan
+	scripts/check-fallible.sh
+	WEFT_FAULTS_FULL=1 $(BUILD)/release/test_fault_injection
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 WEFT_FAULTS_FULL=1 WEFT_FAULTS_LEAK_EACH=1 \
+	  setarch $$(uname -m) -R $(BUILD)/asan/test_fault_injection
+
+# libFuzzer runs (docs/FAULTS.md). The seed corpus fuzz/corpus/<name> is read,
+# never written: what the fuzzer learns goes to build/fuzz/corpus-<name>.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang-14
+fuzz:
+	@scripts/install-deps.sh --fuzz
+	cmake -S . -B $(BUILD)/fuzz -DCMAKE_C_COMPILER=$(FUZZ_CC) -DCMAKE_BUILD_TYPE=Debug \
+	  -DWEFT_SANITIZE=fuzz $(CMAKE_ARGS) >/dev/null
+	$(CMAKE_BUILD) $(BUILD)/fuzz -j $(JOBS)
+	@mkdir -p $(BUILD)/fuzz/crashes; status=0; \
+	for src in fuzz/fuzz_*.c; do \
+	  name=$$(basename $$src .c); corpus=$${name#fuzz_}; \
+	  mkdir -p $(BUILD)/fuzz/corpus-$$corpus; \
+	  echo "== $$name ($(FUZZ_SECONDS) s)"; \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  nice -n 19 $(BUILD)/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) -timeout=30 \
+	    -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/crashes/$$name- \
+	    $(BUILD)/fuzz/corpus-$$corpus fuzz/corpus/$$corpus 2>&1 | \
+	    grep -E "^(stat::|==|INFO: Running|Done|#[0-9]+ +DONE)|ERROR|SUMMARY|crash-" ; \
+	  [ $${PIPESTATUS[0]} -eq 0 ] || status=1; \
+	done; exit $$status
+
+coverage: deps
+	JOBS=$(JOBS) CMAKE_ARGS="$(CMAKE_ARGS)" scripts/coverage.sh $(BUILD)/coverage
 
 # The demo program if there is one, else every example. py-venv installs the
 # pretrained model the demo's second part runs (it says so when it cannot).

@@ -7,6 +7,29 @@
 # root, through sudo when not root. Leaves every OPENBLAS_* setting alone.
 set -euo pipefail
 
+# --fuzz: clang and its runtimes (libFuzzer, ASan, UBSan) for `make fuzz`;
+# --coverage: gcovr (Debian's package) for `make coverage`. Neither is needed
+# by the normal build.
+case "${1:-}" in
+--fuzz | --coverage)
+    if [ "$1" = --fuzz ]; then
+        extra=(clang-14 libclang-rt-14-dev)
+        have() { command -v clang-14 >/dev/null 2>&1 &&
+            ls /usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; }
+    else
+        extra=(gcovr)
+        have() { command -v gcovr >/dev/null 2>&1; }
+    fi
+    have && exit 0
+    as_root=()
+    [ "$(id -u)" -eq 0 ] || as_root=(sudo)
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y --no-install-recommends "${extra[@]}"
+    exit 0
+    ;;
+esac
+
 packages=(cmake make gcc g++ pkg-config libopenblas-pthread-dev zlib1g-dev openmpi-bin libopenmpi-dev)
 
 missing=()

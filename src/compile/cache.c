@@ -32,6 +32,7 @@
 #include "core/error.h"
 #include "util/fork.h"
 #include "util/lock.h"
+#include "util/fault.h"
 
 enum entry_state { ENTRY_TRACING, ENTRY_READY, ENTRY_FAILED };
 
@@ -169,7 +170,7 @@ static uint64_t key_hash(uint64_t fn_id, const void *key, size_t n)
 
 static wf_cache_entry *entry_new(const void *key, size_t key_bytes, uint64_t hash)
 {
-    wf_cache_entry *e = calloc(1, sizeof *e + key_bytes);
+    wf_cache_entry *e = wf__calloc(1, sizeof *e + key_bytes);
     if (!e)
         return NULL;
     atomic_init(&e->refcount, 1);
@@ -221,7 +222,7 @@ static struct fn_record *fn_record_get(uint64_t fn_id, bool create)
     struct fn_record **slot = fn_slot(fn_id);
     if (*slot || !create)
         return *slot;
-    struct fn_record *r = calloc(1, sizeof *r);
+    struct fn_record *r = wf__calloc(1, sizeof *r);
     if (r) {
         r->fn_id = fn_id;
         *slot = r;
@@ -281,7 +282,7 @@ static void maybe_grow(void)
     if (map.count < map.nbuckets)
         return;
     size_t grown = map.nbuckets * 2;
-    wf_cache_entry **buckets = calloc(grown, sizeof *buckets);
+    wf_cache_entry **buckets = wf__calloc(grown, sizeof *buckets);
     if (!buckets)
         return;
     for (size_t i = 0; i < map.nbuckets; i++) {
@@ -385,7 +386,7 @@ static bool map_ready(void)
 {
     if (map.buckets)
         return true;
-    map.buckets = calloc(INITIAL_BUCKETS, sizeof *map.buckets);
+    map.buckets = wf__calloc(INITIAL_BUCKETS, sizeof *map.buckets);
     map.nbuckets = map.buckets ? INITIAL_BUCKETS : 0;
     return map.buckets != NULL;
 }
@@ -396,7 +397,7 @@ static void copy_previous_key(struct fn_record *r, void **out, size_t *out_bytes
 {
     if (!r || !r->first)
         return;
-    void *copy = malloc(r->first->key_bytes ? r->first->key_bytes : 1);
+    void *copy = wf__malloc(r->first->key_bytes ? r->first->key_bytes : 1);
     if (!copy)
         return;
     memcpy(copy, r->first->key, r->first->key_bytes);
@@ -529,7 +530,7 @@ bool wf__cache_publish(wf_cache_entry *e, void *trace, void (*trace_free)(void *
 void wf__cache_fail(wf_cache_entry *e, wf_status status, const char *message)
 {
     wf_cache_entry *map_reference = NULL;
-    char *message_copy = message ? strdup(message) : NULL;
+    char *message_copy = message ? wf__strdup(message) : NULL;
     count(&counts.failures, 1);
     wf__mutex_lock(&map.lock);
     wf__mutex_lock(&e->lock);
@@ -659,7 +660,7 @@ static void fork_child(void)
         if (e->state == ENTRY_TRACING) {
             e->state = ENTRY_FAILED;
             e->error = WF_ERR_KERNEL;
-            e->error_message = strdup(orphaned_trace_message);
+            e->error_message = wf__strdup(orphaned_trace_message);
             count(&counts.failures, 1);
             dropped_add(&dropped, unlist(e));
         }

@@ -35,6 +35,7 @@
 #include "transforms/transforms.h"
 #include "util/fork.h"
 #include "util/lock.h"
+#include "util/fault.h"
 
 /* ------------------------------------------------------------ process-wide settings */
 
@@ -198,7 +199,7 @@ static uint64_t *make_key(const wf_compiled *c, wf_compile_mode mode, wf_array *
     size_t n = KEY_HEADER;
     for (size_t i = 0; i < ninputs; i++)
         n += 2 + (c->shapeless ? 0 : (size_t)inputs[i]->ndim);
-    uint64_t *key = malloc(n * sizeof *key);
+    uint64_t *key = wf__malloc(n * sizeof *key);
     if (!key) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "compile: out of memory building a cache key");
         return NULL;
@@ -319,9 +320,9 @@ static wf_status build_tapes(wf_trace *t, wf_compiled *c, wf_compile_mode mode,
                              size_t noutputs)
 {
     size_t total = ninputs + (size_t)draws->ndraws;
-    wf_array **all = calloc(total + 1, sizeof *all);
-    const int64_t **shapes = calloc(total + 1, sizeof *shapes);
-    int *ndims = calloc(total + 1, sizeof *ndims);
+    wf_array **all = wf__calloc(total + 1, sizeof *all);
+    const int64_t **shapes = wf__calloc(total + 1, sizeof *shapes);
+    int *ndims = wf__calloc(total + 1, sizeof *ndims);
     wf_status status = WF_OK;
     if (!all || !shapes || !ndims)
         status = wf__error(WF_ERR_OUT_OF_MEMORY, "compile: out of memory recording a trace");
@@ -350,8 +351,8 @@ static wf_status build_tapes(wf_trace *t, wf_compiled *c, wf_compile_mode mode,
 static wf_status trace(wf_compiled *c, wf_compile_mode mode, wf_array *const *inputs,
                        size_t ninputs, wf_trace **out)
 {
-    wf_trace *t = calloc(1, sizeof *t);
-    wf_array **placeholders = calloc(ninputs + 1, sizeof *placeholders);
+    wf_trace *t = wf__calloc(1, sizeof *t);
+    wf_array **placeholders = wf__calloc(ninputs + 1, sizeof *placeholders);
     wf_array *outputs[WF_FN_MAX_OUTPUTS];
     size_t noutputs = WF_FN_MAX_OUTPUTS;
     wf_random_draws draws = {0};
@@ -418,8 +419,8 @@ static wf_status check_inputs(wf_array *const *inputs, size_t ninputs)
 static wf_status gather_inputs(const wf_trace *t, wf_array *const *inputs, size_t ninputs,
                                bool traced, wf_array ***all)
 {
-    *all = calloc(ninputs + (size_t)t->ndraws + 1, sizeof **all);
-    wf_key *keys = malloc(((size_t)t->ndraws + 1) * sizeof *keys);
+    *all = wf__calloc(ninputs + (size_t)t->ndraws + 1, sizeof **all);
+    wf_key *keys = wf__malloc(((size_t)t->ndraws + 1) * sizeof *keys);
     if (!*all || !keys) {
         free(*all);
         free(keys);
@@ -579,7 +580,7 @@ static wf_status call_with_state(wf_compiled *c, wf_array *const *inputs, size_t
                                  wf_array **outputs, size_t *noutputs)
 {
     size_t total = ninputs + c->nstate;
-    wf_array **all = calloc(total, sizeof *all);
+    wf_array **all = wf__calloc(total, sizeof *all);
     if (!all)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "compiled call: out of memory");
     memcpy(all, inputs, ninputs * sizeof *all);
@@ -675,7 +676,7 @@ wf_fn *wf_compile(wf_fn *fn, const wf_compile_options *options)
                   o.retrace_warning);
         return NULL;
     }
-    wf_compiled *c = calloc(1, sizeof *c);
+    wf_compiled *c = wf__calloc(1, sizeof *c);
     if (!c) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "wf_compile: out of memory");
         return NULL;
@@ -684,7 +685,7 @@ wf_fn *wf_compile(wf_fn *fn, const wf_compile_options *options)
     c->fn = wf_fn_retain(fn);
     c->shapeless = o.shapeless;
     c->retrace_warning = o.retrace_warning;
-    c->state = o.nstate ? calloc(o.nstate, sizeof *c->state) : NULL;
+    c->state = o.nstate ? wf__calloc(o.nstate, sizeof *c->state) : NULL;
     if (o.nstate && !c->state) {
         wf_fn_release(c->fn);
         free(c);

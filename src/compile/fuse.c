@@ -25,6 +25,7 @@
 #include "prim/prims.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
+#include "util/fault.h"
 
 enum { MAX_GROUP_INSTR = 64 };
 
@@ -323,7 +324,7 @@ static wf_status count_uses(struct fuser *f)
                 f->uses[t->nodes[i].inputs[k].index]++;
                 total++;
             }
-    f->users = malloc(((size_t)total + 1) * sizeof(int));
+    f->users = wf__malloc(((size_t)total + 1) * sizeof(int));
     if (!f->users)
         return out_of_memory();
     for (int i = 0; i < n; i++)
@@ -394,7 +395,7 @@ static wf_status find_groups(struct fuser *f, struct fused_group **groups,
                 f->group[f->members[m]] = -2; /* left as is; may root a group later */
             continue;
         }
-        struct fused_group *fg = malloc(sizeof *fg);
+        struct fused_group *fg = wf__malloc(sizeof *fg);
         if (!fg) {
             wf__fused_program_release(b.program);
             return out_of_memory();
@@ -424,8 +425,8 @@ static int emit_group(const wf_tape_node *root, struct fused_group *fg, wf_tape_
                       int at, wf_tape_ref *remap)
 {
     int noutputs = fg->program->noutputs;
-    wf_fused_params *params = malloc(sizeof *params);
-    wf_tape_ref *inputs = malloc((size_t)(fg->nleaves ? fg->nleaves : 1) * sizeof *inputs);
+    wf_fused_params *params = wf__malloc(sizeof *params);
+    wf_tape_ref *inputs = wf__malloc((size_t)(fg->nleaves ? fg->nleaves : 1) * sizeof *inputs);
     if (!params || !inputs) {
         free(params);
         free(inputs);
@@ -445,8 +446,8 @@ static int emit_group(const wf_tape_node *root, struct fused_group *fg, wf_tape_
         return 1;
     }
     for (int k = 0; k < noutputs; k++) {
-        wf_sibling_params *sp = calloc(1, sizeof *sp);
-        wf_tape_ref *primary = malloc(sizeof *primary);
+        wf_sibling_params *sp = wf__calloc(1, sizeof *sp);
+        wf_tape_ref *primary = wf__malloc(sizeof *primary);
         if (!sp || !primary) {
             free(sp);
             free(primary);
@@ -506,18 +507,18 @@ wf_status wf__tape_fuse(wf_tape *t, const int64_t *const *input_shapes, const in
     *fused_nodes = 0;
     int n = t->nnodes;
     struct fuser f = {.t = t};
-    f.uses = calloc((size_t)n + 1, sizeof(int));
-    f.user_start = calloc((size_t)n + 2, sizeof(int));
-    f.early_uses = calloc((size_t)n + 1, sizeof(int));
-    f.group = malloc(((size_t)n + 1) * sizeof(int));
-    f.group_uses = calloc((size_t)n + 1, sizeof(int));
-    f.group_of_count = malloc(((size_t)n + 1) * sizeof(int));
-    f.members = malloc(((size_t)n + 1) * sizeof(int));
-    struct fused_group **groups = calloc((size_t)n + 1, sizeof *groups);
+    f.uses = wf__calloc((size_t)n + 1, sizeof(int));
+    f.user_start = wf__calloc((size_t)n + 2, sizeof(int));
+    f.early_uses = wf__calloc((size_t)n + 1, sizeof(int));
+    f.group = wf__malloc(((size_t)n + 1) * sizeof(int));
+    f.group_uses = wf__calloc((size_t)n + 1, sizeof(int));
+    f.group_of_count = wf__malloc(((size_t)n + 1) * sizeof(int));
+    f.members = wf__malloc(((size_t)n + 1) * sizeof(int));
+    struct fused_group **groups = wf__calloc((size_t)n + 1, sizeof *groups);
     /* Each multi-output group replaces k >= 2 members by k + 1 nodes. */
-    wf_tape_node *rewritten = calloc(2 * (size_t)n + 1, sizeof *rewritten);
-    bool *made = calloc(2 * (size_t)n + 1, sizeof *made);
-    wf_tape_ref *remap = malloc(((size_t)n + 1) * sizeof *remap);
+    wf_tape_node *rewritten = wf__calloc(2 * (size_t)n + 1, sizeof *rewritten);
+    bool *made = wf__calloc(2 * (size_t)n + 1, sizeof *made);
+    wf_tape_ref *remap = wf__malloc(((size_t)n + 1) * sizeof *remap);
     wf_status status = WF_OK;
     int kept = 0;
     if (!f.uses || !f.user_start || !f.early_uses || !f.group || !f.group_uses ||

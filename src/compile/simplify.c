@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "prim/prims.h"
+#include "util/fault.h"
 
 static wf_status out_of_memory(void)
 {
@@ -131,10 +132,10 @@ static wf_tape_ref remap_ref(const struct remap *m, wf_tape_ref r)
 /* Drops nodes and constants no output reaches; renumbers what is left. */
 static wf_status drop_dead(wf_tape *t)
 {
-    char *live_node = calloc((size_t)t->nnodes + 1, 1);
-    char *live_const = calloc((size_t)t->nconsts + 1, 1);
-    int *node_index = malloc(((size_t)t->nnodes + 1) * sizeof *node_index);
-    int *const_index = malloc(((size_t)t->nconsts + 1) * sizeof *const_index);
+    char *live_node = wf__calloc((size_t)t->nnodes + 1, 1);
+    char *live_const = wf__calloc((size_t)t->nconsts + 1, 1);
+    int *node_index = wf__malloc(((size_t)t->nnodes + 1) * sizeof *node_index);
+    int *const_index = wf__malloc(((size_t)t->nconsts + 1) * sizeof *const_index);
     if (!live_node || !live_const || !node_index || !const_index) {
         free(live_node);
         free(live_const);
@@ -205,9 +206,9 @@ wf_status wf__tape_simplify(wf_tape *t)
     size_t nbuckets = 16;
     while (nbuckets < (size_t)t->nnodes * 2)
         nbuckets *= 2;
-    struct remap m = {malloc(((size_t)t->nconsts + 1) * sizeof(int)),
-                      malloc(((size_t)t->nnodes + 1) * sizeof(wf_tape_ref))};
-    int *buckets = malloc(nbuckets * sizeof *buckets); /* kept node index, -1 empty */
+    struct remap m = {wf__malloc(((size_t)t->nconsts + 1) * sizeof(int)),
+                      wf__malloc(((size_t)t->nnodes + 1) * sizeof(wf_tape_ref))};
+    int *buckets = wf__malloc(nbuckets * sizeof *buckets); /* kept node index, -1 empty */
     if (!m.consts || !m.nodes || !buckets) {
         free(m.consts);
         free(m.nodes);

@@ -20,6 +20,7 @@
 #include "prim/random.h"
 #include "prim/sibling.h"
 #include "util/ptr_map.h"
+#include "util/fault.h"
 
 /* ------------------------------------------------------------ params */
 
@@ -32,7 +33,7 @@ void *wf__tape_params_copy(const wf_prim_def *prim, const void *params)
 {
     if (!prim->params_size)
         return NULL;
-    void *copy = malloc(prim->params_size);
+    void *copy = wf__malloc(prim->params_size);
     if (!copy)
         return NULL;
     memcpy(copy, params, prim->params_size);
@@ -73,7 +74,7 @@ static wf_status node_copy(wf_tape_node *dst, const wf_tape_node *src)
 {
     *dst = *src;
     dst->params = NULL;
-    dst->inputs = malloc((size_t)(src->ninputs ? src->ninputs : 1) * sizeof *dst->inputs);
+    dst->inputs = wf__malloc((size_t)(src->ninputs ? src->ninputs : 1) * sizeof *dst->inputs);
     if (src->prim->params_size)
         dst->params = wf__tape_params_copy(src->prim, src->params);
     if (!dst->inputs || (src->prim->params_size && !dst->params)) {
@@ -90,9 +91,9 @@ static wf_status node_copy(wf_tape_node *dst, const wf_tape_node *src)
 wf_status wf__tape_copy(wf_tape *dst, const wf_tape *src)
 {
     *dst = (wf_tape){.ninputs = src->ninputs};
-    dst->consts = malloc((size_t)(src->nconsts + 1) * sizeof *dst->consts);
-    dst->nodes = calloc((size_t)src->nnodes + 1, sizeof *dst->nodes);
-    dst->outputs = malloc((size_t)(src->noutputs + 1) * sizeof *dst->outputs);
+    dst->consts = wf__malloc((size_t)(src->nconsts + 1) * sizeof *dst->consts);
+    dst->nodes = wf__calloc((size_t)src->nnodes + 1, sizeof *dst->nodes);
+    dst->outputs = wf__malloc((size_t)(src->noutputs + 1) * sizeof *dst->outputs);
     if (!dst->consts || !dst->nodes || !dst->outputs) {
         wf__tape_clear(dst);
         return out_of_memory();
@@ -187,7 +188,7 @@ static wf_status add_const(struct recorder *r, wf_array *a, wf_tape_ref *out)
     wf_tape *t = r->tape;
     if (t->nconsts == r->consts_capacity) {
         int grown = r->consts_capacity ? r->consts_capacity * 2 : 16;
-        wf_array **consts = realloc(t->consts, (size_t)grown * sizeof *consts);
+        wf_array **consts = wf__realloc(t->consts, (size_t)grown * sizeof *consts);
         if (!consts)
             return out_of_memory();
         t->consts = consts;
@@ -277,7 +278,7 @@ static wf_status add_node(struct recorder *r, wf_array *n, bool sources, wf_tape
     wf_tape *t = r->tape;
     if (t->nnodes == r->nodes_capacity) {
         int grown = r->nodes_capacity ? r->nodes_capacity * 2 : 32;
-        wf_tape_node *nodes = realloc(t->nodes, (size_t)grown * sizeof *nodes);
+        wf_tape_node *nodes = wf__realloc(t->nodes, (size_t)grown * sizeof *nodes);
         if (!nodes)
             return out_of_memory();
         t->nodes = nodes;
@@ -288,7 +289,7 @@ static wf_status add_node(struct recorder *r, wf_array *n, bool sources, wf_tape
                          .ndim = n->ndim};
     if (n->ndim)
         memcpy(tn->shape, n->shape, (size_t)n->ndim * sizeof *tn->shape);
-    tn->inputs = malloc((size_t)(n->ninputs ? n->ninputs : 1) * sizeof *tn->inputs);
+    tn->inputs = wf__malloc((size_t)(n->ninputs ? n->ninputs : 1) * sizeof *tn->inputs);
     tn->params = n->prim->params_size ? wf__tape_params_copy(n->prim, n->params) : NULL;
     if (!tn->inputs || (n->prim->params_size && !tn->params)) {
         free(tn->inputs);
@@ -313,7 +314,7 @@ static wf_status visit(struct recorder *r, wf_array *root)
         bool sources; /* reads_broadcast_sources, found when first expanded */
     };
     int capacity = 64, depth = 0;
-    struct frame *stack = malloc((size_t)capacity * sizeof *stack);
+    struct frame *stack = wf__malloc((size_t)capacity * sizeof *stack);
     if (!stack)
         return out_of_memory();
     stack[depth++] = (struct frame){root, 0, false};
@@ -342,7 +343,7 @@ static wf_status visit(struct recorder *r, wf_array *root)
             wf_array *in = recorded_input(f->node, f->next++, f->sources);
             if (depth == capacity) {
                 capacity *= 2;
-                struct frame *bigger = realloc(stack, (size_t)capacity * sizeof *stack);
+                struct frame *bigger = wf__realloc(stack, (size_t)capacity * sizeof *stack);
                 if (!bigger) {
                     status = out_of_memory();
                     break;
@@ -371,7 +372,7 @@ wf_status wf__tape_record(wf_tape *t, wf_array *const *placeholders, int nplaceh
         if (!wf__ptr_map_put(&r.refs, placeholders[i],
                              encode((wf_tape_ref){WF_TAPE_INPUT, i})))
             status = out_of_memory();
-    t->outputs = malloc((size_t)(noutputs ? noutputs : 1) * sizeof *t->outputs);
+    t->outputs = wf__malloc((size_t)(noutputs ? noutputs : 1) * sizeof *t->outputs);
     if (!t->outputs && status == WF_OK)
         status = out_of_memory();
     for (int i = 0; i < noutputs && status == WF_OK; i++) {
@@ -454,7 +455,7 @@ static bool broadcasts_operands(const wf_tape_node *tn)
 
 wf_status wf__tape_replay(const wf_tape *t, wf_array *const *inputs, wf_array **outputs)
 {
-    wf_array **values = calloc((size_t)t->nnodes + 1, sizeof *values);
+    wf_array **values = wf__calloc((size_t)t->nnodes + 1, sizeof *values);
     wf_array *args_local[16];
     if (!values)
         return out_of_memory();
@@ -463,7 +464,7 @@ wf_status wf__tape_replay(const wf_tape *t, wf_array *const *inputs, wf_array **
     wf_status status = WF_OK;
     for (int i = 0; i < t->nnodes && status == WF_OK; i++) {
         const wf_tape_node *tn = &t->nodes[i];
-        wf_array **args = tn->ninputs <= 16 ? args_local : malloc((size_t)tn->ninputs * sizeof *args);
+        wf_array **args = tn->ninputs <= 16 ? args_local : wf__malloc((size_t)tn->ninputs * sizeof *args);
         if (!args) {
             status = out_of_memory();
             break;

@@ -89,6 +89,7 @@
 #include "core/node_pool.h"
 #include "util/fork.h"
 #include "util/lock.h"
+#include "util/fault.h"
 
 #define MIN_CLASS ((size_t)64)
 #define SMALL_LIMIT ((size_t)256)
@@ -186,7 +187,7 @@ static void *system_alloc(size_t cap)
 {
     if (cap < HUGE_PAGE) {
         void *p = NULL;
-        if (posix_memalign(&p, DATA_ALIGN, cap) != 0)
+        if (wf__posix_memalign(&p, DATA_ALIGN, cap) != 0)
             return NULL;
         return p;
     }
@@ -194,7 +195,7 @@ static void *system_alloc(size_t cap)
     if (cap > SIZE_MAX - HUGE_PAGE)
         return NULL;
     size_t span = cap + HUGE_PAGE;
-    void *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *raw = wf__mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED)
         return NULL;
     uintptr_t start = (uintptr_t)raw;
@@ -331,7 +332,7 @@ static wf_buffer *init_buffer(block *b, size_t bytes)
 wf_buffer *wf__buffer_alloc(size_t bytes)
 {
     if (bytes == 0) {
-        block *b = malloc(sizeof *b);
+        block *b = wf__malloc(sizeof *b);
         if (!b) {
             wf__error(WF_ERR_OUT_OF_MEMORY, "out of memory: cannot allocate a buffer header");
             return NULL;
@@ -349,6 +350,13 @@ wf_buffer *wf__buffer_alloc(size_t bytes)
         return NULL;
     }
 
+    /* Every request is an injection point, served from the cache or not
+     * (util/fault.h): a warm cache would otherwise hide these failures. */
+    if (wf__fault_hit()) {
+        wf__error(WF_ERR_OUT_OF_MEMORY, "out of memory: cannot allocate %zu bytes (injected)",
+                  bytes);
+        return NULL;
+    }
     size_t cap = class_capacity(bytes);
     unsigned cls = class_index(cap);
     block *evicted = NULL;
@@ -379,7 +387,7 @@ wf_buffer *wf__buffer_alloc(size_t bytes)
 
     destroy_chain(evicted);
 
-    block *b = malloc(sizeof *b);
+    block *b = wf__malloc(sizeof *b);
     void *data = b ? system_alloc(cap) : NULL;
 
     wf__mutex_lock(&g_lock);
@@ -415,7 +423,7 @@ wf_buffer *wf__buffer_retain(wf_buffer *b)
 wf_buffer *wf__buffer_wrap_external(void *data, size_t bytes, void (*deleter)(void *, void *),
                                     void *owner_data, void *ctx)
 {
-    external_block *e = malloc(sizeof *e);
+    external_block *e = wf__malloc(sizeof *e);
     if (!e) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "out of memory: cannot allocate a buffer header");
         return NULL;

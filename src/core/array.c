@@ -28,6 +28,7 @@
 #include "core/node_pool.h"
 #include "core/scope.h"
 #include "core/stream_hooks.h"
+#include "util/fault.h"
 
 /* ------------------------------------------------------------ nodes */
 
@@ -54,7 +55,7 @@ static wf_array *node_alloc(wf_dtype dtype, const int64_t *shape, int ndim, int6
     size_t inputs_at = dims_bytes + align8(params_size);
     size_t results_at = inputs_at + (size_t)ninputs * sizeof(wf_array *);
     size_t extra_bytes = results_at + (size_t)nresults * sizeof(wf_array *);
-    char *extra = extra_bytes ? malloc(extra_bytes) : NULL;
+    char *extra = extra_bytes ? wf__malloc(extra_bytes) : NULL;
     if (extra_bytes && !extra) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "out of memory creating an array node");
         return NULL;
@@ -109,7 +110,7 @@ static void free_list_push(struct free_list *list, wf_array *n)
 {
     if (list->count == list->capacity) {
         size_t grown = list->capacity * 2;
-        wf_array **bigger = malloc(grown * sizeof *bigger);
+        wf_array **bigger = wf__malloc(grown * sizeof *bigger);
         if (!bigger) { /* out of memory: free this branch with a list of its own */
             free_graph_from(n);
             return;
@@ -256,11 +257,17 @@ static unsigned flags_from_inputs(wf_array *const *inputs, int ninputs)
 }
 
 /* The node owns what its params own from the start: every failure before
- * the node exists releases them here, and after that node_free does. */
+ * the node exists releases them here, and after that node_free does. The
+ * release runs on a copy: `params` may be the caller's own struct (a compiled
+ * tape's node, replayed), and a release clears the fields it drops (the
+ * fused program), which would leave the tape without them. */
 static wf_array *fail_before_node(const wf_prim_def *prim, const void *params)
 {
-    if (prim->params_release)
-        prim->params_release((void *)params);
+    if (prim->params_release) {
+        max_align_t copy[(prim->params_size + sizeof(max_align_t) - 1) / sizeof(max_align_t) + 1];
+        memcpy(copy, params, prim->params_size);
+        prim->params_release(copy);
+    }
     return NULL;
 }
 
@@ -273,7 +280,7 @@ static wf_status infer_outputs(const wf_prim_def *prim, const void *params,
     wf_desc local[LOCAL_DESCS];
     wf_desc *descs = ninputs ? local : NULL; /* no inputs: nothing to describe */
     if (ninputs > LOCAL_DESCS) {
-        descs = malloc((size_t)ninputs * sizeof *descs);
+        descs = wf__malloc((size_t)ninputs * sizeof *descs);
         if (!descs)
             return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", prim->name);
     }
@@ -311,7 +318,7 @@ wf_array *wf__node_new(const wf_prim_def *prim, const void *params, wf_array *co
             return fail_before_node(prim, params);
     const int noutputs = wf__prim_noutputs(prim);
     wf_out_desc one, *outputs = &one;
-    if (noutputs > 1 && !(outputs = malloc((size_t)noutputs * sizeof *outputs))) {
+    if (noutputs > 1 && !(outputs = wf__malloc((size_t)noutputs * sizeof *outputs))) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", prim->name);
         return fail_before_node(prim, params);
     }

@@ -49,6 +49,7 @@
 
 #include "util/fork.h"
 #include "util/lock.h"
+#include "util/fault.h"
 
 enum {
     POOL_CHUNK = 256, /* nodes per chunk */
@@ -135,7 +136,7 @@ static void spare_put(wf_array *batch)
 /* A new chunk cut into batches: returns one, the others go to the spare list. */
 static wf_array *chunk_new(void)
 {
-    struct pool_chunk *chunk = calloc(1, sizeof *chunk);
+    struct pool_chunk *chunk = wf__calloc(1, sizeof *chunk);
     if (!chunk)
         return NULL;
     wf_array *batches = NULL;
@@ -253,6 +254,8 @@ static wf_array *refill_ready(struct pool_shard *p)
 
 wf_array *wf__node_pool_take(uint64_t *id)
 {
+    if (wf__fault_hit()) /* an injection point even when a node is ready (util/fault.h) */
+        return NULL;
     struct pool_shard *p = this_threads_shard();
     wf__mutex_lock(&p->lock);
     wf_array *surplus = p->ready ? NULL : refill_ready(p);
@@ -319,7 +322,7 @@ static void fail_in_flight(wf_array *n)
         return;
     free(n->error_message);
     n->error = WF_ERR_KERNEL;
-    n->error_message = strdup(in_flight_message);
+    n->error_message = wf__strdup(in_flight_message);
     atomic_store_explicit(&n->state, WF_NODE_FAILED, memory_order_release);
 }
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "util/fault.h"
 
 struct owned {
     wf_array *array; /* NULL: empty slot */
@@ -70,7 +71,7 @@ static size_t slot_find(const struct scope_frame *f, const wf_array *a)
 static wf_status frame_grow(struct scope_frame *f)
 {
     size_t capacity = f->capacity ? f->capacity * 2 : 16;
-    struct owned *slots = calloc(capacity, sizeof *slots);
+    struct owned *slots = wf__calloc(capacity, sizeof *slots);
     if (!slots)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "out of memory recording an array in a scope");
     struct scope_frame grown = {.slots = slots, .capacity = capacity, .used = f->used};
@@ -159,7 +160,7 @@ static struct scope_stack *stack_get(bool create)
     if (thread_scopes || !create)
         return thread_scopes;
     pthread_once(&scope_key_once, make_key);
-    struct scope_stack *stack = calloc(1, sizeof *stack);
+    struct scope_stack *stack = wf__calloc(1, sizeof *stack);
     if (!stack)
         return NULL;
     pthread_setspecific(scope_key, stack);
@@ -210,7 +211,7 @@ wf_status wf_scope_begin(void)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_scope_begin: out of memory");
     if (stack->depth == stack->capacity) {
         int grown = stack->capacity ? stack->capacity * 2 : 4;
-        struct scope_frame *frames = realloc(stack->frames, (size_t)grown * sizeof *frames);
+        struct scope_frame *frames = wf__realloc(stack->frames, (size_t)grown * sizeof *frames);
         if (!frames)
             return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_scope_begin: out of memory");
         stack->frames = frames;

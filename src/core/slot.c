@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "util/fork.h"
 #include "util/lock.h"
+#include "util/fault.h"
 
 enum { SLOT_CHUNK = 64, SLOT_QUARANTINE = 256 };
 
@@ -91,7 +92,7 @@ static wf_slot *pool_take(void)
     wf__mutex_unlock(&pool.lock);
     if (s)
         return s;
-    struct slot_chunk *chunk = calloc(1, sizeof *chunk);
+    struct slot_chunk *chunk = wf__calloc(1, sizeof *chunk);
     if (chunk) {
         for (int i = 0; i < SLOT_CHUNK; i++)
             wf__mutex_init(&chunk->slots[i].lock, WF_LOCK_LEAF);

@@ -1,7 +1,10 @@
-/* wf_nn_params: a flat list of named arrays (public weft.h API only). */
+/* wf_nn_params: a flat list of named arrays (weft.h API, plus the internal
+ * decref for the list's own references: see drop_held). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
+#include "util/fault.h"
 #include "weft.h"
 #include "weft_nn.h"
 
@@ -15,11 +18,16 @@ struct wf_nn_params {
 
 wf_nn_params *wf_nn_params_new(void)
 {
-    wf_nn_params *p = calloc(1, sizeof *p);
+    wf_nn_params *p = wf__calloc(1, sizeof *p);
     if (!p)
         wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_params_new: out of memory");
     return p;
 }
+
+/* Drops a reference the list took with wf_retain_unscoped. Not wf_release:
+ * while a caller's scope that also holds the array is open, wf_release
+ * takes the scope's reference instead, and the list's would leak. */
+static void drop_held(wf_array *held) { wf__array_decref(held); }
 
 void wf_nn_params_release(wf_nn_params *p)
 {
@@ -27,7 +35,7 @@ void wf_nn_params_release(wf_nn_params *p)
         return;
     for (size_t i = 0; i < p->count; i++) {
         free(p->names[i]);
-        wf_release(p->arrays[i]);
+        drop_held(p->arrays[i]);
     }
     free(p->names);
     free(p->arrays);
@@ -59,17 +67,17 @@ wf_status wf_nn_params_add(wf_nn_params *p, const char *name, wf_array *value)
                             name);
     if (p->count == p->capacity) {
         size_t grown = p->capacity ? p->capacity * 2 : 16;
-        char **names = realloc(p->names, grown * sizeof *names);
+        char **names = wf__realloc(p->names, grown * sizeof *names);
         if (names)
             p->names = names;
-        wf_array **arrays = realloc(p->arrays, grown * sizeof *arrays);
+        wf_array **arrays = wf__realloc(p->arrays, grown * sizeof *arrays);
         if (arrays)
             p->arrays = arrays;
         if (!names || !arrays)
             return wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_params_add: out of memory");
         p->capacity = grown;
     }
-    char *copy = malloc(len + 1);
+    char *copy = wf__malloc(len + 1);
     if (!copy)
         return wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_params_add: out of memory");
     memcpy(copy, name, len + 1);
@@ -125,6 +133,6 @@ wf_status wf_nn_params_set(wf_nn_params *p, size_t i, wf_array *value)
     if (!held)
         return wf_last_error();
     p->arrays[i] = held;
-    wf_release(old);
+    drop_held(old);
     return WF_OK;
 }

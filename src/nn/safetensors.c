@@ -4,6 +4,7 @@
  * "__metadata__": {..}}, then the raw little-endian tensor bytes.
  */
 #include <ctype.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,8 @@
 
 #include "weft.h"
 #include "weft_nn.h"
+#include "nn/safetensors.h"
+#include "util/fault.h"
 
 static const struct {
     wf_dtype dtype;
@@ -57,7 +60,7 @@ static void append(struct text *t, const char *s, size_t n)
         size_t cap = t->cap ? t->cap : 256;
         while (cap < t->len + n + 1)
             cap *= 2;
-        char *data = realloc(t->data, cap);
+        char *data = wf__realloc(t->data, cap);
         if (!data) {
             t->failed = true;
             return;
@@ -228,16 +231,31 @@ static bool parse_string(struct parser *ps, char *out, size_t cap)
     return expect(ps, '"');
 }
 
+/* A decimal integer that fits a long long, read only within the header
+ * (not strtoll: the header is not NUL-terminated and may end the file). */
 static bool parse_int(struct parser *ps, long long *v)
 {
     skip_ws(ps);
-    char *stop;
-    *v = strtoll(ps->p, &stop, 10);
-    if (stop == ps->p || stop > ps->end) {
+    const char *p = ps->p;
+    bool negative = p < ps->end && *p == '-';
+    p += negative;
+    const char *digits = p;
+    unsigned long long magnitude = 0;
+    const unsigned long long limit = negative ? (unsigned long long)LLONG_MAX + 1 : LLONG_MAX;
+    for (; p < ps->end && *p >= '0' && *p <= '9'; p++) {
+        unsigned digit = (unsigned)(*p - '0');
+        if (magnitude > (limit - digit) / 10) {
+            ps->failed = true;
+            return false;
+        }
+        magnitude = magnitude * 10 + digit;
+    }
+    if (p == digits) {
         ps->failed = true;
         return false;
     }
-    ps->p = stop;
+    *v = negative ? (long long)(0 - magnitude) : (long long)magnitude;
+    ps->p = p;
     return true;
 }
 
@@ -368,7 +386,7 @@ static unsigned char *read_file(const char *path, size_t *size)
     for (;;) {
         if (len == cap) {
             cap = cap ? cap * 2 : 1 << 16;
-            unsigned char *grown = realloc(data, cap);
+            unsigned char *grown = wf__realloc(data, cap);
             if (!grown) {
                 free(data);
                 fclose(f);
@@ -420,7 +438,8 @@ static long long tensor_bytes(const struct entry *e, size_t limit)
 static wf_nn_params *build(const char *path, const unsigned char *data, size_t data_len,
                            struct entry *entries, int count)
 {
-    qsort(entries, (size_t)count, sizeof *entries, by_offset);
+    if (count > 1) /* entries is NULL for a header without tensors */
+        qsort(entries, (size_t)count, sizeof *entries, by_offset);
     wf_nn_params *params = wf_nn_params_new();
     if (!params)
         return NULL;
@@ -443,24 +462,14 @@ static wf_nn_params *build(const char *path, const unsigned char *data, size_t d
     return params;
 }
 
-wf_nn_params *wf_nn_load_safetensors(const char *path)
+wf_nn_params *wf__nn_safetensors_parse(const unsigned char *file, size_t size, const char *path)
 {
-    if (!path) {
-        wf_set_error(WF_ERR_NULL_ARGUMENT, "wf_nn_load_safetensors: path is NULL");
-        return NULL;
-    }
-    size_t size;
-    unsigned char *file = read_file(path, &size);
-    if (!file)
-        return NULL;
     uint64_t header_len = 0;
     for (int b = 0; size >= 8 && b < 8; b++)
         header_len |= (uint64_t)file[b] << (8 * b);
     wf_nn_params *result = NULL;
-    if (size < 8 || header_len > size - 8) {
-        free(file);
+    if (size < 8 || header_len > size - 8)
         return malformed(path, "the header length is larger than the file");
-    }
     struct parser ps = {(const char *)file + 8, (const char *)file + 8 + header_len, false, false};
     struct entry *entries = NULL;
     int count = 0, cap = 0;
@@ -475,9 +484,10 @@ wf_nn_params *wf_nn_load_safetensors(const char *path)
             }
             if (count == cap) {
                 cap = cap ? cap * 2 : 16;
-                struct entry *grown = realloc(entries, (size_t)cap * sizeof *entries);
+                struct entry *grown = wf__realloc(entries, (size_t)cap * sizeof *entries);
                 if (!grown) {
-                    ps.failed = true;
+                    wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_load_safetensors: out of memory");
+                    ps.failed = ps.reported = true;
                     break;
                 }
                 entries = grown;
@@ -498,6 +508,20 @@ wf_nn_params *wf_nn_load_safetensors(const char *path)
         result = build(path, file + 8 + header_len, size - 8 - header_len, entries, count);
     }
     free(entries);
+    return result;
+}
+
+wf_nn_params *wf_nn_load_safetensors(const char *path)
+{
+    if (!path) {
+        wf_set_error(WF_ERR_NULL_ARGUMENT, "wf_nn_load_safetensors: path is NULL");
+        return NULL;
+    }
+    size_t size;
+    unsigned char *file = read_file(path, &size);
+    if (!file)
+        return NULL;
+    wf_nn_params *result = wf__nn_safetensors_parse(file, size, path);
     free(file);
     return result;
 }

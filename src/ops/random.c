@@ -31,6 +31,7 @@
 #include "ops/ops.h"
 #include "prim/prims.h"
 #include "prim/random.h"
+#include "util/fault.h"
 
 /* ---------------------------------------------------------------- keys */
 
@@ -168,7 +169,7 @@ static void record_event(wf_random_draws *d, bool seed, wf_key key)
 {
     if (d->nevents == d->events_capacity) {
         int grown = d->events_capacity ? d->events_capacity * 2 : 8;
-        wf_random_event *events = realloc(d->events, (size_t)grown * sizeof *events);
+        wf_random_event *events = wf__realloc(d->events, (size_t)grown * sizeof *events);
         if (!events) {
             d->out_of_memory = true;
             return;
@@ -186,7 +187,7 @@ static wf_array *record_draw(wf_random_draws *d, wf_key key)
 {
     if (d->ndraws == d->draws_capacity) {
         int grown = d->draws_capacity ? d->draws_capacity * 2 : 8;
-        wf_array **placeholders = realloc(d->placeholders, (size_t)grown * sizeof *placeholders);
+        wf_array **placeholders = wf__realloc(d->placeholders, (size_t)grown * sizeof *placeholders);
         if (!placeholders) {
             d->out_of_memory = true;
             wf__error(WF_ERR_OUT_OF_MEMORY, "random: out of memory recording a draw");

@@ -11,6 +11,7 @@
 #include "ops/ops.h"
 #include "prim/prims.h"
 #include "prim/shape.h"
+#include "util/fault.h"
 
 wf_array *wf__same_value(wf_array *a) { return wf__op_reshape(a, a->shape, a->ndim); }
 
@@ -390,7 +391,7 @@ wf_array *wf__op_concatenate(wf_array *const *arrays, int count, int axis)
     wf_dtype dtype = arrays[0]->dtype;
     for (int i = 1; i < count; i++)
         dtype = wf_promote_types(dtype, arrays[i]->dtype);
-    wf_array **cast = malloc((size_t)count * sizeof *cast);
+    wf_array **cast = wf__malloc((size_t)count * sizeof *cast);
     if (!cast) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "wf_concatenate: out of memory");
         return NULL;
@@ -441,7 +442,7 @@ wf_array *wf__op_stack(wf_array *const *arrays, int count, int axis)
     int ax;
     if (wf__normalize_axis("wf_stack", axis, first->ndim + 1, &ax) != WF_OK)
         return NULL;
-    wf_array **expanded = malloc((size_t)count * sizeof *expanded);
+    wf_array **expanded = wf__malloc((size_t)count * sizeof *expanded);
     if (!expanded) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "wf_stack: out of memory");
         return NULL;
@@ -517,7 +518,7 @@ wf_status wf__op_split(wf_array *a, int sections, int axis, wf_array **out)
                          axis, (long long)dim, sections);
     for (int i = 0; i < sections; i++)
         out[i] = NULL;
-    int64_t *bounds = malloc(((size_t)sections + 1) * sizeof *bounds);
+    int64_t *bounds = wf__malloc(((size_t)sections + 1) * sizeof *bounds);
     if (!bounds)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_split: out of memory");
     for (int i = 0; i <= sections; i++)
@@ -544,7 +545,7 @@ wf_status wf__op_split_at(wf_array *a, const int64_t *indices, int count, int ax
         return wf_last_error();
     for (int i = 0; i <= count; i++)
         out[i] = NULL;
-    int64_t *bounds = malloc(((size_t)count + 2) * sizeof *bounds);
+    int64_t *bounds = wf__malloc(((size_t)count + 2) * sizeof *bounds);
     if (!bounds)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_split_at: out of memory");
     bounds[0] = 0;
@@ -670,7 +671,7 @@ wf_array *wf__op_repeat(wf_array *a, int64_t repeats, int axis)
      * elements; a gather with indices 0,..,0,1,..,1,... (int32, the size of
      * the result's axis) runs one tight loop instead. The indices are built
      * here, at construction, so only for a modest axis. */
-    int32_t *idx = malloc((size_t)shape[ax] * sizeof *idx);
+    int32_t *idx = wf__malloc((size_t)shape[ax] * sizeof *idx);
     if (!idx) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "wf_repeat: out of memory");
         return NULL;

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "prim/prims.h"
+#include "util/fault.h"
 
 static const char *const opcode_names[WF_FUSED_OPCODE_COUNT] = {
     [WF_FUSED_INPUT] = "input",       [WF_FUSED_CONST] = "const",
@@ -38,7 +39,7 @@ bool wf__fused_opcode_is_unary(int opcode)
 
 wf_fused_program *wf__fused_program_new(int ninstr)
 {
-    wf_fused_program *p = calloc(1, sizeof *p + (size_t)ninstr * sizeof(wf_fused_instr));
+    wf_fused_program *p = wf__calloc(1, sizeof *p + (size_t)ninstr * sizeof(wf_fused_instr));
     if (!p) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "fused: out of memory building a program");
         return NULL;

@@ -37,6 +37,7 @@
 #include "runtime/node_wait.h"
 #include "runtime/stream.h"
 #include "util/lock.h"
+#include "util/fault.h"
 
 static atomic_uint_fast64_t kernels_run;
 static atomic_uint_fast64_t cross_stream_waits;
@@ -70,7 +71,7 @@ static bool injected_failure(void)
 static wf_status run_kernel(wf_array *n)
 {
     wf__assert_no_locks_held("a kernel");
-    if (injected_failure())
+    if (injected_failure() || wf__fault_hit())
         return wf__error(WF_ERR_KERNEL, "%s: injected kernel failure", n->prim->name);
     int running = atomic_fetch_add(&kernels_running, 1) + 1;
     int seen = atomic_load(&kernels_running_max);
@@ -318,7 +319,7 @@ static wf_array *donate_input(wf_array *n)
 static void store_failure(wf_array *n, wf_status status, const char *message)
 {
     n->error = status;
-    n->error_message = strdup(message ? message : "");
+    n->error_message = wf__strdup(message ? message : "");
 }
 
 /* Waits until input `in` (at least SUBMITTED) is computed. One queued on a
@@ -429,7 +430,7 @@ static bool push_frame(struct walk *w, wf_array *n)
 {
     if (w->count == w->capacity) {
         size_t grown = w->capacity * 2;
-        struct frame *bigger = malloc(grown * sizeof *bigger);
+        struct frame *bigger = wf__malloc(grown * sizeof *bigger);
         if (!bigger)
             return false;
         memcpy(bigger, w->frames, w->count * sizeof *bigger);

@@ -30,6 +30,7 @@
 
 #include "util/fork.h"
 #include "util/lock.h"
+#include "util/fault.h"
 
 enum { MAX_POOL_THREADS = 256, CHUNKS_PER_THREAD = 4 };
 
@@ -280,7 +281,7 @@ static void start_threads(void)
         struct pool_worker *slot = &pool.workers[pool.size - 1];
         *slot = (struct pool_worker){.tid = 0};
         atomic_init(&slot->cpu, -1);
-        if (pthread_create(&t, NULL, pool_thread, slot) != 0)
+        if (wf__thread_create(&t, NULL, pool_thread, slot) != 0)
             break; /* fewer helpers: the callers do more of the work */
         pthread_detach(t);
         pool.size++;

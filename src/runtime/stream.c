@@ -31,6 +31,7 @@
 #include "runtime/start.h"
 #include "util/fork.h"
 #include "util/lock.h"
+#include "util/fault.h"
 
 struct wf_stream {
     atomic_int_fast64_t refcount;
@@ -234,7 +235,7 @@ void wf__stream_enqueue(wf_stream *s, wf_array *node)
  * it runs it (help_until), and the next kick tries again. */
 static void ensure_worker(wf_stream *s)
 {
-    if (!s->has_worker && pthread_create(&s->worker, NULL, worker_main, s) == 0)
+    if (!s->has_worker && wf__thread_create(&s->worker, NULL, worker_main, s) == 0)
         s->has_worker = true;
 }
 
@@ -318,7 +319,7 @@ void wf__stream_batch_close(wf_stream *s, wf_stream_batch *batch)
 static wf_stream *stream_create(void)
 {
     wf__runtime_start();
-    wf_stream *s = calloc(1, sizeof *s);
+    wf_stream *s = wf__calloc(1, sizeof *s);
     if (!s) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "wf_stream_new: out of memory");
         return NULL;
@@ -330,7 +331,7 @@ static wf_stream *stream_create(void)
     wf__mutex_init(&s->queue_lock, WF_LOCK_STREAM_QUEUE);
     pthread_cond_init(&s->work_ready, NULL);
     pthread_cond_init(&s->progress, NULL);
-    if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
+    if (wf__thread_create(&s->worker, NULL, worker_main, s) != 0) {
         stream_free_memory(s);
         wf__error(WF_ERR_OUT_OF_MEMORY, "wf_stream_new: cannot start a worker thread");
         return NULL;
@@ -473,7 +474,7 @@ wf_status wf_stream_push(wf_stream *s)
     struct push_stack *stack = thread_pushes;
     if (!stack) {
         pthread_once(&push_key_once, make_push_key);
-        stack = calloc(1, sizeof *stack);
+        stack = wf__calloc(1, sizeof *stack);
         if (!stack)
             return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_stream_push: out of memory");
         pthread_setspecific(push_key, stack);
@@ -481,7 +482,7 @@ wf_status wf_stream_push(wf_stream *s)
     }
     if (stack->count == stack->capacity) {
         int grown = stack->capacity ? stack->capacity * 2 : 4;
-        wf_stream **items = realloc(stack->items, (size_t)grown * sizeof *items);
+        wf_stream **items = wf__realloc(stack->items, (size_t)grown * sizeof *items);
         if (!items)
             return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_stream_push: out of memory");
         stack->items = items;

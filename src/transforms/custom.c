@@ -25,6 +25,7 @@
 #include "prim/prims.h"
 #include "transforms/rules.h"
 #include "transforms/transforms.h"
+#include "util/fault.h"
 
 typedef struct custom_rules {
     atomic_int refcount;
@@ -139,7 +140,7 @@ static wf_status custom_call(void *payload, wf_array *const *in, size_t n, wf_ar
     wf_status st = run_forward(r, in, n, outs, &nouts);
     if (st != WF_OK)
         return st;
-    wf_array **node_in = malloc((n + nouts + 1) * sizeof *node_in);
+    wf_array **node_in = wf__malloc((n + nouts + 1) * sizeof *node_in);
     if (!node_in)
         st = wf__error(WF_ERR_OUT_OF_MEMORY, "wf_custom_function: out of memory");
     else if (nouts > *noutputs)
@@ -189,7 +190,7 @@ static wf_fn *make_custom(const char *op, wf_fn *fn, wf_fn *vjp, wf_fn *jvp, wf_
         return NULL;
     }
     pthread_once(&kernels_once, register_kernels);
-    custom_rules *r = calloc(1, sizeof *r);
+    custom_rules *r = wf__calloc(1, sizeof *r);
     if (!r) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
         return NULL;

@@ -14,6 +14,7 @@
 #include "core/scope.h"
 #include "transforms/transforms.h"
 #include "util/lock.h"
+#include "util/fault.h"
 
 struct wf_fn {
     atomic_int_fast64_t refcount;
@@ -24,7 +25,7 @@ struct wf_fn {
 
 wf_fn *wf__fn_make(wf_fn_callback callback, void *payload, void (*payload_free)(void *payload))
 {
-    wf_fn *fn = malloc(sizeof *fn);
+    wf_fn *fn = wf__malloc(sizeof *fn);
     if (!fn) {
         if (payload_free)
             payload_free(payload);

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "transforms/transforms.h"
+#include "util/fault.h"
 
 typedef struct grad_payload {
     wf_fn *fn;
@@ -34,8 +35,8 @@ static wf_status grad_call(void *payload, wf_array *const *inputs, size_t ninput
             return wf__error(WF_ERR_INVALID_ARGUMENT,
                              "%s: argnum %d is out of range for a call with %zu inputs", op,
                              g->argnums[k], ninputs);
-    bool *traced = calloc(ninputs + 1, sizeof *traced);
-    wf_array **grads = calloc(ninputs + 1, sizeof *grads);
+    bool *traced = wf__calloc(ninputs + 1, sizeof *traced);
+    wf_array **grads = wf__calloc(ninputs + 1, sizeof *grads);
     wf_status st =
         traced && grads ? WF_OK : wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
     wf_array *values[WF_FN_MAX_OUTPUTS];
@@ -101,7 +102,7 @@ static wf_fn *make_grad(const char *op, wf_fn *fn, const int *argnums, size_t na
             }
         }
     }
-    grad_payload *g = malloc(sizeof *g + nargnums * sizeof(int));
+    grad_payload *g = wf__malloc(sizeof *g + nargnums * sizeof(int));
     if (!g) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
         return NULL;

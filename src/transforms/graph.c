@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "util/fault.h"
 
 static size_t slot_of(const wf_array *node, size_t nslots)
 {
@@ -47,7 +48,7 @@ static wf_status grow_slots(wf_graph *g)
     if (2 * (g->count + 1) <= g->nslots)
         return WF_OK;
     size_t n = g->nslots ? 2 * g->nslots : 64;
-    int *slots = calloc(n, sizeof *slots);
+    int *slots = wf__calloc(n, sizeof *slots);
     if (!slots)
         return out_of_memory();
     for (size_t i = 0; i < g->count; i++)
@@ -65,8 +66,8 @@ static wf_status add_entry(wf_graph *g, wf_array *node, int *index)
         return wf_last_error();
     if (g->count == g->capacity) {
         size_t n = g->capacity ? 2 * g->capacity : 64;
-        wf_graph_entry *e = realloc(g->entries, n * sizeof *e);
-        int *order = realloc(g->order, n * sizeof *order);
+        wf_graph_entry *e = wf__realloc(g->entries, n * sizeof *e);
+        int *order = wf__realloc(g->order, n * sizeof *order);
         if (e)
             g->entries = e;
         if (order)
@@ -102,7 +103,7 @@ static wf_status push(struct stack *s, int entry)
 {
     if (s->count == s->capacity) {
         size_t n = s->capacity ? 2 * s->capacity : 64;
-        struct frame *f = realloc(s->frames, n * sizeof *f);
+        struct frame *f = wf__realloc(s->frames, n * sizeof *f);
         if (!f)
             return out_of_memory();
         s->frames = f;

@@ -15,6 +15,7 @@
 #include "transforms/graph.h"
 #include "transforms/rules.h"
 #include "transforms/transforms.h"
+#include "util/fault.h"
 
 enum { MAX_RULE_INPUTS = 64 };
 
@@ -130,7 +131,7 @@ wf_status wf__jvp(const char *op, wf_fn *fn, wf_array *const *primals, size_t np
     wf_status st = check_tangents(op, primals, tangents, nprimals);
     if (st != WF_OK)
         return st;
-    wf_array **tracers = calloc(nprimals + 1, sizeof *tracers);
+    wf_array **tracers = wf__calloc(nprimals + 1, sizeof *tracers);
     if (!tracers)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
     wf_array *outs[WF_FN_MAX_OUTPUTS];

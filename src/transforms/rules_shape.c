@@ -13,6 +13,7 @@
 #include "prim/prims.h"
 #include "prim/shape.h"
 #include "transforms/rules.h"
+#include "util/fault.h"
 
 static wf_status too_big(const char *name)
 {
@@ -222,7 +223,7 @@ static wf_status vjp_concatenate(wf_array *node, wf_array *ct, const bool *wante
 static wf_status vmap_concatenate(wf_array *node, wf_array *const *in, const int *axes,
                                   int64_t batch, wf_array **out, int *out_axis)
 {
-    wf_array **xs = malloc((size_t)node->ninputs * sizeof *xs);
+    wf_array **xs = wf__malloc((size_t)node->ninputs * sizeof *xs);
     if (!xs)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "vmap: out of memory");
     int i = 0;

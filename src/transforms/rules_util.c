@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "ops/ops.h"
 #include "transforms/rules.h"
+#include "util/fault.h"
 
 wf_array *wf__rule_scalar(const wf_array *like, double v) { return wf_scalar(v, like->dtype); }
 
@@ -162,7 +163,7 @@ wf_status wf__rule_jvp_linear(wf_array *node, wf_array *const *tangents, wf_arra
     wf_array *stack_in[8] = {NULL};
     wf_array **in = stack_in;
     if (node->ninputs > 8) {
-        in = malloc((size_t)node->ninputs * sizeof *in);
+        in = wf__malloc((size_t)node->ninputs * sizeof *in);
         if (!in)
             return wf__error(WF_ERR_OUT_OF_MEMORY, "jvp: out of memory");
     }

@@ -24,6 +24,7 @@
 #include "transforms/graph.h"
 #include "transforms/rules.h"
 #include "transforms/transforms.h"
+#include "util/fault.h"
 
 enum { MAX_RULE_INPUTS = 64 };
 
@@ -175,7 +176,7 @@ static wf_status export_results(wf_array *const *outs, size_t nouts, wf_array **
         return wf__error(WF_ERR_INVALID_ARGUMENT,
                          "the function returned %zu outputs, room was given for %zu", nouts,
                          *noutputs);
-    wf_array **list = malloc(2 * (want + nprimals + 1) * sizeof *list);
+    wf_array **list = wf__malloc(2 * (want + nprimals + 1) * sizeof *list);
     if (!list)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "vjp: out of memory");
     wf_array **result = list + want + nprimals + 1;
@@ -204,7 +205,7 @@ wf_status wf__vjp(const char *op, wf_fn *fn, wf_array *const *primals, size_t np
                   const bool *traced, wf_array *const *cotangents, size_t ncotangents,
                   wf_array **outputs, size_t *noutputs, wf_array **grads)
 {
-    wf_array **tracers = calloc(2 * nprimals + 1, sizeof *tracers);
+    wf_array **tracers = wf__calloc(2 * nprimals + 1, sizeof *tracers);
     if (!tracers)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
     wf_array **inputs = tracers + nprimals;

@@ -17,6 +17,7 @@
 #include "transforms/graph.h"
 #include "transforms/rules.h"
 #include "transforms/transforms.h"
+#include "util/fault.h"
 
 enum { MAX_RULE_INPUTS = 64 };
 
@@ -137,8 +138,8 @@ wf_status wf__vmap(const char *op, wf_fn *fn, wf_array *const *inputs, const int
                    size_t ninputs, const int *out_axes, size_t nout_axes, wf_array **outputs,
                    size_t *noutputs)
 {
-    wf_array **tracers = calloc(2 * ninputs + 1, sizeof *tracers);
-    int *axes = calloc(ninputs + 1, sizeof *axes);
+    wf_array **tracers = wf__calloc(2 * ninputs + 1, sizeof *tracers);
+    int *axes = wf__calloc(ninputs + 1, sizeof *axes);
     if (!tracers || !axes) {
         free(tracers);
         free(axes);
@@ -239,7 +240,7 @@ wf_fn *wf_vmap(wf_fn *fn, const int *in_axes, size_t nin, const int *out_axes, s
                   nin, nout);
         return NULL;
     }
-    vmap_payload *v = malloc(sizeof *v + (nin + nout) * sizeof(int));
+    vmap_payload *v = wf__malloc(sizeof *v + (nin + nout) * sizeof(int));
     if (!v) {
         wf__error(WF_ERR_OUT_OF_MEMORY, "wf_vmap: out of memory");
         return NULL;

@@ -1,4 +1,5 @@
 #include "util/ptr_map.h"
+#include "util/fault.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,7 +36,7 @@ bool wf__ptr_map_get(const wf_ptr_map *m, const void *key, int *value)
 static bool grow(wf_ptr_map *m)
 {
     size_t capacity = m->capacity ? m->capacity * 2 : 64;
-    wf_ptr_map bigger = {calloc(capacity, sizeof(void *)), malloc(capacity * sizeof(int)),
+    wf_ptr_map bigger = {wf__calloc(capacity, sizeof(void *)), wf__malloc(capacity * sizeof(int)),
                          capacity, 0};
     if (!bigger.keys || !bigger.values) {
         free(bigger.keys);

@@ -15,6 +15,11 @@
  *
  * WEFT_FUZZ_SEED and WEFT_FUZZ_STEPS override the seed and the step count;
  * WEFT_FUZZ_TRACE=1 prints every step (to find the step a crash happens at).
+ *
+ * fuzz/fuzz_api.c includes this file with WEFT_FUZZ_TARGET defined: there
+ * every decision is read from the fuzzer's input bytes instead of the
+ * generator (fuzz_program_from_bytes), so the input is a small program of
+ * weft calls, and a failed check aborts.
  */
 #include <limits.h>
 #include <signal.h>
@@ -73,8 +78,32 @@ static long g_ok, g_err, g_evals, g_eval_errs;
 
 /* ---------------------------------------------------------------- random */
 
+/* The fuzz target's input: two bytes per decision, spread over 64 bits
+ * (so wide draws get wide values); 0 once it runs out. */
+static const uint8_t *g_input;
+static size_t g_input_len, g_input_pos;
+
+static uint64_t input_draw(void)
+{
+    if (g_input_pos + 2 > g_input_len) {
+        g_input_pos = g_input_len;
+        return 0;
+    }
+    uint64_t z = (uint64_t)g_input[g_input_pos] | (uint64_t)g_input[g_input_pos + 1] << 8;
+    g_input_pos += 2;
+    z = (z + 0x9E3779B97F4A7C15ULL) * 0xBF58476D1CE4E5B9ULL; /* splitmix64's finalizer */
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+#ifdef WEFT_FUZZ_TARGET
+static bool input_exhausted(void) { return g_input && g_input_pos >= g_input_len; }
+#endif
+
 static uint64_t rnd(void)
 {
+    if (g_input)
+        return input_draw();
     uint64_t x = g_rng;
     x ^= x << 13;
     x ^= x >> 7;
@@ -165,6 +194,7 @@ static void set_op(const char *op)
     where_update();
 }
 
+#ifndef WEFT_FUZZ_TARGET
 static void crash_handler(int sig)
 {
     ssize_t unused = write(2, "\ncrashed at ", 12);
@@ -173,6 +203,7 @@ static void crash_handler(int sig)
     signal(sig, SIG_DFL);
     raise(sig);
 }
+#endif
 
 static bool where_fail(void)
 {
@@ -1321,6 +1352,160 @@ static void op_stream(void)
     }
 }
 
+/* ---- transforms and compile of small bodies */
+
+/* sum(x * x): a scalar, for grad */
+static wf_status body_square_sum(void *payload, wf_array *const *in, size_t nin, wf_array **out,
+                                 size_t *nout)
+{
+    (void)payload;
+    if (nin < 1 || *nout < 1)
+        return wf_set_error(WF_ERR_INVALID_ARGUMENT, "body_square_sum: no input or no room");
+    wf_array *sq = wf_multiply(in[0], in[0]);
+    out[0] = sq ? wf_sum(sq, NULL, 0, false) : NULL;
+    wf_release(sq);
+    *nout = out[0] ? 1 : 0;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+/* (tanh(x) * y, x + y): element-wise with broadcasting, two outputs */
+static wf_status body_two_outputs(void *payload, wf_array *const *in, size_t nin,
+                                  wf_array **out, size_t *nout)
+{
+    (void)payload;
+    if (nin < 2 || *nout < 2)
+        return wf_set_error(WF_ERR_INVALID_ARGUMENT, "body_two_outputs: needs two inputs, room for two");
+    wf_array *t = wf_tanh(in[0]);
+    wf_array *a = t ? wf_multiply(t, in[1]) : NULL;
+    wf_array *b = a ? wf_add(in[0], in[1]) : NULL;
+    wf_release(t);
+    if (!b) {
+        wf_release(a);
+        return wf_last_error();
+    }
+    out[0] = a;
+    out[1] = b;
+    *nout = 2;
+    return WF_OK;
+}
+
+/* matmul then softmax over the last axis */
+static wf_status body_matmul_softmax(void *payload, wf_array *const *in, size_t nin,
+                                     wf_array **out, size_t *nout)
+{
+    (void)payload;
+    if (nin < 2 || *nout < 1)
+        return wf_set_error(WF_ERR_INVALID_ARGUMENT,
+                            "body_matmul_softmax: needs two inputs and room for one");
+    wf_array *m = wf_matmul(in[0], in[1]);
+    out[0] = m ? wf_softmax(m, (const int[]){-1}, 1) : NULL;
+    wf_release(m);
+    *nout = out[0] ? 1 : 0;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static const wf_fn_callback k_bodies[] = {body_square_sum, body_two_outputs,
+                                          body_matmul_softmax};
+
+/* Keeps (or releases) the `n` new references a call returned. */
+static void take_all(wf_array **arrays, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        take(arrays[i]);
+}
+
+static void op_transform(void)
+{
+    wf_fn *f = wf_fn_new(k_bodies[rnd() % 3], NULL, NULL);
+    if (!FCHECK(f != NULL))
+        return;
+    wf_array *args[3];
+    size_t nargs = (size_t)rnd_range(0, 3);
+    for (size_t i = 0; i < nargs; i++)
+        args[i] = pick_compatible(i ? args[0] : NULL);
+    wf_array *outs[WF_FN_MAX_OUTPUTS], *more[WF_FN_MAX_OUTPUTS];
+    size_t nout = WF_FN_MAX_OUTPUTS;
+    wf_fn *t = NULL;
+    wf_status s;
+    switch (rnd() % 8) {
+    case 0: {
+        set_op("wf_grad");
+        int argnums[2] = {(int)rnd_range(-1, 2), (int)rnd_range(0, 2)};
+        t = wf_grad(f, one_in(4) ? NULL : argnums, (size_t)rnd_range(0, 2));
+        break;
+    }
+    case 1:
+        set_op("wf_value_and_grad");
+        t = wf_value_and_grad(f, NULL, 0);
+        break;
+    case 2: {
+        set_op("wf_vmap");
+        int in_axes[3] = {(int)rnd_range(-2, 2), one_in(3) ? WF_VMAP_NOT_MAPPED : 0, 0};
+        int out_axes[2] = {(int)rnd_range(-1, 1), 0};
+        t = one_in(3) ? wf_vmap(f, NULL, 0, NULL, 0)
+                      : wf_vmap(f, in_axes, nargs, out_axes, (size_t)rnd_range(1, 2));
+        break;
+    }
+    case 3: {
+        set_op("wf_compile");
+        wf_compile_options o = wf_compile_options_default();
+        o.shapeless = one_in(3);
+        t = wf_compile(f, &o);
+        break;
+    }
+    case 4: {
+        set_op("wf_compile(wf_grad)");
+        wf_fn *g = wf_grad(f, NULL, 0);
+        t = g ? wf_compile(g, NULL) : NULL;
+        wf_fn_release(g);
+        break;
+    }
+    case 5: {
+        set_op("wf_vjp");
+        wf_array *cot[2] = {pick(), pick()};
+        size_t ncot = (size_t)rnd_range(0, 2);
+        bool want_outputs = one_in(2);
+        s = wf_vjp(f, args, nargs, cot, ncot, want_outputs ? outs : NULL, more);
+        check_status(s);
+        if (s == WF_OK) {
+            take_all(outs, want_outputs ? ncot : 0);
+            take_all(more, nargs);
+        }
+        wf_fn_release(f);
+        return;
+    }
+    case 6: {
+        set_op("wf_jvp");
+        wf_array *tan[3] = {pick(), pick(), pick()};
+        s = wf_jvp(f, args, nargs, tan, outs, more, &nout);
+        check_status(s);
+        if (s == WF_OK) {
+            take_all(outs, nout);
+            take_all(more, nout);
+        }
+        wf_fn_release(f);
+        return;
+    }
+    default:
+        set_op("wf_checkpoint");
+        t = wf_checkpoint(f);
+        break;
+    }
+    wf_fn_release(f);
+    if (!t) {
+        expect_error();
+        return;
+    }
+    for (int call = (int)rnd_range(1, 2); call > 0; call--) { /* a compiled one replays */
+        nout = one_in(10) ? 0 : WF_FN_MAX_OUTPUTS;
+        s = wf_fn_call(t, args, nargs, outs, &nout);
+        check_status(s);
+        if (s == WF_OK)
+            take_all(outs, nout);
+    }
+    wf_fn_release(t);
+}
+
 static void fuzz_step(void);
 
 static void op_scope(void)
@@ -1366,7 +1551,7 @@ static void op_scope(void)
 static void fuzz_step(void)
 {
     wf_clear_error();
-    switch (rnd() % 32) {
+    switch (rnd() % 34) {
     case 0: case 1: op_creation(); break;
     case 2: case 3: op_random(); break;
     case 4: case 5: case 6: case 7: op_unary(); break;
@@ -1381,6 +1566,7 @@ static void fuzz_step(void)
     case 27: op_eval(); break;
     case 28: op_stream(); break;
     case 29: op_scope(); break;
+    case 30: case 31: op_transform(); break;
     default: /* evaluate a pool array (errors stored on it are checked) */
         set_op("eval pool");
         eval_check(pick_nonnull());
@@ -1390,40 +1576,32 @@ static void fuzz_step(void)
 
 /* ---------------------------------------------------------------- the test */
 
-static void test_fuzz_api(void)
-{
-    const char *env = getenv("WEFT_FUZZ_SEED");
-    g_seed = env ? strtoull(env, NULL, 0) : 0x5eedf00dULL;
-    env = getenv("WEFT_FUZZ_STEPS");
-    long steps = env ? strtol(env, NULL, 0) : DEFAULT_STEPS;
-    g_trace = getenv("WEFT_FUZZ_TRACE") != NULL;
-    g_rng = g_seed * 0x9E3779B97F4A7C15ULL + 1;
-    printf("    seed %llu, %ld steps\n", (unsigned long long)g_seed, steps);
-    fflush(stdout);
-    signal(SIGABRT, crash_handler); /* sanitizer reports end in abort() */
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-    signal(SIGSEGV, crash_handler);
-    signal(SIGFPE, crash_handler);
-    signal(SIGBUS, crash_handler);
-#endif
+/* Setup: a memory limit, two streams, a pool of `initial` arrays. */
+static wf_memory_stats g_stats0;
+static int64_t g_live0;
+static size_t g_streams0;
 
-    wf_memory_stats st0 = wf_memory_stats_default();
-    CHECK_OK(wf_memory_stats_get(&st0));
+static void program_setup(int initial)
+{
+    g_stats0 = wf_memory_stats_default();
+    CHECK_OK(wf_memory_stats_get(&g_stats0));
     CHECK_OK(wf_set_memory_limit((size_t)256 << 20));
-    int64_t live0 = live_arrays();
+    g_live0 = live_arrays();
     wf_stream_release(wf_default_stream()); /* created once, lives on */
-    size_t streams0 = wf_stream_count();
+    g_streams0 = wf_stream_count();
     for (int i = 0; i < NUM_STREAMS; i++)
         g_streams[i] = wf_stream_new();
-    while (g_pool_n < POOL_CAP / 2) {
+    while (g_pool_n < initial) {
         wf_array *a = make_array();
         if (CHECK_NOT_NULL(a))
             g_pool[g_pool_n++] = a;
     }
+}
 
-    for (g_step = 0; g_step < steps && !too_many_failures(); g_step++)
-        fuzz_step();
-
+/* Teardown: everything released, no stream, node or payload left behind,
+ * and weft still computes. */
+static void program_teardown(void)
+{
     set_op("teardown");
     while (g_push_depth > 0) {
         CHECK_OK(wf_stream_pop());
@@ -1441,15 +1619,13 @@ static void test_fuzz_api(void)
     CHECK_OK(wf_stream_synchronize(d));
     wf_stream_release(d);
     /* streams are freed by their workers once idle: wait a little */
-    for (int i = 0; i < 500 && wf_stream_count() > streams0; i++)
+    for (int i = 0; i < 500 && wf_stream_count() > g_streams0; i++)
         usleep(2000);
-    CHECK_EQ_SIZE(wf_stream_count(), streams0);
-    CHECK_EQ_INT(live_arrays(), live0);
+    CHECK_EQ_SIZE(wf_stream_count(), g_streams0);
+    CHECK_EQ_INT(live_arrays(), g_live0);
     CHECK_EQ_INT(atomic_load(&g_payloads_freed), atomic_load(&g_payloads_made));
-    CHECK_OK(wf_set_memory_limit(st0.limit_bytes));
+    CHECK_OK(wf_set_memory_limit(g_stats0.limit_bytes));
     wf_clear_error();
-    printf("    %ld results, %ld clean errors, %ld evals (%ld failed)\n", g_ok, g_err, g_evals,
-           g_eval_errs);
 
     /* still computes */
     float xs[3] = {1, 2, 3};
@@ -1463,7 +1639,48 @@ static void test_fuzz_api(void)
     wf_release(s);
     wf_release(y);
     wf_release(x);
-    CHECK_EQ_INT(live_arrays(), live0);
+    CHECK_EQ_INT(live_arrays(), g_live0);
+}
+
+#ifdef WEFT_FUZZ_TARGET
+/* Runs the program the bytes describe (at most max_steps steps); false if
+ * a check failed. */
+static bool fuzz_program_from_bytes(const uint8_t *data, size_t size, long max_steps)
+{
+    g_input = data;
+    g_input_len = size;
+    g_input_pos = 0;
+    g_trace = getenv("WEFT_FUZZ_TRACE") != NULL; /* prints each step */
+    program_setup(4);
+    for (g_step = 0; g_step < max_steps && !input_exhausted() && !too_many_failures(); g_step++)
+        fuzz_step();
+    g_input_pos = g_input_len; /* teardown's draws (none expected) read 0 */
+    program_teardown();
+    return atomic_load(&wf_test_state()->checks_failed) == 0;
+}
+#else
+static void test_fuzz_api(void)
+{
+    const char *env = getenv("WEFT_FUZZ_SEED");
+    g_seed = env ? strtoull(env, NULL, 0) : 0x5eedf00dULL;
+    env = getenv("WEFT_FUZZ_STEPS");
+    long steps = env ? strtol(env, NULL, 0) : DEFAULT_STEPS;
+    g_trace = getenv("WEFT_FUZZ_TRACE") != NULL;
+    g_rng = g_seed * 0x9E3779B97F4A7C15ULL + 1;
+    printf("    seed %llu, %ld steps\n", (unsigned long long)g_seed, steps);
+    fflush(stdout);
+    signal(SIGABRT, crash_handler); /* sanitizer reports end in abort() */
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    signal(SIGSEGV, crash_handler);
+    signal(SIGFPE, crash_handler);
+    signal(SIGBUS, crash_handler);
+#endif
+    program_setup(POOL_CAP / 2);
+    for (g_step = 0; g_step < steps && !too_many_failures(); g_step++)
+        fuzz_step();
+    program_teardown();
+    printf("    %ld results, %ld clean errors, %ld evals (%ld failed)\n", g_ok, g_err, g_evals,
+           g_eval_errs);
     if (atomic_load(&wf_test_state()->checks_failed))
         printf("    reproduce with WEFT_FUZZ_SEED=%llu (WEFT_FUZZ_TRACE=1 prints each step)\n",
                (unsigned long long)g_seed);
@@ -1474,3 +1691,4 @@ int main(void)
     RUN_TEST(test_fuzz_api);
     return TEST_SUMMARY();
 }
+#endif

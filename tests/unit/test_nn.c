@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "settle.h"
 #include "weft.h"
 #include "weft_nn.h"
 
@@ -377,6 +378,26 @@ static void test_adamw_step_matches_hand_computation(void)
     wf_release(lr);
 }
 
+/* Regression (issue 30, found by the fault loop): releasing or replacing a
+ * list entry while an open scope still held the same array took the
+ * scope's reference instead of the list's, and the array leaked. */
+static void test_params_released_inside_a_scope_that_holds_them(void)
+{
+    const int64_t base = live_arrays();
+    CHECK_OK(wf_scope_begin());
+    const float v[2] = {1, 2};
+    const int64_t shape[] = {2};
+    wf_array *a = wf_array_from_data(v, shape, 1, WF_DTYPE_F32);
+    wf_array *b = wf_array_from_data(v, shape, 1, WF_DTYPE_F32);
+    wf_nn_params *p = wf_nn_params_new();
+    CHECK_OK(wf_nn_params_add(p, "a", a));
+    CHECK_OK(wf_nn_params_add(p, "b", b));
+    CHECK_OK(wf_nn_params_set(p, 1, a)); /* replaces b while the scope holds b */
+    wf_nn_params_release(p);             /* drops a while the scope holds a */
+    CHECK_OK(wf_scope_end());
+    CHECK_EQ_INT(live_arrays(), base);
+}
+
 int main(void)
 {
     wf_scope_begin(); /* temporaries of the checks above */
@@ -388,6 +409,7 @@ int main(void)
     RUN_TEST(test_cross_entropy_against_reference);
     RUN_TEST(test_causal_attention);
     RUN_TEST(test_adamw_step_matches_hand_computation);
+    RUN_TEST(test_params_released_inside_a_scope_that_holds_them);
     wf_scope_end();
     return TEST_SUMMARY();
 }

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/vmath.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -167,7 +168,7 @@ __attribute__((target("avx512f"))) static void f32_to_bf16_avx512(int64_t n,
 static bool cpu_has_f16c(void)
 {
     return wf__vm_isa_active() >= WF_VM_ISA_AVX2 && __builtin_cpu_supports("avx") &&
-           __builtin_cpu_supports("f16c");
+           wf__cpu_has_f16c();
 }
 static bool cpu_has_avx2(void)
 {

@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "prim/linalg.h"
 #include "runtime/pool.h"
+#include "util/fault.h"
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -75,7 +76,7 @@ static void norm_row(const wf_cpu_rows *rows, int64_t n, const void *x, void *y,
 /* A 1-d operand converted to the compute type (malloc'd), or NULL. */
 static void *vector_in(const wf_array *v, wf_dtype cdt, bool *oom)
 {
-    void *buf = malloc((size_t)(v->size + 1) * wf_dtype_size(cdt));
+    void *buf = wf__malloc((size_t)(v->size + 1) * wf_dtype_size(cdt));
     if (buf == NULL) {
         *oom = true;
         return NULL;
@@ -197,7 +198,7 @@ static void rope_rows(void *vctx, int64_t begin, int64_t end)
     rope_ctx *c = vctx;
     const int64_t n = c->f;
     const size_t citem = wf_dtype_size(c->cdt), xitem = wf_dtype_size(c->xdt);
-    char *buf = malloc(2 * (size_t)n * citem);
+    char *buf = wf__malloc(2 * (size_t)n * citem);
     if (buf == NULL) {
         atomic_store(&c->failed, 1);
         return;
@@ -257,8 +258,8 @@ wf_status wf__cpu_rope(wf_array *out, wf_array *const *inputs, int ninputs, cons
     c.out = wf__array_data_ptr(out);
     atomic_init(&c.failed, 0);
     const size_t tab = (size_t)(c.seq * c.half + 1) * wf_dtype_size(c.cdt);
-    c.cos_tab = malloc(tab);
-    c.sin_tab = malloc(tab);
+    c.cos_tab = wf__malloc(tab);
+    c.sin_tab = wf__malloc(tab);
     if (c.cos_tab && c.sin_tab) {
         wf__parallel_for(c.seq, max64(1, 4096 / max64(1, c.half)), rope_table, &c);
         const int64_t rows = out->size / c.f;
@@ -439,7 +440,7 @@ static void sdpa_units(void *vctx, int64_t begin, int64_t end)
     sdpa_ctx *c = vctx;
     const size_t item = wf_dtype_size(c->cdt);
     const size_t n = (size_t)(2 * c->bq * c->bk + c->bq * c->dv + c->bk + 2 * c->bq + 8);
-    char *buf = malloc(n * item);
+    char *buf = wf__malloc(n * item);
     if (buf == NULL) {
         atomic_store(&c->failed, 1);
         return;

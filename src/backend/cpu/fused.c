@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "prim/fused.h"
 #include "runtime/pool.h"
+#include "util/fault.h"
 
 /* 512 floats (2 KB) a tile: a program's live tiles stay in L1 (1,024 was
  * 20-25% slower on the 8-op chain of 16M floats; 256 no faster). */
@@ -507,9 +508,9 @@ wf_status wf__cpu_fused(wf_array *out, wf_array *const *inputs, int ninputs, con
                               .stream_out = (uint64_t)out->size * sizeof(float) *
                                                 (uint64_t)p->noutputs >=
                                             STREAM_OUTPUT_BYTES};
-    struct fused_run *run = malloc(sizeof *run + (size_t)ninputs * sizeof(struct fused_input));
-    int *last_use = malloc(2 * (size_t)p->ninstr * sizeof *last_use);
-    plan.scratch = aligned_alloc(64, (size_t)nchunks * plan.area_bytes);
+    struct fused_run *run = wf__malloc(sizeof *run + (size_t)ninputs * sizeof(struct fused_input));
+    int *last_use = wf__malloc(2 * (size_t)p->ninstr * sizeof *last_use);
+    plan.scratch = wf__aligned_alloc(64, (size_t)nchunks * plan.area_bytes);
     if (!run || !last_use || !plan.scratch) {
         free(run);
         free(last_use);

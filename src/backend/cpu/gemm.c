@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_features.h"
 #include "core/error.h"
 #include "runtime/pool.h"
+#include "util/fault.h"
 
 /* K block: at most this many k per pass over C (it is part of every
  * result's bits, so it depends on K alone and never changes per CPU).
@@ -310,7 +312,7 @@ static bool scratch_reserve(wf_gemm_scratch *s, size_t bytes)
     if (s->bytes >= bytes)
         return true;
     bytes = (size_t)round_up((int64_t)bytes, 64);
-    void *p = aligned_alloc(64, bytes);
+    void *p = wf__aligned_alloc(64, bytes);
     if (p == NULL)
         return false;
     free(s->data);
@@ -344,7 +346,7 @@ bool wf__gemm_reads_half_b(int isa, wf_dtype half, int64_t m, int64_t rsb, int64
         return false;
 #if GEMM_HAVE_X86
     if (half == WF_DTYPE_F16 && isa == WF_GEMM_ISA_AVX2)
-        return __builtin_cpu_supports("f16c"); /* AVX-512F converts halves itself */
+        return wf__cpu_has_f16c(); /* AVX-512F converts halves itself */
 #endif
     return true;
 }
@@ -514,7 +516,8 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
     const int64_t belems = (in_place ? 1 : panels) * nr * kcb;
     if (!direct && !scratch_reserve(s, (size_t)(belems + mr * kcb) * es + 64))
         return WF_ERR_OUT_OF_MEMORY;
-    char *bpack = s->data, *apack = bpack + (size_t)belems * es;
+    /* The direct path reserves no scratch (s->data may be NULL: no offset). */
+    char *bpack = s->data, *apack = direct ? NULL : bpack + (size_t)belems * es;
     for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
         const int64_t kc = min64(kcb, g->k - k0);
         const wf_gemm_epilogue e = first_epilogue(g, k0);
@@ -557,7 +560,7 @@ static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_type_kernels *t
     if (!direct &&
         !scratch_reserve(s, (size_t)((panels * nr + mr) * kcb) * sizeof(uint16_t) + 64))
         return WF_ERR_OUT_OF_MEMORY;
-    uint16_t *bpack = s->data, *apack = bpack + panels * nr * kcb;
+    uint16_t *bpack = s->data, *apack = direct ? NULL : bpack + panels * nr * kcb;
     for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
         const int64_t kc = min64(kcb, g->k - k0), kc2 = round_up(kc, 2);
         const wf_gemm_epilogue e = first_epilogue(g, k0);

@@ -27,6 +27,7 @@
 #include "prim/prims.h"
 #include "prim/shape.h"
 #include "runtime/pool.h"
+#include "util/fault.h"
 
 /* ---------------------------------------------------------------- indices */
 
@@ -39,7 +40,7 @@ static wf_status load_indices(const char *op, const wf_array *indices, int axis,
     const int64_t n = indices->size;
     if (n == 0)
         return WF_OK;
-    int64_t *v = malloc((size_t)n * sizeof *v);
+    int64_t *v = wf__malloc((size_t)n * sizeof *v);
     if (!v)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory reading %lld indices", op,
                          (long long)n);
@@ -448,7 +449,7 @@ wf_status wf__cpu_scatter_add(wf_array *out, wf_array *const *inputs, int ninput
     void *upd_copy = NULL;
     const char *upd = wf__array_data_ptr(updates);
     if (!wf__is_row_contiguous(updates->shape, updates->strides, updates->ndim)) {
-        upd_copy = malloc((size_t)updates->size * item);
+        upd_copy = wf__malloc((size_t)updates->size * item);
         if (!upd_copy) {
             free(idx);
             return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_scatter_add: out of memory");
@@ -456,9 +457,9 @@ wf_status wf__cpu_scatter_add(wf_array *out, wf_array *const *inputs, int ninput
         wf__cpu_copy_to_contiguous(updates, upd_copy);
         upd = upd_copy;
     }
-    int64_t *order = malloc((size_t)n * sizeof *order);
-    int64_t *tmp = malloc((size_t)(n + 1) * sizeof *tmp);
-    int64_t *targets = malloc((size_t)n * sizeof *targets);
+    int64_t *order = wf__malloc((size_t)n * sizeof *order);
+    int64_t *tmp = wf__malloc((size_t)(n + 1) * sizeof *tmp);
+    int64_t *targets = wf__malloc((size_t)n * sizeof *targets);
     if (!order || !tmp || !targets) {
         free(order);
         free(tmp);

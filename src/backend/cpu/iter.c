@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtime/pool.h"
+#include "util/fault.h"
 
 /* Can dim d be merged into dim d + 1 (its inner neighbour) for every operand? */
 static bool mergeable(const wf_cpu_iter *it, int outer, int inner)
@@ -270,7 +271,7 @@ static void run_bands(void *arg, int64_t begin, int64_t end)
     for (int k = 0; k < it->nops; k++) {
         buf_k[k] = buffered(it, k) || (k == 0 && stream);
         if (buf_k[k]) { /* a tile of the operand; on the heap: tiles are large */
-            buf[k] = aligned_alloc(64, TILE2 * TILE2 * it->itemsize[k]);
+            buf[k] = wf__aligned_alloc(64, TILE2 * TILE2 * it->itemsize[k]);
             buf_k[k] = buf[k] != NULL;
         }
         inner[k] = buf_k[k] ? 1 : it->strides[k][last];

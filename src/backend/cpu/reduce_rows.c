@@ -21,6 +21,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "runtime/pool.h"
+#include "util/fault.h"
 
 /* Rows per group: about GROUP_BYTES of compute dtype, at least MIN_GROUP
  * (a cache line of float32 along the kept dim) when rows are gathered, as
@@ -150,9 +151,9 @@ static void run_tasks(void *arg, int64_t begin, int64_t end)
     const size_t raw_item = p->xi > p->yi ? p->xi : p->yi;
     char *mem = NULL;
     if (p->columns) { /* the column form's blocks; it does without them (past 16 MB) */
-        mem = block * sizeof(float) <= MAX_GATHER_BYTES ? malloc(block * sizeof(float)) : NULL;
+        mem = block * sizeof(float) <= MAX_GATHER_BYTES ? wf__malloc(block * sizeof(float)) : NULL;
     } else if (!p->x_direct || (p->rows->y != NULL && !p->y_direct)) {
-        mem = malloc(block * (2 * p->ai + raw_item) + 64);
+        mem = wf__malloc(block * (2 * p->ai + raw_item) + 64);
         if (mem == NULL) {
             atomic_store(&p->failed, 1);
             return;
@@ -196,7 +197,7 @@ wf_status wf__cpu_rows_run(const wf_cpu_rows *rows)
 {
     const wf_array *x = rows->x;
     static char no_operand; /* where absent operands point (item size 0) */
-    rows_plan *p = calloc(1, sizeof *p);
+    rows_plan *p = wf__calloc(1, sizeof *p);
     if (p == NULL)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "rows: out of memory");
     p->rows = rows;

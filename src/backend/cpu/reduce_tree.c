@@ -17,6 +17,7 @@
 #include "backend/cpu/reduce.h"
 #include "core/dtype.h"
 #include "runtime/pool.h"
+#include "util/fault.h"
 
 /* ================================================================ operators */
 
@@ -445,7 +446,7 @@ wf_cpu_scalar wf__cpu_row_reduce(const wf_cpu_row *r, int64_t n)
     }
     tree_ctx t = {r, n, (n + WF_CPU_LEAF - 1) / WF_CPU_LEAF, NULL};
     if (t.leaves >= PARALLEL_LEAVES && wf__pool_size() > 1)
-        t.vals = malloc((size_t)t.leaves * sizeof *t.vals); /* NULL: one leaf at a time */
+        t.vals = wf__malloc((size_t)t.leaves * sizeof *t.vals); /* NULL: one leaf at a time */
     if (t.vals != NULL)
         wf__parallel_for(t.leaves, LEAVES_PER_CHUNK, leaves_chunk, &t);
     const wf_cpu_scalar v = tree(&t, 0, t.leaves);

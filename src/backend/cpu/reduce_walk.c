@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "runtime/pool.h"
+#include "util/fault.h"
 
 /* ================================================================ walks */
 
@@ -448,7 +449,7 @@ wf_status wf__cpu_red_drive(const wf_cpu_red_job *j)
     plan_blocks(&p);
     plan_kept(&p, total);
     if (p.nblocks > 1) {
-        p.partials = malloc(p.acc_bytes * (size_t)(p.nblocks - 1));
+        p.partials = wf__malloc(p.acc_bytes * (size_t)(p.nblocks - 1));
         if (p.partials == NULL)
             return wf__error(WF_ERR_OUT_OF_MEMORY,
                              "reduction: out of memory for %lld partial results",

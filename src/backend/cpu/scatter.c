@@ -32,6 +32,7 @@
 #include "core/error.h"
 #include "prim/scatter.h"
 #include "runtime/pool.h"
+#include "util/fault.h"
 
 /* ---------------------------------------------------------------- positions */
 
@@ -46,7 +47,7 @@ static wf_status load_positions(const char *op, wf_array *const *inputs, int fir
     memset(offsets, 0, (size_t)n * sizeof *offsets);
     if (tuples)
         memset(tuples, 0, (size_t)n * sizeof *tuples);
-    int64_t *v = malloc((size_t)n * sizeof *v);
+    int64_t *v = wf__malloc((size_t)n * sizeof *v);
     if (!v)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory reading indices", op);
     for (int k = 0; k < naxes; k++) {
@@ -93,7 +94,7 @@ static wf_status slice_rows(const char *op, int ndim, const int64_t *sizes,
         r *= sizes[d];
     *rows = r;
     *run = ndim > 0 ? sizes[ndim - 1] : 1;
-    int64_t *offs = malloc((size_t)(r > 0 ? r : 1) * sizeof *offs);
+    int64_t *offs = wf__malloc((size_t)(r > 0 ? r : 1) * sizeof *offs);
     if (!offs)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
     int64_t coord[WF_MAX_NDIM] = {0}, off = 0;
@@ -164,7 +165,7 @@ wf_status wf__cpu_gather(wf_array *out, wf_array *const *inputs, int ninputs, co
     if (st != WF_OK || out->size == 0)
         return st;
     const int64_t n = p->naxes > 0 ? inputs[1]->size : 1;
-    int64_t *offsets = malloc((size_t)n * sizeof *offsets), *row_offsets = NULL;
+    int64_t *offsets = wf__malloc((size_t)n * sizeof *offsets), *row_offsets = NULL;
     if (!offsets)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_gather: out of memory");
     struct gather_job job = {.src = wf__array_data_ptr(a), .dst = wf__array_data_ptr(out),
@@ -394,7 +395,7 @@ static int64_t group_by_tuple(const int64_t *tuple, int64_t n, int64_t range, in
                               int64_t *groups)
 {
     if (range <= 2 * n + 4096) { /* counting sort: stable, linear */
-        int64_t *count = calloc((size_t)range + 1, sizeof *count);
+        int64_t *count = wf__calloc((size_t)range + 1, sizeof *count);
         if (!count)
             return -1;
         for (int64_t p = 0; p < n; p++)
@@ -405,7 +406,7 @@ static int64_t group_by_tuple(const int64_t *tuple, int64_t n, int64_t range, in
             order[count[tuple[p]]++] = p;
         free(count);
     } else {
-        int64_t *tmp = malloc((size_t)n * sizeof *tmp);
+        int64_t *tmp = wf__malloc((size_t)n * sizeof *tmp);
         if (!tmp)
             return -1;
         merge_sort_by_tuple(order, tmp, tuple, n);
@@ -447,10 +448,10 @@ wf_status wf__cpu_scatter(wf_array *out, wf_array *const *inputs, int ninputs,
     struct scatter_job job = {.out = wf__array_data_ptr(out),
                               .item = wf_dtype_size(a->dtype),
                               .combine = combine_loop(a->dtype, p->mode)};
-    int64_t *offsets = malloc((size_t)n * sizeof *offsets);
-    int64_t *tuples = malloc((size_t)n * sizeof *tuples);
-    int64_t *order = malloc((size_t)n * sizeof *order);
-    int64_t *groups = malloc((size_t)(n + 1) * sizeof *groups);
+    int64_t *offsets = wf__malloc((size_t)n * sizeof *offsets);
+    int64_t *tuples = wf__malloc((size_t)n * sizeof *tuples);
+    int64_t *order = wf__malloc((size_t)n * sizeof *order);
+    int64_t *groups = wf__malloc((size_t)(n + 1) * sizeof *groups);
     int64_t *row_offsets = NULL;
     void *upd_copy = NULL;
     if (!offsets || !tuples || !order || !groups)
@@ -462,7 +463,7 @@ wf_status wf__cpu_scatter(wf_array *out, wf_array *const *inputs, int ninputs,
         st = slice_rows(op, a->ndim, sizes, out_strides, &job.rows, &job.run, &row_offsets);
     job.upd = wf__array_data_ptr(updates);
     if (st == WF_OK && !wf__is_row_contiguous(updates->shape, updates->strides, updates->ndim)) {
-        upd_copy = malloc((size_t)updates->size * job.item);
+        upd_copy = wf__malloc((size_t)updates->size * job.item);
         if (!upd_copy)
             st = wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
         else

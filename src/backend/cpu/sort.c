@@ -31,6 +31,7 @@
 #include "core/error.h"
 #include "prim/sort.h"
 #include "runtime/pool.h"
+#include "util/fault.h"
 
 enum { INSERTION_MAX = 48 };
 
@@ -412,9 +413,9 @@ static bool msd_sort(void *v, void *tmp, int64_t n, wf_parallel_fn spread, wf_pa
     struct msd_job job = {.v = v, .tmp = tmp, .n = n};
     job.nchunks = wf__pool_size() < MSD_MAX_CHUNKS ? wf__pool_size() : MSD_MAX_CHUNKS;
     job.chunk = (n + job.nchunks - 1) / job.nchunks;
-    job.spread = calloc((size_t)job.nchunks, sizeof *job.spread);
-    job.counts = calloc((size_t)job.nchunks * MSD_BUCKETS, sizeof *job.counts);
-    job.bucket_start = malloc((MSD_BUCKETS + 1) * sizeof *job.bucket_start);
+    job.spread = wf__calloc((size_t)job.nchunks, sizeof *job.spread);
+    job.counts = wf__calloc((size_t)job.nchunks * MSD_BUCKETS, sizeof *job.counts);
+    job.bucket_start = wf__malloc((MSD_BUCKETS + 1) * sizeof *job.bucket_start);
     if (!job.spread || !job.counts || !job.bucket_start) {
         free(job.spread);
         free(job.counts);
@@ -584,7 +585,7 @@ static void sort_chunk(void *arg, int64_t begin, int64_t end)
 {
     struct sort_job *job = arg;
     const size_t bytes = (size_t)(job->n > 0 ? job->n : 1) * sizeof(key_pair);
-    void *buf = malloc(bytes), *tmp = malloc(bytes);
+    void *buf = wf__malloc(bytes), *tmp = wf__malloc(bytes);
     if (!buf || !tmp) {
         job->failed = true;
         free(buf);

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Summarizes a gcovr JSON report (scripts/coverage.sh).
+
+Prints line and branch coverage of src/ per folder and in total, then the
+public functions (declared in the given headers) whose error returns were
+not all reached: lines of the function's own body that set an error
+(wf__error / wf_set_error) or return a failure (return NULL / false /
+WF_ERR_* / wf_last_error() / an error status) and never ran. Errors raised
+in a helper the function calls are counted at the helper, not here.
+"""
+import json
+import os
+import re
+import sys
+from collections import defaultdict
+
+ERROR_LINE = re.compile(
+    r"wf__error\s*\(|wf_set_error\s*\(|return\s+(NULL|false|WF_ERR_\w+|wf_last_error\s*\(\s*\)|-1)\s*;"
+)
+
+
+def public_functions(headers):
+    names = set()
+    for h in headers:
+        text = open(h).read()
+        for m in re.finditer(r"\b(wf_[a-z0-9_]+)\s*\(", text):
+            names.add(m.group(1))
+    return names
+
+
+def function_spans(path, names):
+    """(name, first line, last line) of each public function defined in path."""
+    spans = []
+    lines = open(path).read().split("\n")
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^[A-Za-z_][\w\s*]*?\b(wf_[a-z0-9_]+)\s*\(", lines[i])
+        if m and m.group(1) in names and not lines[i].rstrip().endswith(";"):
+            start = i
+            while i < len(lines) and not lines[i].startswith("{"):
+                if lines[i].rstrip().endswith(";"):
+                    break
+                i += 1
+            if i < len(lines) and lines[i].startswith("{"):
+                j = i
+                while j < len(lines) and lines[j] != "}":
+                    j += 1
+                spans.append((m.group(1), start + 1, j + 1, lines))
+                i = j
+        i += 1
+    return spans
+
+
+def main():
+    report = json.load(open(sys.argv[1]))
+    names = public_functions(sys.argv[2:])
+    per_folder = defaultdict(lambda: [0, 0, 0, 0])  # lines hit, lines, branches hit, branches
+    unreached = []
+    for f in report["files"]:
+        path = f["file"]
+        if not path.startswith("src/"):
+            continue
+        parts = path.split("/")
+        folder = "/".join(parts[:3]) if len(parts) > 3 and parts[1] == "backend" else "/".join(parts[:2])
+        counts = {}
+        t = per_folder[folder]
+        for ln in f["lines"]:
+            if ln.get("gcovr/noncode"):
+                continue
+            counts[ln["line_number"]] = counts.get(ln["line_number"], 0) + ln["count"]
+            for b in ln.get("branches", []):
+                t[3] += 1
+                t[2] += b["count"] > 0
+        t[0] += sum(1 for c in counts.values() if c > 0)
+        t[1] += len(counts)
+        if os.path.exists(path):
+            for name, first, last, lines in function_spans(path, names):
+                missed = [n for n in range(first, last + 1)
+                          if ERROR_LINE.search(lines[n - 1]) and counts.get(n, 1) == 0]
+                total = [n for n in range(first, last + 1) if ERROR_LINE.search(lines[n - 1])]
+                if missed:
+                    unreached.append((name, path, len(missed), len(total), missed))
+    tot = [0, 0, 0, 0]
+    print("%-22s %16s %18s" % ("src folder", "lines", "branches"))
+    for folder in sorted(per_folder):
+        t = per_folder[folder]
+        for k in range(4):
+            tot[k] += t[k]
+        print("%-22s %6.1f%% %4d/%-5d %6.1f%% %5d/%-5d" % (
+            folder, 100.0 * t[0] / max(t[1], 1), t[0], t[1], 100.0 * t[2] / max(t[3], 1), t[2], t[3]))
+    print("%-22s %6.1f%% %4d/%-5d %6.1f%% %5d/%-5d" % (
+        "total", 100.0 * tot[0] / max(tot[1], 1), tot[0], tot[1], 100.0 * tot[2] / max(tot[3], 1),
+        tot[2], tot[3]))
+    print()
+    print("public functions with error returns no test reached (%d):" % len(unreached))
+    for name, path, missed, total, lines in sorted(unreached):
+        print("  %-36s %d of %d  %s:%s" % (name, missed, total, path, ",".join(map(str, lines[:6]))))
+
+
+if __name__ == "__main__":
+    main()
