@@ -25,6 +25,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "distributed/group.h"
+#include "util/fault.h"
 
 const char *wf__collective_name(int kind)
 {
@@ -125,7 +126,7 @@ static const size_t FRAME_PAYLOAD = FRAME_BYTES - sizeof(header);
 static wf_status agree(wf_group *g, const header *mine, const void *payload, size_t bytes,
                        unsigned char **frames)
 {
-    unsigned char *all = malloc((size_t)(g->size + 1) * FRAME_BYTES);
+    unsigned char *all = wf__malloc((size_t)(g->size + 1) * FRAME_BYTES);
     *frames = NULL;
     if (!all)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "distributed: out of memory");
@@ -278,7 +279,7 @@ struct plan {
 
 static bool plan_make(struct plan *p, int size)
 {
-    size_t *all = calloc(4 * (size_t)size, sizeof *all);
+    size_t *all = wf__calloc(4 * (size_t)size, sizeof *all);
     p->send_counts = all;
     p->send_displs = all ? all + size : NULL;
     p->recv_counts = all ? all + 2 * size : NULL;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "util/fault.h"
 
 static wf_group *world;
 static wf_status world_status;
@@ -27,7 +28,7 @@ static bool launched_by_mpi(void)
 
 static wf_group *group_new(const wf_comm_backend *backend, void *comm)
 {
-    wf_group *g = calloc(1, sizeof *g);
+    wf_group *g = wf__calloc(1, sizeof *g);
     wf_stream *stream = g ? wf_stream_new() : NULL;
     if (!stream) {
         free(g);

@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "distributed/backend.h"
+#include "util/fault.h"
 
 typedef void *mpi_handle; /* MPI_Comm, MPI_Datatype, MPI_Errhandler */
 
@@ -218,7 +219,7 @@ struct int_counts {
 static bool int_counts_init(struct int_counts *c, const size_t *counts, const size_t *displs,
                             int n)
 {
-    c->counts = n <= 64 ? c->storage : malloc(2 * (size_t)n * sizeof(int));
+    c->counts = n <= 64 ? c->storage : wf__malloc(2 * (size_t)n * sizeof(int));
     if (!c->counts)
         return false;
     c->displs = c->counts + n;

@@ -14,6 +14,7 @@
 
 #include "weft.h"
 #include "weft_nn.h"
+#include "util/fault.h"
 
 enum { MAX_CONFIG_BYTES = 1 << 20, MAX_JSON_DEPTH = 64, MAX_LAYERS = 1024 };
 
@@ -191,7 +192,7 @@ static char *read_text_file(const char *path, size_t *size)
         wf_set_error(WF_ERR_IO, "cannot open %s", path);
         return NULL;
     }
-    char *text = malloc(MAX_CONFIG_BYTES + 1);
+    char *text = wf__malloc(MAX_CONFIG_BYTES + 1);
     size_t n = text ? fread(text, 1, MAX_CONFIG_BYTES + 1, f) : 0;
     bool failed = ferror(f) || n > MAX_CONFIG_BYTES;
     fclose(f);
@@ -306,7 +307,7 @@ static wf_array *hold(wf_array *a, wf_dtype dtype)
     if (!cast)
         return NULL;
     size_t bytes = wf_array_nbytes(cast);
-    void *data = malloc(bytes ? bytes : 1);
+    void *data = wf__malloc(bytes ? bytes : 1);
     if (!data) {
         wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_bert_load: out of memory");
         return NULL;
@@ -409,7 +410,7 @@ static wf_status load_weights(wf_nn_bert *m, const wf_nn_params *p, const char *
 static char *join_path(const char *dir, const char *file)
 {
     size_t n = strlen(dir) + strlen(file) + 2;
-    char *out = malloc(n);
+    char *out = wf__malloc(n);
     if (out)
         snprintf(out, n, "%s/%s", dir, file);
     else
@@ -427,13 +428,13 @@ wf_nn_bert *wf_nn_bert_load(const char *model_dir, wf_dtype dtype)
         wf_set_error(WF_ERR_DTYPE, "wf_nn_bert_load: dtype must be float32, bfloat16 or float16");
         return NULL;
     }
-    wf_nn_bert *m = calloc(1, sizeof *m);
+    wf_nn_bert *m = wf__calloc(1, sizeof *m);
     char *config_path = join_path(model_dir, "config.json");
     char *weights_path = join_path(model_dir, "model.safetensors");
     wf_status st = m && config_path && weights_path ? WF_OK : WF_ERR_OUT_OF_MEMORY;
     if (st == WF_OK && (st = wf_nn_bert_config_load(config_path, &m->config)) == WF_OK) {
         m->dtype = dtype;
-        m->layers = calloc((size_t)m->config.num_layers, sizeof *m->layers);
+        m->layers = wf__calloc((size_t)m->config.num_layers, sizeof *m->layers);
         if (!m->layers)
             st = wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_bert_load: out of memory");
     }

@@ -19,6 +19,7 @@
 #include "nn/mapped.h"
 #include "weft.h"
 #include "weft_nn.h"
+#include "util/fault.h"
 
 /* Names longer than weft_nn's limit (255 bytes) could not be stored anyway. */
 enum { GGUF_DEFAULT_ALIGNMENT = 32, GGUF_MAX_NAME = 255 };
@@ -95,7 +96,7 @@ struct wf_nn_gguf_meta {
 
 wf_nn_gguf_meta *wf_nn_gguf_meta_new(void)
 {
-    wf_nn_gguf_meta *m = calloc(1, sizeof *m);
+    wf_nn_gguf_meta *m = wf__calloc(1, sizeof *m);
     if (!m)
         wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_gguf_meta_new: out of memory");
     return m;
@@ -161,7 +162,7 @@ static meta_entry *meta_append(wf_nn_gguf_meta *meta, const char *op, const char
         }
     if (meta->count == meta->cap) {
         const size_t cap = meta->cap ? meta->cap * 2 : 16;
-        meta_entry *e = realloc(meta->entries, cap * sizeof *e);
+        meta_entry *e = wf__realloc(meta->entries, cap * sizeof *e);
         if (!e) {
             wf_set_error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
             return NULL;
@@ -171,7 +172,7 @@ static meta_entry *meta_append(wf_nn_gguf_meta *meta, const char *op, const char
     }
     meta_entry *e = &meta->entries[meta->count];
     memset(e, 0, sizeof *e);
-    if (!(e->key = strdup(key))) {
+    if (!(e->key = wf__strdup(key))) {
         wf_set_error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
         return NULL;
     }
@@ -209,9 +210,9 @@ wf_status wf_nn_gguf_meta_add_strings(wf_nn_gguf_meta *meta, const char *key,
     if (!e)
         return wf_last_error();
     e->kind = as_list ? WF_GGUF_STRINGS : WF_GGUF_STRING;
-    e->strings = calloc(count ? count : 1, sizeof *e->strings);
+    e->strings = wf__calloc(count ? count : 1, sizeof *e->strings);
     for (size_t j = 0; e->strings && j < count; j++, e->nstrings++)
-        if (!(e->strings[j] = strdup(strings[j])))
+        if (!(e->strings[j] = wf__strdup(strings[j])))
             break;
     if (!e->strings || e->nstrings != count) {
         entry_free(e);
@@ -268,7 +269,7 @@ static char *read_string(cursor *c)
         c->why = "string with a NUL byte";
         return NULL;
     }
-    char *s = malloc((size_t)n + 1);
+    char *s = wf__malloc((size_t)n + 1);
     if (!s) {
         c->why = "out of memory";
         return NULL;
@@ -290,7 +291,7 @@ static void read_value(cursor *c, int gv, meta_entry *e)
     wf_dtype dtype;
     if (gv == GV_STRING) {
         e->kind = WF_GGUF_STRING;
-        e->strings = calloc(1, sizeof *e->strings);
+        e->strings = wf__calloc(1, sizeof *e->strings);
         if (!e->strings || !(e->strings[0] = read_string(c)))
             c->why = c->why ? c->why : "out of memory";
         else
@@ -308,7 +309,7 @@ static void read_value(cursor *c, int gv, meta_entry *e)
                 c->why = "string array longer than the file";
                 return;
             }
-            e->strings = calloc(n ? (size_t)n : 1, sizeof *e->strings);
+            e->strings = wf__calloc(n ? (size_t)n : 1, sizeof *e->strings);
             if (!e->strings) {
                 c->why = "out of memory";
                 return;
@@ -423,8 +424,8 @@ static wf_status add_quantized(wf_nn_params *params, const tensor_info *t, const
     const int64_t blocks = count / 32;
     const bool eight = t->type == GT_Q8_0;
     const size_t block = t->type == GT_Q4_0 ? 18 : t->type == GT_Q4_1 ? 20 : 34;
-    uint8_t *codes = malloc((size_t)(blocks * (eight ? 32 : 16)) + 1);
-    uint16_t *scales = malloc((size_t)blocks * 2 + 1), *biases = malloc((size_t)blocks * 2 + 1);
+    uint8_t *codes = wf__malloc((size_t)(blocks * (eight ? 32 : 16)) + 1);
+    uint16_t *scales = wf__malloc((size_t)blocks * 2 + 1), *biases = wf__malloc((size_t)blocks * 2 + 1);
     wf_status st = WF_OK;
     if (!codes || !scales || !biases) {
         st = wf_set_error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
@@ -600,7 +601,7 @@ wf_nn_params *wf_nn_load_gguf(const char *path, wf_nn_gguf_meta **metadata)
     uint64_t alignment = GGUF_DEFAULT_ALIGNMENT;
     if (meta)
         read_metadata(&c, nmeta, meta, &alignment);
-    tensor_info *infos = c.why ? NULL : calloc(ntensors ? (size_t)ntensors : 1, sizeof *infos);
+    tensor_info *infos = c.why ? NULL : wf__calloc(ntensors ? (size_t)ntensors : 1, sizeof *infos);
     if (!c.why && !infos)
         c.why = "out of memory";
     for (uint64_t i = 0; i < ntensors && !c.why; i++)

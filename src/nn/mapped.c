@@ -1,5 +1,6 @@
 /* Read-only file mappings shared by the arrays made over them (mapped.h). */
 #include "nn/mapped.h"
+#include "util/fault.h"
 
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -25,10 +26,10 @@ wf_nn_mapping *wf__nn_map(const char *op, const char *path)
         wf_set_error(WF_ERR_IO, "%s: cannot open '%s' (not a readable file)", op, path);
         return NULL;
     }
-    wf_nn_mapping *m = calloc(1, sizeof *m);
+    wf_nn_mapping *m = wf__calloc(1, sizeof *m);
     void *p = NULL;
     if (m && st.st_size > 0) {
-        p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        p = wf__mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
             free(m);
             m = NULL;

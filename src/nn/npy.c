@@ -24,6 +24,7 @@
 #include "nn/mapped.h"
 #include "weft.h"
 #include "weft_nn.h"
+#include "util/fault.h"
 
 /* ------------------------------------------------------------ dtypes */
 
@@ -192,7 +193,7 @@ static wf_array *npy_array(wf_nn_mapping *m, const uint8_t *data, const npy_head
         a = wf_zeros(shape, h->ndim, h->dtype);
     } else if (h->big_endian) {
         const size_t item = wf_dtype_size(h->dtype), part = h->dtype == WF_DTYPE_C64 ? 4 : item;
-        uint8_t *swapped = malloc(h->data_bytes);
+        uint8_t *swapped = wf__malloc(h->data_bytes);
         if (!swapped) {
             wf_set_error(WF_ERR_OUT_OF_MEMORY, "load: out of memory");
             return NULL;
@@ -275,7 +276,7 @@ static uint8_t *npy_image(const char *op, wf_array *a, size_t *size)
     char header[1024];
     const size_t hlen = npy_header_text(a, header, sizeof header);
     const size_t bytes = (size_t)wf_array_size(a) * wf_dtype_size(wf_array_dtype(a));
-    uint8_t *img = malloc(hlen + bytes);
+    uint8_t *img = wf__malloc(hlen + bytes);
     if (!img) {
         wf_set_error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
         return NULL;
@@ -372,7 +373,7 @@ static bool zip_members(const uint8_t *d, size_t size, zip_member **out, size_t 
     *why = "corrupt zip central directory";
     if (cd_off > size || cd_size > size - cd_off || n == 0xffff)
         return false;
-    zip_member *m = calloc(n ? n : 1, sizeof *m);
+    zip_member *m = wf__calloc(n ? n : 1, sizeof *m);
     if (!m) {
         *why = "out of memory";
         return false;
@@ -432,7 +433,7 @@ static const uint8_t *member_data(const uint8_t *d, size_t size, const zip_membe
         *why = "zip member larger than its compressed data can hold";
         return NULL;
     }
-    uint8_t *buf = malloc(e->usize ? e->usize : 1);
+    uint8_t *buf = wf__malloc(e->usize ? e->usize : 1);
     if (!buf) {
         *why = "out of memory";
         return NULL;
@@ -545,7 +546,7 @@ static uint8_t *reserve(out_buf *b, size_t n)
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n)
             cap *= 2;
-        uint8_t *d = realloc(b->data, cap);
+        uint8_t *d = wf__realloc(b->data, cap);
         if (!d) {
             b->failed = true;
             return NULL;
@@ -566,7 +567,7 @@ static uint8_t *deflate_all(const uint8_t *src, size_t n, size_t *out_len)
     if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
         return NULL;
     const uLong bound = deflateBound(&z, (uLong)n);
-    uint8_t *out = malloc(bound);
+    uint8_t *out = wf__malloc(bound);
     z.next_in = (Bytef *)src;
     z.avail_in = (uInt)n;
     z.next_out = out;

@@ -13,6 +13,7 @@
 #include "bert_unicode.h"
 #include "weft.h"
 #include "weft_nn.h"
+#include "util/fault.h"
 
 enum {
     MAX_VOCAB_BYTES = 64 << 20, /* a vocab.txt larger than this is refused */
@@ -81,7 +82,7 @@ static char *read_small_file(const char *path, size_t limit, size_t *size)
         wf_set_error(WF_ERR_IO, "cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
-    char *data = malloc(limit + 1);
+    char *data = wf__malloc(limit + 1);
     size_t n = data ? fread(data, 1, limit + 1, f) : 0;
     bool failed = data && ferror(f);
     fclose(f);
@@ -119,11 +120,11 @@ wf_nn_wordpiece *wf_nn_wordpiece_load(const char *vocab_path)
                      MAX_VOCAB_LINES);
         return NULL;
     }
-    wf_nn_wordpiece *t = calloc(1, sizeof *t);
+    wf_nn_wordpiece *t = wf__calloc(1, sizeof *t);
     size_t capacity = 16;
     while (capacity < 2 * lines)
         capacity *= 2;
-    struct vocab_entry *entries = t ? malloc(capacity * sizeof *entries) : NULL;
+    struct vocab_entry *entries = t ? wf__malloc(capacity * sizeof *entries) : NULL;
     if (!entries) {
         free(t);
         free(pool);
@@ -401,8 +402,8 @@ int64_t wf_nn_wordpiece_encode(const wf_nn_wordpiece *t, const char *text, size_
         wf_set_error(WF_ERR_INVALID_ARGUMENT, "wf_nn_wordpiece_encode: text too long");
         return -1;
     }
-    uint32_t *cps = malloc((3 * length + 1) * sizeof *cps);
-    char *scratch = malloc(2 + 4 * MAX_WORD_CHARS + 4);
+    uint32_t *cps = wf__malloc((3 * length + 1) * sizeof *cps);
+    char *scratch = wf__malloc(2 + 4 * MAX_WORD_CHARS + 4);
     if (!cps || !scratch) {
         free(cps);
         free(scratch);

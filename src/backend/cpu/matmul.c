@@ -39,6 +39,7 @@
 #include "core/error.h"
 #include "prim/linalg.h"
 #include "runtime/pool.h"
+#include "util/fault.h"
 
 static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -268,7 +269,7 @@ static wf_status complex_plan(mm_plan *p, float **expanded)
         count *= shape[d];
     }
     void *mem = NULL;
-    if (posix_memalign(&mem, 64, (size_t)(count * 4 * p->k * p->n) * sizeof(float)) != 0)
+    if (wf__posix_memalign(&mem, 64, (size_t)(count * 4 * p->k * p->n) * sizeof(float)) != 0)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "matmul: out of memory for a complex operand");
     *expanded = mem;
     expand_job e = {p->b.data, p->b.rs, p->b.cs, p->k, p->n, p->nb, shape, p->b.bstrides,

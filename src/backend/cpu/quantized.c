@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "prim/quantized.h"
 #include "runtime/pool.h"
+#include "util/fault.h"
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -40,7 +41,7 @@ static wf_status dense_get(const char *op, const wf_array *a, dense_operand *d)
         d->data = a->size ? wf__array_data_ptr(a) : NULL;
         return WF_OK;
     }
-    d->owned = malloc((size_t)a->size * wf_dtype_size(a->dtype));
+    d->owned = wf__malloc((size_t)a->size * wf_dtype_size(a->dtype));
     if (!d->owned)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory copying an operand", op);
     wf_status st = wf__cpu_copy_to_contiguous(a, d->owned);
@@ -297,7 +298,7 @@ static bool qmm_panel(const qmm_job *job, int64_t batch, int64_t n0, int64_t n1,
 static void qmm_panel_chunk(void *ctx, int64_t begin, int64_t end)
 {
     qmm_job *job = ctx;
-    float *panel = malloc((size_t)(job->block * job->k) * sizeof(float));
+    float *panel = wf__malloc((size_t)(job->block * job->k) * sizeof(float));
     wf_gemm_scratch scratch = {0};
     bool ok = panel != NULL;
     for (int64_t t = begin; ok && t < end; t++) {
