@@ -69,12 +69,12 @@ class _Compiled:
                     replace_leaves(inputs, xs[n_args:])
                 try:
                     out = fun(*args, **kwargs)
-                    out_leaves, out_tree = flatten(out)
-                    for leaf in out_leaves:
-                        if not isinstance(leaf, array):
+                    for leaf in flatten(out)[0]:
+                        if not isinstance(leaf, array) and leaf is not None:
                             raise ValueError(
-                                "compiled functions must return arrays (or trees of arrays), "
-                                f"got {type(leaf).__name__}")
+                                "compiled functions must return arrays (or trees of arrays "
+                                f"and None), got {type(leaf).__name__}")
+                    out_leaves, out_tree = flatten(out, constants=True)
                     learned.tree = out_tree
                     learned.count = len(out_leaves)
                     if outputs is not None:

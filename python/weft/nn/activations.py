@@ -103,7 +103,8 @@ def glu(x, axis=-1):
 
 
 def step(x, threshold=0.0):
-    return mx.where(x > threshold, 1, 0)
+    """1 where x >= threshold, else 0."""
+    return mx.where(x >= threshold, 1, 0)
 
 
 def softmax(x, axis=-1):
@@ -115,7 +116,10 @@ def softmin(x, axis=-1):
 
 
 def log_softmax(x, axis=-1):
-    return x - mx.logsumexp(x, axis=axis, keepdims=True)
+    # shifted by the maximum first: x - logsumexp(x) loses the answer to
+    # rounding once |x| is large (1e8 - (1e8 + log 2) is 0 in float32)
+    shifted = x - mx.stop_gradient(mx.max(x, axis=axis, keepdims=True))
+    return shifted - mx.logsumexp(shifted, axis=axis, keepdims=True)
 
 
 def _activation_class(name, fn, doc, **defaults):
@@ -160,7 +164,7 @@ HardTanh = _activation_class("HardTanh", hard_tanh, "x clipped to [min_val, max_
 Hardswish = _activation_class("Hardswish", hardswish, "x * relu6(x + 3) / 6")
 Mish = _activation_class("Mish", mish, "x * tanh(softplus(x))")
 GLU = _activation_class("GLU", glu, "gated linear unit", axis=-1)
-Step = _activation_class("Step", step, "1 where x > threshold, else 0", threshold=0.0)
+Step = _activation_class("Step", step, "1 where x >= threshold, else 0", threshold=0.0)
 Softmax = _activation_class("Softmax", softmax, "softmax over the last axis")
 Softmin = _activation_class("Softmin", softmin, "softmax of -x over the last axis")
 LogSoftmax = _activation_class("LogSoftmax", log_softmax, "log of softmax over the last axis")

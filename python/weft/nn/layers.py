@@ -123,7 +123,7 @@ class Dropout(Module):
         if self._p_1 == 1 or not self.training:
             return x
         mask = mx.random.bernoulli(self._p_1, self._mask_shape(x))
-        return (1 / self._p_1) * mask * x
+        return x * mask.astype(x.dtype) * (1 / self._p_1)
 
 
 class Dropout2d(Dropout):
@@ -149,6 +149,12 @@ class Dropout3d(Dropout):
 
 
 # ---------------------------------------------------------------- normalisation
+
+
+def _in_float32(x):
+    """Statistics of half-precision inputs are computed in float32 (squares
+    of float16 values overflow from 256 on)."""
+    return x.astype(mx.float32) if x.dtype in (mx.float16, mx.bfloat16) else x
 
 
 def _check_eps(eps):
@@ -201,7 +207,7 @@ class GroupNorm(Module):
     def __init__(self, num_groups, dims, eps=1e-5, affine=True, pytorch_compatible=False):
         super().__init__()
         _check_eps(eps)
-        if dims % num_groups:
+        if num_groups <= 0 or dims <= 0 or dims % num_groups:
             raise ValueError(f"GroupNorm: dims {dims} is not a multiple of num_groups {num_groups}")
         if affine:
             self.weight = mx.ones((dims,))
@@ -218,6 +224,7 @@ class GroupNorm(Module):
     def __call__(self, x):
         batch, dims = x.shape[0], x.shape[-1]
         groups = self.num_groups
+        dtype, x = x.dtype, _in_float32(x)
         if self.pytorch_compatible:
             grouped = x.reshape(batch, -1, groups, dims // groups)
             axes = (1, 3)
@@ -229,7 +236,7 @@ class GroupNorm(Module):
         y = ((grouped - mean) * mx.rsqrt(var + self.eps)).reshape(x.shape)
         if "weight" in self:
             y = y * self.weight + self.bias
-        return y
+        return y.astype(dtype)
 
 
 class InstanceNorm(Module):
@@ -249,13 +256,16 @@ class InstanceNorm(Module):
         return f"{self.dims}, eps={self.eps}, affine={'weight' in self}"
 
     def __call__(self, x):
+        if x.ndim < 3:
+            raise ValueError(f"InstanceNorm expects (N, spatial..., C) inputs, got shape {x.shape}")
         axes = tuple(range(1, x.ndim - 1))
+        dtype, x = x.dtype, _in_float32(x)
         mean = mx.mean(x, axis=axes, keepdims=True)
         var = mx.var(x, axis=axes, keepdims=True)
         y = (x - mean) * mx.rsqrt(var + self.eps)
         if "weight" in self:
             y = y * self.weight + self.bias
-        return y
+        return y.astype(dtype)
 
 
 class BatchNorm(Module):

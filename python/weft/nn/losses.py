@@ -37,6 +37,9 @@ def cross_entropy(logits, targets, weights=None, axis=-1, label_smoothing=0.0, r
         raise ValueError(f"Label smoothing must in [0, 1), got {label_smoothing}.")
     probabilities = targets.ndim == logits.ndim
     axis = axis % logits.ndim
+    # only the gaps between logits matter; shifting by the maximum keeps
+    # large shared offsets from rounding the answer away
+    logits = logits - mx.stop_gradient(mx.max(logits, axis=axis, keepdims=True))
     if probabilities:
         if targets.shape != logits.shape:
             raise ValueError(f"Targets shape {targets.shape} does not match logits shape "

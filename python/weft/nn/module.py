@@ -162,32 +162,37 @@ class Module(dict):
         self.update(self.filter_and_map(filter_fn, map_fn), strict=False)
         return self
 
-    def set_dtype(self, dtype, predicate=None):
-        """Casts the parameters whose dtype predicate accepts (default: floats)."""
-        predicate = predicate or (lambda d: mx.issubdtype(d, mx.floating))
-        return self.apply(lambda x: x.astype(dtype) if predicate(x.dtype) else x)
+    def set_dtype(self, dtype, predicate=lambda d: mx.issubdtype(d, mx.floating)):
+        """Casts the parameters whose dtype predicate accepts (default: the
+        floating ones; None: all)."""
+        return self.apply(lambda x: x.astype(dtype) if predicate is None or predicate(x.dtype) else x)
 
     # ------------------------------------------------------------ freezing
 
-    def _validate_keys(self, keys, strict):
+    def _check_keys_exist(self, keys, recurse):
+        """strict freeze/unfreeze: each key must name a member of this module
+        (or, with recurse, of at least one of its modules)."""
         keys = [keys] if isinstance(keys, str) else list(keys)
-        if strict:
-            for k in keys:
-                if k not in self:
-                    raise KeyError(f"Module doesn't contain member {k}.")
+        modules = self.modules() if recurse else [self]
+        for k in keys:
+            if not any(k in m for m in modules):
+                raise KeyError(f"Module doesn't contain member {k}.")
         return keys
 
     def freeze(self, *, recurse=True, keys=None, strict=False):
         """Excludes parameters from trainable_parameters(): those named in keys
         (a name or a list), else all; in sub-modules too when recurse."""
+        if keys is not None:
+            keys = self._check_keys_exist(keys, recurse) if strict else \
+                ([keys] if isinstance(keys, str) else list(keys))
+
         def freeze_one(_, module):
             if keys is None:
                 own = module.filter_and_map(
                     lambda m, k, v: not isinstance(v, Module) and m.valid_parameter_filter(m, k, v))
-                local = [k for k, _ in tree_flatten(own)]
+                module._no_grad.update(k for k, _ in tree_flatten(own))
             else:
-                local = module._validate_keys(keys, strict)
-            module._no_grad.update(local)
+                module._no_grad.update(keys)
 
         if recurse:
             self.apply_to_modules(freeze_one)
@@ -197,11 +202,15 @@ class Module(dict):
 
     def unfreeze(self, *, recurse=True, keys=None, strict=False):
         """Undoes freeze for keys (all when None), in sub-modules too when recurse."""
+        if keys is not None:
+            keys = self._check_keys_exist(keys, recurse) if strict else \
+                ([keys] if isinstance(keys, str) else list(keys))
+
         def unfreeze_one(_, module):
             if keys is None:
                 module._no_grad.clear()
             else:
-                module._no_grad.difference_update(module._validate_keys(keys, strict))
+                module._no_grad.difference_update(keys)
 
         if recurse:
             self.apply_to_modules(unfreeze_one)
@@ -327,7 +336,8 @@ def _update_modules(dst, src, strict):
         current = dst[key]
         if isinstance(current, Module) and isinstance(new, Module):
             dst[key] = new
-        elif isinstance(current, (dict, list)):
+        elif isinstance(current, (dict, list)) and isinstance(new, (dict, list)) \
+                and not isinstance(new, Module):
             _update_modules(current, new, strict)
-        elif strict and new != {}:
+        elif strict and not (isinstance(new, dict) and not new):
             raise ValueError(f"Received invalid type: {type(new).__name__}.")

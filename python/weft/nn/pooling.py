@@ -28,8 +28,8 @@ class _Pool(Module):
         self._padding = _tuple(padding, spatial_dims, "padding")
         if any(k <= 0 for k in self._kernel) or any(s <= 0 for s in self._stride):
             raise ValueError("kernel_size and stride must be positive")
-        if any(p < 0 or p > k // 2 for p, k in zip(self._padding, self._kernel)):
-            raise ValueError("padding must be non-negative and at most half the kernel size")
+        if any(p < 0 for p in self._padding):
+            raise ValueError(f"padding must be non-negative, got {self._padding}")
         self._padding_value = padding_value
 
     def _extra_repr(self):
@@ -188,6 +188,8 @@ class Upsample(Module):
         else:
             scales = (scales,) * spatial
         resample = self._MODES[self.mode]
+        if self.mode != "nearest" and not mx.issubdtype(x.dtype, mx.floating):
+            x = x.astype(mx.float32)
         for axis, scale in zip(range(1, x.ndim - 1), scales):
             out_size = int(math.floor(x.shape[axis] * scale))
             x = resample(x, axis, float(scale), out_size, self.align_corners)

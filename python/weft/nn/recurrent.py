@@ -65,15 +65,16 @@ class GRU(Module):
         for t in range(x.shape[-2]):
             step = x[..., t, :]
             rz, n = step[..., :2 * n_h], step[..., 2 * n_h:]
+            h_n = None  # the hidden state's part of the candidate (a missing state is zeros)
             if hidden is not None:
                 projected = hidden @ self.Wh.T
-                h_rz, h_n = projected[..., :2 * n_h], projected[..., 2 * n_h:]
-                if "bhn" in self:
-                    h_n = h_n + self.bhn
-                rz = rz + h_rz
+                rz = rz + projected[..., :2 * n_h]
+                h_n = projected[..., 2 * n_h:]
+            if "bhn" in self:
+                h_n = self.bhn if h_n is None else h_n + self.bhn
             rz = mx.sigmoid(rz)
             r, z = rz[..., :n_h], rz[..., n_h:]
-            if hidden is not None:
+            if h_n is not None:
                 n = n + r * h_n
             n = mx.tanh(n)
             hidden = (1 - z) * n + (z * hidden if hidden is not None else 0)

@@ -306,6 +306,13 @@ class Adafactor(Optimizer):
     def _rms(x):
         return mx.sqrt(mx.mean(mx.square(x)))
 
+    @staticmethod
+    def _approximate_exp_moving_avg(row, col):
+        """The factored estimate of 1/sqrt(E[g^2]): the outer product of the
+        row factors (relative to their mean) and the column factors."""
+        row_factor = mx.rsqrt(row / mx.mean(row, axis=-1, keepdims=True))
+        return row_factor[..., :, None] * mx.rsqrt(col)[..., None, :]
+
     def _step_size(self, step, parameter_rms):
         if self.relative_step:
             cap = 1e-6 * step if self.warmup_init else 1e-2
@@ -324,8 +331,7 @@ class Adafactor(Optimizer):
             row = beta_2 * state["exp_avg_sq_row"] + (1 - beta_2) * mx.mean(squared, axis=-1)
             col = beta_2 * state["exp_avg_sq_col"] + (1 - beta_2) * mx.mean(squared, axis=-2)
             state["exp_avg_sq_row"], state["exp_avg_sq_col"] = row, col
-            row_factor = mx.rsqrt(row / mx.mean(row, axis=-1, keepdims=True))
-            update = row_factor[..., :, None] * mx.rsqrt(col)[..., None, :] * gradient
+            update = self._approximate_exp_moving_avg(row, col) * gradient
         else:
             avg = beta_2 * state["exp_avg_sq"] + (1 - beta_2) * squared
             state["exp_avg_sq"] = avg
