@@ -167,8 +167,8 @@ class Upsample(Module):
         super().__init__()
         if mode not in self._MODES:
             raise ValueError(f"[Upsample] Got unsupported upsampling algorithm: {mode}")
-        self.scale_factor = tuple(scale_factor) if isinstance(scale_factor, (list, tuple)) \
-            else scale_factor
+        self.scale_factor = tuple(float(s) for s in scale_factor) \
+            if isinstance(scale_factor, (list, tuple)) else float(scale_factor)
         self.mode = mode
         self.align_corners = align_corners
 
