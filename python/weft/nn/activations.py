@@ -126,6 +126,9 @@ def _activation_class(name, fn, doc, **defaults):
     """A Module calling fn(x, **its options); options default to `defaults`."""
     def __init__(self, *args, **kwargs):
         Module.__init__(self)
+        if len(args) > len(defaults):
+            raise TypeError(f"{name}() takes {len(defaults)} positional arguments, "
+                            f"got {len(args)}")
         options = dict(defaults)
         options.update(zip(defaults, args))
         options.update(kwargs)
