@@ -559,3 +559,18 @@ def test_initializers():
     o = np.array(nn.init.orthogonal(gain=2.0)(mx.zeros((3, 5))))
     np.testing.assert_allclose(o @ o.T, 4 * np.eye(3), atol=1e-4)
     assert nn.init.normal(dtype=mx.float16)(a).dtype == mx.float16
+
+
+def test_upsample_antialias_downsampling_kernel():
+    # halving with the antialiased triangle filter widens it to 4 taps with
+    # weights 1/8, 3/8, 3/8, 1/8 (renormalised where it leaves the input)
+    x = randn(1, 10, 1)
+    got = np.array(nn.Upsample(0.5, mode="linear", antialias=True)(mx.array(x)))[0, :, 0]
+    v = x[0, :, 0]
+    interior = [(v[2 * i - 1] + 3 * v[2 * i] + 3 * v[2 * i + 1] + v[2 * i + 2]) / 8 for i in range(1, 4)]
+    np.testing.assert_allclose(got[1:4], interior, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[0], (3 * v[0] + 3 * v[1] + v[2]) / 7, rtol=1e-5)
+    flat = np.array(nn.Upsample(0.3, mode="cubic", antialias=True)(mx.ones((1, 20, 20, 2))))
+    np.testing.assert_allclose(flat, 1.0, rtol=1e-5)
+    with pytest.raises(ValueError):
+        nn.Upsample(0.5, mode="linear", align_corners=True, antialias=True)

@@ -155,18 +155,61 @@ def _cubic_axis(x, axis, scale, out_size, align_corners):
     return out
 
 
+def _antialias_filter(mode):
+    if mode == "linear":
+        return 2, lambda d: max(0.0, 1.0 - abs(d))
+
+    def keys_cubic(d, a=-0.5):  # PyTorch's antialiased bicubic uses a = -0.5
+        d = abs(d)
+        if d < 1:
+            return ((a + 2) * d - (a + 3)) * d * d + 1
+        if d < 2:
+            return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+        return 0.0
+    return 4, keys_cubic
+
+
+def _antialias_axis(x, axis, scale, out_size, mode):
+    """Resampling as PyTorch's interpolate(antialias=True): each output is a
+    normalised filter over the inputs it covers, the filter widened by the
+    downsampling ratio. Applied as a (out, in) weight matrix."""
+    in_size = x.shape[axis]
+    ratio = 1.0 / scale
+    taps, kernel = _antialias_filter(mode)
+    support = taps * 0.5 * ratio if ratio >= 1.0 else taps * 0.5
+    inverse = 1.0 / ratio if ratio >= 1.0 else 1.0
+    rows = []
+    for i in range(out_size):
+        center = ratio * (i + 0.5)
+        first = max(int(center - support + 0.5), 0)
+        last = min(int(center + support + 0.5), in_size)
+        weights = [kernel((j - center + 0.5) * inverse) for j in range(first, last)]
+        total = sum(weights)
+        row = [0.0] * in_size
+        for j, w in zip(range(first, last), weights):
+            row[j] = w / total if total != 0 else w
+        rows.append(row)
+    matrix = mx.array(rows, dtype=x.dtype)
+    moved = mx.moveaxis(x, axis, -1)
+    return mx.moveaxis(moved @ matrix.T, -1, axis)
+
+
 class Upsample(Module):
     """Scales the spatial axes of (N, spatial..., C) inputs by scale_factor
     (a number, or one per axis) with mode 'nearest', 'linear' or 'cubic';
     the output size is floor(size * scale). Same sampling as PyTorch's
-    interpolate with scale factors."""
+    interpolate with scale factors. antialias (linear and cubic, without
+    align_corners): PyTorch's antialiased filters."""
 
     _MODES = {"nearest": _nearest_axis, "linear": _linear_axis, "cubic": _cubic_axis}
 
-    def __init__(self, scale_factor, mode="nearest", align_corners=False):
+    def __init__(self, scale_factor, mode="nearest", align_corners=False, antialias=False):
         super().__init__()
         if mode not in self._MODES:
             raise ValueError(f"[Upsample] Got unsupported upsampling algorithm: {mode}")
+        if antialias and align_corners:
+            raise ValueError("[Upsample] antialias=True with align_corners=True is not supported")
+        self.antialias = bool(antialias) and mode != "nearest"
         self.scale_factor = tuple(float(s) for s in scale_factor) \
             if isinstance(scale_factor, (list, tuple)) else float(scale_factor)
         self.mode = mode
@@ -192,7 +235,10 @@ class Upsample(Module):
             x = x.astype(mx.float32)
         for axis, scale in zip(range(1, x.ndim - 1), scales):
             out_size = int(math.floor(x.shape[axis] * scale))
-            x = resample(x, axis, float(scale), out_size, self.align_corners)
+            if self.antialias:
+                x = _antialias_axis(x, axis, float(scale), out_size, self.mode)
+            else:
+                x = resample(x, axis, float(scale), out_size, self.align_corners)
         return x
 
 
