@@ -136,8 +136,8 @@ def _token_ids(texts):
 def test_minilm_embeddings_match_numpy_forward(reference):
     weights, config = reference
     texts = sentences()
-    if SANITIZED:  # 5-20x slower there: a spread of 40 short ones and 2 long
-        texts = texts[:190:5] + texts[-4:-2]
+    if SANITIZED:  # 5-20x slower there: 12 short ones, the empty ones, 1 long
+        texts = texts[:186:16] + texts[186:188] + texts[-4:-3]
     ids = _token_ids(texts)
     assert max(len(x) for x in ids) == 256  # the long inputs were truncated
     assert ids[texts.index("")] == [101, 102]  # [CLS] [SEP]
