@@ -211,7 +211,9 @@ wf_stream *wf_default_stream(void);
 wf_stream *wf_stream_new(void);
 /* Adds a reference to `s` and returns it. */
 wf_stream *wf_stream_retain(wf_stream *s);
-/* Drops one reference. NULL is a no-op. */
+/* Drops one reference. NULL is a no-op. The last reference never waits
+ * for user code: it joins the worker only when the worker is idle, else the
+ * worker frees the stream when its destructors and deleters have run. */
 void wf_stream_release(wf_stream *s);
 /* Makes `s` this thread's current stream until the matching pop; ops built on
  * this thread run on it. The thread holds a reference while pushed. */
@@ -517,7 +519,9 @@ wf_array *wf_cumprod(wf_array *a, int axis, bool reverse, bool inclusive);
 
 /* ---- shape */
 
-/* Same elements in a new shape; one entry may be -1. A view when possible. */
+/* Same elements in a new shape; one entry may be -1. A view when possible.
+ * Under a shapeless wf_compile the shape stays as given (-1 re-inferred at
+ * each call; a call it cannot fit fails with WF_ERR_SHAPE), as MLX's. */
 wf_array *wf_reshape(wf_array *a, const int64_t *shape, int ndim);
 /* Permutes axes; `perm` NULL reverses them. Always a view. */
 wf_array *wf_transpose(wf_array *a, const int *perm, int nperm);
@@ -531,6 +535,10 @@ wf_array *wf_expand_dims(wf_array *a, const int *axes, int naxes);
 wf_array *wf_squeeze(wf_array *a, const int *axes, int naxes);
 /* Merges axes start_axis..end_axis (inclusive) into one. */
 wf_array *wf_flatten(wf_array *a, int start_axis, int end_axis);
+/* Splits `axis` into the n dimensions of `shape` (one may be -1). Like
+ * expand_dims, squeeze and flatten, the other dimensions follow the input's
+ * shape under a shapeless wf_compile. */
+wf_array *wf_unflatten(wf_array *a, int axis, const int64_t *shape, int n);
 /* Broadcasts to `shape` (NumPy rules). Always a view. */
 wf_array *wf_broadcast_to(wf_array *a, const int64_t *shape, int ndim);
 /* Slice with per-axis start, stop, step (NumPy semantics; negative
@@ -1013,7 +1021,10 @@ typedef enum wf_compile_mode {
 typedef struct wf_compile_options {
     size_t struct_size; /* sizeof(wf_compile_options) of the caller's header */
     bool shapeless;     /* one trace for every shape of the same dtypes and ranks;
-                           ops whose parameters fix a shape are refused at trace time */
+                           as in MLX, a shape an op was given (reshape, broadcast_to,
+                           slice, slice_update, gather) is kept at each call (an error
+                           where it cannot fit); default-key draws of a fixed shape are
+                           refused at trace time */
     int retrace_warning; /* log a warning when one function has traced more than this
                             many times (0: never; default 16) */
     /* Declared state (MLX's compile(inputs=, outputs=)): each call passes the

@@ -692,6 +692,23 @@ static PyObject *op_squeeze(FASTCALL_ARGS)
     return op_end(&call, out);
 }
 
+static PyObject *op_unflatten(FASTCALL_ARGS)
+{
+    (void)module;
+    static const char *const names[] = {"a", "axis", "shape", "stream", NULL};
+    op_call call;
+    if (!op_begin(&call, "unflatten", args, nargs, kwnames, names, 1, 3, 1))
+        return NULL;
+    long axis;
+    int64_t shape[WF_MAX_NDIM];
+    int n;
+    wf_array *out = NULL;
+    if (int_arg(call.given[1], 0, &axis) &&
+        weftpy_shape_list(call.given[2], "shape must be a sequence of ints", shape, &n))
+        out = wf_unflatten(call.arrays[0], (int)axis, shape, n);
+    return op_end(&call, out);
+}
+
 static PyObject *op_flatten(FASTCALL_ARGS)
 {
     (void)module;
@@ -1061,6 +1078,37 @@ static PyObject *op_take_along_axis(FASTCALL_ARGS)
     return op_end(&call, out);
 }
 
+/* put_along_axis(a, indices, values, axis=None): axis None puts into the
+ * flattened a and gives back a's shape (MLX's behaviour). */
+static PyObject *op_put_along_axis(FASTCALL_ARGS)
+{
+    (void)module;
+    static const char *const names[] = {"a", "indices", "values", "axis", "stream", NULL};
+    op_call call;
+    if (!op_begin(&call, "put_along_axis", args, nargs, kwnames, names, 1, 3, 3))
+        return NULL;
+    long axis;
+    wf_array *out = NULL;
+    if (int_arg(call.given[3], 0, &axis)) {
+        if (call.given[3] == NULL || call.given[3] == Py_None) {
+            wf_array *fa = flat(call.arrays[0]);
+            wf_array *put = wf_put_along_axis(fa, call.arrays[1], call.arrays[2], 0,
+                                              WF_SCATTER_REPLACE);
+            int64_t shape[WF_MAX_NDIM];
+            int ndim = wf_array_ndim(call.arrays[0]);
+            for (int d = 0; d < ndim; d++)
+                shape[d] = wf_array_dim(call.arrays[0], d);
+            out = put ? wf_reshape(put, shape, ndim) : NULL;
+            wf_release(put);
+            wf_release(fa);
+        } else {
+            out = wf_put_along_axis(call.arrays[0], call.arrays[1], call.arrays[2], (int)axis,
+                                    WF_SCATTER_REPLACE);
+        }
+    }
+    return op_end(&call, out);
+}
+
 static PyObject *op_addmm(FASTCALL_ARGS)
 {
     (void)module;
@@ -1401,6 +1449,7 @@ static PyMethodDef op_methods[] = {
     OP("moveaxis", op_moveaxis, "moveaxis(a, source, destination)"),
     OP("expand_dims", op_expand_dims, "expand_dims(a, axis)"),
     OP("squeeze", op_squeeze, "squeeze(a, axis=None)"),
+    OP("unflatten", op_unflatten, "unflatten(a, axis, shape)"),
     OP("flatten", op_flatten, "flatten(a, start_axis=0, end_axis=-1)"),
     OP("broadcast_to", op_broadcast_to, "broadcast_to(a, shape)"),
     OP("concatenate", op_concatenate, "concatenate(arrays, axis=0)"),
@@ -1415,6 +1464,7 @@ static PyMethodDef op_methods[] = {
     OP("clip", op_clip, "clip(a, a_min, a_max)"),
     OP("take", op_take, "take(a, indices, axis=None)"),
     OP("take_along_axis", op_take_along_axis, "take_along_axis(a, indices, axis)"),
+    OP("put_along_axis", op_put_along_axis, "put_along_axis(a, indices, values, axis=None)"),
     OP("addmm", op_addmm, "addmm(c, a, b, alpha=1.0, beta=1.0)"),
     OP("full", op_full, "full(shape, vals, dtype=None)"),
     OP("zeros", op_zeros, "zeros(shape, dtype=float32)"),

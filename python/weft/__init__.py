@@ -22,11 +22,12 @@ from ._core import (  # noqa: F401
     get_cache_memory, get_peak_memory, greater, greater_equal, identity, int32, int64, isfinite,
     isinf, isnan, less, less_equal, linspace, log, log1p, log2, logaddexp, logical_and,
     logical_not, logical_or, logsumexp, matmul, max, maximum, mean, min, minimum, moveaxis,
-    multiply, negative, new_stream, not_equal, ones, ones_like, pad, power, prod, reciprocal,
+    multiply, negative, new_stream, not_equal, ones, ones_like, pad, power, prod, put_along_axis,
+    reciprocal,
     remainder, repeat, reset_peak_memory, reshape, round, rsqrt, set_memory_limit, sigmoid,
     sign, sin, sinh, softmax, split, sqrt, square, squeeze, stack, std, stop_gradient,
     subtract, sum, swapaxes, synchronize, take, take_along_axis, tan, tanh, tile, transpose,
-    tril, triu, uint8, var, where, zeros, zeros_like,
+    tril, triu, uint8, unflatten, var, where, zeros, zeros_like,
 )
 from ._array import array  # noqa: F401  (registers itself as the result class)
 from ._compile import compile, disable_compile, enable_compile  # noqa: F401
@@ -463,7 +464,7 @@ def compile_stats(fun=None):
 from ._composed import (  # noqa: E402,F401
     arange, as_strided, block_masked_mm, depends, gather_mm, pad, asarray, bartlett, blackman, conj, count_nonzero, device_count, device_info, full_like, diag, diagonal, diff, divmod, empty, empty_like, flip,
     hamming, hanning, inner, isclose, kron, linspace, logical_xor, meshgrid,
-    ones_like, roll, slice, slice_update, trace, tri, trunc, unflatten, unstack, vecdot,
+    ones_like, roll, slice, slice_update, trace, tri, trunc, unstack, vecdot,
     zeros_like,
 )
 

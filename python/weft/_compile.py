@@ -10,21 +10,50 @@ import functools
 import threading
 
 from . import _core
-from ._tree import flatten, key_of, replace_leaves, unflatten
+from ._tree import _LEAF, flatten, key_of, replace_leaves, unflatten
 
 array = _core.array
 
 
 class _Outputs:
-    """What a trace learned about its outputs. The trace body refers to this
-    and never to the compiled Function that calls it: a cycle through the C
-    Function would be invisible to Python's garbage collector."""
+    """What the traces learned about their outputs: the output tree and count
+    of each input signature (dtypes, and shapes unless shapeless), since one
+    function may return differently shaped trees for different dtypes (MLX
+    keeps them per trace too). The trace body refers to this and never to
+    the compiled Function that calls it: a cycle through the C Function would
+    be invisible to Python's garbage collector."""
 
-    __slots__ = ("tree", "count")
+    __slots__ = ("by_signature", "shapeless")
 
-    def __init__(self):
-        self.tree = None
-        self.count = 0
+    def __init__(self, shapeless):
+        self.by_signature = {}
+        self.shapeless = shapeless
+
+    def signature(self, xs):
+        if self.shapeless:
+            return tuple((x.dtype, x.ndim) for x in xs)
+        return tuple((x.dtype, x.shape) for x in xs)
+
+
+_CONSTANT_TYPES = (bool, int, float, str, type(None))
+
+
+def _check_constants(treedef):
+    """ValueError for an argument leaf that is neither an array nor a constant
+    compile can key on (MLX's rule: floats, ints, strings or None)."""
+    if treedef == _LEAF:
+        return
+    kind = treedef[0]
+    if kind == "const":
+        if not isinstance(treedef[2], _CONSTANT_TYPES):
+            raise ValueError(
+                "compile: function arguments must be trees of arrays or constants (floats, "
+                f"ints, strings or None), got {type(treedef[2]).__name__}")
+        return
+    children = treedef[3] if kind == "dict" else treedef[2] if kind in (
+        "namedtuple", "sequence") else treedef[1]
+    for child in children:
+        _check_constants(child)
 
 
 class _Entry:
@@ -58,7 +87,8 @@ class _Compiled:
             entry = self._entries.get(key)
             if entry is not None:
                 return entry
-            learned = _Outputs()
+            _check_constants(treedef)
+            learned = _Outputs(self._shapeless)
             fun, inputs, outputs = self._fun, self._inputs, self._outputs
 
             def body(xs):
@@ -69,14 +99,9 @@ class _Compiled:
                     replace_leaves(inputs, xs[n_args:])
                 try:
                     out = fun(*args, **kwargs)
-                    for leaf in flatten(out)[0]:
-                        if not isinstance(leaf, array) and leaf is not None:
-                            raise ValueError(
-                                "compiled functions must return arrays (or trees of arrays "
-                                f"and None), got {type(leaf).__name__}")
+                    # Non-array leaves (None, numbers) stay in the tree, as in MLX.
                     out_leaves, out_tree = flatten(out, constants=True)
-                    learned.tree = out_tree
-                    learned.count = len(out_leaves)
+                    learned.by_signature[learned.signature(xs)] = (out_tree, len(out_leaves))
                     if outputs is not None:
                         state_out, _ = flatten(outputs)
                         out_leaves = out_leaves + [x for x in state_out if isinstance(x, array)]
@@ -93,11 +118,12 @@ class _Compiled:
         leaves, treedef = flatten((args, kwargs), constants=True)
         state = _state_leaves(self._inputs)
         entry = self._entry_for(treedef, len(leaves), len(state))
-        results = entry.function(leaves + state)
-        count = entry.outputs.count
+        inputs = leaves + state
+        results = entry.function(inputs)
+        out_tree, count = entry.outputs.by_signature[entry.outputs.signature(inputs)]
         if self._outputs is not None:
             replace_leaves(self._outputs, results[count:])
-        return unflatten(entry.outputs.tree, results[:count])
+        return unflatten(out_tree, results[:count])
 
     def _stats(self):
         """The weft compile counters of this function, summed over its entries."""

@@ -520,19 +520,6 @@ def unstack(a, axis=0, *, stream=None):
     return [_core.squeeze(p, axis) for p in _core.split(a, a.shape[axis], axis)]
 
 
-def unflatten(a, axis, shape, *, stream=None):
-    """axis of a split into shape (one entry may be -1)."""
-    a = _as_array(a)
-    axis = _normal_axis(axis, a.ndim, "unflatten")
-    shape = list(shape)
-    if len(shape) == 0:
-        raise ValueError("unflatten: shape must not be empty")
-    if shape.count(-1) > 1:
-        raise ValueError("unflatten: at most one dimension may be -1")
-    return _core.reshape(a, list(a.shape[:axis]) + shape + list(a.shape[axis + 1:]),
-                         stream=stream)
-
-
 def as_strided(a, /, shape=None, strides=None, offset=0, *, stream=None):
     """A view of a's row-major elements with the given shape and element
     strides, starting at offset (a gather in weft)."""

@@ -3,7 +3,7 @@ pytrees, on weft's C transforms (weft._core: flat lists of arrays)."""
 import functools
 
 from . import _core
-from ._tree import flatten, unflatten
+from ._tree import flatten, replace_leaves, unflatten
 
 array = _core.array
 
@@ -49,51 +49,96 @@ def jvp(fun, primals, tangents):
 
 
 def _normalize_argnums(argnums, argnames):
+    """(sorted argnums, argnames) checked as MLX does when the transform is
+    made: ints only, none negative or repeated, at least one of the two."""
     if argnames is None:
         argnames = []
     elif isinstance(argnames, str):
         argnames = [argnames]
+    else:
+        argnames = list(argnames)
+    for name in argnames:
+        if not isinstance(name, str):
+            raise TypeError(f"argnames must be strings, got {type(name).__name__}")
     if argnums is None:
         argnums = [] if argnames else [0]
-        single = not argnames
-    elif isinstance(argnums, int):
-        single = True
+    elif isinstance(argnums, int) and not isinstance(argnums, bool):
         argnums = [argnums]
-    else:
+    elif isinstance(argnums, (list, tuple)):
+        for i in argnums:
+            if not isinstance(i, int) or isinstance(i, bool):
+                raise TypeError(f"argnums must be ints, got {type(i).__name__}")
         argnums = list(argnums)
-        single = len(argnums) == 1  # MLX: one gradient comes back bare, even from (0,)
+    else:
+        raise TypeError(f"argnums must be an int or a sequence of ints, got {type(argnums).__name__}")
+    if not argnums and not argnames:
+        raise ValueError("gradient with respect to no argument requested")
+    if any(i < 0 for i in argnums):
+        raise ValueError(f"cannot differentiate negative argument index {min(argnums)}")
     if len(set(argnums)) != len(argnums):
-        raise ValueError("argnums must not repeat")
-    return argnums, single, list(argnames)
+        raise ValueError(f"argnums {argnums} repeat an index")
+    return sorted(argnums), argnames
 
 
-def _value_and_grad_impl(fun, argnums, argnames):
-    argnums, single, argnames = _normalize_argnums(argnums, argnames)
+def _restore_untouched(trees, tracers, originals):
+    """Where the differentiated function left a traced argument in the
+    caller's containers, put the caller's array back; what it wrote stays
+    (MLX's behaviour: a function may update model state in place)."""
+    current, _ = flatten(trees)
+    if len(current) != len(tracers):
+        return
+    restored = [o if c is t else c for c, t, o in zip(current, tracers, originals)]
+    replace_leaves(trees, restored)
+
+
+def _check_value(out, scalar_only):
+    """The differentiated value: an array, or (value_and_grad) a tuple whose
+    first entry is one; of shape () either way."""
+    first = out
+    if not isinstance(out, array):
+        if scalar_only or not isinstance(out, tuple) or not out or not isinstance(out[0], array):
+            what = "a scalar array" if scalar_only else \
+                "a scalar array or a tuple whose first entry is a scalar array"
+            raise ValueError(f"the function to differentiate must return {what}, "
+                             f"got {type(out).__name__}")
+        first = out[0]
+    if first.ndim != 0:
+        raise ValueError(f"the function to differentiate must return a scalar; its output has "
+                         f"shape {first.shape}")
+
+
+def _value_and_grad_impl(fun, argnums, argnames, scalar_only):
+    argnums, argnames = _normalize_argnums(argnums, argnames)
 
     def wrapped(*args, **kwargs):
-        if any(i < -len(args) or i >= len(args) for i in argnums):
-            raise ValueError(f"argnums {argnums} out of range for {len(args)} positional arguments")
-        nums = [i % len(args) for i in argnums]
+        if argnums and argnums[-1] >= len(args):
+            raise ValueError(f"cannot differentiate argument {argnums[-1]}: the function was "
+                             f"called with {len(args)} positional arguments")
         for name in argnames:
             if name not in kwargs:
-                raise ValueError(f"argname '{name}' was not passed as a keyword argument")
-        diff_trees = [args[i] for i in nums] + [kwargs[n] for n in argnames]
+                raise ValueError(f"cannot differentiate keyword argument '{name}': it was not "
+                                 f"passed (keywords given: {sorted(kwargs)})")
+        diff_trees = [args[i] for i in argnums] + [kwargs[n] for n in argnames]
         leaves, treedef = flatten(diff_trees)
         _check_arrays(leaves, "arguments to differentiate")
         holder = {}
 
         def flat(xs):
-            trees = unflatten(treedef, xs)
+            # The traced arrays go into the caller's own containers (in place).
+            trees = replace_leaves(list(diff_trees), xs)
             new_args = list(args)
-            for i, t in zip(nums, trees):
+            for i, t in zip(argnums, trees):
                 new_args[i] = t
             new_kwargs = dict(kwargs)
-            for n, t in zip(argnames, trees[len(nums):]):
+            for n, t in zip(argnames, trees[len(argnums):]):
                 new_kwargs[n] = t
+            try:
+                out = fun(*new_args, **new_kwargs)
+            finally:
+                _restore_untouched(trees, xs, leaves)
+            _check_value(out, scalar_only)
             # Auxiliary outputs may hold Python values: they travel in the tree.
-            out_leaves, out_tree = flatten(fun(*new_args, **new_kwargs), constants=True)
-            if not out_leaves or not isinstance(out_leaves[0], array):
-                raise ValueError("the function to differentiate must return an array")
+            out_leaves, out_tree = flatten(out, constants=True)
             holder["tree"] = out_tree
             return out_leaves
 
@@ -105,10 +150,10 @@ def _value_and_grad_impl(fun, argnums, argnames):
             values, grads = flat([]), []
         value = unflatten(holder["tree"], values)
         grad_trees = unflatten(treedef, grads)
-        pos = grad_trees[:len(nums)]
-        pos = pos[0] if single and len(pos) == 1 else tuple(pos)
+        pos = grad_trees[:len(argnums)]
+        pos = None if not pos else pos[0] if len(pos) == 1 else tuple(pos)
         if argnames:
-            kw = {n: g for n, g in zip(argnames, grad_trees[len(nums):])}
+            kw = {n: g for n, g in zip(argnames, grad_trees[len(argnums):])}
             return value, (pos, kw)
         return value, pos
 
@@ -117,13 +162,13 @@ def _value_and_grad_impl(fun, argnums, argnames):
 
 def value_and_grad(fun, argnums=None, argnames=None):
     """A function returning (fun's value, gradients of its first output)."""
-    impl = _value_and_grad_impl(fun, argnums, argnames)
+    impl = _value_and_grad_impl(fun, argnums, argnames, scalar_only=False)
     return functools.wraps(fun)(impl)
 
 
 def grad(fun, argnums=None, argnames=None):
     """A function returning the gradients of fun's scalar output."""
-    impl = _value_and_grad_impl(fun, argnums, argnames)
+    impl = _value_and_grad_impl(fun, argnums, argnames, scalar_only=True)
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):

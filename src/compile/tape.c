@@ -116,27 +116,49 @@ wf_status wf__tape_copy(wf_tape *dst, const wf_tape *src)
 /* Primitives whose parameters hold no shape: a shapeless replay re-infers
  * their output from the inputs. Element-wise primitives qualify by flag;
  * a draw keyed by an input qualifies when its kind's primitive does. */
-static bool replays_shapeless(const wf_prim_def *prim, const void *params)
+/* Whether a reshape derives its shape from its input's (expand_dims,
+ * squeeze, flatten, unflatten: prims.h). */
+static bool reshape_is_derived(const wf_reshape_params *p) { return p->follows_input; }
+
+/* Whether a shapeless trace may record node `n`: its parameters say nothing
+ * of the shape (an axis, flags, pad amounts), its reshape follows the
+ * input's shape, or it names a shape the caller asked for through the
+ * public API (a literal reshape, broadcast_to, slice, slice_update, gather:
+ * WF_NODE_FLAG_USER_SHAPE), which replay keeps as recorded, as MLX's
+ * shapeless compile does, failing with a shape error where it no longer
+ * fits. The same ops built inside weft (gradient rules) are refused. */
+static bool replays_shapeless(const wf_array *n)
 {
     static const char *const names[] = {
         "sum",     "prod",    "max",       "min",       "all",        "any",     "mean",
         "var",     "std",     "logsumexp", "argmax",    "argmin",     "softmax", "cumsum",
         "cumprod", "matmul",  "addmm",     "transpose", "layer_norm", "rms_norm", "rope",
-        "sdpa",    "silu",    "gelu",      "gelu_tanh", "stop_gradient", "custom_function",
-        "random_bernoulli", "random_categorical",
+        "scaled_dot_product_attention", "silu", "gelu", "gelu_tanh", "stop_gradient",
+        "custom_function", "random_bernoulli", "random_categorical",
         /* sort family and scans whose params are an axis and flags */
         "sort", "argsort", "cummax", "cummin", "logcumsumexp", "scatter",
+        /* an axis, pad amounts, a diagonal offset, a dtype */
+        "take", "take_along_axis", "scatter_add", "concatenate", "pad", "tri", "view",
         /* the shape of its input (wf_*_like of a traced array) */
         "full_like"};
+    static const char *const user_shaped[] = {"reshape", "broadcast_to", "slice",
+                                              "slice_update", "gather"};
+    const wf_prim_def *prim = n->prim;
     if (prim == &wf__prim_random_keyed)
-        prim = wf__random_prim_of_kind(((const wf_random_params *)params)->kind);
+        prim = wf__random_prim_of_kind(((const wf_random_params *)n->params)->kind);
     if (!prim)
         return false;
     if (prim->flags & WF_PRIM_ELEMENTWISE)
         return true;
+    if (prim == &wf__prim_reshape && reshape_is_derived(n->params))
+        return true;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(prim->name, names[i]) == 0)
             return true;
+    if (n->node_flags & WF_NODE_FLAG_USER_SHAPE)
+        for (size_t i = 0; i < sizeof user_shaped / sizeof user_shaped[0]; i++)
+            if (strcmp(prim->name, user_shaped[i]) == 0)
+                return true;
     return false;
 }
 
@@ -186,14 +208,14 @@ static wf_status check_replayable(const struct recorder *r, const wf_array *n)
                          "compile: primitive '%s' cannot be compiled (its parameters own data "
                          "that a cached trace cannot share)",
                          n->prim->name);
-    if (r->shapeless && !replays_shapeless(n->prim, n->params) &&
+    if (r->shapeless && !replays_shapeless(n) &&
         n->prim == &wf__prim_random_keyed)
         return wf__error(WF_ERR_UNSUPPORTED,
                          "compile: a draw of a fixed shape from the default key "
                          "(wf_random_uniform, _normal, _randint) cannot be replayed shapeless; "
                          "draw with wf_random_bernoulli / _categorical on arrays derived from "
                          "the inputs, pass a key, or compile without shapeless");
-    if (r->shapeless && !replays_shapeless(n->prim, n->params))
+    if (r->shapeless && !replays_shapeless(n))
         return wf__error(WF_ERR_UNSUPPORTED,
                          "compile: primitive '%s' fixes a shape in its parameters and cannot "
                          "be replayed shapeless (compile without shapeless)",

@@ -28,14 +28,19 @@ enum wf_node_state {
 };
 
 /* Node flags (wf_array.node_flags), set before the node goes live and
- * fixed afterwards. Bits 3 and up are free for later flags. */
+ * fixed afterwards. Bits 4 and up are free for later flags. */
 enum wf_node_flags {
     WF_NODE_FLAG_PLACEHOLDER = 1u << 0,    /* a tracer: shape and dtype, never a value */
     WF_NODE_FLAG_ON_PLACEHOLDER = 1u << 1, /* built (transitively) from a placeholder */
     /* A broadcast_to an op inserted to bring an operand to the broadcast
      * shape of its operands (NumPy broadcasting), not one the caller asked
      * for: a shapeless compiled replay re-derives it from the call's shapes. */
-    WF_NODE_FLAG_IMPLICIT_BROADCAST = 1u << 2
+    WF_NODE_FLAG_IMPLICIT_BROADCAST = 1u << 2,
+    /* A reshape, broadcast_to, slice, slice_update or gather the caller
+     * asked for through the public API: a shapeless compiled replay keeps
+     * its shape, as MLX's does. The same ops built inside weft (by gradient
+     * rules, say) name a traced shape no replay may reuse: refused. */
+    WF_NODE_FLAG_USER_SHAPE = 1u << 3
 };
 
 struct wf_prim_def;

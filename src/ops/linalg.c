@@ -1,8 +1,9 @@
 /* Linear algebra: wf_matmul and wf_addmm with NumPy matmul rules.
  *
  * 1-d operands are vectors: on the left one becomes (1, k), on the right
- * (k, 1), and that dim is dropped from the result (reshapes, which are
- * views). Leading axes batch and broadcast. The primitives take operands of
+ * (k, 1), and that dim is dropped from the result (expand_dims and squeeze,
+ * views whose other dims follow the operands' shapes, so a shapeless
+ * compiled product replays at any size). Leading axes batch and broadcast. The primitives take operands of
  * any (mixed) dtypes and produce the promoted float type; the kernel
  * converts while staging operands for BLAS, so no cast nodes are made. */
 #include <string.h>
@@ -22,6 +23,8 @@ typedef struct product_setup {
     int pndim, rndim;
     int64_t pshape[WF_MAX_NDIM];
     int64_t rshape[WF_MAX_NDIM];
+    int ndropped;   /* vector dims of the product that the result drops */
+    int dropped[2]; /* their positions in the product, ascending */
 } product_setup;
 
 /* `v` (1-d, k) as (1, k) when `left`, else (k, 1); other ranks retained. */
@@ -29,9 +32,8 @@ static wf_array *as_matrix(wf_array *v, bool left)
 {
     if (v->ndim != 1)
         return wf__array_incref(v);
-    const int64_t k = v->shape[0];
-    const int64_t shape[2] = {left ? 1 : k, left ? k : 1};
-    return wf__op_reshape(v, shape, 2);
+    const int axis = left ? 0 : 1;
+    return wf__op_expand_dims(v, &axis, 1);
 }
 
 static wf_status setup_product(const char *op, wf_array *a, wf_array *b, product_setup *s)
@@ -69,12 +71,17 @@ static wf_status setup_product(const char *op, wf_array *a, wf_array *b, product
     s->pshape[nb + 1] = n;
     s->pndim = nb + 2;
     s->rndim = 0;
+    s->ndropped = 0;
     for (int d = 0; d < nb; d++)
         s->rshape[s->rndim++] = s->pshape[d];
     if (a->ndim != 1)
         s->rshape[s->rndim++] = m;
+    else
+        s->dropped[s->ndropped++] = nb;
     if (b->ndim != 1)
         s->rshape[s->rndim++] = n;
+    else
+        s->dropped[s->ndropped++] = nb + 1;
     s->x = as_matrix(a, true);
     s->y = s->x ? as_matrix(b, false) : NULL;
     if (!s->y) {
@@ -85,12 +92,12 @@ static wf_status setup_product(const char *op, wf_array *a, wf_array *b, product
     return WF_OK;
 }
 
-/* Reshapes the internal product to the result shape; consumes `product`. */
+/* Drops the vector dims from the internal product; consumes `product`. */
 static wf_array *finish(wf_array *product, const product_setup *s)
 {
-    if (!product || s->rndim == s->pndim)
+    if (!product || s->ndropped == 0)
         return product;
-    wf_array *out = wf__op_reshape(product, s->rshape, s->rndim);
+    wf_array *out = wf__op_squeeze(product, s->dropped, s->ndropped);
     wf__array_release(product);
     return out;
 }
@@ -139,9 +146,14 @@ wf_array *wf__op_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, doub
     }
     wf_array *product = NULL;
     if (ok) {
-        wf_array *cb = wf__op_broadcast_to(c, s.rshape, s.rndim);
-        wf_array *cp = cb && s.rndim != s.pndim ? wf__op_reshape(cb, s.pshape, s.pndim)
-                                                : wf__array_incref(cb);
+        /* c of the result's own shape is used as it is, so that a shapeless
+         * compiled addmm follows the call's shapes (MLX broadcasts only when
+         * the shapes differ, too). */
+        wf_array *cb = wf__shape_equal(c->shape, c->ndim, s.rshape, s.rndim)
+                           ? wf__array_incref(c)
+                           : wf__op_broadcast_to(c, s.rshape, s.rndim);
+        wf_array *cp = cb && s.ndropped ? wf__op_expand_dims(cb, s.dropped, s.ndropped)
+                                        : (cb ? wf__array_incref(cb) : NULL);
         if (cp) {
             wf_addmm_params p;
             memset(&p, 0, sizeof p);

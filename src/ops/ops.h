@@ -128,6 +128,10 @@ wf_array *wf__op_moveaxis(wf_array *a, int source, int destination);
 wf_array *wf__op_expand_dims(wf_array *a, const int *axes, int naxes);
 wf_array *wf__op_squeeze(wf_array *a, const int *axes, int naxes);
 wf_array *wf__op_flatten(wf_array *a, int start_axis, int end_axis);
+wf_array *wf__op_unflatten(wf_array *a, int axis, const int64_t *shape, int n);
+/* Marks `out` (a new node built from `in` by a public shape-naming op) as
+ * asked for by the caller (WF_NODE_FLAG_USER_SHAPE); returns it. */
+wf_array *wf__mark_user_shape(wf_array *out, const wf_array *in);
 wf_array *wf__op_slice_update(wf_array *a, wf_array *update, const int64_t *starts,
                               const int64_t *stops, const int64_t *steps);
 wf_array *wf__op_concatenate(wf_array *const *arrays, int count, int axis);

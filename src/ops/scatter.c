@@ -300,7 +300,8 @@ static wf_array *op_slice_update_dynamic(wf_array *a, wf_array *update, wf_array
 wf_array *wf_gather(wf_array *a, wf_array *const *indices, int nindices, const int *axes,
                     const int64_t *slice_sizes)
 {
-    return wf__array_publish(op_gather(a, indices, nindices, axes, slice_sizes));
+    return wf__array_publish(
+        wf__mark_user_shape(op_gather(a, indices, nindices, axes, slice_sizes), a));
 }
 
 wf_array *wf_scatter(wf_array *a, wf_array *const *indices, int nindices, wf_array *updates,

@@ -34,6 +34,17 @@ wf_array *wf__op_reshape(wf_array *a, const int64_t *shape, int ndim)
     return wf__node_new(&wf__prim_reshape, &p, &a, 1);
 }
 
+/* Output dimension d of `p` is the product of a's dimensions [begin, end):
+ * it follows a's shape when a shapeless compiled call replays the node. */
+static void derive_dim(wf_reshape_params *p, int d, const wf_array *a, int begin, int end)
+{
+    p->shape[d] = 1;
+    for (int k = begin; k < end; k++)
+        p->shape[d] *= a->shape[k]; /* bounded by a's size */
+    p->in_begin[d] = (int8_t)begin;
+    p->in_end[d] = (int8_t)end;
+}
+
 wf_array *wf__op_transpose(wf_array *a, const int *perm, int nperm)
 {
     if (!wf__array_check(a, "wf_transpose", "a"))
@@ -176,10 +187,17 @@ wf_array *wf__op_expand_dims(wf_array *a, const int *axes, int naxes)
         }
         inserted[axis] = true;
     }
-    int64_t shape[WF_MAX_NDIM];
-    for (int d = 0, k = 0; d < rank; d++)
-        shape[d] = inserted[d] ? 1 : a->shape[k++];
-    return wf__op_reshape(a, shape, rank);
+    wf_reshape_params p;
+    memset(&p, 0, sizeof p);
+    p.follows_input = true;
+    p.ndim = rank;
+    for (int d = 0, k = 0; d < rank; d++) {
+        if (inserted[d])
+            p.shape[d] = 1;
+        else
+            derive_dim(&p, d, a, k, k + 1), k++;
+    }
+    return wf__node_new(&wf__prim_reshape, &p, &a, 1);
 }
 
 wf_array *wf__op_squeeze(wf_array *a, const int *axes, int naxes)
@@ -215,12 +233,13 @@ wf_array *wf__op_squeeze(wf_array *a, const int *axes, int naxes)
             drop[axis] = true;
         }
     }
-    int64_t shape[WF_MAX_NDIM];
-    int rank = 0;
+    wf_reshape_params p;
+    memset(&p, 0, sizeof p);
+    p.follows_input = true;
     for (int d = 0; d < a->ndim; d++)
         if (!drop[d])
-            shape[rank++] = a->shape[d];
-    return wf__op_reshape(a, shape, rank);
+            derive_dim(&p, p.ndim++, a, d, d + 1);
+    return wf__node_new(&wf__prim_reshape, &p, &a, 1);
 }
 
 wf_array *wf__op_flatten(wf_array *a, int start_axis, int end_axis)
@@ -237,21 +256,48 @@ wf_array *wf__op_flatten(wf_array *a, int start_axis, int end_axis)
                   end_axis);
         return NULL;
     }
-    if (a->ndim == 0) {
-        const int64_t one = 1;
-        return wf__op_reshape(a, &one, 1);
+    wf_reshape_params p;
+    memset(&p, 0, sizeof p);
+    p.follows_input = true;
+    if (a->ndim == 0) { /* a scalar flattens to (1) */
+        p.ndim = 1;
+        p.shape[0] = 1;
+        return wf__node_new(&wf__prim_reshape, &p, &a, 1);
     }
-    int64_t shape[WF_MAX_NDIM];
-    int rank = 0;
     for (int d = 0; d < start; d++)
-        shape[rank++] = a->shape[d];
-    int64_t merged = 1;
-    for (int d = start; d <= end; d++)
-        merged *= a->shape[d]; /* bounded by a->size */
-    shape[rank++] = merged;
+        derive_dim(&p, p.ndim++, a, d, d + 1);
+    derive_dim(&p, p.ndim++, a, start, end + 1);
     for (int d = end + 1; d < a->ndim; d++)
-        shape[rank++] = a->shape[d];
-    return wf__op_reshape(a, shape, rank);
+        derive_dim(&p, p.ndim++, a, d, d + 1);
+    return wf__node_new(&wf__prim_reshape, &p, &a, 1);
+}
+
+wf_array *wf__op_unflatten(wf_array *a, int axis, const int64_t *shape, int n)
+{
+    if (!wf__array_check(a, "wf_unflatten", "a"))
+        return NULL;
+    int ax;
+    if (wf__normalize_axis("wf_unflatten", axis, a->ndim, &ax) != WF_OK)
+        return NULL;
+    if (n < 1 || shape == NULL) {
+        wf__error(WF_ERR_INVALID_ARGUMENT, "wf_unflatten: the shape must not be empty");
+        return NULL;
+    }
+    if (a->ndim - 1 + n > WF_MAX_NDIM) {
+        wf__error(WF_ERR_SHAPE, "wf_unflatten: the result would have rank %d (max %d)",
+                  a->ndim - 1 + n, WF_MAX_NDIM);
+        return NULL;
+    }
+    wf_reshape_params p;
+    memset(&p, 0, sizeof p);
+    p.follows_input = true;
+    for (int d = 0; d < ax; d++)
+        derive_dim(&p, p.ndim++, a, d, d + 1);
+    for (int i = 0; i < n; i++)
+        p.shape[p.ndim++] = shape[i]; /* one may be -1: the axis's size over the others */
+    for (int d = ax + 1; d < a->ndim; d++)
+        derive_dim(&p, p.ndim++, a, d, d + 1);
+    return wf__node_new(&wf__prim_reshape, &p, &a, 1);
 }
 
 /* ---------------------------------------------------------------- slice_update */
@@ -759,9 +805,16 @@ wf_status wf_split_at(wf_array *a, const int64_t *indices, int count, int axis, 
     return publish_parts(st, out, st == WF_OK ? count + 1 : 0);
 }
 
+wf_array *wf__mark_user_shape(wf_array *out, const wf_array *in)
+{
+    if (out && out != in) /* a new node no other thread has seen */
+        out->node_flags |= WF_NODE_FLAG_USER_SHAPE;
+    return out;
+}
+
 wf_array *wf_reshape(wf_array *a, const int64_t *shape, int ndim)
 {
-    return wf__array_publish(wf__op_reshape(a, shape, ndim));
+    return wf__array_publish(wf__mark_user_shape(wf__op_reshape(a, shape, ndim), a));
 }
 
 wf_array *wf_transpose(wf_array *a, const int *perm, int nperm)
@@ -771,12 +824,12 @@ wf_array *wf_transpose(wf_array *a, const int *perm, int nperm)
 
 wf_array *wf_broadcast_to(wf_array *a, const int64_t *shape, int ndim)
 {
-    return wf__array_publish(wf__op_broadcast_to(a, shape, ndim));
+    return wf__array_publish(wf__mark_user_shape(wf__op_broadcast_to(a, shape, ndim), a));
 }
 
 wf_array *wf_slice(wf_array *a, const int64_t *starts, const int64_t *stops, const int64_t *steps)
 {
-    return wf__array_publish(wf__op_slice(a, starts, stops, steps));
+    return wf__array_publish(wf__mark_user_shape(wf__op_slice(a, starts, stops, steps), a));
 }
 
 wf_array *wf_swapaxes(wf_array *a, int axis1, int axis2)
@@ -799,6 +852,11 @@ wf_array *wf_squeeze(wf_array *a, const int *axes, int naxes)
     return wf__array_publish(wf__op_squeeze(a, axes, naxes));
 }
 
+wf_array *wf_unflatten(wf_array *a, int axis, const int64_t *shape, int n)
+{
+    return wf__array_publish(wf__mark_user_shape(wf__op_unflatten(a, axis, shape, n), a));
+}
+
 wf_array *wf_flatten(wf_array *a, int start_axis, int end_axis)
 {
     return wf__array_publish(wf__op_flatten(a, start_axis, end_axis));
@@ -807,7 +865,8 @@ wf_array *wf_flatten(wf_array *a, int start_axis, int end_axis)
 wf_array *wf_slice_update(wf_array *a, wf_array *update, const int64_t *starts,
                           const int64_t *stops, const int64_t *steps)
 {
-    return wf__array_publish(wf__op_slice_update(a, update, starts, stops, steps));
+    return wf__array_publish(
+        wf__mark_user_shape(wf__op_slice_update(a, update, starts, stops, steps), a));
 }
 
 wf_array *wf_concatenate(wf_array *const *arrays, int count, int axis)

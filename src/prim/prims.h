@@ -48,10 +48,16 @@ typedef struct wf_sum_params {
     bool keepdims;
 } wf_sum_params;
 
-/* The requested shape as given (one entry may be -1). */
+/* The requested shape as given (one entry may be -1). Output dimension d
+ * with in_end[d] > in_begin[d] is instead the product of the input's
+ * dimensions [in_begin[d], in_end[d]): expand_dims, squeeze, flatten and
+ * unflatten derive their shape from the input's, so a shapeless compiled
+ * call follows the call's shapes where a literal reshape keeps its own. */
 typedef struct wf_reshape_params {
     int ndim;
     int64_t shape[WF_MAX_NDIM];
+    int8_t in_begin[WF_MAX_NDIM], in_end[WF_MAX_NDIM];
+    bool follows_input; /* built by expand_dims, squeeze, flatten or unflatten */
 } wf_reshape_params;
 
 /* perm[i] is the input axis that becomes output axis i (normalized, >= 0). */

@@ -46,16 +46,42 @@ wf_status wf__reshape_resolve(const char *op, int64_t size, const int64_t *shape
     return WF_OK;
 }
 
+/* The requested shape with the dimensions derived from the input filled in
+ * (-1 still unresolved). */
+static wf_status reshape_target(const wf_reshape_params *p, const wf_desc *in, int64_t *target)
+{
+    for (int d = 0; d < p->ndim; d++) {
+        if (p->in_end[d] <= p->in_begin[d]) {
+            target[d] = p->shape[d];
+            continue;
+        }
+        if (p->in_end[d] > in->ndim)
+            return wf__error(WF_ERR_SHAPE,
+                             "wf_reshape: derived from input dimensions up to %d of a rank-%d "
+                             "input",
+                             p->in_end[d], in->ndim);
+        target[d] = 1;
+        for (int k = p->in_begin[d]; k < p->in_end[d]; k++)
+            target[d] *= in->shape[k]; /* bounded by the input's size */
+    }
+    return WF_OK;
+}
+
 static wf_status infer_reshape(const void *params, const wf_desc *inputs, int ninputs,
                                wf_out_desc *out)
 {
     const wf_reshape_params *p = params;
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "reshape: expected 1 input, got %d", ninputs);
+    if (p->ndim < 0 || p->ndim > WF_MAX_NDIM)
+        return wf__error(WF_ERR_INTERNAL, "reshape: rank %d out of range", p->ndim);
     int64_t size = 1;
     for (int d = 0; d < inputs[0].ndim; d++)
         size *= inputs[0].shape[d]; /* an input's size fits int64 */
-    wf_status st = wf__reshape_resolve("wf_reshape", size, p->shape, p->ndim, out->shape);
+    int64_t target[WF_MAX_NDIM];
+    wf_status st = reshape_target(p, &inputs[0], target);
+    if (st == WF_OK)
+        st = wf__reshape_resolve("wf_reshape", size, target, p->ndim, out->shape);
     if (st != WF_OK)
         return st;
     out->dtype = inputs[0].dtype;

@@ -49,6 +49,7 @@ struct wf_stream {
     bool worker_frees; /* the worker dropped the last reference itself */
     bool immortal;     /* the default stream: never freed, so not counted */
     bool has_worker;   /* `worker` runs (false in a fork child until work is queued) */
+    bool worker_in_user_code; /* the worker runs deferred destructors, queue unlocked */
     /* Payload destructors and deleters that tasks run by other threads
      * deferred: the worker runs them (see run_head). */
     wf_deferred_list deferred;
@@ -147,10 +148,12 @@ static void run_worker_deferred(wf_stream *s)
 {
     wf_deferred_list list = s->deferred;
     s->deferred = (wf_deferred_list){0};
+    s->worker_in_user_code = true;
     wf__mutex_unlock(&s->queue_lock);
     wf__free_deferred_give(&list);
     wf__eval_run_deferred_frees();
     wf__mutex_lock(&s->queue_lock);
+    s->worker_in_user_code = false;
 }
 
 /* With the queue locked, the token free and a task queued: runs the head
@@ -177,9 +180,12 @@ static void run_head(wf_stream *s)
             wf__free_deferred_take(&s->deferred);
             pthread_cond_signal(&s->work_ready);
         } else {
+            bool on_worker = s->has_worker && pthread_equal(pthread_self(), s->worker);
+            s->worker_in_user_code = on_worker;
             wf__mutex_unlock(&s->queue_lock);
             wf__eval_run_deferred_frees();
             wf__mutex_lock(&s->queue_lock);
+            s->worker_in_user_code = false;
         }
     }
 }
@@ -344,27 +350,34 @@ wf_stream *wf__stream_incref(wf_stream *s)
 }
 
 /* The last reference: stop the worker once it is idle and free the stream.
- * If the worker itself dropped the reference (a task released the last node
- * on this stream), it cannot join itself: it frees the stream on its way out. */
+ * The releasing thread joins the worker only when the worker has nothing
+ * left to run but its exit: a worker inside user code (a deferred destructor
+ * or deleter), or with such code still queued, may wait for a lock the
+ * releasing thread holds (a binding's interpreter lock), so it is detached
+ * and frees the stream on its way out. So does a worker that dropped the
+ * last reference itself (it cannot join itself). */
 static void stream_destroy(wf_stream *s)
 {
     registry_remove(s);
     wf__mutex_lock(&s->queue_lock);
     bool has_worker = s->has_worker; /* false: a fork child never queued work on it */
     bool self = has_worker && pthread_equal(pthread_self(), s->worker);
+    bool worker_busy = s->worker_in_user_code || !wf__free_deferred_list_empty(&s->deferred);
+    pthread_t worker = s->worker;
     s->shutdown = true;
-    s->worker_frees = self;
+    s->worker_frees = has_worker && (self || worker_busy);
+    bool join = has_worker && !s->worker_frees;
     pthread_cond_signal(&s->work_ready);
     wf__mutex_unlock(&s->queue_lock);
     if (!has_worker) {
         stream_free_memory(s);
         return;
     }
-    if (self) {
-        pthread_detach(s->worker);
+    if (!join) {
+        pthread_detach(worker); /* `s` may be freed already: only the copied id is used */
         return;
     }
-    pthread_join(s->worker, NULL);
+    pthread_join(worker, NULL);
     stream_free_memory(s);
 }
 

@@ -113,8 +113,33 @@ def test_compile_errors_come_back_and_retry():
     with pytest.raises(KeyError):
         cf(mx.array(1.0))
     assert cf(mx.array(1.0)).item() == 1.0
-    with pytest.raises(ValueError):
-        mx.compile(lambda x: 3)(mx.array(1.0))
+    # Non-array outputs stay in the output tree (MLX's behaviour) ...
+    assert mx.compile(lambda x: (3, None, x))(mx.array(1.0))[:2] == (3, None)
+
+    # ... but arguments must be arrays or constants compile can key on.
+    class Opaque:
+        value = 1
+
+    with pytest.raises(ValueError, match="Opaque"):
+        mx.compile(lambda x, y: x + y.value)(mx.array(1.0), Opaque())
+
+
+def test_output_trees_may_differ_by_dtype():
+    state = [mx.array(1.0)]
+
+    def f(y):
+        x = state[0]
+        if y.dtype == mx.float32:
+            state[0] = 2 * y
+            return [x, y]
+        state[0] = state[0] * 2
+        return {"sum": x + y}
+
+    cf = mx.compile(f, inputs=state, outputs=state)
+    for _ in range(3):
+        assert isinstance(cf(mx.array(1.0)), list)
+        assert isinstance(cf(mx.array(1)), dict)
+    assert state[0].item() == 4.0
 
 
 def test_grad_of_compiled_and_compiled_grad():
@@ -129,6 +154,31 @@ def test_shapeless():
     assert cf(mx.ones((2,))).tolist() == [2.0, 2.0]
     assert cf(mx.ones((3,))).tolist() == [2.0, 2.0, 2.0]
     assert mx.compile_stats(cf)["traces"] == 1
+
+
+def test_shapeless_shapes_named_and_derived():
+    import numpy as np
+
+    # A literal reshape keeps its target (its -1 inferred again), as in MLX.
+    cf = mx.compile(lambda x: x.reshape(x.shape[0] * x.shape[1], -1), shapeless=True)
+    assert cf(mx.zeros((2, 3, 4))).shape == (6, 4)
+    assert cf(mx.zeros((2, 3, 8))).shape == (6, 8)
+    with pytest.raises(ValueError):
+        cf(mx.zeros((5, 5, 5)))
+    # Shapes derived from the input follow each call.
+    g = mx.compile(lambda x: mx.unflatten(mx.flatten(mx.expand_dims(x, 0), 1, 2), -1, (-1, 2)),
+                   shapeless=True)
+    for shape in [(2, 3), (4, 5), (3, 2)]:
+        x = mx.array(np.arange(np.prod(shape), dtype=np.float32).reshape(shape))
+        want = np.arange(np.prod(shape), dtype=np.float32).reshape(1, -1, 2)
+        assert np.array_equal(np.array(g(x)), want)
+    v = mx.compile(lambda a, b: a @ b, shapeless=True)
+    assert v(mx.array([1.0, 2.0]), mx.array([3.0, 4.0])).item() == 11.0
+    assert v(mx.array([1.0, 2.0, 3.0]), mx.array([1.0, 1.0, 1.0])).item() == 6.0
+    assert mx.compile_stats(g)["traces"] == 1 and mx.compile_stats(v)["traces"] == 1
+    # A shapeless compiled gradient is refused, never replayed at a stale shape.
+    with pytest.raises(NotImplementedError):
+        mx.compile(mx.grad(lambda x: (x * x).sum()), shapeless=True)(mx.ones((3,)))
 
 
 def test_eight_threads_on_a_cold_function_trace_once():

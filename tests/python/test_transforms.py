@@ -144,3 +144,53 @@ def test_arrays_escaping_a_trace_stay_usable():
 
     mx.grad(f)(mx.array([1.0, 2.0]))
     assert kept[0].tolist() == [3.0, 5.0]
+
+
+def test_argument_rules_follow_mlx():
+    f = lambda x, y: x * y
+    a, b = mx.array(0.5), mx.array(2.0)
+    with pytest.raises(ValueError):
+        mx.grad(f, argnums=-1)  # negative indices are refused when the transform is made
+    with pytest.raises(ValueError):
+        mx.grad(f, argnums=[])  # nothing to differentiate
+    with pytest.raises(TypeError):
+        mx.grad(f, argnums=(None, None))
+    with pytest.raises(ValueError):
+        mx.grad(f)(x=a, y=b)  # argument 0 was not passed positionally
+    pos, kw = mx.grad(f, argnums=[], argnames=["y"])(a, y=b)
+    assert pos is None and list(kw) == ["y"] and kw["y"].item() == 0.5
+    # grad wants a scalar array; value_and_grad also takes (value, aux...).
+    with pytest.raises(ValueError):
+        mx.grad(lambda x: (x.sum(), 1))(mx.ones((2,)))
+    with pytest.raises(ValueError):
+        mx.grad(lambda x: x.sum(keepdims=True))(mx.ones((2, 2)))
+
+
+def test_writes_into_argument_containers_persist():
+    # A function may update its (model's) containers in place while it is
+    # differentiated; what it did not write keeps the caller's arrays.
+    model = [mx.array(3.0), mx.array(1.0), mx.array(5.0)]
+    first, last = model[0], model[2]
+
+    def loss(m):
+        m[1] = mx.array(2.0)
+        return m[0] * m[0]
+
+    g = mx.grad(loss)(model)
+    assert g[0].item() == 6.0
+    assert model[1].item() == 2.0
+    assert model[0] is first and model[2] is last
+
+
+def test_put_along_axis_matches_numpy():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    idx = np.array([[1], [0], [3]])
+    vals = np.array([[10.0], [20.0], [30.0]], dtype=np.float32)
+    want = a.copy()
+    np.put_along_axis(want, idx, vals, axis=1)
+    got = mx.put_along_axis(mx.array(a), mx.array(idx), mx.array(vals), axis=1)
+    assert np.array_equal(np.array(got), want)
+    flat_want = a.copy().reshape(-1)
+    flat_want[[0, 5]] = [-1, -2]
+    got = mx.put_along_axis(mx.array(a), mx.array([0, 5]), mx.array([-1.0, -2.0]))
+    assert np.array_equal(np.array(got), flat_want.reshape(3, 4))

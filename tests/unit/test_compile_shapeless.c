@@ -1,6 +1,9 @@
 /* wf_compile shapeless: arrays made "like" an input (wf_zeros_like,
- * wf_ones_like, wf_full_like) follow the shape of each call, bit for bit
- * as the uncompiled function; an op that names a shape is refused. */
+ * wf_ones_like, wf_full_like) and reshapes derived from the input's shape
+ * (expand_dims, squeeze, flatten, unflatten) follow the shape of each call,
+ * bit for bit as the uncompiled function; a literal reshape keeps its shape
+ * (its -1 re-inferred) and fails with a shape error where it cannot; a
+ * default-key draw of a fixed shape is refused. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +114,136 @@ static void test_like_ops_follow_each_call_shape(void)
     CHECK_OK(wf_set_compile_mode(WF_COMPILE_ENABLED));
 }
 
+/* flatten(expand_dims(x)) -> squeeze -> unflatten(-1, 1), times 2 plus 1:
+ * every reshape derived from x's shape. */
+static wf_status derived_reshapes_body(void *payload, wf_array *const *in, size_t n,
+                                       wf_array **out, size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_scope_begin();
+    wf_array *e = wf_expand_dims(in[0], (int[]){0}, 1);
+    wf_array *f = wf_flatten(e, 1, 2);
+    wf_array *s = wf_squeeze(f, (int[]){0}, 1);
+    wf_array *u = wf_unflatten(s, 0, (int64_t[]){-1, 1}, 2);
+    wf_array *y = wf_keep(wf_add(wf_multiply(u, wf_scalar(2, WF_DTYPE_F32)),
+                                 wf_scalar(1, WF_DTYPE_F32)));
+    wf_scope_end();
+    if (!y)
+        return wf_last_error();
+    out[0] = y;
+    *nout = 1;
+    return WF_OK;
+}
+
+static void test_derived_reshapes_follow_each_call_shape(void)
+{
+    wf_compile_options o = wf_compile_options_default();
+    o.shapeless = true;
+    wf_fn *f = wf_fn_new(derived_reshapes_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, &o);
+    const int64_t shapes[][2] = {{2, 3}, {4, 5}, {1, 7}, {3, 1}, {6, 6}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        wf_array *x = ramp2(shapes[i][0], shapes[i][1], WF_DTYPE_F32);
+        wf_array *want[1] = {NULL}, *got[1] = {NULL};
+        size_t nwant = 1, ngot = 1;
+        CHECK_OK(wf_fn_call(f, &x, 1, want, &nwant));
+        CHECK_OK(wf_fn_call(cf, &x, 1, got, &ngot));
+        if (CHECK_NOT_NULL(got[0])) {
+            CHECK_EQ_INT(wf_array_ndim(got[0]), 2);
+            CHECK_EQ_INT(wf_array_dim(got[0], 0), shapes[i][0] * shapes[i][1]);
+            CHECK_EQ_INT(wf_array_dim(got[0], 1), 1);
+        }
+        check_same_bits(want[0], got[0]);
+        wf_release(want[0]);
+        wf_release(got[0]);
+        wf_release(x);
+    }
+    wf_compile_stats st = wf_compile_stats_default();
+    CHECK_OK(wf_compile_stats_get(cf, &st));
+    CHECK_EQ_INT(st.traces, 1);
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
+/* reshape(x, (-1, 2)): a literal shape, kept by replay with -1 re-inferred. */
+static wf_status literal_reshape_body(void *payload, wf_array *const *in, size_t n,
+                                      wf_array **out, size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    out[0] = wf_reshape(in[0], (int64_t[]){-1, 2}, 2);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static void test_literal_reshape_keeps_its_shape(void)
+{
+    wf_compile_options o = wf_compile_options_default();
+    o.shapeless = true;
+    wf_fn *f = wf_fn_new(literal_reshape_body, NULL, NULL);
+    wf_fn *cf = wf_compile(f, &o);
+    const int64_t shapes[][2] = {{2, 3}, {4, 5}, {1, 3}, {3, 4}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        wf_array *x = ramp2(shapes[i][0], shapes[i][1], WF_DTYPE_F32);
+        wf_array *got[1] = {NULL};
+        size_t ngot = 1;
+        int64_t size = shapes[i][0] * shapes[i][1];
+        if (size % 2 != 0) { /* (1, 3): 3 elements cannot be pairs */
+            CHECK_STATUS(wf_fn_call(cf, &x, 1, got, &ngot), WF_ERR_SHAPE);
+            CHECK_STR_CONTAINS(wf_last_error_message(), "reshape");
+        } else {
+            wf_array *want[1] = {NULL};
+            size_t nwant = 1;
+            CHECK_OK(wf_fn_call(f, &x, 1, want, &nwant));
+            CHECK_OK(wf_fn_call(cf, &x, 1, got, &ngot));
+            if (CHECK_NOT_NULL(got[0]))
+                CHECK_EQ_INT(wf_array_dim(got[0], 0), size / 2);
+            check_same_bits(want[0], got[0]);
+            wf_release(want[0]);
+            wf_release(got[0]);
+        }
+        wf_release(x);
+    }
+    wf_fn_release(cf);
+    wf_fn_release(f);
+}
+
+/* sum(x * x): its gradient broadcasts the cotangent to x's traced shape
+ * inside weft, a shape no replay may reuse. */
+static wf_status sum_of_squares_body(void *payload, wf_array *const *in, size_t n,
+                                     wf_array **out, size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_scope_begin();
+    wf_array *y = wf_keep(wf_sum(wf_multiply(in[0], in[0]), NULL, 0, false));
+    wf_scope_end();
+    out[0] = y;
+    *nout = 1;
+    return y ? WF_OK : wf_last_error();
+}
+
+/* A shapeless compiled gradient is refused at trace time, never replayed
+ * at the traced shape (which would give a wrong result for a size-1 input). */
+static void test_shapeless_gradient_is_refused(void)
+{
+    wf_compile_options o = wf_compile_options_default();
+    o.shapeless = true;
+    wf_fn *f = wf_fn_new(sum_of_squares_body, NULL, NULL);
+    wf_fn *g = wf_grad(f, NULL, 0);
+    wf_fn *cg = wf_compile(g, &o);
+    wf_array *x = ramp2(2, 3, WF_DTYPE_F32);
+    wf_array *out[1] = {NULL};
+    size_t nout = 1;
+    CHECK_STATUS(wf_fn_call(cg, &x, 1, out, &nout), WF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "shapeless");
+    wf_release(x);
+    wf_fn_release(cg);
+    wf_fn_release(g);
+    wf_fn_release(f);
+}
+
 /* A draw shaped like the input names the traced shape in its parameters. */
 static wf_status uniform_like_body(void *payload, wf_array *const *in, size_t n,
                                    wf_array **out, size_t *nout)
@@ -150,6 +283,9 @@ static void test_shape_naming_op_is_refused(void)
 int main(void)
 {
     RUN_TEST(test_like_ops_follow_each_call_shape);
+    RUN_TEST(test_derived_reshapes_follow_each_call_shape);
+    RUN_TEST(test_literal_reshape_keeps_its_shape);
+    RUN_TEST(test_shapeless_gradient_is_refused);
     RUN_TEST(test_shape_naming_op_is_refused);
     return TEST_SUMMARY();
 }

@@ -27,17 +27,10 @@ extern char **environ;
 
 static char source_root[PATH_MAX];
 
-/* The source tree: this file is <root>/tests/unit/test_safetensors_python.c. */
+/* The source tree (set by CMake). */
 static void find_source_root(void)
 {
-    snprintf(source_root, sizeof source_root, "%s", __FILE__);
-    for (int up = 0; up < 3; up++) {
-        char *slash = strrchr(source_root, '/');
-        if (slash)
-            *slash = 0;
-        else
-            snprintf(source_root, sizeof source_root, ".");
-    }
+    snprintf(source_root, sizeof source_root, "%s", WEFT_SOURCE_DIR);
 }
 
 /* One expected tensor: its name, dtype, shape and raw little-endian bytes. */
