@@ -574,3 +574,21 @@ def test_upsample_antialias_downsampling_kernel():
     np.testing.assert_allclose(flat, 1.0, rtol=1e-5)
     with pytest.raises(ValueError):
         nn.Upsample(0.5, mode="linear", align_corners=True, antialias=True)
+
+
+def test_batch_norm_statistics_persist_through_value_and_grad_and_compile():
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm(4))
+    x = mx.array(randn(8, 3))
+    hidden = np.array(model.layers[0](x))
+
+    def loss(m, inputs):
+        return m(inputs).sum()
+
+    _, grads = nn.value_and_grad(model, loss)(model, x)
+    assert sorted(grads["layers"][1]) == ["bias", "weight"]  # statistics are not trainable
+    close(model.layers[1].running_mean, 0.1 * hidden.mean(0), atol=1e-6)
+    state = [model.state]
+    step = mx.compile(lambda inputs: nn.value_and_grad(model, loss)(model, inputs)[0],
+                      inputs=state, outputs=state)
+    step(x)
+    close(model.layers[1].running_mean, 0.19 * hidden.mean(0), atol=1e-6)
