@@ -22,8 +22,6 @@ def _rebuild(like, children):
         return children if type(like) is dict else type(like)(children)
     if _tree._is_namedtuple(like):
         return type(like)(*children)
-    if type(like) in (list, tuple):
-        return type(like)(children)
     return type(like)(children)
 
 
