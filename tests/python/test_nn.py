@@ -451,6 +451,20 @@ def test_pooling_gradient():
     x = mx.array(np.arange(8, dtype=np.float32).reshape(1, 8, 1))
     g = mx.grad(lambda t: nn.MaxPool1d(2)(t).sum())(x)
     np.testing.assert_array_equal(np.array(g).ravel(), [0, 1] * 4)
+    # tied maxima share the gradient equally (MLX's rule)
+    ties = mx.array(np.array([1, 1, 1, 1, 2, 0], np.float32).reshape(1, 6, 1))
+    g = mx.grad(lambda t: nn.MaxPool1d(3)(t).sum())(ties)
+    np.testing.assert_allclose(np.array(g).ravel(), [1 / 3] * 3 + [0, 1, 0], rtol=1e-6)
+
+
+def test_piecewise_activation_gradients_at_the_kinks():
+    at = mx.array([0.0, 6.0, -1.0, 1.0])
+    np.testing.assert_array_equal(np.array(mx.grad(lambda t: nn.relu(t).sum())(at)), [0, 1, 0, 1])
+    np.testing.assert_array_equal(np.array(mx.grad(lambda t: nn.relu6(t).sum())(at)), [0, 0, 0, 1])
+    np.testing.assert_allclose(np.array(mx.grad(lambda t: nn.leaky_relu(t, 0.1).sum())(at)),
+                               [1, 1, 0.1, 1], rtol=1e-6)
+    np.testing.assert_array_equal(np.array(mx.grad(lambda t: nn.hard_tanh(t).sum())(at)),
+                                  [1, 0, 0, 0])
 
 
 def _np_linear_resize(x, axis, scale, align):

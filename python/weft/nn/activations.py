@@ -13,20 +13,25 @@ def tanh(x):
     return mx.tanh(x)
 
 
+# The piecewise-linear activations use where(): their gradient at the kinks
+# is MLX's (relu'(0) = 0, leaky_relu'(0) = 1), where maximum() would split a
+# tie's gradient between its operands.
+
+
 def relu(x):
-    return mx.maximum(x, 0)
+    return mx.where(x > 0, x, 0)
 
 
 def relu2(x):
-    return mx.square(mx.maximum(x, 0))
+    return mx.square(relu(x))
 
 
 def relu6(x):
-    return mx.minimum(mx.maximum(x, 0), 6.0)
+    return mx.where(x > 0, mx.where(x < 6, x, 6), 0)
 
 
 def leaky_relu(x, negative_slope=0.01):
-    return mx.maximum(negative_slope * x, x)
+    return mx.where(x >= 0, x, negative_slope * x)
 
 
 def softplus(x):
@@ -66,7 +71,7 @@ def hard_shrink(x, lambd=0.5):
 
 
 def hard_tanh(x, min_val=-1.0, max_val=1.0):
-    return mx.minimum(mx.maximum(x, min_val), max_val)
+    return mx.where(x > min_val, mx.where(x < max_val, x, max_val), min_val)
 
 
 def hardswish(x):

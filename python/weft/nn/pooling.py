@@ -1,7 +1,8 @@
 """Pooling and upsampling over channels-last inputs (N, spatial..., C), as mlx.nn.
 
-Pooling combines one strided slice of the (padded) input per kernel offset:
-each slice is an ordinary view, so gradients come from slicing's own rule.
+Pooling reduces over one strided slice of the (padded) input per kernel
+offset: each slice is an ordinary view, so gradients come from slicing's own
+rule.
 """
 import itertools
 import math
@@ -61,11 +62,8 @@ class _MaxPool(_Pool):
         super().__init__(spatial_dims, kernel_size, stride, padding, -math.inf)
 
     def __call__(self, x):
-        windows = self._windows(x)
-        out = windows[0]
-        for w in windows[1:]:
-            out = mx.maximum(out, w)
-        return out
+        # one max reduction: tied maxima share the gradient equally, as MLX's
+        return mx.max(mx.stack(self._windows(x), axis=-1), axis=-1)
 
 
 class _AvgPool(_Pool):
