@@ -2,7 +2,8 @@
  * bench_matmul: weft's GEMM (through wf_matmul) beside direct OpenBLAS calls
  * on the same data, in one run:
  *  - float32 square products 256 ... 4096: GFLOP/s of each and the ratio;
- *    float64 1024 against cblas_dgemm;
+ *    float64 1024 against cblas_dgemm; complex64 256 ... 2048 against
+ *    cblas_cgemm (what NumPy's complex64 matmul calls; 8 m n k flops);
  *  - 8 batched 512 x 512 products (against a loop of cblas_sgemm calls);
  *  - the transposed products of an MLP backward pass, x.T @ dy and dy @ W.T
  *    (against cblas_sgemm with CblasTrans);
@@ -20,7 +21,8 @@
  *
  *   build/release/bench_matmul [--cpu-time] [--matvec] [max_repeats=7]
  *
- * --matvec runs only the matrix-vector lines (x @ W and x @ W.T).
+ * --matvec runs only the matrix-vector lines (x @ W and x @ W.T);
+ * --complex only the complex64 lines.
  *
  * --cpu-time times with the process's CPU time instead of the wall clock:
  * with WEFT_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 it compares the libraries
@@ -269,6 +271,36 @@ static void bench_transposed(int max_repeats)
     free(c);
 }
 
+static void run_cgemm(void *vctx)
+{
+    const blas_ctx *s = vctx;
+    const float one[2] = {1.0f, 0.0f}, zero[2] = {0.0f, 0.0f};
+    cblas_cgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->m, s->n, s->k, one, s->a, s->k,
+                s->b, s->n, zero, s->c, s->n);
+}
+
+/* complex64 n x n @ n x n beside cblas_cgemm (interleaved re, im). */
+static void bench_complex(int n, int max_repeats)
+{
+    float *a = random_floats(2 * (int64_t)n * n, 7), *b = random_floats(2 * (int64_t)n * n, 8);
+    float *c = malloc((size_t)n * n * 2 * sizeof *c);
+    const int64_t s2[2] = {n, n};
+    wf_array *in[2] = {wf_array_from_data(a, s2, 2, WF_DTYPE_C64),
+                       wf_array_from_data(b, s2, 2, WF_DTYPE_C64)};
+    blas_ctx ctx = {1, n, n, n, a, b, c, false, false};
+    const double flops = 8.0 * n * n * (double)n;
+    double tw, tb;
+    best_pair(build_matmul, in, run_cgemm, &ctx, flops, max_repeats, &tw, &tb);
+    char label[32];
+    snprintf(label, sizeof label, "cgemm %d^3", n);
+    print_pair(label, flops, tw, tb);
+    wf_release(in[0]);
+    wf_release(in[1]);
+    free(a);
+    free(b);
+    free(c);
+}
+
 static void bench_float64(int n, int max_repeats)
 {
     double *a = malloc((size_t)n * n * sizeof *a), *b = malloc((size_t)n * n * sizeof *b);
@@ -433,9 +465,13 @@ int main(int argc, char **argv)
         bench_clock = CLOCK_PROCESS_CPUTIME_ID;
         arg++;
     }
-    bool matvec_only = false;
+    bool matvec_only = false, complex_only = false;
     if (argc > arg && strcmp(argv[arg], "--matvec") == 0) {
         matvec_only = true;
+        arg++;
+    }
+    if (argc > arg && strcmp(argv[arg], "--complex") == 0) {
+        complex_only = true;
         arg++;
     }
     const int max_repeats = argc > arg && atoi(argv[arg]) > 0 ? atoi(argv[arg]) : 7;
@@ -449,6 +485,10 @@ int main(int argc, char **argv)
         bench_matvec(max_repeats);
         return 0;
     }
+    for (int n = 256; n <= 2048; n *= 2)
+        bench_complex(n, max_repeats);
+    if (complex_only)
+        return 0;
     static const int sizes[] = {256, 512, 1024, 2048, 4096};
     for (int i = 0; i < 5; i++) {
         char label[32];

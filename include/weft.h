@@ -343,7 +343,8 @@ wf_array *wf_astype(wf_array *a, wf_dtype dtype);
 wf_array *wf_negative(wf_array *a);
 /* |a| (integers wrap at the minimum; bool unchanged). */
 wf_array *wf_abs(wf_array *a);
-/* -1, 0 or 1 in a's dtype (keeps -0 and NaN; bool unchanged). */
+/* -1, 0 or 1 in a's dtype (keeps -0 and NaN; bool unchanged; complex64:
+ * z / |z|, 0 for 0). */
 wf_array *wf_sign(wf_array *a);
 /* e^a - 1, accurate near 0. */
 wf_array *wf_expm1(wf_array *a);
@@ -479,15 +480,18 @@ wf_array *wf_clip(wf_array *a, wf_array *low, wf_array *high);
 
 /* MLX's dtypes: bool and signed integers of up to 4 bytes sum to int32,
  * unsigned ones of up to 4 bytes to uint32 (wrapping), int64 / uint64 keep
- * their type; f16/bf16 accumulate in float32. complex64: WF_ERR_DTYPE. */
+ * their type; f16/bf16 accumulate in float32; complex64 sums each part. */
 wf_array *wf_sum(wf_array *a, const int *axes, int naxes, bool keepdims);
 /* Mean (integers give float32). */
 wf_array *wf_mean(wf_array *a, const int *axes, int naxes, bool keepdims);
-/* Product, in wf_sum's dtypes (u8, u16, u32 give uint32). */
+/* Product, in wf_sum's dtypes (u8, u16, u32 give uint32; complex64 in
+ * order along each axis). */
 wf_array *wf_prod(wf_array *a, const int *axes, int naxes, bool keepdims);
-/* Maximum (NaN propagates; a zero-size reduction is WF_ERR_SHAPE). */
+/* Maximum (NaN propagates; a zero-size reduction is WF_ERR_SHAPE;
+ * complex64: by real part, then imaginary part, as NumPy). */
 wf_array *wf_max(wf_array *a, const int *axes, int naxes, bool keepdims);
-/* Minimum (NaN propagates; a zero-size reduction is WF_ERR_SHAPE). */
+/* Minimum (NaN propagates; a zero-size reduction is WF_ERR_SHAPE;
+ * complex64 ordered as in wf_max). */
 wf_array *wf_min(wf_array *a, const int *axes, int naxes, bool keepdims);
 /* True where every element is nonzero (bool result). */
 wf_array *wf_all(wf_array *a, const int *axes, int naxes, bool keepdims);
@@ -583,6 +587,19 @@ wf_array *wf_tile(wf_array *a, const int64_t *reps, int nreps);
  * weft's ops read any non-zero byte as true. */
 wf_array *wf_view(wf_array *a, wf_dtype dtype);
 
+/* ---- fp8 (e4m3) conversions, as MLX's to_fp8 / from_fp8: 1 sign, 4
+ * exponent (bias 7), 3 mantissa bits, every code finite (0x7f is 480) */
+
+/* The e4m3 code (uint8) of each element of a real float array (integers,
+ * bool, complex: WF_ERR_DTYPE): |x| rounded to nearest, ties to even (below
+ * 2^-6 to a multiple of 2^-9); |x| >= 464, infinities and NaN saturate to
+ * +-448 (0x7e / 0xfe). Element-wise, any shape; no gradient. */
+wf_array *wf_to_fp8(wf_array *a);
+/* The values of uint8 e4m3 codes (other dtypes: WF_ERR_DTYPE) as `dtype`, a
+ * real float type: exact in every float type but bfloat16 / float16, where
+ * the value is rounded once. */
+wf_array *wf_from_fp8(wf_array *a, wf_dtype dtype);
+
 /* ---- indexing: indices are integer arrays; out-of-range indices make the
  * evaluation fail with WF_ERR_INVALID_ARGUMENT (negative ones count from
  * the end) */
@@ -657,9 +674,11 @@ wf_array *wf_slice_update_dynamic(wf_array *a, wf_array *update, wf_array *start
 
 /* ---- sorting along one axis, for every dtype but complex64. Order as
  * NumPy: ascending, NaNs last (all NaNs equal); -0 sorts before +0.
- * Indices are int32 (WF_ERR_SHAPE for an
- * axis longer than INT32_MAX; values: longer than 2^32 - 1). Results never
- * depend on the thread count. */
+ * Indices are uint32, as MLX's (and wf_argmax's): WF_ERR_SHAPE for an axis
+ * longer than INT32_MAX, so every index is below 2^31 and code that reads
+ * them as int32_t (they were int32 before) gets the same values; values:
+ * WF_ERR_SHAPE past 2^32 - 1 elements. Results never depend on the thread
+ * count. */
 
 /* A sorted copy. */
 wf_array *wf_sort(wf_array *a, int axis);
@@ -694,10 +713,60 @@ wf_array *wf_logcumsumexp(wf_array *a, int axis, bool reverse, bool inclusive);
 /* ---- linear algebra */
 
 /* Matrix product with NumPy matmul rules: 1-d operands are vectors, leading
- * axes batch and broadcast. Float types (f16/bf16 through float32). */
+ * axes batch and broadcast. Float types (f16/bf16 through float32) and
+ * complex64 (one float32 GEMM over the parts; docs/API.md). */
 wf_array *wf_matmul(wf_array *a, wf_array *b);
 /* beta * c + alpha * (a @ b), c broadcast to the product's shape. */
 wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta);
+
+/* ---- convolution (MLX's layout, channels last): input (N, spatial...,
+ * C_in) with 1 to 3 spatial axes, weight (C_out, kernel spatial...,
+ * C_in / groups), output (N, out spatial..., C_out). Float inputs (the
+ * weight is promoted with the input); float16 and bfloat16 accumulate in
+ * float32. Errors: WF_ERR_DTYPE (non-float input), WF_ERR_SHAPE (ranks,
+ * channels not divisible by or not matching groups, a kernel larger than
+ * the padded input), WF_ERR_INVALID_ARGUMENT (non-positive stride,
+ * dilation or groups; negative padding where not allowed). Results never
+ * depend on the thread count. Per-axis arrays have one entry per spatial
+ * axis; NULL means 1 (strides, dilations) or 0 (paddings). */
+
+/* The general convolution (XLA's conv_general_dilated in NHWC): the input
+ * is dilated by `input_dilation` (zeros between elements), padded with
+ * padding_lo / padding_hi zeros (negative: cropped), and correlated with
+ * the kernel dilated by `kernel_dilation` at steps of `strides`; `flip`
+ * reverses the kernel's spatial axes (a true convolution). Output size
+ * per axis: ((L - 1) * idil + 1 + lo + hi - (K - 1) * kdil - 1) / stride + 1.
+ * C_out and C_in are divisible by `groups`; group g maps input channels
+ * [g * C_in / groups, ...) to output channels [g * C_out / groups, ...). */
+wf_array *wf_conv_general(wf_array *input, wf_array *weight, const int64_t *strides,
+                          const int64_t *padding_lo, const int64_t *padding_hi,
+                          const int64_t *kernel_dilation, const int64_t *input_dilation,
+                          int64_t groups, bool flip);
+/* 1-d convolution of (N, L, C_in) with (C_out, K, C_in / groups):
+ * symmetric zero padding (>= 0), kernel dilation. */
+wf_array *wf_conv1d(wf_array *input, wf_array *weight, int64_t stride, int64_t padding,
+                    int64_t dilation, int64_t groups);
+/* 2-d convolution of (N, H, W, C_in); stride, padding, dilation: 2 entries
+ * each (NULL: 1, 0, 1). */
+wf_array *wf_conv2d(wf_array *input, wf_array *weight, const int64_t *stride,
+                    const int64_t *padding, const int64_t *dilation, int64_t groups);
+/* 3-d convolution of (N, D, H, W, C_in); 3 entries per argument. */
+wf_array *wf_conv3d(wf_array *input, wf_array *weight, const int64_t *stride,
+                    const int64_t *padding, const int64_t *dilation, int64_t groups);
+/* Transposed 1-d convolution (the gradient of wf_conv1d with respect to its
+ * input; MLX's and PyTorch's sizes): weight (C_out, K, C_in / groups),
+ * output length (L - 1) * stride - 2 * padding + dilation * (K - 1) + 1 +
+ * output_padding. */
+wf_array *wf_conv_transpose1d(wf_array *input, wf_array *weight, int64_t stride, int64_t padding,
+                              int64_t dilation, int64_t output_padding, int64_t groups);
+/* Transposed 2-d convolution; 2 entries per argument (NULL: 1, 0, 1, 0). */
+wf_array *wf_conv_transpose2d(wf_array *input, wf_array *weight, const int64_t *stride,
+                              const int64_t *padding, const int64_t *dilation,
+                              const int64_t *output_padding, int64_t groups);
+/* Transposed 3-d convolution; 3 entries per argument. */
+wf_array *wf_conv_transpose3d(wf_array *input, wf_array *weight, const int64_t *stride,
+                              const int64_t *padding, const int64_t *dilation,
+                              const int64_t *output_padding, int64_t groups);
 
 /* ---- fused ("fast") ops */
 

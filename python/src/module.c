@@ -276,7 +276,8 @@ PyMODINIT_FUNC PyInit__core(void)
         weftpy_streams_init(module) < 0 || weftpy_ops_init(module) < 0 ||
         weftpy_transforms_init(module) < 0 || weftpy_compile_init(module) < 0 ||
         weftpy_random_init(module) < 0 || weftpy_memory_init(module) < 0 ||
-        weftpy_kernels_init(module) < 0 ||
+        weftpy_kernels_init(module) < 0 || weftpy_conv_init(module) < 0 ||
+        weftpy_fp8_init(module) < 0 ||
         PyModule_AddStringConstant(module, "__version__", wf_version()) < 0) {
         Py_DECREF(module);
         return NULL;

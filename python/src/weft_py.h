@@ -179,5 +179,7 @@ int weftpy_compile_init(PyObject *module);
 int weftpy_random_init(PyObject *module);
 int weftpy_memory_init(PyObject *module);
 int weftpy_kernels_init(PyObject *module);
+int weftpy_conv_init(PyObject *module);
+int weftpy_fp8_init(PyObject *module);
 
 #endif /* WEFT_PY_H */

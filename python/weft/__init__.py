@@ -14,7 +14,9 @@ import math as _math
 from . import _core
 from ._core import (  # noqa: F401
     argpartition, argsort, bitwise_and, bitwise_invert, bitwise_or, bitwise_xor, conjugate,
+    conv1d, conv2d, conv3d, conv_general, conv_transpose1d, conv_transpose2d, conv_transpose3d,
     cummax, cummin, imag, left_shift, logcumsumexp, partition, real, right_shift, sort, topk, view,
+    to_fp8, from_fp8,
     Device, Dtype, Stream, custom_kernel, get_compile_wait_timeout, set_compile_wait_timeout, abs, add, addmm, all, any, arange, arccos, arcsin, arctan, arctan2,
     argmax, argmin, bfloat16, bool_, broadcast_to, ceil, clear_cache, clip, concatenate, cos,
     cosh, cumprod, cumsum, default_stream, divide, equal, erf, erfinv, exp, expand_dims, expm1,
@@ -239,7 +241,8 @@ def arcsinh(a, /, *, stream=None):
 
 def arccosh(a, /, *, stream=None):
     a = array(a) if not isinstance(a, _core.array) else a
-    return log(add(a, sqrt(subtract(square(a), 1.0))), stream=stream)
+    # sqrt(a + 1) sqrt(a - 1), not sqrt(a^2 - 1): the principal branch for complex a
+    return log(add(a, multiply(sqrt(add(a, 1.0)), sqrt(subtract(a, 1.0)))), stream=stream)
 
 
 def arctanh(a, /, *, stream=None):
@@ -462,8 +465,8 @@ def compile_stats(fun=None):
 
 
 from ._composed import (  # noqa: E402,F401
-    arange, as_strided, block_masked_mm, depends, gather_mm, pad, asarray, bartlett, blackman, conj, count_nonzero, device_count, device_info, full_like, diag, diagonal, diff, divmod, empty, empty_like, flip,
-    hamming, hanning, inner, isclose, kron, linspace, logical_xor, meshgrid,
+    arange, as_strided, block_masked_mm, convolve, depends, gather_mm, pad, asarray, bartlett, blackman, conj, count_nonzero, device_count, device_info, full_like, diag, diagonal, diff, divmod, empty, empty_like, flip,
+    hamming, hanning, inner, isclose, kron, linspace, logical_xor, median, meshgrid,
     ones_like, roll, slice, slice_update, trace, tri, trunc, unstack, vecdot,
     zeros_like,
 )

@@ -699,3 +699,66 @@ def device_count(device_type=None):
 
 def device_info(device=None):
     return {"architecture": "cpu", "device_name": "cpu"}
+
+
+# ---------------------------------------------------------------- convolution
+
+
+def convolve(a, v, mode="full", *, stream=None):
+    """The discrete convolution of 1-d arrays (NumPy's modes 'full', 'same',
+    'valid'), as one conv1d of the longer array with the shorter one flipped
+    (the two are swapped when v is longer)."""
+    a, v = _as_array(a), _as_array(v)
+    if a.ndim != 1 or v.ndim != 1:
+        raise ValueError("[convolve] Inputs must be 1D.")
+    if a.size == 0 or v.size == 0:
+        raise ValueError("[convolve] Inputs cannot be empty.")
+    if mode not in ("full", "same", "valid"):
+        raise ValueError(f"[convolve] Invalid mode '{mode}' (full, same or valid).")
+    signal, kernel = (v, a) if a.size < v.size else (a, v)
+    taps = kernel.size
+    kernel = _core.reshape(kernel[::-1], [1, taps, 1], stream=stream)
+    signal = _core.reshape(signal, [1, signal.size, 1], stream=stream)
+    if mode == "full":
+        low = high = taps - 1
+    elif mode == "valid":
+        low = high = 0
+    else:  # 'same': centred, the extra zero (even taps) on the left
+        low, high = taps // 2, (taps - 1) // 2
+    out = _core.conv_general(signal, kernel, padding=([low], [high]), stream=stream)
+    return _core.reshape(out, [-1], stream=stream)
+
+
+def median(a, /, axis=None, keepdims=False, *, stream=None):
+    """The median over `axis` (an int, a sequence of ints or None: every
+    axis): the middle of the sorted values, the mean of the two middle ones
+    for an even count, NaN where any value is NaN; at least float32."""
+    a = _as_array(a)
+    if axis is None:
+        axes = list(range(a.ndim))
+    else:
+        axes = [axis] if isinstance(axis, int) else list(axis)
+        axes = [_normal_axis(x, a.ndim, "median") for x in axes]
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"median: axis {axis} repeats an axis")
+    axes = sorted(axes)
+    kept = [d for d in range(a.ndim) if d not in axes]
+    moved = _core.transpose(a, kept + axes) if a.ndim else a
+    flat = _core.reshape(moved, [a.shape[d] for d in kept] + [-1]) if axes else \
+        _core.expand_dims(moved, -1)
+    n = flat.shape[-1]
+    if n == 0:
+        raise ValueError("median: cannot take the median of an empty axis")
+    floats = (_core.float16, _core.bfloat16, _core.float32, _core.float64)
+    dtype = a.dtype if a.dtype in floats else _core.float32
+    ordered = _core.sort(flat, -1)
+    mid = _core.take(ordered, n // 2, -1).astype(dtype)
+    if n % 2 == 0:
+        below = _core.take(ordered, n // 2 - 1, -1).astype(dtype)
+        mid = _core.multiply(_core.add(mid, below), _core.array(0.5, dtype))
+    if a.dtype in floats:
+        nan = _core.array(float("nan"), dtype)
+        mid = _core.where(_core.any(_core.isnan(flat), -1), nan, mid)
+    if keepdims:
+        mid = _core.expand_dims(mid, axes)
+    return mid

@@ -177,35 +177,64 @@ def grad(fun, argnums=None, argnames=None):
     return wrapped
 
 
-def _broadcast_prefix(axes, tree, what):
-    """Per-leaf axes from `axes`, a tree prefix of `tree` (an int or None
-    covers a whole subtree)."""
-    if axes is None or isinstance(axes, int):
-        leaves, _ = flatten(tree)
-        return [axes] * len(leaves)
-    if isinstance(axes, (list, tuple)) and isinstance(tree, (list, tuple)):
-        if len(axes) != len(tree):
-            raise ValueError(f"{what} has {len(axes)} entries for {len(tree)} arguments")
-        out = []
-        for a, t in zip(axes, tree):
-            out += _broadcast_prefix(a, t, what)
-        return out
-    if isinstance(axes, dict) and isinstance(tree, dict):
-        out = []
-        for k in tree:
-            out += _broadcast_prefix(axes[k], tree[k], what)
-        return out
-    raise ValueError(f"{what} does not match the structure of the arguments")
+def _flat_axes(tree, axes, what):
+    """One axis (or None) per array leaf of `tree`, from `axes`: a prefix of
+    tree (an int or None covers a whole subtree; a 1-tuple may stand for the
+    axis of an array), MLX's rules. Negative axes count from each leaf's end."""
+    flat = []
+
+    def axis_of(x, ax):
+        if isinstance(ax, tuple):
+            if len(ax) != 1:
+                raise ValueError(f"{what}: an axis must be an int or None, got {ax}")
+            ax = ax[0]
+        if ax is None:
+            return None
+        if not isinstance(ax, int) or isinstance(ax, bool):
+            raise ValueError(f"{what}: an axis must be an int or None, got {type(ax).__name__}")
+        norm = ax + x.ndim if ax < 0 else ax
+        if not 0 <= norm < x.ndim:
+            raise ValueError(f"{what}: axis {ax} is out of range for an array of shape {x.shape}")
+        return norm
+
+    def walk(t, ax):
+        if isinstance(t, array):
+            flat.append(axis_of(t, ax))
+            return
+        if ax is None or (isinstance(ax, int) and not isinstance(ax, bool)):
+            leaves, _ = flatten(t)
+            _check_arrays(leaves, "vmap arguments and outputs")
+            flat.extend(axis_of(x, ax) for x in leaves)
+            return
+        if isinstance(t, (list, tuple)) and isinstance(ax, (list, tuple)):
+            if len(t) != len(ax):
+                raise ValueError(f"{what} has {len(ax)} entries for {len(t)}")
+            for x, a in zip(t, ax):
+                walk(x, a)
+            return
+        if isinstance(t, dict) and isinstance(ax, dict):
+            if set(t) != set(ax):
+                raise ValueError(f"{what} has keys {sorted(ax)} for {sorted(t)}")
+            for k in t:
+                walk(t[k], ax[k])
+            return
+        if not isinstance(t, (list, tuple, dict)):
+            raise ValueError(f"vmap arguments and outputs must be arrays, got {type(t).__name__}")
+        raise ValueError(f"{what} does not match the structure of the arguments")
+
+    walk(tree, axes)
+    return flat
 
 
 def vmap(fun, in_axes=0, out_axes=0):
-    """fun mapped over a batch axis of its inputs (in_axes) and outputs (out_axes)."""
+    """fun mapped over a batch axis of its inputs (in_axes) and outputs
+    (out_axes). With one argument, in_axes describes that argument."""
 
     @functools.wraps(fun)
     def wrapped(*args):
         leaves, treedef = flatten(list(args))
         _check_arrays(leaves, "vmap arguments")
-        axes = _broadcast_prefix(in_axes, list(args), "in_axes")
+        axes = _flat_axes(args[0] if len(args) == 1 else args, in_axes, "in_axes")
         if all(a is None for a in axes):
             raise ValueError("vmap needs at least one mapped input (in_axes all None)")
         holder = {}
@@ -217,8 +246,7 @@ def vmap(fun, in_axes=0, out_axes=0):
 
         outs = _core._vmap(_core.Function(flat), axes)(leaves)
         tree = holder["tree"]
-        out_tree_value = unflatten(tree, outs)
-        per_leaf = _broadcast_prefix(out_axes, out_tree_value, "out_axes")
+        per_leaf = _flat_axes(unflatten(tree, outs), out_axes, "out_axes")
         moved = []
         for o, ax in zip(outs, per_leaf):
             if ax is None:

@@ -87,11 +87,21 @@ def _scaled(z, loc, scale, shape):
 
 
 def normal(shape=[], dtype=None, loc=0.0, scale=1.0, key=None, *, stream=None):
-    """Normal(loc, scale) samples."""
+    """Normal(loc, scale) samples. complex64: real and imaginary parts each
+    normal with variance 1/2 (unit variance in all, as MLX)."""
     dtype = _float_dtype(dtype)
     shape = _shape(shape)
     if not shape and (isinstance(loc, _core.array) or isinstance(scale, _core.array)):
         shape = _broadcast(loc, scale)
+    if dtype == _core.complex64:
+        parts = _core._random_normal(shape + [2], _core.float32, 0.0, _math.sqrt(0.5),
+                                     _words(key))
+        z = _core.squeeze(_core.view(parts, _core.complex64), -1)
+        if not (isinstance(scale, (int, float)) and scale == 1.0):
+            z = _core.multiply(scale, z)
+        if not (isinstance(loc, (int, float)) and loc == 0.0):
+            z = _core.add(loc, z)
+        return z
     z = _core._random_normal(shape, dtype, 0.0, 1.0, _words(key))
     return _scaled(z, loc, scale, shape)
 
@@ -99,6 +109,7 @@ def normal(shape=[], dtype=None, loc=0.0, scale=1.0, key=None, *, stream=None):
 def randint(low, high, shape=[], dtype=_core.int32, key=None, *, stream=None):
     """Integers uniform in [low, high); low and high may be arrays that
     broadcast with shape."""
+    dtype = _core.int32 if dtype is None else dtype
     if isinstance(low, _core.array) or isinstance(high, _core.array):
         shape = _shape(shape) or _broadcast(low, high)
         low_f = _core.broadcast_to(_core.array(low).astype(_core.float64), shape)
@@ -111,6 +122,9 @@ def randint(low, high, shape=[], dtype=_core.int32, key=None, *, stream=None):
     low, high = int(low), int(high)
     if high <= low:  # an empty range gives low, as in MLX
         return _core.full(_shape(shape), low, dtype)
+    if dtype == _core.bool_:  # drawn as integers, then cast (MLX's bool draws)
+        return _core._random_randint(low, high, _shape(shape), _core.int32,
+                                     _words(key)).astype(_core.bool_)
     return _core._random_randint(low, high, _shape(shape), dtype, _words(key))
 
 
@@ -123,8 +137,10 @@ def bernoulli(p=0.5, shape=None, key=None, *, stream=None):
 
 def categorical(logits, axis=-1, shape=None, num_samples=None, key=None, *, stream=None):
     """Samples from the categorical distribution given by unnormalized log-probabilities."""
+    if shape is not None and num_samples is not None:
+        raise ValueError("categorical: give at most one of shape and num_samples")
     if shape is None and num_samples is None:
-        return _core._random_categorical(logits, axis, _words(key))
+        return _core._random_categorical(logits, axis, _words(key)).astype(_core.uint32)
     # Several samples per distribution: add a sample axis and draw with Gumbel noise.
     logits = _core.array(logits) if not isinstance(logits, _core.array) else logits
     axis = axis % logits.ndim
@@ -138,7 +154,7 @@ def categorical(logits, axis=-1, shape=None, num_samples=None, key=None, *, stre
         expanded = moved
     target = out_shape + [moved.shape[-1]]
     g = gumbel(target, moved.dtype if moved.dtype in (_core.float32, _core.float64) else _core.float32, key)
-    return _core.argmax(_core.add(_core.broadcast_to(expanded, target), g), -1)
+    return _core.argmax(_core.add(_core.broadcast_to(expanded, target), g), -1).astype(_core.uint32)
 
 
 def gumbel(shape=[], dtype=None, key=None, *, stream=None):
@@ -171,3 +187,16 @@ def laplace(shape=[], dtype=None, loc=0.0, scale=1.0, key=None, *, stream=None):
     s = _core.sign(u)
     z = _core.negative(_core.multiply(s, _core.log1p(_core.multiply(-2.0, _core.abs(u)))))
     return _scaled(z, loc, scale, _shape(shape))
+
+
+def permutation(x, axis=0, key=None, *, stream=None):
+    """A random permutation of range(x) (x an int), or of x's entries along
+    axis: x ordered by independent random 62-bit keys, one per position."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        x = _core.arange(x)
+    x = x if isinstance(x, _core.array) else _core.array(x)
+    if x.ndim == 0:
+        raise ValueError("permutation: x must be an int or an array of rank >= 1")
+    n = x.shape[axis]
+    keys = _core._random_randint(0, 2 ** 62, [n], _core.int64, _words(key))
+    return _core.take(x, _core.argsort(keys), axis)

@@ -139,6 +139,8 @@ static bool replays_shapeless(const wf_array *n)
         "sort", "argsort", "cummax", "cummin", "logcumsumexp", "scatter",
         /* an axis, pad amounts, a diagonal offset, a dtype */
         "take", "take_along_axis", "scatter_add", "concatenate", "pad", "tri", "view",
+        /* strides, padding, dilations, groups */
+        "conv_general",
         /* the shape of its input (wf_*_like of a traced array) */
         "full_like"};
     static const char *const user_shaped[] = {"reshape", "broadcast_to", "slice",

@@ -44,8 +44,8 @@ static wf_status setup_product(const char *op, wf_array *a, wf_array *b, product
                          "%s: operands must have at least 1 dim (got ranks %d and %d)", op,
                          a->ndim, b->ndim);
     s->dtype = wf_promote_types(a->dtype, b->dtype);
-    if (!wf__dtype_is_float(s->dtype))
-        return wf__error(WF_ERR_DTYPE, "%s: dtypes %s and %s (needs a float type)", op,
+    if (!wf__dtype_is_float(s->dtype) && s->dtype != WF_DTYPE_C64)
+        return wf__error(WF_ERR_DTYPE, "%s: dtypes %s and %s (needs a float or complex type)", op,
                          wf_dtype_name(a->dtype), wf_dtype_name(b->dtype));
     const int64_t ka = a->shape[a->ndim - 1];
     const int64_t kb = b->ndim == 1 ? b->shape[0] : b->shape[b->ndim - 2];
@@ -116,6 +116,22 @@ wf_array *wf__op_matmul(wf_array *a, wf_array *b)
     return finish(product, &s);
 }
 
+/* complex64: alpha (a @ b) + beta c from the complex product (c broadcast
+ * by the ops). */
+static wf_array *complex_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta)
+{
+    wf_array *ab = wf__op_matmul(a, b);
+    wf_array *sa = wf__op_full(NULL, 0, alpha, WF_DTYPE_F32);
+    wf_array *sb = wf__op_full(NULL, 0, beta, WF_DTYPE_F32);
+    wf_array *left = ab && sa ? wf__op_multiply(ab, sa) : NULL;
+    wf_array *right = sb ? wf__op_multiply(c, sb) : NULL;
+    wf_array *out = left && right ? wf__op_add(left, right) : NULL;
+    wf_array *temps[] = {ab, sa, sb, left, right};
+    for (size_t i = 0; i < sizeof temps / sizeof temps[0]; i++)
+        wf__array_release(temps[i]);
+    return out;
+}
+
 wf_array *wf__op_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta)
 {
     if (!wf__array_check(c, "wf_addmm", "c") || !wf__array_check(a, "wf_addmm", "a") ||
@@ -125,6 +141,11 @@ wf_array *wf__op_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, doub
     if (setup_product("wf_addmm", a, b, &s) != WF_OK)
         return NULL;
     const wf_dtype dtype = wf_promote_types(s.dtype, c->dtype);
+    if (dtype == WF_DTYPE_C64) {
+        wf__array_release(s.x);
+        wf__array_release(s.y);
+        return complex_addmm(c, a, b, alpha, beta);
+    }
     bool ok = true;
     if (!wf__dtype_is_float(dtype)) {
         wf__error(WF_ERR_DTYPE, "wf_addmm: dtype %s of c does not promote to a float type",

@@ -145,6 +145,10 @@ wf_array *wf__op_repeat(wf_array *a, int64_t repeats, int axis);
 wf_array *wf__op_tile(wf_array *a, const int64_t *reps, int nreps);
 wf_array *wf__op_view(wf_array *a, wf_dtype dtype);
 
+/* fp8.c */
+wf_array *wf__op_to_fp8(wf_array *a);
+wf_array *wf__op_from_fp8(wf_array *a, wf_dtype dtype);
+
 /* index.c */
 wf_array *wf__op_take(wf_array *a, wf_array *indices, int axis);
 wf_array *wf__op_take_along_axis(wf_array *a, wf_array *indices, int axis);
@@ -153,6 +157,11 @@ wf_array *wf__op_scatter_add(wf_array *a, wf_array *indices, wf_array *updates, 
 /* linalg.c */
 wf_array *wf__op_matmul(wf_array *a, wf_array *b);
 wf_array *wf__op_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta);
+/* conv.c */
+wf_array *wf__op_conv_general(wf_array *x, wf_array *w, const int64_t *strides,
+                              const int64_t *padding_lo, const int64_t *padding_hi,
+                              const int64_t *kernel_dilation, const int64_t *input_dilation,
+                              int64_t groups, bool flip);
 
 /* fast.c */
 wf_array *wf__op_layer_norm(wf_array *x, wf_array *weight, wf_array *bias, double eps);

@@ -5,6 +5,7 @@
  * Every op is one primitive whose kernel reads the input as it is (any
  * strides, any dtype: conversions happen in the kernel's staging blocks), so
  * no cast or copy node is added in front of it. */
+#include <math.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -88,18 +89,117 @@ wf_array *wf__op_mean(wf_array *a, const int *axes, int naxes, bool keepdims)
     return reduce_op("wf_mean", WF_REDUCE_MEAN, a, axes, naxes, keepdims, 0);
 }
 
+/* The reduced axes of a complex64 reduction in a bitmask; keepdims results
+ * are squeezed over them at the end. */
+static wf_array *squeeze_mask(wf_array *x, uint64_t mask, bool keepdims)
+{
+    int axes[WF_MAX_NDIM], n = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if ((mask >> d) & 1u)
+            axes[n++] = d;
+    if (keepdims || n == 0)
+        return wf__same_value(x);
+    return wf__op_squeeze(x, axes, n);
+}
+
+/* prod of a complex64: per reduced axis, the last element of the inclusive
+ * cumprod along it (complex products in order, as NumPy's loop); an empty
+ * axis gives 1. */
+static wf_array *complex_prod(wf_array *a, uint64_t mask, bool keepdims)
+{
+    wf_array *x = wf__same_value(a);
+    for (int d = 0; x && d < a->ndim; d++) {
+        if (!((mask >> d) & 1u))
+            continue;
+        wf_array *next;
+        if (x->shape[d] == 0) {
+            int64_t shape[WF_MAX_NDIM];
+            wf__shape_copy(shape, x->shape, x->ndim);
+            shape[d] = 1;
+            next = wf__op_full(shape, x->ndim, 1.0, WF_DTYPE_C64);
+        } else {
+            wf_array *scan = wf__op_cumprod(x, d, false, true);
+            int64_t starts[WF_MAX_NDIM] = {0}, steps[WF_MAX_NDIM];
+            for (int k = 0; k < x->ndim; k++)
+                steps[k] = 1;
+            starts[d] = x->shape[d] - 1;
+            next = scan ? wf__op_slice(scan, starts, x->shape, steps) : NULL;
+            wf__array_release(scan);
+        }
+        wf__array_release(x);
+        x = next;
+    }
+    wf_array *out = x ? squeeze_mask(x, mask, keepdims) : NULL;
+    wf__array_release(x);
+    return out;
+}
+
+/* max/min of a complex64 in NumPy's order (real part, then imaginary part):
+ * the extreme real part, then the extreme imaginary part among the elements
+ * that have it; a slice holding a NaN (in either part) gives NaN + NaN i. */
+static wf_array *complex_extreme(wf_array *a, uint64_t mask, bool keepdims, bool is_max)
+{
+    int axes[WF_MAX_NDIM], n = 0;
+    for (int d = 0; d < a->ndim; d++)
+        if ((mask >> d) & 1u)
+            axes[n++] = d;
+    wf_array *(*extreme)(wf_array *, const int *, int, bool) = is_max ? wf__op_max : wf__op_min;
+    wf_array *re = wf__op_real(a), *im = wf__op_imag(a);
+    wf_array *m_re = re ? extreme(re, axes, n, true) : NULL;
+    wf_array *on = m_re ? wf__op_equal(re, m_re) : NULL;
+    wf_array *fill = wf__op_full(NULL, 0, is_max ? -INFINITY : INFINITY, WF_DTYPE_F32);
+    wf_array *cand = on && im && fill ? wf__op_where(on, im, fill) : NULL;
+    wf_array *m_im = cand ? extreme(cand, axes, n, true) : NULL;
+    wf_array *nan_in = wf__op_isnan(a);
+    wf_array *has_nan = nan_in ? wf__op_any(nan_in, axes, n, true) : NULL;
+    wf_array *nan = wf__op_full(NULL, 0, NAN, WF_DTYPE_F32);
+    wf_array *value = m_re && m_im ? wf__op_complex(m_re, m_im) : NULL;
+    wf_array *nan_c = nan ? wf__op_complex(nan, nan) : NULL;
+    wf_array *kept = has_nan && value && nan_c ? wf__op_where(has_nan, nan_c, value) : NULL;
+    wf_array *out = kept ? squeeze_mask(kept, mask, keepdims) : NULL;
+    wf_array *temps[] = {re, im, m_re, on, fill, cand, m_im, nan_in, has_nan, nan, value, nan_c,
+                         kept};
+    for (size_t i = 0; i < sizeof temps / sizeof temps[0]; i++)
+        wf__array_release(temps[i]);
+    return out;
+}
+
+/* A complex64 prod/max/min, composed of the ops above (so gradients, vmap
+ * and compile come with them). */
+static wf_array *complex_reduce(const char *op, wf_array *a, const int *axes, int naxes,
+                                bool keepdims)
+{
+    uint64_t mask;
+    if (axes_mask(op, axes, naxes, a->ndim, &mask) != WF_OK)
+        return NULL;
+    if (op[3] == 'p')
+        return complex_prod(a, mask, keepdims);
+    return complex_extreme(a, mask, keepdims, op[4] == 'a');
+}
+
+static bool is_complex(wf_array *a, const char *op)
+{
+    return a && wf__array_check(a, op, "a") && a->dtype == WF_DTYPE_C64;
+}
+
 wf_array *wf__op_prod(wf_array *a, const int *axes, int naxes, bool keepdims)
 {
+    if (is_complex(a, "wf_prod"))
+        return complex_reduce("wf_prod", a, axes, naxes, keepdims);
     return reduce_op("wf_prod", WF_REDUCE_PROD, a, axes, naxes, keepdims, 0);
 }
 
 wf_array *wf__op_max(wf_array *a, const int *axes, int naxes, bool keepdims)
 {
+    if (is_complex(a, "wf_max"))
+        return complex_reduce("wf_max", a, axes, naxes, keepdims);
     return reduce_op("wf_max", WF_REDUCE_MAX, a, axes, naxes, keepdims, 0);
 }
 
 wf_array *wf__op_min(wf_array *a, const int *axes, int naxes, bool keepdims)
 {
+    if (is_complex(a, "wf_min"))
+        return complex_reduce("wf_min", a, axes, naxes, keepdims);
     return reduce_op("wf_min", WF_REDUCE_MIN, a, axes, naxes, keepdims, 0);
 }
 

@@ -4,6 +4,7 @@
  * index arrays, so it shares their kernels, rules and compile support. */
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "ops/ops.h"
 #include "prim/scatter.h"
@@ -28,7 +29,7 @@ static wf_status prepare_indices(const char *op, wf_array *a, wf_array *const *i
     for (int k = 0; k < nindices; k++) {
         if (!wf__array_check(indices[k], op, "indices[k]"))
             return wf_last_error();
-        if (!wf__is_index_dtype(indices[k]->dtype))
+        if (!wf__is_index_dtype(indices[k]->dtype) && !wf__dtype_is_integer(indices[k]->dtype))
             return wf__error(WF_ERR_DTYPE, "%s: indices must have an integer dtype, not %s", op,
                              wf_dtype_name(indices[k]->dtype));
         wf_status st = wf__normalize_axis(op, axes[k], a->ndim, &norm[k]);
@@ -53,10 +54,16 @@ static wf_status prepare_indices(const char *op, wf_array *a, wf_array *const *i
         }
     }
     for (int k = 0; k < nindices; k++) {
-        wf_array *ix = indices[k];
-        out_idx[k] = wf__shape_equal(ix->shape, ix->ndim, shape, ndim)
+        /* the kernels read uint8, int32, int64: other integers (argsort's
+         * uint32 indices, int8, ...) are converted (exactly) to int64 */
+        wf_array *ix = wf__is_index_dtype(indices[k]->dtype)
+                           ? wf__array_incref(indices[k])
+                           : wf__op_astype(indices[k], WF_DTYPE_I64);
+        out_idx[k] = !ix ? NULL
+                     : wf__shape_equal(ix->shape, ix->ndim, shape, ndim)
                          ? wf__array_incref(ix)
                          : wf__op_broadcast_to(ix, shape, ndim);
+        wf__array_release(ix);
         if (!out_idx[k]) {
             for (int j = 0; j < k; j++)
                 wf__array_release(out_idx[j]);
@@ -239,7 +246,7 @@ static wf_status split_start(const char *op, wf_array *start, int naxes, wf_arra
 {
     if (!wf__array_check(start, op, "start"))
         return wf_last_error();
-    if (!wf__is_index_dtype(start->dtype))
+    if (!wf__dtype_is_integer(start->dtype) && !wf__is_index_dtype(start->dtype))
         return wf__error(WF_ERR_DTYPE, "%s: start must have an integer dtype, not %s", op,
                          wf_dtype_name(start->dtype));
     if (start->ndim != 1 || start->shape[0] != naxes)

@@ -38,8 +38,11 @@ static wf_array *float_op(const char *op, const wf_prim_def *prim, wf_array *a)
     return out;
 }
 
-/* The same for the functions with a complex64 kernel too (exp, log, sqrt,
- * sin, cos, tanh: C99's cexpf ... on each element). */
+/* The same for the functions with a complex64 kernel too (every one MLX
+ * defines on complex: exp, log, sqrt, the trigonometric and hyperbolic
+ * functions and their inverses, log1p, log2, rsqrt, reciprocal (MLX
+ * rejects expm1, sigmoid, erf, erfinv for complex; so does weft):
+ * C99's cexpf ... on each element). */
 static wf_array *float_or_complex_op(const char *op, const wf_prim_def *prim, wf_array *a)
 {
     if (a && wf__array_check(a, op, "a") && a->dtype == WF_DTYPE_C64)
@@ -84,8 +87,19 @@ wf_array *wf__op_abs(wf_array *a)
         return NULL;
     return wf__node_new(&wf__prim_abs, NULL, &a, 1);
 }
-wf_array *wf__op_sign(wf_array *a) { return plain_op("wf_sign", &wf__prim_sign, a); }
-wf_array *wf__op_square(wf_array *a) { return plain_op("wf_square", &wf__prim_square, a); }
+/* complex64 too: sign(z) = z / |z| (0 for 0, as MLX), square(z) = z * z. */
+wf_array *wf__op_sign(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_sign", "a"))
+        return NULL;
+    return wf__node_new(&wf__prim_sign, NULL, &a, 1);
+}
+wf_array *wf__op_square(wf_array *a)
+{
+    if (!wf__array_check(a, "wf_square", "a"))
+        return NULL;
+    return wf__node_new(&wf__prim_square, NULL, &a, 1);
+}
 
 /* The internal builder and the public op of one float-valued function. */
 #define FLOAT_OP(name)                                                                      \
@@ -99,20 +113,20 @@ wf_array *wf__op_square(wf_array *a) { return plain_op("wf_square", &wf__prim_sq
     wf_array *wf_##name(wf_array *a) { return wf__array_publish(wf__op_##name(a)); }
 FLOAT_OP(expm1)
 FLOAT_COMPLEX_OP(log)
-FLOAT_OP(log1p)
-FLOAT_OP(log2)
+FLOAT_COMPLEX_OP(log1p)
+FLOAT_COMPLEX_OP(log2)
 FLOAT_COMPLEX_OP(sqrt)
-FLOAT_OP(rsqrt)
-FLOAT_OP(reciprocal)
+FLOAT_COMPLEX_OP(rsqrt)
+FLOAT_COMPLEX_OP(reciprocal)
 FLOAT_COMPLEX_OP(sin)
 FLOAT_COMPLEX_OP(cos)
-FLOAT_OP(tan)
+FLOAT_COMPLEX_OP(tan)
 FLOAT_COMPLEX_OP(tanh)
-FLOAT_OP(sinh)
-FLOAT_OP(cosh)
-FLOAT_OP(arcsin)
-FLOAT_OP(arccos)
-FLOAT_OP(arctan)
+FLOAT_COMPLEX_OP(sinh)
+FLOAT_COMPLEX_OP(cosh)
+FLOAT_COMPLEX_OP(arcsin)
+FLOAT_COMPLEX_OP(arccos)
+FLOAT_COMPLEX_OP(arctan)
 FLOAT_OP(sigmoid)
 FLOAT_OP(erf)
 FLOAT_OP(erfinv)

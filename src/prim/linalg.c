@@ -2,6 +2,8 @@
  * ops reshape 1-d operands). Leading (batch) axes broadcast; the inputs may
  * have different dtypes (the kernel converts while staging for BLAS); the
  * output has their promoted type, which must be a float type. */
+#include <string.h>
+
 #include "core/dtype.h"
 #include "core/error.h"
 #include "prim/linalg.h"
@@ -15,7 +17,7 @@ static wf_status infer_product(const char *op, const wf_desc *a, const wf_desc *
         return wf__error(WF_ERR_SHAPE, "%s: operands of rank %d and %d (the primitive needs 2+)",
                          op, a->ndim, b->ndim);
     const wf_dtype dt = wf_promote_types(a->dtype, b->dtype);
-    if (!wf__dtype_is_float(dt))
+    if (!wf__dtype_is_float(dt) && !(dt == WF_DTYPE_C64 && strcmp(op, "wf_matmul") == 0))
         return wf__error(WF_ERR_DTYPE, "%s: dtypes %s and %s (needs a float type)", op,
                          wf_dtype_name(a->dtype), wf_dtype_name(b->dtype));
     if (a->shape[a->ndim - 1] != b->shape[b->ndim - 2]) {

@@ -259,9 +259,7 @@ static wf_status infer_scan(const void *params, const wf_desc *inputs, int ninpu
     const char *op = p->op == 1 ? "wf_cumprod" : "wf_cumsum";
     if (ninputs != 1)
         return wf__error(WF_ERR_INTERNAL, "%s: expected 1 input, got %d", op, ninputs);
-    const wf_desc *a = &inputs[0];
-    if (wf__reject_complex(op, a->dtype) != WF_OK)
-        return wf_last_error();
+    const wf_desc *a = &inputs[0]; /* every dtype, complex64 included */
     if (p->axis < 0 || p->axis >= a->ndim)
         return wf__error(WF_ERR_AXIS, "%s: axis %d out of range for ndim %d", op, p->axis,
                          a->ndim);

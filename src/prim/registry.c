@@ -4,6 +4,7 @@
 #include "prim/registry.h"
 
 #include "prim/binary.h"
+#include "prim/conv.h"
 #include "prim/custom.h"
 #include "prim/fused.h"
 #include "prim/linalg.h"
@@ -57,6 +58,8 @@ static const wf_prim_def *const all_prims[] = {
     &wf__prim_sort, &wf__prim_argsort, &wf__prim_partition, &wf__prim_argpartition,
     &wf__prim_topk, &wf__prim_argtopk, &wf__prim_cummax, &wf__prim_cummin,
     &wf__prim_logcumsumexp,
+    /* convolution */
+    &wf__prim_conv_general,
 };
 
 #undef WF_UNARY_LIST_PRIM

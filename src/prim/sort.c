@@ -66,7 +66,7 @@ static wf_status infer_sort(const void *params, const wf_desc *inputs, int ninpu
     if (topk)
         out->shape[p->axis] = p->k;
     out->ndim = a->ndim;
-    out->dtype = indices ? WF_DTYPE_I32 : a->dtype;
+    out->dtype = indices ? WF_DTYPE_U32 : a->dtype; /* MLX's index dtype */
     return WF_OK;
 }
 

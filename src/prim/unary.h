@@ -17,7 +17,8 @@
 #include "core/array.h"
 
 /* MAGNITUDE: any dtype, complex64 giving float32 (abs). FLOAT_COMPLEX: a
- * float type or complex64 (exp's siblings log, sqrt, sin, cos, tanh). */
+ * float type or complex64 (the functions MLX defines on complex: exp, log,
+ * sqrt, the trigonometric and hyperbolic ones, ...). */
 enum wf_unary_kind { WF_UNARY_FLOAT, WF_UNARY_NUMBER, WF_UNARY_ANY, WF_UNARY_BOOL,
                      WF_UNARY_MAGNITUDE, WF_UNARY_FLOAT_COMPLEX };
 
@@ -33,21 +34,21 @@ enum { WF_UNARY_IN_PLACE = WF_PRIM_INPLACE | WF_PRIM_INPLACE_ANY_LAYOUT };
     X(sign, WF_UNARY_ANY, WF_UNARY_IN_PLACE)                                                   \
     X(expm1, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                \
     X(log, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                          \
-    X(log1p, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                \
-    X(log2, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                 \
+    X(log1p, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                                \
+    X(log2, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                                 \
     X(sqrt, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                         \
-    X(rsqrt, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                \
+    X(rsqrt, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                                \
     X(square, WF_UNARY_ANY, WF_UNARY_IN_PLACE)                                                 \
-    X(reciprocal, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                           \
+    X(reciprocal, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                           \
     X(sin, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                          \
     X(cos, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                          \
-    X(tan, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                  \
+    X(tan, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                                  \
     X(tanh, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                         \
-    X(sinh, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                 \
-    X(cosh, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                 \
-    X(arcsin, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                               \
-    X(arccos, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                               \
-    X(arctan, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                               \
+    X(sinh, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                                 \
+    X(cosh, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                                 \
+    X(arcsin, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                               \
+    X(arccos, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                               \
+    X(arctan, WF_UNARY_FLOAT_COMPLEX, WF_UNARY_IN_PLACE)                                               \
     X(sigmoid, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                              \
     X(erf, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                                  \
     X(erfinv, WF_UNARY_FLOAT, WF_UNARY_IN_PLACE)                                               \

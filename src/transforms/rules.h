@@ -91,6 +91,8 @@ extern const wf_prim_rules wf__rules_scatter[];
 extern const size_t wf__rules_scatter_count;
 extern const wf_prim_rules wf__rules_sort[];
 extern const size_t wf__rules_sort_count;
+extern const wf_prim_rules wf__rules_conv[];
+extern const size_t wf__rules_conv_count;
 
 /* ---------------------------------------------------------------- helpers
  * (transforms/rules_util.c). Results belong to the current scope. */

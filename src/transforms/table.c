@@ -23,6 +23,7 @@ static const struct {
     {wf__rules_custom_function, &wf__rules_custom_function_count},
     {wf__rules_scatter, &wf__rules_scatter_count},
     {wf__rules_sort, &wf__rules_sort_count},
+    {wf__rules_conv, &wf__rules_conv_count},
 };
 
 static const wf_prim_rules *slots[TABLE_SLOTS];

@@ -181,6 +181,18 @@ def test_shapeless_shapes_named_and_derived():
         mx.compile(mx.grad(lambda x: (x * x).sum()), shapeless=True)(mx.ones((3,)))
 
 
+def test_shapeless_convolution_follows_the_length():
+    import numpy as np
+
+    w = mx.array(np.random.default_rng(0).standard_normal((4, 3, 2)).astype(np.float32))
+    f = lambda x: mx.conv1d(x, w, padding=1)
+    cf = mx.compile(f, shapeless=True)
+    for length in (5, 9, 2):
+        x = mx.array(np.random.default_rng(length).standard_normal((2, length, 2)).astype(np.float32))
+        assert np.array_equal(np.array(cf(x)), np.array(f(x)))
+    assert mx.compile_stats(cf)["traces"] == 1
+
+
 def test_eight_threads_on_a_cold_function_trace_once():
     started = threading.Barrier(8)
     traces = []

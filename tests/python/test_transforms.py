@@ -194,3 +194,20 @@ def test_put_along_axis_matches_numpy():
     flat_want[[0, 5]] = [-1, -2]
     got = mx.put_along_axis(mx.array(a), mx.array([0, 5]), mx.array([-1.0, -2.0]))
     assert np.array_equal(np.array(got), flat_want.reshape(3, 4))
+
+
+def test_vmap_axes_trees_follow_mlx():
+    tree = {"a": mx.array(np.ones((2, 3), np.float32)),
+            "b": (mx.array(np.full((2, 3), 2.0, np.float32)), mx.array(np.full((3, 2), 3.0, np.float32)))}
+    f = lambda t: (t["a"] + t["b"][0]) * t["b"][1]
+    # One argument: in_axes describes it (a prefix of its tree).
+    out = mx.vmap(f, in_axes={"a": 0, "b": (0, 1)})(tree)
+    assert np.array_equal(np.array(out), np.full((2, 3), 9.0, np.float32))
+    with pytest.raises(ValueError):
+        mx.vmap(f, in_axes={"a": 0, "b": ((0, 0), 0)})(tree)
+    # A 1-tuple may stand for an output's axis; negative axes count from the end.
+    x = mx.array(np.arange(6, dtype=np.float32).reshape(2, 3))
+    y = mx.vmap(lambda v: v * 2, in_axes=-1, out_axes=(1,))(x)
+    assert np.array_equal(np.array(y), np.arange(6, dtype=np.float32).reshape(2, 3) * 2)
+    with pytest.raises(ValueError):
+        mx.vmap(lambda v: v, in_axes=2)(x)

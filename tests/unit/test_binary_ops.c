@@ -1025,13 +1025,14 @@ static void test_errors(void)
     }
     conf_check_error(wf_bitwise_invert(a), WF_ERR_DTYPE, "wf_bitwise_invert");
     conf_check_error(wf_bitwise_invert(NULL), WF_ERR_NULL_ARGUMENT, "wf_bitwise_invert");
-    /* complex64: add, subtract, multiply, divide and equality are defined
-     * (test_dtypes checks them); every other binary op is WF_ERR_DTYPE with
-     * the dtype in the message. */
+    /* complex64: add, subtract, multiply, divide, power, maximum, minimum
+     * and equality are defined (test_dtypes, test_complex_ops check them);
+     * every other binary op is WF_ERR_DTYPE with the dtype in the message. */
     wf_array *z = wf_zeros(s1, 1, WF_DTYPE_C64);
     for (int op = 0; op < OP_COUNT; op++) {
         if (ops[op].kind == K_LOGICAL || op == OP_ADD || op == OP_SUB || op == OP_MUL ||
-            op == OP_DIV || op == OP_EQ || op == OP_NE)
+            op == OP_DIV || op == OP_EQ || op == OP_NE || op == OP_POW || op == OP_MAX ||
+            op == OP_MIN) /* test_complex_ops */
             continue;
         check_dtype_error(ops[op].fn(z, z), ops[op].kind == K_INTEGER ? ops[op].name : NULL,
                           "complex64");

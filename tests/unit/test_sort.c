@@ -168,7 +168,7 @@ static void check_op(int op, wf_array *a, const double *v, const int64_t *shape,
     if (!CHECK_NOT_NULL(r))
         return;
     const bool idx = op == ARGSORT || op == ARGPARTITION || op == ARGTOPK;
-    CHECK_EQ_INT(wf_array_dtype(r), idx ? WF_DTYPE_I32 : d);
+    CHECK_EQ_INT(wf_array_dtype(r), idx ? WF_DTYPE_U32 : d);
     double *got = conf_read(r);
     if (CHECK_NOT_NULL(got))
         check_rows(op, v, shape, ndim, axis, k, got, d);

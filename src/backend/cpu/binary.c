@@ -8,6 +8,7 @@
  * into local buffers (see half_binary), never per-element calls. */
 #include "backend/cpu/binary.h"
 
+#include <complex.h>
 #include <math.h>
 #include <stdbool.h>
 
@@ -420,6 +421,8 @@ static inline wf_cpu_c64 mul_c64(wf_cpu_c64 a, wf_cpu_c64 b)
 }
 static inline wf_cpu_c64 div_c64(wf_cpu_c64 a, wf_cpu_c64 b)
 {
+    if (b.im == 0 && b.re != 0) /* a real divisor divides each part (no inf * 0) */
+        return (wf_cpu_c64){a.re / b.re, a.im / b.re};
     if (fabsf(b.re) >= fabsf(b.im)) {
         if (b.re == 0 && b.im == 0) /* IEEE results part by part, as NumPy */
             return (wf_cpu_c64){a.re / fabsf(b.re), a.im / fabsf(b.im)};
@@ -434,6 +437,33 @@ static inline uint8_t eq_c64(wf_cpu_c64 a, wf_cpu_c64 b)
     return (uint8_t)((a.re == b.re) & (a.im == b.im));
 }
 static inline uint8_t ne_c64(wf_cpu_c64 a, wf_cpu_c64 b) { return (uint8_t)!eq_c64(a, b); }
+/* maximum/minimum order complex numbers by real part, then imaginary part
+ * (NumPy's and MLX's order); a NaN in either part propagates, a's first. */
+static inline bool isnan_c64(wf_cpu_c64 a) { return a.re != a.re || a.im != a.im; }
+static inline bool less_c64(wf_cpu_c64 a, wf_cpu_c64 b)
+{
+    return a.re < b.re || (a.re == b.re && a.im < b.im);
+}
+static inline wf_cpu_c64 max_c64(wf_cpu_c64 a, wf_cpu_c64 b)
+{
+    return isnan_c64(a) || (!isnan_c64(b) && !less_c64(a, b)) ? a : b;
+}
+static inline wf_cpu_c64 min_c64(wf_cpu_c64 a, wf_cpu_c64 b)
+{
+    return isnan_c64(a) || (!isnan_c64(b) && !less_c64(b, a)) ? a : b;
+}
+/* a^b = exp(b log a), with a^0 = 1 and 0^b = 0 for a real b > 0 (where
+ * exp(b log 0) would give NaN parts). */
+static inline wf_cpu_c64 pow_c64(wf_cpu_c64 a, wf_cpu_c64 b)
+{
+    if (b.re == 0 && b.im == 0)
+        return (wf_cpu_c64){1.0f, 0.0f};
+    if (a.re == 0 && a.im == 0 && b.im == 0 && b.re > 0)
+        return (wf_cpu_c64){0.0f, 0.0f};
+    const float _Complex za = CMPLXF(a.re, a.im), zb = CMPLXF(b.re, b.im);
+    const float _Complex r = cexpf(zb * clogf(za));
+    return (wf_cpu_c64){crealf(r), cimagf(r)};
+}
 
 /* Comparisons give bool; NaN compares unequal to everything. */
 #define CMP_OPS(T, SFX)                                                                 \
@@ -644,7 +674,7 @@ static void half_cmp(int64_t n, char *const *ptrs, const int64_t *strides, wf_dt
     static const wf_cpu_inner_fn NAME##_loops[WF_DTYPE_COUNT] = {                       \
         [WF_DTYPE_BOOL] = L_##NAME##_bool, INT_ENTRIES(NAME), FLOAT_ENTRIES(NAME)};
 
-/* The same with a complex64 loop (OP##_c64): add, multiply. */
+/* The same with a complex64 loop (OP##_c64): add, multiply, maximum, minimum. */
 #define ARITH_ALL_COMPLEX(NAME, OP)                                                     \
     LOOP(L_##NAME##_bool, uint8_t, uint8_t, OP##_bool)                                  \
     INT_LOOPS(NAME, OP)                                                                 \
@@ -716,11 +746,13 @@ LOOP(L_pow_bool, uint8_t, uint8_t, pow_bool)
 INT_LOOPS(pow, pow)
 VM_LOOP(L_pow_f32, float, wf__vm_power_f32)
 VM_LOOP(L_pow_f64, double, wf__vm_power_f64)
+LOOP(L_pow_c64, wf_cpu_c64, wf_cpu_c64, pow_c64)
 HALF_INNERS(pow, half_arith)
 static const wf_cpu_inner_fn pow_loops[WF_DTYPE_COUNT] = {
-    [WF_DTYPE_BOOL] = L_pow_bool, INT_ENTRIES(pow), FLOAT_ENTRIES(pow)};
-ARITH_ALL(max, max)
-ARITH_ALL(min, min)
+    [WF_DTYPE_BOOL] = L_pow_bool, INT_ENTRIES(pow), FLOAT_ENTRIES(pow),
+    [WF_DTYPE_C64] = L_pow_c64};
+ARITH_ALL_COMPLEX(max, max)
+ARITH_ALL_COMPLEX(min, min)
 ARITH_ALL(floordiv, floordiv)
 ARITH_ALL(rem, rem)
 ARITH_INT(bitand, and)

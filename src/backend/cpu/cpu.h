@@ -217,6 +217,10 @@ wf_status wf__cpu_slice(wf_array *out, wf_array *const *inputs, int ninputs,
                         const void *params);
 wf_status wf__cpu_matmul(wf_array *out, wf_array *const *inputs, int ninputs,
                          const void *params);
+/* conv_general (conv.c): implicit GEMM on weft's GEMM, a direct depthwise
+ * path. */
+wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninputs,
+                               const void *params);
 /* wf_custom: contiguous inputs, a fresh output, the user's call. */
 wf_status wf__cpu_custom(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
 /* A sibling of a multi-output primitive (prim/sibling.h): a view. */

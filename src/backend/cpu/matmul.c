@@ -51,8 +51,10 @@ wf_dtype wf__cpu_mm_compute_dtype(wf_dtype a, wf_dtype b, wf_dtype out, int isa)
     return WF_DTYPE_F32;
 }
 
-wf_status wf__cpu_mm_prepare(const wf_array *x, int nb, const int64_t *bshape, wf_dtype compute,
-                             wf_cpu_mm_operand *op)
+/* wf__cpu_mm_prepare; `unit_cs`: read x in place only if its columns are
+ * contiguous (else copy). */
+static wf_status mm_prepare(const wf_array *x, int nb, const int64_t *bshape, wf_dtype compute,
+                            bool unit_cs, wf_cpu_mm_operand *op)
 {
     memset(op, 0, sizeof *op);
     op->nb = nb;
@@ -72,7 +74,7 @@ wf_status wf__cpu_mm_prepare(const wf_array *x, int nb, const int64_t *bshape, w
         }
         sstrides[d] = op->bstrides[d];
     }
-    if (x->dtype == compute) {
+    if (x->dtype == compute && (!unit_cs || x->strides[xb + 1] == 1 || c == 1)) {
         op->data = wf__array_data_ptr(x);
         op->rs = x->strides[xb];
         op->cs = x->strides[xb + 1];
@@ -99,6 +101,12 @@ wf_status wf__cpu_mm_prepare(const wf_array *x, int nb, const int64_t *bshape, w
     op->rs = max1(c);
     op->cs = 1;
     return WF_OK;
+}
+
+wf_status wf__cpu_mm_prepare(const wf_array *x, int nb, const int64_t *bshape, wf_dtype compute,
+                             wf_cpu_mm_operand *op)
+{
+    return mm_prepare(x, nb, bshape, compute, false, op);
 }
 
 void wf__cpu_mm_release(wf_cpu_mm_operand *op)
@@ -203,6 +211,123 @@ static wf_status run_gemm(mm_plan *p, int isa)
     return WF_OK;
 }
 
+/* ---------------------------------------------------------------- complex64
+ * A complex product is one float32 GEMM: A (m x k complex, columns
+ * contiguous) is read in place as A' (m x 2k float32: re, im of each
+ * element side by side); B is expanded once into B' (2k x 2n float32),
+ * whose rows 2t and 2t + 1 hold, for each column j, (re, im) and (-im, re)
+ * of B[t][j]; then C' = A' B' (m x 2n) is the output's re, im pairs, written
+ * in place. Every element is sum_t a_t b_t in float32 FMAs in a fixed order
+ * (gemm.h's rule over 2k terms), so the bits do not depend on threads or
+ * the rows around it. B' costs one pass over B (4 k n floats). A real
+ * operand is converted to complex64 first. */
+
+typedef struct expand_job {
+    const char *b; /* complex64 */
+    int64_t rs, cs, k, n;
+    int nb;
+    const int64_t *shape;    /* B' batches (nb dims) */
+    const int64_t *bstrides; /* b's batch strides (complex elements) */
+    float *dst;              /* B', batches contiguous */
+} expand_job;
+
+/* Rows t in [begin, end) of B' over every batch (row index = batch * k + t). */
+static void expand_rows(void *ctx, int64_t begin, int64_t end)
+{
+    const expand_job *e = ctx;
+    for (int64_t r = begin; r < end; r++) {
+        int64_t batch = r / e->k, off = 0;
+        const int64_t t = r % e->k;
+        for (int d = e->nb - 1; d >= 0; d--) {
+            off += batch % e->shape[d] * e->bstrides[d];
+            batch /= e->shape[d];
+        }
+        const wf_cpu_c64 *src = (const wf_cpu_c64 *)e->b + off + t * e->rs;
+        float *even = e->dst + r * 4 * e->n, *odd = even + 2 * e->n;
+        for (int64_t j = 0; j < e->n; j++) {
+            const wf_cpu_c64 v = src[j * e->cs];
+            even[2 * j] = v.re;
+            even[2 * j + 1] = v.im;
+            odd[2 * j] = -v.im;
+            odd[2 * j + 1] = v.re;
+        }
+    }
+}
+
+/* p (complex64 operands prepared, m, n, k set) becomes the float32 plan of
+ * A' B'; *expanded receives B' (the caller releases it). */
+static wf_status complex_plan(mm_plan *p, wf_buffer **expanded)
+{
+    int64_t shape[WF_MAX_NDIM], count = 1;
+    for (int d = 0; d < p->nb; d++) {
+        shape[d] = p->b.bstrides[d] != 0 ? p->bshape[d] / p->b.div[d] : 1;
+        count *= shape[d];
+    }
+    *expanded = wf__buffer_alloc((size_t)(count * 4 * p->k * p->n) * sizeof(float));
+    if (*expanded == NULL)
+        return WF_ERR_OUT_OF_MEMORY;
+    expand_job e = {p->b.data, p->b.rs, p->b.cs, p->k, p->n, p->nb, shape, p->b.bstrides,
+                    (float *)(*expanded)->data};
+    wf__parallel_for(count * p->k, max1(WF_CPU_CHUNK_CHEAP / max1(p->n)), expand_rows, &e);
+    int64_t stride = 4 * p->k * p->n;
+    for (int d = p->nb - 1; d >= 0; d--) {
+        p->b.bstrides[d] = shape[d] > 1 ? stride : 0;
+        p->b.div[d] = shape[d] > 1 ? p->b.div[d] : 1;
+        stride *= shape[d];
+    }
+    for (int d = 0; d < p->nb; d++)
+        p->a.bstrides[d] *= 2;
+    p->b.data = (*expanded)->data;
+    p->b.rs = 2 * p->n;
+    p->b.cs = 1;
+    p->a.rs *= 2;
+    p->a.cs = 1;
+    p->compute = p->b_stored = p->cdt = WF_DTYPE_F32;
+    p->item = p->citem = sizeof(float);
+    p->n *= 2;
+    p->k *= 2;
+    return WF_OK;
+}
+
+static wf_status complex_product(wf_array *out, const wf_array *a, const wf_array *b)
+{
+    wf_status st = wf__array_alloc_output(out);
+    if (st != WF_OK || out->size == 0)
+        return st;
+    mm_plan p;
+    memset(&p, 0, sizeof p);
+    p.nb = out->ndim - 2;
+    p.batches = 1;
+    for (int d = 0; d < p.nb; d++) {
+        p.bshape[d] = out->shape[d];
+        p.batches *= out->shape[d];
+    }
+    p.m = out->shape[p.nb];
+    p.n = out->shape[p.nb + 1];
+    p.k = a->shape[a->ndim - 1];
+    p.alpha = 1.0;
+    p.c = wf__array_data_ptr(out);
+    if (p.k == 0) {
+        memset(p.c, 0, (size_t)out->size * sizeof(wf_cpu_c64));
+        return WF_OK;
+    }
+    wf_buffer *expanded = NULL;
+    st = mm_prepare(a, p.nb, p.bshape, WF_DTYPE_C64, true, &p.a);
+    if (st == WF_OK)
+        st = mm_prepare(b, p.nb, p.bshape, WF_DTYPE_C64, false, &p.b);
+    if (st == WF_OK)
+        st = complex_plan(&p, &expanded);
+    if (st == WF_OK) {
+        merge_batches(&p);
+        st = run_gemm(&p, wf__gemm_isa());
+    }
+    if (expanded != NULL)
+        wf__buffer_release(expanded);
+    wf__cpu_mm_release(&p.a);
+    wf__cpu_mm_release(&p.b);
+    return st;
+}
+
 /* out = alpha * (a @ b) + beta * c (c NULL: beta is 0). */
 static wf_status batched_product(wf_array *out, const wf_array *a, const wf_array *b,
                                  const wf_array *c, double alpha, double beta)
@@ -290,6 +415,8 @@ wf_status wf__cpu_matmul(wf_array *out, wf_array *const *inputs, int ninputs, co
 {
     (void)ninputs;
     (void)params;
+    if (out->dtype == WF_DTYPE_C64)
+        return complex_product(out, inputs[0], inputs[1]);
     return batched_product(out, inputs[0], inputs[1], NULL, 1.0, 0.0);
 }
 

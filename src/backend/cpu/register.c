@@ -15,6 +15,7 @@
 #include "backend/cpu/scatter.h"
 #include "backend/cpu/vmath.h"
 #include "prim/binary.h"
+#include "prim/conv.h"
 #include "prim/custom.h"
 #include "prim/fused.h"
 #include "prim/kernel.h"
@@ -128,4 +129,6 @@ void wf__cpu_register_kernels(void)
     attach(&wf__prim_cummax, wf__cpu_scan_extra);
     attach(&wf__prim_cummin, wf__cpu_scan_extra);
     attach(&wf__prim_logcumsumexp, wf__cpu_scan_extra);
+    /* convolution */
+    attach(&wf__prim_conv_general, wf__cpu_conv_general);
 }

@@ -12,7 +12,8 @@
  *    to the last element, the axis strides negated).
  * Each output depends on its own row alone, in order, so the split never
  * changes a result. Integers wrap (unsigned arithmetic); bool/u8 scan in
- * int32; half types accumulate in float32 and round each output once. */
+ * int32; half types accumulate in float32 and round each output once;
+ * complex64 scans in complex64 (products as NumPy's: float32 parts). */
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
@@ -27,6 +28,7 @@ union scan_scalar {
     int64_t i64;
     float f32;
     double f64;
+    wf_cpu_c64 c64;
 };
 
 #define ADD_I32(a, b) wf__cpu_wrap_i32((uint32_t)(a) + (uint32_t)(b))
@@ -35,6 +37,8 @@ union scan_scalar {
 #define MUL_I64(a, b) wf__cpu_wrap_i64((uint64_t)(a) * (uint64_t)(b))
 #define ADD_F(a, b) ((a) + (b))
 #define MUL_F(a, b) ((a) * (b))
+#define ADD_C(a, b) ((wf_cpu_c64){(a).re + (b).re, (a).im + (b).im})
+#define MUL_C(a, b) ((wf_cpu_c64){(a).re * (b).re - (a).im * (b).im, (a).re * (b).im + (a).im * (b).re})
 
 /* Row scan of n elements (x and o may be the same block); *carry is the
  * running value before the first element and after the last. */
@@ -87,6 +91,8 @@ SCAN_ROW(row_add_f32, float, ADD_F)
 SCAN_ROW(row_mul_f32, float, MUL_F)
 SCAN_ROW(row_add_f64, double, ADD_F)
 SCAN_ROW(row_mul_f64, double, MUL_F)
+SCAN_ROW(row_add_c64, wf_cpu_c64, ADD_C)
+SCAN_ROW(row_mul_c64, wf_cpu_c64, MUL_C)
 SCAN_VERT(vert_add_i32, int32_t, ADD_I32)
 SCAN_VERT(vert_mul_i32, int32_t, MUL_I32)
 SCAN_VERT(vert_add_i64, int64_t, ADD_I64)
@@ -95,6 +101,8 @@ SCAN_VERT(vert_add_f32, float, ADD_F)
 SCAN_VERT(vert_mul_f32, float, MUL_F)
 SCAN_VERT(vert_add_f64, double, ADD_F)
 SCAN_VERT(vert_mul_f64, double, MUL_F)
+SCAN_VERT(vert_add_c64, wf_cpu_c64, ADD_C)
+SCAN_VERT(vert_mul_c64, wf_cpu_c64, MUL_C)
 
 /* The context of both forms; `stage` first, so that the shared staging
  * (wf__cpu_staged) can hand it to the typed vertical loop. */
@@ -120,6 +128,9 @@ static void row_typed(const scan_ctx *c, int64_t n, const void *x, int64_t sx, v
     case WF_DTYPE_F32:
         (c->prod ? row_mul_f32 : row_add_f32)(n, x, sx, o, so, &carry->f32, c->inclusive);
         break;
+    case WF_DTYPE_C64:
+        (c->prod ? row_mul_c64 : row_add_c64)(n, x, sx, o, so, &carry->c64, c->inclusive);
+        break;
     default:
         (c->prod ? row_mul_f64 : row_add_f64)(n, x, sx, o, so, &carry->f64, c->inclusive);
         break;
@@ -139,6 +150,9 @@ static void vert_typed(const scan_ctx *c, int64_t n, void *acc, int64_t sa, cons
     case WF_DTYPE_F32:
         (c->prod ? vert_mul_f32 : vert_add_f32)(n, acc, sa, x, sx, o, so, c->inclusive);
         break;
+    case WF_DTYPE_C64:
+        (c->prod ? vert_mul_c64 : vert_add_c64)(n, acc, sa, x, sx, o, so, c->inclusive);
+        break;
     default:
         (c->prod ? vert_mul_f64 : vert_add_f64)(n, acc, sa, x, sx, o, so, c->inclusive);
         break;
@@ -152,6 +166,7 @@ static void identity(const scan_ctx *c, union scan_scalar *v)
     case WF_DTYPE_I32: v->i32 = c->prod ? 1 : 0; break;
     case WF_DTYPE_I64: v->i64 = c->prod ? 1 : 0; break;
     case WF_DTYPE_F32: v->f32 = c->prod ? 1.0f : 0.0f; break;
+    case WF_DTYPE_C64: v->c64 = (wf_cpu_c64){c->prod ? 1.0f : 0.0f, 0.0f}; break;
     default: v->f64 = c->prod ? 1.0 : 0.0; break;
     }
 }

@@ -501,7 +501,7 @@ static void write_selection(const struct sort_job *job, const char *row, char *o
             memcpy(orow + i * job->out_stride * item, row + index * job->in_stride * item,
                    job->item);
         else
-            ((int32_t *)orow)[i * job->out_stride] = (int32_t)index;
+            ((uint32_t *)orow)[i * job->out_stride] = (uint32_t)index; /* < 2^31 */
     }
 }
 

@@ -221,6 +221,30 @@ static wf_status run_complex(wf_array *out, wf_array *const *inputs, const compl
     return run_walk(out, inputs[0], complex_inner, fn, WF_CPU_CHUNK_COSTLY);
 }
 
+/* complex64 functions C99 lacks, or lacks in the form NumPy computes. */
+static float _Complex c_log1p(float _Complex z)
+{
+    /* |1 + z| = sqrt(1 + 2x + x^2 + y^2): log1p keeps small arguments exact */
+    const float x = crealf(z), y = cimagf(z);
+    if (fabsf(x) < 0.5f && fabsf(y) < 0.5f)
+        return CMPLXF(0.5f * log1pf(x * (2.0f + x) + y * y), atan2f(y, 1.0f + x));
+    return clogf(1.0f + z);
+}
+static float _Complex c_log2(float _Complex z) { return clogf(z) / (float)M_LN2; }
+static float _Complex c_rsqrt(float _Complex z) { return 1.0f / csqrtf(z); }
+static float _Complex c_reciprocal(float _Complex z) { return 1.0f / z; }
+static float _Complex c_square(float _Complex z)
+{
+    const float x = crealf(z), y = cimagf(z);
+    return CMPLXF(x * x - y * y, 2.0f * x * y);
+}
+/* z / |z| (MLX), 0 for 0 */
+static float _Complex c_sign(float _Complex z)
+{
+    const float m = cabsf(z);
+    return m == 0.0f ? z : CMPLXF(crealf(z) / m, cimagf(z) / m);
+}
+
 static void exp_f32_block(int64_t n, const float *restrict x, float *restrict y)
 {
     wf__vm_exp_f32(n, x, y);
@@ -350,9 +374,12 @@ static void neg_c64(int64_t n, char *const *ptrs, const int64_t *strides, const 
 static wf_status run_numeric(wf_array *out, wf_array *const *inputs, enum int_op iop,
                              const float_op *fop)
 {
+    static const complex_fn square_fn = c_square, sign_fn = c_sign;
     if (inputs[0]->dtype == WF_DTYPE_C64 && (iop == INT_ABS || iop == INT_NEG))
         return run_walk(out, inputs[0], iop == INT_ABS ? abs_c64 : neg_c64, NULL,
                         WF_CPU_CHUNK_CHEAP);
+    if (inputs[0]->dtype == WF_DTYPE_C64)
+        return run_complex(out, inputs, iop == INT_SQUARE ? &square_fn : &sign_fn);
     const wf_dtype dtype = out->dtype;
     if (wf__dtype_is_float(dtype))
         return run_float(out, inputs, fop);
@@ -483,20 +510,20 @@ NUMERIC_KERNEL(sign, INT_SIGN, sign_f32_loop, sign_f64_loop)
 NUMERIC_KERNEL(square, INT_SQUARE, square_f32, square_f64)
 FLOAT_KERNEL(expm1, wf__vm_expm1_f32, wf__vm_expm1_f64, COSTLY)
 FLOAT_COMPLEX_KERNEL(log, wf__vm_log_f32, wf__vm_log_f64, COSTLY, clogf)
-FLOAT_KERNEL(log1p, wf__vm_log1p_f32, wf__vm_log1p_f64, COSTLY)
-FLOAT_KERNEL(log2, wf__vm_log2_f32, wf__vm_log2_f64, COSTLY)
+FLOAT_COMPLEX_KERNEL(log1p, wf__vm_log1p_f32, wf__vm_log1p_f64, COSTLY, c_log1p)
+FLOAT_COMPLEX_KERNEL(log2, wf__vm_log2_f32, wf__vm_log2_f64, COSTLY, c_log2)
 FLOAT_COMPLEX_KERNEL(sqrt, sqrt_f32, sqrt_f64, CHEAP, csqrtf)
-FLOAT_KERNEL(rsqrt, rsqrt_f32, rsqrt_f64, CHEAP)
-FLOAT_KERNEL(reciprocal, reciprocal_f32, reciprocal_f64, CHEAP)
+FLOAT_COMPLEX_KERNEL(rsqrt, rsqrt_f32, rsqrt_f64, CHEAP, c_rsqrt)
+FLOAT_COMPLEX_KERNEL(reciprocal, reciprocal_f32, reciprocal_f64, CHEAP, c_reciprocal)
 FLOAT_COMPLEX_KERNEL(sin, wf__vm_sin_f32, wf__vm_sin_f64, COSTLY, csinf)
 FLOAT_COMPLEX_KERNEL(cos, wf__vm_cos_f32, wf__vm_cos_f64, COSTLY, ccosf)
-FLOAT_KERNEL(tan, wf__vm_tan_f32, wf__vm_tan_f64, COSTLY)
+FLOAT_COMPLEX_KERNEL(tan, wf__vm_tan_f32, wf__vm_tan_f64, COSTLY, ctanf)
 FLOAT_COMPLEX_KERNEL(tanh, wf__vm_tanh_f32, wf__vm_tanh_f64, COSTLY, ctanhf)
-FLOAT_KERNEL(sinh, wf__vm_sinh_f32, wf__vm_sinh_f64, COSTLY)
-FLOAT_KERNEL(cosh, wf__vm_cosh_f32, wf__vm_cosh_f64, COSTLY)
-FLOAT_KERNEL(arcsin, wf__vm_arcsin_f32, wf__vm_arcsin_f64, COSTLY)
-FLOAT_KERNEL(arccos, wf__vm_arccos_f32, wf__vm_arccos_f64, COSTLY)
-FLOAT_KERNEL(arctan, wf__vm_arctan_f32, wf__vm_arctan_f64, COSTLY)
+FLOAT_COMPLEX_KERNEL(sinh, wf__vm_sinh_f32, wf__vm_sinh_f64, COSTLY, csinhf)
+FLOAT_COMPLEX_KERNEL(cosh, wf__vm_cosh_f32, wf__vm_cosh_f64, COSTLY, ccoshf)
+FLOAT_COMPLEX_KERNEL(arcsin, wf__vm_arcsin_f32, wf__vm_arcsin_f64, COSTLY, casinf)
+FLOAT_COMPLEX_KERNEL(arccos, wf__vm_arccos_f32, wf__vm_arccos_f64, COSTLY, cacosf)
+FLOAT_COMPLEX_KERNEL(arctan, wf__vm_arctan_f32, wf__vm_arctan_f64, COSTLY, catanf)
 FLOAT_KERNEL(sigmoid, wf__vm_sigmoid_f32, wf__vm_sigmoid_f64, COSTLY)
 FLOAT_KERNEL(erf, wf__vm_erf_f32, wf__vm_erf_f64, COSTLY)
 FLOAT_KERNEL(erfinv, erfinv_f32, erfinv_f64, COSTLY)

@@ -1,0 +1,655 @@
+/* conv_general on the CPU (prim/conv.h for the semantics).
+ *
+ * Implicit GEMM. With rows r = (n, output position) and columns the output
+ * channels of one group, a convolution is the product P (rows x K) W
+ * (K x C_out/groups), where K = kernel positions x C_in/groups and row r of
+ * P holds the input patch output r sees (zeros where it falls on padding or
+ * between dilated input elements). P is never built whole: the output rows
+ * are cut into blocks, and for each block the patch rows are gathered, K
+ * chunk by K chunk, into a per-thread buffer of a few hundred KB that the
+ * GEMM (gemm.h) packs into its panels at once; the weight is laid out once
+ * as W (contiguous rows), so the GEMM packs it with its fast row copies.
+ * Special cases:
+ * - a 1x1 kernel at stride 1 without padding or dilation of the input: P is
+ *   the input itself (rows C_in apart), handed to the GEMM in place;
+ * - depthwise (one input and one output channel per group): a direct loop
+ *   vectorized over channels, the kernel positions summed in order.
+ *
+ * Reproducibility: the K chunks are a function of K alone, each chunk is
+ * one GEMM call that adds to C (the first sets it), and the GEMM's bits for
+ * a row never depend on the other rows of the call (gemm.h); the depthwise
+ * loop sums each output in kernel order. Blocks of rows are spread over the
+ * intra-op pool, so the result's bits never depend on the thread count.
+ *
+ * Types: float32 and float64 compute in their own type; bfloat16 multiplies
+ * bfloat16 panels where the GEMM variant has AVX512_BF16 (float32 sums),
+ * else goes through float32, as float16 does; half results are computed in
+ * float32 and rounded once. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/gemm.h"
+#include "core/error.h"
+#include "core/shape.h"
+#include "prim/conv.h"
+#include "runtime/pool.h"
+
+/* K is cut into chunks of this many (a function of K alone) when longer
+ * than CONV_KMAX: gradients with respect to the weight sum over a whole
+ * batch of positions. */
+enum { CONV_KMAX = 4096, CONV_KCHUNK = 1024 };
+/* Patch buffer aimed at per thread (it stays in L2 while the GEMM packs). */
+enum { CONV_PATCH_BYTES = 512 * 1024 };
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+typedef struct conv_plan {
+    const wf_conv_params *p;
+    int spatial;
+    int64_t batch, cin, cout, cin_g, cout_g, groups;
+    int64_t in_sp[WF_CONV_MAX_SPATIAL], out_sp[WF_CONV_MAX_SPATIAL];
+    int64_t k_sp[WF_CONV_MAX_SPATIAL];
+    int64_t in_pos_stride[WF_CONV_MAX_SPATIAL]; /* elements between input positions */
+    int64_t kpos;                               /* kernel positions */
+    int64_t rows;                               /* batch x output positions */
+    int64_t kdim;                               /* kpos x cin_g */
+    int64_t kchunk;
+    wf_dtype compute; /* operands' dtype in the GEMM */
+    size_t es;        /* its size */
+    wf_dtype cdt;     /* C's: float32 or float64 */
+    int isa;
+    const char *x; /* (N, spatial..., C_in), compute dtype: contiguous, except for the
+                      transposed product, which reads it through xstrides */
+    int64_t xstrides[WF_CONV_MAX_SPATIAL + 2];
+    const char *w; /* per group: W (kdim x cout_g) contiguous, compute dtype */
+    char *c;       /* (rows, C_out) contiguous, cdt */
+    bool direct_a; /* 1x1 case: P is x itself */
+    int64_t mblock, mblocks;
+    atomic_int failed;
+} conv_plan;
+
+/* ---------------------------------------------------------------- patches */
+
+/* Input position (per axis) of output position o and kernel offset k, or
+ * -1 where it falls on padding or between dilated elements. */
+static int64_t input_index(const conv_plan *pl, int d, int64_t o, int64_t k)
+{
+    const wf_conv_params *p = pl->p;
+    const int64_t pos = o * p->strides[d] + k * p->kernel_dilation[d] - p->padding_lo[d];
+    const int64_t idil = p->input_dilation[d];
+    if (pos < 0 || pos % idil != 0)
+        return -1;
+    const int64_t i = pos / idil;
+    return i < pl->in_sp[d] ? i : -1;
+}
+
+/* Decodes row r into its batch index and output position. */
+static void row_coords(const conv_plan *pl, int64_t r, int64_t *n, int64_t *o)
+{
+    for (int d = pl->spatial - 1; d >= 0; d--) {
+        o[d] = r % pl->out_sp[d];
+        r /= pl->out_sp[d];
+    }
+    *n = r;
+}
+
+/* Per spatial axis d, for one output position: tab[d][k] = the offset
+ * (elements) of the input position kernel offset k reads, or -1 on padding.
+ * The tables hold sum(k_sp) entries (ksum in the plan). */
+static void fill_axis_tables(const conv_plan *pl, const int64_t *o, int64_t *const *tab)
+{
+    for (int d = 0; d < pl->spatial; d++)
+        for (int64_t k = 0; k < pl->k_sp[d]; k++) {
+            const int64_t i = input_index(pl, d, o[d], k);
+            tab[d][k] = i < 0 ? -1 : i * pl->in_pos_stride[d];
+        }
+}
+
+/* Offset of kernel position k (a multi-index) from the tables, -1 on padding. */
+static int64_t table_offset(const conv_plan *pl, int64_t *const *tab, const int64_t *k)
+{
+    int64_t off = 0;
+    for (int d = 0; d < pl->spatial; d++) {
+        const int64_t v = tab[d][k[d]];
+        if (v < 0)
+            return -1;
+        off += v;
+    }
+    return off;
+}
+
+/* Splits kernel position t into its multi-index. */
+static void kernel_index(const conv_plan *pl, int64_t t, int64_t *k)
+{
+    for (int d = pl->spatial - 1; d >= 0; d--) {
+        k[d] = t % pl->k_sp[d];
+        t /= pl->k_sp[d];
+    }
+}
+
+/* The next kernel position's multi-index (the last axis fastest). */
+static void kernel_next(const conv_plan *pl, int64_t *k)
+{
+    for (int d = pl->spatial - 1; d >= 0; d--) {
+        if (++k[d] < pl->k_sp[d])
+            return;
+        k[d] = 0;
+    }
+}
+
+/* Per-thread room for the axis tables. */
+typedef struct axis_tables {
+    int64_t *tab[WF_CONV_MAX_SPATIAL];
+    wf_buffer *buf;
+} axis_tables;
+
+static bool axis_tables_init(const conv_plan *pl, axis_tables *t)
+{
+    int64_t total = 0;
+    for (int d = 0; d < pl->spatial; d++)
+        total += pl->k_sp[d];
+    t->buf = wf__buffer_alloc((size_t)total * sizeof(int64_t));
+    if (t->buf == NULL)
+        return false;
+    int64_t *p = (int64_t *)t->buf->data;
+    for (int d = 0; d < pl->spatial; d++) {
+        t->tab[d] = p;
+        p += pl->k_sp[d];
+    }
+    return true;
+}
+
+/* dst (rows x kc, row-major) = P[row0 + i][k0 + j] for group g. */
+static void gather_patches(const conv_plan *pl, const axis_tables *at, int64_t g, int64_t row0,
+                           int64_t rows, int64_t k0, int64_t kc, char *dst)
+{
+    const size_t es = pl->es;
+    const int64_t batch_stride = pl->in_pos_stride[0] * pl->in_sp[0];
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t n, o[WF_CONV_MAX_SPATIAL], k[WF_CONV_MAX_SPATIAL];
+        row_coords(pl, row0 + r, &n, o);
+        fill_axis_tables(pl, o, at->tab);
+        const char *base = pl->x + (size_t)(n * batch_stride + g * pl->cin_g) * es;
+        char *d = dst + (size_t)(r * kc) * es;
+        kernel_index(pl, k0 / pl->cin_g, k);
+        int64_t ci = k0 % pl->cin_g;
+        for (int64_t kk = k0; kk < k0 + kc;) {
+            const int64_t run = min64(pl->cin_g - ci, k0 + kc - kk);
+            const int64_t off = table_offset(pl, at->tab, k);
+            if (off < 0)
+                memset(d, 0, (size_t)run * es);
+            else
+                memcpy(d, base + (size_t)(off + ci) * es, (size_t)run * es);
+            d += (size_t)run * es;
+            kk += run;
+            ci = 0;
+            kernel_next(pl, k);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- GEMM path */
+
+/* C rows [row0, row0 + rows) of group g, every column. */
+static wf_status gemm_rows(const conv_plan *pl, const axis_tables *at, int64_t g, int64_t row0,
+                           int64_t rows, char *patch, wf_gemm_scratch *s)
+{
+    const size_t es = pl->es, cs = wf_dtype_size(pl->cdt);
+    char *c = pl->c + (size_t)(row0 * pl->cout + g * pl->cout_g) * cs;
+    const char *w = pl->w + (size_t)(g * pl->kdim * pl->cout_g) * es;
+    const int64_t kchunk = pl->direct_a ? pl->kdim : pl->kchunk;
+    for (int64_t k0 = 0; k0 < pl->kdim; k0 += kchunk) {
+        const int64_t kc = min64(kchunk, pl->kdim - k0);
+        const char *a;
+        int64_t rsa;
+        if (pl->direct_a) {
+            a = pl->x + (size_t)(row0 * pl->cin + g * pl->cin_g) * es;
+            rsa = pl->cin;
+        } else {
+            gather_patches(pl, at, g, row0, rows, k0, kc, patch);
+            a = patch;
+            rsa = kc;
+        }
+        wf_gemm_args ga;
+        wf__gemm_args_init(&ga, pl->compute, rows, pl->cout_g, kc, a, rsa, 1,
+                           w + (size_t)(k0 * pl->cout_g) * es, pl->cout_g, 1, c, pl->cout, 1.0,
+                           k0 == 0 ? 0.0 : 1.0);
+        ga.isa = pl->isa;
+        for (int64_t j0 = 0; j0 < pl->cout_g; j0 += 512) {
+            const wf_status st = wf__gemm_block(&ga, 0, rows, j0, min64(pl->cout_g, j0 + 512), s);
+            if (st != WF_OK)
+                return st;
+        }
+    }
+    return WF_OK;
+}
+
+/* Units of work: (group, block of rows). */
+static void gemm_units(void *ctx, int64_t begin, int64_t end)
+{
+    conv_plan *pl = ctx;
+    wf_gemm_scratch scratch = {0};
+    wf_buffer *patch = NULL;
+    axis_tables at = {{NULL}, NULL};
+    if (!pl->direct_a) {
+        patch = wf__buffer_alloc((size_t)(pl->mblock * pl->kchunk) * pl->es);
+        if (patch == NULL || !axis_tables_init(pl, &at)) {
+            atomic_store(&pl->failed, 1);
+            begin = end;
+        }
+    }
+    for (int64_t u = begin; u < end; u++) {
+        const int64_t g = u / pl->mblocks, row0 = u % pl->mblocks * pl->mblock;
+        if (gemm_rows(pl, &at, g, row0, min64(pl->mblock, pl->rows - row0),
+                      patch ? patch->data : NULL, &scratch) != WF_OK) {
+            atomic_store(&pl->failed, 1);
+            break;
+        }
+    }
+    wf__gemm_scratch_free(&scratch);
+    if (patch != NULL)
+        wf__buffer_release(patch);
+    if (at.buf != NULL)
+        wf__buffer_release(at.buf);
+}
+
+/* Rows per unit: the patch buffer within CONV_PATCH_BYTES, a multiple of
+ * 16, and enough units to keep the pool busy. */
+static int64_t rows_per_block(const conv_plan *pl)
+{
+    const int64_t by_cache = CONV_PATCH_BYTES / max64(1, pl->kchunk * (int64_t)pl->es);
+    int64_t mb = min64(256, max64(16, by_cache / 16 * 16));
+    const int64_t units = 4 * (int64_t)wf__pool_size();
+    const int64_t by_split = ceil_div(pl->rows * pl->groups, units);
+    mb = min64(mb, max64(16, ceil_div(by_split, 16) * 16));
+    return min64(mb, pl->rows);
+}
+
+static wf_status run_gemm(conv_plan *pl)
+{
+    pl->mblock = rows_per_block(pl);
+    pl->mblocks = ceil_div(pl->rows, pl->mblock);
+    atomic_init(&pl->failed, 0);
+    wf__parallel_for(pl->groups * pl->mblocks, 1, gemm_units, pl);
+    if (atomic_load(&pl->failed))
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory for patch buffers");
+    return WF_OK;
+}
+
+/* ---------------------------------------------------------------- few rows, long K
+ * A convolution with few output rows and a long K (the weight's cotangent:
+ * the kernel is the whole cotangent, the output the kernel's size) is
+ * computed transposed, C^T (C_out/groups x rows) = W^T Q with Q = P^T, K
+ * chunk by K chunk. Q's rows (one kernel position and input channel each)
+ * are gathered from x through its strides with the output rows ordered
+ * (position, batch): there the batch is the forward input's channel axis,
+ * contiguous in memory, so each gather is a run of whole channel vectors,
+ * where P's rows would be runs as short as the forward batch. Column blocks
+ * go to threads; C^T is written back into the output at the end. */
+
+enum { CONV_TCHUNK = 256, CONV_TCOLS = 96 };
+
+/* Use the transposed product? */
+static bool use_transposed(const conv_plan *pl)
+{
+    return !pl->direct_a && pl->kdim > CONV_KMAX && pl->rows <= 8192 && pl->kdim >= 8 * pl->rows;
+}
+
+/* dst (kc x cols, row-major) = Q[k0 + i][columns c0 + j], columns ordered
+ * (output position, batch): column c is batch c % N at position c / N. */
+static void gather_columns(const conv_plan *pl, const axis_tables *at, int64_t g, int64_t k0,
+                           int64_t kc, int64_t c0, int64_t cols, char *dst)
+{
+    const size_t es = pl->es;
+    const int64_t nb = pl->batch;
+    const int64_t sb = pl->xstrides[0], sc = pl->xstrides[pl->spatial + 1];
+    for (int64_t j0 = 0; j0 < cols;) {
+        const int64_t c = c0 + j0, pos = c / nb, b0 = c % nb;
+        const int64_t run = min64(nb - b0, cols - j0);
+        int64_t n, o[WF_CONV_MAX_SPATIAL], k[WF_CONV_MAX_SPATIAL];
+        row_coords(pl, pos, &n, o); /* n is 0: positions of one batch entry */
+        fill_axis_tables(pl, o, at->tab);
+        kernel_index(pl, k0 / pl->cin_g, k);
+        int64_t ci = k0 % pl->cin_g;
+        for (int64_t kk = 0; kk < kc; kk++) {
+            char *d = dst + (size_t)(kk * cols + j0) * es;
+            const int64_t off = table_offset(pl, at->tab, k);
+            if (off < 0) {
+                memset(d, 0, (size_t)run * es);
+            } else {
+                const char *src = pl->x + (off + (g * pl->cin_g + ci) * sc + b0 * sb) * (int64_t)es;
+                if (sb == 1)
+                    memcpy(d, src, (size_t)run * es);
+                else
+                    for (int64_t b = 0; b < run; b++)
+                        memcpy(d + (size_t)b * es, src + b * sb * (int64_t)es, es);
+            }
+            if (++ci == pl->cin_g) {
+                ci = 0;
+                kernel_next(pl, k);
+            }
+        }
+        j0 += run;
+    }
+}
+
+/* Output columns [c0, c0 + cols) of group g: C^T into ct, then into C. */
+static wf_status transposed_block(const conv_plan *pl, const axis_tables *at, int64_t g,
+                                  int64_t c0, int64_t cols, char *q, char *ct,
+                                  wf_gemm_scratch *s)
+{
+    const size_t es = pl->es, cs = wf_dtype_size(pl->cdt);
+    const char *w = pl->w + (size_t)(g * pl->kdim * pl->cout_g) * es;
+    for (int64_t k0 = 0; k0 < pl->kdim; k0 += CONV_TCHUNK) {
+        const int64_t kc = min64(CONV_TCHUNK, pl->kdim - k0);
+        gather_columns(pl, at, g, k0, kc, c0, cols, q);
+        wf_gemm_args ga; /* A[co][kk] = W_g[kk][co] */
+        wf__gemm_args_init(&ga, pl->compute, pl->cout_g, cols, kc,
+                           w + (size_t)(k0 * pl->cout_g) * es, 1, pl->cout_g, q, cols, 1, ct,
+                           cols, 1.0, k0 == 0 ? 0.0 : 1.0);
+        ga.isa = pl->isa;
+        const wf_status st = wf__gemm_block(&ga, 0, pl->cout_g, 0, cols, s);
+        if (st != WF_OK)
+            return st;
+    }
+    /* column c = (position, batch) is output row batch * positions + position */
+    const int64_t nb = pl->batch, positions = pl->rows / nb;
+    for (int64_t j = 0; j < cols; j++) {
+        const int64_t c = c0 + j, row = (c % nb) * positions + c / nb;
+        char *dst = pl->c + (size_t)(row * pl->cout + g * pl->cout_g) * cs;
+        for (int64_t co = 0; co < pl->cout_g; co++)
+            memcpy(dst + (size_t)co * cs, ct + (size_t)(co * cols + j) * cs, cs);
+    }
+    return WF_OK;
+}
+
+static void transposed_units(void *ctx, int64_t begin, int64_t end)
+{
+    conv_plan *pl = ctx;
+    const int64_t blocks = ceil_div(pl->rows, CONV_TCOLS);
+    wf_gemm_scratch scratch = {0};
+    axis_tables at = {{NULL}, NULL};
+    wf_buffer *q = wf__buffer_alloc((size_t)(CONV_TCHUNK * CONV_TCOLS) * pl->es);
+    wf_buffer *ct = wf__buffer_alloc((size_t)(pl->cout_g * CONV_TCOLS) * wf_dtype_size(pl->cdt));
+    if (q == NULL || ct == NULL || !axis_tables_init(pl, &at)) {
+        atomic_store(&pl->failed, 1);
+        begin = end;
+    }
+    for (int64_t u = begin; u < end; u++) {
+        const int64_t g = u / blocks, c0 = u % blocks * CONV_TCOLS;
+        if (transposed_block(pl, &at, g, c0, min64(CONV_TCOLS, pl->rows - c0), q->data, ct->data,
+                             &scratch) != WF_OK) {
+            atomic_store(&pl->failed, 1);
+            break;
+        }
+    }
+    wf__gemm_scratch_free(&scratch);
+    if (q != NULL)
+        wf__buffer_release(q);
+    if (ct != NULL)
+        wf__buffer_release(ct);
+    if (at.buf != NULL)
+        wf__buffer_release(at.buf);
+}
+
+static wf_status run_transposed(conv_plan *pl)
+{
+    atomic_init(&pl->failed, 0);
+    wf__parallel_for(pl->groups * ceil_div(pl->rows, CONV_TCOLS), 1, transposed_units, pl);
+    if (atomic_load(&pl->failed))
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory for patch buffers");
+    return WF_OK;
+}
+
+/* ---------------------------------------------------------------- depthwise */
+
+/* One output row of a depthwise convolution: acc[c] = sum over kernel
+ * positions t (in order) of x[patch t][c] * wt[t][c]; float32 or float64
+ * (`T`). Written once, compiled per instruction set. */
+#define DEPTHWISE_BODY(T)                                                                      \
+    do {                                                                                       \
+        const T *restrict wt_ = (const T *)wt;                                                 \
+        T *restrict acc_ = (T *)acc;                                                           \
+        for (int64_t c = 0; c < channels; c++)                                                 \
+            acc_[c] = 0;                                                                       \
+        for (int64_t t = 0; t < npos; t++) {                                                   \
+            if (offsets[t] < 0)                                                                \
+                continue;                                                                      \
+            const T *restrict xs_ = (const T *)x + offsets[t];                                 \
+            const T *restrict wr_ = wt_ + t * channels;                                        \
+            for (int64_t c = 0; c < channels; c++)                                             \
+                acc_[c] += xs_[c] * wr_[c];                                                    \
+        }                                                                                      \
+    } while (0)
+
+typedef void (*depthwise_row_fn)(int64_t channels, int64_t npos, const int64_t *offsets,
+                                 const void *x, const void *wt, void *acc);
+
+#define DEPTHWISE_VARIANT(name, T, attr)                                                       \
+    attr static void name(int64_t channels, int64_t npos, const int64_t *offsets,              \
+                          const void *x, const void *wt, void *acc)                            \
+    {                                                                                          \
+        DEPTHWISE_BODY(T);                                                                     \
+    }
+
+DEPTHWISE_VARIANT(depthwise_f32_base, float, )
+DEPTHWISE_VARIANT(depthwise_f64_base, double, )
+#if defined(__x86_64__) && defined(__GNUC__)
+DEPTHWISE_VARIANT(depthwise_f32_avx2, float, __attribute__((target("avx2"))))
+DEPTHWISE_VARIANT(depthwise_f64_avx2, double, __attribute__((target("avx2"))))
+DEPTHWISE_VARIANT(depthwise_f32_avx512, float, __attribute__((target("avx512f"))))
+DEPTHWISE_VARIANT(depthwise_f64_avx512, double, __attribute__((target("avx512f"))))
+#endif
+
+/* The variant for the GEMM's instruction set (products and sums round
+ * separately in every one: C11 does not contract a * b + c). */
+static depthwise_row_fn depthwise_variant(int isa, bool f64)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (isa >= WF_GEMM_ISA_AVX512)
+        return f64 ? depthwise_f64_avx512 : depthwise_f32_avx512;
+    if (isa == WF_GEMM_ISA_AVX2)
+        return f64 ? depthwise_f64_avx2 : depthwise_f32_avx2;
+#else
+    (void)isa;
+#endif
+    return f64 ? depthwise_f64_base : depthwise_f32_base;
+}
+
+static void depthwise_units(void *ctx, int64_t begin, int64_t end)
+{
+    conv_plan *pl = ctx;
+    const size_t cs = wf_dtype_size(pl->cdt);
+    const depthwise_row_fn row_fn = depthwise_variant(pl->isa, pl->cdt == WF_DTYPE_F64);
+    const int64_t batch_stride = pl->in_pos_stride[0] * pl->in_sp[0];
+    wf_buffer *obuf = wf__buffer_alloc((size_t)pl->kpos * sizeof(int64_t));
+    axis_tables at = {{NULL}, NULL};
+    if (obuf == NULL || !axis_tables_init(pl, &at)) {
+        atomic_store(&pl->failed, 1);
+        begin = end;
+    }
+    int64_t *offs = obuf ? (int64_t *)obuf->data : NULL;
+    for (int64_t r = begin; r < end; r++) {
+        int64_t n, o[WF_CONV_MAX_SPATIAL], k[WF_CONV_MAX_SPATIAL] = {0, 0, 0};
+        row_coords(pl, r, &n, o);
+        fill_axis_tables(pl, o, at.tab);
+        for (int64_t t = 0; t < pl->kpos; t++, kernel_next(pl, k)) {
+            const int64_t off = table_offset(pl, at.tab, k);
+            offs[t] = off < 0 ? -1 : off + n * batch_stride;
+        }
+        row_fn(pl->cout, pl->kpos, offs, pl->x, pl->w, pl->c + (size_t)(r * pl->cout) * cs);
+    }
+    if (obuf != NULL)
+        wf__buffer_release(obuf);
+    if (at.buf != NULL)
+        wf__buffer_release(at.buf);
+}
+
+/* ---------------------------------------------------------------- setup */
+
+/* x in the compute dtype, read in place when it already is that and
+ * contiguous (or, `any_strides`, whatever its strides), else converted to
+ * contiguous; `strides` receives the strides to read it with. */
+static wf_status prepare_input(const wf_array *x, wf_dtype compute, bool any_strides,
+                               wf_buffer **owned, const char **data, int64_t *strides)
+{
+    wf__contiguous_strides(x->shape, x->ndim, strides);
+    bool in_place = x->dtype == compute;
+    for (int d = 0; in_place && !any_strides && d < x->ndim; d++)
+        in_place = x->shape[d] == 1 || x->strides[d] == strides[d];
+    *owned = NULL;
+    if (in_place) {
+        *data = wf__array_data_ptr(x);
+        if (any_strides)
+            for (int d = 0; d < x->ndim; d++)
+                strides[d] = x->strides[d];
+        return WF_OK;
+    }
+    *owned = wf__buffer_alloc((size_t)x->size * wf_dtype_size(compute));
+    if (*owned == NULL)
+        return WF_ERR_OUT_OF_MEMORY;
+    wf__cpu_convert_strided(x->ndim, x->shape, wf__array_data_ptr(x), x->dtype, x->strides,
+                            (*owned)->data, compute, strides);
+    *data = (*owned)->data;
+    return WF_OK;
+}
+
+/* The weight as the GEMM's B, per group g: B_g[t * cin_g + ci][co] =
+ * w[g * cout_g + co][t (flipped if asked)][ci]; for the depthwise loop
+ * (cin_g == cout_g == 1) it is laid out wt[t][c] instead. */
+static wf_status prepare_weight(const conv_plan *pl, const wf_array *w, bool depthwise,
+                                wf_buffer **owned)
+{
+    const int64_t total = pl->groups * pl->kdim * pl->cout_g;
+    *owned = wf__buffer_alloc((size_t)max64(total, 1) * pl->es);
+    if (*owned == NULL)
+        return WF_ERR_OUT_OF_MEMORY;
+    /* Strided conversion: dst axes (g, t..., ci, co) read from w's (co, t..., ci). */
+    const int s = pl->spatial;
+    int64_t shape[WF_MAX_NDIM + 1], src[WF_MAX_NDIM + 1], dst[WF_MAX_NDIM + 1];
+    const char *base = wf__array_data_ptr(w);
+    const int64_t ws_co = w->strides[0], ws_ci = w->strides[s + 1];
+    shape[0] = pl->groups;
+    src[0] = pl->cout_g * ws_co;
+    for (int d = 0; d < s; d++) {
+        shape[1 + d] = pl->k_sp[d];
+        src[1 + d] = pl->p->flip ? -w->strides[1 + d] : w->strides[1 + d];
+        if (pl->p->flip)
+            base += (pl->k_sp[d] - 1) * w->strides[1 + d] * (int64_t)wf_dtype_size(w->dtype);
+    }
+    shape[s + 1] = pl->cin_g;
+    src[s + 1] = ws_ci;
+    shape[s + 2] = pl->cout_g;
+    src[s + 2] = ws_co;
+    wf__contiguous_strides(shape, s + 3, dst);
+    if (depthwise) { /* wt[t][g]: the channels of one kernel position side by side */
+        int64_t step = pl->groups;
+        for (int d = s - 1; d >= 0; d--) {
+            dst[1 + d] = step;
+            step *= pl->k_sp[d];
+        }
+        dst[0] = 1;
+    }
+    if (total > 0)
+        wf__cpu_convert_strided(s + 3, shape, base, w->dtype, src, (*owned)->data, pl->compute,
+                                dst);
+    return WF_OK;
+}
+
+static void plan_shapes(conv_plan *pl, const wf_conv_params *p, const wf_array *x,
+                        const wf_array *w, const wf_array *out)
+{
+    pl->p = p;
+    pl->spatial = p->spatial;
+    pl->batch = x->shape[0];
+    pl->cin = x->shape[x->ndim - 1];
+    pl->cout = w->shape[0];
+    pl->cin_g = w->shape[w->ndim - 1];
+    pl->groups = p->groups;
+    pl->cout_g = pl->cout / p->groups;
+    pl->kpos = 1;
+    pl->rows = pl->batch;
+    int64_t stride = pl->cin;
+    for (int d = p->spatial - 1; d >= 0; d--) {
+        pl->in_pos_stride[d] = stride;
+        stride *= x->shape[d + 1];
+    }
+    for (int d = 0; d < p->spatial; d++) {
+        pl->in_sp[d] = x->shape[d + 1];
+        pl->out_sp[d] = out->shape[d + 1];
+        pl->k_sp[d] = w->shape[d + 1];
+        pl->kpos *= pl->k_sp[d];
+        pl->rows *= pl->out_sp[d];
+    }
+    pl->kdim = pl->kpos * pl->cin_g;
+    pl->kchunk = pl->kdim > CONV_KMAX ? CONV_KCHUNK : pl->kdim;
+    bool one = true;
+    for (int d = 0; d < p->spatial; d++)
+        one = one && pl->k_sp[d] == 1 && p->strides[d] == 1 && p->padding_lo[d] == 0 &&
+              p->padding_hi[d] == 0 && p->input_dilation[d] == 1;
+    pl->direct_a = one;
+}
+
+wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninputs,
+                               const void *params)
+{
+    (void)ninputs;
+    const wf_array *x = inputs[0], *w = inputs[1];
+    wf_status st = wf__array_alloc_output(out);
+    if (st != WF_OK || out->size == 0)
+        return st;
+    conv_plan pl;
+    memset(&pl, 0, sizeof pl);
+    plan_shapes(&pl, params, x, w, out);
+    const bool depthwise = pl.cin_g == 1 && pl.cout_g == 1 && pl.groups > 1;
+    pl.isa = wf__gemm_isa(); /* one variant for the whole convolution */
+    pl.compute = out->dtype == WF_DTYPE_F64                                             ? WF_DTYPE_F64
+                 : out->dtype == WF_DTYPE_BF16 && !depthwise && wf__gemm_isa_has_bf16(pl.isa) ? WF_DTYPE_BF16
+                                                                                          : WF_DTYPE_F32;
+    pl.es = wf_dtype_size(pl.compute);
+    pl.cdt = pl.compute == WF_DTYPE_F64 ? WF_DTYPE_F64 : WF_DTYPE_F32;
+    const size_t cs = wf_dtype_size(pl.cdt);
+
+    wf_buffer *staged = NULL, *xbuf = NULL, *wbuf = NULL;
+    pl.c = wf__array_data_ptr(out);
+    if (out->dtype != pl.cdt) {
+        staged = wf__buffer_alloc((size_t)out->size * cs);
+        if (staged == NULL)
+            return WF_ERR_OUT_OF_MEMORY;
+        pl.c = staged->data;
+    }
+    if (pl.kdim == 0 || x->size == 0) {
+        memset(pl.c, 0, (size_t)out->size * cs); /* an empty sum */
+    } else {
+        const bool transposed = !depthwise && use_transposed(&pl);
+        st = prepare_input(x, pl.compute, transposed, &xbuf, &pl.x, pl.xstrides);
+        for (int d = 0; transposed && d < pl.spatial; d++)
+            pl.in_pos_stride[d] = pl.xstrides[d + 1]; /* the tables follow x's strides */
+        if (st == WF_OK)
+            st = prepare_weight(&pl, w, depthwise, &wbuf);
+        if (st == WF_OK) {
+            pl.w = wbuf->data;
+            if (depthwise) {
+                atomic_init(&pl.failed, 0);
+                const int64_t grain = max64(1, 4096 / max64(1, pl.kpos * pl.cout));
+                wf__parallel_for(pl.rows, grain, depthwise_units, &pl);
+                if (atomic_load(&pl.failed))
+                    st = wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory");
+            } else {
+                st = transposed ? run_transposed(&pl) : run_gemm(&pl);
+            }
+        }
+    }
+    if (st == WF_OK && staged != NULL)
+        wf__cpu_convert_1d(out->size, pl.c, pl.cdt, 1, wf__array_data_ptr(out), out->dtype, 1);
+    if (staged != NULL)
+        wf__buffer_release(staged);
+    if (xbuf != NULL)
+        wf__buffer_release(xbuf);
+    if (wbuf != NULL)
+        wf__buffer_release(wbuf);
+    return st;
+}

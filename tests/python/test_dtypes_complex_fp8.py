@@ -1,0 +1,141 @@
+"""complex64 ops and the fp8 conversions against NumPy (references here)."""
+import numpy as np
+import pytest
+
+import weft as mx
+
+RNG = np.random.default_rng(7)
+
+
+def cplx(*shape):
+    return (RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)).astype(np.complex64)
+
+
+@pytest.mark.parametrize("name", ["tan", "sinh", "cosh", "arcsin", "arccos", "arctan", "log1p",
+                                  "log2", "log10", "square", "sqrt", "reciprocal", "arcsinh",
+                                  "arccosh", "arctanh"])
+def test_complex_functions_match_numpy(name):
+    z = np.concatenate([cplx(64), np.array([3 + 4j, -5 + 12j, -8 + 0j, 9j, -0.5 + 0j],
+                                           np.complex64)])
+    got = np.array(getattr(mx, name)(mx.array(z)))
+    assert got.dtype == np.complex64
+    with np.errstate(all="ignore"):
+        want = getattr(np, name)(z)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+
+
+def test_complex_sign_rsqrt_power():
+    z = np.array([3 + 4j, 0j, -2 + 0j, 1e-3 - 1e-3j], np.complex64)
+    with np.errstate(invalid="ignore"):
+        want = np.where(z == 0, 0, z / np.abs(z))
+    np.testing.assert_allclose(np.array(mx.sign(mx.array(z))), want, rtol=1e-6)
+    nz = z[z != 0]
+    np.testing.assert_allclose(np.array(mx.rsqrt(mx.array(nz))), 1 / np.sqrt(nz), rtol=1e-5)
+    assert mx.power(mx.array(0j), 2).item() == 0j
+    assert mx.isnan(mx.power(mx.array(0j), float("nan"))).item()
+    w = cplx(8)
+    np.testing.assert_allclose(np.array(mx.power(mx.array(w), mx.array(w[::-1].copy()))),
+                               np.power(w, w[::-1]), rtol=1e-4)
+
+
+@pytest.mark.parametrize("op", ["prod", "max", "min", "sum"])
+def test_complex_reductions_every_axis_set(op):
+    x = (RNG.integers(-2, 3, (3, 4, 5)) + 1j * RNG.integers(-2, 3, (3, 4, 5))).astype(np.complex64)
+    for axes in (None, 0, 1, 2, (0, 1), (0, 2), (1, 2), (0, 1, 2)):
+        got = np.array(getattr(mx, op)(mx.array(x), axis=axes))
+        np.testing.assert_allclose(got, getattr(np, op)(x, axis=axes), rtol=1e-5)
+
+
+def test_complex_max_min_nan_and_maximum():
+    for pos in range(4):
+        v = np.array([1 + 1j, 2 + 2j, 3 + 3j, 4 + 4j], np.complex64)
+        v[pos] = complex(np.nan, 1) if pos % 2 else complex(1, np.nan)
+        a = v.reshape(2, 2)
+        for axis in (0, 1):
+            for op in ("max", "min"):
+                assert np.array_equal(np.array(getattr(mx, op)(mx.array(a), axis=axis)),
+                                      getattr(np, op)(a, axis=axis), equal_nan=True)
+    x, y = cplx(50), cplx(50)
+    y[::3] = x[::3].real + 1j * (x[::3].imag + 1)  # ties in the real part
+    assert np.array_equal(np.array(mx.maximum(mx.array(x), mx.array(y))), np.maximum(x, y))
+    assert np.array_equal(np.array(mx.minimum(mx.array(x), mx.array(y))), np.minimum(x, y))
+
+
+def test_complex_scans():
+    x = cplx(4, 6)
+    for axis in (0, 1):
+        np.testing.assert_allclose(np.array(mx.cumsum(mx.array(x), axis=axis)),
+                                   np.cumsum(x, axis=axis), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.array(mx.cumprod(mx.array(x), axis=axis)),
+                                   np.cumprod(x, axis=axis), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.array(mx.cumprod(mx.array(x), axis=axis, reverse=True)),
+                                   np.flip(np.cumprod(np.flip(x, axis), axis=axis), axis),
+                                   rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("sa,sb", [((5, 7), (7, 3)), ((7,), (7, 4)), ((5, 7), (7,)),
+                                   ((2, 5, 7), (7, 3)), ((2, 1, 5, 7), (3, 7, 4)),
+                                   ((64, 96), (96, 80))])
+def test_complex_matmul(sa, sb):
+    a, b = cplx(*sa), cplx(*sb)
+    np.testing.assert_allclose(np.array(mx.array(a) @ mx.array(b)), a @ b, rtol=1e-4, atol=1e-4)
+    ar = np.ascontiguousarray(a.real)
+    np.testing.assert_allclose(np.array(mx.array(ar) @ mx.array(b)), ar @ b, rtol=1e-4,
+                               atol=1e-4)
+    np.testing.assert_allclose(np.array(mx.matmul(mx.array(a), mx.array(b.real.copy()))),
+                               a @ b.real, rtol=1e-4, atol=1e-4)
+
+
+def test_complex_matmul_transposed_views_and_grad():
+    a, b = cplx(6, 5), cplx(4, 6)
+    got = mx.matmul(mx.array(a).T, mx.array(b).T)
+    np.testing.assert_allclose(np.array(got), a.T @ b.T, rtol=1e-4, atol=1e-4)
+    c = cplx(5, 4)
+    # MLX's convention: the cotangent is not conjugated, so d/da = ones @ c.T
+    g = mx.grad(lambda x: mx.real(mx.sum(x @ mx.array(c))))(mx.array(a))
+    np.testing.assert_allclose(np.array(g), np.ones((6, 4)) @ c.T, rtol=1e-4, atol=1e-4)
+
+
+def test_complex_rejections_are_value_errors():
+    z = mx.array([1 + 1j])
+    for f in (mx.floor, mx.expm1, mx.sigmoid, mx.erf, lambda t: mx.less(t, t),
+              lambda t: mx.remainder(t, t), lambda t: mx.argmax(t)):
+        with pytest.raises(ValueError):
+            f(z)
+
+
+def fp8_value(c):
+    s = -1.0 if c & 0x80 else 1.0
+    e, m = (c >> 3) & 15, c & 7
+    return s * (m * 2.0 ** -9 if e == 0 else (8 + m) * 2.0 ** (e - 10))
+
+
+def test_from_fp8_every_code():
+    codes = np.arange(256, dtype=np.uint8)
+    want = np.array([fp8_value(int(c)) for c in codes])
+    for dt, npdt in ((mx.float32, np.float32), (mx.float64, np.float64)):
+        assert np.array_equal(np.array(mx.from_fp8(mx.array(codes), dtype=dt)), want.astype(npdt))
+    default = mx.from_fp8(mx.array(codes))
+    assert default.dtype == mx.bfloat16
+    assert np.array_equal(np.array(default.astype(mx.float64)), want)
+
+
+def test_to_fp8_nearest_even_and_saturation():
+    pos = np.array([fp8_value(c) for c in range(127)])
+    mids = (pos[:-1] + pos[1:]) / 2
+    x = np.concatenate([RNG.standard_normal(3000) * 10.0 ** RNG.uniform(-4, 3, 3000), pos, mids,
+                        -mids, [0.0, -0.0, 448, 463.9, 464, 1e9, np.inf, -np.inf]]).astype(np.float32)
+    got = np.array(mx.to_fp8(mx.array(x)))
+    a = np.abs(x.astype(np.float64))
+    idx = np.clip(np.searchsorted(pos, a), 1, 126)
+    lo, hi = idx - 1, idx
+    dl, dh = a - pos[lo], pos[hi] - a
+    code = np.where(dl < dh, lo, np.where(dh < dl, hi, np.where(lo % 2 == 0, lo, hi)))
+    code = np.where(a >= 464, 126, np.where(a >= pos[126], 126, code))
+    code = code | np.where(np.signbit(x), 0x80, 0)
+    assert np.array_equal(got, code.astype(np.uint8))
+    assert mx.to_fp8(mx.array([np.nan])).item() == 0x7E
+    with pytest.raises(ValueError):
+        mx.to_fp8(mx.array([1, 2]))
+    with pytest.raises(ValueError):
+        mx.from_fp8(mx.array([1.0]))

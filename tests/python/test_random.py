@@ -1,0 +1,62 @@
+"""weft.random (permutation, sample dtypes, the complex normal) and median."""
+import numpy as np
+import pytest
+
+import weft as mx
+
+
+def test_permutation_is_a_permutation_and_keyed():
+    key = mx.random.key(7)
+    p = mx.random.permutation(1000, key=key)
+    assert sorted(p.tolist()) == list(range(1000))
+    assert p.tolist() != list(range(1000))
+    assert mx.random.permutation(1000, key=key).tolist() == p.tolist()  # same key, same order
+    x = mx.arange(12).reshape(3, 4)
+    rows = np.array(mx.random.permutation(x, key=key))
+    assert sorted(map(tuple, rows)) == sorted(map(tuple, np.arange(12).reshape(3, 4)))
+    cols = np.array(mx.random.permutation(x, axis=1, key=key))
+    assert np.array_equal(np.sort(cols, axis=1), np.arange(12).reshape(3, 4))
+    assert mx.random.permutation(mx.array([[1.5]])).dtype == mx.float32
+    with pytest.raises(ValueError):
+        mx.random.permutation(mx.array(3))
+
+
+def test_sample_dtypes_follow_mlx():
+    logits = mx.zeros((4, 6))
+    assert mx.random.categorical(logits).dtype == mx.uint32
+    assert mx.random.categorical(logits, num_samples=3).shape == (4, 3)
+    with pytest.raises(ValueError):
+        mx.random.categorical(logits, shape=[4, 2], num_samples=2)
+    b = mx.random.randint(0, 2, [2000], dtype=mx.bool_, key=mx.random.key(1))
+    assert b.dtype == mx.bool_ and set(b.tolist()) == {False, True}
+    assert mx.random.randint(0, 5, dtype=None).dtype == mx.int32
+
+
+def test_complex_normal_has_unit_variance():
+    z = np.array(mx.random.normal((20000,), dtype=mx.complex64, key=mx.random.key(3)))
+    assert z.dtype == np.complex64
+    assert abs(np.var(z.real) - 0.5) < 0.03 and abs(np.var(z.imag) - 0.5) < 0.03
+    assert abs(np.mean(z)) < 0.03
+    assert mx.random.normal((), dtype=mx.complex64).shape == ()
+
+
+def test_median_matches_numpy():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 5, 6)).astype(np.float32)
+    for axis in [None, 0, 1, -1, (0, 2)]:
+        for keepdims in [False, True]:
+            want = np.median(x, axis=axis, keepdims=keepdims)
+            got = np.array(mx.median(mx.array(x), axis=axis, keepdims=keepdims))
+            assert got.shape == want.shape
+            assert np.allclose(got, want, rtol=1e-6)
+    xi = np.array([[3, 1, 2, 8]], dtype=np.int32)
+    got = mx.median(mx.array(xi), axis=1)
+    assert got.dtype == mx.float32 and got.tolist() == [2.5]
+    y = x.copy()
+    y[1, 2, 3] = np.nan
+    got = np.array(mx.median(mx.array(y), axis=2))
+    assert np.isnan(got[1, 2]) and np.allclose(np.delete(got.reshape(-1), 7), np.delete(np.median(y, axis=2).reshape(-1), 7))
+    with pytest.raises(ValueError):
+        mx.median(mx.zeros((3, 0)), axis=1)
+    with pytest.raises(ValueError):
+        mx.median(mx.array(x), axis=(0, 0))
