@@ -606,3 +606,56 @@ def test_batch_norm_statistics_persist_through_value_and_grad_and_compile():
                       inputs=state, outputs=state)
     step(x)
     close(model.layers[1].running_mean, 0.19 * hidden.mean(0), atol=1e-6)
+
+
+# ---------------------------------------------------------------- convolution
+
+
+def _np_conv(x, w, stride, padding, dilation, groups):
+    """Direct channels-last convolution: x (N, *S, C), w (O, *K, C/groups)."""
+    dims = x.ndim - 2
+    x = np.pad(x, [(0, 0)] + [(padding, padding)] * dims + [(0, 0)])
+    out_ch, kernel, in_per_group = w.shape[0], w.shape[1:-1], w.shape[-1]
+    spans = [dilation * (k - 1) + 1 for k in kernel]
+    outs = [(x.shape[1 + d] - spans[d]) // stride + 1 for d in range(dims)]
+    y = np.zeros((x.shape[0], *outs, out_ch))
+    per_group = out_ch // groups
+    for pos in np.ndindex(*outs):
+        for k in np.ndindex(*kernel):
+            at = tuple(p * stride + kk * dilation for p, kk in zip(pos, k))
+            patch = x[(slice(None), *at)]  # (N, C)
+            for g in range(groups):
+                o = slice(g * per_group, (g + 1) * per_group)
+                c = slice(g * in_per_group, (g + 1) * in_per_group)
+                y[(slice(None), *pos, o)] += patch[:, c] @ w[(o, *k)].T
+    return y
+
+
+@pytest.mark.parametrize("dims,stride,padding,dilation,groups", [
+    (1, 1, 0, 1, 1), (1, 2, 1, 2, 2), (2, 1, 1, 1, 1), (2, 2, 0, 1, 2), (3, 1, 1, 1, 1)])
+def test_conv_layers_match_numpy(dims, stride, padding, dilation, groups):
+    layer = getattr(nn, f"Conv{dims}d")(4, 6, 3, stride=stride, padding=padding,
+                                        dilation=dilation, groups=groups)
+    assert layer.weight.shape == (6, *([3] * dims), 4 // groups)
+    x = randn(2, *([7] * dims), 4)
+    expected = _np_conv(x, np.array(layer.weight), stride, padding, dilation, groups)
+    close(layer(mx.array(x)), expected + np.array(layer.bias), atol=1e-4)
+    with pytest.raises(ValueError):
+        nn.Conv2d(3, 6, 3, groups=2)
+
+
+@pytest.mark.parametrize("dims,stride,padding", [(1, 2, 1), (2, 2, 0), (2, 1, 1)])
+def test_conv_transpose_layers_match_numpy(dims, stride, padding):
+    layer = getattr(nn, f"ConvTranspose{dims}d")(3, 5, 3, stride=stride, padding=padding)
+    w = np.array(layer.weight)  # (out, *kernel, in)
+    x = randn(2, *([4] * dims), 3)
+    full = [(4 - 1) * stride + 3 for _ in range(dims)]
+    y = np.zeros((2, *full, 5))
+    # each input position scatters the kernel, scaled, at stride steps
+    for pos in np.ndindex(*([4] * dims)):
+        for k in np.ndindex(*([3] * dims)):
+            at = tuple(p * stride + kk for p, kk in zip(pos, k))
+            y[(slice(None), *at)] += x[(slice(None), *pos)] @ w[(slice(None), *k)].T
+    crop = tuple(slice(padding, f - padding) for f in full)
+    expected = y[(slice(None), *crop)] + np.array(layer.bias)
+    close(layer(mx.array(x)), expected, atol=1e-4)
