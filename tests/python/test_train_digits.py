@@ -67,7 +67,7 @@ def test_cnn_learns_digits_inside_compile():
     batch = 32
     rng = np.random.default_rng(1)
     losses = []
-    for epoch in range(10):
+    for epoch in range(15):
         perm = rng.permutation(len(train))
         for start in range(0, len(train) - batch + 1, batch):
             idx = mx.array(perm[start:start + batch])
