@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates the peers' virtual environment for `make bench` (build/bench-venv by
 # default, or $1) from PyPI: NumPy, JAX CPU (jax + jaxlib), MLX CPU
-# (mlx[cpu]: the mlx and mlx-cpu wheels) and safetensors. Idempotent: a peer
+# (mlx[cpu]: the mlx and mlx-cpu wheels), safetensors and scikit-learn (the
+# digits of bench/peers/train_digits.py). Idempotent: a peer
 # already importable is left alone. A peer that fails to install does not
 # stop the others: its pip error is kept in <venv>/install-errors/<peer>.txt,
 # which bench/run_all.py quotes in the results. PyTorch is left out on
@@ -61,11 +62,13 @@ install numpy 'import numpy' numpy
 install safetensors 'import safetensors.numpy' safetensors
 install jax 'import jax, jax.numpy; jax.numpy.ones(2).block_until_ready()' 'jax[cpu]'
 install mlx 'import mlx.core as mx; mx.eval(mx.ones(2))' 'mlx[cpu]'
+# the digits of bench/peers/train_digits.py (weft and MLX training the same CNN)
+install scikit-learn 'from sklearn.datasets import load_digits; load_digits()' scikit-learn
 
 echo "bench-setup: $("$py" - <<'PY'
 import importlib
 parts = []
-for name in ("numpy", "jax", "jaxlib", "mlx.core", "safetensors"):
+for name in ("numpy", "jax", "jaxlib", "mlx.core", "safetensors", "sklearn"):
     try:
         m = importlib.import_module(name)
         parts.append(f"{name} {getattr(m, '__version__', '?')}")
