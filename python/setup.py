@@ -55,7 +55,7 @@ extension = Extension(
     include_dirs=[str(ROOT / "include"), str(HERE / "src")],
     extra_objects=[str(build / "libweft.a")],
     extra_compile_args=compile_args,
-    extra_link_args=link_args + blas_link_args() + ["-lpthread", "-lm"],
+    extra_link_args=link_args + blas_link_args() + ["-lz", "-lpthread", "-lm"],
     # libweft.a among the dependencies: a rebuilt library relinks the extension.
     depends=[str(build / "libweft.a"), str(ROOT / "include" / "weft.h")] + sorted(str(p) for p in (HERE / "src").glob("*.h")),
 )

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building and testing weft needs, on Debian 12 (or Ubuntu):
-# cmake, make, gcc, g++, pkg-config and OpenBLAS (pthread variant). Idempotent:
+# cmake, make, gcc, g++, pkg-config, OpenBLAS (pthread variant) and Open MPI
+# (openmpi-bin, libopenmpi-dev: mpirun for the distributed tests and example;
+# weft itself loads libmpi.so.40 at run time, never links it). Idempotent:
 # does nothing (quietly) when everything is already there. Runs apt-get as
 # root, through sudo when not root. Leaves every OPENBLAS_* setting alone.
 set -euo pipefail
 
-packages=(cmake make gcc g++ pkg-config libopenblas-pthread-dev)
+packages=(cmake make gcc g++ pkg-config libopenblas-pthread-dev zlib1g-dev openmpi-bin libopenmpi-dev)
 
 missing=()
 for tool in cmake make gcc g++ pkg-config; do
@@ -19,7 +21,14 @@ if ! { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists openblas; };
         missing+=("openblas")
     fi
 fi
+# Open MPI: mpirun and the library weft loads (libmpi.so.40).
+if ! command -v mpirun >/dev/null 2>&1 ||
+   ! ls /usr/lib/"$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)"/libmpi.so.40 \
+        >/dev/null 2>&1; then
+    missing+=("openmpi")
+fi
 # cmake must be 3.25 or newer.
+[ -f /usr/include/zlib.h ] || missing+=("zlib")
 if command -v cmake >/dev/null 2>&1; then
     read -r major minor < <(cmake --version |
         sed -n '1s/[^0-9]*\([0-9]*\)\.\([0-9]*\).*/\1 \2/p') || true

@@ -5,7 +5,12 @@ input's and the weight's cotangents; the forward is timed apart and
 subtracted from a vjp). Each output is checked against a float64 NumPy
 reference on a few entries first.
 
-    python conv.py jax|mlx [repeats = 5]
+    python conv.py jax|mlx [repeats = 5] [--cpu-time]
+
+--cpu-time times with the process's CPU time (all its threads): run it
+with the peer on one thread (jax: XLA_FLAGS="--xla_cpu_multi_thread_eigen=false
+intra_op_parallelism_threads=1") beside `WEFT_NUM_THREADS=1 bench_conv
+--cpu-time` to compare one core's rates on a machine shared with other work.
 
 GFLOP/s count 2 x multiply-adds (the backward does twice the forward's).
 """
@@ -19,7 +24,10 @@ import common
 fw = common.framework_from_argv()
 if fw == "numpy":
     sys.exit("conv.py: numpy has no convolution of these shapes")
-repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+cpu_time = "--cpu-time" in sys.argv
+args = [a for a in sys.argv[2:] if a != "--cpu-time"]
+repeats = int(args[0]) if args else 5
+clock = time.process_time if cpu_time else time.perf_counter
 common.versions(fw)
 
 # name, input shape, weight shape (C_out, kernel..., C_in / groups), stride, padding, groups
@@ -58,9 +66,9 @@ def best(fn):
     fn()  # warm up (compiles under jax.jit)
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         fn()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return min(times)
 
 
@@ -111,7 +119,8 @@ def setup_mlx(x, w, stride, pad, groups):
     return np.array(y), run_fwd, run_vjp
 
 
-print(f"# {fw}: float32, best of {repeats}, wall clock; GFLOP/s (2 x multiply-adds)")
+print(f"# {fw}: float32, best of {repeats}, {'process CPU time' if cpu_time else 'wall clock'}; "
+      "GFLOP/s (2 x multiply-adds)")
 print(f"{'layer':32s} {'fwd ms':>9s} {'fwd GF/s':>9s} {'bwd ms':>9s} {'bwd GF/s':>9s}")
 for name, xs, ws, stride, pad, groups in LAYERS:
     x = common.uniform(xs, 1, -0.5, 0.5)

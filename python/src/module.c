@@ -278,6 +278,8 @@ PyMODINIT_FUNC PyInit__core(void)
         weftpy_random_init(module) < 0 || weftpy_memory_init(module) < 0 ||
         weftpy_kernels_init(module) < 0 || weftpy_conv_init(module) < 0 ||
         weftpy_fp8_init(module) < 0 ||
+        weftpy_distributed_init(module) < 0 ||
+        weftpy_quantized_init(module) < 0 || weftpy_files_init(module) < 0 ||
         PyModule_AddStringConstant(module, "__version__", wf_version()) < 0) {
         Py_DECREF(module);
         return NULL;

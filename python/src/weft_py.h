@@ -181,5 +181,8 @@ int weftpy_memory_init(PyObject *module);
 int weftpy_kernels_init(PyObject *module);
 int weftpy_conv_init(PyObject *module);
 int weftpy_fp8_init(PyObject *module);
+int weftpy_distributed_init(PyObject *module);
+int weftpy_quantized_init(PyObject *module);
+int weftpy_files_init(PyObject *module);
 
 #endif /* WEFT_PY_H */

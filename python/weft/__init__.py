@@ -16,7 +16,7 @@ from ._core import (  # noqa: F401
     argpartition, argsort, bitwise_and, bitwise_invert, bitwise_or, bitwise_xor, conjugate,
     conv1d, conv2d, conv3d, conv_general, conv_transpose1d, conv_transpose2d, conv_transpose3d,
     cummax, cummin, imag, left_shift, logcumsumexp, partition, real, right_shift, sort, topk, view,
-    to_fp8, from_fp8,
+    to_fp8, from_fp8, dequantize, gather_qmm, quantize, quantized_matmul,
     Device, Dtype, Stream, custom_kernel, get_compile_wait_timeout, set_compile_wait_timeout, abs, add, addmm, all, any, arange, arccos, arcsin, arctan, arctan2,
     argmax, argmin, bfloat16, bool_, broadcast_to, ceil, clear_cache, clip, concatenate, cos,
     cosh, cumprod, cumsum, default_stream, divide, equal, erf, erfinv, exp, expand_dims, expm1,
@@ -36,7 +36,7 @@ from ._compile import compile, disable_compile, enable_compile  # noqa: F401
 from ._transforms import (  # noqa: F401
     checkpoint, custom_function, grad, jvp, value_and_grad, vjp, vmap,
 )
-from . import cuda, fast, metal, random  # noqa: F401
+from . import cuda, distributed, fast, metal, random  # noqa: F401
 
 __version__ = _core.__version__
 
@@ -415,46 +415,106 @@ def save_safetensors(file, arrays, metadata=None):
     _core._save_safetensors(str(file), dict(arrays))
 
 
-def load(file, format=None, return_metadata=False):
-    """Reads a .safetensors or .npy/.npz file into arrays."""
+def _is_file_object(file):
+    return hasattr(file, "read") or hasattr(file, "write")
+
+
+def _through_temp_file(file, suffix, write):
+    """Runs write(path) on a temporary file and copies it into the file
+    object `file` (the C writers take paths)."""
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(suffix=suffix)
+    os.close(fd)
+    try:
+        write(path)
+        with open(path, "rb") as f:
+            file.write(f.read())
+    finally:
+        os.unlink(path)
+
+
+def load(file, format=None, return_metadata=False, stream=None):
+    """Reads a .safetensors, .npy, .npz or .gguf file (a path or a file
+    object) into arrays (a dict, or one array for .npy). return_metadata:
+    also the file's metadata (GGUF: numbers as arrays, str, lists of str).
+    A corrupt file raises ValueError. `stream` is accepted for mlx.core's
+    signature (files load on the CPU)."""
+    if _is_file_object(file):
+        import os
+        import tempfile
+
+        name = getattr(file, "name", "")
+        fmt = format or (str(name).rsplit(".", 1)[-1] if "." in str(name) else "npy")
+        fd, path = tempfile.mkstemp(suffix="." + fmt)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(file.read())
+            return load(path, fmt, return_metadata)
+        finally:
+            os.unlink(path)
     path = str(file)
     fmt = format or path.rsplit(".", 1)[-1]
+    meta = {}
     if fmt == "safetensors":
         out = _core._load_safetensors(path)
-    elif fmt in ("npy", "npz"):
-        import numpy as np
-
-        loaded = np.load(path)
-        if fmt == "npy":
-            out = array(loaded)
-        else:
-            out = {k: array(loaded[k]) for k in loaded.files}
+    elif fmt == "npy":
+        out = _core._load_npy(path)
+    elif fmt == "npz":
+        out = _core._load_npz(path)
+    elif fmt == "gguf":
+        out, meta = _core._load_gguf(path)
     else:
         raise ValueError(f"load: unsupported format '{fmt}'")
-    return (out, {}) if return_metadata else out
+    if return_metadata and fmt == "npy":
+        raise ValueError("load: .npy files have no metadata")
+    return (out, meta) if return_metadata else out
 
 
 def save(file, arr):
-    """Writes one array to a .npy file."""
-    import numpy as np
-
+    """Writes one array to a .npy file (".npy" appended to a path without it)
+    or a file object."""
+    if _is_file_object(file):
+        return _through_temp_file(file, ".npy", lambda p: _core._save_npy(p, arr))
     path = str(file)
     if not path.endswith(".npy"):
         path += ".npy"
-    np.save(path, np.asarray(arr))
+    _core._save_npy(path, arr)
+
+
+def _npz_arrays(args, kwargs):
+    arrays = {f"arr_{i}": a for i, a in enumerate(args)}
+    for k, v in kwargs.items():
+        if k in arrays:
+            raise ValueError(f"savez: cannot use un-named variables and keyword {k}")
+        arrays[k] = v
+    return arrays
+
+
+def _save_npz(file, arrays, compressed):
+    if _is_file_object(file):
+        return _through_temp_file(file, ".npz", lambda p: _core._save_npz(p, arrays, compressed))
+    path = str(file)
+    _core._save_npz(path if path.endswith(".npz") else path + ".npz", arrays, compressed)
 
 
 def savez(file, *args, **kwargs):
-    import numpy as np
-
-    np.savez(str(file), *[np.asarray(a) for a in args], **{k: np.asarray(v) for k, v in kwargs.items()})
+    """Writes arrays to an uncompressed .npz archive (positional ones as arr_0, ...)."""
+    _save_npz(file, _npz_arrays(args, kwargs), False)
 
 
 def savez_compressed(file, *args, **kwargs):
-    import numpy as np
+    """Writes arrays to a deflated .npz archive."""
+    _save_npz(file, _npz_arrays(args, kwargs), True)
 
-    np.savez_compressed(str(file), *[np.asarray(a) for a in args],
-                        **{k: np.asarray(v) for k, v in kwargs.items()})
+
+def save_gguf(file, arrays, metadata=None):
+    """Writes a dict of arrays (and metadata: str, list of str or arrays) to a GGUF file."""
+    path = str(file)
+    if not path.endswith(".gguf"):
+        path += ".gguf"
+    _core._save_gguf(path, dict(arrays), dict(metadata or {}))
 
 
 def compile_stats(fun=None):

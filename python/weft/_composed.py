@@ -729,36 +729,49 @@ def convolve(a, v, mode="full", *, stream=None):
     return _core.reshape(out, [-1], stream=stream)
 
 
-def median(a, /, axis=None, keepdims=False, *, stream=None):
-    """The median over `axis` (an int, a sequence of ints or None: every
-    axis): the middle of the sorted values, the mean of the two middle ones
-    for an even count, NaN where any value is NaN; at least float32."""
+# ---------------------------------------------------------------- order statistics
+
+
+def median(a, axis=None, keepdims=False, *, stream=None):
+    """Median over `axis` (None: every axis; an int or a sequence): the
+    reduced axes are moved last and flattened, sorted, and the middle
+    element (or the mean of the two middle ones) taken; float results
+    (integers give float32); NaN anywhere in a reduction gives NaN."""
     a = _as_array(a)
     if axis is None:
         axes = list(range(a.ndim))
     else:
         axes = [axis] if isinstance(axis, int) else list(axis)
-        axes = [_normal_axis(x, a.ndim, "median") for x in axes]
+        axes = [_normal_axis(ax, a.ndim, "[median]") for ax in axes]
         if len(set(axes)) != len(axes):
-            raise ValueError(f"median: axis {axis} repeats an axis")
+            raise ValueError("[median] Received duplicate axis.")
     axes = sorted(axes)
     kept = [d for d in range(a.ndim) if d not in axes]
-    moved = _core.transpose(a, kept + axes) if a.ndim else a
-    flat = _core.reshape(moved, [a.shape[d] for d in kept] + [-1]) if axes else \
-        _core.expand_dims(moved, -1)
-    n = flat.shape[-1]
-    if n == 0:
-        raise ValueError("median: cannot take the median of an empty axis")
-    floats = (_core.float16, _core.bfloat16, _core.float32, _core.float64)
-    dtype = a.dtype if a.dtype in floats else _core.float32
-    ordered = _core.sort(flat, -1)
-    mid = _core.take(ordered, n // 2, -1).astype(dtype)
-    if n % 2 == 0:
-        below = _core.take(ordered, n // 2 - 1, -1).astype(dtype)
-        mid = _core.multiply(_core.add(mid, below), _core.array(0.5, dtype))
-    if a.dtype in floats:
-        nan = _core.array(float("nan"), dtype)
-        mid = _core.where(_core.any(_core.isnan(flat), -1), nan, mid)
+    count = 1
+    for d in axes:
+        count *= a.shape[d]
+    if count == 0:
+        raise ValueError("[median] Cannot take median along empty axis.")
+    dtype = a.dtype if a.dtype in (_core.float16, _core.bfloat16, _core.float32,
+                                   _core.float64, _core.complex64) else _core.float32
+    flat = _core.reshape(_core.transpose(a, kept + axes, stream=stream),
+                         [a.shape[d] for d in kept] + [count], stream=stream)
+    if a.dtype == _core.complex64:  # NumPy's order: by real part, then imaginary
+        by_imag = _core.argsort(_core.imag(flat), -1, stream=stream)
+        flat_i = _core.take_along_axis(flat, by_imag, -1, stream=stream)
+        by_real = _core.argsort(_core.real(flat_i), -1, stream=stream)  # stable
+        ordered = _core.take_along_axis(flat_i, by_real, -1, stream=stream)
+    else:
+        ordered = _core.sort(flat, -1, stream=stream)
+    middle = ordered[..., count // 2].astype(dtype, stream=stream)
+    if count % 2 == 0:
+        lower = ordered[..., count // 2 - 1].astype(dtype, stream=stream)
+        middle = _core.multiply(_core.add(middle, lower, stream=stream),
+                                _core.array(0.5, dtype=dtype), stream=stream)
+    if dtype == a.dtype:  # sorting puts NaNs last, out of the middle's reach
+        nan = _core.any(_core.isnan(flat, stream=stream), -1, stream=stream)
+        middle = _core.where(nan, _core.array(float("nan"), dtype=dtype), middle,
+                             stream=stream)
     if keepdims:
-        mid = _core.expand_dims(mid, axes)
-    return mid
+        middle = _core.expand_dims(middle, axes, stream=stream)
+    return middle

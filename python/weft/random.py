@@ -190,13 +190,18 @@ def laplace(shape=[], dtype=None, loc=0.0, scale=1.0, key=None, *, stream=None):
 
 
 def permutation(x, axis=0, key=None, *, stream=None):
-    """A random permutation of range(x) (x an int), or of x's entries along
-    axis: x ordered by independent random 62-bit keys, one per position."""
-    if isinstance(x, int) and not isinstance(x, bool):
-        x = _core.arange(x)
+    """A random permutation of arange(x) (x an int), or x's entries shuffled
+    along `axis`: the order that sorts one random 31-bit integer per entry
+    (argsort is stable, so the rare equal draws keep their index order)."""
+    if isinstance(x, int):
+        if x < 0:
+            raise ValueError(f"[permutation] negative size {x}")
+        draws = _core._random_randint(0, 2 ** 62, [x], _core.int64, _words(key))
+        return _core.argsort(draws, 0, stream=stream)
     x = x if isinstance(x, _core.array) else _core.array(x)
     if x.ndim == 0:
-        raise ValueError("permutation: x must be an int or an array of rank >= 1")
-    n = x.shape[axis]
-    keys = _core._random_randint(0, 2 ** 62, [n], _core.int64, _words(key))
-    return _core.take(x, _core.argsort(keys), axis)
+        raise ValueError("[permutation] cannot permute a 0-d array")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"[permutation] axis {axis} is out of range for rank {x.ndim}")
+    order = permutation(x.shape[axis], key=key, stream=stream)
+    return _core.take(x, order, axis, stream=stream)

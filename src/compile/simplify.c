@@ -104,7 +104,7 @@ static uint64_t node_hash(const wf_tape_node *n)
 
 static bool node_equal(const wf_tape_node *a, const wf_tape_node *b)
 {
-    if (a->prim != b->prim || a->ninputs != b->ninputs)
+    if (a->prim != b->prim || a->ninputs != b->ninputs || (a->prim->flags & WF_PRIM_COLLECTIVE))
         return false;
     for (int i = 0; i < a->ninputs; i++)
         if (a->inputs[i].kind != b->inputs[i].kind || a->inputs[i].index != b->inputs[i].index)

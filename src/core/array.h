@@ -142,7 +142,13 @@ enum wf_prim_flags {
      * too. The runtime then gives the output that input's strides before
      * the kernel runs, and every kernel of the primitive writes the output
      * through out->strides as wf__array_alloc_output leaves them. */
-    WF_PRIM_INPLACE_ANY_LAYOUT = 1u << 3
+    WF_PRIM_INPLACE_ANY_LAYOUT = 1u << 3,
+    /* A collective (prim/distributed.h): it talks to other processes, so it
+     * runs on the stream prim->stream names (queued on its FIFO even under
+     * wf_eval, so it overlaps the caller's work), and compile never merges
+     * two of its nodes. Its kernel runs even when an input failed (it must
+     * tell the other processes) and then fails itself. */
+    WF_PRIM_COLLECTIVE = 1u << 4
 };
 
 /* A primitive's kernel per device kind. Written by wf__kernel_register (the
@@ -175,6 +181,9 @@ typedef struct wf_prim_def {
      * it). NULL: what they own cannot be shared, and a compiled trace
      * refuses the primitive. */
     void (*params_retain)(void *params);
+    /* The stream every node of the primitive runs on, whatever the stream
+     * it was built on (a group's communication stream); NULL: the node's. */
+    struct wf_stream *(*stream)(const void *params);
     wf_kernel_slots *kernels;
 } wf_prim_def;
 

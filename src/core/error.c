@@ -79,6 +79,7 @@ const char *wf_status_name(wf_status status)
     case WF_ERR_UNSUPPORTED: return "WF_ERR_UNSUPPORTED";
     case WF_ERR_INTERNAL: return "WF_ERR_INTERNAL";
     case WF_ERR_IO: return "WF_ERR_IO";
+    case WF_ERR_DISTRIBUTED: return "WF_ERR_DISTRIBUTED";
     }
     return "WF_ERR_UNKNOWN";
 }

@@ -6,6 +6,7 @@
 #include "prim/binary.h"
 #include "prim/conv.h"
 #include "prim/custom.h"
+#include "prim/distributed.h"
 #include "prim/fused.h"
 #include "prim/linalg.h"
 #include "prim/prims.h"
@@ -13,6 +14,7 @@
 #include "prim/reduce.h"
 #include "prim/scatter.h"
 #include "prim/shape.h"
+#include "prim/quantized.h"
 #include "prim/sort.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
@@ -60,6 +62,11 @@ static const wf_prim_def *const all_prims[] = {
     &wf__prim_logcumsumexp,
     /* convolution */
     &wf__prim_conv_general,
+    /* collectives */
+    &wf__prim_all_sum, &wf__prim_all_max, &wf__prim_all_min, &wf__prim_all_gather,
+    &wf__prim_sum_scatter, &wf__prim_send, &wf__prim_recv,
+    /* quantization */
+    &wf__prim_quantize, &wf__prim_dequantize, &wf__prim_quantized_matmul, &wf__prim_gather_qmm,
 };
 
 #undef WF_UNARY_LIST_PRIM

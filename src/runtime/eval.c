@@ -342,10 +342,13 @@ static void run_node(wf_array *n)
     context_neutralize(&saved);
     wf_status status = WF_OK;
     wf_array *retired = NULL;
+    /* A collective runs even when an input failed: its kernel tells the
+     * other ranks, which would otherwise wait for this one forever. */
+    const bool collective = (n->prim->flags & WF_PRIM_COLLECTIVE) != 0;
     for (int i = 0; i < n->ninputs && status == WF_OK; i++) {
         wf_array *in = n->inputs[i];
         wait_input(in);
-        if (wf__array_state(in) == WF_NODE_FAILED) {
+        if (wf__array_state(in) == WF_NODE_FAILED && !collective) {
             status = in->error;
             store_failure(n, in->error, in->error_message);
         }
@@ -411,6 +414,9 @@ struct walk {
     wf_array *run_head, *run_tail; /* submitted, not yet run, in order */
     struct touched streams[MAX_STREAMS];
     int nstreams;
+    wf_stream *comm[MAX_STREAMS]; /* collectives' streams not woken yet (held) */
+    int ncomm;
+    bool local_after_comm; /* a node to run here was submitted after a collective */
 };
 
 static bool try_claim(wf_array *n)
@@ -454,10 +460,47 @@ static struct touched *touch(struct walk *w, wf_stream *s)
     return t;
 }
 
+/* A collective goes on its group's stream FIFO, always: that stream's order
+ * is the order ranks match collectives in. Under wf_async_eval its worker is
+ * woken now. Under wf_eval it is woken once the walk is done, and only if
+ * nodes submitted after the collective run here meanwhile (they overlap the
+ * communication); otherwise this thread, waiting for the result, runs the
+ * collective itself and no thread hand-off delays it. */
+static void submit_collective(struct walk *w, wf_array *n, wf_stream *s)
+{
+    wf__stream_enqueue(s, n);
+    for (int i = 0; i < w->ncomm; i++)
+        if (w->comm[i] == s)
+            return;
+    if (w->run_here && w->ncomm < MAX_STREAMS) {
+        w->comm[w->ncomm++] = wf__stream_incref(s);
+        return;
+    }
+    wf__stream_incref(s); /* once queued, n may run and free its stream's last reference */
+    wf__stream_kick(s);
+    wf__stream_decref(s);
+}
+
+/* Wakes the workers of the communication streams the walk queued on. */
+static void kick_collectives(struct walk *w)
+{
+    for (int i = 0; i < w->ncomm; i++) {
+        wf__stream_kick(w->comm[i]);
+        wf__stream_decref(w->comm[i]);
+    }
+    w->ncomm = 0;
+}
+
 /* Submits claimed `n`: onto this walk's run list, or its stream's FIFO. */
 static void submit(struct walk *w, wf_array *n)
 {
     wf_stream *s = wf__stream_of(n);
+    if (n->prim && (n->prim->flags & WF_PRIM_COLLECTIVE)) {
+        submit_collective(w, n, s);
+        return;
+    }
+    if (w->ncomm)
+        w->local_after_comm = true;
     struct touched *t = touch(w, s);
     if (t && w->run_here) {
         n->queue_next = NULL;
@@ -602,6 +645,8 @@ wf_status wf_eval(wf_array *const *arrays, size_t count)
     struct walk w = {.run_here = true};
     wf__free_defer_begin(); /* until the run list is empty and the batches closed */
     status = walk_roots(&w, arrays, count);
+    if (w.local_after_comm || status != WF_OK)
+        kick_collectives(&w);
     run_claimed(&w); /* even after a failed walk: other threads may wait for these */
     finish(&w);
     if (wf__free_defer_end())
@@ -610,6 +655,7 @@ wf_status wf_eval(wf_array *const *arrays, size_t count)
         return status;
     for (size_t i = 0; i < count; i++)
         wait_root(arrays[i]);
+    kick_collectives(&w); /* this thread ran them while waiting; drops the references */
     for (size_t i = 0; i < count; i++)
         if (root_status(arrays[i]) != WF_OK)
             return wf_last_error();

@@ -459,6 +459,8 @@ wf_stream *wf__stream_current(void)
 
 wf_stream *wf__stream_of(const wf_array *n)
 {
+    if (n->prim && n->prim->stream)
+        return n->prim->stream(n->params);
     if (n->stream || !n->prim)
         return n->stream;
     return wf__stream_default();

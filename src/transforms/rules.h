@@ -93,6 +93,10 @@ extern const wf_prim_rules wf__rules_sort[];
 extern const size_t wf__rules_sort_count;
 extern const wf_prim_rules wf__rules_conv[];
 extern const size_t wf__rules_conv_count;
+extern const wf_prim_rules wf__rules_distributed[];
+extern const size_t wf__rules_distributed_count;
+extern const wf_prim_rules wf__rules_quantized[];
+extern const size_t wf__rules_quantized_count;
 
 /* ---------------------------------------------------------------- helpers
  * (transforms/rules_util.c). Results belong to the current scope. */

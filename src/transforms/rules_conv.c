@@ -72,7 +72,8 @@ static wf_array *input_ct(wf_array *node, wf_array *ct)
         q.input_dilation[d] = p->strides[d];
         q.kernel_dilation[d] = p->kernel_dilation[d];
         q.padding_lo[d] = span - p->padding_lo[d];
-        q.padding_hi[d] = (l - 1) * p->input_dilation[d] - (o - 1) * p->strides[d] + p->padding_lo[d];
+        q.padding_hi[d] =
+            (l - 1) * p->input_dilation[d] - (o - 1) * p->strides[d] + p->padding_lo[d];
     }
     wf_array *inputs[2] = {ct, swap_channels_per_group(w, p->groups)};
     return wf__rule_node(&wf__prim_conv_general, &q, inputs, 2);

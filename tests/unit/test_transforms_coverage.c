@@ -17,6 +17,7 @@
 #include "prim/shape.h"
 #include "prim/sort.h"
 #include "prim/fused.h"
+#include "prim/distributed.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
 #include "transforms/rules.h"
@@ -63,11 +64,13 @@ static const wf_prim_def *const unsupported[] = {&wf__prim_custom, &wf__prim_sib
 
 /* Float outputs with a zero derivative wherever one exists (as MLX):
  * rounding, sign, floor division; stop_gradient by definition; random draws
- * with their key as an input (compile's default-key draws). */
+ * with their key as an input (compile's default-key draws); recv, whose
+ * one optional input (recv_like's) only orders it. */
 static const wf_prim_def *const zero_gradient[] = {
     &wf__prim_sign, &wf__prim_floor,        &wf__prim_ceil,
     &wf__prim_round, &wf__prim_floor_divide, &wf__prim_stop_gradient,
     &wf__prim_random_keyed, &wf__prim_view, &wf__prim_full_like,
+    &wf__prim_recv,
 };
 
 /* Bool or integer outputs: no cotangent or tangent ever reaches them. */

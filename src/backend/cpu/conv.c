@@ -80,6 +80,8 @@ static int64_t input_index(const conv_plan *pl, int d, int64_t o, int64_t k)
     const wf_conv_params *p = pl->p;
     const int64_t pos = o * p->strides[d] + k * p->kernel_dilation[d] - p->padding_lo[d];
     const int64_t idil = p->input_dilation[d];
+    if (idil == 1)
+        return pos >= 0 && pos < pl->in_sp[d] ? pos : -1;
     if (pos < 0 || pos % idil != 0)
         return -1;
     const int64_t i = pos / idil;
@@ -99,13 +101,32 @@ static void row_coords(const conv_plan *pl, int64_t r, int64_t *n, int64_t *o)
 /* Per spatial axis d, for one output position: tab[d][k] = the offset
  * (elements) of the input position kernel offset k reads, or -1 on padding.
  * The tables hold sum(k_sp) entries (ksum in the plan). */
-static void fill_axis_tables(const conv_plan *pl, const int64_t *o, int64_t *const *tab)
+static void fill_axis_tables_from(const conv_plan *pl, int first, const int64_t *o,
+                                  int64_t *const *tab)
 {
-    for (int d = 0; d < pl->spatial; d++)
+    for (int d = first; d < pl->spatial; d++)
         for (int64_t k = 0; k < pl->k_sp[d]; k++) {
             const int64_t i = input_index(pl, d, o[d], k);
             tab[d][k] = i < 0 ? -1 : i * pl->in_pos_stride[d];
         }
+}
+
+static void fill_axis_tables(const conv_plan *pl, const int64_t *o, int64_t *const *tab)
+{
+    fill_axis_tables_from(pl, 0, o, tab);
+}
+
+/* The next row's batch index and output position; returns the first
+ * spatial axis whose coordinate changed (the tables to refill from). */
+static int row_next(const conv_plan *pl, int64_t *n, int64_t *o)
+{
+    for (int d = pl->spatial - 1; d >= 0; d--) {
+        if (++o[d] < pl->out_sp[d])
+            return d;
+        o[d] = 0;
+    }
+    ++*n;
+    return 0;
 }
 
 /* Offset of kernel position k (a multi-index) from the tables, -1 on padding. */
@@ -168,10 +189,13 @@ static void gather_patches(const conv_plan *pl, const axis_tables *at, int64_t g
 {
     const size_t es = pl->es;
     const int64_t batch_stride = pl->in_pos_stride[0] * pl->in_sp[0];
+    int64_t n, o[WF_CONV_MAX_SPATIAL];
+    row_coords(pl, row0, &n, o);
+    fill_axis_tables(pl, o, at->tab);
     for (int64_t r = 0; r < rows; r++) {
-        int64_t n, o[WF_CONV_MAX_SPATIAL], k[WF_CONV_MAX_SPATIAL];
-        row_coords(pl, row0 + r, &n, o);
-        fill_axis_tables(pl, o, at->tab);
+        if (r > 0)
+            fill_axis_tables_from(pl, row_next(pl, &n, o), o, at->tab);
+        int64_t k[WF_CONV_MAX_SPATIAL];
         const char *base = pl->x + (size_t)(n * batch_stride + g * pl->cin_g) * es;
         char *d = dst + (size_t)(r * kc) * es;
         kernel_index(pl, k0 / pl->cin_g, k);
@@ -268,9 +292,24 @@ static int64_t rows_per_block(const conv_plan *pl)
     return min64(mb, pl->rows);
 }
 
+/* Rows per unit of the 1x1 case (nothing to gather): the GEMM's own
+ * blocking of a product of this size, whole column strips. */
+static int64_t rows_per_block_direct(const conv_plan *pl)
+{
+    wf_gemm_args g;
+    wf__gemm_args_init(&g, pl->compute, pl->rows, pl->cout_g, pl->kdim, pl->x, pl->cin, 1, pl->w,
+                       pl->cout_g, 1, pl->c, pl->cout, 1.0, 0.0);
+    g.isa = pl->isa;
+    int64_t mblock, nblock;
+    wf__gemm_blocks(&g, pl->groups, &mblock, &nblock);
+    if (nblock < pl->cout_g) /* the columns a unit would have had go to rows instead */
+        mblock = max64(16, mblock / ceil_div(pl->cout_g, nblock));
+    return min64(mblock, pl->rows);
+}
+
 static wf_status run_gemm(conv_plan *pl)
 {
-    pl->mblock = rows_per_block(pl);
+    pl->mblock = pl->direct_a ? rows_per_block_direct(pl) : rows_per_block(pl);
     pl->mblocks = ceil_div(pl->rows, pl->mblock);
     atomic_init(&pl->failed, 0);
     wf__parallel_for(pl->groups * pl->mblocks, 1, gemm_units, pl);
@@ -472,10 +511,15 @@ static void depthwise_units(void *ctx, int64_t begin, int64_t end)
         begin = end;
     }
     int64_t *offs = obuf ? (int64_t *)obuf->data : NULL;
-    for (int64_t r = begin; r < end; r++) {
-        int64_t n, o[WF_CONV_MAX_SPATIAL], k[WF_CONV_MAX_SPATIAL] = {0, 0, 0};
-        row_coords(pl, r, &n, o);
+    int64_t n = 0, o[WF_CONV_MAX_SPATIAL] = {0, 0, 0};
+    if (begin < end) {
+        row_coords(pl, begin, &n, o);
         fill_axis_tables(pl, o, at.tab);
+    }
+    for (int64_t r = begin; r < end; r++) {
+        if (r > begin)
+            fill_axis_tables_from(pl, row_next(pl, &n, o), o, at.tab);
+        int64_t k[WF_CONV_MAX_SPATIAL] = {0, 0, 0};
         for (int64_t t = 0; t < pl->kpos; t++, kernel_next(pl, k)) {
             const int64_t off = table_offset(pl, at.tab, k);
             offs[t] = off < 0 ? -1 : off + n * batch_stride;
@@ -593,6 +637,18 @@ static void plan_shapes(conv_plan *pl, const wf_conv_params *p, const wf_array *
     pl->direct_a = one;
 }
 
+/* The operands' dtype: float64 and float32 their own; bfloat16 itself
+ * where the GEMM variant multiplies it (not in the depthwise loop); else
+ * float32. */
+static wf_dtype compute_dtype(wf_dtype out, bool depthwise, int isa)
+{
+    if (out == WF_DTYPE_F64)
+        return WF_DTYPE_F64;
+    if (out == WF_DTYPE_BF16 && !depthwise && wf__gemm_isa_has_bf16(isa))
+        return WF_DTYPE_BF16;
+    return WF_DTYPE_F32;
+}
+
 wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninputs,
                                const void *params)
 {
@@ -606,9 +662,7 @@ wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninpu
     plan_shapes(&pl, params, x, w, out);
     const bool depthwise = pl.cin_g == 1 && pl.cout_g == 1 && pl.groups > 1;
     pl.isa = wf__gemm_isa(); /* one variant for the whole convolution */
-    pl.compute = out->dtype == WF_DTYPE_F64                                             ? WF_DTYPE_F64
-                 : out->dtype == WF_DTYPE_BF16 && !depthwise && wf__gemm_isa_has_bf16(pl.isa) ? WF_DTYPE_BF16
-                                                                                          : WF_DTYPE_F32;
+    pl.compute = compute_dtype(out->dtype, depthwise, pl.isa);
     pl.es = wf_dtype_size(pl.compute);
     pl.cdt = pl.compute == WF_DTYPE_F64 ? WF_DTYPE_F64 : WF_DTYPE_F32;
     const size_t cs = wf_dtype_size(pl.cdt);

@@ -327,6 +327,8 @@ static int64_t k_block(int64_t k)
     return min64(GEMM_KC, round_up(ceil_div(k, blocks), 8));
 }
 
+int64_t wf__gemm_k_block(int64_t k) { return k_block(k); }
+
 static const wf_gemm_type_kernels *type_kernels(const wf_gemm_args *g)
 {
     const wf_gemm_kernels *kern = kernels(g->isa);

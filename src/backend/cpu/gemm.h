@@ -107,6 +107,11 @@ void wf__gemm_args_init(wf_gemm_args *g, wf_dtype dtype, int64_t m, int64_t n, i
                         const void *a, int64_t rsa, int64_t csa, const void *b, int64_t rsb,
                         int64_t csb, void *c, int64_t ldc, double alpha, double beta);
 
+/* The K block of a product with inner dimension k (> 0): blocks
+ * [0, kb), [kb, 2 kb), ..., the last one shorter; a multiple of 8. Kernels
+ * outside the GEMM that must give its bits (quantized.c) sum by these. */
+int64_t wf__gemm_k_block(int64_t k);
+
 /* Packing space for one thread, grown on demand; zero-initialize it and
  * call wf__gemm_scratch_free when done. */
 typedef struct wf_gemm_scratch {

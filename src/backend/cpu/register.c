@@ -10,6 +10,7 @@
 #include "backend/cpu/fused.h"
 #include "backend/cpu/index.h"
 #include "backend/cpu/linalg.h"
+#include "backend/cpu/quantized.h"
 #include "backend/cpu/random.h"
 #include "backend/cpu/reduce.h"
 #include "backend/cpu/scatter.h"
@@ -25,6 +26,7 @@
 #include "prim/reduce.h"
 #include "prim/scatter.h"
 #include "prim/shape.h"
+#include "prim/quantized.h"
 #include "prim/sort.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
@@ -126,9 +128,15 @@ void wf__cpu_register_kernels(void)
     attach(&wf__prim_argpartition, wf__cpu_sort);
     attach(&wf__prim_topk, wf__cpu_sort);
     attach(&wf__prim_argtopk, wf__cpu_sort);
+    /* quantization */
+    attach(&wf__prim_quantize, wf__cpu_quantize);
+    attach(&wf__prim_dequantize, wf__cpu_dequantize);
+    attach(&wf__prim_quantized_matmul, wf__cpu_quantized_matmul);
+    attach(&wf__prim_gather_qmm, wf__cpu_gather_qmm);
     attach(&wf__prim_cummax, wf__cpu_scan_extra);
     attach(&wf__prim_cummin, wf__cpu_scan_extra);
     attach(&wf__prim_logcumsumexp, wf__cpu_scan_extra);
     /* convolution */
     attach(&wf__prim_conv_general, wf__cpu_conv_general);
+    wf__cpu_register_collectives();
 }

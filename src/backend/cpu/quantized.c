@@ -1,0 +1,491 @@
+/* Quantization kernels: quantize, dequantize and quantized_matmul (see
+ * backend/cpu/quantized.h for how the product keeps the GEMM's bits).
+ *
+ * quantize follows MLX's affine rule step by step in float32, so codes,
+ * scales and biases match mx.quantize bit for bit: per group, with
+ * min/max of the group, scale = max((max - min) / (2^bits - 1), 1e-7),
+ * negated unless |min| > |max|; edge = min if |min| > |max| else max;
+ * q0 = rint(edge / scale); if q0 != 0 the scale becomes edge / q0 and the
+ * bias edge, else the bias is 0; code = clamp(rint((w - bias) / scale),
+ * 0, 2^bits - 1) (NaN codes 0). Scales and biases are rounded once to w's
+ * dtype. */
+#include "backend/cpu/quantized.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/gemm.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "prim/quantized.h"
+#include "runtime/pool.h"
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---------------------------------------------------------------- operands */
+
+/* A READY input's elements, row-major: in place, or a copy owned here. */
+typedef struct dense_operand {
+    const void *data;
+    void *owned;
+} dense_operand;
+
+static wf_status dense_get(const char *op, const wf_array *a, dense_operand *d)
+{
+    d->owned = NULL;
+    if (a->row_contiguous || a->size == 0) {
+        d->data = a->size ? wf__array_data_ptr(a) : NULL;
+        return WF_OK;
+    }
+    d->owned = malloc((size_t)a->size * wf_dtype_size(a->dtype));
+    if (!d->owned)
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory copying an operand", op);
+    wf_status st = wf__cpu_copy_to_contiguous(a, d->owned);
+    d->data = d->owned;
+    return st;
+}
+
+static float load_float(const void *p, wf_dtype dtype, int64_t i)
+{
+    switch (dtype) {
+    case WF_DTYPE_F16: return wf__f16_to_f32(((const uint16_t *)p)[i]);
+    case WF_DTYPE_BF16: return wf__bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+
+static void store_float(void *p, wf_dtype dtype, int64_t i, float v)
+{
+    switch (dtype) {
+    case WF_DTYPE_F16: ((uint16_t *)p)[i] = wf__f32_to_f16(v); break;
+    case WF_DTYPE_BF16: ((uint16_t *)p)[i] = wf__f32_to_bf16(v); break;
+    default: ((float *)p)[i] = v;
+    }
+}
+
+/* v rounded to `dtype` and back (float32: unchanged). */
+static float round_to(wf_dtype dtype, float v)
+{
+    switch (dtype) {
+    case WF_DTYPE_F16: return wf__f16_to_f32(wf__f32_to_f16(v));
+    case WF_DTYPE_BF16: return wf__bf16_to_f32(wf__f32_to_bf16(v));
+    default: return v;
+    }
+}
+
+/* ---------------------------------------------------------------- quantize */
+
+typedef struct quantize_job {
+    const void *w;
+    wf_dtype dtype;
+    void *out;
+    const wf_quant_params *p;
+} quantize_job;
+
+/* MLX's scale and bias of one group (see the file comment). */
+static void group_scale_bias(const float *v, int n, int bits, float *scale, float *bias)
+{
+    const float n_bins = (float)((1 << bits) - 1), eps = 1e-7f;
+    float w_min = INFINITY, w_max = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        w_max = w_max < v[j] ? v[j] : w_max;
+        w_min = v[j] < w_min ? v[j] : w_min;
+    }
+    const bool mask = fabsf(w_min) > fabsf(w_max);
+    float s = (w_max - w_min) / n_bins;
+    s = s < eps ? eps : s;
+    s = mask ? s : -s;
+    const float edge = mask ? w_min : w_max;
+    const float q0 = rintf(edge / s);
+    float b = 0;
+    if (q0 != 0) {
+        s = edge / q0;
+        b = edge;
+    }
+    *scale = s;
+    *bias = b;
+}
+
+static uint32_t quantize_one(float w, float scale, float bias, int bits)
+{
+    const float n_bins = (float)((1 << bits) - 1);
+    float q = rintf((w - bias) / scale);
+    q = q < 0 ? 0 : q;
+    q = n_bins < q ? n_bins : q;
+    return q == q ? (uint32_t)q : 0; /* NaN: 0 */
+}
+
+static void quantize_chunk(void *ctx, int64_t begin, int64_t end)
+{
+    const quantize_job *job = ctx;
+    const int gs = job->p->group_size, bits = job->p->bits;
+    float v[128];
+    for (int64_t g = begin; g < end; g++) {
+        for (int j = 0; j < gs; j++)
+            v[j] = load_float(job->w, job->dtype, g * gs + j);
+        float scale, bias;
+        group_scale_bias(v, gs, bits, &scale, &bias);
+        if (job->p->output == WF_QUANTIZE_SCALES) {
+            store_float(job->out, job->dtype, g, scale);
+        } else if (job->p->output == WF_QUANTIZE_BIASES) {
+            store_float(job->out, job->dtype, g, bias);
+        } else {
+            uint8_t *dst = (uint8_t *)job->out + g * gs * bits / 8;
+            uint64_t acc = 0;
+            int filled = 0;
+            for (int j = 0; j < gs; j++) {
+                acc |= (uint64_t)quantize_one(v[j], scale, bias, bits) << filled;
+                for (filled += bits; filled >= 8; filled -= 8, acc >>= 8)
+                    *dst++ = (uint8_t)acc;
+            }
+        }
+    }
+}
+
+wf_status wf__cpu_quantize(wf_array *out, wf_array *const *inputs, int ninputs,
+                           const void *params)
+{
+    (void)ninputs;
+    const wf_quant_params *p = params;
+    const wf_array *w = inputs[0];
+    wf_status st = wf__array_alloc_output(out);
+    if (st != WF_OK || out->size == 0)
+        return st;
+    dense_operand dw;
+    if ((st = dense_get("wf_quantize", w, &dw)) == WF_OK) {
+        quantize_job job = {dw.data, w->dtype, wf__array_data_ptr(out), p};
+        wf__parallel_for(w->size / p->group_size, 64, quantize_chunk, &job);
+    }
+    free(dw.owned);
+    return st;
+}
+
+/* ---------------------------------------------------------------- dequantize */
+
+typedef struct dequantize_job {
+    const uint8_t *codes;
+    const void *scales, *biases;
+    wf_dtype dtype;
+    void *out;
+    int64_t groups_per_row, row_bytes;
+    int group_size, bits;
+} dequantize_job;
+
+static void dequantize_chunk(void *ctx, int64_t begin, int64_t end)
+{
+    const dequantize_job *job = ctx;
+    const int gs = job->group_size, bits = job->bits;
+    for (int64_t g = begin; g < end; g++) {
+        const int64_t row = g / job->groups_per_row, first = (g % job->groups_per_row) * gs;
+        const uint8_t *codes = job->codes + row * job->row_bytes;
+        const float s = load_float(job->scales, job->dtype, g);
+        const float b = load_float(job->biases, job->dtype, g);
+        for (int j = 0; j < gs; j++) {
+            const float q = (float)wf__quant_code(codes, first + j, bits);
+            /* as MLX: the product, then the sum, each in the scales' dtype */
+            store_float(job->out, job->dtype, g * gs + j, round_to(job->dtype, q * s) + b);
+        }
+    }
+}
+
+wf_status wf__cpu_dequantize(wf_array *out, wf_array *const *inputs, int ninputs,
+                             const void *params)
+{
+    (void)ninputs;
+    const wf_quant_params *p = params;
+    wf_status st = wf__array_alloc_output(out);
+    if (st != WF_OK || out->size == 0)
+        return st;
+    dense_operand d[3] = {{0}};
+    for (int i = 0; i < 3 && st == WF_OK; i++)
+        st = dense_get("wf_dequantize", inputs[i], &d[i]);
+    if (st == WF_OK) {
+        const wf_array *codes = inputs[0];
+        dequantize_job job = {
+            .codes = d[0].data,
+            .scales = d[1].data,
+            .biases = d[2].data,
+            .dtype = out->dtype,
+            .out = wf__array_data_ptr(out),
+            .groups_per_row = out->shape[out->ndim - 1] / p->group_size,
+            .row_bytes = codes->shape[codes->ndim - 1] * 4,
+            .group_size = p->group_size,
+            .bits = p->bits,
+        };
+        wf__parallel_for(out->size / p->group_size, 16, dequantize_chunk, &job);
+    }
+    for (int i = 0; i < 3; i++)
+        free(d[i].owned);
+    return st;
+}
+
+/* ---------------------------------------------------------------- quantized_matmul */
+
+typedef struct qmm_job {
+    const float *x;
+    const uint8_t *codes;
+    const float *scales, *biases;
+    float *out;
+    int64_t rows;     /* rows of x per batch */
+    int64_t k, n;     /* x @ W: (rows, k) @ (k, n) */
+    int64_t row_bytes; /* bytes of codes per stored row of W */
+    int64_t groups;   /* scales per stored row of W */
+    int64_t w_rows;   /* stored rows of W per batch: n (transpose) or k */
+    int64_t block;    /* outputs per task */
+    int64_t blocks;   /* tasks per batch */
+    int bits, group_size;
+    bool transpose;
+    int isa;
+    wf_qmv_fn qmv;
+    wf_qdeq_fn qdeq; /* NULL: scalar dequantization of panels */
+    /* gather_qmm: product `batch` takes x's batch lhs[batch] and W's
+     * rhs[batch] (checked in range); NULL: both are `batch`. */
+    const int32_t *lhs, *rhs;
+    atomic_bool failed;
+} qmm_job;
+
+static int64_t x_batch(const qmm_job *job, int64_t batch)
+{
+    return job->lhs ? job->lhs[batch] : batch;
+}
+
+static int64_t w_batch(const qmm_job *job, int64_t batch)
+{
+    return job->rhs ? job->rhs[batch] : batch;
+}
+
+/* Dequantizes stored row r of W, elements [j0, j0 + count), into dst. */
+static void dequantize_span(const qmm_job *job, int64_t batch, int64_t r, int64_t j0,
+                            int64_t count, float *dst)
+{
+    const int64_t row = w_batch(job, batch) * job->w_rows + r;
+    const uint8_t *codes = job->codes + row * job->row_bytes;
+    const float *s = job->scales + row * job->groups, *b = job->biases + row * job->groups;
+    if (job->qdeq && j0 % 16 == 0 && count % 16 == 0) {
+        job->qdeq(codes, s, b, job->group_size, job->bits, j0, count, dst);
+        return;
+    }
+    for (int64_t j = 0; j < count; j++) {
+        const int64_t c = j0 + j, g = c / job->group_size;
+        dst[j] = (float)wf__quant_code(codes, c, job->bits) * s[g] + b[g];
+    }
+}
+
+/* Outputs [n0, n1) of one batch through a dequantized panel and the GEMM. */
+static bool qmm_panel(const qmm_job *job, int64_t batch, int64_t n0, int64_t n1, float *panel,
+                      wf_gemm_scratch *scratch)
+{
+    const int64_t nb = n1 - n0, k = job->k;
+    if (job->transpose) { /* panel[j][kk] = W[n0 + j][kk] */
+        for (int64_t j = 0; j < nb; j++)
+            dequantize_span(job, batch, n0 + j, 0, k, panel + j * k);
+    } else { /* panel[kk][j] = W[kk][n0 + j] */
+        for (int64_t kk = 0; kk < k; kk++)
+            dequantize_span(job, batch, kk, n0, nb, panel + kk * nb);
+    }
+    wf_gemm_args g;
+    wf__gemm_args_init(&g, WF_DTYPE_F32, job->rows, nb, k, job->x + x_batch(job, batch) * job->rows * k, k, 1,
+                       panel, job->transpose ? 1 : nb, job->transpose ? k : 1,
+                       job->out + batch * job->rows * job->n + n0, job->n, 1.0, 0.0);
+    g.isa = job->isa;
+    return wf__gemm_serial(&g, scratch) == WF_OK;
+}
+
+static void qmm_panel_chunk(void *ctx, int64_t begin, int64_t end)
+{
+    qmm_job *job = ctx;
+    float *panel = malloc((size_t)(job->block * job->k) * sizeof(float));
+    wf_gemm_scratch scratch = {0};
+    bool ok = panel != NULL;
+    for (int64_t t = begin; ok && t < end; t++) {
+        const int64_t batch = t / job->blocks, n0 = (t % job->blocks) * job->block;
+        ok = qmm_panel(job, batch, n0, min64(job->n, n0 + job->block), panel, &scratch);
+    }
+    if (!ok)
+        atomic_store(&job->failed, true);
+    free(panel);
+    wf__gemm_scratch_free(&scratch);
+}
+
+static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
+{
+    const qmm_job *job = ctx;
+    for (int64_t t = begin; t < end; t++) {
+        const int64_t batch = t / job->blocks, n0 = (t % job->blocks) * job->block;
+        const int64_t row0 = w_batch(job, batch) * job->w_rows;
+        const wf_qmv_args a = {
+            .x = job->x + x_batch(job, batch) * job->rows * job->k,
+            .ldx = job->k,
+            .rows = (int)job->rows,
+            .codes = job->codes + row0 * job->row_bytes,
+            .row_bytes = job->row_bytes,
+            .scales = job->scales + row0 * job->groups,
+            .biases = job->biases + row0 * job->groups,
+            .groups = job->groups,
+            .k = job->k,
+            .kcb = wf__gemm_k_block(job->k),
+            .bits = job->bits,
+            .group_size = job->group_size,
+            .out = job->out + batch * job->rows * job->n,
+            .ldo = job->n,
+        };
+        job->qmv(&a, n0, min64(job->n, n0 + job->block));
+    }
+}
+
+/* The matrix-vector kernel for this product, or NULL (panel path). */
+static wf_qmv_fn direct_kernel(const qmm_job *job)
+{
+    if (!job->transpose || job->rows > WF_QMV_ROWS ||
+        (job->bits != 2 && job->bits != 4 && job->bits != 8) ||
+        job->row_bytes * 16 >= INT32_MAX) /* gather offsets are 32-bit */
+        return NULL;
+    if (job->isa == WF_GEMM_ISA_AVX512 || job->isa == WF_GEMM_ISA_AVX512_BF16)
+        return wf__qmv_avx512;
+    if (job->isa == WF_GEMM_ISA_AVX2)
+        return wf__qmv_avx2;
+    return NULL;
+}
+
+/* The panel dequantizer of this product's variant (2, 4, 8 bits), or NULL. */
+static wf_qdeq_fn panel_dequantizer(const qmm_job *job)
+{
+    if (job->bits != 2 && job->bits != 4 && job->bits != 8)
+        return NULL;
+    if (job->isa == WF_GEMM_ISA_AVX512 || job->isa == WF_GEMM_ISA_AVX512_BF16)
+        return wf__qdeq_avx512;
+    return job->isa == WF_GEMM_ISA_AVX2 ? wf__qdeq_avx2 : NULL;
+}
+
+/* Outputs per panel task: up to 256 (the GEMM packs x again for each
+ * panel, so panels are wide) and at most ~4 MiB of float32 panel, a
+ * multiple of 16, narrower when that leaves threads of the pool idle. */
+static int64_t panel_block(int64_t n, int64_t k, int64_t batches)
+{
+    int64_t block = ((int64_t)1 << 20) / (k > 0 ? k : 1);
+    block = block < 256 ? block : 256;
+    const int64_t spread = (n * batches) / (2 * (int64_t)wf__pool_size());
+    block = spread < block ? spread : block;
+    block = block / 16 * 16;
+    block = block < 16 ? 16 : block;
+    return block < n ? block : n;
+}
+
+/* Runs job (its operands, shapes and indices set) over `batches` products. */
+static wf_status qmm_run(const char *op, qmm_job *job, int64_t batches)
+{
+    job->isa = wf__gemm_isa();
+    atomic_init(&job->failed, false);
+    job->qmv = direct_kernel(job);
+    job->qdeq = panel_dequantizer(job);
+    if (job->qmv) {
+        job->block = 16;
+        job->blocks = (job->n + 15) / 16;
+        wf__parallel_for(batches * job->blocks, 8, qmm_direct_chunk, job);
+        return WF_OK;
+    }
+    job->block = panel_block(job->n, job->k, batches);
+    job->blocks = (job->n + job->block - 1) / job->block;
+    wf__parallel_for(batches * job->blocks, 1, qmm_panel_chunk, job);
+    if (atomic_load(&job->failed))
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory for a weight panel", op);
+    return WF_OK;
+}
+
+/* Fills the job's operands and shapes from x, codes, scales, biases. */
+static void qmm_setup(qmm_job *job, const wf_quant_params *p, wf_array *const *inputs,
+                      const dense_operand *d, wf_array *out, int64_t x_batches)
+{
+    const wf_array *x = inputs[0], *w = inputs[1];
+    const int64_t k = x->shape[x->ndim - 1];
+    job->x = d[0].data;
+    job->codes = d[1].data;
+    job->scales = d[2].data;
+    job->biases = d[3].data;
+    job->out = wf__array_data_ptr(out);
+    job->rows = x->size / k / x_batches;
+    job->k = k;
+    job->n = out->shape[out->ndim - 1];
+    job->row_bytes = w->shape[w->ndim - 1] * 4;
+    job->groups = inputs[2]->shape[inputs[2]->ndim - 1];
+    job->w_rows = w->shape[w->ndim - 2];
+    job->bits = p->bits;
+    job->group_size = p->group_size;
+    job->transpose = p->transpose;
+}
+
+/* Shared by quantized_matmul and gather_qmm: dense operands, K == 0, run. */
+static wf_status qmm_kernel(const char *op, wf_array *out, wf_array *const *inputs, int ndense,
+                            const wf_quant_params *p, int64_t x_batches, int64_t products,
+                            const int32_t *lhs, const int32_t *rhs)
+{
+    wf_status st = wf__array_alloc_output(out);
+    if (st != WF_OK || out->size == 0)
+        return st;
+    const wf_array *x = inputs[0];
+    if (x->shape[x->ndim - 1] == 0) {
+        memset(wf__array_data_ptr(out), 0, (size_t)out->size * sizeof(float));
+        return WF_OK;
+    }
+    dense_operand d[4] = {{0}};
+    for (int i = 0; i < ndense && st == WF_OK; i++)
+        st = dense_get(op, inputs[i], &d[i]);
+    if (st == WF_OK) {
+        qmm_job job;
+        memset(&job, 0, sizeof job);
+        qmm_setup(&job, p, inputs, d, out, x_batches);
+        job.lhs = lhs;
+        job.rhs = rhs;
+        st = qmm_run(op, &job, products);
+    }
+    for (int i = 0; i < ndense; i++)
+        free(d[i].owned);
+    return st;
+}
+
+wf_status wf__cpu_quantized_matmul(wf_array *out, wf_array *const *inputs, int ninputs,
+                                   const void *params)
+{
+    (void)ninputs;
+    const wf_array *w = inputs[1];
+    int64_t batches = 1;
+    for (int d = 0; d < w->ndim - 2; d++)
+        batches *= w->shape[d];
+    return qmm_kernel("wf_quantized_matmul", out, inputs, 4, params, batches, batches, NULL, NULL);
+}
+
+/* Checks every index against its bound (indices are user data). */
+static wf_status check_indices(const char *what, const int32_t *idx, int64_t n, int64_t bound)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (idx[i] < 0 || idx[i] >= bound)
+            return wf__error(WF_ERR_INVALID_ARGUMENT,
+                             "wf_gather_qmm: %s index %d at %lld is out of range for %lld batches",
+                             what, (int)idx[i], (long long)i, (long long)bound);
+    return WF_OK;
+}
+
+wf_status wf__cpu_gather_qmm(wf_array *out, wf_array *const *inputs, int ninputs,
+                             const void *params)
+{
+    (void)ninputs;
+    const char *op = "wf_gather_qmm";
+    dense_operand idx[2] = {{0}};
+    wf_status st = WF_OK;
+    for (int i = 0; i < 2 && st == WF_OK; i++)
+        st = dense_get(op, inputs[4 + i], &idx[i]);
+    const int64_t n = inputs[4]->shape[0];
+    if (st == WF_OK)
+        st = check_indices("lhs", idx[0].data, n, inputs[0]->shape[0]);
+    if (st == WF_OK)
+        st = check_indices("rhs", idx[1].data, n, inputs[1]->shape[0]);
+    if (st == WF_OK)
+        st = qmm_kernel(op, out, inputs, 4, params, inputs[0]->shape[0], n, idx[0].data,
+                        idx[1].data);
+    for (int i = 0; i < 2; i++)
+        free(idx[i].owned);
+    return st;
+}

@@ -1,0 +1,69 @@
+/* CPU kernels of the quantization primitives (prim/quantized.h) and the
+ * matrix-vector kernels of each ISA variant. Internal.
+ *
+ * quantized_matmul gives the bits of weft's GEMM (gemm.h) on the
+ * dequantized matrix W (dequantize's float32 values: code * scale, then
+ * + bias, each rounded), for any batch size and thread count:
+ *  - up to WF_QMV_ROWS rows of x against W stored (N, K) (transpose) with
+ *    2, 4 or 8 bits, on AVX2 or AVX-512: the codes of 8 or 16 rows of W are
+ *    gathered, dequantized in registers (a lane per output) and summed by
+ *    the GEMM's rule: per K block (wf__gemm_k_block) acc = fma(x, w, acc)
+ *    in k order, then added to the output. The packed matrix is read once.
+ *  - otherwise (more rows, 3/5/6 bits, W stored (K, N), the baseline
+ *    variant): panels of W are dequantized into a float32 buffer and handed
+ *    to the GEMM itself.
+ * Activations stay float32 (no int8/bfloat16 rounding of x). */
+#ifndef WEFT_BACKEND_CPU_QUANTIZED_H
+#define WEFT_BACKEND_CPU_QUANTIZED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/array.h"
+#include "weft.h"
+
+enum { WF_QMV_ROWS = 4 };
+
+/* One matrix-vector product: rows (1 .. WF_QMV_ROWS) rows of x (ldx apart)
+ * times W.T, W (n, k) with `row_bytes` bytes of codes per row (a multiple
+ * of 4) and `groups` scales and biases per row; out rows ldo apart. */
+typedef struct wf_qmv_args {
+    const float *x;
+    int64_t ldx;
+    int rows;
+    const uint8_t *codes;
+    int64_t row_bytes;
+    const float *scales, *biases;
+    int64_t groups;
+    int64_t k, kcb; /* kcb: wf__gemm_k_block(k) */
+    int bits, group_size;
+    float *out;
+    int64_t ldo;
+} wf_qmv_args;
+
+/* Outputs [n0, n1) of a product (bits 2, 4 or 8). */
+typedef void (*wf_qmv_fn)(const wf_qmv_args *a, int64_t n0, int64_t n1);
+
+/* Dequantizes `count` codes (a multiple of 16) of a row of 2-, 4- or 8-bit
+ * codes from code j0 (a multiple of 16) on: dst[j] = code * s + b (float32
+ * product, then sum: dequantize's bits), s and b those of code j0 + j's
+ * group (`scales`, `biases`: the row's, from its group 0). */
+typedef void (*wf_qdeq_fn)(const uint8_t *row, const float *scales, const float *biases,
+                           int group_size, int bits, int64_t j0, int64_t count, float *dst);
+
+/* The variants' kernels (x86-64 with GCC or Clang only; NULL elsewhere). */
+extern const wf_qmv_fn wf__qmv_avx2;
+extern const wf_qmv_fn wf__qmv_avx512;
+extern const wf_qdeq_fn wf__qdeq_avx2;
+extern const wf_qdeq_fn wf__qdeq_avx512;
+
+wf_status wf__cpu_quantize(wf_array *out, wf_array *const *inputs, int ninputs,
+                           const void *params);
+wf_status wf__cpu_dequantize(wf_array *out, wf_array *const *inputs, int ninputs,
+                             const void *params);
+wf_status wf__cpu_quantized_matmul(wf_array *out, wf_array *const *inputs, int ninputs,
+                                   const void *params);
+wf_status wf__cpu_gather_qmm(wf_array *out, wf_array *const *inputs, int ninputs,
+                             const void *params);
+
+#endif

@@ -1,0 +1,133 @@
+/* AVX-512 matrix-vector kernel of quantized_matmul (backend/cpu/quantized.h):
+ * 16 rows of W at a time, a lane per output. For each step of 8 codes, one
+ * gather (two for 8 bits) takes the 32-bit word holding them from each of
+ * the 16 rows; the codes are shifted out, converted and dequantized
+ * (code * scale, then + bias) and summed into up to 4 rows of x with fma,
+ * by the GEMM's K blocks. Compiled with per-function target attributes;
+ * called only after a CPU check. */
+#include "backend/cpu/quantized.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define ATTR_512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
+#define INLINE_512 ATTR_512 __attribute__((always_inline)) static inline
+
+INLINE_512 __mmask16 lanes(int64_t n)
+{
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
+
+/* Codes j .. j + count of the words in `word` (from bit `shift` on, `bits`
+ * apart), dequantized and summed into acc[r] with x[r][k + j]. */
+INLINE_512 void accumulate(__m512i word, int shift, int count, int bits, __m512 s, __m512 b,
+                           const float *x, int64_t ldx, int rows, int64_t k, int j0,
+                           __m512 *acc)
+{
+    const __m512i mask = _mm512_set1_epi32((1 << bits) - 1);
+    for (int j = 0; j < count; j++) {
+        const __m512i q = _mm512_and_si512(
+            _mm512_srl_epi32(word, _mm_cvtsi32_si128(shift + j * bits)), mask);
+        const __m512 w = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), s), b);
+        for (int r = 0; r < rows; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[r * ldx + k + j0 + j]), w, acc[r]);
+    }
+}
+
+/* Outputs [nb, nb + 16) (lanes m) over K block [k0, k1), `rows` rows. */
+INLINE_512 void block_sums(const wf_qmv_args *a, int64_t nb, __mmask16 m, int64_t k0, int64_t k1,
+                           int rows, __m512 *acc)
+{
+    const int bits = a->bits, gs = a->group_size;
+    const int32_t *words = (const int32_t *)(a->codes + nb * a->row_bytes);
+    const float *sb = a->scales + nb * a->groups, *bb = a->biases + nb * a->groups;
+    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i word_index = _mm512_mullo_epi32(iota, _mm512_set1_epi32((int)(a->row_bytes / 4)));
+    const __m512i group_index = _mm512_mullo_epi32(iota, _mm512_set1_epi32((int)a->groups));
+    __m512 s = _mm512_setzero_ps(), b = _mm512_setzero_ps();
+    for (int r = 0; r < rows; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (int64_t k = k0; k < k1; k += 8) {
+        if (k == k0 || k % gs == 0) {
+            const int64_t g = k / gs;
+            s = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, group_index, sb + g, 4);
+            b = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, group_index, bb + g, 4);
+        }
+        const int64_t bit = k * bits;
+        const __m512i w0 =
+            _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, word_index, words + bit / 32, 4);
+        if (bits == 8) {
+            const __m512i w1 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, word_index,
+                                                           words + bit / 32 + 1, 4);
+            accumulate(w0, 0, 4, 8, s, b, a->x, a->ldx, rows, k, 0, acc);
+            accumulate(w1, 0, 4, 8, s, b, a->x, a->ldx, rows, k, 4, acc);
+        } else {
+            accumulate(w0, (int)(bit % 32), 8, bits, s, b, a->x, a->ldx, rows, k, 0, acc);
+        }
+    }
+}
+
+INLINE_512 void qmv_rows(const wf_qmv_args *a, int64_t n0, int64_t n1, int rows)
+{
+    for (int64_t nb = n0; nb < n1; nb += 16) {
+        const __mmask16 m = lanes(n1 - nb);
+        for (int64_t k0 = 0; k0 < a->k; k0 += a->kcb) {
+            const int64_t k1 = k0 + a->kcb < a->k ? k0 + a->kcb : a->k;
+            __m512 acc[WF_QMV_ROWS];
+            block_sums(a, nb, m, k0, k1, rows, acc);
+            for (int r = 0; r < rows; r++) {
+                float *c = a->out + r * a->ldo + nb;
+                const __m512 v =
+                    k0 == 0 ? acc[r] : _mm512_add_ps(_mm512_maskz_loadu_ps(m, c), acc[r]);
+                _mm512_mask_storeu_ps(c, m, v);
+            }
+        }
+    }
+}
+
+ATTR_512 static void qmv_avx512(const wf_qmv_args *a, int64_t n0, int64_t n1)
+{
+    switch (a->rows) {
+    case 1: qmv_rows(a, n0, n1, 1); break;
+    case 2: qmv_rows(a, n0, n1, 2); break;
+    case 3: qmv_rows(a, n0, n1, 3); break;
+    default: qmv_rows(a, n0, n1, 4); break;
+    }
+}
+
+/* 16 codes from `row` at code j (a multiple of 16) as int32 lanes. */
+INLINE_512 __m512i codes16(const uint8_t *row, int64_t j, int bits)
+{
+    const uint8_t *p = row + j * bits / 8;
+    if (bits == 8)
+        return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    if (bits == 4) {
+        const __m128i x = _mm_loadl_epi64((const __m128i *)p), low = _mm_set1_epi8(0x0f);
+        const __m128i lo = _mm_and_si128(x, low), hi = _mm_and_si128(_mm_srli_epi16(x, 4), low);
+        return _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
+    }
+    int32_t word;
+    __builtin_memcpy(&word, p, 4);
+    const __m512i shifts =
+        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    return _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(word), shifts),
+                            _mm512_set1_epi32(3));
+}
+
+ATTR_512 static void qdeq_avx512(const uint8_t *row, const float *scales, const float *biases,
+                                 int group_size, int bits, int64_t j0, int64_t count, float *dst)
+{
+    for (int64_t j = 0; j < count; j += 16) {
+        const int64_t g = (j0 + j) / group_size;
+        const __m512 q = _mm512_cvtepi32_ps(codes16(row, j0 + j, bits));
+        _mm512_storeu_ps(dst + j, _mm512_add_ps(_mm512_mul_ps(q, _mm512_set1_ps(scales[g])),
+                                                _mm512_set1_ps(biases[g])));
+    }
+}
+
+const wf_qmv_fn wf__qmv_avx512 = qmv_avx512;
+const wf_qdeq_fn wf__qdeq_avx512 = qdeq_avx512;
+#else
+const wf_qmv_fn wf__qmv_avx512 = 0;
+const wf_qdeq_fn wf__qdeq_avx512 = 0;
+#endif

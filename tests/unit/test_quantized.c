@@ -1,0 +1,640 @@
+/*
+ * Quantization (weft.h's quantization section):
+ *  - quantize / dequantize round trips for every bit width and group size:
+ *    codes decoded here from the bit stream are in range, dequantize is
+ *    code * scale + bias, and every element is within half a step of w;
+ *  - quantized_matmul against a float64 reference (dequantize in double,
+ *    then multiply) for every bits x group size x transpose, ragged shapes;
+ *  - the same bits as wf_matmul on the dequantized matrix, for 1 .. 5, 17
+ *    and 40 rows, on every ISA variant this CPU has (the matrix-vector
+ *    kernels and the GEMM path agree), with strided operands;
+ *  - batched W, gather_qmm against per-batch products;
+ *  - vjp (x, scales, biases) and vmap;
+ *  - bad arguments give errors;
+ *  - the same bits for WEFT_NUM_THREADS = 1, 2, 3, 5 (child processes).
+ *
+ *   test_quantized            the tests
+ *   test_quantized --child    (internal) prints a hash of products
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/cpu/gemm.h"
+#include "harness.h"
+
+static const int all_bits[] = {2, 3, 4, 5, 6, 8};
+static const int all_groups[] = {32, 64, 128};
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15u;
+static float rnd(void)
+{
+    rng_state = rng_state * 6364136223846793005u + 1442695040888963407u;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static wf_array *random_f32(const int64_t *shape, int ndim)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = rnd() * (1.0f + (float)(i % 7));
+    wf_array *a = wf_array_from_data(v, shape, ndim, WF_DTYPE_F32);
+    free(v);
+    return a;
+}
+
+/* A copy of a's elements (row-major) as float / uint32; caller frees. */
+static void *host_copy(wf_array *a, size_t item)
+{
+    const size_t bytes = (size_t)wf_array_size(a) * item;
+    void *p = malloc(bytes ? bytes : 1);
+    if (!CHECK_OK(wf_array_copy_to(a, p, bytes))) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Code j of a row of little-endian packed codes (independent of weft's). */
+static uint32_t code_at(const uint32_t *row_words, int64_t j, int bits)
+{
+    uint32_t v = 0;
+    for (int b = 0; b < bits; b++) {
+        const int64_t bit = j * bits + b;
+        v |= ((row_words[bit / 32] >> (bit % 32)) & 1u) << b;
+    }
+    return v;
+}
+
+/* Dense W (rows x cols) from codes, scales, biases, in double. */
+static double *dequantize_ref(const uint32_t *codes, const float *s, const float *b, int64_t rows,
+                              int64_t cols, int gs, int bits)
+{
+    double *w = malloc((size_t)(rows * cols) * sizeof *w);
+    const int64_t words = cols * bits / 32, groups = cols / gs;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            w[r * cols + c] = (double)code_at(codes + r * words, c, bits) *
+                                  (double)s[r * groups + c / gs] +
+                              (double)b[r * groups + c / gs];
+    return w;
+}
+
+static bool same_bits(wf_array *a, wf_array *b)
+{
+    if (!CHECK_NOT_NULL(a) || !CHECK_NOT_NULL(b) || !CHECK_EQ_INT(wf_array_size(a), wf_array_size(b)))
+        return false;
+    float *x = host_copy(a, 4), *y = host_copy(b, 4);
+    bool same = x && y && memcmp(x, y, (size_t)wf_array_size(a) * 4) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* ---------------------------------------------------------------- quantize */
+
+static void round_trip(int rows, int gs, int bits)
+{
+    const int64_t k = gs * 3, shape[2] = {rows, k};
+    wf_array *w = random_f32(shape, 2), *q, *s, *b;
+    if (!CHECK_OK(wf_quantize(w, gs, bits, WF_QUANT_AFFINE, &q, &s, &b)))
+        return;
+    CHECK_EQ_INT(wf_array_dtype(q), WF_DTYPE_U32);
+    CHECK_EQ_INT(wf_array_shape(q)[1], k * bits / 32);
+    CHECK_EQ_INT(wf_array_shape(s)[1], k / gs);
+    wf_array *deq = wf_dequantize(q, s, b, gs, bits, WF_QUANT_AFFINE);
+    float *wv = host_copy(w, 4), *sv = host_copy(s, 4), *bv = host_copy(b, 4),
+          *dv = host_copy(deq, 4);
+    uint32_t *qv = host_copy(q, 4);
+    int bad_code = 0, bad_deq = 0, bad_err = 0;
+    for (int64_t r = 0; r < rows && wv && qv && dv; r++)
+        for (int64_t c = 0; c < k; c++) {
+            const uint32_t code = code_at(qv + r * (k * bits / 32), c, bits);
+            const float sc = sv[r * (k / gs) + c / gs], bi = bv[r * (k / gs) + c / gs];
+            bad_code += code >= (1u << bits);
+            bad_deq += dv[r * k + c] != (float)code * sc + bi;
+            /* Half a step, plus what the far end of the group loses when
+             * the scale is fitted to the edge: edge / rint(edge / scale)
+             * moves the scale by up to half a step over q0 = edge / scale
+             * steps, so the other end may be clamped by n_bins / 2 q0
+             * steps. */
+            const double q0 = fabs((double)bi / sc), n_bins = (double)((1 << bits) - 1);
+            const double tol = fabs(sc) * (0.5 + 0.5 * n_bins / (q0 > 1 ? q0 : 1)) * 1.001 + 1e-6;
+            bad_err += fabs((double)dv[r * k + c] - wv[r * k + c]) > tol;
+        }
+    CHECK_EQ_INT(bad_code, 0);
+    CHECK_EQ_INT(bad_deq, 0);
+    if (!CHECK_EQ_INT(bad_err, 0))
+        printf("      group %d bits %d\n", gs, bits);
+    free(wv), free(sv), free(bv), free(dv), free(qv);
+    wf_release(w), wf_release(q), wf_release(s), wf_release(b), wf_release(deq);
+}
+
+static void test_round_trip_every_width(void)
+{
+    for (size_t i = 0; i < sizeof all_bits / sizeof *all_bits; i++)
+        for (size_t g = 0; g < 3; g++)
+            round_trip(5, all_groups[g], all_bits[i]);
+}
+
+/* float16 / bfloat16 weights: scales and biases of w's dtype, dequantize
+ * in it. */
+static void test_half_weights(void)
+{
+    const int64_t shape[2] = {3, 64};
+    const wf_dtype types[2] = {WF_DTYPE_F16, WF_DTYPE_BF16};
+    for (int t = 0; t < 2; t++) {
+        wf_array *w32 = random_f32(shape, 2), *w = wf_astype(w32, types[t]), *q, *s, *b;
+        if (!CHECK_OK(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, &b)))
+            continue;
+        CHECK_EQ_INT(wf_array_dtype(s), types[t]);
+        wf_array *d = wf_dequantize(q, s, b, 32, 4, WF_QUANT_AFFINE);
+        CHECK_EQ_INT(wf_array_dtype(d), types[t]);
+        wf_array *err = wf_max(wf_abs(wf_subtract(wf_astype(d, WF_DTYPE_F32), w32)), NULL, 0, false);
+        double e = 0;
+        CHECK_OK(wf_array_item(err, &e));
+        CHECK(e < 0.5); /* 4 bits over a range of at most 2 * 7 */
+        wf_release(w32), wf_release(w), wf_release(q), wf_release(s), wf_release(b);
+        wf_release(d), wf_release(err);
+    }
+}
+
+/* ---------------------------------------------------------------- products */
+
+typedef struct qmat {
+    wf_array *q, *s, *b;
+    double *dense; /* stored rows x cols, double */
+    int64_t rows, cols;
+} qmat;
+
+static bool qmat_make(qmat *m, int64_t rows, int64_t cols, int gs, int bits)
+{
+    const int64_t shape[2] = {rows, cols};
+    wf_array *w = random_f32(shape, 2);
+    m->rows = rows;
+    m->cols = cols;
+    m->dense = NULL;
+    bool ok = CHECK_OK(wf_quantize(w, gs, bits, WF_QUANT_AFFINE, &m->q, &m->s, &m->b));
+    wf_release(w);
+    if (!ok)
+        return false;
+    uint32_t *qv = host_copy(m->q, 4);
+    float *sv = host_copy(m->s, 4), *bv = host_copy(m->b, 4);
+    if (qv && sv && bv)
+        m->dense = dequantize_ref(qv, sv, bv, rows, cols, gs, bits);
+    free(qv), free(sv), free(bv);
+    return m->dense != NULL;
+}
+
+static void qmat_free(qmat *m)
+{
+    wf_release(m->q), wf_release(m->s), wf_release(m->b);
+    free(m->dense);
+}
+
+/* qmm(x, W) against sum_k x[i][k] W(k, j) in double. */
+static void check_against_reference(int64_t m, int64_t n, int64_t kdim, int gs, int bits,
+                                    bool transpose)
+{
+    qmat w;
+    if (!(transpose ? qmat_make(&w, n, kdim, gs, bits) : qmat_make(&w, kdim, n, gs, bits)))
+        return;
+    const int64_t xs[2] = {m, kdim};
+    wf_array *x = random_f32(xs, 2);
+    wf_array *y = wf_quantized_matmul(x, w.q, w.s, w.b, transpose, gs, bits);
+    float *xv = host_copy(x, 4), *yv = y ? host_copy(y, 4) : NULL;
+    int bad = 0;
+    for (int64_t i = 0; i < m && xv && yv; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double sum = 0, mag = 0;
+            for (int64_t k = 0; k < kdim; k++) {
+                const double wv = transpose ? w.dense[j * kdim + k] : w.dense[k * n + j];
+                sum += xv[i * kdim + k] * wv;
+                mag += fabs(xv[i * kdim + k] * wv);
+            }
+            /* each product and dequantized value rounds once to float32 */
+            bad += fabs(yv[i * n + j] - sum) > mag * (double)kdim * 1.2e-7 + 1e-6;
+        }
+    if (!CHECK_EQ_INT(bad, 0))
+        printf("      m %lld n %lld k %lld group %d bits %d transpose %d\n", (long long)m,
+               (long long)n, (long long)kdim, gs, bits, transpose);
+    free(xv), free(yv);
+    wf_release(x), wf_release(y);
+    qmat_free(&w);
+}
+
+static void test_against_float64_reference(void)
+{
+    for (size_t i = 0; i < sizeof all_bits / sizeof *all_bits; i++)
+        for (size_t g = 0; g < 3; g++)
+            for (int t = 0; t < 2; t++) {
+                const int gs = all_groups[g];
+                /* stored rows are packed: W (n, k) or (k, n) */
+                check_against_reference(1, t ? 37 : gs, gs * 3, gs, all_bits[i], t);
+                check_against_reference(6, t ? 21 : 2 * gs, gs * 2, gs, all_bits[i], t);
+            }
+}
+
+/* wf_matmul(x, W.T or W) on the dequantized float32 matrix. */
+static wf_array *dense_product(wf_array *x, const qmat *w, int gs, int bits, bool transpose)
+{
+    wf_array *d = wf_dequantize(w->q, w->s, w->b, gs, bits, WF_QUANT_AFFINE);
+    wf_array *y = wf_matmul(x, transpose ? wf_swapaxes(d, 0, 1) : d);
+    wf_release(d);
+    return y;
+}
+
+static void test_same_bits_as_dense_matmul_every_variant(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    static const int64_t row_counts[] = {1, 3, 5, 17};
+    static const int bits_list[] = {4, 3};
+#else
+    static const int64_t row_counts[] = {1, 2, 3, 4, 5, 17, 40};
+    static const int bits_list[] = {2, 4, 8, 3};
+#endif
+    const size_t nbits = sizeof bits_list / sizeof bits_list[0];
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa))
+            continue;
+        CHECK_OK(wf__gemm_isa_set(isa));
+        for (size_t bi = 0; bi < nbits; bi++)
+            for (int t = 0; t < 2; t++) {
+                const int bits = bits_list[bi], gs = 64;
+                /* 3 K blocks; ragged lanes where n is free (transpose) */
+                const int64_t n = t ? 45 : 128, kdim = 576;
+                qmat w;
+                if (!(t ? qmat_make(&w, n, kdim, gs, bits) : qmat_make(&w, kdim, n, gs, bits)))
+                    continue;
+                for (size_t r = 0; r < sizeof row_counts / sizeof *row_counts; r++) {
+                    const int64_t xs[2] = {row_counts[r], kdim};
+                    wf_array *x = random_f32(xs, 2);
+                    wf_array *y = wf_quantized_matmul(x, w.q, w.s, w.b, t, gs, bits);
+                    wf_array *ref = dense_product(x, &w, gs, bits, t);
+                    if (!CHECK(same_bits(y, ref)))
+                        printf("      isa %s bits %d transpose %d rows %lld\n",
+                               wf__gemm_isa_name(isa), bits, t, (long long)row_counts[r]);
+                    wf_release(x), wf_release(y), wf_release(ref);
+                }
+                qmat_free(&w);
+            }
+    }
+    CHECK_OK(wf__gemm_isa_set(-1));
+}
+
+/* Row i of a 40-row product has the bits of row i alone; x and the codes
+ * as strided views give the bits of contiguous copies. */
+static void test_batch_invariance_and_strides(void)
+{
+    const int gs = 32, bits = 4;
+    const int64_t n = 50, kdim = 96;
+    qmat w;
+    if (!qmat_make(&w, n, kdim, gs, bits))
+        return;
+    const int64_t xs[2] = {40, kdim};
+    wf_array *x = random_f32(xs, 2);
+    wf_array *all = wf_quantized_matmul(x, w.q, w.s, w.b, true, gs, bits);
+    for (int64_t i = 0; i < 40; i += 13) {
+        const int64_t start[2] = {i, 0}, stop[2] = {i + 1, kdim}, step[2] = {1, 1};
+        const int64_t ostop[2] = {i + 1, n};
+        wf_array *row = wf_slice(x, start, stop, step);
+        wf_array *one = wf_quantized_matmul(row, w.q, w.s, w.b, true, gs, bits);
+        wf_array *part = wf_slice(all, start, ostop, step);
+        CHECK(same_bits(one, part));
+        wf_release(row), wf_release(one), wf_release(part);
+    }
+    /* x transposed twice (a strided view), codes of every other row. */
+    const int64_t ts[2] = {kdim, 40};
+    wf_array *xt = random_f32(ts, 2), *xv = wf_swapaxes(xt, 0, 1);
+    wf_array *xc = wf_multiply(xv, wf_scalar(1, WF_DTYPE_F32));
+    const int64_t s0[2] = {0, 0}, s1[2] = {n, kdim * bits / 32}, s2[2] = {n, kdim / gs},
+                  st[2] = {2, 1};
+    wf_array *qs = wf_slice(w.q, s0, s1, st), *ss = wf_slice(w.s, s0, s2, st),
+             *bs = wf_slice(w.b, s0, s2, st);
+    wf_array *ys = wf_quantized_matmul(xv, qs, ss, bs, true, gs, bits);
+    wf_array *yc = wf_quantized_matmul(xc, wf_multiply(qs, wf_scalar(1, WF_DTYPE_U32)),
+                                       wf_multiply(ss, wf_scalar(1, WF_DTYPE_F32)),
+                                       wf_multiply(bs, wf_scalar(1, WF_DTYPE_F32)), true, gs, bits);
+    CHECK(same_bits(ys, yc));
+    wf_release(x), wf_release(all), wf_release(xt), wf_release(xv), wf_release(xc);
+    wf_release(qs), wf_release(ss), wf_release(bs), wf_release(ys), wf_release(yc);
+    qmat_free(&w);
+}
+
+/* Batched W (3 experts) broadcast against x, and gather_qmm picking
+ * experts by index, against per-expert 2-d products. */
+static void test_batched_and_gather(void)
+{
+    const int gs = 32, bits = 4;
+    const int64_t e = 3, n = 20, kdim = 64;
+    const int64_t ws[3] = {e, n, kdim};
+    wf_array *w = random_f32(ws, 3), *q, *s, *b;
+    if (!CHECK_OK(wf_quantize(w, gs, bits, WF_QUANT_AFFINE, &q, &s, &b)))
+        return;
+    const int64_t xs[3] = {e, 2, kdim};
+    wf_array *x = random_f32(xs, 3);
+    wf_array *y = wf_quantized_matmul(x, q, s, b, true, gs, bits);
+    CHECK_EQ_INT(wf_array_ndim(y), 3);
+    const int32_t idx[4] = {2, 0, 2, 1};
+    const int64_t ni = 4;
+    wf_array *rhs = wf_array_from_data(idx, &ni, 1, WF_DTYPE_I32);
+    const int64_t x1s[3] = {1, 2, kdim};
+    wf_array *x1 = random_f32(x1s, 3);
+    wf_array *g = wf_gather_qmm(x1, q, s, b, NULL, rhs, true, gs, bits);
+    if (CHECK_NOT_NULL(g))
+        CHECK_EQ_INT(wf_array_shape(g)[0], 4);
+    for (int64_t i = 0; i < e; i++) {
+        const int64_t a0[3] = {i, 0, 0}, a1[3] = {i + 1, n, kdim * bits / 32}, sa1[3] = {i + 1, n, kdim / gs},
+                      x0[3] = {i, 0, 0}, xe[3] = {i + 1, 2, kdim}, one[3] = {1, 1, 1};
+        wf_array *qi = wf_squeeze(wf_slice(q, a0, a1, one), (int[]){0}, 1);
+        wf_array *si = wf_squeeze(wf_slice(s, a0, sa1, one), (int[]){0}, 1);
+        wf_array *bi = wf_squeeze(wf_slice(b, a0, sa1, one), (int[]){0}, 1);
+        wf_array *xi = wf_squeeze(wf_slice(x, x0, xe, one), (int[]){0}, 1);
+        wf_array *yi = wf_quantized_matmul(xi, qi, si, bi, true, gs, bits);
+        const int64_t y1[3] = {i + 1, 2, n};
+        CHECK(same_bits(wf_squeeze(wf_slice(y, x0, y1, one), (int[]){0}, 1), yi));
+        for (int64_t j = 0; j < ni; j++) {
+            if (idx[j] != i)
+                continue;
+            wf_array *x1i = wf_squeeze(x1, (int[]){0}, 1);
+            wf_array *want = wf_quantized_matmul(x1i, qi, si, bi, true, gs, bits);
+            const int64_t g0[3] = {j, 0, 0}, g1[3] = {j + 1, 2, n};
+            CHECK(same_bits(wf_squeeze(wf_slice(g, g0, g1, one), (int[]){0}, 1), want));
+            wf_release(x1i), wf_release(want);
+        }
+        wf_release(qi), wf_release(si), wf_release(bi), wf_release(xi), wf_release(yi);
+    }
+    /* an expert index out of range fails the evaluation, naming it */
+    const int32_t bad_idx[2] = {1, 3};
+    const int64_t two = 2;
+    wf_array *bad = wf_array_from_data(bad_idx, &two, 1, WF_DTYPE_I32);
+    wf_array *gb = wf_gather_qmm(x1, q, s, b, NULL, bad, true, gs, bits);
+    if (CHECK_NOT_NULL(gb)) {
+        CHECK_EQ_INT(wf_eval(&gb, 1), WF_ERR_INVALID_ARGUMENT);
+        CHECK_STR_CONTAINS(wf_last_error_message(), "out of range");
+        wf_clear_error();
+    }
+    wf_release(bad), wf_release(gb);
+    wf_release(w), wf_release(q), wf_release(s), wf_release(b), wf_release(x), wf_release(y);
+    wf_release(rhs), wf_release(x1), wf_release(g);
+}
+
+/* ---------------------------------------------------------------- transforms */
+
+typedef struct qmm_closure {
+    int gs, bits;
+    bool transpose;
+} qmm_closure;
+
+/* inputs: x, codes, scales, biases -> sum(qmm(...) * qmm(...)) */
+static wf_status qmm_loss(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                          size_t *nout)
+{
+    (void)n;
+    const qmm_closure *c = payload;
+    wf_array *y = wf_quantized_matmul(in[0], in[1], in[2], in[3], c->transpose, c->gs, c->bits);
+    wf_array *sq = wf_multiply(y, y);
+    out[0] = wf_sum(sq, NULL, 0, false);
+    *nout = 1;
+    wf_release(y), wf_release(sq);
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+/* The same loss through the dense float32 matrix (differentiable in s, b). */
+static wf_status dense_loss(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                            size_t *nout)
+{
+    (void)n;
+    const qmm_closure *c = payload;
+    wf_scope_begin();
+    /* W = codes * s + b, built from ops that have derivatives */
+    wf_array *ones = wf_ones_like(in[2]), *zeros = wf_zeros_like(in[3]);
+    wf_array *codes = wf_dequantize(in[1], ones, zeros, c->gs, c->bits, WF_QUANT_AFFINE);
+    const int64_t *cs = wf_array_shape(codes), *ss = wf_array_shape(in[2]);
+    const int64_t g3[3] = {ss[0], ss[1], c->gs};
+    wf_array *w = wf_add(wf_multiply(wf_reshape(codes, g3, 3), wf_expand_dims(in[2], (int[]){2}, 1)),
+                         wf_expand_dims(in[3], (int[]){2}, 1));
+    w = wf_reshape(w, cs, 2);
+    wf_array *y = wf_matmul(in[0], c->transpose ? wf_swapaxes(w, 0, 1) : w);
+    out[0] = wf_sum(wf_multiply(y, y), NULL, 0, false);
+    wf_keep(out[0]);
+    wf_scope_end();
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static double max_rel_diff(wf_array *a, wf_array *b)
+{
+    wf_array *d = wf_max(wf_abs(wf_subtract(a, b)), NULL, 0, false);
+    wf_array *m = wf_max(wf_abs(b), NULL, 0, false);
+    double dv = 1, mv = 1;
+    CHECK_OK(wf_array_item(d, &dv));
+    CHECK_OK(wf_array_item(m, &mv));
+    wf_release(d), wf_release(m);
+    return dv / (mv > 0 ? mv : 1);
+}
+
+static void test_vjp_x_scales_biases(void)
+{
+    for (int t = 0; t < 2; t++) {
+        qmm_closure c = {32, 4, t};
+        qmat w;
+        if (!(t ? qmat_make(&w, 24, 64, 32, 4) : qmat_make(&w, 64, 32, 32, 4)))
+            return;
+        const int64_t xs[2] = {3, 64};
+        wf_array *x = random_f32(xs, 2);
+        wf_array *in[4] = {x, w.q, w.s, w.b};
+        const int argnums[3] = {0, 2, 3};
+        wf_fn *f = wf_fn_new(qmm_loss, &c, NULL), *fd = wf_fn_new(dense_loss, &c, NULL);
+        wf_fn *g = wf_grad(f, argnums, 3), *gd = wf_grad(fd, argnums, 3);
+        wf_array *got[3] = {0}, *want[3] = {0};
+        size_t n1 = 3, n2 = 3;
+        if (CHECK_OK(wf_fn_call(g, in, 4, got, &n1)) && CHECK_OK(wf_fn_call(gd, in, 4, want, &n2)))
+            for (int i = 0; i < 3; i++)
+                if (!CHECK(max_rel_diff(got[i], want[i]) < 1e-4))
+                    printf("      gradient %d transpose %d\n", argnums[i], t);
+        for (int i = 0; i < 3; i++)
+            wf_release(got[i]), wf_release(want[i]);
+        wf_fn_release(f), wf_fn_release(fd), wf_fn_release(g), wf_fn_release(gd);
+        wf_release(x);
+        qmat_free(&w);
+    }
+}
+
+static wf_status qmm_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                          size_t *nout)
+{
+    (void)n;
+    const qmm_closure *c = payload;
+    out[0] = wf_quantized_matmul(in[0], in[1], in[2], in[3], c->transpose, c->gs, c->bits);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+/* vmap over x's rows (a vector per example) and over stacked experts. */
+static void test_vmap(void)
+{
+    qmm_closure c = {32, 4, true};
+    qmat w;
+    if (!qmat_make(&w, 24, 64, 32, 4))
+        return;
+    const int64_t xs[2] = {5, 64};
+    wf_array *x = random_f32(xs, 2);
+    wf_fn *f = wf_fn_new(qmm_body, &c, NULL);
+    const int axes[4] = {0, WF_VMAP_NOT_MAPPED, WF_VMAP_NOT_MAPPED, WF_VMAP_NOT_MAPPED};
+    wf_fn *v = wf_vmap(f, axes, 4, NULL, 0);
+    wf_array *in[4] = {x, w.q, w.s, w.b}, *out = NULL;
+    size_t n = 1;
+    if (CHECK_OK(wf_fn_call(v, in, 4, &out, &n))) {
+        wf_array *want = wf_quantized_matmul(x, w.q, w.s, w.b, true, 32, 4);
+        CHECK(same_bits(out, want));
+        wf_release(want);
+    }
+    wf_release(out);
+    /* experts: codes, scales, biases and x all mapped */
+    const int64_t ws[3] = {3, 24, 64}, x3[3] = {3, 2, 64};
+    wf_array *we = random_f32(ws, 3), *q, *s, *b, *xe = random_f32(x3, 3);
+    if (CHECK_OK(wf_quantize(we, 32, 4, WF_QUANT_AFFINE, &q, &s, &b))) {
+        wf_fn *v2 = wf_vmap(f, NULL, 0, NULL, 0);
+        wf_array *in2[4] = {xe, q, s, b};
+        n = 1;
+        if (CHECK_OK(wf_fn_call(v2, in2, 4, &out, &n))) {
+            wf_array *want = wf_quantized_matmul(xe, q, s, b, true, 32, 4);
+            CHECK(same_bits(out, want));
+            wf_release(want);
+        }
+        wf_release(out);
+        wf_fn_release(v2);
+        wf_release(q), wf_release(s), wf_release(b);
+    }
+    wf_release(we), wf_release(xe), wf_release(x);
+    wf_fn_release(f), wf_fn_release(v);
+    qmat_free(&w);
+}
+
+/* ---------------------------------------------------------------- errors */
+
+static void test_bad_arguments(void)
+{
+    const int64_t shape[2] = {4, 64}, odd[2] = {4, 48}, vec = 64;
+    wf_array *w = random_f32(shape, 2), *wodd = random_f32(odd, 2), *v = random_f32(&vec, 1);
+    wf_array *q = NULL, *s = NULL, *b = NULL;
+    CHECK_EQ_INT(wf_quantize(w, 16, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_INVALID_ARGUMENT);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "group size 16");
+    wf_clear_error();
+    CHECK_EQ_INT(wf_quantize(w, 32, 7, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(wf_quantize(w, 32, 4, (wf_quant_mode)3, &q, &s, &b), WF_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(wf_quantize(wodd, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_SHAPE);
+    CHECK_EQ_INT(wf_quantize(v, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_SHAPE);
+    wf_array *wi = wf_astype(w, WF_DTYPE_I32);
+    CHECK_EQ_INT(wf_quantize(wi, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_DTYPE);
+    CHECK_EQ_INT(wf_quantize(NULL, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_NULL_ARGUMENT);
+    CHECK_EQ_INT(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, NULL, &s, &b), WF_ERR_NULL_ARGUMENT);
+    if (CHECK_OK(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, &b))) {
+        CHECK_NULL_WITH(wf_dequantize(q, s, b, 64, 4, WF_QUANT_AFFINE), WF_ERR_SHAPE);
+        CHECK_NULL_WITH(wf_dequantize(w, s, b, 32, 4, WF_QUANT_AFFINE), WF_ERR_DTYPE);
+        const int64_t xs[2] = {2, 63};
+        wf_array *x = random_f32(xs, 2);
+        CHECK(wf_quantized_matmul(x, q, s, b, true, 32, 4) == NULL);
+        CHECK_STR_CONTAINS(wf_last_error_message(), "does not match");
+        wf_clear_error();
+        CHECK_NULL_WITH(wf_quantized_matmul(v, q, s, b, true, 32, 8), WF_ERR_SHAPE);
+        CHECK_NULL_WITH(wf_quantized_matmul(v, q, s, NULL, true, 32, 4), WF_ERR_NULL_ARGUMENT);
+        wf_array *xi = wf_astype(v, WF_DTYPE_I32);
+        CHECK_NULL_WITH(wf_quantized_matmul(xi, q, wf_astype(s, WF_DTYPE_I32), b, true, 32, 4),
+                        WF_ERR_DTYPE);
+        wf_array *fidx = wf_scalar(1, WF_DTYPE_F32);
+        const int64_t x3s[3] = {1, 2, 64};
+        wf_array *x3 = random_f32(x3s, 3);
+        CHECK_NULL_WITH(wf_gather_qmm(x3, q, s, b, fidx, NULL, true, 32, 4), WF_ERR_DTYPE);
+        wf_release(x), wf_release(xi), wf_release(fidx), wf_release(x3);
+        wf_release(q), wf_release(s), wf_release(b);
+    }
+    wf_release(w), wf_release(wodd), wf_release(v), wf_release(wi);
+}
+
+/* ---------------------------------------------------------------- threads */
+
+/* Hashes of products large enough to split over the pool. */
+static void child_print_hashes(void)
+{
+    static const int64_t rows[] = {1, 3, 64};
+    qmat w;
+    if (!qmat_make(&w, 300, 512, 64, 4))
+        return;
+    for (size_t r = 0; r < 3; r++) {
+        const int64_t xs[2] = {rows[r], 512};
+        wf_array *x = random_f32(xs, 2);
+        wf_array *y = wf_quantized_matmul(x, w.q, w.s, w.b, true, 64, 4);
+        uint32_t *v = host_copy(y, 4);
+        uint64_t h = 1469598103934665603u;
+        for (int64_t i = 0; v && i < wf_array_size(y); i++)
+            h = (h ^ v[i]) * 1099511628211u;
+        printf("rows %lld hash %016llx\n", (long long)rows[r], (unsigned long long)h);
+        free(v);
+        wf_release(x), wf_release(y);
+    }
+    qmat_free(&w);
+}
+
+static bool run_child(const char *self, int threads, char *out, size_t cap)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "WEFT_NUM_THREADS=%d '%s' --child", threads, self);
+    FILE *f = popen(cmd, "r");
+    if (!CHECK(f != NULL))
+        return false;
+    const size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    return CHECK_EQ_INT(pclose(f), 0);
+}
+
+static void test_same_bits_for_any_thread_count(void)
+{
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (!CHECK(len > 0))
+        return;
+    self[len] = '\0';
+    static const int threads[] = {1, 2, 3, 5};
+    char first[1024], other[1024];
+    if (!run_child(self, threads[0], first, sizeof first))
+        return;
+    CHECK(strstr(first, "rows 64 hash") != NULL);
+    for (int t = 1; t < 4; t++)
+        if (run_child(self, threads[t], other, sizeof other))
+            CHECK(strcmp(first, other) == 0);
+}
+
+/* Each test in a scope: the temporaries of its expressions are released. */
+#define RUN_SCOPED(fn)        \
+    do {                      \
+        wf_scope_begin();     \
+        RUN_TEST(fn);         \
+        wf_scope_end();       \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--child") == 0) {
+        child_print_hashes();
+        return 0;
+    }
+    RUN_SCOPED(test_round_trip_every_width);
+    RUN_SCOPED(test_half_weights);
+    RUN_SCOPED(test_against_float64_reference);
+    RUN_SCOPED(test_same_bits_as_dense_matmul_every_variant);
+    RUN_SCOPED(test_batch_invariance_and_strides);
+    RUN_SCOPED(test_batched_and_gather);
+    RUN_SCOPED(test_vjp_x_scales_biases);
+    RUN_SCOPED(test_vmap);
+    RUN_SCOPED(test_bad_arguments);
+    RUN_SCOPED(test_same_bits_for_any_thread_count);
+    return TEST_SUMMARY();
+}
