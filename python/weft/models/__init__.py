@@ -1,0 +1,1 @@
+"""Pretrained models written with weft.nn (weft.models.bert: BERT sentence encoders)."""

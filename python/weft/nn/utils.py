@@ -1,0 +1,43 @@
+"""value_and_grad and checkpoint over a Module's trainable parameters."""
+import functools
+
+import weft as mx
+
+
+def value_and_grad(model, fn):
+    """A function returning (fn(*args), gradients of fn's first output with
+    respect to model.trainable_parameters()), as a tree like those."""
+    def with_parameters(parameters, *args, **kwargs):
+        model.update(parameters)
+        return fn(*args, **kwargs)
+
+    value_and_grad_fn = mx.value_and_grad(with_parameters)
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        parameters = model.trainable_parameters()
+        try:
+            return value_and_grad_fn(parameters, *args, **kwargs)
+        finally:
+            # the traced stand-ins must not stay in the model
+            model.update(parameters)
+
+    return wrapped
+
+
+def checkpoint(module, fn=None):
+    """fn (default: module.__call__) recomputed in the backward pass instead of
+    keeping its intermediate values."""
+    fn = fn or module.__call__
+
+    def with_parameters(parameters, *args, **kwargs):
+        module.update(parameters)
+        return fn(*args, **kwargs)
+
+    checkpointed = mx.checkpoint(with_parameters)
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        return checkpointed(module.trainable_parameters(), *args, **kwargs)
+
+    return wrapped
