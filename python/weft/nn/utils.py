@@ -1,7 +1,9 @@
-"""value_and_grad and checkpoint over a Module's trainable parameters."""
+"""value_and_grad and checkpoint over a Module's trainable parameters, and
+average_gradients (data-parallel training over weft.distributed)."""
 import functools
 
 import weft as mx
+from weft.distributed import average_gradients  # noqa: F401  (MLX's nn.utils name)
 
 
 def value_and_grad(model, fn):
