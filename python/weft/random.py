@@ -57,6 +57,9 @@ def uniform(low=0.0, high=1.0, shape=[], dtype=None, key=None, *, stream=None):
         shape = _shape(shape) or _broadcast(low, high)
         u = _core._random_uniform(shape, dtype, 0.0, 1.0, _words(key))
         return _core.add(_core.multiply(u, _core.subtract(high, low)), low).astype(dtype)
+    if float(high) <= float(low):  # an empty or reversed range: low + (high - low) u, as MLX
+        u = _core._random_uniform(_shape(shape), dtype, 0.0, 1.0, _words(key))
+        return _core.add(_core.multiply(u, float(high) - float(low)), float(low)).astype(dtype)
     return _core._random_uniform(_shape(shape), dtype, float(low), float(high), _words(key))
 
 
