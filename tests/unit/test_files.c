@@ -270,7 +270,7 @@ static size_t quantized_gguf(buf *b, double *ref, double *mag)
     put_u64(b, 0);
     uint64_t offset = 0;
     for (int t = 0; t < 3; t++) {
-        char name[16];
+        char name[32]; /* room for any int: GCC checks the worst case */
         snprintf(name, sizeof name, "q%d.weight", t);
         put_str(b, name);
         put_u32(b, 2);
