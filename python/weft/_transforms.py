@@ -222,7 +222,10 @@ def _flat_axes(tree, axes, what):
             raise ValueError(f"vmap arguments and outputs must be arrays, got {type(t).__name__}")
         raise ValueError(f"{what} does not match the structure of the arguments")
 
-    walk(tree, axes)
+    try:
+        walk(tree, axes)
+    finally:
+        walk = None  # a recursive closure refers to itself; without this its frames (and arrays) wait for the gc
     return flat
 
 

@@ -49,7 +49,10 @@ def flatten(tree, constants=False, is_leaf=None):
         leaves.append(node)
         return _LEAF
 
-    return leaves, walk(tree)
+    try:
+        return leaves, walk(tree)
+    finally:
+        walk = None  # a recursive closure refers to itself; without this its frames (and arrays) wait for the gc
 
 
 def _constant_key(value):
@@ -86,7 +89,10 @@ def unflatten(treedef, leaves):
             return out
         return (list if kind == "list" else tuple)(build(x) for x in node[1])
 
-    return build(treedef)
+    try:
+        return build(treedef)
+    finally:
+        build = None  # a recursive closure refers to itself; without this its frames (and arrays) wait for the gc
 
 
 def key_of(treedef):
@@ -127,4 +133,7 @@ def replace_leaves(tree, new_leaves):
             return node
         return node
 
-    return walk(tree)
+    try:
+        return walk(tree)
+    finally:
+        walk = None  # a recursive closure refers to itself; without this its frames (and arrays) wait for the gc

@@ -74,7 +74,10 @@ def tree_flatten(tree, prefix="", is_leaf=None, destination=None):
         else:
             pairs.append((path[1:], node))
 
-    walk(tree, prefix)
+    try:
+        walk(tree, prefix)
+    finally:
+        walk = None  # a recursive closure refers to itself; without this its frames (and arrays) wait for the gc
     if destination is None:
         return pairs
     if isinstance(destination, dict):
@@ -129,7 +132,10 @@ def tree_reduce(fn, tree, initializer=None, is_leaf=None):
         else:
             accumulator, started = node, True
 
-    walk(tree)
+    try:
+        walk(tree)
+    finally:
+        walk = None  # a recursive closure refers to itself; without this its frames (and arrays) wait for the gc
     return accumulator
 
 

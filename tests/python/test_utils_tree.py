@@ -95,3 +95,30 @@ def test_tree_merge():
         tree_merge({}, [])
     with pytest.raises(ValueError):
         tree_merge({"a": [1]}, {"a": {"b": 1}})
+
+
+def test_trees_free_their_arrays_without_the_garbage_collector():
+    # flatten/unflatten walk trees with recursive closures, which refer to
+    # themselves: the cycle held every array it had seen until a gc pass.
+    import gc
+
+    import weft.nn as nn
+    from weft.utils import tree_flatten, tree_reduce
+
+    gc.disable()
+    try:
+        mx.synchronize()
+        before = mx.get_active_memory()
+        w = mx.zeros((256, 512))
+        mx.eval({"w": [w]})
+        tree_flatten({"a": [w]})
+        tree_reduce(lambda acc, x: acc + x.size, {"a": w}, 0)
+        mx.vmap(lambda t: t["x"] * 2, in_axes={"x": 0})({"x": w})
+        model = nn.Linear(256, 128)
+        mx.eval(model.parameters())
+        model.update_modules({})
+        del w, model
+        mx.synchronize()
+        assert mx.get_active_memory() == before
+    finally:
+        gc.enable()
