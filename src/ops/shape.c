@@ -193,10 +193,12 @@ wf_array *wf__op_expand_dims(wf_array *a, const int *axes, int naxes)
     p.follows_input = true;
     p.ndim = rank;
     for (int d = 0, k = 0; d < rank; d++) {
-        if (inserted[d])
+        if (inserted[d]) {
             p.shape[d] = 1;
-        else
-            derive_dim(&p, d, a, k, k + 1), k++;
+        } else {
+            derive_dim(&p, d, a, k, k + 1);
+            k++;
+        }
     }
     return wf__node_new(&wf__prim_reshape, &p, &a, 1);
 }
