@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/vmath.h"
+#include "child_process.h"
 #include "harness.h"
 
 #if defined(__SANITIZE_THREAD__)
@@ -287,46 +288,8 @@ static bool run_child(int threads, const char *isa, char *out, size_t cap)
     char threads_var[64], isa_var[64];
     snprintf(threads_var, sizeof threads_var, "WEFT_NUM_THREADS=%d", threads);
     snprintf(isa_var, sizeof isa_var, "WEFT_ISA=%s", isa ? isa : "");
-    size_t n = 0;
-    while (environ[n] != NULL)
-        n++;
-    char **env = calloc(n + 4, sizeof *env);
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "WEFT_NUM_THREADS=", 17) != 0 &&
-            strncmp(environ[i], "WEFT_ISA=", 9) != 0)
-            env[m++] = environ[i];
-    env[m++] = threads_var;
-    if (isa != NULL)
-        env[m++] = isa_var;
-    env[m++] = "WEFT_DET_CHILD=1";
-    env[m] = NULL;
-    int fds[2];
-    if (pipe(fds) != 0) {
-        free(env);
-        return false;
-    }
-    char *const argv[] = {self_path, NULL};
-    const pid_t pid = fork();
-    if (pid == 0) { /* only async-signal-safe calls until exec */
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execve(self_path, argv, env);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t used = 0;
-    ssize_t r;
-    while (pid > 0 && used + 1 < cap && (r = read(fds[0], out + used, cap - 1 - used)) > 0)
-        used += (size_t)r;
-    out[used] = '\0';
-    close(fds[0]);
-    free(env);
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid)
-        return false;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const char *const changes[] = {threads_var, isa ? isa_var : "WEFT_ISA", "WEFT_DET_CHILD=1"};
+    return wf_test_run_child(self_path, changes, 3, out, cap);
 }
 
 enum { OUT_CAP = MAX_CASES * MAX_LINE };
@@ -601,12 +564,10 @@ int main(void)
 {
     if (getenv("WEFT_DET_CHILD") != NULL)
         return child_main();
-    const ssize_t n = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
-    if (n <= 0) {
+    if (!wf_test_self_path(self_path, sizeof self_path)) {
         printf("cannot read /proc/self/exe\n");
         return 1;
     }
-    self_path[n] = '\0';
     RUN_TEST(test_thread_counts); /* children first: no threads of ours yet */
     RUN_TEST(test_isa_variants);
     RUN_TEST(test_in_process);

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child_process.h"
 #include "harness.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -126,46 +127,10 @@ static char self_path[4096];
  * out. Returns whether it exited 0. */
 static bool run_child(int threads, char *out, size_t cap)
 {
-    extern char **environ;
     char threads_var[64];
     snprintf(threads_var, sizeof threads_var, "WEFT_NUM_THREADS=%d", threads);
-    size_t n = 0;
-    while (environ[n])
-        n++;
-    char **env = calloc(n + 3, sizeof *env);
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "WEFT_NUM_THREADS=", 17) != 0)
-            env[m++] = environ[i];
-    env[m++] = threads_var;
-    env[m++] = "WEFT_SORT_DET_CHILD=1";
-    env[m] = NULL;
-    int fds[2];
-    if (pipe(fds) != 0) {
-        free(env);
-        return false;
-    }
-    char *const argv[] = {self_path, NULL};
-    const pid_t pid = fork();
-    if (pid == 0) { /* only async-signal-safe calls until exec */
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execve(self_path, argv, env);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t used = 0;
-    ssize_t r;
-    while (pid > 0 && used + 1 < cap && (r = read(fds[0], out + used, cap - 1 - used)) > 0)
-        used += (size_t)r;
-    out[used] = '\0';
-    close(fds[0]);
-    free(env);
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid)
-        return false;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const char *const changes[] = {threads_var, "WEFT_SORT_DET_CHILD=1"};
+    return wf_test_run_child(self_path, changes, 2, out, cap);
 }
 
 static void test_thread_counts(void)
@@ -196,12 +161,10 @@ int main(void)
         fflush(stdout);
         return 0;
     }
-    const ssize_t n = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
-    if (n <= 0) {
+    if (!wf_test_self_path(self_path, sizeof self_path)) {
         printf("cannot read /proc/self/exe\n");
         return 1;
     }
-    self_path[n] = '\0';
     RUN_TEST(test_thread_counts);
     return TEST_SUMMARY();
 }

@@ -1,0 +1,90 @@
+/*
+ * child_process.h - runs this test program again in a child process with
+ * some environment variables changed, capturing its standard output. Tests
+ * use it where a setting is read once per process (WEFT_NUM_THREADS,
+ * WEFT_ISA): each child computes under one setting and prints hashes of
+ * its results, and the parent compares them.
+ */
+#ifndef WEFT_TESTS_CHILD_PROCESS_H
+#define WEFT_TESTS_CHILD_PROCESS_H
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* The path of this program (for wf_test_run_child); false if unknown. */
+static inline bool wf_test_self_path(char *path, size_t cap)
+{
+    const ssize_t n = readlink("/proc/self/exe", path, cap - 1);
+    if (n <= 0)
+        return false;
+    path[n] = '\0';
+    return true;
+}
+
+/* Whether environment entry `entry` ("NAME=value") names the variable of
+ * `change` ("NAME=value" to set it, or "NAME" to unset it). */
+static inline bool wf_test_same_variable(const char *entry, const char *change)
+{
+    const size_t name = strcspn(change, "=");
+    return strncmp(entry, change, name) == 0 && entry[name] == '=';
+}
+
+/* Runs `self` with this process's environment changed by `changes` (each
+ * "NAME=value" sets NAME, each bare "NAME" unsets it); what it prints goes
+ * to `out` (at most cap - 1 bytes, NUL-terminated). True when it exited 0. */
+static inline bool wf_test_run_child(const char *self, const char *const *changes,
+                                     size_t nchanges, char *out, size_t cap)
+{
+    size_t n = 0;
+    while (environ[n] != NULL)
+        n++;
+    char **env = calloc(n + nchanges + 1, sizeof *env);
+    if (env == NULL)
+        return false;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool changed = false;
+        for (size_t c = 0; c < nchanges && !changed; c++)
+            changed = wf_test_same_variable(environ[i], changes[c]);
+        if (!changed)
+            env[m++] = environ[i];
+    }
+    for (size_t c = 0; c < nchanges; c++)
+        if (strchr(changes[c], '=') != NULL)
+            env[m++] = (char *)changes[c];
+    env[m] = NULL;
+    int fds[2];
+    if (pipe(fds) != 0) {
+        free(env);
+        return false;
+    }
+    char *const argv[] = {(char *)self, NULL};
+    const pid_t pid = fork();
+    if (pid == 0) { /* only async-signal-safe calls until exec */
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execve(self, argv, env);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t used = 0;
+    ssize_t r;
+    while (pid > 0 && used + 1 < cap && (r = read(fds[0], out + used, cap - 1 - used)) > 0)
+        used += (size_t)r;
+    out[used] = '\0';
+    close(fds[0]);
+    free(env);
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid)
+        return false;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+#endif
