@@ -14,6 +14,7 @@
 
 #include "weft.h"
 #include "weft_nn.h"
+#include "nn/heads.h"
 #include "util/fault.h"
 
 enum { MAX_CONFIG_BYTES = 1 << 20, MAX_JSON_DEPTH = 64, MAX_LAYERS = 1024 };
@@ -484,21 +485,8 @@ static wf_array *finish(wf_array *result)
 static wf_array *attention(const wf_nn_bert *m, const struct bert_layer *l, wf_array *x,
                            wf_array *keep_mask)
 {
-    int64_t batch = wf_array_dim(x, 0), seq = wf_array_dim(x, 1);
-    int64_t dim = m->config.hidden_size, heads = m->config.num_heads, head_dim = dim / heads;
     wf_array *qkv = wf_nn_linear(x, l->wqkv, l->bqkv); /* (B, T, 3H) */
-    wf_array *split = wf_reshape(qkv, (int64_t[]){batch, seq, 3, heads, head_dim}, 5);
-    wf_array *qkvt = wf_transpose(split, (int[]){2, 0, 3, 1, 4}, 5); /* (3, B, heads, T, Dh) */
-    wf_array *parts[3];
-    for (int i = 0; i < 3; i++) {
-        int64_t starts[5] = {i, 0, 0, 0, 0}, stops[5] = {i + 1, batch, heads, seq, head_dim};
-        int64_t steps[5] = {1, 1, 1, 1, 1};
-        parts[i] = wf_squeeze(wf_slice(qkvt, starts, stops, steps), (int[]){0}, 1);
-    }
-    wf_array *att = wf_scaled_dot_product_attention(parts[0], parts[1], parts[2],
-                                                    1.0 / sqrt((double)head_dim), keep_mask, false);
-    wf_array *merged = wf_reshape(wf_transpose(att, (int[]){0, 2, 1, 3}, 4),
-                                  (int64_t[]){batch, seq, dim}, 3);
+    wf_array *merged = wf__nn_attend_heads(qkv, m->config.num_heads, keep_mask, false);
     return wf_nn_linear(merged, l->wo, l->bo);
 }
 

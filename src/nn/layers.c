@@ -9,6 +9,7 @@
 
 #include "weft.h"
 #include "weft_nn.h"
+#include "nn/heads.h"
 
 /* Ends the function's scope, keeping `result` (NULL keeps the error). */
 static wf_array *finish(wf_array *result)
@@ -54,23 +55,10 @@ wf_array *wf_nn_causal_self_attention(wf_array *x, wf_array *wqkv, wf_array *wo,
                      heads);
         return NULL;
     }
-    int64_t batch = wf_array_dim(x, 0), seq = wf_array_dim(x, 1), dim = wf_array_dim(x, 2);
-    int64_t head_dim = dim / heads;
     if (wf_scope_begin() != WF_OK)
         return NULL;
     wf_array *qkv = wf_matmul(x, wqkv); /* (B, T, 3D) */
-    wf_array *split = wf_reshape(qkv, (int64_t[]){batch, seq, 3, heads, head_dim}, 5);
-    wf_array *qkvt = wf_transpose(split, (int[]){2, 0, 3, 1, 4}, 5); /* (3, B, H, T, Dh) */
-    wf_array *parts[3];
-    for (int i = 0; i < 3; i++) {
-        int64_t starts[5] = {i, 0, 0, 0, 0}, stops[5] = {i + 1, batch, heads, seq, head_dim};
-        int64_t steps[5] = {1, 1, 1, 1, 1};
-        parts[i] = wf_squeeze(wf_slice(qkvt, starts, stops, steps), (int[]){0}, 1);
-    }
-    wf_array *att = wf_scaled_dot_product_attention(parts[0], parts[1], parts[2],
-                                                    1.0 / sqrt((double)head_dim), NULL, true);
-    wf_array *merged = wf_reshape(wf_transpose(att, (int[]){0, 2, 1, 3}, 4),
-                                  (int64_t[]){batch, seq, dim}, 3);
+    wf_array *merged = wf__nn_attend_heads(qkv, heads, NULL, true);
     return finish(wf_matmul(merged, wo));
 }
 
