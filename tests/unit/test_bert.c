@@ -52,16 +52,11 @@ static struct sentence *sentences;
 static size_t nsentences;
 static int64_t hidden;
 
+/* The source tree (set by CMake, not __FILE__: a compiler cache may pass
+ * relative paths). */
 static void find_source_root(void)
 {
-    snprintf(source_root, sizeof source_root, "%s", __FILE__);
-    for (int up = 0; up < 3; up++) {
-        char *slash = strrchr(source_root, '/');
-        if (slash)
-            *slash = 0;
-        else
-            snprintf(source_root, sizeof source_root, ".");
-    }
+    snprintf(source_root, sizeof source_root, "%s", WEFT_SOURCE_DIR);
 }
 
 /* ------------------------------------------------------------ reference data */
