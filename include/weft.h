@@ -420,7 +420,7 @@ wf_array *wf_multiply(wf_array *a, wf_array *b);
 wf_array *wf_subtract(wf_array *a, wf_array *b);
 /* True division: integer inputs give float32. */
 wf_array *wf_divide(wf_array *a, wf_array *b);
-/* a ** b (integers: repeated squaring, wrapping; negative exponents give 0 but for bases +-1). */
+/* a ** b (integers: repeated squaring, wrapping; a negative exponent gives 0, as MLX). */
 wf_array *wf_power(wf_array *a, wf_array *b);
 /* Element-wise maximum (NaN propagates). */
 wf_array *wf_maximum(wf_array *a, wf_array *b);

@@ -252,30 +252,25 @@ static PyObject *array_power(PyObject *a, PyObject *b, PyObject *modulo)
 }
 
 /* In-place forms compute the new value and replace the handle: id() stays,
- * other holders of the old value keep it. */
+ * other holders of the old value keep it. As in MLX, the result keeps the
+ * promoted dtype (an int array += a float array becomes float). */
+static PyObject *inplace_replace(PyObject *a, PyObject *b, wf_array *(*op)(wf_array *, wf_array *))
+{
+    if (!operator_operand_ok(b))
+        return NULL;
+    wf_array *out = weftpy_binary(op, a, b);
+    if (out == NULL)
+        return PyErr_Occurred() ? NULL : weftpy_raise_weft_error();
+    weftpy_array_replace((WeftArray *)a, out);
+    return Py_NewRef(a);
+}
+
 #define INPLACE_SLOT(slot, op)                                                                 \
-    static PyObject *slot(PyObject *a, PyObject *b)                                            \
-    {                                                                                          \
-        if (!operator_operand_ok(b))                                                           \
-            return NULL;                                                                       \
-        wf_array *out = weftpy_binary(op, a, b);                                               \
-        if (out == NULL)                                                                       \
-            return PyErr_Occurred() ? NULL : weftpy_raise_weft_error();                        \
-        if (wf_array_dtype(out) != wf_array_dtype(HANDLE(a))) {                                \
-            wf_array *cast = wf_astype(out, wf_array_dtype(HANDLE(a)));                        \
-            wf_release(out);                                                                   \
-            if (cast == NULL)                                                                  \
-                return weftpy_raise_weft_error();                                              \
-            out = cast;                                                                        \
-        }                                                                                      \
-        weftpy_array_replace((WeftArray *)a, out);                                             \
-        return Py_NewRef(a);                                                                   \
-    }
+    static PyObject *slot(PyObject *a, PyObject *b) { return inplace_replace(a, b, op); }
 
 INPLACE_SLOT(array_inplace_add, wf_add)
 INPLACE_SLOT(array_inplace_subtract, wf_subtract)
 INPLACE_SLOT(array_inplace_multiply, wf_multiply)
-INPLACE_SLOT(array_inplace_true_divide, wf_divide)
 INPLACE_SLOT(array_inplace_floor_divide, wf_floor_divide)
 INPLACE_SLOT(array_inplace_remainder, wf_remainder)
 INPLACE_SLOT(array_inplace_matmul, wf_matmul)
@@ -288,13 +283,20 @@ INPLACE_SLOT(array_inplace_rshift, wf_right_shift)
 static PyObject *array_inplace_power(PyObject *a, PyObject *b, PyObject *modulo)
 {
     (void)modulo;
-    if (!operator_operand_ok(b))
+    return inplace_replace(a, b, wf_power);
+}
+
+/* /= refuses integer and bool arrays, as MLX: the quotient would not be of
+ * the array's kind. */
+static PyObject *array_inplace_true_divide(PyObject *a, PyObject *b)
+{
+    const wf_dtype dtype = wf_array_dtype(HANDLE(a));
+    if (dtype == WF_DTYPE_BOOL || weftpy_dtype_is_integer(dtype)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "In place division cannot cast to non-floating point type.");
         return NULL;
-    wf_array *out = weftpy_binary(wf_power, a, b);
-    if (out == NULL)
-        return PyErr_Occurred() ? NULL : weftpy_raise_weft_error();
-    weftpy_array_replace((WeftArray *)a, out);
-    return Py_NewRef(a);
+    }
+    return inplace_replace(a, b, wf_divide);
 }
 
 static PyObject *array_negative(PyObject *self)

@@ -239,13 +239,15 @@ wf_array *weftpy_operand(PyObject *obj, PyObject *other)
 
 /* ------------------------------------------------------------ nested sequences */
 
-typedef enum { KIND_BOOL, KIND_INT, KIND_FLOAT, KIND_COMPLEX, KIND_ARRAY } element_kind;
+typedef enum { KIND_BOOL, KIND_INT, KIND_FLOAT, KIND_COMPLEX } element_kind;
 
 typedef struct {
     int ndim;
     int64_t shape[WF_MAX_NDIM];
-    element_kind kind;
-    wf_dtype array_dtype; /* promoted dtype of arrays found, KIND_ARRAY only */
+    element_kind kind;    /* of the Python scalars found */
+    bool has_scalar;      /* a Python scalar leaf was found */
+    bool has_array;       /* an array leaf was found */
+    wf_dtype array_dtype; /* promoted dtype of the arrays found */
     bool big_int;         /* an int outside int32's range */
 } nested_info;
 
@@ -254,21 +256,46 @@ static bool is_sequence_element(PyObject *obj)
     return PyList_Check(obj) || PyTuple_Check(obj);
 }
 
-/* The shape, from the first element at each depth (nested_leaves then
- * checks that every other element agrees). */
+static bool push_dim(nested_info *info, int64_t n)
+{
+    if (info->ndim >= WF_MAX_NDIM) {
+        PyErr_Format(PyExc_ValueError, "nested sequence deeper than %d", WF_MAX_NDIM);
+        return false;
+    }
+    info->shape[info->ndim++] = n;
+    return true;
+}
+
+/* The shape, from the first element at each depth (an array there adds its
+ * own dimensions; nested_leaves then checks that every other element
+ * agrees). */
 static bool nested_scan(PyObject *obj, nested_info *info)
 {
     while (is_sequence_element(obj)) {
-        if (info->ndim >= WF_MAX_NDIM) {
-            PyErr_Format(PyExc_ValueError, "nested sequence deeper than %d", WF_MAX_NDIM);
-            return false;
-        }
         const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
-        info->shape[info->ndim++] = n;
+        if (!push_dim(info, n))
+            return false;
         if (n == 0)
-            break;
+            return true;
         obj = PySequence_Fast_GET_ITEM(obj, 0);
     }
+    if (WeftArray_Check(obj)) {
+        wf_array *a = ((WeftArray *)obj)->handle;
+        for (int d = 0; d < wf_array_ndim(a); d++)
+            if (!push_dim(info, wf_array_dim(a, d)))
+                return false;
+    }
+    return true;
+}
+
+/* An array leaf at `depth` must fill the dimensions left below it. */
+static bool array_leaf_fits(wf_array *a, int depth, const nested_info *info)
+{
+    if (wf_array_ndim(a) != info->ndim - depth)
+        return false;
+    for (int d = 0; d < wf_array_ndim(a); d++)
+        if (wf_array_dim(a, d) != info->shape[depth + d])
+            return false;
     return true;
 }
 
@@ -291,17 +318,21 @@ static bool nested_leaves(PyObject *obj, int depth, nested_info *info)
         return true;
     }
     if (WeftArray_Check(obj)) {
-        wf_dtype d = wf_array_dtype(((WeftArray *)obj)->handle);
-        info->array_dtype = info->kind == KIND_ARRAY ? wf_promote_types(info->array_dtype, d) : d;
-        info->kind = KIND_ARRAY;
+        wf_array *a = ((WeftArray *)obj)->handle;
+        if (!array_leaf_fits(a, depth, info)) {
+            PyErr_SetString(PyExc_ValueError, "Initialization encountered non-uniform length");
+            return false;
+        }
+        const wf_dtype d = wf_array_dtype(a);
+        info->array_dtype = info->has_array ? wf_promote_types(info->array_dtype, d) : d;
+        info->has_array = true;
         return true;
     }
     if (depth != info->ndim) {
         PyErr_SetString(PyExc_ValueError, "Initialization encountered non-uniform length");
         return false;
     }
-    if (info->kind == KIND_ARRAY)
-        return true;
+    info->has_scalar = true;
     if (PyBool_Check(obj))
         return true;
     if (PyLong_Check(obj)) {
@@ -429,13 +460,32 @@ done:
     return out;
 }
 
+/* The dtype of a sequence holding arrays: theirs, promoted, with Python
+ * scalars beside them taken as weak scalars (a float joins a float16 array
+ * as float16, an int array as float32). */
+static wf_dtype mixed_dtype(const nested_info *info)
+{
+    if (!info->has_scalar)
+        return info->array_dtype;
+    const wf_dtype natural = info->kind == KIND_COMPLEX ? WF_DTYPE_C64
+                             : info->kind == KIND_FLOAT ? WF_DTYPE_F32
+                             : info->kind == KIND_INT   ? WF_DTYPE_I32
+                                                        : WF_DTYPE_BOOL;
+    const wf_dtype a = info->array_dtype;
+    const element_kind array_kind = a == WF_DTYPE_C64            ? KIND_COMPLEX
+                                    : weftpy_dtype_is_float(a)   ? KIND_FLOAT
+                                    : weftpy_dtype_is_integer(a) ? KIND_INT
+                                                                 : KIND_BOOL;
+    return info->kind <= array_kind ? a : wf_promote_types(a, natural);
+}
+
 static wf_array *array_from_sequence(PyObject *obj, wf_dtype dtype)
 {
     nested_info info = {.ndim = 0, .kind = KIND_BOOL};
     if (!nested_scan(obj, &info) || !nested_leaves(obj, 0, &info))
         return NULL;
-    if (info.kind == KIND_ARRAY)
-        return stack_elements(obj, dtype != WF_DTYPE_COUNT ? dtype : info.array_dtype);
+    if (info.has_array)
+        return stack_elements(obj, dtype != WF_DTYPE_COUNT ? dtype : mixed_dtype(&info));
     int64_t size = 1;
     for (int i = 0; i < info.ndim; i++)
         size *= info.shape[i];

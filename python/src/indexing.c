@@ -179,8 +179,8 @@ static bool parse_index(PyObject *tuple, const int64_t *shape, int ndim, parsed_
             nconsuming++;
         }
     }
-    if (nconsuming + nnone > ndim) {
-        PyErr_Format(PyExc_IndexError, "too many indices for an array of %d dimensions",
+    if (nconsuming + nnone > ndim) { /* ValueError as in MLX (NumPy raises IndexError) */
+        PyErr_Format(PyExc_ValueError, "too many indices for an array of %d dimensions",
                      ndim - nnone);
         return false;
     }

@@ -1360,8 +1360,9 @@ static PyObject *op_rms_norm(FASTCALL_ARGS)
 static PyObject *op_rope(FASTCALL_ARGS)
 {
     (void)module;
+    /* custom freqs are composed in weft/fast.py */
     static const char *const names[] = {"a",     "dims",   "traditional", "base",
-                                        "scale", "offset", "freqs",       "stream", NULL};
+                                        "scale", "offset", "stream",      NULL};
     op_call call;
     if (!op_begin(&call, "rope", args, nargs, kwnames, names, 1, 6, 1))
         return NULL;
@@ -1369,10 +1370,6 @@ static PyObject *op_rope(FASTCALL_ARGS)
     bool traditional;
     double base, scale;
     wf_array *out = NULL;
-    if (call.given[6] != NULL && call.given[6] != Py_None) {
-        PyErr_SetString(PyExc_NotImplementedError, "rope: custom freqs are not supported yet");
-        return op_end(&call, NULL);
-    }
     if (int_arg(call.given[1], 0, &dims) && bool_arg(call.given[2], false, &traditional) &&
         double_arg(call.given[3], 10000.0, &base) && double_arg(call.given[4], 1.0, &scale) &&
         int_arg(call.given[5], 0, &offset))

@@ -372,10 +372,17 @@ def _arg_scan(a, axis, reverse, inclusive, better, identity, name):
 def vecdot(a, b, /, axis=-1, *, stream=None):
     """The dot product of a and b along axis (broadcast together); a complex a
     is conjugated first (NumPy's vdot, MLX's vecdot)."""
-    a = a if isinstance(a, _core.array) else _core.array(a)
+    a, b = _as_array(a), _as_array(b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("vecdot: inputs must be at least 1-d")
+    ax = axis + a.ndim if axis < 0 else axis
+    if not 0 <= ax < a.ndim or (axis + b.ndim != ax if axis < 0 else axis >= b.ndim):
+        raise ValueError(f"vecdot: axis {axis} is out of bounds for shapes {a.shape} and {b.shape}")
+    if a.shape[ax] != b.shape[axis]:
+        raise ValueError(f"vecdot: a and b differ along axis {axis}: {a.shape} and {b.shape}")
     if a.dtype == _core.complex64:
         a = _core.conjugate(a)
-    return _core.sum(_core.multiply(a, b), axis, stream=stream)
+    return _core.sum(_core.multiply(a, b), ax, stream=stream)
 
 
 def inner(a, b, *, stream=None):

@@ -22,8 +22,41 @@ def rope(a, dims, *, traditional, base, scale, offset, freqs=None, stream=None):
         return _core.concatenate(rows, 0)
     if hasattr(offset, "item"):
         offset = int(offset.item())
+    if freqs is not None:
+        return _rope_with_freqs(a, dims, traditional, scale, offset, freqs)
     return _core._rope(a, dims, traditional, base if base is not None else 10000.0, scale,
-                       offset, freqs, stream=stream)
+                       offset, stream=stream)
+
+
+def _rope_with_freqs(a, dims, traditional, scale, offset, freqs):
+    """RoPE whose pair i turns by position * scale / freqs[i] (MLX's meaning of
+    `freqs`), composed from weft ops in float32 and cast back to a's dtype."""
+    freqs = freqs if isinstance(freqs, _core.array) else _core.array(freqs)
+    if freqs.ndim != 1 or freqs.shape[0] != dims // 2:
+        raise ValueError(f"rope: freqs must have shape ({dims // 2},) for dims={dims}, "
+                         f"got {freqs.shape}")
+    if dims % 2 != 0 or dims > a.shape[-1] or a.ndim < 2:
+        raise ValueError(f"rope: dims={dims} must be even and at most the last axis of an "
+                         f"input of shape {a.shape} (rank 2 or more)")
+    n = a.shape[-2]
+    positions = _core.multiply(_core.arange(offset, offset + n, 1, dtype=_core.float32), scale)
+    theta = _core.multiply(_core.reshape(positions, [n, 1]),
+                           _core.reciprocal(freqs.astype(_core.float32)))
+    cos, sin = _core.cos(theta), _core.sin(theta)
+    x = a.astype(_core.float32)
+    if traditional:
+        x1, x2 = x[..., 0:dims:2], x[..., 1:dims:2]
+    else:
+        x1, x2 = x[..., :dims // 2], x[..., dims // 2:dims]
+    r1 = _core.subtract(_core.multiply(x1, cos), _core.multiply(x2, sin))
+    r2 = _core.add(_core.multiply(x1, sin), _core.multiply(x2, cos))
+    if traditional:  # pairs back in place: (r1[0], r2[0], r1[1], r2[1], ...)
+        rotated = _core.reshape(_core.stack([r1, r2], -1), [*x.shape[:-1], dims])
+    else:
+        rotated = _core.concatenate([r1, r2], -1)
+    if dims < a.shape[-1]:
+        rotated = _core.concatenate([rotated, x[..., dims:]], -1)
+    return rotated.astype(a.dtype)
 
 
 def scaled_dot_product_attention(q, k, v, *, scale, mask=None, sinks=None, stream=None):

@@ -66,6 +66,11 @@ static wf_array *take_node(wf_array *a, wf_array *indices, wf_array *unused, int
     if (wf__normalize_axis("wf_take", axis, a->ndim, &p.axis) != WF_OK ||
         !check_index_dtype("wf_take", indices))
         return NULL;
+    if (a->shape[p.axis] == 0 && indices->size > 0) {
+        wf__error(WF_ERR_SHAPE, "wf_take: cannot take %lld indices from axis %d of size 0",
+                  (long long)indices->size, p.axis);
+        return NULL;
+    }
     wf_array *inputs[2] = {a, indices};
     return wf__node_new(&wf__prim_take, &p, inputs, 2);
 }

@@ -186,6 +186,8 @@ static wf_array *op_put_along_axis(wf_array *a, wf_array *indices, wf_array *val
                   wf__shape_str(a->shape, a->ndim, s1, sizeof s1));
         return NULL;
     }
+    if (a->size == 0) /* nothing to put into (MLX's rule: indices are not read) */
+        return wf__array_incref(a);
     const int r = a->ndim;
     int64_t ishape[WF_MAX_NDIM];
     for (int d = 0; d < r; d++) {

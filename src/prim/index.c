@@ -115,8 +115,6 @@ static wf_status infer_scatter_add(const void *params, const wf_desc *inputs, in
     wf_status st = check_axis("wf_scatter_add", p->axis, a);
     if (st == WF_OK)
         st = check_indices("wf_scatter_add", idx);
-    if (st == WF_OK) /* no complex accumulation yet */
-        st = wf__reject_complex("wf_scatter_add", a->dtype);
     if (st != WF_OK)
         return st;
     char s0[256], s1[256];

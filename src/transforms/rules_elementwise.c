@@ -157,6 +157,17 @@ static wf_status jvp_unary(wf_array *node, wf_array *const *t, wf_array **out)
     return wf__rule_result(*out);
 }
 
+/* |z| of a complex z is not holomorphic: its jvp is Re(conj(sign(z)) t)
+ * (for a real x, sign(x) t as for the other unary functions). */
+static wf_status jvp_abs(wf_array *node, wf_array *const *t, wf_array **out)
+{
+    wf_array *x = node->inputs[0];
+    if (x->dtype != WF_DTYPE_C64)
+        return jvp_unary(node, t, out);
+    *out = wf_real(mul(wf_conjugate(wf_sign(x)), t[0]));
+    return wf__rule_result(*out);
+}
+
 /* ---------------------------------------------------------------- astype */
 
 static wf_status vjp_astype(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
@@ -190,11 +201,12 @@ static wf_status jvp_add(wf_array *node, wf_array *const *t, wf_array **out)
     return wf__rule_result(*out);
 }
 
-/* complex64 parts, with MLX's convention (cotangents are not conjugated:
- * the vjp of a product z * w with respect to z is ct * w): real(z)'s
- * cotangent ct goes back as ct + 0i (the engine's cast), imag(z)'s as
- * -i ct, conjugate's as its conjugate, and complex(re, im)'s ct as
- * (real(ct), -imag(ct)). */
+/* complex64 parts. real(z) and imag(z) have real outputs, so their rules
+ * are written in the adjoint convention (see transforms/vjp.c): real(z)'s
+ * cotangent ct goes back as ct + 0i (the engine's cast), imag(z)'s as i ct.
+ * conjugate's and complex(re, im)'s outputs are complex: their rules are
+ * transposes (ct -> conj(ct); ct -> (real(ct), -imag(ct))), which the
+ * engine's adjoint turns into conj(ct) and (real(ct), imag(ct)). */
 static wf_status vjp_real(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
 {
     (void)node;
@@ -207,7 +219,7 @@ static wf_status vjp_imag(wf_array *node, wf_array *ct, const bool *wanted, wf_a
 {
     (void)node;
     (void)wanted;
-    cts[0] = wf_complex(wf_zeros_like(ct), wf_negative(ct));
+    cts[0] = wf_complex(wf_zeros_like(ct), ct);
     return wf__rule_result(cts[0]);
 }
 
@@ -366,7 +378,7 @@ static wf_status jvp_clip(wf_array *node, wf_array *const *t, wf_array **out)
 
 const wf_prim_rules wf__rules_elementwise[] = {
     UNARY_DIFF(wf__prim_negative),
-    UNARY_DIFF(wf__prim_abs),
+    {&wf__prim_abs, WF_RULES_DIFFERENTIABLE, vjp_unary, jvp_abs, wf__rule_vmap_elementwise},
     UNARY_DIFF(wf__prim_exp),
     UNARY_DIFF(wf__prim_expm1),
     UNARY_DIFF(wf__prim_log),

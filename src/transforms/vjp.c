@@ -20,6 +20,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/scope.h"
+#include "prim/custom.h"
 #include "prim/prims.h"
 #include "transforms/graph.h"
 #include "transforms/rules.h"
@@ -62,6 +63,31 @@ static wf_status unsupported(const char *op, const wf_array *node)
                      node->prim->name);
 }
 
+/* The rules are written as the transpose of the jvp: J^T ct, with no
+ * conjugation. Through a node with a complex output the engine applies the
+ * adjoint instead, conj(J^T conj(ct)) = J^H ct, which is MLX's (and
+ * PyTorch's) convention: the gradient of |z|^2 is 2z, the vjp of exp(z) is
+ * ct * conj(exp(z)). Real-output rules of complex inputs (real, imag, abs)
+ * are written in that convention directly; a custom function's rule is the
+ * user's and is taken as it is. */
+static bool adjoint_vjp(const wf_array *node)
+{
+    return node->dtype == WF_DTYPE_C64 && node->prim != &wf__prim_custom;
+}
+
+static wf_status vjp_adjoint(const wf_prim_rules *rules, wf_array *node, wf_array *ct,
+                             const bool *wanted, wf_array **cts)
+{
+    wf_array *ct_conj = wf_conjugate(ct);
+    if (!ct_conj)
+        return wf_last_error();
+    wf_status st = rules->vjp(node, ct_conj, wanted, cts);
+    for (int i = 0; i < node->ninputs && st == WF_OK; i++)
+        if (wanted[i] && cts[i] && !(cts[i] = wf_conjugate(cts[i])))
+            st = wf_last_error();
+    return st;
+}
+
 /* Pulls the cotangent of `e` back through its node. */
 static wf_status pull_back(const char *op, wf_graph *g, wf_graph_entry *e)
 {
@@ -83,7 +109,8 @@ static wf_status pull_back(const char *op, wf_graph *g, wf_graph_entry *e)
     const wf_prim_rules *rules = wf__rules_find(node->prim);
     if (!rules || !rules->vjp)
         return unsupported(op, node);
-    wf_status st = rules->vjp(node, e->value, wanted, cts);
+    wf_status st = adjoint_vjp(node) ? vjp_adjoint(rules, node, e->value, wanted, cts)
+                                     : rules->vjp(node, e->value, wanted, cts);
     for (int i = 0; i < node->ninputs && st == WF_OK; i++)
         if (wanted[i] && cts[i])
             st = accumulate(wf__graph_find(g, node->inputs[i]), cts[i]);

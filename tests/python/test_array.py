@@ -117,8 +117,12 @@ def test_in_place_operators_keep_identity():
     assert a.tolist() == [4.0, 6.0]
     assert shared.tolist() == [1.0, 2.0]  # values are immutable
     i = mx.array([1, 2])
-    i += 1.5  # keeps int32, as MLX does
-    assert i.dtype == mx.int32
+    i += 1.5  # promotes, as MLX does: the result's dtype replaces the old one
+    assert i.dtype == mx.float32 and i.tolist() == [2.5, 3.5]
+    with pytest.raises(ValueError):  # except /= of an integer array (MLX's rule)
+        j = mx.array([1])
+        j /= 1
+    assert mx.array([1.0]).__itruediv__(2).tolist() == [0.5]
 
 
 def test_basic_indexing_matches_numpy():
@@ -130,7 +134,7 @@ def test_basic_indexing_matches_numpy():
         np.testing.assert_array_equal(np.array(a[index]), x[index], err_msg=str(index))
     with pytest.raises(IndexError):
         a[3]
-    with pytest.raises(IndexError):
+    with pytest.raises(ValueError):  # MLX raises ValueError here (NumPy IndexError)
         a[0, 0, 0, 0]
     with pytest.raises(IndexError):
         a[..., ...]

@@ -91,9 +91,9 @@ def test_complex_matmul_transposed_views_and_grad():
     got = mx.matmul(mx.array(a).T, mx.array(b).T)
     np.testing.assert_allclose(np.array(got), a.T @ b.T, rtol=1e-4, atol=1e-4)
     c = cplx(5, 4)
-    # MLX's convention: the cotangent is not conjugated, so d/da = ones @ c.T
+    # MLX's convention (the adjoint, as PyTorch): d/da = ones @ conj(c).T
     g = mx.grad(lambda x: mx.real(mx.sum(x @ mx.array(c))))(mx.array(a))
-    np.testing.assert_allclose(np.array(g), np.ones((6, 4)) @ c.T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.array(g), np.ones((6, 4)) @ c.conj().T, rtol=1e-4, atol=1e-4)
 
 
 def test_complex_rejections_are_value_errors():

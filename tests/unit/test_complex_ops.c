@@ -456,8 +456,9 @@ static void test_matmul(void)
     CHECK_OK(wf__gemm_isa_set(-1));
 }
 
-/* d/dA of real(sum(A @ B)) with MLX's convention (cotangent 1 + 0i, not
- * conjugated): ones(m, n) @ B^T, that is each row of B summed. */
+/* d/dA of real(sum(A @ B)) with MLX's convention (the adjoint: cotangent
+ * 1 + 0i, then ct @ B^H): ones(m, n) @ conj(B)^T, that is each row of B
+ * summed and conjugated. */
 static wf_status product_body(void *payload, wf_array *const *in, size_t nin, wf_array **out,
                               size_t *nout)
 {
@@ -484,7 +485,7 @@ static void test_matmul_gradient(void)
     if (CHECK_OK(wf_fn_call(g, in, 2, grad, &n)) && read_c64(grad[0], got, 6))
         for (int i = 0; i < 2; i++)
             for (int t = 0; t < 3; t++)
-                near_c(got + 2 * (i * 3 + t), at(b, t * 2) + at(b, t * 2 + 1), 1e-6, "dA",
+                near_c(got + 2 * (i * 3 + t), conj(at(b, t * 2) + at(b, t * 2 + 1)), 1e-6, "dA",
                        i * 3 + t);
     wf_fn_release(g);
     wf_fn_release(f);

@@ -587,15 +587,18 @@ static void test_data_movement_every_dtype(void)
     CHECK_NOT_NULL(t);
     CHECK_STATUS(wf_eval(&t, 1), WF_ERR_INVALID_ARGUMENT);
     wf_clear_error();
-    /* scatter_add of int8 wraps; of complex64 is an error */
+    /* scatter_add of int8 wraps; of complex64 adds the parts */
     const int8_t base[2] = {120, -120}, upd[3] = {10, 10, -10};
     const uint32_t where[3] = {0, 0, 1};
     const int8_t sc[2] = {-116, 126};
     check_bytes(wf_scatter_add(arr(base, 2, WF_DTYPE_I8), arr(where, 3, WF_DTYPE_U32),
                                arr(upd, 3, WF_DTYPE_I8), 0),
                 WF_DTYPE_I8, sc, 2, "scatter_add i8");
-    wf_array *z = wf_zeros((int64_t[]){1}, 1, WF_DTYPE_C64);
-    check_dtype_error(wf_scatter_add(z, arr(where, 1, WF_DTYPE_U32), z, 0), "complex64");
+    const float cbase[4] = {1, 2, -3, 4}, cupd[6] = {0.5f, -1, 2, 8, 10, 0.25f};
+    const float csum[4] = {3.5f, 9, 7, 4.25f};
+    check_bytes(wf_scatter_add(arr(cbase, 2, WF_DTYPE_C64), arr(where, 3, WF_DTYPE_U32),
+                               arr(cupd, 3, WF_DTYPE_C64), 0),
+                WF_DTYPE_C64, csum, 2, "scatter_add c64");
     wf_scope_end();
 }
 
@@ -1002,8 +1005,8 @@ static void test_complex_functions(void)
     wf_scope_end();
 }
 
-/* d/dz of real(z * conj(z)) = |z|^2 with MLX's convention (cotangents not
- * conjugated): 2 conj(z). And of real(w * z) with respect to the real and
+/* d/dz of real(z * conj(z)) = |z|^2 with MLX's convention (the adjoint,
+ * as PyTorch): 2 z. And of real(w * z) with respect to the real and
  * imaginary parts building z = complex(re, im). */
 static wf_status abs2_body(void *payload, wf_array *const *in, size_t nin, wf_array **out,
                            size_t *nout)
@@ -1047,7 +1050,7 @@ static void test_complex_gradients(void)
     if (n == 1 && read_c64(out[0], got, 2))
         for (int i = 0; i < 2; i++) {
             CHECK_NEAR(got[2 * i], 2 * z[2 * i], 1e-6);
-            CHECK_NEAR(got[2 * i + 1], -2 * z[2 * i + 1], 1e-6);
+            CHECK_NEAR(got[2 * i + 1], 2 * z[2 * i + 1], 1e-6);
         }
     wf_fn *h = wf_fn_new(parts_body, NULL, NULL);
     wf_fn *gh = wf_grad(h, (int[]){0, 1}, 2);

@@ -244,9 +244,8 @@ static inline uint8_t mul_bool(uint8_t a, uint8_t b) { return (uint8_t)(b01(a) &
 #define WRAP_I64(v) wf__cpu_wrap_i64((uint64_t)(v))
 
 /* Integer power by repeated squaring, wrapping. A negative exponent gives 0
- * (the truncated value of 1 / a^-b), except for bases 1 (gives 1) and -1
- * (gives +-1 by the exponent's parity); NumPy raises an error there, MLX
- * returns these values. 0^0 is 1. Bool: a^b is a or not b. */
+ * for every base, as MLX does (NumPy raises an error there). 0^0 is 1.
+ * Bool: a^b is a or not b. */
 static inline uint64_t ipow_u64(uint64_t base, uint64_t exponent)
 {
     uint64_t r = 1;
@@ -343,7 +342,7 @@ UINT_OPS(uint64_t, u64)
     static inline T pow_##SFX(T a, T b)                                                 \
     {                                                                                   \
         if (b < 0)                                                                      \
-            return a == 1 ? 1 : a == -1 ? (((UT)b & 1u) ? -1 : 1) : 0;                  \
+            return 0;                                                                   \
         return WRAP(ipow_u64((uint64_t)(UT)a, (uint64_t)b));                            \
     }                                                                                   \
     static inline T floordiv_##SFX(T a, T b)                                            \

@@ -399,7 +399,7 @@ static void scatter_chunk(void *arg, int64_t begin, int64_t end)
         case WF_DTYPE_U16: scatter_u16(job, o, g, c0, c1); break;
         case WF_DTYPE_U32: scatter_u32(job, o, g, c0, c1); break;
         case WF_DTYPE_U64: scatter_u64(job, o, g, c0, c1); break;
-        default: scatter_f64(job, o, g, c0, c1); break; /* complex64 is rejected */
+        default: scatter_f64(job, o, g, c0, c1); break; /* complex64 runs as float32 pairs */
         }
     }
 }
@@ -493,8 +493,12 @@ wf_status wf__cpu_scatter_add(wf_array *out, wf_array *const *inputs, int ninput
     job.inner = 1;
     for (int d = axis + 1; d < a->ndim; d++)
         job.inner *= a->shape[d];
-    job.ntiles = (job.inner + SCATTER_TILE - 1) / SCATTER_TILE;
     const int64_t outer = a->size / (dim * job.inner);
+    if (a->dtype == WF_DTYPE_C64) { /* complex sums add the float32 parts */
+        job.dtype = WF_DTYPE_F32;
+        job.inner *= 2;
+    }
+    job.ntiles = (job.inner + SCATTER_TILE - 1) / SCATTER_TILE;
     const int64_t per_item = (n / ngroups + 1) * (job.inner < SCATTER_TILE ? job.inner : SCATTER_TILE);
     const int64_t min_chunk = per_item >= WF_CPU_CHUNK_CHEAP ? 1 : WF_CPU_CHUNK_CHEAP / per_item;
     wf__parallel_for(outer * ngroups * job.ntiles, min_chunk, scatter_chunk, &job);
