@@ -702,6 +702,12 @@ wf_array *wf_argpartition(wf_array *a, int64_t kth, int axis);
 wf_array *wf_topk(wf_array *a, int64_t k, int axis);
 /* The indices of wf_topk's elements, in its order (for sampling). */
 wf_array *wf_argtopk(wf_array *a, int64_t k, int axis);
+/* For each element of `values`, where it would go in the 1-d ascending
+ * `sorted` to keep it sorted: the first position whose element is not less
+ * than it (`right` false: NumPy's side='left') or greater than it (`right`
+ * true). Both are promoted to one dtype first (not complex); NaN orders after
+ * every number, as in wf_sort. uint32 with the shape of `values`. */
+wf_array *wf_searchsorted(wf_array *sorted, wf_array *values, bool right);
 
 /* ---- cumulative max / min / logsumexp: `reverse` and `inclusive` as in
  * wf_cumsum; an exclusive scan starts at the dtype's lowest value (-inf

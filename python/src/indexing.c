@@ -169,7 +169,7 @@ static bool parse_index(PyObject *tuple, const int64_t *shape, int ndim, parsed_
         PyObject *item = PyTuple_GET_ITEM(tuple, i);
         if (item == Py_Ellipsis) {
             if (seen_ellipsis) {
-                PyErr_SetString(PyExc_IndexError, "an index can only have a single ellipsis");
+                PyErr_SetString(PyExc_ValueError, "an index can only have a single ellipsis");
                 return false;
             }
             seen_ellipsis = true;
@@ -450,14 +450,12 @@ static wf_array *scatter_advanced(wf_array *a, PyObject *tuple, wf_array *update
     wf_array *cast = NULL, *written = NULL;
     wf_array *indices[WF_MAX_NDIM];
     int nindices = 0, axes[WF_MAX_NDIM];
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++)
-        if (PyTuple_GET_ITEM(tuple, i) == Py_None) {
-            wf_release(selected);
-            PyErr_SetString(PyExc_NotImplementedError,
-                            "assignment through integer arrays together with None");
-            return NULL;
-        }
-    if (!parse_index(tuple, wf_array_shape(a), wf_array_ndim(a), &p)) {
+    /* None entries become full slices of size-1 axes inserted into a (they
+     * keep their place in NumPy's adjacency rule), removed again at the end. */
+    bool expanded = false;
+    wf_array *x = expand_for_none(a, tuple, &expanded);
+    if (x == NULL || !parse_index(tuple, wf_array_shape(x), wf_array_ndim(x), &p)) {
+        wf_release(x);
         wf_release(selected);
         return NULL;
     }
@@ -468,7 +466,7 @@ static wf_array *scatter_advanced(wf_array *a, PyObject *tuple, wf_array *update
         const index_item *item = &p.items[i];
         const bool sliced = item->kind == ITEM_SLICE;
         starts[i] = sliced ? item->start : 0;
-        stops[i] = sliced ? item->stop : wf_array_shape(a)[i];
+        stops[i] = sliced ? item->stop : wf_array_shape(x)[i];
         steps[i] = sliced ? item->step : 1;
         if (!sliced) {
             indices[nindices] = item->kind == ITEM_ARRAY
@@ -477,13 +475,13 @@ static wf_array *scatter_advanced(wf_array *a, PyObject *tuple, wf_array *update
             axes[nindices++] = i;
         }
     }
-    region = wf_slice(a, starts, stops, steps);
+    region = wf_slice(x, starts, stops, steps);
     if (region == NULL)
         goto done;
     /* The update, shaped like a[index], rearranged to I + S: the index
      * shape first (NumPy put it in place when the axes are adjacent), then
      * the region's shape with 1 on the indexed axes. */
-    cast = wf_astype(update, wf_array_dtype(a));
+    cast = wf_astype(update, wf_array_dtype(x));
     spread = wf_broadcast_to(cast, wf_array_shape(selected), wf_array_ndim(selected));
     if (spread == NULL)
         goto done;
@@ -522,16 +520,21 @@ static wf_array *scatter_advanced(wf_array *a, PyObject *tuple, wf_array *update
     if (written != NULL) {
         bool whole = true;
         for (int i = 0; i < ndim; i++)
-            whole &= starts[i] == 0 && stops[i] == wf_array_shape(a)[i] && steps[i] == 1;
+            whole &= starts[i] == 0 && stops[i] == wf_array_shape(x)[i] && steps[i] == 1;
         out = whole ? wf_retain_unscoped(written)
-                    : wf_slice_update(a, written, starts, stops, steps);
+                    : wf_slice_update(x, written, starts, stops, steps);
+    }
+    if (out != NULL && expanded) {
+        wf_array *back = wf_reshape(out, wf_array_shape(a), wf_array_ndim(a));
+        wf_release(out);
+        out = back;
     }
 done:
     if (out == NULL && !PyErr_Occurred())
         weftpy_raise_weft_error();
     for (int i = 0; i < nindices; i++)
         wf_release(indices[i]);
-    wf_array *temps[] = {region, cast, spread, arranged, shaped, written, selected};
+    wf_array *temps[] = {region, cast, spread, arranged, shaped, written, selected, x};
     for (size_t i = 0; i < sizeof temps / sizeof temps[0]; i++)
         wf_release(temps[i]);
     parsed_index_clear(&p);

@@ -566,6 +566,26 @@ static PyObject *op_topk(FASTCALL_ARGS)
     return select_like(module, args, nargs, kwnames, "topk", "k", wf_topk);
 }
 
+/* searchsorted(a, v, side="left"): positions in the 1-d sorted a. */
+static PyObject *op_searchsorted(FASTCALL_ARGS)
+{
+    (void)module;
+    static const char *const names[] = {"a", "v", "side", "stream", NULL};
+    op_call call;
+    if (!op_begin(&call, "searchsorted", args, nargs, kwnames, names, 2, 2, 2))
+        return NULL;
+    PyObject *side = call.given[2];
+    const bool right = side != NULL && PyUnicode_Check(side) &&
+                       PyUnicode_CompareWithASCIIString(side, "right") == 0;
+    if (side != NULL && !right &&
+        !(PyUnicode_Check(side) && PyUnicode_CompareWithASCIIString(side, "left") == 0)) {
+        PyErr_Format(PyExc_ValueError, "searchsorted: side must be 'left' or 'right', not %R",
+                     side);
+        return op_end(&call, NULL);
+    }
+    return op_end(&call, wf_searchsorted(call.arrays[0], call.arrays[1], right));
+}
+
 static PyObject *op_view(FASTCALL_ARGS)
 {
     (void)module;
@@ -1448,6 +1468,7 @@ static PyMethodDef op_methods[] = {
     OP("partition", op_partition, "partition(a, kth, axis=-1)"),
     OP("argpartition", op_argpartition, "argpartition(a, kth, axis=-1)"),
     OP("topk", op_topk, "topk(a, k, axis=-1): the k largest values"),
+    OP("searchsorted", op_searchsorted, "searchsorted(a, v, side='left'): insertion positions"),
     OP("view", op_view, "view(a, dtype): the same bytes as another dtype"),
     OP("softmax", op_softmax, "softmax(a, axis=None, precise=False)"),
     OP("reshape", op_reshape, "reshape(a, shape)"),

@@ -15,7 +15,8 @@ from . import _core
 from ._core import (  # noqa: F401
     argpartition, argsort, bitwise_and, bitwise_invert, bitwise_or, bitwise_xor, conjugate,
     conv1d, conv2d, conv3d, conv_general, conv_transpose1d, conv_transpose2d, conv_transpose3d,
-    cummax, cummin, imag, left_shift, logcumsumexp, partition, real, right_shift, sort, topk, view,
+    cummax, cummin, imag, left_shift, logcumsumexp, partition, real, right_shift, searchsorted,
+    sort, topk, view,
     to_fp8, from_fp8, dequantize, gather_qmm, quantize, quantized_matmul,
     Device, Dtype, Stream, custom_kernel, get_compile_wait_timeout, set_compile_wait_timeout, abs, add, addmm, all, any, arange, arccos, arcsin, arctan, arctan2,
     argmax, argmin, bfloat16, bool_, broadcast_to, ceil, clear_cache, clip, concatenate, cos,
@@ -396,10 +397,22 @@ def dstack(arrays, *, stream=None):
 
 
 def einsum(subscripts, *operands, stream=None):
-    """einsum over weft ops: transposes, broadcasts, products and sums."""
+    """einsum over weft ops along a greedy contraction path, each pair
+    contracted as one batched matmul (see einsum_path)."""
     from ._einsum import einsum as _einsum
 
-    return _einsum(subscripts, *operands)
+    if stream is None:
+        return _einsum(subscripts, *operands)
+    with StreamContext(stream):
+        return _einsum(subscripts, *operands)
+
+
+def einsum_path(subscripts, *operands):
+    """(path, report): the order in which einsum contracts the operands, as
+    mlx.core.einsum_path and NumPy's greedy einsum_path."""
+    from ._einsum import einsum_path as _einsum_path
+
+    return _einsum_path(subscripts, *operands)
 
 
 

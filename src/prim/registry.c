@@ -15,6 +15,7 @@
 #include "prim/scatter.h"
 #include "prim/shape.h"
 #include "prim/quantized.h"
+#include "prim/search.h"
 #include "prim/sort.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
@@ -59,7 +60,7 @@ static const wf_prim_def *const all_prims[] = {
     /* sort family and the extra scans */
     &wf__prim_sort, &wf__prim_argsort, &wf__prim_partition, &wf__prim_argpartition,
     &wf__prim_topk, &wf__prim_argtopk, &wf__prim_cummax, &wf__prim_cummin,
-    &wf__prim_logcumsumexp,
+    &wf__prim_logcumsumexp, &wf__prim_searchsorted,
     /* convolution */
     &wf__prim_conv_general,
     /* collectives */

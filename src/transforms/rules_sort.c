@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "prim/search.h"
 #include "prim/sort.h"
 #include "transforms/rules.h"
 
@@ -209,6 +210,23 @@ static wf_status vmap_scan_extra(wf_array *node, wf_array *const *in, const int 
     return wf__rule_result(*out);
 }
 
+/* ---------------------------------------------------------------- searchsorted */
+
+/* Positions are integers (zero rules). Batched values search the same
+ * sequence as they are; a batched sequence would need one search per batch
+ * entry, which MLX refuses too. */
+static wf_status vmap_searchsorted(wf_array *node, wf_array *const *in, const int *axes,
+                                   int64_t batch, wf_array **out, int *out_axis)
+{
+    (void)batch;
+    if (axes[0] >= 0)
+        return wf__error(WF_ERR_INVALID_ARGUMENT,
+                         "wf_searchsorted: cannot vmap over the sorted sequence");
+    *out = wf__rule_rebuild(node, in);
+    *out_axis = axes[1];
+    return wf__rule_result(*out);
+}
+
 /* ---------------------------------------------------------------- table */
 
 const wf_prim_rules wf__rules_sort[] = {
@@ -227,6 +245,8 @@ const wf_prim_rules wf__rules_sort[] = {
      vmap_scan_extra},
     {&wf__prim_logcumsumexp, WF_RULES_DIFFERENTIABLE, vjp_logcumsumexp, jvp_logcumsumexp,
      vmap_scan_extra},
+    {&wf__prim_searchsorted, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero, wf__rule_jvp_zero,
+     vmap_searchsorted},
 };
 
 const size_t wf__rules_sort_count = sizeof wf__rules_sort / sizeof wf__rules_sort[0];

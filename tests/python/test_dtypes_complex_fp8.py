@@ -186,3 +186,38 @@ def test_int8_maximum_minimum_every_pair():
     b = np.tile(np.arange(-128, 128, dtype=np.int8), 256)
     assert np.array_equal(np.array(mx.maximum(mx.array(a), mx.array(b))), np.maximum(a, b))
     assert np.array_equal(np.array(mx.minimum(mx.array(a), mx.array(b))), np.minimum(a, b))
+
+
+def test_complex_vjps_equal_mlx():
+    """The adjoint convention, checked against MLX itself where it is installed."""
+    mlx = pytest.importorskip("mlx.core")
+    rng = np.random.default_rng(3)
+    z = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(np.complex64)
+    w = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(np.complex64)
+    ct = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(np.complex64)
+    unary = ["exp", "log", "sqrt", "sin", "cos", "tanh", "square", "reciprocal", "conj",
+             "negative", "sinh", "cosh"]
+    for name in unary:
+        got = mx.vjp(getattr(mx, name), [mx.array(z)], [mx.array(ct)])[1][0]
+        want = mlx.vjp(getattr(mlx, name), [mlx.array(z)], [mlx.array(ct)])[1][0]
+        np.testing.assert_allclose(np.array(got), np.array(want), rtol=2e-4, atol=2e-5,
+                                   err_msg=name)
+    for name in ["multiply", "divide", "add", "subtract"]:
+        got = mx.vjp(getattr(mx, name), [mx.array(z), mx.array(w)], [mx.array(ct)])[1]
+        want = mlx.vjp(getattr(mlx, name), [mlx.array(z), mlx.array(w)], [mlx.array(ct)])[1]
+        for g, h in zip(got, want):
+            np.testing.assert_allclose(np.array(g), np.array(h), rtol=2e-4, atol=2e-5,
+                                       err_msg=name)
+    for name in ["real", "imag", "abs"]:
+        real_ct = ct.real.copy()
+        got = mx.vjp(getattr(mx, name), [mx.array(z)], [mx.array(real_ct)])[1][0]
+        want = mlx.vjp(getattr(mlx, name), [mlx.array(z)], [mlx.array(real_ct)])[1][0]
+        np.testing.assert_allclose(np.array(got), np.array(want), rtol=2e-4, atol=2e-5,
+                                   err_msg=name)
+    a, b, g_out = z.T.copy(), w[:, :3].copy(), ct.T[:, :3].copy()  # (4, 3) @ (3, 3)
+    got = mx.vjp(mx.matmul, [mx.array(a), mx.array(b)], [mx.array(g_out)])[1]
+    want = mlx.vjp(mlx.matmul, [mlx.array(a), mlx.array(b)], [mlx.array(g_out)])[1]
+    for g, h in zip(got, want):
+        np.testing.assert_allclose(np.array(g), np.array(h), rtol=2e-4, atol=2e-5)
+    loss = lambda x: mx.real(mx.sum(x * mx.conj(x)))
+    np.testing.assert_allclose(np.array(mx.grad(loss)(mx.array(z))), 2 * z, rtol=1e-5)

@@ -14,6 +14,7 @@
 #include "backend/cpu/random.h"
 #include "backend/cpu/reduce.h"
 #include "backend/cpu/scatter.h"
+#include "backend/cpu/search.h"
 #include "backend/cpu/vmath.h"
 #include "prim/binary.h"
 #include "prim/conv.h"
@@ -27,6 +28,7 @@
 #include "prim/scatter.h"
 #include "prim/shape.h"
 #include "prim/quantized.h"
+#include "prim/search.h"
 #include "prim/sort.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
@@ -136,6 +138,7 @@ void wf__cpu_register_kernels(void)
     attach(&wf__prim_cummax, wf__cpu_scan_extra);
     attach(&wf__prim_cummin, wf__cpu_scan_extra);
     attach(&wf__prim_logcumsumexp, wf__cpu_scan_extra);
+    attach(&wf__prim_searchsorted, wf__cpu_searchsorted);
     /* convolution */
     attach(&wf__prim_conv_general, wf__cpu_conv_general);
     wf__cpu_register_collectives();
