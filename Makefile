@@ -12,6 +12,7 @@
 #                   into the venv and run tests/python (make test also runs them under ASan)
 #   make demo       build and run the demo (or the examples)
 #   make distributed-example  data-parallel training with mpirun on 1, 2 and 4 processes
+#   make distributed-large    collectives of more than 2 GiB per call on 2 ranks (~5 GB each)
 #                   (loss curves checked against one process), then its step-time bench
 #   make faults     every injection point of tests/unit/test_fault_injection.c (release and
 #                   ASan; `make test` runs a sample) and scripts/check-fallible.sh
@@ -45,7 +46,7 @@ cmake_flags_tsan    := -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=thread -DWEFT_BU
 CMAKE_BUILD := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build
 
 .PHONY: all deps py-venv py-test build-release build-asan build-tsan test test-release test-asan \
-        test-tsan demo distributed-example bench bench-programs install clean faults fuzz \
+        test-tsan demo distributed-example distributed-large bench bench-programs install clean faults fuzz \
         coverage
 
 all: build-release
@@ -163,6 +164,11 @@ distributed-example: build-release
 	$(MPIRUN) -np 4 $(BUILD)/release/distributed_train
 	$(MPIRUN) -np 2 $(BUILD)/release/distributed_train --bench
 	$(MPIRUN) -np 4 $(BUILD)/release/distributed_train --bench
+
+# Collectives of more than 2 GiB (INT_MAX bytes) per call on 2 ranks: about
+# 5 GB of memory per rank, a minute or more; not part of make test.
+distributed-large: build-release
+	/usr/bin/time -v $(BUILD)/release/test_distributed --over-2-gib
 
 # The side-by-side suite of issue 14: builds, installs the peers (NumPy, JAX,
 # MLX) into build/bench-venv, runs bench/run_all.py, which writes
