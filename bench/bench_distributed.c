@@ -11,7 +11,9 @@
  * Each size runs `rounds` rounds, each timing weft then MPI (or MPI then
  * weft, alternating) over the same number of calls; the table gives the
  * median time of each and the median, least and greatest of the rounds'
- * ratios. The first line per rank count is the fixed cost of a call.
+ * ratios, and the median CPU time per call of rank 0 (all its threads: on a
+ * loaded machine, the work done rather than the wait for a core). The
+ * first line per rank count is the fixed cost of a call.
  *
  * weft's all_sum exchanges a header, moves blocks in pipelined pieces with
  * nonblocking point-to-point messages, adds them in rank order itself and
@@ -60,6 +62,16 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The CPU time (all of this rank's threads) per call of the last round timed. */
+static double last_cpu;
+
 static int iterations_for(size_t bytes)
 {
     const size_t budget = (size_t)16 << 20; /* about 16 MB moved per round */
@@ -81,18 +93,20 @@ static void eval_all_sum(wf_group *g, wf_array *x)
 static double time_weft(wf_group *g, wf_array *x, int iterations)
 {
     mpi.Barrier(mpi.world);
-    const double start = now();
+    const double start = now(), cpu = cpu_now();
     for (int i = 0; i < iterations; i++)
         eval_all_sum(g, x);
+    last_cpu = (cpu_now() - cpu) / iterations;
     return (now() - start) / iterations;
 }
 
 static double time_mpi(const float *in, float *out, int count, int iterations)
 {
     mpi.Barrier(mpi.world);
-    const double start = now();
+    const double start = now(), cpu = cpu_now();
     for (int i = 0; i < iterations; i++)
         mpi.Allreduce(in, out, count, mpi.float32, mpi.sum, mpi.world);
+    last_cpu = (cpu_now() - cpu) / iterations;
     return (now() - start) / iterations;
 }
 
@@ -146,9 +160,10 @@ static int run_rank(void)
     if (rank == 0)
         printf("%d ranks: fixed cost per call, median of %d rounds: weft all_sum of 1 float "
                "%.1f us, its header exchange alone (MPI_Allgather of 8 KB frames) %.1f us\n"
-               "%d ranks %10s %10s %10s %9s %9s %7s %13s\n",
+               "%d ranks %10s %10s %10s %9s %9s %7s %13s %9s %9s\n",
                size, rounds, median(fixed, rounds) * 1e6, median(header, rounds) * 1e6, size,
-               "bytes", "weft us", "MPI us", "weft GB/s", "MPI GB/s", "ratio", "ratio min-max");
+               "bytes", "weft us", "MPI us", "weft GB/s", "MPI GB/s", "ratio", "ratio min-max",
+               "weft cpu", "MPI cpu");
     wf_release(one);
     free(frames);
     for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
@@ -162,22 +177,29 @@ static int run_rank(void)
         time_weft(g, x, 1); /* warm up both */
         time_mpi(in, out, count, 1);
         double weft[MAX_ROUNDS], plain[MAX_ROUNDS], ratio[MAX_ROUNDS];
+        double weft_cpu[MAX_ROUNDS], plain_cpu[MAX_ROUNDS];
         for (int round = 0; round < rounds; round++) { /* interleaved, order alternating */
             if (round % 2) {
                 plain[round] = time_mpi(in, out, count, iterations);
+                plain_cpu[round] = last_cpu;
                 weft[round] = time_weft(g, x, iterations);
+                weft_cpu[round] = last_cpu;
             } else {
                 weft[round] = time_weft(g, x, iterations);
+                weft_cpu[round] = last_cpu;
                 plain[round] = time_mpi(in, out, count, iterations);
+                plain_cpu[round] = last_cpu;
             }
             ratio[round] = plain[round] / weft[round];
         }
         const double w = median(weft, rounds), m = median(plain, rounds);
+        const double wc = median(weft_cpu, rounds), mc = median(plain_cpu, rounds);
         const double r = median(ratio, rounds); /* sorts ratio: [0] min, [rounds-1] max */
         if (rank == 0) /* bus bandwidth as nccl-tests count it: 2 (n-1)/n bytes */
-            printf("%d ranks %10zu %10.1f %10.1f %9.2f %9.2f %7.2f %6.2f-%-6.2f\n", size, bytes,
-                   w * 1e6, m * 1e6, 2.0 * (size - 1) / size * bytes / w / 1e9,
-                   2.0 * (size - 1) / size * bytes / m / 1e9, r, ratio[0], ratio[rounds - 1]);
+            printf("%d ranks %10zu %10.1f %10.1f %9.2f %9.2f %7.2f %6.2f-%-6.2f %9.1f %9.1f\n", size,
+                   bytes, w * 1e6, m * 1e6, 2.0 * (size - 1) / size * bytes / w / 1e9,
+                   2.0 * (size - 1) / size * bytes / m / 1e9, r, ratio[0], ratio[rounds - 1],
+                   wc * 1e6, mc * 1e6);
         fflush(stdout);
         wf_release(x);
         free(in);

@@ -183,19 +183,19 @@ static const unsigned char *frame_payload(const unsigned char *frames, int rank)
  * (integers wrap; float16/bfloat16 round after each step; NaN propagates
  * through max and min; bool: or, or, and). */
 #define SUM_LOOP(T)                                                                         \
-    static void sum_##T(T *d, const T *s, int64_t n)                                        \
+    static void sum_##T(T *restrict d, const T *restrict s, int64_t n)                      \
     {                                                                                       \
         for (int64_t i = 0; i < n; i++)                                                     \
             d[i] = (T)(d[i] + s[i]);                                                        \
     }
 #define COMBINE_LOOPS(T)                                                                    \
-    static void max_##T(T *d, const T *s, int64_t n)                                        \
+    static void max_##T(T *restrict d, const T *restrict s, int64_t n)                      \
     {                                                                                       \
         for (int64_t i = 0; i < n; i++)                                                     \
             if (s[i] > d[i] || s[i] != s[i])                                                \
                 d[i] = (d[i] != d[i]) ? d[i] : s[i];                                        \
     }                                                                                       \
-    static void min_##T(T *d, const T *s, int64_t n)                                        \
+    static void min_##T(T *restrict d, const T *restrict s, int64_t n)                      \
     {                                                                                       \
         for (int64_t i = 0; i < n; i++)                                                     \
             if (s[i] < d[i] || s[i] != s[i])                                                \
@@ -225,7 +225,7 @@ SUM_LOOP(f64)
 
 /* Signed sums wrap: add as unsigned. */
 #define WRAPPING_SUM(T, U)                                                                  \
-    static void wrap_sum_##T(T *d, const T *s, int64_t n)                                   \
+    static void wrap_sum_##T(T *restrict d, const T *restrict s, int64_t n)                 \
     {                                                                                       \
         for (int64_t i = 0; i < n; i++)                                                     \
             d[i] = (T)(U)((U)d[i] + (U)s[i]);                                               \
