@@ -6,9 +6,9 @@ give, step for step, the losses of one process with 2B rows.
   all_sum computes): the same bits at every step;
 - one process taking the 2B rows at once: the sums over the batch rows (in
   the loss's mean and in every weight gradient's matmul) add the rows in
-  another order, so the losses agree to float32 rounding only (relative
-  1e-4 over the run here; the first step's loss, before any update, agrees
-  to a few ulps).
+  another order, so the losses agree to float32 rounding only (measured
+  below 1e-5 relative over 30-60 steps, checked to 1e-4; the first step's
+  loss, before any update, to 1e-6).
 """
 import importlib.util
 import os
