@@ -6,7 +6,9 @@
  *   bench_distributed --rank     one rank of such a run (under mpirun)
  *   WEFT_BENCH_MAX_MB=64         stops at 64 MB
  *   WEFT_BENCH_ROUNDS=7          rounds per size (weft and MPI interleaved)
- *   WEFT_BENCH_MPIRUN_ARGS=...   extra mpirun options (e.g. --mca mpi_yield_when_idle 1)
+ *   WEFT_BENCH_MPIRUN_ARGS=...   mpirun options (default: --mca mpi_yield_when_idle 1,
+ *                                as the tests and make targets: waiting ranks yield
+ *                                their core, which matters on a shared machine)
  *
  * Each size runs `rounds` rounds, each timing weft then MPI (or MPI then
  * weft, alternating) over the same number of calls; the table gives the
@@ -222,12 +224,14 @@ int main(int argc, char **argv)
            "MPI's\n");
     fflush(stdout);
     const char *extra = getenv("WEFT_BENCH_MPIRUN_ARGS");
+    if (!extra)
+        extra = "--mca mpi_yield_when_idle 1";
     int status = 0;
     for (int np = 2; np <= 4; np += 2) {
         char command[8192];
         snprintf(command, sizeof command,
                  "mpirun --allow-run-as-root --oversubscribe --bind-to none %s -np %d %s --rank",
-                 extra ? extra : "", np, self);
+                 extra, np, self);
         status |= system(command);
     }
     return status != 0;

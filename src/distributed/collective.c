@@ -516,6 +516,10 @@ wf_status wf__collective_reduce(wf_group *g, int kind, wf_dtype dtype, const int
         const char *blocks = scratch ? scratch->data : NULL;
         reduction_fill(&r, in, out, dst, blocks);
         status = reduction_run(&r, g, kind, dtype, in, dst, blocks);
+        /* A failed exchange (a peer gone: the job is ending) may leave
+         * receives posted into the scratch: it is never reused. */
+        if (status != WF_OK)
+            scratch = NULL;
     }
     free(r.all);
     if (scratch)
