@@ -20,8 +20,9 @@
  * weft's all_sum exchanges a header, moves blocks in pipelined pieces with
  * nonblocking point-to-point messages, adds them in rank order itself and
  * sends the sums back (the same bits on every rank); MPI_Allreduce lets
- * Open MPI pick its algorithm and order. Both include the ranks' waiting for each other; weft's also
- * building the node and allocating the output (what a user pays). MPI's
+ * Open MPI pick its algorithm and order. Both include the ranks' waiting
+ * for each other; weft's also building the node and allocating the output
+ * (what a user pays). MPI's
  * entry points are looked up in the libmpi.so.40 weft loaded (dlopen).
  */
 #include <dlfcn.h>
@@ -198,8 +199,8 @@ static int run_rank(void)
         const double wc = median(weft_cpu, rounds), mc = median(plain_cpu, rounds);
         const double r = median(ratio, rounds); /* sorts ratio: [0] min, [rounds-1] max */
         if (rank == 0) /* bus bandwidth as nccl-tests count it: 2 (n-1)/n bytes */
-            printf("%d ranks %10zu %10.1f %10.1f %9.2f %9.2f %7.2f %6.2f-%-6.2f %9.1f %9.1f\n", size,
-                   bytes, w * 1e6, m * 1e6, 2.0 * (size - 1) / size * bytes / w / 1e9,
+            printf("%d ranks %10zu %10.1f %10.1f %9.2f %9.2f %7.2f %6.2f-%-6.2f %9.1f %9.1f\n",
+                   size, bytes, w * 1e6, m * 1e6, 2.0 * (size - 1) / size * bytes / w / 1e9,
                    2.0 * (size - 1) / size * bytes / m / 1e9, r, ratio[0], ratio[rounds - 1],
                    wc * 1e6, mc * 1e6);
         fflush(stdout);

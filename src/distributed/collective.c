@@ -399,8 +399,9 @@ static const char *piece_from(const reduction *r, int j, int64_t k, const char *
     const size_t es = r->c.es;
     if (j == r->me)
         return in + (size_t)(block_lo(&r->c, r->me) + k * r->c.piece) * es;
-    const int slot = j < r->me ? j : j - 1;
-    return scratch + ((size_t)slot * (size_t)block_len(&r->c, r->me) + (size_t)(k * r->c.piece)) * es;
+    const size_t slot = (size_t)(j < r->me ? j : j - 1);
+    const size_t at = slot * (size_t)block_len(&r->c, r->me) + (size_t)(k * r->c.piece);
+    return scratch + at * es;
 }
 
 /* Fills the four runs (see reduction). `dst` is where this rank's combined

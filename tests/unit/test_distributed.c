@@ -857,8 +857,8 @@ static int mpirun_with(const char *options, int np, const char *scenario, double
 {
     char command[8192];
     snprintf(command, sizeof command,
-             "mpirun --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 "
-             "%s -np %d --mca btl self,vader,tcp %s --worker %s",
+             "mpirun --allow-run-as-root --oversubscribe --bind-to none "
+             "--mca mpi_yield_when_idle 1 %s -np %d --mca btl self,vader,tcp %s --worker %s",
              options, np, self_path, scenario);
     printf("  $ %s\n", command);
     fflush(stdout);
