@@ -834,6 +834,17 @@ static void test_group_of_one(void)
                 bad += element(outs[k], i) != input_value(all_dtypes[t], 0, i);
         CHECK_EQ_INT(bad, 0);
     }
+    /* Past the 8 KB that ride with the headers: the piece path with no peers. */
+    const int64_t big[2] = {1000, 3};
+    wf_array *y = input_array(WF_DTYPE_F64, 0, big, 2);
+    wf_array *big_outs[3] = {wf_all_sum(y, g), wf_all_gather(y, g), wf_sum_scatter(y, g)};
+    if (CHECK_OK(wf_eval(big_outs, 3))) {
+        int bad = 0;
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < 3000; i++)
+                bad += element(big_outs[k], i) != input_value(WF_DTYPE_F64, 0, i);
+        CHECK_EQ_INT(bad, 0);
+    }
     wf_group *split = wf_group_split(g, 3, -1);
     CHECK(split && wf_group_size(split) == 1);
     wf_group_release(split);
