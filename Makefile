@@ -13,6 +13,8 @@
 #   make demo       build and run the demo (or the examples)
 #   make distributed-example  data-parallel training with mpirun on 1, 2 and 4 processes
 #                   (loss curves checked against one process), then its step-time bench
+#   make distributed-example-python  the same with weft.nn, 2 and 4 processes
+#   make distributed-large    collectives of more than 2 GiB per call on 2 ranks (~5 GB each)
 #   make faults     every injection point of tests/unit/test_fault_injection.c (release and
 #                   ASan; `make test` runs a sample) and scripts/check-fallible.sh
 #   make fuzz       the libFuzzer targets of fuzz/ (clang, ASan+UBSan, build/fuzz), each for
@@ -45,7 +47,7 @@ cmake_flags_tsan    := -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=thread -DWEFT_BU
 CMAKE_BUILD := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build
 
 .PHONY: all deps py-venv py-test build-release build-asan build-tsan test test-release test-asan \
-        test-tsan demo distributed-example bench bench-programs install clean faults fuzz \
+        test-tsan demo distributed-example distributed-example-python distributed-large bench bench-programs install clean faults fuzz \
         coverage
 
 all: build-release
@@ -163,6 +165,23 @@ distributed-example: build-release
 	$(MPIRUN) -np 4 $(BUILD)/release/distributed_train
 	$(MPIRUN) -np 2 $(BUILD)/release/distributed_train --bench
 	$(MPIRUN) -np 4 $(BUILD)/release/distributed_train --bench
+
+# The same with weft.nn (examples/distributed_train.py, scikit-learn's digits):
+# the wheel is built and installed into the venv first; each run replays
+# itself in one process and fails unless its losses have the same bits.
+PY_WHEEL := $(abspath $(BUILD))/release/python-wheel
+distributed-example-python: build-release py-venv
+	rm -rf $(PY_WHEEL)
+	WEFT_BUILD_DIR=$(abspath $(BUILD))/release WEFT_PY_BUILD_BASE=$(abspath $(BUILD))/release/python-build \
+	  $(WEFT_PY_VENV)/bin/python -m pip wheel --quiet --no-deps --no-build-isolation -w $(PY_WHEEL) ./python
+	$(WEFT_PY_VENV)/bin/python -m pip install --quiet --force-reinstall --no-deps $(PY_WHEEL)/weft-*.whl
+	$(MPIRUN) -np 2 $(WEFT_PY_VENV)/bin/python examples/distributed_train.py
+	$(MPIRUN) -np 4 $(WEFT_PY_VENV)/bin/python examples/distributed_train.py
+
+# Collectives of more than 2 GiB (INT_MAX bytes) per call on 2 ranks: about
+# 5 GB of memory per rank, a minute or more; not part of make test.
+distributed-large: build-release
+	/usr/bin/time -v $(BUILD)/release/test_distributed --over-2-gib
 
 # The side-by-side suite of issue 14: builds, installs the peers (NumPy, JAX,
 # MLX) into build/bench-venv, runs bench/run_all.py, which writes

@@ -5,12 +5,24 @@
  *   bench_distributed            launches itself: mpirun -np 2, then -np 4
  *   bench_distributed --rank     one rank of such a run (under mpirun)
  *   WEFT_BENCH_MAX_MB=64         stops at 64 MB
+ *   WEFT_BENCH_ROUNDS=7          rounds per size (weft and MPI interleaved)
+ *   WEFT_BENCH_MPIRUN_ARGS=...   mpirun options (default: --mca mpi_yield_when_idle 1,
+ *                                as the tests and make targets: waiting ranks yield
+ *                                their core, which matters on a shared machine)
  *
- * weft's all_sum exchanges a header, moves blocks with MPI_Alltoallv, adds
- * them in rank order itself and gathers them back with MPI_Allgatherv (the
- * same bits on every rank); MPI_Allreduce lets Open MPI pick its algorithm
- * and order. Both include the ranks' waiting for each other; weft's also
- * building the node and allocating the output (what a user pays). MPI's
+ * Each size runs `rounds` rounds, each timing weft then MPI (or MPI then
+ * weft, alternating) over the same number of calls; the table gives the
+ * median time of each and the median, least and greatest of the rounds'
+ * ratios, and the median CPU time per call of rank 0 (all its threads: on a
+ * loaded machine, the work done rather than the wait for a core). The
+ * first line per rank count is the fixed cost of a call.
+ *
+ * weft's all_sum exchanges a header, moves blocks in pipelined pieces with
+ * nonblocking point-to-point messages, adds them in rank order itself and
+ * sends the sums back (the same bits on every rank); MPI_Allreduce lets
+ * Open MPI pick its algorithm and order. Both include the ranks' waiting
+ * for each other; weft's also building the node and allocating the output
+ * (what a user pays). MPI's
  * entry points are looked up in the libmpi.so.40 weft loaded (dlopen).
  */
 #include <dlfcn.h>
@@ -26,7 +38,8 @@ typedef void *mpi_handle;
 static struct {
     int (*Allreduce)(const void *, void *, int, mpi_handle, mpi_handle, mpi_handle);
     int (*Barrier)(mpi_handle);
-    mpi_handle world, float32, sum;
+    int (*Allgather)(const void *, int, mpi_handle, void *, int, mpi_handle, mpi_handle);
+    mpi_handle world, float32, sum, byte;
 } mpi;
 
 static int load_mpi(void)
@@ -36,10 +49,13 @@ static int load_mpi(void)
         return 0;
     *(void **)&mpi.Allreduce = dlsym(lib, "MPI_Allreduce");
     *(void **)&mpi.Barrier = dlsym(lib, "MPI_Barrier");
+    *(void **)&mpi.Allgather = dlsym(lib, "MPI_Allgather");
+    mpi.byte = dlsym(lib, "ompi_mpi_byte");
     mpi.world = dlsym(lib, "ompi_mpi_comm_world");
     mpi.float32 = dlsym(lib, "ompi_mpi_float");
     mpi.sum = dlsym(lib, "ompi_mpi_op_sum");
-    return mpi.Allreduce && mpi.Barrier && mpi.world && mpi.float32 && mpi.sum;
+    return mpi.Allreduce && mpi.Barrier && mpi.Allgather && mpi.world && mpi.float32 &&
+           mpi.sum && mpi.byte;
 }
 
 static double now(void)
@@ -49,36 +65,78 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int iterations_for(size_t bytes)
+static double cpu_now(void)
 {
-    const size_t budget = (size_t)64 << 20; /* about 64 MB moved per measurement */
-    size_t n = budget / bytes;
-    return n < 3 ? 3 : n > 200 ? 200 : (int)n;
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The CPU time (all of this rank's threads) per call of the last round timed. */
+static double last_cpu;
+
+static int iterations_for(size_t bytes)
+{
+    const size_t budget = (size_t)16 << 20; /* about 16 MB moved per round */
+    size_t n = budget / bytes;
+    return n < 2 ? 2 : n > 100 ? 100 : (int)n;
+}
+
+static void eval_all_sum(wf_group *g, wf_array *x)
+{
+    wf_array *y = wf_all_sum(x, g);
+    if (wf_eval(&y, 1) != WF_OK) {
+        fprintf(stderr, "all_sum: %s\n", wf_last_error_message());
+        exit(1);
+    }
+    wf_release(y);
+}
+
+/* Seconds per call of one round of each contender; the ranks start it together. */
 static double time_weft(wf_group *g, wf_array *x, int iterations)
 {
     mpi.Barrier(mpi.world);
-    const double start = now();
-    for (int i = 0; i < iterations; i++) {
-        wf_array *y = wf_all_sum(x, g);
-        if (wf_eval(&y, 1) != WF_OK) {
-            fprintf(stderr, "all_sum: %s\n", wf_last_error_message());
-            exit(1);
-        }
-        wf_release(y);
-    }
+    const double start = now(), cpu = cpu_now();
+    for (int i = 0; i < iterations; i++)
+        eval_all_sum(g, x);
+    last_cpu = (cpu_now() - cpu) / iterations;
     return (now() - start) / iterations;
 }
 
 static double time_mpi(const float *in, float *out, int count, int iterations)
 {
     mpi.Barrier(mpi.world);
-    const double start = now();
+    const double start = now(), cpu = cpu_now();
     for (int i = 0; i < iterations; i++)
         mpi.Allreduce(in, out, count, mpi.float32, mpi.sum, mpi.world);
+    last_cpu = (cpu_now() - cpu) / iterations;
     return (now() - start) / iterations;
 }
+
+/* What weft's header exchange costs alone: an allgather of one 8 KB frame per rank. */
+static double time_header(unsigned char *frames, int size, int iterations)
+{
+    mpi.Barrier(mpi.world);
+    const double start = now();
+    for (int i = 0; i < iterations; i++)
+        mpi.Allgather(frames + (size_t)size * 8192, 8192, mpi.byte, frames, 8192, mpi.byte,
+                      mpi.world);
+    return (now() - start) / iterations;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+enum { MAX_ROUNDS = 31 };
 
 static int run_rank(void)
 {
@@ -88,11 +146,29 @@ static int run_rank(void)
         return 1;
     }
     const int rank = wf_group_rank(g), size = wf_group_size(g);
-    const char *max_env = getenv("WEFT_BENCH_MAX_MB");
+    const char *max_env = getenv("WEFT_BENCH_MAX_MB"), *rounds_env = getenv("WEFT_BENCH_ROUNDS");
     const size_t max_bytes = (size_t)(max_env ? atoi(max_env) : 256) << 20;
+    int rounds = rounds_env ? atoi(rounds_env) : 7;
+    rounds = rounds < 1 ? 1 : rounds > MAX_ROUNDS ? MAX_ROUNDS : rounds;
+    unsigned char *frames = calloc((size_t)size + 1, 8192);
+    /* The fixed cost of one weft all_sum: a 1-element array (header exchange included). */
+    const int64_t one_shape[1] = {1};
+    const float one_value = 1.0f;
+    wf_array *one = wf_array_from_data(&one_value, one_shape, 1, WF_DTYPE_F32);
+    double fixed[MAX_ROUNDS], header[MAX_ROUNDS];
+    for (int round = 0; round < rounds; round++) {
+        fixed[round] = time_weft(g, one, 200);
+        header[round] = time_header(frames, size, 200);
+    }
     if (rank == 0)
-        printf("%d ranks   %10s %12s %12s %10s %10s %8s\n", size, "bytes", "weft us",
-               "MPI us", "weft GB/s", "MPI GB/s", "ratio");
+        printf("%d ranks: fixed cost per call, median of %d rounds: weft all_sum of 1 float "
+               "%.1f us, its header exchange alone (MPI_Allgather of 8 KB frames) %.1f us\n"
+               "%d ranks %10s %10s %10s %9s %9s %7s %13s %9s %9s\n",
+               size, rounds, median(fixed, rounds) * 1e6, median(header, rounds) * 1e6, size,
+               "bytes", "weft us", "MPI us", "weft GB/s", "MPI GB/s", "ratio", "ratio min-max",
+               "weft cpu", "MPI cpu");
+    wf_release(one);
+    free(frames);
     for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
         const int count = (int)(bytes / sizeof(float));
         float *in = malloc(bytes), *out = malloc(bytes);
@@ -103,16 +179,30 @@ static int run_rank(void)
         const int iterations = iterations_for(bytes);
         time_weft(g, x, 1); /* warm up both */
         time_mpi(in, out, count, 1);
-        double weft = 1e30, plain = 1e30;
-        for (int round = 0; round < 3; round++) { /* best of 3: the machine is shared */
-            const double w = time_weft(g, x, iterations), m = time_mpi(in, out, count, iterations);
-            weft = w < weft ? w : weft;
-            plain = m < plain ? m : plain;
+        double weft[MAX_ROUNDS], plain[MAX_ROUNDS], ratio[MAX_ROUNDS];
+        double weft_cpu[MAX_ROUNDS], plain_cpu[MAX_ROUNDS];
+        for (int round = 0; round < rounds; round++) { /* interleaved, order alternating */
+            if (round % 2) {
+                plain[round] = time_mpi(in, out, count, iterations);
+                plain_cpu[round] = last_cpu;
+                weft[round] = time_weft(g, x, iterations);
+                weft_cpu[round] = last_cpu;
+            } else {
+                weft[round] = time_weft(g, x, iterations);
+                weft_cpu[round] = last_cpu;
+                plain[round] = time_mpi(in, out, count, iterations);
+                plain_cpu[round] = last_cpu;
+            }
+            ratio[round] = plain[round] / weft[round];
         }
+        const double w = median(weft, rounds), m = median(plain, rounds);
+        const double wc = median(weft_cpu, rounds), mc = median(plain_cpu, rounds);
+        const double r = median(ratio, rounds); /* sorts ratio: [0] min, [rounds-1] max */
         if (rank == 0) /* bus bandwidth as nccl-tests count it: 2 (n-1)/n bytes */
-            printf("%d ranks   %10zu %12.1f %12.1f %10.2f %10.2f %8.2f\n", size, bytes,
-                   weft * 1e6, plain * 1e6, 2.0 * (size - 1) / size * bytes / weft / 1e9,
-                   2.0 * (size - 1) / size * bytes / plain / 1e9, plain / weft);
+            printf("%d ranks %10zu %10.1f %10.1f %9.2f %9.2f %7.2f %6.2f-%-6.2f %9.1f %9.1f\n",
+                   size, bytes, w * 1e6, m * 1e6, 2.0 * (size - 1) / size * bytes / w / 1e9,
+                   2.0 * (size - 1) / size * bytes / m / 1e9, r, ratio[0], ratio[rounds - 1],
+                   wc * 1e6, mc * 1e6);
         fflush(stdout);
         wf_release(x);
         free(in);
@@ -131,15 +221,18 @@ int main(int argc, char **argv)
     if (len <= 0)
         return 1;
     self[len] = '\0';
-    printf("wf_all_sum vs MPI_Allreduce (float32), local ranks, best of 3; ratio = weft "
-           "throughput / MPI's\n");
+    printf("wf_all_sum vs MPI_Allreduce (float32), local ranks; ratio = weft throughput / "
+           "MPI's\n");
     fflush(stdout);
+    const char *extra = getenv("WEFT_BENCH_MPIRUN_ARGS");
+    if (!extra)
+        extra = "--mca mpi_yield_when_idle 1";
     int status = 0;
     for (int np = 2; np <= 4; np += 2) {
         char command[8192];
         snprintf(command, sizeof command,
-                 "mpirun --allow-run-as-root --oversubscribe --bind-to none -np %d %s --rank",
-                 np, self);
+                 "mpirun --allow-run-as-root --oversubscribe --bind-to none %s -np %d %s --rank",
+                 extra, np, self);
         status |= system(command);
     }
     return status != 0;

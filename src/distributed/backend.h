@@ -18,6 +18,16 @@
 
 #include "weft.h"
 
+/* One nonblocking message of at most max_message bytes: a receive into
+ * data from `peer`, or a send of data to it. */
+typedef struct wf_comm_message {
+    void *data;
+    size_t bytes;
+    int peer, tag;
+    bool receive;
+    void *request; /* the backend's, between post and wait */
+} wf_comm_message;
+
 typedef struct wf_comm_backend {
     const char *name;
     int (*rank)(void *comm);
@@ -25,17 +35,15 @@ typedef struct wf_comm_backend {
     /* A new communicator of the ranks with `color`, ordered by key then rank. */
     wf_status (*split)(void *comm, int color, int key, void **out);
     void (*free)(void *comm);
+    /* The most bytes one message (and one rank's part of allgather) may
+     * carry: callers split larger transfers (MPI counts in int). */
+    size_t max_message;
     /* Every rank's `bytes` from `send` into recv, rank r's at r * bytes. */
     wf_status (*allgather)(void *comm, const void *send, size_t bytes, void *recv);
-    /* Rank r's block lies at recv + displs[r] (counts[r] bytes); this rank's
-     * own block is already there (in place). */
-    wf_status (*allgatherv_in_place)(void *comm, void *recv, const size_t *counts,
-                                     const size_t *displs);
-    /* Block j of send (send_counts[j] bytes at send_displs[j]) goes to rank j;
-     * the block from rank j lands at recv + recv_displs[j]. */
-    wf_status (*alltoallv)(void *comm, const void *send, const size_t *send_counts,
-                           const size_t *send_displs, void *recv, const size_t *recv_counts,
-                           const size_t *recv_displs);
+    /* Starts each message without waiting (its request is set); wait ends
+     * them. Messages between two ranks with one tag match in posting order. */
+    wf_status (*post)(void *comm, wf_comm_message *messages, size_t n);
+    wf_status (*wait)(void *comm, wf_comm_message *messages, size_t n);
     wf_status (*send)(void *comm, const void *data, size_t bytes, int dst, int tag);
     wf_status (*recv)(void *comm, void *data, size_t bytes, int src, int tag);
 } wf_comm_backend;

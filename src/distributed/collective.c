@@ -10,13 +10,22 @@
  * exchange headers the same way (the receiver answers with its own).
  *
  * Determinism. all_sum / all_max / all_min never use a reduction of the
- * backend (MPI_Allreduce may combine in any order): rank r collects block r
- * of every rank's array (alltoallv), combines the blocks in rank order
- * 0, 1, ..., size-1, and the combined blocks are gathered back
- * (allgatherv). Only bytes move through the backend, so every rank gets
- * the same bits, run after run, with the same number of ranks.
+ * backend (MPI_Allreduce may combine in any order): rank r receives block r
+ * of every rank's array, combines the blocks in rank order 0, 1, ...,
+ * size-1, and sends the combined block to every rank. Only bytes move
+ * through the backend, so every rank gets the same bits, run after run,
+ * with the same number of ranks (and whatever the message size).
+ *
+ * Pipelining and size. Blocks travel as pieces of at most a few hundred KB
+ * (and never more than the backend's max_message, which keeps every MPI
+ * count within int), all received with nonblocking messages posted before
+ * any is sent: a rank combines piece k as soon as it arrived from every
+ * rank, while the later pieces are still moving, and sends it on at once.
+ * WEFT_DISTRIBUTED_MAX_MESSAGE (bytes) lowers the limit, so tests take the
+ * many-piece paths with small arrays.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +45,15 @@ const char *wf__collective_name(int kind)
 
 /* ------------------------------------------------------------ headers */
 
-enum { HEADER_MAGIC = 0x77656674, TAG_HEADER = 1, TAG_ANSWER = 2, TAG_PAYLOAD = 3 };
+enum {
+    HEADER_MAGIC = 0x77656674,
+    TAG_HEADER = 1,
+    TAG_ANSWER = 2,
+    TAG_PAYLOAD = 3,
+    TAG_BLOCK = 4,    /* a piece of a block, to the rank that combines it */
+    TAG_COMBINED = 5, /* a combined piece, to every rank */
+    TAG_GATHER = 6
+};
 
 typedef struct header {
     uint32_t magic;
@@ -166,19 +183,19 @@ static const unsigned char *frame_payload(const unsigned char *frames, int rank)
  * (integers wrap; float16/bfloat16 round after each step; NaN propagates
  * through max and min; bool: or, or, and). */
 #define SUM_LOOP(T)                                                                         \
-    static void sum_##T(T *d, const T *s, int64_t n)                                        \
+    static void sum_##T(T *restrict d, const T *restrict s, int64_t n)                      \
     {                                                                                       \
         for (int64_t i = 0; i < n; i++)                                                     \
             d[i] = (T)(d[i] + s[i]);                                                        \
     }
 #define COMBINE_LOOPS(T)                                                                    \
-    static void max_##T(T *d, const T *s, int64_t n)                                        \
+    static void max_##T(T *restrict d, const T *restrict s, int64_t n)                      \
     {                                                                                       \
         for (int64_t i = 0; i < n; i++)                                                     \
             if (s[i] > d[i] || s[i] != s[i])                                                \
                 d[i] = (d[i] != d[i]) ? d[i] : s[i];                                        \
     }                                                                                       \
-    static void min_##T(T *d, const T *s, int64_t n)                                        \
+    static void min_##T(T *restrict d, const T *restrict s, int64_t n)                      \
     {                                                                                       \
         for (int64_t i = 0; i < n; i++)                                                     \
             if (s[i] < d[i] || s[i] != s[i])                                                \
@@ -208,7 +225,7 @@ SUM_LOOP(f64)
 
 /* Signed sums wrap: add as unsigned. */
 #define WRAPPING_SUM(T, U)                                                                  \
-    static void wrap_sum_##T(T *d, const T *s, int64_t n)                                   \
+    static void wrap_sum_##T(T *restrict d, const T *restrict s, int64_t n)                 \
     {                                                                                       \
         for (int64_t i = 0; i < n; i++)                                                     \
             d[i] = (T)(U)((U)d[i] + (U)s[i]);                                               \
@@ -267,24 +284,188 @@ static void combine(int kind, wf_dtype dtype, void *d, const void *s, int64_t n)
 
 /* ------------------------------------------------------------ collectives */
 
+/* ------------------------------------------------------------ pieces */
+
+/* The largest message in bytes: the backend's, or less when
+ * WEFT_DISTRIBUTED_MAX_MESSAGE says so (read once). */
+static size_t configured_limit;
+static pthread_once_t limit_once = PTHREAD_ONCE_INIT;
+
+static void read_limit(void)
+{
+    const char *text = getenv("WEFT_DISTRIBUTED_MAX_MESSAGE");
+    char *end = NULL;
+    const unsigned long long v = text ? strtoull(text, &end, 10) : 0;
+    configured_limit = text && end != text && *end == '\0' && v > 0 ? (size_t)v : SIZE_MAX;
+}
+
+/* At most this many bytes per message, a multiple of `es` (at least one element). */
+static size_t message_limit(const wf_group *g, size_t es)
+{
+    pthread_once(&limit_once, read_limit);
+    size_t limit = g->backend->max_message;
+    if (configured_limit < limit)
+        limit = configured_limit;
+    limit -= limit % es;
+    return limit ? limit : es;
+}
+
+/* Pipelining: a block is cut into about PIECES_PER_BLOCK pieces of at least
+ * PIECE_MIN_BYTES (fewer messages for small blocks). */
+enum { PIECES_PER_BLOCK = 8, PIECE_MIN_BYTES = 64 << 10 };
+
 /* Block j of `count` elements over `size` ranks: [lo(j), lo(j + 1)). */
 static int64_t block_start(int64_t count, int size, int j)
 {
     return count / size * j + count % size * j / size;
 }
 
-struct plan {
-    size_t *send_counts, *send_displs, *recv_counts, *recv_displs;
-};
+/* How blocks are cut: every rank derives the same cut from count alone, so
+ * its sends and the receives posted for them pair up. */
+typedef struct cut {
+    int64_t count, piece; /* elements per piece (the last of a block shorter) */
+    int n;
+    size_t es;
+} cut;
 
-static bool plan_make(struct plan *p, int size)
+static cut cut_make(const wf_group *g, size_t es, int64_t count)
 {
-    size_t *all = wf__calloc(4 * (size_t)size, sizeof *all);
-    p->send_counts = all;
-    p->send_displs = all ? all + size : NULL;
-    p->recv_counts = all ? all + 2 * size : NULL;
-    p->recv_displs = all ? all + 3 * size : NULL;
-    return all != NULL;
+    cut c = {.count = count, .n = g->size, .es = es};
+    const int64_t most = (int64_t)(message_limit(g, es) / es);
+    const int64_t least = PIECE_MIN_BYTES / (int64_t)es;
+    int64_t piece = (count / c.n + PIECES_PER_BLOCK - 1) / PIECES_PER_BLOCK;
+    piece = piece < least ? least : piece;
+    c.piece = piece < most ? piece : most;
+    return c;
+}
+
+static int64_t block_lo(const cut *c, int j) { return block_start(c->count, c->n, j); }
+static int64_t block_len(const cut *c, int j) { return block_lo(c, j + 1) - block_lo(c, j); }
+static int64_t pieces_of(const cut *c, int j)
+{
+    return (block_len(c, j) + c->piece - 1) / c->piece;
+}
+/* Elements in piece k of block j. */
+static int64_t piece_len(const cut *c, int j, int64_t k)
+{
+    const int64_t left = block_len(c, j) - k * c->piece;
+    return left < c->piece ? left : c->piece;
+}
+
+static wf_comm_message message(const void *data, int64_t elements, size_t es, int peer,
+                               int tag, bool receive)
+{
+    return (wf_comm_message){.data = (void *)data,
+                             .bytes = (size_t)elements * es,
+                             .peer = peer,
+                             .tag = tag,
+                             .receive = receive};
+}
+
+/* ------------------------------------------------------------ reductions */
+
+/* The messages of one reduction, in four runs: pieces of this rank's block
+ * from each other rank (piece-major, so piece k's are adjacent), pieces of
+ * the other blocks to their ranks, combined pieces from each other rank,
+ * this rank's combined pieces to each other rank (piece-major). */
+typedef struct reduction {
+    cut c;
+    int me;
+    bool scatter;
+    wf_comm_message *all;
+    size_t n_in, n_out, n_back; /* lengths of the first three runs (the fourth is n_in) */
+} reduction;
+
+static bool reduction_make(reduction *r, const wf_group *g, int kind, size_t es, int64_t count)
+{
+    r->c = cut_make(g, es, count);
+    r->me = g->rank;
+    r->scatter = kind == WF_COLLECTIVE_SUM_SCATTER;
+    r->n_in = (size_t)(g->size - 1) * (size_t)pieces_of(&r->c, r->me);
+    r->n_out = 0;
+    for (int j = 0; j < g->size; j++)
+        r->n_out += j == r->me ? 0 : (size_t)pieces_of(&r->c, j);
+    r->n_back = r->scatter ? 0 : r->n_out;
+    const size_t total = r->n_in + r->n_out + r->n_back + (r->scatter ? 0 : r->n_in);
+    r->all = wf__calloc(total ? total : 1, sizeof *r->all);
+    return r->all != NULL;
+}
+
+/* Rank j's piece k of this rank's block: `in` itself for this rank, else
+ * its slot of `scratch` ((size - 1) blocks of this rank's length). */
+static const char *piece_from(const reduction *r, int j, int64_t k, const char *in,
+                              const char *scratch)
+{
+    const size_t es = r->c.es;
+    if (j == r->me)
+        return in + (size_t)(block_lo(&r->c, r->me) + k * r->c.piece) * es;
+    const size_t slot = (size_t)(j < r->me ? j : j - 1);
+    const size_t at = slot * (size_t)block_len(&r->c, r->me) + (size_t)(k * r->c.piece);
+    return scratch + at * es;
+}
+
+/* Fills the four runs (see reduction). `dst` is where this rank's combined
+ * block goes. */
+static void reduction_fill(reduction *r, const char *in, char *out, char *dst,
+                           const char *scratch)
+{
+    const cut *c = &r->c;
+    const size_t es = c->es;
+    wf_comm_message *m = r->all;
+    for (int64_t k = 0; k < pieces_of(c, r->me); k++)
+        for (int j = 0; j < c->n; j++)
+            if (j != r->me)
+                *m++ = message(piece_from(r, j, k, in, scratch), piece_len(c, r->me, k), es,
+                               j, TAG_BLOCK, true);
+    for (int j = 0; j < c->n; j++)
+        for (int64_t k = 0; j != r->me && k < pieces_of(c, j); k++)
+            *m++ = message(in + (size_t)(block_lo(c, j) + k * c->piece) * es,
+                           piece_len(c, j, k), es, j, TAG_BLOCK, false);
+    for (int j = 0; j < c->n && !r->scatter; j++)
+        for (int64_t k = 0; j != r->me && k < pieces_of(c, j); k++)
+            *m++ = message(out + (size_t)(block_lo(c, j) + k * c->piece) * es,
+                           piece_len(c, j, k), es, j, TAG_COMBINED, true);
+    for (int64_t k = 0; k < pieces_of(c, r->me) && !r->scatter; k++)
+        for (int j = 0; j < c->n; j++)
+            if (j != r->me)
+                *m++ = message(dst + (size_t)(k * c->piece) * es, piece_len(c, r->me, k), es,
+                               j, TAG_COMBINED, false);
+}
+
+/* Every receive is posted before any send; piece k is combined (rank
+ * order) once every rank's piece k is in, and sent on while later pieces
+ * still move. */
+static wf_status reduction_run(reduction *r, const wf_group *g, int kind, wf_dtype dtype,
+                               const char *in, char *dst, const char *scratch)
+{
+    const wf_comm_backend *b = g->backend;
+    const size_t others = (size_t)g->size - 1;
+    wf_comm_message *from = r->all, *to = from + r->n_in, *back = to + r->n_out,
+                    *spread = back + r->n_back;
+    wf_status status = b->post(g->comm, from, r->n_in);
+    if (status == WF_OK)
+        status = b->post(g->comm, back, r->n_back);
+    if (status == WF_OK)
+        status = b->post(g->comm, to, r->n_out);
+    for (int64_t k = 0; status == WF_OK && k < pieces_of(&r->c, r->me); k++) {
+        status = b->wait(g->comm, from + (size_t)k * others, others);
+        if (status != WF_OK)
+            break;
+        const int64_t len = piece_len(&r->c, r->me, k);
+        char *d = dst + (size_t)(k * r->c.piece) * r->c.es;
+        memcpy(d, piece_from(r, 0, k, in, scratch), (size_t)len * r->c.es);
+        for (int j = 1; j < g->size; j++)
+            combine(kind, dtype, d, piece_from(r, j, k, in, scratch), len);
+        if (!r->scatter)
+            status = b->post(g->comm, spread + (size_t)k * others, others);
+    }
+    if (status == WF_OK)
+        status = b->wait(g->comm, to, r->n_out);
+    if (status == WF_OK)
+        status = b->wait(g->comm, back, r->n_back);
+    if (status == WF_OK && !r->scatter)
+        status = b->wait(g->comm, spread, r->n_in);
+    return status;
 }
 
 /* Rank order over the arrays that came with the headers (small arrays). */
@@ -310,12 +491,13 @@ wf_status wf__collective_reduce(wf_group *g, int kind, wf_dtype dtype, const int
      * its header rather than leaving the others waiting in the exchange. The
      * blocks come from weft's buffer cache, so a repeated collective reuses
      * pages instead of faulting fresh ones in. */
-    struct plan p = {0};
+    reduction r = {0};
     wf_buffer *scratch = NULL;
     wf_status status = WF_OK;
     if (in && bytes > FRAME_PAYLOAD) {
-        scratch = wf__buffer_alloc((size_t)n * (size_t)mine_count * es);
-        if (!scratch || !plan_make(&p, n)) {
+        const size_t scratch_bytes = (size_t)(n - 1) * (size_t)mine_count * es;
+        scratch = scratch_bytes ? wf__buffer_alloc(scratch_bytes) : NULL;
+        if ((scratch_bytes && !scratch) || !reduction_make(&r, g, kind, es, count)) {
             status = wf__error(WF_ERR_OUT_OF_MEMORY, "distributed: out of memory for %s",
                                wf__collective_name(kind));
             in = NULL;
@@ -331,29 +513,44 @@ wf_status wf__collective_reduce(wf_group *g, int kind, wf_dtype dtype, const int
                       scatter ? mine_count : count);
     free(frames);
     if (status == WF_OK && count && bytes > FRAME_PAYLOAD) {
-        char *blocks = scratch->data;
-        for (int j = 0; j < n; j++) {
-            const int64_t lo = block_start(count, n, j), hi = block_start(count, n, j + 1);
-            p.send_counts[j] = (size_t)(hi - lo) * es;
-            p.send_displs[j] = (size_t)lo * es;
-            p.recv_counts[j] = (size_t)mine_count * es;
-            p.recv_displs[j] = (size_t)j * (size_t)mine_count * es;
-        }
-        status = g->backend->alltoallv(g->comm, in, p.send_counts, p.send_displs, blocks,
-                                       p.recv_counts, p.recv_displs);
-        if (status == WF_OK) {
-            char *dst = scatter ? out : (char *)out + (size_t)my_lo * es;
-            memcpy(dst, blocks, (size_t)mine_count * es);
-            for (int j = 1; j < n; j++) /* rank order: the same bits on every rank */
-                combine(kind, dtype, dst, blocks + p.recv_displs[j], mine_count);
-            if (!scatter) /* block j of the result lies where rank j's block was sent from */
-                status = g->backend->allgatherv_in_place(g->comm, out, p.send_counts,
-                                                         p.send_displs);
-        }
+        char *dst = scatter ? out : (char *)out + (size_t)my_lo * es;
+        const char *blocks = scratch ? scratch->data : NULL;
+        reduction_fill(&r, in, out, dst, blocks);
+        status = reduction_run(&r, g, kind, dtype, in, dst, blocks);
+        /* A failed exchange (a peer gone: the job is ending) may leave
+         * receives posted into the scratch: it is never reused. */
+        if (status != WF_OK)
+            scratch = NULL;
     }
-    free(p.send_counts);
+    free(r.all);
     if (scratch)
         wf__buffer_release(scratch);
+    return status;
+}
+
+/* ------------------------------------------------------------ gathers */
+
+/* Each other rank's `bytes` into its place in out, in messages of at most
+ * the limit; this rank's own copied. */
+static wf_status gather_pieces(wf_group *g, const char *in, char *out, size_t bytes)
+{
+    const size_t limit = message_limit(g, 1);
+    const size_t pieces = (bytes + limit - 1) / limit, others = (size_t)g->size - 1;
+    wf_comm_message *m = wf__calloc(2 * pieces * others + 1, sizeof *m);
+    if (!m)
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "distributed: out of memory for all_gather");
+    size_t used = 0;
+    for (int pass = 0; pass < 2; pass++) /* receives, then sends */
+        for (int j = 0; j < g->size; j++)
+            for (size_t at = 0; j != g->rank && at < bytes; at += limit)
+                m[used++] = message(pass ? in + at : out + (size_t)j * bytes + at,
+                                    (int64_t)(bytes - at < limit ? bytes - at : limit), 1, j,
+                                    TAG_GATHER, pass == 0);
+    memcpy(out + (size_t)g->rank * bytes, in, bytes);
+    wf_status status = g->backend->post(g->comm, m, used);
+    if (status == WF_OK)
+        status = g->backend->wait(g->comm, m, used);
+    free(m);
     return status;
 }
 
@@ -369,11 +566,13 @@ wf_status wf__collective_gather(wf_group *g, wf_dtype dtype, const int64_t *shap
         for (int r = 0; r < g->size; r++)
             memcpy((char *)out + (size_t)r * bytes, frame_payload(frames, r), bytes);
     } else if (status == WF_OK && count) {
-        status = g->backend->allgather(g->comm, in, bytes, out);
+        status = gather_pieces(g, in, out, bytes);
     }
     free(frames);
     return status;
 }
+
+/* ------------------------------------------------------------ send, recv */
 
 static wf_status check_peer(const wf_group *g, const char *op, int peer)
 {
@@ -382,6 +581,19 @@ static wf_status check_peer(const wf_group *g, const char *op, int peer)
                          "%s: rank %d is not another rank of this group of %d (this is %d)", op,
                          peer, g->size, g->rank);
     return WF_OK;
+}
+
+/* The payload of a send or recv, in messages of at most the limit. */
+static wf_status payload(wf_group *g, bool receive, char *data, size_t bytes, int peer)
+{
+    const size_t limit = message_limit(g, 1);
+    wf_status status = WF_OK;
+    for (size_t at = 0; status == WF_OK && at < bytes; at += limit) {
+        const size_t len = bytes - at < limit ? bytes - at : limit;
+        status = receive ? g->backend->recv(g->comm, data + at, len, peer, TAG_PAYLOAD)
+                         : g->backend->send(g->comm, data + at, len, peer, TAG_PAYLOAD);
+    }
+    return status;
 }
 
 /* The sender sends its header; the receiver answers with its own; each
@@ -405,9 +617,7 @@ wf_status wf__collective_send(wf_group *g, wf_dtype dtype, const int64_t *shape,
                                  mine.input_failed ? &mine : &answer);
     if (!header_equal(&mine, &answer))
         return mismatch(g, g->rank, &mine, peer, &answer);
-    return count ? g->backend->send(g->comm, data, (size_t)count * wf_dtype_size(dtype), peer,
-                                    TAG_PAYLOAD)
-                 : WF_OK;
+    return payload(g, false, (char *)data, (size_t)count * wf_dtype_size(dtype), peer);
 }
 
 wf_status wf__collective_recv(wf_group *g, wf_dtype dtype, const int64_t *shape, int ndim,
@@ -429,7 +639,5 @@ wf_status wf__collective_recv(wf_group *g, wf_dtype dtype, const int64_t *shape,
                                  mine.input_failed ? &mine : &theirs);
     if (!header_equal(&mine, &theirs))
         return mismatch(g, peer, &theirs, g->rank, &mine);
-    return count ? g->backend->recv(g->comm, data, (size_t)count * wf_dtype_size(dtype), peer,
-                                    TAG_PAYLOAD)
-                 : WF_OK;
+    return payload(g, true, data, (size_t)count * wf_dtype_size(dtype), peer);
 }

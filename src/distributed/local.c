@@ -1,8 +1,9 @@
 /*
  * The group of one process: what wf_group_init gives a program not launched
- * by mpirun (as MLX does). Gathers and exchanges copy this rank's block;
- * there is nobody to send to.
+ * by mpirun (as MLX does). A gather copies this rank's block; there is
+ * nobody to send to.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -28,24 +29,6 @@ static wf_status one_allgather(void *comm, const void *send, size_t bytes, void 
     return WF_OK;
 }
 
-static wf_status one_allgatherv(void *comm, void *recv, const size_t *counts,
-                                const size_t *displs)
-{
-    (void)comm, (void)recv, (void)counts, (void)displs; /* the one block is in place */
-    return WF_OK;
-}
-
-static wf_status one_alltoallv(void *comm, const void *send, const size_t *send_counts,
-                               const size_t *send_displs, void *recv,
-                               const size_t *recv_counts, const size_t *recv_displs)
-{
-    (void)comm, (void)recv_counts;
-    if (send_counts[0])
-        memmove((char *)recv + recv_displs[0], (const char *)send + send_displs[0],
-                send_counts[0]);
-    return WF_OK;
-}
-
 static wf_status no_peer(void *comm, int peer)
 {
     (void)comm;
@@ -65,15 +48,21 @@ static wf_status one_recv(void *comm, void *data, size_t bytes, int src, int tag
     return no_peer(comm, src);
 }
 
+static wf_status one_post(void *comm, wf_comm_message *messages, size_t n)
+{
+    return n ? no_peer(comm, messages[0].peer) : WF_OK;
+}
+
 const wf_comm_backend wf__local_backend = {
     .name = "local",
     .rank = one_rank,
     .size = one_size,
     .split = one_split,
     .free = one_free,
+    .max_message = SIZE_MAX,
     .allgather = one_allgather,
-    .allgatherv_in_place = one_allgatherv,
-    .alltoallv = one_alltoallv,
+    .post = one_post,
+    .wait = one_post,
     .send = one_send,
     .recv = one_recv,
 };

@@ -22,7 +22,7 @@
 #include "distributed/backend.h"
 #include "util/fault.h"
 
-typedef void *mpi_handle; /* MPI_Comm, MPI_Datatype, MPI_Errhandler */
+typedef void *mpi_handle; /* MPI_Comm, MPI_Datatype, MPI_Errhandler, MPI_Request */
 
 enum { MPI_OK = 0, THREAD_MULTIPLE = 3, MAX_ERROR_STRING = 256 };
 
@@ -38,10 +38,9 @@ static struct {
     int (*Comm_dup)(mpi_handle, mpi_handle *);
     int (*Comm_set_errhandler)(mpi_handle, mpi_handle);
     int (*Allgather)(const void *, int, mpi_handle, void *, int, mpi_handle, mpi_handle);
-    int (*Allgatherv)(const void *, int, mpi_handle, void *, const int *, const int *,
-                      mpi_handle, mpi_handle);
-    int (*Alltoallv)(const void *, const int *, const int *, mpi_handle, void *, const int *,
-                     const int *, mpi_handle, mpi_handle);
+    int (*Isend)(const void *, int, mpi_handle, int, int, mpi_handle, mpi_handle *);
+    int (*Irecv)(void *, int, mpi_handle, int, int, mpi_handle, mpi_handle *);
+    int (*Wait)(mpi_handle *, void *);
     int (*Send)(const void *, int, mpi_handle, int, int, mpi_handle);
     int (*Recv)(void *, int, mpi_handle, int, int, mpi_handle, void *);
     int (*Error_string)(int, char *, int *);
@@ -54,8 +53,6 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static mpi_handle world; /* this library's duplicate of MPI_COMM_WORLD */
 static char load_error[256];
 static char init_error[512];
-
-#define MPI_IN_PLACE_MARK ((void *)1)
 
 static bool resolve(void **slot, const char *name)
 {
@@ -78,8 +75,8 @@ static void load_library(void)
 #define FN(field) resolve((void **)&mpi.field, "MPI_" #field)
     bool ok = FN(Initialized) && FN(Finalized) && FN(Init_thread) && FN(Finalize) &&
               FN(Comm_rank) && FN(Comm_size) && FN(Comm_split) && FN(Comm_free) &&
-              FN(Comm_dup) && FN(Comm_set_errhandler) && FN(Allgather) && FN(Allgatherv) &&
-              FN(Alltoallv) && FN(Send) && FN(Recv) && FN(Error_string) &&
+              FN(Comm_dup) && FN(Comm_set_errhandler) && FN(Allgather) && FN(Isend) &&
+              FN(Irecv) && FN(Wait) && FN(Send) && FN(Recv) && FN(Error_string) &&
               resolve(&mpi.comm_world, "ompi_mpi_comm_world") &&
               resolve(&mpi.byte, "ompi_mpi_byte") &&
               resolve(&mpi.errors_return, "ompi_mpi_errors_return");
@@ -151,23 +148,13 @@ void *wf__mpi_world(void)
     return world;
 }
 
-/* MPI counts bytes in int: one collective moves less than 2 GiB. */
+/* MPI counts bytes in int: callers split what is larger (max_message). */
 static bool fits_int(size_t n) { return n <= (size_t)INT_MAX; }
 
 static wf_status too_large(const char *what)
 {
-    return wf__error(WF_ERR_UNSUPPORTED,
-                     "distributed: %s of 2 GiB or more at once is not supported", what);
-}
-
-static bool to_ints(const size_t *in, int *out, int n)
-{
-    for (int i = 0; i < n; i++) {
-        if (!fits_int(in[i]))
-            return false;
-        out[i] = (int)in[i];
-    }
-    return true;
+    return wf__error(WF_ERR_INTERNAL, "distributed: %s of more than INT_MAX bytes in one MPI call",
+                     what);
 }
 
 static int comm_rank(void *comm)
@@ -204,71 +191,36 @@ static void comm_free(void *comm)
 
 static wf_status allgather(void *comm, const void *send, size_t bytes, void *recv)
 {
-    if (!fits_int(bytes * (size_t)comm_size(comm)))
+    if (!fits_int(bytes))
         return too_large("all_gather");
     int code = mpi.Allgather(send, (int)bytes, mpi.byte, recv, (int)bytes, mpi.byte, comm);
     return code == MPI_OK ? WF_OK : mpi_failed("MPI_Allgather", code);
 }
 
-/* Counts and displacements of one call, as MPI's ints. */
-struct int_counts {
-    int *counts, *displs;
-    int storage[2 * 64];
-};
-
-static bool int_counts_init(struct int_counts *c, const size_t *counts, const size_t *displs,
-                            int n)
+static wf_status post(void *comm, wf_comm_message *m, size_t n)
 {
-    c->counts = n <= 64 ? c->storage : wf__malloc(2 * (size_t)n * sizeof(int));
-    if (!c->counts)
-        return false;
-    c->displs = c->counts + n;
-    return to_ints(counts, c->counts, n) && to_ints(displs, c->displs, n);
-}
-
-static void int_counts_free(struct int_counts *c)
-{
-    if (c->counts && c->counts != c->storage)
-        free(c->counts);
-}
-
-static wf_status allgatherv_in_place(void *comm, void *recv, const size_t *counts,
-                                     const size_t *displs)
-{
-    const int n = comm_size(comm);
-    struct int_counts c = {0};
-    wf_status status = WF_OK;
-    if (!int_counts_init(&c, counts, displs, n)) {
-        status = too_large("a gather");
-    } else {
-        int code = mpi.Allgatherv(MPI_IN_PLACE_MARK, 0, mpi.byte, recv, c.counts, c.displs,
-                                  mpi.byte, comm);
+    for (size_t i = 0; i < n; i++) {
+        if (!fits_int(m[i].bytes))
+            return too_large("a message");
+        int code = m[i].receive ? mpi.Irecv(m[i].data, (int)m[i].bytes, mpi.byte, m[i].peer,
+                                            m[i].tag, comm, &m[i].request)
+                                : mpi.Isend(m[i].data, (int)m[i].bytes, mpi.byte, m[i].peer,
+                                            m[i].tag, comm, &m[i].request);
         if (code != MPI_OK)
-            status = mpi_failed("MPI_Allgatherv", code);
+            return mpi_failed(m[i].receive ? "MPI_Irecv" : "MPI_Isend", code);
     }
-    int_counts_free(&c);
-    return status;
+    return WF_OK;
 }
 
-static wf_status alltoallv(void *comm, const void *send, const size_t *send_counts,
-                           const size_t *send_displs, void *recv, const size_t *recv_counts,
-                           const size_t *recv_displs)
+static wf_status wait(void *comm, wf_comm_message *m, size_t n)
 {
-    const int n = comm_size(comm);
-    struct int_counts s = {0}, r = {0};
-    wf_status status = WF_OK;
-    if (!int_counts_init(&s, send_counts, send_displs, n) ||
-        !int_counts_init(&r, recv_counts, recv_displs, n)) {
-        status = too_large("a reduction");
-    } else {
-        int code = mpi.Alltoallv(send, s.counts, s.displs, mpi.byte, recv, r.counts, r.displs,
-                                 mpi.byte, comm);
+    (void)comm;
+    for (size_t i = 0; i < n; i++) {
+        int code = mpi.Wait(&m[i].request, NULL);
         if (code != MPI_OK)
-            status = mpi_failed("MPI_Alltoallv", code);
+            return mpi_failed("MPI_Wait", code);
     }
-    int_counts_free(&s);
-    int_counts_free(&r);
-    return status;
+    return WF_OK;
 }
 
 static wf_status send_bytes(void *comm, const void *data, size_t bytes, int dst, int tag)
@@ -293,9 +245,10 @@ const wf_comm_backend wf__mpi_backend = {
     .size = comm_size,
     .split = comm_split,
     .free = comm_free,
+    .max_message = INT_MAX,
     .allgather = allgather,
-    .allgatherv_in_place = allgatherv_in_place,
-    .alltoallv = alltoallv,
+    .post = post,
+    .wait = wait,
     .send = send_bytes,
     .recv = recv_bytes,
 };

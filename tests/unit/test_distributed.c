@@ -97,6 +97,13 @@ static double combine_ref(int kind, wf_dtype dtype, double a, double b)
     return kind == 0 ? a + b : kind == 1 ? fmax(a, b) : fmin(a, b);
 }
 
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 /* ------------------------------------------------------------ worker scenarios */
 
 static wf_group *world;
@@ -248,7 +255,7 @@ static void test_send_recv(void)
         return; /* the last rank of an odd group has no partner: covered with 2 and 4 */
     wf_scope_begin();
     const int peer = rank_ ^ 1;
-    const int64_t shape[2] = {4, 5};
+    const int64_t shape[2] = {40, 50}; /* 8 KB: 8 messages with the "pieces" limit */
     wf_array *mine = input_array(WF_DTYPE_F32, rank_, shape, 2);
     wf_array *sent = NULL, *got = NULL;
     if (rank_ % 2 == 0) {
@@ -262,7 +269,7 @@ static void test_send_recv(void)
     wf_array *both[2] = {sent, got};
     if (CHECK_NOT_NULL(sent) && CHECK_NOT_NULL(got) && CHECK_OK(wf_eval(both, 2))) {
         int bad = 0;
-        for (int i = 0; i < 20; i++)
+        for (int i = 0; i < 2000; i++)
             bad += element(got, i) != input_value(WF_DTYPE_F32, peer, i) ||
                    element(sent, i) != input_value(WF_DTYPE_F32, rank_, i);
         CHECK_EQ_INT(bad, 0);
@@ -540,6 +547,97 @@ static void test_large_all_sum(void)
     wf_scope_end();
 }
 
+/* ---- over 2 GiB (not in make test: `make distributed-large`) */
+
+enum { HUGE_EXTRA = 77 };
+
+static void free_external(void *data, void *ctx)
+{
+    (void)ctx;
+    free(data);
+}
+
+/* n bytes, byte i = (i + rank) % 13 (NULL if memory is short). */
+static wf_array *huge_bytes(int64_t n, int rank)
+{
+    unsigned char *data = malloc((size_t)n);
+    if (!data)
+        return NULL;
+    for (int64_t i = 0; i < n; i++)
+        data[i] = (unsigned char)((i + rank) % 13);
+    const int64_t shape[1] = {n};
+    return wf_array_from_external(data, shape, 1, WF_DTYPE_U8, NULL, free_external, NULL);
+}
+
+static void huge_report(const char *what, double start)
+{
+    if (rank_ == 0)
+        printf("    %s: %.1f s\n", what, now_seconds() - start);
+    fflush(stdout);
+}
+
+/* all_sum, all_gather and send/recv of more than INT_MAX bytes (and, for
+ * the uint8 sum, elements) in one call. */
+static void test_over_2_gib(void)
+{
+    const int64_t n = (int64_t)INT32_MAX + HUGE_EXTRA;
+    wf_scope_begin();
+    wf_array *x = huge_bytes(n, rank_);
+    if (!CHECK_NOT_NULL(x)) {
+        wf_scope_end();
+        return;
+    }
+    double start = now_seconds();
+    wf_array *y = wf_all_sum(x, world);
+    if (CHECK_OK(wf_eval(&y, 1))) {
+        huge_report("all_sum of 2 GiB + 77 uint8", start);
+        const unsigned char *d = NULL;
+        wf_array_data(y, (const void **)&d);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            unsigned want = 0;
+            for (int r = 0; r < size_; r++)
+                want += (unsigned)((i + r) % 13);
+            bad += d[i] != (unsigned char)want;
+        }
+        CHECK_EQ_INT(bad, 0);
+    }
+    wf_release(y);
+    start = now_seconds();
+    const int peer = rank_ ^ 1;
+    wf_array *moved = rank_ % 2 == 0 ? wf_send(x, peer, world)
+                                     : wf_recv(wf_array_shape(x), 1, WF_DTYPE_U8, peer, world);
+    const bool moved_ok = CHECK_OK(wf_eval(&moved, 1));
+    if (moved_ok)
+        huge_report("send/recv of 2 GiB + 77 bytes (the sender's time)", start);
+    if (moved_ok && rank_ % 2) {
+        const unsigned char *d = NULL;
+        wf_array_data(moved, (const void **)&d);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++)
+            bad += d[i] != (unsigned char)((i + peer) % 13);
+        CHECK_EQ_INT(bad, 0);
+    }
+    wf_release(moved);
+    wf_release(x);
+    /* Each rank's part fits int, the gathered whole does not. */
+    const int64_t part = (int64_t)INT32_MAX / size_ + HUGE_EXTRA;
+    wf_array *p = huge_bytes(part, rank_);
+    start = now_seconds();
+    wf_array *g = p ? wf_all_gather(p, world) : NULL;
+    if (CHECK_NOT_NULL(g) && CHECK_OK(wf_eval(&g, 1))) {
+        huge_report("all_gather to 2 GiB + 77 x ranks bytes", start);
+        const unsigned char *d = NULL;
+        wf_array_data(g, (const void **)&d);
+        int64_t bad = 0;
+        for (int r = 0; r < size_; r++)
+            for (int64_t i = 0; i < part; i++)
+                bad += d[r * part + i] != (unsigned char)((i + r) % 13);
+        CHECK_EQ_INT(bad, 0);
+    }
+    wf_scope_end();
+}
+
 /* ---- mismatch: every rank must see the error, and the group stays usable */
 
 static void expect_mismatch(wf_array *y, const char *what)
@@ -696,6 +794,12 @@ static int run_worker(const char *scenario)
         RUN_TEST(test_network_payload);
     } else if (strcmp(scenario, "large") == 0) {
         RUN_TEST(test_large_all_sum);
+    } else if (strcmp(scenario, "pieces") == 0) { /* under a small message limit */
+        RUN_TEST(test_every_collective_every_dtype);
+        RUN_TEST(test_all_sum_is_deterministic);
+        RUN_TEST(test_send_recv);
+    } else if (strcmp(scenario, "over_2_gib") == 0) {
+        RUN_TEST(test_over_2_gib);
     } else {
         fprintf(stderr, "worker: unknown scenario %s\n", scenario);
         return 1;
@@ -730,6 +834,17 @@ static void test_group_of_one(void)
                 bad += element(outs[k], i) != input_value(all_dtypes[t], 0, i);
         CHECK_EQ_INT(bad, 0);
     }
+    /* Past the 8 KB that ride with the headers: the piece path with no peers. */
+    const int64_t big[2] = {1000, 3};
+    wf_array *y = input_array(WF_DTYPE_F64, 0, big, 2);
+    wf_array *big_outs[3] = {wf_all_sum(y, g), wf_all_gather(y, g), wf_sum_scatter(y, g)};
+    if (CHECK_OK(wf_eval(big_outs, 3))) {
+        int bad = 0;
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < 3000; i++)
+                bad += element(big_outs[k], i) != input_value(WF_DTYPE_F64, 0, i);
+        CHECK_EQ_INT(bad, 0);
+    }
     wf_group *split = wf_group_split(g, 3, -1);
     CHECK(split && wf_group_size(split) == 1);
     wf_group_release(split);
@@ -745,32 +860,30 @@ static void test_group_of_one(void)
     wf_group_release(g);
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static char self_path[4096];
 
-/* Runs `mpirun -np N self --worker SCENARIO`; its exit status (-1: not run)
- * and its duration in seconds. */
-static int mpirun(int np, const char *scenario, double *seconds)
+/* Runs `mpirun [options] -np N self --worker SCENARIO`; its exit status
+ * (-1: not run) and its duration in seconds. */
+static int mpirun_with(const char *options, int np, const char *scenario, double *seconds)
 {
     char command[8192];
     snprintf(command, sizeof command,
-             "mpirun --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -np %d "
-             "--mca btl self,vader,tcp %s --worker %s",
-             np, self_path, scenario);
+             "mpirun --allow-run-as-root --oversubscribe --bind-to none "
+             "--mca mpi_yield_when_idle 1 %s -np %d --mca btl self,vader,tcp %s --worker %s",
+             options, np, self_path, scenario);
     printf("  $ %s\n", command);
     fflush(stdout);
-    const double start = now();
+    const double start = now_seconds();
     int status = system(command);
-    *seconds = now() - start;
+    *seconds = now_seconds() - start;
     printf("    -> exit %d after %.1f s\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
            *seconds);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int mpirun(int np, const char *scenario, double *seconds)
+{
+    return mpirun_with("", np, scenario, seconds);
 }
 
 static void test_collectives_on_2_3_4_ranks(void)
@@ -785,6 +898,17 @@ static void test_large_arrays_on_2_ranks(void)
 {
     double seconds;
     CHECK_EQ_INT(mpirun(2, "large", &seconds), 0);
+}
+
+/* Messages of at most 1003 bytes (rounded down to whole elements): every
+ * block, gather and payload travels in many pieces, as arrays over 2 GiB do. */
+static void test_many_pieces_on_2_and_3_ranks(void)
+{
+    for (int np = 2; np <= 3; np++) {
+        double seconds;
+        CHECK_EQ_INT(mpirun_with("-x WEFT_DISTRIBUTED_MAX_MESSAGE=1003", np, "pieces", &seconds),
+                     0);
+    }
 }
 
 /* The bound: mpirun ends the job once it sees the dead rank. */
@@ -875,7 +999,7 @@ static void test_two_hosts_over_a_veth_pair(void)
     CHECK(agent && hosts);
     const long long tx0 = veth_counter(ns_a, dev_a, "tx_bytes");
     const long long rx0 = veth_counter(ns_a, dev_a, "rx_bytes");
-    const double start = now();
+    const double start = now_seconds();
     const int code =
         sh("ip netns exec %s mpirun --allow-run-as-root --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -np 2 "
            "--hostfile %s/hosts --mca plm_rsh_agent %s/agent --mca btl tcp,self "
@@ -888,7 +1012,7 @@ static void test_two_hosts_over_a_veth_pair(void)
      * the gather-back, and its 1 MB to the all_gather; it receives as much. */
     const long long payload = 2LL * NET_FLOATS * 4 + NET_GATHER_FLOATS * 4;
     printf("    -> exit %d after %.1f s; veth %s sent %lld bytes, received %lld (payload %lld)\n",
-           code, now() - start, dev_a, tx, rx, payload);
+           code, now_seconds() - start, dev_a, tx, rx, payload);
     CHECK_EQ_INT(code, 0);
     CHECK(tx >= payload);
     CHECK(rx >= payload);
@@ -910,6 +1034,19 @@ static void ranks_without_leak_check(void)
     setenv("ASAN_OPTIONS", options, 1);
 }
 
+/* Two ranks, each about 5 GB at its peak (input, output and half an input
+ * of scratch): run once by hand (make distributed-large), not in make test. */
+static int run_over_2_gib(const char *argv0)
+{
+    ssize_t len = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
+    if (len <= 0)
+        snprintf(self_path, sizeof self_path, "%s", argv0);
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    double seconds;
+    const int code = mpirun(2, "over_2_gib", &seconds);
+    return code != 0;
+}
+
 static bool have_mpirun(void)
 {
     return system("command -v mpirun >/dev/null 2>&1") == 0;
@@ -919,6 +1056,8 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--worker") == 0)
         return run_worker(argv[2]);
+    if (argc == 2 && strcmp(argv[1], "--over-2-gib") == 0) /* make distributed-large */
+        return run_over_2_gib(argv[0]);
     ssize_t len = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
     if (len <= 0)
         snprintf(self_path, sizeof self_path, "%s", argv[0]);
@@ -934,6 +1073,7 @@ int main(int argc, char **argv)
     } else {
         ranks_without_leak_check();
         RUN_TEST(test_collectives_on_2_3_4_ranks);
+        RUN_TEST(test_many_pieces_on_2_and_3_ranks);
         if (!SANITIZED)
             RUN_TEST(test_large_arrays_on_2_ranks);
         RUN_TEST(test_dead_rank_ends_the_job);
