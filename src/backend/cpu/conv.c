@@ -71,6 +71,9 @@ typedef struct conv_plan {
     atomic_int failed;
 } conv_plan;
 
+static wf_status prepare_input(const wf_array *x, wf_dtype compute, bool any_strides,
+                               wf_buffer **owned, const char **data, int64_t *strides);
+
 /* ---------------------------------------------------------------- patches */
 
 /* Input position (per axis) of output position o and kernel offset k, or
@@ -443,6 +446,207 @@ static wf_status run_transposed(conv_plan *pl)
     return WF_OK;
 }
 
+/* ---------------------------------------------------------------- few rows, position by position
+ * The same shape (few output positions, a long kernel: the weight's
+ * cotangent) without an input dilation is faster as one product per output
+ * position o and group: C[b][o][:] (batch x C_out/groups) = A B with
+ * A[b][(t, ci)] = x[b][o * stride + t * kdil - lo][ci] and B[(t, ci)][co] =
+ * w[co][t][ci] over the pairs (t, ci) whose input position is inside x.
+ * Here x is the forward input seen with batch and channels exchanged and w
+ * the forward cotangent, so a pair's column of A (x's batch axis) and row
+ * of B (w's output channels) are each contiguous: the pairs are gathered
+ * CONV_PCHUNK at a time, A's columns side by side (A stored transposed)
+ * and B's rows, and each chunk is one GEMM call adding to C. The chunks are
+ * a function of the shapes alone and threads split only o, the groups and
+ * C's columns, so the bits never depend on the thread count. */
+
+enum { CONV_PCHUNK = 256 };
+
+/* Use it? When x's batch axis is its contiguous one (the weight's
+ * cotangent: any other path would first copy x to channels-last), in the
+ * compute dtype, with no input dilation and no flip (the weight is read in
+ * place). */
+static bool use_by_position(const conv_plan *pl, const wf_array *x)
+{
+    if (pl->p->flip || x->dtype != pl->compute || x->strides[0] != 1 || pl->batch < 2)
+        return false;
+    for (int d = 0; d < pl->spatial; d++)
+        if (pl->p->input_dilation[d] != 1)
+            return false;
+    return true;
+}
+
+/* Valid kernel indices t of axis d at output position o: [*lo, *hi). */
+static void valid_taps(const conv_plan *pl, int d, int64_t o, int64_t *lo, int64_t *hi)
+{
+    const wf_conv_params *p = pl->p;
+    const int64_t base = o * p->strides[d] - p->padding_lo[d], kd = p->kernel_dilation[d];
+    /* 0 <= base + t kd < in */
+    const int64_t first = base >= 0 ? 0 : ceil_div(-base, kd);
+    const int64_t last = pl->in_sp[d] - 1 - base < 0 ? -1 : (pl->in_sp[d] - 1 - base) / kd;
+    *lo = min64(first, pl->k_sp[d]);
+    *hi = max64(*lo, min64(last + 1, pl->k_sp[d]));
+}
+
+typedef struct by_position {
+    conv_plan *pl;
+    const char *w; /* the weight read in place (compute dtype) */
+    int64_t wstrides[WF_CONV_MAX_SPATIAL + 2];
+    int64_t positions; /* output positions per batch entry */
+    int64_t nblock, nblocks;
+} by_position;
+
+/* The chunk being gathered: A's columns (abuf[k * batch + b]) and B's rows
+ * (bbuf[k * cols + j]), `count` pairs so far. */
+typedef struct pair_chunk {
+    char *abuf, *bbuf;
+    int64_t count, cols;
+    bool first; /* no GEMM call made yet: the next one sets C */
+} pair_chunk;
+
+/* Copies n elements of es bytes, src `stride` elements apart, to dst. */
+static void gather_strided(char *dst, const char *src, int64_t n, int64_t stride, size_t es)
+{
+    if (stride == 1) {
+        memcpy(dst, src, (size_t)n * es);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        memcpy(dst + (size_t)i * es, src + i * stride * (int64_t)es, es);
+}
+
+static wf_status flush_chunk(const by_position *bp, pair_chunk *ch, char *c, int64_t ldc,
+                             wf_gemm_scratch *s)
+{
+    const conv_plan *pl = bp->pl;
+    if (ch->count == 0)
+        return WF_OK;
+    wf_gemm_args ga;
+    wf__gemm_args_init(&ga, pl->compute, pl->batch, ch->cols, ch->count, ch->abuf, 1,
+                       pl->batch, ch->bbuf, ch->cols, 1, c, ldc, 1.0, ch->first ? 0.0 : 1.0);
+    ga.isa = pl->isa;
+    ch->first = false;
+    ch->count = 0;
+    return wf__gemm_block(&ga, 0, pl->batch, 0, ga.n, s);
+}
+
+/* C[:, o, columns j0..j1) of group g. */
+static wf_status by_position_block(const by_position *bp, int64_t o, int64_t g, int64_t j0,
+                                   int64_t j1, pair_chunk *ch, wf_gemm_scratch *s)
+{
+    const conv_plan *pl = bp->pl;
+    const int sp = pl->spatial, last = sp - 1;
+    const size_t es = pl->es, cs = wf_dtype_size(pl->cdt);
+    int64_t oc[WF_CONV_MAX_SPATIAL], lo[WF_CONV_MAX_SPATIAL], hi[WF_CONV_MAX_SPATIAL];
+    int64_t n;
+    row_coords(pl, o, &n, oc);
+    bool any = true;
+    for (int d = 0; d < sp; d++) {
+        valid_taps(pl, d, oc[d], &lo[d], &hi[d]);
+        any = any && hi[d] > lo[d];
+    }
+    const int64_t xs_b = pl->xstrides[0], ws_co = bp->wstrides[0];
+    const int64_t a_step = pl->p->kernel_dilation[last] * pl->xstrides[last + 1];
+    const int64_t b_step = bp->wstrides[last + 1];
+    char *c = pl->c + (size_t)(o * pl->cout + g * pl->cout_g + j0) * cs;
+    const int64_t ldc = bp->positions * pl->cout;
+    ch->count = 0;
+    ch->cols = j1 - j0;
+    ch->first = true;
+    /* pairs: ci outer, then the kernel axes (the last innermost) */
+    for (int64_t ci = 0; any && ci < pl->cin_g; ci++) {
+        int64_t t[WF_CONV_MAX_SPATIAL];
+        for (int d = 0; d < sp; d++)
+            t[d] = lo[d];
+        for (int d = 0; d >= 0;) {
+            int64_t a_off = (g * pl->cin_g + ci) * pl->xstrides[sp + 1];
+            int64_t b_off = (g * pl->cout_g + j0) * ws_co + ci * bp->wstrides[sp + 1];
+            for (int e = 0; e < sp; e++) {
+                const int64_t pos = oc[e] * pl->p->strides[e] +
+                                    t[e] * pl->p->kernel_dilation[e] - pl->p->padding_lo[e];
+                a_off += pos * pl->xstrides[e + 1];
+                b_off += t[e] * bp->wstrides[e + 1];
+            }
+            for (int64_t k = lo[last]; k < hi[last]; k++) {
+                gather_strided(ch->abuf + (size_t)(ch->count * pl->batch) * es,
+                               pl->x + a_off * (int64_t)es, pl->batch, xs_b, es);
+                gather_strided(ch->bbuf + (size_t)(ch->count * ch->cols) * es,
+                               bp->w + b_off * (int64_t)es, ch->cols, ws_co, es);
+                a_off += a_step;
+                b_off += b_step;
+                if (++ch->count == CONV_PCHUNK) {
+                    const wf_status st = flush_chunk(bp, ch, c, ldc, s);
+                    if (st != WF_OK)
+                        return st;
+                }
+            }
+            /* the next kernel index over the axes before the last */
+            for (d = last - 1; d >= 0; d--) {
+                if (++t[d] < hi[d])
+                    break;
+                t[d] = lo[d];
+            }
+        }
+    }
+    const wf_status st = flush_chunk(bp, ch, c, ldc, s);
+    if (st == WF_OK && ch->first) /* no tap inside x: an empty sum */
+        for (int64_t b = 0; b < pl->batch; b++)
+            memset(c + (size_t)(b * ldc) * cs, 0, (size_t)(j1 - j0) * cs);
+    return st;
+}
+
+static void by_position_units(void *ctx, int64_t begin, int64_t end)
+{
+    by_position *bp = ctx;
+    conv_plan *pl = bp->pl;
+    wf_gemm_scratch scratch = {0};
+    wf_buffer *abuf = wf__buffer_alloc((size_t)(CONV_PCHUNK * pl->batch) * pl->es);
+    wf_buffer *bbuf = wf__buffer_alloc((size_t)(CONV_PCHUNK * bp->nblock) * pl->es);
+    if (abuf == NULL || bbuf == NULL) {
+        atomic_store(&pl->failed, 1);
+        begin = end;
+    }
+    pair_chunk ch = {abuf ? abuf->data : NULL, bbuf ? bbuf->data : NULL, 0, 0, true};
+    for (int64_t u = begin; u < end; u++) {
+        const int64_t j = u % bp->nblocks, og = u / bp->nblocks;
+        const int64_t g = og % pl->groups, o = og / pl->groups;
+        const int64_t j0 = j * bp->nblock, j1 = min64(pl->cout_g, j0 + bp->nblock);
+        if (by_position_block(bp, o, g, j0, j1, &ch, &scratch) != WF_OK) {
+            atomic_store(&pl->failed, 1);
+            break;
+        }
+    }
+    wf__gemm_scratch_free(&scratch);
+    if (abuf != NULL)
+        wf__buffer_release(abuf);
+    if (bbuf != NULL)
+        wf__buffer_release(bbuf);
+}
+
+static wf_status run_by_position(conv_plan *pl, const wf_array *w)
+{
+    by_position bp = {.pl = pl};
+    wf_buffer *wbuf = NULL;
+    const wf_status st = prepare_input(w, pl->compute, true, &wbuf, &bp.w, bp.wstrides);
+    if (st != WF_OK)
+        return st;
+    bp.positions = pl->rows / pl->batch;
+    /* columns: whole strips of at most 512, split further while there are
+     * fewer than 4 units a thread */
+    const int64_t units = 4 * (int64_t)wf__pool_size();
+    bp.nblock = min64(pl->cout_g, 512);
+    while (bp.nblock > 64 && bp.positions * pl->groups * ceil_div(pl->cout_g, bp.nblock) < units)
+        bp.nblock = ceil_div(bp.nblock / 2, 16) * 16;
+    bp.nblocks = ceil_div(pl->cout_g, bp.nblock);
+    atomic_init(&pl->failed, 0);
+    wf__parallel_for(bp.positions * pl->groups * bp.nblocks, 1, by_position_units, &bp);
+    if (wbuf != NULL)
+        wf__buffer_release(wbuf);
+    if (atomic_load(&pl->failed))
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory for packing");
+    return WF_OK;
+}
+
 /* ---------------------------------------------------------------- depthwise */
 
 /* One output row of a depthwise convolution: acc[c] = sum over kernel
@@ -678,13 +882,16 @@ wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninpu
     if (pl.kdim == 0 || x->size == 0) {
         memset(pl.c, 0, (size_t)out->size * cs); /* an empty sum */
     } else {
-        const bool transposed = !depthwise && use_transposed(&pl);
+        const bool per_position = !depthwise && use_by_position(&pl, x);
+        const bool transposed = !depthwise && (per_position || use_transposed(&pl));
         st = prepare_input(x, pl.compute, transposed, &xbuf, &pl.x, pl.xstrides);
         for (int d = 0; transposed && d < pl.spatial; d++)
             pl.in_pos_stride[d] = pl.xstrides[d + 1]; /* the tables follow x's strides */
-        if (st == WF_OK)
+        if (st == WF_OK && per_position)
+            st = run_by_position(&pl, w);
+        else if (st == WF_OK)
             st = prepare_weight(&pl, w, depthwise, &wbuf);
-        if (st == WF_OK) {
+        if (st == WF_OK && !per_position) {
             pl.w = wbuf->data;
             if (depthwise) {
                 atomic_init(&pl.failed, 0);
