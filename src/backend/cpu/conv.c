@@ -12,6 +12,12 @@
  * Special cases:
  * - a 1x1 kernel at stride 1 without padding or dilation of the input: P is
  *   the input itself (rows C_in apart), handed to the GEMM in place;
+ * - a 1-d convolution (one group, no dilation): the patch of an output away
+ *   from the edges is kernel x C_in contiguous elements of x, so such rows
+ *   are handed to the GEMM in place too (rows stride x C_in apart), only
+ *   the edge rows gathered;
+ * - few output rows over a long K (the weight's cotangent): see "few rows"
+ *   below;
  * - depthwise (one input and one output channel per group): a direct loop
  *   vectorized over channels, the kernel positions summed in order.
  *
@@ -67,6 +73,7 @@ typedef struct conv_plan {
     const char *w; /* per group: W (kdim x cout_g) contiguous, compute dtype */
     char *c;       /* (rows, C_out) contiguous, cdt */
     bool direct_a; /* 1x1 case: P is x itself */
+    bool rows_in_place; /* 1-d: P's rows inside x read in place (row_in_place) */
     int64_t mblock, mblocks;
     atomic_int failed;
 } conv_plan;
@@ -220,35 +227,77 @@ static void gather_patches(const conv_plan *pl, const axis_tables *at, int64_t g
 
 /* ---------------------------------------------------------------- GEMM path */
 
-/* C rows [row0, row0 + rows) of group g, every column. */
-static wf_status gemm_rows(const conv_plan *pl, const axis_tables *at, int64_t g, int64_t row0,
-                           int64_t rows, char *patch, wf_gemm_scratch *s)
+/* Does row r's patch lie whole and contiguous in x (a 1-d convolution
+ * with one group, no dilation, the kernel inside the input)? Then P's rows
+ * of one batch entry are x's rows `stride` apart, read in place. */
+static bool row_in_place(const conv_plan *pl, int64_t r)
+{
+    const wf_conv_params *p = pl->p;
+    if (!pl->rows_in_place)
+        return false;
+    const int64_t pos = r % pl->out_sp[0] * p->strides[0] - p->padding_lo[0];
+    return pos >= 0 && pos + pl->k_sp[0] <= pl->in_sp[0];
+}
+
+/* C rows [row0, row0 + rows) of group g, columns [0, cout_g), over K
+ * columns [k0, k0 + kc): beta 0 for the first chunk, else 1. */
+static wf_status gemm_chunk(const conv_plan *pl, const char *a, int64_t rsa, int64_t g,
+                            int64_t row0, int64_t rows, int64_t k0, int64_t kc,
+                            wf_gemm_scratch *s)
 {
     const size_t es = pl->es, cs = wf_dtype_size(pl->cdt);
     char *c = pl->c + (size_t)(row0 * pl->cout + g * pl->cout_g) * cs;
-    const char *w = pl->w + (size_t)(g * pl->kdim * pl->cout_g) * es;
+    const char *w = pl->w + (size_t)((g * pl->kdim + k0) * pl->cout_g) * es;
+    wf_gemm_args ga;
+    wf__gemm_args_init(&ga, pl->compute, rows, pl->cout_g, kc, a, rsa, 1, w, pl->cout_g, 1, c,
+                       pl->cout, 1.0, k0 == 0 ? 0.0 : 1.0);
+    ga.isa = pl->isa;
+    for (int64_t j0 = 0; j0 < pl->cout_g; j0 += 512) {
+        const wf_status st = wf__gemm_block(&ga, 0, rows, j0, min64(pl->cout_g, j0 + 512), s);
+        if (st != WF_OK)
+            return st;
+    }
+    return WF_OK;
+}
+
+/* C rows [row0, row0 + rows) of group g, every column: K chunk by K chunk,
+ * runs of rows read in place where row_in_place allows, the others
+ * gathered (the GEMM gives a row the same bits either way). */
+static wf_status gemm_rows(const conv_plan *pl, const axis_tables *at, int64_t g, int64_t row0,
+                           int64_t rows, char *patch, wf_gemm_scratch *s)
+{
+    const size_t es = pl->es;
     const int64_t kchunk = pl->direct_a ? pl->kdim : pl->kchunk;
     for (int64_t k0 = 0; k0 < pl->kdim; k0 += kchunk) {
         const int64_t kc = min64(kchunk, pl->kdim - k0);
-        const char *a;
-        int64_t rsa;
         if (pl->direct_a) {
-            a = pl->x + (size_t)(row0 * pl->cin + g * pl->cin_g) * es;
-            rsa = pl->cin;
-        } else {
-            gather_patches(pl, at, g, row0, rows, k0, kc, patch);
-            a = patch;
-            rsa = kc;
-        }
-        wf_gemm_args ga;
-        wf__gemm_args_init(&ga, pl->compute, rows, pl->cout_g, kc, a, rsa, 1,
-                           w + (size_t)(k0 * pl->cout_g) * es, pl->cout_g, 1, c, pl->cout, 1.0,
-                           k0 == 0 ? 0.0 : 1.0);
-        ga.isa = pl->isa;
-        for (int64_t j0 = 0; j0 < pl->cout_g; j0 += 512) {
-            const wf_status st = wf__gemm_block(&ga, 0, rows, j0, min64(pl->cout_g, j0 + 512), s);
+            const char *a = pl->x + (size_t)(row0 * pl->cin + g * pl->cin_g) * es;
+            const wf_status st = gemm_chunk(pl, a, pl->cin, g, row0, rows, k0, kc, s);
             if (st != WF_OK)
                 return st;
+            continue;
+        }
+        for (int64_t r = row0; r < row0 + rows;) {
+            /* a run: rows of one batch entry, all in place or all gathered */
+            const bool here = row_in_place(pl, r);
+            int64_t end = r + 1;
+            while (end < row0 + rows && end % pl->out_sp[0] != 0 && row_in_place(pl, end) == here)
+                end++;
+            if (!pl->rows_in_place)
+                end = row0 + rows;
+            wf_status st;
+            if (here) {
+                const int64_t n = r / pl->out_sp[0], t = r % pl->out_sp[0];
+                const int64_t pos = t * pl->p->strides[0] - pl->p->padding_lo[0];
+                const char *a = pl->x + (size_t)((n * pl->in_sp[0] + pos) * pl->cin + k0) * es;
+                st = gemm_chunk(pl, a, pl->p->strides[0] * pl->cin, g, r, end - r, k0, kc, s);
+            } else {
+                gather_patches(pl, at, g, r, end - r, k0, kc, patch);
+                st = gemm_chunk(pl, patch, kc, g, r, end - r, k0, kc, s);
+            }
+            if (st != WF_OK)
+                return st;
+            r = end;
         }
     }
     return WF_OK;
@@ -839,6 +888,8 @@ static void plan_shapes(conv_plan *pl, const wf_conv_params *p, const wf_array *
         one = one && pl->k_sp[d] == 1 && p->strides[d] == 1 && p->padding_lo[d] == 0 &&
               p->padding_hi[d] == 0 && p->input_dilation[d] == 1;
     pl->direct_a = one;
+    pl->rows_in_place = !one && p->spatial == 1 && p->groups == 1 &&
+                        p->kernel_dilation[0] == 1 && p->input_dilation[0] == 1;
 }
 
 /* The operands' dtype: float64 and float32 their own; bfloat16 itself
