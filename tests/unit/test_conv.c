@@ -210,6 +210,33 @@ static void test_conv1d_rows_in_place(void)
     CHECK_OK(wf__gemm_isa_set(-1));
 }
 
+/* Depthwise convolutions on each loop: a small kernel over many rows
+ * (channels in whole vectors and a tail of lanes, strides, kernel
+ * dilation), a huge kernel over a few rows (the sets), an input dilation
+ * (row by row); every dtype and variant. */
+static void test_depthwise_paths(void)
+{
+    static const conv_case cdw[] = {
+        {2, 2, 40, 40, 40, {9, 9}, {3, 3}, {2, 1}, {1, 1}, {1, 1}, {2, 1}, {1, 1}, false},
+        {2, 2, 6, 6, 6, {20, 19}, {17, 16}, {1, 1}, {2, 1}, {1, 2}, {1, 1}, {1, 1}, false},
+        {1, 3, 35, 35, 35, {30}, {5}, {1}, {3}, {1}, {2}, {1}, true},
+        {2, 1, 17, 17, 17, {6, 5}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, {2, 1}, false},
+    };
+    enum { NDW = sizeof cdw / sizeof cdw[0] };
+    static const wf_dtype dts[] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_F16, WF_DTYPE_BF16};
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa))
+            continue;
+        CHECK_OK(wf__gemm_isa_set(isa));
+        for (size_t t = 0; t < 4; t++)
+            for (int k = 0; k < NDW; k++)
+                if (!check_case(&cdw[k], dts[t], k == 0, 71 + (uint32_t)k))
+                    printf("      (depthwise case %d, %s, isa %s)\n", k, wf_dtype_name(dts[t]),
+                           wf__gemm_isa_name(isa));
+    }
+    CHECK_OK(wf__gemm_isa_set(-1));
+}
+
 static void test_empty_batch(void)
 {
     const conv_case c = {2, 0, 4, 6, 2, {5, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false};
@@ -750,6 +777,7 @@ int main(void)
     RUN_TEST(test_forward_every_dtype);
     RUN_TEST(test_forward_every_isa);
     RUN_TEST(test_conv1d_rows_in_place);
+    RUN_TEST(test_depthwise_paths);
     RUN_TEST(test_empty_batch);
     RUN_TEST(test_conv_transpose);
     RUN_TEST(test_conv_nd_conveniences);

@@ -18,8 +18,11 @@
  *   the edge rows gathered;
  * - few output rows over a long K (the weight's cotangent): see "few rows"
  *   below;
- * - depthwise (one input and one output channel per group): a direct loop
- *   vectorized over channels, the kernel positions summed in order.
+ * - depthwise (one input and one output channel per group): direct loops
+ *   vectorized over channels, the kernel positions summed in order (per
+ *   row with the sums in registers; a huge kernel over few rows, as the
+ *   weight's cotangent, in sets of rows; row by row with an input
+ *   dilation).
  *
  * Reproducibility: the K chunks are a function of K alone, each chunk is
  * one GEMM call that adds to C (the first sets it), and the GEMM's bits for
@@ -530,6 +533,11 @@ static void valid_taps(const conv_plan *pl, int d, int64_t o, int64_t *lo, int64
 {
     const wf_conv_params *p = pl->p;
     const int64_t base = o * p->strides[d] - p->padding_lo[d], kd = p->kernel_dilation[d];
+    if (kd == 1) { /* no division (the depthwise loop asks per row) */
+        *lo = min64(max64(0, -base), pl->k_sp[d]);
+        *hi = max64(*lo, min64(pl->in_sp[d] - base, pl->k_sp[d]));
+        return;
+    }
     /* 0 <= base + t kd < in */
     const int64_t first = base >= 0 ? 0 : ceil_div(-base, kd);
     const int64_t last = pl->in_sp[d] - 1 - base < 0 ? -1 : (pl->in_sp[d] - 1 - base) / kd;
@@ -698,7 +706,7 @@ static wf_status run_by_position(conv_plan *pl, const wf_array *w)
 
 /* ---------------------------------------------------------------- depthwise */
 
-/* One output row of a depthwise convolution: acc[c] = sum over kernel
+/* ---- Any input dilation: one output row at a time, acc[c] = sum over kernel
  * positions t (in order) of x[patch t][c] * wt[t][c]; float32 or float64
  * (`T`). Written once, compiled per instruction set. */
 #define DEPTHWISE_BODY(T)                                                                      \
@@ -751,7 +759,8 @@ static depthwise_row_fn depthwise_variant(int isa, bool f64)
     return f64 ? depthwise_f64_base : depthwise_f32_base;
 }
 
-static void depthwise_units(void *ctx, int64_t begin, int64_t end)
+/* Rows begin..end one at a time (any input dilation). */
+static void depthwise_rows(void *ctx, int64_t begin, int64_t end)
 {
     conv_plan *pl = ctx;
     const size_t cs = wf_dtype_size(pl->cdt);
@@ -783,6 +792,319 @@ static void depthwise_units(void *ctx, int64_t begin, int64_t end)
         wf__buffer_release(obuf);
     if (at.buf != NULL)
         wf__buffer_release(at.buf);
+}
+
+
+/* ---- Without input dilation, the kernel positions a row reads from x form
+ * a box (valid_taps per axis). Per row and block of DW_CHANNELS channels,
+ * the sums stay in registers while the box is walked (x and the weights
+ * read once per kernel position); units are (block of channels, rows),
+ * the channel block outermost, so that a huge kernel over a few rows (the
+ * weight's cotangent, whose kernel is the forward's cotangent) re-reads its
+ * slice of x and of the weights from cache. Each sum still runs over its
+ * kernel positions in order, skipping those outside x, with the products
+ * and sums rounded separately: the bits of depthwise_rows. */
+
+enum { DW_ROWS = 64 };
+
+/* The walk: per axis, kernel positions, x elements and weight elements
+ * per kernel step; a row's x offset of (virtual) kernel position 0 and its
+ * box. */
+typedef struct dw_walk {
+    int spatial;
+    int64_t xstep[WF_CONV_MAX_SPATIAL], wstep[WF_CONV_MAX_SPATIAL];
+    int64_t base, lo[WF_CONV_MAX_SPATIAL], hi[WF_CONV_MAX_SPATIAL];
+} dw_walk;
+
+/* out[c] = sum over the box, in order, of x[base + t . xstep + c] *
+ * w[t . wstep + c], for c < cb: cb = NV vectors of 64 bytes (`V`, lanes of
+ * `T`: float32 or float64) summed in registers, or, `tail`, fewer than one
+ * vector, lane by lane. */
+#define DEPTHWISE_BOX_WALK(T, STEP)                                                             \
+    do {                                                                                       \
+        const int last = wk->spatial - 1;                                                      \
+        bool empty = false;                                                                    \
+        int64_t t[WF_CONV_MAX_SPATIAL];                                                        \
+        for (int d = 0; d < wk->spatial; d++) {                                                \
+            t[d] = wk->lo[d];                                                                  \
+            empty = empty || wk->hi[d] <= wk->lo[d];                                           \
+        }                                                                                      \
+        for (int d = 0; !empty && d >= 0;) {                                                   \
+            int64_t xo = wk->base, wo = 0;                                                     \
+            for (int e = 0; e < last; e++) {                                                   \
+                xo += t[e] * wk->xstep[e];                                                     \
+                wo += t[e] * wk->wstep[e];                                                     \
+            }                                                                                  \
+            for (int64_t tl = wk->lo[last]; tl < wk->hi[last]; tl++) {                         \
+                const T *xs_ = x_ + xo + tl * wk->xstep[last];                                 \
+                const T *ws_ = w_ + wo + tl * wk->wstep[last];                                 \
+                STEP;                                                                          \
+            }                                                                                  \
+            for (d = last - 1; d >= 0; d--) {                                                  \
+                if (++t[d] < wk->hi[d])                                                        \
+                    break;                                                                     \
+                t[d] = wk->lo[d];                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+
+#define DEPTHWISE_BOX_VARIANT(name, T, attr)                                                   \
+    attr static void name(const dw_walk *wk, int nv, int64_t tail, const void *x,              \
+                          const void *w, void *out)                                            \
+    {                                                                                          \
+        typedef T V __attribute__((vector_size(64)));                                          \
+        const T *x_ = (const T *)x, *w_ = (const T *)w;                                        \
+        if (tail > 0) {                                                                        \
+            T acc[64 / sizeof(T)] = {0};                                                       \
+            DEPTHWISE_BOX_WALK(T, for (int64_t c = 0; c < tail; c++) acc[c] += xs_[c] * ws_[c]); \
+            memcpy(out, acc, (size_t)tail * sizeof(T));                                        \
+        } else if (nv == 2) {                                                                  \
+            V a0 = {0}, a1 = {0}, xv, wv;                                                      \
+            DEPTHWISE_BOX_WALK(T, memcpy(&xv, xs_, 64); memcpy(&wv, ws_, 64); a0 += xv * wv;      \
+                               memcpy(&xv, xs_ + 64 / sizeof(T), 64);                          \
+                               memcpy(&wv, ws_ + 64 / sizeof(T), 64); a1 += xv * wv);          \
+            memcpy(out, &a0, 64);                                                              \
+            memcpy((char *)out + 64, &a1, 64);                                                 \
+        } else {                                                                               \
+            V a0 = {0}, xv, wv;                                                                \
+            DEPTHWISE_BOX_WALK(T, memcpy(&xv, xs_, 64); memcpy(&wv, ws_, 64); a0 += xv * wv);     \
+            memcpy(out, &a0, 64);                                                              \
+        }                                                                                      \
+    }
+
+typedef void (*depthwise_box_fn)(const dw_walk *wk, int nv, int64_t tail, const void *x,
+                                 const void *w, void *out);
+
+DEPTHWISE_BOX_VARIANT(depthwise_box_f32_base, float, )
+DEPTHWISE_BOX_VARIANT(depthwise_box_f64_base, double, )
+#if defined(__x86_64__) && defined(__GNUC__)
+DEPTHWISE_BOX_VARIANT(depthwise_box_f32_avx2, float, __attribute__((target("avx2"))))
+DEPTHWISE_BOX_VARIANT(depthwise_box_f64_avx2, double, __attribute__((target("avx2"))))
+DEPTHWISE_BOX_VARIANT(depthwise_box_f32_avx512, float, __attribute__((target("avx512f"))))
+DEPTHWISE_BOX_VARIANT(depthwise_box_f64_avx512, double, __attribute__((target("avx512f"))))
+#endif
+
+static depthwise_box_fn depthwise_box_variant(int isa, bool f64)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (isa >= WF_GEMM_ISA_AVX512)
+        return f64 ? depthwise_box_f64_avx512 : depthwise_box_f32_avx512;
+    if (isa == WF_GEMM_ISA_AVX2)
+        return f64 ? depthwise_box_f64_avx2 : depthwise_box_f32_avx2;
+#else
+    (void)isa;
+#endif
+    return f64 ? depthwise_box_f64_base : depthwise_box_f32_base;
+}
+
+/* A huge kernel over a few rows (the weight's cotangent) instead walks the
+ * kernel once for a set of up to DW_SET rows of one batch entry and a block
+ * of DW_SET_BYTES of channels: each kernel position's weights and the rows'
+ * inputs are read as contiguous runs (a block of channels strided across
+ * positions, as the per-row walk reads them, aliases in the caches when
+ * the channel count is a power of two), the set's sums in a buffer in L1.
+ * The bits are again those of depthwise_rows. */
+
+enum { DW_SET = 16, DW_SET_BYTES = 512 };
+
+typedef struct dw_set {
+    int count;
+    int64_t base[DW_SET];
+    int64_t lo[DW_SET][WF_CONV_MAX_SPATIAL], hi[DW_SET][WF_CONV_MAX_SPATIAL];
+} dw_set;
+
+/* acc[i * cb + c] = row i's sum (its box, in order) for c < cb. */
+#define DEPTHWISE_SET_VARIANT(name, T, attr)                                                   \
+    attr static void name(const dw_walk *wk, const int64_t *k, const dw_set *set, int64_t cb,  \
+                          const void *x, const void *w, void *acc)                             \
+    {                                                                                          \
+        const T *restrict x_ = (const T *)x;                                                   \
+        const T *restrict w_ = (const T *)w;                                                   \
+        T *restrict acc_ = (T *)acc;                                                           \
+        const int sp = wk->spatial, last = sp - 1;                                             \
+        for (int64_t i = 0; i < set->count * cb; i++)                                          \
+            acc_[i] = 0;                                                                       \
+        int64_t t[WF_CONV_MAX_SPATIAL] = {0, 0, 0};                                            \
+        for (int d = 0; d >= 0;) {                                                             \
+            int64_t xo = 0, wo = 0;                                                            \
+            for (int e = 0; e < last; e++) {                                                   \
+                xo += t[e] * wk->xstep[e];                                                     \
+                wo += t[e] * wk->wstep[e];                                                     \
+            }                                                                                  \
+            bool in_box[DW_SET];                                                               \
+            for (int i = 0; i < set->count; i++) {                                             \
+                in_box[i] = true;                                                              \
+                for (int e = 0; e < last; e++)                                                 \
+                    in_box[i] = in_box[i] && t[e] >= set->lo[i][e] && t[e] < set->hi[i][e];    \
+            }                                                                                  \
+            for (int64_t tl = 0; tl < k[last]; tl++) {                                         \
+                const T *restrict wr_ = w_ + wo + tl * wk->wstep[last];                        \
+                for (int i = 0; i < set->count; i++) {                                         \
+                    if (!in_box[i] || tl < set->lo[i][last] || tl >= set->hi[i][last])         \
+                        continue;                                                              \
+                    const T *restrict xs_ = x_ + set->base[i] + xo + tl * wk->xstep[last];     \
+                    T *restrict a_ = acc_ + i * cb;                                            \
+                    for (int64_t c = 0; c < cb; c++)                                           \
+                        a_[c] += xs_[c] * wr_[c];                                              \
+                }                                                                              \
+            }                                                                                  \
+            for (d = last - 1; d >= 0; d--) {                                                  \
+                if (++t[d] < k[d])                                                             \
+                    break;                                                                     \
+                t[d] = 0;                                                                      \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+typedef void (*depthwise_set_fn)(const dw_walk *wk, const int64_t *k, const dw_set *set,
+                                 int64_t cb, const void *x, const void *w, void *acc);
+
+DEPTHWISE_SET_VARIANT(depthwise_set_f32_base, float, )
+DEPTHWISE_SET_VARIANT(depthwise_set_f64_base, double, )
+#if defined(__x86_64__) && defined(__GNUC__)
+DEPTHWISE_SET_VARIANT(depthwise_set_f32_avx2, float, __attribute__((target("avx2"))))
+DEPTHWISE_SET_VARIANT(depthwise_set_f64_avx2, double, __attribute__((target("avx2"))))
+DEPTHWISE_SET_VARIANT(depthwise_set_f32_avx512, float, __attribute__((target("avx512f"))))
+DEPTHWISE_SET_VARIANT(depthwise_set_f64_avx512, double, __attribute__((target("avx512f"))))
+#endif
+
+static depthwise_set_fn depthwise_set_variant(int isa, bool f64)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (isa >= WF_GEMM_ISA_AVX512)
+        return f64 ? depthwise_set_f64_avx512 : depthwise_set_f32_avx512;
+    if (isa == WF_GEMM_ISA_AVX2)
+        return f64 ? depthwise_set_f64_avx2 : depthwise_set_f32_avx2;
+#else
+    (void)isa;
+#endif
+    return f64 ? depthwise_set_f64_base : depthwise_set_f32_base;
+}
+
+/* Use the boxed loop? No input dilation (its taps are no box). */
+static bool depthwise_boxed(const conv_plan *pl)
+{
+    for (int d = 0; d < pl->spatial; d++)
+        if (pl->p->input_dilation[d] != 1)
+            return false;
+    return true;
+}
+
+/* Channel blocks of the boxed loop: 2 vectors of 64 bytes (the last block
+ * may be narrower). */
+static int64_t dw_block_channels(const conv_plan *pl)
+{
+    return 128 / (int64_t)pl->es;
+}
+
+/* The walk's steps per axis (kernel dilation x position stride in x; the
+ * weights laid out wt[t][c]). */
+static void dw_walk_init(const conv_plan *pl, dw_walk *wk)
+{
+    wk->spatial = pl->spatial;
+    int64_t wstep = pl->cout;
+    for (int d = pl->spatial - 1; d >= 0; d--) {
+        wk->xstep[d] = pl->p->kernel_dilation[d] * pl->in_pos_stride[d];
+        wk->wstep[d] = wstep;
+        wstep *= pl->k_sp[d];
+    }
+}
+
+/* Row r's offset of kernel position 0 in x (batch entry n, position o) and
+ * its box. */
+static void dw_row_box(const conv_plan *pl, int64_t n, const int64_t *o, int64_t *base,
+                       int64_t *lo, int64_t *hi)
+{
+    *base = n * pl->in_pos_stride[0] * pl->in_sp[0];
+    for (int d = 0; d < pl->spatial; d++) {
+        *base += (o[d] * pl->p->strides[d] - pl->p->padding_lo[d]) * pl->in_pos_stride[d];
+        valid_taps(pl, d, o[d], &lo[d], &hi[d]);
+    }
+}
+
+/* Use the sets (a huge kernel over few rows)? */
+static bool dw_use_sets(const conv_plan *pl)
+{
+    return pl->kpos >= 256 && pl->rows / pl->batch <= 4 * DW_SET;
+}
+
+static void depthwise_sets(void *ctx, int64_t begin, int64_t end)
+{
+    conv_plan *pl = ctx;
+    const size_t cs = wf_dtype_size(pl->cdt);
+    const depthwise_set_fn set_fn = depthwise_set_variant(pl->isa, pl->cdt == WF_DTYPE_F64);
+    const int64_t positions = pl->rows / pl->batch, spb = ceil_div(positions, DW_SET);
+    const int64_t bc = DW_SET_BYTES / (int64_t)pl->es, blocks = ceil_div(pl->cout, bc);
+    dw_walk wk;
+    dw_walk_init(pl, &wk);
+    _Alignas(64) char acc[DW_SET * DW_SET_BYTES];
+    dw_set set;
+    for (int64_t u = begin; u < end; u++) {
+        const int64_t sidx = u / blocks, c0 = u % blocks * bc, cb = min64(bc, pl->cout - c0);
+        const int64_t n = sidx / spb, first = sidx % spb * DW_SET;
+        set.count = (int)min64(DW_SET, positions - first);
+        int64_t unused, o[WF_CONV_MAX_SPATIAL];
+        row_coords(pl, first, &unused, o);
+        for (int i = 0; i < set.count; i++) {
+            if (i > 0)
+                row_next(pl, &unused, o);
+            dw_row_box(pl, n, o, &set.base[i], set.lo[i], set.hi[i]);
+        }
+        set_fn(&wk, pl->k_sp, &set, cb, pl->x + (size_t)c0 * pl->es, pl->w + (size_t)c0 * pl->es,
+               acc);
+        for (int i = 0; i < set.count; i++)
+            memcpy(pl->c + (size_t)((n * positions + first + i) * pl->cout + c0) * cs,
+                   acc + (size_t)(i * cb) * cs, (size_t)cb * cs);
+    }
+}
+
+static void depthwise_boxes(void *ctx, int64_t begin, int64_t end)
+{
+    conv_plan *pl = ctx;
+    const size_t cs = wf_dtype_size(pl->cdt);
+    const depthwise_box_fn box_fn = depthwise_box_variant(pl->isa, pl->cdt == WF_DTYPE_F64);
+    const int64_t chunks = ceil_div(pl->rows, DW_ROWS), bc = dw_block_channels(pl);
+    const int64_t lanes = 64 / (int64_t)pl->es;
+    dw_walk wk;
+    dw_walk_init(pl, &wk);
+    for (int64_t u = begin; u < end; u++) {
+        const int64_t c0 = u / chunks * bc, row0 = u % chunks * DW_ROWS;
+        const int64_t cb = min64(bc, pl->cout - c0);
+        int64_t n, o[WF_CONV_MAX_SPATIAL];
+        row_coords(pl, row0, &n, o);
+        for (int64_t r = row0; r < min64(pl->rows, row0 + DW_ROWS); r++) {
+            if (r > row0)
+                row_next(pl, &n, o);
+            dw_row_box(pl, n, o, &wk.base, wk.lo, wk.hi);
+            /* whole vectors, then the lanes left */
+            for (int64_t c = c0; c < c0 + cb;) {
+                const int64_t left = c0 + cb - c;
+                const int nv = left >= 2 * lanes ? 2 : left >= lanes ? 1 : 0;
+                box_fn(&wk, nv, nv ? 0 : left, pl->x + (size_t)c * pl->es,
+                       pl->w + (size_t)c * pl->es, pl->c + (size_t)(r * pl->cout + c) * cs);
+                c += nv ? nv * lanes : left;
+            }
+        }
+    }
+}
+
+static wf_status run_depthwise(conv_plan *pl)
+{
+    atomic_init(&pl->failed, 0);
+    if (depthwise_boxed(pl) && dw_use_sets(pl)) {
+        const int64_t sets = pl->batch * ceil_div(pl->rows / pl->batch, DW_SET);
+        wf__parallel_for(sets * ceil_div(pl->cout, DW_SET_BYTES / (int64_t)pl->es), 1,
+                         depthwise_sets, pl);
+    } else if (depthwise_boxed(pl)) {
+        const int64_t units = ceil_div(pl->cout, dw_block_channels(pl)) * ceil_div(pl->rows, DW_ROWS);
+        wf__parallel_for(units, 1, depthwise_boxes, pl);
+    } else {
+        const int64_t grain = max64(1, 4096 / max64(1, pl->kpos * pl->cout));
+        wf__parallel_for(pl->rows, grain, depthwise_rows, pl);
+    }
+    if (atomic_load(&pl->failed))
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory");
+    return WF_OK;
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -945,11 +1267,7 @@ wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninpu
         if (st == WF_OK && !per_position) {
             pl.w = wbuf->data;
             if (depthwise) {
-                atomic_init(&pl.failed, 0);
-                const int64_t grain = max64(1, 4096 / max64(1, pl.kpos * pl.cout));
-                wf__parallel_for(pl.rows, grain, depthwise_units, &pl);
-                if (atomic_load(&pl.failed))
-                    st = wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory");
+                st = run_depthwise(&pl);
             } else {
                 st = transposed ? run_transposed(&pl) : run_gemm(&pl);
             }
