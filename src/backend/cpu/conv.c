@@ -16,8 +16,8 @@
  *   from the edges is kernel x C_in contiguous elements of x, so such rows
  *   are handed to the GEMM in place too (rows stride x C_in apart), only
  *   the edge rows gathered;
- * - few output rows over a long K (the weight's cotangent): see "few rows"
- *   below;
+ * - the weight's cotangent (x with batch and channels exchanged, few
+ *   output rows over a long K): see "all positions at once" below;
  * - depthwise (one input and one output channel per group): direct loops
  *   vectorized over channels, the kernel positions summed in order (per
  *   row with the sums in registers; a huge kernel over few rows, as the
@@ -498,26 +498,26 @@ static wf_status run_transposed(conv_plan *pl)
     return WF_OK;
 }
 
-/* ---------------------------------------------------------------- few rows, position by position
+/* ---------------------------------------------------------------- few rows, all positions at once
  * The same shape (few output positions, a long kernel: the weight's
- * cotangent) without an input dilation is faster as one product per output
- * position o and group: C[b][o][:] (batch x C_out/groups) = A B with
- * A[b][(t, ci)] = x[b][o * stride + t * kdil - lo][ci] and B[(t, ci)][co] =
- * w[co][t][ci] over the pairs (t, ci) whose input position is inside x.
- * Here x is the forward input seen with batch and channels exchanged and w
- * the forward cotangent, so a pair's column of A (x's batch axis) and row
- * of B (w's output channels) are each contiguous: the pairs are gathered
- * CONV_PCHUNK at a time, A's columns side by side (A stored transposed)
- * and B's rows, and each chunk is one GEMM call adding to C. The chunks are
- * a function of the shapes alone and threads split only o, the groups and
- * C's columns, so the bits never depend on the thread count. */
+ * cotangent) when x's batch axis is its contiguous one: x is the forward
+ * input seen with batch and channels exchanged, w the forward cotangent.
+ * With the rows of C ordered (batch b, position o), as C lies, C = A B
+ * with B[(ci, t)][co] = w[co][t][ci] (a cotangent row of the forward:
+ * output channels contiguous, and consecutive pairs (ci, t) consecutive
+ * rows when the cotangent is contiguous: read in place) and
+ * A[(b, o)][(ci, t)] = x[b][o * stride + t * kdil - lo][ci] (zero outside
+ * x). The pairs are taken CONV_PCHUNK at a time; for each, A's rows are
+ * gathered (a pair's x values for all b are contiguous) and one GEMM call
+ * adds the chunk's product to C. Every position shares each packed chunk
+ * of B, read once. The chunks are a function of the shapes alone, and
+ * threads split only C's rows (whole batch entries) and columns, so the
+ * bits never depend on the thread count. */
 
-enum { CONV_PCHUNK = 256 };
+enum { CONV_PCHUNK = 256, CONV_PROWS = 1024 };
 
-/* Use it? When x's batch axis is its contiguous one (the weight's
- * cotangent: any other path would first copy x to channels-last), in the
- * compute dtype, with no input dilation and no flip (the weight is read in
- * place). */
+/* Use it? x's batch axis contiguous, in the compute dtype, no input
+ * dilation and no flip (w read in place). */
 static bool use_by_position(const conv_plan *pl, const wf_array *x)
 {
     if (pl->p->flip || x->dtype != pl->compute || x->strides[0] != 1 || pl->batch < 2)
@@ -549,107 +549,136 @@ typedef struct by_position {
     conv_plan *pl;
     const char *w; /* the weight read in place (compute dtype) */
     int64_t wstrides[WF_CONV_MAX_SPATIAL + 2];
+    bool b_in_place;   /* consecutive pairs are rows of w ws_row apart */
+    int64_t ws_row;
     int64_t positions; /* output positions per batch entry */
-    int64_t nblock, nblocks;
+    int64_t bblock, bblocks, nblock, nblocks;
 } by_position;
 
-/* The chunk being gathered: A's columns (abuf[k * batch + b]) and B's rows
- * (bbuf[k * cols + j]), `count` pairs so far. */
-typedef struct pair_chunk {
-    char *abuf, *bbuf;
-    int64_t count, cols;
-    bool first; /* no GEMM call made yet: the next one sets C */
-} pair_chunk;
+/* Per thread: the chunk's A (rows x CONV_PCHUNK) and, unless B is read in
+ * place, its B (CONV_PCHUNK x columns). */
+typedef struct pair_bufs {
+    char *a, *b;
+} pair_bufs;
 
-/* Copies n elements of es bytes, src `stride` elements apart, to dst. */
-static void gather_strided(char *dst, const char *src, int64_t n, int64_t stride, size_t es)
+/* Copies n elements of es bytes, src `stride` elements apart, to dst
+ * `dstep` elements apart. */
+static void gather_strided(char *dst, int64_t dstep, const char *src, int64_t n, int64_t stride,
+                           size_t es)
 {
-    if (stride == 1) {
+    if (stride == 1 && dstep == 1) {
         memcpy(dst, src, (size_t)n * es);
         return;
     }
-    for (int64_t i = 0; i < n; i++)
-        memcpy(dst + (size_t)i * es, src + i * stride * (int64_t)es, es);
+#define GATHER_AS(T)                                                                           \
+    do {                                                                                       \
+        T *restrict d_ = (T *)(void *)dst;                                                     \
+        const T *restrict s_ = (const T *)(const void *)src;                                   \
+        for (int64_t i = 0; i < n; i++)                                                        \
+            d_[i * dstep] = s_[i * stride];                                                    \
+    } while (0)
+    if (es == 4)
+        GATHER_AS(uint32_t);
+    else if (es == 8)
+        GATHER_AS(uint64_t);
+    else
+        GATHER_AS(uint16_t);
+#undef GATHER_AS
 }
 
-static wf_status flush_chunk(const by_position *bp, pair_chunk *ch, char *c, int64_t ldc,
-                             wf_gemm_scratch *s)
+/* A's rows of batch entries [b0, b0 + nb) (row (b - b0) * positions + o)
+ * for the pairs [k0, k0 + kc) of group g, into a stored transposed
+ * (a[k * rows + row]: each pair's x values lie close together). */
+static void gather_pair_rows(const by_position *bp, int64_t g, int64_t b0, int64_t nb,
+                             int64_t k0, int64_t kc, char *a)
 {
     const conv_plan *pl = bp->pl;
-    if (ch->count == 0)
-        return WF_OK;
-    wf_gemm_args ga;
-    wf__gemm_args_init(&ga, pl->compute, pl->batch, ch->cols, ch->count, ch->abuf, 1,
-                       pl->batch, ch->bbuf, ch->cols, 1, c, ldc, 1.0, ch->first ? 0.0 : 1.0);
-    ga.isa = pl->isa;
-    ch->first = false;
-    ch->count = 0;
-    return wf__gemm_block(&ga, 0, pl->batch, 0, ga.n, s);
-}
-
-/* C[:, o, columns j0..j1) of group g. */
-static wf_status by_position_block(const by_position *bp, int64_t o, int64_t g, int64_t j0,
-                                   int64_t j1, pair_chunk *ch, wf_gemm_scratch *s)
-{
-    const conv_plan *pl = bp->pl;
-    const int sp = pl->spatial, last = sp - 1;
-    const size_t es = pl->es, cs = wf_dtype_size(pl->cdt);
-    int64_t oc[WF_CONV_MAX_SPATIAL], lo[WF_CONV_MAX_SPATIAL], hi[WF_CONV_MAX_SPATIAL];
-    int64_t n;
-    row_coords(pl, o, &n, oc);
-    bool any = true;
-    for (int d = 0; d < sp; d++) {
-        valid_taps(pl, d, oc[d], &lo[d], &hi[d]);
-        any = any && hi[d] > lo[d];
-    }
-    const int64_t xs_b = pl->xstrides[0], ws_co = bp->wstrides[0];
-    const int64_t a_step = pl->p->kernel_dilation[last] * pl->xstrides[last + 1];
-    const int64_t b_step = bp->wstrides[last + 1];
-    char *c = pl->c + (size_t)(o * pl->cout + g * pl->cout_g + j0) * cs;
-    const int64_t ldc = bp->positions * pl->cout;
-    ch->count = 0;
-    ch->cols = j1 - j0;
-    ch->first = true;
-    /* pairs: ci outer, then the kernel axes (the last innermost) */
-    for (int64_t ci = 0; any && ci < pl->cin_g; ci++) {
-        int64_t t[WF_CONV_MAX_SPATIAL];
-        for (int d = 0; d < sp; d++)
-            t[d] = lo[d];
-        for (int d = 0; d >= 0;) {
-            int64_t a_off = (g * pl->cin_g + ci) * pl->xstrides[sp + 1];
-            int64_t b_off = (g * pl->cout_g + j0) * ws_co + ci * bp->wstrides[sp + 1];
-            for (int e = 0; e < sp; e++) {
-                const int64_t pos = oc[e] * pl->p->strides[e] +
-                                    t[e] * pl->p->kernel_dilation[e] - pl->p->padding_lo[e];
-                a_off += pos * pl->xstrides[e + 1];
-                b_off += t[e] * bp->wstrides[e + 1];
+    const wf_conv_params *p = pl->p;
+    const size_t es = pl->es;
+    const int64_t P = bp->positions, rows = nb * P;
+    static const uint64_t zeros[1] = {0};
+    int64_t t[WF_CONV_MAX_SPATIAL];
+    kernel_index(pl, k0 % pl->kpos, t);
+    int64_t ci = k0 / pl->kpos;
+    for (int64_t k = 0; k < kc; k++) {
+        const int64_t chan = (g * pl->cin_g + ci) * pl->xstrides[pl->spatial + 1] +
+                             b0 * pl->xstrides[0];
+        int64_t o[WF_CONV_MAX_SPATIAL], unused;
+        for (int64_t op = 0; op < P; op++) {
+            if (op == 0)
+                row_coords(pl, 0, &unused, o);
+            else
+                row_next(pl, &unused, o);
+            int64_t off = chan;
+            bool inside = true;
+            for (int d = 0; d < pl->spatial && inside; d++) {
+                const int64_t pos = o[d] * p->strides[d] + t[d] * p->kernel_dilation[d] -
+                                    p->padding_lo[d];
+                inside = pos >= 0 && pos < pl->in_sp[d];
+                off += pos * pl->xstrides[d + 1];
             }
-            for (int64_t k = lo[last]; k < hi[last]; k++) {
-                gather_strided(ch->abuf + (size_t)(ch->count * pl->batch) * es,
-                               pl->x + a_off * (int64_t)es, pl->batch, xs_b, es);
-                gather_strided(ch->bbuf + (size_t)(ch->count * ch->cols) * es,
-                               bp->w + b_off * (int64_t)es, ch->cols, ws_co, es);
-                a_off += a_step;
-                b_off += b_step;
-                if (++ch->count == CONV_PCHUNK) {
-                    const wf_status st = flush_chunk(bp, ch, c, ldc, s);
-                    if (st != WF_OK)
-                        return st;
-                }
-            }
-            /* the next kernel index over the axes before the last */
-            for (d = last - 1; d >= 0; d--) {
-                if (++t[d] < hi[d])
-                    break;
-                t[d] = lo[d];
-            }
+            char *dst = a + (size_t)(k * rows + op) * es;
+            if (inside)
+                gather_strided(dst, P, pl->x + off * (int64_t)es, nb, pl->xstrides[0], es);
+            else
+                gather_strided(dst, P, (const char *)zeros, nb, 0, es);
         }
+        kernel_next(pl, t);
+        bool wrapped = true; /* past the last kernel position: the next channel */
+        for (int d = 0; d < pl->spatial; d++)
+            wrapped = wrapped && t[d] == 0;
+        ci += wrapped;
     }
-    const wf_status st = flush_chunk(bp, ch, c, ldc, s);
-    if (st == WF_OK && ch->first) /* no tap inside x: an empty sum */
-        for (int64_t b = 0; b < pl->batch; b++)
-            memset(c + (size_t)(b * ldc) * cs, 0, (size_t)(j1 - j0) * cs);
-    return st;
+}
+
+/* w's element offset of pair k's row (group g, column j0). */
+static int64_t pair_row_offset(const by_position *bp, int64_t g, int64_t j0, int64_t k)
+{
+    const conv_plan *pl = bp->pl;
+    int64_t t[WF_CONV_MAX_SPATIAL];
+    kernel_index(pl, k % pl->kpos, t);
+    int64_t off = (g * pl->cout_g + j0) * bp->wstrides[0] +
+                  k / pl->kpos * bp->wstrides[pl->spatial + 1];
+    for (int d = 0; d < pl->spatial; d++)
+        off += t[d] * bp->wstrides[d + 1];
+    return off;
+}
+
+/* C rows of batch entries [b0, b0 + nb), columns [j0, j1) of group g. */
+static wf_status by_position_block(const by_position *bp, int64_t g, int64_t b0, int64_t nb,
+                                   int64_t j0, int64_t j1, const pair_bufs *bufs,
+                                   wf_gemm_scratch *s)
+{
+    const conv_plan *pl = bp->pl;
+    const size_t es = pl->es, cs = wf_dtype_size(pl->cdt);
+    const int64_t rows = nb * bp->positions, cols = j1 - j0, kdim = pl->kdim;
+    char *c = pl->c + (size_t)(b0 * bp->positions * pl->cout + g * pl->cout_g + j0) * cs;
+    for (int64_t k0 = 0; k0 < kdim; k0 += CONV_PCHUNK) {
+        const int64_t kc = min64(CONV_PCHUNK, kdim - k0);
+        gather_pair_rows(bp, g, b0, nb, k0, kc, bufs->a);
+        const char *b;
+        int64_t rsb;
+        if (bp->b_in_place) {
+            b = bp->w + pair_row_offset(bp, g, j0, k0) * (int64_t)es;
+            rsb = bp->ws_row;
+        } else {
+            for (int64_t k = 0; k < kc; k++)
+                gather_strided(bufs->b + (size_t)(k * cols) * es, 1,
+                               bp->w + pair_row_offset(bp, g, j0, k0 + k) * (int64_t)es, cols,
+                               bp->wstrides[0], es);
+            b = bufs->b;
+            rsb = cols;
+        }
+        wf_gemm_args ga;
+        wf__gemm_args_init(&ga, pl->compute, rows, cols, kc, bufs->a, 1, rows, b, rsb,
+                           bp->b_in_place ? bp->wstrides[0] : 1, c, pl->cout, 1.0,
+                           k0 == 0 ? 0.0 : 1.0);
+        ga.isa = pl->isa;
+        const wf_status st = wf__gemm_block(&ga, 0, rows, 0, cols, s);
+        if (st != WF_OK)
+            return st;
+    }
+    return WF_OK;
 }
 
 static void by_position_units(void *ctx, int64_t begin, int64_t end)
@@ -657,18 +686,21 @@ static void by_position_units(void *ctx, int64_t begin, int64_t end)
     by_position *bp = ctx;
     conv_plan *pl = bp->pl;
     wf_gemm_scratch scratch = {0};
-    wf_buffer *abuf = wf__buffer_alloc((size_t)(CONV_PCHUNK * pl->batch) * pl->es);
-    wf_buffer *bbuf = wf__buffer_alloc((size_t)(CONV_PCHUNK * bp->nblock) * pl->es);
-    if (abuf == NULL || bbuf == NULL) {
+    const int64_t arows = bp->bblock * bp->positions;
+    wf_buffer *abuf = wf__buffer_alloc((size_t)(arows * CONV_PCHUNK) * pl->es);
+    wf_buffer *bbuf =
+        bp->b_in_place ? NULL : wf__buffer_alloc((size_t)(CONV_PCHUNK * bp->nblock) * pl->es);
+    if (abuf == NULL || (!bp->b_in_place && bbuf == NULL)) {
         atomic_store(&pl->failed, 1);
         begin = end;
     }
-    pair_chunk ch = {abuf ? abuf->data : NULL, bbuf ? bbuf->data : NULL, 0, 0, true};
+    const pair_bufs bufs = {abuf ? abuf->data : NULL, bbuf ? bbuf->data : NULL};
     for (int64_t u = begin; u < end; u++) {
-        const int64_t j = u % bp->nblocks, og = u / bp->nblocks;
-        const int64_t g = og % pl->groups, o = og / pl->groups;
-        const int64_t j0 = j * bp->nblock, j1 = min64(pl->cout_g, j0 + bp->nblock);
-        if (by_position_block(bp, o, g, j0, j1, &ch, &scratch) != WF_OK) {
+        const int64_t j = u % bp->nblocks, rest = u / bp->nblocks;
+        const int64_t bi = rest % bp->bblocks, g = rest / bp->bblocks;
+        const int64_t b0 = bi * bp->bblock, j0 = j * bp->nblock;
+        if (by_position_block(bp, g, b0, min64(bp->bblock, pl->batch - b0), j0,
+                              min64(pl->cout_g, j0 + bp->nblock), &bufs, &scratch) != WF_OK) {
             atomic_store(&pl->failed, 1);
             break;
         }
@@ -680,6 +712,18 @@ static void by_position_units(void *ctx, int64_t begin, int64_t end)
         wf__buffer_release(bbuf);
 }
 
+/* Are w's rows for consecutive pairs (ci, t) evenly spaced (a contiguous
+ * cotangent)? Their spacing in *row. */
+static bool pair_rows_even(const conv_plan *pl, const int64_t *ws, int64_t *row)
+{
+    const int sp = pl->spatial;
+    *row = ws[sp];
+    for (int d = sp - 1; d >= 1; d--)
+        if (ws[d] != ws[d + 1] * pl->k_sp[d])
+            return false;
+    return ws[sp + 1] == ws[1] * pl->k_sp[0] || pl->cin_g == 1;
+}
+
 static wf_status run_by_position(conv_plan *pl, const wf_array *w)
 {
     by_position bp = {.pl = pl};
@@ -688,15 +732,24 @@ static wf_status run_by_position(conv_plan *pl, const wf_array *w)
     if (st != WF_OK)
         return st;
     bp.positions = pl->rows / pl->batch;
-    /* columns: whole strips of at most 512, split further while there are
-     * fewer than 4 units a thread */
-    const int64_t units = 4 * (int64_t)wf__pool_size();
+    bp.b_in_place = pair_rows_even(pl, bp.wstrides, &bp.ws_row);
+    /* Units: whole column strips of at most 512 and all rows (one packed
+     * B chunk serves them all) on one thread; else split, rows first (in
+     * whole batch entries, 96 rows at least), until 4 units a thread. */
+    const int64_t threads = wf__pool_size(), target = threads > 1 ? 4 * threads : 1;
     bp.nblock = min64(pl->cout_g, 512);
-    while (bp.nblock > 64 && bp.positions * pl->groups * ceil_div(pl->cout_g, bp.nblock) < units)
+    bp.bblock = max64(1, min64(pl->batch, CONV_PROWS / bp.positions));
+    const int64_t min_b = max64(1, ceil_div(96, bp.positions));
+    while (bp.bblock > min_b &&
+           pl->groups * ceil_div(pl->batch, bp.bblock) * ceil_div(pl->cout_g, bp.nblock) < target)
+        bp.bblock = max64(min_b, ceil_div(bp.bblock, 2));
+    while (bp.nblock > 64 &&
+           pl->groups * ceil_div(pl->batch, bp.bblock) * ceil_div(pl->cout_g, bp.nblock) < target)
         bp.nblock = ceil_div(bp.nblock / 2, 16) * 16;
+    bp.bblocks = ceil_div(pl->batch, bp.bblock);
     bp.nblocks = ceil_div(pl->cout_g, bp.nblock);
     atomic_init(&pl->failed, 0);
-    wf__parallel_for(bp.positions * pl->groups * bp.nblocks, 1, by_position_units, &bp);
+    wf__parallel_for(pl->groups * bp.bblocks * bp.nblocks, 1, by_position_units, &bp);
     if (wbuf != NULL)
         wf__buffer_release(wbuf);
     if (atomic_load(&pl->failed))
