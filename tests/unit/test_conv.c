@@ -558,6 +558,57 @@ static bool grads_in(const conv_case *c, wf_dtype dt, const double *xv, const do
     return ok && *gx && *gw;
 }
 
+/* An input whose batch axis is the contiguous one (as the weight's
+ * cotangent sees the forward input: every position at once), with the
+ * weight contiguous (its rows per (channel, tap) pair gathered) and
+ * transposed (read in place): float32 and float64 against the reference. */
+static void test_batch_contiguous_input(void)
+{
+    static const conv_case cs[] = {
+        {1, 6, 4, 10, 2, {30}, {3}, {2}, {1}, {2}, {1}, {1}, false},
+        {2, 5, 3, 7, 1, {9, 8}, {3, 2}, {1, 2}, {1, 0}, {1, 1}, {1, 2}, {1, 1}, false},
+    };
+    static const wf_dtype dts[] = {WF_DTYPE_F32, WF_DTYPE_F64};
+    for (int k = 0; k < 2; k++)
+        for (int t = 0; t < 2; t++)
+            for (int wt = 0; wt < 2; wt++) {
+                const conv_case *c = &cs[k];
+                const int nd = c->s + 2;
+                int64_t xs[5], ws[5], ys[5], rs[5];
+                case_shapes(c, xs, ws, ys);
+                const int64_t nx = conf_size(xs, nd);
+                double *xv = conf_values(nx, -1, 1, 91 + (uint32_t)k);
+                double *wv = conf_values(conf_size(ws, nd), -1, 1, 93 + (uint32_t)k);
+                double *rv = malloc((size_t)nx * sizeof *rv);
+                int perm[5];
+                for (int d = 0; d < nd; d++) {
+                    perm[d] = nd - 1 - d; /* x = transpose(r), r laid out reversed */
+                    rs[d] = xs[nd - 1 - d];
+                }
+                for (int64_t i = 0; i < nx; i++) {
+                    int64_t idx[5], ridx[5];
+                    conf_unravel(i, xs, nd, idx);
+                    for (int d = 0; d < nd; d++)
+                        ridx[d] = idx[nd - 1 - d];
+                    rv[conf_ravel(ridx, rs, nd)] = xv[i];
+                }
+                double *want = ref_conv(c, xv, wv);
+                wf_array *r = conf_array(rv, rs, nd, dts[t]);
+                wf_array *x = wf_transpose(r, perm, nd);
+                wf_array *w = wt ? conf_strided(wv, ws, nd, dts[t]) : conf_array(wv, ws, nd, dts[t]);
+                if (!conf_check(build_case(c, x, w), dts[t], ys, nd, want, sum_tolerance(dts[t])))
+                    printf("      (case %d, %s, weight %s)\n", k, wf_dtype_name(dts[t]),
+                           wt ? "strided" : "contiguous");
+                wf_release(r);
+                wf_release(x);
+                wf_release(w);
+                free(xv);
+                free(wv);
+                free(rv);
+                free(want);
+            }
+}
+
 static void test_low_precision_gradients(void)
 {
     const conv_case c = {2, 16, 4, 8, 1, {40, 40}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false};
@@ -786,6 +837,7 @@ int main(void)
     RUN_TEST(test_vjp_jvp);
     RUN_TEST(test_vmap);
     RUN_TEST(test_empty_gradients);
+    RUN_TEST(test_batch_contiguous_input);
     RUN_TEST(test_low_precision_gradients);
     RUN_TEST(test_compile);
     RUN_TEST(test_thread_counts);
