@@ -514,13 +514,15 @@ static wf_status run_transposed(conv_plan *pl)
  * threads split only C's rows (whole batch entries) and columns, so the
  * bits never depend on the thread count. */
 
-enum { CONV_PCHUNK = 256, CONV_PROWS = 1024 };
+enum { CONV_PCHUNK = 256, CONV_PROWS = 1024, CONV_PPOSITIONS = 256 };
 
-/* Use it? x's batch axis contiguous, in the compute dtype, no input
- * dilation and no flip (w read in place). */
+/* Use it? x's batch axis contiguous, in the compute dtype, few output
+ * positions (a kernel's), no input dilation and no flip (w read in
+ * place). */
 static bool use_by_position(const conv_plan *pl, const wf_array *x)
 {
-    if (pl->p->flip || x->dtype != pl->compute || x->strides[0] != 1 || pl->batch < 2)
+    if (pl->p->flip || x->dtype != pl->compute || x->strides[0] != 1 || pl->batch < 2 ||
+        pl->rows / pl->batch > CONV_PPOSITIONS)
         return false;
     for (int d = 0; d < pl->spatial; d++)
         if (pl->p->input_dilation[d] != 1)
