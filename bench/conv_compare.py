@@ -8,13 +8,14 @@ weft's input and weight cotangents and its GEMM on the product of the same
 size are shown too.
 
     python3 bench/conv_compare.py [--threads 1] [--repeats 5] [--mlx-repeats 2]
-        [--wall] [--build build/release] [--python build/bench-venv/bin/python]
+        [--clock cpu|wall] [--build build/release] [--python build/bench-venv/bin/python]
 
 With one thread every program runs pinned to one core (taskset) and is
-timed by its process's CPU time (--wall: the wall clock), so a machine
-shared with other work still gives one core's rates; with more threads the
-wall clock is used. uptime's load is printed before and after. Runs with
-the system Python alone.
+timed by default by its process's CPU time, so a machine shared with other
+work still gives one core's rates; with more threads the default is the
+wall clock (meaningful on a quiet machine only; --clock cpu then gives
+GFLOP per CPU-second of all threads). uptime's load is printed before and
+after. Runs with the system Python alone.
 """
 import argparse
 import os
@@ -69,19 +70,23 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--mlx-repeats", type=int, default=2,
                     help="MLX's CPU convolutions are slow: fewer repeats")
-    ap.add_argument("--wall", action="store_true", help="wall clock even on one thread")
+    ap.add_argument("--clock", choices=("cpu", "wall"), default=None,
+                    help="process CPU time or wall clock (default: cpu for one thread)")
     ap.add_argument("--build", default="build/release")
     ap.add_argument("--python", default="build/bench-venv/bin/python")
     args = ap.parse_args()
 
     one = args.threads == 1
-    cpu_time = [] if args.wall or not one else ["--cpu-time"]
-    pin = ["taskset", "-c", "0"] if one else []
+    clock_name = args.clock or ("cpu" if one else "wall")
+    cpu_time = ["--cpu-time"] if clock_name == "cpu" else []
+    pin = ["taskset", "-c", "0"]
     threads = str(args.threads)
-    xla = ("--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" if one
-           else f"intra_op_parallelism_threads={threads}")
     peer_env = {"OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
-                "MKL_NUM_THREADS": threads, "XLA_FLAGS": xla}
+                "MKL_NUM_THREADS": threads}
+    if one:  # XLA's CPU client otherwise uses every core
+        peer_env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    else:
+        pin = ["taskset", "-c", f"0-{min(args.threads, os.cpu_count() or 1) - 1}"]
     clock = "process CPU time" if cpu_time else "wall clock"
     print(f"# conv_compare: float32, {threads} thread(s), {clock}; GFLOP/s (2 x multiply-adds)")
     print(f"# load before: {load()}")
