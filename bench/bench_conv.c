@@ -13,11 +13,12 @@
  * convolution (the backward does twice the forward's). Each figure is the
  * best of several runs.
  *
- *   build/release/bench_conv [--cpu-time] [repeats=5]
+ *   build/release/bench_conv [--cpu-time] [--only WORD] [repeats=5]
  *
  * --cpu-time times with the process's CPU time instead of the wall clock:
  * with WEFT_NUM_THREADS=1 it measures one core's rate even on a machine
- * shared with other work.
+ * shared with other work. --only runs just the layers whose name contains
+ * WORD (for profiling one layer).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,8 +96,11 @@ static double time_forward(const layer *l, wf_array *x, wf_array *w, int repeats
     return best;
 }
 
-/* Best wall time of `repeats` vjp calls (forward and both cotangents). */
-static double time_vjp(const layer *l, wf_array *x, wf_array *w, wf_array *u, int repeats)
+/* Best wall time of `repeats` vjp calls: the forward and the cotangents
+ * `which` asks for (1: the input's, 2: the weight's, 3: both; evaluation
+ * is lazy, so an unevaluated cotangent costs nothing). */
+static double time_vjp(const layer *l, wf_array *x, wf_array *w, wf_array *u, int which,
+                       int repeats)
 {
     wf_fn *fn = wf_fn_new(conv_call, (void *)l, NULL);
     double best = 1e30;
@@ -104,7 +108,9 @@ static double time_vjp(const layer *l, wf_array *x, wf_array *w, wf_array *u, in
         wf_array *in[2] = {x, w}, *g[2] = {NULL, NULL}, *y = NULL;
         const double t0 = now_seconds();
         check(wf_vjp(fn, in, 2, &u, 1, &y, g));
-        check(wf_eval(g, 2));
+        /* the forward too, as the peers do (nothing else would run it) */
+        wf_array *want[3] = {y, which == 2 ? g[1] : g[0], g[1]};
+        check(wf_eval(want, which == 3 ? 3 : 2));
         const double t = now_seconds() - t0;
         wf_release(y);
         wf_release(g[0]);
@@ -138,9 +144,12 @@ static double time_gemm(int64_t groups, int64_t rows, int64_t inner, int64_t col
 int main(int argc, char **argv)
 {
     int repeats = 5;
+    const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--cpu-time") == 0)
             bench_clock = CLOCK_PROCESS_CPUTIME_ID;
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+            only = argv[++i];
         else
             repeats = atoi(argv[i]);
     }
@@ -153,10 +162,12 @@ int main(int argc, char **argv)
     };
     printf("bench_conv: float32, best of %d, %s; GFLOP/s (2 x multiply-adds)\n", repeats,
            bench_clock == CLOCK_MONOTONIC ? "wall clock" : "process CPU time");
-    printf("%-32s %9s %9s %9s %9s %8s %8s\n", "layer", "fwd ms", "fwd GF/s", "bwd ms",
-           "bwd GF/s", "gemm GF/s", "fwd/gemm");
+    printf("%-32s %9s %9s %9s %9s %8s %8s %8s %8s\n", "layer", "fwd ms", "fwd GF/s", "bwd ms",
+           "bwd GF/s", "dx GF/s", "dw GF/s", "gemm GF/s", "fwd/gemm");
     for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
         const layer *l = &layers[i];
+        if (only != NULL && strstr(l->name, only) == NULL)
+            continue;
         const int nd = l->s + 2;
         wf_array *x = random_array(l->x, nd, 1), *w = random_array(l->w, nd, 2);
         wf_array *y = conv(l, x, w);
@@ -172,11 +183,14 @@ int main(int argc, char **argv)
         wf_array *u = random_array(ys, nd, 3);
         wf_release(y);
         const double tf = time_forward(l, x, w, repeats);
-        const double tv = time_vjp(l, x, w, u, repeats);
+        const double tv = time_vjp(l, x, w, u, 3, repeats);
         const double tb = tv > tf ? tv - tf : tv;
+        const double tx = time_vjp(l, x, w, u, 1, repeats) - tf;
+        const double tw = time_vjp(l, x, w, u, 2, repeats) - tf;
         const double tg = time_gemm(l->groups, rows, inner, cols, repeats);
-        printf("%-32s %9.2f %9.1f %9.2f %9.1f %8.1f %8.2f\n", l->name, 1e3 * tf, flops / tf / 1e9,
-               1e3 * tb, 2 * flops / tb / 1e9, flops / tg / 1e9, tg / tf);
+        printf("%-32s %9.2f %9.1f %9.2f %9.1f %8.1f %8.1f %8.1f %8.2f\n", l->name, 1e3 * tf,
+               flops / tf / 1e9, 1e3 * tb, 2 * flops / tb / 1e9, tx > 0 ? flops / tx / 1e9 : 0.0,
+               tw > 0 ? flops / tw / 1e9 : 0.0, flops / tg / 1e9, tg / tf);
         wf_release(x);
         wf_release(w);
         wf_release(u);

@@ -12,8 +12,17 @@
  * Special cases:
  * - a 1x1 kernel at stride 1 without padding or dilation of the input: P is
  *   the input itself (rows C_in apart), handed to the GEMM in place;
- * - depthwise (one input and one output channel per group): a direct loop
- *   vectorized over channels, the kernel positions summed in order.
+ * - a 1-d convolution (one group, no dilation): the patch of an output away
+ *   from the edges is kernel x C_in contiguous elements of x, so such rows
+ *   are handed to the GEMM in place too (rows stride x C_in apart), only
+ *   the edge rows gathered;
+ * - the weight's cotangent (x with batch and channels exchanged, few
+ *   output rows over a long K): see "all positions at once" below;
+ * - depthwise (one input and one output channel per group): direct loops
+ *   vectorized over channels, the kernel positions summed in order (per
+ *   row with the sums in registers; a huge kernel over few rows, as the
+ *   weight's cotangent, in sets of rows; row by row with an input
+ *   dilation).
  *
  * Reproducibility: the K chunks are a function of K alone, each chunk is
  * one GEMM call that adds to C (the first sets it), and the GEMM's bits for
@@ -67,9 +76,13 @@ typedef struct conv_plan {
     const char *w; /* per group: W (kdim x cout_g) contiguous, compute dtype */
     char *c;       /* (rows, C_out) contiguous, cdt */
     bool direct_a; /* 1x1 case: P is x itself */
+    bool rows_in_place; /* 1-d: P's rows inside x read in place (row_in_place) */
     int64_t mblock, mblocks;
     atomic_int failed;
 } conv_plan;
+
+static wf_status prepare_input(const wf_array *x, wf_dtype compute, bool any_strides,
+                               wf_buffer **owned, const char **data, int64_t *strides);
 
 /* ---------------------------------------------------------------- patches */
 
@@ -217,35 +230,77 @@ static void gather_patches(const conv_plan *pl, const axis_tables *at, int64_t g
 
 /* ---------------------------------------------------------------- GEMM path */
 
-/* C rows [row0, row0 + rows) of group g, every column. */
-static wf_status gemm_rows(const conv_plan *pl, const axis_tables *at, int64_t g, int64_t row0,
-                           int64_t rows, char *patch, wf_gemm_scratch *s)
+/* Does row r's patch lie whole and contiguous in x (a 1-d convolution
+ * with one group, no dilation, the kernel inside the input)? Then P's rows
+ * of one batch entry are x's rows `stride` apart, read in place. */
+static bool row_in_place(const conv_plan *pl, int64_t r)
+{
+    const wf_conv_params *p = pl->p;
+    if (!pl->rows_in_place)
+        return false;
+    const int64_t pos = r % pl->out_sp[0] * p->strides[0] - p->padding_lo[0];
+    return pos >= 0 && pos + pl->k_sp[0] <= pl->in_sp[0];
+}
+
+/* C rows [row0, row0 + rows) of group g, columns [0, cout_g), over K
+ * columns [k0, k0 + kc): beta 0 for the first chunk, else 1. */
+static wf_status gemm_chunk(const conv_plan *pl, const char *a, int64_t rsa, int64_t g,
+                            int64_t row0, int64_t rows, int64_t k0, int64_t kc,
+                            wf_gemm_scratch *s)
 {
     const size_t es = pl->es, cs = wf_dtype_size(pl->cdt);
     char *c = pl->c + (size_t)(row0 * pl->cout + g * pl->cout_g) * cs;
-    const char *w = pl->w + (size_t)(g * pl->kdim * pl->cout_g) * es;
+    const char *w = pl->w + (size_t)((g * pl->kdim + k0) * pl->cout_g) * es;
+    wf_gemm_args ga;
+    wf__gemm_args_init(&ga, pl->compute, rows, pl->cout_g, kc, a, rsa, 1, w, pl->cout_g, 1, c,
+                       pl->cout, 1.0, k0 == 0 ? 0.0 : 1.0);
+    ga.isa = pl->isa;
+    for (int64_t j0 = 0; j0 < pl->cout_g; j0 += 512) {
+        const wf_status st = wf__gemm_block(&ga, 0, rows, j0, min64(pl->cout_g, j0 + 512), s);
+        if (st != WF_OK)
+            return st;
+    }
+    return WF_OK;
+}
+
+/* C rows [row0, row0 + rows) of group g, every column: K chunk by K chunk,
+ * runs of rows read in place where row_in_place allows, the others
+ * gathered (the GEMM gives a row the same bits either way). */
+static wf_status gemm_rows(const conv_plan *pl, const axis_tables *at, int64_t g, int64_t row0,
+                           int64_t rows, char *patch, wf_gemm_scratch *s)
+{
+    const size_t es = pl->es;
     const int64_t kchunk = pl->direct_a ? pl->kdim : pl->kchunk;
     for (int64_t k0 = 0; k0 < pl->kdim; k0 += kchunk) {
         const int64_t kc = min64(kchunk, pl->kdim - k0);
-        const char *a;
-        int64_t rsa;
         if (pl->direct_a) {
-            a = pl->x + (size_t)(row0 * pl->cin + g * pl->cin_g) * es;
-            rsa = pl->cin;
-        } else {
-            gather_patches(pl, at, g, row0, rows, k0, kc, patch);
-            a = patch;
-            rsa = kc;
-        }
-        wf_gemm_args ga;
-        wf__gemm_args_init(&ga, pl->compute, rows, pl->cout_g, kc, a, rsa, 1,
-                           w + (size_t)(k0 * pl->cout_g) * es, pl->cout_g, 1, c, pl->cout, 1.0,
-                           k0 == 0 ? 0.0 : 1.0);
-        ga.isa = pl->isa;
-        for (int64_t j0 = 0; j0 < pl->cout_g; j0 += 512) {
-            const wf_status st = wf__gemm_block(&ga, 0, rows, j0, min64(pl->cout_g, j0 + 512), s);
+            const char *a = pl->x + (size_t)(row0 * pl->cin + g * pl->cin_g) * es;
+            const wf_status st = gemm_chunk(pl, a, pl->cin, g, row0, rows, k0, kc, s);
             if (st != WF_OK)
                 return st;
+            continue;
+        }
+        for (int64_t r = row0; r < row0 + rows;) {
+            /* a run: rows of one batch entry, all in place or all gathered */
+            const bool here = row_in_place(pl, r);
+            int64_t end = r + 1;
+            while (end < row0 + rows && end % pl->out_sp[0] != 0 && row_in_place(pl, end) == here)
+                end++;
+            if (!pl->rows_in_place)
+                end = row0 + rows;
+            wf_status st;
+            if (here) {
+                const int64_t n = r / pl->out_sp[0], t = r % pl->out_sp[0];
+                const int64_t pos = t * pl->p->strides[0] - pl->p->padding_lo[0];
+                const char *a = pl->x + (size_t)((n * pl->in_sp[0] + pos) * pl->cin + k0) * es;
+                st = gemm_chunk(pl, a, pl->p->strides[0] * pl->cin, g, r, end - r, k0, kc, s);
+            } else {
+                gather_patches(pl, at, g, r, end - r, k0, kc, patch);
+                st = gemm_chunk(pl, patch, kc, g, r, end - r, k0, kc, s);
+            }
+            if (st != WF_OK)
+                return st;
+            r = end;
         }
     }
     return WF_OK;
@@ -443,9 +498,270 @@ static wf_status run_transposed(conv_plan *pl)
     return WF_OK;
 }
 
+/* ---------------------------------------------------------------- few rows, all positions at once
+ * The same shape (few output positions, a long kernel: the weight's
+ * cotangent) when x's batch axis is its contiguous one: x is the forward
+ * input seen with batch and channels exchanged, w the forward cotangent.
+ * With the rows of C ordered (batch b, position o), as C lies, C = A B
+ * with B[(ci, t)][co] = w[co][t][ci] (a cotangent row of the forward:
+ * output channels contiguous, and consecutive pairs (ci, t) consecutive
+ * rows when the cotangent is contiguous: read in place) and
+ * A[(b, o)][(ci, t)] = x[b][o * stride + t * kdil - lo][ci] (zero outside
+ * x). The pairs are taken CONV_PCHUNK at a time; for each, A's rows are
+ * gathered (a pair's x values for all b are contiguous) and one GEMM call
+ * adds the chunk's product to C. Every position shares each packed chunk
+ * of B, read once. The chunks are a function of the shapes alone, and
+ * threads split only C's rows (whole batch entries) and columns, so the
+ * bits never depend on the thread count. */
+
+enum { CONV_PCHUNK = 256, CONV_PROWS = 1024, CONV_PPOSITIONS = 256 };
+
+/* Use it? x's batch axis contiguous, in the compute dtype, few output
+ * positions (a kernel's), no input dilation and no flip (w read in
+ * place). */
+static bool use_by_position(const conv_plan *pl, const wf_array *x)
+{
+    if (pl->p->flip || x->dtype != pl->compute || x->strides[0] != 1 || pl->batch < 2 ||
+        pl->rows / pl->batch > CONV_PPOSITIONS)
+        return false;
+    for (int d = 0; d < pl->spatial; d++)
+        if (pl->p->input_dilation[d] != 1)
+            return false;
+    return true;
+}
+
+/* Valid kernel indices t of axis d at output position o: [*lo, *hi). */
+static void valid_taps(const conv_plan *pl, int d, int64_t o, int64_t *lo, int64_t *hi)
+{
+    const wf_conv_params *p = pl->p;
+    const int64_t base = o * p->strides[d] - p->padding_lo[d], kd = p->kernel_dilation[d];
+    if (kd == 1) { /* no division (the depthwise loop asks per row) */
+        *lo = min64(max64(0, -base), pl->k_sp[d]);
+        *hi = max64(*lo, min64(pl->in_sp[d] - base, pl->k_sp[d]));
+        return;
+    }
+    /* 0 <= base + t kd < in */
+    const int64_t first = base >= 0 ? 0 : ceil_div(-base, kd);
+    const int64_t last = pl->in_sp[d] - 1 - base < 0 ? -1 : (pl->in_sp[d] - 1 - base) / kd;
+    *lo = min64(first, pl->k_sp[d]);
+    *hi = max64(*lo, min64(last + 1, pl->k_sp[d]));
+}
+
+typedef struct by_position {
+    conv_plan *pl;
+    const char *w; /* the weight read in place (compute dtype) */
+    int64_t wstrides[WF_CONV_MAX_SPATIAL + 2];
+    bool b_in_place;   /* consecutive pairs are rows of w ws_row apart */
+    int64_t ws_row;
+    int64_t positions; /* output positions per batch entry */
+    int64_t bblock, bblocks, nblock, nblocks;
+} by_position;
+
+/* Per thread: the chunk's A (rows x CONV_PCHUNK) and, unless B is read in
+ * place, its B (CONV_PCHUNK x columns). */
+typedef struct pair_bufs {
+    char *a, *b;
+} pair_bufs;
+
+/* Copies n elements of es bytes, src `stride` elements apart, to dst
+ * `dstep` elements apart. */
+static void gather_strided(char *dst, int64_t dstep, const char *src, int64_t n, int64_t stride,
+                           size_t es)
+{
+    if (stride == 1 && dstep == 1) {
+        memcpy(dst, src, (size_t)n * es);
+        return;
+    }
+#define GATHER_AS(T)                                                                           \
+    do {                                                                                       \
+        T *restrict d_ = (T *)(void *)dst;                                                     \
+        const T *restrict s_ = (const T *)(const void *)src;                                   \
+        for (int64_t i = 0; i < n; i++)                                                        \
+            d_[i * dstep] = s_[i * stride];                                                    \
+    } while (0)
+    if (es == 4)
+        GATHER_AS(uint32_t);
+    else if (es == 8)
+        GATHER_AS(uint64_t);
+    else
+        GATHER_AS(uint16_t);
+#undef GATHER_AS
+}
+
+/* A's rows of batch entries [b0, b0 + nb) (row (b - b0) * positions + o)
+ * for the pairs [k0, k0 + kc) of group g, into a stored transposed
+ * (a[k * rows + row]: each pair's x values lie close together). */
+static void gather_pair_rows(const by_position *bp, int64_t g, int64_t b0, int64_t nb,
+                             int64_t k0, int64_t kc, char *a)
+{
+    const conv_plan *pl = bp->pl;
+    const wf_conv_params *p = pl->p;
+    const size_t es = pl->es;
+    const int64_t P = bp->positions, rows = nb * P;
+    static const uint64_t zeros[1] = {0};
+    int64_t t[WF_CONV_MAX_SPATIAL];
+    kernel_index(pl, k0 % pl->kpos, t);
+    int64_t ci = k0 / pl->kpos;
+    for (int64_t k = 0; k < kc; k++) {
+        const int64_t chan = (g * pl->cin_g + ci) * pl->xstrides[pl->spatial + 1] +
+                             b0 * pl->xstrides[0];
+        int64_t o[WF_CONV_MAX_SPATIAL], unused;
+        for (int64_t op = 0; op < P; op++) {
+            if (op == 0)
+                row_coords(pl, 0, &unused, o);
+            else
+                row_next(pl, &unused, o);
+            int64_t off = chan;
+            bool inside = true;
+            for (int d = 0; d < pl->spatial && inside; d++) {
+                const int64_t pos = o[d] * p->strides[d] + t[d] * p->kernel_dilation[d] -
+                                    p->padding_lo[d];
+                inside = pos >= 0 && pos < pl->in_sp[d];
+                off += pos * pl->xstrides[d + 1];
+            }
+            char *dst = a + (size_t)(k * rows + op) * es;
+            if (inside)
+                gather_strided(dst, P, pl->x + off * (int64_t)es, nb, pl->xstrides[0], es);
+            else
+                gather_strided(dst, P, (const char *)zeros, nb, 0, es);
+        }
+        kernel_next(pl, t);
+        bool wrapped = true; /* past the last kernel position: the next channel */
+        for (int d = 0; d < pl->spatial; d++)
+            wrapped = wrapped && t[d] == 0;
+        ci += wrapped;
+    }
+}
+
+/* w's element offset of pair k's row (group g, column j0). */
+static int64_t pair_row_offset(const by_position *bp, int64_t g, int64_t j0, int64_t k)
+{
+    const conv_plan *pl = bp->pl;
+    int64_t t[WF_CONV_MAX_SPATIAL];
+    kernel_index(pl, k % pl->kpos, t);
+    int64_t off = (g * pl->cout_g + j0) * bp->wstrides[0] +
+                  k / pl->kpos * bp->wstrides[pl->spatial + 1];
+    for (int d = 0; d < pl->spatial; d++)
+        off += t[d] * bp->wstrides[d + 1];
+    return off;
+}
+
+/* C rows of batch entries [b0, b0 + nb), columns [j0, j1) of group g. */
+static wf_status by_position_block(const by_position *bp, int64_t g, int64_t b0, int64_t nb,
+                                   int64_t j0, int64_t j1, const pair_bufs *bufs,
+                                   wf_gemm_scratch *s)
+{
+    const conv_plan *pl = bp->pl;
+    const size_t es = pl->es, cs = wf_dtype_size(pl->cdt);
+    const int64_t rows = nb * bp->positions, cols = j1 - j0, kdim = pl->kdim;
+    char *c = pl->c + (size_t)(b0 * bp->positions * pl->cout + g * pl->cout_g + j0) * cs;
+    for (int64_t k0 = 0; k0 < kdim; k0 += CONV_PCHUNK) {
+        const int64_t kc = min64(CONV_PCHUNK, kdim - k0);
+        gather_pair_rows(bp, g, b0, nb, k0, kc, bufs->a);
+        const char *b;
+        int64_t rsb;
+        if (bp->b_in_place) {
+            b = bp->w + pair_row_offset(bp, g, j0, k0) * (int64_t)es;
+            rsb = bp->ws_row;
+        } else {
+            for (int64_t k = 0; k < kc; k++)
+                gather_strided(bufs->b + (size_t)(k * cols) * es, 1,
+                               bp->w + pair_row_offset(bp, g, j0, k0 + k) * (int64_t)es, cols,
+                               bp->wstrides[0], es);
+            b = bufs->b;
+            rsb = cols;
+        }
+        wf_gemm_args ga;
+        wf__gemm_args_init(&ga, pl->compute, rows, cols, kc, bufs->a, 1, rows, b, rsb,
+                           bp->b_in_place ? bp->wstrides[0] : 1, c, pl->cout, 1.0,
+                           k0 == 0 ? 0.0 : 1.0);
+        ga.isa = pl->isa;
+        const wf_status st = wf__gemm_block(&ga, 0, rows, 0, cols, s);
+        if (st != WF_OK)
+            return st;
+    }
+    return WF_OK;
+}
+
+static void by_position_units(void *ctx, int64_t begin, int64_t end)
+{
+    by_position *bp = ctx;
+    conv_plan *pl = bp->pl;
+    wf_gemm_scratch scratch = {0};
+    const int64_t arows = bp->bblock * bp->positions;
+    wf_buffer *abuf = wf__buffer_alloc((size_t)(arows * CONV_PCHUNK) * pl->es);
+    wf_buffer *bbuf =
+        bp->b_in_place ? NULL : wf__buffer_alloc((size_t)(CONV_PCHUNK * bp->nblock) * pl->es);
+    if (abuf == NULL || (!bp->b_in_place && bbuf == NULL)) {
+        atomic_store(&pl->failed, 1);
+        begin = end;
+    }
+    const pair_bufs bufs = {abuf ? abuf->data : NULL, bbuf ? bbuf->data : NULL};
+    for (int64_t u = begin; u < end; u++) {
+        const int64_t j = u % bp->nblocks, rest = u / bp->nblocks;
+        const int64_t bi = rest % bp->bblocks, g = rest / bp->bblocks;
+        const int64_t b0 = bi * bp->bblock, j0 = j * bp->nblock;
+        if (by_position_block(bp, g, b0, min64(bp->bblock, pl->batch - b0), j0,
+                              min64(pl->cout_g, j0 + bp->nblock), &bufs, &scratch) != WF_OK) {
+            atomic_store(&pl->failed, 1);
+            break;
+        }
+    }
+    wf__gemm_scratch_free(&scratch);
+    if (abuf != NULL)
+        wf__buffer_release(abuf);
+    if (bbuf != NULL)
+        wf__buffer_release(bbuf);
+}
+
+/* Are w's rows for consecutive pairs (ci, t) evenly spaced (a contiguous
+ * cotangent)? Their spacing in *row. */
+static bool pair_rows_even(const conv_plan *pl, const int64_t *ws, int64_t *row)
+{
+    const int sp = pl->spatial;
+    *row = ws[sp];
+    for (int d = sp - 1; d >= 1; d--)
+        if (ws[d] != ws[d + 1] * pl->k_sp[d])
+            return false;
+    return ws[sp + 1] == ws[1] * pl->k_sp[0] || pl->cin_g == 1;
+}
+
+static wf_status run_by_position(conv_plan *pl, const wf_array *w)
+{
+    by_position bp = {.pl = pl};
+    wf_buffer *wbuf = NULL;
+    const wf_status st = prepare_input(w, pl->compute, true, &wbuf, &bp.w, bp.wstrides);
+    if (st != WF_OK)
+        return st;
+    bp.positions = pl->rows / pl->batch;
+    bp.b_in_place = pair_rows_even(pl, bp.wstrides, &bp.ws_row);
+    /* Units: whole column strips of at most 512 and all rows (one packed
+     * B chunk serves them all) on one thread; else split, rows first (in
+     * whole batch entries, 96 rows at least), until 4 units a thread. */
+    const int64_t threads = wf__pool_size(), target = threads > 1 ? 4 * threads : 1;
+    bp.nblock = min64(pl->cout_g, 512);
+    bp.bblock = max64(1, min64(pl->batch, CONV_PROWS / bp.positions));
+    const int64_t min_b = max64(1, ceil_div(96, bp.positions));
+    while (bp.bblock > min_b &&
+           pl->groups * ceil_div(pl->batch, bp.bblock) * ceil_div(pl->cout_g, bp.nblock) < target)
+        bp.bblock = max64(min_b, ceil_div(bp.bblock, 2));
+    while (bp.nblock > 64 &&
+           pl->groups * ceil_div(pl->batch, bp.bblock) * ceil_div(pl->cout_g, bp.nblock) < target)
+        bp.nblock = ceil_div(bp.nblock / 2, 16) * 16;
+    bp.bblocks = ceil_div(pl->batch, bp.bblock);
+    bp.nblocks = ceil_div(pl->cout_g, bp.nblock);
+    atomic_init(&pl->failed, 0);
+    wf__parallel_for(pl->groups * bp.bblocks * bp.nblocks, 1, by_position_units, &bp);
+    if (wbuf != NULL)
+        wf__buffer_release(wbuf);
+    if (atomic_load(&pl->failed))
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory for packing");
+    return WF_OK;
+}
+
 /* ---------------------------------------------------------------- depthwise */
 
-/* One output row of a depthwise convolution: acc[c] = sum over kernel
+/* ---- Any input dilation: one output row at a time, acc[c] = sum over kernel
  * positions t (in order) of x[patch t][c] * wt[t][c]; float32 or float64
  * (`T`). Written once, compiled per instruction set. */
 #define DEPTHWISE_BODY(T)                                                                      \
@@ -498,7 +814,8 @@ static depthwise_row_fn depthwise_variant(int isa, bool f64)
     return f64 ? depthwise_f64_base : depthwise_f32_base;
 }
 
-static void depthwise_units(void *ctx, int64_t begin, int64_t end)
+/* Rows begin..end one at a time (any input dilation). */
+static void depthwise_rows(void *ctx, int64_t begin, int64_t end)
 {
     conv_plan *pl = ctx;
     const size_t cs = wf_dtype_size(pl->cdt);
@@ -530,6 +847,319 @@ static void depthwise_units(void *ctx, int64_t begin, int64_t end)
         wf__buffer_release(obuf);
     if (at.buf != NULL)
         wf__buffer_release(at.buf);
+}
+
+
+/* ---- Without input dilation, the kernel positions a row reads from x form
+ * a box (valid_taps per axis). Per row and block of DW_CHANNELS channels,
+ * the sums stay in registers while the box is walked (x and the weights
+ * read once per kernel position); units are (block of channels, rows),
+ * the channel block outermost, so that a huge kernel over a few rows (the
+ * weight's cotangent, whose kernel is the forward's cotangent) re-reads its
+ * slice of x and of the weights from cache. Each sum still runs over its
+ * kernel positions in order, skipping those outside x, with the products
+ * and sums rounded separately: the bits of depthwise_rows. */
+
+enum { DW_ROWS = 64 };
+
+/* The walk: per axis, kernel positions, x elements and weight elements
+ * per kernel step; a row's x offset of (virtual) kernel position 0 and its
+ * box. */
+typedef struct dw_walk {
+    int spatial;
+    int64_t xstep[WF_CONV_MAX_SPATIAL], wstep[WF_CONV_MAX_SPATIAL];
+    int64_t base, lo[WF_CONV_MAX_SPATIAL], hi[WF_CONV_MAX_SPATIAL];
+} dw_walk;
+
+/* out[c] = sum over the box, in order, of x[base + t . xstep + c] *
+ * w[t . wstep + c], for c < cb: cb = NV vectors of 64 bytes (`V`, lanes of
+ * `T`: float32 or float64) summed in registers, or, `tail`, fewer than one
+ * vector, lane by lane. */
+#define DEPTHWISE_BOX_WALK(T, STEP)                                                             \
+    do {                                                                                       \
+        const int last = wk->spatial - 1;                                                      \
+        bool empty = false;                                                                    \
+        int64_t t[WF_CONV_MAX_SPATIAL];                                                        \
+        for (int d = 0; d < wk->spatial; d++) {                                                \
+            t[d] = wk->lo[d];                                                                  \
+            empty = empty || wk->hi[d] <= wk->lo[d];                                           \
+        }                                                                                      \
+        for (int d = 0; !empty && d >= 0;) {                                                   \
+            int64_t xo = wk->base, wo = 0;                                                     \
+            for (int e = 0; e < last; e++) {                                                   \
+                xo += t[e] * wk->xstep[e];                                                     \
+                wo += t[e] * wk->wstep[e];                                                     \
+            }                                                                                  \
+            for (int64_t tl = wk->lo[last]; tl < wk->hi[last]; tl++) {                         \
+                const T *xs_ = x_ + xo + tl * wk->xstep[last];                                 \
+                const T *ws_ = w_ + wo + tl * wk->wstep[last];                                 \
+                STEP;                                                                          \
+            }                                                                                  \
+            for (d = last - 1; d >= 0; d--) {                                                  \
+                if (++t[d] < wk->hi[d])                                                        \
+                    break;                                                                     \
+                t[d] = wk->lo[d];                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+
+#define DEPTHWISE_BOX_VARIANT(name, T, attr)                                                   \
+    attr static void name(const dw_walk *wk, int nv, int64_t tail, const void *x,              \
+                          const void *w, void *out)                                            \
+    {                                                                                          \
+        typedef T V __attribute__((vector_size(64)));                                          \
+        const T *x_ = (const T *)x, *w_ = (const T *)w;                                        \
+        if (tail > 0) {                                                                        \
+            T acc[64 / sizeof(T)] = {0};                                                       \
+            DEPTHWISE_BOX_WALK(T, for (int64_t c = 0; c < tail; c++) acc[c] += xs_[c] * ws_[c]); \
+            memcpy(out, acc, (size_t)tail * sizeof(T));                                        \
+        } else if (nv == 2) {                                                                  \
+            V a0 = {0}, a1 = {0}, xv, wv;                                                      \
+            DEPTHWISE_BOX_WALK(T, memcpy(&xv, xs_, 64); memcpy(&wv, ws_, 64); a0 += xv * wv;      \
+                               memcpy(&xv, xs_ + 64 / sizeof(T), 64);                          \
+                               memcpy(&wv, ws_ + 64 / sizeof(T), 64); a1 += xv * wv);          \
+            memcpy(out, &a0, 64);                                                              \
+            memcpy((char *)out + 64, &a1, 64);                                                 \
+        } else {                                                                               \
+            V a0 = {0}, xv, wv;                                                                \
+            DEPTHWISE_BOX_WALK(T, memcpy(&xv, xs_, 64); memcpy(&wv, ws_, 64); a0 += xv * wv);     \
+            memcpy(out, &a0, 64);                                                              \
+        }                                                                                      \
+    }
+
+typedef void (*depthwise_box_fn)(const dw_walk *wk, int nv, int64_t tail, const void *x,
+                                 const void *w, void *out);
+
+DEPTHWISE_BOX_VARIANT(depthwise_box_f32_base, float, )
+DEPTHWISE_BOX_VARIANT(depthwise_box_f64_base, double, )
+#if defined(__x86_64__) && defined(__GNUC__)
+DEPTHWISE_BOX_VARIANT(depthwise_box_f32_avx2, float, __attribute__((target("avx2"))))
+DEPTHWISE_BOX_VARIANT(depthwise_box_f64_avx2, double, __attribute__((target("avx2"))))
+DEPTHWISE_BOX_VARIANT(depthwise_box_f32_avx512, float, __attribute__((target("avx512f"))))
+DEPTHWISE_BOX_VARIANT(depthwise_box_f64_avx512, double, __attribute__((target("avx512f"))))
+#endif
+
+static depthwise_box_fn depthwise_box_variant(int isa, bool f64)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (isa >= WF_GEMM_ISA_AVX512)
+        return f64 ? depthwise_box_f64_avx512 : depthwise_box_f32_avx512;
+    if (isa == WF_GEMM_ISA_AVX2)
+        return f64 ? depthwise_box_f64_avx2 : depthwise_box_f32_avx2;
+#else
+    (void)isa;
+#endif
+    return f64 ? depthwise_box_f64_base : depthwise_box_f32_base;
+}
+
+/* A huge kernel over a few rows (the weight's cotangent) instead walks the
+ * kernel once for a set of up to DW_SET rows of one batch entry and a block
+ * of DW_SET_BYTES of channels: each kernel position's weights and the rows'
+ * inputs are read as contiguous runs (a block of channels strided across
+ * positions, as the per-row walk reads them, aliases in the caches when
+ * the channel count is a power of two), the set's sums in a buffer in L1.
+ * The bits are again those of depthwise_rows. */
+
+enum { DW_SET = 16, DW_SET_BYTES = 512 };
+
+typedef struct dw_set {
+    int count;
+    int64_t base[DW_SET];
+    int64_t lo[DW_SET][WF_CONV_MAX_SPATIAL], hi[DW_SET][WF_CONV_MAX_SPATIAL];
+} dw_set;
+
+/* acc[i * cb + c] = row i's sum (its box, in order) for c < cb. */
+#define DEPTHWISE_SET_VARIANT(name, T, attr)                                                   \
+    attr static void name(const dw_walk *wk, const int64_t *k, const dw_set *set, int64_t cb,  \
+                          const void *x, const void *w, void *acc)                             \
+    {                                                                                          \
+        const T *restrict x_ = (const T *)x;                                                   \
+        const T *restrict w_ = (const T *)w;                                                   \
+        T *restrict acc_ = (T *)acc;                                                           \
+        const int sp = wk->spatial, last = sp - 1;                                             \
+        for (int64_t i = 0; i < set->count * cb; i++)                                          \
+            acc_[i] = 0;                                                                       \
+        int64_t t[WF_CONV_MAX_SPATIAL] = {0, 0, 0};                                            \
+        for (int d = 0; d >= 0;) {                                                             \
+            int64_t xo = 0, wo = 0;                                                            \
+            for (int e = 0; e < last; e++) {                                                   \
+                xo += t[e] * wk->xstep[e];                                                     \
+                wo += t[e] * wk->wstep[e];                                                     \
+            }                                                                                  \
+            bool in_box[DW_SET];                                                               \
+            for (int i = 0; i < set->count; i++) {                                             \
+                in_box[i] = true;                                                              \
+                for (int e = 0; e < last; e++)                                                 \
+                    in_box[i] = in_box[i] && t[e] >= set->lo[i][e] && t[e] < set->hi[i][e];    \
+            }                                                                                  \
+            for (int64_t tl = 0; tl < k[last]; tl++) {                                         \
+                const T *restrict wr_ = w_ + wo + tl * wk->wstep[last];                        \
+                for (int i = 0; i < set->count; i++) {                                         \
+                    if (!in_box[i] || tl < set->lo[i][last] || tl >= set->hi[i][last])         \
+                        continue;                                                              \
+                    const T *restrict xs_ = x_ + set->base[i] + xo + tl * wk->xstep[last];     \
+                    T *restrict a_ = acc_ + i * cb;                                            \
+                    for (int64_t c = 0; c < cb; c++)                                           \
+                        a_[c] += xs_[c] * wr_[c];                                              \
+                }                                                                              \
+            }                                                                                  \
+            for (d = last - 1; d >= 0; d--) {                                                  \
+                if (++t[d] < k[d])                                                             \
+                    break;                                                                     \
+                t[d] = 0;                                                                      \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+typedef void (*depthwise_set_fn)(const dw_walk *wk, const int64_t *k, const dw_set *set,
+                                 int64_t cb, const void *x, const void *w, void *acc);
+
+DEPTHWISE_SET_VARIANT(depthwise_set_f32_base, float, )
+DEPTHWISE_SET_VARIANT(depthwise_set_f64_base, double, )
+#if defined(__x86_64__) && defined(__GNUC__)
+DEPTHWISE_SET_VARIANT(depthwise_set_f32_avx2, float, __attribute__((target("avx2"))))
+DEPTHWISE_SET_VARIANT(depthwise_set_f64_avx2, double, __attribute__((target("avx2"))))
+DEPTHWISE_SET_VARIANT(depthwise_set_f32_avx512, float, __attribute__((target("avx512f"))))
+DEPTHWISE_SET_VARIANT(depthwise_set_f64_avx512, double, __attribute__((target("avx512f"))))
+#endif
+
+static depthwise_set_fn depthwise_set_variant(int isa, bool f64)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (isa >= WF_GEMM_ISA_AVX512)
+        return f64 ? depthwise_set_f64_avx512 : depthwise_set_f32_avx512;
+    if (isa == WF_GEMM_ISA_AVX2)
+        return f64 ? depthwise_set_f64_avx2 : depthwise_set_f32_avx2;
+#else
+    (void)isa;
+#endif
+    return f64 ? depthwise_set_f64_base : depthwise_set_f32_base;
+}
+
+/* Use the boxed loop? No input dilation (its taps are no box). */
+static bool depthwise_boxed(const conv_plan *pl)
+{
+    for (int d = 0; d < pl->spatial; d++)
+        if (pl->p->input_dilation[d] != 1)
+            return false;
+    return true;
+}
+
+/* Channel blocks of the boxed loop: 2 vectors of 64 bytes (the last block
+ * may be narrower). */
+static int64_t dw_block_channels(const conv_plan *pl)
+{
+    return 128 / (int64_t)pl->es;
+}
+
+/* The walk's steps per axis (kernel dilation x position stride in x; the
+ * weights laid out wt[t][c]). */
+static void dw_walk_init(const conv_plan *pl, dw_walk *wk)
+{
+    wk->spatial = pl->spatial;
+    int64_t wstep = pl->cout;
+    for (int d = pl->spatial - 1; d >= 0; d--) {
+        wk->xstep[d] = pl->p->kernel_dilation[d] * pl->in_pos_stride[d];
+        wk->wstep[d] = wstep;
+        wstep *= pl->k_sp[d];
+    }
+}
+
+/* Row r's offset of kernel position 0 in x (batch entry n, position o) and
+ * its box. */
+static void dw_row_box(const conv_plan *pl, int64_t n, const int64_t *o, int64_t *base,
+                       int64_t *lo, int64_t *hi)
+{
+    *base = n * pl->in_pos_stride[0] * pl->in_sp[0];
+    for (int d = 0; d < pl->spatial; d++) {
+        *base += (o[d] * pl->p->strides[d] - pl->p->padding_lo[d]) * pl->in_pos_stride[d];
+        valid_taps(pl, d, o[d], &lo[d], &hi[d]);
+    }
+}
+
+/* Use the sets (a huge kernel over few rows)? */
+static bool dw_use_sets(const conv_plan *pl)
+{
+    return pl->kpos >= 256 && pl->rows / pl->batch <= 4 * DW_SET;
+}
+
+static void depthwise_sets(void *ctx, int64_t begin, int64_t end)
+{
+    conv_plan *pl = ctx;
+    const size_t cs = wf_dtype_size(pl->cdt);
+    const depthwise_set_fn set_fn = depthwise_set_variant(pl->isa, pl->cdt == WF_DTYPE_F64);
+    const int64_t positions = pl->rows / pl->batch, spb = ceil_div(positions, DW_SET);
+    const int64_t bc = DW_SET_BYTES / (int64_t)pl->es, blocks = ceil_div(pl->cout, bc);
+    dw_walk wk;
+    dw_walk_init(pl, &wk);
+    _Alignas(64) char acc[DW_SET * DW_SET_BYTES];
+    dw_set set;
+    for (int64_t u = begin; u < end; u++) {
+        const int64_t sidx = u / blocks, c0 = u % blocks * bc, cb = min64(bc, pl->cout - c0);
+        const int64_t n = sidx / spb, first = sidx % spb * DW_SET;
+        set.count = (int)min64(DW_SET, positions - first);
+        int64_t unused, o[WF_CONV_MAX_SPATIAL];
+        row_coords(pl, first, &unused, o);
+        for (int i = 0; i < set.count; i++) {
+            if (i > 0)
+                row_next(pl, &unused, o);
+            dw_row_box(pl, n, o, &set.base[i], set.lo[i], set.hi[i]);
+        }
+        set_fn(&wk, pl->k_sp, &set, cb, pl->x + (size_t)c0 * pl->es, pl->w + (size_t)c0 * pl->es,
+               acc);
+        for (int i = 0; i < set.count; i++)
+            memcpy(pl->c + (size_t)((n * positions + first + i) * pl->cout + c0) * cs,
+                   acc + (size_t)(i * cb) * cs, (size_t)cb * cs);
+    }
+}
+
+static void depthwise_boxes(void *ctx, int64_t begin, int64_t end)
+{
+    conv_plan *pl = ctx;
+    const size_t cs = wf_dtype_size(pl->cdt);
+    const depthwise_box_fn box_fn = depthwise_box_variant(pl->isa, pl->cdt == WF_DTYPE_F64);
+    const int64_t chunks = ceil_div(pl->rows, DW_ROWS), bc = dw_block_channels(pl);
+    const int64_t lanes = 64 / (int64_t)pl->es;
+    dw_walk wk;
+    dw_walk_init(pl, &wk);
+    for (int64_t u = begin; u < end; u++) {
+        const int64_t c0 = u / chunks * bc, row0 = u % chunks * DW_ROWS;
+        const int64_t cb = min64(bc, pl->cout - c0);
+        int64_t n, o[WF_CONV_MAX_SPATIAL];
+        row_coords(pl, row0, &n, o);
+        for (int64_t r = row0; r < min64(pl->rows, row0 + DW_ROWS); r++) {
+            if (r > row0)
+                row_next(pl, &n, o);
+            dw_row_box(pl, n, o, &wk.base, wk.lo, wk.hi);
+            /* whole vectors, then the lanes left */
+            for (int64_t c = c0; c < c0 + cb;) {
+                const int64_t left = c0 + cb - c;
+                const int nv = left >= 2 * lanes ? 2 : left >= lanes ? 1 : 0;
+                box_fn(&wk, nv, nv ? 0 : left, pl->x + (size_t)c * pl->es,
+                       pl->w + (size_t)c * pl->es, pl->c + (size_t)(r * pl->cout + c) * cs);
+                c += nv ? nv * lanes : left;
+            }
+        }
+    }
+}
+
+static wf_status run_depthwise(conv_plan *pl)
+{
+    atomic_init(&pl->failed, 0);
+    if (depthwise_boxed(pl) && dw_use_sets(pl)) {
+        const int64_t sets = pl->batch * ceil_div(pl->rows / pl->batch, DW_SET);
+        wf__parallel_for(sets * ceil_div(pl->cout, DW_SET_BYTES / (int64_t)pl->es), 1,
+                         depthwise_sets, pl);
+    } else if (depthwise_boxed(pl)) {
+        const int64_t units = ceil_div(pl->cout, dw_block_channels(pl)) * ceil_div(pl->rows, DW_ROWS);
+        wf__parallel_for(units, 1, depthwise_boxes, pl);
+    } else {
+        const int64_t grain = max64(1, 4096 / max64(1, pl->kpos * pl->cout));
+        wf__parallel_for(pl->rows, grain, depthwise_rows, pl);
+    }
+    if (atomic_load(&pl->failed))
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory");
+    return WF_OK;
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -635,6 +1265,8 @@ static void plan_shapes(conv_plan *pl, const wf_conv_params *p, const wf_array *
         one = one && pl->k_sp[d] == 1 && p->strides[d] == 1 && p->padding_lo[d] == 0 &&
               p->padding_hi[d] == 0 && p->input_dilation[d] == 1;
     pl->direct_a = one;
+    pl->rows_in_place = !one && p->spatial == 1 && p->groups == 1 &&
+                        p->kernel_dilation[0] == 1 && p->input_dilation[0] == 1;
 }
 
 /* The operands' dtype: float64 and float32 their own; bfloat16 itself
@@ -678,20 +1310,19 @@ wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninpu
     if (pl.kdim == 0 || x->size == 0) {
         memset(pl.c, 0, (size_t)out->size * cs); /* an empty sum */
     } else {
-        const bool transposed = !depthwise && use_transposed(&pl);
+        const bool per_position = !depthwise && use_by_position(&pl, x);
+        const bool transposed = !depthwise && (per_position || use_transposed(&pl));
         st = prepare_input(x, pl.compute, transposed, &xbuf, &pl.x, pl.xstrides);
         for (int d = 0; transposed && d < pl.spatial; d++)
             pl.in_pos_stride[d] = pl.xstrides[d + 1]; /* the tables follow x's strides */
-        if (st == WF_OK)
+        if (st == WF_OK && per_position)
+            st = run_by_position(&pl, w);
+        else if (st == WF_OK)
             st = prepare_weight(&pl, w, depthwise, &wbuf);
-        if (st == WF_OK) {
+        if (st == WF_OK && !per_position) {
             pl.w = wbuf->data;
             if (depthwise) {
-                atomic_init(&pl.failed, 0);
-                const int64_t grain = max64(1, 4096 / max64(1, pl.kpos * pl.cout));
-                wf__parallel_for(pl.rows, grain, depthwise_units, &pl);
-                if (atomic_load(&pl.failed))
-                    st = wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory");
+                st = run_depthwise(&pl);
             } else {
                 st = transposed ? run_transposed(&pl) : run_gemm(&pl);
             }
