@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/search.h"
 #include "core/dtype.h"
+#include "core/error.h"
 #include "prim/search.h"
 #include "runtime/pool.h"
 #include "util/fault.h"
