@@ -297,13 +297,18 @@ class custom_function:
             holder["tree"] = out_tree
             return out_leaves
 
+        # As MLX: a function of one argument gets that argument (and its
+        # tangent or axis) in the rules, not a 1-tuple.
+        def one_or_all(values):
+            return values[0] if len(args) == 1 else values
+
         def vjp_rule(xs):
             primals = tuple(unflatten(treedef, xs[:n]))
             m = (len(xs) - n) // 2
             cot = unflatten(holder["tree"], xs[n:n + m])
             outs = unflatten(holder["tree"], xs[n + m:])
-            grads = self._vjp(primals, cot, outs)
-            if isinstance(grads, array):
+            grads = self._vjp(one_or_all(primals), cot, outs)
+            if len(args) == 1 or isinstance(grads, array):
                 grads = (grads,)
             g_leaves, _ = flatten(list(grads))
             return g_leaves
@@ -311,16 +316,20 @@ class custom_function:
         def jvp_rule(xs):
             primals = tuple(unflatten(treedef, xs[:n]))
             tangents = tuple(unflatten(treedef, xs[n:]))
-            out = self._jvp(primals, tangents)
+            out = self._jvp(one_or_all(primals), one_or_all(tangents))
             return _as_list(out)[0]
 
         def vmap_rule(xs):
             inputs = tuple(unflatten(treedef, xs))
             axes = tuple(unflatten(treedef, [0] * n))
-            outs, out_axes = self._vmap(inputs, axes)
-            out_leaves, out_tree = _as_list(outs)
-            per_leaf = _broadcast_prefix(out_axes, outs, "out_axes")
-            return [o if ax in (0, None) else _core.moveaxis(o, ax, 0)
+            outs, out_axes = self._vmap(one_or_all(inputs), one_or_all(axes))
+            out_leaves, _ = _as_list(outs)
+            per_leaf = _flat_axes(outs, out_axes, "custom_function vmap out_axes")
+            batch = xs[0].shape[0] if xs else 1
+            # weft takes every output batched at axis 0; an unbatched one (None)
+            # is the same for every example
+            return [_core.broadcast_to(_core.expand_dims(o, 0), [batch, *o.shape]) if ax is None
+                    else o if ax == 0 else _core.moveaxis(o, ax, 0)
                     for o, ax in zip(out_leaves, per_leaf)]
 
         fn = _core._custom_function(

@@ -91,10 +91,22 @@ static wf_status forward(const char *op, wf_graph *g, wf_array *const *primals,
     return st;
 }
 
+/* The zero tangent of an output no tangent reached: of its dtype when that
+ * is inexact; else (a comparison's bool, an integer) of the given tangents'
+ * dtype, as MLX (a bool tangent would break the ops that consume it). */
+static wf_array *zero_tangent(wf_array *out, wf_array *const *tangents, size_t ntangents)
+{
+    if (!wf__dtype_is_inexact(out->dtype))
+        for (size_t i = 0; i < ntangents; i++)
+            if (tangents[i] && wf__dtype_is_inexact(tangents[i]->dtype))
+                return wf_zeros(out->shape, out->ndim, tangents[i]->dtype);
+    return wf_zeros_like(out);
+}
+
 /* Outputs (as views built outside the trace) and their tangents. */
 static wf_status export_results(const char *op, wf_graph *g, wf_array *const *outs,
-                                size_t nouts, wf_array **outputs, wf_array **tangents_out,
-                                size_t *noutputs)
+                                size_t nouts, wf_array *const *tangents, size_t ntangents,
+                                wf_array **outputs, wf_array **tangents_out, size_t *noutputs)
 {
     if (nouts > *noutputs)
         return wf__error(WF_ERR_INVALID_ARGUMENT,
@@ -104,7 +116,7 @@ static wf_status export_results(const char *op, wf_graph *g, wf_array *const *ou
     size_t n = 0;
     for (size_t j = 0; j < nouts; j++) {
         const wf_graph_entry *e = wf__graph_find(g, outs[j]);
-        wf_array *t = e && e->value ? e->value : wf_zeros_like(outs[j]);
+        wf_array *t = e && e->value ? e->value : zero_tangent(outs[j], tangents, ntangents);
         if (!t)
             return wf_last_error();
         list[n++] = t;
@@ -157,7 +169,8 @@ wf_status wf__jvp(const char *op, wf_fn *fn, wf_array *const *primals, size_t np
         st = forward(op, &g, primals, tracers, tangents, nprimals);
     }
     if (st == WF_OK)
-        st = export_results(op, &g, outs, nouts, outputs, tangents_out, noutputs);
+        st = export_results(op, &g, outs, nouts, tangents, nprimals, outputs, tangents_out,
+                            noutputs);
     wf__graph_free(&g);
     wf__release_owned(outs, nouts);
     wf_scope_end();

@@ -109,6 +109,37 @@ def test_custom_function_rules():
     assert f.__name__ == "f"
 
 
+def test_custom_function_of_one_argument_gets_it_bare_and_custom_vmap():
+    # As MLX: one argument reaches the rules as itself, not a 1-tuple.
+    my_exp = mx.custom_function(mx.exp)
+
+    @my_exp.vjp
+    def my_exp_vjp(x, ct, out):
+        return mx.ones_like(x) * 42
+
+    @my_exp.jvp
+    def my_exp_jvp(x, t):
+        return mx.ones_like(x) * 7 * t
+
+    @my_exp.vmap
+    def my_exp_vmap(x, axis):
+        return mx.ones_like(x) * 3, axis
+
+    assert mx.grad(my_exp)(mx.array(1.0)).item() == 42.0
+    assert mx.jvp(my_exp, [mx.array(1.0)], [mx.array(1.0)])[1][0].item() == 7.0
+    assert mx.vmap(my_exp)(mx.ones(4)).tolist() == [3.0] * 4
+    assert mx.vmap(my_exp, in_axes=1)(mx.ones((2, 5))).shape == (5, 2)
+
+    constant = mx.custom_function(lambda x: x * 2)
+
+    @constant.vmap
+    def constant_vmap(x, axis):  # an unbatched output: the same for every example
+        return mx.array([1.0, 2.0]), None
+
+    np.testing.assert_array_equal(np.array(mx.vmap(constant)(mx.ones((3, 2)))),
+                                  np.array([[1.0, 2.0]] * 3))
+
+
 def test_checkpoint_gives_the_same_gradient():
     f = lambda x: mx.sum(mx.exp(mx.sin(x)) * x)
     x = mx.array([0.1, 0.2, 0.3])

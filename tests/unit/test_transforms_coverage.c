@@ -15,6 +15,7 @@
 #include "prim/reduce.h"
 #include "prim/registry.h"
 #include "prim/shape.h"
+#include "prim/search.h"
 #include "prim/sort.h"
 #include "prim/fused.h"
 #include "prim/distributed.h"
@@ -84,6 +85,7 @@ static const wf_prim_def *const non_float_output[] = {
     &wf__prim_bitwise_and, &wf__prim_bitwise_or,    &wf__prim_bitwise_xor,
     &wf__prim_left_shift,  &wf__prim_right_shift,
     &wf__prim_argsort,     &wf__prim_argpartition,  &wf__prim_argtopk,
+    &wf__prim_searchsorted,
 };
 
 static bool listed(const wf_prim_def *p, const wf_prim_def *const *list, size_t n)
