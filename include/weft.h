@@ -664,6 +664,21 @@ wf_array *wf_scatter(wf_array *a, wf_array *const *indices, int nindices, wf_arr
 wf_array *wf_put_along_axis(wf_array *a, wf_array *indices, wf_array *values, int axis,
                             wf_scatter_mode mode);
 
+/* ---- boolean-mask assignment (MLX's masked_scatter, NumPy's a[mask] = v) */
+
+/* A copy of `a` whose elements under the true entries of `mask` take the
+ * elements of `src` in row-major order: the i-th selected element gets the
+ * i-th source element. `mask` is bool (else WF_ERR_DTYPE) with a shape equal
+ * to a's leading dims; each mask entry then selects the whole slice of a's
+ * remaining dims. `src` (converted to a's dtype) has at most one dim more
+ * than those remaining dims: its trailing dims broadcast to them, its first
+ * (rows) dim is taken as is, or is one row per mask entry when absent (so a
+ * scalar fills every selected element). A mask selecting more elements than
+ * src holds fails the evaluation with WF_ERR_INVALID_ARGUMENT; extra source
+ * elements are ignored. Gradients reach `a` (where the mask is false) and
+ * `src` (its used elements); vmap gives every example its own source. */
+wf_array *wf_masked_scatter(wf_array *a, wf_array *mask, wf_array *src);
+
 /* ---- dynamic slices: start positions are an array read at evaluation, so
  * a compiled function can slice at a position given at call time */
 

@@ -55,7 +55,7 @@ static const wf_prim_def *const all_prims[] = {
     &wf__prim_custom, &wf__prim_sibling, &wf__prim_fused, &wf__prim_fused2, &wf__prim_fused3,
     &wf__prim_fused4,
     /* general gather / scatter */
-    &wf__prim_gather, &wf__prim_scatter,
+    &wf__prim_gather, &wf__prim_scatter, &wf__prim_masked_scatter,
     /* sort family and the extra scans */
     &wf__prim_sort, &wf__prim_argsort, &wf__prim_partition, &wf__prim_argpartition,
     &wf__prim_topk, &wf__prim_argtopk, &wf__prim_cummax, &wf__prim_cummin,

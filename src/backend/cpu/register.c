@@ -121,6 +121,7 @@ void wf__cpu_register_kernels(void)
     /* general gather / scatter */
     attach(&wf__prim_gather, wf__cpu_gather);
     attach(&wf__prim_scatter, wf__cpu_scatter);
+    attach(&wf__prim_masked_scatter, wf__cpu_masked_scatter);
     /* sort family and the extra scans */
     attach(&wf__prim_sort, wf__cpu_sort);
     attach(&wf__prim_argsort, wf__cpu_sort);
