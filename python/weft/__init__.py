@@ -15,6 +15,7 @@ from . import _core
 from ._core import (  # noqa: F401
     argpartition, argsort, bitwise_and, bitwise_invert, bitwise_or, bitwise_xor, conjugate,
     conv1d, conv2d, conv3d, conv_general, conv_transpose1d, conv_transpose2d, conv_transpose3d,
+    masked_scatter,
     cummax, cummin, imag, left_shift, logcumsumexp, partition, real, right_shift, sort, topk, view,
     to_fp8, from_fp8, dequantize, gather_qmm, quantize, quantized_matmul,
     Device, Dtype, Stream, custom_kernel, get_compile_wait_timeout, set_compile_wait_timeout, abs, add, addmm, all, any, arange, arccos, arcsin, arctan, arctan2,
