@@ -65,7 +65,7 @@ static void check_case(wf_dtype dtype, const int64_t *shape, int ndim, int mask_
                        bool strided, uint32_t seed)
 {
     const int64_t n = conf_size(shape, ndim), n_mask = conf_size(shape, mask_ndim);
-    const int64_t slice = n_mask > 0 ? n / n_mask : 0;
+    const int64_t slice = conf_size(shape + mask_ndim, ndim - mask_ndim);
     double *av = conf_integer_values(n, dtype, seed);
     double *mv = mask_values(n_mask, 40, seed + 1);
     const int64_t rows = count_true(mv, n_mask) + extra;
