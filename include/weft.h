@@ -664,6 +664,21 @@ wf_array *wf_scatter(wf_array *a, wf_array *const *indices, int nindices, wf_arr
 wf_array *wf_put_along_axis(wf_array *a, wf_array *indices, wf_array *values, int axis,
                             wf_scatter_mode mode);
 
+/* ---- boolean-mask assignment (MLX's masked_scatter, NumPy's a[mask] = v) */
+
+/* A copy of `a` whose elements under the true entries of `mask` take the
+ * elements of `src` in row-major order: the i-th selected element gets the
+ * i-th source element. `mask` is bool (else WF_ERR_DTYPE) with a shape equal
+ * to a's leading dims; each mask entry then selects the whole slice of a's
+ * remaining dims. `src` (converted to a's dtype) has at most one dim more
+ * than those remaining dims: its trailing dims broadcast to them, its first
+ * (rows) dim is taken as is, or is one row per mask entry when absent (so a
+ * scalar fills every selected element). A mask selecting more elements than
+ * src holds fails the evaluation with WF_ERR_INVALID_ARGUMENT; extra source
+ * elements are ignored. Gradients reach `a` (where the mask is false) and
+ * `src` (its used elements); vmap gives every example its own source. */
+wf_array *wf_masked_scatter(wf_array *a, wf_array *mask, wf_array *src);
+
 /* ---- dynamic slices: start positions are an array read at evaluation, so
  * a compiled function can slice at a position given at call time */
 
@@ -730,6 +745,38 @@ wf_array *wf_logcumsumexp(wf_array *a, int axis, bool reverse, bool inclusive);
 wf_array *wf_matmul(wf_array *a, wf_array *b);
 /* beta * c + alpha * (a @ b), c broadcast to the product's shape. */
 wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta);
+
+/* ---- the rest of MLX's matmul family. Operands convert to their promoted
+ * real float type (else WF_ERR_DTYPE); a 1-d a is (1, k), a 1-d b (k, 1),
+ * and the dim they gained is dropped from the result, as in wf_matmul. */
+
+/* out[i] = A[lhs[i]] @ B[rhs[i]] where A and B are a's and b's matrices
+ * with their leading axes flattened (mixture of experts). lhs_indices and
+ * rhs_indices (integers; NULL: every matrix in order, shaped like the
+ * operand's leading axes) broadcast together to the result's leading
+ * shape: result (broadcast index shape..., M, N). Both NULL: wf_matmul.
+ * Negative indices count from the end; one out of range fails the
+ * evaluation with WF_ERR_INVALID_ARGUMENT. sorted_indices is MLX's hint
+ * and changes nothing. Each product runs on weft's GEMM, with its bits for
+ * any thread count. Gradients reach a and b (never the indices). */
+wf_array *wf_gather_mm(wf_array *a, wf_array *b, wf_array *lhs_indices, wf_array *rhs_indices,
+                       bool sorted_indices);
+/* a @ b with block masks, one entry per block_size x block_size tile
+ * (block_size > 0; MLX allows only 32 and 64): mask_lhs (..., ceil(M/bs),
+ * ceil(K/bs)) masks a's tiles, mask_rhs (..., ceil(K/bs), ceil(N/bs)) b's,
+ * mask_out (..., ceil(M/bs), ceil(N/bs)) the result's; each may be NULL.
+ * A bool mask zeroes the tiles where it is false, a float mask scales them.
+ * Masks broadcast against the batch dims. No mask: wf_matmul. Built from
+ * wf_matmul and element-wise products, so gradients reach a, b and float
+ * masks. */
+wf_array *wf_block_masked_mm(wf_array *a, wf_array *b, int block_size, wf_array *mask_out,
+                             wf_array *mask_lhs, wf_array *mask_rhs);
+/* out[s] = a[:, s0:s1] @ b[s0:s1, :] for each segment (s0, s1) of
+ * `segments` (integers, shape (..., 2)): a (M, K) and b (K, N) are single
+ * matrices; result (segments' leading shape..., M, N). A segment with
+ * s1 <= s0 is an empty sum (zeros); a bound outside [0, K] fails the
+ * evaluation with WF_ERR_INVALID_ARGUMENT. Gradients reach a and b. */
+wf_array *wf_segmented_mm(wf_array *a, wf_array *b, wf_array *segments);
 
 /* ---- convolution (MLX's layout, channels last): input (N, spatial...,
  * C_in) with 1 to 3 spatial axes, weight (C_out, kernel spatial...,

@@ -407,19 +407,23 @@ PyObject *weftpy_array_getitem(PyObject *self, PyObject *index)
     return out != NULL ? weftpy_array_wrap(out) : NULL;
 }
 
-/* a[mask] = v with a bool mask of a's own shape and a v that broadcasts to
- * it: a select, no scatter needed. */
-static bool is_full_mask(wf_array *a, PyObject *index)
+/* The bool mask `index` stands for (a bool array, or a list or NumPy array
+ * of bools), as a new reference; NULL (no exception) for other indices. */
+static wf_array *bool_mask_index(PyObject *index)
 {
-    if (!WeftArray_Check(index))
-        return false;
-    wf_array *mask = ((WeftArray *)index)->handle;
-    if (wf_array_dtype(mask) != WF_DTYPE_BOOL || wf_array_ndim(mask) != wf_array_ndim(a))
-        return false;
-    for (int i = 0; i < wf_array_ndim(a); i++)
-        if (wf_array_shape(mask)[i] != wf_array_shape(a)[i])
-            return false;
-    return true;
+    if (WeftArray_Check(index)) {
+        wf_array *mask = ((WeftArray *)index)->handle;
+        return wf_array_dtype(mask) == WF_DTYPE_BOOL ? wf_retain_unscoped(mask) : NULL;
+    }
+    if (!PyList_Check(index) && !PyObject_CheckBuffer(index))
+        return NULL;
+    wf_array *mask = weftpy_array_from_object(index, WF_DTYPE_COUNT);
+    if (mask == NULL || wf_array_dtype(mask) != WF_DTYPE_BOOL) {
+        PyErr_Clear();
+        wf_release(mask);
+        return NULL;
+    }
+    return mask;
 }
 
 /* The update without leading size-1 axes beyond the target's rank (NumPy
@@ -567,10 +571,10 @@ PyObject *weftpy_index_scatter(PyObject *module, PyObject *args)
 
 wf_array *weftpy_index_update(wf_array *a, PyObject *index, wf_array *update)
 {
-    if (is_full_mask(a, index)) {
-        wf_array *cast = wf_astype(update, wf_array_dtype(a));
-        wf_array *out = cast != NULL ? wf_where(((WeftArray *)index)->handle, cast, a) : NULL;
-        wf_release(cast);
+    wf_array *mask = bool_mask_index(index);
+    if (mask != NULL) { /* MLX's masked_scatter: source elements in order */
+        wf_array *out = wf_masked_scatter(a, mask, update);
+        wf_release(mask);
         if (out == NULL)
             weftpy_raise_weft_error();
         return out;

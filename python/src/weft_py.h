@@ -181,6 +181,10 @@ int weftpy_random_init(PyObject *module);
 int weftpy_memory_init(PyObject *module);
 int weftpy_kernels_init(PyObject *module);
 int weftpy_conv_init(PyObject *module);
+/* masked.c: masked_scatter */
+int weftpy_masked_init(PyObject *module);
+/* matmul_family.c: gather_mm, block_masked_mm, segmented_mm */
+int weftpy_matmul_family_init(PyObject *module);
 int weftpy_fp8_init(PyObject *module);
 int weftpy_dlpack_init(PyObject *module);
 int weftpy_distributed_init(PyObject *module);

@@ -15,6 +15,7 @@ from . import _core
 from ._core import (  # noqa: F401
     argpartition, argsort, bitwise_and, bitwise_invert, bitwise_or, bitwise_xor, conjugate,
     conv1d, conv2d, conv3d, conv_general, conv_transpose1d, conv_transpose2d, conv_transpose3d,
+    block_masked_mm, gather_mm, masked_scatter, segmented_mm,
     cummax, cummin, imag, left_shift, logcumsumexp, partition, real, right_shift, searchsorted,
     sort, topk, view,
     to_fp8, from_fp8, dequantize, gather_qmm, quantize, quantized_matmul,
@@ -544,7 +545,7 @@ def compile_stats(fun=None):
 
 
 from ._composed import (  # noqa: E402,F401
-    arange, as_strided, block_masked_mm, convolve, depends, gather_mm, pad, asarray, bartlett, blackman, conj, count_nonzero, device_count, device_info, full_like, diag, diagonal, diff, divmod, empty, empty_like, flip,
+    arange, as_strided, convolve, depends, pad, asarray, bartlett, blackman, conj, count_nonzero, device_count, device_info, full_like, diag, diagonal, diff, divmod, empty, empty_like, flip,
     hamming, hanning, inner, isclose, kron, linspace, logical_xor, median, meshgrid,
     ones_like, roll, slice, slice_update, trace, tri, trunc, unstack, vecdot,
     zeros_like,

@@ -400,55 +400,6 @@ def inner(a, b, *, stream=None):
     return _core.reshape(out, list(a.shape[:-1]) + list(b.shape[:-1]), stream=stream)
 
 
-def _expand_block_mask(mask, block_size, rows, cols, dtype):
-    """A (..., R, C) block mask as a (..., rows, cols) element mask."""
-    mask = _as_array(mask)
-    mask = _core.repeat(_core.repeat(mask, block_size, -2), block_size, -1)
-    mask = mask[..., :rows, :cols]
-    return mask.astype(dtype)
-
-
-def block_masked_mm(a, b, block_size=64, mask_out=None, mask_lhs=None, mask_rhs=None, *,
-                    stream=None):
-    """a @ b with block masks (one entry per block_size x block_size tile) on
-    the operands and the result; a bool mask zeroes tiles, a float one scales
-    them."""
-    a, b = _as_array(a), _as_array(b)
-    if a.ndim < 2 or b.ndim < 2:
-        raise ValueError("block_masked_mm: operands need at least 2 dimensions")
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    if mask_lhs is not None:
-        a = _core.multiply(a, _expand_block_mask(mask_lhs, block_size, m, k, a.dtype))
-    if mask_rhs is not None:
-        b = _core.multiply(b, _expand_block_mask(mask_rhs, block_size, k, n, b.dtype))
-    out = _core.matmul(a, b)
-    if mask_out is not None:
-        out = _core.multiply(out, _expand_block_mask(mask_out, block_size, m, n, out.dtype))
-    return out
-
-
-def gather_mm(a, b, /, lhs_indices=None, rhs_indices=None, *, sorted_indices=False,
-              stream=None):
-    """Matrix products of the matrices of a and b that the indices pick from
-    their flattened batch axes; the indices broadcast together and give the
-    result's batch shape."""
-    a, b = _as_array(a), _as_array(b)
-    if a.ndim < 2 or b.ndim < 2:
-        raise ValueError("gather_mm: operands need at least 2 dimensions")
-
-    def pick(x, indices):
-        batch = _math.prod(x.shape[:-2])
-        flat = _core.reshape(x, [batch] + list(x.shape[-2:]))
-        if indices is None:
-            return x
-        indices = _as_array(indices)
-        if not _is_integral(indices.dtype) or indices.dtype == _core.bool_:
-            raise ValueError("gather_mm: indices must be integers")
-        return _core.take(flat, indices, 0)
-
-    return _core.matmul(pick(a, lhs_indices), pick(b, rhs_indices), stream=stream)
-
-
 # ---------------------------------------------------------------- shapes
 
 

@@ -304,6 +304,63 @@ static wf_array *op_slice_update_dynamic(wf_array *a, wf_array *update, wf_array
     return out;
 }
 
+/* MLX's masked_scatter: the mask covers a's leading dims (and spreads over
+ * the others); the source is (rows, trailing dims of a), rows defaulting to
+ * one per mask element, flattened for the primitive. */
+static wf_array *op_masked_scatter(wf_array *a, wf_array *mask, wf_array *src)
+{
+    const char *op = "wf_masked_scatter";
+    if (!wf__array_check(a, op, "a") || !wf__array_check(mask, op, "mask") ||
+        !wf__array_check(src, op, "src"))
+        return NULL;
+    char s0[256], s1[256];
+    if (mask->dtype != WF_DTYPE_BOOL) {
+        wf__error(WF_ERR_DTYPE, "%s: the mask must be bool, not %s", op,
+                  wf_dtype_name(mask->dtype));
+        return NULL;
+    }
+    if (mask->ndim > a->ndim || !wf__shape_equal(mask->shape, mask->ndim, a->shape, mask->ndim)) {
+        wf__error(WF_ERR_SHAPE, "%s: the mask's shape %s must be the leading dims of the array's %s",
+                  op, wf__shape_str(mask->shape, mask->ndim, s0, sizeof s0),
+                  wf__shape_str(a->shape, a->ndim, s1, sizeof s1));
+        return NULL;
+    }
+    const int unmasked = a->ndim - mask->ndim;
+    if (src->ndim > unmasked + 1) {
+        wf__error(WF_ERR_SHAPE,
+                  "%s: a source of shape %s has more than %d dims (rows, then the array's last "
+                  "%d dims)",
+                  op, wf__shape_str(src->shape, src->ndim, s0, sizeof s0), unmasked + 1,
+                  unmasked);
+        return NULL;
+    }
+    int64_t rows_shape[WF_MAX_NDIM];
+    rows_shape[0] = src->ndim == unmasked + 1 ? src->shape[0] : mask->size;
+    wf__shape_copy(rows_shape + 1, a->shape + mask->ndim, unmasked);
+    wf_array *cast = wf__op_astype(src, a->dtype);
+    wf_array *rows = cast ? wf__op_broadcast_to(cast, rows_shape, unmasked + 1) : NULL;
+    wf_array *flat = rows ? wf__op_flatten(rows, 0, -1) : NULL;
+    int spread_axes[WF_MAX_NDIM];
+    for (int d = 0; d < unmasked; d++)
+        spread_axes[d] = mask->ndim + d;
+    wf_array *spread = unmasked > 0 ? wf__op_expand_dims(mask, spread_axes, unmasked)
+                                    : wf__array_incref(mask);
+    wf_array *full = spread ? wf__op_broadcast_to(spread, a->shape, a->ndim) : NULL;
+    wf_array *out = NULL;
+    if (flat && full) {
+        wf_masked_scatter_params p;
+        memset(&p, 0, sizeof p);
+        wf_array *inputs[3] = {a, full, flat};
+        out = wf__node_new(&wf__prim_masked_scatter, &p, inputs, 3);
+    }
+    wf__array_release(full);
+    wf__array_release(spread);
+    wf__array_release(flat);
+    wf__array_release(rows);
+    wf__array_release(cast);
+    return out;
+}
+
 /* ---------------------------------------------------------------- public entry points */
 
 wf_array *wf_gather(wf_array *a, wf_array *const *indices, int nindices, const int *axes,
@@ -335,4 +392,9 @@ wf_array *wf_slice_update_dynamic(wf_array *a, wf_array *update, wf_array *start
                                   const int *axes, int naxes)
 {
     return wf__array_publish(op_slice_update_dynamic(a, update, start, axes, naxes));
+}
+
+wf_array *wf_masked_scatter(wf_array *a, wf_array *mask, wf_array *src)
+{
+    return wf__array_publish(op_masked_scatter(a, mask, src));
 }

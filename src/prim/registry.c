@@ -9,6 +9,7 @@
 #include "prim/distributed.h"
 #include "prim/fused.h"
 #include "prim/linalg.h"
+#include "prim/matmul_family.h"
 #include "prim/prims.h"
 #include "prim/random.h"
 #include "prim/reduce.h"
@@ -47,7 +48,8 @@ static const wf_prim_def *const all_prims[] = {
     /* indexing */
     &wf__prim_take, &wf__prim_take_along_axis, &wf__prim_scatter_add,
     /* linear algebra and fused ops */
-    &wf__prim_matmul, &wf__prim_addmm, &wf__prim_layer_norm, &wf__prim_rms_norm,
+    &wf__prim_matmul, &wf__prim_addmm, &wf__prim_gather_mm, &wf__prim_segmented_mm,
+    &wf__prim_layer_norm, &wf__prim_rms_norm,
     &wf__prim_rope, &wf__prim_sdpa, &wf__prim_silu, &wf__prim_gelu, &wf__prim_gelu_tanh,
     /* random */
     &wf__prim_random_uniform, &wf__prim_random_normal, &wf__prim_random_randint,
@@ -56,7 +58,7 @@ static const wf_prim_def *const all_prims[] = {
     &wf__prim_custom, &wf__prim_sibling, &wf__prim_fused, &wf__prim_fused2, &wf__prim_fused3,
     &wf__prim_fused4,
     /* general gather / scatter */
-    &wf__prim_gather, &wf__prim_scatter,
+    &wf__prim_gather, &wf__prim_scatter, &wf__prim_masked_scatter,
     /* sort family and the extra scans */
     &wf__prim_sort, &wf__prim_argsort, &wf__prim_partition, &wf__prim_argpartition,
     &wf__prim_topk, &wf__prim_argtopk, &wf__prim_cummax, &wf__prim_cummin,

@@ -121,3 +121,45 @@ const wf_prim_def wf__prim_scatter = {
     .infer = infer_scatter,
     .kernels = &(wf_kernel_slots){{0}},
 };
+
+/* ---------------------------------------------------------------- masked_scatter */
+
+static wf_status infer_masked_scatter(const void *params, const wf_desc *inputs, int ninputs,
+                                      wf_out_desc *out)
+{
+    const wf_masked_scatter_params *p = params;
+    const char *op = "wf_masked_scatter";
+    if (ninputs != 3)
+        return wf__error(WF_ERR_INTERNAL, "masked_scatter: expected 3 inputs, got %d", ninputs);
+    const wf_desc *a = &inputs[0], *mask = &inputs[1], *src = &inputs[2];
+    char s0[256], s1[256];
+    if (mask->dtype != WF_DTYPE_BOOL)
+        return wf__error(WF_ERR_DTYPE, "%s: the mask must be bool, not %s", op,
+                         wf_dtype_name(mask->dtype));
+    if (src->dtype != a->dtype)
+        return wf__error(WF_ERR_DTYPE, "%s: source dtype %s differs from %s", op,
+                         wf_dtype_name(src->dtype), wf_dtype_name(a->dtype));
+    if (!wf__shape_equal(mask->shape, mask->ndim, a->shape, a->ndim))
+        return wf__error(WF_ERR_SHAPE, "%s: mask of shape %s differs from the array's %s", op,
+                         wf__shape_str(mask->shape, mask->ndim, s0, sizeof s0),
+                         wf__shape_str(a->shape, a->ndim, s1, sizeof s1));
+    if (p->nbatch < 0 || p->nbatch > a->ndim || src->ndim != p->nbatch + 1 ||
+        !wf__shape_equal(src->shape, p->nbatch, a->shape, p->nbatch))
+        return wf__error(WF_ERR_SHAPE,
+                         "%s: source of shape %s must be the array's first %d dims of %s and "
+                         "one more",
+                         op, wf__shape_str(src->shape, src->ndim, s0, sizeof s0), p->nbatch,
+                         wf__shape_str(a->shape, a->ndim, s1, sizeof s1));
+    wf__shape_copy(out->shape, a->shape, a->ndim);
+    out->ndim = a->ndim;
+    out->dtype = a->dtype;
+    return WF_OK;
+}
+
+const wf_prim_def wf__prim_masked_scatter = {
+    .name = "masked_scatter",
+    .flags = 0,
+    .params_size = sizeof(wf_masked_scatter_params),
+    .infer = infer_masked_scatter,
+    .kernels = &(wf_kernel_slots){{0}},
+};

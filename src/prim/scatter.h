@@ -29,7 +29,18 @@ typedef struct wf_scatter_params {
     int axes[WF_MAX_NDIM];
 } wf_scatter_params;
 
+/* masked_scatter: inputs (a, mask, src). mask is bool with a's shape; src
+ * has a's dtype and shape a.shape[:nbatch] + (K,). Batch row b (over a's
+ * first nbatch axes) writes src[b, 0], src[b, 1], ... in row-major order
+ * into the elements of a's row b where the mask is true; a row selecting
+ * more than K elements fails the evaluation. The output has a's shape.
+ * vmap adds batch axes (each example takes its own source from the start). */
+typedef struct wf_masked_scatter_params {
+    int nbatch;
+} wf_masked_scatter_params;
+
 extern const wf_prim_def wf__prim_gather;
 extern const wf_prim_def wf__prim_scatter;
+extern const wf_prim_def wf__prim_masked_scatter;
 
 #endif

@@ -97,6 +97,8 @@ extern const wf_prim_rules wf__rules_distributed[];
 extern const size_t wf__rules_distributed_count;
 extern const wf_prim_rules wf__rules_quantized[];
 extern const size_t wf__rules_quantized_count;
+extern const wf_prim_rules wf__rules_matmul_family[];
+extern const size_t wf__rules_matmul_family_count;
 
 /* ---------------------------------------------------------------- helpers
  * (transforms/rules_util.c). Results belong to the current scope. */

@@ -212,11 +212,72 @@ static wf_status vmap_scatter(wf_array *node, wf_array *const *in, const int *ax
     return wf__rule_result(*out);
 }
 
+/* ---------------------------------------------------------------- masked_scatter */
+
+/* The source's cotangent: per batch row, the output cotangent at the
+ * selected elements, in order (the forward's positions found again with a
+ * running count of the mask); unselected elements land in a spare last
+ * column that is sliced off, and unused source elements get zero. */
+static wf_array *masked_src_cotangent(wf_array *node, wf_array *ct)
+{
+    const wf_masked_scatter_params *p = node->params;
+    wf_array *a = node->inputs[0], *mask = node->inputs[1], *src = node->inputs[2];
+    int64_t rows = 1;
+    for (int d = 0; d < p->nbatch; d++)
+        rows *= a->shape[d];
+    const int64_t row_len = rows > 0 ? a->size / rows : 0;
+    const int64_t k = src->shape[p->nbatch];
+    const int64_t flat_shape[2] = {rows, row_len};
+    wf_array *m = wf_reshape(mask, flat_shape, 2);
+    wf_dtype index_dtype = row_len < INT32_MAX ? WF_DTYPE_I32 : WF_DTYPE_I64;
+    wf_array *taken = wf_cumsum(wf_astype(m, index_dtype), 1, false, true);
+    wf_array *spare = wf_full(NULL, 0, (double)k, index_dtype);
+    wf_array *position = wf_where(m, wf_subtract(taken, wf_full(NULL, 0, 1, index_dtype)), spare);
+    const int64_t gathered_shape[2] = {rows, k + 1};
+    wf_array *gathered = wf_put_along_axis(wf_zeros(gathered_shape, 2, ct->dtype), position,
+                                           wf_reshape(ct, flat_shape, 2), 1, WF_SCATTER_ADD);
+    const int64_t start[2] = {0, 0}, stop[2] = {rows, k}, step[2] = {1, 1};
+    return wf_reshape(wf_slice(gathered, start, stop, step), src->shape, src->ndim);
+}
+
+static wf_status vjp_masked_scatter(wf_array *node, wf_array *ct, const bool *wanted,
+                                    wf_array **cts)
+{
+    if (wanted[0]) {
+        cts[0] = wf_where(node->inputs[1], wf__rule_scalar(ct, 0), ct);
+        if (!cts[0])
+            return wf_last_error();
+    }
+    if (wanted[2]) {
+        cts[2] = masked_src_cotangent(node, ct);
+        if (!cts[2])
+            return wf_last_error();
+    }
+    return WF_OK;
+}
+
+/* Every input batched on axis 0 (unbatched ones broadcast): one more batch
+ * axis, so each example takes its own source from its start. */
+static wf_status vmap_masked_scatter(wf_array *node, wf_array *const *in, const int *axes,
+                                     int64_t batch, wf_array **out, int *out_axis)
+{
+    wf_masked_scatter_params p = *(const wf_masked_scatter_params *)node->params;
+    p.nbatch += 1;
+    wf_array *batched[3];
+    for (int i = 0; i < 3; i++)
+        batched[i] = wf__vmap_materialize(in[i], axes[i], batch);
+    *out = wf__rule_node(node->prim, &p, batched, 3);
+    *out_axis = 0;
+    return wf__rule_result(*out);
+}
+
 /* ---------------------------------------------------------------- table */
 
 const wf_prim_rules wf__rules_scatter[] = {
     {&wf__prim_gather, WF_RULES_DIFFERENTIABLE, vjp_gather, wf__rule_jvp_linear, vmap_gather},
     {&wf__prim_scatter, WF_RULES_DIFFERENTIABLE, vjp_scatter, jvp_scatter, vmap_scatter},
+    {&wf__prim_masked_scatter, WF_RULES_DIFFERENTIABLE, vjp_masked_scatter, wf__rule_jvp_linear,
+     vmap_masked_scatter},
 };
 
 const size_t wf__rules_scatter_count = sizeof wf__rules_scatter / sizeof wf__rules_scatter[0];

@@ -26,6 +26,7 @@ static const struct {
     {wf__rules_conv, &wf__rules_conv_count},
     {wf__rules_distributed, &wf__rules_distributed_count},
     {wf__rules_quantized, &wf__rules_quantized_count},
+    {wf__rules_matmul_family, &wf__rules_matmul_family_count},
 };
 
 static const wf_prim_rules *slots[TABLE_SLOTS];

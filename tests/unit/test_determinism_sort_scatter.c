@@ -7,7 +7,9 @@
  * process's own. The cases split across threads: float32 scatter-add with
  * many duplicates (the order of additions shows in the bits), scatter
  * max / replace, gather, sort / argsort / topk / partition of one long row
- * and of many rows, cummax and logcumsumexp. Smaller under sanitizers.
+ * and of many rows, cummax and logcumsumexp, masked_scatter, gather_mm and
+ * segmented_mm (products split over threads by blocks). Smaller under
+ * sanitizers.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -91,6 +93,15 @@ static void compute(char *out, size_t cap)
     wf_array *x16 = wf_astype(wf_reshape(values(ROWS, COLS / 16, 13), s16, 2), WF_DTYPE_F16);
     const int ax0 = 0;
     const int64_t slice[2] = {1, TABLE_COLS};
+    const int64_t flat = ROWS * COLS, experts_a[3] = {8, ROWS / 8, COLS};
+    const int64_t experts_b[3] = {4, COLS, 64}, seg_shape[2] = {4, 2};
+    wf_array *mask = wf_greater(x, wf_scalar(0, WF_DTYPE_F32));
+    wf_array *src = wf_reshape(values(ROWS, COLS, 15), &flat, 1);
+    wf_array *a3 = wf_reshape(x, experts_a, 3);
+    wf_array *b3 = wf_reshape(values(4 * COLS, 64, 17), experts_b, 3);
+    wf_array *lhs = indices(16, 8, 19), *rhs = indices(16, 4, 23);
+    const int32_t bounds[8] = {0, COLS / 2, COLS / 4, COLS, 3, 3, 0, COLS};
+    wf_array *segments = wf_array_from_data(bounds, seg_shape, 2, WF_DTYPE_I32);
     struct {
         const char *name;
         wf_array *out;
@@ -113,6 +124,9 @@ static void compute(char *out, size_t cap)
         {"cummax_rows", wf_cummax(x, 1, false, true)},
         {"cummin_cols", wf_cummin(x, 0, true, false)},
         {"logcumsumexp_rows", wf_logcumsumexp(x, 1, false, true)},
+        {"masked_scatter", wf_masked_scatter(x, mask, src)},
+        {"gather_mm", wf_gather_mm(a3, b3, lhs, rhs, false)},
+        {"segmented_mm", wf_segmented_mm(x, values(COLS, 64, 29), segments)},
     };
     size_t used = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

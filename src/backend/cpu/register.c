@@ -10,6 +10,7 @@
 #include "backend/cpu/fused.h"
 #include "backend/cpu/index.h"
 #include "backend/cpu/linalg.h"
+#include "backend/cpu/matmul_family.h"
 #include "backend/cpu/quantized.h"
 #include "backend/cpu/random.h"
 #include "backend/cpu/reduce.h"
@@ -22,6 +23,7 @@
 #include "prim/fused.h"
 #include "prim/kernel.h"
 #include "prim/linalg.h"
+#include "prim/matmul_family.h"
 #include "prim/prims.h"
 #include "prim/random.h"
 #include "prim/reduce.h"
@@ -123,6 +125,9 @@ void wf__cpu_register_kernels(void)
     /* general gather / scatter */
     attach(&wf__prim_gather, wf__cpu_gather);
     attach(&wf__prim_scatter, wf__cpu_scatter);
+    attach(&wf__prim_masked_scatter, wf__cpu_masked_scatter);
+    attach(&wf__prim_gather_mm, wf__cpu_gather_mm);
+    attach(&wf__prim_segmented_mm, wf__cpu_segmented_mm);
     /* sort family and the extra scans */
     attach(&wf__prim_sort, wf__cpu_sort);
     attach(&wf__prim_argsort, wf__cpu_sort);

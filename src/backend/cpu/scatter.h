@@ -9,6 +9,8 @@ wf_status wf__cpu_gather(wf_array *out, wf_array *const *inputs, int ninputs,
                          const void *params);
 wf_status wf__cpu_scatter(wf_array *out, wf_array *const *inputs, int ninputs,
                           const void *params);
+wf_status wf__cpu_masked_scatter(wf_array *out, wf_array *const *inputs, int ninputs,
+                                 const void *params);
 wf_status wf__cpu_sort(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
 wf_status wf__cpu_scan_extra(wf_array *out, wf_array *const *inputs, int ninputs,
                              const void *params);
