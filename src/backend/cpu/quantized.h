@@ -47,9 +47,12 @@ typedef void (*wf_qmv_fn)(const wf_qmv_args *a, int64_t n0, int64_t n1);
 /* Dequantizes `count` codes (a multiple of 16) of a row of 2-, 4- or 8-bit
  * codes from code j0 (a multiple of 16) on: dst[j] = code * s + b (float32
  * product, then sum: dequantize's bits), s and b those of code j0 + j's
- * group (`scales`, `biases`: the row's, from its group 0). */
+ * group (`scales`, `biases`: the row's, from its group 0). In a
+ * floating-point mode (biases unused, scales decoded to float32):
+ * dst[j] = element value * s (exact). */
 typedef void (*wf_qdeq_fn)(const uint8_t *row, const float *scales, const float *biases,
-                           int group_size, int bits, int64_t j0, int64_t count, float *dst);
+                           int group_size, int bits, int mode, int64_t j0, int64_t count,
+                           float *dst);
 
 /* The variants' kernels (x86-64 with GCC or Clang only; NULL elsewhere). */
 extern const wf_qmv_fn wf__qmv_avx2;

@@ -106,11 +106,32 @@ INLINE_AVX2 __m256i codes8(const uint8_t *row, int64_t j, int bits)
                             _mm256_set1_epi32((1 << bits) - 1));
 }
 
+
+/* The values of fp4 (e2m1) or fp8 (e4m3) codes: the magnitude bits placed
+ * at the top of a float32 mantissa and exponent, scaled by the difference
+ * of the biases (exact, subnormal codes included), and the sign bit. */
+INLINE_AVX2 __m256 fp_values(__m256i c, int mode)
+{
+    const bool fp8 = mode == WF_QUANT_MXFP8;
+    const __m256i mag = _mm256_and_si256(c, _mm256_set1_epi32(fp8 ? 0x7f : 7));
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(fp8 ? 0x80 : 8)),
+                                           fp8 ? 24 : 28);
+    const __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(mag, fp8 ? 20 : 22)),
+                                   _mm256_set1_ps(fp8 ? 0x1p120f : 0x1p126f));
+    return _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(v), sign));
+}
+
 ATTR_AVX2 static void qdeq_avx2(const uint8_t *row, const float *scales, const float *biases,
-                                int group_size, int bits, int64_t j0, int64_t count, float *dst)
+                                int group_size, int bits, int mode, int64_t j0, int64_t count,
+                                float *dst)
 {
     for (int64_t j = 0; j < count; j += 8) {
         const int64_t g = (j0 + j) / group_size;
+        if (mode != WF_QUANT_AFFINE) {
+            const __m256 v = fp_values(codes8(row, j0 + j, bits), mode);
+            _mm256_storeu_ps(dst + j, _mm256_mul_ps(v, _mm256_set1_ps(scales[g])));
+            continue;
+        }
         const __m256 q = _mm256_cvtepi32_ps(codes8(row, j0 + j, bits));
         _mm256_storeu_ps(dst + j, _mm256_add_ps(_mm256_mul_ps(q, _mm256_set1_ps(scales[g])),
                                                 _mm256_set1_ps(biases[g])));

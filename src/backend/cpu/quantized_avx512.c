@@ -114,11 +114,32 @@ INLINE_512 __m512i codes16(const uint8_t *row, int64_t j, int bits)
                             _mm512_set1_epi32(3));
 }
 
+
+/* The values of fp4 (e2m1) or fp8 (e4m3) codes: the magnitude bits placed
+ * at the top of a float32 mantissa and exponent, scaled by the difference
+ * of the biases (exact, subnormal codes included), and the sign bit. */
+INLINE_512 __m512 fp_values(__m512i c, int mode)
+{
+    const bool fp8 = mode == WF_QUANT_MXFP8;
+    const __m512i mag = _mm512_and_si512(c, _mm512_set1_epi32(fp8 ? 0x7f : 7));
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(fp8 ? 0x80 : 8)),
+                                           fp8 ? 24 : 28);
+    const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(mag, fp8 ? 20 : 22)),
+                                   _mm512_set1_ps(fp8 ? 0x1p120f : 0x1p126f));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
+}
+
 ATTR_512 static void qdeq_avx512(const uint8_t *row, const float *scales, const float *biases,
-                                 int group_size, int bits, int64_t j0, int64_t count, float *dst)
+                                 int group_size, int bits, int mode, int64_t j0, int64_t count,
+                                 float *dst)
 {
     for (int64_t j = 0; j < count; j += 16) {
         const int64_t g = (j0 + j) / group_size;
+        if (mode != WF_QUANT_AFFINE) {
+            const __m512 v = fp_values(codes16(row, j0 + j, bits), mode);
+            _mm512_storeu_ps(dst + j, _mm512_mul_ps(v, _mm512_set1_ps(scales[g])));
+            continue;
+        }
         const __m512 q = _mm512_cvtepi32_ps(codes16(row, j0 + j, bits));
         _mm512_storeu_ps(dst + j, _mm512_add_ps(_mm512_mul_ps(q, _mm512_set1_ps(scales[g])),
                                                 _mm512_set1_ps(biases[g])));
