@@ -67,21 +67,192 @@ INLINE_512 void block_sums(const wf_qmv_args *a, int64_t nb, __mmask16 m, int64_
     }
 }
 
+/* ---- the fast path for 4- and 8-bit affine codes: no conversion
+ * instruction. The code q at bit offset p (p + bits <= 16) of a word,
+ * masked in place under the exponent bits of 2^23, is the float
+ * 2^23 + q * 2^p; with sp = s * 2^-p and c = -2^23 * sp (both exact when
+ * 2^-100 <= |s| <= 2^100), fma(f, sp, c) is q * s rounded once: the very
+ * product dequantize rounds, to which the bias is then added. Codes at
+ * offsets >= 16 come from the word shifted right by 16. Two blocks of 16
+ * rows run side by side so that two fma chains hide each other's latency. */
+
+enum { FAST_BLOCKS = 2 };
+
+typedef struct fast_group {
+    __m512 sp[4], c[4], b; /* per offset i * bits: s * 2^-(i bits), -2^23 of that */
+} fast_group;
+
+INLINE_512 void fast_group_set(__m512 s, __m512 b, int bits, fast_group *f)
+{
+#pragma GCC unroll 4
+    for (int i = 0; i < 16 / bits; i++) {
+        f->sp[i] = _mm512_mul_ps(s, _mm512_set1_ps(1.0f / (float)(1 << (i * bits))));
+        f->c[i] = _mm512_mul_ps(f->sp[i], _mm512_set1_ps(-0x1p23f));
+    }
+    f->b = b;
+}
+
+/* The dequantized values (code * s, then + b) of the codes at offset
+ * i * bits of each lane's word. */
+INLINE_512 __m512 fast_values(__m512i word, int i, int bits, const fast_group *f)
+{
+    const __m512i field = _mm512_set1_epi32(((1 << bits) - 1) << (i * bits));
+    const __m512i exponent = _mm512_set1_epi32(0x4B000000); /* 2^23 */
+    /* (word & field) | exponent */
+    const __m512 q = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(word, field, exponent, 0xEA));
+    return _mm512_add_ps(_mm512_fmadd_ps(q, f->sp[i], f->c[i]), f->b);
+}
+
+/* Whether every scale of rows [nb, nb + count) lies in the fast path's range. */
+INLINE_512 bool fast_scales_ok(const wf_qmv_args *a, int64_t nb, int64_t count)
+{
+    const __m512 lo = _mm512_set1_ps(0x1p-100f), hi = _mm512_set1_ps(0x1p100f);
+    for (int64_t r = nb; r < nb + count; r++) {
+        const float *s = a->scales + r * a->groups;
+        for (int64_t g = 0; g < a->groups; g += 16) {
+            const __mmask16 m = lanes(a->groups - g);
+            const __m512 v = _mm512_abs_ps(_mm512_maskz_loadu_ps(m, s + g));
+            const __mmask16 ok = _mm512_mask_cmp_ps_mask(m, v, lo, _CMP_GE_OQ) &
+                                 _mm512_mask_cmp_ps_mask(m, v, hi, _CMP_LE_OQ);
+            if (ok != m)
+                return false;
+        }
+    }
+    return true;
+}
+
+/* Copies up to 16 words of each active row (lanes m) of a block, from
+ * word `first` on, into buf[row][0 ..): the rows of W lie row_bytes apart,
+ * often a multiple of 4 KiB, so gathering from them directly maps every
+ * row to the same L1 sets; the copy is read once per line and gathered
+ * from contiguous lines. */
+INLINE_512 void copy_block_words(const int32_t *words, int64_t row_words, __mmask16 m,
+                                 int64_t first, int count, int32_t (*buf)[16])
+{
+    const __mmask16 take = lanes(count);
+    for (int r = 0; r < 16; r++)
+        if (m >> r & 1) {
+            const int32_t *src = words + r * row_words + first;
+            /* the lines of the next chunks: 32 rows are more streams than
+             * the hardware prefetchers follow */
+            _mm_prefetch((const char *)(src + 2 * 16), _MM_HINT_T0);
+            _mm_prefetch((const char *)(src + 4 * 16), _MM_HINT_T0);
+            _mm512_storeu_si512(buf[r], _mm512_maskz_loadu_epi32(take, src));
+        }
+}
+
+/* K block [k0, k1) of `nblk` (1 or 2) blocks of 16 rows from nb on, lanes
+ * m[blk], `rows` rows of x: acc[blk][r], in k order. */
+INLINE_512 void fast_sums(const wf_qmv_args *a, int64_t nb, int nblk, const __mmask16 *m,
+                          int64_t k0, int64_t k1, int rows, int bits, __m512 acc[][WF_QMV_ROWS])
+{
+    const int gs = a->group_size, per_word = 32 / bits, half = per_word / 2;
+    const int64_t row_words = a->row_bytes / 4;
+    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i buf_index = _mm512_slli_epi32(iota, 4);
+    const __m512i group_index = _mm512_mullo_epi32(iota, _mm512_set1_epi32((int)a->groups));
+    const int32_t *words[FAST_BLOCKS];
+    const float *sb[FAST_BLOCKS], *bb[FAST_BLOCKS];
+    int32_t buf[FAST_BLOCKS][16][16];
+    fast_group f[FAST_BLOCKS];
+    __builtin_memset(f, 0, sizeof f); /* set at k0; zeroed for the compiler's sake */
+    for (int blk = 0; blk < nblk; blk++) {
+        words[blk] = (const int32_t *)(a->codes + (nb + 16 * blk) * a->row_bytes);
+        sb[blk] = a->scales + (nb + 16 * blk) * a->groups;
+        bb[blk] = a->biases + (nb + 16 * blk) * a->groups;
+        for (int r = 0; r < rows; r++)
+            acc[blk][r] = _mm512_setzero_ps();
+    }
+    for (int64_t kc = k0; kc < k1; kc += 16 * per_word) {
+        const int64_t left = (k1 - kc) / per_word;
+        const int chunk = left < 16 ? (int)left : 16;
+        for (int blk = 0; blk < nblk; blk++)
+            copy_block_words(words[blk], row_words, m[blk], kc / per_word, chunk, buf[blk]);
+        for (int wi = 0; wi < chunk; wi++) {
+            const int64_t k = kc + (int64_t)wi * per_word;
+            if (k == k0 || k % gs == 0) {
+                const int64_t g = k / gs;
+                for (int blk = 0; blk < nblk; blk++) {
+                    const __m512 s = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m[blk],
+                                                              group_index, sb[blk] + g, 4);
+                    const __m512 b = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m[blk],
+                                                              group_index, bb[blk] + g, 4);
+                    fast_group_set(s, b, bits, &f[blk]);
+                }
+            }
+            __m512i low[FAST_BLOCKS], high[FAST_BLOCKS];
+            for (int blk = 0; blk < nblk; blk++) {
+                low[blk] = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m[blk], buf_index,
+                                                       &buf[blk][0][wi], 4);
+                high[blk] = _mm512_srli_epi32(low[blk], 16);
+            }
+#pragma GCC unroll 8
+            for (int j = 0; j < per_word; j++)
+#pragma GCC unroll 2
+                for (int blk = 0; blk < nblk; blk++) {
+                    const __m512 w =
+                        fast_values(j < half ? low[blk] : high[blk], j % half, bits, &f[blk]);
+                    for (int r = 0; r < rows; r++)
+                        acc[blk][r] = _mm512_fmadd_ps(_mm512_set1_ps(a->x[r * a->ldx + k + j]),
+                                                      w, acc[blk][r]);
+                }
+        }
+    }
+}
+
+/* Outputs [nb, nb + count) (count <= 32) through the fast path. */
+INLINE_512 void fast_outputs(const wf_qmv_args *a, int64_t nb, int64_t count, int rows, int bits)
+{
+    const __mmask16 m[FAST_BLOCKS] = {lanes(count), lanes(count > 16 ? count - 16 : 0)};
+    const int nblk = count > 16 ? 2 : 1;
+    for (int64_t k0 = 0; k0 < a->k; k0 += a->kcb) {
+        const int64_t k1 = k0 + a->kcb < a->k ? k0 + a->kcb : a->k;
+        __m512 acc[FAST_BLOCKS][WF_QMV_ROWS];
+        if (nblk == 2)
+            fast_sums(a, nb, 2, m, k0, k1, rows, bits, acc);
+        else
+            fast_sums(a, nb, 1, m, k0, k1, rows, bits, acc);
+        for (int blk = 0; blk < nblk; blk++)
+            for (int r = 0; r < rows; r++) {
+                float *c = a->out + r * a->ldo + nb + 16 * blk;
+                const __m512 v = k0 == 0 ? acc[blk][r]
+                                         : _mm512_add_ps(_mm512_maskz_loadu_ps(m[blk], c),
+                                                         acc[blk][r]);
+                _mm512_mask_storeu_ps(c, m[blk], v);
+            }
+    }
+}
+
+/* Outputs [nb, nb + 16) through the general path (any of 2, 4, 8 bits). */
+INLINE_512 void general_outputs(const wf_qmv_args *a, int64_t nb, __mmask16 m, int rows)
+{
+    for (int64_t k0 = 0; k0 < a->k; k0 += a->kcb) {
+        const int64_t k1 = k0 + a->kcb < a->k ? k0 + a->kcb : a->k;
+        __m512 acc[WF_QMV_ROWS];
+        block_sums(a, nb, m, k0, k1, rows, acc);
+        for (int r = 0; r < rows; r++) {
+            float *c = a->out + r * a->ldo + nb;
+            const __m512 v =
+                k0 == 0 ? acc[r] : _mm512_add_ps(_mm512_maskz_loadu_ps(m, c), acc[r]);
+            _mm512_mask_storeu_ps(c, m, v);
+        }
+    }
+}
+
 INLINE_512 void qmv_rows(const wf_qmv_args *a, int64_t n0, int64_t n1, int rows)
 {
-    for (int64_t nb = n0; nb < n1; nb += 16) {
-        const __mmask16 m = lanes(n1 - nb);
-        for (int64_t k0 = 0; k0 < a->k; k0 += a->kcb) {
-            const int64_t k1 = k0 + a->kcb < a->k ? k0 + a->kcb : a->k;
-            __m512 acc[WF_QMV_ROWS];
-            block_sums(a, nb, m, k0, k1, rows, acc);
-            for (int r = 0; r < rows; r++) {
-                float *c = a->out + r * a->ldo + nb;
-                const __m512 v =
-                    k0 == 0 ? acc[r] : _mm512_add_ps(_mm512_maskz_loadu_ps(m, c), acc[r]);
-                _mm512_mask_storeu_ps(c, m, v);
-            }
+    const bool fast_bits = a->bits == 4 || a->bits == 8;
+    for (int64_t nb = n0; nb < n1; nb += 16 * FAST_BLOCKS) {
+        const int64_t count = n1 - nb < 16 * FAST_BLOCKS ? n1 - nb : 16 * FAST_BLOCKS;
+        if (fast_bits && fast_scales_ok(a, nb, count)) {
+            if (a->bits == 4)
+                fast_outputs(a, nb, count, rows, 4);
+            else
+                fast_outputs(a, nb, count, rows, 8);
+            continue;
         }
+        for (int64_t b = nb; b < nb + count; b += 16)
+            general_outputs(a, b, lanes(nb + count - b), rows);
     }
 }
 
