@@ -309,12 +309,19 @@ static void test_extreme_scales(void)
         free(sv);
         const int64_t xs[2] = {2, kdim};
         wf_array *x = random_f32(xs, 2);
-        wf_array *y = wf_quantized_matmul(x, w.q, s, w.b, true, gs, bits);
         wf_array *d = wf_dequantize(w.q, s, w.b, gs, bits, WF_QUANT_AFFINE);
-        wf_array *ref = wf_matmul(x, wf_swapaxes(d, 0, 1));
-        if (!CHECK(same_bits(y, ref)))
-            printf("      bits %d\n", bits);
-        wf_release(s), wf_release(x), wf_release(y), wf_release(d), wf_release(ref);
+        for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+            if (!wf__gemm_isa_supported(isa))
+                continue;
+            CHECK_OK(wf__gemm_isa_set(isa));
+            wf_array *y = wf_quantized_matmul(x, w.q, s, w.b, true, gs, bits);
+            wf_array *ref = wf_matmul(x, wf_swapaxes(d, 0, 1));
+            if (!CHECK(same_bits(y, ref)))
+                printf("      bits %d isa %s\n", bits, wf__gemm_isa_name(isa));
+            wf_release(y), wf_release(ref);
+        }
+        CHECK_OK(wf__gemm_isa_set(-1));
+        wf_release(s), wf_release(x), wf_release(d);
         qmat_free(&w);
     }
 }
