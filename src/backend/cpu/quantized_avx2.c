@@ -78,7 +78,6 @@ typedef struct fast_group {
 
 INLINE_AVX2 void fast_group_set(__m256 s, __m256 b, int bits, fast_group *f)
 {
-#pragma GCC unroll 4
     for (int i = 0; i < 16 / bits; i++) {
         f->sp[i] = _mm256_mul_ps(s, _mm256_set1_ps(1.0f / (float)(1 << (i * bits))));
         f->c[i] = _mm256_mul_ps(f->sp[i], _mm256_set1_ps(-0x1p23f));

@@ -84,7 +84,6 @@ typedef struct fast_group {
 
 INLINE_512 void fast_group_set(__m512 s, __m512 b, int bits, fast_group *f)
 {
-#pragma GCC unroll 4
     for (int i = 0; i < 16 / bits; i++) {
         f->sp[i] = _mm512_mul_ps(s, _mm512_set1_ps(1.0f / (float)(1 << (i * bits))));
         f->c[i] = _mm512_mul_ps(f->sp[i], _mm512_set1_ps(-0x1p23f));
