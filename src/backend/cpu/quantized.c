@@ -430,6 +430,7 @@ static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
             .kcb = wf__gemm_k_block(job->k),
             .bits = job->bits,
             .group_size = job->group_size,
+            .mode = job->mode,
             .out = job->out + batch * job->rows * job->n,
             .ldo = job->n,
         };
@@ -440,7 +441,7 @@ static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
 /* The matrix-vector kernel for this product, or NULL (panel path). */
 static wf_qmv_fn direct_kernel(const qmm_job *job)
 {
-    if (!job->transpose || job->rows > WF_QMV_ROWS || job->mode != WF_QUANT_AFFINE ||
+    if (!job->transpose || job->rows > WF_QMV_ROWS ||
         (job->bits != 2 && job->bits != 4 && job->bits != 8) ||
         job->row_bytes * 16 >= INT32_MAX) /* gather offsets are 32-bit */
         return NULL;
@@ -526,9 +527,12 @@ static wf_status decode_scales(const char *op, const wf_array *scales, int mode,
     float *f = wf__malloc((size_t)(scales->size ? scales->size : 1) * sizeof(float));
     if (!f)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory decoding scales", op);
+    float table[256]; /* every byte's value: one lookup per scale */
+    for (int v = 0; v < 256; v++)
+        table[v] = fp_scale_value(mode, (uint8_t)v);
     const uint8_t *u = d->data;
     for (int64_t i = 0; i < scales->size; i++)
-        f[i] = fp_scale_value(mode, u[i]);
+        f[i] = table[u[i]];
     free(d->owned);
     d->owned = f;
     d->data = f;

@@ -18,9 +18,29 @@ INLINE_512 __mmask16 lanes(int64_t n)
     return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
 }
 
+/* The values of fp4 (e2m1) or fp8 (e4m3) codes (the low 4 or 8 bits of
+ * each lane). fp8: (mantissa with its implicit bit) * 2^(max(e, 1) - 10),
+ * built from integers so that no operand is subnormal (subnormal operands
+ * cost microcode assists). */
+INLINE_512 __m512 fp_values(__m512i c, int mode)
+{
+    if (mode != WF_QUANT_MXFP8) /* the 16 values, indexed by the code's low 4 bits */
+        return _mm512_permutexvar_ps(c, _mm512_set_ps(-6, -4, -3, -2, -1.5f, -1, -0.5f, -0.0f, 6,
+                                                      4, 3, 2, 1.5f, 1, 0.5f, 0));
+    const __m512i e = _mm512_and_si512(_mm512_srli_epi32(c, 3), _mm512_set1_epi32(15));
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i mant = _mm512_or_si512(_mm512_and_si512(c, _mm512_set1_epi32(7)),
+                                          _mm512_slli_epi32(_mm512_min_epu32(e, one), 3));
+    const __m512i power = _mm512_slli_epi32(_mm512_add_epi32(_mm512_max_epu32(e, one),
+                                                             _mm512_set1_epi32(127 - 10)), 23);
+    const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(mant), _mm512_castsi512_ps(power));
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24);
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
+}
+
 /* Codes j .. j + count of the words in `word` (from bit `shift` on, `bits`
  * apart), dequantized and summed into acc[r] with x[r][k + j]. */
-INLINE_512 void accumulate(__m512i word, int shift, int count, int bits, __m512 s, __m512 b,
+INLINE_512 void accumulate(__m512i word, int shift, int count, int bits, int mode, __m512 s, __m512 b,
                            const float *x, int64_t ldx, int rows, int64_t k, int j0,
                            __m512 *acc)
 {
@@ -28,7 +48,9 @@ INLINE_512 void accumulate(__m512i word, int shift, int count, int bits, __m512 
     for (int j = 0; j < count; j++) {
         const __m512i q = _mm512_and_si512(
             _mm512_srl_epi32(word, _mm_cvtsi32_si128(shift + j * bits)), mask);
-        const __m512 w = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), s), b);
+        const __m512 w = mode != WF_QUANT_AFFINE
+                               ? _mm512_mul_ps(fp_values(q, mode), s)
+                               : _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), s), b);
         for (int r = 0; r < rows; r++)
             acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[r * ldx + k + j0 + j]), w, acc[r]);
     }
@@ -40,7 +62,8 @@ INLINE_512 void block_sums(const wf_qmv_args *a, int64_t nb, __mmask16 m, int64_
 {
     const int bits = a->bits, gs = a->group_size;
     const int32_t *words = (const int32_t *)(a->codes + nb * a->row_bytes);
-    const float *sb = a->scales + nb * a->groups, *bb = a->biases + nb * a->groups;
+    const float *sb = a->scales + nb * a->groups;
+    const float *bb = a->biases ? a->biases + nb * a->groups : NULL;
     const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     const __m512i word_index = _mm512_mullo_epi32(iota, _mm512_set1_epi32((int)(a->row_bytes / 4)));
     const __m512i group_index = _mm512_mullo_epi32(iota, _mm512_set1_epi32((int)a->groups));
@@ -51,7 +74,8 @@ INLINE_512 void block_sums(const wf_qmv_args *a, int64_t nb, __mmask16 m, int64_
         if (k == k0 || k % gs == 0) {
             const int64_t g = k / gs;
             s = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, group_index, sb + g, 4);
-            b = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, group_index, bb + g, 4);
+            if (bb)
+                b = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, group_index, bb + g, 4);
         }
         const int64_t bit = k * bits;
         const __m512i w0 =
@@ -59,10 +83,10 @@ INLINE_512 void block_sums(const wf_qmv_args *a, int64_t nb, __mmask16 m, int64_
         if (bits == 8) {
             const __m512i w1 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, word_index,
                                                            words + bit / 32 + 1, 4);
-            accumulate(w0, 0, 4, 8, s, b, a->x, a->ldx, rows, k, 0, acc);
-            accumulate(w1, 0, 4, 8, s, b, a->x, a->ldx, rows, k, 4, acc);
+            accumulate(w0, 0, 4, 8, a->mode, s, b, a->x, a->ldx, rows, k, 0, acc);
+            accumulate(w1, 0, 4, 8, a->mode, s, b, a->x, a->ldx, rows, k, 4, acc);
         } else {
-            accumulate(w0, (int)(bit % 32), 8, bits, s, b, a->x, a->ldx, rows, k, 0, acc);
+            accumulate(w0, (int)(bit % 32), 8, bits, a->mode, s, b, a->x, a->ldx, rows, k, 0, acc);
         }
     }
 }
@@ -143,7 +167,7 @@ INLINE_512 void copy_block_words(const int32_t *words, int64_t row_words, __mmas
 /* K block [k0, k1) of `nblk` (1 or 2) blocks of 16 rows from nb on, lanes
  * m[blk], `rows` rows of x: acc[blk][r], in k order. */
 INLINE_512 void fast_sums(const wf_qmv_args *a, int64_t nb, int nblk, const __mmask16 *m,
-                          int64_t k0, int64_t k1, int rows, int bits, __m512 acc[][WF_QMV_ROWS])
+                          int64_t k0, int64_t k1, int rows, int bits, int mode, __m512 acc[][WF_QMV_ROWS])
 {
     const int gs = a->group_size, per_word = 32 / bits, half = per_word / 2;
     const int64_t row_words = a->row_bytes / 4;
@@ -158,7 +182,7 @@ INLINE_512 void fast_sums(const wf_qmv_args *a, int64_t nb, int nblk, const __mm
     for (int blk = 0; blk < nblk; blk++) {
         words[blk] = (const int32_t *)(a->codes + (nb + 16 * blk) * a->row_bytes);
         sb[blk] = a->scales + (nb + 16 * blk) * a->groups;
-        bb[blk] = a->biases + (nb + 16 * blk) * a->groups;
+        bb[blk] = a->biases ? a->biases + (nb + 16 * blk) * a->groups : NULL;
         for (int r = 0; r < rows; r++)
             acc[blk][r] = _mm512_setzero_ps();
     }
@@ -174,8 +198,9 @@ INLINE_512 void fast_sums(const wf_qmv_args *a, int64_t nb, int nblk, const __mm
                 for (int blk = 0; blk < nblk; blk++) {
                     const __m512 s = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m[blk],
                                                               group_index, sb[blk] + g, 4);
-                    const __m512 b = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m[blk],
-                                                              group_index, bb[blk] + g, 4);
+                    const __m512 b = bb[blk] ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m[blk],
+                                                              group_index, bb[blk] + g, 4)
+                                        : _mm512_setzero_ps();
                     fast_group_set(s, b, bits, &f[blk]);
                 }
             }
@@ -189,8 +214,14 @@ INLINE_512 void fast_sums(const wf_qmv_args *a, int64_t nb, int nblk, const __mm
             for (int j = 0; j < per_word; j++)
 #pragma GCC unroll 2
                 for (int blk = 0; blk < nblk; blk++) {
-                    const __m512 w =
-                        fast_values(j < half ? low[blk] : high[blk], j % half, bits, &f[blk]);
+                    const __m512i word = j < half ? low[blk] : high[blk];
+                    /* floating-point codes: value * scale (f.sp[0], the decoded
+                     * scale); fp_values reads only the code's own bits */
+                    const __m512 w = mode == WF_QUANT_AFFINE
+                                        ? fast_values(word, j % half, bits, &f[blk])
+                                        : _mm512_mul_ps(fp_values(_mm512_srli_epi32(word, (j % half) * bits),
+                                                                mode),
+                                                      f[blk].sp[0]);
                     for (int r = 0; r < rows; r++)
                         acc[blk][r] = _mm512_fmadd_ps(_mm512_set1_ps(a->x[r * a->ldx + k + j]),
                                                       w, acc[blk][r]);
@@ -200,7 +231,7 @@ INLINE_512 void fast_sums(const wf_qmv_args *a, int64_t nb, int nblk, const __mm
 }
 
 /* Outputs [nb, nb + count) (count <= 32) through the fast path. */
-INLINE_512 void fast_outputs(const wf_qmv_args *a, int64_t nb, int64_t count, int rows, int bits)
+INLINE_512 void fast_outputs(const wf_qmv_args *a, int64_t nb, int64_t count, int rows, int bits, int mode)
 {
     const __mmask16 m[FAST_BLOCKS] = {lanes(count), lanes(count > 16 ? count - 16 : 0)};
     const int nblk = count > 16 ? 2 : 1;
@@ -208,9 +239,9 @@ INLINE_512 void fast_outputs(const wf_qmv_args *a, int64_t nb, int64_t count, in
         const int64_t k1 = k0 + a->kcb < a->k ? k0 + a->kcb : a->k;
         __m512 acc[FAST_BLOCKS][WF_QMV_ROWS];
         if (nblk == 2)
-            fast_sums(a, nb, 2, m, k0, k1, rows, bits, acc);
+            fast_sums(a, nb, 2, m, k0, k1, rows, bits, mode, acc);
         else
-            fast_sums(a, nb, 1, m, k0, k1, rows, bits, acc);
+            fast_sums(a, nb, 1, m, k0, k1, rows, bits, mode, acc);
         for (int blk = 0; blk < nblk; blk++)
             for (int r = 0; r < rows; r++) {
                 float *c = a->out + r * a->ldo + nb + 16 * blk;
@@ -243,11 +274,18 @@ INLINE_512 void qmv_rows(const wf_qmv_args *a, int64_t n0, int64_t n1, int rows)
     const bool fast_bits = a->bits == 4 || a->bits == 8;
     for (int64_t nb = n0; nb < n1; nb += 16 * FAST_BLOCKS) {
         const int64_t count = n1 - nb < 16 * FAST_BLOCKS ? n1 - nb : 16 * FAST_BLOCKS;
+        if (fast_bits && a->mode != WF_QUANT_AFFINE) {
+            if (a->bits == 4)
+                fast_outputs(a, nb, count, rows, 4, a->mode);
+            else
+                fast_outputs(a, nb, count, rows, 8, WF_QUANT_MXFP8);
+            continue;
+        }
         if (fast_bits && fast_scales_ok(a, nb, count)) {
             if (a->bits == 4)
-                fast_outputs(a, nb, count, rows, 4);
+                fast_outputs(a, nb, count, rows, 4, WF_QUANT_AFFINE);
             else
-                fast_outputs(a, nb, count, rows, 8);
+                fast_outputs(a, nb, count, rows, 8, WF_QUANT_AFFINE);
             continue;
         }
         for (int64_t b = nb; b < nb + count; b += 16)
@@ -285,19 +323,6 @@ INLINE_512 __m512i codes16(const uint8_t *row, int64_t j, int bits)
 }
 
 
-/* The values of fp4 (e2m1) or fp8 (e4m3) codes: the magnitude bits placed
- * at the top of a float32 mantissa and exponent, scaled by the difference
- * of the biases (exact, subnormal codes included), and the sign bit. */
-INLINE_512 __m512 fp_values(__m512i c, int mode)
-{
-    const bool fp8 = mode == WF_QUANT_MXFP8;
-    const __m512i mag = _mm512_and_si512(c, _mm512_set1_epi32(fp8 ? 0x7f : 7));
-    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(fp8 ? 0x80 : 8)),
-                                           fp8 ? 24 : 28);
-    const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(mag, fp8 ? 20 : 22)),
-                                   _mm512_set1_ps(fp8 ? 0x1p120f : 0x1p126f));
-    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
-}
 
 ATTR_512 static void qdeq_avx512(const uint8_t *row, const float *scales, const float *biases,
                                  int group_size, int bits, int mode, int64_t j0, int64_t count,
