@@ -14,7 +14,10 @@
  * move with it. bench/peers/quantized.py runs MLX's CPU quantized_matmul
  * on the same shapes.
  *
- *   build/release/bench_quantized [rotation_MiB]   (default: 4x the LLC)
+ *   build/release/bench_quantized [rotation_MiB [matvec]]   (default: 4x the LLC;
+ *                                  "matvec": the matrix-vector lines only)
+ * bench/peers/quantized_matvec.py runs the matvec lines with 1 and 2
+ * threads beside MLX in one table.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -252,10 +255,12 @@ int main(int argc, char **argv)
     for (int b = 4; b <= 8; b += 4)
         for (int s = 0; s < 3; s++)
             matvec_line(shapes[s][0], shapes[s][1], b, rotation, bw);
-    batch_line(32, 4);
-    batch_line(512, 4);
-    batch_line(32, 8);
-    batch_line(512, 8);
+    if (argc <= 2 || strcmp(argv[2], "matvec") != 0) {
+        batch_line(32, 4);
+        batch_line(512, 4);
+        batch_line(32, 8);
+        batch_line(512, 8);
+    }
     print_load();
     return 0;
 }

@@ -834,19 +834,43 @@ wf_array *wf_conv_transpose3d(wf_array *input, wf_array *weight, const int64_t *
  * stream per row (element j at bit j * bits), stored as uint32: codes
  * (..., K * bits / 32), scales and biases (..., K / group_size) of w's
  * dtype. The same codes, scales and biases as MLX's mx.quantize for the
- * same input. Only WF_QUANT_AFFINE exists; another mode is
- * WF_ERR_INVALID_ARGUMENT. */
-typedef enum wf_quant_mode { WF_QUANT_AFFINE = 0 } wf_quant_mode;
+ * same input.
+ *
+ * The other modes are MLX's floating-point formats: no biases, one uint8
+ * scale per group, element codes packed like 4- or 8-bit affine codes.
+ * fp4 is e2m1 (code bit 3 the sign; magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6),
+ * fp8 is e4m3 (wf_to_fp8's). Quantizing a group: s = max|w| / (6 or 448),
+ * encoded as e8m0 (mx*: the byte e + 127 of the smallest power 2^e >= s,
+ * e = 0 when s is 0, as MLX 0.32 from PyPI does) or e4m3 (nvfp4); each
+ * element w / (decoded s) then
+ * takes the nearest fp4 value (a tie goes to the smaller magnitude, -0
+ * becomes +0) or its e4m3 code. Every step is rounded to w's dtype as
+ * MLX's composed ops do, so codes and scales equal mx.quantize's.
+ * Dequantized: element value * decoded scale. Non-finite weights give
+ * unspecified (but memory-safe) codes. */
+typedef enum wf_quant_mode {
+    WF_QUANT_AFFINE = 0, /* group_size 32/64/128, bits 2-8, scales and biases */
+    WF_QUANT_MXFP4,      /* group_size 32, bits 4: fp4 e2m1, e8m0 scales */
+    WF_QUANT_MXFP8,      /* group_size 32, bits 8: fp8 e4m3, e8m0 scales */
+    WF_QUANT_NVFP4,      /* group_size 16, bits 4: fp4 e2m1, e4m3 scales */
+} wf_quant_mode;
 
 /* Quantizes w (float16, bfloat16 or float32; rank >= 2; last axis a
  * multiple of group_size) into three new arrays (*codes, *scales, *biases,
- * each released by the caller; NULL on error). */
+ * each released by the caller; NULL on error). The floating-point modes
+ * set *biases to NULL and give uint8 scales. */
 wf_status wf_quantize(wf_array *w, int group_size, int bits, wf_quant_mode mode,
                       wf_array **codes, wf_array **scales, wf_array **biases);
 /* codes * scales + biases per group (the product and the sum each rounded
- * to the scales' dtype, as MLX), in the scales' dtype. */
+ * to the scales' dtype, as MLX), in the scales' dtype. Floating-point
+ * modes: biases must be NULL; value * scale in bfloat16 (MLX's default). */
 wf_array *wf_dequantize(wf_array *codes, wf_array *scales, wf_array *biases, int group_size,
                         int bits, wf_quant_mode mode);
+/* wf_dequantize with the result in `dtype` (a real float type): affine
+ * rounds the affine result once more; the floating-point modes compute in
+ * `dtype` (scale, element value and product each rounded to it, as MLX). */
+wf_array *wf_dequantize_as(wf_array *codes, wf_array *scales, wf_array *biases, int group_size,
+                           int bits, wf_quant_mode mode, wf_dtype dtype);
 /* x @ W.T (transpose) or x @ W, W the dequantized (..., N, K) or (..., K, N)
  * matrix, never formed: the kernels dequantize in registers. x (..., K);
  * batched W broadcasts its leading axes against x's. Result dtype: x's and
@@ -865,6 +889,15 @@ wf_array *wf_quantized_matmul(wf_array *x, wf_array *w, wf_array *scales, wf_arr
 wf_array *wf_gather_qmm(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
                         wf_array *lhs_indices, wf_array *rhs_indices, bool transpose,
                         int group_size, int bits);
+/* wf_quantized_matmul and wf_gather_qmm in any mode (the two above are
+ * these with WF_QUANT_AFFINE). Floating-point modes: biases NULL, uint8
+ * scales; result in x's dtype; the same bit promise (W dequantized in
+ * float32 is exact: element value * scale); vjp for x only. */
+wf_array *wf_quantized_matmul_mode(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
+                                   bool transpose, int group_size, int bits, wf_quant_mode mode);
+wf_array *wf_gather_qmm_mode(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
+                             wf_array *lhs_indices, wf_array *rhs_indices, bool transpose,
+                             int group_size, int bits, wf_quant_mode mode);
 
 /* ---- fused ("fast") ops */
 

@@ -9,7 +9,8 @@
 #include "prim/prims.h"
 #include "prim/quantized.h"
 
-static wf_quant_params quant_params(int group_size, int bits, int output, bool transpose)
+static wf_quant_params quant_params(int group_size, int bits, int output, bool transpose,
+                                    wf_quant_mode mode)
 {
     wf_quant_params p;
     memset(&p, 0, sizeof p);
@@ -17,16 +18,22 @@ static wf_quant_params quant_params(int group_size, int bits, int output, bool t
     p.bits = bits;
     p.output = output;
     p.transpose = transpose;
+    p.mode = (int)mode;
     return p;
 }
 
-static wf_status check_mode(const char *op, wf_quant_mode mode)
+/* Biases are given in the affine mode and only there. */
+static bool check_biases(const char *op, wf_quant_mode mode, wf_array *biases)
 {
-    if (mode != WF_QUANT_AFFINE)
-        return wf__error(WF_ERR_INVALID_ARGUMENT, "%s: unknown quantization mode %d (only "
-                                                  "WF_QUANT_AFFINE)",
-                         op, (int)mode);
-    return WF_OK;
+    if (mode == WF_QUANT_AFFINE)
+        return wf__array_check(biases, op, "biases");
+    if (biases) {
+        wf__error(WF_ERR_INVALID_ARGUMENT, "%s: biases must be NULL in a floating-point "
+                                           "quantization mode",
+                  op);
+        return false;
+    }
+    return true;
 }
 
 wf_status wf_quantize(wf_array *w, int group_size, int bits, wf_quant_mode mode,
@@ -38,11 +45,12 @@ wf_status wf_quantize(wf_array *w, int group_size, int bits, wf_quant_mode mode,
     *codes = *scales = *biases = NULL;
     if (!wf__array_check(w, op, "w"))
         return WF_ERR_NULL_ARGUMENT;
-    if (check_mode(op, mode) != WF_OK)
+    if (wf__quant_check_params(op, (int)mode, group_size, bits) != WF_OK)
         return wf_last_error();
+    const int nout = mode == WF_QUANT_AFFINE ? 3 : 2;
     wf_array *out[3] = {NULL, NULL, NULL};
-    for (int i = 0; i < 3; i++) {
-        wf_quant_params p = quant_params(group_size, bits, i, false);
+    for (int i = 0; i < nout; i++) {
+        wf_quant_params p = quant_params(group_size, bits, i, false, mode);
         out[i] = wf__node_new(&wf__prim_quantize, &p, &w, 1);
         if (!out[i]) {
             for (int j = 0; j < i; j++)
@@ -50,24 +58,46 @@ wf_status wf_quantize(wf_array *w, int group_size, int bits, wf_quant_mode mode,
             return wf_last_error();
         }
     }
-    *codes = wf__array_publish(out[0]);
-    *scales = wf__array_publish(out[1]);
-    *biases = wf__array_publish(out[2]);
-    if (!*codes || !*scales || !*biases)
-        return wf_last_error();
-    return WF_OK;
+    wf_array **dst[3] = {codes, scales, biases};
+    bool ok = true;
+    for (int i = 0; i < nout; i++)
+        ok = (*dst[i] = wf__array_publish(out[i])) != NULL && ok;
+    return ok ? WF_OK : wf_last_error();
+}
+
+wf_array *wf_dequantize_as(wf_array *codes, wf_array *scales, wf_array *biases, int group_size,
+                           int bits, wf_quant_mode mode, wf_dtype dtype)
+{
+    const char *op = "wf_dequantize";
+    if (!wf__array_check(codes, op, "codes") || !wf__array_check(scales, op, "scales") ||
+        !check_biases(op, mode, biases))
+        return NULL;
+    if (dtype != WF_DTYPE_COUNT && dtype != WF_DTYPE_F16 && dtype != WF_DTYPE_BF16 &&
+        dtype != WF_DTYPE_F32) {
+        wf__error(WF_ERR_DTYPE, "%s: the result must be float16, bfloat16 or float32, not %s", op,
+                  (unsigned)dtype < WF_DTYPE_COUNT ? wf_dtype_name(dtype) : "unknown");
+        return NULL;
+    }
+    wf_quant_params p = quant_params(group_size, bits, 0, false, mode);
+    if (mode != WF_QUANT_AFFINE) {
+        p.dtype = (int)(dtype == WF_DTYPE_COUNT ? WF_DTYPE_BF16 : dtype);
+        wf_array *inputs[2] = {codes, scales};
+        return wf__array_publish(wf__node_new(&wf__prim_dequantize, &p, inputs, 2));
+    }
+    wf_array *inputs[3] = {codes, scales, biases};
+    wf_array *out = wf__node_new(&wf__prim_dequantize, &p, inputs, 3);
+    if (out && dtype != WF_DTYPE_COUNT && dtype != out->dtype) {
+        wf_array *cast = wf__op_astype(out, dtype);
+        wf__array_release(out);
+        out = cast;
+    }
+    return wf__array_publish(out);
 }
 
 wf_array *wf_dequantize(wf_array *codes, wf_array *scales, wf_array *biases, int group_size,
                         int bits, wf_quant_mode mode)
 {
-    const char *op = "wf_dequantize";
-    if (!wf__array_check(codes, op, "codes") || !wf__array_check(scales, op, "scales") ||
-        !wf__array_check(biases, op, "biases") || check_mode(op, mode) != WF_OK)
-        return NULL;
-    wf_quant_params p = quant_params(group_size, bits, 0, false);
-    wf_array *inputs[3] = {codes, scales, biases};
-    return wf__array_publish(wf__node_new(&wf__prim_dequantize, &p, inputs, 3));
+    return wf_dequantize_as(codes, scales, biases, group_size, bits, mode, WF_DTYPE_COUNT);
 }
 
 /* The broadcast of two batch shapes (NumPy rules) into out; *nout its rank. */
@@ -104,23 +134,28 @@ static wf_array *as_f32(wf_array *a)
     return a->dtype == WF_DTYPE_F32 ? wf__array_incref(a) : wf__op_astype(a, WF_DTYPE_F32);
 }
 
-/* quantized_matmul's internal builder; the operands are checked non-NULL. */
+/* quantized_matmul's internal builder; the operands are checked non-NULL
+ * (biases NULL in a floating-point mode). */
 static wf_array *qmm(const char *op, wf_array *x, wf_array *w, wf_array *scales,
-                     wf_array *biases, bool transpose, int group_size, int bits)
+                     wf_array *biases, bool transpose, int group_size, int bits,
+                     wf_quant_mode mode)
 {
-    const wf_dtype dtype = wf_promote_types(x->dtype, scales->dtype);
+    const wf_dtype dtype = mode == WF_QUANT_AFFINE ? wf_promote_types(x->dtype, scales->dtype)
+                                                   : x->dtype;
     if (dtype != WF_DTYPE_F32 && dtype != WF_DTYPE_F16 && dtype != WF_DTYPE_BF16) {
         wf__error(WF_ERR_DTYPE, "%s: x (%s) and scales (%s) must promote to float16, bfloat16 "
                                 "or float32",
                   op, wf_dtype_name(x->dtype), wf_dtype_name(scales->dtype));
         return NULL;
     }
-    if (w->ndim < 2 || x->ndim < 1 || scales->ndim != w->ndim || biases->ndim != w->ndim) {
+    if (w->ndim < 2 || x->ndim < 1 || scales->ndim != w->ndim ||
+        (biases && biases->ndim != w->ndim)) {
         wf__error(WF_ERR_SHAPE, "%s: w must be at least 2-d (got %d), x at least 1-d, scales "
                                 "and biases of w's rank",
                   op, w->ndim);
         return NULL;
     }
+    const int n = biases ? 4 : 3; /* x and the matrix's inputs */
     wf_array *in[4] = {NULL, NULL, NULL, NULL};
     wf_array *src[4] = {x, w, scales, biases};
     int64_t batch[WF_MAX_NDIM];
@@ -133,18 +168,21 @@ static wf_array *qmm(const char *op, wf_array *x, wf_array *w, wf_array *scales,
         }
         ok = broadcast_batch(op, x->shape, x->ndim - 2, w->shape, w->ndim - 2, batch, &nbatch) ==
              WF_OK;
-        for (int i = 0; ok && i < 4; i++)
+        for (int i = 0; ok && i < n; i++)
             ok = (in[i] = to_batch(src[i], batch, nbatch)) != NULL;
     } else {
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < n; i++)
             in[i] = wf__array_incref(src[i]);
     }
     wf_array *out = NULL;
     if (ok) {
-        wf_array *f[4] = {as_f32(in[0]), wf__array_incref(in[1]), as_f32(in[2]), as_f32(in[3])};
-        if (f[0] && f[2] && f[3]) {
-            wf_quant_params p = quant_params(group_size, bits, 0, transpose);
-            out = wf__node_new(&wf__prim_quantized_matmul, &p, f, 4);
+        const bool affine = mode == WF_QUANT_AFFINE;
+        wf_array *f[4] = {as_f32(in[0]), wf__array_incref(in[1]),
+                          affine ? as_f32(in[2]) : wf__array_incref(in[2]),
+                          affine ? as_f32(in[3]) : NULL};
+        if (f[0] && f[2] && (!affine || f[3])) {
+            wf_quant_params p = quant_params(group_size, bits, 0, transpose, mode);
+            out = wf__node_new(&wf__prim_quantized_matmul, &p, f, n);
         }
         for (int i = 0; i < 4; i++)
             wf__array_release(f[i]);
@@ -159,14 +197,21 @@ static wf_array *qmm(const char *op, wf_array *x, wf_array *w, wf_array *scales,
     return out;
 }
 
-wf_array *wf_quantized_matmul(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
-                              bool transpose, int group_size, int bits)
+wf_array *wf_quantized_matmul_mode(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
+                                   bool transpose, int group_size, int bits, wf_quant_mode mode)
 {
     const char *op = "wf_quantized_matmul";
     if (!wf__array_check(x, op, "x") || !wf__array_check(w, op, "w") ||
-        !wf__array_check(scales, op, "scales") || !wf__array_check(biases, op, "biases"))
+        !wf__array_check(scales, op, "scales") || !check_biases(op, mode, biases))
         return NULL;
-    return wf__array_publish(qmm(op, x, w, scales, biases, transpose, group_size, bits));
+    return wf__array_publish(qmm(op, x, w, scales, biases, transpose, group_size, bits, mode));
+}
+
+wf_array *wf_quantized_matmul(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
+                              bool transpose, int group_size, int bits)
+{
+    return wf_quantized_matmul_mode(x, w, scales, biases, transpose, group_size, bits,
+                                    WF_QUANT_AFFINE);
 }
 
 /* a (rank >= 2) with its leading axes flattened into one: (B, r, c). */
@@ -216,7 +261,8 @@ static wf_array *gather_node(const char *op, wf_array *x, wf_array *w, wf_array 
                              wf_array *biases, wf_array *lhs, wf_array *rhs, const int64_t *ishape,
                              int indim, const wf_quant_params *p)
 {
-    const wf_dtype dtype = wf_promote_types(x->dtype, scales->dtype);
+    const bool affine = p->mode == WF_QUANT_AFFINE;
+    const wf_dtype dtype = affine ? wf_promote_types(x->dtype, scales->dtype) : x->dtype;
     if (dtype != WF_DTYPE_F32 && dtype != WF_DTYPE_F16 && dtype != WF_DTYPE_BF16) {
         wf__error(WF_ERR_DTYPE, "%s: x (%s) and scales (%s) must promote to float16, bfloat16 "
                                 "or float32",
@@ -226,13 +272,23 @@ static wf_array *gather_node(const char *op, wf_array *x, wf_array *w, wf_array 
     int64_t count = 1;
     for (int d = 0; d < indim; d++)
         count *= ishape[d];
-    wf_array *xf = as_f32(x), *sf = as_f32(scales), *bf = as_f32(biases);
+    wf_array *xf = as_f32(x);
+    wf_array *sf = affine ? as_f32(scales) : wf__array_incref(scales);
+    wf_array *bf = affine ? as_f32(biases) : NULL;
+    /* x, codes, scales[, biases], lhs, rhs */
     wf_array *in[6] = {xf ? flatten_batch(xf) : NULL, flatten_batch(w),
-                       sf ? flatten_batch(sf) : NULL, bf ? flatten_batch(bf) : NULL,
-                       flat_indices(lhs, ishape, indim, count), flat_indices(rhs, ishape, indim, count)};
+                       sf ? flatten_batch(sf) : NULL, NULL, NULL, NULL};
+    int n = 3;
+    if (affine)
+        in[n++] = bf ? flatten_batch(bf) : NULL;
+    in[n++] = flat_indices(lhs, ishape, indim, count);
+    in[n++] = flat_indices(rhs, ishape, indim, count);
+    bool ok = true;
+    for (int i = 0; i < n; i++)
+        ok = ok && in[i];
     wf_array *prod = NULL, *out = NULL;
-    if (in[0] && in[1] && in[2] && in[3] && in[4] && in[5])
-        prod = wf__node_new(&wf__prim_gather_qmm, p, in, 6);
+    if (ok)
+        prod = wf__node_new(&wf__prim_gather_qmm, p, in, n);
     if (prod) {
         int64_t oshape[WF_MAX_NDIM];
         wf__shape_copy(oshape, ishape, indim);
@@ -248,17 +304,18 @@ static wf_array *gather_node(const char *op, wf_array *x, wf_array *w, wf_array 
     return out;
 }
 
-wf_array *wf_gather_qmm(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
-                        wf_array *lhs_indices, wf_array *rhs_indices, bool transpose,
-                        int group_size, int bits)
+wf_array *wf_gather_qmm_mode(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
+                             wf_array *lhs_indices, wf_array *rhs_indices, bool transpose,
+                             int group_size, int bits, wf_quant_mode mode)
 {
     const char *op = "wf_gather_qmm";
     if (!wf__array_check(x, op, "x") || !wf__array_check(w, op, "w") ||
-        !wf__array_check(scales, op, "scales") || !wf__array_check(biases, op, "biases"))
+        !wf__array_check(scales, op, "scales") || !check_biases(op, mode, biases))
         return NULL;
     if (!lhs_indices && !rhs_indices)
-        return wf_quantized_matmul(x, w, scales, biases, transpose, group_size, bits);
-    if (x->ndim < 2 || w->ndim < 2 || scales->ndim != w->ndim || biases->ndim != w->ndim) {
+        return wf_quantized_matmul_mode(x, w, scales, biases, transpose, group_size, bits, mode);
+    if (x->ndim < 2 || w->ndim < 2 || scales->ndim != w->ndim ||
+        (biases && biases->ndim != w->ndim)) {
         wf__error(WF_ERR_SHAPE, "%s: x and w must be at least 2-d, scales and biases of w's rank",
                   op);
         return NULL;
@@ -274,11 +331,19 @@ wf_array *wf_gather_qmm(wf_array *x, wf_array *w, wf_array *scales, wf_array *bi
             wf__error(WF_ERR_SHAPE, "%s: the result would have more than %d dimensions", op,
                       WF_MAX_NDIM);
         } else {
-            wf_quant_params p = quant_params(group_size, bits, 0, transpose);
+            wf_quant_params p = quant_params(group_size, bits, 0, transpose, mode);
             out = gather_node(op, x, w, scales, biases, lhs, rhs, ishape, indim, &p);
         }
     }
     wf__array_release(lhs);
     wf__array_release(rhs);
     return wf__array_publish(out);
+}
+
+wf_array *wf_gather_qmm(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
+                        wf_array *lhs_indices, wf_array *rhs_indices, bool transpose,
+                        int group_size, int bits)
+{
+    return wf_gather_qmm_mode(x, w, scales, biases, lhs_indices, rhs_indices, transpose,
+                              group_size, bits, WF_QUANT_AFFINE);
 }

@@ -7,6 +7,8 @@
  * other transpose flag; the dense cotangent dW of W (ct^T x or x^T ct)
  * gives the biases' as its per-group sums and the scales' as the per-group
  * sums of dW * codes. vmap moves batches to axis 0 and calls the ops.
+ * In the floating-point modes (no biases, uint8 scales) only x has a
+ * derivative.
  */
 #include "core/error.h"
 #include "prim/quantized.h"
@@ -62,19 +64,30 @@ static wf_array *dense_product(wf_array *x, wf_array *m, bool transpose)
     return wf_matmul(x, transpose ? wf_swapaxes(m, -1, -2) : m);
 }
 
+/* Scales of a floating-point mode have no derivative. */
+static wf_status fp_scales_fixed(wf_array *node)
+{
+    return wf__error(WF_ERR_UNSUPPORTED, "%s: no derivative for the scales of a floating-point "
+                                         "quantization mode",
+                     node->prim->name);
+}
+
 static wf_status vjp_quantized_matmul(wf_array *node, wf_array *ct, const bool *wanted,
                                       wf_array **cts)
 {
     const wf_quant_params *p = qparams(node);
     wf_array *const *in = node->inputs;
+    const int n = 1 + wf__quant_matrix_inputs(p);
     if (wanted[0]) {
         wf_quant_params flipped = *p;
         flipped.transpose = !p->transpose;
-        wf_array *args[4] = {ct, in[1], in[2], in[3]};
-        cts[0] = wf__rule_node(node->prim, &flipped, args, 4);
+        wf_array *args[4] = {ct, in[1], in[2], n > 3 ? in[3] : NULL};
+        cts[0] = wf__rule_node(node->prim, &flipped, args, n);
         if (!cts[0])
             return wf_last_error();
     }
+    if (p->mode != WF_QUANT_AFFINE)
+        return wanted[2] ? fp_scales_fixed(node) : WF_OK;
     if (!wanted[2] && !wanted[3])
         return WF_OK;
     /* dW per batch of W; against a 2-d W, x's rows are all of x's axes but
@@ -113,12 +126,15 @@ static wf_status jvp_quantized_matmul(wf_array *node, wf_array *const *t, wf_arr
 {
     const wf_quant_params *p = qparams(node);
     wf_array *const *in = node->inputs;
+    const int n = 1 + wf__quant_matrix_inputs(p);
+    if (p->mode != WF_QUANT_AFFINE && t[2])
+        return fp_scales_fixed(node);
     wf_array *sum = NULL;
     if (t[0]) {
-        wf_array *args[4] = {t[0], in[1], in[2], in[3]};
-        sum = wf__rule_node(node->prim, p, args, 4);
+        wf_array *args[4] = {t[0], in[1], in[2], n > 3 ? in[3] : NULL};
+        sum = wf__rule_node(node->prim, p, args, n);
     }
-    if (t[2] || t[3]) {
+    if (p->mode == WF_QUANT_AFFINE && (t[2] || t[3])) {
         wf_array *ts = t[2] ? t[2] : wf_zeros_like(in[2]);
         wf_array *tb = t[3] ? t[3] : wf_zeros_like(in[3]);
         wf_array *part = dense_product(in[0], dequantized(node, ts, tb), p->transpose);
@@ -132,16 +148,19 @@ static wf_status vmap_quantized_matmul(wf_array *node, wf_array *const *in, cons
                                        int64_t batch, wf_array **out, int *out_axis)
 {
     const wf_quant_params *p = qparams(node);
-    const bool w_batched = axes[1] != WF_VMAP_NOT_MAPPED || axes[2] != WF_VMAP_NOT_MAPPED ||
-                           axes[3] != WF_VMAP_NOT_MAPPED;
+    const int n = 1 + wf__quant_matrix_inputs(p);
+    bool w_batched = false;
+    for (int i = 1; i < n; i++)
+        w_batched = w_batched || axes[i] != WF_VMAP_NOT_MAPPED;
     *out_axis = 0;
     if (!w_batched) {
-        *out = wf_quantized_matmul(wf__vmap_to_front(in[0], axes[0]), in[1], in[2], in[3],
-                                   p->transpose, p->group_size, p->bits);
+        *out = wf_quantized_matmul_mode(wf__vmap_to_front(in[0], axes[0]), in[1], in[2],
+                                        n > 3 ? in[3] : NULL, p->transpose, p->group_size,
+                                        p->bits, (wf_quant_mode)p->mode);
         return wf__rule_result(*out);
     }
-    wf_array *m[4];
-    for (int i = 0; i < 4; i++)
+    wf_array *m[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < n; i++)
         m[i] = wf__vmap_materialize(in[i], axes[i], batch);
     /* x of one axis (a vector per example): a row of one, dropped after. */
     const bool vector = node->inputs[0]->ndim == 1;
@@ -149,9 +168,10 @@ static wf_status vmap_quantized_matmul(wf_array *node, wf_array *const *in, cons
     if (vector)
         m[0] = wf_expand_dims(m[0], &row_axis, 1);
     const int rank = m[0] && m[1] && m[0]->ndim > m[1]->ndim ? m[0]->ndim : m[1] ? m[1]->ndim : 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < n; i++)
         m[i] = wf__vmap_pad_rank(m[i], rank);
-    wf_array *y = wf_quantized_matmul(m[0], m[1], m[2], m[3], p->transpose, p->group_size, p->bits);
+    wf_array *y = wf_quantized_matmul_mode(m[0], m[1], m[2], m[3], p->transpose, p->group_size,
+                                           p->bits, (wf_quant_mode)p->mode);
     const int squeeze_axis = y ? y->ndim - 2 : 0;
     *out = vector ? wf_squeeze(y, &squeeze_axis, 1) : y;
     return wf__rule_result(*out);
@@ -169,18 +189,23 @@ static wf_status vjp_gather_qmm(wf_array *node, wf_array *ct, const bool *wanted
 {
     const wf_quant_params *p = qparams(node);
     wf_array *const *in = node->inputs;
-    wf_array *lhs = in[4], *rhs = in[5];
+    const int nq = wf__quant_matrix_inputs(p);
+    wf_array *lhs = in[1 + nq], *rhs = in[2 + nq];
     if (wanted[0]) {
         wf_quant_params flipped = *p;
         flipped.transpose = !p->transpose;
         const int64_t l = lhs->shape[0];
         wf_array *each = wf_arange(0, (double)l, 1, WF_DTYPE_I32);
-        wf_array *args[6] = {ct, in[1], in[2], in[3], each, rhs};
-        wf_array *g = wf__rule_node(node->prim, &flipped, args, 6);
+        wf_array *args[6] = {ct, in[1], in[2], in[3], NULL, NULL};
+        args[1 + nq] = each;
+        args[2 + nq] = rhs;
+        wf_array *g = wf__rule_node(node->prim, &flipped, args, 3 + nq);
         cts[0] = wf_scatter_add(wf_zeros_like(in[0]), lhs, g, 0);
         if (!cts[0])
             return wf_last_error();
     }
+    if (p->mode != WF_QUANT_AFFINE)
+        return wanted[2] ? fp_scales_fixed(node) : WF_OK;
     if (!wanted[2] && !wanted[3])
         return WF_OK;
     wf_array *x = wf_take(in[0], lhs, 0); /* (L, M, K) */
@@ -211,11 +236,12 @@ static wf_status vjp_gather_qmm(wf_array *node, wf_array *ct, const bool *wanted
 /* jvp: linear in x (tangents of the scales and biases: unsupported, as MLX). */
 static wf_status jvp_gather_qmm(wf_array *node, wf_array *const *t, wf_array **out)
 {
-    if (t[2] || t[3])
+    const int n = 3 + wf__quant_matrix_inputs(qparams(node));
+    if (t[2] || (n == 6 && t[3]))
         return wf__error(WF_ERR_UNSUPPORTED, "gather_qmm: no jvp for the scales and biases");
     wf_array *const *in = node->inputs;
-    wf_array *args[6] = {t[0], in[1], in[2], in[3], in[4], in[5]};
-    *out = wf__rule_node(node->prim, node->params, args, 6);
+    wf_array *args[6] = {t[0], in[1], in[2], in[3], in[4], n == 6 ? in[5] : NULL};
+    *out = wf__rule_node(node->prim, node->params, args, n);
     return wf__rule_result(*out);
 }
 

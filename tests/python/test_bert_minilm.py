@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import weft as mx
+import weft.nn as nn
 from weft.models.bert import SentenceEncoder, minilm_directory
 
 SANITIZED = os.environ.get("WEFT_PY_SANITIZED") == "1"
@@ -103,3 +104,19 @@ def test_minilm_rejects_too_long_input():
     encoder = SentenceEncoder.from_pretrained(MODEL_DIR)
     with pytest.raises(ValueError, match="max_seq_length"):
         encoder.embed_ids([[101] * 257])
+
+
+def test_minilm_quantized_to_8_bits_keeps_its_embeddings():
+    # nn.quantize replaces every Linear and Embedding (the position table
+    # included, which the model looks up by calling it)
+    texts = ["A man is eating food.", "Café déjà vu, naïve!", "Prices rose 3.75% to $1,234.",
+             "我喜欢在北京吃饺子。", "", "The quick brown fox jumps over the lazy dog. " * 8]
+    f32 = SentenceEncoder.from_pretrained(MODEL_DIR)
+    q8 = SentenceEncoder.from_pretrained(MODEL_DIR)
+    nn.quantize(q8.model, group_size=64, bits=8)
+    assert isinstance(q8.model.embeddings.position_embeddings, nn.QuantizedEmbedding)
+    ids = f32.tokenize(texts)
+    a = np.array(f32.embed_ids(ids))
+    b = np.array(q8.embed_ids(ids))
+    cosines = (a * b).sum(1) / np.linalg.norm(b, axis=1)
+    assert cosines.min() >= 0.999, cosines

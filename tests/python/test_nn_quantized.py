@@ -52,7 +52,7 @@ def test_quantize_replaces_layers_in_place_and_freezes_them():
     assert sorted(k for k, _ in tree_flatten(m.layers[2].trainable_parameters())) == \
         ["bias", "biases", "scales"]
     with pytest.raises(ValueError):
-        nn.quantize(nn.Sequential(nn.Linear(64, 64)), mode="mxfp4")
+        nn.quantize(nn.Sequential(nn.Linear(64, 64)), mode="fp3")
 
 
 def test_quantized_model_trains_its_bias_inside_compile():

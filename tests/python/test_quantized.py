@@ -187,7 +187,7 @@ def test_bad_arguments_raise_value_error():
     with pytest.raises(ValueError):
         mx.quantize(w, bits=7)
     with pytest.raises(ValueError):
-        mx.quantize(w, mode="mxfp4")
+        mx.quantize(w, mode="fp3")
     with pytest.raises(ValueError):
         mx.quantize(mx.array(weights((4, 48))), group_size=32)
     with pytest.raises(ValueError):

@@ -288,6 +288,44 @@ static void test_same_bits_as_dense_matmul_every_variant(void)
     CHECK_OK(wf__gemm_isa_set(-1));
 }
 
+/* Scales outside the matrix-vector kernels' fast range (zero, tiny,
+ * huge, in some rows only) still give the dense product's bits. */
+static void test_extreme_scales(void)
+{
+    static const float odd_scales[] = {0.0f, -0.0f, 0x1p-120f, 0x1p110f, -0x1p-101f};
+    for (int bi = 0; bi < 2; bi++) {
+        const int bits = bi ? 8 : 4, gs = 32;
+        const int64_t n = 70, kdim = 128;
+        qmat w;
+        if (!qmat_make(&w, n, kdim, gs, bits))
+            return;
+        float *sv = host_copy(w.s, 4);
+        if (!sv)
+            return;
+        for (size_t i = 0; i < sizeof odd_scales / sizeof *odd_scales; i++)
+            sv[(int64_t)i * 13 * (kdim / gs) + (int64_t)i % (kdim / gs)] = odd_scales[i];
+        const int64_t ss[2] = {n, kdim / gs};
+        wf_array *s = wf_array_from_data(sv, ss, 2, WF_DTYPE_F32);
+        free(sv);
+        const int64_t xs[2] = {2, kdim};
+        wf_array *x = random_f32(xs, 2);
+        wf_array *d = wf_dequantize(w.q, s, w.b, gs, bits, WF_QUANT_AFFINE);
+        for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+            if (!wf__gemm_isa_supported(isa))
+                continue;
+            CHECK_OK(wf__gemm_isa_set(isa));
+            wf_array *y = wf_quantized_matmul(x, w.q, s, w.b, true, gs, bits);
+            wf_array *ref = wf_matmul(x, wf_swapaxes(d, 0, 1));
+            if (!CHECK(same_bits(y, ref)))
+                printf("      bits %d isa %s\n", bits, wf__gemm_isa_name(isa));
+            wf_release(y), wf_release(ref);
+        }
+        CHECK_OK(wf__gemm_isa_set(-1));
+        wf_release(s), wf_release(x), wf_release(d);
+        qmat_free(&w);
+    }
+}
+
 /* Row i of a 40-row product has the bits of row i alone; x and the codes
  * as strided views give the bits of contiguous copies. */
 static void test_batch_invariance_and_strides(void)
@@ -631,6 +669,7 @@ int main(int argc, char **argv)
     RUN_SCOPED(test_against_float64_reference);
     RUN_SCOPED(test_same_bits_as_dense_matmul_every_variant);
     RUN_SCOPED(test_batch_invariance_and_strides);
+    RUN_SCOPED(test_extreme_scales);
     RUN_SCOPED(test_batched_and_gather);
     RUN_SCOPED(test_vjp_x_scales_biases);
     RUN_SCOPED(test_vmap);

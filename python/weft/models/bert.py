@@ -56,7 +56,7 @@ class _Embeddings(nn.Module):
     def __call__(self, input_ids, token_type_ids):
         length = input_ids.shape[1]
         x = (self.word_embeddings(input_ids)
-             + self.position_embeddings.weight[:length]
+             + self.position_embeddings(mx.arange(length))  # a call: nn.quantize may replace it
              + self.token_type_embeddings(token_type_ids))
         return self.LayerNorm(x)
 

@@ -1,8 +1,9 @@
 """Quantized layers (mlx.nn's QuantizedLinear, QuantizedEmbedding and
-quantize): weights kept in weft's affine quantized layout (mx.quantize:
-uint32 codes, scales and biases per group), multiplied without forming the
-float matrix (mx.quantized_matmul). The quantized weights are frozen: only a
-bias (and what the user unfreezes) is trained."""
+quantize): weights kept in weft's quantized layout (mx.quantize: uint32
+codes, scales and, in the affine mode, biases per group; the modes mxfp4,
+mxfp8 and nvfp4 have uint8 scales and no biases), multiplied without
+forming the float matrix (mx.quantized_matmul). The quantized weights are
+frozen: only a bias (and what the user unfreezes) is trained."""
 import math
 
 import weft as mx
@@ -11,7 +12,7 @@ from ..utils import tree_unflatten
 from .layers import Embedding, Linear
 from .module import Module
 
-_MODES = ("affine",)
+_MODES = ("affine", "mxfp4", "mxfp8", "nvfp4")
 
 
 def _check_mode(mode):
@@ -19,17 +20,40 @@ def _check_mode(mode):
         raise ValueError(f"quantization mode '{mode}' is not supported (weft has {_MODES})")
 
 
+def _quantize_into(module, weight, group_size, bits, mode):
+    """Sets module.weight, .scales (and .biases in the affine mode)."""
+    q = mx.quantize(weight, group_size, bits, mode=mode)
+    module.weight, module.scales = q[0], q[1]
+    if mode == "affine":
+        module.biases = q[2]
+
+
+def _matrix_args(module):
+    """quantized_matmul's / dequantize's keyword arguments for module's weights."""
+    return dict(scales=module["scales"], biases=module.get("biases"),
+                group_size=module.group_size, bits=module.bits, mode=module.mode)
+
+
+def _mode_defaults(mode, group_size, bits):
+    """MLX's defaults per mode for group_size and bits left as None."""
+    defaults = {"affine": (64, 4), "mxfp4": (32, 4), "mxfp8": (32, 8), "nvfp4": (16, 4)}[mode]
+    return (defaults[0] if group_size is None else group_size,
+            defaults[1] if bits is None else bits)
+
+
 class QuantizedLinear(Module):
     """y = x W^T + b with W quantized to `bits` bits in groups of group_size
     along the input dimension."""
 
-    def __init__(self, input_dims, output_dims, bias=True, group_size=64, bits=4, mode="affine"):
+    def __init__(self, input_dims, output_dims, bias=True, group_size=None, bits=None,
+                 mode="affine"):
         super().__init__()
         _check_mode(mode)
+        group_size, bits = _mode_defaults(mode, group_size, bits)
         self.group_size, self.bits, self.mode = group_size, bits, mode
         scale = math.sqrt(1.0 / input_dims)
         weight = mx.random.uniform(-scale, scale, (output_dims, input_dims))
-        self.weight, self.scales, self.biases = mx.quantize(weight, group_size, bits)
+        _quantize_into(self, weight, group_size, bits, mode)
         if bias:
             self.bias = mx.zeros((output_dims,))
         self.freeze()
@@ -47,21 +71,20 @@ class QuantizedLinear(Module):
                 f"group_size={self.group_size}, bits={self.bits}, mode={self.mode}")
 
     def __call__(self, x):
-        y = mx.quantized_matmul(x, self["weight"], scales=self["scales"], biases=self["biases"],
-                                transpose=True, group_size=self.group_size, bits=self.bits)
+        y = mx.quantized_matmul(x, self["weight"], transpose=True, **_matrix_args(self))
         if "bias" in self:
             y = y + self["bias"]
         return y
 
     @classmethod
-    def from_linear(cls, linear_layer, group_size=64, bits=4, mode="affine"):
+    def from_linear(cls, linear_layer, group_size=None, bits=None, mode="affine"):
         """A QuantizedLinear holding linear_layer's weight (and bias) quantized."""
         _check_mode(mode)
-        output_dims, input_dims = linear_layer.weight.shape
+        group_size, bits = _mode_defaults(mode, group_size, bits)
         q = cls.__new__(cls)
         Module.__init__(q)
         q.group_size, q.bits, q.mode = group_size, bits, mode
-        q.weight, q.scales, q.biases = mx.quantize(linear_layer.weight, group_size, bits)
+        _quantize_into(q, linear_layer.weight, group_size, bits, mode)
         if "bias" in linear_layer:
             q.bias = linear_layer.bias
         q.freeze()
@@ -72,13 +95,14 @@ class QuantizedEmbedding(Module):
     """An Embedding whose table is quantized along dims; rows looked up by
     id are dequantized."""
 
-    def __init__(self, num_embeddings, dims, group_size=64, bits=4, mode="affine"):
+    def __init__(self, num_embeddings, dims, group_size=None, bits=None, mode="affine"):
         super().__init__()
         _check_mode(mode)
+        group_size, bits = _mode_defaults(mode, group_size, bits)
         self.group_size, self.bits, self.mode = group_size, bits, mode
         self.num_embeddings, self.dims = num_embeddings, dims
         table = mx.random.normal((num_embeddings, dims), scale=math.sqrt(1.0 / dims))
-        self.weight, self.scales, self.biases = mx.quantize(table, group_size, bits)
+        _quantize_into(self, table, group_size, bits, mode)
         self.freeze()
 
     def _extra_repr(self):
@@ -86,34 +110,35 @@ class QuantizedEmbedding(Module):
                 f"bits={self.bits}, mode={self.mode}")
 
     def __call__(self, x):
+        biases = self.get("biases")
         return mx.dequantize(self["weight"][x], scales=self["scales"][x],
-                             biases=self["biases"][x], group_size=self.group_size, bits=self.bits)
+                             biases=None if biases is None else biases[x],
+                             group_size=self.group_size, bits=self.bits, mode=self.mode)
 
     def as_linear(self, x):
         """x times the (quantized) table transposed, for tied output projections."""
-        return mx.quantized_matmul(x, self["weight"], scales=self["scales"],
-                                   biases=self["biases"], transpose=True,
-                                   group_size=self.group_size, bits=self.bits)
+        return mx.quantized_matmul(x, self["weight"], transpose=True, **_matrix_args(self))
 
     @classmethod
-    def from_embedding(cls, embedding_layer, group_size=64, bits=4, mode="affine"):
+    def from_embedding(cls, embedding_layer, group_size=None, bits=None, mode="affine"):
         """A QuantizedEmbedding holding embedding_layer's table quantized."""
         _check_mode(mode)
+        group_size, bits = _mode_defaults(mode, group_size, bits)
         num_embeddings, dims = embedding_layer.weight.shape
         q = cls.__new__(cls)
         Module.__init__(q)
         q.group_size, q.bits, q.mode = group_size, bits, mode
         q.num_embeddings, q.dims = num_embeddings, dims
-        q.weight, q.scales, q.biases = mx.quantize(embedding_layer.weight, group_size, bits)
+        _quantize_into(q, embedding_layer.weight, group_size, bits, mode)
         q.freeze()
         return q
 
 
-def _linear_to_quantized(self, group_size=64, bits=4, mode="affine"):
+def _linear_to_quantized(self, group_size=None, bits=None, mode="affine"):
     return QuantizedLinear.from_linear(self, group_size, bits, mode)
 
 
-def _embedding_to_quantized(self, group_size=64, bits=4, mode="affine"):
+def _embedding_to_quantized(self, group_size=None, bits=None, mode="affine"):
     return QuantizedEmbedding.from_embedding(self, group_size, bits, mode)
 
 
@@ -121,13 +146,14 @@ Linear.to_quantized = _linear_to_quantized
 Embedding.to_quantized = _embedding_to_quantized
 
 
-def quantize(model, group_size=64, bits=4, *, mode="affine", class_predicate=None):
+def quantize(model, group_size=None, bits=None, *, mode="affine", class_predicate=None):
     """Replaces, in place, every sub-module that can be quantized (has a
     to_quantized method: Linear, Embedding) and that class_predicate(path,
     module) accepts (default: all whose last dimension divides into groups).
     The predicate may return a dict of to_quantized's arguments for that
     module instead of True."""
     _check_mode(mode)
+    group_size, bits = _mode_defaults(mode, group_size, bits)
 
     def default_predicate(_, module):
         return module.weight.shape[-1] % group_size == 0

@@ -8,7 +8,12 @@
  * q0 = rint(edge / scale); if q0 != 0 the scale becomes edge / q0 and the
  * bias edge, else the bias is 0; code = clamp(rint((w - bias) / scale),
  * 0, 2^bits - 1) (NaN codes 0). Scales and biases are rounded once to w's
- * dtype. */
+ * dtype.
+ *
+ * The floating-point modes (weft.h) follow MLX's composed ops, each step
+ * rounded to w's dtype: see fp_group. Their products dequantize the uint8
+ * scales into float32 first (exact: powers of two or e4m3 values), then
+ * run like affine ones with element value * scale as W. */
 #include "backend/cpu/quantized.h"
 
 #include <math.h>
@@ -119,14 +124,83 @@ static uint32_t quantize_one(float w, float scale, float bias, int bits)
     return q == q ? (uint32_t)q : 0; /* NaN: 0 */
 }
 
+/* The fp4 code nearest v (MLX's argmin over the 16 values, |v - value|
+ * rounded to `dtype`: the first of equal distances wins, so a tie goes to
+ * the smaller magnitude and -0 to +0). */
+static uint8_t fp4_code(float v, wf_dtype dtype)
+{
+    uint8_t best = 0;
+    float best_d = fabsf(round_to(dtype, v - wf__fp4_values[0]));
+    for (uint8_t c = 1; c < 16; c++) {
+        const float d = fabsf(round_to(dtype, v - wf__fp4_values[c]));
+        if (d < best_d) {
+            best_d = d;
+            best = c;
+        }
+    }
+    return best;
+}
+
+/* One group in a floating-point mode: its uint8 scale and element codes
+ * (one byte each), as MLX's fp_quantize computes them in `dtype`. */
+static uint8_t fp_group(const float *v, int n, int mode, wf_dtype dtype, uint8_t *codes)
+{
+    float amax = 0;
+    for (int j = 0; j < n; j++)
+        amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
+    const float s = round_to(dtype, amax / (mode == WF_QUANT_MXFP8 ? 448.0f : 6.0f));
+    uint8_t scale;
+    float divisor; /* the decoded scale in `dtype` */
+    wf_dtype quotient = dtype; /* nvfp4 multiplies w / scale by a float32 1 */
+    if (mode == WF_QUANT_NVFP4) {
+        scale = wf__e4m3_encode(s);
+        divisor = round_to(dtype, wf__e4m3_value(scale));
+        quotient = WF_DTYPE_F32;
+    } else {
+        int e = 0; /* the smallest power 2^e >= s (MLX 0.32's rule), 0 for s == 0 */
+        if (s != 0) {
+            const float f = frexpf(s, &e); /* s = f * 2^e, f in [0.5, 1) */
+            e -= f == 0.5f;
+        }
+        scale = (uint8_t)(e + 127);
+        divisor = round_to(dtype, ldexpf(1.0f, e));
+    }
+    for (int j = 0; j < n; j++) {
+        const float q = round_to(dtype, v[j] / divisor);
+        codes[j] = mode == WF_QUANT_MXFP8 ? wf__e4m3_encode(q) : fp4_code(q, quotient);
+    }
+    return scale;
+}
+
+/* Packs n codes of `bits` bits each as a little-endian bit stream. */
+static void pack_codes(const uint8_t *codes, int n, int bits, uint8_t *dst)
+{
+    uint64_t acc = 0;
+    int filled = 0;
+    for (int j = 0; j < n; j++) {
+        acc |= (uint64_t)codes[j] << filled;
+        for (filled += bits; filled >= 8; filled -= 8, acc >>= 8)
+            *dst++ = (uint8_t)acc;
+    }
+}
+
 static void quantize_chunk(void *ctx, int64_t begin, int64_t end)
 {
     const quantize_job *job = ctx;
-    const int gs = job->p->group_size, bits = job->p->bits;
+    const int gs = job->p->group_size, bits = job->p->bits, mode = job->p->mode;
     float v[128];
+    uint8_t codes[128];
     for (int64_t g = begin; g < end; g++) {
         for (int j = 0; j < gs; j++)
             v[j] = load_float(job->w, job->dtype, g * gs + j);
+        if (mode != WF_QUANT_AFFINE) {
+            const uint8_t scale = fp_group(v, gs, mode, job->dtype, codes);
+            if (job->p->output == WF_QUANTIZE_SCALES)
+                ((uint8_t *)job->out)[g] = scale;
+            else
+                pack_codes(codes, gs, bits, (uint8_t *)job->out + g * gs * bits / 8);
+            continue;
+        }
         float scale, bias;
         group_scale_bias(v, gs, bits, &scale, &bias);
         if (job->p->output == WF_QUANTIZE_SCALES) {
@@ -134,14 +208,9 @@ static void quantize_chunk(void *ctx, int64_t begin, int64_t end)
         } else if (job->p->output == WF_QUANTIZE_BIASES) {
             store_float(job->out, job->dtype, g, bias);
         } else {
-            uint8_t *dst = (uint8_t *)job->out + g * gs * bits / 8;
-            uint64_t acc = 0;
-            int filled = 0;
-            for (int j = 0; j < gs; j++) {
-                acc |= (uint64_t)quantize_one(v[j], scale, bias, bits) << filled;
-                for (filled += bits; filled >= 8; filled -= 8, acc >>= 8)
-                    *dst++ = (uint8_t)acc;
-            }
+            for (int j = 0; j < gs; j++)
+                codes[j] = (uint8_t)quantize_one(v[j], scale, bias, bits);
+            pack_codes(codes, gs, bits, (uint8_t *)job->out + g * gs * bits / 8);
         }
     }
 }
@@ -172,8 +241,20 @@ typedef struct dequantize_job {
     wf_dtype dtype;
     void *out;
     int64_t groups_per_row, row_bytes;
-    int group_size, bits;
+    int group_size, bits, mode;
 } dequantize_job;
+
+/* The float32 value of a floating-point mode's uint8 scale. */
+static float fp_scale_value(int mode, uint8_t s)
+{
+    return mode == WF_QUANT_NVFP4 ? wf__e4m3_value(s) : ldexpf(1.0f, (int)s - 127);
+}
+
+/* The value of a floating-point mode's element code. */
+static float fp_element_value(int mode, uint32_t code)
+{
+    return mode == WF_QUANT_MXFP8 ? wf__e4m3_value((uint8_t)code) : wf__fp4_values[code & 15];
+}
 
 static void dequantize_chunk(void *ctx, int64_t begin, int64_t end)
 {
@@ -182,6 +263,16 @@ static void dequantize_chunk(void *ctx, int64_t begin, int64_t end)
     for (int64_t g = begin; g < end; g++) {
         const int64_t row = g / job->groups_per_row, first = (g % job->groups_per_row) * gs;
         const uint8_t *codes = job->codes + row * job->row_bytes;
+        if (job->mode != WF_QUANT_AFFINE) { /* as MLX: each factor and the product in dtype */
+            const wf_dtype dt = job->dtype;
+            const float s = round_to(dt, fp_scale_value(job->mode, ((const uint8_t *)job->scales)[g]));
+            for (int j = 0; j < gs; j++) {
+                const uint32_t c = wf__quant_code(codes, first + j, bits);
+                store_float(job->out, dt, g * gs + j,
+                            round_to(dt, fp_element_value(job->mode, c)) * s);
+            }
+            continue;
+        }
         const float s = load_float(job->scales, job->dtype, g);
         const float b = load_float(job->biases, job->dtype, g);
         for (int j = 0; j < gs; j++) {
@@ -195,13 +286,12 @@ static void dequantize_chunk(void *ctx, int64_t begin, int64_t end)
 wf_status wf__cpu_dequantize(wf_array *out, wf_array *const *inputs, int ninputs,
                              const void *params)
 {
-    (void)ninputs;
     const wf_quant_params *p = params;
     wf_status st = wf__array_alloc_output(out);
     if (st != WF_OK || out->size == 0)
         return st;
     dense_operand d[3] = {{0}};
-    for (int i = 0; i < 3 && st == WF_OK; i++)
+    for (int i = 0; i < ninputs && st == WF_OK; i++)
         st = dense_get("wf_dequantize", inputs[i], &d[i]);
     if (st == WF_OK) {
         const wf_array *codes = inputs[0];
@@ -215,6 +305,7 @@ wf_status wf__cpu_dequantize(wf_array *out, wf_array *const *inputs, int ninputs
             .row_bytes = codes->shape[codes->ndim - 1] * 4,
             .group_size = p->group_size,
             .bits = p->bits,
+            .mode = p->mode,
         };
         wf__parallel_for(out->size / p->group_size, 16, dequantize_chunk, &job);
     }
@@ -237,7 +328,7 @@ typedef struct qmm_job {
     int64_t w_rows;   /* stored rows of W per batch: n (transpose) or k */
     int64_t block;    /* outputs per task */
     int64_t blocks;   /* tasks per batch */
-    int bits, group_size;
+    int bits, group_size, mode;
     bool transpose;
     int isa;
     wf_qmv_fn qmv;
@@ -264,9 +355,18 @@ static void dequantize_span(const qmm_job *job, int64_t batch, int64_t r, int64_
 {
     const int64_t row = w_batch(job, batch) * job->w_rows + r;
     const uint8_t *codes = job->codes + row * job->row_bytes;
-    const float *s = job->scales + row * job->groups, *b = job->biases + row * job->groups;
+    const float *s = job->scales + row * job->groups;
+    const float *b = job->biases ? job->biases + row * job->groups : NULL;
     if (job->qdeq && j0 % 16 == 0 && count % 16 == 0) {
-        job->qdeq(codes, s, b, job->group_size, job->bits, j0, count, dst);
+        job->qdeq(codes, s, b, job->group_size, job->bits, job->mode, j0, count, dst);
+        return;
+    }
+    if (job->mode != WF_QUANT_AFFINE) {
+        for (int64_t j = 0; j < count; j++) {
+            const int64_t c = j0 + j;
+            dst[j] = fp_element_value(job->mode, wf__quant_code(codes, c, job->bits)) *
+                     s[c / job->group_size];
+        }
         return;
     }
     for (int64_t j = 0; j < count; j++) {
@@ -324,12 +424,13 @@ static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
             .codes = job->codes + row0 * job->row_bytes,
             .row_bytes = job->row_bytes,
             .scales = job->scales + row0 * job->groups,
-            .biases = job->biases + row0 * job->groups,
+            .biases = job->biases ? job->biases + row0 * job->groups : NULL,
             .groups = job->groups,
             .k = job->k,
             .kcb = wf__gemm_k_block(job->k),
             .bits = job->bits,
             .group_size = job->group_size,
+            .mode = job->mode,
             .out = job->out + batch * job->rows * job->n,
             .ldo = job->n,
         };
@@ -382,9 +483,9 @@ static wf_status qmm_run(const char *op, qmm_job *job, int64_t batches)
     atomic_init(&job->failed, false);
     job->qmv = direct_kernel(job);
     job->qdeq = panel_dequantizer(job);
-    if (job->qmv) {
-        job->block = 16;
-        job->blocks = (job->n + 15) / 16;
+    if (job->qmv) { /* 32 outputs per task: the kernels' two blocks of 16 rows */
+        job->block = 32;
+        job->blocks = (job->n + 31) / 32;
         wf__parallel_for(batches * job->blocks, 8, qmm_direct_chunk, job);
         return WF_OK;
     }
@@ -415,14 +516,35 @@ static void qmm_setup(qmm_job *job, const wf_quant_params *p, wf_array *const *i
     job->w_rows = w->shape[w->ndim - 2];
     job->bits = p->bits;
     job->group_size = p->group_size;
+    job->mode = p->mode;
     job->transpose = p->transpose;
 }
 
+/* A floating-point mode's uint8 scales as float32 values (into *owned). */
+static wf_status decode_scales(const char *op, const wf_array *scales, int mode,
+                               dense_operand *d)
+{
+    float *f = wf__malloc((size_t)(scales->size ? scales->size : 1) * sizeof(float));
+    if (!f)
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory decoding scales", op);
+    float table[256]; /* every byte's value: one lookup per scale */
+    for (int v = 0; v < 256; v++)
+        table[v] = fp_scale_value(mode, (uint8_t)v);
+    const uint8_t *u = d->data;
+    for (int64_t i = 0; i < scales->size; i++)
+        f[i] = table[u[i]];
+    free(d->owned);
+    d->owned = f;
+    d->data = f;
+    return WF_OK;
+}
+
 /* Shared by quantized_matmul and gather_qmm: dense operands, K == 0, run. */
-static wf_status qmm_kernel(const char *op, wf_array *out, wf_array *const *inputs, int ndense,
+static wf_status qmm_kernel(const char *op, wf_array *out, wf_array *const *inputs,
                             const wf_quant_params *p, int64_t x_batches, int64_t products,
                             const int32_t *lhs, const int32_t *rhs)
 {
+    const int ndense = 1 + wf__quant_matrix_inputs(p);
     wf_status st = wf__array_alloc_output(out);
     if (st != WF_OK || out->size == 0)
         return st;
@@ -434,6 +556,8 @@ static wf_status qmm_kernel(const char *op, wf_array *out, wf_array *const *inpu
     dense_operand d[4] = {{0}};
     for (int i = 0; i < ndense && st == WF_OK; i++)
         st = dense_get(op, inputs[i], &d[i]);
+    if (st == WF_OK && p->mode != WF_QUANT_AFFINE)
+        st = decode_scales(op, inputs[2], p->mode, &d[2]);
     if (st == WF_OK) {
         qmm_job job;
         memset(&job, 0, sizeof job);
@@ -455,7 +579,7 @@ wf_status wf__cpu_quantized_matmul(wf_array *out, wf_array *const *inputs, int n
     int64_t batches = 1;
     for (int d = 0; d < w->ndim - 2; d++)
         batches *= w->shape[d];
-    return qmm_kernel("wf_quantized_matmul", out, inputs, 4, params, batches, batches, NULL, NULL);
+    return qmm_kernel("wf_quantized_matmul", out, inputs, params, batches, batches, NULL, NULL);
 }
 
 /* Checks every index against its bound (indices are user data). */
@@ -472,19 +596,19 @@ static wf_status check_indices(const char *what, const int32_t *idx, int64_t n, 
 wf_status wf__cpu_gather_qmm(wf_array *out, wf_array *const *inputs, int ninputs,
                              const void *params)
 {
-    (void)ninputs;
     const char *op = "wf_gather_qmm";
+    const int first = ninputs - 2; /* lhs, then rhs, after the matrix's inputs */
     dense_operand idx[2] = {{0}};
     wf_status st = WF_OK;
     for (int i = 0; i < 2 && st == WF_OK; i++)
-        st = dense_get(op, inputs[4 + i], &idx[i]);
-    const int64_t n = inputs[4]->shape[0];
+        st = dense_get(op, inputs[first + i], &idx[i]);
+    const int64_t n = inputs[first]->shape[0];
     if (st == WF_OK)
         st = check_indices("lhs", idx[0].data, n, inputs[0]->shape[0]);
     if (st == WF_OK)
         st = check_indices("rhs", idx[1].data, n, inputs[1]->shape[0]);
     if (st == WF_OK)
-        st = qmm_kernel(op, out, inputs, 4, params, inputs[0]->shape[0], n, idx[0].data,
+        st = qmm_kernel(op, out, inputs, params, inputs[0]->shape[0], n, idx[0].data,
                         idx[1].data);
     for (int i = 0; i < 2; i++)
         free(idx[i].owned);

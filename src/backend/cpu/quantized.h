@@ -5,7 +5,7 @@
  * dequantized matrix W (dequantize's float32 values: code * scale, then
  * + bias, each rounded), for any batch size and thread count:
  *  - up to WF_QMV_ROWS rows of x against W stored (N, K) (transpose) with
- *    2, 4 or 8 bits, on AVX2 or AVX-512: the codes of 8 or 16 rows of W are
+ *    2, 4 or 8 bits (any mode), on AVX2 or AVX-512: the codes of 8 or 16 rows of W are
  *    gathered, dequantized in registers (a lane per output) and summed by
  *    the GEMM's rule: per K block (wf__gemm_k_block) acc = fma(x, w, acc)
  *    in k order, then added to the output. The packed matrix is read once.
@@ -37,6 +37,7 @@ typedef struct wf_qmv_args {
     int64_t groups;
     int64_t k, kcb; /* kcb: wf__gemm_k_block(k) */
     int bits, group_size;
+    int mode; /* wf_quant_mode; floating-point: biases NULL, scales decoded to float32 */
     float *out;
     int64_t ldo;
 } wf_qmv_args;
@@ -47,9 +48,12 @@ typedef void (*wf_qmv_fn)(const wf_qmv_args *a, int64_t n0, int64_t n1);
 /* Dequantizes `count` codes (a multiple of 16) of a row of 2-, 4- or 8-bit
  * codes from code j0 (a multiple of 16) on: dst[j] = code * s + b (float32
  * product, then sum: dequantize's bits), s and b those of code j0 + j's
- * group (`scales`, `biases`: the row's, from its group 0). */
+ * group (`scales`, `biases`: the row's, from its group 0). In a
+ * floating-point mode (biases unused, scales decoded to float32):
+ * dst[j] = element value * s (exact). */
 typedef void (*wf_qdeq_fn)(const uint8_t *row, const float *scales, const float *biases,
-                           int group_size, int bits, int64_t j0, int64_t count, float *dst);
+                           int group_size, int bits, int mode, int64_t j0, int64_t count,
+                           float *dst);
 
 /* The variants' kernels (x86-64 with GCC or Clang only; NULL elsewhere). */
 extern const wf_qmv_fn wf__qmv_avx2;
