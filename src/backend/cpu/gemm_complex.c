@@ -34,11 +34,39 @@ static void rotate_pairs(const float *src, float *dst, int64_t pairs)
     }
 }
 
+#if COMPLEX_HAVE_X86
+#define ATTR_512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
+
+/* pack_rows for AVX-512 and nr = 32: 16 pairs per vector. */
+ATTR_512 static void pack_rows_512(int64_t pairs, const float *bt, float *even, int64_t kc)
+{
+    const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi64((int64_t)0x80000000));
+    for (int64_t p = 0; p < pairs; p += 16, bt += 32, even += 32 * kc) {
+        const __mmask16 m0 = (__mmask16)(pairs - p >= 8 ? 0xffff : (1u << (2 * (pairs - p))) - 1);
+        const __mmask16 m1 = (__mmask16)(pairs - p >= 16  ? 0xffff
+                                         : pairs - p <= 8 ? 0
+                                                          : (1u << (2 * (pairs - p - 8))) - 1);
+        const __m512 v0 = _mm512_maskz_loadu_ps(m0, bt), v1 = _mm512_maskz_loadu_ps(m1, bt + 16);
+        _mm512_storeu_ps(even, v0);
+        _mm512_storeu_ps(even + 16, v1);
+        _mm512_storeu_ps(even + 32, _mm512_maskz_xor_ps(m0, _mm512_permute_ps(v0, 0xB1), sign));
+        _mm512_storeu_ps(even + 48, _mm512_maskz_xor_ps(m1, _mm512_permute_ps(v1, 0xB1), sign));
+    }
+}
+#endif
+
 void wf__gemm_pack_b_complex(const wf_gemm_args *g, int64_t k0, int64_t kc, int64_t j0,
                              int64_t j1, int nr, float *dst)
 {
     const float *b = (const float *)g->b + 2 * ((k0 / 2) * g->rsb) + j0;
     const int64_t cols = j1 - j0, panels = (cols + nr - 1) / nr;
+#if COMPLEX_HAVE_X86
+    if (g->isa >= WF_GEMM_ISA_AVX512 && nr == 32) {
+        for (int64_t t = 0; t < kc / 2; t++)
+            pack_rows_512(cols / 2, b + 2 * t * g->rsb, dst + 2 * t * nr, kc);
+        return;
+    }
+#endif
     for (int64_t t = 0; t < kc / 2; t++) {
         const float *bt = b + 2 * t * g->rsb;
         for (int64_t p = 0; p < panels; p++) {
@@ -107,7 +135,6 @@ static void direct_baseline(int64_t kc, const float *a, int64_t rsa, const float
 
 #if COMPLEX_HAVE_X86
 #define ATTR_AVX2 __attribute__((target("avx2,fma")))
-#define ATTR_512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
 
 /* AVX2: 8 floats (4 complex) a vector. */
 ATTR_AVX2 static __m256i tail_mask8(int64_t n)
@@ -178,10 +205,16 @@ ATTR_512 static __mmask16 lanes16(int64_t n)
     return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
 }
 
-ATTR_512 static __m512 rotate_v16(__m512 v)
+/* (re, im) pairs -> (im, re). */
+ATTR_512 static __m512 swap_v16(__m512 v) { return _mm512_permute_ps(v, 0xB1); }
+
+/* x in odd lanes, -x in even ones: times swap_v16(b) it gives B''s odd row
+ * times x, with the same bits (the sign moves exactly from one factor to
+ * the other). */
+ATTR_512 static __m512 signed_set1(float x)
 {
     const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi64((int64_t)0x80000000));
-    return _mm512_xor_ps(_mm512_permute_ps(v, 0xB1), sign);
+    return _mm512_xor_ps(_mm512_set1_ps(x), sign);
 }
 
 ATTR_512 static __m512 finish_v16(__m512 acc, const float *c, __mmask16 m,
@@ -202,13 +235,13 @@ __attribute__((always_inline)) ATTR_512 static inline void
 sweep_512(const int R, const int T, const float *a, int64_t rsa, const float *bt, int64_t rsb,
           int64_t w, float (*sums)[CHUNK])
 {
-    __m512 re[COMPLEX_ROWS][4], im[COMPLEX_ROWS][4];
+    __m512 re[COMPLEX_ROWS][8], im[COMPLEX_ROWS][8];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int u = 0; u < T; u++) {
             re[r][u] = _mm512_set1_ps(a[r * rsa + 2 * u]);
-            im[r][u] = _mm512_set1_ps(a[r * rsa + 2 * u + 1]);
+            im[r][u] = signed_set1(a[r * rsa + 2 * u + 1]);
         }
     for (int64_t j = 0; j < w; j += 16) {
         const __mmask16 m = lanes16(w - j);
@@ -216,10 +249,12 @@ sweep_512(const int R, const int T, const float *a, int64_t rsa, const float *bt
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++)
             s[r] = _mm512_load_ps(sums[r] + j);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int u = 0; u < T; u++) {
-            const __m512 bv = _mm512_maskz_loadu_ps(m, bt + 2 * u * rsb + j);
-            const __m512 br = rotate_v16(bv);
+            const float *bu = bt + 2 * u * rsb + j;
+            __builtin_prefetch(bu + 16 * rsb); /* 8 rows ahead */
+            const __m512 bv = _mm512_maskz_loadu_ps(m, bu);
+            const __m512 br = swap_v16(bv);
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
                 s[r] = _mm512_fmadd_ps(re[r][u], bv, s[r]);
@@ -239,7 +274,7 @@ chunk_512(const int R, int64_t kc, const float *a, int64_t rsa, const float *b, 
           float *c, int64_t ldc, int64_t w, const wf_gemm_epilogue *e)
 {
     float sums[COMPLEX_ROWS][CHUNK] __attribute__((aligned(64)));
-    const int T = R == 1 ? 4 : 2;
+    const int T = R == 1 ? 8 : 2;
     for (int r = 0; r < R; r++)
         for (int64_t j = 0; j < w; j += 16)
             _mm512_store_ps(sums[r] + j, _mm512_setzero_ps());
