@@ -136,7 +136,8 @@ static void test_every_variant_against_double(void)
 #else
     static const int64_t shapes[][3] = {{1, 600, 200}, {2, 37, 130}, {3, 17, 5},
                                         {4, 530, 150}, {5, 40, 129}, {23, 70, 300},
-                                        {16, 33, 64},  {1, 1, 1},    {40, 300, 8}};
+                                        {16, 33, 64},  {1, 1, 1},    {40, 300, 8},
+                                        {1, 2100, 20}};
 #endif
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
         if (!wf__gemm_isa_supported(isa))

@@ -81,10 +81,11 @@ void wf__gemm_pack_b_complex(const wf_gemm_args *g, int64_t k0, int64_t kc, int6
 }
 
 /* ---------------------------------------------------------------- few rows
- * Columns are swept CHUNK floats at a time into sums kept in L1 (up to
- * COMPLEX_ROWS rows), two rows of B per pass, so B is read in long runs. */
+ * Columns are swept a chunk at a time into sums kept in L1 (up to
+ * COMPLEX_ROWS rows; CHUNK floats, or as many as SUMS floats hold for
+ * AVX-512), several rows of B per pass, so B is read in long runs. */
 
-enum { CHUNK = 1024, COMPLEX_ROWS = WF_GEMM_COMPLEX_DIRECT_ROWS };
+enum { CHUNK = 1024, SUMS = 4096, COMPLEX_ROWS = WF_GEMM_COMPLEX_DIRECT_ROWS };
 
 /* The store of gemm.h's rule for one value (the baseline: no FMA). */
 static float finish_scalar(float acc, float old, const wf_gemm_epilogue *e)
@@ -233,7 +234,7 @@ ATTR_512 static __m512 finish_v16(__m512 acc, const float *c, __mmask16 m,
  * the chunk: fma by the re of each k, then by its im, k in order. */
 __attribute__((always_inline)) ATTR_512 static inline void
 sweep_512(const int R, const int T, const float *a, int64_t rsa, const float *bt, int64_t rsb,
-          int64_t w, float (*sums)[CHUNK])
+          int64_t w, float *sums, int64_t ws)
 {
     __m512 re[COMPLEX_ROWS][8], im[COMPLEX_ROWS][8];
 #pragma GCC unroll 4
@@ -248,7 +249,7 @@ sweep_512(const int R, const int T, const float *a, int64_t rsa, const float *bt
         __m512 s[COMPLEX_ROWS];
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++)
-            s[r] = _mm512_load_ps(sums[r] + j);
+            s[r] = _mm512_load_ps(sums + r * ws + j);
 #pragma GCC unroll 8
         for (int u = 0; u < T; u++) {
             const float *bu = bt + 2 * u * rsb + j;
@@ -263,47 +264,56 @@ sweep_512(const int R, const int T, const float *a, int64_t rsa, const float *bt
         }
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++)
-            _mm512_store_ps(sums[r] + j, s[r]);
+            _mm512_store_ps(sums + r * ws + j, s[r]);
     }
 }
 
-/* R rows over one chunk of w columns: sums kept in L1, B swept 4 (one
- * row) or 2 rows at a time, so B is read in long runs. */
+/* R rows over one chunk of w <= ws columns: sums kept in L1 (rows ws
+ * apart), B swept 8 (one row) or 2 rows at a time. */
 __attribute__((always_inline)) ATTR_512 static inline void
 chunk_512(const int R, int64_t kc, const float *a, int64_t rsa, const float *b, int64_t rsb,
-          float *c, int64_t ldc, int64_t w, const wf_gemm_epilogue *e)
+          float *c, int64_t ldc, int64_t w, int64_t ws, float *sums, const wf_gemm_epilogue *e)
 {
-    float sums[COMPLEX_ROWS][CHUNK] __attribute__((aligned(64)));
     const int T = R == 1 ? 8 : 2;
     for (int r = 0; r < R; r++)
         for (int64_t j = 0; j < w; j += 16)
-            _mm512_store_ps(sums[r] + j, _mm512_setzero_ps());
+            _mm512_store_ps(sums + r * ws + j, _mm512_setzero_ps());
     int64_t t = 0;
     for (; t + T <= kc / 2; t += T)
-        sweep_512(R, T, a + 2 * t, rsa, b + 2 * t * rsb, rsb, w, sums);
+        sweep_512(R, T, a + 2 * t, rsa, b + 2 * t * rsb, rsb, w, sums, ws);
     for (; t < kc / 2; t++)
-        sweep_512(R, 1, a + 2 * t, rsa, b + 2 * t * rsb, rsb, w, sums);
+        sweep_512(R, 1, a + 2 * t, rsa, b + 2 * t * rsb, rsb, w, sums, ws);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
         for (int64_t j = 0; j < w; j += 16) {
             float *cj = c + r * ldc + j;
             const __mmask16 m = lanes16(w - j);
-            _mm512_mask_storeu_ps(cj, m, finish_v16(_mm512_load_ps(sums[r] + j), cj, m, e));
+            _mm512_mask_storeu_ps(cj, m, finish_v16(_mm512_load_ps(sums + r * ws + j), cj, m, e));
         }
+}
+
+/* R rows, columns in chunks as wide as SUMS floats of sums allow (one
+ * row: 2048 complex columns, whole rows of B for most matrix-vector
+ * products, read in one sequential run). */
+__attribute__((always_inline)) ATTR_512 static inline void
+rows_512(const int R, int64_t kc, const float *a, int64_t rsa, const float *b, int64_t rsb,
+         float *c, int64_t ldc, int64_t cols, const wf_gemm_epilogue *e)
+{
+    float sums[SUMS] __attribute__((aligned(64)));
+    const int64_t ws = SUMS / R / 16 * 16;
+    for (int64_t j0 = 0; j0 < cols; j0 += ws)
+        chunk_512(R, kc, a, rsa, b + j0, rsb, c + j0, ldc, min64(ws, cols - j0), ws, sums, e);
 }
 
 ATTR_512 static void direct_avx512(int64_t kc, const float *a, int64_t rsa, const float *b,
                                    int64_t rsb, float *c, int64_t ldc, int rows, int64_t cols,
                                    const wf_gemm_epilogue *e)
 {
-    for (int64_t j0 = 0; j0 < cols; j0 += CHUNK) {
-        const int64_t w = min64(CHUNK, cols - j0);
-        switch (rows) {
-        case 1: chunk_512(1, kc, a, rsa, b + j0, rsb, c + j0, ldc, w, e); break;
-        case 2: chunk_512(2, kc, a, rsa, b + j0, rsb, c + j0, ldc, w, e); break;
-        case 3: chunk_512(3, kc, a, rsa, b + j0, rsb, c + j0, ldc, w, e); break;
-        default: chunk_512(4, kc, a, rsa, b + j0, rsb, c + j0, ldc, w, e); break;
-        }
+    switch (rows) {
+    case 1: rows_512(1, kc, a, rsa, b, rsb, c, ldc, cols, e); break;
+    case 2: rows_512(2, kc, a, rsa, b, rsb, c, ldc, cols, e); break;
+    case 3: rows_512(3, kc, a, rsa, b, rsb, c, ldc, cols, e); break;
+    default: rows_512(4, kc, a, rsa, b, rsb, c, ldc, cols, e); break;
     }
 }
 #endif
