@@ -354,25 +354,25 @@ bool wf__gemm_reads_half_b(int isa, wf_dtype half, int64_t m, int64_t rsb, int64
 /* Use the direct (matrix-vector) path for a block of `rows` rows? */
 static bool use_direct(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t rows)
 {
-    return g->b_stored == g->dtype && tk->direct != NULL && rows <= tk->direct_rows && g->csb == 1;
+    return g->b_stored == g->dtype && tk->direct != NULL && rows <= tk->direct_rows &&
+           g->csb == 1;
 }
 
 /* Use the direct path through B's transpose (its columns contiguous)? */
 static bool use_direct_t(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t rows)
 {
     return g->b_stored == g->dtype && tk->direct_t != NULL && rows <= tk->direct_rows &&
-           g->rsb == 1 &&
-           !use_direct(g, tk, rows);
+           g->rsb == 1 && !use_direct(g, tk, rows);
 }
 
-/* Read B where it lies rather than pack it? When its rows are contiguous
- * and at most a few A panels would reuse a packed copy. */
 /* A complex product (gemm.h's complex64 B) of a few rows, read in place? */
 static bool use_complex_direct(const wf_gemm_args *g, int64_t rows)
 {
     return g->b_stored == WF_DTYPE_C64 && rows <= WF_GEMM_COMPLEX_DIRECT_ROWS;
 }
 
+/* Read B where it lies rather than pack it? When its rows are contiguous
+ * and at most a few A panels would reuse a packed copy. */
 static bool b_in_place(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t rows)
 {
     return g->b_stored == g->dtype && tk->b_in_place && g->csb == 1 && rows <= 4 * tk->mr;

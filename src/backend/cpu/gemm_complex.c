@@ -5,7 +5,9 @@
  * B' (2k x 2n float32) is never stored: rows 2t and 2t + 1 of a packed
  * panel are made from row t of B, the first a copy of its (re, im) pairs,
  * the second each pair turned into (-im, re). The few-row kernels make the
- * second row in registers (a pair swap and a sign flip) from the same load.
+ * second row in registers from the same load (a pair swap and a sign flip;
+ * AVX-512 puts the sign on A's broadcast imaginary part instead, which
+ * gives the same products exactly).
  * Both sum every element of C in the order of gemm.h's rule over B''s rows
  * (the re term of k = t, then the im term), so a row's bits are the same on
  * either path. */
@@ -37,7 +39,8 @@ static void rotate_pairs(const float *src, float *dst, int64_t pairs)
 #if COMPLEX_HAVE_X86
 #define ATTR_512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
 
-/* pack_rows for AVX-512 and nr = 32: 16 pairs per vector. */
+/* Rows 2t and 2t + 1 of every panel (nr = 32) from row t of B at bt
+ * (`pairs` complex columns), 16 pairs a step, zero-padded. */
 ATTR_512 static void pack_rows_512(int64_t pairs, const float *bt, float *even, int64_t kc)
 {
     const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi64((int64_t)0x80000000));
