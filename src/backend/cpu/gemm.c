@@ -392,10 +392,12 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
     const int64_t target = max64(1, ceil_div(blocks, max64(batches, 1)));
     if (use_direct(g, tk, g->m) || use_direct_t(g, tk, g->m) || use_complex_direct(g, g->m)) {
         /* Matrix-vector (memory-bound): columns only, 256 at least (long
-         * runs of B rows), and enough work each. */
+         * runs of B rows; 1024 for complex B, whose kernel sweeps several
+         * rows of B at once), and enough work each. */
         *mblock = g->m;
         const int64_t by_work = ceil_div(GEMM_MIN_BLOCK_FLOPS / 8, 2 * g->m * g->k);
-        *nblock = min64(g->n, round_up(max64(max64(256, by_work), ceil_div(g->n, target)), 64));
+        const int64_t least = g->b_stored == WF_DTYPE_C64 ? 1024 : 256;
+        *nblock = min64(g->n, round_up(max64(max64(least, by_work), ceil_div(g->n, target)), 64));
         return;
     }
     /* Split rows and columns (doubling the split of whichever blocks are
