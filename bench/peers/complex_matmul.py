@@ -6,7 +6,9 @@ process on the same arrays:
 Cases: square products 256, 512, 1024 and 2048; a batch of 16 products of
 256 x 256; matrix-vector products 1 x 1024 @ 1024 x 1024 and 1 x 4096 @
 4096 x 4096 (a few rows: weft reads B in place). Each figure is the best of
-`reps` runs (wall clock), weft and NumPy alternating; GFLOP/s count 8 m n k
+`reps` runs (wall clock), weft and NumPy in alternating blocks each after a
+pause (so neither shares a core with the other's spinning threads); GFLOP/s
+count 8 m n k
 per product; the ratio is weft / NumPy throughput (> 1: weft faster). Each
 result is first checked against the other library's within a float32 dot
 product's bound. --one-thread runs both on one thread (WEFT_NUM_THREADS=1,
@@ -45,16 +47,29 @@ def operands(shape_a, shape_b, seed):
     return make(shape_a), make(shape_b)
 
 
-def best_pair(run_weft, run_numpy, reps):
-    """Best times of the two, in alternating blocks of runs."""
-    tw = tn = float("inf")
+# OpenBLAS's threads spin for ~100 ms after each call (and weft's pool
+# threads for 200 us), so each block of timed runs starts after a pause, as
+# bench_matmul.c's: neither library shares a core with the other's spinning.
+SETTLE_S = 0.3
+
+
+def best_of(run, reps):
+    time.sleep(SETTLE_S)
+    best = float("inf")
     for _ in range(reps):
         start = clock()
-        run_weft()
-        tw = min(tw, clock() - start)
-        start = clock()
-        run_numpy()
-        tn = min(tn, clock() - start)
+        run()
+        best = min(best, clock() - start)
+    return best
+
+
+def best_pair(run_weft, run_numpy, reps):
+    """Best times of the two, in two alternating blocks of runs each."""
+    half = max(1, (reps + 1) // 2)
+    tw = tn = float("inf")
+    for _ in range(2):
+        tw = min(tw, best_of(run_weft, half))
+        tn = min(tn, best_of(run_numpy, half))
     return tw, tn
 
 
