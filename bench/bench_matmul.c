@@ -2,8 +2,10 @@
  * bench_matmul: weft's GEMM (through wf_matmul) beside direct OpenBLAS calls
  * on the same data, in one run:
  *  - float32 square products 256 ... 4096: GFLOP/s of each and the ratio;
- *    float64 1024 against cblas_dgemm; complex64 256 ... 2048 against
- *    cblas_cgemm (what NumPy's complex64 matmul calls; 8 m n k flops);
+ *    float64 1024 against cblas_dgemm; complex64 256 ... 2048, 16 batched
+ *    256^3 and 1 x 4096 @ 4096^2 against cblas_cgemm (what NumPy's complex64
+ *    matmul calls, but Debian's build: bench/peers/complex_matmul.py sets
+ *    weft beside NumPy's own; 8 m n k flops);
  *  - 8 batched 512 x 512 products (against a loop of cblas_sgemm calls);
  *  - the transposed products of an MLP backward pass, x.T @ dy and dy @ W.T
  *    (against cblas_sgemm with CblasTrans);
@@ -271,28 +273,34 @@ static void bench_transposed(int max_repeats)
     free(c);
 }
 
+/* One cblas_cgemm per batch (a row: what cgemv would do, through cgemm). */
 static void run_cgemm(void *vctx)
 {
     const blas_ctx *s = vctx;
     const float one[2] = {1.0f, 0.0f}, zero[2] = {0.0f, 0.0f};
-    cblas_cgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->m, s->n, s->k, one, s->a, s->k,
-                s->b, s->n, zero, s->c, s->n);
+    const float *a = s->a, *b = s->b;
+    float *c = s->c;
+    for (int i = 0; i < s->batches; i++)
+        cblas_cgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->m, s->n, s->k, one,
+                    a + 2 * (size_t)i * s->m * s->k, s->k, b + 2 * (size_t)i * s->k * s->n, s->n,
+                    zero, c + 2 * (size_t)i * s->m * s->n, s->n);
 }
 
-/* complex64 n x n @ n x n beside cblas_cgemm (interleaved re, im). */
-static void bench_complex(int n, int max_repeats)
+/* complex64 batches x (m x k @ k x n) beside cblas_cgemm (interleaved re, im). */
+static void bench_complex(const char *label, int batches, int m, int n, int k, int max_repeats)
 {
-    float *a = random_floats(2 * (int64_t)n * n, 7), *b = random_floats(2 * (int64_t)n * n, 8);
-    float *c = malloc((size_t)n * n * 2 * sizeof *c);
-    const int64_t s2[2] = {n, n};
-    wf_array *in[2] = {wf_array_from_data(a, s2, 2, WF_DTYPE_C64),
-                       wf_array_from_data(b, s2, 2, WF_DTYPE_C64)};
-    blas_ctx ctx = {1, n, n, n, a, b, c, false, false};
-    const double flops = 8.0 * n * n * (double)n;
+    const int64_t asize = (int64_t)batches * m * k, bsize = (int64_t)batches * k * n;
+    float *a = random_floats(2 * asize, 7), *b = random_floats(2 * bsize, 8);
+    float *c = malloc((size_t)batches * m * n * 2 * sizeof *c);
+    const int64_t sa[3] = {batches, m, k}, sb[3] = {batches, k, n};
+    wf_array *in[2] = {wf_array_from_data(a, batches > 1 ? sa : sa + 1, batches > 1 ? 3 : 2,
+                                          WF_DTYPE_C64),
+                       wf_array_from_data(b, batches > 1 ? sb : sb + 1, batches > 1 ? 3 : 2,
+                                          WF_DTYPE_C64)};
+    blas_ctx ctx = {batches, m, n, k, a, b, c, false, false};
+    const double flops = 8.0 * batches * m * n * (double)k;
     double tw, tb;
     best_pair(build_matmul, in, run_cgemm, &ctx, flops, max_repeats, &tw, &tb);
-    char label[32];
-    snprintf(label, sizeof label, "cgemm %d^3", n);
     print_pair(label, flops, tw, tb);
     wf_release(in[0]);
     wf_release(in[1]);
@@ -485,8 +493,13 @@ int main(int argc, char **argv)
         bench_matvec(max_repeats);
         return 0;
     }
-    for (int n = 256; n <= 2048; n *= 2)
-        bench_complex(n, max_repeats);
+    for (int n = 256; n <= 2048; n *= 2) {
+        char label[32];
+        snprintf(label, sizeof label, "cgemm %d^3", n);
+        bench_complex(label, 1, n, n, n, max_repeats);
+    }
+    bench_complex("cgemm batched 16x256^3", 16, 256, 256, 256, max_repeats);
+    bench_complex("cgemm 1x4096 @ 4096^2", 1, 1, 4096, 4096, max_repeats);
     if (complex_only)
         return 0;
     static const int sizes[] = {256, 512, 1024, 2048, 4096};

@@ -693,8 +693,11 @@ wf_array *wf_slice_dynamic(wf_array *a, wf_array *start, const int *axes, int na
 wf_array *wf_slice_update_dynamic(wf_array *a, wf_array *update, wf_array *start,
                                   const int *axes, int naxes);
 
-/* ---- sorting along one axis, for every dtype but complex64. Order as
- * NumPy: ascending, NaNs last (all NaNs equal); -0 sorts before +0.
+/* ---- sorting along one axis, for every dtype. Order as NumPy:
+ * ascending, NaNs last (all NaNs equal); -0 sorts before +0. complex64:
+ * lexicographic (real part, then imaginary part), then NumPy's NaN classes
+ * in its order: R + NaN j (by real part), NaN + R j (by imaginary part),
+ * NaN + NaN j; a NaN part comes back as the canonical NaN.
  * Indices are uint32, as MLX's (and wf_argmax's): WF_ERR_SHAPE for an axis
  * longer than INT32_MAX, so every index is below 2^31 and code that reads
  * them as int32_t (they were int32 before) gets the same values; values:
@@ -727,7 +730,11 @@ wf_array *wf_searchsorted(wf_array *sorted, wf_array *values, bool right);
 /* ---- cumulative max / min / logsumexp: `reverse` and `inclusive` as in
  * wf_cumsum; an exclusive scan starts at the dtype's lowest value (-inf
  * for floats) for wf_cummax, its highest (+inf) for wf_cummin and -inf for
- * wf_logcumsumexp. NaN propagates. */
+ * wf_logcumsumexp. NaN propagates. complex64 (all three, as MLX): max / min
+ * in the order of wf_maximum (real part, then imaginary part; exclusive
+ * scans start at -inf - inf j / inf + inf j); logcumsumexp is NumPy's
+ * log(cumsum(exp(a))) on the principal branch (imaginary parts in
+ * (-pi, pi]; MLX leaves them unwrapped), starting at -inf + 0j. */
 
 /* Running maximum along `axis`. */
 wf_array *wf_cummax(wf_array *a, int axis, bool reverse, bool inclusive);

@@ -38,7 +38,7 @@ static wf_array *scan_node(const char *op, int which, wf_array *a, int axis, boo
         return NULL;
     static const wf_prim_def *const prims[] = {&wf__prim_cummax, &wf__prim_cummin,
                                                &wf__prim_logcumsumexp};
-    if (which == WF_SCAN_LOGSUMEXP && !wf__dtype_is_float(a->dtype)) {
+    if (which == WF_SCAN_LOGSUMEXP && !wf__dtype_is_inexact(a->dtype)) {
         wf_array *f = wf__op_astype(a, WF_DTYPE_F32); /* integers compute in float32 */
         wf_array *out = f ? wf__node_new(prims[which], &p, &f, 1) : NULL;
         wf__array_release(f);

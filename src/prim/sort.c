@@ -20,7 +20,8 @@ bool wf__sort_dtype_ok(wf_dtype d)
     case WF_DTYPE_F16:
     case WF_DTYPE_BF16:
     case WF_DTYPE_F32:
-    case WF_DTYPE_F64: return true;
+    case WF_DTYPE_F64:
+    case WF_DTYPE_C64: return true;
     default: return false;
     }
 }
@@ -108,7 +109,7 @@ static wf_status infer_scan_extra(const void *params, const wf_desc *inputs, int
         return wf__error(WF_ERR_AXIS, "%s: axis %d is out of range for rank %d", op, p->axis,
                          a->ndim);
     if (!wf__sort_dtype_ok(a->dtype) ||
-        (p->op == WF_SCAN_LOGSUMEXP && !wf__dtype_is_float(a->dtype)))
+        (p->op == WF_SCAN_LOGSUMEXP && !wf__dtype_is_inexact(a->dtype)))
         return wf__error(WF_ERR_DTYPE, "%s: unsupported dtype %s", op, wf_dtype_name(a->dtype));
     wf__shape_copy(out->shape, a->shape, a->ndim);
     out->ndim = a->ndim;

@@ -173,7 +173,17 @@ static wf_array *signed_exp_scan(wf_array *v, wf_array *inner, wf_array *outer, 
     return wf_subtract(wf_exp(wf_add(sp, outer)), wf_exp(wf_add(sn, outer)));
 }
 
-/* y = lcse(x) (inclusive forward): dx_j = sum_{i >= j} ct_i exp(x_j - y_i). */
+/* complex64 (no signs to split): exp(outer) * cumsum(v exp(inner)) in the
+ * direction `reverse`, directly. */
+static wf_array *complex_exp_scan(wf_array *v, wf_array *inner, wf_array *outer, int axis,
+                                  bool reverse)
+{
+    return wf_multiply(wf_exp(outer),
+                       wf_cumsum(wf_multiply(v, wf_exp(inner)), axis, reverse, true));
+}
+
+/* y = lcse(x) (inclusive forward): dx_j = sum_{i >= j} ct_i exp(x_j - y_i)
+ * (complex64: not conjugated, MLX's convention). */
 static wf_status vjp_logcumsumexp(wf_array *node, wf_array *ct, const bool *wanted,
                                   wf_array **cts)
 {
@@ -182,7 +192,9 @@ static wf_status vjp_logcumsumexp(wf_array *node, wf_array *ct, const bool *want
     const wf_scan_extra_params *p = scan_params(node);
     wf_array *xf = to_frame(node->inputs[0], p);
     wf_array *yf = wf_logcumsumexp(xf, p->axis, false, true);
-    wf_array *g = signed_exp_scan(ct_to_frame(ct, p), wf_negative(yf), xf, p->axis, true);
+    wf_array *(*scan)(wf_array *, wf_array *, wf_array *, int, bool) =
+        xf && xf->dtype == WF_DTYPE_C64 ? complex_exp_scan : signed_exp_scan;
+    wf_array *g = scan(ct_to_frame(ct, p), wf_negative(yf), xf, p->axis, true);
     cts[0] = p->reverse && g ? flip(g, p->axis) : g;
     return wf__rule_result(cts[0]);
 }
@@ -193,7 +205,9 @@ static wf_status jvp_logcumsumexp(wf_array *node, wf_array *const *t, wf_array *
     const wf_scan_extra_params *p = scan_params(node);
     wf_array *xf = to_frame(node->inputs[0], p);
     wf_array *yf = wf_logcumsumexp(xf, p->axis, false, true);
-    wf_array *tf = signed_exp_scan(to_frame(t[0], p), xf, wf_negative(yf), p->axis, false);
+    wf_array *(*scan)(wf_array *, wf_array *, wf_array *, int, bool) =
+        xf && xf->dtype == WF_DTYPE_C64 ? complex_exp_scan : signed_exp_scan;
+    wf_array *tf = scan(to_frame(t[0], p), xf, wf_negative(yf), p->axis, false);
     *out = tangent_from_frame(tf, p);
     return wf__rule_result(*out);
 }

@@ -354,21 +354,28 @@ bool wf__gemm_reads_half_b(int isa, wf_dtype half, int64_t m, int64_t rsb, int64
 /* Use the direct (matrix-vector) path for a block of `rows` rows? */
 static bool use_direct(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t rows)
 {
-    return tk->direct != NULL && rows <= tk->direct_rows && g->csb == 1;
+    return g->b_stored == g->dtype && tk->direct != NULL && rows <= tk->direct_rows &&
+           g->csb == 1;
 }
 
 /* Use the direct path through B's transpose (its columns contiguous)? */
 static bool use_direct_t(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t rows)
 {
-    return tk->direct_t != NULL && rows <= tk->direct_rows && g->rsb == 1 &&
-           !use_direct(g, tk, rows);
+    return g->b_stored == g->dtype && tk->direct_t != NULL && rows <= tk->direct_rows &&
+           g->rsb == 1 && !use_direct(g, tk, rows);
+}
+
+/* A complex product (gemm.h's complex64 B) of a few rows, read in place? */
+static bool use_complex_direct(const wf_gemm_args *g, int64_t rows)
+{
+    return g->b_stored == WF_DTYPE_C64 && rows <= WF_GEMM_COMPLEX_DIRECT_ROWS;
 }
 
 /* Read B where it lies rather than pack it? When its rows are contiguous
  * and at most a few A panels would reuse a packed copy. */
 static bool b_in_place(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t rows)
 {
-    return tk->b_in_place && g->csb == 1 && rows <= 4 * tk->mr;
+    return g->b_stored == g->dtype && tk->b_in_place && g->csb == 1 && rows <= 4 * tk->mr;
 }
 
 /* Blocks of `size` in `splits` parts, rounded up to `align`. */
@@ -383,12 +390,14 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
     const int64_t mr = tk->mr, nr = tk->nr;
     const int64_t blocks = BLOCKS_PER_THREAD * (int64_t)wf__pool_size();
     const int64_t target = max64(1, ceil_div(blocks, max64(batches, 1)));
-    if (use_direct(g, tk, g->m) || use_direct_t(g, tk, g->m)) {
+    if (use_direct(g, tk, g->m) || use_direct_t(g, tk, g->m) || use_complex_direct(g, g->m)) {
         /* Matrix-vector (memory-bound): columns only, 256 at least (long
-         * runs of B rows), and enough work each. */
+         * runs of B rows; 1024 for complex B, whose kernel sweeps several
+         * rows of B at once), and enough work each. */
         *mblock = g->m;
         const int64_t by_work = ceil_div(GEMM_MIN_BLOCK_FLOPS / 8, 2 * g->m * g->k);
-        *nblock = min64(g->n, round_up(max64(max64(256, by_work), ceil_div(g->n, target)), 64));
+        const int64_t least = g->b_stored == WF_DTYPE_C64 ? 1024 : 256;
+        *nblock = min64(g->n, round_up(max64(max64(least, by_work), ceil_div(g->n, target)), 64));
         return;
     }
     /* Split rows and columns (doubling the split of whichever blocks are
@@ -528,7 +537,10 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
             continue;
         }
         const char *bk = at(b, k0 * g->rsb, es);
-        pack_b_strip(g, tk, es, in_place, kc, bk, j0, j1, bpack);
+        if (g->b_stored == WF_DTYPE_C64)
+            wf__gemm_pack_b_complex(g, k0, kc, j0, j1, (int)nr, (float *)bpack);
+        else
+            pack_b_strip(g, tk, es, in_place, kc, bk, j0, j1, bpack);
         for (int64_t i = i0; i < i1; i += mr) {
             const int rows = (int)min64(mr, i1 - i);
             const char *ai = at(a, i * g->rsa + k0 * g->csa, es);
@@ -598,7 +610,12 @@ wf_status wf__gemm_block(const wf_gemm_args *g, int64_t i0, int64_t i1, int64_t 
     const wf_gemm_type_kernels *tk = type_kernels(g);
     if (g->dtype == WF_DTYPE_BF16)
         return block_bf16(g, tk, i0, i1, j0, j1, s);
-    if (g->b_stored != g->dtype) { /* wf__gemm_reads_half_b allowed it: a few rows */
+    if (use_complex_direct(g, i1 - i0)) {
+        wf__gemm_complex_direct(g, i0, i1, j0, j1);
+        return WF_OK;
+    }
+    if (g->b_stored != g->dtype && g->b_stored != WF_DTYPE_C64) {
+        /* wf__gemm_reads_half_b allowed it: a few rows */
         block_half_b(g, tk, i0, i1, j0, j1);
         return WF_OK;
     }

@@ -101,6 +101,18 @@ typedef struct wf_gemm_args {
     int isa; /* the variant, fixed when the product is set up */
 } wf_gemm_args;
 
+/* complex64 B (b_stored = WF_DTYPE_C64, dtype float32): a complex product
+ * run as one float32 product C' = A' B'. A' (m x 2k) is the complex A read
+ * as floats (re, im side by side: csa = 1); C' (m x 2n) is the complex C
+ * likewise; B' (2k x 2n) is never stored: rows 2t and 2t + 1 hold, for
+ * each column j of complex B, (re, im) and (-im, re) of B[t][j]. Then each
+ * element of C is gemm.h's rule over 2k terms, the same bits on every path.
+ * g->b points at complex B, rsb is its row stride in complex elements and
+ * csb must be 1; k and n are B''s (even). Products of at most
+ * WF_GEMM_COMPLEX_DIRECT_ROWS rows read B where it lies (gemm_complex.c),
+ * larger ones pack B' panels straight from B. */
+enum { WF_GEMM_COMPLEX_DIRECT_ROWS = 4 };
+
 /* Fills the fields above isa's and isa itself (wf__gemm_isa()); b_stored
  * is dtype. */
 void wf__gemm_args_init(wf_gemm_args *g, wf_dtype dtype, int64_t m, int64_t n, int64_t k,
@@ -224,6 +236,15 @@ typedef struct wf_gemm_type_kernels {
 typedef struct wf_gemm_kernels {
     wf_gemm_type_kernels f32, f64, bf16;
 } wf_gemm_kernels;
+
+/* complex64 B (gemm_complex.c): B' rows [k0, k0 + kc) and columns
+ * [j0, j1) packed into micro-panels nr columns wide, as pack_b_strip packs
+ * a float32 B (k0, kc, j0, j1 even); and C[i0:i1, j0:j1] of a product of at
+ * most WF_GEMM_COMPLEX_DIRECT_ROWS rows from A and B where they lie. */
+void wf__gemm_pack_b_complex(const wf_gemm_args *g, int64_t k0, int64_t kc, int64_t j0,
+                             int64_t j1, int nr, float *dst);
+void wf__gemm_complex_direct(const wf_gemm_args *g, int64_t i0, int64_t i1, int64_t j0,
+                             int64_t j1);
 
 /* x86-64 only. */
 extern const wf_gemm_kernels wf__gemm_kernels_avx2;

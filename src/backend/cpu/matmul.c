@@ -214,85 +214,28 @@ static wf_status run_gemm(mm_plan *p, int isa)
 }
 
 /* ---------------------------------------------------------------- complex64
- * A complex product is one float32 GEMM: A (m x k complex, columns
- * contiguous) is read in place as A' (m x 2k float32: re, im of each
- * element side by side); B is expanded once into B' (2k x 2n float32),
- * whose rows 2t and 2t + 1 hold, for each column j, (re, im) and (-im, re)
- * of B[t][j]; then C' = A' B' (m x 2n) is the output's re, im pairs, written
- * in place. Every element is sum_t a_t b_t in float32 FMAs in a fixed order
+ * A complex product is one float32 GEMM (gemm.h's complex64 B): A (m x k
+ * complex, columns contiguous) is read in place as A' (m x 2k float32: re,
+ * im of each element side by side), C' (m x 2n) is the output's re, im
+ * pairs, written in place, and the GEMM makes B' (2k x 2n) from B (columns
+ * contiguous) as it packs it, or reads B where it lies for a few rows.
+ * Every element is sum_t a_t b_t in float32 FMAs in a fixed order
  * (gemm.h's rule over 2k terms), so the bits do not depend on threads or
- * the rows around it. B' costs one pass over B (4 k n floats). A real
- * operand is converted to complex64 first. */
-
-typedef struct expand_job {
-    const char *b; /* complex64 */
-    int64_t rs, cs, k, n;
-    int nb;
-    const int64_t *shape;    /* B' batches (nb dims) */
-    const int64_t *bstrides; /* b's batch strides (complex elements) */
-    float *dst;              /* B', batches contiguous */
-} expand_job;
-
-/* Rows t in [begin, end) of B' over every batch (row index = batch * k + t). */
-static void expand_rows(void *ctx, int64_t begin, int64_t end)
-{
-    const expand_job *e = ctx;
-    for (int64_t r = begin; r < end; r++) {
-        int64_t batch = r / e->k, off = 0;
-        const int64_t t = r % e->k;
-        for (int d = e->nb - 1; d >= 0; d--) {
-            off += batch % e->shape[d] * e->bstrides[d];
-            batch /= e->shape[d];
-        }
-        const wf_cpu_c64 *src = (const wf_cpu_c64 *)e->b + off + t * e->rs;
-        float *even = e->dst + r * 4 * e->n, *odd = even + 2 * e->n;
-        for (int64_t j = 0; j < e->n; j++) {
-            const wf_cpu_c64 v = src[j * e->cs];
-            even[2 * j] = v.re;
-            even[2 * j + 1] = v.im;
-            odd[2 * j] = -v.im;
-            odd[2 * j + 1] = v.re;
-        }
-    }
-}
+ * the rows around it. A real operand is converted to complex64 first. */
 
 /* p (complex64 operands prepared, m, n, k set) becomes the float32 plan of
- * A' B'; *expanded receives B' (the caller frees it). B' is packing space
- * like the GEMM's own: malloc'd, not an array buffer, so that after the
- * first product the C library hands back warm memory instead of fresh pages
- * the kernel must clear (a fifth of a 512^3 product's time). */
-static wf_status complex_plan(mm_plan *p, float **expanded)
+ * A' B'. */
+static void complex_plan(mm_plan *p)
 {
-    int64_t shape[WF_MAX_NDIM], count = 1;
-    for (int d = 0; d < p->nb; d++) {
-        shape[d] = p->b.bstrides[d] != 0 ? p->bshape[d] / p->b.div[d] : 1;
-        count *= shape[d];
-    }
-    void *mem = NULL;
-    if (wf__posix_memalign(&mem, 64, (size_t)(count * 4 * p->k * p->n) * sizeof(float)) != 0)
-        return wf__error(WF_ERR_OUT_OF_MEMORY, "matmul: out of memory for a complex operand");
-    *expanded = mem;
-    expand_job e = {p->b.data, p->b.rs, p->b.cs, p->k, p->n, p->nb, shape, p->b.bstrides,
-                    *expanded};
-    wf__parallel_for(count * p->k, max1(WF_CPU_CHUNK_CHEAP / max1(p->n)), expand_rows, &e);
-    int64_t stride = 4 * p->k * p->n;
-    for (int d = p->nb - 1; d >= 0; d--) {
-        p->b.bstrides[d] = shape[d] > 1 ? stride : 0;
-        p->b.div[d] = shape[d] > 1 ? p->b.div[d] : 1;
-        stride *= shape[d];
-    }
     for (int d = 0; d < p->nb; d++)
         p->a.bstrides[d] *= 2;
-    p->b.data = (const char *)*expanded;
-    p->b.rs = 2 * p->n;
-    p->b.cs = 1;
     p->a.rs *= 2;
     p->a.cs = 1;
-    p->compute = p->b_stored = p->cdt = WF_DTYPE_F32;
+    p->compute = p->cdt = WF_DTYPE_F32;
+    p->b_stored = WF_DTYPE_C64;
     p->item = p->citem = sizeof(float);
     p->n *= 2;
     p->k *= 2;
-    return WF_OK;
 }
 
 static wf_status complex_product(wf_array *out, const wf_array *a, const wf_array *b)
@@ -317,17 +260,14 @@ static wf_status complex_product(wf_array *out, const wf_array *a, const wf_arra
         memset(p.c, 0, (size_t)out->size * sizeof(wf_cpu_c64));
         return WF_OK;
     }
-    float *expanded = NULL;
     st = mm_prepare(a, p.nb, p.bshape, WF_DTYPE_C64, true, &p.a);
     if (st == WF_OK)
-        st = mm_prepare(b, p.nb, p.bshape, WF_DTYPE_C64, false, &p.b);
-    if (st == WF_OK)
-        st = complex_plan(&p, &expanded);
+        st = mm_prepare(b, p.nb, p.bshape, WF_DTYPE_C64, true, &p.b);
     if (st == WF_OK) {
+        complex_plan(&p);
         merge_batches(&p);
         st = run_gemm(&p, wf__gemm_isa());
     }
-    free(expanded);
     wf__cpu_mm_release(&p.a);
     wf__cpu_mm_release(&p.b);
     return st;

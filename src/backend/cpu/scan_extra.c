@@ -8,6 +8,14 @@
  * at the dtype's lowest (max) or highest (min) value. logcumsumexp runs a
  * log-sum in float64 (c = max + log1p(exp(-|c - x|))), starts at -inf and
  * rounds each output once.
+ *
+ * complex64 (MLX accepts it for all three): max / min order by real part,
+ * then imaginary part, a NaN in either part propagating (as wf_maximum /
+ * wf_minimum; the exclusive scan starts at -inf - inf j / inf + inf j, as
+ * MLX); logcumsumexp is log(sum exp) in double-precision complex, c = m +
+ * log(1 + exp(o - m)) with m the term of larger real part, its imaginary
+ * part brought to the principal branch (-pi, pi] (NumPy's
+ * log(cumsum(exp(x))); MLX leaves it unwrapped), starting at -inf + 0j.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -94,6 +102,71 @@ SCAN_ROW(lse_bf16, uint16_t, double, BF16_AS_DOUBLE, DOUBLE_AS_BF16, log_add)
 SCAN_ROW(lse_f32, float, double, AS_DOUBLE, DOUBLE_AS_F32, log_add)
 SCAN_ROW(lse_f64, double, double, ID, ID, log_add)
 
+/* ---------------------------------------------------------------- complex64 */
+
+static inline bool isnan_c64(wf_cpu_c64 a) { return a.re != a.re || a.im != a.im; }
+static inline bool less_c64(wf_cpu_c64 a, wf_cpu_c64 b)
+{
+    return a.re < b.re || (a.re == b.re && a.im < b.im);
+}
+/* The carry c wins ties and keeps a NaN; else a NaN x propagates. */
+static inline wf_cpu_c64 max_c64(wf_cpu_c64 c, wf_cpu_c64 x)
+{
+    return isnan_c64(c) || (!isnan_c64(x) && !less_c64(c, x)) ? c : x;
+}
+static inline wf_cpu_c64 min_c64(wf_cpu_c64 c, wf_cpu_c64 x)
+{
+    return isnan_c64(c) || (!isnan_c64(x) && !less_c64(x, c)) ? c : x;
+}
+SCAN_ROW(max_c64_row, wf_cpu_c64, wf_cpu_c64, ID, ID, max_c64)
+SCAN_ROW(min_c64_row, wf_cpu_c64, wf_cpu_c64, ID, ID, min_c64)
+
+typedef struct cd {
+    double re, im;
+} cd;
+
+/* The angle t brought into (-pi, pi]. */
+static double principal(double t)
+{
+    if (t > -M_PI && t <= M_PI)
+        return t;
+    const double w = atan2(sin(t), cos(t));
+    return w == -M_PI ? M_PI : w;
+}
+
+/* log(exp(c) + exp(x)), principal branch (x's already is). */
+static cd log_add_c(cd c, cd x)
+{
+    if (isnan(c.re) || isnan(c.im) || isnan(x.re) || isnan(x.im))
+        return (cd){NAN, NAN};
+    if (c.re == -INFINITY)
+        return x;
+    if (x.re == -INFINITY)
+        return c;
+    const cd m = c.re >= x.re ? c : x, o = c.re >= x.re ? x : c;
+    if (m.re == INFINITY)
+        return (cd){INFINITY, principal(m.im)};
+    /* z = exp(o - m), |z| <= 1; log(1 + z) = (log1p(2 Re z + |z|^2) / 2, arg(1 + z)) */
+    const double r = exp(o.re - m.re), zr = r * cos(o.im - m.im), zi = r * sin(o.im - m.im);
+    return (cd){m.re + 0.5 * log1p(2.0 * zr + r * r), principal(m.im + atan2(zi, 1.0 + zr))};
+}
+/* An input as the log of its exp: the imaginary part on the principal
+ * branch (a row's first output is its first element). */
+static inline cd c64_as_cd(wf_cpu_c64 x) { return (cd){x.re, principal(x.im)}; }
+static inline wf_cpu_c64 cd_as_c64(cd x) { return (wf_cpu_c64){(float)x.re, (float)x.im}; }
+SCAN_ROW(lse_c64, wf_cpu_c64, cd, c64_as_cd, cd_as_c64, log_add_c)
+
+static void run_row_c64(int op, bool inc, const char *x, int64_t sx, char *o, int64_t so,
+                        int64_t n)
+{
+    if (op == WF_SCAN_LOGSUMEXP)
+        lse_c64(x, sx, o, so, n, inc, (cd){-INFINITY, 0.0});
+    else if (op == WF_SCAN_MAX)
+        max_c64_row(x, sx, o, so, n, inc, (wf_cpu_c64){-INFINITY, -INFINITY});
+    else
+        min_c64_row(x, sx, o, so, n, inc, (wf_cpu_c64){INFINITY, INFINITY});
+}
+
 struct scan_job {
     const wf_array *a;
     wf_array *out;
@@ -108,6 +181,7 @@ static void run_row(const struct scan_job *job, const char *x, int64_t sx, char 
     const bool inc = job->p->inclusive, mx = op == WF_SCAN_MAX;
     const int64_t n = job->n;
     switch (job->a->dtype) {
+    case WF_DTYPE_C64: run_row_c64(op, inc, x, sx, o, so, n); break;
     case WF_DTYPE_BOOL:
     case WF_DTYPE_U8:
         (mx ? max_u8 : min_u8)(x, sx, o, so, n, inc,

@@ -7,6 +7,10 @@
  * flipped when positive and every bit flipped when negative (so -0 comes
  * before +0), every NaN the largest key (NumPy puts NaNs last). Keys of
  * 8-, 16- and 32-bit dtypes are 32 bits wide, of 64-bit dtypes 64.
+ * complex64 keys are 64 bits in NumPy's order: lexicographic (real part,
+ * then imaginary part) for values without NaN, then R + NaN j by their real
+ * part, then NaN + R j by their imaginary part, then NaN + NaN j last (a NaN
+ * part comes back as the canonical NaN).
  *  - sort: an LSD radix sort of the keys (bytes that are the same in
  *    every key are skipped), decoded back (a NaN comes back as the
  *    canonical NaN);
@@ -79,9 +83,34 @@ static inline uint64_t f64_of_key(uint64_t k)
     return (k & 0x8000000000000000u) ? k & 0x7fffffffffffffffu : ~k;
 }
 
+/* complex64 (re, im bits): (key re, key im) above each other when
+ * neither is NaN (float32 keys of non-NaN values are at most 0xff800000);
+ * the classes with NaN parts above all those, in NumPy's order. */
+static inline uint64_t key_of_c64(uint64_t bits)
+{
+    const uint32_t re = key_of_f32((uint32_t)bits), im = key_of_f32((uint32_t)(bits >> 32));
+    if (re == 0xffffffffu)
+        return im == 0xffffffffu ? UINT64_MAX : 0xffffffff00000000u | im;
+    if (im == 0xffffffffu)
+        return 0xfffffffe00000000u | re;
+    return (uint64_t)re << 32 | im;
+}
+static inline uint64_t c64_of_key(uint64_t k)
+{
+    const uint32_t high = (uint32_t)(k >> 32), low = (uint32_t)k;
+    uint32_t re = high, im = low;
+    if (high == 0xffffffffu) { /* NaN + R j, or NaN + NaN j */
+        re = 0xffffffffu;
+    } else if (high == 0xfffffffeu) { /* R + NaN j */
+        re = low;
+        im = 0xffffffffu;
+    }
+    return (uint64_t)f32_of_key(im) << 32 | f32_of_key(re);
+}
+
 static bool wide_keys(wf_dtype d)
 {
-    return d == WF_DTYPE_I64 || d == WF_DTYPE_U64 || d == WF_DTYPE_F64;
+    return d == WF_DTYPE_I64 || d == WF_DTYPE_U64 || d == WF_DTYPE_F64 || d == WF_DTYPE_C64;
 }
 
 /* keys[i] = key of row element i (n elements, stride in elements). */
@@ -137,6 +166,9 @@ static void load_keys64(wf_dtype d, const char *row, int64_t stride, int64_t n, 
     } else if (d == WF_DTYPE_U64) {
         for (int64_t i = 0; i < n; i++)
             keys[i] = x[i * stride];
+    } else if (d == WF_DTYPE_C64) {
+        for (int64_t i = 0; i < n; i++)
+            keys[i] = key_of_c64(x[i * stride]);
     } else {
         for (int64_t i = 0; i < n; i++)
             keys[i] = key_of_f64(x[i * stride]);
@@ -195,6 +227,9 @@ static void store_keys64(wf_dtype d, const uint64_t *keys, int64_t n, char *row,
     } else if (d == WF_DTYPE_U64) {
         for (int64_t i = 0; i < n; i++)
             x[i * stride] = keys[i];
+    } else if (d == WF_DTYPE_C64) {
+        for (int64_t i = 0; i < n; i++)
+            x[i * stride] = c64_of_key(keys[i]);
     } else {
         for (int64_t i = 0; i < n; i++)
             x[i * stride] = f64_of_key(keys[i]);
