@@ -497,6 +497,15 @@ static void block_half_b(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, 
     }
 }
 
+/* Rows per tile for `rows` rows: as few tiles as mr allows, rows shared
+ * evenly (16 rows: 8 + 8, not 14 + 2), so no tile is left with a few rows
+ * that cannot keep the FMA units busy (the AVX-512 tiles compute only the
+ * rows they are given). */
+static int64_t balanced_tile_rows(int64_t rows, int64_t mr)
+{
+    return ceil_div(rows, ceil_div(rows, mr));
+}
+
 /* float32 and float64: es is the element size. */
 static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
                              int64_t i0, int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
@@ -505,6 +514,7 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
     char *c = g->c;
     const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
     const int64_t panels = ceil_div(j1 - j0, nr);
+    const int64_t tile_rows = balanced_tile_rows(i1 - i0, mr);
     if (use_direct_t(g, tk, i1 - i0)) {
         const wf_gemm_epilogue first = first_epilogue(g, 0);
         tk->direct_t(g->k, kcb, at(a, i0 * g->rsa, es), g->rsa, g->csa, at(b, j0 * g->csb, es),
@@ -529,8 +539,8 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
         }
         const char *bk = at(b, k0 * g->rsb, es);
         pack_b_strip(g, tk, es, in_place, kc, bk, j0, j1, bpack);
-        for (int64_t i = i0; i < i1; i += mr) {
-            const int rows = (int)min64(mr, i1 - i);
+        for (int64_t i = i0; i < i1; i += tile_rows) {
+            const int rows = (int)min64(tile_rows, i1 - i);
             const char *ai = at(a, i * g->rsa + k0 * g->csa, es);
             /* A stored transposed is already a panel (mr values per k, row
              * stride apart): full panels are read where they lie. */

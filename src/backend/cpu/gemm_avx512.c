@@ -1,6 +1,8 @@
 /* AVX-512 micro-kernels of weft's GEMM (see gemm.h): float32 14 x 32 and
  * float64 14 x 16 tiles (28 accumulators, 2 B vectors and a broadcast fill
- * the 32 registers); direct kernels for up to 4 float32 rows and one float64
+ * the 32 registers; the float32 tile has a version per row count, so a
+ * panel of few rows costs only its rows' FMAs, and prefetches B read where
+ * it lies); direct kernels for up to 4 float32 rows and one float64
  * or bfloat16 row (matrix-vector: B read in place, one row swept 4 (float32)
  * or 8 (float64) rows of B at a time into sums kept in L1, so B is read in
  * long runs); bfloat16 14 x 32 tiles with vdpbf16ps (AVX512_BF16); 16 x 16
@@ -57,21 +59,30 @@ INLINE_512 void store_row(float *c, __m512 acc0, __m512 acc1, __mmask16 m0, __mm
         _mm512_mask_storeu_ps(c + 16, m1, finish(acc1, c + 16, m1, e));
 }
 
-ATTR_512 static void tile_f32(int64_t kc, const void *apv, int64_t astep, const void *bv,
-                              int64_t ldb, void *cv, int64_t ldc, int rows, int cols,
-                              const wf_gemm_epilogue *e)
+/* B rows ahead that a tile reading B where it lies prefetches: B's rows
+ * lie far apart (a row of a weight matrix), so the hardware prefetchers,
+ * which follow runs within a page, do not fetch them. */
+enum { B_PREFETCH_ROWS = 16 };
+
+/* R rows (<= MR) of a float32 tile; only R x 2 accumulators, so a panel
+ * of few rows costs few FMAs. `prefetch`: B read where it lies. */
+INLINE_512 void tile_f32_rows(const int R, const bool prefetch, int64_t kc, const float *ap,
+                              int64_t astep, const float *bp, int64_t ldb, float *c, int64_t ldc,
+                              int cols, const wf_gemm_epilogue *e)
 {
-    const float *ap = apv, *bp = bv;
-    float *c = cv;
     const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
     __m512 acc[MR][2];
 #pragma GCC unroll 14
-    for (int r = 0; r < MR; r++)
+    for (int r = 0; r < R; r++)
         acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kc; k++) {
+        if (prefetch) {
+            _mm_prefetch((const char *)(bp + B_PREFETCH_ROWS * ldb), _MM_HINT_T0);
+            _mm_prefetch((const char *)(bp + B_PREFETCH_ROWS * ldb + 16), _MM_HINT_T0);
+        }
         const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 14
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < R; r++) {
             const __m512 av = _mm512_set1_ps(ap[r]);
             acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
             acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
@@ -80,10 +91,43 @@ ATTR_512 static void tile_f32(int64_t kc, const void *apv, int64_t astep, const 
         bp += ldb;
     }
 #pragma GCC unroll 14
-    for (int r = 0; r < MR; r++)
-        if (r < rows)
-            store_row(c + r * ldc, acc[r][0], acc[r][1], m0, m1, e);
+    for (int r = 0; r < R; r++)
+        store_row(c + r * ldc, acc[r][0], acc[r][1], m0, m1, e);
 }
+
+/* The R-row tile, B packed (ldb == NR) or read where it lies. */
+#define TILE_F32_CASE(R)                                                                        \
+    case R:                                                                                     \
+        if (ldb == NR)                                                                          \
+            tile_f32_rows(R, false, kc, ap, astep, bp, ldb, c, ldc, cols, e);                   \
+        else                                                                                    \
+            tile_f32_rows(R, true, kc, ap, astep, bp, ldb, c, ldc, cols, e);                    \
+        break;
+
+ATTR_512 static void tile_f32(int64_t kc, const void *apv, int64_t astep, const void *bv,
+                              int64_t ldb, void *cv, int64_t ldc, int rows, int cols,
+                              const wf_gemm_epilogue *e)
+{
+    const float *ap = apv, *bp = bv;
+    float *c = cv;
+    switch (rows) {
+        TILE_F32_CASE(1)
+        TILE_F32_CASE(2)
+        TILE_F32_CASE(3)
+        TILE_F32_CASE(4)
+        TILE_F32_CASE(5)
+        TILE_F32_CASE(6)
+        TILE_F32_CASE(7)
+        TILE_F32_CASE(8)
+        TILE_F32_CASE(9)
+        TILE_F32_CASE(10)
+        TILE_F32_CASE(11)
+        TILE_F32_CASE(12)
+        TILE_F32_CASE(13)
+    default: TILE_F32_CASE(14)
+    }
+}
+#undef TILE_F32_CASE
 
 ATTR_512 static void tile_f64(int64_t kc, const void *apv, int64_t astep, const void *bv,
                               int64_t ldb, void *cv, int64_t ldc, int rows, int cols,
