@@ -365,10 +365,11 @@ static bool use_direct_t(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, 
 }
 
 /* Read B where it lies rather than pack it? When its rows are contiguous
- * and at most a few A panels would reuse a packed copy. */
+ * and at most a few A panels (the kernels' b_in_place_rows) would reuse a
+ * packed copy. */
 static bool b_in_place(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t rows)
 {
-    return tk->b_in_place && g->csb == 1 && rows <= 4 * tk->mr;
+    return g->csb == 1 && rows <= tk->b_in_place_rows;
 }
 
 /* Blocks of `size` in `splits` parts, rounded up to `align`. */
@@ -394,15 +395,16 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
     /* Split rows and columns (doubling the split of whichever blocks are
      * larger for their floor) until there are `target` blocks. Rows stay
      * at 252 or more, so a packed B strip serves many rows; failing that,
-     * rows go down to 4 tiles at once, where B is read in place rather
+     * rows go down to b_in_place_rows, where B is read in place rather
      * than packed, and on to 2 tiles. Columns: strips of at most GEMM_NC,
      * at least 64. Never below GEMM_MIN_BLOCK_FLOPS of work a block. */
     int64_t rs = 1, cs = ceil_div(g->n, GEMM_NC);
     const int64_t row_floor[2] = {252, 2 * mr};
     for (int phase = 0; phase < 2; phase++) {
         const int64_t max_rs = max64(1, g->m / row_floor[phase]), max_cs = max64(1, g->n / 64);
-        if (phase == 1 && rs * cs < target && g->m > 4 * mr && tk->b_in_place && g->csb == 1)
-            rs = max64(rs, ceil_div(g->m, 4 * mr)); /* jump to B in place */
+        if (phase == 1 && rs * cs < target && g->m > tk->b_in_place_rows &&
+            tk->b_in_place_rows > 0 && g->csb == 1)
+            rs = max64(rs, ceil_div(g->m, tk->b_in_place_rows)); /* jump to B in place */
         while (rs * cs < target) {
             const int64_t mb = split_block(g->m, rs, mr), nb = split_block(g->n, cs, nr);
             const bool rows = rs < max_rs && (cs >= max_cs || mb * 128 >= nb * row_floor[phase]);

@@ -157,7 +157,7 @@ typedef struct wf_gemm_epilogue {
  * packed panel: astep = mr; A stored transposed, read in place: its row
  * stride; bfloat16: astep counts pairs, per k pair, and is always mr), and
  * nr columns of B rows ldb elements apart: a packed panel (ldb = nr;
- * bfloat16: 2 nr per k pair) or, for kernels with b_in_place, nr columns of
+ * bfloat16: 2 nr per k pair) or, for kernels with b_in_place_rows, nr columns of
  * B itself. */
 typedef void (*wf_gemm_tile_fn)(int64_t kc, const void *ap, int64_t astep, const void *b,
                                 int64_t ldb, void *c, int64_t ldc, int rows, int cols,
@@ -210,7 +210,8 @@ typedef void (*wf_gemm_pack_pairs_fn)(int cols, int width, int64_t kc, const uin
 typedef struct wf_gemm_type_kernels {
     int mr, nr;
     wf_gemm_tile_fn tile;
-    bool b_in_place;                  /* tile may read full-width B panels where they lie */
+    int b_in_place_rows; /* up to this many rows, tile reads full-width B panels where they
+                            lie (0: never) */
     wf_gemm_transpose_fn transpose;   /* NULL: plain loops */
     wf_gemm_copy_lanes_fn copy_lanes; /* NULL: plain loops */
     int direct_rows;                  /* 0: no direct path */

@@ -63,6 +63,11 @@ INLINE_512 void store_row(float *c, __m512 acc0, __m512 acc1, __mmask16 m0, __mm
  * lie far apart (a row of a weight matrix), so the hardware prefetchers,
  * which follow runs within a page, do not fetch them. */
 enum { B_PREFETCH_ROWS = 16 };
+/* Up to how many rows the float32 tiles read B where it lies: with the
+ * prefetches, a B strip read in place by up to 10 panels of A (B coming
+ * from outside L2 first, then from L2) is faster than packing it, measured
+ * with bench_matmul --small-m. */
+enum { F32_IN_PLACE_ROWS = 10 * MR };
 
 /* R rows (<= MR) of a float32 tile; only R x 2 accumulators, so a panel
  * of few rows costs few FMAs. `prefetch`: B read where it lies. */
@@ -79,6 +84,8 @@ INLINE_512 void tile_f32_rows(const int R, const bool prefetch, int64_t kc, cons
         if (prefetch) {
             _mm_prefetch((const char *)(bp + B_PREFETCH_ROWS * ldb), _MM_HINT_T0);
             _mm_prefetch((const char *)(bp + B_PREFETCH_ROWS * ldb + 16), _MM_HINT_T0);
+            _mm_prefetch((const char *)(bp + NR), _MM_HINT_T1);
+            _mm_prefetch((const char *)(bp + NR + 16), _MM_HINT_T1);
         }
         const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 14
@@ -706,17 +713,17 @@ ATTR_512_BF16 static void direct_bf16(int64_t kc, const void *av, int64_t rsa, i
 }
 
 const wf_gemm_kernels wf__gemm_kernels_avx512 = {
-    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
+    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place_rows = F32_IN_PLACE_ROWS, .transpose = transpose32,
             .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32,
             .direct_half = direct_half, .direct_t_half = direct_t_half},
-    .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
+    .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place_rows = 4 * MR, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64}};
 
 const wf_gemm_kernels wf__gemm_kernels_avx512_bf16 = {
-    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
+    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place_rows = F32_IN_PLACE_ROWS, .transpose = transpose32,
             .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32,
             .direct_half = direct_half, .direct_t_half = direct_t_half},
-    .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
+    .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place_rows = 4 * MR, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64},
     .bf16 = {.mr = MR, .nr = NR, .tile = tile_bf16, .transpose = transpose32,
              .direct_rows = 1, .direct = direct_bf16, .pack_b_pairs = pack_pairs}};
