@@ -545,16 +545,21 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
             const int rows = (int)min64(tile_rows, i1 - i);
             const char *ai = at(a, i * g->rsa + k0 * g->csa, es);
             /* A stored transposed is already a panel (mr values per k, row
-             * stride apart): full panels are read where they lie. */
+             * stride apart): full panels are read where they lie; so are A's
+             * rows (contiguous) by kernels with tile_a_rows. */
             const bool a_here = g->rsa == 1 && rows == mr;
-            if (!a_here)
+            const bool a_rows = !a_here && g->csa == 1 && tk->tile_a_rows != NULL;
+            if (!a_here && !a_rows)
                 pack_a_panel(g, tk, es, rows, kc, ai, apack);
+            const wf_gemm_tile_fn tile = a_rows ? tk->tile_a_rows : tk->tile;
+            const void *ap = a_here || a_rows ? ai : apack;
+            const int64_t astep = a_here ? g->csa : a_rows ? g->rsa : mr;
             for (int64_t p = 0; p < panels; p++) {
                 const int64_t j = j0 + p * nr, cols = min64(nr, j1 - j);
                 const bool here = in_place && cols == nr;
                 const char *bp = here ? at(bk, j, es) : at(bpack, in_place ? 0 : p * nr * kc, es);
-                tk->tile(kc, a_here ? ai : apack, a_here ? g->csa : mr, bp, here ? g->rsb : nr,
-                         at(c, i * g->ldc + j, es), g->ldc, rows, (int)cols, &e);
+                tile(kc, ap, astep, bp, here ? g->rsb : nr, at(c, i * g->ldc + j, es), g->ldc,
+                     rows, (int)cols, &e);
             }
         }
     }

@@ -210,6 +210,8 @@ typedef void (*wf_gemm_pack_pairs_fn)(int cols, int width, int64_t kc, const uin
 typedef struct wf_gemm_type_kernels {
     int mr, nr;
     wf_gemm_tile_fn tile;
+    wf_gemm_tile_fn tile_a_rows; /* tile reading A's rows where they lie: A[r][k] at
+                                    ap[r * astep + k] (NULL: A is packed) */
     int b_in_place_rows; /* up to this many rows, tile reads full-width B panels where they
                             lie (0: never) */
     wf_gemm_transpose_fn transpose;   /* NULL: plain loops */

@@ -70,10 +70,12 @@ enum { B_PREFETCH_ROWS = 16 };
 enum { F32_IN_PLACE_ROWS = 10 * MR };
 
 /* R rows (<= MR) of a float32 tile; only R x 2 accumulators, so a panel
- * of few rows costs few FMAs. `prefetch`: B read where it lies. */
-INLINE_512 void tile_f32_rows(const int R, const bool prefetch, int64_t kc, const float *ap,
-                              int64_t astep, const float *bp, int64_t ldb, float *c, int64_t ldc,
-                              int cols, const wf_gemm_epilogue *e)
+ * of few rows costs few FMAs. `prefetch`: B read where it lies. `a_rows`:
+ * A's rows read where they lie (A[r][k] at ap[r * astep + k]), else a
+ * panel (A[r][k] at ap[k * astep + r]). */
+INLINE_512 void tile_f32_rows(const int R, const bool prefetch, const bool a_rows, int64_t kc,
+                              const float *ap, int64_t astep, const float *bp, int64_t ldb,
+                              float *c, int64_t ldc, int cols, const wf_gemm_epilogue *e)
 {
     const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
     __m512 acc[MR][2];
@@ -90,11 +92,11 @@ INLINE_512 void tile_f32_rows(const int R, const bool prefetch, int64_t kc, cons
         const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 14
         for (int r = 0; r < R; r++) {
-            const __m512 av = _mm512_set1_ps(ap[r]);
+            const __m512 av = _mm512_set1_ps(a_rows ? ap[r * astep] : ap[r]);
             acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
             acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
         }
-        ap += astep;
+        ap += a_rows ? 1 : astep;
         bp += ldb;
     }
 #pragma GCC unroll 14
@@ -103,13 +105,31 @@ INLINE_512 void tile_f32_rows(const int R, const bool prefetch, int64_t kc, cons
 }
 
 /* The R-row tile, B packed (ldb == NR) or read where it lies. */
-#define TILE_F32_CASE(R)                                                                        \
+#define TILE_F32_CASE(R, A_ROWS)                                                                \
     case R:                                                                                     \
         if (ldb == NR)                                                                          \
-            tile_f32_rows(R, false, kc, ap, astep, bp, ldb, c, ldc, cols, e);                   \
+            tile_f32_rows(R, false, A_ROWS, kc, ap, astep, bp, ldb, c, ldc, cols, e);           \
         else                                                                                    \
-            tile_f32_rows(R, true, kc, ap, astep, bp, ldb, c, ldc, cols, e);                    \
+            tile_f32_rows(R, true, A_ROWS, kc, ap, astep, bp, ldb, c, ldc, cols, e);            \
         break;
+
+#define TILE_F32_SWITCH(A_ROWS)                                                                 \
+    switch (rows) {                                                                             \
+        TILE_F32_CASE(1, A_ROWS)                                                                \
+        TILE_F32_CASE(2, A_ROWS)                                                                \
+        TILE_F32_CASE(3, A_ROWS)                                                                \
+        TILE_F32_CASE(4, A_ROWS)                                                                \
+        TILE_F32_CASE(5, A_ROWS)                                                                \
+        TILE_F32_CASE(6, A_ROWS)                                                                \
+        TILE_F32_CASE(7, A_ROWS)                                                                \
+        TILE_F32_CASE(8, A_ROWS)                                                                \
+        TILE_F32_CASE(9, A_ROWS)                                                                \
+        TILE_F32_CASE(10, A_ROWS)                                                               \
+        TILE_F32_CASE(11, A_ROWS)                                                               \
+        TILE_F32_CASE(12, A_ROWS)                                                               \
+        TILE_F32_CASE(13, A_ROWS)                                                               \
+    default: TILE_F32_CASE(14, A_ROWS)                                                          \
+    }
 
 ATTR_512 static void tile_f32(int64_t kc, const void *apv, int64_t astep, const void *bv,
                               int64_t ldb, void *cv, int64_t ldc, int rows, int cols,
@@ -117,23 +137,19 @@ ATTR_512 static void tile_f32(int64_t kc, const void *apv, int64_t astep, const 
 {
     const float *ap = apv, *bp = bv;
     float *c = cv;
-    switch (rows) {
-        TILE_F32_CASE(1)
-        TILE_F32_CASE(2)
-        TILE_F32_CASE(3)
-        TILE_F32_CASE(4)
-        TILE_F32_CASE(5)
-        TILE_F32_CASE(6)
-        TILE_F32_CASE(7)
-        TILE_F32_CASE(8)
-        TILE_F32_CASE(9)
-        TILE_F32_CASE(10)
-        TILE_F32_CASE(11)
-        TILE_F32_CASE(12)
-        TILE_F32_CASE(13)
-    default: TILE_F32_CASE(14)
-    }
+    TILE_F32_SWITCH(false)
 }
+
+/* gemm.h's tile_a_rows: A's rows read where they lie, astep apart. */
+ATTR_512 static void tile_f32_a_rows(int64_t kc, const void *apv, int64_t astep, const void *bv,
+                                     int64_t ldb, void *cv, int64_t ldc, int rows, int cols,
+                                     const wf_gemm_epilogue *e)
+{
+    const float *ap = apv, *bp = bv;
+    float *c = cv;
+    TILE_F32_SWITCH(true)
+}
+#undef TILE_F32_SWITCH
 #undef TILE_F32_CASE
 
 ATTR_512 static void tile_f64(int64_t kc, const void *apv, int64_t astep, const void *bv,
@@ -713,14 +729,14 @@ ATTR_512_BF16 static void direct_bf16(int64_t kc, const void *av, int64_t rsa, i
 }
 
 const wf_gemm_kernels wf__gemm_kernels_avx512 = {
-    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place_rows = F32_IN_PLACE_ROWS, .transpose = transpose32,
+    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .tile_a_rows = tile_f32_a_rows, .b_in_place_rows = F32_IN_PLACE_ROWS, .transpose = transpose32,
             .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32,
             .direct_half = direct_half, .direct_t_half = direct_t_half},
     .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place_rows = 4 * MR, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64}};
 
 const wf_gemm_kernels wf__gemm_kernels_avx512_bf16 = {
-    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place_rows = F32_IN_PLACE_ROWS, .transpose = transpose32,
+    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .tile_a_rows = tile_f32_a_rows, .b_in_place_rows = F32_IN_PLACE_ROWS, .transpose = transpose32,
             .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32,
             .direct_half = direct_half, .direct_t_half = direct_t_half},
     .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place_rows = 4 * MR, .transpose = transpose64,
