@@ -572,7 +572,7 @@ static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_type_kernels *t
     const uint16_t *a = g->a, *b = g->b;
     float *c = g->c;
     const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
-    const int64_t panels = ceil_div(j1 - j0, nr);
+    const int64_t panels = ceil_div(j1 - j0, nr), tile_rows = balanced_tile_rows(i1 - i0, mr);
     const bool direct = use_direct(g, tk, i1 - i0);
     if (!direct &&
         !scratch_reserve(s, (size_t)((panels * nr + mr) * kcb) * sizeof(uint16_t) + 64))
@@ -595,8 +595,8 @@ static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_type_kernels *t
             else
                 pack_pairs(tk, cols, (int)nr, kc, bj, g->csb, g->rsb, bpack + p * nr * kc2);
         }
-        for (int64_t i = i0; i < i1; i += mr) {
-            const int rows = (int)min64(mr, i1 - i);
+        for (int64_t i = i0; i < i1; i += tile_rows) {
+            const int rows = (int)min64(tile_rows, i1 - i);
             pack_pairs(tk, rows, (int)mr, kc, a + i * g->rsa + k0 * g->csa, g->rsa, g->csa,
                        apack);
             for (int64_t p = 0; p < panels; p++) {

@@ -62,7 +62,7 @@ INLINE_512 void store_row(float *c, __m512 acc0, __m512 acc1, __mmask16 m0, __mm
 /* B rows ahead that a tile reading B where it lies prefetches: B's rows
  * lie far apart (a row of a weight matrix), so the hardware prefetchers,
  * which follow runs within a page, do not fetch them. */
-enum { B_PREFETCH_ROWS = 16 };
+enum { B_PREFETCH_ROWS = 64 };
 /* Up to how many rows the float32 tiles read B where it lies: with the
  * prefetches, a B strip read in place by up to 10 panels of A (B coming
  * from outside L2 first, then from L2) is faster than packing it, measured
@@ -606,22 +606,21 @@ ATTR_512 static void transpose64(int rows, int width, int64_t cols, const void *
 }
 
 /* bfloat16 pairs: each 32-bit lane of a B vector holds (B[2t][j], B[2t+1][j]);
- * vdpbf16ps adds both products to the float32 lane. */
-ATTR_512_BF16 static void tile_bf16(int64_t kc, const void *apv, int64_t astep,
-                                    const void *bpv, int64_t ldb, void *cv, int64_t ldc, int rows,
-                                    int cols, const wf_gemm_epilogue *e)
+ * vdpbf16ps adds both products to the float32 lane. R rows (<= MR): only
+ * R x 2 accumulators, as tile_f32_rows. */
+__attribute__((always_inline)) ATTR_512_BF16 static inline void
+tile_bf16_rows(const int R, int64_t kc, const char *ap, int64_t astep, const char *bp,
+               int64_t ldb, float *c, int64_t ldc, int cols, const wf_gemm_epilogue *e)
 {
-    float *c = cv;
-    const char *ap = apv, *bp = bpv;
     __m512 acc[MR][2];
 #pragma GCC unroll 14
-    for (int r = 0; r < MR; r++)
+    for (int r = 0; r < R; r++)
         acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int64_t t = 0; t < (kc + 1) / 2; t++) {
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp);
         const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + 64);
 #pragma GCC unroll 14
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < R; r++) {
             int pair; /* A[r][2t], A[r][2t + 1] */
             memcpy(&pair, ap + 4 * r, sizeof pair);
             const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
@@ -633,10 +632,35 @@ ATTR_512_BF16 static void tile_bf16(int64_t kc, const void *apv, int64_t astep,
     }
     const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
 #pragma GCC unroll 14
-    for (int r = 0; r < MR; r++)
-        if (r < rows)
-            store_row(c + r * ldc, acc[r][0], acc[r][1], m0, m1, e);
+    for (int r = 0; r < R; r++)
+        store_row(c + r * ldc, acc[r][0], acc[r][1], m0, m1, e);
 }
+
+#define TILE_BF16_CASE(R)                                                                       \
+    case R: tile_bf16_rows(R, kc, apv, astep, bpv, ldb, cv, ldc, cols, e); break;
+
+ATTR_512_BF16 static void tile_bf16(int64_t kc, const void *apv, int64_t astep,
+                                    const void *bpv, int64_t ldb, void *cv, int64_t ldc, int rows,
+                                    int cols, const wf_gemm_epilogue *e)
+{
+    switch (rows) {
+        TILE_BF16_CASE(1)
+        TILE_BF16_CASE(2)
+        TILE_BF16_CASE(3)
+        TILE_BF16_CASE(4)
+        TILE_BF16_CASE(5)
+        TILE_BF16_CASE(6)
+        TILE_BF16_CASE(7)
+        TILE_BF16_CASE(8)
+        TILE_BF16_CASE(9)
+        TILE_BF16_CASE(10)
+        TILE_BF16_CASE(11)
+        TILE_BF16_CASE(12)
+        TILE_BF16_CASE(13)
+    default: TILE_BF16_CASE(14)
+    }
+}
+#undef TILE_BF16_CASE
 
 /* 16-bit lanes [0, n) of 32. */
 INLINE_512 __mmask32 lanes32(int64_t n)
