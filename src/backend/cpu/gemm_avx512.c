@@ -64,10 +64,11 @@ INLINE_512 void store_row(float *c, __m512 acc0, __m512 acc1, __mmask16 m0, __mm
  * which follow runs within a page, do not fetch them. */
 enum { B_PREFETCH_ROWS = 64 };
 /* Up to how many rows the float32 tiles read B where it lies: with the
- * prefetches, a B strip read in place by up to 10 panels of A (B coming
+ * prefetches, a B strip read in place by up to 5 panels of A (B coming
  * from outside L2 first, then from L2) is faster than packing it, measured
- * with bench_matmul --small-m. */
-enum { F32_IN_PLACE_ROWS = 10 * MR };
+ * with bench_matmul --small-m (64 rows: 106 -> 126 GFLOP/s; at 128 rows
+ * neither wins clearly, so packing stays). */
+enum { F32_IN_PLACE_ROWS = 5 * MR };
 
 /* R rows (<= MR) of a float32 tile; only R x 2 accumulators, so a panel
  * of few rows costs few FMAs. `prefetch`: B read where it lies. `a_rows`:
