@@ -24,7 +24,10 @@
  *   build/release/bench_matmul [--cpu-time] [--matvec] [max_repeats=7]
  *
  * --matvec runs only the matrix-vector lines (x @ W and x @ W.T);
- * --complex only the complex64 lines.
+ * --complex only the complex64 lines; --small-m only the small-row products
+ * of a BERT-small layer (M = 16 ... 256 rows: a few sentences of a serving
+ * batch; K x N = 384 x 1152, 384 x 384, 384 x 1536, 1536 x 384), W taken in
+ * turn from 8 copies, so it comes from outside L2 as served weights do.
  *
  * --cpu-time times with the process's CPU time instead of the wall clock:
  * with WEFT_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 it compares the libraries
@@ -394,6 +397,75 @@ static void bench_sdpa(int max_repeats)
     free(v);
 }
 
+/* Products x @ W over WEIGHT_COPIES copies of W taken in turn, so W comes
+ * from outside L2 as a model's weights do when it is served (a model's
+ * layers together are far larger than L2). */
+enum { WEIGHT_COPIES = 8 };
+static int weight_turn;
+
+static wf_array *build_matmul_rotating(wf_array **in)
+{
+    weight_turn = (weight_turn + 1) % WEIGHT_COPIES;
+    return wf_matmul(in[0], in[1 + weight_turn]);
+}
+
+static void run_sgemm_rotating(void *vctx)
+{
+    blas_ctx ctx = *(const blas_ctx *)vctx;
+    weight_turn = (weight_turn + 1) % WEIGHT_COPIES;
+    ctx.b = (const float *)ctx.b + (size_t)weight_turn * ctx.k * ctx.n;
+    run_sgemm(&ctx);
+}
+
+/* The products of one all-MiniLM-L6-v2 encoder layer (x @ W, W row-major
+ * k x n as the model holds it) at the row counts of a serving batch, W
+ * taken from outside L2: per shape and in all (the layer's flops over its
+ * summed time). */
+static void bench_small_m(int max_repeats)
+{
+    static const int rows[] = {16, 32, 64, 128, 256};
+    static const int kn[4][2] = {{384, 1152}, {384, 384}, {384, 1536}, {1536, 384}};
+    printf("small-M products of a BERT layer, W from outside L2 (GFLOP/s, weft / OpenBLAS):\n"
+           "%-8s", "rows");
+    for (int s = 0; s < 4; s++) {
+        char label[32];
+        snprintf(label, sizeof label, "%dx%d", kn[s][0], kn[s][1]);
+        printf(" %17s", label);
+    }
+    printf(" %17s %6s\n", "layer", "ratio");
+    for (int r = 0; r < 5; r++) {
+        const int m = rows[r];
+        double sum_w = 0, sum_b = 0, layer_flops = 0;
+        printf("%-8d", m);
+        for (int s = 0; s < 4; s++) {
+            const int k = kn[s][0], n = kn[s][1];
+            float *a = random_floats((int64_t)m * k, 11);
+            float *b = random_floats((int64_t)WEIGHT_COPIES * k * n, 12);
+            float *c = malloc((size_t)m * n * sizeof *c);
+            const int64_t sa[2] = {m, k}, sb[2] = {k, n};
+            wf_array *in[1 + WEIGHT_COPIES] = {wf_array_from_data(a, sa, 2, WF_DTYPE_F32)};
+            for (int w = 0; w < WEIGHT_COPIES; w++)
+                in[1 + w] = wf_array_from_data(b + (size_t)w * k * n, sb, 2, WF_DTYPE_F32);
+            blas_ctx ctx = {1, m, n, k, a, b, c, false, false};
+            const double flops = 2.0 * m * n * (double)k;
+            double tw, tb;
+            best_pair(build_matmul_rotating, in, run_sgemm_rotating, &ctx, flops, max_repeats,
+                      &tw, &tb);
+            printf("  %7.1f / %-7.1f", flops / tw * 1e-9, flops / tb * 1e-9);
+            sum_w += tw;
+            sum_b += tb;
+            layer_flops += flops;
+            for (int i = 0; i < 1 + WEIGHT_COPIES; i++)
+                wf_release(in[i]);
+            free(a);
+            free(b);
+            free(c);
+        }
+        printf("  %7.1f / %-7.1f %6.2f\n", layer_flops / sum_w * 1e-9, layer_flops / sum_b * 1e-9,
+               sum_b / sum_w);
+    }
+}
+
 /* ---------------------------------------------------------------- concurrent requests */
 
 enum { REQ_ROWS = 32, REQ_K = 784, REQ_N = 1024, REQUESTS = 40 };
@@ -473,13 +545,17 @@ int main(int argc, char **argv)
         bench_clock = CLOCK_PROCESS_CPUTIME_ID;
         arg++;
     }
-    bool matvec_only = false, complex_only = false;
+    bool matvec_only = false, complex_only = false, small_m_only = false;
     if (argc > arg && strcmp(argv[arg], "--matvec") == 0) {
         matvec_only = true;
         arg++;
     }
     if (argc > arg && strcmp(argv[arg], "--complex") == 0) {
         complex_only = true;
+        arg++;
+    }
+    if (argc > arg && strcmp(argv[arg], "--small-m") == 0) {
+        small_m_only = true;
         arg++;
     }
     const int max_repeats = argc > arg && atoi(argv[arg]) > 0 ? atoi(argv[arg]) : 7;
@@ -491,6 +567,10 @@ int main(int argc, char **argv)
            bench_clock == CLOCK_MONOTONIC ? "wall" : "CPU");
     if (matvec_only) {
         bench_matvec(max_repeats);
+        return 0;
+    }
+    if (small_m_only) {
+        bench_small_m(max_repeats);
         return 0;
     }
     for (int n = 256; n <= 2048; n *= 2) {
@@ -513,6 +593,7 @@ int main(int argc, char **argv)
     bench_product("batched 8x512^3", 8, 512, 512, 512, max_repeats, false);
     bench_transposed(max_repeats);
     bench_matvec(max_repeats);
+    bench_small_m(max_repeats);
     bench_sdpa(max_repeats);
     bench_concurrent();
     return 0;

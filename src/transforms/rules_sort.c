@@ -183,7 +183,7 @@ static wf_array *complex_exp_scan(wf_array *v, wf_array *inner, wf_array *outer,
 }
 
 /* y = lcse(x) (inclusive forward): dx_j = sum_{i >= j} ct_i exp(x_j - y_i)
- * (complex64: not conjugated, MLX's convention). */
+ * (complex64: the transpose; the engine conjugates around it, see vjp.c). */
 static wf_status vjp_logcumsumexp(wf_array *node, wf_array *ct, const bool *wanted,
                                   wf_array **cts)
 {

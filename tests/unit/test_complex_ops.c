@@ -8,8 +8,8 @@
  * (real part, then imaginary part; NaN propagates), prod, cumsum and
  * cumprod over every axis (forward, reverse, exclusive), matmul (plain,
  * batched with broadcasting, transposed views, vectors, complex with real)
- * under every GEMM variant this CPU runs, its gradient (MLX's convention:
- * cotangents not conjugated), round / var / std / logaddexp (MLX's complex
+ * under every GEMM variant this CPU runs, its gradient (MLX's convention, the
+ * adjoint: ct @ conj(B)^T), round / var / std / logaddexp (MLX's complex
  * definitions), and data movement ops weft's other tests do
  * not cover for complex (pad, scatter replace, flip through a negative
  * slice of a 2-d array).

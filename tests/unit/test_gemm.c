@@ -342,8 +342,9 @@ static void test_bfloat16_where_supported(void)
         printf("    (no variant with AVX512_BF16 here: bfloat16 goes through float32)\n");
 }
 
-/* Rows computed alone (1 row: the matrix-vector path; 7 rows) give the
- * bits they get inside 64 rows, for B read in place and packed. */
+/* Rows computed alone (1 row: the matrix-vector path; 7 rows; 16 and 30
+ * rows, shared evenly between two tiles) give the bits they get inside 64
+ * rows (five tiles), for B read in place and packed. */
 static void test_rows_alone_same_bits(void)
 {
     static const wf_dtype types[3] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_BF16};
@@ -356,9 +357,9 @@ static void test_rows_alone_same_bits(void)
             for (int lb = 0; lb < LAYOUT_COUNT; lb++) {
                 product p = product_new(64, 200, 300, 1, 0, types[t], (uint32_t)(500 + lb));
                 void *full = run_product(&p, isa, ROW_MAJOR, (enum layout)lb, NULL, NULL);
-                static const int64_t firsts[] = {0, 13, 63}, counts[] = {1, 7, 1};
+                static const int64_t firsts[] = {0, 13, 63, 5, 20}, counts[] = {1, 7, 1, 16, 30};
                 const size_t row = (size_t)p.ldc * wf_dtype_size(p.cdt);
-                for (int r = 0; r < 3; r++) {
+                for (int r = 0; r < 5; r++) {
                     product q = p;
                     q.m = counts[r];
                     q.a = p.a + firsts[r] * p.k;

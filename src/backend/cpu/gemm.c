@@ -372,10 +372,11 @@ static bool use_complex_direct(const wf_gemm_args *g, int64_t rows)
 }
 
 /* Read B where it lies rather than pack it? When its rows are contiguous
- * and at most a few A panels would reuse a packed copy. */
+ * and at most a few A panels (the kernels' b_in_place_rows) would reuse a
+ * packed copy. */
 static bool b_in_place(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t rows)
 {
-    return g->b_stored == g->dtype && tk->b_in_place && g->csb == 1 && rows <= 4 * tk->mr;
+    return g->b_stored == g->dtype && g->csb == 1 && rows <= tk->b_in_place_rows;
 }
 
 /* Blocks of `size` in `splits` parts, rounded up to `align`. */
@@ -403,15 +404,16 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
     /* Split rows and columns (doubling the split of whichever blocks are
      * larger for their floor) until there are `target` blocks. Rows stay
      * at 252 or more, so a packed B strip serves many rows; failing that,
-     * rows go down to 4 tiles at once, where B is read in place rather
+     * rows go down to b_in_place_rows, where B is read in place rather
      * than packed, and on to 2 tiles. Columns: strips of at most GEMM_NC,
      * at least 64. Never below GEMM_MIN_BLOCK_FLOPS of work a block. */
     int64_t rs = 1, cs = ceil_div(g->n, GEMM_NC);
     const int64_t row_floor[2] = {252, 2 * mr};
     for (int phase = 0; phase < 2; phase++) {
         const int64_t max_rs = max64(1, g->m / row_floor[phase]), max_cs = max64(1, g->n / 64);
-        if (phase == 1 && rs * cs < target && g->m > 4 * mr && tk->b_in_place && g->csb == 1)
-            rs = max64(rs, ceil_div(g->m, 4 * mr)); /* jump to B in place */
+        if (phase == 1 && rs * cs < target && g->m > tk->b_in_place_rows &&
+            tk->b_in_place_rows > 0 && g->csb == 1)
+            rs = max64(rs, ceil_div(g->m, tk->b_in_place_rows)); /* jump to B in place */
         while (rs * cs < target) {
             const int64_t mb = split_block(g->m, rs, mr), nb = split_block(g->n, cs, nr);
             const bool rows = rs < max_rs && (cs >= max_cs || mb * 128 >= nb * row_floor[phase]);
@@ -506,6 +508,15 @@ static void block_half_b(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, 
     }
 }
 
+/* Rows per tile for `rows` rows: as few tiles as mr allows, rows shared
+ * evenly (16 rows: 8 + 8, not 14 + 2), so no tile is left with a few rows
+ * that cannot keep the FMA units busy (the AVX-512 tiles compute only the
+ * rows they are given). */
+static int64_t balanced_tile_rows(int64_t rows, int64_t mr)
+{
+    return ceil_div(rows, ceil_div(rows, mr));
+}
+
 /* float32 and float64: es is the element size. */
 static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
                              int64_t i0, int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
@@ -514,6 +525,7 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
     char *c = g->c;
     const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
     const int64_t panels = ceil_div(j1 - j0, nr);
+    const int64_t tile_rows = balanced_tile_rows(i1 - i0, mr);
     if (use_direct_t(g, tk, i1 - i0)) {
         const wf_gemm_epilogue first = first_epilogue(g, 0);
         tk->direct_t(g->k, kcb, at(a, i0 * g->rsa, es), g->rsa, g->csa, at(b, j0 * g->csb, es),
@@ -541,20 +553,25 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
             wf__gemm_pack_b_complex(g, k0, kc, j0, j1, (int)nr, (float *)bpack);
         else
             pack_b_strip(g, tk, es, in_place, kc, bk, j0, j1, bpack);
-        for (int64_t i = i0; i < i1; i += mr) {
-            const int rows = (int)min64(mr, i1 - i);
+        for (int64_t i = i0; i < i1; i += tile_rows) {
+            const int rows = (int)min64(tile_rows, i1 - i);
             const char *ai = at(a, i * g->rsa + k0 * g->csa, es);
             /* A stored transposed is already a panel (mr values per k, row
-             * stride apart): full panels are read where they lie. */
+             * stride apart): full panels are read where they lie; so are A's
+             * rows (contiguous) by kernels with tile_a_rows. */
             const bool a_here = g->rsa == 1 && rows == mr;
-            if (!a_here)
+            const bool a_rows = !a_here && g->csa == 1 && tk->tile_a_rows != NULL;
+            if (!a_here && !a_rows)
                 pack_a_panel(g, tk, es, rows, kc, ai, apack);
+            const wf_gemm_tile_fn tile = a_rows ? tk->tile_a_rows : tk->tile;
+            const void *ap = a_here || a_rows ? ai : apack;
+            const int64_t astep = a_here ? g->csa : a_rows ? g->rsa : mr;
             for (int64_t p = 0; p < panels; p++) {
                 const int64_t j = j0 + p * nr, cols = min64(nr, j1 - j);
                 const bool here = in_place && cols == nr;
                 const char *bp = here ? at(bk, j, es) : at(bpack, in_place ? 0 : p * nr * kc, es);
-                tk->tile(kc, a_here ? ai : apack, a_here ? g->csa : mr, bp, here ? g->rsb : nr,
-                         at(c, i * g->ldc + j, es), g->ldc, rows, (int)cols, &e);
+                tile(kc, ap, astep, bp, here ? g->rsb : nr, at(c, i * g->ldc + j, es), g->ldc,
+                     rows, (int)cols, &e);
             }
         }
     }
@@ -567,7 +584,7 @@ static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_type_kernels *t
     const uint16_t *a = g->a, *b = g->b;
     float *c = g->c;
     const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
-    const int64_t panels = ceil_div(j1 - j0, nr);
+    const int64_t panels = ceil_div(j1 - j0, nr), tile_rows = balanced_tile_rows(i1 - i0, mr);
     const bool direct = use_direct(g, tk, i1 - i0);
     if (!direct &&
         !scratch_reserve(s, (size_t)((panels * nr + mr) * kcb) * sizeof(uint16_t) + 64))
@@ -590,8 +607,8 @@ static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_type_kernels *t
             else
                 pack_pairs(tk, cols, (int)nr, kc, bj, g->csb, g->rsb, bpack + p * nr * kc2);
         }
-        for (int64_t i = i0; i < i1; i += mr) {
-            const int rows = (int)min64(mr, i1 - i);
+        for (int64_t i = i0; i < i1; i += tile_rows) {
+            const int rows = (int)min64(tile_rows, i1 - i);
             pack_pairs(tk, rows, (int)mr, kc, a + i * g->rsa + k0 * g->csa, g->rsa, g->csa,
                        apack);
             for (int64_t p = 0; p < panels; p++) {

@@ -6,8 +6,10 @@
  * block. K is cut into blocks of at most 256; for each K block a strip of B
  * (K block x up to 512 columns) is packed into micro-panels NR columns wide
  * that stay in L2, and for each MR rows of A a micro-panel (MR x K block) is
- * packed into L1; a register-blocked micro-kernel then computes MR x NR
- * tiles of C, one per B micro-panel of the strip. Edges are computed on
+ * packed into L1 (the AVX-512 float32 tiles read A's rows where they lie
+ * instead); a register-blocked micro-kernel then computes MR x NR tiles of
+ * C, one per B micro-panel of the strip (a block's rows are shared evenly
+ * between its tiles, and the AVX-512 tiles compute only the rows given). Edges are computed on
  * zero-padded panels and stored with masks, so no scalar tail loops.
  * Operands may have any element strides (transposed operands are packed
  * like any other). When few rows share a strip and B's rows are contiguous,
@@ -169,7 +171,7 @@ typedef struct wf_gemm_epilogue {
  * packed panel: astep = mr; A stored transposed, read in place: its row
  * stride; bfloat16: astep counts pairs, per k pair, and is always mr), and
  * nr columns of B rows ldb elements apart: a packed panel (ldb = nr;
- * bfloat16: 2 nr per k pair) or, for kernels with b_in_place, nr columns of
+ * bfloat16: 2 nr per k pair) or, for kernels with b_in_place_rows, nr columns of
  * B itself. */
 typedef void (*wf_gemm_tile_fn)(int64_t kc, const void *ap, int64_t astep, const void *b,
                                 int64_t ldb, void *c, int64_t ldc, int rows, int cols,
@@ -222,7 +224,10 @@ typedef void (*wf_gemm_pack_pairs_fn)(int cols, int width, int64_t kc, const uin
 typedef struct wf_gemm_type_kernels {
     int mr, nr;
     wf_gemm_tile_fn tile;
-    bool b_in_place;                  /* tile may read full-width B panels where they lie */
+    wf_gemm_tile_fn tile_a_rows; /* tile reading A's rows where they lie: A[r][k] at
+                                    ap[r * astep + k] (NULL: A is packed) */
+    int b_in_place_rows; /* up to this many rows, tile reads full-width B panels where they
+                            lie (0: never) */
     wf_gemm_transpose_fn transpose;   /* NULL: plain loops */
     wf_gemm_copy_lanes_fn copy_lanes; /* NULL: plain loops */
     int direct_rows;                  /* 0: no direct path */

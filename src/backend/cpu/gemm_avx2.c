@@ -504,10 +504,10 @@ ATTR_AVX2 static void direct_f64(int64_t kc, const void *av, int64_t rsa, int64_
 }
 
 const wf_gemm_kernels wf__gemm_kernels_avx2 = {
-    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
+    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place_rows = 4 * MR, .transpose = transpose32,
             .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32,
             .direct_half = direct_half, .direct_t_half = direct_t_half},
-    .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
+    .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place_rows = 4 * MR, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64}};
 
 #else

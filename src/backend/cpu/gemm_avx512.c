@@ -1,6 +1,8 @@
 /* AVX-512 micro-kernels of weft's GEMM (see gemm.h): float32 14 x 32 and
  * float64 14 x 16 tiles (28 accumulators, 2 B vectors and a broadcast fill
- * the 32 registers); direct kernels for up to 4 float32 rows and one float64
+ * the 32 registers; the float32 tile has a version per row count, so a
+ * panel of few rows costs only its rows' FMAs, and prefetches B read where
+ * it lies); direct kernels for up to 4 float32 rows and one float64
  * or bfloat16 row (matrix-vector: B read in place, one row swept 4 (float32)
  * or 8 (float64) rows of B at a time into sums kept in L1, so B is read in
  * long runs); bfloat16 14 x 32 tiles with vdpbf16ps (AVX512_BF16); 16 x 16
@@ -57,33 +59,99 @@ INLINE_512 void store_row(float *c, __m512 acc0, __m512 acc1, __mmask16 m0, __mm
         _mm512_mask_storeu_ps(c + 16, m1, finish(acc1, c + 16, m1, e));
 }
 
+/* B rows ahead that a tile reading B where it lies prefetches: B's rows
+ * lie far apart (a row of a weight matrix), so the hardware prefetchers,
+ * which follow runs within a page, do not fetch them. */
+enum { B_PREFETCH_ROWS = 64 };
+/* Up to how many rows the float32 tiles read B where it lies: with the
+ * prefetches, a B strip read in place by up to 5 panels of A (B coming
+ * from outside L2 first, then from L2) is faster than packing it, measured
+ * with bench_matmul --small-m (64 rows: 106 -> 126 GFLOP/s; at 128 rows
+ * neither wins clearly, so packing stays). */
+enum { F32_IN_PLACE_ROWS = 5 * MR };
+
+/* R rows (<= MR) of a float32 tile; only R x 2 accumulators, so a panel
+ * of few rows costs few FMAs. `prefetch`: B read where it lies. `a_rows`:
+ * A's rows read where they lie (A[r][k] at ap[r * astep + k]), else a
+ * panel (A[r][k] at ap[k * astep + r]). */
+INLINE_512 void tile_f32_rows(const int R, const bool prefetch, const bool a_rows, int64_t kc,
+                              const float *ap, int64_t astep, const float *bp, int64_t ldb,
+                              float *c, int64_t ldc, int cols, const wf_gemm_epilogue *e)
+{
+    const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
+    __m512 acc[MR][2];
+#pragma GCC unroll 14
+    for (int r = 0; r < R; r++)
+        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        if (prefetch) {
+            _mm_prefetch((const char *)(bp + B_PREFETCH_ROWS * ldb), _MM_HINT_T0);
+            _mm_prefetch((const char *)(bp + B_PREFETCH_ROWS * ldb + 16), _MM_HINT_T0);
+            _mm_prefetch((const char *)(bp + NR), _MM_HINT_T1);
+            _mm_prefetch((const char *)(bp + NR + 16), _MM_HINT_T1);
+        }
+        const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+#pragma GCC unroll 14
+        for (int r = 0; r < R; r++) {
+            const __m512 av = _mm512_set1_ps(a_rows ? ap[r * astep] : ap[r]);
+            acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+        }
+        ap += a_rows ? 1 : astep;
+        bp += ldb;
+    }
+#pragma GCC unroll 14
+    for (int r = 0; r < R; r++)
+        store_row(c + r * ldc, acc[r][0], acc[r][1], m0, m1, e);
+}
+
+/* The R-row tile, B packed (ldb == NR) or read where it lies. */
+#define TILE_F32_CASE(R, A_ROWS)                                                                \
+    case R:                                                                                     \
+        if (ldb == NR)                                                                          \
+            tile_f32_rows(R, false, A_ROWS, kc, ap, astep, bp, ldb, c, ldc, cols, e);           \
+        else                                                                                    \
+            tile_f32_rows(R, true, A_ROWS, kc, ap, astep, bp, ldb, c, ldc, cols, e);            \
+        break;
+
+#define TILE_F32_SWITCH(A_ROWS)                                                                 \
+    switch (rows) {                                                                             \
+        TILE_F32_CASE(1, A_ROWS)                                                                \
+        TILE_F32_CASE(2, A_ROWS)                                                                \
+        TILE_F32_CASE(3, A_ROWS)                                                                \
+        TILE_F32_CASE(4, A_ROWS)                                                                \
+        TILE_F32_CASE(5, A_ROWS)                                                                \
+        TILE_F32_CASE(6, A_ROWS)                                                                \
+        TILE_F32_CASE(7, A_ROWS)                                                                \
+        TILE_F32_CASE(8, A_ROWS)                                                                \
+        TILE_F32_CASE(9, A_ROWS)                                                                \
+        TILE_F32_CASE(10, A_ROWS)                                                               \
+        TILE_F32_CASE(11, A_ROWS)                                                               \
+        TILE_F32_CASE(12, A_ROWS)                                                               \
+        TILE_F32_CASE(13, A_ROWS)                                                               \
+    default: TILE_F32_CASE(14, A_ROWS)                                                          \
+    }
+
 ATTR_512 static void tile_f32(int64_t kc, const void *apv, int64_t astep, const void *bv,
                               int64_t ldb, void *cv, int64_t ldc, int rows, int cols,
                               const wf_gemm_epilogue *e)
 {
     const float *ap = apv, *bp = bv;
     float *c = cv;
-    const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
-    __m512 acc[MR][2];
-#pragma GCC unroll 14
-    for (int r = 0; r < MR; r++)
-        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < kc; k++) {
-        const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
-#pragma GCC unroll 14
-        for (int r = 0; r < MR; r++) {
-            const __m512 av = _mm512_set1_ps(ap[r]);
-            acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
-        }
-        ap += astep;
-        bp += ldb;
-    }
-#pragma GCC unroll 14
-    for (int r = 0; r < MR; r++)
-        if (r < rows)
-            store_row(c + r * ldc, acc[r][0], acc[r][1], m0, m1, e);
+    TILE_F32_SWITCH(false)
 }
+
+/* gemm.h's tile_a_rows: A's rows read where they lie, astep apart. */
+ATTR_512 static void tile_f32_a_rows(int64_t kc, const void *apv, int64_t astep, const void *bv,
+                                     int64_t ldb, void *cv, int64_t ldc, int rows, int cols,
+                                     const wf_gemm_epilogue *e)
+{
+    const float *ap = apv, *bp = bv;
+    float *c = cv;
+    TILE_F32_SWITCH(true)
+}
+#undef TILE_F32_SWITCH
+#undef TILE_F32_CASE
 
 ATTR_512 static void tile_f64(int64_t kc, const void *apv, int64_t astep, const void *bv,
                               int64_t ldb, void *cv, int64_t ldc, int rows, int cols,
@@ -539,22 +607,21 @@ ATTR_512 static void transpose64(int rows, int width, int64_t cols, const void *
 }
 
 /* bfloat16 pairs: each 32-bit lane of a B vector holds (B[2t][j], B[2t+1][j]);
- * vdpbf16ps adds both products to the float32 lane. */
-ATTR_512_BF16 static void tile_bf16(int64_t kc, const void *apv, int64_t astep,
-                                    const void *bpv, int64_t ldb, void *cv, int64_t ldc, int rows,
-                                    int cols, const wf_gemm_epilogue *e)
+ * vdpbf16ps adds both products to the float32 lane. R rows (<= MR): only
+ * R x 2 accumulators, as tile_f32_rows. */
+__attribute__((always_inline)) ATTR_512_BF16 static inline void
+tile_bf16_rows(const int R, int64_t kc, const char *ap, int64_t astep, const char *bp,
+               int64_t ldb, float *c, int64_t ldc, int cols, const wf_gemm_epilogue *e)
 {
-    float *c = cv;
-    const char *ap = apv, *bp = bpv;
     __m512 acc[MR][2];
 #pragma GCC unroll 14
-    for (int r = 0; r < MR; r++)
+    for (int r = 0; r < R; r++)
         acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int64_t t = 0; t < (kc + 1) / 2; t++) {
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp);
         const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + 64);
 #pragma GCC unroll 14
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < R; r++) {
             int pair; /* A[r][2t], A[r][2t + 1] */
             memcpy(&pair, ap + 4 * r, sizeof pair);
             const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
@@ -566,10 +633,35 @@ ATTR_512_BF16 static void tile_bf16(int64_t kc, const void *apv, int64_t astep,
     }
     const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
 #pragma GCC unroll 14
-    for (int r = 0; r < MR; r++)
-        if (r < rows)
-            store_row(c + r * ldc, acc[r][0], acc[r][1], m0, m1, e);
+    for (int r = 0; r < R; r++)
+        store_row(c + r * ldc, acc[r][0], acc[r][1], m0, m1, e);
 }
+
+#define TILE_BF16_CASE(R)                                                                       \
+    case R: tile_bf16_rows(R, kc, apv, astep, bpv, ldb, cv, ldc, cols, e); break;
+
+ATTR_512_BF16 static void tile_bf16(int64_t kc, const void *apv, int64_t astep,
+                                    const void *bpv, int64_t ldb, void *cv, int64_t ldc, int rows,
+                                    int cols, const wf_gemm_epilogue *e)
+{
+    switch (rows) {
+        TILE_BF16_CASE(1)
+        TILE_BF16_CASE(2)
+        TILE_BF16_CASE(3)
+        TILE_BF16_CASE(4)
+        TILE_BF16_CASE(5)
+        TILE_BF16_CASE(6)
+        TILE_BF16_CASE(7)
+        TILE_BF16_CASE(8)
+        TILE_BF16_CASE(9)
+        TILE_BF16_CASE(10)
+        TILE_BF16_CASE(11)
+        TILE_BF16_CASE(12)
+        TILE_BF16_CASE(13)
+    default: TILE_BF16_CASE(14)
+    }
+}
+#undef TILE_BF16_CASE
 
 /* 16-bit lanes [0, n) of 32. */
 INLINE_512 __mmask32 lanes32(int64_t n)
@@ -662,17 +754,17 @@ ATTR_512_BF16 static void direct_bf16(int64_t kc, const void *av, int64_t rsa, i
 }
 
 const wf_gemm_kernels wf__gemm_kernels_avx512 = {
-    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
+    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .tile_a_rows = tile_f32_a_rows, .b_in_place_rows = F32_IN_PLACE_ROWS, .transpose = transpose32,
             .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32,
             .direct_half = direct_half, .direct_t_half = direct_t_half},
-    .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
+    .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place_rows = 4 * MR, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64}};
 
 const wf_gemm_kernels wf__gemm_kernels_avx512_bf16 = {
-    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place = true, .transpose = transpose32,
+    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .tile_a_rows = tile_f32_a_rows, .b_in_place_rows = F32_IN_PLACE_ROWS, .transpose = transpose32,
             .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32,
             .direct_half = direct_half, .direct_t_half = direct_t_half},
-    .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place = true, .transpose = transpose64,
+    .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place_rows = 4 * MR, .transpose = transpose64,
             .direct_rows = 1, .direct = direct_f64},
     .bf16 = {.mr = MR, .nr = NR, .tile = tile_bf16, .transpose = transpose32,
              .direct_rows = 1, .direct = direct_bf16, .pack_b_pairs = pack_pairs}};

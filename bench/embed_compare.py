@@ -1,0 +1,66 @@
+"""One run of the embedding server's benchmark beside its peers: weft's
+bench_embed_server (float32 and bfloat16) and bench/peers/embed_server.py
+(ONNX Runtime and JAX), one after the other, then one table of sentences per
+second and CPU ms per sentence per client count, with weft float32's ratios
+to each peer (> 1: weft better). CPU ms per sentence says more than
+throughput on a shared machine.
+
+    python bench/embed_compare.py BUILD_DIR [seconds per client count = 3]
+
+Run it with the bench venv's python (scripts/bench-setup.sh), which has the
+peers and the model package.
+"""
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(label, cmd):
+    """Runs one benchmark; returns {clients: (sentences/s, CPU ms/sent)}."""
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    text = out.stdout + out.stderr
+    print("## %s\n%s" % (label, text.strip()))
+    rows = {}
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[0] in ("1", "4", "16"):
+            try:
+                rows[int(parts[0])] = (float(parts[1]), float(parts[-1]))
+            except ValueError:
+                pass
+    return rows
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else "build/release"
+    seconds = sys.argv[2] if len(sys.argv) > 2 else "3"
+    server = os.path.join(build, "bench_embed_server")
+    peer = os.path.join(HERE, "peers", "embed_server.py")
+    env_venv = os.path.dirname(os.path.dirname(sys.executable))
+    os.environ.setdefault("WEFT_PY_VENV", env_venv)
+    results = [
+        ("weft f32", run("weft float32", [server, seconds])),
+        ("weft bf16", run("weft bfloat16", [server, seconds, "bfloat16"])),
+        ("ONNX Runtime", run("ONNX Runtime", [sys.executable, peer, "onnxruntime", seconds])),
+        ("JAX", run("JAX", [sys.executable, peer, "jax", seconds])),
+    ]
+    print("\nsentences/s (CPU ms per sentence); load average %.1f after" % os.getloadavg()[0])
+    print("%-8s" % "clients" + "".join("%20s" % name for name, _ in results) +
+          "   weft f32 / peer (sent/s; CPU)")
+    for clients in (1, 4, 16):
+        cells, ratios = [], []
+        for _, rows in results:
+            r = rows.get(clients)
+            cells.append("%20s" % ("%.1f (%.2f)" % r if r else "-"))
+        f32 = results[0][1].get(clients)
+        for name, rows in results[2:]:
+            r = rows.get(clients)
+            if f32 and r:
+                ratios.append("%s %.2f; %.2f" % (name, f32[0] / r[0], r[1] / f32[1]))
+        print("%-8d" % clients + "".join(cells) + "   " + ", ".join(ratios))
+
+
+if __name__ == "__main__":
+    main()
