@@ -11,11 +11,6 @@ from . import _core
 
 _LEAF = ("*",)
 
-# Containers are built from lists, never from generator expressions: CPython
-# 3.11's tuple(<genexpr>) keeps a reference to an item it was handed when an
-# allocation fails (MemoryError), so its arrays would never be freed
-# (tests/python/test_python_nomemory.py).
-
 
 def _is_namedtuple(obj):
     return isinstance(obj, tuple) and hasattr(obj, "_fields")
@@ -34,15 +29,15 @@ def flatten(tree, constants=False, is_leaf=None):
             leaves.append(node)
             return _LEAF
         if _is_namedtuple(node):
-            return ("namedtuple", type(node), tuple([walk(x) for x in node]))
+            return ("namedtuple", type(node), tuple(walk(x) for x in node))
         if type(node) in (list, tuple):
-            return (type(node).__name__, tuple([walk(x) for x in node]))
+            return (type(node).__name__, tuple(walk(x) for x in node))
         if isinstance(node, (list, tuple)):
             # a subclass (class Vector(tuple)) is rebuilt as itself
-            return ("sequence", type(node), tuple([walk(x) for x in node]))
+            return ("sequence", type(node), tuple(walk(x) for x in node))
         if isinstance(node, dict):
             keys = tuple(node.keys())
-            children = tuple([walk(node[k]) for k in keys])
+            children = tuple(walk(node[k]) for k in keys)
             if type(node) is dict:
                 return ("dict", dict, keys, children)
             # a dict subclass (an nn.Module) is rebuilt as a shallow copy of
@@ -82,9 +77,9 @@ def unflatten(treedef, leaves):
         if kind == "list":
             return [build(x) for x in node[1]]
         if kind == "tuple":
-            return tuple([build(x) for x in node[1]])
+            return tuple(build(x) for x in node[1])
         if kind == "namedtuple":
-            return node[1](*[build(x) for x in node[2]])
+            return node[1](*(build(x) for x in node[2]))
         if kind == "sequence":
             return node[1]([build(x) for x in node[2]])
         if kind == "dict":
@@ -92,7 +87,7 @@ def unflatten(treedef, leaves):
             for k, child in zip(node[2], node[3]):
                 out[k] = build(child)
             return out
-        return (list if kind == "list" else tuple)([build(x) for x in node[1]])
+        return (list if kind == "list" else tuple)(build(x) for x in node[1])
 
     try:
         return build(treedef)
@@ -108,10 +103,10 @@ def key_of(treedef):
     if kind == "const":
         return ("const", treedef[1])
     if kind == "dict":
-        return ("dict", treedef[1], treedef[2], tuple([key_of(x) for x in treedef[3]]))
+        return ("dict", treedef[1], treedef[2], tuple(key_of(x) for x in treedef[3]))
     if kind in ("namedtuple", "sequence"):
-        return (kind, treedef[1], tuple([key_of(x) for x in treedef[2]]))
-    return (kind, tuple([key_of(x) for x in treedef[1]]))
+        return (kind, treedef[1], tuple(key_of(x) for x in treedef[2]))
+    return (kind, tuple(key_of(x) for x in treedef[1]))
 
 
 def replace_leaves(tree, new_leaves):
@@ -125,13 +120,13 @@ def replace_leaves(tree, new_leaves):
         if isinstance(node, _core.array):
             return next(it, node)
         if _is_namedtuple(node):
-            return type(node)(*[walk(x) for x in node])
+            return type(node)(*(walk(x) for x in node))
         if isinstance(node, list):
             for i, x in enumerate(node):
                 node[i] = walk(x)
             return node
         if isinstance(node, tuple):
-            return tuple([walk(x) for x in node])
+            return tuple(walk(x) for x in node)
         if isinstance(node, dict):
             for k in list(node.keys()):
                 node[k] = walk(node[k])
