@@ -295,6 +295,56 @@ static void test_params_bad_arguments(void)
     CHECK_EQ_INT(live_arrays(), live);
 }
 
+/* The file writers' and loaders' argument checks (the file is never made). */
+static void test_file_functions_bad_arguments(void)
+{
+    const int64_t live = live_arrays();
+    const char *missing = "/nonexistent-dir/never-there.bin";
+    expect_null(wf_nn_load_npz(missing), WF_ERR_IO, "wf_nn_load_npz");
+    wf_nn_gguf_meta *meta = (wf_nn_gguf_meta *)&meta;
+    expect_null(wf_nn_load_gguf(missing, &meta), WF_ERR_IO, "wf_nn_load_gguf");
+    CHECK(meta == NULL);
+    expect_status(wf_nn_save_npz(NULL, missing, false), WF_ERR_NULL_ARGUMENT, "params is NULL");
+    wf_nn_params *p = wf_nn_params_new();
+    wf_array *x = ramp(4);
+    wf_array *half = wf_astype(x, WF_DTYPE_BF16); /* NumPy has no bfloat16 */
+    CHECK_OK(wf_nn_params_add(p, "h", half));
+    expect_status(wf_nn_save_npz(p, missing, true), WF_ERR_DTYPE, "NumPy files have no");
+
+    arm(1);
+    wf_nn_gguf_meta *m = wf_nn_gguf_meta_new();
+    disarm_fired();
+    expect_null(m, WF_ERR_OUT_OF_MEMORY, "wf_nn_gguf_meta_new");
+    m = wf_nn_gguf_meta_new();
+    const int64_t two[2] = {2, 2};
+    wf_array *matrix = wf_ones(two, 2, WF_DTYPE_F32);
+    expect_status(wf_nn_gguf_meta_add_array(m, "k", matrix), WF_ERR_INVALID_ARGUMENT,
+                  "0-d or 1-d");
+    expect_status(wf_nn_gguf_meta_add_array(m, "h", half), WF_ERR_INVALID_ARGUMENT, "'h'");
+    const char *strings[2] = {"a", NULL};
+    expect_status(wf_nn_gguf_meta_add_strings(m, "s", NULL, 1, true), WF_ERR_INVALID_ARGUMENT,
+                  "one string, or a list");
+    expect_status(wf_nn_gguf_meta_add_strings(m, "s", strings, 2, false),
+                  WF_ERR_INVALID_ARGUMENT, "one string, or a list");
+    expect_status(wf_nn_gguf_meta_add_strings(m, "s", strings, 2, true), WF_ERR_NULL_ARGUMENT,
+                  "string 1 is NULL");
+    CHECK_OK(wf_nn_gguf_meta_add_strings(m, "s", strings, 1, false));
+    expect_status(wf_nn_gguf_meta_add_strings(m, "s", strings, 1, true),
+                  WF_ERR_INVALID_ARGUMENT, "duplicate key 's'");
+    arm(2); /* the key's copy works, the string list does not */
+    wf_status st = wf_nn_gguf_meta_add_strings(m, "t", strings, 1, true);
+    disarm_fired();
+    expect_status(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_gguf_meta_add_strings");
+    CHECK_EQ_SIZE(wf_nn_gguf_meta_count(m), 1); /* only "s" */
+    CHECK(strcmp(wf_nn_gguf_meta_key(m, 0), "s") == 0);
+    wf_nn_gguf_meta_release(m);
+    wf_release(matrix);
+    wf_nn_params_release(p);
+    wf_release(half);
+    wf_release(x);
+    CHECK_EQ_INT(live_arrays(), live);
+}
+
 int main(void)
 {
     RUN_TEST(test_from_external_out_of_memory);
@@ -307,5 +357,6 @@ int main(void)
     RUN_TEST(test_vmap_too_many_axes_and_out_of_memory);
     RUN_TEST(test_nn_layers_out_of_memory);
     RUN_TEST(test_params_bad_arguments);
+    RUN_TEST(test_file_functions_bad_arguments);
     return TEST_SUMMARY();
 }
