@@ -5,13 +5,22 @@ api: pseudo-random byte strings (each two bytes are one decision of
 tests/unit/test_fuzz_api.c, so any bytes are a program); fixed seeds keep the
 files reproducible. safetensors: valid files of every dtype weft reads, an
 empty one, one with __metadata__, and a few broken on purpose (offsets past
-the end, a header length past the file, bad JSON). Inputs that once failed
-are kept beside them under names of their own (crash-*), not written here.
+the end, a header length past the file, bad JSON). npy / npz: files NumPy
+writes (every dtype weft reads, big-endian, Fortran order, version 2.0, 0-d,
+empty, stored and deflated archives) and a few broken ones. gguf: files the
+`gguf` package (llama.cpp's writer) writes: every metadata value type, F32 /
+F16 / Q8_0 / Q4_0 / Q4_1 tensors, a custom alignment, version 2, broken
+ones. npy, npz and gguf need NumPy and gguf (build/py-venv has both); only
+the files they write are in the repository. Inputs that once failed are
+kept beside them under names of their own (crash-*), not written here.
 """
+import io
 import json
 import os
 import random
 import struct
+import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -64,6 +73,116 @@ def safetensors_seeds():
     write("safetensors", "seed-offsets-past-end", struct.pack("<Q", len(bad)) + bad + f32)
 
 
+def npy_bytes(array, version=None):
+    import numpy as np
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, array, version=version, allow_pickle=False)
+    return buf.getvalue()
+
+
+def npy_seeds():
+    import numpy as np
+    rng = np.random.default_rng(0)
+    f32 = rng.standard_normal((2, 3)).astype(np.float32)
+    write("npy", "seed-f32", npy_bytes(f32))
+    write("npy", "seed-i32-big-endian", npy_bytes(np.arange(6, dtype=">i4").reshape(3, 2)))
+    write("npy", "seed-f64-fortran", npy_bytes(np.asfortranarray(rng.standard_normal((3, 2)))))
+    write("npy", "seed-f16-scalar", npy_bytes(np.array(1.5, dtype=np.float16)))
+    write("npy", "seed-bool", npy_bytes(np.array([True, False, True])))
+    write("npy", "seed-c64-big-endian", npy_bytes(np.array([1 + 2j, -3j], dtype=">c8")))
+    write("npy", "seed-u16-4d", npy_bytes(np.arange(16, dtype=np.uint16).reshape(2, 2, 2, 2)))
+    write("npy", "seed-i8-empty", npy_bytes(np.zeros((0, 3), dtype=np.int8)))
+    write("npy", "seed-u64-version2", npy_bytes(np.arange(4, dtype=np.uint64), version=(2, 0)))
+    good = npy_bytes(f32)
+    write("npy", "seed-truncated", good[:-5])
+    write("npy", "seed-bad-descr", good.replace(b"<f4", b"<x4"))
+
+
+def npz_bytes(compressed, **arrays):
+    import numpy as np
+    buf = io.BytesIO()
+    (np.savez_compressed if compressed else np.savez)(buf, **arrays)
+    return buf.getvalue()
+
+
+def npz_seeds():
+    import numpy as np
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.array([1, -2], dtype=">i2")
+    write("npz", "seed-stored", npz_bytes(False, a=a, b=b))
+    write("npz", "seed-deflated", npz_bytes(True, a=a, b=np.asfortranarray(a.T)))
+    write("npz", "seed-empty", npz_bytes(False))
+    write("npz", "seed-scalar-deflated", npz_bytes(True, s=np.array(2.5)))
+    good = npz_bytes(False, a=a)
+    write("npz", "seed-truncated", good[:-30])
+    write("npz", "seed-bad-crc", good.replace(b"\x93NUMPY", b"\x93NUMPZ"))
+
+
+def gguf_bytes(build, alignment=None):
+    import gguf
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "seed.gguf")
+        w = gguf.GGUFWriter(path, "llama")
+        if alignment:
+            w.add_custom_alignment(alignment)
+        build(w, gguf)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        with open(path, "rb") as f:
+            return f.read()
+
+
+def gguf_seeds():
+    import numpy as np
+    rng = np.random.default_rng(1)
+    f32 = rng.standard_normal((2, 32)).astype(np.float32)
+
+    def every_value_type(w, g):
+        w.add_uint8("u8", 200)
+        w.add_int8("i8", -3)
+        w.add_uint16("u16", 60000)
+        w.add_int16("i16", -300)
+        w.add_uint32("u32", 7)
+        w.add_int32("i32", -7)
+        w.add_float32("f32", 0.5)
+        w.add_bool("flag", True)
+        w.add_uint64("u64", 1 << 40)
+        w.add_int64("i64", -(1 << 40))
+        w.add_float64("f64", 2.25)
+        w.add_string("general.name", "seed")
+        w.add_array("tokens", ["<s>", "a", ""])
+        w.add_array("scores", [0.5, 1.5])
+        w.add_tensor("f32.weight", f32)
+
+    def tensors(w, g):
+        w.add_tensor("f32.weight", f32)
+        w.add_tensor("f16.weight", f32[:1].astype(np.float16))
+        w.add_tensor("i32", np.arange(3, dtype=np.int32))
+        for qtype in (g.GGMLQuantizationType.Q8_0, g.GGMLQuantizationType.Q4_0,
+                      g.GGMLQuantizationType.Q4_1):
+            q = g.quants.quantize(f32[:1], qtype)
+            w.add_tensor(qtype.name.lower() + ".weight", q, raw_shape=q.shape, raw_dtype=qtype)
+
+    def no_tensors(w, g):
+        w.add_uint32("llama.block_count", 1)
+
+    write("gguf", "seed-every-value-type", gguf_bytes(every_value_type))
+    good = gguf_bytes(tensors)
+    write("gguf", "seed-tensors", good)
+    write("gguf", "seed-alignment-64", gguf_bytes(tensors, alignment=64))
+    write("gguf", "seed-no-tensors", gguf_bytes(no_tensors))
+    write("gguf", "seed-version-2", good[:4] + struct.pack("<I", 2) + good[8:])
+    write("gguf", "seed-truncated", good[: len(good) // 2])
+
+
 if __name__ == "__main__":
     api_seeds()
     safetensors_seeds()
+    try:
+        npy_seeds()
+        npz_seeds()
+        gguf_seeds()
+    except ImportError as e:
+        sys.exit("make_seeds.py: npy, npz and gguf seeds need NumPy and gguf (%s)" % e)

@@ -83,7 +83,12 @@ class _Compiled:
 
     def _entry_for(self, treedef, n_args, n_state):
         key = (key_of(treedef), n_state)
-        with self._lock:
+        # acquire/release, not `with`: CPython calls a lock's __exit__ with an
+        # argument tuple, and when that allocation fails (MemoryError) the lock
+        # stays held and every later call waits forever
+        # (tests/python/test_python_nomemory.py); release() allocates nothing.
+        self._lock.acquire()
+        try:
             entry = self._entries.get(key)
             if entry is not None:
                 return entry
@@ -113,6 +118,8 @@ class _Compiled:
             entry = _Entry(_core._compile(_core.Function(body), self._shapeless), learned)
             self._entries[key] = entry
             return entry
+        finally:
+            self._lock.release()
 
     def __call__(self, *args, **kwargs):
         leaves, treedef = flatten((args, kwargs), constants=True)
@@ -128,8 +135,11 @@ class _Compiled:
     def _stats(self):
         """The weft compile counters of this function, summed over its entries."""
         total = {}
-        with self._lock:
+        self._lock.acquire()
+        try:
             entries = list(self._entries.values())
+        finally:
+            self._lock.release()
         for entry in entries:
             for k, v in _core._compile_stats(entry.function).items():
                 total[k] = total.get(k, 0) + v

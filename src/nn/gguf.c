@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/loaders.h"
 #include "nn/mapped.h"
 #include "weft.h"
 #include "weft_nn.h"
@@ -415,13 +416,11 @@ static bool side_name(const char *name, const char *suffix, char *out, size_t ca
 }
 
 /* Codes / scales / biases of a Q4_0, Q4_1 or Q8_0 tensor, added to params. */
-static wf_status add_quantized(wf_nn_params *params, const tensor_info *t, const uint8_t *data)
+static wf_status add_quantized(wf_nn_params *params, const tensor_info *t, const uint8_t *data,
+                               size_t count)
 {
     const char *op = "wf_nn_load_gguf";
-    int64_t count = 1;
-    for (int d = 0; d < t->ndim; d++)
-        count *= t->shape[d];
-    const int64_t blocks = count / 32;
+    const int64_t blocks = (int64_t)(count / 32);
     const bool eight = t->type == GT_Q8_0;
     const size_t block = t->type == GT_Q4_0 ? 18 : t->type == GT_Q4_1 ? 20 : 34;
     uint8_t *codes = wf__malloc((size_t)(blocks * (eight ? 32 : 16)) + 1);
@@ -456,7 +455,7 @@ static wf_status add_quantized(wf_nn_params *params, const tensor_info *t, const
     int64_t cshape[WF_MAX_NDIM], sshape[WF_MAX_NDIM];
     for (int d = 0; d < t->ndim; d++)
         cshape[d] = sshape[d] = t->shape[d];
-    cshape[t->ndim - 1] = t->shape[t->ndim - 1] * (eight ? 8 : 4) / 32;
+    cshape[t->ndim - 1] = t->shape[t->ndim - 1] / 32 * (eight ? 8 : 4); /* rows of 32 */
     sshape[t->ndim - 1] = t->shape[t->ndim - 1] / 32;
     char sname[GGUF_MAX_NAME + 16], bname[GGUF_MAX_NAME + 16];
     wf_array *arrays[3] = {NULL, NULL, NULL};
@@ -501,12 +500,15 @@ static void read_metadata(cursor *c, uint64_t count, wf_nn_gguf_meta *meta, uint
         read_value(c, gv, e);
         if (!c->why && strcmp(e->key, "general.alignment") == 0) {
             const void *v = NULL;
+            uint32_t value = 0;
             if (gv != GV_U32 || wf_array_data(e->array, &v) != WF_OK)
                 c->why = "general.alignment is not a uint32";
             else
-                *alignment = *(const uint32_t *)v;
-            if (!c->why && (*alignment == 0 || (*alignment & (*alignment - 1)) != 0))
+                value = *(const uint32_t *)v;
+            if (!c->why && (value == 0 || (value & (value - 1)) != 0))
                 c->why = "general.alignment is not a power of two";
+            else if (!c->why)
+                *alignment = value; /* only a valid one: the caller divides by it */
         }
     }
 }
@@ -536,11 +538,11 @@ static void read_tensor_info(cursor *c, tensor_info *t)
 
 /* One tensor's array(s) added to params: dense types over the mapping,
  * quantized ones converted. */
-static wf_status add_tensor(wf_nn_mapping *m, const tensor_info *t, const uint8_t *p, size_t bytes,
-                            wf_nn_params *params)
+static wf_status add_tensor(wf_nn_mapping *m, const tensor_info *t, const uint8_t *p, size_t count,
+                            size_t bytes, wf_nn_params *params)
 {
     if (t->type == GT_Q4_0 || t->type == GT_Q4_1 || t->type == GT_Q8_0)
-        return add_quantized(params, t, p);
+        return add_quantized(params, t, p, count);
     wf_dtype dtype = WF_DTYPE_F32;
     for (size_t k = 0; k < sizeof tensor_dtypes / sizeof tensor_dtypes[0]; k++)
         if (tensor_dtypes[k].gt == t->type)
@@ -572,20 +574,18 @@ static wf_status add_tensors(cursor *c, wf_nn_mapping *m, size_t data_start, uin
             c->why = "tensor data outside the file";
             break;
         }
-        const wf_status st = add_tensor(m, t, m->data + data_start + t->offset, bytes, params);
+        const wf_status st = add_tensor(m, t, m->data + data_start + t->offset, count, bytes,
+                                          params);
         if (st != WF_OK)
             return st;
     }
     return WF_OK;
 }
 
-wf_nn_params *wf_nn_load_gguf(const char *path, wf_nn_gguf_meta **metadata)
+wf_nn_params *wf__nn_gguf_parse(wf_nn_mapping *m, const char *path, wf_nn_gguf_meta **metadata)
 {
     if (metadata)
         *metadata = NULL;
-    wf_nn_mapping *m = wf__nn_map("wf_nn_load_gguf", path);
-    if (!m)
-        return NULL;
     cursor c = {m->data, m->size, NULL};
     const uint8_t *magic;
     if (!take(&c, 4, &magic) || memcmp(magic, "GGUF", 4) != 0)
@@ -615,7 +615,6 @@ wf_nn_params *wf_nn_load_gguf(const char *path, wf_nn_gguf_meta **metadata)
     if (params)
         st = add_tensors(&c, m, data_start, alignment, infos, ntensors, params);
     infos_free(infos, ntensors);
-    wf__nn_mapping_release(m);
     if (c.why)
         wf_set_error(WF_ERR_IO, "wf_nn_load_gguf: '%s': %s", path, c.why);
     if (c.why || st != WF_OK) {
@@ -627,6 +626,18 @@ wf_nn_params *wf_nn_load_gguf(const char *path, wf_nn_gguf_meta **metadata)
         *metadata = meta;
     else
         wf_nn_gguf_meta_release(meta);
+    return params;
+}
+
+wf_nn_params *wf_nn_load_gguf(const char *path, wf_nn_gguf_meta **metadata)
+{
+    if (metadata)
+        *metadata = NULL;
+    wf_nn_mapping *m = wf__nn_map("wf_nn_load_gguf", path);
+    if (!m)
+        return NULL;
+    wf_nn_params *params = wf__nn_gguf_parse(m, path, metadata);
+    wf__nn_mapping_release(m);
     return params;
 }
 

@@ -42,6 +42,20 @@ wf_nn_mapping *wf__nn_map(const char *op, const char *path)
     }
     m->data = p;
     m->size = (size_t)st.st_size;
+    m->mapped = p != NULL;
+    atomic_init(refs_of(m), 1);
+    return m;
+}
+
+wf_nn_mapping *wf__nn_mapping_borrow(const uint8_t *data, size_t size)
+{
+    wf_nn_mapping *m = wf__calloc(1, sizeof *m);
+    if (!m) {
+        wf_set_error(WF_ERR_OUT_OF_MEMORY, "load: out of memory");
+        return NULL;
+    }
+    m->data = size ? data : NULL;
+    m->size = size;
     atomic_init(refs_of(m), 1);
     return m;
 }
@@ -50,7 +64,7 @@ void wf__nn_mapping_release(wf_nn_mapping *m)
 {
     if (!m || atomic_fetch_sub(refs_of(m), 1) != 1)
         return;
-    if (m->data)
+    if (m->mapped)
         munmap((void *)m->data, m->size);
     free(m);
 }

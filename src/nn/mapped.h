@@ -7,6 +7,7 @@
 #ifndef WEFT_NN_MAPPED_H
 #define WEFT_NN_MAPPED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,12 +16,18 @@
 typedef struct wf_nn_mapping {
     const uint8_t *data; /* NULL for an empty file */
     size_t size;
-    int refs; /* atomic, see mapped.c */
+    int refs;    /* atomic, see mapped.c */
+    bool mapped; /* data is an mmap of a file (unmapped at the last release) */
 } wf_nn_mapping;
 
 /* Maps `path` read-only (one reference). NULL + WF_ERR_IO naming `op`. */
 wf_nn_mapping *wf__nn_map(const char *op, const char *path);
 void wf__nn_mapping_release(wf_nn_mapping *m);
+
+/* A mapping over `size` bytes the caller owns and keeps alive while any
+ * array made over it lives (the fuzz targets and tests parse memory with
+ * it). NULL + WF_ERR_OUT_OF_MEMORY. */
+wf_nn_mapping *wf__nn_mapping_borrow(const uint8_t *data, size_t size);
 
 /* A row-major array of the `bytes` at p (inside m): over the mapping when p
  * is aligned for dtype (and dtype is not bool), else a copy. NULL + error. */

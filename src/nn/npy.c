@@ -21,6 +21,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "nn/loaders.h"
 #include "nn/mapped.h"
 #include "weft.h"
 #include "weft_nn.h"
@@ -218,18 +219,23 @@ static wf_array *npy_array(wf_nn_mapping *m, const uint8_t *data, const npy_head
     return t;
 }
 
+wf_array *wf__nn_npy_parse(wf_nn_mapping *m, const char *path)
+{
+    npy_header h;
+    const char *why;
+    if (!parse_npy(m->data, m->size, &h, &why)) {
+        wf_set_error(WF_ERR_IO, "wf_nn_load_npy: '%s': %s", path, why);
+        return NULL;
+    }
+    return npy_array(m, m->data, &h);
+}
+
 wf_array *wf_nn_load_npy(const char *path)
 {
     wf_nn_mapping *m = wf__nn_map("wf_nn_load_npy", path);
     if (!m)
         return NULL;
-    npy_header h;
-    const char *why;
-    wf_array *a = NULL;
-    if (!parse_npy(m->data, m->size, &h, &why))
-        wf_set_error(WF_ERR_IO, "wf_nn_load_npy: '%s': %s", path, why);
-    else
-        a = npy_array(m, m->data, &h);
+    wf_array *a = wf__nn_npy_parse(m, path);
     wf__nn_mapping_release(m);
     return a;
 }
@@ -470,12 +476,9 @@ static const uint8_t *member_data(const uint8_t *d, size_t size, const zip_membe
     return buf;
 }
 
-wf_nn_params *wf_nn_load_npz(const char *path)
+wf_nn_params *wf__nn_npz_parse(wf_nn_mapping *m, const char *path)
 {
     const char *op = "wf_nn_load_npz";
-    wf_nn_mapping *m = wf__nn_map(op, path);
-    if (!m)
-        return NULL;
     zip_member *members = NULL;
     size_t count = 0;
     const char *why = NULL;
@@ -515,6 +518,15 @@ wf_nn_params *wf_nn_load_npz(const char *path)
     if (!params && !members)
         wf_set_error(WF_ERR_IO, "%s: '%s': %s", op, path, why ? why : "unreadable");
     free(members);
+    return params;
+}
+
+wf_nn_params *wf_nn_load_npz(const char *path)
+{
+    wf_nn_mapping *m = wf__nn_map("wf_nn_load_npz", path);
+    if (!m)
+        return NULL;
+    wf_nn_params *params = wf__nn_npz_parse(m, path);
     wf__nn_mapping_release(m);
     return params;
 }

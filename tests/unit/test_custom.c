@@ -218,6 +218,35 @@ static void test_bad_custom_input(void)
     wf_release(x);
 }
 
+static void free_payload_slowly(void *payload)
+{
+    usleep(200 * 1000);
+    free_payload(payload);
+}
+
+/* The fuzz_api finding (docs/FAULTS.md): a custom node freed by a stream
+ * task keeps living until the worker has run its destructor, which may be
+ * after wf_stream_synchronize returned; a leak check must let it settle.
+ * The destructor here takes 200 ms, so an immediate count would see it. */
+static void test_deferred_destructor_settles_after_synchronize(void)
+{
+    const int64_t live = live_arrays();
+    const int freed = atomic_load(&payloads_freed);
+    int64_t n = 4;
+    wf_array *x = wf_ones(&n, 1, WF_DTYPE_F32);
+    wf_array *ins[2] = {x, x};
+    wf_array *c = wf_custom("slow_free", scaled_add, new_scale(2), free_payload_slowly, ins, 2,
+                            &n, 1, WF_DTYPE_F32);
+    wf_array *d = wf_exp(c);
+    wf_release(c); /* d's task drops c's last reference: its destructor is deferred */
+    CHECK_OK(wf_async_eval(&d, 1));
+    wf_release(d);
+    wf_release(x);
+    settle_default_stream();
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+    CHECK_EQ_INT(atomic_load(&payloads_freed), freed + 1);
+}
+
 int main(void)
 {
     int64_t live = live_arrays();
@@ -226,6 +255,7 @@ int main(void)
     RUN_TEST(test_failing_kernel_keeps_its_message);
     RUN_TEST(test_evaluating_inside_a_kernel_is_misuse);
     RUN_TEST(test_bad_custom_input);
+    RUN_TEST(test_deferred_destructor_settles_after_synchronize);
     if (live_arrays() != live)
         printf("leaked %lld arrays\n", (long long)(live_arrays() - live));
     return TEST_SUMMARY() || live_arrays() != live;

@@ -1,0 +1,362 @@
+/*
+ * Error returns of public functions that no other test reached (the list
+ * `make coverage` prints, docs/FAULTS.md): bad arguments, and allocation
+ * failures injected with wf__fault_arm (src/util/fault.h). Each call must
+ * return NULL / an error status with the right code and a message naming
+ * the function, leave nothing behind (live arrays back at their baseline),
+ * and weft must work afterwards.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "settle.h"
+#include "util/fault.h"
+#include "weft.h"
+#include "weft_nn.h"
+
+/* The failed call's status and message: NULL result, `want`, `needle`. */
+static void expect_null(const void *p, wf_status want, const char *needle)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", wf_last_error_message());
+    CHECK(p == NULL);
+    CHECK_STATUS(wf_last_error(), want);
+    CHECK_STR_CONTAINS(msg, needle);
+    wf_clear_error();
+}
+
+static void expect_status(wf_status got, wf_status want, const char *needle)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", wf_last_error_message());
+    CHECK_STATUS(got, want);
+    CHECK_STR_CONTAINS(msg, needle);
+    wf_clear_error();
+}
+
+/* Arms the nth fallible operation from now to fail. */
+static void arm(int64_t nth) { wf__fault_arm(nth); }
+
+/* Disarms; the armed failure must have been injected. */
+static void disarm_fired(void)
+{
+    CHECK(wf__fault_fired());
+    wf__fault_arm(0);
+}
+
+static void run_on_fresh_thread(void *(*fn)(void *))
+{
+    pthread_t t;
+    CHECK_EQ_INT(pthread_create(&t, NULL, fn, NULL), 0);
+    pthread_join(t, NULL);
+}
+
+static wf_array *ramp(int64_t n)
+{
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)i * 0.25f - 1.0f;
+    wf_array *a = wf_array_from_data(v, &n, 1, WF_DTYPE_F32);
+    free(v);
+    return a;
+}
+
+/* ------------------------------------------------------------ arrays */
+
+static atomic_int external_deleted;
+static void count_delete(void *data, void *ctx)
+{
+    (void)data;
+    (void)ctx;
+    atomic_fetch_add(&external_deleted, 1);
+}
+
+static void test_from_external_out_of_memory(void)
+{
+    const int64_t live = live_arrays();
+    float data[4] = {1, 2, 3, 4};
+    const int64_t n = 4;
+    const int deleted = atomic_load(&external_deleted);
+    for (int nth = 1; nth <= 2; nth++) { /* the buffer, then the node */
+        arm(nth);
+        wf_array *a = wf_array_from_external(data, &n, 1, WF_DTYPE_F32, NULL, count_delete, NULL);
+        disarm_fired();
+        expect_null(a, WF_ERR_OUT_OF_MEMORY, "");
+        CHECK_EQ_INT(atomic_load(&external_deleted), deleted); /* not called on failure */
+    }
+    wf_array *a = wf_array_from_external(data, &n, 1, WF_DTYPE_F32, NULL, count_delete, NULL);
+    double v = 0;
+    wf_array *s = wf_sum(a, NULL, 0, false);
+    CHECK_OK(wf_array_item(s, &v));
+    CHECK_NEAR(v, 10.0, 0);
+    wf_release(s);
+    wf_release(a);
+    CHECK_EQ_INT(atomic_load(&external_deleted), deleted + 1);
+    CHECK_EQ_INT(live_arrays(), live);
+}
+
+static void test_retain_null(void)
+{
+    expect_null(wf_retain(NULL), WF_ERR_NULL_ARGUMENT, "wf_retain");
+    expect_null(wf_retain_unscoped(NULL), WF_ERR_NULL_ARGUMENT, "wf_retain_unscoped");
+}
+
+static void test_slot_new_out_of_memory(void)
+{
+    const int64_t live = live_arrays();
+    wf_array *x = ramp(3);
+    arm(1);
+    wf_slot *s = wf_slot_new(x);
+    disarm_fired();
+    expect_null(s, WF_ERR_OUT_OF_MEMORY, "wf_slot");
+    s = wf_slot_new(x);
+    CHECK_NOT_NULL(s);
+    wf_slot_release(s);
+    wf_release(x);
+    CHECK_EQ_INT(live_arrays(), live);
+}
+
+/* wf_keep into an outer scope whose table cannot grow: the array stays in
+ * the inner scope, which frees it. */
+static void test_keep_out_of_memory(void)
+{
+    const int64_t live = live_arrays();
+    CHECK_OK(wf_scope_begin());
+    CHECK_OK(wf_scope_begin());
+    wf_array *x = ramp(5);
+    arm(1);
+    wf_array *kept = wf_keep(x);
+    disarm_fired();
+    expect_null(kept, WF_ERR_OUT_OF_MEMORY, "");
+    CHECK_OK(wf_scope_end());
+    CHECK_EQ_INT(live_arrays(), live); /* freed with the inner scope */
+    CHECK_OK(wf_scope_end());
+}
+
+/* ------------------------------------------------------------ streams */
+
+static void *push_fails(void *arg)
+{
+    (void)arg;
+    wf_stream *s = wf_stream_new();
+    for (int nth = 1; nth <= 2; nth++) { /* the thread's stack, then its items */
+        arm(nth);
+        wf_status st = wf_stream_push(s);
+        disarm_fired();
+        expect_status(st, WF_ERR_OUT_OF_MEMORY, "wf_stream_push");
+    }
+    CHECK_OK(wf_stream_push(s));
+    wf_stream *cur = wf_current_stream();
+    CHECK(cur == s);
+    wf_stream_release(cur);
+    CHECK_OK(wf_stream_pop());
+    wf_stream_release(s);
+    return NULL;
+}
+
+static void test_stream_push_out_of_memory(void) { run_on_fresh_thread(push_fails); }
+
+/* ------------------------------------------------------------ transforms */
+
+static wf_status square_body(void *payload, wf_array *const *in, size_t nin, wf_array **out,
+                             size_t *nout)
+{
+    (void)payload;
+    (void)nin;
+    out[0] = wf_multiply(in[0], in[0]);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static void test_compile_bad_state_and_out_of_memory(void)
+{
+    const int64_t live = live_arrays();
+    wf_fn *f = wf_fn_new(square_body, NULL, NULL);
+    wf_compile_options o = wf_compile_options_default();
+    o.nstate = 1;
+    expect_null(wf_compile(f, &o), WF_ERR_NULL_ARGUMENT, "options->state");
+    wf_slot *none = NULL;
+    o.state = &none;
+    expect_null(wf_compile(f, &o), WF_ERR_NULL_ARGUMENT, "state slot 0");
+    wf_array *zero = wf_scalar(0, WF_DTYPE_F32);
+    wf_slot *slot = wf_slot_new(zero);
+    wf_release(zero);
+    o.state = &slot;
+    for (int nth = 1; nth <= 2; nth++) { /* the function, then its state list */
+        arm(nth);
+        wf_fn *c = wf_compile(f, &o);
+        disarm_fired();
+        expect_null(c, WF_ERR_OUT_OF_MEMORY, "wf_compile");
+    }
+    wf_slot_release(slot);
+    wf_fn *c = wf_compile(f, NULL);
+    wf_array *x = ramp(4);
+    wf_array *y = NULL;
+    size_t n = 1;
+    CHECK_OK(wf_fn_call(c, &x, 1, &y, &n));
+    double v = 0;
+    wf_array *s = wf_sum(y, NULL, 0, false);
+    CHECK_OK(wf_array_item(s, &v));
+    CHECK_NEAR(v, 1.0 + 0.5625 + 0.25 + 0.0625, 1e-6); /* (-1)^2 + (-0.75)^2 + ... */
+    wf_release(s);
+    wf_release(y);
+    wf_release(x);
+    wf_fn_release(c);
+    wf_fn_release(f);
+    CHECK_EQ_INT(live_arrays(), live);
+}
+
+static void test_vjp_too_many_cotangents(void)
+{
+    wf_fn *f = wf_fn_new(square_body, NULL, NULL);
+    wf_array *x = ramp(2);
+    wf_array *cot[1] = {x};
+    wf_array *out[1], *grad[1];
+    expect_status(wf_vjp(f, &x, 1, cot, (size_t)WF_FN_MAX_OUTPUTS + 1, out, grad),
+                  WF_ERR_INVALID_ARGUMENT, "cotangents");
+    wf_release(x);
+    wf_fn_release(f);
+}
+
+static void test_vmap_too_many_axes_and_out_of_memory(void)
+{
+    wf_fn *f = wf_fn_new(square_body, NULL, NULL);
+    const int axes[1] = {0};
+    expect_null(wf_vmap(f, axes, ((size_t)1 << 20) + 1, axes, 1), WF_ERR_INVALID_ARGUMENT,
+                "too many");
+    arm(1);
+    wf_fn *v = wf_vmap(f, axes, 1, axes, 1);
+    disarm_fired();
+    expect_null(v, WF_ERR_OUT_OF_MEMORY, "wf_vmap");
+    v = wf_vmap(f, axes, 1, axes, 1);
+    CHECK_NOT_NULL(v);
+    wf_fn_release(v);
+    wf_fn_release(f);
+}
+
+/* ------------------------------------------------------------ nn */
+
+/* Each nn layer opens a scope first; on a thread without one yet, that
+ * scope's stack is the first allocation. */
+static void *nn_layers_fail(void *arg)
+{
+    (void)arg;
+    const int64_t xs[3] = {1, 2, 4}, ws[2] = {4, 12}, wos[2] = {4, 4}, w1s[2] = {4, 4};
+    const int64_t ls[2] = {2, 3}, ts[1] = {2};
+    wf_array *x = wf_ones(xs, 3, WF_DTYPE_F32), *wqkv = wf_ones(ws, 2, WF_DTYPE_F32);
+    wf_array *wo = wf_ones(wos, 2, WF_DTYPE_F32), *w1 = wf_ones(w1s, 2, WF_DTYPE_F32);
+    wf_array *logits = wf_ones(ls, 2, WF_DTYPE_F32), *targets = wf_zeros(ts, 1, WF_DTYPE_I32);
+    arm(1);
+    wf_array *att = wf_nn_causal_self_attention(x, wqkv, wo, 2);
+    disarm_fired();
+    expect_null(att, WF_ERR_OUT_OF_MEMORY, "wf_scope_begin");
+    arm(1);
+    wf_array *mlp = wf_nn_mlp(x, w1, NULL, w1, NULL);
+    disarm_fired();
+    expect_null(mlp, WF_ERR_OUT_OF_MEMORY, "wf_scope_begin");
+    arm(1);
+    wf_array *ce = wf_nn_cross_entropy(logits, targets, NULL);
+    disarm_fired();
+    expect_null(ce, WF_ERR_OUT_OF_MEMORY, "wf_scope_begin");
+    /* and then they work: cross entropy of equal logits is log(classes) */
+    ce = wf_nn_cross_entropy(logits, targets, NULL);
+    double v = 0;
+    CHECK_OK(wf_array_item(ce, &v));
+    CHECK_NEAR(v, 1.0986122886681098, 1e-6);
+    wf_release(ce);
+    wf_release(x), wf_release(wqkv), wf_release(wo), wf_release(w1);
+    wf_release(logits), wf_release(targets);
+    return NULL;
+}
+
+static void test_nn_layers_out_of_memory(void)
+{
+    const int64_t live = live_arrays();
+    run_on_fresh_thread(nn_layers_fail);
+    CHECK_EQ_INT(live_arrays(), live);
+}
+
+static void test_params_bad_arguments(void)
+{
+    const int64_t live = live_arrays();
+    wf_nn_params *p = wf_nn_params_new();
+    wf_array *x = ramp(3);
+    CHECK_OK(wf_nn_params_add(p, "w", x));
+    CHECK_EQ_INT(wf_nn_params_find(NULL, "w"), -1);
+    CHECK_EQ_INT(wf_nn_params_find(p, NULL), -1);
+    CHECK_EQ_INT(wf_nn_params_find(p, "w"), 0);
+    expect_status(wf_nn_params_set(p, 1, x), WF_ERR_INVALID_ARGUMENT, "out of range");
+    expect_status(wf_nn_params_set(p, 0, NULL), WF_ERR_NULL_ARGUMENT, "value is NULL");
+    wf_nn_params_release(p);
+    wf_release(x);
+    CHECK_EQ_INT(live_arrays(), live);
+}
+
+/* The file writers' and loaders' argument checks (the file is never made). */
+static void test_file_functions_bad_arguments(void)
+{
+    const int64_t live = live_arrays();
+    const char *missing = "/nonexistent-dir/never-there.bin";
+    expect_null(wf_nn_load_npz(missing), WF_ERR_IO, "wf_nn_load_npz");
+    wf_nn_gguf_meta *meta = (wf_nn_gguf_meta *)&meta;
+    expect_null(wf_nn_load_gguf(missing, &meta), WF_ERR_IO, "wf_nn_load_gguf");
+    CHECK(meta == NULL);
+    expect_status(wf_nn_save_npz(NULL, missing, false), WF_ERR_NULL_ARGUMENT, "params is NULL");
+    wf_nn_params *p = wf_nn_params_new();
+    wf_array *x = ramp(4);
+    wf_array *half = wf_astype(x, WF_DTYPE_BF16); /* NumPy has no bfloat16 */
+    CHECK_OK(wf_nn_params_add(p, "h", half));
+    expect_status(wf_nn_save_npz(p, missing, true), WF_ERR_DTYPE, "NumPy files have no");
+
+    arm(1);
+    wf_nn_gguf_meta *m = wf_nn_gguf_meta_new();
+    disarm_fired();
+    expect_null(m, WF_ERR_OUT_OF_MEMORY, "wf_nn_gguf_meta_new");
+    m = wf_nn_gguf_meta_new();
+    const int64_t two[2] = {2, 2};
+    wf_array *matrix = wf_ones(two, 2, WF_DTYPE_F32);
+    expect_status(wf_nn_gguf_meta_add_array(m, "k", matrix), WF_ERR_INVALID_ARGUMENT,
+                  "0-d or 1-d");
+    expect_status(wf_nn_gguf_meta_add_array(m, "h", half), WF_ERR_INVALID_ARGUMENT, "'h'");
+    const char *strings[2] = {"a", NULL};
+    expect_status(wf_nn_gguf_meta_add_strings(m, "s", NULL, 1, true), WF_ERR_INVALID_ARGUMENT,
+                  "one string, or a list");
+    expect_status(wf_nn_gguf_meta_add_strings(m, "s", strings, 2, false),
+                  WF_ERR_INVALID_ARGUMENT, "one string, or a list");
+    expect_status(wf_nn_gguf_meta_add_strings(m, "s", strings, 2, true), WF_ERR_NULL_ARGUMENT,
+                  "string 1 is NULL");
+    CHECK_OK(wf_nn_gguf_meta_add_strings(m, "s", strings, 1, false));
+    expect_status(wf_nn_gguf_meta_add_strings(m, "s", strings, 1, true),
+                  WF_ERR_INVALID_ARGUMENT, "duplicate key 's'");
+    arm(2); /* the key's copy works, the string list does not */
+    wf_status st = wf_nn_gguf_meta_add_strings(m, "t", strings, 1, true);
+    disarm_fired();
+    expect_status(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_gguf_meta_add_strings");
+    CHECK_EQ_SIZE(wf_nn_gguf_meta_count(m), 1); /* only "s" */
+    CHECK(strcmp(wf_nn_gguf_meta_key(m, 0), "s") == 0);
+    wf_nn_gguf_meta_release(m);
+    wf_release(matrix);
+    wf_nn_params_release(p);
+    wf_release(half);
+    wf_release(x);
+    CHECK_EQ_INT(live_arrays(), live);
+}
+
+int main(void)
+{
+    RUN_TEST(test_from_external_out_of_memory);
+    RUN_TEST(test_retain_null);
+    RUN_TEST(test_slot_new_out_of_memory);
+    RUN_TEST(test_keep_out_of_memory);
+    RUN_TEST(test_stream_push_out_of_memory);
+    RUN_TEST(test_compile_bad_state_and_out_of_memory);
+    RUN_TEST(test_vjp_too_many_cotangents);
+    RUN_TEST(test_vmap_too_many_axes_and_out_of_memory);
+    RUN_TEST(test_nn_layers_out_of_memory);
+    RUN_TEST(test_params_bad_arguments);
+    RUN_TEST(test_file_functions_bad_arguments);
+    return TEST_SUMMARY();
+}
