@@ -304,12 +304,12 @@ static bool nested_leaves(PyObject *obj, int depth, nested_info *info)
 {
     if (is_sequence_element(obj)) {
         if (depth >= info->ndim) {
-            PyErr_SetString(PyExc_ValueError, "Initialization encountered non-uniform length");
+            PyErr_SetString(PyExc_ValueError, "Initialization encountered non-uniform length.");
             return false;
         }
         const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
         if (n != info->shape[depth]) {
-            PyErr_SetString(PyExc_ValueError, "Initialization encountered non-uniform length");
+            PyErr_SetString(PyExc_ValueError, "Initialization encountered non-uniform length.");
             return false;
         }
         for (Py_ssize_t i = 0; i < n; i++)
@@ -320,7 +320,7 @@ static bool nested_leaves(PyObject *obj, int depth, nested_info *info)
     if (WeftArray_Check(obj)) {
         wf_array *a = ((WeftArray *)obj)->handle;
         if (!array_leaf_fits(a, depth, info)) {
-            PyErr_SetString(PyExc_ValueError, "Initialization encountered non-uniform length");
+            PyErr_SetString(PyExc_ValueError, "Initialization encountered non-uniform length.");
             return false;
         }
         const wf_dtype d = wf_array_dtype(a);
@@ -329,7 +329,7 @@ static bool nested_leaves(PyObject *obj, int depth, nested_info *info)
         return true;
     }
     if (depth != info->ndim) {
-        PyErr_SetString(PyExc_ValueError, "Initialization encountered non-uniform length");
+        PyErr_SetString(PyExc_ValueError, "Initialization encountered non-uniform length.");
         return false;
     }
     info->has_scalar = true;

@@ -386,6 +386,26 @@ done:
     return out;
 }
 
+/* a[True] is a[None]; a[False] the same with the new axis empty (NumPy's
+ * and MLX's rules for a Python bool index). */
+static PyObject *bool_getitem(wf_array *a, bool keep)
+{
+    wf_array *expanded = index_array(a, Py_None);
+    if (expanded == NULL || keep)
+        return expanded != NULL ? weftpy_array_wrap(expanded) : NULL;
+    int64_t starts[WF_MAX_NDIM] = {0}, stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
+    const int ndim = wf_array_ndim(expanded);
+    for (int i = 0; i < ndim; i++) {
+        stops[i] = i == 0 ? 0 : wf_array_dim(expanded, i);
+        steps[i] = 1;
+    }
+    wf_array *out = wf_slice(expanded, starts, stops, steps);
+    wf_release(expanded);
+    if (out == NULL)
+        return weftpy_raise_weft_error();
+    return weftpy_array_wrap(out);
+}
+
 PyObject *weftpy_array_getitem(PyObject *self, PyObject *index)
 {
     wf_array *a = ((WeftArray *)self)->handle;
@@ -403,14 +423,19 @@ PyObject *weftpy_array_getitem(PyObject *self, PyObject *index)
         wf_release(sliced);
         return weftpy_array_wrap(out);
     }
+    if (PyBool_Check(index)) /* a 0-d mask: a new axis of 1 (True) or 0 (False) */
+        return bool_getitem(a, index == Py_True);
     wf_array *out = index_array(a, index);
     return out != NULL ? weftpy_array_wrap(out) : NULL;
 }
 
-/* The bool mask `index` stands for (a bool array, or a list or NumPy array
+/* The bool mask `index` stands for (a bool array, a Python bool - a 0-d
+ * mask: True selects everything, False nothing - or a list or NumPy array
  * of bools), as a new reference; NULL (no exception) for other indices. */
 static wf_array *bool_mask_index(PyObject *index)
 {
+    if (PyBool_Check(index))
+        return wf_scalar(index == Py_True, WF_DTYPE_BOOL);
     if (WeftArray_Check(index)) {
         wf_array *mask = ((WeftArray *)index)->handle;
         return wf_array_dtype(mask) == WF_DTYPE_BOOL ? wf_retain_unscoped(mask) : NULL;

@@ -252,3 +252,18 @@ def test_scatter_and_sort_over_every_integer_dtype():
         assert mx.argsort(mx.array(v)).tolist() == np.argsort(v, kind="stable").tolist()
     with pytest.raises(ValueError):
         mx.zeros((2,), mx.complex64).at[mx.array([0])].add(1j)
+
+
+def test_python_bool_index_is_a_0d_mask():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    a = mx.array(x)
+    assert a[True].shape == x[True].shape == (1, 2, 3)
+    assert a[False].shape == x[False].shape == (0, 2, 3)
+    np.testing.assert_array_equal(np.array(a[True]), x[True])
+    b = mx.array([1.0, 2.0, 3.0])
+    b[True] = 5.0
+    assert b.tolist() == [5.0, 5.0, 5.0]
+    b[False] = 7.0
+    assert b.tolist() == [5.0, 5.0, 5.0]
+    with pytest.raises(ValueError, match="non-uniform length"):
+        mx.array([[1, 2], [3]])
