@@ -480,7 +480,7 @@ static inline wf_cpu_c64 pow_c64(wf_cpu_c64 a, wf_cpu_c64 b)
         return (wf_cpu_c64){1.0f, 0.0f};
     if (a.re == 0 && a.im == 0 && b.im == 0 && b.re > 0)
         return (wf_cpu_c64){0.0f, 0.0f};
-    const float _Complex za = CMPLXF(a.re, a.im), zb = CMPLXF(b.re, b.im);
+    const float _Complex za = wf__cpu_c64_make(a.re, a.im), zb = wf__cpu_c64_make(b.re, b.im);
     const float _Complex r = cexpf(zb * clogf(za));
     return (wf_cpu_c64){crealf(r), cimagf(r)};
 }

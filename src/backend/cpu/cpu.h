@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/array.h"
 #include "weft.h"
@@ -71,6 +72,18 @@ static inline int16_t wf__cpu_wrap_i16(uint16_t u)
 typedef struct wf_cpu_c64 {
     float re, im;
 } wf_cpu_c64;
+
+/* A C complex from its parts, exactly (re + im * I would turn an infinite
+ * part into NaN). C11 lays a complex out as two reals. CMPLXF does the
+ * same, but glibc defines it only for compilers with __builtin_complex,
+ * which clang 14 lacks. */
+static inline float _Complex wf__cpu_c64_make(float re, float im)
+{
+    const float parts[2] = {re, im};
+    float _Complex z;
+    memcpy(&z, parts, sizeof z);
+    return z;
+}
 
 /* Sets up a walk. strides[k] has `ndim` element strides for operand k. */
 void wf__cpu_iter_init(wf_cpu_iter *it, int ndim, const int64_t *shape, int nops,

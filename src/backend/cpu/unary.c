@@ -227,7 +227,7 @@ static float _Complex c_log1p(float _Complex z)
     /* |1 + z| = sqrt(1 + 2x + x^2 + y^2): log1p keeps small arguments exact */
     const float x = crealf(z), y = cimagf(z);
     if (fabsf(x) < 0.5f && fabsf(y) < 0.5f)
-        return CMPLXF(0.5f * log1pf(x * (2.0f + x) + y * y), atan2f(y, 1.0f + x));
+        return wf__cpu_c64_make(0.5f * log1pf(x * (2.0f + x) + y * y), atan2f(y, 1.0f + x));
     return clogf(1.0f + z);
 }
 static float _Complex c_log2(float _Complex z) { return clogf(z) / (float)M_LN2; }
@@ -236,13 +236,13 @@ static float _Complex c_reciprocal(float _Complex z) { return 1.0f / z; }
 static float _Complex c_square(float _Complex z)
 {
     const float x = crealf(z), y = cimagf(z);
-    return CMPLXF(x * x - y * y, 2.0f * x * y);
+    return wf__cpu_c64_make(x * x - y * y, 2.0f * x * y);
 }
 /* z / |z| (MLX), 0 for 0 */
 static float _Complex c_sign(float _Complex z)
 {
     const float m = cabsf(z);
-    return m == 0.0f ? z : CMPLXF(crealf(z) / m, cimagf(z) / m);
+    return m == 0.0f ? z : wf__cpu_c64_make(crealf(z) / m, cimagf(z) / m);
 }
 
 static void exp_f32_block(int64_t n, const float *restrict x, float *restrict y)
