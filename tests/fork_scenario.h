@@ -72,6 +72,30 @@ enum { FORK_CHILD_MAY_START_THREADS = 0 };
 enum { FORK_CHILD_MAY_START_THREADS = 1 };
 #endif
 
+/* GCC 12's AddressSanitizer does not lock its allocator around fork(): a
+ * parent thread inside malloc at that instant leaves a size class locked
+ * forever in the child, and the child's first thread that needs it hangs
+ * (a plain C program with four threads churning malloc and a child thread
+ * that allocates hangs about once in 200 forks; glibc's malloc, which
+ * locks its arenas across fork, never does). weft's own locks are all held
+ * across fork (util/fork.h), so under ASan the two free-running threads
+ * pause between iterations while the round thread forks: then no thread is
+ * inside malloc, and the child checks everything. The gated threads are
+ * parked in the gate's sleep loop. The release and TSan builds fork with
+ * the free-running threads running. */
+#if defined(__SANITIZE_ADDRESS__)
+#define FORK_SCENARIO_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FORK_SCENARIO_ASAN 1
+#endif
+#endif
+#ifdef FORK_SCENARIO_ASAN
+enum { FORK_PAUSE_FREE_RUNNING = 1 };
+#else
+enum { FORK_PAUSE_FREE_RUNNING = 0 };
+#endif
+
 enum {
     FORK_N = 4096,           /* elements of the gated arrays */
     FORK_BIG = 1 << 21,      /* elements of the reductions (several pool chunks) */
@@ -217,7 +241,20 @@ struct fork_world {
     atomic_int stop;             /* the ungated threads stop */
     atomic_int reductions_done;  /* big reductions finished (ungated) */
     atomic_int slot_rounds_done; /* slot store/load rounds (ungated) */
+    atomic_int pause;            /* 1: the ungated threads pause (ASan, at fork) */
+    atomic_int paused;           /* ungated threads paused now */
 };
+
+/* Between iterations of an ungated thread: waits while a pause is asked. */
+static void fork_pause_point(struct fork_world *w)
+{
+    if (!atomic_load(&w->pause))
+        return;
+    atomic_fetch_add(&w->paused, 1);
+    while (atomic_load(&w->pause))
+        fork_sleep_us(200);
+    atomic_fetch_sub(&w->paused, 1);
+}
 
 struct fork_job_arg {
     struct fork_world *w;
@@ -281,6 +318,7 @@ static void *fork_reduce_thread(void *p)
     struct fork_world *w = p;
     int64_t n = FORK_BIG;
     while (!atomic_load(&w->stop)) {
+        fork_pause_point(w);
         wf_scope_begin();
         wf_array *total = wf_sum(wf_ones(&n, 1, WF_DTYPE_F32), NULL, 0, false);
         if (!fork_item_is(total, FORK_BIG))
@@ -296,6 +334,7 @@ static void *fork_slot_thread(void *p)
     struct fork_world *w = p;
     wf_scope_begin(); /* open across the fork */
     for (int i = 1; !atomic_load(&w->stop); i++) {
+        fork_pause_point(w);
         wf_array *v = wf_scalar(i, WF_DTYPE_F32);
         wf_slot_store(w->slot, v);
         wf_array *back = wf_slot_load(w->slot);
@@ -561,6 +600,10 @@ static int fork_round(void)
                    fork_wait_until(&fork_gate_waiting, FORK_GATED) &&
                    fork_wait_until(&w.reductions_done, 1) &&
                    fork_wait_until(&w.slot_rounds_done, 1);
+    if (reached && FORK_PAUSE_FREE_RUNNING) {
+        atomic_store(&w.pause, 1);
+        reached = fork_wait_until(&w.paused, 2);
+    }
     wf_array *on_in_flight = reached ? wf_add(w.in_flight[JOB_SYNC_DEFAULT], scoped_ready) : NULL;
     /* The gate is closed, so all FORK_GATED pieces are still in flight. */
     if (reached && atomic_load(&fork_gate_waiting) == FORK_GATED && !atomic_load(&fork_gate_open)) {
@@ -570,6 +613,7 @@ static int fork_round(void)
         pid_t pid = fork();
         if (pid == 0)
             fork_child_exit(fork_child_run(&w, on_in_flight, scoped_ready));
+        atomic_store(&w.pause, 0);
         atomic_store(&fork_gate_open, 1);
         if (pid < 0) {
             fork_fail("fork failed");
@@ -581,6 +625,7 @@ static int fork_round(void)
         outcome = FORK_NOT_REACHED;
     }
     atomic_store(&fork_gate_open, 1);
+    atomic_store(&w.pause, 0);
     atomic_store(&w.stop, 1);
     for (int i = 0; i < JOB_COUNT + 2; i++)
         pthread_join(gated[i], NULL);

@@ -240,16 +240,32 @@ def test_fork_while_threads_evaluate():
         import weft as mx
         warnings.simplefilter("ignore", DeprecationWarning)
         stop = threading.Event()
+        # GCC 12's AddressSanitizer does not lock its allocator across fork:
+        # a thread inside malloc at that instant can hang the child's next
+        # malloc of that size (tests/fork_scenario.h). Under ASan the
+        # spinners pause between evaluations while the main thread forks.
+        asan = "libasan" in os.environ.get("LD_PRELOAD", "")
+        resume = threading.Event()
+        resume.set()
+        paused = threading.Semaphore(0)
 
         def spin():
             while not stop.is_set():
+                if not resume.is_set():
+                    paused.release()
+                    resume.wait()
                 mx.eval((mx.ones((128, 128)) @ mx.ones((128, 128))).sum())
 
         threads = [threading.Thread(target=spin) for _ in range(2)]
         for t in threads:
             t.start()
         for _ in range(5):
+            if asan:
+                resume.clear()
+                for _ in threads:
+                    paused.acquire()
             pid = os.fork()
+            resume.set()
             if pid == 0:
                 value = (mx.arange(10) * 2).sum().item()
                 os._exit(0 if value == 90 else 3)
