@@ -257,6 +257,8 @@ typedef struct wf_memory_stats {
     /* Memory of the array-node pool (live, quarantined and free node
      * headers); not counted in the other fields or the limit. */
     size_t node_pool_bytes;
+    /* Cap on cached_bytes: min(1 GiB, limit / 2, wf_set_cache_limit's). */
+    size_t cache_limit_bytes;
 } wf_memory_stats;
 
 /* Caps active + cached bytes; allocations beyond it fail with
@@ -276,6 +278,10 @@ static inline wf_memory_stats wf_memory_stats_default(void)
  * counters (struct_size itself is left alone). WF_ERR_INVALID_ARGUMENT when
  * struct_size is smaller than the first version of the struct (5 fields). */
 wf_status wf_memory_stats_get(wf_memory_stats *out);
+/* Caps the bytes of freed buffers kept for reuse (0: keep none; SIZE_MAX:
+ * only the default cap, min(1 GiB, limit / 2)); trims the cache at once.
+ * Returns the cap in force before the call. */
+size_t wf_set_cache_limit(size_t bytes);
 /* Sets peak_bytes to the current active_bytes. */
 void wf_reset_peak_memory(void);
 /* Frees every cached buffer back to the system. */

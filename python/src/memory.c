@@ -71,6 +71,16 @@ static PyObject *py_set_memory_limit(PyObject *module, PyObject *arg)
     return PyLong_FromSize_t(stats.limit_bytes == SIZE_MAX ? 0 : stats.limit_bytes);
 }
 
+/* set_cache_limit(limit) -> the previous cache limit, in bytes. */
+static PyObject *py_set_cache_limit(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    const unsigned long long limit = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyLong_FromSize_t(wf_set_cache_limit(limit > SIZE_MAX ? SIZE_MAX : (size_t)limit));
+}
+
 /* _save_safetensors(path, {name: array}) */
 static PyObject *py_save_safetensors(PyObject *module, PyObject *args)
 {
@@ -138,6 +148,8 @@ static PyMethodDef memory_methods[] = {
     {"get_cache_memory", py_get_cache_memory, METH_NOARGS, "Bytes kept in the buffer cache."},
     {"reset_peak_memory", py_reset_peak_memory, METH_NOARGS, "Peak memory := active memory."},
     {"clear_cache", py_clear_cache, METH_NOARGS, "Frees the buffer cache."},
+    {"set_cache_limit", py_set_cache_limit, METH_O,
+     "set_cache_limit(limit): caps the buffer cache (0: none kept); returns the previous cap."},
     {"set_memory_limit", py_set_memory_limit, METH_O,
      "set_memory_limit(limit): caps memory (0: none); returns the previous limit."},
     {"_save_safetensors", py_save_safetensors, METH_VARARGS, NULL},

@@ -24,6 +24,26 @@ def _key_array(words):
         else _core.array([int(w) for w in words], dtype=_core.int64)
 
 
+class _ThreadKeyState:
+    """The type of `state`: stands for the calling thread's default key.
+
+    mlx.core.random.state is a list holding the global key, passed to
+    compile as inputs= and outputs= so a compiled function draws fresh
+    numbers per call. weft's compile already does that for every compiled
+    function (default-key draws are redone per call from the calling
+    thread's key, which they advance; weft.h, wf_compile), so as compile
+    state this object carries no arrays: compile skips it.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "weft.random.state"
+
+
+state = _ThreadKeyState()
+
+
 def seed(seed):
     """Reseeds this thread's default key."""
     _core._random_seed(seed)

@@ -41,7 +41,8 @@
  *
  * Cache. Per-class LIFO free lists (the most recently freed, hottest block is
  * reused first) plus one global age list (oldest first) for eviction. Cached
- * bytes are capped at min(1 GiB, limit / 2); a freed buffer that alone is larger
+ * bytes are capped at min(1 GiB, limit / 2, wf_set_cache_limit's value); a
+ * freed buffer that alone is larger
  * than the cap goes straight back to the system. Invariant kept by every path:
  * active + reserved + cached <= limit, or the cache is empty. Reused memory is
  * not cleared.
@@ -125,7 +126,8 @@ static block *g_class_head[NUM_CLASSES];
 static block *g_age_head, *g_age_tail;
 static size_t g_active, g_peak, g_cached, g_reserved;
 static size_t g_limit = SIZE_MAX;
-static size_t g_cache_cap = CACHE_CAP_MAX;
+static size_t g_cache_cap = CACHE_CAP_MAX;   /* min(the default for g_limit, g_cache_asked) */
+static size_t g_cache_asked = SIZE_MAX;      /* wf_set_cache_limit's value; SIZE_MAX: none */
 
 /* Never written: an empty buffer has no bytes to write. */
 static _Alignas(64) unsigned char g_empty_block[64];
@@ -519,10 +521,12 @@ void wf__buffer_release(wf_buffer *b)
 
 /* ------------------------------------------------------------ public API */
 
-static size_t cache_cap_for(size_t limit)
+/* Lock held: the cache cap for the current limit and the caller's cap. */
+static void update_cache_cap(void)
 {
-    size_t half = limit / 2;
-    return half < CACHE_CAP_MAX ? half : CACHE_CAP_MAX;
+    size_t half = g_limit / 2;
+    size_t cap = half < CACHE_CAP_MAX ? half : CACHE_CAP_MAX;
+    g_cache_cap = g_cache_asked < cap ? g_cache_asked : cap;
 }
 
 wf_status wf_set_memory_limit(size_t bytes)
@@ -530,11 +534,24 @@ wf_status wf_set_memory_limit(size_t bytes)
     block *evicted = NULL;
     wf__mutex_lock(&g_lock);
     g_limit = bytes;
-    g_cache_cap = cache_cap_for(bytes);
+    update_cache_cap();
     trim_cache(&evicted);
     wf__mutex_unlock(&g_lock);
     destroy_chain(evicted);
     return WF_OK;
+}
+
+size_t wf_set_cache_limit(size_t bytes)
+{
+    block *evicted = NULL;
+    wf__mutex_lock(&g_lock);
+    size_t previous = g_cache_cap;
+    g_cache_asked = bytes;
+    update_cache_cap();
+    trim_cache(&evicted);
+    wf__mutex_unlock(&g_lock);
+    destroy_chain(evicted);
+    return previous;
 }
 
 /* The first published layout: struct_size and four counters. Callers built
@@ -557,6 +574,7 @@ wf_status wf_memory_stats_get(wf_memory_stats *out)
     now.peak_bytes = g_peak;
     now.cached_bytes = g_cached;
     now.limit_bytes = g_limit;
+    now.cache_limit_bytes = g_cache_cap;
     wf__mutex_unlock(&g_lock);
     now.node_pool_bytes = wf__node_pool_bytes();
     /* Only what the caller's struct has room for; its struct_size stays. */

@@ -1,4 +1,8 @@
-"""weft.random (permutation, sample dtypes, the complex normal) and median."""
+"""weft.random (permutation, sample dtypes, the complex normal, random.state as compile
+state), median and the cache limit."""
+import functools
+import threading
+
 import numpy as np
 import pytest
 
@@ -60,3 +64,45 @@ def test_median_matches_numpy():
         mx.median(mx.zeros((3, 0)), axis=1)
     with pytest.raises(ValueError):
         mx.median(mx.array(x), axis=(0, 0))
+
+
+def test_random_state_as_compile_state_draws_per_call_per_thread():
+    # mlx code passes mx.random.state as compile's inputs/outputs; weft's
+    # compiled functions draw from the calling thread's key at every call.
+    state = [{"n": mx.array(0.0)}, mx.random.state]
+
+    @functools.partial(mx.compile, inputs=state, outputs=state)
+    def step():
+        state[0]["n"] = state[0]["n"] + 1.0
+        return mx.random.uniform(shape=(4,))
+
+    mx.random.seed(7)
+    first, second = np.array(step()), np.array(step())
+    assert not np.allclose(first, second)
+    assert state[0]["n"].item() == 2.0
+    mx.random.seed(7)
+    assert np.array_equal(np.array(step()), first)  # the seed replays the draws
+    results = {}
+
+    def worker():
+        mx.random.seed(7)
+        results["thread"] = np.array(step())
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert np.array_equal(results["thread"], first)  # that thread's own key
+    assert state[0]["n"].item() == 4.0
+    assert repr(mx.random.state) == "weft.random.state"
+
+
+def test_cache_limit():
+    old = mx.set_cache_limit(0)
+    a = mx.zeros((4096,))
+    mx.eval(a)
+    del a
+    assert mx.get_cache_memory() == 0
+    assert mx.set_cache_limit(old) == 0
+    assert mx.set_cache_limit(old) == old
+    with pytest.raises(OverflowError):
+        mx.set_cache_limit(-1)

@@ -368,6 +368,38 @@ static void test_cache_cap_evicts_oldest(void)
     finish();
 }
 
+/* wf_set_cache_limit: a cap below the default one, the previous cap
+ * returned, trimming at once, 0 keeping nothing, and SIZE_MAX giving the
+ * default back. */
+static void test_cache_limit(void)
+{
+    wf_memory_stats base = start_clean();
+    const size_t default_cap = (size_t)1 << 30; /* unlimited memory: 1 GiB */
+    CHECK_EQ_SIZE(stats_now().cache_limit_bytes, default_cap);
+    CHECK_EQ_SIZE(wf_set_cache_limit(3 * MIB), default_cap);
+    CHECK_EQ_SIZE(stats_now().cache_limit_bytes, 3 * MIB);
+    wf_buffer *b[4];
+    for (int i = 0; i < 4; i++)
+        b[i] = wf__buffer_alloc(MIB);
+    for (int i = 0; i < 4; i++)
+        wf__buffer_release(b[i]);
+    CHECK_EQ_SIZE(stats_now().cached_bytes, 3 * MIB); /* the oldest was freed */
+    CHECK_EQ_SIZE(wf_set_cache_limit(MIB), 3 * MIB);  /* trims at once */
+    CHECK_EQ_SIZE(stats_now().cached_bytes, MIB);
+    CHECK_EQ_SIZE(wf_set_cache_limit(0), MIB);
+    CHECK_EQ_SIZE(stats_now().cached_bytes, 0);
+    wf__buffer_release(wf__buffer_alloc(100)); /* kept nowhere */
+    CHECK_EQ_SIZE(stats_now().cached_bytes, 0);
+    /* The memory limit's own cap still applies below a larger request. */
+    CHECK_EQ_SIZE(wf_set_cache_limit(SIZE_MAX), 0);
+    CHECK_OK(wf_set_memory_limit(base.active_bytes + 4 * MIB));
+    CHECK_EQ_SIZE(stats_now().cache_limit_bytes, (base.active_bytes + 4 * MIB) / 2);
+    CHECK_OK(wf_set_memory_limit(SIZE_MAX));
+    CHECK_EQ_SIZE(stats_now().cache_limit_bytes, default_cap);
+    CHECK_EQ_SIZE(stats_now().active_bytes, base.active_bytes);
+    finish();
+}
+
 static void test_clear_cache(void)
 {
     wf_memory_stats base = start_clean();
@@ -538,6 +570,7 @@ int main(void)
     RUN_TEST(test_limit);
     RUN_TEST(test_limit_with_live_buffers);
     RUN_TEST(test_cache_cap_evicts_oldest);
+    RUN_TEST(test_cache_limit);
     RUN_TEST(test_clear_cache);
     RUN_TEST(test_huge_request);
     RUN_TEST(test_concurrent);
