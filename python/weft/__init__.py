@@ -547,7 +547,7 @@ def compile_stats(fun=None):
 
 from ._composed import (  # noqa: E402,F401
     arange, as_strided, convolve, depends, pad, asarray, bartlett, blackman, conj, count_nonzero, device_count, device_info, full_like, diag, diagonal, diff, divmod, empty, empty_like, flip,
-    hamming, hanning, inner, isclose, kron, linspace, logical_xor, median, meshgrid,
+    hadamard_transform, hamming, hanning, inner, isclose, kron, linspace, logical_xor, median, meshgrid,
     ones_like, roll, slice, slice_update, trace, tri, trunc, unstack, vecdot,
     zeros_like,
 )

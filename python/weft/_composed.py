@@ -575,6 +575,39 @@ def meshgrid(*arrays, sparse=False, indexing="xy", stream=None):
     return tuple(out)
 
 
+def hadamard_transform(a, scale=None, *, stream=None):
+    """The Walsh-Hadamard transform of the last axis times `scale` (default
+    1/sqrt(n)), in Sylvester's ordering (scipy.linalg.hadamard's, MLX's): log2(n)
+    butterfly passes. n must be a power of two; MLX's other sizes, m * 2^k with
+    m = 12, 20 or 28, use fixed matrices of its own that weft does not have.
+    Integer and bool inputs give float32; float16 and bfloat16 are transformed
+    in float32 and rounded once."""
+    a = _as_array(a)
+    if a.size == 0:
+        raise ValueError("hadamard_transform: the array is empty")
+    n = a.shape[-1] if a.ndim else 1
+    if n & (n - 1):
+        raise ValueError(f"hadamard_transform: the last axis has {n} elements; weft supports "
+                         "powers of two only")
+    if a.dtype in (_core.float32, _core.float64, _core.complex64):
+        dtype = work = a.dtype
+    elif a.dtype in (_core.float16, _core.bfloat16):
+        dtype, work = a.dtype, _core.float32
+    else:
+        dtype = work = _core.float32
+    x = a.astype(work)
+    lead = list(a.shape[:-1])
+    half = 1
+    while half < n:
+        x = x.reshape(lead + [n // (2 * half), 2, half])
+        top, bottom = x[..., 0, :], x[..., 1, :]
+        x = _core.stack([top + bottom, top - bottom], axis=-2)
+        half *= 2
+    x = x.reshape(list(a.shape))
+    factor = 1.0 / _math.sqrt(n) if scale is None else float(scale)
+    return (x * factor).astype(dtype)
+
+
 def kron(a, b, *, stream=None):
     """The Kronecker product."""
     a, b = _as_array(a), _as_array(b)
