@@ -22,8 +22,12 @@ def _normal_axis(axis, ndim, name):
     return axis % ndim
 
 
+_INTEGRAL = tuple(getattr(_core, name) for name in (
+    "bool_", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64"))
+
+
 def _is_integral(dtype):
-    return dtype in (_core.int32, _core.int64, _core.uint8, _core.bool_)
+    return dtype in _INTEGRAL
 
 
 # ---------------------------------------------------------------- creation
@@ -288,85 +292,6 @@ def count_nonzero(a, axis=None, keepdims=False, *, stream=None):
     a = _as_array(a)
     nonzero = _core.not_equal(a, 0).astype(_core.int32)
     return _core.sum(nonzero, axis, keepdims, stream=stream)
-
-
-def _shift(x, k, axis, fill, reverse):
-    """x moved k places along axis (toward the end, or the start if
-    reverse), the vacated places filled with fill."""
-    n = x.shape[axis]
-    pad_shape = list(x.shape)
-    pad_shape[axis] = _py_min(k, n)
-    filler = _core.full(pad_shape, fill, x.dtype)
-    index = [_slice(None)] * x.ndim
-    if reverse:
-        index[axis] = _slice(k, None)
-        return _core.concatenate([x[tuple(index)], filler], axis)
-    index[axis] = _slice(0, n - k)
-    return _core.concatenate([filler, x[tuple(index)]], axis)
-
-
-def _scan(a, axis, reverse, inclusive, combine, identity, name):
-    """An inclusive scan in log2(n) rounds of combine(x, shifted x)."""
-    a = _as_array(a)
-    if axis is None:
-        a = _core.reshape(a, [-1])
-        axis = 0
-    axis = _normal_axis(axis, a.ndim, name)
-    n = a.shape[axis]
-    out = a
-    k = 1
-    while k < n:
-        out = combine(out, _shift(out, k, axis, identity, reverse))
-        k *= 2
-    if not inclusive and n > 0:
-        out = _shift(out, 1, axis, identity, reverse)
-    return out
-
-
-def _lowest(dtype):
-    if dtype == _core.bool_:
-        return False
-    if _is_integral(dtype):
-        return {_core.int32: -2**31, _core.int64: -2**63, _core.uint8: 0}[dtype]
-    return -_math.inf
-
-
-def _highest(dtype):
-    if dtype == _core.bool_:
-        return True
-    if _is_integral(dtype):
-        return {_core.int32: 2**31 - 1, _core.int64: 2**63 - 1, _core.uint8: 255}[dtype]
-    return _math.inf
-
-
-def _arg_scan(a, axis, reverse, inclusive, better, identity, name):
-    """cummax/cummin: a log-step scan of (value, index) pairs that keeps the
-    latest element in scan order on ties, then a gather of a at those
-    indices, so the gradient reaches exactly that element (MLX's rule)."""
-    a = _as_array(a)
-    if axis is None:
-        a = _core.reshape(a, [-1])
-        axis = 0
-    axis = _normal_axis(axis, a.ndim, name)
-    n = a.shape[axis]
-    shape = [1] * a.ndim
-    shape[axis] = n
-    index = _core.zeros_like(a).astype(_core.int32)
-    index = _core.add(index, _core.reshape(_core.arange(0, n, 1, dtype=_core.int32), shape))
-    value = _core.stop_gradient(a)
-    k = 1
-    while k < n:
-        earlier = _shift(value, k, axis, identity, reverse)
-        earlier_index = _shift(index, k, axis, 0, reverse)
-        # a NaN wins from where it appears on, as with maximum/minimum
-        take = _core.logical_or(better(earlier, value), _core.isnan(earlier))
-        value = _core.where(take, earlier, value)
-        index = _core.where(take, earlier_index, index)
-        k *= 2
-    out = _core.take_along_axis(a, index, axis)
-    if not inclusive and n > 0:
-        out = _shift(out, 1, axis, identity, reverse)
-    return out
 
 
 def vecdot(a, b, /, axis=-1, *, stream=None):
