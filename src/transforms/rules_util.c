@@ -109,14 +109,13 @@ wf_array *wf__vmap_pad_rank(wf_array *x, int rank)
 {
     if (!x || x->ndim >= rank)
         return x;
-    int64_t shape[WF_MAX_NDIM];
+    /* expand_dims, not a reshape to this call's shape: a shapeless compiled
+     * replay follows each call's shapes through it. */
+    int axes[WF_MAX_NDIM];
     const int extra = rank - x->ndim;
-    shape[0] = x->shape[0];
     for (int d = 0; d < extra; d++)
-        shape[1 + d] = 1;
-    for (int d = 1; d < x->ndim; d++)
-        shape[extra + d] = x->shape[d];
-    return wf_reshape(x, shape, rank);
+        axes[d] = 1 + d;
+    return wf_expand_dims(x, axes, extra);
 }
 
 /* ---------------------------------------------------------------- generic rules */

@@ -93,7 +93,7 @@ static wf_status make_tracers(const char *op, wf_array *const *inputs, const int
                 shape[r++] = x->shape[d];
         }
         /* An empty batch has no first example: zeros stand for it. */
-        wf_array *t = *batch > 0 ? wf_reshape(wf_slice(x, starts, stops, steps), shape, r)
+        wf_array *t = *batch > 0 ? wf_squeeze(wf_slice(x, starts, stops, steps), &axes[i], 1)
                                  : wf_zeros(shape, r, x->dtype);
         if (!t)
             return wf_last_error();
@@ -131,7 +131,9 @@ static wf_array *place_output(const char *op, wf_graph *g, wf_array *out, int ou
     const int from = batched ? e->axis : 0;
     if (!x)
         return NULL;
-    return from == out_axis ? wf__rule_same(x) : wf_moveaxis(x, from, out_axis);
+    /* An identity that follows the shape (expand_dims of no axes), so a
+     * shapeless compiled vmap replays at the call's shapes. */
+    return from == out_axis ? wf_expand_dims(x, NULL, 0) : wf_moveaxis(x, from, out_axis);
 }
 
 wf_status wf__vmap(const char *op, wf_fn *fn, wf_array *const *inputs, const int *in_axes,

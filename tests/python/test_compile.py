@@ -233,3 +233,25 @@ def test_eight_threads_on_a_cold_function_trace_once():
     assert stats["traces"] == 1 and stats["calls"] == 8
     expected = [mx.tanh(mx.array([float(i)])).item() * 2 for i in range(8)]
     assert results == pytest.approx(expected)
+
+
+def test_shapeless_vmap_follows_each_calls_shapes():
+    import numpy as np
+
+    calls = []
+
+    def product(x, y):
+        calls.append(1)
+        return mx.matmul(x, y)
+
+    vf = mx.vmap(product, in_axes=(0, 1))
+    cf = mx.compile(vf, shapeless=True)
+    rng = np.random.default_rng(0)
+    for xs, ys in [((2, 3, 1, 4, 5), (1, 2, 5, 6)), ((3, 2, 2, 4, 5), (2, 3, 5, 7))]:
+        x = mx.array(rng.standard_normal(xs).astype(np.float32))
+        y = mx.array(rng.standard_normal(ys).astype(np.float32))
+        want = np.matmul(np.array(x), np.moveaxis(np.array(y), 1, 0)[:, None])
+        got = cf(x, y)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(np.array(got), want, rtol=1e-5, atol=1e-5)
+    assert mx.compile_stats(cf)["traces"] == 1
