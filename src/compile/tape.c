@@ -141,8 +141,8 @@ static bool replays_shapeless(const wf_array *n)
         /* an axis, pad amounts, a diagonal offset, a dtype */
         "take", "take_along_axis", "scatter_add", "concatenate", "pad", "tri", "view",
         /* strides, padding, dilations, groups; group sizes and bits; a group */
-        "conv_general", "quantize", "dequantize", "quantized_matmul", "gather_qmm", "all_sum",
-        "all_max", "all_min", "all_gather", "sum_scatter", "send",
+        "conv_general", "quantize", "dequantize", "quantized_matmul", "gather_qmm", "gather_mm",
+        "all_sum", "all_max", "all_min", "all_gather", "sum_scatter", "send",
         /* the shape of its input (wf_*_like of a traced array) */
         "full_like"};
     static const char *const user_shaped[] = {"reshape", "broadcast_to", "slice",

@@ -70,13 +70,17 @@ static wf_array *drop_vector_dims(wf_array *out, int a_ndim, int b_ndim)
     return squeezed;
 }
 
-/* x (batch..., r, c) as (prod batch, r, c). */
+/* x (batch..., r, c) as (prod batch, r, c), by flatten and expand_dims,
+ * which follow x's shape in a shapeless compiled replay. */
 static wf_array *as_stack(wf_array *x)
 {
-    int64_t shape[3] = {1, x->shape[x->ndim - 2], x->shape[x->ndim - 1]};
-    for (int d = 0; d < x->ndim - 2; d++)
-        shape[0] *= x->shape[d];
-    return wf__op_reshape(x, shape, 3);
+    if (x->ndim == 2) {
+        const int front = 0;
+        return wf__op_expand_dims(x, &front, 1);
+    }
+    if (x->ndim == 3)
+        return wf__array_incref(x);
+    return wf__op_flatten(x, 0, x->ndim - 3);
 }
 
 /* Integer indices as a dtype the kernels read; NULL: every matrix of the

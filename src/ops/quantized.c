@@ -214,14 +214,17 @@ wf_array *wf_quantized_matmul(wf_array *x, wf_array *w, wf_array *scales, wf_arr
                                     WF_QUANT_AFFINE);
 }
 
-/* a (rank >= 2) with its leading axes flattened into one: (B, r, c). */
+/* a (rank >= 2) with its leading axes flattened into one: (B, r, c), by
+ * ops that follow a's shape in a shapeless compiled replay. */
 static wf_array *flatten_batch(wf_array *a)
 {
-    int64_t b = 1;
-    for (int d = 0; d < a->ndim - 2; d++)
-        b *= a->shape[d];
-    const int64_t shape[3] = {b, a->shape[a->ndim - 2], a->shape[a->ndim - 1]};
-    return wf__op_reshape(a, shape, 3);
+    if (a->ndim == 2) {
+        const int front = 0;
+        return wf__op_expand_dims(a, &front, 1);
+    }
+    if (a->ndim == 3)
+        return wf__array_incref(a);
+    return wf__op_flatten(a, 0, a->ndim - 3);
 }
 
 /* `indices` (integers) or, when NULL, arange over a's batch in its shape. */
@@ -290,11 +293,10 @@ static wf_array *gather_node(const char *op, wf_array *x, wf_array *w, wf_array 
     if (ok)
         prod = wf__node_new(&wf__prim_gather_qmm, p, in, n);
     if (prod) {
-        int64_t oshape[WF_MAX_NDIM];
-        wf__shape_copy(oshape, ishape, indim);
-        oshape[indim] = prod->shape[1];
-        oshape[indim + 1] = prod->shape[2];
-        wf_array *shaped = wf__op_reshape(prod, oshape, indim + 2);
+        /* (count, M, N) to (ishape..., M, N); M and N follow the operands. */
+        const int front = 0;
+        wf_array *shaped = indim == 0 ? wf__op_squeeze(prod, &front, 1)
+                                      : wf__op_unflatten(prod, 0, ishape, indim);
         out = shaped && dtype != WF_DTYPE_F32 ? wf__op_astype(shaped, dtype) : wf__array_incref(shaped);
         wf__array_release(shaped);
     }

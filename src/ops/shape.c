@@ -13,7 +13,9 @@
 #include "prim/shape.h"
 #include "util/fault.h"
 
-wf_array *wf__same_value(wf_array *a) { return wf__op_reshape(a, a->shape, a->ndim); }
+/* An identity reshape whose dims follow the input's (expand_dims of no
+ * axes): a shapeless compiled replay follows the call's shape through it. */
+wf_array *wf__same_value(wf_array *a) { return wf__op_expand_dims(a, NULL, 0); }
 
 wf_array *wf__op_reshape(wf_array *a, const int64_t *shape, int ndim)
 {

@@ -18,7 +18,13 @@ wf_array *wf__rule_node(const wf_prim_def *prim, const void *params, wf_array *c
     return wf__array_publish(wf__node_new(prim, params, inputs, ninputs));
 }
 
-wf_array *wf__rule_same(wf_array *a) { return a ? wf__array_publish(wf__same_value(a)) : NULL; }
+/* A reshape to a's traced shape, not a shape-following identity: a graph
+ * that gradient rules built may depend on the traced sizes (which axes an
+ * unbroadcast sums), so a shapeless compile refuses to replay it. */
+wf_array *wf__rule_same(wf_array *a)
+{
+    return a ? wf__array_publish(wf__op_reshape(a, a->shape, a->ndim)) : NULL;
+}
 
 wf_array *wf__rule_rebuild(wf_array *node, wf_array *const *inputs)
 {

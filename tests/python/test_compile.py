@@ -255,3 +255,29 @@ def test_shapeless_vmap_follows_each_calls_shapes():
         assert got.shape == want.shape
         np.testing.assert_allclose(np.array(got), want, rtol=1e-5, atol=1e-5)
     assert mx.compile_stats(cf)["traces"] == 1
+
+
+def test_shapeless_identities_and_gathered_products_follow_the_shapes():
+    import numpy as np
+
+    # astype to the same dtype is an identity that follows the call's shape
+    f = mx.compile(lambda x: x.astype(mx.float32) * 2, shapeless=True)
+    for shape in [(2, 3), (4, 1)]:
+        assert np.array_equal(np.array(f(mx.ones(shape))), np.full(shape, 2.0, np.float32))
+    assert mx.compile_stats(f)["traces"] == 1
+    rng = np.random.default_rng(0)
+    b = mx.array(rng.standard_normal((4, 16, 8)).astype(np.float32))
+    idx = mx.array([0, 1, 2, 3])
+    g = mx.compile(lambda x: mx.gather_mm(x, b, lhs_indices=idx, rhs_indices=idx), shapeless=True)
+    w = mx.array(rng.standard_normal((4, 8, 64)).astype(np.float32))
+    qw, s, bias = mx.quantize(w)
+    q = mx.compile(lambda x: mx.gather_qmm(x, qw, s, bias, lhs_indices=idx, rhs_indices=idx,
+                                           transpose=True), shapeless=True)
+    for rows in [4, 8]:
+        x = mx.array(rng.standard_normal((4, rows, 16)).astype(np.float32))
+        want = mx.gather_mm(x, b, lhs_indices=idx, rhs_indices=idx)
+        np.testing.assert_allclose(np.array(g(x)), np.array(want), rtol=1e-5, atol=1e-5)
+        x32 = mx.array(rng.standard_normal((4, rows, 64)).astype(np.float32))
+        want = mx.gather_qmm(x32, qw, s, bias, lhs_indices=idx, rhs_indices=idx, transpose=True)
+        np.testing.assert_allclose(np.array(q(x32)), np.array(want), rtol=1e-5, atol=1e-4)
+    assert mx.compile_stats(g)["traces"] == 1 and mx.compile_stats(q)["traces"] == 1
