@@ -184,28 +184,32 @@ static const unsigned char *frame_payload(const unsigned char *frames, int rank)
 
 /* ------------------------------------------------------------ combining */
 
-/* dst[i] = dst[i] (op) src[i] for n elements, in the dtype's own arithmetic
+/* d[i] = a[i] (op) s[i] for n elements, in the dtype's own arithmetic
  * (integers wrap; float16/bfloat16 round after each step; NaN propagates
- * through max and min; bool: or, or, and). */
-#define SUM_LOOP(T)                                                                         \
-    static void sum_##T(T *restrict d, const T *restrict s, int64_t n)                      \
+ * through max and min; bool: or, or, and). Each loop comes twice: in place
+ * (a is d) and from two other arrays (the first step of a combination,
+ * which so needs no copy of rank 0's piece first); restrict lets GCC
+ * vectorize both. */
+#define LOOP_PAIR(NAME, T, EXPR)                                                            \
+    static void NAME##_##T(T *restrict d, const T *restrict s, int64_t n)                   \
     {                                                                                       \
-        for (int64_t i = 0; i < n; i++)                                                     \
-            d[i] = (T)(d[i] + s[i]);                                                        \
-    }
-#define COMBINE_LOOPS(T)                                                                    \
-    static void max_##T(T *restrict d, const T *restrict s, int64_t n)                      \
-    {                                                                                       \
-        for (int64_t i = 0; i < n; i++)                                                     \
-            if (s[i] > d[i] || s[i] != s[i])                                                \
-                d[i] = (d[i] != d[i]) ? d[i] : s[i];                                        \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            const T x = d[i], y = s[i];                                                     \
+            d[i] = (EXPR);                                                                  \
+        }                                                                                   \
     }                                                                                       \
-    static void min_##T(T *restrict d, const T *restrict s, int64_t n)                      \
+    static void NAME##_##T##_from(T *restrict d, const T *restrict a, const T *restrict s,  \
+                                  int64_t n)                                                \
     {                                                                                       \
-        for (int64_t i = 0; i < n; i++)                                                     \
-            if (s[i] < d[i] || s[i] != s[i])                                                \
-                d[i] = (d[i] != d[i]) ? d[i] : s[i];                                        \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            const T x = a[i], y = s[i];                                                     \
+            d[i] = (EXPR);                                                                  \
+        }                                                                                   \
     }
+/* max / min: y wins when it is beyond x or NaN, unless x is NaN already. */
+#define COMBINE_LOOPS(T)                                                                    \
+    LOOP_PAIR(max, T, (y > x || y != y) && x == x ? y : x)                                  \
+    LOOP_PAIR(min, T, (y < x || y != y) && x == x ? y : x)
 
 typedef float f32;
 typedef double f64;
@@ -219,73 +223,77 @@ COMBINE_LOOPS(uint32_t)
 COMBINE_LOOPS(uint64_t)
 COMBINE_LOOPS(f32)
 COMBINE_LOOPS(f64)
-SUM_LOOP(uint8_t)
-SUM_LOOP(uint16_t)
-SUM_LOOP(uint32_t)
-SUM_LOOP(uint64_t)
-SUM_LOOP(f32)
-SUM_LOOP(f64)
-#undef COMBINE_LOOPS
-#undef SUM_LOOP
-
+LOOP_PAIR(sum, uint8_t, (uint8_t)(x + y))
+LOOP_PAIR(sum, uint16_t, (uint16_t)(x + y))
+LOOP_PAIR(sum, uint32_t, x + y)
+LOOP_PAIR(sum, uint64_t, x + y)
+LOOP_PAIR(sum, f32, x + y)
+LOOP_PAIR(sum, f64, x + y)
 /* Signed sums wrap: add as unsigned. */
-#define WRAPPING_SUM(T, U)                                                                  \
-    static void wrap_sum_##T(T *restrict d, const T *restrict s, int64_t n)                 \
-    {                                                                                       \
-        for (int64_t i = 0; i < n; i++)                                                     \
-            d[i] = (T)(U)((U)d[i] + (U)s[i]);                                               \
-    }
-WRAPPING_SUM(int8_t, uint8_t)
-WRAPPING_SUM(int16_t, uint16_t)
-WRAPPING_SUM(int32_t, uint32_t)
-WRAPPING_SUM(int64_t, uint64_t)
-#undef WRAPPING_SUM
+LOOP_PAIR(wrap_sum, int8_t, (int8_t)(uint8_t)((uint8_t)x + (uint8_t)y))
+LOOP_PAIR(wrap_sum, int16_t, (int16_t)(uint16_t)((uint16_t)x + (uint16_t)y))
+LOOP_PAIR(wrap_sum, int32_t, (int32_t)((uint32_t)x + (uint32_t)y))
+LOOP_PAIR(wrap_sum, int64_t, (int64_t)((uint64_t)x + (uint64_t)y))
+#undef COMBINE_LOOPS
+#undef LOOP_PAIR
 
-static void combine_half(int kind, bool brain, uint16_t *d, const uint16_t *s, int64_t n)
+/* a may be d (these are not vectorized anyway). */
+static void combine_half(int kind, bool brain, uint16_t *d, const uint16_t *a,
+                         const uint16_t *s, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
-        const float a = brain ? wf__bf16_to_f32(d[i]) : wf__f16_to_f32(d[i]);
-        const float b = brain ? wf__bf16_to_f32(s[i]) : wf__f16_to_f32(s[i]);
+        const uint16_t x = a[i];
+        const float fa = brain ? wf__bf16_to_f32(x) : wf__f16_to_f32(x);
+        const float fb = brain ? wf__bf16_to_f32(s[i]) : wf__f16_to_f32(s[i]);
         if (kind == WF_COLLECTIVE_ALL_SUM || kind == WF_COLLECTIVE_SUM_SCATTER) {
-            d[i] = brain ? wf__f32_to_bf16(a + b) : wf__f32_to_f16(a + b);
-        } else if (a == a && (b != b || (kind == WF_COLLECTIVE_ALL_MAX ? b > a : b < a))) {
-            d[i] = s[i];
+            d[i] = brain ? wf__f32_to_bf16(fa + fb) : wf__f32_to_f16(fa + fb);
+        } else {
+            const bool take = fa == fa && (fb != fb || (kind == WF_COLLECTIVE_ALL_MAX ? fb > fa
+                                                                                     : fb < fa));
+            d[i] = take ? s[i] : x;
         }
     }
 }
 
-static void combine_bool(int kind, uint8_t *d, const uint8_t *s, int64_t n)
+static void combine_bool(int kind, uint8_t *d, const uint8_t *a, const uint8_t *s, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
-        d[i] = kind == WF_COLLECTIVE_ALL_MIN ? (d[i] && s[i]) : (d[i] || s[i]);
+        d[i] = kind == WF_COLLECTIVE_ALL_MIN ? (a[i] && s[i]) : (a[i] || s[i]);
 }
 
-#define PICK(T, WRAP)                                                                       \
-    (kind == WF_COLLECTIVE_ALL_MAX   ? max_##T((T *)d, (const T *)s, n)                     \
-     : kind == WF_COLLECTIVE_ALL_MIN ? min_##T((T *)d, (const T *)s, n)                     \
-                                     : WRAP##T((T *)d, (const T *)s, n))
+/* In place when a is d, else from a. */
+#define CALL(FN, T)                                                                         \
+    (a == d ? FN##_##T((T *)d, (const T *)s, n)                                             \
+            : FN##_##T##_from((T *)d, (const T *)a, (const T *)s, n))
+#define PICK(T, SUM)                                                                        \
+    (kind == WF_COLLECTIVE_ALL_MAX   ? CALL(max, T)                                         \
+     : kind == WF_COLLECTIVE_ALL_MIN ? CALL(min, T)                                         \
+                                     : CALL(SUM, T))
 
-static void combine(int kind, wf_dtype dtype, void *d, const void *s, int64_t n)
+/* d = a (op) s, element by element; a is d or does not overlap it. */
+static void combine(int kind, wf_dtype dtype, void *d, const void *a, const void *s, int64_t n)
 {
     switch (dtype) {
-    case WF_DTYPE_BOOL: combine_bool(kind, d, s, n); break;
-    case WF_DTYPE_I8: PICK(int8_t, wrap_sum_); break;
-    case WF_DTYPE_I16: PICK(int16_t, wrap_sum_); break;
-    case WF_DTYPE_I32: PICK(int32_t, wrap_sum_); break;
-    case WF_DTYPE_I64: PICK(int64_t, wrap_sum_); break;
-    case WF_DTYPE_U8: PICK(uint8_t, sum_); break;
-    case WF_DTYPE_U16: PICK(uint16_t, sum_); break;
-    case WF_DTYPE_U32: PICK(uint32_t, sum_); break;
-    case WF_DTYPE_U64: PICK(uint64_t, sum_); break;
-    case WF_DTYPE_F16: combine_half(kind, false, d, s, n); break;
-    case WF_DTYPE_BF16: combine_half(kind, true, d, s, n); break;
-    case WF_DTYPE_F32: PICK(f32, sum_); break;
-    case WF_DTYPE_F64: PICK(f64, sum_); break;
-    case WF_DTYPE_C64: sum_f32(d, s, 2 * n); break; /* sum only (checked by the op) */
+    case WF_DTYPE_BOOL: combine_bool(kind, d, a, s, n); break;
+    case WF_DTYPE_I8: PICK(int8_t, wrap_sum); break;
+    case WF_DTYPE_I16: PICK(int16_t, wrap_sum); break;
+    case WF_DTYPE_I32: PICK(int32_t, wrap_sum); break;
+    case WF_DTYPE_I64: PICK(int64_t, wrap_sum); break;
+    case WF_DTYPE_U8: PICK(uint8_t, sum); break;
+    case WF_DTYPE_U16: PICK(uint16_t, sum); break;
+    case WF_DTYPE_U32: PICK(uint32_t, sum); break;
+    case WF_DTYPE_U64: PICK(uint64_t, sum); break;
+    case WF_DTYPE_F16: combine_half(kind, false, d, a, s, n); break;
+    case WF_DTYPE_BF16: combine_half(kind, true, d, a, s, n); break;
+    case WF_DTYPE_F32: PICK(f32, sum); break;
+    case WF_DTYPE_F64: PICK(f64, sum); break;
+    case WF_DTYPE_C64: n *= 2; CALL(sum, f32); break; /* sum only (checked by the op) */
     default: break;
     }
 }
 #undef PICK
+#undef CALL
+
 
 /* ------------------------------------------------------------ collectives */
 
@@ -441,8 +449,8 @@ static void reduction_fill(reduction *r, const char *in, char *out, char *dst,
 }
 
 /* Every receive is posted before any send; piece k is combined (rank
- * order) once every rank's piece k is in, and sent on while later pieces
- * still move. */
+ * order: rank 0's and rank 1's into dst, then the others in place) once
+ * every rank's piece k is in, and sent on while later pieces still move. */
 static wf_status reduction_run(reduction *r, const wf_group *g, int kind, wf_dtype dtype,
                                const char *in, char *dst, const char *scratch)
 {
@@ -461,9 +469,11 @@ static wf_status reduction_run(reduction *r, const wf_group *g, int kind, wf_dty
             break;
         const int64_t len = piece_len(&r->c, r->me, k);
         char *d = dst + (size_t)(k * r->c.piece) * r->c.es;
-        memcpy(d, piece_from(r, 0, k, in, scratch), (size_t)len * r->c.es);
+        const char *first = piece_from(r, 0, k, in, scratch);
+        if (g->size == 1)
+            memcpy(d, first, (size_t)len * r->c.es);
         for (int j = 1; j < g->size; j++)
-            combine(kind, dtype, d, piece_from(r, j, k, in, scratch), len);
+            combine(kind, dtype, d, j == 1 ? first : d, piece_from(r, j, k, in, scratch), len);
         if (!r->scatter)
             status = b->post(g->comm, spread + (size_t)k * others, others);
     }
@@ -481,9 +491,11 @@ static void reduce_frames(int kind, wf_dtype dtype, const unsigned char *frames,
                           size_t skip, void *out, int64_t len)
 {
     const size_t es = wf_dtype_size(dtype);
-    memcpy(out, frame_payload(frames, 0) + skip * es, (size_t)len * es);
+    const unsigned char *first = frame_payload(frames, 0) + skip * es;
+    if (n == 1)
+        memcpy(out, first, (size_t)len * es);
     for (int j = 1; j < n; j++)
-        combine(kind, dtype, out, frame_payload(frames, j) + skip * es, len);
+        combine(kind, dtype, out, j == 1 ? first : out, frame_payload(frames, j) + skip * es, len);
 }
 
 wf_status wf__collective_reduce(wf_group *g, int kind, wf_dtype dtype, const int64_t *shape,

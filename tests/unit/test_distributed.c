@@ -184,6 +184,51 @@ static void test_every_collective_every_dtype(void)
     }
 }
 
+/* Rank r's element i for the NaN test: NaN where i % (size + 1) == r
+ * (some elements NaN on one rank, some on none). */
+static double nan_input(int rank, int64_t i)
+{
+    return i % (size_ + 1) == rank ? NAN : (double)((rank * 5 + i * 3) % 7) - 3;
+}
+
+/* all_max / all_min propagate a NaN of any rank, at the first combining
+ * step (ranks 0 and 1) and the later ones; both sizes of arrays (with the
+ * headers and in pieces), float32 and float16. */
+static void test_max_min_propagate_nan(void)
+{
+    const wf_dtype dtypes[2] = {WF_DTYPE_F32, WF_DTYPE_F16};
+    const int64_t sizes[2] = {10, 5000};
+    for (int t = 0; t < 2; t++)
+        for (int z = 0; z < 2; z++)
+            for (int kind = 1; kind <= 2; kind++) {
+                wf_scope_begin();
+                const int64_t n = sizes[z];
+                unsigned char *data = calloc((size_t)n, wf_dtype_size(dtypes[t]));
+                for (int64_t i = 0; i < n; i++)
+                    wf__store_from_double(data, dtypes[t], i, nan_input(rank_, i));
+                wf_array *x = wf_array_from_data(data, &n, 1, dtypes[t]);
+                free(data);
+                wf_array *y = kind == 1 ? wf_all_max(x, world) : wf_all_min(x, world);
+                if (CHECK_OK(wf_eval(&y, 1))) {
+                    int bad = 0;
+                    for (int64_t i = 0; i < n; i++) {
+                        double want = nan_input(0, i);
+                        for (int r = 1; r < size_; r++) {
+                            const double v = nan_input(r, i);
+                            want = isnan(want) || isnan(v) ? NAN : combine_ref(kind, dtypes[t],
+                                                                               want, v);
+                        }
+                        const double got = element(y, i);
+                        bad += isnan(want) ? !isnan(got) : got != want;
+                    }
+                    if (!CHECK_EQ_INT(bad, 0))
+                        printf("    rank %d: %s kind %d n %d: %d wrong\n", rank_,
+                               wf_dtype_name(dtypes[t]), kind, (int)n, bad);
+                }
+                wf_scope_end();
+            }
+}
+
 /* A transposed (non-contiguous) input and a 0-d gather. */
 static void test_layouts(void)
 {
@@ -815,6 +860,7 @@ static int run_worker(const char *scenario)
     if (strcmp(scenario, "collectives") == 0) {
         RUN_TEST(test_every_collective_every_dtype);
         RUN_TEST(test_layouts);
+        RUN_TEST(test_max_min_propagate_nan);
         RUN_TEST(test_all_sum_is_deterministic);
         RUN_TEST(test_send_recv);
         RUN_TEST(test_threads_on_one_group);
