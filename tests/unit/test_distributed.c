@@ -181,6 +181,15 @@ static void test_every_collective_every_dtype(void)
         check_gather_and_scatter(all_dtypes[t], 2);
         check_gather_and_scatter(all_dtypes[t], 700); /* 2100 x size elements */
         check_gather_and_scatter(all_dtypes[t], 0);
+        /* Each rank's block rides with the headers when every block fits in
+         * 3952 bytes (on 2 ranks, edge's blocks exactly; past_edge's not). */
+        const int64_t es = (int64_t)wf_dtype_size(all_dtypes[t]);
+        const int64_t edge[1] = {2 * 3952 / es}, past_edge[1] = {2 * 3952 / es + 1};
+        for (int kind = 0; kind < 3; kind++) {
+            check_reduce(kind, all_dtypes[t], edge, 1);
+            check_reduce(kind, all_dtypes[t], past_edge, 1);
+        }
+        check_gather_and_scatter(all_dtypes[t], 3952 / (3 * es)); /* sum_scatter in one go */
     }
 }
 
