@@ -19,7 +19,8 @@
 #include "weft.h"
 
 /* One nonblocking message of at most max_message bytes: a receive into
- * data from `peer`, or a send of data to it. */
+ * data from `peer` (of a message of at most `bytes`), or a send of data to
+ * it. */
 typedef struct wf_comm_message {
     void *data;
     size_t bytes;
@@ -35,11 +36,9 @@ typedef struct wf_comm_backend {
     /* A new communicator of the ranks with `color`, ordered by key then rank. */
     wf_status (*split)(void *comm, int color, int key, void **out);
     void (*free)(void *comm);
-    /* The most bytes one message (and one rank's part of allgather) may
-     * carry: callers split larger transfers (MPI counts in int). */
+    /* The most bytes one message may carry: callers split larger
+     * transfers (MPI counts in int). */
     size_t max_message;
-    /* Every rank's `bytes` from `send` into recv, rank r's at r * bytes. */
-    wf_status (*allgather)(void *comm, const void *send, size_t bytes, void *recv);
     /* Starts each message without waiting (its request is set); wait ends
      * them. Messages between two ranks with one tag match in posting order. */
     wf_status (*post)(void *comm, wf_comm_message *messages, size_t n);

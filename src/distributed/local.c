@@ -4,7 +4,6 @@
  * nobody to send to.
  */
 #include <stdint.h>
-#include <string.h>
 
 #include "core/error.h"
 #include "distributed/backend.h"
@@ -20,14 +19,6 @@ static wf_status one_split(void *comm, int color, int key, void **out)
 }
 
 static void one_free(void *comm) { (void)comm; }
-
-static wf_status one_allgather(void *comm, const void *send, size_t bytes, void *recv)
-{
-    (void)comm;
-    if (bytes)
-        memmove(recv, send, bytes);
-    return WF_OK;
-}
 
 static wf_status no_peer(void *comm, int peer)
 {
@@ -60,7 +51,6 @@ const wf_comm_backend wf__local_backend = {
     .split = one_split,
     .free = one_free,
     .max_message = SIZE_MAX,
-    .allgather = one_allgather,
     .post = one_post,
     .wait = one_post,
     .send = one_send,

@@ -37,7 +37,6 @@ static struct {
     int (*Comm_free)(mpi_handle *);
     int (*Comm_dup)(mpi_handle, mpi_handle *);
     int (*Comm_set_errhandler)(mpi_handle, mpi_handle);
-    int (*Allgather)(const void *, int, mpi_handle, void *, int, mpi_handle, mpi_handle);
     int (*Isend)(const void *, int, mpi_handle, int, int, mpi_handle, mpi_handle *);
     int (*Irecv)(void *, int, mpi_handle, int, int, mpi_handle, mpi_handle *);
     int (*Wait)(mpi_handle *, void *);
@@ -75,7 +74,7 @@ static void load_library(void)
 #define FN(field) resolve((void **)&mpi.field, "MPI_" #field)
     bool ok = FN(Initialized) && FN(Finalized) && FN(Init_thread) && FN(Finalize) &&
               FN(Comm_rank) && FN(Comm_size) && FN(Comm_split) && FN(Comm_free) &&
-              FN(Comm_dup) && FN(Comm_set_errhandler) && FN(Allgather) && FN(Isend) &&
+              FN(Comm_dup) && FN(Comm_set_errhandler) && FN(Isend) &&
               FN(Irecv) && FN(Wait) && FN(Send) && FN(Recv) && FN(Error_string) &&
               resolve(&mpi.comm_world, "ompi_mpi_comm_world") &&
               resolve(&mpi.byte, "ompi_mpi_byte") &&
@@ -189,14 +188,6 @@ static void comm_free(void *comm)
         mpi.Comm_free((mpi_handle *)&comm);
 }
 
-static wf_status allgather(void *comm, const void *send, size_t bytes, void *recv)
-{
-    if (!fits_int(bytes))
-        return too_large("all_gather");
-    int code = mpi.Allgather(send, (int)bytes, mpi.byte, recv, (int)bytes, mpi.byte, comm);
-    return code == MPI_OK ? WF_OK : mpi_failed("MPI_Allgather", code);
-}
-
 static wf_status post(void *comm, wf_comm_message *m, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -246,7 +237,6 @@ const wf_comm_backend wf__mpi_backend = {
     .split = comm_split,
     .free = comm_free,
     .max_message = INT_MAX,
-    .allgather = allgather,
     .post = post,
     .wait = wait,
     .send = send_bytes,

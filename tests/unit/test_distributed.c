@@ -169,7 +169,7 @@ static void check_gather_and_scatter(wf_dtype dtype, int64_t rows)
 static void test_every_collective_every_dtype(void)
 {
     const int64_t odd[2] = {5, 7}; /* 35 elements: blocks of unequal size */
-    const int64_t big[2] = {300, 37}; /* past the 8 KB sent with the headers */
+    const int64_t big[2] = {300, 37}; /* past the 3952 bytes sent with the headers */
     const int64_t empty[2] = {0, 3};
     for (int t = 0; t < NDTYPES; t++) {
         for (int kind = 0; kind < 3; kind++) {
@@ -181,7 +181,61 @@ static void test_every_collective_every_dtype(void)
         check_gather_and_scatter(all_dtypes[t], 2);
         check_gather_and_scatter(all_dtypes[t], 700); /* 2100 x size elements */
         check_gather_and_scatter(all_dtypes[t], 0);
+        /* Each rank's block rides with the headers when every block fits in
+         * 3952 bytes (on 2 ranks, edge's blocks exactly; past_edge's not). */
+        const int64_t es = (int64_t)wf_dtype_size(all_dtypes[t]);
+        const int64_t edge[1] = {2 * 3952 / es}, past_edge[1] = {2 * 3952 / es + 1};
+        for (int kind = 0; kind < 3; kind++) {
+            check_reduce(kind, all_dtypes[t], edge, 1);
+            check_reduce(kind, all_dtypes[t], past_edge, 1);
+        }
+        check_gather_and_scatter(all_dtypes[t], 3952 / (3 * es)); /* sum_scatter in one go */
     }
+}
+
+/* Rank r's element i for the NaN test: NaN where i % (size + 1) == r
+ * (some elements NaN on one rank, some on none). */
+static double nan_input(int rank, int64_t i)
+{
+    return i % (size_ + 1) == rank ? NAN : (double)((rank * 5 + i * 3) % 7) - 3;
+}
+
+/* all_max / all_min propagate a NaN of any rank, at the first combining
+ * step (ranks 0 and 1) and the later ones; both sizes of arrays (with the
+ * headers and in pieces), float32 and float16. */
+static void test_max_min_propagate_nan(void)
+{
+    const wf_dtype dtypes[2] = {WF_DTYPE_F32, WF_DTYPE_F16};
+    const int64_t sizes[2] = {10, 5000};
+    for (int t = 0; t < 2; t++)
+        for (int z = 0; z < 2; z++)
+            for (int kind = 1; kind <= 2; kind++) {
+                wf_scope_begin();
+                const int64_t n = sizes[z];
+                unsigned char *data = calloc((size_t)n, wf_dtype_size(dtypes[t]));
+                for (int64_t i = 0; i < n; i++)
+                    wf__store_from_double(data, dtypes[t], i, nan_input(rank_, i));
+                wf_array *x = wf_array_from_data(data, &n, 1, dtypes[t]);
+                free(data);
+                wf_array *y = kind == 1 ? wf_all_max(x, world) : wf_all_min(x, world);
+                if (CHECK_OK(wf_eval(&y, 1))) {
+                    int bad = 0;
+                    for (int64_t i = 0; i < n; i++) {
+                        double want = nan_input(0, i);
+                        for (int r = 1; r < size_; r++) {
+                            const double v = nan_input(r, i);
+                            want = isnan(want) || isnan(v) ? NAN : combine_ref(kind, dtypes[t],
+                                                                               want, v);
+                        }
+                        const double got = element(y, i);
+                        bad += isnan(want) ? !isnan(got) : got != want;
+                    }
+                    if (!CHECK_EQ_INT(bad, 0))
+                        printf("    rank %d: %s kind %d n %d: %d wrong\n", rank_,
+                               wf_dtype_name(dtypes[t]), kind, (int)n, bad);
+                }
+                wf_scope_end();
+            }
 }
 
 /* A transposed (non-contiguous) input and a 0-d gather. */
@@ -765,6 +819,38 @@ static void test_nothing_left_alive(void)
         printf("    on rank %d of %d\n", rank_, size_);
 }
 
+/* Mismatches at the edge of and past the arrays that ride with the headers
+ * (3952 bytes): the headers still go first, so every rank fails before any
+ * piece moves, and the group's next collectives get the right data (nothing
+ * of the failed ones is left in flight). */
+static void test_mismatch_past_the_frame(void)
+{
+    wf_scope_begin();
+    /* 988 float32 fill the frame exactly, 989 do not: rank 0's would ride
+     * with the headers, the others' would take the piece path. */
+    const int64_t fits[1] = {988}, past[1] = {989};
+    expect_mismatch(wf_all_sum(input_array(WF_DTYPE_F32, rank_, rank_ == 0 ? fits : past, 1),
+                               world),
+                    "a size mismatch at the frame's edge");
+    /* 1.2 MB of float32: several pieces per block on 2, 3 and 4 ranks. */
+    const int64_t big[1] = {300000}, bigger[1] = {300007};
+    expect_mismatch(wf_all_sum(input_array(WF_DTYPE_F32, rank_, rank_ == size_ - 1 ? bigger : big,
+                                           1),
+                               world),
+                    "a size mismatch past the frame");
+    expect_mismatch(wf_all_sum(input_array(rank_ == 0 ? WF_DTYPE_I32 : WF_DTYPE_F32, rank_, big,
+                                           1),
+                               world),
+                    "a dtype mismatch of as many bytes");
+    wf_array *x = input_array(WF_DTYPE_F32, rank_, big, 1);
+    expect_mismatch(rank_ == 1 ? wf_sum_scatter(x, world) : wf_all_sum(x, world),
+                    "an op mismatch past the frame");
+    check_reduce(0, WF_DTYPE_F32, big, 1);
+    check_reduce(0, WF_DTYPE_F32, fits, 1);
+    check_reduce(0, WF_DTYPE_F32, past, 1);
+    wf_scope_end();
+}
+
 static int run_worker(const char *scenario)
 {
     world = wf_group_init(true);
@@ -783,6 +869,7 @@ static int run_worker(const char *scenario)
     if (strcmp(scenario, "collectives") == 0) {
         RUN_TEST(test_every_collective_every_dtype);
         RUN_TEST(test_layouts);
+        RUN_TEST(test_max_min_propagate_nan);
         RUN_TEST(test_all_sum_is_deterministic);
         RUN_TEST(test_send_recv);
         RUN_TEST(test_threads_on_one_group);
@@ -790,6 +877,7 @@ static int run_worker(const char *scenario)
         RUN_TEST(test_grad_and_compile);
         RUN_TEST(test_vmap_and_jvp);
         RUN_TEST(test_mismatch_fails_on_every_rank);
+        RUN_TEST(test_mismatch_past_the_frame);
     } else if (strcmp(scenario, "network") == 0) {
         RUN_TEST(test_network_payload);
     } else if (strcmp(scenario, "large") == 0) {
@@ -834,7 +922,7 @@ static void test_group_of_one(void)
                 bad += element(outs[k], i) != input_value(all_dtypes[t], 0, i);
         CHECK_EQ_INT(bad, 0);
     }
-    /* Past the 8 KB that ride with the headers: the piece path with no peers. */
+    /* Past the 3952 bytes that ride with the headers: the piece path with no peers. */
     const int64_t big[2] = {1000, 3};
     wf_array *y = input_array(WF_DTYPE_F64, 0, big, 2);
     wf_array *big_outs[3] = {wf_all_sum(y, g), wf_all_gather(y, g), wf_sum_scatter(y, g)};
