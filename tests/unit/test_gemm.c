@@ -351,14 +351,20 @@ static void test_bfloat16_where_supported(void)
 static void test_rows_alone_same_bits(void)
 {
     static const wf_dtype types[3] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_BF16};
+    /* K 1024 in release only (the sanitizers see A packed in check_shapes) */
     static const int64_t ks[2] = {300, 1024};
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    const int ks_count = 1;
+#else
+    const int ks_count = 2;
+#endif
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
         if (!wf__gemm_isa_supported(isa))
             continue;
         for (int t = 0; t < 3; t++) {
             if (types[t] == WF_DTYPE_BF16 && !wf__gemm_isa_has_bf16(isa))
                 continue;
-            for (int lb = 0; lb < 2 * LAYOUT_COUNT; lb++) {
+            for (int lb = 0; lb < ks_count * LAYOUT_COUNT; lb++) {
                 product p = product_new(64, 200, ks[lb / LAYOUT_COUNT], 1, 0, types[t],
                                         (uint32_t)(500 + lb));
                 const enum layout layout_b = (enum layout)(lb % LAYOUT_COUNT);
