@@ -132,12 +132,14 @@ static void check_shape(int64_t m, int64_t n, int64_t k)
 static void test_every_variant_against_double(void)
 {
 #if SANITIZED
-    static const int64_t shapes[][3] = {{1, 9, 130}, {3, 17, 5}, {6, 20, 11}};
+    static const int64_t shapes[][3] = {{1, 9, 130}, {3, 17, 5}, {6, 20, 11}, {15, 9, 512}};
 #else
+    /* k = 512 and 1024: A's rows 4 and 8 KB apart, so A is packed rather
+     * than read where it lies (gemm.c's rows_share_l1_set) */
     static const int64_t shapes[][3] = {{1, 600, 200}, {2, 37, 130}, {3, 17, 5},
                                         {4, 530, 150}, {5, 40, 129}, {23, 70, 300},
                                         {16, 33, 64},  {1, 1, 1},    {40, 300, 8},
-                                        {1, 2100, 20}};
+                                        {1, 2100, 20}, {20, 40, 512}, {33, 17, 1024}};
 #endif
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
         if (!wf__gemm_isa_supported(isa))
@@ -164,9 +166,11 @@ static void check_rows(wf_array *x, wf_array *y, const float *whole, int64_t r0,
     free(got);
 }
 
-static void test_rows_independent_of_batch_and_layout(void)
+/* k = 512: A's rows 4 KB apart, packed (gemm.c's rows_share_l1_set) where
+ * other k read them in place; the few-row kernels read them in place. */
+static void check_rows_independent(int64_t k)
 {
-    const int64_t m = 29, n = SANITIZED ? 40 : 700, k = SANITIZED ? 70 : 260;
+    const int64_t m = 29, n = SANITIZED ? 40 : 700;
     float *a = random_pairs(m * k, 3), *b = random_pairs(k * n, 4);
     float *bt = malloc((size_t)(2 * k * n) * sizeof *bt);
     for (int64_t t = 0; t < k; t++)
@@ -203,6 +207,12 @@ static void test_rows_independent_of_batch_and_layout(void)
     free(a);
     free(b);
     free(bt);
+}
+
+static void test_rows_independent_of_batch_and_layout(void)
+{
+    check_rows_independent(SANITIZED ? 70 : 260);
+    check_rows_independent(512);
 }
 
 /* ---------------------------------------------------------------- thread counts */

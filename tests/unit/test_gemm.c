@@ -314,6 +314,8 @@ static void check_shapes(int isa, wf_dtype dtype)
     check_all_layouts(isa, 65, 70, 600, 1, 1, dtype, 91); /* three K blocks, beta */
     check_all_layouts(isa, 3, 100, 531, 2, 0, dtype, 92); /* odd K over blocks, few rows */
     check_all_layouts(isa, 1, 257, 257, 1, 0, dtype, 93); /* a vector */
+    /* A's rows 4 or 8 KB apart: packed, not read where they lie */
+    check_all_layouts(isa, 15, 17, 1024, 1, 0, dtype, 94);
 }
 
 static void test_float32_every_variant(void)
@@ -344,19 +346,29 @@ static void test_bfloat16_where_supported(void)
 
 /* Rows computed alone (1 row: the matrix-vector path; 7 rows; 16 and 30
  * rows, shared evenly between two tiles) give the bits they get inside 64
- * rows (five tiles), for B read in place and packed. */
+ * rows (five tiles), for B read in place and packed; K 300 and 1024 (A's
+ * rows 4 or 8 KB apart: packed, not read where they lie). */
 static void test_rows_alone_same_bits(void)
 {
     static const wf_dtype types[3] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_BF16};
+    /* K 1024 in release only (the sanitizers see A packed in check_shapes) */
+    static const int64_t ks[2] = {300, 1024};
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    const int ks_count = 1;
+#else
+    const int ks_count = 2;
+#endif
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
         if (!wf__gemm_isa_supported(isa))
             continue;
         for (int t = 0; t < 3; t++) {
             if (types[t] == WF_DTYPE_BF16 && !wf__gemm_isa_has_bf16(isa))
                 continue;
-            for (int lb = 0; lb < LAYOUT_COUNT; lb++) {
-                product p = product_new(64, 200, 300, 1, 0, types[t], (uint32_t)(500 + lb));
-                void *full = run_product(&p, isa, ROW_MAJOR, (enum layout)lb, NULL, NULL);
+            for (int lb = 0; lb < ks_count * LAYOUT_COUNT; lb++) {
+                product p = product_new(64, 200, ks[lb / LAYOUT_COUNT], 1, 0, types[t],
+                                        (uint32_t)(500 + lb));
+                const enum layout layout_b = (enum layout)(lb % LAYOUT_COUNT);
+                void *full = run_product(&p, isa, ROW_MAJOR, layout_b, NULL, NULL);
                 static const int64_t firsts[] = {0, 13, 63, 5, 20}, counts[] = {1, 7, 1, 16, 30};
                 const size_t row = (size_t)p.ldc * wf_dtype_size(p.cdt);
                 for (int r = 0; r < 5; r++) {
@@ -364,11 +376,12 @@ static void test_rows_alone_same_bits(void)
                     q.m = counts[r];
                     q.a = p.a + firsts[r] * p.k;
                     q.c0 = p.c0 + firsts[r] * p.ldc;
-                    void *part = run_product(&q, isa, ROW_MAJOR, (enum layout)lb, NULL, NULL);
+                    void *part = run_product(&q, isa, ROW_MAJOR, layout_b, NULL, NULL);
                     if (!CHECK(same_bits(part, (char *)full + firsts[r] * row, &q, q.m)))
-                        printf("      (%s %s, B %s: rows %lld..+%lld differ)\n",
-                               wf__gemm_isa_name(isa), type_name(types[t]), LAYOUT_NAMES[lb],
-                               (long long)firsts[r], (long long)counts[r]);
+                        printf("      (%s %s, B %s, k %lld: rows %lld..+%lld differ)\n",
+                               wf__gemm_isa_name(isa), type_name(types[t]),
+                               LAYOUT_NAMES[layout_b], (long long)p.k, (long long)firsts[r],
+                               (long long)counts[r]);
                     free(part);
                 }
                 free(full);

@@ -81,8 +81,14 @@ INLINE_512 void tile_f32_rows(const int R, const bool prefetch, const bool a_row
     const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
     __m512 acc[MR][2];
 #pragma GCC unroll 14
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < R; r++) {
         acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        /* C's rows (far apart: no hardware prefetch) reach L2 while the
+         * tile computes, rather than stall its stores (complex64 2048^3 on
+         * 2 threads: +5%) */
+        _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T1);
+        _mm_prefetch((const char *)(c + r * ldc + 16), _MM_HINT_T1);
+    }
     for (int64_t k = 0; k < kc; k++) {
         if (prefetch) {
             _mm_prefetch((const char *)(bp + B_PREFETCH_ROWS * ldb), _MM_HINT_T0);
