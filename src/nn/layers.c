@@ -30,10 +30,9 @@ wf_array *wf_nn_linear(wf_array *x, wf_array *w, wf_array *b)
 {
     if (wf_scope_begin() != WF_OK)
         return NULL;
-    wf_array *y = wf_matmul(x, w);
-    if (b)
-        y = wf_add(y, b);
-    return finish(y);
+    /* The bias goes into the GEMM's output before the product is added
+     * to it (addmm): one pass over the result fewer than matmul + add. */
+    return finish(b ? wf_addmm(b, x, w, 1.0, 1.0) : wf_matmul(x, w));
 }
 
 wf_array *wf_nn_embedding(wf_array *table, wf_array *ids)
