@@ -1,16 +1,20 @@
 /*
- * Rules of the discrete Fourier transform (prim/fft.h), in MLX's
- * conventions: a complex cotangent goes back through the conjugate
- * transpose. The conjugate transpose of an unscaled DFT is the unscaled
- * inverse DFT (N times the normalized one), so the cotangent of a
- * transform with scale s is the opposite transform with scale s: the
- * opposite kind under the mirrored norm (backward <-> forward).
+ * Rules of the discrete Fourier transform (prim/fft.h).
+ *
+ * For a complex output the vjp engine wants the plain transpose J^T and
+ * conjugates around it (transforms/vjp.c), which gives MLX's J^H. A DFT
+ * matrix is symmetric, so the transpose of a transform with scale s is the
+ * same transform:
+ *  - forward / inverse: the node itself on the cotangent;
  *  - real forward: the kept n / 2 + 1 outputs are a projection, so the
  *    cotangent is zero-padded back to n along the real axis, sent through
- *    the complex inverse and its real part kept (the input is real);
- *  - real inverse: each spectrum entry but DC and Nyquist reaches the
- *    output twice (itself and its conjugate mirror), so the cotangent is
- *    the real forward transform of the output's, doubled there.
+ *    the complex transform of the same scale, and its real part kept (the
+ *    input is real).
+ * The real inverse has a real output: its rule is written in MLX's
+ * convention directly. Each spectrum entry but DC and Nyquist reaches the
+ * output twice (itself and its conjugate mirror), so the cotangent is the
+ * real forward transform of the output's with the inverse's scale (the
+ * mirrored norm: backward <-> forward), doubled there.
  * All kinds are linear over the reals: the jvp is the node on the
  * tangents. vmap moves the batch to axis 0 and shifts the axes.
  */
@@ -27,12 +31,12 @@ static int mirrored_norm(int norm)
                                          : WF_FFT_NORM_ORTHO;
 }
 
-/* A node of kind `kind` with p's axes and the mirrored norm on x. */
-static wf_array *adjoint_node(const wf_fft_params *p, int kind, wf_array *x)
+/* A node of kind `kind` with p's axes on x, under p's norm or its mirror. */
+static wf_array *related_node(const wf_fft_params *p, int kind, bool mirror, wf_array *x)
 {
     wf_fft_params q = *p;
     q.kind = kind;
-    q.norm = mirrored_norm(p->norm);
+    q.norm = mirror ? mirrored_norm(p->norm) : p->norm;
     q.real_size = 0;
     return wf__rule_node(&wf__prim_fft, &q, &x, 1);
 }
@@ -68,15 +72,15 @@ static wf_status vjp_fft(wf_array *node, wf_array *ct, const bool *wanted, wf_ar
     const wf_fft_params *p = fft_params(node);
     const int last = p->axes[p->n_axes - 1];
     switch (p->kind) {
-    case WF_FFT_FORWARD: cts[0] = adjoint_node(p, WF_FFT_INVERSE, ct); break;
-    case WF_FFT_INVERSE: cts[0] = adjoint_node(p, WF_FFT_FORWARD, ct); break;
+    case WF_FFT_FORWARD:
+    case WF_FFT_INVERSE: cts[0] = related_node(p, p->kind, false, ct); break;
     case WF_FFT_REAL_FORWARD: {
         wf_array *full = pad_half_spectrum(ct, last, node->inputs[0]->shape[last]);
-        cts[0] = wf_real(adjoint_node(p, WF_FFT_INVERSE, full));
+        cts[0] = wf_real(related_node(p, WF_FFT_FORWARD, false, full));
         break;
     }
     default: {
-        wf_array *half = adjoint_node(p, WF_FFT_REAL_FORWARD, ct);
+        wf_array *half = related_node(p, WF_FFT_REAL_FORWARD, true, ct);
         cts[0] = wf_multiply(half, hermitian_weights(p->real_size, last, node->ndim));
         break;
     }

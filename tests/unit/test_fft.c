@@ -7,6 +7,9 @@
  *  - real forward / real inverse transforms (odd and even lengths);
  *  - n-d transforms over a subset of axes in any order, with padding and
  *    truncation to requested lengths;
+ *  - the vjp of each kind against its adjoint built here (MLX's convention:
+ *    J^H for complex cotangents; the real inverse's spectrum entries but
+ *    DC / Nyquist count twice);
  *  - the argument errors.
  * A float32 result passes when its largest error is at most
  * 1e-5 * log2(n) of the reference's largest magnitude.
@@ -402,6 +405,78 @@ static void test_integer_input(void)
     CHECK_OK(wf_scope_end());
 }
 
+/* ---------------------------------------------------------------- vjp */
+
+typedef struct fft_call {
+    wf_fft_kind kind;
+    wf_fft_norm norm;
+    int64_t n;
+} fft_call;
+
+static wf_status call_fft(void *payload, wf_array *const *inputs, size_t ninputs,
+                          wf_array **outputs, size_t *noutputs)
+{
+    (void)ninputs;
+    const fft_call *c = payload;
+    const int axis = 1;
+    outputs[0] = wf_fft(inputs[0], &axis, 1, &c->n, c->kind, c->norm);
+    *noutputs = 1;
+    return outputs[0] ? WF_OK : wf_last_error();
+}
+
+/* The cotangent of inputs (3, in_len) from ct, against want. */
+static void check_vjp(fft_call call, wf_array *x, wf_array *ct, const cd *want, const char *what)
+{
+    wf_fn *fn = wf_fn_new(call_fft, &call, NULL);
+    wf_array *grad = NULL;
+    if (CHECK_OK(wf_vjp(fn, &x, 1, &ct, 1, NULL, &grad)))
+        check_result(grad, want, call.n, what);
+    wf_release(grad);
+    wf_fn_release(fn);
+}
+
+static void test_vjp(void)
+{
+    CHECK_OK(wf_scope_begin());
+    const int64_t rows = 3;
+
+    /* forward, ortho, n 6: ct -> G(ct) / sqrt(6) (G the unscaled inverse) */
+    const int64_t cshape[2] = {rows, 6};
+    cd x[3 * 6], c[3 * 6];
+    wf_array *xa = random_complex(cshape, 2, x);
+    wf_array *ca = random_complex(cshape, 2, c);
+    dft_axis(c, cshape, 2, 1, 1);
+    scale_all(c, rows * 6, 1.0 / sqrt(6.0));
+    check_vjp((fft_call){WF_FFT_FORWARD, WF_FFT_NORM_ORTHO, 6}, xa, ca, c, "vjp fft");
+
+    /* real forward, n 7: ct (3, 4) -> real(G(ct zero-padded to 7)) */
+    const int64_t rshape[2] = {rows, 7}, hshape[2] = {rows, 4};
+    cd r[3 * 7], h[3 * 4], want[3 * 7];
+    wf_array *ra = random_real(rshape, 2, r);
+    wf_array *ha = random_complex(hshape, 2, h);
+    for (int i = 0; i < rows; i++)
+        for (int k = 0; k < 7; k++)
+            want[i * 7 + k] = k < 4 ? h[i * 4 + k] : 0;
+    dft_axis(want, rshape, 2, 1, 1);
+    for (int i = 0; i < rows * 7; i++)
+        want[i] = creal(want[i]);
+    check_vjp((fft_call){WF_FFT_REAL_FORWARD, WF_FFT_NORM_BACKWARD, 7}, ra, ha, want,
+              "vjp rfft");
+
+    /* real inverse, n 6, norm forward (unscaled): ct (3, 6) real -> F(ct)[:4]
+     * weighted 1, 2, 2, 1 */
+    const int64_t sshape[2] = {rows, 6};
+    cd z[3 * 4], t[3 * 6], wz[3 * 4];
+    wf_array *za = random_complex(hshape, 2, z);
+    wf_array *ta = random_real(sshape, 2, t);
+    dft_axis(t, sshape, 2, 1, -1);
+    for (int i = 0; i < rows; i++)
+        for (int k = 0; k < 4; k++)
+            wz[i * 4 + k] = t[i * 6 + k] * (k == 0 || k == 3 ? 1.0 : 2.0);
+    check_vjp((fft_call){WF_FFT_REAL_INVERSE, WF_FFT_NORM_FORWARD, 6}, za, ta, wz, "vjp irfft");
+    CHECK_OK(wf_scope_end());
+}
+
 static void test_errors(void)
 {
     CHECK_OK(wf_scope_begin());
@@ -444,6 +519,7 @@ int main(void)
     RUN_TEST(test_real_transforms);
     RUN_TEST(test_nd_with_sizes);
     RUN_TEST(test_integer_input);
+    RUN_TEST(test_vjp);
     RUN_TEST(test_errors);
     return TEST_SUMMARY();
 }
