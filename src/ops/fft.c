@@ -8,14 +8,17 @@
 #include "ops/ops.h"
 #include "prim/fft.h"
 
+/* New internal references (a itself when nothing changes: the fft node
+ * that follows is the op's own result). */
+
 /* a as the kernel's input dtype: float32 for a real forward transform (a
  * complex input keeps its real part), else complex64. */
 static wf_array *convert_input(wf_array *a, wf_fft_kind kind)
 {
     if (kind != WF_FFT_REAL_FORWARD)
-        return a->dtype == WF_DTYPE_C64 ? wf__same_value(a) : wf__op_astype(a, WF_DTYPE_C64);
+        return a->dtype == WF_DTYPE_C64 ? wf__array_incref(a) : wf__op_astype(a, WF_DTYPE_C64);
     if (a->dtype == WF_DTYPE_F32)
-        return wf__same_value(a);
+        return wf__array_incref(a);
     if (a->dtype != WF_DTYPE_C64)
         return wf__op_astype(a, WF_DTYPE_F32);
     return wf__op_real(a); /* complex64's real part is float32 */
@@ -42,7 +45,7 @@ static wf_array *fit_lengths(wf_array *x, const int *axes, const int64_t *len, i
             grow = true;
         }
     }
-    wf_array *sliced = cut ? wf__op_slice(x, starts, stops, steps) : wf__same_value(x);
+    wf_array *sliced = cut ? wf__op_slice(x, starts, stops, steps) : wf__array_incref(x);
     if (!grow || !sliced)
         return sliced;
     wf_array *padded = wf__op_pad(sliced, low, high, 0.0);

@@ -10,11 +10,15 @@
  * chirps are computed in double and rounded once to float32; the
  * butterflies run in float32.
  *
- * The inverse is conj(F(conj(x))). A real forward transform embeds its
- * input in the complex numbers and keeps n / 2 + 1 outputs; a real inverse
- * rebuilds the Hermitian spectrum (entry n - k is conj(entry k); the
- * imaginary parts of the DC and Nyquist entries are ignored, as NumPy) and
- * keeps the real part.
+ * The inverse is conj(F(conj(x))). A real transform of even length n runs
+ * a complex one of n / 2 points on the even and odd samples packed as real
+ * and imaginary parts, and splits (forward) or merges (inverse) their
+ * spectra with the n-th roots of unity. Of odd length, the real forward
+ * transform embeds its input in the complex numbers and keeps n / 2 + 1
+ * outputs, the real inverse rebuilds the Hermitian spectrum (entry n - k is
+ * conj(entry k)) and keeps the real part. Either way the imaginary parts of
+ * the DC and Nyquist entries of a real inverse's input are ignored, as
+ * NumPy does.
  *
  * An n-d transform is one pass of 1-d transforms per axis. Every pass
  * copies each line (any stride) into a contiguous buffer, transforms it and
@@ -308,7 +312,9 @@ typedef struct fft_pass {
     int mode; /* enum pass_mode */
     bool inverse;
     float scale;
-    const fft_plan *plan;
+    const fft_plan *plan; /* n points, or n / 2 for a real pass of even n */
+    const cf *half_roots; /* that case: e^(-2 pi i k / n) for k <= n / 2; else NULL */
+    int64_t n;            /* the transform's length */
     int ndim, axis;
     const int64_t *shape; /* dst's shape; the axis is skipped */
     const char *src;
@@ -321,7 +327,7 @@ typedef struct fft_pass {
 
 static void load_line(const fft_pass *job, const char *src, cf *buf)
 {
-    const int64_t st = job->src_strides[job->axis], n = job->plan->n;
+    const int64_t st = job->src_strides[job->axis], n = job->n;
     if (job->mode == PASS_R2C) {
         const float *x = (const float *)src;
         for (int64_t i = 0; i < n; i++)
@@ -357,10 +363,58 @@ static void store_line(const fft_pass *job, const cf *buf, char *dst)
     }
 }
 
+/* Real forward of even n from the transform Z of z[j] = x[2j] + i x[2j + 1]
+ * (h = n / 2 points): X[k] = E[k] + w^k O[k] for k <= h, where the spectra
+ * of the even and odd samples are E[k] = (Z[k] + conj(Z[h - k])) / 2 and
+ * O[k] = (Z[k] - conj(Z[h - k])) / 2i, indices mod h. */
+static void real_forward_half(const fft_pass *job, const char *src, cf *buf, char *dst)
+{
+    const int64_t h = job->plan->n, ss = job->src_strides[job->axis];
+    const int64_t sd = job->dst_strides[job->axis];
+    const float *x = (const float *)src;
+    for (int64_t j = 0; j < h; j++)
+        buf[j] = (cf){x[2 * j * ss], x[(2 * j + 1) * ss]};
+    transform(job->plan, buf, buf + h);
+    cf *y = (cf *)dst;
+    for (int64_t k = 0; k <= h; k++) {
+        const cf a = buf[k % h], b = c_conj(buf[(h - k) % h]);
+        const cf e = {0.5f * (a.re + b.re), 0.5f * (a.im + b.im)};
+        const cf o = {0.5f * (a.im - b.im), -0.5f * (a.re - b.re)};
+        y[k * sd] = c_scale(c_add(e, c_mul(job->half_roots[k], o)), job->scale);
+    }
+}
+
+/* Real inverse of even n (the inverse of real_forward_half): from the
+ * n / 2 + 1 entries X, Z[k] = E[k] + i O[k] with 2E[k] = X[k] + conj(X[h - k])
+ * and 2O[k] = (X[k] - conj(X[h - k])) conj(w^k); its inverse transform
+ * holds the even samples in its real parts and the odd in its imaginary
+ * parts (the factors 2 cancel the 1/2 of n = 2h). */
+static void real_inverse_half(const fft_pass *job, const char *src, cf *buf, char *dst)
+{
+    const int64_t h = job->plan->n, ss = job->src_strides[job->axis];
+    const int64_t sd = job->dst_strides[job->axis];
+    const cf *z = (const cf *)src;
+    for (int64_t k = 0; k < h; k++) {
+        cf a = z[k * ss], b = c_conj(z[(h - k) * ss]);
+        if (k == 0) { /* DC and Nyquist: real parts only */
+            a.im = 0.0f;
+            b.im = 0.0f;
+        }
+        const cf e = c_add(a, b), o = c_mul(c_sub(a, b), c_conj(job->half_roots[k]));
+        buf[k] = c_conj((cf){e.re - o.im, e.im + o.re}); /* inverse by conjugation */
+    }
+    transform(job->plan, buf, buf + h);
+    float *y = (float *)dst;
+    for (int64_t j = 0; j < h; j++) {
+        y[2 * j * sd] = buf[j].re * job->scale;
+        y[(2 * j + 1) * sd] = -buf[j].im * job->scale;
+    }
+}
+
 static void pass_chunk(void *arg, int64_t begin, int64_t end)
 {
     fft_pass *job = arg;
-    const int64_t n = job->plan->n;
+    const int64_t n = job->n;
     cf *buf = wf__malloc((size_t)(n + plan_work(job->plan)) * sizeof(cf));
     if (!buf) {
         job->failed = true;
@@ -378,9 +432,19 @@ static void pass_chunk(void *arg, int64_t begin, int64_t end)
             is += c * job->src_strides[d];
             id += c * job->dst_strides[d];
         }
-        load_line(job, job->src + is * (int64_t)src_item, buf);
+        const char *src = job->src + is * (int64_t)src_item;
+        char *dst = job->dst + id * (int64_t)dst_item;
+        if (job->half_roots && job->mode == PASS_R2C) {
+            real_forward_half(job, src, buf, dst);
+            continue;
+        }
+        if (job->half_roots) {
+            real_inverse_half(job, src, buf, dst);
+            continue;
+        }
+        load_line(job, src, buf);
         transform(job->plan, buf, buf + n);
-        store_line(job, buf, job->dst + id * (int64_t)dst_item);
+        store_line(job, buf, dst);
     }
     free(buf);
 }
@@ -394,12 +458,28 @@ static double axis_scale(int norm, bool inverse, int64_t n)
     return divides ? 1.0 / (double)n : 1.0;
 }
 
+/* e^(-2 pi i k / n) for k <= n / 2, or NULL (out of memory). */
+static cf *half_roots_new(int64_t n)
+{
+    cf *w = wf__malloc((size_t)(n / 2 + 1) * sizeof(cf));
+    for (int64_t k = 0; w && k <= n / 2; k++)
+        w[k] = unit_root(k, n);
+    return w;
+}
+
 static wf_status run_pass(fft_pass *job, int64_t n)
 {
-    job->plan = plan_new(n);
-    if (!job->plan)
+    const bool half = job->mode != PASS_C2C && n % 2 == 0;
+    job->n = n;
+    job->plan = plan_new(half ? n / 2 : n);
+    cf *half_roots = half ? half_roots_new(n) : NULL;
+    job->half_roots = half_roots;
+    if (!job->plan || (half && !half_roots)) {
+        plan_free((fft_plan *)job->plan);
+        free(half_roots);
         return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_fft: no memory for a plan of %lld points",
                          (long long)n);
+    }
     int64_t lines = 1;
     for (int d = 0; d < job->ndim; d++)
         if (d != job->axis)
@@ -411,7 +491,9 @@ static wf_status run_pass(fft_pass *job, int64_t n)
     if (lines > 0)
         wf__parallel_for(lines, min_chunk, pass_chunk, job);
     plan_free((fft_plan *)job->plan);
+    free(half_roots);
     job->plan = NULL;
+    job->half_roots = NULL;
     if (job->failed)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_fft: no memory for a line of %lld points",
                          (long long)n);
