@@ -255,3 +255,15 @@ def test_gradients_match_mlx():
         want = np.array(mlx.grad(lambda v: loss(mlx, v))(mlx.array(x)))
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.max(np.abs(want)),
                                    err_msg=f"{name} {kw}")
+
+
+def test_compile_shapeless():
+    """The fft node keeps no shape of its own: a shapeless compiled function
+    replays it on other shapes (a real inverse's output length is fixed by n)."""
+    f = mx.compile(lambda v: mx.fft.rfft(v * 2.0), shapeless=True)
+    g = mx.compile(lambda v: mx.fft.ifft2(mx.fft.fft2(v)))
+    rng = np.random.RandomState(7)
+    for shape in ((4, 8), (3, 16), (2, 5)):
+        x = rng.randn(*shape).astype(np.float32)
+        assert_close(f(mx.array(x)), np.fft.rfft(2.0 * x), shape[-1])
+        assert_close(g(mx.array(x)), x.astype(np.complex64), x.size)
