@@ -6,7 +6,8 @@
  * (self-sorting, no bit reversal) mixed-radix Cooley-Tukey: radix 4 first,
  * then 2, 3 and the small primes with a generic butterfly. Any other length
  * runs Bluestein's chirp-z: the transform as a convolution with a chirp,
- * done by power-of-two transforms of at least 2n - 1 points. Twiddles and
+ * done by transforms of the least length >= 2n - 1 whose prime factors are
+ * 2, 3 and 5. Twiddles and
  * chirps are computed in double and rounded once to float32; the
  * butterflies run in float32.
  *
@@ -69,8 +70,8 @@ typedef struct fft_plan {
     int nstages;
     int radix[MAX_STAGES];
     cf *roots;
-    /* Bluestein (when n has a larger prime factor): the power-of-two plan of
-     * m points, chirp[k] = e^(-pi i k^2 / n) and the transform of the
+    /* Bluestein (when n has a larger prime factor): the plan of m >= 2n - 1
+     * points (factors 2, 3, 5), chirp[k] = e^(-pi i k^2 / n) and the transform of the
      * conjugate chirp's circular extension, divided by m. */
     struct fft_plan *inner;
     int64_t m;
@@ -113,12 +114,26 @@ static void transform(const fft_plan *p, cf *x, cf *work);
 
 static fft_plan *plan_new(int64_t n);
 
+/* The least length >= n with no prime factor above 5 (a fast Stockham
+ * transform; at most about 10% past n for the lengths that need it). */
+static int64_t smooth_length(int64_t n)
+{
+    for (int64_t m = n;; m++) {
+        int64_t r = m;
+        while (r % 2 == 0)
+            r /= 2;
+        while (r % 3 == 0)
+            r /= 3;
+        while (r % 5 == 0)
+            r /= 5;
+        if (r == 1)
+            return m;
+    }
+}
+
 static bool bluestein_init(fft_plan *p)
 {
-    const int64_t n = p->n;
-    int64_t m = 1;
-    while (m < 2 * n - 1)
-        m *= 2;
+    const int64_t n = p->n, m = smooth_length(2 * n - 1);
     p->m = m;
     p->inner = plan_new(m);
     p->chirp = wf__malloc((size_t)n * sizeof(cf));
