@@ -10,7 +10,8 @@
  *  - the vjp of each kind against its adjoint built here (MLX's convention:
  *    J^H for complex cotangents; the real inverse's spectrum entries but
  *    DC / Nyquist count twice);
- *  - the argument errors.
+ *  - the argument errors, and allocation / kernel failures injected at
+ *    every fallible step of an n-d real inverse of a Bluestein length.
  * A float32 result passes when its largest error is at most
  * 1e-5 * log2(n) of the reference's largest magnitude.
  */
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "util/fault.h"
 
 typedef double _Complex cd;
 
@@ -477,6 +479,39 @@ static void test_vjp(void)
     CHECK_OK(wf_scope_end());
 }
 
+/* Each fallible operation of building and running an irfftn (a complex
+ * pass into a buffer, then a real Bluestein pass) fails in turn: the call
+ * or its evaluation reports it, and the same transform works afterwards. */
+static void test_injected_failures(void)
+{
+    const int64_t shape[2] = {5, 9};
+    cd host[5 * 9];
+    CHECK_OK(wf_scope_begin());
+    wf_array *z = random_complex(shape, 2, host);
+    CHECK_OK(wf_eval(&z, 1));
+    const int axes[2] = {0, 1};
+    const int64_t sizes[2] = {5, 17};
+    int injected = 0;
+    for (int64_t nth = 1; nth < 400; nth++) {
+        CHECK_OK(wf_scope_begin());
+        wf__fault_arm(nth);
+        wf_array *y = wf_fft(z, axes, 2, sizes, WF_FFT_REAL_INVERSE, WF_FFT_NORM_BACKWARD);
+        const wf_status st = y ? wf_eval(&y, 1) : wf_last_error();
+        const bool fired = wf__fault_fired();
+        wf__fault_arm(0);
+        wf_clear_error();
+        CHECK_OK(wf_scope_end());
+        if (!fired)
+            break;
+        injected++;
+        CHECK(st != WF_OK);
+    }
+    CHECK(injected > 3);
+    wf_array *y = wf_fft(z, axes, 2, sizes, WF_FFT_REAL_INVERSE, WF_FFT_NORM_BACKWARD);
+    CHECK_OK(y ? wf_eval(&y, 1) : wf_last_error());
+    CHECK_OK(wf_scope_end());
+}
+
 static void test_errors(void)
 {
     CHECK_OK(wf_scope_begin());
@@ -521,5 +556,6 @@ int main(void)
     RUN_TEST(test_integer_input);
     RUN_TEST(test_vjp);
     RUN_TEST(test_errors);
+    RUN_TEST(test_injected_failures);
     return TEST_SUMMARY();
 }
