@@ -485,12 +485,13 @@ static cf *half_roots_new(int64_t n)
 static wf_status run_pass(fft_pass *job, int64_t n)
 {
     const bool half = job->mode != PASS_C2C && n % 2 == 0;
-    job->n = n;
-    job->plan = plan_new(half ? n / 2 : n);
+    fft_plan *plan = plan_new(half ? n / 2 : n);
     cf *half_roots = half ? half_roots_new(n) : NULL;
+    job->n = n;
+    job->plan = plan;
     job->half_roots = half_roots;
-    if (!job->plan || (half && !half_roots)) {
-        plan_free((fft_plan *)job->plan);
+    if (!plan || (half && !half_roots)) {
+        plan_free(plan);
         free(half_roots);
         return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_fft: no memory for a plan of %lld points",
                          (long long)n);
@@ -505,7 +506,7 @@ static wf_status run_pass(fft_pass *job, int64_t n)
     job->failed = false;
     if (lines > 0)
         wf__parallel_for(lines, min_chunk, pass_chunk, job);
-    plan_free((fft_plan *)job->plan);
+    plan_free(plan);
     free(half_roots);
     job->plan = NULL;
     job->half_roots = NULL;
