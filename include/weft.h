@@ -750,6 +750,45 @@ wf_array *wf_cummin(wf_array *a, int axis, bool reverse, bool inclusive);
  * float32; f16/bf16 compute in float32). */
 wf_array *wf_logcumsumexp(wf_array *a, int axis, bool reverse, bool inclusive);
 
+/* ---- discrete Fourier transforms (MLX's mx.fft). A transform over several
+ * axes is the 1-d transform along each of them. The forward transform is
+ * X[k] = sum_j x[j] e^(-2 pi i jk/n), the inverse uses e^(+2 pi i jk/n).
+ * Every length works (mixed radix 2/3/4/5/7/11/13, Bluestein's chirp-z for
+ * the rest); the work is float32 with twiddles computed in double. */
+
+/* What wf_fft computes. */
+typedef enum wf_fft_kind {
+    WF_FFT_FORWARD = 0,      /* complex64 -> complex64 */
+    WF_FFT_INVERSE = 1,      /* complex64 -> complex64 */
+    WF_FFT_REAL_FORWARD = 2, /* float32 -> complex64: the last of `axes` keeps n / 2 + 1 */
+    WF_FFT_REAL_INVERSE = 3  /* complex64 (the n / 2 + 1 of a Hermitian spectrum along
+                                the last of `axes`) -> float32 of n there */
+} wf_fft_kind;
+
+/* The scale applied (NumPy's and MLX's `norm`), N being the product of the
+ * transformed lengths: BACKWARD leaves forward transforms unscaled and
+ * divides inverse ones by N, FORWARD the opposite, ORTHO scales both by
+ * 1 / sqrt(N). */
+typedef enum wf_fft_norm {
+    WF_FFT_NORM_BACKWARD = 0,
+    WF_FFT_NORM_ORTHO = 1,
+    WF_FFT_NORM_FORWARD = 2
+} wf_fft_norm;
+
+/* The transform `kind` of `a` over the `n_axes` distinct `axes` (negative
+ * count from the end; 1 <= n_axes <= a's rank). `sizes` (n_axes entries,
+ * each >= 1; NULL: a's lengths there, and for WF_FFT_REAL_INVERSE 2 (m - 1)
+ * on the last axis of length m) are the transform lengths: `a` is truncated
+ * or padded with zeros to them first (to n / 2 + 1 on the last axis of a
+ * WF_FFT_REAL_INVERSE). Inputs convert as MLX's: to complex64, or float32
+ * for WF_FFT_REAL_FORWARD (a complex input keeps its real part). Errors:
+ * WF_ERR_AXIS (axis out of range or repeated), WF_ERR_INVALID_ARGUMENT (a
+ * size < 1, no axes, a bad kind or norm), WF_ERR_SHAPE (a 0-d array).
+ * Gradients: vjp, jvp and vmap (MLX's conventions: a complex cotangent
+ * goes back through the conjugate transpose). */
+wf_array *wf_fft(wf_array *a, const int *axes, int n_axes, const int64_t *sizes,
+                 wf_fft_kind kind, wf_fft_norm norm);
+
 /* ---- linear algebra */
 
 /* Matrix product with NumPy matmul rules: 1-d operands are vectors, leading

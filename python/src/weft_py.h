@@ -190,5 +190,7 @@ int weftpy_dlpack_init(PyObject *module);
 int weftpy_distributed_init(PyObject *module);
 int weftpy_quantized_init(PyObject *module);
 int weftpy_files_init(PyObject *module);
+/* fft.c: _fft, under weft.fft */
+int weftpy_fft_init(PyObject *module);
 
 #endif /* WEFT_PY_H */

@@ -138,6 +138,8 @@ static bool replays_shapeless(const wf_array *n)
         "custom_function", "random_bernoulli", "random_categorical",
         /* sort family and scans whose params are an axis and flags */
         "sort", "argsort", "cummax", "cummin", "logcumsumexp", "scatter",
+        /* axes, kind, norm (a real inverse's output length is checked on replay) */
+        "fft",
         /* an axis, pad amounts, a diagonal offset, a dtype */
         "take", "take_along_axis", "scatter_add", "concatenate", "pad", "tri", "view",
         /* strides, padding, dilations, groups; group sizes and bits; a group */

@@ -117,6 +117,10 @@ wf_array *wf__op_softmax(wf_array *a, const int *axes, int naxes);
 wf_array *wf__op_cumsum(wf_array *a, int axis, bool reverse, bool inclusive);
 wf_array *wf__op_cumprod(wf_array *a, int axis, bool reverse, bool inclusive);
 
+/* fft.c */
+wf_array *wf__op_fft(wf_array *a, const int *axes, int n_axes, const int64_t *sizes,
+                     wf_fft_kind kind, wf_fft_norm norm);
+
 /* shape.c */
 wf_array *wf__op_reshape(wf_array *a, const int64_t *shape, int ndim);
 wf_array *wf__op_transpose(wf_array *a, const int *perm, int nperm);

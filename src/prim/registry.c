@@ -17,6 +17,7 @@
 #include "prim/shape.h"
 #include "prim/quantized.h"
 #include "prim/search.h"
+#include "prim/fft.h"
 #include "prim/sort.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
@@ -65,6 +66,8 @@ static const wf_prim_def *const all_prims[] = {
     &wf__prim_logcumsumexp, &wf__prim_searchsorted,
     /* convolution */
     &wf__prim_conv_general,
+    /* discrete Fourier transforms */
+    &wf__prim_fft,
     /* collectives */
     &wf__prim_all_sum, &wf__prim_all_max, &wf__prim_all_min, &wf__prim_all_gather,
     &wf__prim_sum_scatter, &wf__prim_send, &wf__prim_recv,

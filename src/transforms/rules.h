@@ -91,6 +91,8 @@ extern const wf_prim_rules wf__rules_scatter[];
 extern const size_t wf__rules_scatter_count;
 extern const wf_prim_rules wf__rules_sort[];
 extern const size_t wf__rules_sort_count;
+extern const wf_prim_rules wf__rules_fft[];
+extern const size_t wf__rules_fft_count;
 extern const wf_prim_rules wf__rules_conv[];
 extern const size_t wf__rules_conv_count;
 extern const wf_prim_rules wf__rules_distributed[];

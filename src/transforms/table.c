@@ -23,6 +23,7 @@ static const struct {
     {wf__rules_custom_function, &wf__rules_custom_function_count},
     {wf__rules_scatter, &wf__rules_scatter_count},
     {wf__rules_sort, &wf__rules_sort_count},
+    {wf__rules_fft, &wf__rules_fft_count},
     {wf__rules_conv, &wf__rules_conv_count},
     {wf__rules_distributed, &wf__rules_distributed_count},
     {wf__rules_quantized, &wf__rules_quantized_count},

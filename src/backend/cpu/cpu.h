@@ -236,6 +236,9 @@ wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninpu
                                const void *params);
 /* wf_custom: contiguous inputs, a fresh output, the user's call. */
 wf_status wf__cpu_custom(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
+/* The discrete Fourier transform (prim/fft.h; fft.c): 1-d transforms along
+ * each axis, batched over the intra-op pool. */
+wf_status wf__cpu_fft(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
 /* A sibling of a multi-output primitive (prim/sibling.h): a view. */
 wf_status wf__cpu_sibling(wf_array *out, wf_array *const *inputs, int ninputs,
                           const void *params);

@@ -31,6 +31,7 @@
 #include "prim/shape.h"
 #include "prim/quantized.h"
 #include "prim/search.h"
+#include "prim/fft.h"
 #include "prim/sort.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
@@ -146,5 +147,7 @@ void wf__cpu_register_kernels(void)
     attach(&wf__prim_searchsorted, wf__cpu_searchsorted);
     /* convolution */
     attach(&wf__prim_conv_general, wf__cpu_conv_general);
+    /* discrete Fourier transforms */
+    attach(&wf__prim_fft, wf__cpu_fft);
     wf__cpu_register_collectives();
 }
