@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "distributed/group.h"
@@ -477,6 +478,129 @@ static void test_group_bad_arguments(void)
     CHECK_EQ_INT(settle_live_arrays(live), live);
 }
 
+/* ------------------------------------------------------------ more nn files */
+
+static void test_save_gguf_bad_inputs(void)
+{
+    const int64_t live = live_arrays();
+    char path[] = "/tmp/weft-err-gguf-XXXXXX";
+    const int fd = mkstemp(path);
+    if (!CHECK(fd >= 0))
+        return;
+    close(fd);
+    expect_status(wf_nn_save_gguf(NULL, NULL, path), WF_ERR_NULL_ARGUMENT, "params or path");
+    wf_nn_params *p = wf_nn_params_new();
+    expect_status(wf_nn_save_gguf(p, NULL, NULL), WF_ERR_NULL_ARGUMENT, "params or path");
+    const int64_t two = 2;
+    wf_array *flags = wf_ones(&two, 1, WF_DTYPE_BOOL);
+    CHECK_OK(wf_nn_params_add(p, "flags", flags));
+    expect_status(wf_nn_save_gguf(p, NULL, path), WF_ERR_DTYPE, "'flags' has dtype bool");
+    wf_nn_params_release(p);
+    p = wf_nn_params_new();
+    wf_array *bad = failing_array(); /* its evaluation fails: nothing is written */
+    CHECK_OK(wf_nn_params_add(p, "bad", bad));
+    expect_status(wf_nn_save_gguf(p, NULL, path), WF_ERR_INVALID_ARGUMENT,
+                  "selects 6 elements but the source has only 3");
+    wf_nn_params_release(p);
+    p = wf_nn_params_new();
+    wf_array *x = ramp(4);
+    CHECK_OK(wf_nn_params_add(p, "x", x));
+    expect_status(wf_nn_save_gguf(p, NULL, "/nonexistent-dir/x.gguf"), WF_ERR_IO,
+                  "cannot open '/nonexistent-dir/x.gguf'");
+    /* and it writes: the loaded tensor has the same values */
+    if (CHECK_OK(wf_nn_save_gguf(p, NULL, path))) {
+        wf_nn_params *back = wf_nn_load_gguf(path, NULL);
+        if (CHECK_NOT_NULL(back) && CHECK_EQ_SIZE(wf_nn_params_count(back), 1)) {
+            float got[4] = {0};
+            CHECK_OK(wf_array_copy_to(wf_nn_params_get(back, 0), got, sizeof got));
+            for (int i = 0; i < 4; i++)
+                CHECK_NEAR(got[i], (float)i * 0.25f - 1.0f, 0);
+        }
+        wf_nn_params_release(back);
+    }
+    unlink(path);
+    wf_nn_params_release(p);
+    wf_release(x), wf_release(bad), wf_release(flags);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+}
+
+/* wf_nn_save_npz with each fallible operation failing in turn, compressed
+ * and not: an out-of-memory error each time, then a file that loads back. */
+static void test_save_npz_out_of_memory(void)
+{
+    const int64_t live = live_arrays();
+    char path[] = "/tmp/weft-err-npz-XXXXXX";
+    const int fd = mkstemp(path);
+    if (!CHECK(fd >= 0))
+        return;
+    close(fd);
+    wf_nn_params *p = wf_nn_params_new();
+    wf_array *a = ramp(5), *b = ramp(300);
+    CHECK_OK(wf_nn_params_add(p, "a", a));
+    CHECK_OK(wf_nn_params_add(p, "b", b));
+    for (int compressed = 0; compressed < 2; compressed++) {
+        int failures = 0;
+        wf_status st = WF_OK;
+        for (int64_t nth = 1; nth < 1000; nth++) {
+            arm(nth);
+            st = wf_nn_save_npz(p, path, compressed);
+            const bool fired = wf__fault_fired();
+            wf__fault_arm(0);
+            if (!fired)
+                break;
+            if (st == WF_OK)
+                continue; /* absorbed (zlib's own allocations are not counted) */
+            expect_status(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_save_npz");
+            failures++;
+        }
+        CHECK_OK(st);
+        CHECK(failures >= 3); /* the image, the archive, its directory */
+        wf_nn_params *back = wf_nn_load_npz(path);
+        if (CHECK_NOT_NULL(back) && CHECK_EQ_SIZE(wf_nn_params_count(back), 2)) {
+            float got[5] = {0};
+            CHECK_OK(wf_array_copy_to(wf_nn_params_get(back, 0), got, sizeof got));
+            for (int i = 0; i < 5; i++)
+                CHECK_NEAR(got[i], (float)i * 0.25f - 1.0f, 0);
+        }
+        wf_nn_params_release(back);
+    }
+    unlink(path);
+    wf_nn_params_release(p);
+    wf_release(a), wf_release(b);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+}
+
+/* ------------------------------------------------------------ gather_qmm */
+
+static void test_gather_qmm_bad_arguments(void)
+{
+    const int64_t ws[3] = {2, 8, 32}, xs[3] = {2, 1, 32}, vec = 32, two = 2;
+    wf_array *w = wf_ones(ws, 3, WF_DTYPE_F32), *x = wf_ones(xs, 3, WF_DTYPE_F32);
+    wf_array *q = NULL, *s = NULL, *b = NULL, *fq = NULL, *fs = NULL, *fb = NULL;
+    CHECK_OK(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, &b));
+    CHECK_OK(wf_quantize(w, 32, 4, WF_QUANT_MXFP4, &fq, &fs, &fb));
+    wf_array *idx = wf_zeros(&two, 1, WF_DTYPE_I32), *x1 = wf_ones(&vec, 1, WF_DTYPE_F32);
+    expect_null(wf_gather_qmm_mode(NULL, q, s, b, idx, idx, true, 32, 4, WF_QUANT_AFFINE),
+                WF_ERR_NULL_ARGUMENT, "wf_gather_qmm");
+    expect_null(wf_gather_qmm_mode(x, q, NULL, b, idx, idx, true, 32, 4, WF_QUANT_AFFINE),
+                WF_ERR_NULL_ARGUMENT, "wf_gather_qmm");
+    expect_null(wf_gather_qmm_mode(x, fq, fs, b, idx, idx, true, 32, 4, WF_QUANT_MXFP4),
+                WF_ERR_INVALID_ARGUMENT, "biases must be NULL");
+    expect_null(wf_gather_qmm_mode(x1, q, s, b, idx, idx, true, 32, 4, WF_QUANT_AFFINE),
+                WF_ERR_SHAPE, "x and w must be at least 2-d");
+    /* without indices: the plain product */
+    wf_array *y = wf_gather_qmm_mode(x, q, s, b, NULL, NULL, true, 32, 4, WF_QUANT_AFFINE);
+    wf_array *want = wf_quantized_matmul(x, q, s, b, true, 32, 4);
+    wf_array *diff = wf_max(wf_abs(wf_subtract(y, want)), NULL, 0, false);
+    double d = 1;
+    CHECK_OK(wf_array_item(diff, &d));
+    CHECK_NEAR(d, 0, 0);
+    wf_release(diff), wf_release(want), wf_release(y);
+    wf_release(idx), wf_release(x1);
+    wf_release(q), wf_release(s), wf_release(b), wf_release(fq), wf_release(fs), wf_release(fb);
+    wf_release(w), wf_release(x);
+}
+
 int main(void)
 {
     RUN_TEST(test_from_external_out_of_memory);
@@ -493,5 +617,8 @@ int main(void)
     RUN_TEST(test_data_strided_failed_evaluation);
     RUN_TEST(test_quantize_null_outputs);
     RUN_TEST(test_group_bad_arguments);
+    RUN_TEST(test_save_gguf_bad_inputs);
+    RUN_TEST(test_save_npz_out_of_memory);
+    RUN_TEST(test_gather_qmm_bad_arguments);
     return TEST_SUMMARY();
 }
