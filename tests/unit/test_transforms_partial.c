@@ -124,6 +124,36 @@ static wf_array *build_conv1d(wf_array *const *in)
     return wf_conv1d(in[0], in[1], 1, 1, 1, 1);
 }
 
+static wf_array *build_layer_norm(wf_array *const *in)
+{
+    return wf_layer_norm(in[0], in[1], in[2], 1e-5);
+}
+
+static wf_array *build_rms_norm(wf_array *const *in) { return wf_rms_norm(in[0], in[1], 1e-5); }
+
+static wf_array *build_attention(wf_array *const *in)
+{
+    return wf_scaled_dot_product_attention(in[0], in[1], in[2], 0.5, in[3], false);
+}
+
+static wf_array *build_put_along_add(wf_array *const *in)
+{
+    return wf_put_along_axis(in[0], idx_i32(in[1]), in[2], 1, WF_SCATTER_ADD);
+}
+
+static wf_array *build_scatter_max(wf_array *const *in)
+{
+    wf_array *idx = idx_i32(in[1]);
+    const int axis = 0;
+    return wf_scatter(in[0], &idx, 1, in[2], &axis, WF_SCATTER_MAX);
+}
+
+static wf_array *build_conv2d(wf_array *const *in)
+{
+    const int64_t stride[2] = {1, 2}, padding[2] = {1, 0};
+    return wf_conv2d(in[0], in[1], stride, padding, NULL, 1);
+}
+
 static void test_matmul_family(void)
 {
     const tu_case g = {"gather_mm", build_gather_mm, 4, {3, 3, 1, 1},
@@ -148,12 +178,31 @@ static void test_index_and_scatter(void)
     check_case(&s);
     const tu_case t = {"take_along_axis", build_take_along, 2, {2, 2}, {{3, 4}, {3, 2}}, 0, 2.99};
     check_case(&t);
+    const tu_case p = {"put_along_axis add", build_put_along_add, 3, {2, 2, 2},
+                       {{3, 4}, {3, 2}, {3, 2}}, 0, 2.99};
+    check_case(&p);
+    const tu_case m2 = {"scatter max", build_scatter_max, 3, {2, 1, 3},
+                        {{3, 4}, {2}, {2, 1, 4}}, 0, 2.99};
+    check_case(&m2);
 }
 
 static void test_convolution(void)
 {
     const tu_case c = {"conv1d", build_conv1d, 2, {3, 3}, {{2, 7, 3}, {4, 3, 3}}, -1, 1};
     check_case(&c);
+    const tu_case c2 = {"conv2d", build_conv2d, 2, {4, 4}, {{1, 5, 6, 2}, {3, 3, 2, 2}}, -1, 1};
+    check_case(&c2);
+}
+
+static void test_fast_ops(void)
+{
+    const tu_case ln = {"layer_norm", build_layer_norm, 3, {2, 1, 1}, {{3, 5}, {5}, {5}}, -1, 1};
+    check_case(&ln);
+    const tu_case rn = {"rms_norm", build_rms_norm, 2, {2, 1}, {{3, 5}, {5}}, -1, 1};
+    check_case(&rn);
+    const tu_case at = {"attention", build_attention, 4, {3, 3, 3, 2},
+                        {{2, 3, 4}, {2, 5, 4}, {2, 5, 3}, {3, 5}}, -1, 1};
+    check_case(&at);
 }
 
 int main(void)
@@ -161,5 +210,6 @@ int main(void)
     RUN_TEST(test_matmul_family);
     RUN_TEST(test_index_and_scatter);
     RUN_TEST(test_convolution);
+    RUN_TEST(test_fast_ops);
     return TEST_SUMMARY();
 }
