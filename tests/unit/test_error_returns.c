@@ -320,6 +320,8 @@ static void test_file_functions_bad_arguments(void)
     m = wf_nn_gguf_meta_new();
     const int64_t two[2] = {2, 2};
     wf_array *matrix = wf_ones(two, 2, WF_DTYPE_F32);
+    expect_status(wf_nn_gguf_meta_add_array(m, "k", NULL), WF_ERR_NULL_ARGUMENT,
+                  "wf_nn_gguf_meta_add_array: value is NULL");
     expect_status(wf_nn_gguf_meta_add_array(m, "k", matrix), WF_ERR_INVALID_ARGUMENT,
                   "0-d or 1-d");
     expect_status(wf_nn_gguf_meta_add_array(m, "h", half), WF_ERR_INVALID_ARGUMENT, "'h'");
