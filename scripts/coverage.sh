@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Usage: scripts/coverage.sh BUILD_DIR   (`make coverage`; docs/FAULTS.md)
 #
-# Builds weft and its C tests with gcov instrumentation (GCC --coverage, -O0)
+# Builds weft and its C tests with gcov instrumentation (GCC --coverage, -O0;
+# WEFT_COVERAGE shrinks heavy test cases as the sanitizers do, tests/harness.h)
 # in BUILD_DIR, runs the tests (tests/run_tests.sh, a failing test does not
 # stop the report), then prints line and branch coverage of src/ per folder
 # and the public functions (weft.h, weft_nn.h) with error returns that no
@@ -13,7 +14,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 scripts/install-deps.sh --coverage || exit 1
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE= -DWEFT_BUILD_BENCH=OFF \
-    -DCMAKE_C_FLAGS="--coverage -O0" -DCMAKE_EXE_LINKER_FLAGS=--coverage \
+    -DCMAKE_C_FLAGS="--coverage -O0 -DWEFT_COVERAGE=1" -DCMAKE_EXE_LINKER_FLAGS=--coverage \
     -DCMAKE_SHARED_LINKER_FLAGS=--coverage ${CMAKE_ARGS:-} >/dev/null || exit 1
 env -u MAKEFLAGS cmake --build "$build" -j "${JOBS:-2}" || exit 1
 find "$build" -name '*.gcda' -delete

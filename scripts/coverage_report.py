@@ -37,6 +37,10 @@ def function_spans(path, names):
         m = re.match(r"^[A-Za-z_][\w\s*]*?\b(wf_[a-z0-9_]+)\s*\(", lines[i])
         if m and m.group(1) in names and not lines[i].rstrip().endswith(";"):
             start = i
+            if "{" in lines[i] and lines[i].rstrip().endswith("}"):  # a one-line body
+                spans.append((m.group(1), i + 1, i + 1, lines))
+                i += 1
+                continue
             while i < len(lines) and not lines[i].startswith("{"):
                 if lines[i].rstrip().endswith(";"):
                     break

@@ -3,12 +3,14 @@
  * some environment variables changed, capturing its standard output. Tests
  * use it where a setting is read once per process (WEFT_NUM_THREADS,
  * WEFT_ISA): each child computes under one setting and prints hashes of
- * its results, and the parent compares them.
+ * its results, and the parent compares them (wf_test_thread_counts_agree
+ * for the usual check: the same output for every thread count).
  */
 #ifndef WEFT_TESTS_CHILD_PROCESS_H
 #define WEFT_TESTS_CHILD_PROCESS_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -85,6 +87,30 @@ static inline bool wf_test_run_child(const char *self, const char *const *change
     if (pid < 0 || waitpid(pid, &status, 0) != pid)
         return false;
     return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* The thread-count check of the determinism tests: runs `self` once per
+ * entry of `counts` (n of them) with WEFT_NUM_THREADS set to it and the
+ * environment change `flag` (e.g. "WEFT_X_CHILD=1", which makes the child
+ * compute and print its hashes). The first child's output goes to
+ * `reference`, each later one's to `got` (cap bytes each). Returns 0 when
+ * every child exited 0 and printed what the first printed; else the first
+ * thread count that did not: negative when its child failed. */
+static inline int wf_test_thread_counts_agree(const char *self, const char *flag,
+                                              const int *counts, size_t n, char *reference,
+                                              char *got, size_t cap)
+{
+    got[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        char threads[64];
+        snprintf(threads, sizeof threads, "WEFT_NUM_THREADS=%d", counts[i]);
+        const char *const changes[] = {threads, flag};
+        if (!wf_test_run_child(self, changes, 2, i == 0 ? reference : got, cap))
+            return -counts[i];
+        if (i > 0 && strcmp(reference, got) != 0)
+            return counts[i];
+    }
+    return 0;
 }
 
 #endif

@@ -125,6 +125,14 @@ static inline int wf_test_summary(const char *file) {
     return s->failed == 0 && s->passed > 0 ? 0 : 1;
 }
 
+/* Builds that run slowly, where heavy cases shrink as they do under the
+ * sanitizers: also the coverage build (-O0, instrumented; scripts/coverage.sh
+ * defines WEFT_COVERAGE), whose tests must finish within its time limit
+ * for their counts to be written at exit. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(WEFT_COVERAGE)
+#define WF_TEST_SLOW_BUILD 1
+#endif
+
 #define WF_TEST_AT_ __FILE__, __LINE__
 #define CHECK(cond) wf_test_check(WF_TEST_AT_, #cond, (cond) ? true : false)
 #define CHECK_EQ_INT(a, b) wf_test_eq_int(WF_TEST_AT_, #a, #b, (int64_t)(a), (int64_t)(b))

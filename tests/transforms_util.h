@@ -287,6 +287,34 @@ static inline bool tu_check_vmap(const tu_case *c, const int *in_axes, int64_t b
 }
 
 
+/* Case c under the transforms: vjp and jvp against finite differences
+ * (float64, when fd), and vmap over 3 examples for every mix of batched
+ * and shared inputs (a batched input 1 on axis 1, the others on axis 0)
+ * against per-example results. Inputs from seeds 40.., tangents 50..,
+ * cotangent 60, examples 70 + the mix. */
+static inline void tu_check_case(const tu_case *c, bool fd)
+{
+    wf_scope_begin();
+    wf_array *in[TU_MAX_IN], *t[TU_MAX_IN];
+    for (int i = 0; i < c->nin; i++) {
+        in[i] = tu_input(c->shapes[i], c->ndims[i], c->lo, c->hi, 40 + (uint32_t)i, i == 0);
+        t[i] = tu_input(c->shapes[i], c->ndims[i], -1, 1, 50 + (uint32_t)i, false);
+    }
+    wf_array *y = c->build(in);
+    if (CHECK_NOT_NULL(y) && fd) {
+        wf_array *u = tu_input(wf_array_shape(y), wf_array_ndim(y), -1, 1, 60, false);
+        if (!tu_check_vjp(c, in, u, 1e-6, NULL) || !tu_check_jvp(c, in, t, 1e-6, NULL))
+            printf("      (%s)\n", c->name);
+    }
+    for (int bits = 1; bits < (1 << c->nin); bits++) {
+        int axes[TU_MAX_IN];
+        for (int i = 0; i < c->nin; i++)
+            axes[i] = (bits >> i) & 1 ? (i == 1 ? 1 : 0) : WF_VMAP_NOT_MAPPED;
+        tu_check_vmap(c, axes, 3, 70 + (uint32_t)bits);
+    }
+    wf_scope_end();
+}
+
 /* Central differences of a function with one input and a scalar first
  * output, at x (caller frees). */
 static inline double *tu_fd_grad_fn(wf_fn *fn, wf_array *x)

@@ -29,11 +29,13 @@ static bool launched_by_mpi(void)
 static wf_group *group_new(const wf_comm_backend *backend, void *comm)
 {
     wf_group *g = wf__calloc(1, sizeof *g);
-    wf_stream *stream = g ? wf_stream_new() : NULL;
+    if (!g) {
+        wf__error(WF_ERR_OUT_OF_MEMORY, "distributed: out of memory making a group");
+        return NULL;
+    }
+    wf_stream *stream = wf_stream_new(); /* sets its own error */
     if (!stream) {
         free(g);
-        if (wf_last_error() == WF_OK)
-            wf__error(WF_ERR_OUT_OF_MEMORY, "distributed: out of memory making a group");
         return NULL;
     }
     atomic_init(&g->refcount, 1);

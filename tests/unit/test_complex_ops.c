@@ -377,7 +377,7 @@ static cd real_only(const float *d, int64_t batch, int64_t r, int64_t c, int64_t
 static void run_matmuls(void)
 {
     wf_scope_begin();
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
     /* the reference loops dominate under the sanitizers: small shapes only */
     static const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 33, 9}};
 #else

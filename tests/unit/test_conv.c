@@ -150,7 +150,7 @@ static const conv_case cases[] = {
 };
 enum { NCASES = sizeof cases / sizeof cases[0] };
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
 enum { ISA_CASES = NCASES - 3 }; /* the three largest cases: in float32 only under
                                  * sanitizers */
 #else
@@ -711,7 +711,7 @@ static void test_compile(void)
 
 /* ---------------------------------------------------------------- thread counts */
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
 enum { DET_HW = 12, DET_CH = 16 };
 #else
 enum { DET_HW = 28, DET_CH = 64 };
@@ -785,31 +785,17 @@ static void det_compute(char *out, size_t cap)
 
 static char self_path[4096];
 
-/* This program as a child with WEFT_NUM_THREADS = threads; its output into
- * out. Returns whether it exited 0. */
-static bool run_child(int threads, char *out, size_t cap)
-{
-    char threads_var[64];
-    snprintf(threads_var, sizeof threads_var, "WEFT_NUM_THREADS=%d", threads);
-    const char *const changes[] = {threads_var, "WEFT_CONV_DET_CHILD=1"};
-    return wf_test_run_child(self_path, changes, 2, out, cap);
-}
-
 static void test_thread_counts(void)
 {
     static const int counts[] = {1, 2, 3, 5};
     static char reference[4096], got[4096];
-    if (!CHECK(run_child(counts[0], reference, sizeof reference)))
-        return;
+    const int bad = wf_test_thread_counts_agree(self_path, "WEFT_CONV_DET_CHILD=1", counts, 4,
+                                                reference, got, sizeof got);
+    if (bad != 0)
+        wf_test_fail(__FILE__, __LINE__, "WEFT_NUM_THREADS=%d %s:\n%s\nvs 1 thread:\n%s",
+                     abs(bad), bad < 0 ? "failed" : "differs", got, reference);
     CHECK(strstr(reference, " 0000000000000000") == NULL);
     CHECK(strstr(reference, "wgrad3_float64") != NULL); /* every case printed */
-    for (size_t i = 1; i < sizeof counts / sizeof counts[0]; i++) {
-        if (!CHECK(run_child(counts[i], got, sizeof got)))
-            continue;
-        if (strcmp(reference, got) != 0)
-            wf_test_fail(__FILE__, __LINE__, "WEFT_NUM_THREADS=%d differs:\n%s\nvs 1 thread:\n%s",
-                         counts[i], got, reference);
-    }
 }
 
 int main(void)

@@ -31,7 +31,7 @@
 
 #if defined(__SANITIZE_THREAD__)
 enum { ROWS = 512, COLS = 256, FLAT = 1 << 17 };
-#elif defined(__SANITIZE_ADDRESS__)
+#elif defined(WF_TEST_SLOW_BUILD) /* ASan, coverage */
 enum { ROWS = 1024, COLS = 512, FLAT = 1 << 20 };
 #else
 enum { ROWS = 4096, COLS = 1024, FLAT = 1 << 24 };

@@ -16,7 +16,7 @@
 #include "prim/sibling.h"
 #include "settle.h"
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
 enum { CHAIN_N = 1 << 20 }; /* sanitizers: the same shape of test, smaller */
 #else
 enum { CHAIN_N = 1 << 24 }; /* 16M floats: 64 MB per buffer */

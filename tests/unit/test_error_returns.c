@@ -10,8 +10,10 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
+#include "distributed/group.h"
 #include "settle.h"
 #include "util/fault.h"
 #include "weft.h"
@@ -318,6 +320,8 @@ static void test_file_functions_bad_arguments(void)
     m = wf_nn_gguf_meta_new();
     const int64_t two[2] = {2, 2};
     wf_array *matrix = wf_ones(two, 2, WF_DTYPE_F32);
+    expect_status(wf_nn_gguf_meta_add_array(m, "k", NULL), WF_ERR_NULL_ARGUMENT,
+                  "wf_nn_gguf_meta_add_array: value is NULL");
     expect_status(wf_nn_gguf_meta_add_array(m, "k", matrix), WF_ERR_INVALID_ARGUMENT,
                   "0-d or 1-d");
     expect_status(wf_nn_gguf_meta_add_array(m, "h", half), WF_ERR_INVALID_ARGUMENT, "'h'");
@@ -345,6 +349,260 @@ static void test_file_functions_bad_arguments(void)
     CHECK_EQ_INT(live_arrays(), live);
 }
 
+/* ------------------------------------------------------------ evaluation */
+
+/* An array whose evaluation fails (six elements selected, three given). */
+static wf_array *failing_array(void)
+{
+    const int64_t shape[2] = {2, 3}, three = 3;
+    wf_array *a = wf_zeros(shape, 2, WF_DTYPE_F32), *mask = wf_ones(shape, 2, WF_DTYPE_BOOL);
+    wf_array *src = wf_ones(&three, 1, WF_DTYPE_F32);
+    wf_array *out = wf_masked_scatter(a, mask, src);
+    wf_release(src);
+    wf_release(mask);
+    wf_release(a);
+    return out;
+}
+
+static void test_data_strided_failed_evaluation(void)
+{
+    const int64_t live = live_arrays();
+    wf_array *bad = failing_array();
+    const void *data = &data;
+    int64_t strides[2] = {-7, -7};
+    expect_status(wf_array_data_strided(bad, NULL, strides), WF_ERR_NULL_ARGUMENT,
+                  "out or strides is NULL");
+    expect_status(wf_array_data_strided(bad, &data, strides), WF_ERR_INVALID_ARGUMENT,
+                  "selects 6 elements but the source has only 3");
+    CHECK(data == NULL);
+    CHECK_EQ_INT(strides[0], -7); /* untouched on failure */
+    wf_release(bad);
+    /* a good one: a transposed view keeps its strides */
+    const int64_t shape[2] = {2, 3};
+    const float v[6] = {0, 1, 2, 3, 4, 5};
+    wf_array *x = wf_array_from_data(v, shape, 2, WF_DTYPE_F32);
+    wf_array *t = wf_transpose(x, NULL, 0);
+    if (CHECK_OK(wf_array_data_strided(t, &data, strides))) {
+        const float *f = data;
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 2; j++)
+                CHECK_NEAR(f[i * strides[0] + j * strides[1]], v[j * 3 + i], 0);
+    }
+    wf_release(t);
+    wf_release(x);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+}
+
+/* ------------------------------------------------------------ quantize */
+
+static void test_quantize_null_outputs(void)
+{
+    const int64_t shape[2] = {2, 32};
+    wf_array *w = wf_ones(shape, 2, WF_DTYPE_F32), *q = w, *s = w, *b = w;
+    expect_status(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, NULL, &s, &b), WF_ERR_NULL_ARGUMENT,
+                  "wf_quantize: NULL output pointer");
+    expect_status(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, NULL), WF_ERR_NULL_ARGUMENT,
+                  "wf_quantize: NULL output pointer");
+    expect_status(wf_quantize(NULL, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_NULL_ARGUMENT,
+                  "wf_quantize");
+    CHECK(q == NULL && s == NULL && b == NULL); /* cleared before the checks */
+    expect_status(wf_quantize(w, 32, 7, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_INVALID_ARGUMENT,
+                  "wf_quantize");
+    CHECK(q == NULL && s == NULL && b == NULL);
+    for (int nth = 1; nth <= 3; nth++) { /* each of the three nodes */
+        arm(nth);
+        wf_status st = wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, &b);
+        disarm_fired();
+        expect_status(st, WF_ERR_OUT_OF_MEMORY, "");
+        CHECK(q == NULL && s == NULL && b == NULL);
+    }
+    if (CHECK_OK(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, &b))) {
+        wf_array *d = wf_dequantize(q, s, b, 32, 4, WF_QUANT_AFFINE);
+        wf_array *m = wf_max(wf_abs(wf_subtract(d, w)), NULL, 0, false);
+        double e = 1;
+        CHECK_OK(wf_array_item(m, &e));
+        CHECK_NEAR(e, 0, 0); /* a constant group is exact */
+        wf_release(m), wf_release(d), wf_release(q), wf_release(s), wf_release(b);
+    }
+    wf_release(w);
+}
+
+/* ------------------------------------------------------------ distributed */
+
+static void test_group_bad_arguments(void)
+{
+    const int64_t live = live_arrays();
+    CHECK_EQ_INT(wf_group_rank(NULL), -1);
+    CHECK_STATUS(wf_last_error(), WF_ERR_NULL_ARGUMENT);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "wf_group_rank: group is NULL");
+    wf_clear_error();
+    CHECK_EQ_INT(wf_group_size(NULL), -1);
+    CHECK_STATUS(wf_last_error(), WF_ERR_NULL_ARGUMENT);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "wf_group_size: group is NULL");
+    wf_clear_error();
+    expect_null(wf_group_split(NULL, 0, -1), WF_ERR_NULL_ARGUMENT, "wf_group_split: group is NULL");
+    wf_group *g = wf_group_init(false);
+    if (!CHECK_NOT_NULL(g))
+        return;
+    const int64_t groups = wf__groups_live();
+    expect_null(wf_group_split(g, -1, 0), WF_ERR_INVALID_ARGUMENT, "color -1 is negative");
+    expect_null(wf_group_split(g, 0, -2), WF_ERR_INVALID_ARGUMENT, "key -2 is below -1");
+    /* a stale error from before must not become the message */
+    static const char *const why[3] = {"distributed: out of memory making a group",
+                                       "wf_stream_new: out of memory",
+                                       "wf_stream_new: cannot start a worker thread"};
+    for (int nth = 1; nth <= 3; nth++) { /* the group, its stream, the stream's thread */
+        wf_set_error(WF_ERR_SHAPE, "an earlier, unrelated error");
+        arm(nth);
+        wf_group *split = wf_group_split(g, 0, -1);
+        disarm_fired();
+        expect_null(split, WF_ERR_OUT_OF_MEMORY, why[nth - 1]);
+    }
+    CHECK_EQ_INT(wf__groups_live(), groups);
+    wf_group *split = wf_group_split(g, 0, -1);
+    if (CHECK_NOT_NULL(split)) {
+        CHECK_EQ_INT(wf_group_rank(split), 0);
+        CHECK_EQ_INT(wf_group_size(split), 1);
+        expect_null(wf_all_gather(NULL, split), WF_ERR_NULL_ARGUMENT, "wf_all_gather");
+        expect_null(wf_recv_like(NULL, 0, split), WF_ERR_NULL_ARGUMENT, "wf_recv_like");
+        wf_array *x = ramp(3);
+        expect_null(wf_recv_like(x, 0, split), WF_ERR_INVALID_ARGUMENT,
+                    "rank 0 is not another rank of this group of 1 processes");
+        wf_array *y = wf_all_gather(x, split); /* one process: a copy */
+        double v = 0;
+        wf_array *s = wf_sum(y, NULL, 0, false);
+        CHECK_OK(wf_array_item(s, &v));
+        CHECK_NEAR(v, -1.0 - 0.75 - 0.5, 0);
+        wf_release(s), wf_release(y), wf_release(x);
+        wf_group_release(split);
+    }
+    wf_group_release(g);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+}
+
+/* ------------------------------------------------------------ more nn files */
+
+static void test_save_gguf_bad_inputs(void)
+{
+    const int64_t live = live_arrays();
+    char path[] = "/tmp/weft-err-gguf-XXXXXX";
+    const int fd = mkstemp(path);
+    if (!CHECK(fd >= 0))
+        return;
+    close(fd);
+    expect_status(wf_nn_save_gguf(NULL, NULL, path), WF_ERR_NULL_ARGUMENT, "params or path");
+    wf_nn_params *p = wf_nn_params_new();
+    expect_status(wf_nn_save_gguf(p, NULL, NULL), WF_ERR_NULL_ARGUMENT, "params or path");
+    const int64_t two = 2;
+    wf_array *flags = wf_ones(&two, 1, WF_DTYPE_BOOL);
+    CHECK_OK(wf_nn_params_add(p, "flags", flags));
+    expect_status(wf_nn_save_gguf(p, NULL, path), WF_ERR_DTYPE, "'flags' has dtype bool");
+    wf_nn_params_release(p);
+    p = wf_nn_params_new();
+    wf_array *bad = failing_array(); /* its evaluation fails: nothing is written */
+    CHECK_OK(wf_nn_params_add(p, "bad", bad));
+    expect_status(wf_nn_save_gguf(p, NULL, path), WF_ERR_INVALID_ARGUMENT,
+                  "selects 6 elements but the source has only 3");
+    wf_nn_params_release(p);
+    p = wf_nn_params_new();
+    wf_array *x = ramp(4);
+    CHECK_OK(wf_nn_params_add(p, "x", x));
+    expect_status(wf_nn_save_gguf(p, NULL, "/nonexistent-dir/x.gguf"), WF_ERR_IO,
+                  "cannot open '/nonexistent-dir/x.gguf'");
+    /* and it writes: the loaded tensor has the same values */
+    if (CHECK_OK(wf_nn_save_gguf(p, NULL, path))) {
+        wf_nn_params *back = wf_nn_load_gguf(path, NULL);
+        if (CHECK_NOT_NULL(back) && CHECK_EQ_SIZE(wf_nn_params_count(back), 1)) {
+            float got[4] = {0};
+            CHECK_OK(wf_array_copy_to(wf_nn_params_get(back, 0), got, sizeof got));
+            for (int i = 0; i < 4; i++)
+                CHECK_NEAR(got[i], (float)i * 0.25f - 1.0f, 0);
+        }
+        wf_nn_params_release(back);
+    }
+    unlink(path);
+    wf_nn_params_release(p);
+    wf_release(x), wf_release(bad), wf_release(flags);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+}
+
+/* wf_nn_save_npz with each fallible operation failing in turn, compressed
+ * and not: an out-of-memory error each time, then a file that loads back. */
+static void test_save_npz_out_of_memory(void)
+{
+    const int64_t live = live_arrays();
+    char path[] = "/tmp/weft-err-npz-XXXXXX";
+    const int fd = mkstemp(path);
+    if (!CHECK(fd >= 0))
+        return;
+    close(fd);
+    wf_nn_params *p = wf_nn_params_new();
+    wf_array *a = ramp(5), *b = ramp(300);
+    CHECK_OK(wf_nn_params_add(p, "a", a));
+    CHECK_OK(wf_nn_params_add(p, "b", b));
+    for (int compressed = 0; compressed < 2; compressed++) {
+        int failures = 0;
+        wf_status st = WF_OK;
+        for (int64_t nth = 1; nth < 1000; nth++) {
+            arm(nth);
+            st = wf_nn_save_npz(p, path, compressed);
+            const bool fired = wf__fault_fired();
+            wf__fault_arm(0);
+            if (!fired)
+                break;
+            if (st == WF_OK)
+                continue; /* absorbed (zlib's own allocations are not counted) */
+            expect_status(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_save_npz");
+            failures++;
+        }
+        CHECK_OK(st);
+        CHECK(failures >= 3); /* the image, the archive, its directory */
+        wf_nn_params *back = wf_nn_load_npz(path);
+        if (CHECK_NOT_NULL(back) && CHECK_EQ_SIZE(wf_nn_params_count(back), 2)) {
+            float got[5] = {0};
+            CHECK_OK(wf_array_copy_to(wf_nn_params_get(back, 0), got, sizeof got));
+            for (int i = 0; i < 5; i++)
+                CHECK_NEAR(got[i], (float)i * 0.25f - 1.0f, 0);
+        }
+        wf_nn_params_release(back);
+    }
+    unlink(path);
+    wf_nn_params_release(p);
+    wf_release(a), wf_release(b);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+}
+
+/* ------------------------------------------------------------ gather_qmm */
+
+static void test_gather_qmm_bad_arguments(void)
+{
+    const int64_t ws[3] = {2, 8, 32}, xs[3] = {2, 1, 32}, vec = 32, two = 2;
+    wf_array *w = wf_ones(ws, 3, WF_DTYPE_F32), *x = wf_ones(xs, 3, WF_DTYPE_F32);
+    wf_array *q = NULL, *s = NULL, *b = NULL, *fq = NULL, *fs = NULL, *fb = NULL;
+    CHECK_OK(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, &b));
+    CHECK_OK(wf_quantize(w, 32, 4, WF_QUANT_MXFP4, &fq, &fs, &fb));
+    wf_array *idx = wf_zeros(&two, 1, WF_DTYPE_I32), *x1 = wf_ones(&vec, 1, WF_DTYPE_F32);
+    expect_null(wf_gather_qmm_mode(NULL, q, s, b, idx, idx, true, 32, 4, WF_QUANT_AFFINE),
+                WF_ERR_NULL_ARGUMENT, "wf_gather_qmm");
+    expect_null(wf_gather_qmm_mode(x, q, NULL, b, idx, idx, true, 32, 4, WF_QUANT_AFFINE),
+                WF_ERR_NULL_ARGUMENT, "wf_gather_qmm");
+    expect_null(wf_gather_qmm_mode(x, fq, fs, b, idx, idx, true, 32, 4, WF_QUANT_MXFP4),
+                WF_ERR_INVALID_ARGUMENT, "biases must be NULL");
+    expect_null(wf_gather_qmm_mode(x1, q, s, b, idx, idx, true, 32, 4, WF_QUANT_AFFINE),
+                WF_ERR_SHAPE, "x and w must be at least 2-d");
+    /* without indices: the plain product */
+    wf_array *y = wf_gather_qmm_mode(x, q, s, b, NULL, NULL, true, 32, 4, WF_QUANT_AFFINE);
+    wf_array *want = wf_quantized_matmul(x, q, s, b, true, 32, 4);
+    wf_array *diff = wf_max(wf_abs(wf_subtract(y, want)), NULL, 0, false);
+    double d = 1;
+    CHECK_OK(wf_array_item(diff, &d));
+    CHECK_NEAR(d, 0, 0);
+    wf_release(diff), wf_release(want), wf_release(y);
+    wf_release(idx), wf_release(x1);
+    wf_release(q), wf_release(s), wf_release(b), wf_release(fq), wf_release(fs), wf_release(fb);
+    wf_release(w), wf_release(x);
+}
+
 int main(void)
 {
     RUN_TEST(test_from_external_out_of_memory);
@@ -358,5 +616,11 @@ int main(void)
     RUN_TEST(test_nn_layers_out_of_memory);
     RUN_TEST(test_params_bad_arguments);
     RUN_TEST(test_file_functions_bad_arguments);
+    RUN_TEST(test_data_strided_failed_evaluation);
+    RUN_TEST(test_quantize_null_outputs);
+    RUN_TEST(test_group_bad_arguments);
+    RUN_TEST(test_save_gguf_bad_inputs);
+    RUN_TEST(test_save_npz_out_of_memory);
+    RUN_TEST(test_gather_qmm_bad_arguments);
     return TEST_SUMMARY();
 }

@@ -405,7 +405,7 @@ static void hostile(format fmt, const char *name, int flips)
 
 static void test_hostile_files(void)
 {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
     const int flips = 100;
 #else
     const int flips = 400;

@@ -12,32 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8_ref.h"
 #include "harness.h"
-
-/* The value of code c: sign, exponent (bias 7), mantissa; e = 0 subnormal. */
-static double code_value(unsigned c)
-{
-    const double s = (c & 0x80u) ? -1.0 : 1.0;
-    const unsigned e = (c >> 3) & 15u, m = c & 7u;
-    return s * (e == 0 ? m * ldexp(1.0, -9) : (8 + m) * ldexp(1.0, (int)e - 10));
-}
-
-/* The code of x (a float32 value): the nearest of codes 0..126 to |x|, the
- * even one on a tie; |x| >= 464, inf and NaN give 126 (448); x's sign bit. */
-static uint8_t ref_encode(float x)
-{
-    const unsigned sign = signbit(x) ? 0x80u : 0u;
-    const double a = fabs((double)x);
-    if (isnan(x) || a >= 464.0)
-        return (uint8_t)(0x7Eu | sign);
-    unsigned best = 0;
-    for (unsigned c = 1; c <= 126; c++) {
-        const double dc = fabs(code_value(c) - a), db = fabs(code_value(best) - a);
-        if (dc < db || (dc == db && (c % 2 == 0) && (best % 2 == 1)))
-            best = c;
-    }
-    return (uint8_t)(best | sign);
-}
 
 static void test_from_fp8_every_code(void)
 {
@@ -52,7 +28,7 @@ static void test_from_fp8_every_code(void)
     if (CHECK_NOT_NULL(a32) && CHECK_NOT_NULL(a64) && CHECK_OK(wf_array_copy_to(a32, f32, sizeof f32)) &&
         CHECK_OK(wf_array_copy_to(a64, f64, sizeof f64)))
         for (int i = 0; i < 256; i++) {
-            const double want = code_value((unsigned)i);
+            const double want = fp8_e4m3_value((unsigned)i);
             if (!CHECK(f32[i] == (float)want && f64[i] == want &&
                        signbit(f64[i]) == signbit(want)))
                 printf("      code 0x%02x: %g, want %g\n", i, f64[i], want);
@@ -65,7 +41,7 @@ static void test_from_fp8_every_code(void)
     if (CHECK_NOT_NULL(back) && CHECK_EQ_INT(wf_array_dtype(bf), WF_DTYPE_BF16) &&
         CHECK_OK(wf_array_copy_to(back, f64, sizeof f64)))
         for (int i = 0; i < 256; i++)
-            CHECK(f64[i] == code_value((unsigned)i));
+            CHECK(f64[i] == fp8_e4m3_value((unsigned)i));
     wf_scope_end();
 }
 
@@ -79,7 +55,7 @@ static void check_encoding(wf_array *x, const float *as_f32, int64_t n, const ch
         CHECK_OK(wf_array_copy_to(codes, got, (size_t)n))) {
         int bad = 0;
         for (int64_t i = 0; i < n && bad < 5; i++) {
-            const uint8_t want = ref_encode(as_f32[i]);
+            const uint8_t want = fp8_e4m3_nearest(as_f32[i]);
             if (got[i] != want) {
                 wf_test_fail(__FILE__, __LINE__, "%s: to_fp8(%.9g) = 0x%02x, want 0x%02x", what,
                              as_f32[i], got[i], want);
@@ -105,9 +81,9 @@ static void test_to_fp8(void)
         v[n++] = ldexpf((seed & 1u) ? -m : m, e);
     }
     for (unsigned c = 0; c < 256; c++) {
-        v[n++] = (float)code_value(c);                                   /* exact codes */
+        v[n++] = (float)fp8_e4m3_value(c);                                   /* exact codes */
         if ((c & 0x7Fu) < 126u)
-            v[n++] = (float)((code_value(c) + code_value(c + 1)) / 2);   /* ties */
+            v[n++] = (float)((fp8_e4m3_value(c) + fp8_e4m3_value(c + 1)) / 2);   /* ties */
     }
     const float edges[EDGES] = {0.0f, -0.0f, 1e-40f, -1e-45f, 448, 463.99f, 464, -464,
                                 479, 480, 1e6f, INFINITY, -INFINITY, NAN, -NAN, 0x1p-10f};

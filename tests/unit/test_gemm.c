@@ -17,7 +17,7 @@
  *  - bad variant numbers give WF_ERR_UNSUPPORTED.
  *
  *   test_gemm                 the tests
- *   test_gemm --child ISA     (internal) prints hashes of the results
+ *   WEFT_GEMM_CHILD_ISA=n test_gemm   (internal) prints hashes of the results
  */
 #include <math.h>
 #include <stdlib.h>
@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/gemm.h"
+#include "child_process.h"
 #include "core/dtype.h"
 #include "conformance.h"
 #include "harness.h"
@@ -806,27 +807,11 @@ static void child_print_hashes(void)
     free(wv);
 }
 
-/* Runs this program as a child with WEFT_NUM_THREADS = threads; its output
- * (the hashes) goes to out (NUL-terminated). */
-static bool run_child(const char *self, int threads, int isa, char *out, size_t cap)
-{
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "WEFT_NUM_THREADS=%d '%s' --child %d", threads, self, isa);
-    FILE *f = popen(cmd, "r");
-    if (!CHECK(f != NULL))
-        return false;
-    const size_t n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    return CHECK_EQ_INT(pclose(f), 0);
-}
-
 static void test_same_bits_for_any_thread_count(void)
 {
     char self[4096];
-    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (!CHECK(len > 0))
+    if (!CHECK(wf_test_self_path(self, sizeof self)))
         return;
-    self[len] = '\0';
     /* The cases really split: several GEMM blocks each. */
     wf_gemm_args g;
     wf__gemm_args_init(&g, WF_DTYPE_F32, 210, 200, 300, NULL, 300, 1, NULL, 200, 1, NULL, 200, 1,
@@ -839,7 +824,7 @@ static void test_same_bits_for_any_thread_count(void)
     wf__gemm_blocks(&g, 1, &mb, &nb);
     CHECK(mb == 1 && (1024 + nb - 1) / nb >= 2);
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
     /* Sanitized children start slowly: 1, 3 and 8 threads, baseline and
      * the best variant (release builds run them all). */
     static const int threads[] = {1, 3, 8};
@@ -852,24 +837,24 @@ static void test_same_bits_for_any_thread_count(void)
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
         if (!wf__gemm_isa_supported(isa) || (best >= 0 && isa != 0 && isa != best))
             continue;
-        char first[2048], other[2048];
-        if (!run_child(self, threads[0], isa, first, sizeof first))
-            return;
+        static char first[2048], other[2048];
+        char flag[64];
+        snprintf(flag, sizeof flag, "WEFT_GEMM_CHILD_ISA=%d", isa);
+        const int bad = wf_test_thread_counts_agree(self, flag, threads, (size_t)counts, first,
+                                                    other, sizeof other);
+        if (bad != 0)
+            wf_test_fail(__FILE__, __LINE__, "%s: WEFT_NUM_THREADS=%d %s:\n%s\nvs 1 thread:\n%s",
+                         wf__gemm_isa_name(isa), abs(bad), bad < 0 ? "failed" : "differs", other,
+                         first);
         CHECK(strstr(first, "case 9 hash") != NULL);
-        for (int t = 1; t < counts; t++) {
-            if (!run_child(self, threads[t], isa, other, sizeof other))
-                return;
-            if (!CHECK(strcmp(first, other) == 0))
-                printf("      (%s: 1 thread:\n%s      %d threads:\n%s)\n", wf__gemm_isa_name(isa),
-                       first, threads[t], other);
-        }
     }
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
-    if (argc == 3 && strcmp(argv[1], "--child") == 0) {
-        if (wf__gemm_isa_set(atoi(argv[2])) != WF_OK)
+    const char *child_isa = getenv("WEFT_GEMM_CHILD_ISA");
+    if (child_isa) {
+        if (wf__gemm_isa_set(atoi(child_isa)) != WF_OK)
             return 1;
         child_print_hashes();
         return 0;

@@ -140,7 +140,7 @@ static void test_source_shapes(void)
 
 static void test_large_and_empty(void)
 {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
     const int64_t big[2] = {3, 20000};
 #else
     const int64_t big[2] = {7, 300000};
@@ -267,38 +267,14 @@ static wf_array *build_masked(wf_array *const *in)
     return out;
 }
 
-static void check_transform_case(const tu_case *c)
-{
-    wf_scope_begin();
-    wf_array *in[TU_MAX_IN], *t[TU_MAX_IN];
-    for (int i = 0; i < c->nin; i++) {
-        in[i] = tu_input(c->shapes[i], c->ndims[i], c->lo, c->hi, 40 + (uint32_t)i, i == 0);
-        t[i] = tu_input(c->shapes[i], c->ndims[i], -1, 1, 50 + (uint32_t)i, false);
-    }
-    wf_array *y = c->build(in);
-    if (CHECK_NOT_NULL(y)) {
-        wf_array *u = tu_input(wf_array_shape(y), wf_array_ndim(y), -1, 1, 60, false);
-        if (!tu_check_vjp(c, in, u, 1e-6, NULL) || !tu_check_jvp(c, in, t, 1e-6, NULL))
-            printf("      (%s)\n", c->name);
-        /* every mix of batched and shared a, source and mask */
-        for (int bits = 1; bits < 8; bits++) {
-            int axes[3];
-            for (int i = 0; i < 3; i++)
-                axes[i] = (bits >> i) & 1 ? (i == 1 ? 1 : 0) : WF_VMAP_NOT_MAPPED;
-            tu_check_vmap(c, axes, 3, 70 + (uint32_t)bits);
-        }
-    }
-    wf_scope_end();
-}
-
 static void test_transforms(void)
 {
     const tu_case full = {"masked_scatter full mask", build_masked, 3, {2, 1, 2},
                           {{3, 4}, {12}, {3, 4}}, -1, 1};
-    check_transform_case(&full);
+    tu_check_case(&full, true);
     const tu_case rows = {"masked_scatter row mask", build_masked, 3, {2, 2, 1},
                           {{3, 4}, {3, 4}, {3}}, -1, 1};
-    check_transform_case(&rows);
+    tu_check_case(&rows, true);
 }
 
 int main(void)

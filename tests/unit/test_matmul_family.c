@@ -131,7 +131,7 @@ static void test_gather_mm_defaults_and_vectors(void)
  * GEMM computes an element the same way whatever surrounds it). */
 static void test_gather_mm_bits_of_matmul(void)
 {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
     const int64_t m = 33, k = 70, n = 45, experts = 3, picks = 4;
 #else
     const int64_t m = 130, k = 300, n = 170, experts = 4, picks = 6;
@@ -373,45 +373,22 @@ static wf_array *build_block_masked(wf_array *const *in)
     return wf_block_masked_mm(in[0], in[1], 2, in[2], in[3], NULL);
 }
 
-static void check_transform_case(const tu_case *c, bool fd)
-{
-    wf_scope_begin();
-    wf_array *in[TU_MAX_IN], *t[TU_MAX_IN];
-    for (int i = 0; i < c->nin; i++) {
-        in[i] = tu_input(c->shapes[i], c->ndims[i], c->lo, c->hi, 40 + (uint32_t)i, i == 0);
-        t[i] = tu_input(c->shapes[i], c->ndims[i], -1, 1, 50 + (uint32_t)i, false);
-    }
-    wf_array *y = c->build(in);
-    if (CHECK_NOT_NULL(y) && fd) {
-        wf_array *u = tu_input(wf_array_shape(y), wf_array_ndim(y), -1, 1, 60, false);
-        if (!tu_check_vjp(c, in, u, 1e-6, NULL) || !tu_check_jvp(c, in, t, 1e-6, NULL))
-            printf("      (%s)\n", c->name);
-    }
-    for (int bits = 1; bits < (1 << c->nin); bits++) {
-        int axes[TU_MAX_IN];
-        for (int i = 0; i < c->nin; i++)
-            axes[i] = (bits >> i) & 1 ? (i == 1 ? 1 : 0) : WF_VMAP_NOT_MAPPED;
-        tu_check_vmap(c, axes, 3, 70 + (uint32_t)bits);
-    }
-    wf_scope_end();
-}
-
 static void test_transforms(void)
 {
     const tu_case g = {"gather_mm", build_gather_mm, 2, {3, 3}, {{3, 2, 4}, {2, 4, 3}}, -1, 1};
-    check_transform_case(&g, true);
+    tu_check_case(&g, true);
     /* indices in [0, 2) once truncated (and -2..-1 for negative ones) */
     const tu_case gi = {"gather_mm batched indices", build_gather_mm_batched_index, 4,
                         {3, 3, 1, 1}, {{2, 2, 4}, {2, 4, 3}, {3}, {3}}, 0, 1.99};
-    check_transform_case(&gi, false);
+    tu_check_case(&gi, false);
     const tu_case s = {"segmented_mm", build_segmented_mm, 2, {2, 2}, {{3, 5}, {5, 2}}, -1, 1};
-    check_transform_case(&s, true);
+    tu_check_case(&s, true);
     const tu_case sb = {"segmented_mm batched segments", build_segmented_mm_batched, 3,
                         {2, 2, 2}, {{3, 5}, {5, 2}, {4, 2}}, 0, 4.99};
-    check_transform_case(&sb, false);
+    tu_check_case(&sb, false);
     const tu_case bm = {"block_masked_mm", build_block_masked, 4, {2, 2, 2, 2},
                         {{3, 4}, {4, 5}, {2, 3}, {2, 2}}, -1, 1};
-    check_transform_case(&bm, true);
+    tu_check_case(&bm, true);
 }
 
 static wf_status gather_mm_call(void *payload, wf_array *const *in, size_t n, wf_array **out,

@@ -14,7 +14,7 @@
  *  - the same bits for WEFT_NUM_THREADS = 1, 2, 3, 5 (child processes).
  *
  *   test_quantized            the tests
- *   test_quantized --child    (internal) prints a hash of products
+ *   WEFT_QUANT_CHILD=1 test_quantized   (internal) prints a hash of products
  */
 #include <math.h>
 #include <stdlib.h>
@@ -22,7 +22,9 @@
 #include <unistd.h>
 
 #include "backend/cpu/gemm.h"
+#include "child_process.h"
 #include "harness.h"
+#include "quant_ref.h"
 
 static const int all_bits[] = {2, 3, 4, 5, 6, 8};
 static const int all_groups[] = {32, 64, 128};
@@ -30,12 +32,6 @@ static const int all_groups[] = {32, 64, 128};
 /* ---------------------------------------------------------------- helpers */
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15u;
-static float rnd(void)
-{
-    rng_state = rng_state * 6364136223846793005u + 1442695040888963407u;
-    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
 static wf_array *random_f32(const int64_t *shape, int ndim)
 {
     int64_t n = 1;
@@ -43,33 +39,10 @@ static wf_array *random_f32(const int64_t *shape, int ndim)
         n *= shape[d];
     float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
     for (int64_t i = 0; i < n; i++)
-        v[i] = rnd() * (1.0f + (float)(i % 7));
+        v[i] = quant_rnd(&rng_state) * (1.0f + (float)(i % 7));
     wf_array *a = wf_array_from_data(v, shape, ndim, WF_DTYPE_F32);
     free(v);
     return a;
-}
-
-/* A copy of a's elements (row-major) as float / uint32; caller frees. */
-static void *host_copy(wf_array *a, size_t item)
-{
-    const size_t bytes = (size_t)wf_array_size(a) * item;
-    void *p = malloc(bytes ? bytes : 1);
-    if (!CHECK_OK(wf_array_copy_to(a, p, bytes))) {
-        free(p);
-        return NULL;
-    }
-    return p;
-}
-
-/* Code j of a row of little-endian packed codes (independent of weft's). */
-static uint32_t code_at(const uint32_t *row_words, int64_t j, int bits)
-{
-    uint32_t v = 0;
-    for (int b = 0; b < bits; b++) {
-        const int64_t bit = j * bits + b;
-        v |= ((row_words[bit / 32] >> (bit % 32)) & 1u) << b;
-    }
-    return v;
 }
 
 /* Dense W (rows x cols) from codes, scales, biases, in double. */
@@ -80,21 +53,10 @@ static double *dequantize_ref(const uint32_t *codes, const float *s, const float
     const int64_t words = cols * bits / 32, groups = cols / gs;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
-            w[r * cols + c] = (double)code_at(codes + r * words, c, bits) *
+            w[r * cols + c] = (double)quant_code_at(codes + r * words, c, bits) *
                                   (double)s[r * groups + c / gs] +
                               (double)b[r * groups + c / gs];
     return w;
-}
-
-static bool same_bits(wf_array *a, wf_array *b)
-{
-    if (!CHECK_NOT_NULL(a) || !CHECK_NOT_NULL(b) || !CHECK_EQ_INT(wf_array_size(a), wf_array_size(b)))
-        return false;
-    float *x = host_copy(a, 4), *y = host_copy(b, 4);
-    bool same = x && y && memcmp(x, y, (size_t)wf_array_size(a) * 4) == 0;
-    free(x);
-    free(y);
-    return same;
 }
 
 /* ---------------------------------------------------------------- quantize */
@@ -109,13 +71,13 @@ static void round_trip(int rows, int gs, int bits)
     CHECK_EQ_INT(wf_array_shape(q)[1], k * bits / 32);
     CHECK_EQ_INT(wf_array_shape(s)[1], k / gs);
     wf_array *deq = wf_dequantize(q, s, b, gs, bits, WF_QUANT_AFFINE);
-    float *wv = host_copy(w, 4), *sv = host_copy(s, 4), *bv = host_copy(b, 4),
-          *dv = host_copy(deq, 4);
-    uint32_t *qv = host_copy(q, 4);
+    float *wv = quant_host_copy(w, 4), *sv = quant_host_copy(s, 4), *bv = quant_host_copy(b, 4),
+          *dv = quant_host_copy(deq, 4);
+    uint32_t *qv = quant_host_copy(q, 4);
     int bad_code = 0, bad_deq = 0, bad_err = 0;
     for (int64_t r = 0; r < rows && wv && qv && dv; r++)
         for (int64_t c = 0; c < k; c++) {
-            const uint32_t code = code_at(qv + r * (k * bits / 32), c, bits);
+            const uint32_t code = quant_code_at(qv + r * (k * bits / 32), c, bits);
             const float sc = sv[r * (k / gs) + c / gs], bi = bv[r * (k / gs) + c / gs];
             bad_code += code >= (1u << bits);
             bad_deq += dv[r * k + c] != (float)code * sc + bi;
@@ -184,8 +146,8 @@ static bool qmat_make(qmat *m, int64_t rows, int64_t cols, int gs, int bits)
     wf_release(w);
     if (!ok)
         return false;
-    uint32_t *qv = host_copy(m->q, 4);
-    float *sv = host_copy(m->s, 4), *bv = host_copy(m->b, 4);
+    uint32_t *qv = quant_host_copy(m->q, 4);
+    float *sv = quant_host_copy(m->s, 4), *bv = quant_host_copy(m->b, 4);
     if (qv && sv && bv)
         m->dense = dequantize_ref(qv, sv, bv, rows, cols, gs, bits);
     free(qv), free(sv), free(bv);
@@ -208,7 +170,7 @@ static void check_against_reference(int64_t m, int64_t n, int64_t kdim, int gs, 
     const int64_t xs[2] = {m, kdim};
     wf_array *x = random_f32(xs, 2);
     wf_array *y = wf_quantized_matmul(x, w.q, w.s, w.b, transpose, gs, bits);
-    float *xv = host_copy(x, 4), *yv = y ? host_copy(y, 4) : NULL;
+    float *xv = quant_host_copy(x, 4), *yv = y ? quant_host_copy(y, 4) : NULL;
     int bad = 0;
     for (int64_t i = 0; i < m && xv && yv; i++)
         for (int64_t j = 0; j < n; j++) {
@@ -252,7 +214,7 @@ static wf_array *dense_product(wf_array *x, const qmat *w, int gs, int bits, boo
 
 static void test_same_bits_as_dense_matmul_every_variant(void)
 {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
     static const int64_t row_counts[] = {1, 3, 5, 17};
     static const int bits_list[] = {4, 3};
 #else
@@ -277,7 +239,7 @@ static void test_same_bits_as_dense_matmul_every_variant(void)
                     wf_array *x = random_f32(xs, 2);
                     wf_array *y = wf_quantized_matmul(x, w.q, w.s, w.b, t, gs, bits);
                     wf_array *ref = dense_product(x, &w, gs, bits, t);
-                    if (!CHECK(same_bits(y, ref)))
+                    if (!CHECK(quant_same_bits(y, ref)))
                         printf("      isa %s bits %d transpose %d rows %lld\n",
                                wf__gemm_isa_name(isa), bits, t, (long long)row_counts[r]);
                     wf_release(x), wf_release(y), wf_release(ref);
@@ -299,7 +261,7 @@ static void test_extreme_scales(void)
         qmat w;
         if (!qmat_make(&w, n, kdim, gs, bits))
             return;
-        float *sv = host_copy(w.s, 4);
+        float *sv = quant_host_copy(w.s, 4);
         if (!sv)
             return;
         for (size_t i = 0; i < sizeof odd_scales / sizeof *odd_scales; i++)
@@ -316,7 +278,7 @@ static void test_extreme_scales(void)
             CHECK_OK(wf__gemm_isa_set(isa));
             wf_array *y = wf_quantized_matmul(x, w.q, s, w.b, true, gs, bits);
             wf_array *ref = wf_matmul(x, wf_swapaxes(d, 0, 1));
-            if (!CHECK(same_bits(y, ref)))
+            if (!CHECK(quant_same_bits(y, ref)))
                 printf("      bits %d isa %s\n", bits, wf__gemm_isa_name(isa));
             wf_release(y), wf_release(ref);
         }
@@ -344,7 +306,7 @@ static void test_batch_invariance_and_strides(void)
         wf_array *row = wf_slice(x, start, stop, step);
         wf_array *one = wf_quantized_matmul(row, w.q, w.s, w.b, true, gs, bits);
         wf_array *part = wf_slice(all, start, ostop, step);
-        CHECK(same_bits(one, part));
+        CHECK(quant_same_bits(one, part));
         wf_release(row), wf_release(one), wf_release(part);
     }
     /* x transposed twice (a strided view), codes of every other row. */
@@ -359,7 +321,7 @@ static void test_batch_invariance_and_strides(void)
     wf_array *yc = wf_quantized_matmul(xc, wf_multiply(qs, wf_scalar(1, WF_DTYPE_U32)),
                                        wf_multiply(ss, wf_scalar(1, WF_DTYPE_F32)),
                                        wf_multiply(bs, wf_scalar(1, WF_DTYPE_F32)), true, gs, bits);
-    CHECK(same_bits(ys, yc));
+    CHECK(quant_same_bits(ys, yc));
     wf_release(x), wf_release(all), wf_release(xt), wf_release(xv), wf_release(xc);
     wf_release(qs), wf_release(ss), wf_release(bs), wf_release(ys), wf_release(yc);
     qmat_free(&w);
@@ -396,14 +358,14 @@ static void test_batched_and_gather(void)
         wf_array *xi = wf_squeeze(wf_slice(x, x0, xe, one), (int[]){0}, 1);
         wf_array *yi = wf_quantized_matmul(xi, qi, si, bi, true, gs, bits);
         const int64_t y1[3] = {i + 1, 2, n};
-        CHECK(same_bits(wf_squeeze(wf_slice(y, x0, y1, one), (int[]){0}, 1), yi));
+        CHECK(quant_same_bits(wf_squeeze(wf_slice(y, x0, y1, one), (int[]){0}, 1), yi));
         for (int64_t j = 0; j < ni; j++) {
             if (idx[j] != i)
                 continue;
             wf_array *x1i = wf_squeeze(x1, (int[]){0}, 1);
             wf_array *want = wf_quantized_matmul(x1i, qi, si, bi, true, gs, bits);
             const int64_t g0[3] = {j, 0, 0}, g1[3] = {j + 1, 2, n};
-            CHECK(same_bits(wf_squeeze(wf_slice(g, g0, g1, one), (int[]){0}, 1), want));
+            CHECK(quant_same_bits(wf_squeeze(wf_slice(g, g0, g1, one), (int[]){0}, 1), want));
             wf_release(x1i), wf_release(want);
         }
         wf_release(qi), wf_release(si), wf_release(bi), wf_release(xi), wf_release(yi);
@@ -531,7 +493,7 @@ static void test_vmap(void)
     size_t n = 1;
     if (CHECK_OK(wf_fn_call(v, in, 4, &out, &n))) {
         wf_array *want = wf_quantized_matmul(x, w.q, w.s, w.b, true, 32, 4);
-        CHECK(same_bits(out, want));
+        CHECK(quant_same_bits(out, want));
         wf_release(want);
     }
     wf_release(out);
@@ -544,7 +506,7 @@ static void test_vmap(void)
         n = 1;
         if (CHECK_OK(wf_fn_call(v2, in2, 4, &out, &n))) {
             wf_array *want = wf_quantized_matmul(xe, q, s, b, true, 32, 4);
-            CHECK(same_bits(out, want));
+            CHECK(quant_same_bits(out, want));
             wf_release(want);
         }
         wf_release(out);
@@ -610,7 +572,7 @@ static void child_print_hashes(void)
         const int64_t xs[2] = {rows[r], 512};
         wf_array *x = random_f32(xs, 2);
         wf_array *y = wf_quantized_matmul(x, w.q, w.s, w.b, true, 64, 4);
-        uint32_t *v = host_copy(y, 4);
+        uint32_t *v = quant_host_copy(y, 4);
         uint64_t h = 1469598103934665603u;
         for (int64_t i = 0; v && i < wf_array_size(y); i++)
             h = (h ^ v[i]) * 1099511628211u;
@@ -621,33 +583,19 @@ static void child_print_hashes(void)
     qmat_free(&w);
 }
 
-static bool run_child(const char *self, int threads, char *out, size_t cap)
-{
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "WEFT_NUM_THREADS=%d '%s' --child", threads, self);
-    FILE *f = popen(cmd, "r");
-    if (!CHECK(f != NULL))
-        return false;
-    const size_t n = fread(out, 1, cap - 1, f);
-    out[n] = '\0';
-    return CHECK_EQ_INT(pclose(f), 0);
-}
-
 static void test_same_bits_for_any_thread_count(void)
 {
     char self[4096];
-    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (!CHECK(len > 0))
+    if (!CHECK(wf_test_self_path(self, sizeof self)))
         return;
-    self[len] = '\0';
     static const int threads[] = {1, 2, 3, 5};
-    char first[1024], other[1024];
-    if (!run_child(self, threads[0], first, sizeof first))
-        return;
+    static char first[1024], other[1024];
+    const int bad = wf_test_thread_counts_agree(self, "WEFT_QUANT_CHILD=1", threads, 4, first,
+                                                other, sizeof other);
+    if (bad != 0)
+        wf_test_fail(__FILE__, __LINE__, "WEFT_NUM_THREADS=%d %s:\n%s\nvs 1 thread:\n%s",
+                     abs(bad), bad < 0 ? "failed" : "differs", other, first);
     CHECK(strstr(first, "rows 64 hash") != NULL);
-    for (int t = 1; t < 4; t++)
-        if (run_child(self, threads[t], other, sizeof other))
-            CHECK(strcmp(first, other) == 0);
 }
 
 /* Each test in a scope: the temporaries of its expressions are released. */
@@ -658,9 +606,9 @@ static void test_same_bits_for_any_thread_count(void)
         wf_scope_end();       \
     } while (0)
 
-int main(int argc, char **argv)
+int main(void)
 {
-    if (argc == 2 && strcmp(argv[1], "--child") == 0) {
+    if (getenv("WEFT_QUANT_CHILD")) {
         child_print_hashes();
         return 0;
     }

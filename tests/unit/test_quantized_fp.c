@@ -17,7 +17,9 @@
 #include <string.h>
 
 #include "backend/cpu/gemm.h"
+#include "fp8_ref.h"
 #include "harness.h"
+#include "quant_ref.h"
 
 static const wf_quant_mode fp_modes[] = {WF_QUANT_MXFP4, WF_QUANT_MXFP8, WF_QUANT_NVFP4};
 
@@ -31,36 +33,6 @@ static const char *mode_name(wf_quant_mode m)
 /* ---------------------------------------------------------------- reference formats */
 
 static const float fp4_magnitudes[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
-
-/* e4m3 magnitude of code c (0 .. 127): subnormals m * 2^-9, else
- * (1 + m / 8) * 2^(e - 7). */
-static double e4m3_magnitude(int c)
-{
-    const int e = c >> 3, m = c & 7;
-    return e == 0 ? m * pow(2, -9) : (1 + m / 8.0) * pow(2, e - 7);
-}
-
-static double e4m3_value(uint8_t c)
-{
-    return (c & 0x80 ? -1 : 1) * e4m3_magnitude(c & 0x7f);
-}
-
-/* Nearest e4m3 code by search over the magnitudes up to 448 (code 126);
- * ties to the even code; >= 464 saturates to 448. */
-static uint8_t e4m3_nearest(double v)
-{
-    const uint8_t sign = signbit(v) ? 0x80 : 0;
-    const double a = fabs(v);
-    if (a >= 464)
-        return sign | 126;
-    int best = 0;
-    for (int c = 1; c <= 126; c++) {
-        const double d = fabs(a - e4m3_magnitude(c)), db = fabs(a - e4m3_magnitude(best));
-        if (d < db || (d == db && c % 2 == 0 && best % 2 == 1))
-            best = c;
-    }
-    return sign | (uint8_t)best;
-}
 
 /* Nearest fp4 code; a tie goes to the smaller magnitude; zero is +0. */
 static uint8_t fp4_nearest(double v)
@@ -83,8 +55,8 @@ static uint8_t ref_scale(wf_quant_mode mode, const float *w, int n, double *deco
         amax = fmaxf(amax, fabsf(w[j]));
     const float s = amax / (mode == WF_QUANT_MXFP8 ? 448.0f : 6.0f);
     if (mode == WF_QUANT_NVFP4) {
-        const uint8_t c = e4m3_nearest(s);
-        *decoded = e4m3_value(c);
+        const uint8_t c = fp8_e4m3_nearest(s);
+        *decoded = fp8_e4m3_value(c);
         return c;
     }
     int e = 0;
@@ -100,22 +72,17 @@ static uint8_t ref_scale(wf_quant_mode mode, const float *w, int n, double *deco
 static uint8_t ref_code(wf_quant_mode mode, float w, double scale)
 {
     const double q = (float)(w / (float)scale); /* the quotient in float32 */
-    return mode == WF_QUANT_MXFP8 ? e4m3_nearest(q) : fp4_nearest(q);
+    return mode == WF_QUANT_MXFP8 ? fp8_e4m3_nearest(q) : fp4_nearest(q);
 }
 
 static double ref_value(wf_quant_mode mode, uint8_t code)
 {
-    return mode == WF_QUANT_MXFP8 ? e4m3_value(code) : fp4_value(code);
+    return mode == WF_QUANT_MXFP8 ? fp8_e4m3_value(code) : fp4_value(code);
 }
 
 /* ---------------------------------------------------------------- helpers */
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Du;
-static float rnd(void)
-{
-    rng_state = rng_state * 6364136223846793005u + 1442695040888963407u;
-    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
 
 /* Weights whose groups span magnitudes 2^-20 .. 2^20, with a group of
  * zeros and groups of exact ties and saturating values. */
@@ -124,7 +91,7 @@ static float *weights(int64_t rows, int64_t cols, int gs)
     float *w = malloc((size_t)(rows * cols) * sizeof *w);
     for (int64_t i = 0; i < rows * cols; i++) {
         const int64_t g = i / gs;
-        w[i] = rnd() * ldexpf(1.0f, (int)(g * 7 % 41) - 20);
+        w[i] = quant_rnd(&rng_state) * ldexpf(1.0f, (int)(g * 7 % 41) - 20);
     }
     for (int j = 0; j < gs && rows * cols >= 4 * gs; j++) {
         w[j] = 0;                                     /* a group of zeros */
@@ -133,33 +100,6 @@ static float *weights(int64_t rows, int64_t cols, int gs)
         w[3 * gs + j] = j == 0 ? 448 : 0.75f * (float)(j % 5);
     }
     return w;
-}
-
-static void *host_copy(wf_array *a, size_t item)
-{
-    const size_t bytes = (size_t)wf_array_size(a) * item;
-    void *p = malloc(bytes ? bytes : 1);
-    if (!CHECK_OK(wf_array_copy_to(a, p, bytes))) {
-        free(p);
-        return NULL;
-    }
-    return p;
-}
-
-static uint8_t code_at(const uint32_t *row, int64_t j, int bits)
-{
-    return (uint8_t)((row[j * bits / 32] >> (j * bits % 32)) & ((1u << bits) - 1));
-}
-
-static bool same_bits(wf_array *a, wf_array *b)
-{
-    if (!CHECK_NOT_NULL(a) || !CHECK_NOT_NULL(b) || !CHECK_EQ_INT(wf_array_size(a), wf_array_size(b)))
-        return false;
-    float *x = host_copy(a, 4), *y = host_copy(b, 4);
-    const bool same = x && y && memcmp(x, y, (size_t)wf_array_size(a) * 4) == 0;
-    free(x);
-    free(y);
-    return same;
 }
 
 typedef struct fpmat {
@@ -199,9 +139,9 @@ static void test_quantize_and_dequantize_match_reference(void)
         CHECK_EQ_INT(wf_array_dtype(s), WF_DTYPE_U8);
         CHECK_EQ_INT(wf_array_shape(q)[1], cols * bits / 32);
         wf_array *d = wf_dequantize_as(q, s, NULL, gs, bits, mode, WF_DTYPE_F32);
-        uint32_t *codes = host_copy(q, 4);
-        uint8_t *scales = host_copy(s, 1);
-        float *deq = host_copy(d, 4);
+        uint32_t *codes = quant_host_copy(q, 4);
+        uint8_t *scales = quant_host_copy(s, 1);
+        float *deq = quant_host_copy(d, 4);
         int64_t bad_scales = 0, bad_codes = 0, bad_values = 0;
         for (int64_t g = 0; codes && scales && deq && g < rows * cols / gs; g++) {
             double scale;
@@ -209,7 +149,7 @@ static void test_quantize_and_dequantize_match_reference(void)
             const int64_t r = g / (cols / gs);
             for (int j = 0; j < gs; j++) {
                 const int64_t col = g % (cols / gs) * gs + j;
-                const uint8_t c = code_at(codes + r * cols * bits / 32, col, bits);
+                const uint8_t c = quant_code_at(codes + r * cols * bits / 32, col, bits);
                 bad_codes += c != ref_code(mode, v[g * gs + j], scale);
                 bad_values += (double)deq[g * gs + j] != ref_value(mode, c) * scale;
             }
@@ -228,7 +168,7 @@ static wf_array *random_x(int64_t rows, int64_t k)
 {
     float *v = malloc((size_t)(rows * k) * sizeof *v);
     for (int64_t i = 0; i < rows * k; i++)
-        v[i] = rnd();
+        v[i] = quant_rnd(&rng_state);
     const int64_t shape[2] = {rows, k};
     wf_array *x = wf_array_from_data(v, shape, 2, WF_DTYPE_F32);
     free(v);
@@ -272,7 +212,7 @@ static void test_products_have_dense_bits(void)
                     wf_array *y = wf_quantized_matmul_mode(x, m.q, m.s, NULL, t, mode_group(mode),
                                                            mode_bits(mode), mode);
                     wf_array *ref = dense_product(x, &m, mode, t);
-                    if (!CHECK(same_bits(y, ref)))
+                    if (!CHECK(quant_same_bits(y, ref)))
                         printf("      isa %s mode %s transpose %d rows %lld\n",
                                wf__gemm_isa_name(isa), mode_name(mode), t,
                                (long long)row_counts[r]);
@@ -318,7 +258,7 @@ static void test_gather_qmm(void)
             wf_array *want = wf_quantized_matmul_mode(xi, qi, si, NULL, true, 32, 4, mode);
             wf_array *got = wf_take(y, wf_array_from_data(&(int64_t){i}, (int64_t[]){1}, 1,
                                                           WF_DTYPE_I64), 0);
-            CHECK(same_bits(got, want));
+            CHECK(quant_same_bits(got, want));
         }
     }
     wf_release(w), wf_release(q), wf_release(s), wf_release(x), wf_release(lhs), wf_release(rhs),

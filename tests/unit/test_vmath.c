@@ -48,7 +48,7 @@
 
 typedef long double ld;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
 enum { SWEEP_SHIFT = 3 }; /* sanitizers: 8x fewer points */
 #else
 enum { SWEEP_SHIFT = 0 };

@@ -1,0 +1,326 @@
+/*
+ * The transformation rules of the quantization primitives
+ * (src/transforms/rules_quantized.c) that test_quantized.c does not reach:
+ *  - quantize and dequantize have no derivative: vjp and jvp through them
+ *    fail with WF_ERR_UNSUPPORTED and a message, and the library computes
+ *    afterwards;
+ *  - vmap of quantize / dequantize (affine and a floating-point mode)
+ *    against the examples quantized one by one (same bits);
+ *  - jvp of quantized_matmul in x, scales and biases (each alone and all
+ *    together) against the jvp of the same product through a dense W built
+ *    from differentiable ops;
+ *  - floating-point modes: the derivative in x; the uint8 scales get zero
+ *    cotangents and their tangents are ignored;
+ *  - vmap of quantized_matmul with one vector per example and batched
+ *    weights, against per-example products.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "quant_ref.h"
+
+static uint64_t rng_state = 0x6A09E667F3BCC909u;
+
+static wf_array *random_f32(const int64_t *shape, int ndim)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    float *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = quant_rnd(&rng_state) * (1.0f + (float)(i % 5));
+    wf_array *a = wf_array_from_data(v, shape, ndim, WF_DTYPE_F32);
+    free(v);
+    return a;
+}
+
+/* max |a - b| / max |b| */
+static double max_rel_diff(wf_array *a, wf_array *b)
+{
+    wf_array *d = wf_max(wf_abs(wf_subtract(a, b)), NULL, 0, false);
+    wf_array *m = wf_max(wf_abs(b), NULL, 0, false);
+    double dv = 1, mv = 1;
+    CHECK_OK(wf_array_item(d, &dv));
+    CHECK_OK(wf_array_item(m, &mv));
+    wf_release(d), wf_release(m);
+    return dv / (mv > 0 ? mv : 1);
+}
+
+typedef struct qcfg {
+    int gs, bits;
+    wf_quant_mode mode;
+    bool transpose;
+} qcfg;
+
+/* ---------------------------------------------------------------- quantize, dequantize */
+
+/* in[0] -> dequantize(quantize(in[0])) */
+static wf_status round_trip_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                                 size_t *nout)
+{
+    (void)n;
+    const qcfg *c = payload;
+    wf_array *q = NULL, *s = NULL, *b = NULL;
+    wf_status st = wf_quantize(in[0], c->gs, c->bits, c->mode, &q, &s, &b);
+    out[0] = st == WF_OK ? wf_dequantize(q, s, b, c->gs, c->bits, c->mode) : NULL;
+    wf_release(q), wf_release(s), wf_release(b);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static void test_quantize_not_differentiable(void)
+{
+    qcfg c = {32, 4, WF_QUANT_AFFINE, true};
+    const int64_t shape[2] = {2, 64};
+    wf_array *w = random_f32(shape, 2), *ct = wf_ones(shape, 2, WF_DTYPE_F32);
+    wf_fn *f = wf_fn_new(round_trip_body, &c, NULL);
+    wf_array *grad = NULL, *tangent = NULL;
+    CHECK_STATUS(wf_vjp(f, &w, 1, &ct, 1, NULL, &grad), WF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "no derivative (the quantized values are rounded)");
+    CHECK(grad == NULL);
+    wf_clear_error();
+    size_t nout = 1;
+    CHECK_STATUS(wf_jvp(f, &w, 1, &ct, NULL, &tangent, &nout), WF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "no derivative (the quantized values are rounded)");
+    CHECK(tangent == NULL);
+    wf_clear_error();
+    /* and the function itself still runs: a constant row is exact */
+    wf_array *ones = wf_ones(shape, 2, WF_DTYPE_F32), *y = NULL;
+    nout = 1;
+    if (CHECK_OK(wf_fn_call(f, &ones, 1, &y, &nout)))
+        CHECK(quant_same_bits(y, ones));
+    wf_release(y), wf_release(ones);
+    wf_fn_release(f);
+    wf_release(w), wf_release(ct);
+}
+
+/* vmap over axis 1 of (4, 3, 64): each example a (4, 64) matrix. */
+static void check_round_trip_vmap(qcfg c)
+{
+    const int64_t shape[3] = {4, 3, 64};
+    wf_array *w = random_f32(shape, 3);
+    wf_fn *f = wf_fn_new(round_trip_body, &c, NULL);
+    const int axis = 1;
+    wf_fn *v = wf_vmap(f, &axis, 1, NULL, 0);
+    wf_array *got = NULL, *each[3] = {NULL, NULL, NULL};
+    size_t nout = 1;
+    if (CHECK_OK(wf_fn_call(v, &w, 1, &got, &nout))) {
+        for (int64_t b = 0; b < 3; b++) {
+            const int64_t start[3] = {0, b, 0}, stop[3] = {4, b + 1, 64}, step[3] = {1, 1, 1};
+            wf_array *x = wf_squeeze(wf_slice(w, start, stop, step), &axis, 1);
+            nout = 1;
+            CHECK_OK(wf_fn_call(f, &x, 1, &each[b], &nout));
+            wf_release(x);
+        }
+        wf_array *want = wf_stack(each, 3, 0);
+        /* exact (the floating-point modes dequantize to bfloat16) */
+        CHECK_EQ_INT(wf_array_dtype(got), wf_array_dtype(want));
+        if (!CHECK(max_rel_diff(got, want) == 0))
+            printf("      (mode %d)\n", (int)c.mode);
+        wf_release(want);
+    }
+    for (int b = 0; b < 3; b++)
+        wf_release(each[b]);
+    wf_release(got);
+    wf_fn_release(v), wf_fn_release(f);
+    wf_release(w);
+}
+
+static void test_quantize_vmap(void)
+{
+    check_round_trip_vmap((qcfg){32, 4, WF_QUANT_AFFINE, true});
+    check_round_trip_vmap((qcfg){64, 8, WF_QUANT_AFFINE, true});
+    check_round_trip_vmap((qcfg){32, 4, WF_QUANT_MXFP4, true});
+    check_round_trip_vmap((qcfg){16, 4, WF_QUANT_NVFP4, true});
+}
+
+/* ---------------------------------------------------------------- quantized_matmul */
+
+typedef struct qmat {
+    wf_array *q, *s, *b;
+} qmat;
+
+static bool qmat_make(qmat *m, const int64_t *shape, int ndim, const qcfg *c)
+{
+    wf_array *w = random_f32(shape, ndim);
+    m->b = NULL;
+    const bool ok = CHECK_OK(wf_quantize(w, c->gs, c->bits, c->mode, &m->q, &m->s, &m->b));
+    wf_release(w);
+    return ok;
+}
+
+static void qmat_free(qmat *m) { wf_release(m->q), wf_release(m->s), wf_release(m->b); }
+
+/* (x, codes, scales, biases) -> quantized_matmul */
+static wf_status qmm_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                          size_t *nout)
+{
+    const qcfg *c = payload;
+    out[0] = wf_quantized_matmul_mode(in[0], in[1], in[2], n > 3 ? in[3] : NULL, c->transpose,
+                                      c->gs, c->bits, c->mode);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+/* The same product through W = codes * s + b from differentiable ops
+ * (affine; in[1] 2-d codes). */
+static wf_status dense_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                            size_t *nout)
+{
+    (void)n;
+    const qcfg *c = payload;
+    wf_scope_begin();
+    wf_array *codes = wf_dequantize(in[1], wf_ones_like(in[2]), wf_zeros_like(in[3]), c->gs,
+                                    c->bits, WF_QUANT_AFFINE);
+    const int64_t *ss = wf_array_shape(in[2]);
+    const int64_t g3[3] = {ss[0], ss[1], c->gs};
+    const int two = 2;
+    wf_array *w = wf_add(wf_multiply(wf_reshape(codes, g3, 3), wf_expand_dims(in[2], &two, 1)),
+                         wf_expand_dims(in[3], &two, 1));
+    w = wf_reshape(w, wf_array_shape(codes), 2);
+    out[0] = wf_matmul(in[0], c->transpose ? wf_swapaxes(w, 0, 1) : w);
+    wf_keep(out[0]);
+    wf_scope_end();
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+/* jvp of the quantized product against the dense one, for the tangents
+ * of the inputs whose bit is set in `which` (x 1, scales 4, biases 8). */
+static void check_qmm_jvp(const qcfg *c, unsigned which)
+{
+    /* W (24, 64) used transposed, or (64, 32): x's rows have 64 entries */
+    const int64_t ws[2] = {24, 64}, wt[2] = {64, 32}, xs[3] = {2, 3, 64};
+    qmat m;
+    if (!qmat_make(&m, c->transpose ? ws : wt, 2, c))
+        return;
+    wf_array *x = random_f32(xs, 3);
+    wf_array *in[4] = {x, m.q, m.s, m.b}, *t[4] = {NULL, NULL, NULL, NULL};
+    if (which & 1)
+        t[0] = random_f32(xs, 3);
+    if (which & 4)
+        t[2] = random_f32(wf_array_shape(m.s), 2);
+    if (which & 8)
+        t[3] = random_f32(wf_array_shape(m.b), 2);
+    wf_fn *f = wf_fn_new(qmm_body, (void *)c, NULL), *fd = wf_fn_new(dense_body, (void *)c, NULL);
+    wf_array *got = NULL, *want = NULL, *y = NULL, *yd = NULL;
+    size_t n1 = 1, n2 = 1;
+    if (CHECK_OK(wf_jvp(f, in, 4, t, &y, &got, &n1)) &&
+        CHECK_OK(wf_jvp(fd, in, 4, t, &yd, &want, &n2))) {
+        if (!CHECK(max_rel_diff(got, want) < 1e-5) || !CHECK(max_rel_diff(y, yd) < 1e-5))
+            printf("      (tangents %u, transpose %d)\n", which, c->transpose);
+    }
+    wf_release(got), wf_release(want), wf_release(y), wf_release(yd);
+    for (int i = 0; i < 4; i++)
+        wf_release(t[i]);
+    wf_fn_release(f), wf_fn_release(fd);
+    wf_release(x);
+    qmat_free(&m);
+}
+
+static void test_qmm_jvp(void)
+{
+    static const unsigned sets[] = {1, 4, 8, 12, 13};
+    for (int tr = 0; tr < 2; tr++)
+        for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+            const qcfg c = {32, 4, WF_QUANT_AFFINE, tr == 1};
+            check_qmm_jvp(&c, sets[i]);
+        }
+}
+
+/* Floating-point modes: x has a derivative; the uint8 scales, integers,
+ * get zero cotangents (the rule's own refusal is not reached through the
+ * public API), and their tangents are ignored. */
+static void test_fp_mode_derivatives(void)
+{
+    const qcfg c = {32, 4, WF_QUANT_MXFP4, true};
+    const int64_t ws[2] = {8, 64}, xs[2] = {3, 64}, ys[2] = {3, 8};
+    qmat m;
+    if (!qmat_make(&m, ws, 2, &c))
+        return;
+    CHECK(m.b == NULL);
+    wf_array *x = random_f32(xs, 2), *ct = random_f32(ys, 2);
+    wf_array *in[3] = {x, m.q, m.s};
+    wf_fn *f = wf_fn_new(qmm_body, (void *)&c, NULL);
+    wf_array *grads[3] = {NULL, NULL, NULL};
+    if (CHECK_OK(wf_vjp(f, in, 3, &ct, 1, NULL, grads))) {
+        /* ct @ W: the product with the other transpose flag */
+        wf_array *want = wf_quantized_matmul_mode(ct, m.q, m.s, NULL, false, 32, 4, c.mode);
+        CHECK(max_rel_diff(grads[0], want) < 1e-6);
+        wf_array *zero = wf_zeros_like(m.s);
+        CHECK(max_rel_diff(grads[2], zero) == 0);
+        wf_release(zero), wf_release(want);
+    }
+    for (int i = 0; i < 3; i++)
+        wf_release(grads[i]);
+    /* x alone, and with a tangent for the scales (ignored): the product of
+     * x's tangent */
+    wf_array *tx = random_f32(xs, 2), *ts = wf_ones_like(m.s);
+    wf_array *t[3] = {tx, NULL, NULL}, *tan = NULL;
+    wf_array *want = wf_quantized_matmul_mode(tx, m.q, m.s, NULL, true, 32, 4, c.mode);
+    for (int with_scales = 0; with_scales < 2; with_scales++) {
+        t[2] = with_scales ? ts : NULL;
+        size_t n = 1;
+        if (CHECK_OK(wf_jvp(f, in, 3, t, NULL, &tan, &n)))
+            CHECK(max_rel_diff(tan, want) < 1e-6);
+        wf_release(tan);
+        tan = NULL;
+    }
+    wf_release(want), wf_release(tx), wf_release(ts), wf_release(ct);
+    wf_fn_release(f);
+    wf_release(x);
+    qmat_free(&m);
+}
+
+/* One vector x per example and a weight matrix per example. */
+static void test_qmm_vmap_vectors_and_batched_weights(void)
+{
+    for (int tr = 0; tr < 2; tr++) {
+        const qcfg c = {32, 4, WF_QUANT_AFFINE, tr == 1};
+        const int64_t ws[3] = {3, tr ? 16 : 64, tr ? 64 : 32}, xs[2] = {3, 64};
+        qmat m;
+        if (!qmat_make(&m, ws, 3, &c))
+            return;
+        wf_array *x = random_f32(xs, 2);
+        wf_fn *f = wf_fn_new(qmm_body, (void *)&c, NULL);
+        wf_fn *v = wf_vmap(f, NULL, 0, NULL, 0); /* every input on axis 0 */
+        wf_array *in[4] = {x, m.q, m.s, m.b}, *got = NULL, *each[3] = {NULL, NULL, NULL};
+        size_t n = 1;
+        if (CHECK_OK(wf_fn_call(v, in, 4, &got, &n))) {
+            for (int64_t b = 0; b < 3; b++) {
+                wf_array *ex[4];
+                for (int i = 0; i < 4; i++)
+                    ex[i] = wf_take(in[i], wf_scalar((double)b, WF_DTYPE_I32), 0);
+                n = 1;
+                CHECK_OK(wf_fn_call(f, ex, 4, &each[b], &n));
+                for (int i = 0; i < 4; i++)
+                    wf_release(ex[i]);
+            }
+            wf_array *want = wf_stack(each, 3, 0);
+            CHECK_EQ_INT(wf_array_ndim(got), 2);
+            if (!CHECK(max_rel_diff(got, want) < 1e-6))
+                printf("      (transpose %d)\n", tr);
+            wf_release(want);
+        }
+        for (int b = 0; b < 3; b++)
+            wf_release(each[b]);
+        wf_release(got);
+        wf_fn_release(v), wf_fn_release(f);
+        wf_release(x);
+        qmat_free(&m);
+    }
+}
+
+int main(void)
+{
+    wf_scope_begin(); /* the scalars and temporaries of the checks */
+    RUN_TEST(test_quantize_not_differentiable);
+    RUN_TEST(test_quantize_vmap);
+    RUN_TEST(test_qmm_jvp);
+    RUN_TEST(test_fp_mode_derivatives);
+    RUN_TEST(test_qmm_vmap_vectors_and_batched_weights);
+    wf_scope_end();
+    return TEST_SUMMARY();
+}
