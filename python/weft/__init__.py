@@ -38,7 +38,7 @@ from ._compile import compile, disable_compile, enable_compile  # noqa: F401
 from ._transforms import (  # noqa: F401
     checkpoint, custom_function, grad, jvp, value_and_grad, vjp, vmap,
 )
-from . import cuda, distributed, fast, metal, random  # noqa: F401
+from . import cuda, distributed, fast, linalg, metal, random  # noqa: F401
 
 __version__ = _core.__version__
 
