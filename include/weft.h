@@ -758,8 +758,9 @@ wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double b
  * (WF_ERR_SHAPE), each matrix of the leading dims computed on its own, in
  * double precision, by weft's CPU kernels (no LAPACK). Results have a's
  * dtype. A singular matrix is not an error: inverses and solves hold
- * inf / NaN there, cholesky of a non-positive-definite matrix is all NaN,
- * lu keeps the zero pivot. Functions with several results write new arrays
+ * inf / NaN there, cholesky of a non-positive-definite matrix is all NaN
+ * (a semi-definite one, singular to the dtype's rounding, gets a finite
+ * factor with L L^T = a), lu keeps the zero pivot. Functions with several results write new arrays
  * to their out pointers (all NULL on failure). Gradients: inv, tri_inv,
  * cholesky (and the solves built on them) have vjp / jvp rules; lu, qr,
  * eigh and svd answer WF_ERR_UNSUPPORTED under grad / jvp. vmap works for

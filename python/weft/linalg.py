@@ -272,3 +272,34 @@ def pinv(a, *, stream=None):
         uk = _mx.swapaxes(U[..., :, :k], -1, -2)
         vk = _mx.swapaxes(Vt[..., :k, :], -1, -2)
         return vk @ (_mx.expand_dims(s_inv, -1) * uk)
+
+
+def _lu_diagonal_and_parity(a, op):
+    """The diagonal of U and (-1)^(row swaps) of a's LU factorization;
+    integer a is taken as float32."""
+    a = a if isinstance(a, _mx.array) else _mx.array(a)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"[linalg::{op}] a must hold square matrices (got shape {a.shape})")
+    if _mx.issubdtype(a.dtype, _mx.complexfloating):
+        raise ValueError(f"[linalg::{op}] complex matrices are not supported")
+    LU, pivots = lu_factor(_as_float(a))
+    diag = _mx.diagonal(LU, axis1=-2, axis2=-1)
+    steps = _mx.arange(a.shape[-1], dtype=_mx.uint32)
+    swaps = _mx.sum((pivots != steps).astype(_mx.int32), axis=-1)
+    parity = (1 - 2 * (swaps % 2)).astype(diag.dtype)
+    return diag, parity
+
+
+def det(a, *, stream=None):
+    """Determinant of square matrices, from the LU factorization (no gradient)."""
+    with _mx.stream(stream) if stream is not None else _nullcontext():
+        diag, parity = _lu_diagonal_and_parity(a, "det")
+        return _mx.prod(diag, axis=-1) * parity
+
+
+def slogdet(a, *, stream=None):
+    """(sign, log|det|) of square matrices; a singular one gives (0, -inf)."""
+    with _mx.stream(stream) if stream is not None else _nullcontext():
+        diag, parity = _lu_diagonal_and_parity(a, "slogdet")
+        sign = _mx.prod(_mx.sign(diag), axis=-1) * parity
+        return sign, _mx.sum(_mx.log(_mx.abs(diag)), axis=-1)

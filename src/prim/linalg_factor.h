@@ -20,8 +20,10 @@
  *                           [0, m), S (k, descending) in row m, Vt (n, n)
  *                           in rows [m + 1, m + 1 + n)
  * Singular or non-positive-definite matrices are not errors: cholesky
- * fills that matrix's result with NaN, inv / tri_inv divide by the zero
- * pivot (inf / NaN), lu keeps the zero pivot (as LAPACK's getrf).
+ * fills that matrix's result with NaN (a semi-definite one, whose pivot
+ * is zero to the dtype's rounding, gets a finite factor), inv / tri_inv
+ * divide by the zero pivot (inf / NaN), lu keeps the zero pivot (as
+ * LAPACK's getrf).
  */
 #ifndef WEFT_PRIM_LINALG_FACTOR_H
 #define WEFT_PRIM_LINALG_FACTOR_H

@@ -287,3 +287,32 @@ def test_vmap_and_no_gradient_for_qr():
     np.testing.assert_allclose(np.array(got), np.linalg.inv(x), rtol=1e-10, atol=1e-12)
     with pytest.raises(Exception, match="linalg_qr"):
         mx.grad(lambda a: mx.sum(mx.linalg.qr(a)[1]))(arr(x))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_det_slogdet(dtype):
+    a = RNG.standard_normal((2, 3, 4, 4)).astype(dtype)
+    np.testing.assert_allclose(np.array(mx.linalg.det(arr(a))), np.linalg.det(a),
+                               rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+    sign, logabs = mx.linalg.slogdet(arr(a))
+    sn, ln = np.linalg.slogdet(a)
+    np.testing.assert_array_equal(np.array(sign), sn)
+    np.testing.assert_allclose(np.array(logabs), ln, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+    singular = np.array([[1.0, 2.0], [2.0, 4.0]], dtype)
+    assert float(np.array(mx.linalg.det(arr(singular)))) == 0.0
+    s, l = mx.linalg.slogdet(arr(singular))
+    assert float(np.array(s)) == 0.0 and float(np.array(l)) == -math.inf
+    assert np.array(mx.linalg.det(mx.zeros((3, 0, 0)))).tolist() == [1.0, 1.0, 1.0]
+    assert float(np.array(mx.linalg.det(mx.array([[1, 2], [3, 4]])))) == pytest.approx(-2.0)
+    with pytest.raises(ValueError):
+        mx.linalg.det(mx.zeros((2, 3)))
+
+
+def test_semidefinite_cholesky():
+    """A singular positive semi-definite matrix: a finite factor with
+    L L^T = a to float32 rounding (as LAPACK's float32 factorization)."""
+    r = np.arange(1.0, 10.0, dtype=np.float32).reshape(3, 3)
+    a = r.T @ r / 81 + np.float32(1 / 9)
+    L = np.array(mx.linalg.cholesky(arr(a)))
+    assert np.isfinite(L).all()
+    np.testing.assert_allclose(L @ L.T, a, rtol=1e-5, atol=1e-6)

@@ -224,10 +224,19 @@ static void test_singular(void)
             finite = finite && isfinite(inv[i]);
         CHECK(!finite);
     }
+    /* semi-definite (a pivot of exactly 0): finite, L L^T = a */
     double *chol = conf_read(wf_linalg_cholesky(a, false));
-    if (CHECK_NOT_NULL(chol))
+    if (CHECK_NOT_NULL(chol)) {
+        double r[4];
+        matmul_ref(chol, chol, r, 2, 2, 2, false, true);
+        CHECK(rel_err(r, singular, 4) <= 1e-7);
+    }
+    const double indefinite2[4] = {1, 2, 2, 1}; /* eigenvalues 3 and -1 */
+    double *chol3 = conf_read(wf_linalg_cholesky(make(indefinite2, s2, 2, WF_DTYPE_F64), false));
+    if (CHECK_NOT_NULL(chol3))
         for (int i = 0; i < 4; i++)
-            CHECK(isnan(chol[i]));
+            CHECK(isnan(chol3[i]));
+    free(chol3);
     const double indefinite[4] = {1, 0, 0, -1};
     double *chol2 = conf_read(wf_linalg_cholesky(make(indefinite, s2, 2, WF_DTYPE_F32), true));
     if (CHECK_NOT_NULL(chol2))

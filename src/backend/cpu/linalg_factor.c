@@ -103,17 +103,26 @@ static void fill_nan(packed p, int64_t r, int64_t c)
 /* ---------------------------------------------------------------- Cholesky */
 
 /* Lower Cholesky factor of the n x n a (its lower triangle read) into l
- * (upper triangle zero). False when a is not positive definite. */
-static bool cholesky(const double *a, double *l, int64_t n)
+ * (upper triangle zero). A pivot at or below zero but within `eps` (the
+ * result dtype's, times n) of the largest diagonal entry is rounding of a
+ * semi-definite matrix: it is raised to that rounding level, so the factor
+ * stays finite and L L^T = a to the dtype's precision (what LAPACK gets
+ * when it factors in that precision). False, when a pivot is clearly
+ * negative or not finite: a is not positive (semi-)definite. */
+static bool cholesky(const double *a, double *l, int64_t n, double eps)
 {
+    double scale = 0.0;
+    for (int64_t j = 0; j < n; j++)
+        scale = fmax(scale, fabs(a[j * n + j]));
+    const double rounding = (double)n * eps * scale;
     memset(l, 0, (size_t)(n * n) * sizeof *l);
     for (int64_t j = 0; j < n; j++) {
         double d = a[j * n + j];
         for (int64_t k = 0; k < j; k++)
             d -= l[j * n + k] * l[j * n + k];
-        if (!(d > 0.0) || !isfinite(d))
+        if (!isfinite(d) || d < -rounding || (d <= 0.0 && rounding == 0.0))
             return false;
-        const double ljj = sqrt(d);
+        const double ljj = sqrt(d > rounding ? d : rounding);
         l[j * n + j] = ljj;
         for (int64_t i = j + 1; i < n; i++) {
             double s = a[i * n + j];
@@ -460,7 +469,7 @@ static void factor_one(const factor_job *job, int64_t b, double *work)
     switch (job->kind) {
     case WF_FACTOR_CHOLESKY:
         load(job, b, a, job->upper); /* the upper triangle, as the lower of a^T */
-        if (cholesky(a, x, n))
+        if (cholesky(a, x, n, job->out->dtype == WF_DTYPE_F64 ? DBL_EPSILON : FLT_EPSILON))
             store(out, 0, x, n, n, job->upper);
         else
             fill_nan(out, n, n);
