@@ -762,9 +762,10 @@ wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double b
  * (a semi-definite one, singular to the dtype's rounding, gets a finite
  * factor with L L^T = a), lu keeps the zero pivot. Functions with several results write new arrays
  * to their out pointers (all NULL on failure). Gradients: inv, tri_inv,
- * cholesky (and the solves built on them) have vjp / jvp rules; lu, qr,
- * eigh and svd answer WF_ERR_UNSUPPORTED under grad / jvp. vmap works for
- * all. Thread notes: as any op. */
+ * cholesky, eigh (the last two take a as symmetric; repeated eigenvalues
+ * give infinite gradients) and the solves built on them have vjp / jvp
+ * rules; lu, qr and svd answer WF_ERR_UNSUPPORTED under grad / jvp. vmap
+ * works for all. Thread notes: as any op. */
 
 /* Inverse of square matrices (LU with partial pivoting). */
 wf_array *wf_linalg_inv(wf_array *a);

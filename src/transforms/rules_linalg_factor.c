@@ -8,9 +8,14 @@
  *   tri_inv   the same, kept to A's triangle
  *   cholesky  dA = sym(L^-T Phi(L^T G) L^-1),  dL = L Phi(L^-1 dA L^-T)
  * with Phi(X) the lower triangle of X, its diagonal halved, and
- * sym(S) = (S + S^T) / 2: A is taken as symmetric, as JAX does. The packed
- * lu, qr, eigh and svd nodes have no derivative rules yet (every one
- * answers WF_ERR_UNSUPPORTED naming the primitive).
+ * sym(S) = (S + S^T) / 2: A is taken as symmetric, as JAX does. eigh's
+ * packed node (w in row 0, V below) with F_ij = 1 / (w_j - w_i) off the
+ * diagonal, 0 on it:
+ *   eigh      dA = sym(V (diag(w_bar) + F o (V^T V_bar)) V^T)
+ *             dw = diag(V^T dA V),  dV = V (F o (V^T dA V))
+ * (repeated eigenvalues make F infinite, as in JAX and MLX). The packed
+ * lu, qr and svd nodes have no derivative rules yet (each answers
+ * WF_ERR_UNSUPPORTED naming the primitive).
  */
 #include "core/error.h"
 #include "prim/linalg_factor.h"
@@ -46,6 +51,62 @@ static wf_array *phi(wf_array *x)
     return sum ? wf_multiply(sum, wf__rule_scalar(x, 0.5)) : NULL;
 }
 
+/* Rows [r0, r1) of every matrix of x. */
+static wf_array *rows(wf_array *x, int64_t r0, int64_t r1)
+{
+    if (!x)
+        return NULL;
+    int64_t starts[WF_MAX_NDIM], stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
+    for (int d = 0; d < x->ndim; d++) {
+        starts[d] = 0;
+        stops[d] = x->shape[d];
+        steps[d] = 1;
+    }
+    starts[x->ndim - 2] = r0;
+    stops[x->ndim - 2] = r1;
+    return wf_slice(x, starts, stops, steps);
+}
+
+/* F of eigh's rules from the eigenvalues as a (..., 1, n) row. */
+static wf_array *eigen_gaps(wf_array *w_row)
+{
+    const int64_t n = w_row->shape[w_row->ndim - 1];
+    wf_array *eye = wf_astype(wf_eye(n, n, 0, WF_DTYPE_F64), w_row->dtype);
+    wf_array *diff = wf_subtract(w_row, wf_swapaxes(w_row, -1, -2)); /* w_j - w_i */
+    wf_array *off = eye ? wf_subtract(wf__rule_scalar(eye, 1.0), eye) : NULL;
+    wf_array *den = diff && eye ? wf_add(diff, eye) : NULL;
+    return off && den ? wf_divide(off, den) : NULL;
+}
+
+static wf_array *eigh_vjp(wf_array *node, wf_array *ct)
+{
+    const int64_t n = node->shape[node->ndim - 1];
+    wf_array *w_row = rows(node, 0, 1), *v = rows(node, 1, n + 1);
+    wf_array *wbar = rows(ct, 0, 1), *vbar = rows(ct, 1, n + 1);
+    wf_array *f = w_row ? eigen_gaps(w_row) : NULL;
+    wf_array *eye = wf_astype(wf_eye(n, n, 0, WF_DTYPE_F64), node->dtype);
+    wf_array *inner = v && vbar && f ? wf_multiply(f, wf_matmul(swap_last(v), vbar)) : NULL;
+    wf_array *mid = inner && wbar && eye ? wf_add(inner, wf_multiply(eye, wbar)) : NULL;
+    wf_array *g = mid ? wf_matmul(wf_matmul(v, mid), swap_last(v)) : NULL;
+    wf_array *sum = g ? wf_add(g, swap_last(g)) : NULL;
+    return sum ? wf_multiply(sum, wf__rule_scalar(sum, 0.5)) : NULL;
+}
+
+static wf_array *eigh_jvp(wf_array *node, wf_array *t)
+{
+    const int64_t n = node->shape[node->ndim - 1];
+    wf_array *w_row = rows(node, 0, 1), *v = rows(node, 1, n + 1);
+    wf_array *f = w_row ? eigen_gaps(w_row) : NULL;
+    wf_array *eye = wf_astype(wf_eye(n, n, 0, WF_DTYPE_F64), node->dtype);
+    wf_array *vdv = v ? wf_matmul(wf_matmul(swap_last(v), t), v) : NULL;
+    /* diag(vdv) as a (..., 1, n) row: sum over rows of eye o vdv */
+    const int axis = -2;
+    wf_array *dw = vdv && eye ? wf_sum(wf_multiply(eye, vdv), &axis, 1, true) : NULL;
+    wf_array *dv = vdv && f ? wf_matmul(v, wf_multiply(f, vdv)) : NULL;
+    wf_array *parts[2] = {dw, dv};
+    return dw && dv ? wf_concatenate(parts, 2, -2) : NULL;
+}
+
 static wf_status unsupported(wf_array *node, const char *what)
 {
     return wf__error(WF_ERR_UNSUPPORTED, "%s: '%s' has no %s rule yet (weft.h's wf_linalg_*)",
@@ -77,6 +138,7 @@ static wf_status vjp_factor(wf_array *node, wf_array *ct, const bool *wanted, wf
         g = sum ? wf_multiply(sum, wf__rule_scalar(sum, 0.5)) : NULL;
         break;
     }
+    case WF_FACTOR_EIGH: g = eigh_vjp(node, ct); break;
     default: return unsupported(node, "vjp");
     }
     cts[0] = g;
@@ -97,6 +159,12 @@ static wf_status jvp_factor(wf_array *node, wf_array *const *t, wf_array **out)
             linv ? wf_matmul(wf_matmul(linv, t[0]), swap_last(linv)) : NULL;
         wf_array *dl = inner && l ? wf_matmul(l, phi(inner)) : NULL;
         d = p->upper ? swap_last(dl) : dl;
+        break;
+    }
+    case WF_FACTOR_EIGH: {
+        wf_array *sym = wf_add(t[0], swap_last(t[0])); /* the triangle read, mirrored */
+        wf_array *half = sym ? wf_multiply(sym, wf__rule_scalar(sym, 0.5)) : NULL;
+        d = half ? eigh_jvp(node, half) : NULL;
         break;
     }
     default: return unsupported(node, "jvp");

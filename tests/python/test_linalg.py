@@ -2,7 +2,7 @@
 cross, and the factorizations (inv, tri_inv, cholesky, cholesky_inv,
 solve, solve_triangular, lu, lu_factor, qr, eigh, eigvalsh, svd, pinv) in
 float32 and float64, batched; errors (ValueError); gradients of norm, inv,
-solve, solve_triangular and cholesky against finite differences."""
+solve, solve_triangular, cholesky and eigh against finite differences."""
 import itertools
 import math
 
@@ -279,6 +279,13 @@ def test_gradients():
         # cholesky of a symmetrised input: the gradient flows through x + x^T
         s = spd((), 3, np.float64)
         check_grad(lambda x: mx.linalg.cholesky((x + x.T) / 2, upper=upper), s)
+    sym = RNG.standard_normal((4, 4))
+    check_grad(lambda x: mx.linalg.eigvalsh((x + x.T) / 2), sym)
+    for uplo in ("L", "U"):  # the vectors through V diag(w) V^T, free of their signs
+        def rebuilt(x, uplo=uplo):
+            w, v = mx.linalg.eigh((x + x.T) / 2, UPLO=uplo)
+            return (v * w[None, :]) @ v.T
+        check_grad(rebuilt, sym)
 
 
 def test_vmap_and_no_gradient_for_qr():

@@ -5,8 +5,8 @@
  * U diag(S) Vt), by the factors' structure (triangles, orthonormal columns,
  * ordered values) and inverses by a @ inv(a) = I. Batches, float32 and
  * float64, strided inputs, 1 x 1, empty batches and empty matrices,
- * ill-conditioned and singular matrices, errors; vjp / jvp of inv, tri_inv
- * and cholesky against finite differences; vmap against per-example
+ * ill-conditioned and singular matrices, errors; vjp / jvp of inv, tri_inv,
+ * cholesky and eigh against finite differences; vmap against per-example
  * results.
  */
 #include <math.h>
@@ -619,6 +619,27 @@ static wf_array *build_cholesky_upper(wf_array *const *in)
 {
     return wf_linalg_cholesky(spd_of(in[0]), true);
 }
+/* (x + x^T) / 2: eigh's derivatives take the input as symmetric */
+static wf_array *symmetric_of(wf_array *x)
+{
+    wf_array *s = wf_add(x, wf_swapaxes(x, -1, -2));
+    return wf_multiply(s, wf_scalar(0.5, WF_DTYPE_F64));
+}
+static wf_array *build_eigvalsh(wf_array *const *in)
+{
+    wf_array *w = NULL;
+    return wf_linalg_eigh(symmetric_of(in[0]), false, &w, NULL) == WF_OK ? w : NULL;
+}
+/* V diag(w^2) V^T: uses the vectors, free of their signs */
+static wf_array *build_eigh_vectors(wf_array *const *in)
+{
+    wf_array *w = NULL, *v = NULL;
+    if (wf_linalg_eigh(symmetric_of(in[0]), true, &w, &v) != WF_OK)
+        return NULL;
+    const int axis = -2;
+    wf_array *scaled = wf_multiply(v, wf_expand_dims(wf_square(w), &axis, 1));
+    return wf_matmul(scaled, wf_swapaxes(v, -1, -2));
+}
 static wf_array *build_solve(wf_array *const *in)
 {
     return wf_linalg_solve(shifted(in[0], 3.0), in[1]);
@@ -667,6 +688,8 @@ static void test_transforms(void)
         {"cholesky lower", build_cholesky_lower, 1, {2}, {{4, 4}}, -1, 1},
         {"cholesky upper", build_cholesky_upper, 1, {3}, {{2, 3, 3}}, -1, 1},
         {"solve", build_solve, 2, {2, 2}, {{3, 3}, {3, 2}}, -1, 1},
+        {"eigvalsh", build_eigvalsh, 1, {3}, {{2, 4, 4}}, -1, 1},
+        {"eigh vectors", build_eigh_vectors, 1, {2}, {{3, 3}}, -1, 1},
     };
     for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++)
         check_transforms(&grads[i], true);
