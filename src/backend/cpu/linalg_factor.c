@@ -271,34 +271,35 @@ static void householder_qr(double *a, int64_t m, int64_t n, double *q, double *v
 
 /* ---------------------------------------------------------------- eigh */
 
-static double off_diagonal_norm2(const double *a, int64_t n)
-{
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < n; j++)
-            if (i != j)
-                s += a[i * n + j] * a[i * n + j];
-    return s;
-}
-
 /* Cyclic Jacobi on the symmetric n x n a (overwritten; the eigenvalues end
- * on its diagonal); v gets the eigenvectors as columns. */
+ * on its diagonal); v gets the eigenvectors as columns. The rotated pair
+ * (p, q) is set to exactly 0 (its value in exact arithmetic). An entry
+ * below eps * sqrt(|a_pp a_qq|), or below eps times a's norm (moving the
+ * eigenvalues by no more than that, Weyl), is rounding: it is zeroed
+ * instead of rotated, and the sweeps stop once one rotates nothing. */
 static void jacobi_eigh(double *a, double *v, int64_t n)
 {
     memset(v, 0, (size_t)(n * n) * sizeof *v);
-    double total = 0.0;
+    double norm2 = 0.0;
     for (int64_t i = 0; i < n; i++) {
         v[i * n + i] = 1.0;
         for (int64_t j = 0; j < n; j++)
-            total += a[i * n + j] * a[i * n + j];
+            norm2 += a[i * n + j] * a[i * n + j];
     }
-    const double target = total * DBL_EPSILON * DBL_EPSILON;
-    for (int sweep = 0; sweep < MAX_SWEEPS && off_diagonal_norm2(a, n) > target; sweep++)
+    const double negligible = sqrt(norm2) * DBL_EPSILON;
+    for (int sweep = 0; sweep < MAX_SWEEPS; sweep++) {
+        bool rotated = false;
         for (int64_t p = 0; p < n - 1; p++)
             for (int64_t q = p + 1; q < n; q++) {
                 const double apq = a[p * n + q];
                 if (apq == 0.0)
                     continue;
+                if (fabs(apq) <= negligible ||
+                    fabs(apq) <= DBL_EPSILON * sqrt(fabs(a[p * n + p] * a[q * n + q]))) {
+                    a[p * n + q] = a[q * n + p] = 0.0;
+                    continue;
+                }
+                rotated = true;
                 const double theta = (a[q * n + q] - a[p * n + p]) / (2.0 * apq);
                 const double t = (theta >= 0 ? 1.0 : -1.0) /
                                  (fabs(theta) + sqrt(theta * theta + 1.0));
@@ -313,12 +314,16 @@ static void jacobi_eigh(double *a, double *v, int64_t n)
                     a[p * n + k] = c * apk - s * aqk;
                     a[q * n + k] = s * apk + c * aqk;
                 }
+                a[p * n + q] = a[q * n + p] = 0.0;
                 for (int64_t k = 0; k < n; k++) {
                     const double vkp = v[k * n + p], vkq = v[k * n + q];
                     v[k * n + p] = c * vkp - s * vkq;
                     v[k * n + q] = s * vkp + c * vkq;
                 }
             }
+        if (!rotated)
+            break;
+    }
 }
 
 /* Indices 0..n-1 ordered by key, ascending (insertion sort: n is a matrix
