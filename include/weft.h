@@ -798,6 +798,57 @@ wf_array *wf_matmul(wf_array *a, wf_array *b);
 /* beta * c + alpha * (a @ b), c broadcast to the product's shape. */
 wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta);
 
+/* ---- matrix factorizations and solves (mlx.core.linalg's). `a` is
+ * (..., m, n): float32 or float64 (other dtypes: WF_ERR_DTYPE), rank >= 2
+ * (WF_ERR_SHAPE), each matrix of the leading dims computed on its own, in
+ * double precision, by weft's CPU kernels (no LAPACK). Results have a's
+ * dtype. A singular matrix is not an error: inverses and solves hold
+ * inf / NaN there, cholesky of a non-positive-definite matrix is all NaN
+ * (a semi-definite one, singular to the dtype's rounding, gets a finite
+ * factor with L L^T = a), lu keeps the zero pivot. Functions with several results write new arrays
+ * to their out pointers (all NULL on failure). Gradients: inv, tri_inv,
+ * cholesky, eigh (the last two take a as symmetric; repeated eigenvalues
+ * give infinite gradients) and the solves built on them have vjp / jvp
+ * rules; lu, qr and svd answer WF_ERR_UNSUPPORTED under grad / jvp. vmap
+ * works for all. Thread notes: as any op. */
+
+/* Inverse of square matrices (LU with partial pivoting). */
+wf_array *wf_linalg_inv(wf_array *a);
+/* Inverse of triangular matrices: only the `upper` (else lower) triangle of
+ * a is read; the result is triangular the same way. */
+wf_array *wf_linalg_tri_inv(wf_array *a, bool upper);
+/* Cholesky factor of symmetric positive-definite matrices: L with
+ * a = L L^T (the lower triangle of a read), or with `upper` U with
+ * a = U^T U (the upper triangle read). */
+wf_array *wf_linalg_cholesky(wf_array *a, bool upper);
+/* Inverse of a = L L^T (or U^T U with `upper`) from its Cholesky factor. */
+wf_array *wf_linalg_cholesky_inv(wf_array *factor, bool upper);
+/* x with a x = b: b is (..., n, nrhs), or (n,) for one vector; leading
+ * dims broadcast as in wf_matmul. Computed as inv(a) @ b. */
+wf_array *wf_linalg_solve(wf_array *a, wf_array *b);
+/* As wf_linalg_solve with a triangular a (its `upper` / lower triangle). */
+wf_array *wf_linalg_solve_triangular(wf_array *a, wf_array *b, bool upper);
+/* LU with partial pivoting of (..., m, n): *lu holds L below the diagonal
+ * (unit diagonal implied) and U on and above; *pivots (uint32,
+ * (..., min(m, n))) the row swapped with row i at step i (LAPACK's, from
+ * 0). */
+wf_status wf_linalg_lu_factor(wf_array *a, wf_array **lu, wf_array **pivots);
+/* a = L[p] @ U: *p (uint32, (..., m)) row indices, *l (..., m, k) unit
+ * lower, *u (..., k, n) upper, k = min(m, n). */
+wf_status wf_linalg_lu(wf_array *a, wf_array **p, wf_array **l, wf_array **u);
+/* Reduced QR (Householder): *q (..., m, k) orthonormal columns, *r (..., k,
+ * n) upper triangular, k = min(m, n). */
+wf_status wf_linalg_qr(wf_array *a, wf_array **q, wf_array **r);
+/* Eigen-decomposition of symmetric matrices (Jacobi rotations), reading
+ * the `upper` (UPLO "U") or lower triangle: *w (..., n) ascending
+ * eigenvalues, *v (..., n, n) the eigenvectors as columns. v may be NULL
+ * (eigvalsh). */
+wf_status wf_linalg_eigh(wf_array *a, bool upper, wf_array **w, wf_array **v);
+/* Full SVD (one-sided Jacobi): *u (..., m, m), *s (..., k) descending,
+ * *vt (..., n, n) with a = u[..., :k] diag(s) vt[..., :k, :]. u and vt may
+ * both be NULL (singular values only). */
+wf_status wf_linalg_svd(wf_array *a, wf_array **u, wf_array **s, wf_array **vt);
+
 /* ---- the rest of MLX's matmul family. Operands convert to their promoted
  * real float type (else WF_ERR_DTYPE); a 1-d a is (1, k), a 1-d b (k, 1),
  * and the dim they gained is dropped from the result, as in wf_matmul. */

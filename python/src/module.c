@@ -281,7 +281,7 @@ PyMODINIT_FUNC PyInit__core(void)
         weftpy_distributed_init(module) < 0 ||
         weftpy_quantized_init(module) < 0 || weftpy_files_init(module) < 0 ||
         weftpy_masked_init(module) < 0 || weftpy_matmul_family_init(module) < 0 ||
-        weftpy_fft_init(module) < 0 ||
+        weftpy_fft_init(module) < 0 || weftpy_linalg_init(module) < 0 ||
         PyModule_AddStringConstant(module, "__version__", wf_version()) < 0) {
         Py_DECREF(module);
         return NULL;

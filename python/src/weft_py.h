@@ -183,6 +183,8 @@ int weftpy_kernels_init(PyObject *module);
 int weftpy_conv_init(PyObject *module);
 /* masked.c: masked_scatter */
 int weftpy_masked_init(PyObject *module);
+/* linalg.c: weft.h's wf_linalg_* (python/weft/linalg.py names them) */
+int weftpy_linalg_init(PyObject *module);
 /* matmul_family.c: gather_mm, block_masked_mm, segmented_mm */
 int weftpy_matmul_family_init(PyObject *module);
 int weftpy_fp8_init(PyObject *module);

@@ -39,7 +39,7 @@ from ._compile import compile, disable_compile, enable_compile  # noqa: F401
 from ._transforms import (  # noqa: F401
     checkpoint, custom_function, grad, jvp, value_and_grad, vjp, vmap,
 )
-from . import cuda, distributed, fast, fft, metal, random  # noqa: F401
+from . import cuda, distributed, fast, fft, linalg, metal, random  # noqa: F401
 
 __version__ = _core.__version__
 

@@ -18,6 +18,7 @@
 #include "prim/quantized.h"
 #include "prim/search.h"
 #include "prim/fft.h"
+#include "prim/linalg_factor.h"
 #include "prim/sort.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
@@ -73,6 +74,9 @@ static const wf_prim_def *const all_prims[] = {
     &wf__prim_sum_scatter, &wf__prim_send, &wf__prim_recv,
     /* quantization */
     &wf__prim_quantize, &wf__prim_dequantize, &wf__prim_quantized_matmul, &wf__prim_gather_qmm,
+    /* matrix factorizations */
+    &wf__prim_linalg_cholesky, &wf__prim_linalg_inv, &wf__prim_linalg_tri_inv,
+    &wf__prim_linalg_lu, &wf__prim_linalg_qr, &wf__prim_linalg_eigh, &wf__prim_linalg_svd,
 };
 
 #undef WF_UNARY_LIST_PRIM

@@ -81,6 +81,8 @@ extern const wf_prim_rules wf__rules_index[];
 extern const size_t wf__rules_index_count;
 extern const wf_prim_rules wf__rules_linalg[];
 extern const size_t wf__rules_linalg_count;
+extern const wf_prim_rules wf__rules_linalg_factor[];
+extern const size_t wf__rules_linalg_factor_count;
 extern const wf_prim_rules wf__rules_fast[];
 extern const size_t wf__rules_fast_count;
 extern const wf_prim_rules wf__rules_other[];

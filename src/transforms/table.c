@@ -18,6 +18,7 @@ static const struct {
     {wf__rules_shape, &wf__rules_shape_count},
     {wf__rules_index, &wf__rules_index_count},
     {wf__rules_linalg, &wf__rules_linalg_count},
+    {wf__rules_linalg_factor, &wf__rules_linalg_factor_count},
     {wf__rules_other, &wf__rules_other_count},
     {wf__rules_fast, &wf__rules_fast_count},
     {wf__rules_custom_function, &wf__rules_custom_function_count},

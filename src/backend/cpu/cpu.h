@@ -234,6 +234,9 @@ wf_status wf__cpu_matmul(wf_array *out, wf_array *const *inputs, int ninputs,
  * path. */
 wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninputs,
                                const void *params);
+/* The matrix factorizations (linalg_factor.c, prim/linalg_factor.h). */
+wf_status wf__cpu_linalg_factor(wf_array *out, wf_array *const *inputs, int ninputs,
+                                const void *params);
 /* wf_custom: contiguous inputs, a fresh output, the user's call. */
 wf_status wf__cpu_custom(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
 /* The discrete Fourier transform (prim/fft.h; fft.c): 1-d transforms along

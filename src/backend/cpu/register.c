@@ -32,6 +32,7 @@
 #include "prim/quantized.h"
 #include "prim/search.h"
 #include "prim/fft.h"
+#include "prim/linalg_factor.h"
 #include "prim/sort.h"
 #include "prim/sibling.h"
 #include "prim/unary.h"
@@ -105,6 +106,8 @@ void wf__cpu_register_kernels(void)
     attach(&wf__prim_scatter_add, wf__cpu_scatter_add);
     /* linear algebra and fused ops */
     attach(&wf__prim_matmul, wf__cpu_matmul);
+    for (int kind = 0; kind < WF_FACTOR_KIND_COUNT; kind++)
+        attach(wf__factor_prim(kind), wf__cpu_linalg_factor);
     attach(&wf__prim_addmm, wf__cpu_addmm);
     attach(&wf__prim_layer_norm, wf__cpu_layer_norm);
     attach(&wf__prim_rms_norm, wf__cpu_rms_norm);

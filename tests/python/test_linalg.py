@@ -1,0 +1,325 @@
+"""weft.linalg against np.linalg: norm (every ord, axis, keepdims),
+cross, and the factorizations (inv, tri_inv, cholesky, cholesky_inv,
+solve, solve_triangular, lu, lu_factor, qr, eigh, eigvalsh, svd, pinv) in
+float32 and float64, batched; errors (ValueError); gradients of norm, inv,
+solve, solve_triangular, cholesky and eigh against finite differences."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import weft as mx
+
+RNG = np.random.default_rng(0)
+TOL = {np.float32: 2e-4, np.float64: 1e-10}
+
+
+def arr(x):
+    """x as a weft array of the same dtype (float64 stays float64)."""
+    x = np.asarray(x)
+    return mx.array(x, dtype=mx.float64) if x.dtype == np.float64 else mx.array(x)
+
+
+def spd(batch, n, dtype):
+    b = RNG.standard_normal(batch + (n, n))
+    return (b @ np.swapaxes(b, -1, -2) + n * np.eye(n)).astype(dtype)
+
+
+def well_conditioned(shape, dtype):
+    a = RNG.standard_normal(shape)
+    return (a + 3 * np.eye(shape[-1])).astype(dtype)
+
+
+# ------------------------------------------------------------------ norm
+
+
+VECTOR_ORDS = [None, 0.5, 0, 1, 2, 3, -1, math.inf, -math.inf]
+MATRIX_ORDS = [None, "fro", "nuc", -1, 1, -2, 2, math.inf, -math.inf]
+
+
+@pytest.mark.parametrize("shape", [(4,), (3, 4), (2, 3, 4)])
+def test_norm_every_ord_and_axis(shape):
+    x = RNG.standard_normal(shape).astype(np.float32)
+    for naxes in (1, 2):
+        if naxes > len(shape):
+            continue
+        ords = VECTOR_ORDS if naxes == 1 else MATRIX_ORDS
+        for axis in itertools.permutations(range(-len(shape), 0), naxes):
+            for o, keepdims in itertools.product(ords, (False, True)):
+                want = np.linalg.norm(x, ord=o, axis=axis, keepdims=keepdims)
+                got = mx.linalg.norm(arr(x), ord=o, axis=axis if naxes == 2 else axis[0],
+                                     keepdims=keepdims)
+                assert got.shape == want.shape, (o, axis, keepdims)
+                np.testing.assert_allclose(np.array(got), want, rtol=1e-5, atol=1e-5)
+
+
+def test_norm_without_axis_and_dtypes():
+    for shape in [(5,), (3, 4), (2, 3, 4)]:
+        x = np.arange(1, math.prod(shape) + 1).reshape(shape)
+        for keepdims in (False, True):
+            want = np.linalg.norm(x, keepdims=keepdims)
+            got = mx.linalg.norm(arr(x), keepdims=keepdims)
+            assert got.shape == want.shape and got.dtype == mx.float32
+            np.testing.assert_allclose(np.array(got), want, rtol=1e-6)
+    m = RNG.standard_normal((3, 4))
+    for o in [None, "fro", "nuc", 1, -1, 2, -2, math.inf, -math.inf]:
+        np.testing.assert_allclose(np.array(mx.linalg.norm(arr(m), ord=o)),
+                                   np.linalg.norm(m, ord=o), rtol=1e-10)
+    z = (RNG.standard_normal((3, 3)) + 1j * RNG.standard_normal((3, 3))).astype(np.complex64)
+    np.testing.assert_allclose(np.array(mx.linalg.norm(arr(z))), np.linalg.norm(z),
+                               rtol=1e-5)
+    np.testing.assert_allclose(np.array(mx.linalg.norm(arr(z), axis=1)),
+                               np.linalg.norm(z, axis=1), rtol=1e-5)
+
+
+def test_norm_errors():
+    x = mx.zeros((2, 3, 4))
+    with pytest.raises(ValueError):
+        mx.linalg.norm(x, ord=2)  # an ord needs 1-d or 2-d without axis
+    with pytest.raises(ValueError):
+        mx.linalg.norm(mx.zeros((3,)), ord="fro")
+    with pytest.raises(ValueError):
+        mx.linalg.norm(mx.zeros((3, 3)), ord=3, axis=(0, 1))
+    with pytest.raises(ValueError):
+        mx.linalg.norm(x, axis=(0, 1, 2))
+    with pytest.raises(ValueError):
+        mx.linalg.norm(x, axis=3)
+
+
+def numeric_grad(f, x, eps=1e-6):
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        xp, xm = x.copy(), x.copy()
+        xp[i] += eps
+        xm[i] -= eps
+        g[i] = (f(xp) - f(xm)) / (2 * eps)
+    return g
+
+
+def check_grad(fn, x, tol=1e-6):
+    """mx.grad of sum(w * fn(x)) against central differences, in float64."""
+    w = RNG.standard_normal(np.asarray(fn(arr(x))).shape)
+
+    def loss(a):
+        return mx.sum(arr(w) * fn(a))
+
+    got = np.array(mx.grad(loss)(arr(x)))
+    want = numeric_grad(lambda v: float(np.array(loss(arr(v)))), x)
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("o", [None, 1, 2, 3, math.inf])
+def test_norm_gradient(o):
+    x = RNG.standard_normal((3, 4))
+    check_grad(lambda a: mx.linalg.norm(a, ord=o, axis=1), x)
+    if o in (None, 1, math.inf):
+        check_grad(lambda a: mx.linalg.norm(a, ord="fro" if o is None else o), x)
+
+
+# ------------------------------------------------------------------ cross
+
+
+def test_cross():
+    for shape, axis in [((3,), -1), ((4, 3), -1), ((3, 5), 0), ((2, 3, 3), 1)]:
+        a = RNG.standard_normal(shape).astype(np.float32)
+        b = RNG.standard_normal(shape).astype(np.float32)
+        got = mx.linalg.cross(arr(a), arr(b), axis=axis)
+        np.testing.assert_allclose(np.array(got), np.cross(a, b, axis=axis), rtol=1e-5,
+                                   atol=1e-6)
+    a2, b3 = RNG.standard_normal((4, 2)), RNG.standard_normal((4, 3))
+    want = np.cross(np.pad(a2, ((0, 0), (0, 1))), b3)
+    np.testing.assert_allclose(np.array(mx.linalg.cross(arr(a2), arr(b3))), want)
+    with pytest.raises(ValueError):
+        mx.linalg.cross(mx.zeros((4,)), mx.zeros((4,)))
+    with pytest.raises(ValueError):
+        mx.linalg.cross(mx.zeros((3,)), mx.zeros((2, 3)))
+    check_grad(lambda a: mx.linalg.cross(a, arr(b3)), RNG.standard_normal((4, 3)))
+
+
+# ------------------------------------------------------------------ factorizations
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_inv_solve(dtype):
+    a = well_conditioned((2, 3, 5, 5), dtype)
+    b = RNG.standard_normal((2, 1, 5, 3)).astype(dtype)
+    inv = mx.linalg.inv(arr(a))
+    assert inv.dtype == arr(a).dtype
+    np.testing.assert_allclose(np.array(inv), np.linalg.inv(a), rtol=TOL[dtype] * 10,
+                               atol=TOL[dtype])
+    np.testing.assert_allclose(np.array(mx.linalg.solve(arr(a), arr(b))),
+                               np.linalg.solve(a, b), rtol=TOL[dtype] * 10, atol=TOL[dtype])
+    v = RNG.standard_normal(5).astype(dtype)
+    np.testing.assert_allclose(np.array(mx.linalg.solve(arr(a[0, 0]), arr(v))),
+                               np.linalg.solve(a[0, 0], v), rtol=TOL[dtype] * 10,
+                               atol=TOL[dtype])
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_triangular(upper):
+    a = well_conditioned((3, 4, 4), np.float64)
+    tri = np.triu(a) if upper else np.tril(a)
+    got = mx.linalg.tri_inv(arr(a), upper=upper)
+    np.testing.assert_allclose(np.array(got), np.linalg.inv(tri), rtol=1e-10, atol=1e-12)
+    b = RNG.standard_normal((3, 4, 2))
+    x = mx.linalg.solve_triangular(arr(a), arr(b), upper=upper)
+    np.testing.assert_allclose(np.array(x), np.linalg.solve(tri, b), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky(dtype, upper):
+    a = spd((3,), 5, dtype)
+    f = np.array(mx.linalg.cholesky(arr(a), upper=upper))
+    want = np.linalg.cholesky(a)
+    np.testing.assert_allclose(f, np.swapaxes(want, -1, -2) if upper else want,
+                               rtol=TOL[dtype] * 10, atol=TOL[dtype])
+    inv = mx.linalg.cholesky_inv(arr(f), upper=upper)
+    np.testing.assert_allclose(np.array(inv), np.linalg.inv(a), rtol=TOL[dtype] * 10,
+                               atol=TOL[dtype])
+    bad = np.array([[1.0, 2.0], [2.0, 1.0]], dtype)  # indefinite: NaN, as documented
+    assert np.isnan(np.array(mx.linalg.cholesky(arr(bad)))).all()
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5), (5, 3), (2, 3, 3)])
+def test_lu(shape):
+    a = RNG.standard_normal(shape)
+    P, L, U = mx.linalg.lu(arr(a))
+    P, L, U = np.array(P), np.array(L), np.array(U)
+    assert P.dtype == np.uint32
+    rebuilt = np.take_along_axis(L, P[..., None].astype(np.int64), axis=-2) @ U
+    np.testing.assert_allclose(rebuilt, a, rtol=1e-12, atol=1e-12)
+    LU, piv = mx.linalg.lu_factor(arr(a))
+    LU = np.array(LU)
+    k = min(shape[-2:])
+    np.testing.assert_allclose(np.triu(LU)[..., :k, :], U)
+    assert np.array(piv).shape == shape[:-2] + (k,)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (6, 3), (3, 6), (2, 5, 4), (0, 3), (3, 0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_qr(shape, dtype):
+    a = RNG.standard_normal(shape).astype(dtype)
+    Q, R = mx.linalg.qr(arr(a))
+    Qn, Rn = np.linalg.qr(a)
+    assert Q.shape == Qn.shape and R.shape == Rn.shape
+    Q, R = np.array(Q), np.array(R)
+    np.testing.assert_allclose(Q @ R, a, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+    np.testing.assert_allclose(np.swapaxes(Q, -1, -2) @ Q, np.broadcast_to(
+        np.eye(Q.shape[-1]), Q.shape[:-2] + (Q.shape[-1],) * 2), atol=TOL[dtype] * 10)
+    np.testing.assert_array_equal(np.tril(R, -1), 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh(dtype, uplo):
+    a = RNG.standard_normal((3, 5, 5)).astype(dtype)  # not symmetric: one triangle read
+    w, v = mx.linalg.eigh(arr(a), UPLO=uplo)
+    wn = np.linalg.eigvalsh(a, UPLO=uplo)
+    np.testing.assert_allclose(np.array(w), wn, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+    np.testing.assert_allclose(np.array(mx.linalg.eigvalsh(arr(a), UPLO=uplo)), wn,
+                               rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+    sym = np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2) if uplo == "L" else \
+        np.triu(a) + np.swapaxes(np.triu(a, 1), -1, -2)
+    v = np.array(v)
+    np.testing.assert_allclose(sym @ v, v * np.array(w)[..., None, :],
+                               atol=TOL[dtype] * 20)
+    with pytest.raises(ValueError):
+        mx.linalg.eigh(arr(a), UPLO="X")
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (6, 3), (3, 6), (2, 4, 3), (0, 3), (3, 0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_svd_pinv(shape, dtype):
+    a = RNG.standard_normal(shape).astype(dtype)
+    U, S, Vt = mx.linalg.svd(arr(a))
+    Un, Sn, Vtn = np.linalg.svd(a)
+    assert U.shape == Un.shape and S.shape == Sn.shape and Vt.shape == Vtn.shape
+    np.testing.assert_allclose(np.array(S), Sn, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+    np.testing.assert_allclose(np.array(mx.linalg.svd(arr(a), compute_uv=False)), Sn,
+                               rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+    k = min(shape[-2:])
+    U, S, Vt = np.array(U), np.array(S), np.array(Vt)
+    np.testing.assert_allclose((U[..., :k] * S[..., None, :]) @ Vt[..., :k, :], a,
+                               atol=TOL[dtype] * 10)
+    np.testing.assert_allclose(np.array(mx.linalg.pinv(arr(a))), np.linalg.pinv(a),
+                               rtol=TOL[dtype] * 100, atol=TOL[dtype] * 100)
+
+
+def test_rank_deficient_pinv():
+    a = np.outer(np.arange(1.0, 5.0), np.array([1.0, -2.0, 0.5]))
+    np.testing.assert_allclose(np.array(mx.linalg.pinv(arr(a))), np.linalg.pinv(a),
+                               rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("fn", ["inv", "cholesky", "qr", "lu", "eigh", "svd", "tri_inv"])
+def test_errors(fn):
+    f = getattr(mx.linalg, fn)
+    with pytest.raises(ValueError):
+        f(arr(1.0))  # 0-d
+    with pytest.raises(ValueError):
+        f(arr([1.0, 2.0]))  # 1-d
+    with pytest.raises(ValueError, match="float32 or float64"):
+        f(arr([[1, 0], [0, 1]]))  # integer
+    if fn not in ("qr", "lu", "svd"):
+        with pytest.raises(ValueError, match="square"):
+            f(mx.zeros((2, 3)))
+
+
+def test_gradients():
+    a = well_conditioned((3, 3), np.float64)
+    b = RNG.standard_normal((3, 2))
+    check_grad(mx.linalg.inv, a)
+    check_grad(lambda x: mx.linalg.solve(x, arr(b)), a)
+    check_grad(lambda x: mx.linalg.solve(arr(a), x), b)
+    for upper in (False, True):
+        check_grad(lambda x: mx.linalg.solve_triangular(x, arr(b), upper=upper), a)
+        check_grad(lambda x: mx.linalg.tri_inv(x, upper=upper), a)
+        # cholesky of a symmetrised input: the gradient flows through x + x^T
+        s = spd((), 3, np.float64)
+        check_grad(lambda x: mx.linalg.cholesky((x + x.T) / 2, upper=upper), s)
+    sym = RNG.standard_normal((4, 4))
+    check_grad(lambda x: mx.linalg.eigvalsh((x + x.T) / 2), sym)
+    for uplo in ("L", "U"):  # the vectors through V diag(w) V^T, free of their signs
+        def rebuilt(x, uplo=uplo):
+            w, v = mx.linalg.eigh((x + x.T) / 2, UPLO=uplo)
+            return (v * w[None, :]) @ v.T
+        check_grad(rebuilt, sym)
+
+
+def test_vmap_and_no_gradient_for_qr():
+    x = well_conditioned((4, 3, 3), np.float64)
+    got = mx.vmap(mx.linalg.inv, in_axes=1)(arr(np.swapaxes(x, 0, 1)))
+    np.testing.assert_allclose(np.array(got), np.linalg.inv(x), rtol=1e-10, atol=1e-12)
+    with pytest.raises(Exception, match="linalg_qr"):
+        mx.grad(lambda a: mx.sum(mx.linalg.qr(a)[1]))(arr(x))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_det_slogdet(dtype):
+    a = RNG.standard_normal((2, 3, 4, 4)).astype(dtype)
+    np.testing.assert_allclose(np.array(mx.linalg.det(arr(a))), np.linalg.det(a),
+                               rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+    sign, logabs = mx.linalg.slogdet(arr(a))
+    sn, ln = np.linalg.slogdet(a)
+    np.testing.assert_array_equal(np.array(sign), sn)
+    np.testing.assert_allclose(np.array(logabs), ln, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+    singular = np.array([[1.0, 2.0], [2.0, 4.0]], dtype)
+    assert float(np.array(mx.linalg.det(arr(singular)))) == 0.0
+    s, l = mx.linalg.slogdet(arr(singular))
+    assert float(np.array(s)) == 0.0 and float(np.array(l)) == -math.inf
+    assert np.array(mx.linalg.det(mx.zeros((3, 0, 0)))).tolist() == [1.0, 1.0, 1.0]
+    assert float(np.array(mx.linalg.det(mx.array([[1, 2], [3, 4]])))) == pytest.approx(-2.0)
+    with pytest.raises(ValueError):
+        mx.linalg.det(mx.zeros((2, 3)))
+
+
+def test_semidefinite_cholesky():
+    """A singular positive semi-definite matrix: a finite factor with
+    L L^T = a to float32 rounding (as LAPACK's float32 factorization)."""
+    r = np.arange(1.0, 10.0, dtype=np.float32).reshape(3, 3)
+    a = r.T @ r / 81 + np.float32(1 / 9)
+    L = np.array(mx.linalg.cholesky(arr(a)))
+    assert np.isfinite(L).all()
+    np.testing.assert_allclose(L @ L.T, a, rtol=1e-5, atol=1e-6)

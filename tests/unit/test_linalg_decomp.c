@@ -1,0 +1,726 @@
+/*
+ * The matrix factorizations (weft.h's wf_linalg_* section) against
+ * references written here: each factorization is checked by rebuilding a
+ * from its factors with direct loops (L L^T, Q R, L[p] U, V diag(w) V^T,
+ * U diag(S) Vt), by the factors' structure (triangles, orthonormal columns,
+ * ordered values) and inverses by a @ inv(a) = I. Batches, float32 and
+ * float64, strided inputs, 1 x 1, empty batches and empty matrices,
+ * ill-conditioned and singular matrices, errors; vjp / jvp of inv, tri_inv,
+ * cholesky and eigh against finite differences; vmap against per-example
+ * results.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conformance.h"
+#include "harness.h"
+#include "transforms_util.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+enum { BIG = 24 };
+#else
+enum { BIG = 80 };
+#endif
+
+/* ---------------------------------------------------------------- reference helpers */
+
+/* A deterministic value in [-1, 1). */
+static double noise(uint32_t *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return (double)(*s >> 8) / (double)(1u << 24) * 2.0 - 1.0;
+}
+
+static double *random_matrices(int64_t count, uint32_t seed)
+{
+    double *v = malloc((size_t)(count > 0 ? count : 1) * sizeof *v);
+    for (int64_t i = 0; i < count; i++)
+        v[i] = noise(&seed);
+    return v;
+}
+
+/* batch symmetric positive-definite n x n matrices: B B^T + n I. */
+static double *spd_matrices(int64_t batch, int64_t n, uint32_t seed)
+{
+    double *b = random_matrices(batch * n * n, seed);
+    double *a = malloc((size_t)(batch * n * n > 0 ? batch * n * n : 1) * sizeof *a);
+    for (int64_t t = 0; t < batch; t++)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double s = i == j ? (double)n : 0.0;
+                for (int64_t k = 0; k < n; k++)
+                    s += b[t * n * n + i * n + k] * b[t * n * n + j * n + k];
+                a[t * n * n + i * n + j] = s;
+            }
+    free(b);
+    return a;
+}
+
+static wf_array *make(const double *v, const int64_t *shape, int ndim, wf_dtype dtype)
+{
+    return conf_array(v, shape, ndim, dtype);
+}
+
+static double tol_of(wf_dtype d) { return d == WF_DTYPE_F64 ? 1e-9 : 2e-4; }
+
+/* max |x - y| / (1 + max |y|) over n elements. */
+static double rel_err(const double *x, const double *y, int64_t n)
+{
+    double e = 0.0, scale = 1.0;
+    for (int64_t i = 0; i < n; i++) {
+        e = fmax(e, fabs(x[i] - y[i]));
+        scale = fmax(scale, fabs(y[i]));
+    }
+    return e / scale;
+}
+
+/* c = a (m x k) @ b (k x n), with a or b taken transposed if asked. */
+static void matmul_ref(const double *a, const double *b, double *c, int64_t m, int64_t k,
+                       int64_t n, bool at, bool bt)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0.0;
+            for (int64_t l = 0; l < k; l++)
+                s += (at ? a[l * m + i] : a[i * k + l]) * (bt ? b[j * k + l] : b[l * n + j]);
+            c[i * n + j] = s;
+        }
+}
+
+static bool is_identity(const double *x, int64_t n, double tol)
+{
+    double e = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++)
+            e = fmax(e, fabs(x[i * n + j] - (i == j ? 1.0 : 0.0)));
+    return e <= tol;
+}
+
+static bool is_triangular(const double *x, int64_t r, int64_t c, bool upper)
+{
+    for (int64_t i = 0; i < r; i++)
+        for (int64_t j = 0; j < c; j++)
+            if ((upper ? j < i : j > i) && x[i * c + j] != 0.0)
+                return false;
+    return true;
+}
+
+/* ---------------------------------------------------------------- inv, tri_inv, cholesky */
+
+static void check_inverse(int64_t batch, int64_t n, wf_dtype dtype)
+{
+    wf_scope_begin();
+    double *v = random_matrices(batch * n * n, (uint32_t)(n * 7 + batch));
+    for (int64_t t = 0; t < batch; t++) /* keep them well conditioned */
+        for (int64_t i = 0; i < n; i++)
+            v[t * n * n + i * n + i] += 2.0;
+    const int64_t shape[3] = {batch, n, n};
+    wf_array *x = wf_linalg_inv(make(v, shape, 3, dtype));
+    double *got = x ? conf_read(x) : NULL;
+    double *prod = malloc((size_t)(n * n) * sizeof *prod);
+    if (CHECK_NOT_NULL(got) && CHECK(wf_array_dtype(x) == dtype))
+        for (int64_t t = 0; t < batch; t++) {
+            matmul_ref(v + t * n * n, got + t * n * n, prod, n, n, n, false, false);
+            if (!CHECK(is_identity(prod, n, tol_of(dtype) * 10 * (double)n)))
+                printf("    inv n=%lld batch %lld dtype %d\n", (long long)n, (long long)t,
+                       (int)dtype);
+        }
+    free(prod);
+    free(got);
+    free(v);
+    wf_scope_end();
+}
+
+static void check_tri_inverse(int64_t n, bool upper)
+{
+    wf_scope_begin();
+    double *v = random_matrices(n * n, (uint32_t)(n + upper));
+    for (int64_t i = 0; i < n; i++)
+        v[i * n + i] = 2.0 + fabs(v[i * n + i]);
+    double *tri = malloc((size_t)(n * n) * sizeof *tri), *prod = malloc((size_t)(n * n) * sizeof *prod);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++)
+            tri[i * n + j] = (upper ? j >= i : j <= i) ? v[i * n + j] : 0.0;
+    const int64_t shape[2] = {n, n};
+    /* the other triangle holds garbage the kernel must not read */
+    wf_array *y = wf_linalg_tri_inv(make(v, shape, 2, WF_DTYPE_F64), upper);
+    double *got = y ? conf_read(y) : NULL;
+    if (CHECK_NOT_NULL(got)) {
+        CHECK(is_triangular(got, n, n, upper));
+        matmul_ref(tri, got, prod, n, n, n, false, false);
+        CHECK(is_identity(prod, n, 1e-10));
+    }
+    free(got);
+    free(prod);
+    free(tri);
+    free(v);
+    wf_scope_end();
+}
+
+static void check_cholesky(int64_t batch, int64_t n, bool upper, wf_dtype dtype)
+{
+    wf_scope_begin();
+    double *a = spd_matrices(batch, n, (uint32_t)(n * 3 + upper));
+    const int64_t shape[3] = {batch, n, n};
+    wf_array *f = wf_linalg_cholesky(make(a, shape, 3, dtype), upper);
+    double *got = f ? conf_read(f) : NULL;
+    double *rebuilt = malloc((size_t)(n * n > 0 ? n * n : 1) * sizeof *rebuilt);
+    if (CHECK_NOT_NULL(got))
+        for (int64_t t = 0; t < batch; t++) {
+            const double *l = got + t * n * n;
+            CHECK(is_triangular(l, n, n, upper));
+            for (int64_t i = 0; i < n; i++)
+                CHECK(l[i * n + i] > 0);
+            /* lower: L L^T; upper: U^T U */
+            matmul_ref(l, l, rebuilt, n, n, n, upper, !upper);
+            if (!CHECK(rel_err(rebuilt, a + t * n * n, n * n) <= tol_of(dtype)))
+                printf("    cholesky n=%lld upper=%d\n", (long long)n, upper);
+        }
+    /* cholesky_inv: a @ inv(a) = I */
+    wf_array *ainv = f ? wf_linalg_cholesky_inv(f, upper) : NULL;
+    double *inv = ainv ? conf_read(ainv) : NULL;
+    if (CHECK_NOT_NULL(inv) && batch > 0) {
+        matmul_ref(a, inv, rebuilt, n, n, n, false, false);
+        CHECK(is_identity(rebuilt, n, tol_of(dtype) * 10));
+    }
+    free(inv);
+    free(rebuilt);
+    free(got);
+    free(a);
+    wf_scope_end();
+}
+
+static void test_inverses(void)
+{
+    for (int64_t n = 1; n <= 6; n++) {
+        check_inverse(3, n, WF_DTYPE_F64);
+        check_inverse(2, n, WF_DTYPE_F32);
+        check_tri_inverse(n, false);
+        check_tri_inverse(n, true);
+    }
+    check_inverse(2, BIG, WF_DTYPE_F64);
+    for (int upper = 0; upper < 2; upper++) {
+        for (int64_t n = 1; n <= 5; n++) {
+            check_cholesky(3, n, upper, WF_DTYPE_F64);
+            check_cholesky(2, n, upper, WF_DTYPE_F32);
+        }
+        check_cholesky(1, BIG, upper, WF_DTYPE_F64);
+        check_cholesky(0, 3, upper, WF_DTYPE_F64); /* an empty batch */
+    }
+}
+
+/* Singular and not positive definite: values, not errors. */
+static void test_singular(void)
+{
+    wf_scope_begin();
+    const double singular[4] = {1, 2, 2, 4};
+    const int64_t s2[2] = {2, 2};
+    wf_array *a = make(singular, s2, 2, WF_DTYPE_F64);
+    double *inv = conf_read(wf_linalg_inv(a));
+    if (CHECK_NOT_NULL(inv)) {
+        bool finite = true;
+        for (int i = 0; i < 4; i++)
+            finite = finite && isfinite(inv[i]);
+        CHECK(!finite);
+    }
+    /* semi-definite (a pivot of exactly 0): finite, L L^T = a */
+    double *chol = conf_read(wf_linalg_cholesky(a, false));
+    if (CHECK_NOT_NULL(chol)) {
+        double r[4];
+        matmul_ref(chol, chol, r, 2, 2, 2, false, true);
+        CHECK(rel_err(r, singular, 4) <= 1e-7);
+    }
+    const double indefinite2[4] = {1, 2, 2, 1}; /* eigenvalues 3 and -1 */
+    double *chol3 = conf_read(wf_linalg_cholesky(make(indefinite2, s2, 2, WF_DTYPE_F64), false));
+    if (CHECK_NOT_NULL(chol3))
+        for (int i = 0; i < 4; i++)
+            CHECK(isnan(chol3[i]));
+    free(chol3);
+    const double indefinite[4] = {1, 0, 0, -1};
+    double *chol2 = conf_read(wf_linalg_cholesky(make(indefinite, s2, 2, WF_DTYPE_F32), true));
+    if (CHECK_NOT_NULL(chol2))
+        CHECK(isnan(chol2[0]) && isnan(chol2[3]));
+    /* LU of a singular matrix still rebuilds it (the zero pivot kept) */
+    wf_array *p = NULL, *l = NULL, *u = NULL;
+    const double sing4[16] = {1, 2, 3, 4, 2, 4, 6, 8, 0, 1, 1, 0, 1, 0, 0, 1};
+    const int64_t s4[2] = {4, 4};
+    if (CHECK_OK(wf_linalg_lu(make(sing4, s4, 2, WF_DTYPE_F64), &p, &l, &u))) {
+        double *pv = conf_read(p), *lv = conf_read(l), *uv = conf_read(u), r[16];
+        matmul_ref(lv, uv, r, 4, 4, 4, false, false);
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++)
+                CHECK_NEAR(r[(int)pv[i] * 4 + j], sing4[i * 4 + j], 1e-12);
+        free(pv);
+        free(lv);
+        free(uv);
+    }
+    free(chol2);
+    free(chol);
+    free(inv);
+    wf_scope_end();
+}
+
+/* Hilbert matrices: ill-conditioned (cond ~ 1e10 at n = 8); inverse in
+ * float64 still gives a @ inv(a) = I to ~cond * eps. */
+static void test_ill_conditioned(void)
+{
+    wf_scope_begin();
+    const int64_t n = 8, shape[2] = {n, n};
+    double h[64], prod[64];
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++)
+            h[i * n + j] = 1.0 / (double)(i + j + 1);
+    double *inv = conf_read(wf_linalg_inv(make(h, shape, 2, WF_DTYPE_F64)));
+    if (CHECK_NOT_NULL(inv)) {
+        matmul_ref(h, inv, prod, n, n, n, false, false);
+        CHECK(is_identity(prod, n, 1e-5));
+    }
+    double *w = NULL;
+    wf_array *wa = NULL;
+    if (CHECK_OK(wf_linalg_eigh(make(h, shape, 2, WF_DTYPE_F64), false, &wa, NULL))) {
+        w = conf_read(wa);
+        double sum = 0.0; /* trace = sum of eigenvalues; all positive */
+        for (int64_t i = 0; i < n; i++) {
+            sum += w[i] - h[i * n + i];
+            CHECK(w[i] > 0);
+        }
+        CHECK_NEAR(sum, 0.0, 1e-12);
+    }
+    free(w);
+    free(inv);
+    wf_scope_end();
+}
+
+/* ---------------------------------------------------------------- lu, qr */
+
+static void check_lu(int64_t batch, int64_t m, int64_t n, wf_dtype dtype, bool strided)
+{
+    wf_scope_begin();
+    const int64_t k = m < n ? m : n, shape[3] = {batch, m, n};
+    double *v = random_matrices(batch * m * n, (uint32_t)(m * 31 + n));
+    wf_array *a = strided ? conf_strided(v, shape, 3, dtype) : make(v, shape, 3, dtype);
+    wf_array *p = NULL, *l = NULL, *u = NULL, *lu = NULL, *piv = NULL;
+    if (CHECK_OK(wf_linalg_lu(a, &p, &l, &u)) && CHECK_OK(wf_linalg_lu_factor(a, &lu, &piv))) {
+        CHECK(wf_array_dtype(p) == WF_DTYPE_U32 && wf_array_dtype(piv) == WF_DTYPE_U32);
+        CHECK(wf_array_dim(l, -1) == k && wf_array_dim(u, -2) == k);
+        double *pv = conf_read(p), *lv = conf_read(l), *uv = conf_read(u);
+        double *luv = conf_read(lu), *pivv = conf_read(piv);
+        double *r = malloc((size_t)(m * n > 0 ? m * n : 1) * sizeof *r);
+        for (int64_t t = 0; t < batch; t++) {
+            const double *lt = lv + t * m * k, *ut = uv + t * k * n;
+            matmul_ref(lt, ut, r, m, k, n, false, false);
+            double e = 0.0;
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++)
+                    e = fmax(e, fabs(r[(int64_t)pv[t * m + i] * n + j] - v[t * m * n + i * n + j]));
+            if (!CHECK(e <= tol_of(dtype) * 10))
+                printf("    lu %lldx%lld err %g\n", (long long)m, (long long)n, e);
+            for (int64_t i = 0; i < m; i++) /* partial pivoting: |L| <= 1, unit diagonal */
+                for (int64_t j = 0; j < k; j++)
+                    CHECK(j > i ? lt[i * k + j] == 0 : j == i ? lt[i * k + j] == 1
+                                                             : fabs(lt[i * k + j]) <= 1 + 1e-12);
+            CHECK(is_triangular(ut, k, n, true));
+            /* lu_factor: the same factors packed, swaps giving the same rows */
+            int64_t perm[64];
+            for (int64_t i = 0; i < m; i++)
+                perm[i] = i;
+            for (int64_t j = 0; j < k; j++) {
+                const int64_t s = (int64_t)pivv[t * k + j], tmp = perm[j];
+                perm[j] = perm[s];
+                perm[s] = tmp;
+            }
+            for (int64_t i = 0; i < m; i++) {
+                CHECK((int64_t)pv[t * m + perm[i]] == i);
+                for (int64_t j = 0; j < n; j++)
+                    CHECK(luv[t * m * n + i * n + j] ==
+                          (j < i ? lt[i * k + j] : ut[i * n + j]));
+            }
+        }
+        free(r);
+        free(pv);
+        free(lv);
+        free(uv);
+        free(luv);
+        free(pivv);
+    }
+    free(v);
+    wf_scope_end();
+}
+
+static void check_qr(int64_t batch, int64_t m, int64_t n, wf_dtype dtype)
+{
+    wf_scope_begin();
+    const int64_t k = m < n ? m : n, shape[3] = {batch, m, n};
+    double *v = random_matrices(batch * m * n, (uint32_t)(m * 17 + n));
+    wf_array *q = NULL, *r = NULL;
+    if (CHECK_OK(wf_linalg_qr(make(v, shape, 3, dtype), &q, &r))) {
+        CHECK(wf_array_dim(q, -1) == k && wf_array_dim(r, -2) == k);
+        double *qv = conf_read(q), *rv = conf_read(r);
+        double *a = malloc((size_t)(m * n + k * k + 1) * sizeof *a), *qtq = a + m * n;
+        for (int64_t t = 0; t < batch; t++) {
+            matmul_ref(qv + t * m * k, rv + t * k * n, a, m, k, n, false, false);
+            if (!CHECK(rel_err(a, v + t * m * n, m * n) <= tol_of(dtype) * 10))
+                printf("    qr %lldx%lld\n", (long long)m, (long long)n);
+            matmul_ref(qv + t * m * k, qv + t * m * k, qtq, k, m, k, true, false);
+            CHECK(is_identity(qtq, k, tol_of(dtype) * 10));
+            CHECK(is_triangular(rv + t * k * n, k, n, true));
+        }
+        free(a);
+        free(qv);
+        free(rv);
+    }
+    free(v);
+    wf_scope_end();
+}
+
+static void test_lu_qr(void)
+{
+    const int64_t sizes[][2] = {{1, 1}, {3, 3}, {5, 5}, {4, 6}, {6, 4}, {1, 5}, {5, 1}};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        check_lu(3, sizes[s][0], sizes[s][1], WF_DTYPE_F64, s % 2 == 0);
+        check_lu(2, sizes[s][0], sizes[s][1], WF_DTYPE_F32, false);
+        check_qr(3, sizes[s][0], sizes[s][1], WF_DTYPE_F64);
+        check_qr(2, sizes[s][0], sizes[s][1], WF_DTYPE_F32);
+    }
+    check_lu(1, 40, 40, WF_DTYPE_F64, false);
+    check_qr(1, BIG, BIG / 2, WF_DTYPE_F64);
+    check_lu(0, 3, 3, WF_DTYPE_F64, false);
+    check_qr(0, 3, 2, WF_DTYPE_F64);
+}
+
+/* ---------------------------------------------------------------- eigh, svd */
+
+static void check_eigh(int64_t batch, int64_t n, bool upper, wf_dtype dtype)
+{
+    wf_scope_begin();
+    double *v = random_matrices(batch * n * n, (uint32_t)(n * 5 + upper));
+    double *sym = malloc((size_t)(batch * n * n + 1) * sizeof *sym);
+    for (int64_t t = 0; t < batch; t++) /* the triangle read, mirrored */
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < n; j++) {
+                const bool in_lower = j <= i;
+                const int64_t src = (in_lower != upper || i == j) ? i * n + j : j * n + i;
+                sym[t * n * n + i * n + j] = v[t * n * n + src];
+            }
+    const int64_t shape[3] = {batch, n, n};
+    wf_array *w = NULL, *vec = NULL;
+    if (CHECK_OK(wf_linalg_eigh(make(v, shape, 3, dtype), upper, &w, &vec))) {
+        double *wv = conf_read(w), *vv = conf_read(vec);
+        double *r = malloc((size_t)(n * n + 1) * sizeof *r);
+        for (int64_t t = 0; t < batch; t++) {
+            const double *x = vv + t * n * n, *e = wv + t * n;
+            for (int64_t i = 1; i < n; i++)
+                CHECK(e[i - 1] <= e[i]);
+            for (int64_t i = 0; i < n; i++) /* V diag(w) V^T */
+                for (int64_t j = 0; j < n; j++) {
+                    double s = 0.0;
+                    for (int64_t c = 0; c < n; c++)
+                        s += x[i * n + c] * e[c] * x[j * n + c];
+                    r[i * n + j] = s;
+                }
+            if (!CHECK(rel_err(r, sym + t * n * n, n * n) <= tol_of(dtype) * 10))
+                printf("    eigh n=%lld upper=%d\n", (long long)n, upper);
+            matmul_ref(x, x, r, n, n, n, true, false);
+            CHECK(is_identity(r, n, tol_of(dtype) * 10));
+        }
+        free(r);
+        free(wv);
+        free(vv);
+    }
+    free(sym);
+    free(v);
+    wf_scope_end();
+}
+
+/* Rebuilds a from the full SVD; rank_one makes a rank-deficient a. */
+static void check_svd(int64_t batch, int64_t m, int64_t n, wf_dtype dtype, bool rank_one)
+{
+    wf_scope_begin();
+    const int64_t k = m < n ? m : n, shape[3] = {batch, m, n};
+    double *v = random_matrices(batch * m * n, (uint32_t)(m * 13 + n + rank_one));
+    if (rank_one)
+        for (int64_t t = 0; t < batch; t++)
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++)
+                    v[t * m * n + i * n + j] = (double)(i + 1) * (double)(j % 3 - 1);
+    wf_array *u = NULL, *s = NULL, *vt = NULL, *s_only = NULL;
+    wf_array *a = make(v, shape, 3, dtype);
+    if (CHECK_OK(wf_linalg_svd(a, &u, &s, &vt)) &&
+        CHECK_OK(wf_linalg_svd(a, NULL, &s_only, NULL))) {
+        double *uv = conf_read(u), *sv = conf_read(s), *vtv = conf_read(vt);
+        double *so = conf_read(s_only);
+        double *r = malloc((size_t)(m * m + n * n + m * n + 1) * sizeof *r);
+        for (int64_t t = 0; t < batch; t++) {
+            const double *ut = uv + t * m * m, *st = sv + t * k, *vtt = vtv + t * n * n;
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++) {
+                    double acc = 0.0;
+                    for (int64_t c = 0; c < k; c++)
+                        acc += ut[i * m + c] * st[c] * vtt[c * n + j];
+                    r[i * n + j] = acc;
+                }
+            if (!CHECK(rel_err(r, v + t * m * n, m * n) <= tol_of(dtype) * 10))
+                printf("    svd %lldx%lld rank_one=%d\n", (long long)m, (long long)n, rank_one);
+            for (int64_t c = 0; c < k; c++) {
+                CHECK(st[c] >= 0 && (c == 0 || st[c - 1] >= st[c]));
+                CHECK_NEAR(so[t * k + c], st[c], 1e-6);
+            }
+            matmul_ref(ut, ut, r, m, m, m, true, false);
+            CHECK(is_identity(r, m, tol_of(dtype) * 10));
+            matmul_ref(vtt, vtt, r, n, n, n, false, true);
+            CHECK(is_identity(r, n, tol_of(dtype) * 10));
+        }
+        free(r);
+        free(uv);
+        free(sv);
+        free(vtv);
+        free(so);
+    }
+    free(v);
+    wf_scope_end();
+}
+
+static void test_eigh_svd(void)
+{
+    for (int64_t n = 1; n <= 6; n++)
+        for (int upper = 0; upper < 2; upper++) {
+            check_eigh(3, n, upper, WF_DTYPE_F64);
+            check_eigh(2, n, upper, WF_DTYPE_F32);
+        }
+    check_eigh(1, BIG / 2, false, WF_DTYPE_F64);
+    check_eigh(0, 3, false, WF_DTYPE_F64);
+    const int64_t sizes[][2] = {{1, 1}, {3, 3}, {4, 3}, {3, 4}, {6, 2}, {2, 6}, {1, 4}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        check_svd(3, sizes[i][0], sizes[i][1], WF_DTYPE_F64, false);
+        check_svd(2, sizes[i][0], sizes[i][1], WF_DTYPE_F32, false);
+        check_svd(2, sizes[i][0], sizes[i][1], WF_DTYPE_F64, true);
+    }
+    check_svd(1, BIG / 2, BIG / 3, WF_DTYPE_F64, false);
+    check_svd(0, 3, 2, WF_DTYPE_F64, false);
+}
+
+/* ---------------------------------------------------------------- solves, empty, errors */
+
+static void test_solves(void)
+{
+    wf_scope_begin();
+    const int64_t n = 4, nrhs = 3, as[3] = {2, n, n}, bs[3] = {2, n, nrhs};
+    double *a = random_matrices(2 * n * n, 11), *b = random_matrices(2 * n * nrhs, 12);
+    for (int64_t t = 0; t < 2; t++)
+        for (int64_t i = 0; i < n; i++)
+            a[t * n * n + i * n + i] += 3.0;
+    wf_array *x = wf_linalg_solve(make(a, as, 3, WF_DTYPE_F64), make(b, bs, 3, WF_DTYPE_F64));
+    double *xv = x ? conf_read(x) : NULL, r[16];
+    if (CHECK_NOT_NULL(xv))
+        for (int64_t t = 0; t < 2; t++) {
+            matmul_ref(a + t * n * n, xv + t * n * nrhs, r, n, n, nrhs, false, false);
+            CHECK(rel_err(r, b + t * n * nrhs, n * nrhs) <= 1e-12);
+        }
+    for (int upper = 0; upper < 2; upper++) {
+        wf_array *y = wf_linalg_solve_triangular(make(a, as, 3, WF_DTYPE_F64),
+                                                 make(b, bs, 3, WF_DTYPE_F64), upper);
+        double *yv = y ? conf_read(y) : NULL;
+        if (CHECK_NOT_NULL(yv))
+            for (int64_t t = 0; t < 2; t++) {
+                double tri[16];
+                for (int64_t i = 0; i < n; i++)
+                    for (int64_t j = 0; j < n; j++)
+                        tri[i * n + j] = (upper ? j >= i : j <= i) ? a[t * n * n + i * n + j] : 0;
+                matmul_ref(tri, yv + t * n * nrhs, r, n, n, nrhs, false, false);
+                CHECK(rel_err(r, b + t * n * nrhs, n * nrhs) <= 1e-12);
+            }
+        free(yv);
+    }
+    /* a vector right-hand side */
+    const int64_t vs[1] = {n};
+    wf_array *xv1 = wf_linalg_solve(make(a, as + 1, 2, WF_DTYPE_F64), make(b, vs, 1, WF_DTYPE_F64));
+    CHECK(xv1 && wf_array_ndim(xv1) == 1 && wf_array_dim(xv1, 0) == n);
+    free(xv);
+    free(a);
+    free(b);
+    wf_scope_end();
+}
+
+static void test_empty_and_errors(void)
+{
+    wf_scope_begin();
+    /* 0 x 0 matrices */
+    const int64_t e0[3] = {2, 0, 0};
+    wf_array *z = wf_zeros(e0, 3, WF_DTYPE_F32);
+    wf_array *zi = wf_linalg_inv(z);
+    CHECK(zi && wf_array_size(zi) == 0 && wf_eval(&zi, 1) == WF_OK);
+    wf_array *q = NULL, *r = NULL;
+    const int64_t e1[2] = {0, 5};
+    CHECK_OK(wf_linalg_qr(wf_zeros(e1, 2, WF_DTYPE_F32), &q, &r));
+    CHECK(wf_array_dim(q, 0) == 0 && wf_array_dim(q, 1) == 0 && wf_array_dim(r, 0) == 0 &&
+          wf_array_dim(r, 1) == 5);
+    /* one side zero: U and Vt are identities, as NumPy */
+    wf_array *u = NULL, *s = NULL, *vt = NULL;
+    if (CHECK_OK(wf_linalg_svd(wf_zeros(e1, 2, WF_DTYPE_F64), &u, &s, &vt))) {
+        double *vv = conf_read(vt);
+        CHECK(wf_array_size(s) == 0 && wf_array_dim(vt, 0) == 5);
+        CHECK(is_identity(vv, 5, 0));
+        free(vv);
+    }
+    /* errors */
+    const int64_t s23[2] = {2, 3}, s3[1] = {3}, s22[2] = {2, 2};
+    wf_array *nonsquare = wf_zeros(s23, 2, WF_DTYPE_F32);
+    CHECK(wf_linalg_inv(nonsquare) == NULL);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "square");
+    CHECK_NULL_WITH(wf_linalg_inv(nonsquare), WF_ERR_SHAPE);
+    CHECK_NULL_WITH(wf_linalg_cholesky(wf_zeros(s3, 1, WF_DTYPE_F32), false), WF_ERR_SHAPE);
+    wf_array *integers = wf_zeros(s22, 2, WF_DTYPE_I32);
+    CHECK(wf_linalg_inv(integers) == NULL);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "float32 or float64");
+    CHECK_NULL_WITH(wf_linalg_inv(integers), WF_ERR_DTYPE);
+    CHECK_NULL_WITH(wf_linalg_tri_inv(wf_zeros(s22, 2, WF_DTYPE_C64), false), WF_ERR_DTYPE);
+    wf_array *w = (wf_array *)1;
+    CHECK_STATUS(wf_linalg_eigh(wf_zeros(s23, 2, WF_DTYPE_F32), false, &w, NULL), WF_ERR_SHAPE);
+    CHECK(w == NULL);
+    wf_array *p = (wf_array *)1, *l = (wf_array *)1, *uu = (wf_array *)1;
+    CHECK_STATUS(wf_linalg_lu(wf_zeros(s3, 1, WF_DTYPE_F32), &p, &l, &uu), WF_ERR_SHAPE);
+    CHECK(!p && !l && !uu);
+    CHECK_NULL_WITH(wf_linalg_solve(wf_zeros(s22, 2, WF_DTYPE_F32), wf_zeros(s3, 1, WF_DTYPE_F32)),
+                    WF_ERR_SHAPE);
+    CHECK_NULL_WITH(wf_linalg_inv(NULL), WF_ERR_NULL_ARGUMENT);
+    wf_scope_end();
+}
+
+/* ---------------------------------------------------------------- transforms */
+
+static wf_array *shifted(wf_array *x, double by)
+{
+    wf_array *eye = wf_eye(wf_array_dim(x, -1), wf_array_dim(x, -1), 0, WF_DTYPE_F64);
+    wf_array *s = wf_scalar(by, WF_DTYPE_F64);
+    wf_array *r = wf_add(x, wf_multiply(eye, s));
+    return r;
+}
+
+static wf_array *build_inv(wf_array *const *in) { return wf_linalg_inv(shifted(in[0], 3.0)); }
+static wf_array *build_tri_inv_lower(wf_array *const *in)
+{
+    return wf_linalg_tri_inv(shifted(in[0], 3.0), false);
+}
+static wf_array *build_tri_inv_upper(wf_array *const *in)
+{
+    return wf_linalg_tri_inv(shifted(in[0], 3.0), true);
+}
+/* cholesky of x x^T + 3 I (symmetric positive definite for any x) */
+static wf_array *spd_of(wf_array *x)
+{
+    return shifted(wf_matmul(x, wf_swapaxes(x, -1, -2)), 3.0);
+}
+static wf_array *build_cholesky_lower(wf_array *const *in)
+{
+    return wf_linalg_cholesky(spd_of(in[0]), false);
+}
+static wf_array *build_cholesky_upper(wf_array *const *in)
+{
+    return wf_linalg_cholesky(spd_of(in[0]), true);
+}
+/* (x + x^T) / 2: eigh's derivatives take the input as symmetric */
+static wf_array *symmetric_of(wf_array *x)
+{
+    wf_array *s = wf_add(x, wf_swapaxes(x, -1, -2));
+    return wf_multiply(s, wf_scalar(0.5, WF_DTYPE_F64));
+}
+static wf_array *build_eigvalsh(wf_array *const *in)
+{
+    wf_array *w = NULL;
+    return wf_linalg_eigh(symmetric_of(in[0]), false, &w, NULL) == WF_OK ? w : NULL;
+}
+/* V diag(w^2) V^T: uses the vectors, free of their signs */
+static wf_array *build_eigh_vectors(wf_array *const *in)
+{
+    wf_array *w = NULL, *v = NULL;
+    if (wf_linalg_eigh(symmetric_of(in[0]), true, &w, &v) != WF_OK)
+        return NULL;
+    const int axis = -2;
+    wf_array *scaled = wf_multiply(v, wf_expand_dims(wf_square(w), &axis, 1));
+    return wf_matmul(scaled, wf_swapaxes(v, -1, -2));
+}
+static wf_array *build_solve(wf_array *const *in)
+{
+    return wf_linalg_solve(shifted(in[0], 3.0), in[1]);
+}
+static wf_array *build_qr_r(wf_array *const *in)
+{
+    wf_array *q = NULL, *r = NULL;
+    return wf_linalg_qr(in[0], &q, &r) == WF_OK ? r : NULL;
+}
+static wf_array *build_svd_s(wf_array *const *in)
+{
+    wf_array *s = NULL;
+    return wf_linalg_svd(in[0], NULL, &s, NULL) == WF_OK ? s : NULL;
+}
+
+static void check_transforms(const tu_case *c, bool grads)
+{
+    wf_scope_begin();
+    wf_array *in[2];
+    wf_array *t[2];
+    for (int i = 0; i < c->nin; i++) {
+        in[i] = tu_input(c->shapes[i], c->ndims[i], c->lo, c->hi, 40 + (uint32_t)i, i == 0);
+        t[i] = tu_input(c->shapes[i], c->ndims[i], -1, 1, 50 + (uint32_t)i, false);
+    }
+    wf_array *y = c->build(in);
+    if (CHECK_NOT_NULL(y)) {
+        wf_array *u = tu_input(wf_array_shape(y), wf_array_ndim(y), -1, 1, 60, false);
+        if (grads && (!tu_check_vjp(c, in, u, 1e-6, NULL) || !tu_check_jvp(c, in, t, 1e-6, NULL)))
+            printf("      (%s)\n", c->name);
+        int axes[2] = {0, 0};
+        tu_check_vmap(c, axes, 3, 70);
+        axes[0] = 1;
+        axes[1] = WF_VMAP_NOT_MAPPED;
+        tu_check_vmap(c, axes, 2, 71);
+    }
+    wf_scope_end();
+}
+
+static void test_transforms(void)
+{
+    const tu_case grads[] = {
+        {"inv", build_inv, 1, {2}, {{4, 4}}, -1, 1},
+        {"inv batched", build_inv, 1, {3}, {{2, 3, 3}}, -1, 1},
+        {"tri_inv lower", build_tri_inv_lower, 1, {2}, {{4, 4}}, -1, 1},
+        {"tri_inv upper", build_tri_inv_upper, 1, {2}, {{4, 4}}, -1, 1},
+        {"cholesky lower", build_cholesky_lower, 1, {2}, {{4, 4}}, -1, 1},
+        {"cholesky upper", build_cholesky_upper, 1, {3}, {{2, 3, 3}}, -1, 1},
+        {"solve", build_solve, 2, {2, 2}, {{3, 3}, {3, 2}}, -1, 1},
+        {"eigvalsh", build_eigvalsh, 1, {3}, {{2, 4, 4}}, -1, 1},
+        {"eigh vectors", build_eigh_vectors, 1, {2}, {{3, 3}}, -1, 1},
+    };
+    for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++)
+        check_transforms(&grads[i], true);
+    /* no derivative rules, but vmap */
+    const tu_case vmaps[] = {
+        {"qr", build_qr_r, 1, {2}, {{4, 3}}, -1, 1},
+        {"svd", build_svd_s, 1, {2}, {{3, 4}}, -1, 1},
+    };
+    for (size_t i = 0; i < sizeof vmaps / sizeof vmaps[0]; i++)
+        check_transforms(&vmaps[i], false);
+    /* and their derivatives are refused by name */
+    wf_scope_begin();
+    const int64_t s[2] = {3, 3};
+    wf_array *x = tu_input(s, 2, -1, 1, 1, false);
+    wf_fn *fn = tu_case_fn(&vmaps[0]);
+    wf_array *ct = wf_ones(s, 2, WF_DTYPE_F64), *grad[1] = {NULL};
+    CHECK_STATUS(wf_vjp(fn, &x, 1, &ct, 1, NULL, grad), WF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "linalg_qr");
+    wf_fn_release(fn);
+    wf_scope_end();
+}
+
+int main(void)
+{
+    RUN_TEST(test_inverses);
+    RUN_TEST(test_singular);
+    RUN_TEST(test_ill_conditioned);
+    RUN_TEST(test_lu_qr);
+    RUN_TEST(test_eigh_svd);
+    RUN_TEST(test_solves);
+    RUN_TEST(test_empty_and_errors);
+    RUN_TEST(test_transforms);
+    return TEST_SUMMARY();
+}
