@@ -25,7 +25,7 @@
 
 /* WF_QMV_ROWS: the most rows of x the matrix-vector kernels take;
  * WF_QMV_TASK_ROWS: outputs per task of the pool, a multiple of the rows
- * the kernels take per pass (3 blocks of 16 or of 8 lanes). */
+ * the kernels take per pass (2 blocks of 16 or of 8 lanes). */
 enum { WF_QMV_ROWS = 4, WF_QMV_TASK_ROWS = 96 };
 
 /* One matrix-vector product: rows (1 .. WF_QMV_ROWS) rows of x (ldx apart)

@@ -18,10 +18,12 @@
  *
  * Fast path (2, 4 or 8 bits, every mode): LANES rows of W at a time, a
  * lane per output, PASS_BLOCKS such blocks side by side so that as many
- * fma chains hide each other's latency. A row's words are copied per
- * 16-word chunk into a small buffer (W's rows lie row_bytes apart, often a
+ * fma chains hide each other's latency (more blocks measured no faster:
+ * more rows are more page streams). A row's words are copied per 16-word
+ * chunk into a small buffer (W's rows lie row_bytes apart, often a
  * multiple of 4 KiB, so gathering from them directly maps every row to the
- * same L1 sets) and gathered from there a word per row. Affine codes need
+ * same L1 sets), the next chunk a row per word step while this one is
+ * read, and gathered from there a word per row. Affine codes need
  * no conversion: the code q at bit p of the word, masked in place under
  * the exponent of 2^(23 - p), is the float f = 2^(23 - p) + q, and with
  * c = -2^(23 - p) * s (exact while |s| <= 2^100), fma(f, s, c) is q * s
@@ -34,7 +36,7 @@
  * block): one gather per word straight from W, codes shifted out and
  * converted. */
 
-enum { PASS_BLOCKS = 3, CHUNK_WORDS = 16, MAX_OFFSETS = 8 };
+enum { PASS_BLOCKS = 2, CHUNK_WORDS = 16, PREFETCH_CHUNKS = 4, MAX_OFFSETS = 8 };
 
 /* ---------------------------------------------------------------- general path */
 
@@ -149,42 +151,81 @@ typedef struct pass_blocks {
     int active[PASS_BLOCKS];
 } pass_blocks;
 
-/* Copies the words [first, first + count) of each active row of the pass. */
-KINLINE void copy_chunk(const pass_blocks *p, int nblk, int64_t row_words, int64_t first,
-                        int count, int32_t (*buf)[LANES][CHUNK_WORDS])
+/* Copies words [first, first + count) of row r of each of the pass's
+ * blocks into buf[blk][r], and asks for the line PREFETCH_CHUNKS chunks
+ * further on (a pass reads more rows at once than the hardware
+ * prefetchers follow) with the line of that chunk's `group` of scales
+ * and biases. */
+KINLINE void copy_row_chunk(const wf_qmv_args *a, const pass_blocks *p, int nblk, int r,
+                            int64_t first, int count, int64_t group,
+                            int32_t (*buf)[LANES][CHUNK_WORDS])
 {
     for (int blk = 0; blk < nblk; blk++)
-        for (int r = 0; r < p->active[blk]; r++) {
-            const int32_t *src = p->words[blk] + r * row_words + first;
-            /* the lines of the next chunks: this many rows are more
-             * streams than the hardware prefetchers follow */
-            _mm_prefetch((const char *)(src + 2 * CHUNK_WORDS), _MM_HINT_T0);
-            _mm_prefetch((const char *)(src + 4 * CHUNK_WORDS), _MM_HINT_T0);
+        if (r < p->active[blk]) {
+            const int32_t *src = p->words[blk] + r * (a->row_bytes / 4) + first;
+            _mm_prefetch((const char *)(src + PREFETCH_CHUNKS * CHUNK_WORDS), _MM_HINT_T0);
+            if (group < a->groups) { /* the scales and biases of that chunk */
+                _mm_prefetch((const char *)(p->scales[blk] + r * a->groups + group), _MM_HINT_T0);
+                if (p->biases[blk])
+                    _mm_prefetch((const char *)(p->biases[blk] + r * a->groups + group),
+                                 _MM_HINT_T0);
+            }
             copy_row_words(buf[blk][r], src, count);
         }
 }
 
-/* K block [k0, k1) of `nblk` blocks: acc[blk][r], in k order. */
-KINLINE void fast_sums(const wf_qmv_args *a, const pass_blocks *p, int nblk, int64_t k0,
-                       int64_t k1, int rows, int bits, int mode, vf acc[][WF_QMV_ROWS])
+/* The group of the chunk PREFETCH_CHUNKS on from the one at word `first`. */
+KINLINE int64_t prefetch_group(const wf_qmv_args *a, int64_t first, int per_word)
+{
+    return (first + PREFETCH_CHUNKS * CHUNK_WORDS) * per_word / a->group_size;
+}
+
+/* The outputs of `nblk` blocks over all of K: acc[blk][r] summed in k
+ * order per K block, each K block's sums then added to the outputs. The
+ * rows' words stream through two chunk buffers: while one is read, the
+ * next chunk is copied into the other a row per word step, so that the
+ * loads and prefetches spread over the chunk rather than come in a burst. */
+KINLINE void fast_pass(const wf_qmv_args *a, const pass_blocks *p, int nblk, int64_t nb,
+                       int rows, int bits, int mode)
 {
     const int per_word = 32 / bits, per_half = per_word / 2;
-    const int64_t row_words = a->row_bytes / 4;
+    const int64_t words = a->k / per_word;
+    const int64_t chunks = (words + CHUNK_WORDS - 1) / CHUNK_WORDS;
     const vi buf_index = vi_iota_times(CHUNK_WORDS);
     const vi group_index = vi_iota_times((int32_t)a->groups);
-    int32_t buf[PASS_BLOCKS][LANES][CHUNK_WORDS];
+    int32_t buf[2][PASS_BLOCKS][LANES][CHUNK_WORDS];
     group_factors f[PASS_BLOCKS];
-    __builtin_memset(f, 0, sizeof f); /* set at k0; zeroed for the compiler's sake */
+    vf acc[PASS_BLOCKS][WF_QMV_ROWS];
+    __builtin_memset(f, 0, sizeof f); /* set at k = 0; zeroed for the compiler's sake */
     for (int blk = 0; blk < nblk; blk++)
         for (int r = 0; r < rows; r++)
             acc[blk][r] = vf_zero();
-    int64_t next_group = k0; /* the first k of a group not yet set */
-    for (int64_t kc = k0; kc < k1; kc += CHUNK_WORDS * per_word) {
-        const int64_t left = (k1 - kc) / per_word;
-        const int chunk = left < CHUNK_WORDS ? (int)left : CHUNK_WORDS;
-        copy_chunk(p, nblk, row_words, kc / per_word, chunk, buf);
-        for (int wi = 0; wi < chunk; wi++) {
-            const int64_t k = kc + (int64_t)wi * per_word;
+    for (int r = 0; r < LANES; r++)
+        copy_row_chunk(a, p, nblk, r, 0, words < CHUNK_WORDS ? (int)words : CHUNK_WORDS,
+                       prefetch_group(a, 0, per_word), buf[0]);
+    int64_t next_group = 0;    /* the first k of a group not yet set */
+    int64_t block_end = a->kcb; /* the end of the current K block */
+    for (int64_t c = 0; c < chunks; c++) {
+        int32_t (*cur)[LANES][CHUNK_WORDS] = buf[c & 1], (*next)[LANES][CHUNK_WORDS] = buf[~c & 1];
+        const int64_t first = c * CHUNK_WORDS, left = words - first - CHUNK_WORDS;
+        const int count = words - first < CHUNK_WORDS ? (int)(words - first) : CHUNK_WORDS;
+        const int next_count = left <= 0 ? 0 : left < CHUNK_WORDS ? (int)left : CHUNK_WORDS;
+        const int64_t next_group_ahead = prefetch_group(a, first + CHUNK_WORDS, per_word);
+        for (int wi = 0; wi < count; wi++) {
+            /* a next chunk follows a full one: every row's turn comes */
+            if (next_count > 0 && wi < LANES)
+                copy_row_chunk(a, p, nblk, wi, first + CHUNK_WORDS, next_count,
+                               next_group_ahead, next);
+            const int64_t k = (first + wi) * per_word;
+            if (k == block_end) {
+                for (int blk = 0; blk < nblk; blk++) {
+                    store_sums(a, nb + (int64_t)LANES * blk, p->m[blk], rows, k == a->kcb,
+                               acc[blk]);
+                    for (int r = 0; r < rows; r++)
+                        acc[blk][r] = vf_zero();
+                }
+                block_end += a->kcb;
+            }
             if (k >= next_group) {
                 const int64_t g = k / a->group_size;
                 next_group = (g + 1) * a->group_size;
@@ -199,7 +240,7 @@ KINLINE void fast_sums(const wf_qmv_args *a, const pass_blocks *p, int nblk, int
             vi word[PASS_BLOCKS];
 #pragma GCC unroll 4
             for (int blk = 0; blk < nblk; blk++)
-                word[blk] = vi_gather(&buf[blk][0][wi], buf_index, p->m[blk]);
+                word[blk] = vi_gather(&cur[blk][0][wi], buf_index, p->m[blk]);
 #pragma GCC unroll 2
             for (int half = 0; half < 2; half++) {
                 vi hw[PASS_BLOCKS];
@@ -219,6 +260,8 @@ KINLINE void fast_sums(const wf_qmv_args *a, const pass_blocks *p, int nblk, int
             }
         }
     }
+    for (int blk = 0; blk < nblk; blk++)
+        store_sums(a, nb + (int64_t)LANES * blk, p->m[blk], rows, a->k <= a->kcb, acc[blk]);
 }
 
 /* Outputs [nb, nb + count) (count <= PASS_BLOCKS * LANES) through the fast path. */
@@ -236,21 +279,16 @@ KINLINE void fast_outputs(const wf_qmv_args *a, int64_t nb, int64_t count, int r
         p.biases[blk] = a->biases ? a->biases + first * a->groups : NULL;
         nblk += p.active[blk] > 0;
     }
-    for (int64_t k0 = 0; k0 < a->k; k0 += a->kcb) {
-        const int64_t k1 = k0 + a->kcb < a->k ? k0 + a->kcb : a->k;
-        vf acc[PASS_BLOCKS][WF_QMV_ROWS];
-        if (nblk == PASS_BLOCKS) /* the steady state: a constant block count */
-            fast_sums(a, &p, PASS_BLOCKS, k0, k1, rows, bits, mode, acc);
-        else
-            for (int blk = 0; blk < nblk; blk++) {
-                pass_blocks one = p;
-                one.words[0] = p.words[blk], one.scales[0] = p.scales[blk];
-                one.biases[0] = p.biases[blk], one.m[0] = p.m[blk];
-                one.active[0] = p.active[blk];
-                fast_sums(a, &one, 1, k0, k1, rows, bits, mode, &acc[blk]);
-            }
-        for (int blk = 0; blk < nblk; blk++)
-            store_sums(a, nb + (int64_t)LANES * blk, p.m[blk], rows, k0 == 0, acc[blk]);
+    if (nblk == PASS_BLOCKS) { /* the steady state: a constant block count */
+        fast_pass(a, &p, PASS_BLOCKS, nb, rows, bits, mode);
+        return;
+    }
+    for (int blk = 0; blk < nblk; blk++) {
+        pass_blocks one = p;
+        one.words[0] = p.words[blk], one.scales[0] = p.scales[blk];
+        one.biases[0] = p.biases[blk], one.m[0] = p.m[blk];
+        one.active[0] = p.active[blk];
+        fast_pass(a, &one, 1, nb + (int64_t)LANES * blk, rows, bits, mode);
     }
 }
 
