@@ -76,12 +76,15 @@ INLINE_AVX2 vi vi_low_bits(vi v, int bits)
     return _mm256_and_si256(v, _mm256_set1_epi32((1 << bits) - 1));
 }
 
-/* (word & the code's field at bit p) | the exponent of 2^(23 - p). */
+/* ((word >> p) & the code's bits) | the exponent of 2^23: one constant
+ * pair and one c per group for every offset (16 registers). */
+enum { CODES_IN_PLACE = 0 };
 INLINE_AVX2 vf code_float(vi word, int p, int bits)
 {
-    const vi field = _mm256_set1_epi32((int32_t)((uint32_t)((1 << bits) - 1) << p));
-    const vi exponent = _mm256_set1_epi32((int32_t)((uint32_t)(150 - p) << 23));
-    return _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(word, field), exponent));
+    const vi field = _mm256_set1_epi32((1 << bits) - 1);
+    const vi exponent = _mm256_set1_epi32(0x4B000000);
+    return _mm256_castsi256_ps(
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(word, p), field), exponent));
 }
 
 INLINE_AVX2 void copy_row_words(int32_t *dst, const int32_t *src, int count)

@@ -75,6 +75,7 @@ INLINE_512 vi vi_low_bits(vi v, int bits)
 /* One ternary-logic instruction: where `exponent_bits` is set, the bits of
  * `pattern` (the exponent of 2^(23 - p)); elsewhere word & pattern (the
  * code's field). */
+enum { CODES_IN_PLACE = 1 };
 INLINE_512 vf code_float(vi word, int p, int bits)
 {
     const vi pattern = _mm512_set1_epi32((int32_t)((uint32_t)(150 - p) << 23 |

@@ -10,8 +10,9 @@
  *   vf_load(p, m), vf_store(p, m, v), vf_gather(base, index, m)
  *   vi_gather(base, index, m), vi_iota_times(stride), vi_srli(v, n), vi_srl(v, n)
  *   vi_to_float(v), vi_low_bits(v, bits)
- *   code_float(word, p, bits)     the float 2^(23 - p) + code, the code being
- *                                 word's `bits` bits at bit p (p + bits <= 16)
+ *   code_float(word, p, bits)     the float 2^(23 - p) + code (CODES_IN_PLACE)
+ *                                 or 2^23 + code, the code being word's `bits`
+ *                                 bits at bit p (p + bits <= 16)
  *   fp_values(c, mode)            fp4 / fp8 element values of the low bits
  *   copy_row_words(dst, src, n)   n (<= 16) words, the rest of dst's 16 zeroed
  *   scales_in_range(s, n)         every |s[i]| in [2^-100, 2^100]
@@ -28,7 +29,9 @@
  * the exponent of 2^(23 - p), is the float f = 2^(23 - p) + q, and with
  * c = -2^(23 - p) * s (exact while |s| <= 2^100), fma(f, s, c) is q * s
  * rounded once, the very product dequantize rounds, to which the bias is
- * then added; each dequantized value is summed with fma by the GEMM's K
+ * then added. With 16 registers (AVX2) a c per offset crowds out the
+ * accumulators: there the code is shifted down first (CODES_IN_PLACE 0,
+ * one c = -2^23 s); each dequantized value is summed with fma by the GEMM's K
  * blocks in k order, so the bits are the GEMM's on the dequantized matrix.
  * Floating-point codes: fp_values(code) * scale (exact).
  *
@@ -92,6 +95,7 @@ KINLINE void general_sums(const wf_qmv_args *a, int64_t nb, vmask m, int64_t k0,
 KINLINE void store_sums(const wf_qmv_args *a, int64_t nb, vmask m, int rows, bool first,
                         const vf *acc)
 {
+#pragma GCC unroll 4
     for (int r = 0; r < rows; r++) {
         float *c = a->out + r * a->ldo + nb;
         vf_store(c, m, first ? acc[r] : vf_add(vf_load(c, m), acc[r]));
@@ -122,7 +126,7 @@ KINLINE void group_factors_set(vf s, vf b, int bits, group_factors *f)
     f->s = s;
     f->b = b;
 #pragma GCC unroll 8
-    for (int i = 0; i < 16 / bits; i++)
+    for (int i = 0; i < (CODES_IN_PLACE ? 16 / bits : 1); i++)
         f->c[i] = vf_mul(s, vf_set1(-(float)(1 << (23 - i * bits))));
 }
 
@@ -131,7 +135,8 @@ KINLINE vf fast_value(vi half_word, int i, int bits, int mode, const group_facto
 {
     if (mode != WF_QUANT_AFFINE) /* fp_values reads only the code's own bits */
         return vf_mul(fp_values(vi_srli(half_word, i * bits), mode), f->s);
-    return vf_add(vf_fma(code_float(half_word, i * bits, bits), f->s, f->c[i]), f->b);
+    return vf_add(vf_fma(code_float(half_word, i * bits, bits), f->s, f->c[CODES_IN_PLACE ? i : 0]),
+                  f->b);
 }
 
 /* Whether every scale of rows [nb, nb + count) lies in the fast path's range. */
@@ -197,7 +202,9 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_blocks *p, int nblk, int
     group_factors f[PASS_BLOCKS];
     vf acc[PASS_BLOCKS][WF_QMV_ROWS];
     __builtin_memset(f, 0, sizeof f); /* set at k = 0; zeroed for the compiler's sake */
+#pragma GCC unroll 4
     for (int blk = 0; blk < nblk; blk++)
+#pragma GCC unroll 4
         for (int r = 0; r < rows; r++)
             acc[blk][r] = vf_zero();
     for (int r = 0; r < LANES; r++)
@@ -218,9 +225,11 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_blocks *p, int nblk, int
                                next_group_ahead, next);
             const int64_t k = (first + wi) * per_word;
             if (k == block_end) {
+#pragma GCC unroll 4
                 for (int blk = 0; blk < nblk; blk++) {
                     store_sums(a, nb + (int64_t)LANES * blk, p->m[blk], rows, k == a->kcb,
                                acc[blk]);
+#pragma GCC unroll 4
                     for (int r = 0; r < rows; r++)
                         acc[blk][r] = vf_zero();
                 }
@@ -229,6 +238,7 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_blocks *p, int nblk, int
             if (k >= next_group) {
                 const int64_t g = k / a->group_size;
                 next_group = (g + 1) * a->group_size;
+#pragma GCC unroll 4
                 for (int blk = 0; blk < nblk; blk++) {
                     const vf s = vf_gather(p->scales[blk] + g, group_index, p->m[blk]);
                     const vf b = p->biases[blk]
@@ -253,6 +263,7 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_blocks *p, int nblk, int
 #pragma GCC unroll 4
                     for (int blk = 0; blk < nblk; blk++) {
                         const vf w = fast_value(hw[blk], i, bits, mode, &f[blk]);
+#pragma GCC unroll 4
                         for (int r = 0; r < rows; r++)
                             acc[blk][r] = vf_fma(vf_set1(xk[r * a->ldx]), w, acc[blk][r]);
                     }
@@ -260,6 +271,7 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_blocks *p, int nblk, int
             }
         }
     }
+#pragma GCC unroll 4
     for (int blk = 0; blk < nblk; blk++)
         store_sums(a, nb + (int64_t)LANES * blk, p->m[blk], rows, a->k <= a->kcb, acc[blk]);
 }
