@@ -125,8 +125,9 @@ KINLINE void group_factors_set(vf s, vf b, int bits, group_factors *f)
 {
     f->s = s;
     f->b = b;
+    const int offsets = CODES_IN_PLACE ? 16 / bits : 1;
 #pragma GCC unroll 8
-    for (int i = 0; i < (CODES_IN_PLACE ? 16 / bits : 1); i++)
+    for (int i = 0; i < offsets; i++)
         f->c[i] = vf_mul(s, vf_set1(-(float)(1 << (23 - i * bits))));
 }
 
