@@ -2,7 +2,7 @@
  * bench_quantized: quantized_matmul (affine, group 64) beside the machine's
  * measured read bandwidth and weft's float32 GEMM, in one run:
  *  - read bandwidth: threads (the pool's size) summing one large buffer;
- *  - matrix-vector products (batch 1) with 4- and 8-bit weights of
+ *  - matrix-vector products (batch 1) with 2-, 4- and 8-bit weights of
  *    4096 x 4096, 14336 x 4096 (x @ W.T, W stored out x in) and
  *    4096 x 14336, rotating over enough weight matrices that their total
  *    exceeds 4x the last-level cache, so the weights come from memory:
@@ -252,9 +252,10 @@ int main(int argc, char **argv)
     printf("read bandwidth (%d threads summing %lld MiB): %.2f GB/s\n", threads,
            (long long)(rotation >> 20), bw);
     static const int64_t shapes[3][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}};
-    for (int b = 4; b <= 8; b += 4)
+    static const int widths[3] = {2, 4, 8};
+    for (int b = 0; b < 3; b++)
         for (int s = 0; s < 3; s++)
-            matvec_line(shapes[s][0], shapes[s][1], b, rotation, bw);
+            matvec_line(shapes[s][0], shapes[s][1], widths[b], rotation, bw);
     if (argc <= 2 || strcmp(argv[2], "matvec") != 0) {
         batch_line(32, 4);
         batch_line(512, 4);

@@ -30,6 +30,28 @@ def random_weight(rng, out, inner, bits):
     return codes, mx.array(s), mx.array(-s * (1 << bits) / 2)
 
 
+SHAPES = ((4096, 4096), (14336, 4096), (4096, 14336))
+
+
+def matvec_figure(rng, bits, out, inner, rotation):
+    """MLX's best GB/s (codes + scales + biases) over a rotation set of at
+    least `rotation` bytes of out x inner weights, and the set's size."""
+    one = out * inner * bits // 8 + out * inner // GROUP * 8
+    count = max(2, -(-rotation // one))
+    ws = [random_weight(rng, out, inner, bits) for _ in range(count)]
+    mx.eval(ws)
+    x = mx.array(rng.standard_normal((1, inner)).astype(np.float32))
+    best = 0.0
+    for _ in range(REPEATS):
+        total = 0.0
+        for w in ws:
+            t0 = time.perf_counter()
+            mx.eval(mx.quantized_matmul(x, *w, transpose=True, group_size=GROUP, bits=bits))
+            total += time.perf_counter() - t0
+        best = max(best, one * count / total / 1e9)
+    return best, one, count
+
+
 def main():
     mx.set_default_device(mx.cpu)
     rotation = int(sys.argv[1]) << 20 if len(sys.argv) > 1 else 4 * llc_bytes()
@@ -37,20 +59,8 @@ def main():
     print("# load average:", " ".join(open("/proc/loadavg").read().split()[:3]))
     rng = np.random.default_rng(0)
     for bits in (4, 8):
-        for out, inner in ((4096, 4096), (14336, 4096), (4096, 14336)):
-            one = out * inner * bits // 8 + out * inner // GROUP * 8
-            count = max(2, -(-rotation // one))
-            ws = [random_weight(rng, out, inner, bits) for _ in range(count)]
-            mx.eval(ws)
-            x = mx.array(rng.standard_normal((1, inner)).astype(np.float32))
-            best = 0.0
-            for _ in range(REPEATS):
-                total = 0.0
-                for w in ws:
-                    t0 = time.perf_counter()
-                    mx.eval(mx.quantized_matmul(x, *w, transpose=True, group_size=GROUP, bits=bits))
-                    total += time.perf_counter() - t0
-                best = max(best, one * count / total / 1e9)
+        for out, inner in SHAPES:
+            best, one, count = matvec_figure(rng, bits, out, inner, rotation)
             print(f"matvec {bits:2d}-bit {out:5d} x {inner:5d}  ({count:3d} matrices, "
                   f"{one * count / 1048576:6.0f} MiB)  {best:7.2f} GB/s  {one / best / 1e3:8.1f} us/product")
     for bits in (4, 8):

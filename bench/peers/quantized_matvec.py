@@ -11,15 +11,13 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import numpy as np
 import mlx.core as mx
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from quantized import GROUP, REPEATS, random_weight  # noqa: E402
+from quantized import GROUP, SHAPES, matvec_figure  # noqa: E402
 
-SHAPES = ((4096, 4096), (14336, 4096), (4096, 14336))
 LINE = re.compile(r"matvec\s+(\d+)-bit\s+(\d+) x\s+(\d+).*?([\d.]+) GB/s\s+([\d.]+)% of")
 
 
@@ -34,23 +32,6 @@ def weft_figures(build_dir, rotation_mib, threads):
     return bandwidth, figures
 
 
-def mlx_figure(rng, bits, out, inner, rotation):
-    one = out * inner * bits // 8 + out * inner // GROUP * 8
-    count = max(2, -(-rotation // one))
-    ws = [random_weight(rng, out, inner, bits) for _ in range(count)]
-    mx.eval(ws)
-    x = mx.array(rng.standard_normal((1, inner)).astype(np.float32))
-    best = 0.0
-    for _ in range(REPEATS):
-        total = 0.0
-        for w in ws:
-            t0 = time.perf_counter()
-            mx.eval(mx.quantized_matmul(x, *w, transpose=True, group_size=GROUP, bits=bits))
-            total += time.perf_counter() - t0
-        best = max(best, one * count / total / 1e9)
-    return best
-
-
 def main():
     rotation_mib = int(sys.argv[1]) if len(sys.argv) > 1 else 128
     build_dir = sys.argv[2] if len(sys.argv) > 2 else "build/release"
@@ -62,9 +43,9 @@ def main():
     rng = np.random.default_rng(0)
     print(f"{'bits':>4} {'out x in':>13} {'thr':>3} {'read GB/s':>9} {'weft GB/s':>9} "
           f"{'% of read':>9} {'mlx GB/s':>8} {'weft/mlx':>8}")
-    for bits in (4, 8):
+    for bits in (2, 4, 8):
         for out, inner in SHAPES:
-            theirs = mlx_figure(rng, bits, out, inner, rotation_mib << 20)
+            theirs = matvec_figure(rng, bits, out, inner, rotation_mib << 20)[0]
             for t, (bandwidth, figures) in runs.items():
                 ours = figures[(bits, out, inner)]
                 print(f"{bits:4d} {out:6d} x {inner:5d} {t:3d} {bandwidth:9.2f} {ours:9.2f} "

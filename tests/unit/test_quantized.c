@@ -7,7 +7,8 @@
  *    then multiply) for every bits x group size x transpose, ragged shapes;
  *  - the same bits as wf_matmul on the dequantized matrix, for 1 .. 5, 17
  *    and 40 rows, on every ISA variant this CPU has (the matrix-vector
- *    kernels and the GEMM path agree), with strided operands;
+ *    kernels and the GEMM path agree), with strided operands; 2-bit codes
+ *    for every group size, ragged shapes and K blocks that split a word;
  *  - batched W, gather_qmm against per-batch products;
  *  - vjp (x, scales, biases) and vmap;
  *  - bad arguments give errors;
@@ -250,13 +251,65 @@ static void test_same_bits_as_dense_matmul_every_variant(void)
     CHECK_OK(wf__gemm_isa_set(-1));
 }
 
+/* 2-bit codes through the matrix-vector kernels (16 codes a word): every
+ * group size, ragged row counts around the 8/16-lane blocks and their
+ * pairs, K of one group, of several K blocks, and K blocks that split a
+ * word (K = 25 groups of 32: blocks of 200, the general path), on every
+ * ISA variant: the bits of wf_matmul on the dequantized matrix, and the
+ * float64 reference. */
+static void test_two_bit_matvec_every_variant(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    static const int64_t outs[] = {7, 33};
+    static const int64_t x_rows[] = {1, 4};
+#else
+    static const int64_t outs[] = {1, 7, 16, 33, 50, 97};
+    static const int64_t x_rows[] = {1, 2, 3, 4};
+#endif
+    const int bits = 2;
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa))
+            continue;
+        CHECK_OK(wf__gemm_isa_set(isa));
+        for (size_t g = 0; g < 3; g++) {
+            const int gs = all_groups[g];
+            const int64_t depths[] = {gs, 768, 25 * 32};
+            for (size_t d = 0; d < 3; d++) {
+                const int64_t kdim = depths[d];
+                if (kdim % gs != 0)
+                    continue;
+                for (size_t o = 0; o < sizeof outs / sizeof *outs; o++) {
+                    qmat w;
+                    if (!qmat_make(&w, outs[o], kdim, gs, bits))
+                        continue;
+                    for (size_t r = 0; r < sizeof x_rows / sizeof *x_rows; r++) {
+                        const int64_t xs[2] = {x_rows[r], kdim};
+                        wf_array *x = random_f32(xs, 2);
+                        wf_array *y = wf_quantized_matmul(x, w.q, w.s, w.b, true, gs, bits);
+                        wf_array *ref = dense_product(x, &w, gs, bits, true);
+                        if (!CHECK(same_bits(y, ref)))
+                            printf("      isa %s group %d n %lld k %lld rows %lld\n",
+                                   wf__gemm_isa_name(isa), gs, (long long)outs[o],
+                                   (long long)kdim, (long long)x_rows[r]);
+                        wf_release(x), wf_release(y), wf_release(ref);
+                    }
+                    qmat_free(&w);
+                }
+                check_against_reference(1, 37, kdim, gs, bits, true);
+            }
+        }
+    }
+    CHECK_OK(wf__gemm_isa_set(-1));
+}
+
 /* Scales outside the matrix-vector kernels' fast range (zero, tiny,
  * huge, in some rows only) still give the dense product's bits. */
 static void test_extreme_scales(void)
 {
     static const float odd_scales[] = {0.0f, -0.0f, 0x1p-120f, 0x1p110f, -0x1p-101f};
-    for (int bi = 0; bi < 2; bi++) {
-        const int bits = bi ? 8 : 4, gs = 32;
+    static const int fast_bits[] = {2, 4, 8};
+    for (int bi = 0; bi < 3; bi++) {
+        const int bits = fast_bits[bi], gs = 32;
         const int64_t n = 70, kdim = 128;
         qmat w;
         if (!qmat_make(&w, n, kdim, gs, bits))
@@ -616,6 +669,7 @@ int main(void)
     RUN_SCOPED(test_half_weights);
     RUN_SCOPED(test_against_float64_reference);
     RUN_SCOPED(test_same_bits_as_dense_matmul_every_variant);
+    RUN_SCOPED(test_two_bit_matvec_every_variant);
     RUN_SCOPED(test_batch_invariance_and_strides);
     RUN_SCOPED(test_extreme_scales);
     RUN_SCOPED(test_batched_and_gather);

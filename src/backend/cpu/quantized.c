@@ -483,10 +483,10 @@ static wf_status qmm_run(const char *op, qmm_job *job, int64_t batches)
     atomic_init(&job->failed, false);
     job->qmv = direct_kernel(job);
     job->qdeq = panel_dequantizer(job);
-    if (job->qmv) { /* 32 outputs per task: the kernels' two blocks of 16 rows */
-        job->block = 32;
-        job->blocks = (job->n + 31) / 32;
-        wf__parallel_for(batches * job->blocks, 8, qmm_direct_chunk, job);
+    if (job->qmv) {
+        job->block = WF_QMV_TASK_ROWS;
+        job->blocks = (job->n + WF_QMV_TASK_ROWS - 1) / WF_QMV_TASK_ROWS;
+        wf__parallel_for(batches * job->blocks, 2, qmm_direct_chunk, job);
         return WF_OK;
     }
     job->block = panel_block(job->n, job->k, batches);
