@@ -287,7 +287,7 @@ static void test_two_bit_matvec_every_variant(void)
                         wf_array *x = random_f32(xs, 2);
                         wf_array *y = wf_quantized_matmul(x, w.q, w.s, w.b, true, gs, bits);
                         wf_array *ref = dense_product(x, &w, gs, bits, true);
-                        if (!CHECK(same_bits(y, ref)))
+                        if (!CHECK(quant_same_bits(y, ref)))
                             printf("      isa %s group %d n %lld k %lld rows %lld\n",
                                    wf__gemm_isa_name(isa), gs, (long long)outs[o],
                                    (long long)kdim, (long long)x_rows[r]);
