@@ -228,3 +228,43 @@ def permutation(x, axis=0, key=None, *, stream=None):
         raise ValueError(f"[permutation] axis {axis} is out of range for rank {x.ndim}")
     order = permutation(x.shape[axis], key=key, stream=stream)
     return _core.take(x, order, axis, stream=stream)
+
+
+def multivariate_normal(mean, cov, shape=[], dtype=None, key=None, *, stream=None):
+    """Samples of N(mean, cov) (float32): mean + z @ (U sqrt(S))^T with U, S the
+    SVD of cov, so a positive semi-definite (even singular) cov works. mean
+    (..., n) and cov (..., n, n) broadcast over their batch dims, and with
+    `shape`; the result is (broadcast batch..., n)."""
+    from . import linalg
+
+    dtype = _core.float32 if dtype is None else dtype
+    if dtype != _core.float32:
+        raise ValueError(f"multivariate_normal: dtype must be float32, not {dtype}")
+    mean = mean if isinstance(mean, _core.array) else _core.array(mean)
+    cov = cov if isinstance(cov, _core.array) else _core.array(cov)
+    if mean.ndim < 1:
+        raise ValueError("multivariate_normal: mean must have at least one dimension")
+    if cov.ndim < 2 or cov.shape[-1] != cov.shape[-2]:
+        raise ValueError(f"multivariate_normal: cov must be a (batch of) square matrices, "
+                         f"not of shape {cov.shape}")
+    if cov.shape[-1] != mean.shape[-1]:
+        raise ValueError(f"multivariate_normal: mean has {mean.shape[-1]} elements but cov "
+                         f"is {cov.shape[-2]} x {cov.shape[-1]}")
+    batch = _broadcast_shapes(tuple(mean.shape[:-1]), tuple(cov.shape[:-2]))
+    batch = _broadcast_shapes(batch, tuple(_shape(shape)))
+    u, s, _ = linalg.svd(cov.astype(_core.float32))
+    factor = _core.multiply(u, _core.expand_dims(_core.sqrt(s), -2))
+    z = normal(list(batch) + [mean.shape[-1]], key=key)
+    mixed = _core.matmul(_core.expand_dims(z, -2), _core.swapaxes(factor, -1, -2))
+    return _core.add(mean.astype(_core.float32), _core.squeeze(mixed, -2))
+
+
+def _broadcast_shapes(a, b):
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise ValueError(f"multivariate_normal: shapes {a} and {b} do not broadcast")
+        out.append(y if x == 1 else x)
+    return tuple(out)

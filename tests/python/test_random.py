@@ -106,3 +106,24 @@ def test_cache_limit():
     assert mx.set_cache_limit(old) == old
     with pytest.raises(OverflowError):
         mx.set_cache_limit(-1)
+
+
+def test_multivariate_normal_moments_and_errors():
+    n = 100000
+    for mean, cov in [([4.0, 7.0], [[2.0, 0.5], [0.5, 1.0]]),
+                      ([0.0, 1.0, 2.0], [[1, -1, 0.5], [-1, 1, -0.5], [0.5, -0.5, 1]])]:
+        data = np.array(mx.random.multivariate_normal(mx.array(mean), mx.array(cov), shape=(n,),
+                                                      key=mx.random.key(3)))
+        assert data.shape == (n, len(mean)) and data.dtype == np.float32
+        np.testing.assert_allclose(data.mean(axis=0), mean, atol=0.03)
+        np.testing.assert_allclose(np.cov(data.T, bias=True), cov, atol=0.03)
+    batched = mx.random.multivariate_normal(mx.zeros((3, 2)), mx.eye(2), shape=(4, 3))
+    assert batched.shape == (4, 3, 2)
+    with pytest.raises(ValueError):
+        mx.random.multivariate_normal(mx.zeros(2), mx.eye(2), dtype=mx.float16)
+    with pytest.raises(ValueError):
+        mx.random.multivariate_normal(mx.zeros((2, 2)), mx.zeros((2, 2)), shape=(3,))
+    with pytest.raises(ValueError):
+        mx.random.multivariate_normal(mx.zeros(3), mx.eye(2))
+    with pytest.raises(ValueError):
+        mx.random.multivariate_normal(mx.zeros(2), mx.zeros((2, 3)))
