@@ -20,7 +20,6 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/scope.h"
-#include "prim/custom.h"
 #include "prim/prims.h"
 #include "transforms/graph.h"
 #include "transforms/rules.h"
@@ -72,7 +71,7 @@ static wf_status unsupported(const char *op, const wf_array *node)
  * user's and is taken as it is. */
 static bool adjoint_vjp(const wf_array *node)
 {
-    return node->dtype == WF_DTYPE_C64 && node->prim != &wf__prim_custom;
+    return node->dtype == WF_DTYPE_C64 && node->prim != &wf__prim_custom_function;
 }
 
 static wf_status vjp_adjoint(const wf_prim_rules *rules, wf_array *node, wf_array *ct,

@@ -242,3 +242,22 @@ def test_vmap_axes_trees_follow_mlx():
     assert np.array_equal(np.array(y), np.arange(6, dtype=np.float32).reshape(2, 3) * 2)
     with pytest.raises(ValueError):
         mx.vmap(lambda v: v, in_axes=2)(x)
+
+
+def test_complex_custom_vjp_is_taken_as_written():
+    # The engine applies the adjoint convention through built-in rules only:
+    # a custom function's vjp is the user's, as in MLX.
+    c = mx.array(1 + 2j, dtype=mx.complex64)
+
+    @mx.custom_function
+    def f(z):
+        return z * c
+
+    @f.vjp
+    def f_vjp(primals, cotangent, output):
+        return cotangent * mx.array(5j, dtype=mx.complex64)
+
+    z = mx.array(0.5 + 0.25j, dtype=mx.complex64)
+    ct = mx.array(1 + 1j, dtype=mx.complex64)
+    (got,) = mx.vjp(f, [z], [ct])[1]
+    assert got.item() == (1 + 1j) * 5j
