@@ -332,6 +332,8 @@ typedef struct qmm_job {
     bool transpose;
     int isa;
     wf_qmv_fn qmv;
+    wf_qmv_int8_x *int8; /* x rounded for the int8 kernel, or NULL */
+    int64_t x_rows;      /* rows of x over all its batches */
     wf_qdeq_fn qdeq; /* NULL: scalar dequantization of panels */
     /* gather_qmm: product `batch` takes x's batch lhs[batch] and W's
      * rhs[batch] (checked in range); NULL: both are `batch`. */
@@ -373,6 +375,33 @@ static void dequantize_span(const qmm_job *job, int64_t batch, int64_t r, int64_
         const int64_t c = j0 + j, g = c / job->group_size;
         dst[j] = (float)wf__quant_code(codes, c, job->bits) * s[g] + b[g];
     }
+}
+
+/* The int8 switch: -1 until the environment is read. */
+static atomic_int int8_activations = -1;
+
+static bool int8_switch_value(void)
+{
+    int v = atomic_load(&int8_activations);
+    if (v < 0) {
+        const char *env = getenv("WEFT_QMM_INT8");
+        int expected = -1;
+        atomic_compare_exchange_strong(&int8_activations, &expected,
+                                       env && strcmp(env, "1") == 0);
+        v = atomic_load(&int8_activations);
+    }
+    return v == 1;
+}
+
+bool wf_set_quantized_matvec_int8(bool enable)
+{
+    atomic_store(&int8_activations, enable ? 1 : 0);
+    return wf__qmv_int8_available();
+}
+
+bool wf_quantized_matvec_int8(void)
+{
+    return int8_switch_value();
 }
 
 /* Outputs [n0, n1) of one batch through a dequantized panel and the GEMM. */
@@ -434,7 +463,11 @@ static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
             .out = job->out + batch * job->rows * job->n,
             .ldo = job->n,
         };
-        job->qmv(&a, n0, min64(job->n, n0 + job->block));
+        if (job->int8)
+            wf__qmv_int8(job->int8, x_batch(job, batch) * job->rows, &a, n0,
+                         min64(job->n, n0 + job->block));
+        else
+            job->qmv(&a, n0, min64(job->n, n0 + job->block));
     }
 }
 
@@ -450,6 +483,19 @@ static wf_qmv_fn direct_kernel(const qmm_job *job)
     if (job->isa == WF_GEMM_ISA_AVX2)
         return wf__qmv_avx2;
     return NULL;
+}
+
+/* x rounded for the int8 kernel where the switch is on and it can take
+ * this product (direct kernel, affine 4 or 8 bits, AVX-512 with VNNI), or
+ * NULL: the exact kernels. */
+static wf_qmv_int8_x *int8_activations_of(const qmm_job *job)
+{
+    if (!job->qmv || job->mode != WF_QUANT_AFFINE || (job->bits != 4 && job->bits != 8) ||
+        job->group_size % 32 != 0 || !job->biases ||
+        (job->isa != WF_GEMM_ISA_AVX512 && job->isa != WF_GEMM_ISA_AVX512_BF16) ||
+        !int8_switch_value() || !wf__qmv_int8_available())
+        return NULL;
+    return wf__qmv_int8_prepare(job->x, job->x_rows, job->k, job->bits, job->group_size);
 }
 
 /* The panel dequantizer of this product's variant (2, 4, 8 bits), or NULL. */
@@ -484,9 +530,11 @@ static wf_status qmm_run(const char *op, qmm_job *job, int64_t batches)
     job->qmv = direct_kernel(job);
     job->qdeq = panel_dequantizer(job);
     if (job->qmv) {
+        job->int8 = int8_activations_of(job);
         job->block = WF_QMV_TASK_ROWS;
         job->blocks = (job->n + WF_QMV_TASK_ROWS - 1) / WF_QMV_TASK_ROWS;
         wf__parallel_for(batches * job->blocks, 2, qmm_direct_chunk, job);
+        wf__qmv_int8_free(job->int8);
         return WF_OK;
     }
     job->block = panel_block(job->n, job->k, batches);
@@ -509,6 +557,7 @@ static void qmm_setup(qmm_job *job, const wf_quant_params *p, wf_array *const *i
     job->biases = d[3].data;
     job->out = wf__array_data_ptr(out);
     job->rows = x->size / k / x_batches;
+    job->x_rows = x->size / k;
     job->k = k;
     job->n = out->shape[out->ndim - 1];
     job->row_bytes = w->shape[w->ndim - 1] * 4;
