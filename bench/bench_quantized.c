@@ -245,8 +245,10 @@ int main(int argc, char **argv)
     const int64_t llc = llc_bytes();
     int64_t rotation = argc > 1 ? (int64_t)atoll(argv[1]) << 20 : 4 * llc;
     const int threads = wf__pool_size();
-    printf("# bench_quantized: %d threads, LLC %lld MiB, rotation set %lld MiB, group %d\n",
-           threads, (long long)(llc >> 20), (long long)(rotation >> 20), GROUP);
+    printf("# bench_quantized: %d threads, LLC %lld MiB, rotation set %lld MiB, group %d, "
+           "activations %s\n",
+           threads, (long long)(llc >> 20), (long long)(rotation >> 20), GROUP,
+           wf_quantized_matvec_int8() ? "int8 where AVX512_VNNI (WEFT_QMM_INT8=1)" : "float32");
     print_load();
     const double bw = read_bandwidth(rotation, threads);
     printf("read bandwidth (%d threads summing %lld MiB): %.2f GB/s\n", threads,

@@ -2,8 +2,10 @@
 matvec lines, run with 1 and 2 threads) beside MLX's CPU quantized_matmul
 on the same shapes and rotation set, as GB/s of codes + scales + biases
 and as a share of the read bandwidth bench_quantized measures with the
-same thread count. MLX runs with its own threading (it has no thread-count
-setting for the CPU).
+same thread count. The int8 lines (4 and 8 bits) rerun bench_quantized
+with WEFT_QMM_INT8=1: x rounded to int8 per 32 elements (vpdpbusd, only
+on CPUs with AVX512_VNNI; elsewhere they repeat the exact path). MLX runs
+with its own threading (it has no thread-count setting for the CPU).
 
     python bench/peers/quantized_matvec.py [rotation_MiB = 128] [build_dir = build/release]
 """
@@ -21,8 +23,8 @@ from quantized import GROUP, SHAPES, matvec_figure  # noqa: E402
 LINE = re.compile(r"matvec\s+(\d+)-bit\s+(\d+) x\s+(\d+).*?([\d.]+) GB/s\s+([\d.]+)% of")
 
 
-def weft_figures(build_dir, rotation_mib, threads):
-    env = dict(os.environ, WEFT_NUM_THREADS=str(threads))
+def weft_figures(build_dir, rotation_mib, threads, int8=False):
+    env = dict(os.environ, WEFT_NUM_THREADS=str(threads), WEFT_QMM_INT8="1" if int8 else "0")
     out = subprocess.run([os.path.join(build_dir, "bench_quantized"), str(rotation_mib), "matvec"],
                          env=env, check=True, capture_output=True, text=True).stdout
     bandwidth = float(re.search(r"read bandwidth .*: ([\d.]+) GB/s", out).group(1))
@@ -40,16 +42,21 @@ def main():
     print(f"# quantized matvec, affine group {GROUP}, rotation {rotation_mib} MiB; "
           f"mlx {mx.__version__} CPU; load average {load} on {os.cpu_count()} CPUs")
     runs = {t: weft_figures(build_dir, rotation_mib, t) for t in (1, 2)}
+    int8_runs = {t: weft_figures(build_dir, rotation_mib, t, int8=True) for t in (1, 2)}
     rng = np.random.default_rng(0)
-    print(f"{'bits':>4} {'out x in':>13} {'thr':>3} {'read GB/s':>9} {'weft GB/s':>9} "
+    print(f"{'bits':>4} {'x':>5} {'out x in':>13} {'thr':>3} {'read GB/s':>9} {'weft GB/s':>9} "
           f"{'% of read':>9} {'mlx GB/s':>8} {'weft/mlx':>8}")
     for bits in (2, 4, 8):
         for out, inner in SHAPES:
             theirs = matvec_figure(rng, bits, out, inner, rotation_mib << 20)[0]
-            for t, (bandwidth, figures) in runs.items():
-                ours = figures[(bits, out, inner)]
-                print(f"{bits:4d} {out:6d} x {inner:5d} {t:3d} {bandwidth:9.2f} {ours:9.2f} "
-                      f"{100 * ours / bandwidth:8.1f}% {theirs:8.2f} {ours / theirs:8.2f}")
+            for label, table in (("f32", runs), ("int8", int8_runs)):
+                if label == "int8" and bits == 2:
+                    continue
+                for t, (bandwidth, figures) in table.items():
+                    ours = figures[(bits, out, inner)]
+                    print(f"{bits:4d} {label:>5} {out:6d} x {inner:5d} {t:3d} {bandwidth:9.2f} "
+                          f"{ours:9.2f} {100 * ours / bandwidth:8.1f}% {theirs:8.2f} "
+                          f"{ours / theirs:8.2f}")
     print("# load average at the end:", " ".join(open("/proc/loadavg").read().split()[:3]))
 
 
