@@ -19,7 +19,7 @@
 #include "backend/cpu/cpu_features.h"
 #include "util/fault.h"
 
-enum { X_BLOCK = 32, K_BLOCK = 128 };
+enum { X_BLOCK = 32, K_BLOCK = 128, PREFETCH_BYTES = 1024 };
 
 struct wf_qmv_int8_x {
     int64_t rows, kp, groups;
@@ -158,6 +158,8 @@ INLINE_VNNI void int8_output(const wf_qmv_int8_x *px, int64_t x_row, const wf_qm
             if (kh >= a->k)
                 break;
             const __m512 sv = lane_scales(s, a->groups, kh / a->group_size, index);
+            /* ahead of the hardware prefetcher (it stops at page ends) */
+            _mm_prefetch((const char *)row + kh * bits / 8 + PREFETCH_BYTES, _MM_HINT_T0);
             const __m512i raw = code_bytes(row, kh * bits / 8, a->row_bytes);
             __m512i lo = raw, hi = raw;
             if (bits == 4) {
