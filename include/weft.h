@@ -1019,7 +1019,8 @@ wf_array *wf_gather_qmm_mode(wf_array *x, wf_array *w, wf_array *scales, wf_arra
  * variable WEFT_QMM_INT8 (1: on), read at the first product or call.
  * Thread notes: process-wide; products evaluated after the call see it (a
  * product running concurrently sees the old or the new value). Returns
- * whether this CPU has the int8 kernel. */
+ * whether the int8 kernel runs here (the CPU has it and WEFT_ISA does not
+ * pick a variant below AVX-512). */
 bool wf_set_quantized_matvec_int8(bool enable);
 /* Whether int8 activations are on (wf_set_quantized_matvec_int8). */
 bool wf_quantized_matvec_int8(void);

@@ -393,10 +393,18 @@ static bool int8_switch_value(void)
     return v == 1;
 }
 
+/* Whether the int8 kernel runs here: the CPU has it, and the variant in
+ * use (WEFT_ISA may pick a lower one) is AVX-512's. */
+static bool int8_kernel_usable(int isa)
+{
+    return (isa == WF_GEMM_ISA_AVX512 || isa == WF_GEMM_ISA_AVX512_BF16) &&
+           wf__qmv_int8_available();
+}
+
 bool wf_set_quantized_matvec_int8(bool enable)
 {
     atomic_store(&int8_activations, enable ? 1 : 0);
-    return wf__qmv_int8_available();
+    return int8_kernel_usable(wf__gemm_isa());
 }
 
 bool wf_quantized_matvec_int8(void)
@@ -491,9 +499,8 @@ static wf_qmv_fn direct_kernel(const qmm_job *job)
 static wf_qmv_int8_x *int8_activations_of(const qmm_job *job)
 {
     if (!job->qmv || job->mode != WF_QUANT_AFFINE || (job->bits != 4 && job->bits != 8) ||
-        job->group_size % 32 != 0 || !job->biases ||
-        (job->isa != WF_GEMM_ISA_AVX512 && job->isa != WF_GEMM_ISA_AVX512_BF16) ||
-        !int8_switch_value() || !wf__qmv_int8_available())
+        job->group_size % 32 != 0 || !job->biases || !int8_switch_value() ||
+        !int8_kernel_usable(job->isa))
         return NULL;
     return wf__qmv_int8_prepare(job->x, job->x_rows, job->k, job->bits, job->group_size);
 }
