@@ -17,8 +17,12 @@
  * result's bits, so it depends on K alone and never changes per CPU).
  * The A micro-panel (14 x 256 floats = 14 KB) stays in L1. */
 enum { GEMM_KC = 256 };
-/* Columns of B packed at once (a strip: 256 x 512 floats = 512 KB, in L2). */
-enum { GEMM_NC = 512 };
+/* Columns of B packed at once (a strip: 256 x 512 floats = 512 KB, in L2).
+ * Complex B' strips are twice as wide (1 MB, half this machine's L2): A,
+ * packed anew for each strip when its rows share an L1 set, is packed half
+ * as often; complex64 2048^3 +1-2.5% on 1 and 2 threads (CPU time, old and
+ * new alternated in one process), 256^3 ... 1024^3 unchanged. */
+enum { GEMM_NC = 512, GEMM_NC_COMPLEX = 1024 };
 /* Blocks per pool thread aimed at when splitting a product (enough to
  * balance; every block packs its own panels, so more cost more), and the
  * least work (flops) worth a block of its own. */
@@ -29,6 +33,12 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+/* The strip width (columns of B) for a product. */
+static int64_t strip_columns(const wf_gemm_args *g)
+{
+    return g->b_stored == WF_DTYPE_C64 ? GEMM_NC_COMPLEX : GEMM_NC;
+}
 
 /* ---------------------------------------------------------------- variants */
 
@@ -385,11 +395,21 @@ static int64_t split_block(int64_t size, int64_t splits, int64_t align)
     return min64(size, round_up(ceil_div(size, splits), align));
 }
 
+/* A complex product on a one-thread pool: nothing to balance, so one block
+ * (blocks each pack their own A and B panels; the matrix-vector kernel
+ * reads whole rows of B in one run). CPU time, old and new alternated in
+ * one process: 512^3 +3.5%, 1024^3 +1.5%, 1 x 1024 @ 1024^2 +1.8%, 256^3
+ * within noise (-0.6%); 2048^3 already had one strip per block. */
+static bool single_block(const wf_gemm_args *g)
+{
+    return g->b_stored == WF_DTYPE_C64 && wf__pool_size() == 1;
+}
+
 void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, int64_t *nblock)
 {
     const wf_gemm_type_kernels *tk = type_kernels(g);
     const int64_t mr = tk->mr, nr = tk->nr;
-    const int64_t blocks = BLOCKS_PER_THREAD * (int64_t)wf__pool_size();
+    const int64_t blocks = single_block(g) ? 1 : BLOCKS_PER_THREAD * (int64_t)wf__pool_size();
     const int64_t target = max64(1, ceil_div(blocks, max64(batches, 1)));
     if (use_direct(g, tk, g->m) || use_direct_t(g, tk, g->m) || use_complex_direct(g, g->m)) {
         /* Matrix-vector (memory-bound): columns only, 256 at least (long
@@ -405,9 +425,9 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
      * larger for their floor) until there are `target` blocks. Rows stay
      * at 252 or more, so a packed B strip serves many rows; failing that,
      * rows go down to b_in_place_rows, where B is read in place rather
-     * than packed, and on to 2 tiles. Columns: strips of at most GEMM_NC,
-     * at least 64. Never below GEMM_MIN_BLOCK_FLOPS of work a block. */
-    int64_t rs = 1, cs = ceil_div(g->n, GEMM_NC);
+     * than packed, and on to 2 tiles. Columns: strips of at most
+     * strip_columns, at least 64. Never below GEMM_MIN_BLOCK_FLOPS of work a block. */
+    int64_t rs = 1, cs = ceil_div(g->n, strip_columns(g));
     const int64_t row_floor[2] = {252, 2 * mr};
     for (int phase = 0; phase < 2; phase++) {
         const int64_t max_rs = max64(1, g->m / row_floor[phase]), max_cs = max64(1, g->n / 64);
@@ -653,8 +673,9 @@ wf_status wf__gemm_block(const wf_gemm_args *g, int64_t i0, int64_t i1, int64_t 
 
 wf_status wf__gemm_serial(const wf_gemm_args *g, wf_gemm_scratch *s)
 {
-    for (int64_t j0 = 0; j0 < g->n; j0 += GEMM_NC) {
-        const wf_status st = wf__gemm_block(g, 0, g->m, j0, min64(g->n, j0 + GEMM_NC), s);
+    const int64_t nc = strip_columns(g);
+    for (int64_t j0 = 0; j0 < g->n; j0 += nc) {
+        const wf_status st = wf__gemm_block(g, 0, g->m, j0, min64(g->n, j0 + nc), s);
         if (st != WF_OK)
             return st;
     }
