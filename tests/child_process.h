@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness.h"
+
 extern char **environ;
 
 /* The path of this program (for wf_test_run_child); false if unknown. */
@@ -111,6 +113,22 @@ static inline int wf_test_thread_counts_agree(const char *self, const char *flag
             return counts[i];
     }
     return 0;
+}
+
+/* wf_test_thread_counts_agree with its failure reported through the
+ * harness at file:line (`what` prefixes the message when not NULL).
+ * Returns whether every thread count agreed. */
+static inline bool wf_test_check_thread_counts(const char *file, int line, const char *what,
+                                               const char *self, const char *flag,
+                                               const int *counts, size_t n, char *reference,
+                                               char *got, size_t cap)
+{
+    const int bad = wf_test_thread_counts_agree(self, flag, counts, n, reference, got, cap);
+    if (bad != 0)
+        wf_test_fail(file, line, "%s%sWEFT_NUM_THREADS=%d %s:\n%s\nvs 1 thread:\n%s",
+                     what ? what : "", what ? ": " : "", abs(bad), bad < 0 ? "failed" : "differs",
+                     got, reference);
+    return bad == 0;
 }
 
 #endif

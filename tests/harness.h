@@ -146,6 +146,14 @@ static inline int wf_test_summary(const char *file) {
 #define CHECK_NULL_WITH(expr, want) \
     wf_test_null_with(WF_TEST_AT_, #expr, (const void *)(expr), (want))
 #define RUN_TEST(fn) wf_test_run(#fn, fn)
+/* RUN_TEST inside a scope: the temporaries of the test's expressions are
+ * released when it ends. */
+#define RUN_SCOPED(fn)    \
+    do {                  \
+        wf_scope_begin(); \
+        RUN_TEST(fn);     \
+        wf_scope_end();   \
+    } while (0)
 #define TEST_SUMMARY() wf_test_summary(__FILE__)
 
 #endif /* WEFT_TESTS_HARNESS_H */

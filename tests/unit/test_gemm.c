@@ -840,12 +840,8 @@ static void test_same_bits_for_any_thread_count(void)
         static char first[2048], other[2048];
         char flag[64];
         snprintf(flag, sizeof flag, "WEFT_GEMM_CHILD_ISA=%d", isa);
-        const int bad = wf_test_thread_counts_agree(self, flag, threads, (size_t)counts, first,
-                                                    other, sizeof other);
-        if (bad != 0)
-            wf_test_fail(__FILE__, __LINE__, "%s: WEFT_NUM_THREADS=%d %s:\n%s\nvs 1 thread:\n%s",
-                         wf__gemm_isa_name(isa), abs(bad), bad < 0 ? "failed" : "differs", other,
-                         first);
+        wf_test_check_thread_counts(__FILE__, __LINE__, wf__gemm_isa_name(isa), self, flag,
+                                    threads, (size_t)counts, first, other, sizeof other);
         CHECK(strstr(first, "case 9 hash") != NULL);
     }
 }

@@ -643,21 +643,10 @@ static void test_same_bits_for_any_thread_count(void)
         return;
     static const int threads[] = {1, 2, 3, 5};
     static char first[1024], other[1024];
-    const int bad = wf_test_thread_counts_agree(self, "WEFT_QUANT_CHILD=1", threads, 4, first,
-                                                other, sizeof other);
-    if (bad != 0)
-        wf_test_fail(__FILE__, __LINE__, "WEFT_NUM_THREADS=%d %s:\n%s\nvs 1 thread:\n%s",
-                     abs(bad), bad < 0 ? "failed" : "differs", other, first);
+    wf_test_check_thread_counts(__FILE__, __LINE__, NULL, self, "WEFT_QUANT_CHILD=1", threads, 4,
+                                first, other, sizeof other);
     CHECK(strstr(first, "rows 64 hash") != NULL);
 }
-
-/* Each test in a scope: the temporaries of its expressions are released. */
-#define RUN_SCOPED(fn)        \
-    do {                      \
-        wf_scope_begin();     \
-        RUN_TEST(fn);         \
-        wf_scope_end();       \
-    } while (0)
 
 int main(void)
 {

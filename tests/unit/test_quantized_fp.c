@@ -343,13 +343,6 @@ static void test_bad_arguments(void)
     wf_release(w), wf_release(q), wf_release(s);
 }
 
-#define RUN_SCOPED(fn)        \
-    do {                      \
-        wf_scope_begin();     \
-        RUN_TEST(fn);         \
-        wf_scope_end();       \
-    } while (0)
-
 int main(void)
 {
     RUN_SCOPED(test_quantize_and_dequantize_match_reference);

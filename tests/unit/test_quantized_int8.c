@@ -236,20 +236,10 @@ static void test_same_bits_for_any_thread_count(void)
         return;
     static const int threads[] = {1, 2, 3};
     static char first[1024], other[1024];
-    const int bad = wf_test_thread_counts_agree(self, "WEFT_INT8_CHILD=1", threads, 3, first,
-                                                other, sizeof other);
-    if (bad != 0)
-        wf_test_fail(__FILE__, __LINE__, "WEFT_NUM_THREADS=%d %s:\n%s\nvs 1 thread:\n%s",
-                     abs(bad), bad < 0 ? "failed" : "differs", other, first);
+    wf_test_check_thread_counts(__FILE__, __LINE__, NULL, self, "WEFT_INT8_CHILD=1", threads, 3,
+                                first, other, sizeof other);
     CHECK(strstr(first, "bits 8 rows 4 hash") != NULL);
 }
-
-#define RUN_SCOPED(fn)        \
-    do {                      \
-        wf_scope_begin();     \
-        RUN_TEST(fn);         \
-        wf_scope_end();       \
-    } while (0)
 
 int main(void)
 {
