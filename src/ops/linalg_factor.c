@@ -23,21 +23,26 @@ static wf_array *factor_node(int kind, wf_array *a, bool upper)
     return wf__node_new(wf__factor_prim(kind), &p, &a, 1);
 }
 
-/* Rows [r0, r1) and columns [c0, c1) of every matrix of x; with `row`, the
- * one row r0 as a vector (the row dim dropped). */
-static wf_array *part(wf_array *x, int64_t r0, int64_t r1, int64_t c0, int64_t c1, bool row)
+wf_array *wf__op_matrix_block(wf_array *a, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
 {
-    if (!x)
+    if (!a)
         return NULL;
     int64_t starts[WF_MAX_NDIM], stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
-    for (int d = 0; d < x->ndim; d++) {
+    for (int d = 0; d < a->ndim; d++) {
         starts[d] = 0;
-        stops[d] = x->shape[d];
+        stops[d] = a->shape[d];
         steps[d] = 1;
     }
-    starts[x->ndim - 2] = r0, stops[x->ndim - 2] = r1;
-    starts[x->ndim - 1] = c0, stops[x->ndim - 1] = c1;
-    wf_array *s = wf__op_slice(x, starts, stops, steps);
+    starts[a->ndim - 2] = r0, stops[a->ndim - 2] = r1;
+    starts[a->ndim - 1] = c0, stops[a->ndim - 1] = c1;
+    return wf__op_slice(a, starts, stops, steps);
+}
+
+/* wf__op_matrix_block; with `row`, the one row r0 as a vector (the row dim
+ * dropped). */
+static wf_array *part(wf_array *x, int64_t r0, int64_t r1, int64_t c0, int64_t c1, bool row)
+{
+    wf_array *s = wf__op_matrix_block(x, r0, r1, c0, c1);
     if (!s || !row)
         return s;
     const int axis = x->ndim - 2;

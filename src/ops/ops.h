@@ -133,6 +133,8 @@ wf_array *wf__op_expand_dims(wf_array *a, const int *axes, int naxes);
 wf_array *wf__op_squeeze(wf_array *a, const int *axes, int naxes);
 wf_array *wf__op_flatten(wf_array *a, int start_axis, int end_axis);
 wf_array *wf__op_unflatten(wf_array *a, int axis, const int64_t *shape, int n);
+/* Rows [r0, r1) and columns [c0, c1) of every matrix of a (rank >= 2). */
+wf_array *wf__op_matrix_block(wf_array *a, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 /* Marks `out` (a new node built from `in` by a public shape-naming op) as
  * asked for by the caller (WF_NODE_FLAG_USER_SHAPE); returns it. */
 wf_array *wf__mark_user_shape(wf_array *out, const wf_array *in);

@@ -18,6 +18,7 @@
  * WF_ERR_UNSUPPORTED naming the primitive).
  */
 #include "core/error.h"
+#include "ops/ops.h"
 #include "prim/linalg_factor.h"
 #include "transforms/rules.h"
 
@@ -51,20 +52,11 @@ static wf_array *phi(wf_array *x)
     return sum ? wf_multiply(sum, wf__rule_scalar(x, 0.5)) : NULL;
 }
 
-/* Rows [r0, r1) of every matrix of x. */
+/* Rows [r0, r1) of every matrix of x (in the caller's scope). */
 static wf_array *rows(wf_array *x, int64_t r0, int64_t r1)
 {
-    if (!x)
-        return NULL;
-    int64_t starts[WF_MAX_NDIM], stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
-    for (int d = 0; d < x->ndim; d++) {
-        starts[d] = 0;
-        stops[d] = x->shape[d];
-        steps[d] = 1;
-    }
-    starts[x->ndim - 2] = r0;
-    stops[x->ndim - 2] = r1;
-    return wf_slice(x, starts, stops, steps);
+    return x ? wf__array_publish(wf__op_matrix_block(x, r0, r1, 0, x->shape[x->ndim - 1]))
+             : NULL;
 }
 
 /* F of eigh's rules from the eigenvalues as a (..., 1, n) row. */
