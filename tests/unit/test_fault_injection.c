@@ -569,9 +569,11 @@ struct loop_stats {
 };
 static struct loop_stats g_totals;
 
-/* A stream whose last reference a worker dropped is freed by that worker
- * on its way out (runtime/stream.c): its thread may still be exiting
- * here, so a thread count above the baseline is polled back (bounded). */
+/* wf_stream_release detaches a worker that is in user code or dropped the
+ * stream's last reference itself, instead of joining it (runtime/stream.c,
+ * stream_destroy: joining could wait on a lock the releasing thread
+ * holds); that thread exits on its own just after. So a thread count above
+ * the baseline is polled back here (bounded), not taken as a leak. */
 static baseline settled_baseline(baseline before)
 {
     baseline after = take_baseline();
