@@ -235,7 +235,11 @@ wf_stream *wf_current_stream(void);
  * when this call helped run the task: never on this thread), those freed
  * inside another thread's wf_eval on that thread after its evaluation; they
  * may still be running when this returns and may synchronize `s`
- * themselves. WF_ERR_MISUSE inside a kernel. */
+ * themselves. WF_ERR_MISUSE inside a kernel. If a task queued on `s` by
+ * wf_async_eval failed since the last synchronize that reported a failure,
+ * returns the first such failure with its message (its array and the other
+ * failed arrays keep theirs): once, to whichever thread's synchronize comes
+ * first, also when wf_eval or data access of the array reported it. */
 wf_status wf_stream_synchronize(wf_stream *s);
 /* Number of live streams in the process, default stream included. */
 size_t wf_stream_count(void);
@@ -812,7 +816,10 @@ wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double b
  * rules; lu, qr and svd answer WF_ERR_UNSUPPORTED under grad / jvp. vmap
  * works for all. Thread notes: as any op. */
 
-/* Inverse of square matrices (LU with partial pivoting). */
+/* Inverse of square matrices (LU with partial pivoting). A matrix with an
+ * exactly zero pivot fails its evaluation with WF_ERR_KERNEL ("singular"),
+ * as LAPACK's getrf and MLX do; so do tri_inv with a zero on the diagonal
+ * and the solves built on them. */
 wf_array *wf_linalg_inv(wf_array *a);
 /* Inverse of triangular matrices: only the `upper` (else lower) triangle of
  * a is read; the result is triangular the same way. */

@@ -156,6 +156,20 @@ def test_inv_solve(dtype):
                                atol=TOL[dtype])
 
 
+def test_singular_inverse_and_solve_raise():
+    """An exactly singular matrix fails inv, tri_inv and solve at evaluation
+    with RuntimeError, as MLX (LAPACK's zero pivot); weft stays usable."""
+    singular = arr(np.array([[1.0, 2.0], [2.0, 4.0]], np.float32))
+    with pytest.raises(RuntimeError, match="singular"):
+        mx.eval(mx.linalg.inv(singular))
+    with pytest.raises(RuntimeError, match="singular"):
+        mx.eval(mx.linalg.solve(singular, mx.array([1.0, 1.0])))
+    with pytest.raises(RuntimeError, match="singular"):
+        mx.eval(mx.linalg.tri_inv(mx.array([[0.0, 0.0], [1.0, 1.0]]), upper=False))
+    np.testing.assert_array_equal(np.array(mx.linalg.inv(mx.array([[2.0, 0.0], [0.0, 4.0]]))),
+                                  [[0.5, 0.0], [0.0, 0.25]])
+
+
 @pytest.mark.parametrize("upper", [False, True])
 def test_triangular(upper):
     a = well_conditioned((3, 4, 4), np.float64)

@@ -210,20 +210,40 @@ static void test_inverses(void)
     }
 }
 
-/* Singular and not positive definite: values, not errors. */
+/* Evaluates x, which must fail with WF_ERR_KERNEL naming `op` and the
+ * singular matrix; then a fresh inverse still works. */
+static void check_singular_failure(wf_array *x, const char *op)
+{
+    CHECK_STATUS(wf_eval(&x, 1), WF_ERR_KERNEL);
+    CHECK_STR_CONTAINS(wf_last_error_message(), op);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "singular");
+    const double two[4] = {2, 0, 0, 4};
+    const int64_t s2[2] = {2, 2};
+    double *inv = conf_read(wf_linalg_inv(make(two, s2, 2, WF_DTYPE_F32)));
+    if (CHECK_NOT_NULL(inv))
+        CHECK(inv[0] == 0.5 && inv[1] == 0.0 && inv[2] == 0.0 && inv[3] == 0.25);
+    free(inv);
+}
+
+/* A zero pivot fails the inverses and solves (as LAPACK / MLX); cholesky of
+ * a semi-definite or indefinite matrix and LU of a singular one are values. */
 static void test_singular(void)
 {
     wf_scope_begin();
     const double singular[4] = {1, 2, 2, 4};
     const int64_t s2[2] = {2, 2};
     wf_array *a = make(singular, s2, 2, WF_DTYPE_F64);
-    double *inv = conf_read(wf_linalg_inv(a));
-    if (CHECK_NOT_NULL(inv)) {
-        bool finite = true;
-        for (int i = 0; i < 4; i++)
-            finite = finite && isfinite(inv[i]);
-        CHECK(!finite);
-    }
+    check_singular_failure(wf_linalg_inv(a), "wf_linalg_inv");
+    /* one singular matrix in a batch of invertible ones fails the batch */
+    const double batch[12] = {1, 0, 0, 1, 1, 2, 2, 4, 3, 0, 0, 3};
+    const int64_t s3[3] = {3, 2, 2};
+    check_singular_failure(wf_linalg_inv(make(batch, s3, 3, WF_DTYPE_F32)), "wf_linalg_inv");
+    const double ones[2] = {1, 1};
+    const int64_t s1[1] = {2};
+    check_singular_failure(wf_linalg_solve(a, make(ones, s1, 1, WF_DTYPE_F64)), "wf_linalg_inv");
+    const double zero_diagonal[4] = {0, 0, 1, 1};
+    check_singular_failure(wf_linalg_tri_inv(make(zero_diagonal, s2, 2, WF_DTYPE_F64), false),
+                           "wf_linalg_tri_inv");
     /* semi-definite (a pivot of exactly 0): finite, L L^T = a */
     double *chol = conf_read(wf_linalg_cholesky(a, false));
     if (CHECK_NOT_NULL(chol)) {
@@ -257,7 +277,6 @@ static void test_singular(void)
     }
     free(chol2);
     free(chol);
-    free(inv);
     wf_scope_end();
 }
 

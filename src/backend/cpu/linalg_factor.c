@@ -12,6 +12,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +32,8 @@ typedef struct factor_job {
     int64_t m, n;      /* the input matrices */
     int64_t rows, cols; /* the packed output matrices */
     size_t work;       /* doubles of workspace per matrix */
-    bool failed;
+    atomic_bool out_of_memory; /* set by any chunk */
+    atomic_bool singular;      /* an inverse met a zero pivot */
 } factor_job;
 
 /* ---------------------------------------------------------------- load / store */
@@ -136,9 +138,13 @@ static bool cholesky(const double *a, double *l, int64_t n, double eps)
 
 /* ---------------------------------------------------------------- triangular inverse */
 
-/* Inverse of the lower triangle of the n x n l into x (upper zero). */
-static void lower_inverse(const double *l, double *x, int64_t n)
+/* Inverse of the lower triangle of the n x n l into x (upper zero).
+ * False, x unset, when a diagonal entry is zero (singular). */
+static bool lower_inverse(const double *l, double *x, int64_t n)
 {
+    for (int64_t j = 0; j < n; j++)
+        if (l[j * n + j] == 0.0)
+            return false;
     memset(x, 0, (size_t)(n * n) * sizeof *x);
     for (int64_t j = 0; j < n; j++) {
         x[j * n + j] = 1.0 / l[j * n + j];
@@ -149,6 +155,7 @@ static void lower_inverse(const double *l, double *x, int64_t n)
             x[i * n + j] = -s / l[i * n + i];
         }
     }
+    return true;
 }
 
 /* ---------------------------------------------------------------- LU */
@@ -183,10 +190,15 @@ static void lu_factor(double *a, int64_t m, int64_t n, int64_t *piv)
     }
 }
 
-/* Inverse of the n x n a (overwritten by its LU) into x; piv has n entries. */
-static void lu_inverse(double *a, double *x, int64_t n, int64_t *piv)
+/* Inverse of the n x n a (overwritten by its LU) into x; piv has n
+ * entries. False, x unset, when U has a zero pivot (a is singular, as
+ * LAPACK's getrf reports it: an exact zero, not a small one). */
+static bool lu_inverse(double *a, double *x, int64_t n, int64_t *piv)
 {
     lu_factor(a, n, n, piv);
+    for (int64_t j = 0; j < n; j++)
+        if (a[j * n + j] == 0.0)
+            return false;
     memset(x, 0, (size_t)(n * n) * sizeof *x);
     for (int64_t i = 0; i < n; i++)
         x[i * n + i] = 1.0;
@@ -215,6 +227,7 @@ static void lu_inverse(double *a, double *x, int64_t n, int64_t *piv)
         for (int64_t c = 0; c < n; c++)
             x[i * n + c] /= d;
     }
+    return true;
 }
 
 /* ---------------------------------------------------------------- QR */
@@ -481,13 +494,17 @@ static void factor_one(const factor_job *job, int64_t b, double *work)
         break;
     case WF_FACTOR_TRI_INV:
         load(job, b, a, job->upper);
-        lower_inverse(a, x, n);
-        store(out, 0, x, n, n, job->upper);
+        if (lower_inverse(a, x, n))
+            store(out, 0, x, n, n, job->upper);
+        else
+            atomic_store(&job->singular, true);
         break;
     case WF_FACTOR_INV:
         load(job, b, a, false);
-        lu_inverse(a, x, n, idx);
-        store(out, 0, x, n, n, false);
+        if (lu_inverse(a, x, n, idx))
+            store(out, 0, x, n, n, false);
+        else
+            atomic_store(&job->singular, true);
         break;
     case WF_FACTOR_LU: {
         load(job, b, a, false);
@@ -561,7 +578,7 @@ static void factor_chunk(void *arg, int64_t begin, int64_t end)
     factor_job *job = arg;
     double *work = wf__malloc(job->work * sizeof(double));
     if (!work) {
-        job->failed = true;
+        atomic_store(&job->out_of_memory, true);
         return;
     }
     for (int64_t b = begin; b < end; b++)
@@ -595,8 +612,11 @@ wf_status wf__cpu_linalg_factor(wf_array *out, wf_array *const *inputs, int ninp
     const int64_t cost = wide * wide * wide + 1;
     const int64_t min_chunk = cost >= WF_CPU_CHUNK_COSTLY ? 1 : WF_CPU_CHUNK_COSTLY / cost;
     wf__parallel_for(batch, min_chunk, factor_chunk, &job);
-    if (job.failed)
+    if (atomic_load(&job.out_of_memory))
         return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory for a %lld x %lld workspace",
+                         wf__factor_op_name(p->kind), (long long)job.m, (long long)job.n);
+    if (atomic_load(&job.singular))
+        return wf__error(WF_ERR_KERNEL, "%s: a %lld x %lld matrix is singular (a zero pivot)",
                          wf__factor_op_name(p->kind), (long long)job.m, (long long)job.n);
     return WF_OK;
 }
