@@ -3,8 +3,9 @@
 norm and cross are composed from weft's ops (so they differentiate like
 any composition). The factorizations run weft's own CPU kernels
 (weft.h's wf_linalg_* section): float32 and float64 inputs, batched over
-the leading dims. A singular or non-positive-definite matrix does not
-raise: its factor has non-finite entries (see docs/PYTHON.md).
+the leading dims. An exactly singular matrix makes inv, tri_inv and the
+solves raise RuntimeError when evaluated (as MLX); cholesky of a
+non-positive-definite matrix gives NaN (see docs/PYTHON.md).
 """
 import math as _math
 
