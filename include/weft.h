@@ -851,6 +851,14 @@ wf_status wf_linalg_qr(wf_array *a, wf_array **q, wf_array **r);
  * eigenvalues, *v (..., n, n) the eigenvectors as columns. v may be NULL
  * (eigvalsh). */
 wf_status wf_linalg_eigh(wf_array *a, bool upper, wf_array **w, wf_array **v);
+/* Eigen-decomposition of general square matrices (float32, float64 or
+ * complex64; Hessenberg reduction and complex shifted QR in double
+ * precision): *w (..., n) the eigenvalues in no particular order (as
+ * LAPACK's geev), *v (..., n, n) the right eigenvectors as columns
+ * (a v[:, i] = w[i] v[:, i], unit 2-norm, largest component real), both
+ * complex64. v may be NULL (eigvals). A matrix whose QR iteration does not
+ * converge fails the evaluation (WF_ERR_KERNEL). No derivative. */
+wf_status wf_linalg_eig(wf_array *a, wf_array **w, wf_array **v);
 /* Full SVD (one-sided Jacobi): *u (..., m, m), *s (..., k) descending,
  * *vt (..., n, n) with a = u[..., :k] diag(s) vt[..., :k, :]. u and vt may
  * both be NULL (singular values only). */

@@ -248,6 +248,18 @@ def eigvalsh(a, UPLO="L", *, stream=None):
     return _core._linalg_eigvalsh(a, _uplo(UPLO), stream)
 
 
+def eig(a, *, stream=None):
+    """(w, V) of general square matrices (real or complex64), complex64:
+    eigenvalues in no particular order, right eigenvectors as columns of
+    unit norm (a @ V = w[..., None, :] * V)."""
+    return _core._linalg_eig(a, False, stream)
+
+
+def eigvals(a, *, stream=None):
+    """Eigenvalues of general square matrices, complex64 (as eig's w)."""
+    return _core._linalg_eigvals(a, False, stream)
+
+
 def svd(a, compute_uv=True, *, stream=None):
     """Full SVD (U, S, Vt) with a = U[..., :k] diag(S) Vt[..., :k, :]; with
     compute_uv=False the singular values S only (descending)."""
