@@ -410,7 +410,8 @@ static void test_refusals(void)
     CHECK_NULL_WITH(wf_import_function(tmp_path("missing.wfn")), WF_ERR_IO);
     CHECK_STATUS(wf_export_function("/nonexistent-dir/f.wfn", fn, NULL, NULL, 0, false, NULL),
                  WF_ERR_IO);
-    write_all(tmp_path("foreign.wfn"), "PK\003\004 not a weft file", 22);
+    const char foreign[] = "PK\003\004 not a weft file";
+    write_all(tmp_path("foreign.wfn"), foreign, sizeof foreign - 1);
     CHECK(wf_import_function(tmp_path("foreign.wfn")) == NULL);
     CHECK_EQ_INT(wf_last_error(), WF_ERR_IO);
     CHECK_STR_CONTAINS(wf_last_error_message(), "not a valid weft function file");
