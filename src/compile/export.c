@@ -4,6 +4,12 @@
  * fused node's program is not a plain value), and append it to a file in
  * the format of compile/export_format.h.
  *
+ * The function runs with this thread's graph kept (as under a transform),
+ * so the arrays it builds keep their inputs even once evaluated: a
+ * constant it computed (zeros, a sum of captured arrays) is written as the
+ * graph that computes it, down to arrays made from data or built before
+ * the export, which are written as data.
+ *
  * Random draws from the thread's default key become constants: the key
  * each draw took while tracing is written as data, so the imported
  * function gives the numbers the exporting call drew, every call (as
@@ -20,7 +26,9 @@
 #include "core/error.h"
 #include "core/graph_mode.h"
 #include "ops/ops.h"
+#include "prim/prims.h"
 #include "util/fault.h"
+#include "util/ptr_map.h"
 
 struct wf_exporter {
     FILE *file;
@@ -75,6 +83,178 @@ static wf_status draws_to_constants(wf_tape *t, int first, const wf_random_draws
     return WF_OK;
 }
 
+/* ------------------------------------------------------------ constants as graphs */
+
+/* Whether constant `a` is written as the node that computes it: its graph
+ * was kept (built while exporting, or under a transform), so its inputs
+ * are still there whoever evaluated it, and its primitive can be written. */
+static bool expandable(const wf_array *a)
+{
+    return a->keep_graph && a->prim && wf__export_prim_supported(a->prim) &&
+           wf__array_state(a) != WF_NODE_FAILED;
+}
+
+/* The nodes that compute a tape's expandable constants, in dependency
+ * order, and the constants they read. */
+typedef struct expansion {
+    wf_tape_node *nodes;
+    int nnodes, nodes_capacity;
+    wf_array **consts; /* owned references */
+    int nconsts, consts_capacity;
+    wf_ptr_map refs; /* array -> ref encoded as kind * 2^28 + index */
+} expansion;
+
+enum { EXPANSION_REF_SHIFT = 28 };
+
+static bool grow_array(void **items, int *capacity, size_t size)
+{
+    const int grown = *capacity ? *capacity * 2 : 16;
+    void *bigger = wf__realloc(*items, (size_t)grown * size);
+    if (!bigger)
+        return false;
+    *items = bigger;
+    *capacity = grown;
+    return true;
+}
+
+static wf_status expansion_add(expansion *e, wf_array *a, wf_tape_ref *out)
+{
+    if (!expandable(a)) {
+        if (e->nconsts == e->consts_capacity &&
+            !grow_array((void **)&e->consts, &e->consts_capacity, sizeof *e->consts))
+            return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_export_function: out of memory");
+        e->consts[e->nconsts] = wf__array_incref(a);
+        *out = (wf_tape_ref){WF_TAPE_CONST, e->nconsts++};
+    } else {
+        if (e->nnodes == e->nodes_capacity &&
+            !grow_array((void **)&e->nodes, &e->nodes_capacity, sizeof *e->nodes))
+            return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_export_function: out of memory");
+        wf_tape_node *n = &e->nodes[e->nnodes];
+        *n = (wf_tape_node){.prim = a->prim, .ninputs = a->ninputs, .dtype = a->dtype,
+                            .ndim = a->ndim};
+        wf__shape_copy(n->shape, a->shape, a->ndim);
+        n->inputs = wf__malloc((size_t)(a->ninputs + 1) * sizeof *n->inputs);
+        n->params = a->prim->params_size ? wf__tape_params_copy(a->prim, a->params) : NULL;
+        if (!n->inputs || (a->prim->params_size && !n->params)) {
+            free(n->inputs);
+            wf__tape_params_free(a->prim, n->params);
+            return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_export_function: out of memory");
+        }
+        for (int k = 0; k < a->ninputs; k++) {
+            int v = 0;
+            wf__ptr_map_get(&e->refs, a->inputs[k], &v); /* visited before a */
+            n->inputs[k] = (wf_tape_ref){v >> EXPANSION_REF_SHIFT,
+                                         v & ((1 << EXPANSION_REF_SHIFT) - 1)};
+        }
+        *out = (wf_tape_ref){WF_TAPE_NODE, e->nnodes++};
+    }
+    if (!wf__ptr_map_put(&e->refs, a, (out->kind << EXPANSION_REF_SHIFT) | out->index))
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_export_function: out of memory");
+    return WF_OK;
+}
+
+/* Post-order walk from constant `root` through expandable arrays. */
+static wf_status expansion_visit(expansion *e, wf_array *root, wf_tape_ref *out)
+{
+    struct frame {
+        wf_array *node;
+        int next;
+    };
+    int capacity = 64, depth = 0;
+    struct frame *stack = wf__malloc((size_t)capacity * sizeof *stack);
+    if (!stack)
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_export_function: out of memory");
+    stack[depth++] = (struct frame){root, 0};
+    wf_status status = WF_OK;
+    while (depth && status == WF_OK) {
+        struct frame *f = &stack[depth - 1];
+        int seen;
+        if (f->next == 0 && wf__ptr_map_get(&e->refs, f->node, &seen)) {
+            depth--;
+            continue;
+        }
+        if (expandable(f->node) && f->next < f->node->ninputs) {
+            wf_array *in = f->node->inputs[f->next++];
+            if (depth == capacity &&
+                !grow_array((void **)&stack, &capacity, sizeof *stack)) {
+                status = wf__error(WF_ERR_OUT_OF_MEMORY, "wf_export_function: out of memory");
+                break;
+            }
+            stack[depth++] = (struct frame){in, 0};
+            continue;
+        }
+        wf_tape_ref ref;
+        status = expansion_add(e, f->node, &ref);
+        depth--;
+    }
+    free(stack);
+    if (status == WF_OK) {
+        int v = 0;
+        wf__ptr_map_get(&e->refs, root, &v);
+        *out = (wf_tape_ref){v >> EXPANSION_REF_SHIFT, v & ((1 << EXPANSION_REF_SHIFT) - 1)};
+    }
+    return status;
+}
+
+static void remap(wf_tape_ref *ref, const wf_tape_ref *const_refs, int shift)
+{
+    if (ref->kind == WF_TAPE_CONST)
+        *ref = const_refs[ref->index];
+    else if (ref->kind == WF_TAPE_NODE)
+        ref->index += shift;
+}
+
+/* Replaces the tape's expandable constants by the nodes that compute them,
+ * placed before the tape's own nodes. */
+static wf_status expand_constants(wf_tape *t)
+{
+    expansion e = {0};
+    wf__ptr_map_init(&e.refs);
+    wf_tape_ref *const_refs = wf__calloc((size_t)t->nconsts + 1, sizeof *const_refs);
+    wf_status status = const_refs ? WF_OK
+                                  : wf__error(WF_ERR_OUT_OF_MEMORY, "wf_export_function: out of memory");
+    for (int i = 0; i < t->nconsts && status == WF_OK; i++)
+        status = expansion_visit(&e, t->consts[i], &const_refs[i]);
+    wf_tape_node *nodes = NULL;
+    if (status == WF_OK) {
+        nodes = wf__realloc(e.nodes, (size_t)(e.nnodes + t->nnodes + 1) * sizeof *nodes);
+        if (!nodes)
+            status = wf__error(WF_ERR_OUT_OF_MEMORY, "wf_export_function: out of memory");
+        else
+            e.nodes = nodes;
+    }
+    if (status == WF_OK) {
+        for (int i = 0; i < t->nnodes; i++) {
+            wf_tape_node *n = &t->nodes[i];
+            for (int k = 0; k < n->ninputs; k++)
+                remap(&n->inputs[k], const_refs, e.nnodes);
+            nodes[e.nnodes + i] = *n;
+        }
+        for (int o = 0; o < t->noutputs; o++)
+            remap(&t->outputs[o], const_refs, e.nnodes);
+        for (int i = 0; i < t->nconsts; i++)
+            wf__array_decref(t->consts[i]);
+        free(t->consts);
+        free(t->nodes);
+        t->nodes = nodes;
+        t->nnodes += e.nnodes;
+        t->consts = e.consts;
+        t->nconsts = e.nconsts;
+        e = (expansion){.refs = e.refs};
+    }
+    for (int i = 0; i < e.nnodes; i++) {
+        wf__tape_params_free(e.nodes[i].prim, e.nodes[i].params);
+        free(e.nodes[i].inputs);
+    }
+    free(e.nodes);
+    for (int i = 0; i < e.nconsts; i++)
+        wf__array_decref(e.consts[i]);
+    free(e.consts);
+    wf__ptr_map_free(&e.refs);
+    free(const_refs);
+    return status;
+}
+
 /* Every node of the tape can be written. */
 static wf_status check_exportable(const wf_tape *t)
 {
@@ -103,6 +283,8 @@ static wf_status record(wf_tape *t, wf_array *const *placeholders, size_t ninput
     if (status == WF_OK)
         status = draws_to_constants(t, (int)ninputs, draws);
     if (status == WF_OK)
+        status = expand_constants(t);
+    if (status == WF_OK)
         status = wf__tape_simplify(t);
     if (status == WF_OK)
         status = check_exportable(t);
@@ -130,7 +312,9 @@ static wf_status trace_tape(wf_fn *fn, wf_array *const *inputs, size_t ninputs, 
     if (status == WF_OK) {
         wf_random_draws *previous = wf__random_draws_begin(&draws);
         wf__graph_compile_enter();
+        wf__graph_mode_push(false); /* keep the graphs of the constants it builds */
         status = wf_fn_call(fn, placeholders, ninputs, outputs, &noutputs);
+        wf__graph_mode_pop(false);
         wf__graph_compile_leave();
         wf__random_draws_end(previous);
         if (status == WF_OK) {

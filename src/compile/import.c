@@ -581,7 +581,7 @@ static wf_status no_trace_error(const wf_imported *imp, const char *tag, wf_arra
     given[0] = '\0';
     for (size_t i = 0; i < ninputs && used < sizeof given - 64; i++) {
         char shape[128];
-        used += (size_t)snprintf(given + used, sizeof given - used, "%s%s%s", i ? ", " : "",
+        used += (size_t)snprintf(given + used, sizeof given - used, "%s%s %s", i ? ", " : "",
                                  wf_dtype_name(inputs[i]->dtype),
                                  wf__shape_str(inputs[i]->shape, inputs[i]->ndim, shape,
                                                sizeof shape));

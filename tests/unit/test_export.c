@@ -7,6 +7,9 @@
  *    default-key random draw (the imported function gives the exporting
  *    call's numbers); each imported result equals the direct call's, bit
  *    for bit;
+ *  - constants the function computes are written as their graph: a file of
+ *    traces that add a large captured array to 0 .. 2 inputs holds the
+ *    array's data once;
  *  - an imported function as a wf_fn: compiled, and differentiated;
  *  - errors: a missing file, a foreign file, a wrong version, every prefix
  *    of a valid file, random byte flips (import or WF_ERR_IO, never a
@@ -336,6 +339,54 @@ static void test_random_draw(void)
     wf_fn_release(fn);
 }
 
+/* big + the inputs (any number); with none, big + 0: a constant the
+ * function computes. */
+static wf_status add_to_big(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                            size_t *nout)
+{
+    wf_array *acc = wf_add(payload, wf_scalar(0.0, WF_DTYPE_F32));
+    for (size_t i = 0; i < n && acc; i++) {
+        wf_array *next = wf_add(acc, in[i]);
+        wf_release(acc);
+        acc = next;
+    }
+    out[0] = acc;
+    *nout = 1;
+    return acc ? WF_OK : wf_last_error();
+}
+
+static void test_constant_graphs(void)
+{
+    wf_array *big = wf_full((int64_t[]){16, 2048}, 2, 1.5, WF_DTYPE_F32);
+    CHECK_OK(wf_eval(&big, 1)); /* data: written once */
+    wf_fn *fn = wf_fn_new(add_to_big, big, NULL);
+    const char *path = tmp_path("big.wfn");
+    wf_exporter *ex = wf_exporter_new(path, fn, false, NULL);
+    wf_array *xs[2] = {wf_scalar(1.0, WF_DTYPE_F32), wf_scalar(2.0, WF_DTYPE_F32)};
+    for (size_t k = 0; ex && k <= 2; k++)
+        CHECK_OK(wf_exporter_add(ex, NULL, xs, k));
+    CHECK_OK(wf_exporter_close(ex));
+    size_t size = 0;
+    uint8_t *data = read_all(path, &size);
+    CHECK(size > wf_array_nbytes(big) && size < wf_array_nbytes(big) + 4096);
+    free(data);
+    wf_imported *imp = wf_import_function(path);
+    for (size_t k = 0; imp && k <= 2; k++) {
+        wf_array *got = NULL, *want = NULL;
+        size_t n = 1, m = 1;
+        CHECK_OK(wf_imported_call(imp, NULL, xs, k, &got, &n));
+        CHECK_OK(wf_fn_call(fn, xs, k, &want, &m));
+        CHECK(same_bits(got, want));
+        wf_release(got);
+        wf_release(want);
+    }
+    wf_imported_release(imp);
+    wf_release(xs[0]);
+    wf_release(xs[1]);
+    wf_fn_release(fn);
+    wf_release(big);
+}
+
 static wf_status square_sum(void *payload, wf_array *const *in, size_t n, wf_array **out,
                             size_t *nout)
 {
@@ -546,6 +597,7 @@ int main(void)
     RUN_SCOPED(test_shapeless);
     RUN_SCOPED(test_several_traces);
     RUN_SCOPED(test_random_draw);
+    RUN_SCOPED(test_constant_graphs);
     RUN_SCOPED(test_as_function);
     RUN_SCOPED(test_refusals);
     RUN_SCOPED(test_hostile_files);
