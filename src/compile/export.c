@@ -280,6 +280,11 @@ static wf_status record(wf_tape *t, wf_array *const *placeholders, size_t ninput
         all[i] = i < ninputs ? placeholders[i] : draws->placeholders[i - ninputs];
     wf_status status = wf__tape_record(t, all, (int)total, outputs, (int)noutputs, shapeless);
     free(all);
+    if (status == WF_ERR_UNSUPPORTED) { /* the tracer's refusal, said for export */
+        char message[400];
+        snprintf(message, sizeof message, "%s", wf_last_error_message());
+        wf__error(status, "wf_export_function: %s", message);
+    }
     if (status == WF_OK)
         status = draws_to_constants(t, (int)ninputs, draws);
     if (status == WF_OK)
