@@ -251,10 +251,54 @@ def export_seeds():
     write("export", "seed-empty", wfn_file([]))
 
 
+
+def export_op_seeds():
+    import weft as mx  # the package built from this tree
+
+    x = mx.array([[0.5, -1.0, 2.0], [3.0, 0.25, -0.5]])
+    idx = mx.array([[0, 2, 1], [1, 0, 2]])
+    w = mx.array([[1.0, 0.0], [0.5, -1.0], [2.0, 1.0]])
+    kernel = mx.ones((2, 2, 1))
+    functions = {
+        "shape-ops": lambda a: (mx.transpose(a).reshape(-1)[1:5:2],
+                                mx.concatenate([a, a], axis=0), mx.pad(a, 1),
+                                mx.broadcast_to(a[:, None], (2, 4, 3))),
+        "reductions": lambda a: (mx.sum(a, axis=1), mx.max(a), mx.var(a, axis=0),
+                                 mx.argmax(a, axis=1), mx.softmax(a, axis=-1),
+                                 mx.cumsum(a, axis=0), mx.logsumexp(a)),
+        "indexing": lambda a: (mx.take_along_axis(a, idx, axis=1), mx.take(a, idx),
+                               a[idx[0]], mx.put_along_axis(a, idx, a, axis=1)),
+        "linalg": lambda a: (a @ w, mx.addmm(mx.ones((2, 2)), a, w), mx.sort(a, axis=1),
+                             mx.topk(a, 2, axis=1), mx.where(a > 0, a, -a)),
+        "creation": lambda a: (mx.arange(4) + mx.zeros((4,), dtype=mx.int32), mx.eye(3) * a[0],
+                               mx.linspace(0, 1, 3) + a, mx.tril(mx.ones((3, 3)))),
+        "conv-norm": lambda a: (mx.conv1d(a[None, :, :1], kernel),
+                                mx.fast.layer_norm(a, None, None, 1e-5),
+                                mx.fast.rms_norm(a, mx.ones((3,)), 1e-5)),
+        "random": lambda a: (mx.random.uniform(shape=(3,), key=mx.random.key(1)) + a,
+                             mx.random.normal(shape=(2,))),
+    }
+    for name, fun in functions.items():
+        for shapeless in (False, True):
+            path = os.path.join(tempfile.mkdtemp(), "f.wfn")
+            try:
+                mx.export_function(path, fun, x, shapeless=shapeless)
+            except (ValueError, NotImplementedError):
+                continue  # an op shapeless export refuses
+            with open(path, "rb") as f:
+                write("export", "seed-weft-%s%s" % (name, "-shapeless" if shapeless else ""),
+                      f.read())
+            os.remove(path)
+
+
 if __name__ == "__main__":
     api_seeds()
     safetensors_seeds()
     export_seeds()
+    try:
+        export_op_seeds()
+    except ImportError as e:
+        print("make_seeds.py: no exported-function seeds from weft (%s)" % e)
     try:
         npy_seeds()
         npz_seeds()

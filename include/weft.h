@@ -1562,6 +1562,13 @@ void wf_imported_release(wf_imported *imp);
 size_t wf_imported_trace_count(const wf_imported *imp);
 const char *wf_imported_trace_tag(const wf_imported *imp, size_t i);
 size_t wf_imported_trace_inputs(const wf_imported *imp, size_t i);
+/* Input k of trace i as exported: its dtype, rank and shape (*shape borrowed,
+ * living as long as imp; the exported call's shape, which a shapeless trace
+ * does not require). WF_ERR_INVALID_ARGUMENT when i or k is out of range. */
+wf_status wf_imported_trace_input(const wf_imported *imp, size_t i, size_t k, wf_dtype *dtype,
+                                  int *ndim, const int64_t **shape);
+/* Whether trace i was exported shapeless (false out of range). */
+bool wf_imported_trace_shapeless(const wf_imported *imp, size_t i);
 const char *wf_imported_metadata(const wf_imported *imp);
 /* Calls the first trace with tag `tag` (NULL: "") whose inputs have the
  * dtypes, ranks and (unless shapeless) shapes of `inputs`; none:

@@ -555,6 +555,26 @@ size_t wf_imported_trace_inputs(const wf_imported *imp, size_t i)
     return imp && i < imp->ntraces ? (size_t)imp->traces[i].tape.ninputs : 0;
 }
 
+wf_status wf_imported_trace_input(const wf_imported *imp, size_t i, size_t k, wf_dtype *dtype,
+                                  int *ndim, const int64_t **shape)
+{
+    if (!imp || !dtype || !ndim || !shape)
+        return wf__error(WF_ERR_NULL_ARGUMENT, "wf_imported_trace_input: an argument is NULL");
+    if (i >= imp->ntraces || k >= (size_t)imp->traces[i].tape.ninputs)
+        return wf__error(WF_ERR_INVALID_ARGUMENT,
+                         "wf_imported_trace_input: no input %zu of trace %zu", k, i);
+    const imported_input *in = &imp->traces[i].inputs[k];
+    *dtype = in->dtype;
+    *ndim = in->ndim;
+    *shape = in->shape;
+    return WF_OK;
+}
+
+bool wf_imported_trace_shapeless(const wf_imported *imp, size_t i)
+{
+    return imp && i < imp->ntraces && imp->traces[i].shapeless;
+}
+
 const char *wf_imported_metadata(const wf_imported *imp) { return imp ? imp->metadata : NULL; }
 
 static bool trace_matches(const imported_trace *tr, const char *tag, wf_array *const *inputs,

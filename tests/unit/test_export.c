@@ -176,6 +176,14 @@ static void test_several_outputs_and_constants(void)
         CHECK_EQ_SIZE(wf_imported_trace_count(imp), 1);
         CHECK(strcmp(wf_imported_trace_tag(imp, 0), "xy") == 0);
         CHECK_EQ_SIZE(wf_imported_trace_inputs(imp, 0), 2);
+        wf_dtype dtype;
+        int ndim;
+        const int64_t *shape;
+        CHECK_OK(wf_imported_trace_input(imp, 0, 1, &dtype, &ndim, &shape));
+        CHECK(dtype == WF_DTYPE_F32 && ndim == 2 && shape[0] == 4 && shape[1] == 3);
+        CHECK_STATUS(wf_imported_trace_input(imp, 0, 2, &dtype, &ndim, &shape),
+                     WF_ERR_INVALID_ARGUMENT);
+        CHECK(!wf_imported_trace_shapeless(imp, 0));
         CHECK(strcmp(wf_imported_metadata(imp), "{\"model\": \"affine\"}") == 0);
         wf_array *got[3] = {NULL}, *want[3] = {NULL};
         size_t n = 3, m = 3;
