@@ -15,8 +15,13 @@
  *    of a valid file, random byte flips (import or WF_ERR_IO, never a
  *    crash: the ASan build checks the reads), an unsupported primitive
  *    (wf_custom), a call matching no trace;
+ *  - one imported function called from 4 threads at once, every result
+ *    the single-thread one, bit for bit;
+ *  - an exporter used by a call that overlaps another (the traced function
+ *    exports again through it) fails with WF_ERR_MISUSE;
  *  - wf_graph_to_dot on a pending graph and on an evaluated array.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -549,6 +554,95 @@ static void test_hostile_files(void)
     wf_release(p.b);
 }
 
+/* ------------------------------------------------------------ threads */
+
+typedef struct caller {
+    wf_imported *imp;
+    wf_array *in[2];
+    wf_array *want[3];
+    int mismatches;
+} caller;
+
+static void *call_many(void *arg)
+{
+    caller *c = arg;
+    for (int round = 0; round < 50; round++) {
+        wf_array *got[3] = {NULL};
+        size_t n = 3;
+        if (wf_imported_call(c->imp, "xy", c->in, 2, got, &n) != WF_OK || n != 3) {
+            c->mismatches++;
+            continue;
+        }
+        for (int i = 0; i < 3; i++) {
+            c->mismatches += !same_bits(got[i], c->want[i]);
+            wf_release(got[i]);
+        }
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    affine p = {sample(WF_DTYPE_F32, 3, 0.5), sample(WF_DTYPE_F32, 1, 0.25)};
+    wf_fn *fn = wf_fn_new(three_outputs, &p, NULL);
+    caller c = {.in = {sample(WF_DTYPE_F32, 4, 0.0), sample(WF_DTYPE_F32, 4, 1.0)}};
+    const char *path = tmp_path("threads.wfn");
+    CHECK_OK(wf_export_function(path, fn, "xy", c.in, 2, false, NULL));
+    c.imp = wf_import_function(path);
+    size_t m = 3;
+    CHECK_OK(wf_fn_call(fn, c.in, 2, c.want, &m));
+    CHECK_OK(wf_eval(c.want, 3));
+    caller each[4];
+    pthread_t threads[4];
+    for (int t = 0; c.imp && t < 4; t++) {
+        each[t] = c;
+        CHECK(pthread_create(&threads[t], NULL, call_many, &each[t]) == 0);
+    }
+    for (int t = 0; c.imp && t < 4; t++) {
+        pthread_join(threads[t], NULL);
+        CHECK_EQ_INT(each[t].mismatches, 0);
+    }
+    wf_imported_release(c.imp);
+    for (int i = 0; i < 3; i++)
+        wf_release(c.want[i]);
+    wf_release(c.in[0]);
+    wf_release(c.in[1]);
+    wf_fn_release(fn);
+    wf_release(p.w);
+    wf_release(p.b);
+}
+
+/* Exports again through the exporter that is tracing it. */
+static wf_status reenter(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                         size_t *nout)
+{
+    wf_exporter **ex = payload;
+    wf_status inner = wf_exporter_add(*ex, NULL, in, n);
+    if (inner != WF_ERR_MISUSE || !strstr(wf_last_error_message(), "another call"))
+        return wf_set_error(WF_ERR_INTERNAL, "the overlapping call gave %s",
+                            wf_status_name(inner));
+    out[0] = wf_exp(in[0]);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static void test_overlapping_calls(void)
+{
+    wf_exporter *ex = NULL;
+    wf_fn *fn = wf_fn_new(reenter, &ex, NULL);
+    wf_array *x = sample(WF_DTYPE_F32, 2, 0.0);
+    ex = wf_exporter_new(tmp_path("reenter.wfn"), fn, false, NULL);
+    if (CHECK_NOT_NULL(ex)) {
+        CHECK_OK(wf_exporter_add(ex, NULL, &x, 1));
+        CHECK_OK(wf_exporter_close(ex));
+    }
+    wf_imported *imp = wf_import_function(tmp_path("reenter.wfn"));
+    CHECK(imp && wf_imported_trace_count(imp) == 1);
+    wf_imported_release(imp);
+    wf_release(x);
+    wf_fn_release(fn);
+}
+
 /* ------------------------------------------------------------ DOT */
 
 static char *dot_of(wf_array *const *arrays, const char *const *names, size_t n)
@@ -607,6 +701,8 @@ int main(void)
     RUN_SCOPED(test_random_draw);
     RUN_SCOPED(test_constant_graphs);
     RUN_SCOPED(test_as_function);
+    RUN_SCOPED(test_threads);
+    RUN_SCOPED(test_overlapping_calls);
     RUN_SCOPED(test_refusals);
     RUN_SCOPED(test_hostile_files);
     RUN_SCOPED(test_dot);
