@@ -19,6 +19,8 @@
  *    the single-thread one, bit for bit;
  *  - an exporter used by a call that overlaps another (the traced function
  *    exports again through it) fails with WF_ERR_MISUSE;
+ *  - every built-in primitive is exportable but those refused on purpose
+ *    (a primitive added later without a parameter table is noticed here);
  *  - wf_graph_to_dot on a pending graph and on an evaluated array.
  */
 #include <pthread.h>
@@ -27,7 +29,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "compile/export_format.h"
 #include "harness.h"
+#include "prim/registry.h"
 
 static char dir[256];
 
@@ -643,6 +647,25 @@ static void test_overlapping_calls(void)
     wf_fn_release(fn);
 }
 
+static void test_supported_primitives(void)
+{
+    static const char *const refused[] = {
+        "custom", "sibling", "fused", "fused2", "fused3", "fused4", "all_sum", "all_max",
+        "all_min", "all_gather", "sum_scatter", "send", "recv", "linalg_lu", "linalg_qr",
+        "linalg_eigh", "linalg_svd"};
+    size_t count;
+    const wf_prim_def *const *all = wf__prim_registry(&count);
+    for (size_t i = 0; i < count; i++) {
+        bool expected = true;
+        for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++)
+            expected &= strcmp(all[i]->name, refused[k]) != 0;
+        if (!CHECK(wf__export_prim_supported(all[i]) == expected))
+            printf("  primitive %s\n", all[i]->name);
+        const size_t n = strlen(all[i]->name);
+        CHECK(wf__export_prim_find(all[i]->name, n) == (expected ? all[i] : NULL));
+    }
+}
+
 /* ------------------------------------------------------------ DOT */
 
 static char *dot_of(wf_array *const *arrays, const char *const *names, size_t n)
@@ -705,6 +728,7 @@ int main(void)
     RUN_SCOPED(test_overlapping_calls);
     RUN_SCOPED(test_refusals);
     RUN_SCOPED(test_hostile_files);
+    RUN_SCOPED(test_supported_primitives);
     RUN_SCOPED(test_dot);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
