@@ -113,7 +113,8 @@ static PyObject *py_exporter_close(PyObject *module, PyObject *capsule)
     return weftpy_none_or_raise(status);
 }
 
-/* _import_function(path) -> (metadata, [(tag, Function)] in file order) */
+/* _import_function(path) -> (metadata, [(tag, Function, shapeless)] in file
+ * order); each Function calls the file's traces of its tag. */
 static PyObject *py_import_function(PyObject *module, PyObject *arg)
 {
     (void)module;
@@ -133,7 +134,10 @@ static PyObject *py_import_function(PyObject *module, PyObject *arg)
     for (size_t i = 0; traces != NULL && i < n; i++) {
         const char *tag = wf_imported_trace_tag(imp, i);
         PyObject *fn = weftpy_function_wrap(wf_imported_fn(imp, tag));
-        PyObject *entry = fn ? Py_BuildValue("(sN)", tag, fn) : NULL;
+        PyObject *entry = fn ? Py_BuildValue("(sNO)", tag, fn,
+                                             wf_imported_trace_shapeless(imp, i) ? Py_True
+                                                                                 : Py_False)
+                             : NULL;
         if (entry == NULL)
             Py_CLEAR(traces);
         else
@@ -198,7 +202,7 @@ static PyMethodDef export_methods[] = {
     {"_exporter_add", py_exporter_add, METH_VARARGS, "_exporter_add(exporter, tag, arrays)"},
     {"_exporter_close", py_exporter_close, METH_O, "_exporter_close(exporter)"},
     {"_import_function", py_import_function, METH_O,
-     "_import_function(path) -> (metadata, [(tag, Function)])"},
+     "_import_function(path) -> (metadata, [(tag, Function, shapeless)])"},
     {"_graph_to_dot", py_graph_to_dot, METH_VARARGS, "_graph_to_dot(arrays, names) -> str"},
     {NULL, NULL, 0, NULL},
 };

@@ -146,7 +146,15 @@ def import_function(file, return_metadata=False):
     """The function in file, called with the inputs it was exported with (any
     shapes for a shapeless export); it returns a tuple of arrays."""
     metadata, traces = _core._import_function(file)
-    by_tag = dict(traces)  # one Function per tag serves all its traces
+    # One Function per tag serves all its traces; compiled for fused replays
+    # unless one of them is shapeless.
+    shapeless = {}
+    functions = {}
+    for tag, fn, trace_shapeless in traces:
+        functions[tag] = fn
+        shapeless[tag] = shapeless.get(tag, False) or trace_shapeless
+    by_tag = {tag: fn if shapeless[tag] else _core._compile(fn, False)
+              for tag, fn in functions.items()}
 
     def imported(*args, **kwargs):
         positional, keywords = _inputs(args, kwargs, "import_function::call")
