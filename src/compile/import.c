@@ -1,9 +1,10 @@
 /*
  * Importing functions (weft.h, "export and import"). The file is hostile
  * input: every count, size, index, string and primitive name is checked
- * against what is left of the file before it is used (so no count in a
+ * against what is left of the file before it is used, so no count in a
  * file can make the reader allocate more than a small multiple of the
- * file's size), each parameter is range-checked (export_params.c), and
+ * file's size (the largest ratio: a tape node, about 300 bytes, for at
+ * least 16 bytes of file), each parameter is range-checked (export_params.c), and
  * every node's recorded output is checked against the primitive's own
  * shape inference from its recorded inputs, so a node that loads is one
  * the op constructors could have built. Anything else is WF_ERR_IO with
@@ -25,10 +26,19 @@
 #include "prim/prims.h"
 #include "util/fault.h"
 
-typedef struct imported_input {
+/* A description as read (the full rank's room, for one at a time). */
+typedef struct read_description {
     wf_dtype dtype;
     int ndim;
     int64_t shape[WF_MAX_NDIM];
+} read_description;
+
+/* An input's description as kept: its shape in an allocation of its own
+ * rank, so a file of many inputs costs memory in proportion to its bytes. */
+typedef struct imported_input {
+    wf_dtype dtype;
+    int ndim;
+    int64_t *shape; /* ndim entries (NULL for rank 0) */
 } imported_input;
 
 typedef struct imported_trace {
@@ -53,6 +63,8 @@ static void imported_free(wf_imported *imp)
 {
     for (size_t i = 0; i < imp->ntraces; i++) {
         free(imp->traces[i].tag);
+        for (int k = 0; imp->traces[i].inputs && k < imp->traces[i].tape.ninputs; k++)
+            free(imp->traces[i].inputs[k].shape);
         free(imp->traces[i].inputs);
         wf__tape_clear(&imp->traces[i].tape);
     }
@@ -145,7 +157,7 @@ static bool read_string(parser *p, char **out, const char *what)
     return true;
 }
 
-static bool read_desc(parser *p, imported_input *d)
+static bool read_desc(parser *p, read_description *d)
 {
     unsigned dtype = wf__reader_u8(&p->r), ndim = wf__reader_u8(&p->r);
     if (p->r.failed)
@@ -183,7 +195,7 @@ static bool pool_add(parser *p, wf_array *a)
 
 static bool read_constant(parser *p)
 {
-    imported_input d;
+    read_description d;
     if (!read_desc(p, &d))
         return false;
     const uint64_t nbytes = wf__reader_u64(&p->r);
@@ -318,7 +330,7 @@ static bool read_node(parser *p, imported_trace *tr, int index)
             return false;
         n->ninputs = (int)k + 1;
     }
-    imported_input out;
+    read_description out;
     if (!read_desc(p, &out))
         return false;
     n->dtype = out.dtype;
@@ -350,10 +362,19 @@ static bool read_trace_body(parser *p, imported_trace *tr)
         wf__error(WF_ERR_OUT_OF_MEMORY, "wf_import_function: out of memory");
         return false;
     }
-    for (uint32_t i = 0; i < ninputs; i++)
-        if (!read_desc(p, &tr->inputs[i]))
+    for (uint32_t i = 0; i < ninputs; i++) {
+        read_description d;
+        if (!read_desc(p, &d))
             return false;
-    t->ninputs = (int)ninputs;
+        imported_input *in = &tr->inputs[i];
+        *in = (imported_input){d.dtype, d.ndim, NULL};
+        t->ninputs = (int)i + 1; /* freed from here on */
+        if (d.ndim && !(in->shape = wf__malloc((size_t)d.ndim * sizeof *in->shape))) {
+            wf__error(WF_ERR_OUT_OF_MEMORY, "wf_import_function: out of memory");
+            return false;
+        }
+        wf__shape_copy(in->shape, d.shape, d.ndim);
+    }
     if (!read_count(p, 4, &nconsts, "constant reference"))
         return false;
     t->consts = wf__calloc((size_t)nconsts + 1, sizeof *t->consts);
