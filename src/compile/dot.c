@@ -57,14 +57,32 @@ static const char *escaped(const char *s, char *buf, size_t cap)
     return buf;
 }
 
-static bool grow(void **items, size_t *capacity, size_t size)
+/* `items` (capacity pointers) reallocated to twice as many (64 at first),
+ * *capacity updated; NULL (nothing changed) when out of memory. */
+static wf_array **grow(wf_array **items, size_t *capacity)
 {
     size_t grown = *capacity ? *capacity * 2 : 64;
-    void *bigger = wf__realloc(*items, grown * size);
-    if (!bigger)
-        return false;
-    *items = bigger;
-    *capacity = grown;
+    wf_array **bigger = wf__realloc(items, grown * sizeof *bigger);
+    if (bigger)
+        *capacity = grown;
+    return bigger;
+}
+
+/* Room for one more entry in both lists. */
+static bool reserve(dot_walk *w)
+{
+    if (w->nheld == w->held_capacity) {
+        wf_array **held = grow(w->held, &w->held_capacity);
+        if (!held)
+            return false;
+        w->held = held;
+    }
+    if (w->depth == w->stack_capacity) {
+        wf_array **stack = grow(w->stack, &w->stack_capacity);
+        if (!stack)
+            return false;
+        w->stack = stack;
+    }
     return true;
 }
 
@@ -74,11 +92,7 @@ static void visit(dot_walk *w, wf_array *a)
     int seen;
     if (w->failed || wf__ptr_map_get(&w->seen, a, &seen))
         return;
-    if ((w->nheld == w->held_capacity &&
-         !grow((void **)&w->held, &w->held_capacity, sizeof *w->held)) ||
-        (w->depth == w->stack_capacity &&
-         !grow((void **)&w->stack, &w->stack_capacity, sizeof *w->stack)) ||
-        !wf__ptr_map_put(&w->seen, a, 1)) {
+    if (!reserve(w) || !wf__ptr_map_put(&w->seen, a, 1)) {
         w->failed = true;
         return;
     }

@@ -106,29 +106,36 @@ typedef struct expansion {
 
 enum { EXPANSION_REF_SHIFT = 28 };
 
-static bool grow_array(void **items, int *capacity, size_t size)
+/* `items` (capacity entries of `size` bytes) reallocated to twice as many
+ * (16 at first), *capacity updated; NULL (nothing changed) when out of
+ * memory. */
+static void *grow_array(void *items, int *capacity, size_t size)
 {
     const int grown = *capacity ? *capacity * 2 : 16;
-    void *bigger = wf__realloc(*items, (size_t)grown * size);
-    if (!bigger)
-        return false;
-    *items = bigger;
-    *capacity = grown;
-    return true;
+    void *bigger = wf__realloc(items, (size_t)grown * size);
+    if (bigger)
+        *capacity = grown;
+    return bigger;
 }
 
 static wf_status expansion_add(expansion *e, wf_array *a, wf_tape_ref *out)
 {
     if (!expandable(a)) {
-        if (e->nconsts == e->consts_capacity &&
-            !grow_array((void **)&e->consts, &e->consts_capacity, sizeof *e->consts))
-            return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_export_function: out of memory");
+        if (e->nconsts == e->consts_capacity) {
+            wf_array **consts = grow_array(e->consts, &e->consts_capacity, sizeof *consts);
+            if (!consts)
+                return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_export_function: out of memory");
+            e->consts = consts;
+        }
         e->consts[e->nconsts] = wf__array_incref(a);
         *out = (wf_tape_ref){WF_TAPE_CONST, e->nconsts++};
     } else {
-        if (e->nnodes == e->nodes_capacity &&
-            !grow_array((void **)&e->nodes, &e->nodes_capacity, sizeof *e->nodes))
-            return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_export_function: out of memory");
+        if (e->nnodes == e->nodes_capacity) {
+            wf_tape_node *nodes = grow_array(e->nodes, &e->nodes_capacity, sizeof *nodes);
+            if (!nodes)
+                return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_export_function: out of memory");
+            e->nodes = nodes;
+        }
         wf_tape_node *n = &e->nodes[e->nnodes];
         *n = (wf_tape_node){.prim = a->prim, .ninputs = a->ninputs, .dtype = a->dtype,
                             .ndim = a->ndim};
@@ -175,10 +182,13 @@ static wf_status expansion_visit(expansion *e, wf_array *root, wf_tape_ref *out)
         }
         if (expandable(f->node) && f->next < f->node->ninputs) {
             wf_array *in = f->node->inputs[f->next++];
-            if (depth == capacity &&
-                !grow_array((void **)&stack, &capacity, sizeof *stack)) {
-                status = wf__error(WF_ERR_OUT_OF_MEMORY, "wf_export_function: out of memory");
-                break;
+            if (depth == capacity) {
+                struct frame *bigger = grow_array(stack, &capacity, sizeof *bigger);
+                if (!bigger) {
+                    status = wf__error(WF_ERR_OUT_OF_MEMORY, "wf_export_function: out of memory");
+                    break;
+                }
+                stack = bigger;
             }
             stack[depth++] = (struct frame){in, 0};
             continue;
