@@ -19,6 +19,9 @@
  *    the single-thread one, bit for bit;
  *  - an exporter used by a call that overlaps another (the traced function
  *    exports again through it) fails with WF_ERR_MISUSE;
+ *  - every allocation of an export, an import and a call failing in turn
+ *    (util/fault.h): each run succeeds with the right values or fails with
+ *    a status, and leaves no array alive;
  *  - every built-in primitive is exportable but those refused on purpose
  *    (a primitive added later without a parameter table is noticed here);
  *  - wf_graph_to_dot on a pending graph and on an evaluated array.
@@ -32,6 +35,7 @@
 #include "compile/export_format.h"
 #include "harness.h"
 #include "prim/registry.h"
+#include "util/fault.h"
 
 static char dir[256];
 
@@ -157,20 +161,24 @@ static wf_status three_outputs(void *payload, wf_array *const *in, size_t n, wf_
 {
     (void)n;
     const affine *p = payload;
-    wf_scope_begin();
+    if (wf_scope_begin() != WF_OK)
+        return wf_last_error();
     wf_array *lin = wf_add(wf_matmul(in[0], p->w), p->b);
     const int axis = 1;
     wf_array *dot = wf_sum(wf_multiply(in[0], in[1]), &axis, 1, false);
     wf_array *e = wf_exp(in[0]);
-    wf_keep(lin);
-    wf_keep(dot);
-    wf_keep(e);
-    wf_scope_end();
+    const wf_status status = lin && dot && e ? WF_OK : wf_last_error();
+    if (status == WF_OK) {
+        wf_keep(lin);
+        wf_keep(dot);
+        wf_keep(e);
+    }
+    wf_scope_end(); /* on failure releases what was made */
     out[0] = lin;
     out[1] = dot;
     out[2] = e;
     *nout = 3;
-    return lin && dot && e ? WF_OK : wf_last_error();
+    return status;
 }
 
 static void test_several_outputs_and_constants(void)
@@ -230,12 +238,14 @@ static wf_status shapeless_body(void *payload, wf_array *const *in, size_t n, wf
 {
     (void)payload;
     (void)n;
-    wf_scope_begin();
+    if (wf_scope_begin() != WF_OK)
+        return wf_last_error();
     const int axis = 1;
     wf_array *y = wf_add(wf_add(wf_multiply(wf_exp(in[0]), wf_scalar(2.0, WF_DTYPE_F32)),
                                 wf_sum(in[0], &axis, 1, true)),
                          in[0]);
-    wf_keep(y);
+    if (y)
+        wf_keep(y);
     wf_scope_end();
     out[0] = y;
     *nout = 1;
@@ -647,6 +657,71 @@ static void test_overlapping_calls(void)
     wf_fn_release(fn);
 }
 
+/* Export, import, call, evaluate: OK with the direct call's values, or a
+ * failure status. */
+static wf_status export_import_call(wf_fn *fn, wf_array *const *in, wf_array *const *want)
+{
+    const char *path = tmp_path("faults.wfn");
+    wf_status status = wf_export_function(path, fn, "xy", in, 2, false, NULL);
+    wf_imported *imp = status == WF_OK ? wf_import_function(path) : NULL;
+    if (status == WF_OK && !imp)
+        status = wf_last_error();
+    wf_array *got[3] = {NULL};
+    size_t n = 3;
+    if (status == WF_OK)
+        status = wf_imported_call(imp, "xy", in, 2, got, &n);
+    if (status == WF_OK)
+        status = wf_eval(got, 3);
+    for (int i = 0; status == WF_OK && i < 3; i++)
+        if (!same_bits(got[i], want[i]))
+            status = wf_set_error(WF_ERR_INTERNAL, "output %d differs", i);
+    for (int i = 0; i < 3; i++)
+        wf_release(got[i]);
+    wf_imported_release(imp);
+    return status;
+}
+
+static void test_out_of_memory(void)
+{
+    affine p = {sample(WF_DTYPE_F32, 3, 0.5), sample(WF_DTYPE_F32, 1, 0.25)};
+    wf_fn *fn = wf_fn_new(three_outputs, &p, NULL);
+    wf_array *in[2] = {sample(WF_DTYPE_F32, 4, 0.0), sample(WF_DTYPE_F32, 4, 1.0)};
+    wf_array *want[3] = {NULL};
+    size_t m = 3;
+    CHECK_OK(wf_fn_call(fn, in, 2, want, &m));
+    CHECK_OK(wf_eval(want, 3));
+    CHECK_OK(wf_eval(in, 2));
+    CHECK_OK(wf_eval(&p.w, 1));
+    CHECK_OK(wf_eval(&p.b, 1));
+    CHECK_OK(export_import_call(fn, in, want)); /* warm up */
+    wf__fault_arm(INT64_MAX);
+    CHECK_OK(export_import_call(fn, in, want));
+    const int64_t total = wf__fault_ops_seen();
+    wf__fault_arm(0);
+    int wrong = 0, failures = 0;
+    for (int64_t nth = 1; nth <= total; nth++) {
+        const int64_t live = wf__arrays_live();
+        wf__fault_arm(nth);
+        wf_status status = export_import_call(fn, in, want);
+        wf__fault_arm(0);
+        failures += status != WF_OK;
+        wrong += status == WF_ERR_INTERNAL || status > WF_OK;
+        if (!CHECK_EQ_INT(wf__arrays_live(), live)) {
+            printf("  fault %lld of %lld left arrays alive\n", (long long)nth, (long long)total);
+            break;
+        }
+    }
+    CHECK_EQ_INT(wrong, 0);
+    CHECK(failures > 0);
+    for (int i = 0; i < 3; i++)
+        wf_release(want[i]);
+    wf_release(in[0]);
+    wf_release(in[1]);
+    wf_fn_release(fn);
+    wf_release(p.w);
+    wf_release(p.b);
+}
+
 static void test_supported_primitives(void)
 {
     static const char *const refused[] = {
@@ -728,6 +803,7 @@ int main(void)
     RUN_SCOPED(test_overlapping_calls);
     RUN_SCOPED(test_refusals);
     RUN_SCOPED(test_hostile_files);
+    RUN_SCOPED(test_out_of_memory);
     RUN_SCOPED(test_supported_primitives);
     RUN_SCOPED(test_dot);
     char cmd[300];
