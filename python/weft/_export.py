@@ -17,6 +17,7 @@ for the second.
 """
 import json
 import os
+import weakref
 
 from . import _core
 from ._tree import flatten
@@ -87,13 +88,18 @@ class FunctionExporter:
 
     def __init__(self, file, fun, shapeless=False, metadata=None):
         path = _file_path(file, metadata)
-        # The layout of the call being traced; the body refers to this list,
-        # never to the exporter, so no cycle runs through weft's handle.
-        layout = [0, ()]
+        self._fun = fun
+        self._current = (0, ())  # the layout of the call being traced
+        # The body reaches the exporter through a weak reference: weft's
+        # handle (invisible to the garbage collector) then holds nothing
+        # that leads back here, so an exporter in a cycle with fun (fun
+        # closing over a dict that holds the exporter) is collected.
+        exporter_ref = weakref.ref(self)
 
         def body(xs):
-            nargs, names = layout
-            out = fun(*xs[:nargs], **dict(zip(names, xs[nargs:])))
+            ex = exporter_ref()
+            nargs, names = ex._current
+            out = ex._fun(*xs[:nargs], **dict(zip(names, xs[nargs:])))
             if isinstance(out, array):
                 return [out]
             if isinstance(out, (list, tuple)) and _all_arrays(out):
@@ -101,14 +107,13 @@ class FunctionExporter:
             raise ValueError("[export_function] Outputs can be either a single array, a tuple, "
                              "or a list of arrays.")
 
-        self._layout = layout
         self._handle = _core._exporter_new(path, _core.Function(body), bool(shapeless),
                                            metadata or "")
 
     def __call__(self, *args, **kwargs):
         positional, keywords = _inputs(args, kwargs, "export_function")
         tag, flat, names = _layout(positional, keywords)
-        self._layout[:] = [len(positional), names]
+        self._current = (len(positional), names)
         _core._exporter_add(self._handle, tag, flat)
 
     def close(self):

@@ -1,6 +1,8 @@
 """export_function / import_function / exporter / export_to_dot."""
+import gc
 import io
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -161,3 +163,21 @@ def test_export_to_dot():
     assert count(mx.compile(f)(x)) < count(f(x))
     with pytest.raises(ValueError):
         mx.export_to_dot(42, y)
+
+
+def test_exporter_in_a_cycle_is_collected(tmp_path):
+    path = str(tmp_path / "cycle.wfn")
+    d = {}
+
+    def f(x):
+        return d["x"] + x
+
+    d["ex"] = mx.exporter(path, f)
+    d["x"] = mx.array([1.0, 2.0])
+    d["ex"](mx.array([1.0, 1.0]))
+    ref = weakref.ref(d["ex"])
+    del d, f
+    gc.collect()
+    assert ref() is None
+    # Collecting it closed the file, so it imports.
+    assert mx.import_function(path)(mx.array([0.0, 1.0]))[0].tolist() == [1.0, 3.0]
