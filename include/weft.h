@@ -1512,9 +1512,11 @@ void wf_compile_set_log(wf_compile_log_fn fn, void *ctx);
  * input signature match.
  *
  * Refused with WF_ERR_UNSUPPORTED naming the primitive: user kernels
- * (wf_custom) and custom functions (wf_custom_function; their rules are
- * callbacks), collectives (they hold a group), primitives with several
- * outputs (the factorizations lu, qr, eigh, svd) and their siblings.
+ * (wf_custom; the kernel is a callback), collectives (they hold a group),
+ * primitives with several outputs (the factorizations lu, qr, eigh, svd)
+ * and their siblings, and a custom function's own node (its rules are
+ * callbacks; outside a transform a wf_custom_function records its
+ * function's graph, which exports without the rules).
  *
  * The file format is weft's own, versioned and little-endian
  * (src/compile/export_format.h). Import treats the file as hostile: a
