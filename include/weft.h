@@ -1528,8 +1528,7 @@ void wf_compile_set_log(wf_compile_log_fn fn, void *ctx);
  *
  * Refused with WF_ERR_UNSUPPORTED naming the primitive: user kernels
  * (wf_custom; the kernel is a callback), collectives (they hold a group),
- * primitives with several outputs (the factorizations lu, qr, eigh, svd)
- * and their siblings, and a custom function's own node (its rules are
+ * the sibling outputs of multi-output primitives, and a custom function's own node (its rules are
  * callbacks; outside a transform a wf_custom_function records its
  * function's graph, which exports without the rules).
  *

@@ -376,6 +376,11 @@ static const struct {
     {&wf__prim_linalg_cholesky, TABLE(factor_fields)},
     {&wf__prim_linalg_inv, TABLE(factor_fields)},
     {&wf__prim_linalg_tri_inv, TABLE(factor_fields)},
+    {&wf__prim_linalg_lu, TABLE(factor_fields)}, /* one packed output each */
+    {&wf__prim_linalg_qr, TABLE(factor_fields)},
+    {&wf__prim_linalg_eigh, TABLE(factor_fields)},
+    {&wf__prim_linalg_svd, TABLE(factor_fields)},
+    {&wf__prim_linalg_eig, TABLE(factor_fields)},
     {&wf__prim_gather_mm, TABLE(gather_mm_fields)},
     {&wf__prim_random_uniform, TABLE(random_fields)},
     {&wf__prim_random_normal, TABLE(random_fields)},

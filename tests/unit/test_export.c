@@ -151,6 +151,58 @@ static void test_every_dtype(void)
     }
 }
 
+/* The factorizations' parts: qr's r, eigh's w, svd's s, eig's real part of
+ * w, and lu's u (each a packed node sliced). */
+static wf_status factor_parts(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                              size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_array *q = NULL, *r = NULL, *w = NULL, *s = NULL, *e = NULL, *p = NULL, *l = NULL,
+             *u = NULL;
+    wf_status st = wf_linalg_qr(in[0], &q, &r);
+    if (st == WF_OK)
+        st = wf_linalg_eigh(in[0], false, &w, NULL);
+    if (st == WF_OK)
+        st = wf_linalg_svd(in[0], NULL, &s, NULL);
+    if (st == WF_OK)
+        st = wf_linalg_eig(in[0], &e, NULL);
+    if (st == WF_OK)
+        st = wf_linalg_lu(in[0], &p, &l, &u);
+    out[0] = r, out[1] = w, out[2] = s, out[3] = e ? wf_real(e) : NULL, out[4] = u;
+    wf_release(q);
+    wf_release(e);
+    wf_release(p);
+    wf_release(l);
+    *nout = 5;
+    return st;
+}
+
+static void test_factorizations(void)
+{
+    const double v[9] = {4, 1, 2, 1, 3, 0, 2, 0, 5};
+    const int64_t shape[2] = {3, 3};
+    wf_array *x = wf_array_from_data(v, shape, 2, WF_DTYPE_F64);
+    wf_fn *fn = wf_fn_new(factor_parts, NULL, NULL);
+    const char *path = tmp_path("factor.wfn");
+    CHECK_OK(wf_export_function(path, fn, NULL, &x, 1, false, NULL));
+    wf_imported *imp = wf_import_function(path);
+    wf_array *got[5] = {NULL}, *want[5] = {NULL};
+    size_t n = 5, m = 5;
+    if (CHECK_NOT_NULL(imp))
+        CHECK_OK(wf_imported_call(imp, NULL, &x, 1, got, &n));
+    CHECK_OK(wf_fn_call(fn, &x, 1, want, &m));
+    for (size_t i = 0; i < 5; i++) {
+        if (!CHECK(same_bits(got[i], want[i])))
+            printf("  factorization output %zu differs\n", i);
+        wf_release(got[i]);
+        wf_release(want[i]);
+    }
+    wf_imported_release(imp);
+    wf_fn_release(fn);
+    wf_release(x);
+}
+
 typedef struct affine {
     wf_array *w, *b;
 } affine;
@@ -726,8 +778,7 @@ static void test_supported_primitives(void)
 {
     static const char *const refused[] = {
         "custom", "sibling", "fused", "fused2", "fused3", "fused4", "all_sum", "all_max",
-        "all_min", "all_gather", "sum_scatter", "send", "recv", "linalg_lu", "linalg_qr",
-        "linalg_eigh", "linalg_svd"};
+        "all_min", "all_gather", "sum_scatter", "send", "recv"};
     size_t count;
     const wf_prim_def *const *all = wf__prim_registry(&count);
     for (size_t i = 0; i < count; i++) {
@@ -793,6 +844,7 @@ int main(void)
     if (mkdir(dir, 0700) != 0)
         return 1;
     RUN_SCOPED(test_every_dtype);
+    RUN_SCOPED(test_factorizations);
     RUN_SCOPED(test_several_outputs_and_constants);
     RUN_SCOPED(test_shapeless);
     RUN_SCOPED(test_several_traces);
