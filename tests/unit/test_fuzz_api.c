@@ -1611,11 +1611,15 @@ static void program_teardown(void)
     for (int i = 0; i < g_pool_n; i++)
         wf_release(g_pool[i]);
     g_pool_n = 0;
+    /* A synchronize may report a queued task's failure (once, with a
+     * message); the next one finds nothing more to report. */
     for (int i = 0; i < NUM_STREAMS; i++) {
+        check_status(wf_stream_synchronize(g_streams[i]));
         CHECK_OK(wf_stream_synchronize(g_streams[i]));
         wf_stream_release(g_streams[i]);
     }
     wf_stream *d = wf_default_stream();
+    check_status(wf_stream_synchronize(d));
     CHECK_OK(wf_stream_synchronize(d));
     wf_stream_release(d);
     /* streams are freed by their workers once idle: wait a little */
