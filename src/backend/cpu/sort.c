@@ -32,6 +32,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/scatter.h"
+#include "backend/cpu/sort_avx2.h"
 #include "core/error.h"
 #include "prim/sort.h"
 #include "runtime/pool.h"
@@ -111,6 +112,12 @@ static inline uint64_t c64_of_key(uint64_t k)
 static bool wide_keys(wf_dtype d)
 {
     return d == WF_DTYPE_I64 || d == WF_DTYPE_U64 || d == WF_DTYPE_F64 || d == WF_DTYPE_C64;
+}
+
+/* Whether the dtype's 32-bit keys use all 32 bits (else 8 or 16). */
+static bool keys32_are_full_width(wf_dtype d)
+{
+    return d == WF_DTYPE_F32 || d == WF_DTYPE_I32 || d == WF_DTYPE_U32;
 }
 
 /* keys[i] = key of row element i (n elements, stride in elements). */
@@ -317,6 +324,21 @@ static void sort_all_pair(key_pair *v, key_pair *tmp, int64_t n)
     radix_pair_key(v, tmp, n);
 }
 
+/* Sorts 32-bit keys v[0 .. n) (tmp: room for n). The AVX2 quicksort
+ * where it may run: measured side by side (CPU time, Zen 3, uniform
+ * float32 keys) it takes about a third of the radix sort's time on rows
+ * of 4096 and on one row of 16M. Keys of 8- and 16-bit dtypes stay with
+ * the radix sort (sort_row): one or two counting passes, linear. */
+static void sort_keys32(uint32_t *v, uint32_t *tmp, int64_t n)
+{
+    if (n <= INSERTION_MAX)
+        insertion_u32(v, n);
+    else if (wf__sort_avx2_usable())
+        wf__sort_u32_avx2(v, n);
+    else
+        radix_u32(v, tmp, n);
+}
+
 /* Introselect: rearranges distinct v[0 .. n) so that v[kth] is the element
  * of rank kth, smaller ones before it, larger after. */
 #define SELECT(NAME, T, LESS, SORT_ALL)                                                     \
@@ -489,7 +511,8 @@ static bool msd_sort(void *v, void *tmp, int64_t n, wf_parallel_fn spread, wf_pa
 #define KEY_PLAIN(x) ((uint64_t)(x))
 #define KEY_PACKED(x) ((x) >> 32)
 #define KEY_PAIR(x) ((x).key)
-MSD_SORT(msd_u32, uint32_t, KEY_PLAIN, insertion_u32, radix_u32)
+MSD_SORT(msd_u32, uint32_t, KEY_PLAIN, insertion_u32, sort_keys32)
+MSD_SORT(msd_u32_radix, uint32_t, KEY_PLAIN, insertion_u32, radix_u32)
 MSD_SORT(msd_u64, uint64_t, KEY_PLAIN, insertion_u64, radix_u64)
 MSD_SORT(msd_packed, uint64_t, KEY_PACKED, insertion_u64, radix_packed)
 MSD_SORT(msd_pair, key_pair, KEY_PAIR, insertion_pair, radix_pair_key)
@@ -541,6 +564,41 @@ static void write_selection(const struct sort_job *job, const char *row, char *o
     }
 }
 
+/* topk of a row of 32-bit keys, AVX2: the same k pairs (flipped key,
+ * index) in the same order as the pair selection below, found through the
+ * keys alone: the flipped key of rank k - 1 (AVX2 quickselect of a copy)
+ * is a threshold; the pairs are every key below it and, in index order,
+ * as many keys equal to it as make k; then those k are sorted. Measured
+ * on 4096 rows of 50,000 float32 (k = 50): about a third of the time of
+ * selecting over the 64-bit pairs. buf and tmp: room for 16 n bytes. */
+static void topk_by_threshold(const struct sort_job *job, const char *row, char *orow,
+                              void *buf, void *tmp)
+{
+    const int64_t n = job->n, k = job->k;
+    if (k == 0)
+        return;
+    uint32_t *keys = tmp, *selected = keys + n;
+    uint64_t *packed = buf, *scratch = (uint64_t *)tmp + n;
+    load_keys32(job->dtype, row, job->in_stride, n, keys);
+    for (int64_t i = 0; i < n; i++)
+        keys[i] = ~keys[i];
+    uint32_t threshold = UINT32_MAX;
+    if (k < n) {
+        memcpy(selected, keys, (size_t)n * sizeof *keys);
+        wf__select_u32_avx2(selected, n, k - 1);
+        threshold = selected[k - 1];
+    }
+    int64_t below = 0;
+    for (int64_t i = 0; i < n; i++)
+        below += keys[i] < threshold;
+    int64_t ties = k - below, count = 0;
+    for (int64_t i = 0; i < n && count < k; i++)
+        if (keys[i] < threshold || (keys[i] == threshold && ties-- > 0))
+            packed[count++] = (uint64_t)keys[i] << 32 | (uint64_t)i;
+    sort_all_u64(packed, scratch, k);
+    write_selection(job, row, orow, packed, NULL, k);
+}
+
 static void sort_row(const struct sort_job *job, const char *row, char *orow, void *buf,
                      void *tmp)
 {
@@ -556,15 +614,23 @@ static void sort_row(const struct sort_job *job, const char *row, char *orow, vo
         } else {
             uint32_t *k = buf;
             load_keys32(job->dtype, row, job->in_stride, n, k);
-            if (n <= INSERTION_MAX)
-                insertion_u32(k, n);
-            else if (!job->one_row_at_a_time || !msd_u32(k, tmp, n))
-                radix_u32(k, tmp, n);
+            if (!keys32_are_full_width(job->dtype)) {
+                if (n <= INSERTION_MAX)
+                    insertion_u32(k, n);
+                else if (!job->one_row_at_a_time || !msd_u32_radix(k, tmp, n))
+                    radix_u32(k, tmp, n);
+            } else if (!job->one_row_at_a_time || !msd_u32(k, tmp, n)) {
+                sort_keys32(k, tmp, n);
+            }
             store_keys32(job->dtype, k, n, orow, job->out_stride);
         }
         return;
     }
     const bool topk = job->op == WF_TOPK_VALUES || job->op == WF_TOPK_INDICES;
+    if (topk && !wide && wf__sort_avx2_usable()) {
+        topk_by_threshold(job, row, orow, buf, tmp);
+        return;
+    }
     /* (key, index) pairs; topk flips the keys so the largest come first */
     uint64_t *packed = NULL;
     key_pair *pairs = NULL;
