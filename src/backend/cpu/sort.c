@@ -47,17 +47,16 @@ typedef struct key_pair {
 
 /* ---------------------------------------------------------------- keys */
 
+/* (Written as selects, without branches: the loops over rows vectorize.) */
 static inline uint32_t key_of_f32(uint32_t b)
 {
-    if ((b & 0x7fffffffu) > 0x7f800000u)
-        return 0xffffffffu;
-    return (b & 0x80000000u) ? ~b : b | 0x80000000u;
+    const uint32_t flip = (uint32_t)((int32_t)b >> 31) | 0x80000000u; /* all bits if negative */
+    return (b & 0x7fffffffu) > 0x7f800000u ? 0xffffffffu : b ^ flip;
 }
 static inline uint32_t f32_of_key(uint32_t k)
 {
-    if (k == 0xffffffffu)
-        return 0x7fc00000u;
-    return (k & 0x80000000u) ? k & 0x7fffffffu : ~k;
+    const uint32_t flip = ~(uint32_t)((int32_t)k >> 31) | 0x80000000u; /* top bit only if set */
+    return k == 0xffffffffu ? 0x7fc00000u : k ^ flip;
 }
 static inline uint32_t key_of_half(uint32_t h, uint32_t inf)
 {
@@ -324,21 +323,6 @@ static void sort_all_pair(key_pair *v, key_pair *tmp, int64_t n)
     radix_pair_key(v, tmp, n);
 }
 
-/* Sorts 32-bit keys v[0 .. n) (tmp: room for n). The AVX2 quicksort
- * where it may run: measured side by side (CPU time, Zen 3, uniform
- * float32 keys) it takes about a third of the radix sort's time on rows
- * of 4096 and on one row of 16M. Keys of 8- and 16-bit dtypes stay with
- * the radix sort (sort_row): one or two counting passes, linear. */
-static void sort_keys32(uint32_t *v, uint32_t *tmp, int64_t n)
-{
-    if (n <= INSERTION_MAX)
-        insertion_u32(v, n);
-    else if (wf__sort_avx2_usable())
-        wf__sort_u32_avx2(v, n);
-    else
-        radix_u32(v, tmp, n);
-}
-
 /* Introselect: rearranges distinct v[0 .. n) so that v[kth] is the element
  * of rank kth, smaller ones before it, larger after. */
 #define SELECT(NAME, T, LESS, SORT_ALL)                                                     \
@@ -511,11 +495,46 @@ static bool msd_sort(void *v, void *tmp, int64_t n, wf_parallel_fn spread, wf_pa
 #define KEY_PLAIN(x) ((uint64_t)(x))
 #define KEY_PACKED(x) ((x) >> 32)
 #define KEY_PAIR(x) ((x).key)
-MSD_SORT(msd_u32, uint32_t, KEY_PLAIN, insertion_u32, sort_keys32)
-MSD_SORT(msd_u32_radix, uint32_t, KEY_PLAIN, insertion_u32, radix_u32)
+MSD_SORT(msd_u32, uint32_t, KEY_PLAIN, insertion_u32, radix_u32)
 MSD_SORT(msd_u64, uint64_t, KEY_PLAIN, insertion_u64, radix_u64)
 MSD_SORT(msd_packed, uint64_t, KEY_PACKED, insertion_u64, radix_packed)
 MSD_SORT(msd_pair, key_pair, KEY_PAIR, insertion_pair, radix_pair_key)
+
+/* ---------------------------------------------------------------- one long row, AVX2
+ *
+ * The AVX2 quicksort of 32-bit keys (sort_avx2.c) takes about a third of
+ * the radix sort's CPU time, measured side by side on Zen 3 (uniform
+ * float32 rows of 4096 and one of 16M), so sort_row uses it for float32,
+ * int32 and uint32 wherever it may run. Keys of 8- and 16-bit dtypes stay
+ * with the radix sort: one or two counting passes. A long row (see
+ * one_row_at_a_time) is split serially by the quicksort's own partitions
+ * into up to LONG_ROW_PARTS_PER_THREAD parts a thread (the first few
+ * levels: a few percent of the work), and the parts are sorted in
+ * parallel. The sorted keys are unique, so any split gives the same bits. */
+
+enum { LONG_ROW_PARTS_PER_THREAD = 4, LONG_ROW_MAX_PARTS = 256 };
+
+struct long_row_job {
+    uint32_t *keys;
+    int64_t (*parts)[2];
+};
+
+static void sort_long_row_parts(void *arg, int64_t begin, int64_t end)
+{
+    struct long_row_job *job = arg;
+    for (int64_t i = begin; i < end; i++)
+        wf__sort_u32_avx2(job->keys + job->parts[i][0], job->parts[i][1] - job->parts[i][0]);
+}
+
+static void parallel_sort_keys32(uint32_t *keys, int64_t n)
+{
+    int64_t parts[LONG_ROW_MAX_PARTS][2];
+    const int64_t want = (int64_t)wf__pool_size() * LONG_ROW_PARTS_PER_THREAD;
+    const int max_parts = want < LONG_ROW_MAX_PARTS ? (int)want : LONG_ROW_MAX_PARTS;
+    struct long_row_job job = {.keys = keys, .parts = parts};
+    const int count = wf__split_u32_avx2(keys, n, max_parts, parts);
+    wf__parallel_for(count, 1, sort_long_row_parts, &job);
+}
 
 /* ---------------------------------------------------------------- rows */
 
@@ -612,15 +631,20 @@ static void sort_row(const struct sort_job *job, const char *row, char *orow, vo
                 sort_all_u64(k, tmp, n);
             store_keys64(job->dtype, k, n, orow, job->out_stride);
         } else {
-            uint32_t *k = buf;
+            const bool avx2 = keys32_are_full_width(job->dtype) && wf__sort_avx2_usable();
+            /* a contiguous output row of 32-bit values holds the keys
+             * itself (no pages of buf to touch: a sixth of the time on 16M) */
+            uint32_t *k = avx2 && job->out_stride == 1 ? (uint32_t *)orow : buf;
             load_keys32(job->dtype, row, job->in_stride, n, k);
-            if (!keys32_are_full_width(job->dtype)) {
-                if (n <= INSERTION_MAX)
-                    insertion_u32(k, n);
-                else if (!job->one_row_at_a_time || !msd_u32_radix(k, tmp, n))
-                    radix_u32(k, tmp, n);
+            if (avx2) {
+                if (job->one_row_at_a_time)
+                    parallel_sort_keys32(k, n);
+                else
+                    wf__sort_u32_avx2(k, n);
+            } else if (n <= INSERTION_MAX) {
+                insertion_u32(k, n);
             } else if (!job->one_row_at_a_time || !msd_u32(k, tmp, n)) {
-                sort_keys32(k, tmp, n);
+                radix_u32(k, tmp, n);
             }
             store_keys32(job->dtype, k, n, orow, job->out_stride);
         }

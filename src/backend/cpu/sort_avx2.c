@@ -130,47 +130,59 @@ static inline __m256i clean_lanes(__m256i v) { return pairs_d1(pairs_d2(pairs_d4
  * sequence, register after register. */
 static inline __attribute__((always_inline)) void sort_registers(__m256i *r, int count)
 {
+#pragma GCC unroll 16
     for (int i = 0; i < count; i++)
         r[i] = sort_lanes(r[i]);
+#pragma GCC unroll 4
     for (int s = 1; s < count; s *= 2) {     /* merge blocks of s registers */
+#pragma GCC unroll 8
         for (int b = 0; b < count; b += 2 * s) {
+#pragma GCC unroll 8
             for (int j = 0; j < s; j++) {    /* key t against key 16s - 1 - t */
                 const __m256i a = r[b + j], c = reverse8(r[b + 2 * s - 1 - j]);
                 r[b + j] = _mm256_min_epu32(a, c);
                 r[b + 2 * s - 1 - j] = reverse8(_mm256_max_epu32(a, c));
             }
+#pragma GCC unroll 4
             for (int d = s / 2; d >= 1; d /= 2) /* half-cleaners across registers */
+#pragma GCC unroll 16
                 for (int i = b; i < b + 2 * s; i++)
                     if (((i - b) & d) == 0) {
                         const __m256i a = r[i], c = r[i + d];
                         r[i] = _mm256_min_epu32(a, c);
                         r[i + d] = _mm256_max_epu32(a, c);
                     }
+#pragma GCC unroll 16
             for (int i = b; i < b + 2 * s; i++)
                 r[i] = clean_lanes(r[i]);
         }
     }
 }
 
-/* Lanes 0 .. count - 1 set (count may be outside 0 .. 8). */
+/* Lanes 0 .. count - 1 set (0 <= count <= 8). */
 static inline __m256i first_lanes(int64_t count)
 {
-    const int c = count < 0 ? 0 : count > LANES ? LANES : (int)count;
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)count),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 /* Sorts v[0 .. n), n <= SMALL_MAX, in registers padded with UINT32_MAX
- * (masked loads and stores: nothing outside v is touched). */
+ * (nothing outside v is touched). */
 static void sort_small(uint32_t *v, int64_t n)
 {
     if (n < 2)
         return;
     const int count = n <= 8 ? 1 : n <= 16 ? 2 : n <= 32 ? 4 : n <= 64 ? 8 : 16;
     __m256i r[SMALL_REGS];
+    const int64_t full = n / LANES, rest = n % LANES;
     for (int i = 0; i < count; i++) {
-        const __m256i mask = first_lanes(n - LANES * i);
-        const __m256i x = _mm256_maskload_epi32((const int *)(v + LANES * i), mask);
-        r[i] = _mm256_blendv_epi8(_mm256_set1_epi32(-1), x, mask);
+        if (i < full) {
+            r[i] = _mm256_loadu_si256((const __m256i *)(v + LANES * i));
+        } else {
+            const __m256i mask = first_lanes(i == full ? rest : 0);
+            const __m256i x = _mm256_maskload_epi32((const int *)(v + LANES * i), mask);
+            r[i] = _mm256_blendv_epi8(_mm256_set1_epi32(-1), x, mask);
+        }
     }
     switch (count) {
     case 1: sort_registers(r, 1); break;
@@ -179,8 +191,13 @@ static void sort_small(uint32_t *v, int64_t n)
     case 8: sort_registers(r, 8); break;
     default: sort_registers(r, 16); break;
     }
-    for (int i = 0; i < count; i++)
-        _mm256_maskstore_epi32((int *)(v + LANES * i), first_lanes(n - LANES * i), r[i]);
+    for (int i = 0; i < full; i++)
+        _mm256_storeu_si256((__m256i *)(v + LANES * i), r[i]);
+    if (rest > 0) { /* not a masked store: slow on AMD */
+        uint32_t last[LANES];
+        _mm256_storeu_si256((__m256i *)last, r[full]);
+        memcpy(v + LANES * full, last, (size_t)rest * sizeof *v);
+    }
 }
 
 /* Moves v's lanes below the pivot to the front and stores it at left and
@@ -378,6 +395,33 @@ static void quickselect(uint32_t *v, int64_t n, int64_t kth)
     sort_small(v, n);
 }
 
+int wf__split_u32_avx2(uint32_t *keys, int64_t n, int max_parts, int64_t (*parts)[2])
+{
+    int count = 0;
+    if (n > 0 && max_parts > 0) {
+        parts[0][0] = 0;
+        parts[0][1] = n;
+        count = 1;
+    }
+    while (count < max_parts) {
+        int widest = 0; /* split the longest part */
+        for (int i = 1; i < count; i++)
+            if (parts[i][1] - parts[i][0] > parts[widest][1] - parts[widest][0])
+                widest = i;
+        const int64_t begin = parts[widest][0], end = parts[widest][1];
+        if (end - begin <= 2 * SMALL_MAX)
+            break;
+        int64_t low_end, high_begin;
+        split(keys + begin, end - begin, &low_end, &high_begin);
+        /* keys between low_end and high_begin are in place: no part */
+        parts[widest][1] = begin + low_end;
+        parts[count][0] = begin + high_begin;
+        parts[count][1] = end;
+        count++;
+    }
+    return count;
+}
+
 void wf__sort_u32_avx2(uint32_t *keys, int64_t n) { quicksort(keys, n, depth_limit(n)); }
 
 void wf__select_u32_avx2(uint32_t *keys, int64_t n, int64_t kth) { quickselect(keys, n, kth); }
@@ -396,6 +440,14 @@ void wf__sort_u32_avx2(uint32_t *keys, int64_t n)
 {
     (void)keys;
     (void)n;
+}
+int wf__split_u32_avx2(uint32_t *keys, int64_t n, int max_parts, int64_t (*parts)[2])
+{
+    (void)keys;
+    (void)n;
+    (void)max_parts;
+    (void)parts;
+    return 0;
 }
 void wf__select_u32_avx2(uint32_t *keys, int64_t n, int64_t kth)
 {

@@ -17,6 +17,13 @@
 bool wf__sort_avx2_usable(void);
 /* Sorts keys[0 .. n) in ascending unsigned order, in place. */
 void wf__sort_u32_avx2(uint32_t *keys, int64_t n);
+/* Splits keys[0 .. n) by quicksort partitions into at most max_parts parts
+ * [parts[i][0], parts[i][1]) (in no particular order), written to parts:
+ * every key of a part is above every key of the parts before it in the
+ * array and below those after it, and the keys outside every part are
+ * already in their sorted place. So sorting each part (wf__sort_u32_avx2,
+ * on any threads) sorts the whole. Returns the number of parts. */
+int wf__split_u32_avx2(uint32_t *keys, int64_t n, int max_parts, int64_t (*parts)[2]);
 /* Rearranges keys[0 .. n) so that keys[kth] (0 <= kth < n) holds the key of
  * rank kth, the keys before it are <= it and the keys after it >= it. */
 void wf__select_u32_avx2(uint32_t *keys, int64_t n, int64_t kth);
