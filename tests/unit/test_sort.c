@@ -253,7 +253,10 @@ static double spread_value(double unit, wf_dtype d)
     case WF_DTYPE_U32: return floor(unit * 4.29e9);
     case WF_DTYPE_F32: return (unit - 0.5) * 1e6;
     case WF_DTYPE_BOOL: return unit > 0.5;
-    default: return wf__dtype_is_float(d) ? (unit - 0.5) * 200 : floor(unit * 100) - (wf__dtype_is_signed_int(d) ? 50 : 0);
+    default:
+        if (wf__dtype_is_float(d))
+            return (unit - 0.5) * 200;
+        return floor(unit * 100) - (wf__dtype_is_signed_int(d) ? 50 : 0);
     }
 }
 
@@ -261,7 +264,8 @@ static double spread_value(double unit, wf_dtype d)
 static double extreme_value(int64_t i, double unit, wf_dtype d)
 {
     if (wf__dtype_is_float(d)) {
-        const double v[8] = {NAN, INFINITY, -INFINITY, -0.0, 0.0, 1e30, -1e-40, (unit - 0.5) * 8};
+        const double v[8] = {NAN, INFINITY, -INFINITY, -0.0, 0.0, 1e30, -1e-40,
+                             (unit - 0.5) * 8};
         return v[i % 8];
     }
     if (d == WF_DTYPE_I32) {
@@ -281,8 +285,11 @@ static double pattern_value(int pattern, int64_t i, int64_t n, double unit, wf_d
     switch (pattern) {
     case RANDOM: return spread_value(unit, d);
     case ALL_EQUAL: return spread_value(0.75, d);
-    case SORTED: return d == WF_DTYPE_BOOL ? i * 2 >= n : spread_value(0.3, d) + step * (double)(i % 100);
-    case REVERSED: return d == WF_DTYPE_BOOL ? i * 2 < n : spread_value(0.3, d) + step * (double)((n - i) % 100);
+    case SORTED:
+        return d == WF_DTYPE_BOOL ? i * 2 >= n : spread_value(0.3, d) + step * (double)(i % 100);
+    case REVERSED:
+        return d == WF_DTYPE_BOOL ? i * 2 < n
+                                  : spread_value(0.3, d) + step * (double)((n - i) % 100);
     case FEW_DISTINCT: return spread_value((double)(i * 7 % 3) / 3, d);
     default: return extreme_value(i, unit, d);
     }
@@ -306,7 +313,8 @@ static void check_switch_lengths(void)
                 double *v = conf_values(2 * n, 0, 1, (uint32_t)(n * 7 + pattern));
                 for (int64_t i = 0; i < 2 * n; i++)
                     v[i] = conf_round_to(pattern_value(pattern, i % n + i / n, n, v[i], d), d);
-                wf_array *a = pattern % 2 ? conf_strided(v, shape, 2, d) : conf_array(v, shape, 2, d);
+                wf_array *a = pattern % 2 ? conf_strided(v, shape, 2, d)
+                                          : conf_array(v, shape, 2, d);
                 for (int op = SORT; op <= ARGTOPK; op++) {
                     const int64_t k = op >= TOPK ? (n > 50 ? 50 : n) : n / 2;
                     check_op(op, a, v, shape, 2, 1, k, d);

@@ -39,7 +39,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx2")
 
-enum { LANES = 8, ASIDE = 4, SMALL_REGS = 16, SMALL_MAX = LANES * SMALL_REGS, SAMPLE_WIDE_MIN = 8192 };
+enum { LANES = 8, ASIDE = 4, SMALL_REGS = 16, SMALL_MAX = LANES * SMALL_REGS };
+enum { SAMPLE_WIDE_MIN = 8192 };
 
 /* For each mask of lanes (bit i: lane i is below the pivot), the lane order
  * that puts the masked lanes first and the others after, both in lane
@@ -403,7 +404,7 @@ int wf__split_u32_avx2(uint32_t *keys, int64_t n, int max_parts, int64_t (*parts
         parts[0][1] = n;
         count = 1;
     }
-    while (count < max_parts) {
+    while (count > 0 && count < max_parts) {
         int widest = 0; /* split the longest part */
         for (int i = 1; i < count; i++)
             if (parts[i][1] - parts[i][0] > parts[widest][1] - parts[widest][0])
