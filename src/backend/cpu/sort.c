@@ -161,6 +161,10 @@ static void load_keys32(wf_dtype d, const char *row, int64_t stride, int64_t n, 
             keys[i] = key_of_half(((const uint16_t *)row)[i * stride], 0x7f80u);
         break;
     default: /* F32 */
+        if (stride == 1 && wf__sort_avx2_usable()) {
+            wf__keys_of_f32_avx2((const uint32_t *)row, keys, n);
+            break;
+        }
         for (int64_t i = 0; i < n; i++)
             keys[i] = key_of_f32(((const uint32_t *)row)[i * stride]);
         break;
@@ -222,6 +226,10 @@ static void store_keys32(wf_dtype d, const uint32_t *keys, int64_t n, char *row,
             ((uint16_t *)row)[i * stride] = (uint16_t)half_of_key(keys[i], 0x7fc0u);
         break;
     default:
+        if (stride == 1 && wf__sort_avx2_usable()) {
+            wf__f32_of_keys_avx2(keys, (uint32_t *)row, n);
+            break;
+        }
         for (int64_t i = 0; i < n; i++)
             ((uint32_t *)row)[i * stride] = f32_of_key(keys[i]);
         break;

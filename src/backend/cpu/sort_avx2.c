@@ -427,6 +427,50 @@ void wf__sort_u32_avx2(uint32_t *keys, int64_t n) { quicksort(keys, n, depth_lim
 
 void wf__select_u32_avx2(uint32_t *keys, int64_t n, int64_t kth) { quickselect(keys, n, kth); }
 
+/* sort.c's float32 key mapping (key_of_f32, f32_of_key), one key. */
+static inline uint32_t key_of_f32_bits(uint32_t b)
+{
+    const uint32_t flip = (uint32_t)((int32_t)b >> 31) | 0x80000000u;
+    return (b & 0x7fffffffu) > 0x7f800000u ? 0xffffffffu : b ^ flip;
+}
+static inline uint32_t f32_bits_of_key(uint32_t k)
+{
+    const uint32_t flip = ~(uint32_t)((int32_t)k >> 31) | 0x80000000u;
+    return k == 0xffffffffu ? 0x7fc00000u : k ^ flip;
+}
+
+void wf__keys_of_f32_avx2(const uint32_t *bits, uint32_t *keys, int64_t n)
+{
+    const __m256i top = _mm256_set1_epi32(INT32_MIN), magnitude = _mm256_set1_epi32(INT32_MAX);
+    const __m256i inf = _mm256_set1_epi32(0x7f800000);
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(bits + i));
+        const __m256i flip = _mm256_or_si256(_mm256_srai_epi32(b, 31), top);
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, magnitude), inf);
+        _mm256_storeu_si256((__m256i *)(keys + i),
+                            _mm256_or_si256(_mm256_xor_si256(b, flip), nan));
+    }
+    for (; i < n; i++)
+        keys[i] = key_of_f32_bits(bits[i]);
+}
+
+void wf__f32_of_keys_avx2(const uint32_t *keys, uint32_t *bits, int64_t n)
+{
+    const __m256i top = _mm256_set1_epi32(INT32_MIN), ones = _mm256_set1_epi32(-1);
+    const __m256i quiet_nan = _mm256_set1_epi32(0x7fc00000);
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        const __m256i k = _mm256_loadu_si256((const __m256i *)(keys + i));
+        const __m256i flip = _mm256_or_si256(_mm256_xor_si256(_mm256_srai_epi32(k, 31), ones), top);
+        const __m256i nan = _mm256_cmpeq_epi32(k, ones);
+        _mm256_storeu_si256((__m256i *)(bits + i),
+                            _mm256_blendv_epi8(_mm256_xor_si256(k, flip), quiet_nan, nan));
+    }
+    for (; i < n; i++)
+        bits[i] = f32_bits_of_key(keys[i]);
+}
+
 #pragma GCC pop_options
 
 bool wf__sort_avx2_usable(void)
@@ -449,6 +493,18 @@ int wf__split_u32_avx2(uint32_t *keys, int64_t n, int max_parts, int64_t (*parts
     (void)max_parts;
     (void)parts;
     return 0;
+}
+void wf__keys_of_f32_avx2(const uint32_t *bits, uint32_t *keys, int64_t n)
+{
+    (void)bits;
+    (void)keys;
+    (void)n;
+}
+void wf__f32_of_keys_avx2(const uint32_t *keys, uint32_t *bits, int64_t n)
+{
+    (void)keys;
+    (void)bits;
+    (void)n;
 }
 void wf__select_u32_avx2(uint32_t *keys, int64_t n, int64_t kth)
 {

@@ -27,5 +27,10 @@ int wf__split_u32_avx2(uint32_t *keys, int64_t n, int max_parts, int64_t (*parts
 /* Rearranges keys[0 .. n) so that keys[kth] (0 <= kth < n) holds the key of
  * rank kth, the keys before it are <= it and the keys after it >= it. */
 void wf__select_u32_avx2(uint32_t *keys, int64_t n, int64_t kth);
+/* keys[i] = the key of float32 bits[i] and back (NaN keys give the
+ * canonical NaN): sort.c's key mapping for contiguous rows, n elements;
+ * keys and bits may be the same array. */
+void wf__keys_of_f32_avx2(const uint32_t *bits, uint32_t *keys, int64_t n);
+void wf__f32_of_keys_avx2(const uint32_t *keys, uint32_t *bits, int64_t n);
 
 #endif
