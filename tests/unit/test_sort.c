@@ -330,6 +330,58 @@ static void check_switch_lengths(void)
 
 static void test_vectorized_switch_lengths(void) { for_each_sort_variant(check_switch_lengths); }
 
+/* float32 bit patterns the key mapping must take apart: NaNs of either
+ * sign, quiet and signalling, with payloads; infinities; signed zeros;
+ * subnormals; the largest finite values. */
+static const uint32_t special_f32_bits[] = {
+    0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff800001u, 0x7fffffffu, 0xffffffffu,
+    0x7f800000u, 0xff800000u, 0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u,
+    0x007fffffu, 0x807fffffu, 0x7f7fffffu, 0xff7fffffu, 0x3f800000u, 0xbf800000u};
+#define NSPECIAL ((int)(sizeof special_f32_bits / sizeof special_f32_bits[0]))
+
+/* Sorts a row of those bits, contiguous (AVX2 maps it to keys by vector)
+ * and strided (row 0 of a transposed N x 2 array), under each variant:
+ * the same bits every time, in NumPy's order, every NaN the canonical NaN. */
+static void test_f32_key_mapping(void)
+{
+    enum { N = 3 * NSPECIAL + 5 };
+    uint32_t bits[N], pairs[2 * N];
+    for (int i = 0; i < N; i++)
+        bits[i] = special_f32_bits[(i * 7) % NSPECIAL];
+    for (int i = 0; i < N; i++) {
+        pairs[2 * i] = bits[i];
+        pairs[2 * i + 1] = bits[(i + 3) % N];
+    }
+    const int64_t row_shape[2] = {1, N}, tall_shape[2] = {N, 2};
+    uint32_t first[2][N];
+    for (int isa = WF_VM_ISA_BASELINE; isa <= WF_VM_ISA_AVX2; isa++) {
+        if (wf__vm_isa_force(isa) != WF_OK)
+            continue;
+        wf_scope_begin();
+        wf_array *row = wf_array_from_data(bits, row_shape, 2, WF_DTYPE_F32);
+        wf_array *tall = wf_array_from_data(pairs, tall_shape, 2, WF_DTYPE_F32);
+        wf_array *outs[2] = {wf_sort(row, 1), wf_sort(wf_transpose(tall, NULL, 0), 1)};
+        for (int o = 0; o < 2; o++) {
+            uint32_t got[2 * N];
+            if (!CHECK_OK(wf_array_copy_to(outs[o], got, (o ? 2 : 1) * N * sizeof *got)))
+                continue;
+            for (int i = 0; i < N; i++) {
+                float x, y;
+                memcpy(&x, &got[i], sizeof x);
+                memcpy(&y, &got[i + 1 < N ? i + 1 : i], sizeof y);
+                CHECK(order(x, y) <= 0);
+                CHECK((got[i] & 0x7fffffffu) <= 0x7f800000u || got[i] == 0x7fc00000u);
+            }
+            if (isa == WF_VM_ISA_BASELINE)
+                memcpy(first[o], got, sizeof first[o]);
+            else
+                CHECK(memcmp(first[o], got, sizeof first[o]) == 0);
+        }
+        wf_scope_end();
+    }
+    CHECK_OK(wf__vm_isa_force(-1));
+}
+
 /* One row long enough for the parallel most-significant-digit pass (taken
  * when the pool has more threads than there are rows), or (AVX2, 32-bit
  * keys) for the split into parts sorted in parallel. */
@@ -623,6 +675,7 @@ int main(void)
     RUN_TEST(test_long_and_short_rows);
     RUN_TEST(test_one_long_row);
     RUN_TEST(test_vectorized_switch_lengths);
+    RUN_TEST(test_f32_key_mapping);
     RUN_TEST(test_edges_and_errors);
     RUN_TEST(test_scans);
     RUN_TEST(test_transforms);
