@@ -7,7 +7,8 @@
  * process's own. The cases split across threads: float32 scatter-add with
  * many duplicates (the order of additions shows in the bits), scatter
  * max / replace, gather, sort / argsort / topk / partition of one long row
- * and of many rows, cummax and logcumsumexp, masked_scatter, gather_mm and
+ * (sort also with many ties: the parallel split leaves runs of equal keys
+ * out of its parts) and of many rows, cummax and logcumsumexp, masked_scatter, gather_mm and
  * segmented_mm (products split over threads by blocks). Smaller under
  * sanitizers.
  */
@@ -114,6 +115,9 @@ static void compute(char *out, size_t cap)
         {"gather", wf_gather(table, &idx, 1, &ax0, slice)},
         {"sort_long_row", wf_sort(row, 1)},
         {"argsort_long_row", wf_argsort(row, 1)},
+        {"sort_long_row_ties",
+         wf_sort(wf_floor(wf_multiply(row, wf_scalar(8, WF_DTYPE_F32))), 1)},
+        {"topk_long_row", wf_topk(row, 1000, 1)},
         {"sort_rows", wf_sort(x, 1)},
         {"argsort_cols", wf_argsort(xt, 0)},
         {"sort_f16", wf_sort(x16, 0)},

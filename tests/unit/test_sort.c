@@ -7,11 +7,15 @@
  * transposed / strided inputs, rows long enough for the radix and select
  * paths, NaNs, ties, k = 0 and k = n, empty arrays, errors; vjp / jvp in
  * float64 against finite differences, vmap against per-example results.
+ * The AVX2 sort and select of 32-bit keys (sort_avx2.c) and the portable
+ * radix paths are each forced (wf__vm_isa_force) over rows at the sizes
+ * where the vectorized code switches.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/vmath.h"
 #include "conformance.h"
 #include "core/array.h"
 #include "core/dtype.h"
@@ -218,9 +222,170 @@ static void test_long_and_short_rows(void)
         }
 }
 
+/* ---------------------------------------------------------------- vectorized paths */
+
+/* Runs test(): once per instruction-set variant up to AVX2 that this CPU
+ * runs (baseline: the portable radix sort and introselect; AVX2: the
+ * vectorized quicksort and quickselect), then goes back to the default. */
+static void for_each_sort_variant(void (*test)(void))
+{
+    for (int isa = WF_VM_ISA_BASELINE; isa <= WF_VM_ISA_AVX2; isa++)
+        if (wf__vm_isa_force(isa) == WF_OK)
+            test();
+    CHECK_OK(wf__vm_isa_force(-1));
+}
+
+/* Row lengths around the vectorized code's switches: one register (8
+ * keys), the sorting networks (up to 128 keys), the partition's blocks
+ * (4 vectors set aside at each end), the wide pivot sample (from 8192). */
+static const int64_t switch_lengths[] = {1,  2,  7,   8,   9,   15,  16,  17,  31,   33,   47,
+                                         48, 49, 63,  64,  65,  127, 128, 129, 130,  200,  255,
+                                         256, 257, 263, 1000, 8191, 8192, 8193};
+#define NSWITCH ((int)(sizeof switch_lengths / sizeof switch_lengths[0]))
+
+enum { RANDOM, ALL_EQUAL, SORTED, REVERSED, FEW_DISTINCT, EXTREMES, NPATTERNS };
+
+/* Values spanning `d`'s range: 32-bit integers over nearly all of theirs. */
+static double spread_value(double unit, wf_dtype d)
+{
+    switch (d) {
+    case WF_DTYPE_I32: return floor((unit - 0.5) * 4.2e9);
+    case WF_DTYPE_U32: return floor(unit * 4.29e9);
+    case WF_DTYPE_F32: return (unit - 0.5) * 1e6;
+    case WF_DTYPE_BOOL: return unit > 0.5;
+    default:
+        if (wf__dtype_is_float(d))
+            return (unit - 0.5) * 200;
+        return floor(unit * 100) - (wf__dtype_is_signed_int(d) ? 50 : 0);
+    }
+}
+
+/* Limits and special values of `d`, picked by i. */
+static double extreme_value(int64_t i, double unit, wf_dtype d)
+{
+    if (wf__dtype_is_float(d)) {
+        const double v[8] = {NAN, INFINITY, -INFINITY, -0.0, 0.0, 1e30, -1e-40,
+                             (unit - 0.5) * 8};
+        return v[i % 8];
+    }
+    if (d == WF_DTYPE_I32) {
+        const double v[6] = {-2147483648.0, 2147483647.0, 0, -1, 1, floor((unit - 0.5) * 4e9)};
+        return v[i % 6];
+    }
+    if (d == WF_DTYPE_U32) {
+        const double v[5] = {0, 4294967295.0, 2147483648.0, 2147483647.0, floor(unit * 4e9)};
+        return v[i % 5];
+    }
+    return spread_value(i % 3 == 0 ? 0.0 : i % 3 == 1 ? 0.999 : unit, d);
+}
+
+static double pattern_value(int pattern, int64_t i, int64_t n, double unit, wf_dtype d)
+{
+    const double step = d == WF_DTYPE_BOOL ? 0 : 1;
+    switch (pattern) {
+    case RANDOM: return spread_value(unit, d);
+    case ALL_EQUAL: return spread_value(0.75, d);
+    case SORTED:
+        return d == WF_DTYPE_BOOL ? i * 2 >= n : spread_value(0.3, d) + step * (double)(i % 100);
+    case REVERSED:
+        return d == WF_DTYPE_BOOL ? i * 2 < n
+                                  : spread_value(0.3, d) + step * (double)((n - i) % 100);
+    case FEW_DISTINCT: return spread_value((double)(i * 7 % 3) / 3, d);
+    default: return extreme_value(i, unit, d);
+    }
+}
+
+/* Every op over rows of each switch length, pattern and dtype (every
+ * dtype up to 300 keys, the 32-bit ones at every length), in 2 rows,
+ * contiguous or strided (alternating by pattern). */
+static void check_switch_lengths(void)
+{
+    for (int t = 0; t < NDTYPES; t++) {
+        const wf_dtype d = all_dtypes[t];
+        const bool wide32 = d == WF_DTYPE_F32 || d == WF_DTYPE_I32 || d == WF_DTYPE_U32;
+        for (int l = 0; l < NSWITCH; l++) {
+            const int64_t n = switch_lengths[l];
+            if (n > 300 && !wide32)
+                continue;
+            for (int pattern = 0; pattern < NPATTERNS; pattern++) {
+                wf_scope_begin();
+                const int64_t shape[2] = {2, n};
+                double *v = conf_values(2 * n, 0, 1, (uint32_t)(n * 7 + pattern));
+                for (int64_t i = 0; i < 2 * n; i++)
+                    v[i] = conf_round_to(pattern_value(pattern, i % n + i / n, n, v[i], d), d);
+                wf_array *a = pattern % 2 ? conf_strided(v, shape, 2, d)
+                                          : conf_array(v, shape, 2, d);
+                for (int op = SORT; op <= ARGTOPK; op++) {
+                    const int64_t k = op >= TOPK ? (n > 50 ? 50 : n) : n / 2;
+                    check_op(op, a, v, shape, 2, 1, k, d);
+                    if (op >= TOPK) /* one, and every key */
+                        check_op(op, a, v, shape, 2, 1, pattern % 2 ? 1 : n, d);
+                }
+                free(v);
+                wf_scope_end();
+            }
+        }
+    }
+}
+
+static void test_vectorized_switch_lengths(void) { for_each_sort_variant(check_switch_lengths); }
+
+/* float32 bit patterns the key mapping must take apart: NaNs of either
+ * sign, quiet and signalling, with payloads; infinities; signed zeros;
+ * subnormals; the largest finite values. */
+static const uint32_t special_f32_bits[] = {
+    0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff800001u, 0x7fffffffu, 0xffffffffu,
+    0x7f800000u, 0xff800000u, 0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u,
+    0x007fffffu, 0x807fffffu, 0x7f7fffffu, 0xff7fffffu, 0x3f800000u, 0xbf800000u};
+#define NSPECIAL ((int)(sizeof special_f32_bits / sizeof special_f32_bits[0]))
+
+/* Sorts a row of those bits, contiguous (AVX2 maps it to keys by vector)
+ * and strided (row 0 of a transposed N x 2 array), under each variant:
+ * the same bits every time, in NumPy's order, every NaN the canonical NaN. */
+static void test_f32_key_mapping(void)
+{
+    enum { N = 3 * NSPECIAL + 5 };
+    uint32_t bits[N], pairs[2 * N];
+    for (int i = 0; i < N; i++)
+        bits[i] = special_f32_bits[(i * 7) % NSPECIAL];
+    for (int i = 0; i < N; i++) {
+        pairs[2 * i] = bits[i];
+        pairs[2 * i + 1] = bits[(i + 3) % N];
+    }
+    const int64_t row_shape[2] = {1, N}, tall_shape[2] = {N, 2};
+    uint32_t first[2][N];
+    for (int isa = WF_VM_ISA_BASELINE; isa <= WF_VM_ISA_AVX2; isa++) {
+        if (wf__vm_isa_force(isa) != WF_OK)
+            continue;
+        wf_scope_begin();
+        wf_array *row = wf_array_from_data(bits, row_shape, 2, WF_DTYPE_F32);
+        wf_array *tall = wf_array_from_data(pairs, tall_shape, 2, WF_DTYPE_F32);
+        wf_array *outs[2] = {wf_sort(row, 1), wf_sort(wf_transpose(tall, NULL, 0), 1)};
+        for (int o = 0; o < 2; o++) {
+            uint32_t got[2 * N];
+            if (!CHECK_OK(wf_array_copy_to(outs[o], got, (o ? 2 : 1) * N * sizeof *got)))
+                continue;
+            for (int i = 0; i < N; i++) {
+                float x, y;
+                memcpy(&x, &got[i], sizeof x);
+                memcpy(&y, &got[i + 1 < N ? i + 1 : i], sizeof y);
+                CHECK(order(x, y) <= 0);
+                CHECK((got[i] & 0x7fffffffu) <= 0x7f800000u || got[i] == 0x7fc00000u);
+            }
+            if (isa == WF_VM_ISA_BASELINE)
+                memcpy(first[o], got, sizeof first[o]);
+            else
+                CHECK(memcmp(first[o], got, sizeof first[o]) == 0);
+        }
+        wf_scope_end();
+    }
+    CHECK_OK(wf__vm_isa_force(-1));
+}
+
 /* One row long enough for the parallel most-significant-digit pass (taken
- * when the pool has more threads than there are rows). */
-static void test_one_long_row(void)
+ * when the pool has more threads than there are rows), or (AVX2, 32-bit
+ * keys) for the split into parts sorted in parallel. */
+static void check_one_long_row(void)
 {
     const wf_dtype ds[4] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_F16, WF_DTYPE_I32};
     const int64_t n = (1 << 17) + 5;
@@ -238,6 +403,8 @@ static void test_one_long_row(void)
         wf_scope_end();
     }
 }
+
+static void test_one_long_row(void) { for_each_sort_variant(check_one_long_row); }
 
 static void test_edges_and_errors(void)
 {
@@ -507,6 +674,8 @@ int main(void)
     RUN_TEST(test_every_dtype_and_axis);
     RUN_TEST(test_long_and_short_rows);
     RUN_TEST(test_one_long_row);
+    RUN_TEST(test_vectorized_switch_lengths);
+    RUN_TEST(test_f32_key_mapping);
     RUN_TEST(test_edges_and_errors);
     RUN_TEST(test_scans);
     RUN_TEST(test_transforms);

@@ -1,0 +1,36 @@
+/*
+ * The sort family's AVX2 kernels over 32-bit keys (sort.c's unsigned keys:
+ * their integer order is the order wanted). Internal; sort.c calls them
+ * when wf__sort_avx2_usable() says the active instruction-set variant
+ * (wf__vm_isa_active, WEFT_ISA) is AVX2 or above, and keeps its portable
+ * radix sort and introselect otherwise. Each call works on its own array
+ * only: any number of threads may call them at once on different arrays.
+ */
+#ifndef WEFT_BACKEND_CPU_SORT_AVX2_H
+#define WEFT_BACKEND_CPU_SORT_AVX2_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Whether the AVX2 kernels below may run now (built for x86-64, the CPU has
+ * AVX2 and the active variant is AVX2 or above). */
+bool wf__sort_avx2_usable(void);
+/* Sorts keys[0 .. n) in ascending unsigned order, in place. */
+void wf__sort_u32_avx2(uint32_t *keys, int64_t n);
+/* Splits keys[0 .. n) by quicksort partitions into at most max_parts parts
+ * [parts[i][0], parts[i][1]) (in no particular order), written to parts:
+ * every key of a part is above every key of the parts before it in the
+ * array and below those after it, and the keys outside every part are
+ * already in their sorted place. So sorting each part (wf__sort_u32_avx2,
+ * on any threads) sorts the whole. Returns the number of parts. */
+int wf__split_u32_avx2(uint32_t *keys, int64_t n, int max_parts, int64_t (*parts)[2]);
+/* Rearranges keys[0 .. n) so that keys[kth] (0 <= kth < n) holds the key of
+ * rank kth, the keys before it are <= it and the keys after it >= it. */
+void wf__select_u32_avx2(uint32_t *keys, int64_t n, int64_t kth);
+/* keys[i] = the key of float32 bits[i] and back (NaN keys give the
+ * canonical NaN): sort.c's key mapping for contiguous rows, n elements;
+ * keys and bits may be the same array. */
+void wf__keys_of_f32_avx2(const uint32_t *bits, uint32_t *keys, int64_t n);
+void wf__f32_of_keys_avx2(const uint32_t *keys, uint32_t *bits, int64_t n);
+
+#endif
