@@ -314,7 +314,8 @@ INLINE_INT8_AVX2 void int8_output_avx2(const wf_qmv_int8_x *px, int64_t x_row,
 #pragma GCC unroll 4
         for (int r = 0; r < rows; r++) {
             const int8_t *xq = px->xq + (x_row + r) * px->kp;
-            const __m256i isum = lane_sums(raw, xq + lo, xq + lo + K_BLOCK / 2, bits);
+            const int8_t *x_hi = bits == 4 ? xq + lo + K_BLOCK / 2 : xq + lo; /* 8-bit: unused */
+            const __m256i isum = lane_sums(raw, xq + lo, x_hi, bits);
             const __m256 d = _mm256_loadu_ps(px->lane_d + (x_row + r) * lanes_per_row + lane0);
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sv, d), acc[r]);
         }
