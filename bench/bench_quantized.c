@@ -248,7 +248,7 @@ int main(int argc, char **argv)
     printf("# bench_quantized: %d threads, LLC %lld MiB, rotation set %lld MiB, group %d, "
            "activations %s\n",
            threads, (long long)(llc >> 20), (long long)(rotation >> 20), GROUP,
-           wf_quantized_matvec_int8() ? "int8 where AVX512_VNNI (WEFT_QMM_INT8=1)" : "float32");
+           wf_quantized_matvec_int8() ? "int8 on AVX2 / AVX-512 (WEFT_QMM_INT8=1)" : "float32");
     print_load();
     const double bw = read_bandwidth(rotation, threads);
     printf("read bandwidth (%d threads summing %lld MiB): %.2f GB/s\n", threads,

@@ -1021,12 +1021,14 @@ wf_array *wf_gather_qmm_mode(wf_array *x, wf_array *w, wf_array *scales, wf_arra
 
 /* Opts the process in (true) or out (false, the default) of int8
  * activations for quantized_matmul / gather_qmm: affine mode, 4 or 8 bits,
- * transpose, up to 4 rows of x per product, on CPUs with AVX512_VNNI
- * (elsewhere, and for every other product, the exact path runs). Each row
+ * transpose, up to 4 rows of x per product, on the AVX2 and AVX-512
+ * variants (elsewhere, and for every other product, the exact path runs;
+ * AVX512_VNNI's kernel and AVX2's give different bits within the bound
+ * below). Each row
  * of x is rounded per 32 elements to int8 with one float scale
  * d = max|x| / 127 (round to nearest), so each x differs from the value
  * used by at most d / 2; the codes' products with it are summed exactly
- * (vpdpbusd), then scaled in float32, and the biases are applied to the
+ * (vpdpbusd, or vpmaddubsw + vpmaddwd on AVX2), then scaled in float32, and the biases are applied to the
  * exact float32 sum of x over each group. Error bound per output:
  * sum_k |scale * code| * d_k / 2 plus float32 rounding. Not finite x: the
  * exact path. Results are the same bits for any thread count, but not
@@ -1034,8 +1036,8 @@ wf_array *wf_gather_qmm_mode(wf_array *x, wf_array *w, wf_array *scales, wf_arra
  * variable WEFT_QMM_INT8 (1: on), read at the first product or call.
  * Thread notes: process-wide; products evaluated after the call see it (a
  * product running concurrently sees the old or the new value). Returns
- * whether the int8 kernel runs here (the CPU has it and WEFT_ISA does not
- * pick a variant below AVX-512). */
+ * whether an int8 kernel runs here (the CPU has AVX2 and WEFT_ISA does not
+ * pick the baseline variant). */
 bool wf_set_quantized_matvec_int8(bool enable);
 /* Whether int8 activations are on (wf_set_quantized_matvec_int8). */
 bool wf_quantized_matvec_int8(void);

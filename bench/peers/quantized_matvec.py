@@ -3,8 +3,8 @@ matvec lines, run with 1 and 2 threads) beside MLX's CPU quantized_matmul
 on the same shapes and rotation set, as GB/s of codes + scales + biases
 and as a share of the read bandwidth bench_quantized measures with the
 same thread count. The int8 lines (4 and 8 bits) rerun bench_quantized
-with WEFT_QMM_INT8=1: x rounded to int8 per 32 elements (vpdpbusd, only
-on CPUs with AVX512_VNNI; elsewhere they repeat the exact path). MLX runs
+with WEFT_QMM_INT8=1: x rounded to int8 per 32 elements (vpdpbusd on CPUs
+with AVX512_VNNI, vpmaddubsw + vpmaddwd on AVX2). MLX runs
 with its own threading (it has no thread-count setting for the CPU).
 
     python bench/peers/quantized_matvec.py [rotation_MiB = 128] [build_dir = build/release]

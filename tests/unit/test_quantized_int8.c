@@ -1,7 +1,9 @@
 /*
  * The opt-in int8-activation path of quantized_matmul
- * (wf_set_quantized_matvec_int8, weft.h), on CPUs with AVX512_VNNI (the
- * tests that need the kernel pass trivially elsewhere, saying so):
+ * (wf_set_quantized_matvec_int8, weft.h), on the AVX2 and AVX-512
+ * variants (VNNI's kernel or AVX2's; the tests that need a kernel pass
+ * trivially on the baseline variant, saying so); the reference and
+ * thread-count tests run once per variant the CPU has (wf__gemm_isa_set):
  *  - against a float64 reference (dequantize in double, then multiply),
  *    4 and 8 bits, group sizes 32 / 64 / 128, 1 .. 4 rows, ragged outputs
  *    and K not a multiple of 128, within the bound the int8 rounding of x
@@ -10,7 +12,7 @@
  *  - batched W: each batch the same bits as its own product;
  *  - x not finite, 5 rows, 2 bits: the exact path (same bits as switched off);
  *  - switched off again: the exact path's bits;
- *  - the same bits for WEFT_NUM_THREADS = 1, 2, 3 (child processes).
+ *  - the same bits for WEFT_NUM_THREADS = 1, 2, 3, 5 (child processes).
  *
  *   test_quantized_int8                          the tests
  *   WEFT_INT8_CHILD=1 test_quantized_int8        (internal) prints hashes
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/gemm.h"
 #include "child_process.h"
 #include "harness.h"
 #include "quant_ref.h"
@@ -134,11 +137,13 @@ static bool check_int8_product(int rows, int64_t n, int64_t k, int gs, int bits)
     return differs;
 }
 
-static void test_against_float64_reference(void)
+/* One variant's products against float64 (the variant set). */
+static void check_variant_against_float64(int isa)
 {
     const bool available = wf_set_quantized_matvec_int8(false);
     if (!available)
-        printf("      (no AVX512_VNNI here: the exact path ran)\n");
+        printf("      (no int8 kernel in variant %s: the exact path ran)\n",
+               wf__gemm_isa_name(isa));
     static const int bits[] = {4, 8}, groups[] = {32, 64, 128};
     bool differs = false;
     for (int b = 0; b < 2; b++)
@@ -148,7 +153,16 @@ static void test_against_float64_reference(void)
                 differs |= check_int8_product(rows, 37 + rows * 13, 3 * gs, gs, bits[b]);
                 differs |= check_int8_product(rows, 100, 640, gs, bits[b]);
             }
-    CHECK(differs == available);
+    if (!CHECK(differs == available))
+        printf("      isa %s\n", wf__gemm_isa_name(isa));
+}
+
+static void test_against_float64_reference(void)
+{
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++)
+        if (wf__gemm_isa_supported(isa) && CHECK_OK(wf__gemm_isa_set(isa)))
+            check_variant_against_float64(isa);
+    CHECK_OK(wf__gemm_isa_set(-1));
 }
 
 /* A batched W (3 batches): each batch's outputs are its own product's. */
@@ -208,8 +222,9 @@ static void test_exact_path_elsewhere(void)
     qmat_free(&w4), qmat_free(&w2);
 }
 
-/* Hashes of int8 products split over the pool (the child, switch on). */
-static void child_print_hashes(void)
+/* Hashes of one variant's int8 products split over the pool (the
+ * variant set). */
+static void child_print_variant_hashes(int isa)
 {
     for (int bits = 4; bits <= 8; bits += 4)
         for (int rows = 1; rows <= 4; rows += 3) {
@@ -222,11 +237,21 @@ static void child_print_hashes(void)
             uint64_t h = 1469598103934665603u;
             for (int64_t i = 0; v && i < wf_array_size(y); i++)
                 h = (h ^ v[i]) * 1099511628211u;
-            printf("bits %d rows %d hash %016llx\n", bits, rows, (unsigned long long)h);
+            printf("isa %s bits %d rows %d hash %016llx\n", wf__gemm_isa_name(isa), bits, rows,
+                   (unsigned long long)h);
             free(v);
             wf_release(x), wf_release(y);
             qmat_free(&w);
         }
+}
+
+/* Hashes of int8 products (the child, switch on), for each variant the
+ * CPU has. */
+static void child_print_hashes(void)
+{
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++)
+        if (wf__gemm_isa_supported(isa) && wf__gemm_isa_set(isa) == WF_OK)
+            child_print_variant_hashes(isa);
 }
 
 static void test_same_bits_for_any_thread_count(void)
@@ -234,11 +259,12 @@ static void test_same_bits_for_any_thread_count(void)
     char self[4096];
     if (!CHECK(wf_test_self_path(self, sizeof self)))
         return;
-    static const int threads[] = {1, 2, 3};
-    static char first[1024], other[1024];
-    wf_test_check_thread_counts(__FILE__, __LINE__, NULL, self, "WEFT_INT8_CHILD=1", threads, 3,
+    static const int threads[] = {1, 2, 3, 5};
+    static char first[4096], other[4096];
+    wf_test_check_thread_counts(__FILE__, __LINE__, NULL, self, "WEFT_INT8_CHILD=1", threads, 4,
                                 first, other, sizeof other);
-    CHECK(strstr(first, "bits 8 rows 4 hash") != NULL);
+    CHECK(strstr(first, "isa avx2 bits 8 rows 4 hash") != NULL ||
+          !wf__gemm_isa_supported(WF_GEMM_ISA_AVX2));
 }
 
 int main(void)

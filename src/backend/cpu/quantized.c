@@ -333,6 +333,7 @@ typedef struct qmm_job {
     int isa;
     wf_qmv_fn qmv;
     wf_qmv_int8_x *int8; /* x rounded for the int8 kernel, or NULL */
+    wf_qmv_int8_fn qmv_int8; /* that kernel (set with int8) */
     int64_t x_rows;      /* rows of x over all its batches */
     wf_qdeq_fn qdeq; /* NULL: scalar dequantization of panels */
     /* gather_qmm: product `batch` takes x's batch lhs[batch] and W's
@@ -393,18 +394,10 @@ static bool int8_switch_value(void)
     return v == 1;
 }
 
-/* Whether the int8 kernel runs here: the CPU has it, and the variant in
- * use (WEFT_ISA may pick a lower one) is AVX-512's. */
-static bool int8_kernel_usable(int isa)
-{
-    return (isa == WF_GEMM_ISA_AVX512 || isa == WF_GEMM_ISA_AVX512_BF16) &&
-           wf__qmv_int8_available();
-}
-
 bool wf_set_quantized_matvec_int8(bool enable)
 {
     atomic_store(&int8_activations, enable ? 1 : 0);
-    return int8_kernel_usable(wf__gemm_isa());
+    return wf__qmv_int8_kernel(wf__gemm_isa()) != NULL;
 }
 
 bool wf_quantized_matvec_int8(void)
@@ -472,8 +465,8 @@ static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
             .ldo = job->n,
         };
         if (job->int8)
-            wf__qmv_int8(job->int8, x_batch(job, batch) * job->rows, &a, n0,
-                         min64(job->n, n0 + job->block));
+            job->qmv_int8(job->int8, x_batch(job, batch) * job->rows, &a, n0,
+                          min64(job->n, n0 + job->block));
         else
             job->qmv(&a, n0, min64(job->n, n0 + job->block));
     }
@@ -493,14 +486,14 @@ static wf_qmv_fn direct_kernel(const qmm_job *job)
     return NULL;
 }
 
-/* x rounded for the int8 kernel where the switch is on and it can take
- * this product (direct kernel, affine 4 or 8 bits, AVX-512 with VNNI), or
- * NULL: the exact kernels. */
-static wf_qmv_int8_x *int8_activations_of(const qmm_job *job)
+/* x rounded for the int8 kernel (set in job->qmv_int8) where the switch
+ * is on and it can take this product (direct kernel, affine 4 or 8 bits,
+ * AVX2 or AVX-512), or NULL: the exact kernels. */
+static wf_qmv_int8_x *int8_activations_of(qmm_job *job)
 {
+    job->qmv_int8 = wf__qmv_int8_kernel(job->isa);
     if (!job->qmv || job->mode != WF_QUANT_AFFINE || (job->bits != 4 && job->bits != 8) ||
-        job->group_size % 32 != 0 || !job->biases || !int8_switch_value() ||
-        !int8_kernel_usable(job->isa))
+        job->group_size % 32 != 0 || !job->biases || !int8_switch_value() || !job->qmv_int8)
         return NULL;
     return wf__qmv_int8_prepare(job->x, job->x_rows, job->k, job->bits, job->group_size);
 }

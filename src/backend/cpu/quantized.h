@@ -15,8 +15,8 @@
  *    to the GEMM itself.
  * Activations stay float32 (no int8/bfloat16 rounding of x), unless the
  * process opted in with wf_set_quantized_matvec_int8 (weft.h): then affine
- * 4- and 8-bit products of up to WF_QMV_ROWS rows round x to int8 on CPUs
- * with AVX512_VNNI (quantized_vnni.c). */
+ * 4- and 8-bit products of up to WF_QMV_ROWS rows round x to int8 on the
+ * AVX2 and AVX-512 variants (quantized_vnni.c). */
 #ifndef WEFT_BACKEND_CPU_QUANTIZED_H
 #define WEFT_BACKEND_CPU_QUANTIZED_H
 
@@ -62,18 +62,20 @@ typedef void (*wf_qdeq_fn)(const uint8_t *row, const float *scales, const float 
                            int group_size, int bits, int mode, int64_t j0, int64_t count,
                            float *dst);
 
-/* The opt-in int8-activation kernel (quantized_vnni.c, AVX512_VNNI):
- * affine, 4 or 8 bits, W stored (N, K). x is rounded once per product by
- * wf__qmv_int8_prepare (rows rows of k; NULL: out of memory or x not
- * finite, the exact kernels then take the product); wf__qmv_int8 computes
- * outputs [n0, n1) of a's rows of x, prepared rows x_row on. */
+/* The opt-in int8-activation kernels (quantized_vnni.c: AVX512_VNNI, or
+ * AVX2 without it): affine, 4 or 8 bits, W stored (N, K). x is rounded
+ * once per product by wf__qmv_int8_prepare (rows rows of k; NULL: out of
+ * memory or x not finite, the exact kernels then take the product); a
+ * wf_qmv_int8_fn computes outputs [n0, n1) of a's rows of x, prepared rows
+ * x_row on. */
 typedef struct wf_qmv_int8_x wf_qmv_int8_x;
-bool wf__qmv_int8_available(void);
+typedef void (*wf_qmv_int8_fn)(const wf_qmv_int8_x *px, int64_t x_row, const wf_qmv_args *a,
+                               int64_t n0, int64_t n1);
+/* The int8 kernel of GEMM variant `isa` (WF_GEMM_ISA_*) on this CPU, or NULL. */
+wf_qmv_int8_fn wf__qmv_int8_kernel(int isa);
 wf_qmv_int8_x *wf__qmv_int8_prepare(const float *x, int64_t rows, int64_t k, int bits,
                                     int group_size);
 void wf__qmv_int8_free(wf_qmv_int8_x *px);
-void wf__qmv_int8(const wf_qmv_int8_x *px, int64_t x_row, const wf_qmv_args *a, int64_t n0,
-                  int64_t n1);
 
 /* The variants' kernels (x86-64 with GCC or Clang only; NULL elsewhere). */
 extern const wf_qmv_fn wf__qmv_avx2;

@@ -1,6 +1,7 @@
-/* The opt-in int8-activation matrix-vector kernel of quantized_matmul
+/* The opt-in int8-activation matrix-vector kernels of quantized_matmul
  * (quantized.h, wf_set_quantized_matvec_int8 in weft.h): affine 4- or
- * 8-bit W stored (N, K), 1 .. WF_QMV_ROWS rows of x, on AVX512_VNNI.
+ * 8-bit W stored (N, K), 1 .. WF_QMV_ROWS rows of x, on AVX512_VNNI or,
+ * without it, AVX2.
  *
  * x is rounded once per product (wf__qmv_int8_prepare): per 32 elements
  * (the smallest group size) one scale d = max|x| / 127 and int8 values
@@ -9,7 +10,12 @@
  *   y = sum over lanes of float(sum q xq) * (s_g d) + sum_g b_g * sum_g(x)
  * with vpdpbusd summing 4 products of unsigned codes and signed xq per
  * int32 lane (exact), a lane covering 8 (4-bit) or 4 (8-bit) consecutive k
- * inside one 32-block, so one group and one d. Each output is summed alone,
+ * inside one 32-block, so one group and one d. AVX2 has no vpdpbusd: there
+ * vpmaddubsw sums pairs of products into int16 (exact: 4-bit codes, and
+ * 8-bit codes split into their two nibbles, keep each pair's sum within
+ * +-2 * 15 * 127), vpmaddwd the pairs into the same int32 lane sums, over
+ * 8 lanes instead of 16 (so the float32 sums, and the bits, differ from
+ * the VNNI kernel's within the same bound). Each output is summed alone,
  * in a fixed order: the bits do not depend on the thread count. */
 #include "backend/cpu/quantized.h"
 
@@ -17,6 +23,7 @@
 #include <stdlib.h>
 
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/gemm.h"
 #include "util/fault.h"
 
 enum { X_BLOCK = 32, K_BLOCK = 128, PREFETCH_BYTES = 1024 };
@@ -116,7 +123,7 @@ wf_qmv_int8_x *wf__qmv_int8_prepare(const float *x, int64_t rows, int64_t k, int
     __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx512vnni,avx2,fma")))
 #define INLINE_VNNI ATTR_VNNI __attribute__((always_inline)) static inline
 
-bool wf__qmv_int8_available(void)
+static bool vnni_available(void)
 {
     unsigned a, b, c, d;
     return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11)) &&
@@ -206,8 +213,8 @@ INLINE_VNNI void int8_outputs(const wf_qmv_int8_x *px, int64_t x_row, const wf_q
         int8_output(px, x_row, a, n, rows, bits, index);
 }
 
-ATTR_VNNI void wf__qmv_int8(const wf_qmv_int8_x *px, int64_t x_row, const wf_qmv_args *a,
-                            int64_t n0, int64_t n1)
+ATTR_VNNI static void qmv_int8_vnni(const wf_qmv_int8_x *px, int64_t x_row,
+                                    const wf_qmv_args *a, int64_t n0, int64_t n1)
 {
     const int rows = a->rows < WF_QMV_ROWS ? a->rows : WF_QMV_ROWS;
     if (px->bits == 4) {
@@ -226,15 +233,152 @@ ATTR_VNNI void wf__qmv_int8(const wf_qmv_int8_x *px, int64_t x_row, const wf_qmv
     default: int8_outputs(px, x_row, a, n0, n1, 4, 8); break;
     }
 }
-#else
-bool wf__qmv_int8_available(void)
+
+/* ---------------------------------------------------------------- AVX2 */
+
+#define ATTR_INT8_AVX2 __attribute__((target("avx2,fma")))
+#define INLINE_INT8_AVX2 ATTR_INT8_AVX2 __attribute__((always_inline)) static inline
+
+/* Lanes [0, n) of 8 as a vector mask. */
+INLINE_INT8_AVX2 __m256i lanes8(int64_t n)
 {
-    return false;
+    const __m256i iota = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? (n < 0 ? 0 : n) : 8)), iota);
 }
 
-void wf__qmv_int8(const wf_qmv_int8_x *px, int64_t x_row, const wf_qmv_args *a, int64_t n0,
-                  int64_t n1)
+/* The lane scales s_g of 8 lanes from group g0 on (index: each lane's
+ * group minus g0, at most 1; groups past the row's end read as 0). */
+INLINE_INT8_AVX2 __m256 lane_scales8(const float *scales, int64_t groups, int64_t g0,
+                                     __m256i index)
 {
-    (void)px, (void)x_row, (void)a, (void)n0, (void)n1;
+    return _mm256_permutevar8x32_ps(_mm256_maskload_ps(scales + g0, lanes8(groups - g0)), index);
+}
+
+/* The codes' bytes [at, at + 32) of a row of `row_bytes` (a multiple of
+ * 4), zero past its end. */
+INLINE_INT8_AVX2 __m256i code_bytes32(const uint8_t *row, int64_t at, int64_t row_bytes)
+{
+    const int64_t left = row_bytes - at;
+    if (left >= 32)
+        return _mm256_loadu_si256((const __m256i *)(row + at));
+    return _mm256_maskload_epi32((const int *)(row + at), lanes8(left / 4));
+}
+
+/* The int32 lane sums of 32 code bytes `raw` with the int8 x: 4-bit,
+ * low nibbles with x_lo and high nibbles with x_hi (8 k per lane); 8-bit,
+ * each byte with x_lo (4 k per lane). */
+INLINE_INT8_AVX2 __m256i lane_sums(__m256i raw, const int8_t *x_lo, const int8_t *x_hi, int bits)
+{
+    const __m256i nibble = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i lo = _mm256_and_si256(raw, nibble);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nibble);
+    const __m256i xl = _mm256_loadu_si256((const __m256i *)x_lo);
+    if (bits == 4) { /* |pair| <= 2 * 15 * 127, two of them: within int16 */
+        const __m256i xh = _mm256_loadu_si256((const __m256i *)x_hi);
+        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl),
+                                               _mm256_maddubs_epi16(hi, xh));
+        return _mm256_madd_epi16(pairs, ones);
+    }
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), ones),
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xl),
+                                              _mm256_set1_epi16(16)));
+}
+
+/* The sum of 8 lanes (a fixed order). */
+INLINE_INT8_AVX2 float sum8(__m256 v)
+{
+    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
+
+/* Output n over all of K for `rows` rows of x (from px's row x_row). */
+INLINE_INT8_AVX2 void int8_output_avx2(const wf_qmv_int8_x *px, int64_t x_row,
+                                       const wf_qmv_args *a, int64_t n, int rows, int bits,
+                                       __m256i index)
+{
+    const uint8_t *row = a->codes + n * a->row_bytes;
+    const float *s = a->scales + n * a->groups;
+    const int64_t lanes_per_row = px->kp / lane_k(bits);
+    const int step = 256 / bits; /* k per 32 code bytes */
+    __m256 acc[WF_QMV_ROWS];
+    for (int r = 0; r < rows; r++)
+        acc[r] = _mm256_setzero_ps();
+    for (int64_t kh = 0; kh < a->k; kh += step) {
+        const __m256 sv = lane_scales8(s, a->groups, kh / a->group_size, index);
+        _mm_prefetch((const char *)row + kh * bits / 8 + PREFETCH_BYTES, _MM_HINT_T0);
+        const __m256i raw = code_bytes32(row, kh * bits / 8, a->row_bytes);
+        /* 4-bit: xq holds per K_BLOCK the even k, then the odd (xq_slot) */
+        const int64_t k0 = kh / K_BLOCK * K_BLOCK, lo = bits == 4 ? k0 + (kh - k0) / 2 : kh;
+        const int64_t lane0 = kh / lane_k(bits);
+#pragma GCC unroll 4
+        for (int r = 0; r < rows; r++) {
+            const int8_t *xq = px->xq + (x_row + r) * px->kp;
+            const int8_t *x_hi = bits == 4 ? xq + lo + K_BLOCK / 2 : xq + lo; /* 8-bit: unused */
+            const __m256i isum = lane_sums(raw, xq + lo, x_hi, bits);
+            const __m256 d = _mm256_loadu_ps(px->lane_d + (x_row + r) * lanes_per_row + lane0);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sv, d), acc[r]);
+        }
+    }
+    const float *b = a->biases ? a->biases + n * a->groups : NULL;
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++) {
+        const float *gsum = px->group_sum + (x_row + r) * px->groups;
+        __m256 bias = _mm256_setzero_ps();
+        for (int64_t g = 0; b && g < a->groups; g += 8) {
+            const __m256i m = lanes8(a->groups - g);
+            bias = _mm256_fmadd_ps(_mm256_maskload_ps(b + g, m), _mm256_maskload_ps(gsum + g, m),
+                                   bias);
+        }
+        a->out[r * a->ldo + n] = sum8(acc[r]) + sum8(bias);
+    }
+}
+
+/* Outputs [n0, n1) with the row count and bit width as constants. */
+INLINE_INT8_AVX2 void int8_outputs_avx2(const wf_qmv_int8_x *px, int64_t x_row,
+                                        const wf_qmv_args *a, int64_t n0, int64_t n1, int rows,
+                                        int bits)
+{
+    int32_t lane_group[8]; /* each lane's group, counted from the step's first */
+    for (int i = 0; i < 8; i++)
+        lane_group[i] = i * lane_k(bits) / a->group_size;
+    const __m256i index = _mm256_loadu_si256((const __m256i *)lane_group);
+    for (int64_t n = n0; n < n1; n++)
+        int8_output_avx2(px, x_row, a, n, rows, bits, index);
+}
+
+ATTR_INT8_AVX2 static void qmv_int8_avx2(const wf_qmv_int8_x *px, int64_t x_row,
+                                         const wf_qmv_args *a, int64_t n0, int64_t n1)
+{
+    const int rows = a->rows < WF_QMV_ROWS ? a->rows : WF_QMV_ROWS;
+    if (px->bits == 4) {
+        switch (rows) {
+        case 1: int8_outputs_avx2(px, x_row, a, n0, n1, 1, 4); break;
+        case 2: int8_outputs_avx2(px, x_row, a, n0, n1, 2, 4); break;
+        case 3: int8_outputs_avx2(px, x_row, a, n0, n1, 3, 4); break;
+        default: int8_outputs_avx2(px, x_row, a, n0, n1, 4, 4); break;
+        }
+        return;
+    }
+    switch (rows) {
+    case 1: int8_outputs_avx2(px, x_row, a, n0, n1, 1, 8); break;
+    case 2: int8_outputs_avx2(px, x_row, a, n0, n1, 2, 8); break;
+    case 3: int8_outputs_avx2(px, x_row, a, n0, n1, 3, 8); break;
+    default: int8_outputs_avx2(px, x_row, a, n0, n1, 4, 8); break;
+    }
+}
+
+wf_qmv_int8_fn wf__qmv_int8_kernel(int isa)
+{
+    const bool avx512 = isa == WF_GEMM_ISA_AVX512 || isa == WF_GEMM_ISA_AVX512_BF16;
+    if (avx512 && vnni_available())
+        return qmv_int8_vnni;
+    return avx512 || isa == WF_GEMM_ISA_AVX2 ? qmv_int8_avx2 : NULL;
+}
+#else
+wf_qmv_int8_fn wf__qmv_int8_kernel(int isa)
+{
+    (void)isa;
+    return NULL;
 }
 #endif
