@@ -587,6 +587,9 @@ static void test_bad_arguments(void)
     CHECK_EQ_INT(wf_quantize(v, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_SHAPE);
     wf_array *wi = wf_astype(w, WF_DTYPE_I32);
     CHECK_EQ_INT(wf_quantize(wi, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_DTYPE);
+    /* a NULL input keeps the first error (a failed chain is checked once) */
+    CHECK_EQ_INT(wf_quantize(NULL, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_DTYPE);
+    wf_clear_error();
     CHECK_EQ_INT(wf_quantize(NULL, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_NULL_ARGUMENT);
     CHECK_EQ_INT(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, NULL, &s, &b), WF_ERR_NULL_ARGUMENT);
     if (CHECK_OK(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, &b))) {
