@@ -536,6 +536,52 @@ static wf_array *build_slice_dynamic(wf_array *const *in)
     return r;
 }
 
+/* Argument checks the data tests do not reach, each with its message, and
+ * updates of one row broadcast over the index positions. */
+static void test_argument_checks(void)
+{
+    wf_scope_begin();
+    const int64_t s23[2] = {2, 3}, two = 2, sizes[2] = {1, 3};
+    const double av[6] = {1, 2, 3, 4, 5, 6};
+    wf_array *a = conf_array(av, s23, 2, WF_DTYPE_F32);
+    wf_array *ix = wf_zeros(&two, 1, WF_DTYPE_I32);
+    wf_array *idx[3] = {ix, ix, ix};
+    const int axes[3] = {0, 1, 0};
+    conf_check_error(wf_gather(a, idx, 3, axes, sizes), WF_ERR_INVALID_ARGUMENT,
+                     "wf_gather: 3 index arrays for a rank-2 array");
+    conf_check_error(wf_gather(a, NULL, 1, axes, sizes), WF_ERR_NULL_ARGUMENT,
+                     "wf_gather: indices or axes is NULL");
+    conf_check_error(wf_gather(a, idx, 1, axes, NULL), WF_ERR_NULL_ARGUMENT,
+                     "wf_gather: slice_sizes is NULL");
+    /* one update row (1, 1, 3) for two positions of row 0: add twice */
+    const double rowv[3] = {10, 20, 30};
+    const int64_t us[3] = {1, 1, 3};
+    const double w[6] = {21, 42, 63, 4, 5, 6};
+    conf_check(wf_scatter(a, idx, 1, conf_array(rowv, us, 3, WF_DTYPE_F32), axes,
+                          WF_SCATTER_ADD),
+               WF_DTYPE_F32, s23, 2, w, 0);
+
+    const int64_t s13[2] = {1, 3}, s33[2] = {3, 3}, s03[2] = {0, 3};
+    wf_array *i33 = wf_zeros(s33, 2, WF_DTYPE_I32), *vals = wf_ones(s33, 2, WF_DTYPE_F32);
+    conf_check_error(wf_put_along_axis(a, ix, a, 1, WF_SCATTER_REPLACE), WF_ERR_SHAPE,
+                     "wf_put_along_axis: indices of shape (2,) and array of shape (2, 3) differ "
+                     "in rank");
+    conf_check_error(wf_put_along_axis(wf_zeros(s13, 2, WF_DTYPE_F32), i33, vals, 1,
+                                       WF_SCATTER_REPLACE),
+                     WF_ERR_SHAPE, "index past a's shape (1, 3)");
+    wf_array *empty = wf_zeros(s03, 2, WF_DTYPE_F32);
+    wf_array *same = wf_put_along_axis(empty, wf_zeros(s03, 2, WF_DTYPE_I32), empty, 1,
+                                       WF_SCATTER_ADD);
+    CHECK(same == empty); /* nothing to put into: a itself */
+
+    wf_array *start = wf_zeros(&two, 1, WF_DTYPE_I32);
+    conf_check_error(wf_slice_dynamic(a, start, axes, 3, sizes), WF_ERR_INVALID_ARGUMENT,
+                     "wf_slice_dynamic: 3 axes for a rank-2 array");
+    conf_check_error(wf_slice_update_dynamic(a, a, start, axes, -1), WF_ERR_INVALID_ARGUMENT,
+                     "wf_slice_update_dynamic: -1 axes for a rank-2 array");
+    wf_scope_end();
+}
+
 /* Indices made from a float input (truncated), so vmap can batch them. */
 static wf_array *build_gather_batched_index(wf_array *const *in)
 {
@@ -635,6 +681,7 @@ int main(void)
     RUN_TEST(test_scatter_overlapping_slices_and_nan);
     RUN_TEST(test_scatter_add_large);
     RUN_TEST(test_put_along_axis);
+    RUN_TEST(test_argument_checks);
     RUN_TEST(test_slice_dynamic);
     RUN_TEST(test_slice_update_dynamic_compiled);
     RUN_TEST(test_transforms);
