@@ -805,6 +805,83 @@ static void test_save_npz_directory_out_of_memory(void)
     CHECK_EQ_INT(settle_live_arrays(live), live);
 }
 
+/* Loads `path` in the given format (0 npy, 1 npz, 2 gguf, 3 safetensors):
+ * the number of entries, or -1 with the error recorded. */
+static int load_count(int format, const char *path)
+{
+    if (format == 0) {
+        wf_array *a = wf_nn_load_npy(path);
+        wf_release(a);
+        return a ? 1 : -1;
+    }
+    wf_nn_gguf_meta *meta = NULL;
+    wf_nn_params *p = format == 1   ? wf_nn_load_npz(path)
+                      : format == 2 ? wf_nn_load_gguf(path, &meta)
+                                    : wf_nn_load_safetensors(path);
+    const int n = p ? (int)wf_nn_params_count(p) : -1;
+    if (format == 2 && p)
+        CHECK_EQ_SIZE(wf_nn_gguf_meta_count(meta), 2);
+    wf_nn_gguf_meta_release(meta);
+    wf_nn_params_release(p);
+    return n;
+}
+
+/* Every file loader with each of its fallible operations failing in turn:
+ * NULL with WF_ERR_OUT_OF_MEMORY, or WF_ERR_IO when the file's mapping is
+ * what failed, and then the file loads whole. */
+static void test_file_loaders_out_of_memory(void)
+{
+    const int64_t live = live_arrays();
+    char dirpath[] = "/tmp/weft-err-load-XXXXXX";
+    if (!CHECK(mkdtemp(dirpath) != NULL))
+        return;
+    static const char *const names[4] = {"a.npy", "a.npz", "a.gguf", "a.safetensors"};
+    char paths[4][96];
+    for (int f = 0; f < 4; f++)
+        snprintf(paths[f], sizeof paths[f], "%s/%s", dirpath, names[f]);
+    wf_nn_params *p = wf_nn_params_new();
+    wf_array *a = ramp(40), *b = wf_astype(a, WF_DTYPE_F16);
+    CHECK_OK(wf_nn_params_add(p, "a", a));
+    CHECK_OK(wf_nn_params_add(p, "b", b));
+    wf_nn_gguf_meta *meta = wf_nn_gguf_meta_new();
+    const char *words[2] = {"x", "yz"};
+    CHECK_OK(wf_nn_gguf_meta_add_strings(meta, "general.words", words, 2, true));
+    CHECK_OK(wf_nn_gguf_meta_add_array(meta, "general.scale", a));
+    CHECK_OK(wf_nn_save_npy(a, paths[0]));
+    CHECK_OK(wf_nn_save_npz(p, paths[1], true));
+    CHECK_OK(wf_nn_save_gguf(p, meta, paths[2]));
+    CHECK_OK(wf_nn_save_safetensors(p, paths[3]));
+    for (int f = 0; f < 4; f++) {
+        int failures = 0, n = -1;
+        for (int64_t nth = 1; nth < 1000; nth++) {
+            arm(nth);
+            n = load_count(f, paths[f]);
+            const bool fired = wf__fault_fired();
+            wf__fault_arm(0);
+            if (!fired)
+                break;
+            if (n >= 0)
+                continue; /* absorbed */
+            failures++;
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", wf_last_error_message());
+            const wf_status st = wf_last_error();
+            if (!CHECK(st == WF_ERR_OUT_OF_MEMORY || (st == WF_ERR_IO && strstr(msg, "cannot map"))))
+                printf("    %s, failure %lld: %s \"%s\"\n", names[f], (long long)nth,
+                       wf_status_name(st), msg);
+            wf_clear_error();
+        }
+        CHECK_EQ_INT(n, f == 0 ? 1 : 2);
+        CHECK(failures >= 2);
+        unlink(paths[f]);
+    }
+    rmdir(dirpath);
+    wf_nn_gguf_meta_release(meta);
+    wf_nn_params_release(p);
+    wf_release(a), wf_release(b);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+}
+
 /* ------------------------------------------------------------ gather_qmm */
 
 static void test_gather_qmm_bad_arguments(void)
@@ -879,6 +956,7 @@ int main(void)
     RUN_TEST(test_save_gguf_bad_inputs);
     RUN_TEST(test_save_npz_out_of_memory);
     RUN_TEST(test_save_npz_directory_out_of_memory);
+    RUN_TEST(test_file_loaders_out_of_memory);
     RUN_TEST(test_gather_qmm_bad_arguments);
     return TEST_SUMMARY();
 }
