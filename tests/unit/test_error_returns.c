@@ -882,6 +882,62 @@ static void test_file_loaders_out_of_memory(void)
     CHECK_EQ_INT(settle_live_arrays(live), live);
 }
 
+/* The writers with each fallible operation failing in turn: an
+ * out-of-memory error naming the writer each time, then a file that loads. */
+static void test_file_writers_out_of_memory(void)
+{
+    const int64_t live = live_arrays();
+    char path[] = "/tmp/weft-err-write-XXXXXX";
+    const int fd = mkstemp(path);
+    if (!CHECK(fd >= 0))
+        return;
+    close(fd);
+    wf_nn_params *p = wf_nn_params_new();
+    wf_array *a = ramp(40), *b = wf_astype(a, WF_DTYPE_F16);
+    CHECK_OK(wf_nn_params_add(p, "a", a));
+    CHECK_OK(wf_nn_params_add(p, "b\"quoted", b));
+    CHECK_OK(wf_eval(&b, 1)); /* an injected kernel failure would stay with b */
+    wf_nn_gguf_meta *meta = wf_nn_gguf_meta_new();
+    const char *words[2] = {"x", "yz"};
+    CHECK_OK(wf_nn_gguf_meta_add_strings(meta, "general.words", words, 2, true));
+    for (int w = 0; w < 3; w++) {
+        int failures = 0;
+        wf_status st = WF_OK;
+        for (int64_t nth = 1; nth < 1000; nth++) {
+            arm(nth);
+            st = w == 0   ? wf_nn_save_npy(b, path)
+                 : w == 1 ? wf_nn_save_gguf(p, meta, path)
+                          : wf_nn_save_safetensors(p, path);
+            const bool fired = wf__fault_fired();
+            wf__fault_arm(0);
+            if (!fired)
+                break;
+            if (st == WF_OK)
+                continue; /* absorbed */
+            failures++;
+            expect_status(st, WF_ERR_OUT_OF_MEMORY, "out of memory");
+        }
+        CHECK_OK(st);
+        CHECK(failures >= (w == 1 ? 0 : 1)); /* the GGUF writer streams (stdio only) */
+        wf_nn_params *back = w == 1 ? wf_nn_load_gguf(path, NULL)
+                             : w == 2 ? wf_nn_load_safetensors(path) : NULL;
+        if (w == 0) {
+            wf_array *one = wf_nn_load_npy(path);
+            CHECK_EQ_INT(wf_array_size(one), 40);
+            wf_release(one);
+        } else if (CHECK_NOT_NULL(back)) {
+            CHECK_EQ_SIZE(wf_nn_params_count(back), 2);
+            CHECK(wf_nn_params_find(back, "b\"quoted") == 1);
+        }
+        wf_nn_params_release(back);
+    }
+    unlink(path);
+    wf_nn_gguf_meta_release(meta);
+    wf_nn_params_release(p);
+    wf_release(a), wf_release(b);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+}
+
 /* ------------------------------------------------------------ gather_qmm */
 
 static void test_gather_qmm_bad_arguments(void)
@@ -957,6 +1013,7 @@ int main(void)
     RUN_TEST(test_save_npz_out_of_memory);
     RUN_TEST(test_save_npz_directory_out_of_memory);
     RUN_TEST(test_file_loaders_out_of_memory);
+    RUN_TEST(test_file_writers_out_of_memory);
     RUN_TEST(test_gather_qmm_bad_arguments);
     return TEST_SUMMARY();
 }
