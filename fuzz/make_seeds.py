@@ -177,9 +177,128 @@ def gguf_seeds():
     write("gguf", "seed-truncated", good[: len(good) // 2])
 
 
+# Exported functions (src/compile/export_format.h). dtype numbers: weft.h.
+F32, I32 = 6, 2
+
+
+def wfn_desc(dtype, shape):
+    return struct.pack("<BB", dtype, len(shape)) + b"".join(struct.pack("<q", d) for d in shape)
+
+
+def wfn_string(s):
+    return struct.pack("<I", len(s)) + s
+
+
+def wfn_node(name, params, refs, dtype, shape):
+    out = struct.pack("<H", len(name)) + name + struct.pack("<I", len(params)) + params
+    out += struct.pack("<I", len(refs)) + b"".join(struct.pack("<BI", k, i) for k, i in refs)
+    return out + wfn_desc(dtype, shape)
+
+
+def wfn_trace(new_consts, inputs, const_refs, nodes, outputs, tag=b"", shapeless=False):
+    body = struct.pack("<I", len(new_consts))
+    for dtype, shape, raw in new_consts:
+        body += wfn_desc(dtype, shape) + struct.pack("<Q", len(raw)) + raw
+    body += struct.pack("<B", shapeless) + wfn_string(tag)
+    body += struct.pack("<I", len(inputs)) + b"".join(wfn_desc(d, s) for d, s in inputs)
+    body += struct.pack("<I", len(const_refs)) + b"".join(struct.pack("<I", i) for i in const_refs)
+    body += struct.pack("<I", len(nodes)) + b"".join(nodes)
+    body += struct.pack("<I", len(outputs)) + b"".join(struct.pack("<BI", k, i) for k, i in outputs)
+    return struct.pack("<IQ", 0x45435254, len(body)) + body
+
+
+def wfn_file(traces, metadata=b"", version=1):
+    return (b"WEFTFN\r\n" + struct.pack("<I", version) + wfn_string(metadata) + b"".join(traces)
+            + struct.pack("<I", 0x21444E45))
+
+
+def export_seeds():
+    INPUT, CONST, NODE = 0, 1, 2
+    exp = wfn_trace([], [(F32, [3])], [], [wfn_node(b"exp", b"", [(INPUT, 0)], F32, [3])],
+                    [(NODE, 0)])
+    write("export", "seed-exp", wfn_file([exp], b'{"name": "exp"}'))
+    # x (2, 3) + c (2, 3); sum over axis 1 (mask 0b10, keepdims false); transpose.
+    c = (F32, [2, 3], struct.pack("<6f", 1, 2, 3, 4, 5, 6))
+    add_sum = wfn_trace([c], [(F32, [2, 3])], [0], [
+        wfn_node(b"add", b"", [(INPUT, 0), (CONST, 0)], F32, [2, 3]),
+        wfn_node(b"sum", struct.pack("<QB", 2, 0), [(NODE, 0)], F32, [2]),
+        wfn_node(b"transpose", struct.pack("<i", 2) + struct.pack("<32i", 1, 0, *[0] * 30),
+                 [(NODE, 0)], F32, [3, 2]),
+    ], [(NODE, 1), (NODE, 2)], tag=b'{"args": 1}')
+    # A second trace reuses the pool's constant without writing it again.
+    reuse = wfn_trace([], [], [0], [], [(CONST, 0)], tag=b'{"args": 0}')
+    write("export", "seed-two-traces", wfn_file([add_sum, reuse]))
+    # reshape to (-1,): ndim 1, shape, in_begin, in_end, follows_input.
+    reshape = struct.pack("<i", 1) + struct.pack("<32q", -1, *[0] * 31) + bytes(64) + b"\x00"
+    flat = wfn_trace([], [(I32, [2, 2])], [], [
+        wfn_node(b"reshape", reshape, [(INPUT, 0)], I32, [4]),
+        wfn_node(b"multiply", b"", [(NODE, 0), (NODE, 0)], I32, [4]),
+    ], [(NODE, 1)])
+    write("export", "seed-reshape", wfn_file([flat]))
+    shapeless = wfn_trace([], [(F32, [2]), (F32, [1])], [], [
+        wfn_node(b"add", b"", [(INPUT, 0), (INPUT, 1)], F32, [2]),
+    ], [(NODE, 0), (INPUT, 1)], shapeless=True)
+    write("export", "seed-shapeless", wfn_file([shapeless]))
+    good = wfn_file([add_sum])
+    write("export", "seed-truncated", good[: len(good) // 2])
+    write("export", "seed-version-2", wfn_file([exp], version=2))
+    write("export", "seed-unknown-primitive",
+          wfn_file([wfn_trace([], [(F32, [3])], [], [wfn_node(b"frobnicate", b"", [(INPUT, 0)],
+                                                              F32, [3])], [(NODE, 0)])]))
+    write("export", "seed-wrong-shape",
+          wfn_file([wfn_trace([], [(F32, [3])], [], [wfn_node(b"exp", b"", [(INPUT, 0)], F32,
+                                                              [4])], [(NODE, 0)])]))
+    write("export", "seed-empty", wfn_file([]))
+
+
+
+def export_op_seeds():
+    import weft as mx  # the package built from this tree
+
+    x = mx.array([[0.5, -1.0, 2.0], [3.0, 0.25, -0.5]])
+    idx = mx.array([[0, 2, 1], [1, 0, 2]])
+    w = mx.array([[1.0, 0.0], [0.5, -1.0], [2.0, 1.0]])
+    kernel = mx.ones((2, 2, 1))
+    functions = {
+        "shape-ops": lambda a: (mx.transpose(a).reshape(-1)[1:5:2],
+                                mx.concatenate([a, a], axis=0), mx.pad(a, 1),
+                                mx.broadcast_to(a[:, None], (2, 4, 3))),
+        "reductions": lambda a: (mx.sum(a, axis=1), mx.max(a), mx.var(a, axis=0),
+                                 mx.argmax(a, axis=1), mx.softmax(a, axis=-1),
+                                 mx.cumsum(a, axis=0), mx.logsumexp(a)),
+        "indexing": lambda a: (mx.take_along_axis(a, idx, axis=1), mx.take(a, idx),
+                               a[idx[0]], mx.put_along_axis(a, idx, a, axis=1)),
+        "linalg": lambda a: (a @ w, mx.addmm(mx.ones((2, 2)), a, w), mx.sort(a, axis=1),
+                             mx.topk(a, 2, axis=1), mx.where(a > 0, a, -a)),
+        "creation": lambda a: (mx.arange(4) + mx.zeros((4,), dtype=mx.int32), mx.eye(3) * a[0],
+                               mx.linspace(0, 1, 3) + a, mx.tril(mx.ones((3, 3)))),
+        "conv-norm": lambda a: (mx.conv1d(a[None, :, :1], kernel),
+                                mx.fast.layer_norm(a, None, None, 1e-5),
+                                mx.fast.rms_norm(a, mx.ones((3,)), 1e-5)),
+        "random": lambda a: (mx.random.uniform(shape=(3,), key=mx.random.key(1)) + a,
+                             mx.random.normal(shape=(2,))),
+    }
+    for name, fun in functions.items():
+        for shapeless in (False, True):
+            path = os.path.join(tempfile.mkdtemp(), "f.wfn")
+            try:
+                mx.export_function(path, fun, x, shapeless=shapeless)
+            except (ValueError, NotImplementedError):
+                continue  # an op shapeless export refuses
+            with open(path, "rb") as f:
+                write("export", "seed-weft-%s%s" % (name, "-shapeless" if shapeless else ""),
+                      f.read())
+            os.remove(path)
+
+
 if __name__ == "__main__":
     api_seeds()
     safetensors_seeds()
+    export_seeds()
+    try:
+        export_op_seeds()
+    except ImportError as e:
+        print("make_seeds.py: no exported-function seeds from weft (%s)" % e)
     try:
         npy_seeds()
         npz_seeds()

@@ -235,7 +235,11 @@ wf_stream *wf_current_stream(void);
  * when this call helped run the task: never on this thread), those freed
  * inside another thread's wf_eval on that thread after its evaluation; they
  * may still be running when this returns and may synchronize `s`
- * themselves. WF_ERR_MISUSE inside a kernel. */
+ * themselves. WF_ERR_MISUSE inside a kernel. If a task queued on `s` by
+ * wf_async_eval failed since the last synchronize that reported a failure,
+ * returns the first such failure with its message (its array and the other
+ * failed arrays keep theirs): once, to whichever thread's synchronize comes
+ * first, also when wf_eval or data access of the array reported it. */
 wf_status wf_stream_synchronize(wf_stream *s);
 /* Number of live streams in the process, default stream included. */
 size_t wf_stream_count(void);
@@ -812,7 +816,10 @@ wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double b
  * rules; lu, qr and svd answer WF_ERR_UNSUPPORTED under grad / jvp. vmap
  * works for all. Thread notes: as any op. */
 
-/* Inverse of square matrices (LU with partial pivoting). */
+/* Inverse of square matrices (LU with partial pivoting). A matrix with an
+ * exactly zero pivot fails its evaluation with WF_ERR_KERNEL ("singular"),
+ * as LAPACK's getrf and MLX do; so do tri_inv with a zero on the diagonal
+ * and the solves built on them. */
 wf_array *wf_linalg_inv(wf_array *a);
 /* Inverse of triangular matrices: only the `upper` (else lower) triangle of
  * a is read; the result is triangular the same way. */
@@ -844,6 +851,14 @@ wf_status wf_linalg_qr(wf_array *a, wf_array **q, wf_array **r);
  * eigenvalues, *v (..., n, n) the eigenvectors as columns. v may be NULL
  * (eigvalsh). */
 wf_status wf_linalg_eigh(wf_array *a, bool upper, wf_array **w, wf_array **v);
+/* Eigen-decomposition of general square matrices (float32, float64 or
+ * complex64; Hessenberg reduction and complex shifted QR in double
+ * precision): *w (..., n) the eigenvalues in no particular order (as
+ * LAPACK's geev), *v (..., n, n) the right eigenvectors as columns
+ * (a v[:, i] = w[i] v[:, i], unit 2-norm, largest component real), both
+ * complex64. v may be NULL (eigvals). A matrix whose QR iteration does not
+ * converge fails the evaluation (WF_ERR_KERNEL). No derivative. */
+wf_status wf_linalg_eig(wf_array *a, wf_array **w, wf_array **v);
 /* Full SVD (one-sided Jacobi): *u (..., m, m), *s (..., k) descending,
  * *vt (..., n, n) with a = u[..., :k] diag(s) vt[..., :k, :]. u and vt may
  * both be NULL (singular values only). */
@@ -1491,6 +1506,107 @@ double wf_compile_get_wait_timeout(void);
 typedef enum wf_compile_log_level { WF_COMPILE_LOG_INFO = 0, WF_COMPILE_LOG_WARNING = 1 } wf_compile_log_level;
 typedef void (*wf_compile_log_fn)(void *ctx, wf_compile_log_level level, const char *message);
 void wf_compile_set_log(wf_compile_log_fn fn, void *ctx);
+
+/* ---------------------------------------------------------------- export and import
+ *
+ * A function can be written to a file and read back, by this process or
+ * another, without the code that built it (MLX's export_function /
+ * import_function). Exporting traces the function once per call of
+ * wf_exporter_add with the compile tracer (its inputs are placeholders, as
+ * under wf_compile: it must not read their values), simplifies the trace
+ * (no fusion) and appends it to the file: primitives by name with their
+ * parameters, constants the function captured or built as data (evaluated
+ * when exported; written once per file however many traces share them),
+ * and the inputs' dtypes and shapes. Random draws from the thread's
+ * default key are recorded with the keys they took while exporting: the
+ * imported function returns those numbers at every call. A shapeless
+ * export is replayed for any shapes of the same dtypes and ranks (as
+ * wf_compile's shapeless traces are). One file may hold several traces,
+ * each with a caller-chosen tag (a binding's argument structure: MLX's
+ * positional / keyword layout); a call picks the first trace whose tag and
+ * input signature match.
+ *
+ * Refused with WF_ERR_UNSUPPORTED naming the primitive: user kernels
+ * (wf_custom; the kernel is a callback), collectives (they hold a group),
+ * primitives with several outputs (the factorizations lu, qr, eigh, svd)
+ * and their siblings, and a custom function's own node (its rules are
+ * callbacks; outside a transform a wf_custom_function records its
+ * function's graph, which exports without the rules).
+ *
+ * The file format is weft's own, versioned and little-endian
+ * (src/compile/export_format.h). Import treats the file as hostile: a
+ * truncated, corrupt or foreign file, an unknown primitive, a parameter
+ * out of range or a node whose recorded output its primitive's shape
+ * inference does not give is WF_ERR_IO with a message; the reader never
+ * allocates more than a small multiple of the file's size. */
+
+/* Writes traces of one function to a file. Not for concurrent use: a call
+ * made while another call on the same exporter runs fails with
+ * WF_ERR_MISUSE. */
+typedef struct wf_exporter wf_exporter;
+
+/* Creates (truncates) `path` and writes the header, with `metadata` (may be
+ * NULL: empty; a string the importer gets back) . Retains fn. NULL with
+ * WF_ERR_IO when the file cannot be written. */
+wf_exporter *wf_exporter_new(const char *path, wf_fn *fn, bool shapeless, const char *metadata);
+/* Traces fn on placeholders shaped like `inputs` (borrowed) and appends the
+ * trace under `tag` (may be NULL: ""). Runs fn with no weft lock held. */
+wf_status wf_exporter_add(wf_exporter *ex, const char *tag, wf_array *const *inputs,
+                          size_t ninputs);
+/* Ends the file, closes it and frees the exporter (NULL is a no-op). A file
+ * whose exporter was never closed has no end record and does not import. */
+wf_status wf_exporter_close(wf_exporter *ex);
+/* wf_exporter_new + one wf_exporter_add + wf_exporter_close; on failure
+ * the partial file is removed. */
+wf_status wf_export_function(const char *path, wf_fn *fn, const char *tag,
+                             wf_array *const *inputs, size_t ninputs, bool shapeless,
+                             const char *metadata);
+
+/* A function read from a file: refcounted, immutable, callable from any
+ * number of threads at once. */
+typedef struct wf_imported wf_imported;
+
+/* Reads `path` (WF_ERR_IO: missing, unreadable or invalid; see above). A
+ * new reference. */
+wf_imported *wf_import_function(const char *path);
+/* The same from `size` bytes in memory (borrowed; copied as needed). */
+wf_imported *wf_import_function_from_memory(const void *data, size_t size);
+/* Adds / drops a reference (NULL is a no-op for both). */
+wf_imported *wf_imported_retain(wf_imported *imp);
+void wf_imported_release(wf_imported *imp);
+/* The traces in the file, each one's tag and input count (borrowed strings
+ * that live as long as imp; NULL / 0 out of range), and the metadata. */
+size_t wf_imported_trace_count(const wf_imported *imp);
+const char *wf_imported_trace_tag(const wf_imported *imp, size_t i);
+size_t wf_imported_trace_inputs(const wf_imported *imp, size_t i);
+/* Input k of trace i as exported: its dtype, rank and shape (*shape borrowed,
+ * living as long as imp; the exported call's shape, which a shapeless trace
+ * does not require). WF_ERR_INVALID_ARGUMENT when i or k is out of range. */
+wf_status wf_imported_trace_input(const wf_imported *imp, size_t i, size_t k, wf_dtype *dtype,
+                                  int *ndim, const int64_t **shape);
+/* Whether trace i was exported shapeless (false out of range). */
+bool wf_imported_trace_shapeless(const wf_imported *imp, size_t i);
+const char *wf_imported_metadata(const wf_imported *imp);
+/* Calls the first trace with tag `tag` (NULL: "") whose inputs have the
+ * dtypes, ranks and (unless shapeless) shapes of `inputs`; none:
+ * WF_ERR_INVALID_ARGUMENT naming what was given. Outputs as wf_fn_call's:
+ * *noutputs in: room, out: count; new lazy arrays. */
+wf_status wf_imported_call(wf_imported *imp, const char *tag, wf_array *const *inputs,
+                           size_t ninputs, wf_array **outputs, size_t *noutputs);
+/* imp's traces under `tag` as a wf_fn (retains imp), so they compose with
+ * the transforms and wf_compile like any function. */
+wf_fn *wf_imported_fn(wf_imported *imp, const char *tag);
+
+/* The graph that computes `arrays` as Graphviz DOT text: each node still to
+ * run is a box labelled with its primitive, each evaluated array (or array
+ * made from data) an ellipse labelled with its dtype and shape, whose
+ * inputs are not shown (evaluation has dropped them). names[i] (names may
+ * be NULL, an entry NULL) labels arrays[i]. Writes at most capacity - 1
+ * bytes and a NUL to buf (may be NULL with capacity 0) and the whole
+ * text's length to *length. The arrays' graph must not be evaluated by
+ * another thread meanwhile. */
+wf_status wf_graph_to_dot(wf_array *const *arrays, const char *const *names, size_t n,
+                          char *buf, size_t capacity, size_t *length);
 
 #ifdef __cplusplus
 }

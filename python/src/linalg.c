@@ -66,7 +66,9 @@ enum linalg_fn {
     FN_EIGH,
     FN_EIGVALSH,
     FN_SVD,
-    FN_SVDVALS
+    FN_SVDVALS,
+    FN_EIG,
+    FN_EIGVALS
 };
 
 /* Runs `fn` under the stream argument; fills out[0 .. *nout). */
@@ -87,6 +89,8 @@ static void run(int fn, wf_array *a, wf_array *b, bool flag, wf_array **out, int
     case FN_EIGVALSH: wf_linalg_eigh(a, flag, &out[0], NULL); break;
     case FN_SVD: *nout = 3, wf_linalg_svd(a, &out[0], &out[1], &out[2]); break;
     case FN_SVDVALS: wf_linalg_svd(a, NULL, &out[0], NULL); break;
+    case FN_EIG: *nout = 2, wf_linalg_eig(a, &out[0], &out[1]); break;
+    case FN_EIGVALS: wf_linalg_eig(a, &out[0], NULL); break;
     default: out[0] = NULL; break;
     }
 }
@@ -132,6 +136,8 @@ LINALG_FN(_linalg_eigh, FN_EIGH)
 LINALG_FN(_linalg_eigvalsh, FN_EIGVALSH)
 LINALG_FN(_linalg_svd, FN_SVD)
 LINALG_FN(_linalg_svdvals, FN_SVDVALS)
+LINALG_FN(_linalg_eig, FN_EIG)
+LINALG_FN(_linalg_eigvals, FN_EIGVALS)
 #undef LINALG_FN
 
 #define ENTRY(NAME, DOC) {#NAME, (PyCFunction)(void (*)(void))py_##NAME, METH_FASTCALL, DOC}
@@ -149,6 +155,8 @@ static PyMethodDef linalg_methods[] = {
     ENTRY(_linalg_eigvalsh, "_linalg_eigvalsh(a, upper, stream) -> w"),
     ENTRY(_linalg_svd, "_linalg_svd(a, unused, stream) -> (U, S, Vt)"),
     ENTRY(_linalg_svdvals, "_linalg_svdvals(a, unused, stream) -> S"),
+    ENTRY(_linalg_eig, "_linalg_eig(a, unused, stream) -> (w, V)"),
+    ENTRY(_linalg_eigvals, "_linalg_eigvals(a, unused, stream) -> w"),
     {NULL, NULL, 0, NULL},
 };
 #undef ENTRY

@@ -275,6 +275,7 @@ PyMODINIT_FUNC PyInit__core(void)
     if (weftpy_dtype_init(module) < 0 || weftpy_array_init_type(module) < 0 ||
         weftpy_streams_init(module) < 0 || weftpy_ops_init(module) < 0 ||
         weftpy_transforms_init(module) < 0 || weftpy_compile_init(module) < 0 ||
+        weftpy_export_init(module) < 0 ||
         weftpy_random_init(module) < 0 || weftpy_memory_init(module) < 0 ||
         weftpy_kernels_init(module) < 0 || weftpy_conv_init(module) < 0 ||
         weftpy_fp8_init(module) < 0 || weftpy_dlpack_init(module) < 0 ||

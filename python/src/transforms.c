@@ -165,13 +165,7 @@ static void function_dealloc(PyObject *obj)
     PyObject_Free(obj);
 }
 
-/* Borrowed weft arrays of a list of Python arrays. */
-typedef struct {
-    wf_array **items;
-    size_t count;
-} array_args;
-
-static bool array_args_from(PyObject *list, array_args *out)
+bool weftpy_array_args_from(PyObject *list, weftpy_array_args *out)
 {
     out->items = NULL;
     out->count = 0;
@@ -199,7 +193,7 @@ static bool array_args_from(PyObject *list, array_args *out)
     return true;
 }
 
-static void array_args_release(array_args *args)
+void weftpy_array_args_release(weftpy_array_args *args)
 {
     for (size_t i = 0; i < args->count; i++)
         wf_release(args->items[i]);
@@ -241,14 +235,14 @@ static PyObject *function_call(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     if (!PyArg_ParseTuple(args, "O:Function", &list))
         return NULL;
-    array_args in;
-    if (!array_args_from(list, &in)) {
-        array_args_release(&in);
+    weftpy_array_args in;
+    if (!weftpy_array_args_from(list, &in)) {
+        weftpy_array_args_release(&in);
         return NULL;
     }
     wf_array **outputs = PyMem_Calloc(CALL_CAPACITY, sizeof(wf_array *));
     if (outputs == NULL) {
-        array_args_release(&in);
+        weftpy_array_args_release(&in);
         return PyErr_NoMemory();
     }
     size_t noutputs = CALL_CAPACITY;
@@ -257,7 +251,7 @@ static PyObject *function_call(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_BEGIN_ALLOW_THREADS
     status = wf_fn_call(fn, in.items, in.count, outputs, &noutputs);
     Py_END_ALLOW_THREADS
-    array_args_release(&in);
+    weftpy_array_args_release(&in);
     PyObject *result = status == WF_OK ? steal_into_list(outputs, noutputs)
                                        : weftpy_raise_weft_error();
     PyMem_Free(outputs);
@@ -314,9 +308,9 @@ static PyObject *py_vjp(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO:vjp", &fn_obj, &primals_obj, &cotangents_obj) ||
         !function_arg(fn_obj, &fn))
         return NULL;
-    array_args primals, cotangents = {NULL, 0};
+    weftpy_array_args primals, cotangents = {NULL, 0};
     PyObject *result = NULL;
-    if (!array_args_from(primals_obj, &primals) || !array_args_from(cotangents_obj, &cotangents))
+    if (!weftpy_array_args_from(primals_obj, &primals) || !weftpy_array_args_from(cotangents_obj, &cotangents))
         goto done;
     wf_array **outputs = PyMem_Calloc(cotangents.count + 1, sizeof(wf_array *));
     wf_array **grads = PyMem_Calloc(primals.count + 1, sizeof(wf_array *));
@@ -344,8 +338,8 @@ static PyObject *py_vjp(PyObject *module, PyObject *args)
     PyMem_Free(outputs);
     PyMem_Free(grads);
 done:
-    array_args_release(&primals);
-    array_args_release(&cotangents);
+    weftpy_array_args_release(&primals);
+    weftpy_array_args_release(&cotangents);
     return result;
 }
 
@@ -358,9 +352,9 @@ static PyObject *py_jvp(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO:jvp", &fn_obj, &primals_obj, &tangents_obj) ||
         !function_arg(fn_obj, &fn))
         return NULL;
-    array_args primals, tangents = {NULL, 0};
+    weftpy_array_args primals, tangents = {NULL, 0};
     PyObject *result = NULL;
-    if (!array_args_from(primals_obj, &primals) || !array_args_from(tangents_obj, &tangents))
+    if (!weftpy_array_args_from(primals_obj, &primals) || !weftpy_array_args_from(tangents_obj, &tangents))
         goto done;
     if (tangents.count != primals.count) {
         PyErr_SetString(PyExc_ValueError, "jvp: one tangent per primal is needed");
@@ -384,8 +378,8 @@ static PyObject *py_jvp(PyObject *module, PyObject *args)
         weftpy_raise_weft_error();
     }
 done:
-    array_args_release(&primals);
-    array_args_release(&tangents);
+    weftpy_array_args_release(&primals);
+    weftpy_array_args_release(&tangents);
     return result;
 }
 

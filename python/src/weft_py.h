@@ -175,7 +175,17 @@ PyObject *weftpy_function_wrap(wf_fn *fn);
 
 /* ------------------------------------------------------------ others */
 
+/* New references to the weft arrays of a sequence of arrays (or values
+ * convertible to arrays); release with weftpy_array_args_release, also
+ * after a failure (Python error set), which leaves `count` converted. */
+typedef struct {
+    wf_array **items;
+    size_t count;
+} weftpy_array_args;
+bool weftpy_array_args_from(PyObject *list, weftpy_array_args *out);
+void weftpy_array_args_release(weftpy_array_args *args);
 int weftpy_transforms_init(PyObject *module);
+int weftpy_export_init(PyObject *module);
 int weftpy_compile_init(PyObject *module);
 int weftpy_random_init(PyObject *module);
 int weftpy_memory_init(PyObject *module);

@@ -36,6 +36,9 @@ from ._core import (  # noqa: F401
 )
 from ._array import array  # noqa: F401  (registers itself as the result class)
 from ._compile import compile, disable_compile, enable_compile  # noqa: F401
+from ._export import (  # noqa: F401
+    FunctionExporter, export_function, export_to_dot, exporter, import_function,
+)
 from ._transforms import (  # noqa: F401
     checkpoint, custom_function, grad, jvp, value_and_grad, vjp, vmap,
 )

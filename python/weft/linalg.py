@@ -3,8 +3,9 @@
 norm and cross are composed from weft's ops (so they differentiate like
 any composition). The factorizations run weft's own CPU kernels
 (weft.h's wf_linalg_* section): float32 and float64 inputs, batched over
-the leading dims. A singular or non-positive-definite matrix does not
-raise: its factor has non-finite entries (see docs/PYTHON.md).
+the leading dims. An exactly singular matrix makes inv, tri_inv and the
+solves raise RuntimeError when evaluated (as MLX); cholesky of a
+non-positive-definite matrix gives NaN (see docs/PYTHON.md).
 """
 import math as _math
 
@@ -245,6 +246,18 @@ def eigh(a, UPLO="L", *, stream=None):
 def eigvalsh(a, UPLO="L", *, stream=None):
     """Ascending eigenvalues of symmetric matrices."""
     return _core._linalg_eigvalsh(a, _uplo(UPLO), stream)
+
+
+def eig(a, *, stream=None):
+    """(w, V) of general square matrices (real or complex64), complex64:
+    eigenvalues in no particular order, right eigenvectors as columns of
+    unit norm (a @ V = w[..., None, :] * V)."""
+    return _core._linalg_eig(a, False, stream)
+
+
+def eigvals(a, *, stream=None):
+    """Eigenvalues of general square matrices, complex64 (as eig's w)."""
+    return _core._linalg_eigvals(a, False, stream)
 
 
 def svd(a, compute_uv=True, *, stream=None):

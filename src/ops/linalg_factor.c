@@ -204,6 +204,20 @@ wf_status wf_linalg_eigh(wf_array *a, bool upper, wf_array **w, wf_array **v)
     return wf__array_publish_all(results, outs, 2);
 }
 
+wf_status wf_linalg_eig(wf_array *a, wf_array **w, wf_array **v)
+{
+    wf_array *packed = factor_node(WF_FACTOR_EIG, a, false);
+    wf_array *results[2] = {NULL, NULL};
+    if (packed) {
+        const int64_t n = cols_of(a);
+        results[0] = part(packed, 0, 1, 0, n, true);
+        results[1] = v ? part(packed, 1, n + 1, 0, n, false) : NULL;
+    }
+    wf__array_release(packed);
+    wf_array **outs[2] = {w, v};
+    return hand_out(results, outs, 2);
+}
+
 wf_status wf_linalg_svd(wf_array *a, wf_array **u, wf_array **s, wf_array **vt)
 {
     if ((u == NULL) != (vt == NULL)) {

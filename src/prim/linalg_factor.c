@@ -10,14 +10,14 @@ const char *wf__factor_op_name(int kind)
     static const char *const names[] = {"wf_linalg_cholesky", "wf_linalg_inv",
                                         "wf_linalg_tri_inv",  "wf_linalg_lu",
                                         "wf_linalg_qr",       "wf_linalg_eigh",
-                                        "wf_linalg_svd"};
+                                        "wf_linalg_svd",      "wf_linalg_eig"};
     return kind >= 0 && kind < WF_FACTOR_KIND_COUNT ? names[kind] : "linalg";
 }
 
 static bool needs_square(int kind)
 {
     return kind == WF_FACTOR_CHOLESKY || kind == WF_FACTOR_INV || kind == WF_FACTOR_TRI_INV ||
-           kind == WF_FACTOR_EIGH;
+           kind == WF_FACTOR_EIGH || kind == WF_FACTOR_EIG;
 }
 
 wf_status wf__factor_check(const char *op, int kind, wf_dtype dtype, int ndim,
@@ -26,9 +26,10 @@ wf_status wf__factor_check(const char *op, int kind, wf_dtype dtype, int ndim,
     if (ndim < 2)
         return wf__error(WF_ERR_SHAPE, "%s: a must have at least 2 dims (got rank %d)", op,
                          ndim);
-    if (dtype != WF_DTYPE_F32 && dtype != WF_DTYPE_F64)
-        return wf__error(WF_ERR_DTYPE, "%s: a must be float32 or float64 (got %s)", op,
-                         wf_dtype_name(dtype));
+    const bool complex_ok = kind == WF_FACTOR_EIG && dtype == WF_DTYPE_C64;
+    if (dtype != WF_DTYPE_F32 && dtype != WF_DTYPE_F64 && !complex_ok)
+        return wf__error(WF_ERR_DTYPE, "%s: a must be float32 or float64%s (got %s)", op,
+                         kind == WF_FACTOR_EIG ? " or complex64" : "", wf_dtype_name(dtype));
     const int64_t m = shape[ndim - 2], n = shape[ndim - 1];
     if (needs_square(kind) && m != n)
         return wf__error(WF_ERR_SHAPE, "%s: a must hold square matrices (got %lld x %lld)", op,
@@ -60,10 +61,11 @@ static wf_status infer_factor(const void *params, const wf_desc *inputs, int nin
     case WF_FACTOR_QR: *rows = m + k; break;
     case WF_FACTOR_EIGH: *rows = n + 1; break;
     case WF_FACTOR_SVD: *rows = m + 1 + n, *cols = wide; break;
+    case WF_FACTOR_EIG: *rows = n + 1; break;
     default: break;
     }
     out->ndim = a->ndim;
-    out->dtype = a->dtype;
+    out->dtype = p->kind == WF_FACTOR_EIG ? WF_DTYPE_C64 : a->dtype;
     return WF_OK;
 }
 
@@ -81,6 +83,7 @@ FACTOR_PRIM(lu)
 FACTOR_PRIM(qr)
 FACTOR_PRIM(eigh)
 FACTOR_PRIM(svd)
+FACTOR_PRIM(eig)
 #undef FACTOR_PRIM
 
 const wf_prim_def *wf__factor_prim(int kind)
@@ -88,6 +91,6 @@ const wf_prim_def *wf__factor_prim(int kind)
     static const wf_prim_def *const prims[] = {
         &wf__prim_linalg_cholesky, &wf__prim_linalg_inv, &wf__prim_linalg_tri_inv,
         &wf__prim_linalg_lu,       &wf__prim_linalg_qr,  &wf__prim_linalg_eigh,
-        &wf__prim_linalg_svd};
+        &wf__prim_linalg_svd,      &wf__prim_linalg_eig};
     return kind >= 0 && kind < WF_FACTOR_KIND_COUNT ? prims[kind] : NULL;
 }

@@ -19,11 +19,14 @@
  *   svd                     (..., m + 1 + n, max(m, n)): U (m, m) in rows
  *                           [0, m), S (k, descending) in row m, Vt (n, n)
  *                           in rows [m + 1, m + 1 + n)
- * Singular or non-positive-definite matrices are not errors: cholesky
- * fills that matrix's result with NaN (a semi-definite one, whose pivot
- * is zero to the dtype's rounding, gets a finite factor), inv / tri_inv
- * divide by the zero pivot (inf / NaN), lu keeps the zero pivot (as
- * LAPACK's getrf).
+ *   eig                     (..., n + 1, n) complex64 (a may be complex64
+ *                           too): row 0 the eigenvalues, rows [1, n + 1)
+ *                           the eigenvectors as columns
+ * A non-positive-definite matrix is not an error: cholesky fills that
+ * matrix's result with NaN (a semi-definite one, whose pivot is zero to
+ * the dtype's rounding, gets a finite factor); lu keeps a zero pivot (as
+ * LAPACK's getrf). An exact zero pivot fails inv / tri_inv (WF_ERR_KERNEL,
+ * as MLX), and so does an eig whose QR iteration does not converge.
  */
 #ifndef WEFT_PRIM_LINALG_FACTOR_H
 #define WEFT_PRIM_LINALG_FACTOR_H
@@ -40,6 +43,7 @@ enum wf_factor_kind {
     WF_FACTOR_QR,
     WF_FACTOR_EIGH,
     WF_FACTOR_SVD,
+    WF_FACTOR_EIG,
     WF_FACTOR_KIND_COUNT
 };
 
@@ -57,13 +61,14 @@ extern const wf_prim_def wf__prim_linalg_lu;
 extern const wf_prim_def wf__prim_linalg_qr;
 extern const wf_prim_def wf__prim_linalg_eigh;
 extern const wf_prim_def wf__prim_linalg_svd;
+extern const wf_prim_def wf__prim_linalg_eig;
 
 /* The primitive of `kind`. */
 const wf_prim_def *wf__factor_prim(int kind);
 /* The public op's name of `kind` ("wf_linalg_qr"), for messages. */
 const char *wf__factor_op_name(int kind);
-/* Checks a's description for `kind` (rank >= 2, float32 / float64, square
- * where the kind needs it), recording the error naming `op`. */
+/* Checks a's description for `kind` (rank >= 2, float32 / float64 (eig:
+ * complex64 too), square where the kind needs it), recording the error naming `op`. */
 wf_status wf__factor_check(const char *op, int kind, wf_dtype dtype, int ndim,
                            const int64_t *shape);
 

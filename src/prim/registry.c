@@ -77,6 +77,7 @@ static const wf_prim_def *const all_prims[] = {
     /* matrix factorizations */
     &wf__prim_linalg_cholesky, &wf__prim_linalg_inv, &wf__prim_linalg_tri_inv,
     &wf__prim_linalg_lu, &wf__prim_linalg_qr, &wf__prim_linalg_eigh, &wf__prim_linalg_svd,
+    &wf__prim_linalg_eig,
 };
 
 #undef WF_UNARY_LIST_PRIM

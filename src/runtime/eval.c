@@ -384,10 +384,17 @@ static void run_node(wf_array *n)
     context_restore(&saved);
 }
 
-void wf__eval_run_task(wf_array *n)
+wf_status wf__eval_run_task(wf_array *n, char **message)
 {
     run_node(n);
+    wf_status status = WF_OK;
+    *message = NULL;
+    if (wf__array_state(n) == WF_NODE_FAILED) {
+        status = n->error;
+        *message = wf__strdup(n->error_message ? n->error_message : "");
+    }
     wf__array_decref(n); /* the queue's reference; waiters wait for the ticket too */
+    return status;
 }
 
 /* ------------------------------------------------------------ the walk */

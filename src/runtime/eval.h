@@ -10,8 +10,10 @@
  * kernel (no lock held, neutral per-thread state), publishes READY or
  * FAILED, detaches the inputs unless keep_graph, and drops the queue's
  * reference. Called by the holder of the stream's execution token, inside
- * a wf__free_defer_begin/end region. */
-void wf__eval_run_task(wf_array *node);
+ * a wf__free_defer_begin/end region. Returns WF_OK, or the node's error with
+ * a copy of its message in *message (the caller frees it; NULL when that
+ * copy could not be made). */
+wf_status wf__eval_run_task(wf_array *node, char **message);
 
 /* Runs the payload destructors and external deleters this thread deferred
  * (core/deferred_free.h), with neutral per-thread state. Call only where the thread holds nothing

@@ -57,6 +57,11 @@ struct wf_stream {
     pthread_t worker;
     struct wf_stream *registry_prev, *registry_next;
     wf_device *device; /* where its tasks run; set at creation */
+    /* The earliest queued task that failed and that no synchronize has
+     * reported yet (ticket 0: none), with a copy of its message. */
+    uint64_t failure_ticket;
+    wf_status failure;
+    char *failure_message;
 };
 
 static atomic_uint_fast64_t last_stream_id;
@@ -120,6 +125,7 @@ static wf_array *queue_pop(wf_stream *s)
 
 static void stream_free_memory(wf_stream *s)
 {
+    free(s->failure_message);
     wf__mutex_destroy(&s->queue_lock);
     pthread_cond_destroy(&s->work_ready);
     pthread_cond_destroy(&s->progress);
@@ -169,8 +175,16 @@ static void run_head(wf_stream *s)
     uint64_t ticket = task->queue_seq;
     wf__mutex_unlock(&s->queue_lock);
     wf__free_defer_begin();
-    wf__eval_run_task(task);
+    char *message;
+    const wf_status failure = wf__eval_run_task(task, &message);
     wf__mutex_lock(&s->queue_lock);
+    if (failure != WF_OK && s->failure_ticket == 0) {
+        s->failure_ticket = ticket;
+        s->failure = failure;
+        s->failure_message = message;
+        message = NULL;
+    }
+    free(message);
     s->busy = false;
     atomic_store_explicit(&s->done, ticket, memory_order_release);
     if (s->head)
@@ -531,9 +545,23 @@ wf_status wf_stream_synchronize(wf_stream *s)
         return wf__error(WF_ERR_MISUSE,
                          "wf_stream_synchronize: cannot wait for a stream inside a kernel");
     wf__mutex_lock(&s->queue_lock);
-    help_until(s, s->enqueued, s->batches_opened);
+    const uint64_t ticket = s->enqueued;
+    help_until(s, ticket, s->batches_opened);
+    wf_status failure = WF_OK;
+    char *message = NULL;
+    if (s->failure_ticket != 0 && s->failure_ticket <= ticket) {
+        failure = s->failure;
+        message = s->failure_message;
+        s->failure_ticket = 0;
+        s->failure_message = NULL;
+    }
     wf__mutex_unlock(&s->queue_lock);
-    return WF_OK;
+    if (failure == WF_OK)
+        return WF_OK;
+    wf_status st = wf__error(failure, "wf_stream_synchronize: a task queued on the stream failed: %s",
+                             message ? message : "(no message)");
+    free(message);
+    return st;
 }
 
 wf_device *wf__stream_device(const wf_stream *s) { return s->device; }

@@ -14,7 +14,7 @@
  *   eigh      dA = sym(V (diag(w_bar) + F o (V^T V_bar)) V^T)
  *             dw = diag(V^T dA V),  dV = V (F o (V^T dA V))
  * (repeated eigenvalues make F infinite, as in JAX and MLX). The packed
- * lu, qr and svd nodes have no derivative rules yet (each answers
+ * lu, qr, svd and eig nodes have no derivative rules yet (each answers
  * WF_ERR_UNSUPPORTED naming the primitive).
  */
 #include "core/error.h"
@@ -183,6 +183,7 @@ const wf_prim_rules wf__rules_linalg_factor[] = {
     {&wf__prim_linalg_qr, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor},
     {&wf__prim_linalg_eigh, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor},
     {&wf__prim_linalg_svd, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor},
+    {&wf__prim_linalg_eig, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor},
 };
 const size_t wf__rules_linalg_factor_count =
     sizeof wf__rules_linalg_factor / sizeof wf__rules_linalg_factor[0];

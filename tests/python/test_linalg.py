@@ -156,6 +156,52 @@ def test_inv_solve(dtype):
                                atol=TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+def test_eig_against_numpy(dtype):
+    a = RNG.standard_normal((4, 7, 7))
+    if dtype == np.complex64:
+        a = a + 1j * RNG.standard_normal((4, 7, 7))
+    a = a.astype(dtype)
+    w, v = mx.linalg.eig(arr(a))
+    assert w.dtype == mx.complex64 and v.dtype == mx.complex64
+    assert w.shape == (4, 7) and v.shape == (4, 7, 7)
+    w, v = np.array(w), np.array(v)
+    np.testing.assert_allclose(a @ v, w[..., None, :] * v, atol=1e-4)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=-2), 1.0, rtol=1e-5)
+    key = lambda x: np.lexsort((np.round(x.imag, 4), np.round(x.real, 4)))
+    want = np.linalg.eigvals(a.astype(np.complex128))
+    for got_row, want_row in zip(w, want):
+        np.testing.assert_allclose(got_row[key(got_row)], want_row[key(want_row)], atol=1e-4)
+    np.testing.assert_array_equal(np.array(mx.linalg.eigvals(arr(a))), w)
+
+
+def test_eig_errors_and_no_gradient():
+    with pytest.raises(ValueError):
+        mx.linalg.eig(mx.zeros((2, 3)))
+    with pytest.raises(ValueError):
+        mx.linalg.eigvals(mx.zeros((2, 2), dtype=mx.int32))
+    with pytest.raises(NotImplementedError, match="linalg_eig"):
+        mx.grad(lambda x: mx.real(mx.linalg.eigvals(x)).sum())(mx.eye(3))
+    w, v = mx.linalg.eig(mx.zeros((0, 0)))
+    assert w.shape == (0,) and v.shape == (0, 0)
+    batched = mx.vmap(mx.linalg.eigvals)(mx.array(np.diag([2.0, 3.0])[None].repeat(2, 0)))
+    assert sorted(np.array(batched)[1].real.tolist()) == [2.0, 3.0]
+
+
+def test_singular_inverse_and_solve_raise():
+    """An exactly singular matrix fails inv, tri_inv and solve at evaluation
+    with RuntimeError, as MLX (LAPACK's zero pivot); weft stays usable."""
+    singular = arr(np.array([[1.0, 2.0], [2.0, 4.0]], np.float32))
+    with pytest.raises(RuntimeError, match="singular"):
+        mx.eval(mx.linalg.inv(singular))
+    with pytest.raises(RuntimeError, match="singular"):
+        mx.eval(mx.linalg.solve(singular, mx.array([1.0, 1.0])))
+    with pytest.raises(RuntimeError, match="singular"):
+        mx.eval(mx.linalg.tri_inv(mx.array([[0.0, 0.0], [1.0, 1.0]]), upper=False))
+    np.testing.assert_array_equal(np.array(mx.linalg.inv(mx.array([[2.0, 0.0], [0.0, 4.0]]))),
+                                  [[0.5, 0.0], [0.0, 0.25]])
+
+
 @pytest.mark.parametrize("upper", [False, True])
 def test_triangular(upper):
     a = well_conditioned((3, 4, 4), np.float64)

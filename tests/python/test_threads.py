@@ -85,6 +85,20 @@ def test_async_eval_and_synchronize_release_the_gil():
     setter.join()
 
 
+def test_synchronize_raises_an_async_failure_once():
+    def bad(inputs, output):
+        raise ArithmeticError("async kernel says no")
+
+    y = mx.custom_kernel(bad, [mx.array([1.0])], (1,), mx.float32)
+    mx.async_eval(y)
+    with pytest.raises(RuntimeError, match="async kernel says no"):
+        mx.synchronize()
+    mx.synchronize()  # reported once
+    with pytest.raises(RuntimeError, match="async kernel says no"):
+        mx.eval(y)  # the array keeps its failure
+    assert (mx.array([1.0]) + 1).item() == 2.0
+
+
 def test_dropping_the_last_reference_never_waits():
     event = threading.Event()
     ran = []

@@ -254,6 +254,58 @@ static void test_kernel_failure_reaches_dependents(void)
     wf_release(d);
 }
 
+/* A kernel that fails with the message its payload names. */
+static wf_status fail_with(void *payload, const wf_custom_call *call)
+{
+    (void)call;
+    return wf_set_error(WF_ERR_INVALID_ARGUMENT, "%s", (const char *)payload);
+}
+
+static wf_status ones_kernel(void *payload, const wf_custom_call *call)
+{
+    (void)payload;
+    return fill_ones(call);
+}
+
+/* A task queued by wf_async_eval that fails is reported by the next
+ * synchronize of its stream, once, with the first failure's message;
+ * work queued with it still runs and the stream stays usable. */
+static void test_synchronize_reports_async_failures_once(void)
+{
+    wf_stream *s = wf_stream_new();
+    CHECK_OK(wf_stream_push(s));
+    wf_array *first = custom_scalar(fail_with, "first refusal");
+    wf_array *ok = custom_scalar(ones_kernel, NULL);
+    wf_array *second = custom_scalar(fail_with, "second refusal");
+    CHECK_OK(wf_stream_pop());
+    wf_array *all[3] = {first, ok, second};
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(wf_async_eval(&all[i], 1));
+    CHECK_STATUS(wf_stream_synchronize(s), WF_ERR_INVALID_ARGUMENT);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "wf_stream_synchronize");
+    CHECK_STR_CONTAINS(wf_last_error_message(), "first refusal");
+    CHECK_OK(wf_stream_synchronize(s)); /* reported already */
+    CHECK(item_of(ok) == 1.0);
+    CHECK_STATUS(wf_eval(&second, 1), WF_ERR_INVALID_ARGUMENT); /* the array keeps it */
+    CHECK_STR_CONTAINS(wf_last_error_message(), "second refusal");
+    /* A later failure is reported again; synchronous evaluation never is. */
+    CHECK_OK(wf_stream_push(s));
+    wf_array *later = custom_scalar(fail_with, "later refusal");
+    wf_array *sync = custom_scalar(fail_with, "synchronous refusal");
+    CHECK_OK(wf_stream_pop());
+    CHECK_STATUS(wf_eval(&sync, 1), WF_ERR_INVALID_ARGUMENT);
+    CHECK_OK(wf_stream_synchronize(s));
+    CHECK_OK(wf_async_eval(&later, 1));
+    CHECK_STATUS(wf_stream_synchronize(s), WF_ERR_INVALID_ARGUMENT);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "later refusal");
+    CHECK_OK(wf_stream_synchronize(s));
+    for (int i = 0; i < 3; i++)
+        wf_release(all[i]);
+    wf_release(later);
+    wf_release(sync);
+    wf_stream_release(s);
+}
+
 struct shared_job {
     wf_array *root;
     pthread_barrier_t *barrier;
@@ -644,6 +696,7 @@ int main(void)
     RUN_TEST(test_eval_first_root_already_computed);
     RUN_TEST(test_synchronize_waits_for_async_work);
     RUN_TEST(test_kernel_failure_reaches_dependents);
+    RUN_TEST(test_synchronize_reports_async_failures_once);
     RUN_TEST(test_threads_share_one_graph);
     RUN_TEST(test_synchronize_waits_for_earlier_work_only);
     RUN_TEST(test_synchronize_returns_under_continuous_enqueuing);

@@ -9,6 +9,7 @@
  * cholesky and eigh against finite differences; vmap against per-example
  * results.
  */
+#include <complex.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,20 +211,40 @@ static void test_inverses(void)
     }
 }
 
-/* Singular and not positive definite: values, not errors. */
+/* Evaluates x, which must fail with WF_ERR_KERNEL naming `op` and the
+ * singular matrix; then a fresh inverse still works. */
+static void check_singular_failure(wf_array *x, const char *op)
+{
+    CHECK_STATUS(wf_eval(&x, 1), WF_ERR_KERNEL);
+    CHECK_STR_CONTAINS(wf_last_error_message(), op);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "singular");
+    const double two[4] = {2, 0, 0, 4};
+    const int64_t s2[2] = {2, 2};
+    double *inv = conf_read(wf_linalg_inv(make(two, s2, 2, WF_DTYPE_F32)));
+    if (CHECK_NOT_NULL(inv))
+        CHECK(inv[0] == 0.5 && inv[1] == 0.0 && inv[2] == 0.0 && inv[3] == 0.25);
+    free(inv);
+}
+
+/* A zero pivot fails the inverses and solves (as LAPACK / MLX); cholesky of
+ * a semi-definite or indefinite matrix and LU of a singular one are values. */
 static void test_singular(void)
 {
     wf_scope_begin();
     const double singular[4] = {1, 2, 2, 4};
     const int64_t s2[2] = {2, 2};
     wf_array *a = make(singular, s2, 2, WF_DTYPE_F64);
-    double *inv = conf_read(wf_linalg_inv(a));
-    if (CHECK_NOT_NULL(inv)) {
-        bool finite = true;
-        for (int i = 0; i < 4; i++)
-            finite = finite && isfinite(inv[i]);
-        CHECK(!finite);
-    }
+    check_singular_failure(wf_linalg_inv(a), "wf_linalg_inv");
+    /* one singular matrix in a batch of invertible ones fails the batch */
+    const double batch[12] = {1, 0, 0, 1, 1, 2, 2, 4, 3, 0, 0, 3};
+    const int64_t s3[3] = {3, 2, 2};
+    check_singular_failure(wf_linalg_inv(make(batch, s3, 3, WF_DTYPE_F32)), "wf_linalg_inv");
+    const double ones[2] = {1, 1};
+    const int64_t s1[1] = {2};
+    check_singular_failure(wf_linalg_solve(a, make(ones, s1, 1, WF_DTYPE_F64)), "wf_linalg_inv");
+    const double zero_diagonal[4] = {0, 0, 1, 1};
+    check_singular_failure(wf_linalg_tri_inv(make(zero_diagonal, s2, 2, WF_DTYPE_F64), false),
+                           "wf_linalg_tri_inv");
     /* semi-definite (a pivot of exactly 0): finite, L L^T = a */
     double *chol = conf_read(wf_linalg_cholesky(a, false));
     if (CHECK_NOT_NULL(chol)) {
@@ -257,7 +278,6 @@ static void test_singular(void)
     }
     free(chol2);
     free(chol);
-    free(inv);
     wf_scope_end();
 }
 
@@ -542,6 +562,168 @@ static void test_solves(void)
     wf_scope_end();
 }
 
+/* ---------------------------------------------------------------- eig */
+
+/* Reads the complex64 x (evaluated) as count complex doubles (caller frees). */
+static double _Complex *read_complex(wf_array *x, int64_t count)
+{
+    float *raw = malloc((size_t)(2 * count + 2) * sizeof *raw);
+    double _Complex *out = malloc((size_t)(count + 1) * sizeof *out);
+    if (!CHECK_EQ_INT(wf_array_dtype(x), WF_DTYPE_C64) ||
+        !CHECK_OK(wf_array_copy_to(x, raw, (size_t)(2 * count) * sizeof *raw))) {
+        free(raw);
+        free(out);
+        return NULL;
+    }
+    for (int64_t i = 0; i < count; i++)
+        out[i] = raw[2 * i] + raw[2 * i + 1] * _Complex_I;
+    free(raw);
+    return out;
+}
+
+/* Checks eig of the batch of n x n matrices a (given as complex doubles):
+ * A V = V diag(w) to the input dtype's precision, columns of unit norm with
+ * the largest component real, the eigenvalues summing to the trace, and
+ * eigvals (v NULL) giving the same w. */
+static void check_eig(const double _Complex *a, int64_t batch, int64_t n, wf_dtype dtype)
+{
+    const int64_t count = batch * n * n;
+    float *host32 = malloc((size_t)(2 * count + 2) * sizeof *host32);
+    double *host64 = malloc((size_t)(count + 1) * sizeof *host64);
+    for (int64_t i = 0; i < count; i++) {
+        host32[2 * i] = (float)creal(a[i]);
+        host32[2 * i + 1] = (float)cimag(a[i]);
+        host64[i] = creal(a[i]);
+    }
+    const int64_t shape[3] = {batch, n, n};
+    wf_array *x = dtype == WF_DTYPE_C64 ? wf_array_from_data(host32, shape, 3, WF_DTYPE_C64)
+                                        : make(host64, shape, 3, dtype);
+    wf_array *w = NULL, *v = NULL, *w_only = NULL;
+    CHECK_OK(wf_linalg_eig(x, &w, &v));
+    CHECK_OK(wf_linalg_eig(x, &w_only, NULL));
+    double _Complex *wv = w ? read_complex(w, batch * n) : NULL;
+    double _Complex *vv = v ? read_complex(v, count) : NULL;
+    double _Complex *wo = w_only ? read_complex(w_only, batch * n) : NULL;
+    const double tol = dtype == WF_DTYPE_F64 ? 1e-5 : 1e-4; /* results are complex64 */
+    if (CHECK_NOT_NULL(wv) && CHECK_NOT_NULL(vv) && CHECK_NOT_NULL(wo)) {
+        double worst = 0.0, norm_error = 0.0, phase_error = 0.0, trace_error = 0.0;
+        for (int64_t t = 0; t < batch; t++) {
+            const double _Complex *at = a + t * n * n, *vt = vv + t * n * n, *wt = wv + t * n;
+            double scale = 1.0;
+            double _Complex trace = 0.0, sum = 0.0;
+            for (int64_t i = 0; i < n; i++) {
+                trace += at[i * n + i];
+                sum += wt[i];
+                for (int64_t j = 0; j < n; j++)
+                    scale = fmax(scale, cabs(at[i * n + j]));
+            }
+            trace_error = fmax(trace_error, cabs(trace - sum) / (scale * (double)n));
+            for (int64_t k = 0; k < n; k++) {
+                double norm2 = 0.0, largest = -1.0;
+                double _Complex biggest = 0.0;
+                for (int64_t i = 0; i < n; i++) {
+                    double _Complex av = 0.0;
+                    for (int64_t j = 0; j < n; j++)
+                        av += at[i * n + j] * vt[j * n + k];
+                    worst = fmax(worst, cabs(av - wt[k] * vt[i * n + k]) / scale);
+                    norm2 += cabs(vt[i * n + k]) * cabs(vt[i * n + k]);
+                    if (cabs(vt[i * n + k]) > largest + 1e-6) {
+                        largest = cabs(vt[i * n + k]);
+                        biggest = vt[i * n + k];
+                    }
+                }
+                norm_error = fmax(norm_error, fabs(norm2 - 1.0));
+                phase_error = fmax(phase_error, fabs(cimag(biggest)));
+            }
+            for (int64_t i = 0; i < n; i++)
+                CHECK(wo[t * n + i] == wt[i]);
+        }
+        if (!CHECK(worst <= tol && norm_error <= tol && phase_error <= tol && trace_error <= tol))
+            printf("    eig n=%lld %s: |AV - VW| %.3g, norm %.3g, phase %.3g, trace %.3g\n",
+                   (long long)n, wf_dtype_name(dtype), worst, norm_error, phase_error,
+                   trace_error);
+    }
+    free(wv);
+    free(vv);
+    free(wo);
+    free(host32);
+    free(host64);
+}
+
+static void test_eig(void)
+{
+    wf_scope_begin();
+    const int sizes[] = {1, 2, 3, 5, 8, 13, BIG / 2};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        const int64_t n = sizes[s], batch = 3, count = batch * n * n;
+        double *re = random_matrices(count, (uint32_t)(7 + n)), *im = random_matrices(count, 99);
+        double _Complex *real = malloc((size_t)count * sizeof *real);
+        double _Complex *cplx = malloc((size_t)count * sizeof *cplx);
+        for (int64_t i = 0; i < count; i++) {
+            real[i] = re[i];
+            cplx[i] = (float)re[i] + (float)im[i] * _Complex_I;
+            real[i] = (float)re[i];
+        }
+        check_eig(real, batch, n, WF_DTYPE_F32);
+        check_eig(real, batch, n, WF_DTYPE_F64);
+        check_eig(cplx, batch, n, WF_DTYPE_C64);
+        free(re);
+        free(im);
+        free(real);
+        free(cplx);
+    }
+    /* a rotation's eigenvalues are 1 +- i; a triangular matrix's its diagonal;
+     * a defective (Jordan) block and the identity still give A V = V W */
+    const double _Complex rotation[4] = {1, -1, 1, 1};
+    check_eig(rotation, 1, 2, WF_DTYPE_F32);
+    wf_array *w = NULL;
+    const double rot[4] = {1, -1, 1, 1};
+    const int64_t s2[2] = {2, 2};
+    CHECK_OK(wf_linalg_eig(make(rot, s2, 2, WF_DTYPE_F32), &w, NULL));
+    double _Complex *wr = w ? read_complex(w, 2) : NULL;
+    if (CHECK_NOT_NULL(wr)) {
+        CHECK(cabs(wr[0] - conj(wr[1])) < 1e-6 && fabs(creal(wr[0]) - 1) < 1e-6 &&
+              fabs(fabs(cimag(wr[0])) - 1) < 1e-6);
+        free(wr);
+    }
+    const double _Complex jordan[9] = {2, 1, 0, 0, 2, 1, 0, 0, 2};
+    const double _Complex identity[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+    const double _Complex upper[9] = {1, 5, -3, 0, -2, 7, 0, 0, 4};
+    check_eig(jordan, 1, 3, WF_DTYPE_F64);
+    check_eig(identity, 1, 3, WF_DTYPE_F32);
+    check_eig(upper, 1, 3, WF_DTYPE_F64);
+    w = NULL;
+    const double up[9] = {1, 5, -3, 0, -2, 7, 0, 0, 4};
+    const int64_t s3[2] = {3, 3};
+    CHECK_OK(wf_linalg_eig(make(up, s3, 2, WF_DTYPE_F64), &w, NULL));
+    double _Complex *wu = w ? read_complex(w, 3) : NULL;
+    if (CHECK_NOT_NULL(wu)) {
+        for (int i = 0; i < 3; i++) { /* the diagonal, in some order */
+            bool found = false;
+            for (int j = 0; j < 3; j++)
+                found = found || cabs(wu[j] - up[i * 4]) < 1e-6;
+            CHECK(found);
+        }
+        free(wu);
+    }
+    /* empty matrices and batches; errors; no derivative */
+    const int64_t e0[3] = {3, 0, 0}, e1[3] = {0, 4, 4};
+    wf_array *v = NULL;
+    CHECK_OK(wf_linalg_eig(wf_zeros(e0, 3, WF_DTYPE_F32), &w, &v));
+    CHECK(wf_array_ndim(w) == 2 && wf_array_dim(w, 0) == 3 && wf_array_dim(w, 1) == 0 &&
+          wf_array_ndim(v) == 3 && wf_array_size(v) == 0 && wf_eval(&v, 1) == WF_OK);
+    CHECK_OK(wf_linalg_eig(wf_zeros(e1, 3, WF_DTYPE_F64), &w, &v));
+    CHECK(wf_array_dim(w, 0) == 0 && wf_array_dim(w, 1) == 4 && wf_array_dim(v, 2) == 4);
+    const int64_t s23[2] = {2, 3};
+    w = (wf_array *)1;
+    CHECK_STATUS(wf_linalg_eig(wf_zeros(s23, 2, WF_DTYPE_F32), &w, NULL), WF_ERR_SHAPE);
+    CHECK(w == NULL);
+    CHECK_STATUS(wf_linalg_eig(wf_zeros(s2, 2, WF_DTYPE_I32), &w, &v), WF_ERR_DTYPE);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "complex64");
+    CHECK(w == NULL && v == NULL);
+    wf_scope_end();
+}
+
 static void test_empty_and_errors(void)
 {
     wf_scope_begin();
@@ -716,6 +898,7 @@ int main(void)
 {
     RUN_TEST(test_inverses);
     RUN_TEST(test_singular);
+    RUN_TEST(test_eig);
     RUN_TEST(test_ill_conditioned);
     RUN_TEST(test_lu_qr);
     RUN_TEST(test_eigh_svd);

@@ -237,6 +237,11 @@ wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninpu
 /* The matrix factorizations (linalg_factor.c, prim/linalg_factor.h). */
 wf_status wf__cpu_linalg_factor(wf_array *out, wf_array *const *inputs, int ninputs,
                                 const void *params);
+/* Eigenvalues (and, with `vectors`, right eigenvectors as columns) of the
+ * general n x n complex a, row-major, overwritten (linalg_eig.c). work:
+ * n * n + 2 * n entries. False when the QR iteration did not converge. */
+bool wf__cpu_eig(double _Complex *a, int64_t n, double _Complex *values,
+                 double _Complex *vectors, double _Complex *work);
 /* wf_custom: contiguous inputs, a fresh output, the user's call. */
 wf_status wf__cpu_custom(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
 /* The discrete Fourier transform (prim/fft.h; fft.c): 1-d transforms along

@@ -10,8 +10,10 @@
  * (Hestenes) Jacobi for the SVD, with U completed to a square orthonormal
  * basis by Gram-Schmidt on the coordinate vectors.
  */
+#include <complex.h>
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +33,9 @@ typedef struct factor_job {
     int64_t m, n;      /* the input matrices */
     int64_t rows, cols; /* the packed output matrices */
     size_t work;       /* doubles of workspace per matrix */
-    bool failed;
+    atomic_bool out_of_memory; /* set by any chunk */
+    atomic_bool singular;      /* an inverse met a zero pivot */
+    atomic_bool diverged;      /* eig's QR iteration did not converge */
 } factor_job;
 
 /* ---------------------------------------------------------------- load / store */
@@ -136,9 +140,13 @@ static bool cholesky(const double *a, double *l, int64_t n, double eps)
 
 /* ---------------------------------------------------------------- triangular inverse */
 
-/* Inverse of the lower triangle of the n x n l into x (upper zero). */
-static void lower_inverse(const double *l, double *x, int64_t n)
+/* Inverse of the lower triangle of the n x n l into x (upper zero).
+ * False, x unset, when a diagonal entry is zero (singular). */
+static bool lower_inverse(const double *l, double *x, int64_t n)
 {
+    for (int64_t j = 0; j < n; j++)
+        if (l[j * n + j] == 0.0)
+            return false;
     memset(x, 0, (size_t)(n * n) * sizeof *x);
     for (int64_t j = 0; j < n; j++) {
         x[j * n + j] = 1.0 / l[j * n + j];
@@ -149,6 +157,7 @@ static void lower_inverse(const double *l, double *x, int64_t n)
             x[i * n + j] = -s / l[i * n + i];
         }
     }
+    return true;
 }
 
 /* ---------------------------------------------------------------- LU */
@@ -183,10 +192,15 @@ static void lu_factor(double *a, int64_t m, int64_t n, int64_t *piv)
     }
 }
 
-/* Inverse of the n x n a (overwritten by its LU) into x; piv has n entries. */
-static void lu_inverse(double *a, double *x, int64_t n, int64_t *piv)
+/* Inverse of the n x n a (overwritten by its LU) into x; piv has n
+ * entries. False, x unset, when U has a zero pivot (a is singular, as
+ * LAPACK's getrf reports it: an exact zero, not a small one). */
+static bool lu_inverse(double *a, double *x, int64_t n, int64_t *piv)
 {
     lu_factor(a, n, n, piv);
+    for (int64_t j = 0; j < n; j++)
+        if (a[j * n + j] == 0.0)
+            return false;
     memset(x, 0, (size_t)(n * n) * sizeof *x);
     for (int64_t i = 0; i < n; i++)
         x[i * n + i] = 1.0;
@@ -215,6 +229,7 @@ static void lu_inverse(double *a, double *x, int64_t n, int64_t *piv)
         for (int64_t c = 0; c < n; c++)
             x[i * n + c] /= d;
     }
+    return true;
 }
 
 /* ---------------------------------------------------------------- QR */
@@ -463,6 +478,48 @@ static void svd_tall(double *w, int64_t m, int64_t n, double *u, double *s, doub
     memcpy(v, w, (size_t)(n * n) * sizeof *v);
 }
 
+/* ---------------------------------------------------------------- eig */
+
+/* Matrix b of the (real or complex64) input, as complex doubles. */
+static void load_complex(const factor_job *job, int64_t b, double _Complex *w)
+{
+    const wf_array *a = job->a;
+    const int64_t rs = a->strides[a->ndim - 2], cs = a->strides[a->ndim - 1];
+    const int64_t base = batch_offset(a, b), n = job->n;
+    const void *data = wf__array_data_ptr(a);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            const int64_t at = base + i * rs + j * cs;
+            double re, im = 0.0;
+            if (a->dtype == WF_DTYPE_C64) {
+                re = ((const float *)data)[2 * at];
+                im = ((const float *)data)[2 * at + 1];
+            } else {
+                re = a->dtype == WF_DTYPE_F64 ? ((const double *)data)[at]
+                                              : ((const float *)data)[at];
+            }
+            w[i * n + j] = re + im * I;
+        }
+}
+
+/* Matrix b of eig's packed complex64 output: the eigenvalues in row 0, the
+ * eigenvectors below. False (the matrix left NaN) when QR did not converge. */
+static bool eig_one(const factor_job *job, int64_t b, double *work)
+{
+    const int64_t n = job->n;
+    double _Complex *a = (double _Complex *)work, *values = a + n * n, *vectors = values + n,
+                    *scratch = vectors + n * n;
+    float *out = (float *)wf__array_data_ptr(job->out) + 2 * b * (n + 1) * n;
+    load_complex(job, b, a);
+    const bool converged = wf__cpu_eig(a, n, values, vectors, scratch);
+    for (int64_t i = 0; i < (n + 1) * n; i++) {
+        const double _Complex v = i < n ? values[i] : vectors[i - n];
+        out[2 * i] = converged ? (float)creal(v) : NAN;
+        out[2 * i + 1] = converged ? (float)cimag(v) : NAN;
+    }
+    return converged;
+}
+
 /* ---------------------------------------------------------------- one matrix */
 
 static void factor_one(const factor_job *job, int64_t b, double *work)
@@ -481,13 +538,17 @@ static void factor_one(const factor_job *job, int64_t b, double *work)
         break;
     case WF_FACTOR_TRI_INV:
         load(job, b, a, job->upper);
-        lower_inverse(a, x, n);
-        store(out, 0, x, n, n, job->upper);
+        if (lower_inverse(a, x, n))
+            store(out, 0, x, n, n, job->upper);
+        else
+            atomic_store(&job->singular, true);
         break;
     case WF_FACTOR_INV:
         load(job, b, a, false);
-        lu_inverse(a, x, n, idx);
-        store(out, 0, x, n, n, false);
+        if (lu_inverse(a, x, n, idx))
+            store(out, 0, x, n, n, false);
+        else
+            atomic_store(&job->singular, true);
         break;
     case WF_FACTOR_LU: {
         load(job, b, a, false);
@@ -536,6 +597,10 @@ static void factor_one(const factor_job *job, int64_t b, double *work)
             }
         }
         break;
+    case WF_FACTOR_EIG:
+        if (!eig_one(job, b, work))
+            atomic_store(&job->diverged, true);
+        break;
     case WF_FACTOR_SVD: {
         const bool tall = m >= n; /* else factor a^T = V S U^T */
         load(job, b, a, !tall);
@@ -561,7 +626,7 @@ static void factor_chunk(void *arg, int64_t begin, int64_t end)
     factor_job *job = arg;
     double *work = wf__malloc(job->work * sizeof(double));
     if (!work) {
-        job->failed = true;
+        atomic_store(&job->out_of_memory, true);
         return;
     }
     for (int64_t b = begin; b < end; b++)
@@ -589,14 +654,23 @@ wf_status wf__cpu_linalg_factor(wf_array *out, wf_array *const *inputs, int ninp
         .cols = out->shape[out->ndim - 1],
     };
     const int64_t wide = job.m > job.n ? job.m : job.n;
-    /* a, two more wide x wide matrices and 4 vectors, then 2 * wide indices */
-    job.work = (size_t)(3 * wide * wide + 6 * wide + 1);
+    /* a, two more wide x wide matrices and 4 vectors, then 2 * wide indices;
+     * eig: a, its vectors and z (complex: 2 doubles each) and 4 vectors */
+    job.work = p->kind == WF_FACTOR_EIG ? (size_t)(6 * wide * wide + 8 * wide + 1)
+                                        : (size_t)(3 * wide * wide + 6 * wide + 1);
     const int64_t batch = out->size / (job.rows * job.cols);
     const int64_t cost = wide * wide * wide + 1;
     const int64_t min_chunk = cost >= WF_CPU_CHUNK_COSTLY ? 1 : WF_CPU_CHUNK_COSTLY / cost;
     wf__parallel_for(batch, min_chunk, factor_chunk, &job);
-    if (job.failed)
+    if (atomic_load(&job.out_of_memory))
         return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory for a %lld x %lld workspace",
+                         wf__factor_op_name(p->kind), (long long)job.m, (long long)job.n);
+    if (atomic_load(&job.diverged))
+        return wf__error(WF_ERR_KERNEL, "%s: the QR iteration did not converge for a %lld x %lld "
+                                        "matrix", wf__factor_op_name(p->kind), (long long)job.m,
+                         (long long)job.n);
+    if (atomic_load(&job.singular))
+        return wf__error(WF_ERR_KERNEL, "%s: a %lld x %lld matrix is singular (a zero pivot)",
                          wf__factor_op_name(p->kind), (long long)job.m, (long long)job.n);
     return WF_OK;
 }
