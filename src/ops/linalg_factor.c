@@ -215,7 +215,7 @@ wf_status wf_linalg_eig(wf_array *a, wf_array **w, wf_array **v)
     }
     wf__array_release(packed);
     wf_array **outs[2] = {w, v};
-    return hand_out(results, outs, 2);
+    return wf__array_publish_all(results, outs, 2);
 }
 
 wf_status wf_linalg_svd(wf_array *a, wf_array **u, wf_array **s, wf_array **vt)
