@@ -7,6 +7,13 @@ not all reached: lines of the function's own body that set an error
 (wf__error / wf_set_error) or return a failure (return NULL / false /
 WF_ERR_* / wf_last_error() / an error status) and never ran. Errors raised
 in a helper the function calls are counted at the helper, not here.
+
+With --functions FILE (gcov's JSON, one object a line, for the library's
+objects: scripts/coverage.sh), it also prints how much of src/ is code for
+CPU features this machine lacks (the AVX-512 kernels on an AVX2 machine):
+it can never run here, so the figures without it are the ones tests can
+move. gcov's JSON names the function of every line, which tells the ISA
+variants of one source line apart (reduce_isa.inc is compiled once per ISA).
 """
 import json
 import os
@@ -55,9 +62,82 @@ def function_spans(path, names):
     return spans
 
 
+# Code that needs a CPU feature: whole files, else functions by name.
+FEATURE_FILES = {"gemm_avx512.c": "avx512f", "quantized_avx512.c": "avx512f",
+                 "quantized_vnni.c": "avx512_vnni"}
+FEATURE_NAME = re.compile(r"avx512|_512(_|$)")
+
+
+def cpu_flags():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def needed_feature(path, function):
+    base = os.path.basename(path)
+    if base in FEATURE_FILES:
+        return FEATURE_FILES[base]
+    return "avx512f" if function and FEATURE_NAME.search(function) else None
+
+
+def merge_branches(into, branches):
+    """Merges a function's branches on a line into the line's, by position
+    (as gcovr merges the functions one line expands to)."""
+    for k, b in enumerate(branches):
+        if k == len(into):
+            into.append(False)
+        into[k] = into[k] or b["count"] > 0
+
+
+def print_unrunnable(functions_json, root):
+    """Lines and branches of src/ in code this CPU cannot run, from gcov's JSON."""
+    flags = cpu_flags()
+    lines = {}  # (path, line) -> {"all"|"run": [executed, branch hits by position]}
+    missing = set()
+    for text in open(functions_json):
+        text = text.strip()
+        if not text:
+            continue
+        for f in json.loads(text)["files"]:
+            path = os.path.relpath(os.path.realpath(f["file"]), root)
+            if not path.startswith("src/"):
+                continue
+            for ln in f["lines"]:
+                feature = needed_feature(path, ln.get("function_name"))
+                runnable = feature is None or feature in flags
+                if not runnable:
+                    missing.add(feature)
+                entry = lines.setdefault((path, ln["line_number"]), {})
+                for kind in ("all", "run") if runnable else ("all",):
+                    e = entry.setdefault(kind, [False, []])
+                    e[0] = e[0] or ln["count"] > 0
+                    merge_branches(e[1], ln["branches"])
+    if not missing:
+        return
+    print()
+    print("code for CPU features this machine lacks (%s) never runs here:" % ", ".join(sorted(missing)))
+    for kind, label in (("all", "all of src/"), ("run", "without that code")):
+        entries = [e[kind] for e in lines.values() if kind in e]
+        lh, lt = sum(1 for e in entries if e[0]), len(entries)
+        bh, bt = sum(sum(e[1]) for e in entries), sum(len(e[1]) for e in entries)
+        print("%-22s %6.1f%% %5d/%-5d %6.1f%% %5d/%-5d" % (
+            label, 100.0 * lh / max(lt, 1), lh, lt, 100.0 * bh / max(bt, 1), bh, bt))
+
+
 def main():
-    report = json.load(open(sys.argv[1]))
-    names = public_functions(sys.argv[2:])
+    args = sys.argv[1:]
+    functions_json = None
+    if "--functions" in args:
+        at = args.index("--functions")
+        functions_json = args[at + 1]
+        del args[at:at + 2]
+    report = json.load(open(args[0]))
+    names = public_functions(args[1:])
     per_folder = defaultdict(lambda: [0, 0, 0, 0])  # lines hit, lines, branches hit, branches
     unreached = []
     for f in report["files"]:
@@ -99,6 +179,8 @@ def main():
     print("public functions with error returns no test reached (%d):" % len(unreached))
     for name, path, missed, total, lines in sorted(unreached):
         print("  %-36s %d of %d  %s:%s" % (name, missed, total, path, ",".join(map(str, lines[:6]))))
+    if functions_json:
+        print_unrunnable(functions_json, os.getcwd())
 
 
 if __name__ == "__main__":

@@ -109,6 +109,21 @@ static inline double conf_round_to(double v, wf_dtype dtype)
     return wf__load_as_double(&cell, dtype, 0);
 }
 
+/* A whole number v wrapped into an integer dtype of at most 32 bits as
+ * two's complement arithmetic wraps it (other dtypes: v unchanged). */
+static inline double conf_wrap_to(double v, wf_dtype dtype)
+{
+    const size_t bytes = wf_dtype_size(dtype);
+    const bool integer = wf__dtype_is_signed_int(dtype) || wf__dtype_is_unsigned_int(dtype);
+    if (!integer || bytes > 4)
+        return v;
+    const double m = ldexp(1, 8 * (int)bytes);
+    double r = fmod(fmod(v, m) + m, m);
+    if (wf__dtype_is_signed_int(dtype) && r >= m / 2)
+        r -= m;
+    return r;
+}
+
 /* Deterministic whole numbers in [-50, 50) (non-negative for u8) as `dtype`
  * stores them (bool: 0/1) (caller frees). */
 static inline double *conf_integer_values(int64_t n, wf_dtype dtype, uint32_t seed)

@@ -229,6 +229,37 @@ wf_array *wf__array_publish(wf_array *a)
     return a;
 }
 
+wf_status wf__array_publish_all(wf_array **results, wf_array ***outs, int n)
+{
+    bool ok = true;
+    for (int i = 0; i < n; i++)
+        ok = ok && (results[i] || !outs[i]);
+    int handed = 0; /* results[0, handed) are published or dropped */
+    for (; ok && handed < n; handed++) {
+        wf_array *r = results[handed];
+        results[handed] = NULL;
+        if (!outs[handed]) {
+            wf__array_release(r);
+            continue;
+        }
+        *outs[handed] = wf__array_publish(r); /* drops r if it fails */
+        ok = *outs[handed] != NULL;
+    }
+    if (ok)
+        return WF_OK;
+    const wf_status st = wf_last_error();
+    for (int i = 0; i < n; i++) {
+        if (i >= handed)
+            wf__array_release(results[i]);
+        if (!outs[i])
+            continue;
+        if (i < handed && *outs[i])
+            wf_release(*outs[i]);
+        *outs[i] = NULL;
+    }
+    return st;
+}
+
 bool wf__prim_params_equal(const wf_prim_def *prim, const void *a, const void *b)
 {
     if (prim->params_equal)
@@ -410,9 +441,13 @@ void wf__array_set_view(wf_array *out, const wf_array *base, const int64_t *stri
 
 wf_array *wf_retain(wf_array *a)
 {
-    if (!wf__array_check(a, "wf_retain", "the array"))
+    if (!a) {
+        wf__null_input("wf_retain", "the array");
         return NULL;
-    if (!wf__array_try_retain(a)) { /* released by another thread meanwhile */
+    }
+    /* One atomic step refuses a handle released before this call or by
+     * another thread during it (a separate check first would leave a gap). */
+    if (!wf__array_try_retain(a)) {
         wf__error(WF_ERR_MISUSE, "wf_retain: the array was already released");
         return NULL;
     }

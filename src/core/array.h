@@ -231,6 +231,13 @@ static inline wf_desc wf__array_desc(const wf_array *a)
  * thread's innermost open scope. Passes NULL through; if the scope cannot
  * record it, releases it and returns NULL with the error recorded. */
 wf_array *wf__array_publish(wf_array *a);
+/* Hands several results out at once, all or nothing: takes the n internal
+ * references in `results` (NULL when its op failed) and publishes
+ * results[i] to *outs[i], or drops it where outs[i] is NULL (an output
+ * the caller did not ask for). If a wanted result is NULL or cannot be
+ * published, releases everything, sets every given out to NULL and
+ * returns the recorded error. */
+wf_status wf__array_publish_all(wf_array **results, wf_array ***outs, int n);
 
 /* A READY array over `buffer` (retained) with contiguous strides; not
  * registered with any scope (an internal builder). */

@@ -231,6 +231,10 @@ typedef struct cursor {
     const char *why; /* first problem, NULL while fine */
 } cursor;
 
+/* The `why` of an allocation failure: reported as WF_ERR_OUT_OF_MEMORY, not
+ * as a problem of the file (WF_ERR_IO). */
+static const char out_of_memory[] = "out of memory";
+
 static bool take(cursor *c, size_t n, const uint8_t **out)
 {
     if (c->why)
@@ -272,7 +276,7 @@ static char *read_string(cursor *c)
     }
     char *s = wf__malloc((size_t)n + 1);
     if (!s) {
-        c->why = "out of memory";
+        c->why = out_of_memory;
         return NULL;
     }
     memcpy(s, p, (size_t)n);
@@ -294,7 +298,7 @@ static void read_value(cursor *c, int gv, meta_entry *e)
         e->kind = WF_GGUF_STRING;
         e->strings = wf__calloc(1, sizeof *e->strings);
         if (!e->strings || !(e->strings[0] = read_string(c)))
-            c->why = c->why ? c->why : "out of memory";
+            c->why = c->why ? c->why : out_of_memory;
         else
             e->nstrings = 1;
         return;
@@ -312,7 +316,7 @@ static void read_value(cursor *c, int gv, meta_entry *e)
             }
             e->strings = wf__calloc(n ? (size_t)n : 1, sizeof *e->strings);
             if (!e->strings) {
-                c->why = "out of memory";
+                c->why = out_of_memory;
                 return;
             }
             for (uint64_t j = 0; j < n && !c->why; j++)
@@ -333,7 +337,7 @@ static void read_value(cursor *c, int gv, meta_entry *e)
         e->kind = WF_GGUF_NUMBERS;
         e->array = n ? wf_array_from_data(p, &shape, 1, dtype) : wf_zeros(&shape, 1, dtype);
         if (!e->array)
-            c->why = "out of memory";
+            c->why = out_of_memory;
         return;
     }
     const uint8_t *p;
@@ -346,7 +350,7 @@ static void read_value(cursor *c, int gv, meta_entry *e)
     e->kind = WF_GGUF_NUMBERS;
     e->array = wf_array_from_data(p, NULL, 0, dtype);
     if (!e->array)
-        c->why = "out of memory";
+        c->why = out_of_memory;
 }
 
 typedef struct tensor_info {
@@ -492,7 +496,8 @@ static void read_metadata(cursor *c, uint64_t count, wf_nn_gguf_meta *meta, uint
         if (key && !c->why) {
             e = meta_append(meta, "wf_nn_load_gguf", key);
             if (!e)
-                c->why = "duplicate metadata key or out of memory";
+                c->why = wf_last_error() == WF_ERR_OUT_OF_MEMORY ? out_of_memory
+                                                                 : "duplicate metadata key";
         }
         free(key);
         if (!e)
@@ -598,12 +603,14 @@ wf_nn_params *wf__nn_gguf_parse(wf_nn_mapping *m, const char *path, wf_nn_gguf_m
     if (!c.why && (ntensors > c.left / 16 || nmeta > c.left / 16))
         c.why = "counts larger than the file";
     wf_nn_gguf_meta *meta = c.why ? NULL : wf_nn_gguf_meta_new();
+    if (!c.why && !meta) /* not skipped: the tensor infos come after the metadata */
+        c.why = out_of_memory;
     uint64_t alignment = GGUF_DEFAULT_ALIGNMENT;
     if (meta)
         read_metadata(&c, nmeta, meta, &alignment);
     tensor_info *infos = c.why ? NULL : wf__calloc(ntensors ? (size_t)ntensors : 1, sizeof *infos);
     if (!c.why && !infos)
-        c.why = "out of memory";
+        c.why = out_of_memory;
     for (uint64_t i = 0; i < ntensors && !c.why; i++)
         read_tensor_info(&c, &infos[i]);
     const size_t consumed = m->size - c.left;
@@ -616,7 +623,8 @@ wf_nn_params *wf__nn_gguf_parse(wf_nn_mapping *m, const char *path, wf_nn_gguf_m
         st = add_tensors(&c, m, data_start, alignment, infos, ntensors, params);
     infos_free(infos, ntensors);
     if (c.why)
-        wf_set_error(WF_ERR_IO, "wf_nn_load_gguf: '%s': %s", path, c.why);
+        wf_set_error(c.why == out_of_memory ? WF_ERR_OUT_OF_MEMORY : WF_ERR_IO,
+                     "wf_nn_load_gguf: '%s': %s", path, c.why);
     if (c.why || st != WF_OK) {
         wf_nn_params_release(params);
         wf_nn_gguf_meta_release(meta);

@@ -323,6 +323,10 @@ static uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] 
 static uint32_t rd32(const uint8_t *p) { return rd16(p) | rd16(p + 2) << 16; }
 static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
+/* The `why` of an allocation failure: reported as WF_ERR_OUT_OF_MEMORY, not
+ * as a problem of the file (WF_ERR_IO). */
+static const char out_of_memory[] = "out of memory";
+
 typedef struct zip_member {
     const uint8_t *name;
     size_t name_len;
@@ -381,7 +385,7 @@ static bool zip_members(const uint8_t *d, size_t size, zip_member **out, size_t 
         return false;
     zip_member *m = wf__calloc(n ? n : 1, sizeof *m);
     if (!m) {
-        *why = "out of memory";
+        *why = out_of_memory;
         return false;
     }
     const uint8_t *p = d + cd_off, *end = p + cd_size;
@@ -441,7 +445,7 @@ static const uint8_t *member_data(const uint8_t *d, size_t size, const zip_membe
     }
     uint8_t *buf = wf__malloc(e->usize ? e->usize : 1);
     if (!buf) {
-        *why = "out of memory";
+        *why = out_of_memory;
         return NULL;
     }
     z_stream z;
@@ -495,10 +499,12 @@ wf_nn_params *wf__nn_npz_parse(wf_nn_mapping *m, const char *path)
         if (nl >= 4 && memcmp(e->name + nl - 4, ".npy", 4) == 0)
             nl -= 4;
         wf_array *a = NULL;
+        bool parsed = false; /* then a failure to make the array is recorded */
         if (data && nl < sizeof name && memchr(e->name, 0, nl) == NULL) {
             memcpy(name, e->name, nl);
             name[nl] = 0;
-            if (parse_npy(data, (size_t)e->usize, &h, &why))
+            parsed = parse_npy(data, (size_t)e->usize, &h, &why);
+            if (parsed)
                 a = npy_array(owned ? NULL : m, data, &h);
             else
                 why = why ? why : "bad member";
@@ -506,17 +512,20 @@ wf_nn_params *wf__nn_npz_parse(wf_nn_mapping *m, const char *path)
             why = "member name too long";
         }
         free(owned);
-        const wf_status st = a ? wf_nn_params_add(params, name, a) : WF_ERR_IO;
+        const wf_status st = a ? wf_nn_params_add(params, name, a)
+                               : parsed ? wf_last_error() : WF_ERR_IO;
         wf_release(a);
         if (st != WF_OK) {
-            if (!a)
-                wf_set_error(WF_ERR_IO, "%s: '%s': %s", op, path, why);
+            if (!a && !parsed)
+                wf_set_error(why == out_of_memory ? WF_ERR_OUT_OF_MEMORY : WF_ERR_IO,
+                             "%s: '%s': %s", op, path, why);
             wf_nn_params_release(params);
             params = NULL;
         }
     }
     if (!params && !members)
-        wf_set_error(WF_ERR_IO, "%s: '%s': %s", op, path, why ? why : "unreadable");
+        wf_set_error(why == out_of_memory ? WF_ERR_OUT_OF_MEMORY : WF_ERR_IO, "%s: '%s': %s", op,
+                     path, why ? why : "unreadable");
     free(members);
     return params;
 }

@@ -112,27 +112,38 @@ wf_array *wf_nn_params_get(const wf_nn_params *p, size_t i)
     return in_range(p, i, "wf_nn_params_get") ? p->arrays[i] : NULL;
 }
 
+/* WF_OK when value has old's dtype and shape, else the error naming the entry. */
+static wf_status check_same_kind(const char *name, const wf_array *old, const wf_array *value)
+{
+    if (wf_array_dtype(value) != wf_array_dtype(old))
+        return wf_set_error(WF_ERR_DTYPE, "wf_nn_params_set: '%s' is %s, the new value %s", name,
+                            wf_dtype_name(wf_array_dtype(old)), wf_dtype_name(wf_array_dtype(value)));
+    int ndim = wf_array_ndim(old);
+    bool same = ndim == wf_array_ndim(value);
+    for (int d = 0; same && d < ndim; d++)
+        same = wf_array_dim(old, d) == wf_array_dim(value, d);
+    if (!same)
+        return wf_set_error(WF_ERR_SHAPE, "wf_nn_params_set: '%s' changes shape", name);
+    return WF_OK;
+}
+
 wf_status wf_nn_params_set(wf_nn_params *p, size_t i, wf_array *value)
 {
     if (!in_range(p, i, "wf_nn_params_set"))
         return wf_last_error();
     if (!value)
         return wf_set_error(WF_ERR_NULL_ARGUMENT, "wf_nn_params_set: value is NULL");
-    wf_array *old = p->arrays[i];
-    if (wf_array_dtype(value) != wf_array_dtype(old))
-        return wf_set_error(WF_ERR_DTYPE, "wf_nn_params_set: '%s' is %s, the new value %s",
-                            p->names[i], wf_dtype_name(wf_array_dtype(old)),
-                            wf_dtype_name(wf_array_dtype(value)));
-    int ndim = wf_array_ndim(old);
-    bool same = ndim == wf_array_ndim(value);
-    for (int d = 0; same && d < ndim; d++)
-        same = wf_array_dim(old, d) == wf_array_dim(value, d);
-    if (!same)
-        return wf_set_error(WF_ERR_SHAPE, "wf_nn_params_set: '%s' changes shape", p->names[i]);
+    /* Held before it is compared: a released value is refused as such (not
+     * as a dtype mismatch), and it cannot go away during the checks. */
     wf_array *held = wf_retain_unscoped(value);
     if (!held)
         return wf_last_error();
+    wf_status st = check_same_kind(p->names[i], p->arrays[i], held);
+    if (st != WF_OK) {
+        drop_held(held);
+        return st;
+    }
+    drop_held(p->arrays[i]);
     p->arrays[i] = held;
-    drop_held(old);
     return WF_OK;
 }

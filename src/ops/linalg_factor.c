@@ -61,29 +61,6 @@ static wf_array *as_indices(wf_array *x)
     return i;
 }
 
-/* Publishes the `n` results to `outs` when all exist; else releases them,
- * sets every out to NULL and returns the recorded error. */
-static wf_status hand_out(wf_array **results, wf_array ***outs, int n)
-{
-    bool ok = true;
-    for (int i = 0; i < n; i++)
-        ok = ok && (results[i] || !outs[i]);
-    const wf_status st = ok ? WF_OK : wf_last_error();
-    for (int i = 0; i < n; i++) {
-        if (!outs[i]) {
-            wf__array_release(results[i]);
-            continue;
-        }
-        if (ok) {
-            *outs[i] = wf__array_publish(results[i]);
-        } else {
-            wf__array_release(results[i]);
-            *outs[i] = NULL;
-        }
-    }
-    return st;
-}
-
 static int64_t rows_of(const wf_array *a) { return a->shape[a->ndim - 2]; }
 static int64_t cols_of(const wf_array *a) { return a->shape[a->ndim - 1]; }
 
@@ -182,7 +159,7 @@ wf_status wf_linalg_lu_factor(wf_array *a, wf_array **lu, wf_array **pivots)
     }
     wf__array_release(packed);
     wf_array **outs[2] = {lu, pivots};
-    return hand_out(results, outs, 2);
+    return wf__array_publish_all(results, outs, 2);
 }
 
 wf_status wf_linalg_lu(wf_array *a, wf_array **p, wf_array **l, wf_array **u)
@@ -196,7 +173,7 @@ wf_status wf_linalg_lu(wf_array *a, wf_array **p, wf_array **l, wf_array **u)
     }
     wf__array_release(packed);
     wf_array **outs[3] = {p, l, u};
-    return hand_out(results, outs, 3);
+    return wf__array_publish_all(results, outs, 3);
 }
 
 wf_status wf_linalg_qr(wf_array *a, wf_array **q, wf_array **r)
@@ -210,7 +187,7 @@ wf_status wf_linalg_qr(wf_array *a, wf_array **q, wf_array **r)
     }
     wf__array_release(packed);
     wf_array **outs[2] = {q, r};
-    return hand_out(results, outs, 2);
+    return wf__array_publish_all(results, outs, 2);
 }
 
 wf_status wf_linalg_eigh(wf_array *a, bool upper, wf_array **w, wf_array **v)
@@ -224,7 +201,7 @@ wf_status wf_linalg_eigh(wf_array *a, bool upper, wf_array **w, wf_array **v)
     }
     wf__array_release(packed);
     wf_array **outs[2] = {w, v};
-    return hand_out(results, outs, 2);
+    return wf__array_publish_all(results, outs, 2);
 }
 
 wf_status wf_linalg_eig(wf_array *a, wf_array **w, wf_array **v)
@@ -238,16 +215,16 @@ wf_status wf_linalg_eig(wf_array *a, wf_array **w, wf_array **v)
     }
     wf__array_release(packed);
     wf_array **outs[2] = {w, v};
-    return hand_out(results, outs, 2);
+    return wf__array_publish_all(results, outs, 2);
 }
 
 wf_status wf_linalg_svd(wf_array *a, wf_array **u, wf_array **s, wf_array **vt)
 {
     if ((u == NULL) != (vt == NULL)) {
-        if (u)
-            *u = NULL;
-        if (vt)
-            *vt = NULL;
+        wf_array **outs[3] = {u, s, vt};
+        for (int i = 0; i < 3; i++)
+            if (outs[i])
+                *outs[i] = NULL;
         return wf__error(WF_ERR_INVALID_ARGUMENT,
                          "wf_linalg_svd: u and vt are both given or both NULL");
     }
@@ -261,5 +238,5 @@ wf_status wf_linalg_svd(wf_array *a, wf_array **u, wf_array **s, wf_array **vt)
     }
     wf__array_release(packed);
     wf_array **outs[3] = {u, s, vt};
-    return hand_out(results, outs, 3);
+    return wf__array_publish_all(results, outs, 3);
 }

@@ -44,7 +44,7 @@ wf_status wf_quantize(wf_array *w, int group_size, int bits, wf_quant_mode mode,
         return wf__error(WF_ERR_NULL_ARGUMENT, "%s: NULL output pointer", op);
     *codes = *scales = *biases = NULL;
     if (!wf__array_check(w, op, "w"))
-        return WF_ERR_NULL_ARGUMENT;
+        return wf_last_error();
     if (wf__quant_check_params(op, (int)mode, group_size, bits) != WF_OK)
         return wf_last_error();
     const int nout = mode == WF_QUANT_AFFINE ? 3 : 2;
@@ -59,10 +59,7 @@ wf_status wf_quantize(wf_array *w, int group_size, int bits, wf_quant_mode mode,
         }
     }
     wf_array **dst[3] = {codes, scales, biases};
-    bool ok = true;
-    for (int i = 0; i < nout; i++)
-        ok = (*dst[i] = wf__array_publish(out[i])) != NULL && ok;
-    return ok ? WF_OK : wf_last_error();
+    return wf__array_publish_all(out, dst, nout);
 }
 
 wf_array *wf_dequantize_as(wf_array *codes, wf_array *scales, wf_array *biases, int group_size,

@@ -40,7 +40,13 @@ static void test_from_data_and_metadata(void)
 
 static void test_every_dtype_scalar(void)
 {
-    const double expected[WF_DTYPE_COUNT] = {1, 200, -7, -9000000000.0, 1.5, 2.5, 0.25, 1e300};
+    /* one value each that only its dtype holds exactly (complex: the real part) */
+    const double expected[WF_DTYPE_COUNT] = {
+        [WF_DTYPE_BOOL] = 1,     [WF_DTYPE_U8] = 200,    [WF_DTYPE_I32] = -7,
+        [WF_DTYPE_I64] = -9000000000.0, [WF_DTYPE_F16] = 1.5, [WF_DTYPE_BF16] = 2.5,
+        [WF_DTYPE_F32] = 0.25,   [WF_DTYPE_F64] = 1e300, [WF_DTYPE_I8] = -100,
+        [WF_DTYPE_I16] = -30000, [WF_DTYPE_U16] = 60000, [WF_DTYPE_U32] = 4000000000.0,
+        [WF_DTYPE_U64] = 18000000000000000000.0, [WF_DTYPE_C64] = 0.75};
     for (int d = 0; d < WF_DTYPE_COUNT; d++) {
         wf_array *s = wf_scalar(expected[d], (wf_dtype)d);
         if (!CHECK_NOT_NULL(s))

@@ -989,6 +989,60 @@ static void test_clip(void)
     wf_scope_end();
 }
 
+/* where and clip over 19 elements of every dtype (two blocks of 8 and a
+ * tail) in each layout the kernels special-case - every operand contiguous,
+ * a or b (where) or both bounds (clip) a broadcast 0-d value - and a strided
+ * one, against the reference computed here. */
+static void test_where_and_clip_in_blocks(void)
+{
+    enum { N = 19 };
+    const int64_t n = N;
+    wf_scope_begin();
+    double vc[N], va[N], vb[N], vlo[N], vhi[N], w[N];
+    for (int i = 0; i < N; i++)
+        vc[i] = i % 3 != 0;
+    for (int d = 0; d < WF_DTYPE_COUNT; d++) {
+        const wf_dtype dt = (wf_dtype)d;
+        if (dt == WF_DTYPE_C64) /* where moves its 8 bytes as where_8; clip has no order */
+            continue;
+        const bool boolean = dt == WF_DTYPE_BOOL, sign = !is_unsigned(dt) && !boolean;
+        for (int i = 0; i < N; i++) {
+            va[i] = boolean ? i % 2 : (i * 7) % 23 - (sign ? 8 : 0);
+            vb[i] = boolean ? (i % 5 == 0) : (i * 5) % 17 - (sign ? 6 : 0) + 0.5 * is_float(dt);
+            vlo[i] = boolean ? i % 4 == 0 : i % 5;
+            vhi[i] = boolean ? 1 : 10 + i % 4;
+        }
+        wf_array *cond = conf_array(vc, &n, 1, WF_DTYPE_BOOL);
+        for (int layout = 0; layout < 5; layout++) {
+            /* 0: both contiguous; 1: b 0-d; 2: a 0-d; 3: both 0-d; 4: a strided */
+            const bool a_scalar = layout == 2 || layout == 3, b_scalar = layout == 1 || layout == 3;
+            wf_array *a = a_scalar     ? conf_array(va, NULL, 0, dt)
+                          : layout == 4 ? conf_strided(va, &n, 1, dt)
+                                        : conf_array(va, &n, 1, dt);
+            wf_array *b = b_scalar ? conf_array(vb, NULL, 0, dt) : conf_array(vb, &n, 1, dt);
+            for (int i = 0; i < N; i++)
+                w[i] = conf_round_to(vc[i] != 0 ? va[a_scalar ? 0 : i] : vb[b_scalar ? 0 : i], dt);
+            if (!conf_check(wf_where(cond, a, b), dt, &n, 1, w, 0))
+                printf("    (where %s, layout %d)\n", wf_dtype_name(dt), layout);
+        }
+        for (int layout = 0; layout < 3; layout++) {
+            /* 0: bounds contiguous; 1: bounds 0-d; 2: a strided, bounds contiguous */
+            const bool scalar = layout == 1;
+            wf_array *a = layout == 2 ? conf_strided(va, &n, 1, dt) : conf_array(va, &n, 1, dt);
+            wf_array *lo = conf_array(vlo, scalar ? NULL : &n, scalar ? 0 : 1, dt);
+            wf_array *hi = conf_array(vhi, scalar ? NULL : &n, scalar ? 0 : 1, dt);
+            for (int i = 0; i < N; i++)
+                w[i] = conf_round_to(ref_clip(conf_round_to(va[i], dt),
+                                              conf_round_to(vlo[scalar ? 0 : i], dt),
+                                              conf_round_to(vhi[scalar ? 0 : i], dt), true, true),
+                                     dt);
+            if (!conf_check(wf_clip(a, lo, hi), dt, &n, 1, w, 0))
+                printf("    (clip %s, layout %d)\n", wf_dtype_name(dt), layout);
+        }
+    }
+    wf_scope_end();
+}
+
 /* ---------------------------------------------------------------- errors */
 
 /* `result` is NULL with WF_ERR_DTYPE, the message naming `op` (if not NULL)
@@ -1081,6 +1135,7 @@ int main(void)
     RUN_TEST(test_both_operands_transposed);
     RUN_TEST(test_where);
     RUN_TEST(test_clip);
+    RUN_TEST(test_where_and_clip_in_blocks);
     RUN_TEST(test_errors);
     return TEST_SUMMARY();
 }

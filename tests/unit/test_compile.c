@@ -230,6 +230,59 @@ static void test_retrace_reason_and_warning(void)
     wf_fn_release(f);
 }
 
+/* The sum of every input, however many. */
+static wf_status sum_inputs_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                                 size_t *nout)
+{
+    (void)payload;
+    wf_array *acc = wf_sum(in[0], NULL, 0, false);
+    for (size_t i = 1; acc && i < n; i++) {
+        wf_array *s = wf_sum(in[i], NULL, 0, false), *next = wf_add(acc, s);
+        wf_release(s), wf_release(acc);
+        acc = next;
+    }
+    out[0] = acc;
+    *nout = 1;
+    return acc ? WF_OK : wf_last_error();
+}
+
+/* Each kind of input change names itself in the retrace message, and the
+ * results stay those of the uncompiled function. */
+static void test_retrace_reasons(void)
+{
+    struct log_capture log = {0};
+    wf_compile_set_log(capture_log, &log);
+    wf_fn *f = wf_fn_new(sum_inputs_body, NULL, NULL), *cf = wf_compile(f, NULL);
+    wf_array *x = ramp(4, 1.0), *xd = wf_astype(x, WF_DTYPE_F64);
+    const int64_t s22[2] = {2, 2};
+    wf_array *x2 = wf_reshape(xd, s22, 2);
+    struct {
+        wf_array *in[2];
+        size_t n;
+        const char *why;
+    } calls[4] = {
+        {{x, NULL}, 1, NULL},
+        {{xd, NULL}, 1, "input 0: dtype float32 -> float64"},
+        {{x2, NULL}, 1, "input 0: rank 1 -> 2"},
+        {{x2, x}, 2, "the number of inputs changed (1 -> 2)"},
+    };
+    for (int k = 0; k < 4; k++) {
+        wf_array *got = NULL, *want = NULL;
+        size_t n1 = 1, n2 = 1;
+        log.last[0] = 0;
+        if (CHECK_OK(wf_fn_call(cf, calls[k].in, calls[k].n, &got, &n1)) &&
+            CHECK_OK(wf_fn_call(f, calls[k].in, calls[k].n, &want, &n2)))
+            CHECK(max_abs_diff(want, got) <= 1e-6);
+        if (calls[k].why)
+            CHECK_STR_CONTAINS(log.last, calls[k].why);
+        wf_release(got), wf_release(want);
+    }
+    CHECK_EQ_INT(log.infos, 3);
+    wf_compile_set_log(NULL, NULL);
+    wf_release(x), wf_release(xd), wf_release(x2);
+    wf_fn_release(cf), wf_fn_release(f);
+}
+
 /* A compiled chain8 called on n elements gives n elements, as uncompiled. */
 static void check_chain8_call(wf_fn *cf, int64_t n)
 {
@@ -1245,6 +1298,7 @@ int main(void)
     RUN_TEST(test_fused_on_every_isa); /* chain, broadcast, outputs, generated graphs per ISA */
     RUN_TEST(test_simplify_merges_equal_nodes);
     RUN_TEST(test_retrace_reason_and_warning);
+    RUN_TEST(test_retrace_reasons);
     RUN_TEST(test_shapeless_one_trace_for_all_shapes);
     RUN_TEST(test_shapeless_reshape_infers_each_call);
     RUN_TEST(test_shapeless_implicit_broadcasts_follow_the_shapes);

@@ -106,6 +106,18 @@ static void test_retain_null(void)
     expect_null(wf_retain_unscoped(NULL), WF_ERR_NULL_ARGUMENT, "wf_retain_unscoped");
 }
 
+/* A released handle is refused in one atomic step (never revived). */
+static void test_retain_released(void)
+{
+    const int64_t live = live_arrays();
+    wf_array *x = ramp(3);
+    wf_release(x);
+    expect_null(wf_retain(x), WF_ERR_MISUSE, "wf_retain: the array was already released");
+    expect_null(wf_retain_unscoped(x), WF_ERR_MISUSE,
+                "wf_retain_unscoped: the array was already released");
+    CHECK_EQ_INT(live_arrays(), live);
+}
+
 static void test_slot_new_out_of_memory(void)
 {
     const int64_t live = live_arrays();
@@ -297,6 +309,75 @@ static void test_params_bad_arguments(void)
     CHECK_EQ_INT(live_arrays(), live);
 }
 
+/* wf_nn_params_add refuses bad names, duplicates and released values and
+ * survives each of its allocations failing; nothing is added then. */
+static void test_params_add_refusals(void)
+{
+    const int64_t live = live_arrays();
+    wf_nn_params *p = wf_nn_params_new();
+    wf_array *x = ramp(3), *gone = ramp(2);
+    wf_release(gone);
+    expect_status(wf_nn_params_add(NULL, "w", x), WF_ERR_NULL_ARGUMENT, "params is NULL");
+    expect_status(wf_nn_params_add(p, NULL, x), WF_ERR_NULL_ARGUMENT, "name is NULL");
+    expect_status(wf_nn_params_add(p, "w", NULL), WF_ERR_NULL_ARGUMENT, "value is NULL");
+    expect_status(wf_nn_params_add(p, "", x), WF_ERR_INVALID_ARGUMENT, "1 to 255 bytes (got 0)");
+    char long_name[257];
+    memset(long_name, 'n', 256);
+    long_name[256] = 0;
+    expect_status(wf_nn_params_add(p, long_name, x), WF_ERR_INVALID_ARGUMENT,
+                  "1 to 255 bytes (got 256)");
+    long_name[255] = 0; /* 255 bytes: the longest name */
+    CHECK_OK(wf_nn_params_add(p, long_name, x));
+    expect_status(wf_nn_params_add(p, long_name, x), WF_ERR_INVALID_ARGUMENT, "is already there");
+    expect_status(wf_nn_params_add(p, "gone", gone), WF_ERR_MISUSE, "already released");
+    CHECK_EQ_SIZE(wf_nn_params_count(p), 1);
+    wf_nn_params_release(p);
+    /* an empty list allocates its name table, its array table, the name */
+    for (int nth = 1; nth <= 3; nth++) {
+        p = wf_nn_params_new();
+        arm(nth);
+        wf_status st = wf_nn_params_add(p, "w", x);
+        disarm_fired();
+        expect_status(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_params_add: out of memory");
+        CHECK_EQ_SIZE(wf_nn_params_count(p), 0);
+        CHECK_OK(wf_nn_params_add(p, "w", x)); /* and then it works */
+        CHECK(wf_nn_params_get(p, 0) == x);
+        wf_nn_params_release(p);
+    }
+    wf_release(x);
+    CHECK_EQ_INT(live_arrays(), live);
+}
+
+/* wf_nn_params_set refuses a released value as released, and a value of
+ * another dtype or shape; the entry keeps its array and nothing leaks. */
+static void test_params_set_refusals(void)
+{
+    const int64_t live = live_arrays();
+    const int64_t two = 2, shape[2] = {1, 3};
+    wf_nn_params *p = wf_nn_params_new();
+    wf_array *x = ramp(3), *gone = ramp(3);
+    wf_release(gone);
+    CHECK_OK(wf_nn_params_add(p, "w", x));
+    expect_status(wf_nn_params_set(p, 0, gone), WF_ERR_MISUSE, "already released");
+    wf_array *ints = wf_zeros(&two, 1, WF_DTYPE_I32);
+    expect_status(wf_nn_params_set(p, 0, ints), WF_ERR_DTYPE, "'w' is float32, the new value int32");
+    wf_array *fewer = ramp(2), *matrix = wf_ones(shape, 2, WF_DTYPE_F32);
+    expect_status(wf_nn_params_set(p, 0, fewer), WF_ERR_SHAPE, "'w' changes shape");
+    expect_status(wf_nn_params_set(p, 0, matrix), WF_ERR_SHAPE, "'w' changes shape");
+    CHECK(wf_nn_params_get(p, 0) == x);
+    wf_release(ints), wf_release(fewer), wf_release(matrix);
+    wf_array *y = wf_negative(x);
+    CHECK_OK(wf_nn_params_set(p, 0, y));
+    wf_release(y);
+    wf_release(x);
+    float got[3] = {0};
+    CHECK_OK(wf_array_copy_to(wf_nn_params_get(p, 0), got, sizeof got));
+    for (int i = 0; i < 3; i++)
+        CHECK_NEAR(got[i], 1.0f - (float)i * 0.25f, 0);
+    wf_nn_params_release(p);
+    CHECK_EQ_INT(live_arrays(), live);
+}
+
 /* The file writers' and loaders' argument checks (the file is never made). */
 static void test_file_functions_bad_arguments(void)
 {
@@ -427,6 +508,69 @@ static void test_quantize_null_outputs(void)
     wf_release(w);
 }
 
+static void test_quantize_released_input(void)
+{
+    const int64_t shape[2] = {2, 32};
+    wf_array *w = wf_ones(shape, 2, WF_DTYPE_F32), *q = w, *s = w, *b = w;
+    wf_release(w);
+    expect_status(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_MISUSE,
+                  "wf_quantize: w was already released");
+    CHECK(q == NULL && s == NULL && b == NULL);
+}
+
+/* ------------------------------------------------------------ several outputs */
+
+/* Ops with several outputs hand them out all or nothing: with each fallible
+ * operation failing in turn inside a fresh scope (whose table the first
+ * output allocates, so a publication fails too), the call returns
+ * out-of-memory with every output NULL, and leaves nothing behind. */
+static void test_multi_output_all_or_nothing(void)
+{
+    const int64_t live = live_arrays();
+    const int64_t shape[2] = {2, 32};
+    const float am[4] = {4, 1, 2, 3};
+    const int64_t two[2] = {2, 2};
+    wf_array *w = wf_ones(shape, 2, WF_DTYPE_F32), *a = wf_array_from_data(am, two, 2, WF_DTYPE_F32);
+    for (int op = 0; op < 2; op++) {
+        int failures = 0;
+        wf_status st = WF_OK;
+        for (int64_t nth = 1; nth < 200; nth++) {
+            CHECK_OK(wf_scope_begin());
+            wf_array *o[3] = {w, w, w};
+            arm(nth);
+            st = op == 0 ? wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &o[0], &o[1], &o[2])
+                         : wf_linalg_qr(a, &o[0], &o[1]);
+            const bool fired = wf__fault_fired();
+            wf__fault_arm(0);
+            if (fired) {
+                failures++;
+                expect_status(st, WF_ERR_OUT_OF_MEMORY, "");
+                CHECK(o[0] == NULL && o[1] == NULL && (op == 1 || o[2] == NULL));
+            } else if (CHECK_OK(st)) {
+                /* qr: q r == a; quantize: a constant group dequantizes exactly */
+                wf_array *back = op == 0 ? wf_dequantize(o[0], o[1], o[2], 32, 4, WF_QUANT_AFFINE)
+                                         : wf_matmul(o[0], o[1]);
+                wf_array *m = wf_max(wf_abs(wf_subtract(back, op == 0 ? w : a)), NULL, 0, false);
+                double e = 1;
+                CHECK_OK(wf_array_item(m, &e));
+                CHECK_NEAR(e, 0, 1e-5);
+            }
+            CHECK_OK(wf_scope_end());
+            if (!fired)
+                break;
+        }
+        CHECK_OK(st);
+        CHECK(failures >= 2); /* a node, and the publication */
+        CHECK_EQ_INT(settle_live_arrays(live + 2), live + 2);
+    }
+    wf_array *u = w, *sv = w;
+    expect_status(wf_linalg_svd(a, &u, &sv, NULL), WF_ERR_INVALID_ARGUMENT,
+                  "wf_linalg_svd: u and vt are both given or both NULL");
+    CHECK(u == NULL && sv == NULL);
+    wf_release(w), wf_release(a);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+}
+
 /* ------------------------------------------------------------ distributed */
 
 static void test_group_bad_arguments(void)
@@ -477,6 +621,45 @@ static void test_group_bad_arguments(void)
         wf_group_release(split);
     }
     wf_group_release(g);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+}
+
+/* wf_group_split waits for the group's stream, which a kernel may not do:
+ * inside a custom kernel it fails with WF_ERR_MISUSE and makes no group. */
+static wf_group *split_group;
+static wf_group *split_inside;
+static wf_status split_status_inside;
+static char split_message_inside[256];
+
+static wf_status splits_a_group(void *payload, const wf_custom_call *call)
+{
+    (void)payload;
+    split_inside = wf_group_split(split_group, 0, -1);
+    split_status_inside = wf_last_error();
+    snprintf(split_message_inside, sizeof split_message_inside, "%s", wf_last_error_message());
+    wf_clear_error();
+    *(float *)call->output = 1;
+    return WF_OK;
+}
+
+static void test_group_split_inside_a_kernel(void)
+{
+    const int64_t live = live_arrays();
+    split_group = wf_group_init(false);
+    if (!CHECK_NOT_NULL(split_group))
+        return;
+    const int64_t groups = wf__groups_live();
+    wf_array *c = wf_custom("splitter", splits_a_group, NULL, NULL, NULL, 0, NULL, 0,
+                            WF_DTYPE_F32);
+    double v = 0;
+    CHECK_OK(wf_array_item(c, &v));
+    CHECK_NEAR(v, 1, 0);
+    CHECK(split_inside == NULL);
+    CHECK_STATUS(split_status_inside, WF_ERR_MISUSE);
+    CHECK_STR_CONTAINS(split_message_inside, "cannot wait for a stream inside a kernel");
+    CHECK_EQ_INT(wf__groups_live(), groups);
+    wf_release(c);
+    wf_group_release(split_group);
     CHECK_EQ_INT(settle_live_arrays(live), live);
 }
 
@@ -572,6 +755,189 @@ static void test_save_npz_out_of_memory(void)
     CHECK_EQ_INT(settle_live_arrays(live), live);
 }
 
+/* An archive whose entries end just short of the writer's first 4096-byte
+ * block: the central directory needs the buffer to grow, and that growth
+ * failing is an out-of-memory error too (then the file is written whole). */
+static void test_save_npz_directory_out_of_memory(void)
+{
+    const int64_t live = live_arrays();
+    char path[] = "/tmp/weft-err-npzdir-XXXXXX";
+    const int fd = mkstemp(path);
+    if (!CHECK(fd >= 0))
+        return;
+    close(fd);
+    /* 30 (local header) + 5 ("c.npy") + 128 (.npy header) + 3900 = 4063 bytes:
+     * the 51-byte directory entry no longer fits in 4096 */
+    const int64_t n = 3900;
+    uint8_t *v = malloc((size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (uint8_t)(i * 7);
+    wf_array *c = wf_array_from_data(v, &n, 1, WF_DTYPE_U8);
+    wf_nn_params *p = wf_nn_params_new();
+    CHECK_OK(wf_nn_params_add(p, "c", c));
+    int failures = 0;
+    wf_status st = WF_OK;
+    for (int64_t nth = 1; nth < 100; nth++) {
+        arm(nth);
+        st = wf_nn_save_npz(p, path, false);
+        const bool fired = wf__fault_fired();
+        wf__fault_arm(0);
+        if (!fired)
+            break;
+        expect_status(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_save_npz: out of memory");
+        failures++;
+    }
+    CHECK_OK(st);
+    CHECK_EQ_INT(failures, 4); /* the image, the entry, the directory, its growth */
+    wf_nn_params *back = wf_nn_load_npz(path);
+    if (CHECK_NOT_NULL(back) && CHECK_EQ_SIZE(wf_nn_params_count(back), 1)) {
+        CHECK_EQ_INT(wf_array_size(wf_nn_params_get(back, 0)), n);
+        uint8_t *got = calloc((size_t)n, 1);
+        CHECK_OK(wf_array_copy_to(wf_nn_params_get(back, 0), got, (size_t)n));
+        CHECK(memcmp(got, v, (size_t)n) == 0);
+        free(got);
+    }
+    wf_nn_params_release(back);
+    unlink(path);
+    wf_nn_params_release(p);
+    wf_release(c);
+    free(v);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+}
+
+/* Loads `path` in the given format (0 npy, 1 npz, 2 gguf, 3 safetensors):
+ * the number of entries, or -1 with the error recorded. */
+static int load_count(int format, const char *path)
+{
+    if (format == 0) {
+        wf_array *a = wf_nn_load_npy(path);
+        wf_release(a);
+        return a ? 1 : -1;
+    }
+    wf_nn_gguf_meta *meta = NULL;
+    wf_nn_params *p = format == 1   ? wf_nn_load_npz(path)
+                      : format == 2 ? wf_nn_load_gguf(path, &meta)
+                                    : wf_nn_load_safetensors(path);
+    const int n = p ? (int)wf_nn_params_count(p) : -1;
+    if (format == 2 && p)
+        CHECK_EQ_SIZE(wf_nn_gguf_meta_count(meta), 2);
+    wf_nn_gguf_meta_release(meta);
+    wf_nn_params_release(p);
+    return n;
+}
+
+/* Every file loader with each of its fallible operations failing in turn:
+ * NULL with WF_ERR_OUT_OF_MEMORY, or WF_ERR_IO when the file's mapping is
+ * what failed, and then the file loads whole. */
+static void test_file_loaders_out_of_memory(void)
+{
+    const int64_t live = live_arrays();
+    char dirpath[] = "/tmp/weft-err-load-XXXXXX";
+    if (!CHECK(mkdtemp(dirpath) != NULL))
+        return;
+    static const char *const names[4] = {"a.npy", "a.npz", "a.gguf", "a.safetensors"};
+    char paths[4][96];
+    for (int f = 0; f < 4; f++)
+        snprintf(paths[f], sizeof paths[f], "%s/%s", dirpath, names[f]);
+    wf_nn_params *p = wf_nn_params_new();
+    wf_array *a = ramp(40), *b = wf_astype(a, WF_DTYPE_F16);
+    CHECK_OK(wf_nn_params_add(p, "a", a));
+    CHECK_OK(wf_nn_params_add(p, "b", b));
+    wf_nn_gguf_meta *meta = wf_nn_gguf_meta_new();
+    const char *words[2] = {"x", "yz"};
+    CHECK_OK(wf_nn_gguf_meta_add_strings(meta, "general.words", words, 2, true));
+    CHECK_OK(wf_nn_gguf_meta_add_array(meta, "general.scale", a));
+    CHECK_OK(wf_nn_save_npy(a, paths[0]));
+    CHECK_OK(wf_nn_save_npz(p, paths[1], true));
+    CHECK_OK(wf_nn_save_gguf(p, meta, paths[2]));
+    CHECK_OK(wf_nn_save_safetensors(p, paths[3]));
+    for (int f = 0; f < 4; f++) {
+        int failures = 0, n = -1;
+        for (int64_t nth = 1; nth < 1000; nth++) {
+            arm(nth);
+            n = load_count(f, paths[f]);
+            const bool fired = wf__fault_fired();
+            wf__fault_arm(0);
+            if (!fired)
+                break;
+            if (n >= 0)
+                continue; /* absorbed */
+            failures++;
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", wf_last_error_message());
+            const wf_status st = wf_last_error();
+            if (!CHECK(st == WF_ERR_OUT_OF_MEMORY || (st == WF_ERR_IO && strstr(msg, "cannot map"))))
+                printf("    %s, failure %lld: %s \"%s\"\n", names[f], (long long)nth,
+                       wf_status_name(st), msg);
+            wf_clear_error();
+        }
+        CHECK_EQ_INT(n, f == 0 ? 1 : 2);
+        CHECK(failures >= 2);
+        unlink(paths[f]);
+    }
+    rmdir(dirpath);
+    wf_nn_gguf_meta_release(meta);
+    wf_nn_params_release(p);
+    wf_release(a), wf_release(b);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+}
+
+/* The writers with each fallible operation failing in turn: an
+ * out-of-memory error naming the writer each time, then a file that loads. */
+static void test_file_writers_out_of_memory(void)
+{
+    const int64_t live = live_arrays();
+    char path[] = "/tmp/weft-err-write-XXXXXX";
+    const int fd = mkstemp(path);
+    if (!CHECK(fd >= 0))
+        return;
+    close(fd);
+    wf_nn_params *p = wf_nn_params_new();
+    wf_array *a = ramp(40), *b = wf_astype(a, WF_DTYPE_F16);
+    CHECK_OK(wf_nn_params_add(p, "a", a));
+    CHECK_OK(wf_nn_params_add(p, "b\"quoted", b));
+    CHECK_OK(wf_eval(&b, 1)); /* an injected kernel failure would stay with b */
+    wf_nn_gguf_meta *meta = wf_nn_gguf_meta_new();
+    const char *words[2] = {"x", "yz"};
+    CHECK_OK(wf_nn_gguf_meta_add_strings(meta, "general.words", words, 2, true));
+    for (int w = 0; w < 3; w++) {
+        int failures = 0;
+        wf_status st = WF_OK;
+        for (int64_t nth = 1; nth < 1000; nth++) {
+            arm(nth);
+            st = w == 0   ? wf_nn_save_npy(b, path)
+                 : w == 1 ? wf_nn_save_gguf(p, meta, path)
+                          : wf_nn_save_safetensors(p, path);
+            const bool fired = wf__fault_fired();
+            wf__fault_arm(0);
+            if (!fired)
+                break;
+            if (st == WF_OK)
+                continue; /* absorbed */
+            failures++;
+            expect_status(st, WF_ERR_OUT_OF_MEMORY, "out of memory");
+        }
+        CHECK_OK(st);
+        CHECK(failures >= (w == 1 ? 0 : 1)); /* the GGUF writer streams (stdio only) */
+        wf_nn_params *back = w == 1 ? wf_nn_load_gguf(path, NULL)
+                             : w == 2 ? wf_nn_load_safetensors(path) : NULL;
+        if (w == 0) {
+            wf_array *one = wf_nn_load_npy(path);
+            CHECK_EQ_INT(wf_array_size(one), 40);
+            wf_release(one);
+        } else if (CHECK_NOT_NULL(back)) {
+            CHECK_EQ_SIZE(wf_nn_params_count(back), 2);
+            CHECK(wf_nn_params_find(back, "b\"quoted") == 1);
+        }
+        wf_nn_params_release(back);
+    }
+    unlink(path);
+    wf_nn_gguf_meta_release(meta);
+    wf_nn_params_release(p);
+    wf_release(a), wf_release(b);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+}
+
 /* ------------------------------------------------------------ gather_qmm */
 
 static void test_gather_qmm_bad_arguments(void)
@@ -590,6 +956,24 @@ static void test_gather_qmm_bad_arguments(void)
                 WF_ERR_INVALID_ARGUMENT, "biases must be NULL");
     expect_null(wf_gather_qmm_mode(x1, q, s, b, idx, idx, true, 32, 4, WF_QUANT_AFFINE),
                 WF_ERR_SHAPE, "x and w must be at least 2-d");
+    /* the index batch and the matrix axes must fit in WF_MAX_NDIM */
+    int64_t ones[WF_MAX_NDIM - 1];
+    for (int d = 0; d < WF_MAX_NDIM - 1; d++)
+        ones[d] = 1;
+    wf_array *deep = wf_zeros(ones, WF_MAX_NDIM - 1, WF_DTYPE_I32);
+    wf_array *single = wf_zeros(ones, 1, WF_DTYPE_I32);
+    char why[96];
+    snprintf(why, sizeof why, "wf_gather_qmm: the result would have more than %d dimensions",
+             WF_MAX_NDIM);
+    expect_null(wf_gather_qmm_mode(x, q, s, b, deep, single, true, 32, 4, WF_QUANT_AFFINE),
+                WF_ERR_SHAPE, why);
+    wf_array *three = wf_zeros(&(int64_t){3}, 1, WF_DTYPE_I32);
+    expect_null(wf_gather_qmm_mode(x, q, s, b, idx, three, true, 32, 4, WF_QUANT_AFFINE),
+                WF_ERR_SHAPE, "wf_gather_qmm: batch shapes (2,) and (3,) do not broadcast");
+    wf_array *fidx = wf_zeros(&two, 1, WF_DTYPE_F32);
+    expect_null(wf_gather_qmm_mode(x, q, s, b, fidx, idx, true, 32, 4, WF_QUANT_AFFINE),
+                WF_ERR_DTYPE, "wf_gather_qmm: indices must be integers, got float32");
+    wf_release(deep), wf_release(single), wf_release(three), wf_release(fidx);
     /* without indices: the plain product */
     wf_array *y = wf_gather_qmm_mode(x, q, s, b, NULL, NULL, true, 32, 4, WF_QUANT_AFFINE);
     wf_array *want = wf_quantized_matmul(x, q, s, b, true, 32, 4);
@@ -607,6 +991,7 @@ int main(void)
 {
     RUN_TEST(test_from_external_out_of_memory);
     RUN_TEST(test_retain_null);
+    RUN_TEST(test_retain_released);
     RUN_TEST(test_slot_new_out_of_memory);
     RUN_TEST(test_keep_out_of_memory);
     RUN_TEST(test_stream_push_out_of_memory);
@@ -615,12 +1000,20 @@ int main(void)
     RUN_TEST(test_vmap_too_many_axes_and_out_of_memory);
     RUN_TEST(test_nn_layers_out_of_memory);
     RUN_TEST(test_params_bad_arguments);
+    RUN_TEST(test_params_add_refusals);
+    RUN_TEST(test_params_set_refusals);
     RUN_TEST(test_file_functions_bad_arguments);
     RUN_TEST(test_data_strided_failed_evaluation);
     RUN_TEST(test_quantize_null_outputs);
+    RUN_TEST(test_quantize_released_input);
+    RUN_TEST(test_multi_output_all_or_nothing);
     RUN_TEST(test_group_bad_arguments);
+    RUN_TEST(test_group_split_inside_a_kernel);
     RUN_TEST(test_save_gguf_bad_inputs);
     RUN_TEST(test_save_npz_out_of_memory);
+    RUN_TEST(test_save_npz_directory_out_of_memory);
+    RUN_TEST(test_file_loaders_out_of_memory);
+    RUN_TEST(test_file_writers_out_of_memory);
     RUN_TEST(test_gather_qmm_bad_arguments);
     return TEST_SUMMARY();
 }

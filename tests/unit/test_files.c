@@ -184,6 +184,89 @@ static void test_npz_round_trip(void)
     }
 }
 
+static void put16(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
+static void put32(uint8_t *p, uint32_t v) { put16(p, v), put16(p + 2, v >> 16); }
+static void put64(uint8_t *p, uint64_t v) { put32(p, (uint32_t)v), put32(p + 4, (uint32_t)(v >> 32)); }
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The one-member archive `good` (stored, no extras) rewritten with its
+ * central entry's sizes and offset as 0xFFFFFFFF, `extra` (xl bytes) after
+ * its name, as zip64 writers do; loaded, or NULL with the error. */
+static wf_nn_params *load_with_extra(const uint8_t *good, size_t size, const uint8_t *extra,
+                                     size_t xl)
+{
+    const uint8_t *eocd = good + size - 22;
+    const uint32_t cd_off = get32(eocd + 16), cd_size = get32(eocd + 12);
+    uint8_t *z = malloc(size + xl);
+    memcpy(z, good, cd_off + cd_size);
+    uint8_t *ce = z + cd_off;
+    put32(ce + 20, 0xffffffffu);
+    put32(ce + 24, 0xffffffffu);
+    put32(ce + 42, 0xffffffffu);
+    put16(ce + 30, (uint32_t)xl);
+    memcpy(z + cd_off + cd_size, extra, xl);
+    memcpy(z + cd_off + cd_size + xl, eocd, 22);
+    put32(z + cd_off + cd_size + xl + 12, cd_size + (uint32_t)xl);
+    write_all(tmp_path("zip64.npz"), z, size + xl);
+    free(z);
+    return wf_nn_load_npz(tmp_path("zip64.npz"));
+}
+
+/* Zip64 extra fields (NumPy writes them for large arrays): the 64-bit
+ * sizes and offset replace the 0xFFFFFFFF ones, after any other extra
+ * field; a missing or short zip64 field is a corrupt archive. */
+static void test_npz_zip64_fields(void)
+{
+    wf_nn_params *p = wf_nn_params_new();
+    wf_array *a = sample(WF_DTYPE_F32);
+    CHECK_OK(wf_nn_params_add(p, "z", a));
+    CHECK_OK(wf_nn_save_npz(p, tmp_path("z.npz"), false));
+    size_t size = 0;
+    uint8_t *good = read_all(tmp_path("z.npz"), &size);
+    if (!CHECK_NOT_NULL(good))
+        return;
+    const uint8_t *eocd = good + size - 22;
+    const uint8_t *ce = good + get32(eocd + 16);
+    const uint64_t csize = get32(ce + 20), usize = get32(ce + 24), offset = get32(ce + 42);
+    /* an unrelated field (extended timestamp), then the zip64 one */
+    uint8_t extra[4 + 5 + 4 + 24];
+    put16(extra, 0x5455), put16(extra + 2, 5);
+    memset(extra + 4, 7, 5);
+    uint8_t *z64 = extra + 9;
+    put16(z64, 1), put16(z64 + 2, 24);
+    put64(z64 + 4, usize), put64(z64 + 12, csize), put64(z64 + 20, offset);
+    wf_nn_params *q = load_with_extra(good, size, extra, sizeof extra);
+    if (CHECK_NOT_NULL(q) && CHECK_EQ_INT(wf_nn_params_count(q), 1)) {
+        CHECK(strcmp(wf_nn_params_name(q, 0), "z") == 0);
+        CHECK(equal_arrays(wf_nn_params_get(q, 0), a));
+    }
+    wf_nn_params_release(q);
+    const struct {
+        const uint8_t *x;
+        size_t n;
+    } bad[3] = {
+        {extra, 9},              /* no zip64 field at all */
+        {z64, 4 + 16},           /* 16 bytes: the offset is missing */
+        {extra, sizeof extra - 1}, /* the zip64 field runs past the extras */
+    };
+    for (int k = 0; k < 3; k++) {
+        uint8_t copy[sizeof extra];
+        memcpy(copy, bad[k].x, bad[k].n);
+        if (k == 1)
+            put16(copy + 2, 16);
+        CHECK(load_with_extra(good, size, copy, bad[k].n) == NULL);
+        CHECK_STATUS(wf_last_error(), WF_ERR_IO);
+        CHECK_STR_CONTAINS(wf_last_error_message(), "corrupt zip central directory");
+        wf_clear_error();
+    }
+    free(good);
+    wf_release(a);
+    wf_nn_params_release(p);
+}
+
 /* ---------------------------------------------------------------- GGUF */
 
 static void test_gguf_round_trip_with_metadata(void)
@@ -448,6 +531,7 @@ int main(void)
     RUN_TEST(test_npy_round_trip_every_dtype);
     RUN_TEST(test_npy_big_endian_and_fortran);
     RUN_TEST(test_npz_round_trip);
+    RUN_TEST(test_npz_zip64_fields);
     RUN_TEST(test_gguf_round_trip_with_metadata);
     RUN_TEST(test_gguf_quantized_tensors);
     RUN_TEST(test_hostile_files);

@@ -18,9 +18,11 @@
 #include "harness.h"
 #include "settle.h"
 
+/* Every dtype, in enum order (a shorter list would leave BOOL entries). */
 static const wf_dtype all_dtypes[WF_DTYPE_COUNT] = {
-    WF_DTYPE_BOOL, WF_DTYPE_U8, WF_DTYPE_I32, WF_DTYPE_I64,
-    WF_DTYPE_F16,  WF_DTYPE_BF16, WF_DTYPE_F32, WF_DTYPE_F64};
+    WF_DTYPE_BOOL, WF_DTYPE_U8,  WF_DTYPE_I32, WF_DTYPE_I64, WF_DTYPE_F16,
+    WF_DTYPE_BF16, WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_I8,  WF_DTYPE_I16,
+    WF_DTYPE_U16,  WF_DTYPE_U32, WF_DTYPE_U64, WF_DTYPE_C64};
 static const wf_dtype index_dtypes[3] = {WF_DTYPE_U8, WF_DTYPE_I32, WF_DTYPE_I64};
 
 /* Evaluates `a` expecting a kernel failure with `want` and `needle` in the
@@ -252,9 +254,9 @@ static void ref_scatter_add(const double *a, const int64_t *shape, int ndim, con
             want[f] += u[i];
     }
     for (int64_t i = 0; i < size; i++) {
-        if (d == WF_DTYPE_U8) /* wraps */
-            want[i] = fmod(fmod(want[i], 256) + 256, 256);
-        else if (d == WF_DTYPE_F16 || d == WF_DTYPE_BF16)
+        if (d != WF_DTYPE_BOOL) /* integers wrap */
+            want[i] = conf_wrap_to(want[i], d);
+        if (d == WF_DTYPE_F16 || d == WF_DTYPE_BF16)
             want[i] = conf_round_to(want[i], d);
     }
 }

@@ -325,6 +325,73 @@ static void test_block_masked_mm(void)
     free(bv);
 }
 
+/* The largest |x - y| (both evaluated; -1 when either failed). */
+static double max_abs_diff(wf_array *x, wf_array *y)
+{
+    wf_array *m = wf_max(wf_abs(wf_subtract(x, y)), NULL, 0, false);
+    double v = -1;
+    if (wf_array_item(m, &v) != WF_OK)
+        v = -1;
+    wf_release(m);
+    return v;
+}
+
+/* The argument checks the every-dtype tests do not reach, each with its
+ * message, and the integer index/segment dtypes that are converted first
+ * (the same products as with int32/int64). */
+static void test_matmul_family_argument_checks(void)
+{
+    wf_scope_begin();
+    const int64_t as[3] = {2, 3, 4}, bs[3] = {2, 4, 5}, two = 2, seg_shape[2] = {1, 2};
+    wf_array *a = wf_ones(as, 3, WF_DTYPE_F32), *b = wf_ones(bs, 3, WF_DTYPE_F32);
+    wf_array *scalar = wf_scalar(1, WF_DTYPE_F32), *gone = wf_zeros(&two, 1, WF_DTYPE_I32);
+    wf_release(gone);
+    const double iv[2] = {1, 0};
+    wf_array *idx = conf_array(iv, &two, 1, WF_DTYPE_I32), *idx16 = conf_array(iv, &two, 1, WF_DTYPE_I16);
+    conf_check_error(wf_gather_mm(scalar, b, idx, idx, false), WF_ERR_SHAPE,
+                     "wf_gather_mm: operands must have at least 1 dim (got ranks 0 and 3)");
+    conf_check_error(wf_gather_mm(a, b, gone, idx, false), WF_ERR_MISUSE,
+                     "wf_gather_mm: indices was already released");
+    int64_t ones[WF_MAX_NDIM - 1];
+    for (int d = 0; d < WF_MAX_NDIM - 1; d++)
+        ones[d] = 1;
+    wf_array *deep = wf_zeros(ones, WF_MAX_NDIM - 1, WF_DTYPE_I32);
+    char why[96];
+    snprintf(why, sizeof why, "wf_gather_mm: the result would have rank %d (max %d)",
+             WF_MAX_NDIM + 1, WF_MAX_NDIM);
+    conf_check_error(wf_gather_mm(a, b, deep, idx, false), WF_ERR_SHAPE, why);
+    CHECK_NEAR(max_abs_diff(wf_gather_mm(a, b, idx16, idx16, false),
+                            wf_gather_mm(a, b, idx, idx, false)), 0, 0);
+
+    const int64_t ms[2] = {3, 4}, ns[2] = {4, 5};
+    wf_array *m = wf_ones(ms, 2, WF_DTYPE_F32), *n = wf_ones(ns, 2, WF_DTYPE_F32);
+    wf_array *mi = wf_ones(ms, 2, WF_DTYPE_I32), *ni = wf_ones(ns, 2, WF_DTYPE_I32);
+    const double sv[2] = {1, 3};
+    wf_array *seg = conf_array(sv, seg_shape, 2, WF_DTYPE_I64);
+    conf_check_error(wf_segmented_mm(m, n, wf_scalar(1, WF_DTYPE_I32)), WF_ERR_SHAPE,
+                     "wf_segmented_mm: segments should have shape (..., 2), not ()");
+    conf_check_error(wf_segmented_mm(m, n, conf_array(sv, seg_shape, 2, WF_DTYPE_F32)),
+                     WF_ERR_DTYPE, "wf_segmented_mm: segments must be integers, not float32");
+    conf_check_error(wf_segmented_mm(mi, ni, seg), WF_ERR_DTYPE,
+                     "wf_segmented_mm: dtypes int32 and int32 (only real floating point");
+    conf_check_error(wf_segmented_mm(a, n, seg), WF_ERR_SHAPE, "batches are not supported");
+    CHECK_NEAR(max_abs_diff(wf_segmented_mm(m, n, conf_array(sv, seg_shape, 2, WF_DTYPE_U16)),
+                            wf_segmented_mm(m, n, seg)), 0, 0);
+
+    const int64_t mask_shape[2] = {2, 3};
+    wf_array *mask = wf_ones(mask_shape, 2, WF_DTYPE_BOOL);
+    conf_check_error(wf_block_masked_mm(scalar, n, 2, mask, NULL, NULL), WF_ERR_SHAPE,
+                     "wf_block_masked_mm: operands must have at least 1 dim");
+    conf_check_error(wf_block_masked_mm(mi, ni, 2, mask, NULL, NULL), WF_ERR_DTYPE,
+                     "wf_block_masked_mm: dtypes int32 and int32");
+    const int64_t b3s[3] = {3, 4, 5};
+    conf_check_error(wf_block_masked_mm(a, wf_ones(b3s, 3, WF_DTYPE_F32), 2, mask, NULL, NULL),
+                     WF_ERR_SHAPE, "wf_block_masked_mm");
+    /* no mask at all: the plain product */
+    CHECK_NEAR(max_abs_diff(wf_block_masked_mm(m, n, 2, NULL, NULL, NULL), wf_matmul(m, n)), 0, 0);
+    wf_scope_end();
+}
+
 /* ---------------------------------------------------------------- transforms */
 
 static wf_array *build_gather_mm(wf_array *const *in)
@@ -439,6 +506,7 @@ int main(void)
     RUN_TEST(test_gather_mm_errors);
     RUN_TEST(test_segmented_mm);
     RUN_TEST(test_block_masked_mm);
+    RUN_TEST(test_matmul_family_argument_checks);
     RUN_TEST(test_transforms);
     RUN_TEST(test_compiled);
     return TEST_SUMMARY();

@@ -210,6 +210,43 @@ static void test_infer_on_descriptions(void)
     CHECK_EQ_INT(live_arrays(), live0);
 }
 
+/* Every primitive's shape inference refuses a node with the wrong number
+ * of inputs (a bug in the op that built it) with WF_ERR_INTERNAL naming the
+ * count, instead of reading inputs that are not there. The variadic ones
+ * (concatenate, custom) and the fused ones (whose parameters point to their
+ * program, never zero) are left out. */
+static void test_infer_refuses_a_wrong_input_count(void)
+{
+    wf_stream *def = wf_default_stream();
+    size_t count = 0;
+    const wf_prim_def *const *prims = wf__prim_registry(&count);
+    const int64_t shape[2] = {2, 3};
+    wf_desc inputs[17];
+    for (int i = 0; i < 17; i++)
+        inputs[i] = (wf_desc){WF_DTYPE_F32, 2, shape};
+    int checked = 0;
+    for (size_t i = 0; i < count; i++) {
+        const wf_prim_def *p = prims[i];
+        if (!strcmp(p->name, "concatenate") || !strcmp(p->name, "custom") ||
+            !strncmp(p->name, "fused", 5))
+            continue;
+        void *params = calloc(1, p->params_size + 1);
+        wf_out_desc out[8];
+        wf_status st = p->infer(params, inputs, 17, out);
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", wf_last_error_message());
+        wf_clear_error();
+        free(params);
+        checked++;
+        /* random primitives check their parameters' kind first */
+        const bool counted = strstr(msg, "got 17") || strstr(msg, "params of kind 0");
+        if (!CHECK_STATUS(st, WF_ERR_INTERNAL) || !CHECK(counted))
+            printf("    primitive '%s': \"%s\"\n", p->name, msg);
+    }
+    CHECK(checked >= 100);
+    wf_stream_release(def);
+}
+
 /* ------------------------------------------------------------ layering */
 
 /* Source root from this file's path (tests/unit/test_prim_layer.c). */
@@ -278,6 +315,7 @@ int main(void)
     RUN_TEST(test_kernel_register_rejects_bad_arguments);
     RUN_TEST(test_registered_kernel_runs);
     RUN_TEST(test_infer_on_descriptions);
+    RUN_TEST(test_infer_refuses_a_wrong_input_count);
     RUN_TEST(test_layers_include_only_what_design_allows);
     return TEST_SUMMARY();
 }

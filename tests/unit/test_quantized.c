@@ -587,6 +587,9 @@ static void test_bad_arguments(void)
     CHECK_EQ_INT(wf_quantize(v, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_SHAPE);
     wf_array *wi = wf_astype(w, WF_DTYPE_I32);
     CHECK_EQ_INT(wf_quantize(wi, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_DTYPE);
+    /* a NULL input keeps the first error (a failed chain is checked once) */
+    CHECK_EQ_INT(wf_quantize(NULL, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_DTYPE);
+    wf_clear_error();
     CHECK_EQ_INT(wf_quantize(NULL, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_NULL_ARGUMENT);
     CHECK_EQ_INT(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, NULL, &s, &b), WF_ERR_NULL_ARGUMENT);
     if (CHECK_OK(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, &b))) {
@@ -648,6 +651,68 @@ static void test_same_bits_for_any_thread_count(void)
     CHECK(strstr(first, "rows 64 hash") != NULL);
 }
 
+/* The result dtype and rank corners of dequantize, quantized_matmul and
+ * gather_qmm, against the float32 results; their shape and dtype checks. */
+static void test_dtypes_and_ranks(void)
+{
+    const int64_t ws[2] = {8, 64}, xs[2] = {3, 64}, w3s[3] = {2, 8, 64}, x4s[4] = {2, 1, 3, 64};
+    wf_array *w = random_f32(ws, 2), *x = random_f32(xs, 2);
+    wf_array *q = NULL, *s = NULL, *b = NULL;
+    if (!CHECK_OK(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, &b)))
+        return;
+    /* dequantize into float16: the float32 result rounded */
+    wf_array *d32 = wf_dequantize(q, s, b, 32, 4, WF_QUANT_AFFINE);
+    wf_array *d16 = wf_dequantize_as(q, s, b, 32, 4, WF_QUANT_AFFINE, WF_DTYPE_F16);
+    CHECK_EQ_INT(wf_array_dtype(d16), WF_DTYPE_F16);
+    CHECK(max_rel_diff(wf_astype(d16, WF_DTYPE_F32), wf_astype(wf_astype(d32, WF_DTYPE_F16), WF_DTYPE_F32)) == 0);
+    /* float16 x and scales: the product in float32, then rounded */
+    wf_array *q16 = NULL, *s16 = NULL, *b16 = NULL;
+    CHECK_OK(wf_quantize(wf_astype(w, WF_DTYPE_F16), 32, 4, WF_QUANT_AFFINE, &q16, &s16, &b16));
+    wf_array *x16 = wf_astype(x, WF_DTYPE_F16);
+    wf_array *y16 = wf_quantized_matmul(x16, q16, s16, b16, true, 32, 4);
+    wf_array *y32 = wf_quantized_matmul(wf_astype(x16, WF_DTYPE_F32), q16,
+                                        wf_astype(s16, WF_DTYPE_F32), wf_astype(b16, WF_DTYPE_F32),
+                                        true, 32, 4);
+    CHECK_EQ_INT(wf_array_dtype(y16), WF_DTYPE_F16);
+    CHECK(max_rel_diff(wf_astype(y16, WF_DTYPE_F32), y32) < 1e-2);
+    /* checks */
+    const int64_t n64 = 64;
+    wf_array *v = random_f32(&n64, 1);
+    CHECK_NULL_WITH(wf_quantized_matmul(x, v, s, b, true, 32, 4), WF_ERR_SHAPE);
+    wf_array *w3 = random_f32(w3s, 3), *q3 = NULL, *s3 = NULL, *b3 = NULL;
+    CHECK_OK(wf_quantize(w3, 32, 4, WF_QUANT_AFFINE, &q3, &s3, &b3));
+    CHECK(wf_quantized_matmul(v, q3, s3, b3, true, 32, 4) == NULL);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "x must be at least 2-d with a batched w");
+    wf_clear_error();
+    wf_array *x64 = wf_astype(x, WF_DTYPE_F64);
+    CHECK(wf_gather_qmm(x64, q3, s3, b3, NULL, wf_zeros(&(int64_t){1}, 1, WF_DTYPE_I32), true,
+                        32, 4) == NULL);
+    CHECK_STR_CONTAINS(wf_last_error_message(),
+                       "x (float64) and scales (float32) must promote to float16, bfloat16");
+    wf_clear_error();
+    /* gather_qmm with a 2-d x and with a 4-d x, against plain products;
+     * 0-d indices give one (M, N) product */
+    wf_array *one = wf_ones(NULL, 0, WF_DTYPE_I32), *zero = wf_zeros(NULL, 0, WF_DTYPE_I32);
+    wf_array *d3 = wf_dequantize(q3, s3, b3, 32, 4, WF_QUANT_AFFINE);
+    wf_array *w1 = wf_take(d3, one, 0); /* (8, 64) */
+    wf_array *g2 = wf_gather_qmm(x, q3, s3, b3, zero, one, true, 32, 4);
+    CHECK_EQ_INT(wf_array_ndim(g2), 2);
+    CHECK(max_rel_diff(g2, wf_matmul(x, wf_swapaxes(w1, 0, 1))) < 1e-5);
+    wf_array *x4 = random_f32(x4s, 4);
+    wf_array *g4 = wf_gather_qmm(x4, q3, s3, b3, NULL, NULL, true, 32, 4);
+    CHECK_EQ_INT(wf_array_ndim(g4), 4);
+    CHECK(max_rel_diff(g4, wf_matmul(x4, wf_swapaxes(d3, -1, -2))) < 1e-5);
+    const int64_t two = 2;
+    wf_array *lhs = wf_zeros(&two, 1, WF_DTYPE_I32), *rhs = wf_ones(&two, 1, WF_DTYPE_I32);
+    wf_array *g4i = wf_gather_qmm(x4, q3, s3, b3, lhs, rhs, true, 32, 4);
+    const int64_t x0s[2] = {3, 64};
+    wf_array *x0 = wf_reshape(wf_take(x4, zero, 0), x0s, 2); /* x4's first (1, 3, 64) */
+    wf_array *want = wf_matmul(x0, wf_swapaxes(w1, 0, 1));
+    CHECK_EQ_INT(wf_array_ndim(g4i), 3);
+    CHECK(max_rel_diff(wf_take(g4i, zero, 0), want) < 1e-5);
+    CHECK(max_rel_diff(wf_take(g4i, one, 0), want) < 1e-5);
+}
+
 int main(void)
 {
     if (getenv("WEFT_QUANT_CHILD")) {
@@ -665,6 +730,7 @@ int main(void)
     RUN_SCOPED(test_vjp_x_scales_biases);
     RUN_SCOPED(test_vmap);
     RUN_SCOPED(test_bad_arguments);
+    RUN_SCOPED(test_dtypes_and_ranks);
     RUN_SCOPED(test_same_bits_for_any_thread_count);
     return TEST_SUMMARY();
 }

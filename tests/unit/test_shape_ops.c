@@ -19,9 +19,11 @@
 #include "harness.h"
 #include "settle.h"
 
+/* Every dtype, in enum order (a shorter list would leave BOOL entries). */
 static const wf_dtype all_dtypes[WF_DTYPE_COUNT] = {
-    WF_DTYPE_BOOL, WF_DTYPE_U8, WF_DTYPE_I32, WF_DTYPE_I64,
-    WF_DTYPE_F16,  WF_DTYPE_BF16, WF_DTYPE_F32, WF_DTYPE_F64};
+    WF_DTYPE_BOOL, WF_DTYPE_U8,  WF_DTYPE_I32, WF_DTYPE_I64, WF_DTYPE_F16,
+    WF_DTYPE_BF16, WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_I8,  WF_DTYPE_I16,
+    WF_DTYPE_U16,  WF_DTYPE_U32, WF_DTYPE_U64, WF_DTYPE_C64};
 
 /* ---------------------------------------------------------------- reference helpers */
 

@@ -12,7 +12,9 @@
  *  - floating-point modes: the derivative in x; the uint8 scales get zero
  *    cotangents and their tangents are ignored;
  *  - vmap of quantized_matmul with one vector per example and batched
- *    weights, against per-example products.
+ *    weights, against per-example products;
+ *  - vjp of gather_qmm in x, scales and biases and its jvp in x, against
+ *    take and matmul of a dense W; its jvp in the scales is refused.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -274,6 +276,93 @@ static void test_fp_mode_derivatives(void)
     qmat_free(&m);
 }
 
+/* ---------------------------------------------------------------- gather_qmm */
+
+static const double gq_lhs[4] = {1, 0, 1, 1}, gq_rhs[4] = {2, 0, 2, 1};
+
+static wf_array *index_array(const double *v, int64_t n)
+{
+    int32_t iv[8];
+    for (int64_t i = 0; i < n; i++)
+        iv[i] = (int32_t)v[i];
+    return wf_array_from_data(iv, &n, 1, WF_DTYPE_I32);
+}
+
+/* (x, codes, scales, biases) -> gather_qmm with the indices above */
+static wf_status gqmm_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                           size_t *nout)
+{
+    (void)payload, (void)n;
+    wf_array *lhs = index_array(gq_lhs, 4), *rhs = index_array(gq_rhs, 4);
+    out[0] = wf_gather_qmm(in[0], in[1], in[2], in[3], lhs, rhs, true, 32, 4);
+    wf_release(lhs), wf_release(rhs);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+/* The same through take and matmul of W = codes * s + b (differentiable
+ * ops; stacked (E, N, K) weights). */
+static wf_status gqmm_dense_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                                 size_t *nout)
+{
+    (void)payload, (void)n;
+    wf_scope_begin();
+    wf_array *codes = wf_dequantize(in[1], wf_ones_like(in[2]), wf_zeros_like(in[3]), 32, 4,
+                                    WF_QUANT_AFFINE);
+    const int64_t *ss = wf_array_shape(in[2]);
+    const int64_t g4[4] = {ss[0], ss[1], ss[2], 32};
+    const int three = 3;
+    wf_array *w = wf_add(wf_multiply(wf_reshape(codes, g4, 4), wf_expand_dims(in[2], &three, 1)),
+                         wf_expand_dims(in[3], &three, 1));
+    w = wf_reshape(w, wf_array_shape(codes), 3);
+    wf_array *xs = wf_take(in[0], index_array(gq_lhs, 4), 0);
+    wf_array *ws = wf_take(w, index_array(gq_rhs, 4), 0);
+    out[0] = wf_matmul(xs, wf_swapaxes(ws, -1, -2));
+    wf_keep(out[0]);
+    wf_scope_end();
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+/* vjp of gather_qmm in x, scales and biases, and jvp in x, against the
+ * dense product; a jvp with a tangent for the scales is refused. */
+static void test_gather_qmm_derivatives(void)
+{
+    const qcfg c = {32, 4, WF_QUANT_AFFINE, true};
+    const int64_t ws[3] = {3, 8, 64}, xs[3] = {2, 3, 64}, ys[3] = {4, 3, 8};
+    qmat m;
+    if (!qmat_make(&m, ws, 3, &c))
+        return;
+    wf_array *x = random_f32(xs, 3), *ct = random_f32(ys, 3);
+    wf_array *in[4] = {x, m.q, m.s, m.b};
+    wf_fn *f = wf_fn_new(gqmm_body, NULL, NULL), *fd = wf_fn_new(gqmm_dense_body, NULL, NULL);
+    wf_array *got[4] = {NULL}, *want[4] = {NULL};
+    if (CHECK_OK(wf_vjp(f, in, 4, &ct, 1, NULL, got)) &&
+        CHECK_OK(wf_vjp(fd, in, 4, &ct, 1, NULL, want))) {
+        const int checked[3] = {0, 2, 3}; /* x, scales, biases */
+        for (int k = 0; k < 3; k++)
+            if (!CHECK(max_rel_diff(got[checked[k]], want[checked[k]]) < 1e-5))
+                printf("      (cotangent of input %d)\n", checked[k]);
+    }
+    for (int i = 0; i < 4; i++)
+        wf_release(got[i]), wf_release(want[i]);
+    wf_array *tx = random_f32(xs, 3), *t[4] = {tx, NULL, NULL, NULL}, *tan = NULL, *tand = NULL;
+    size_t n1 = 1, n2 = 1;
+    if (CHECK_OK(wf_jvp(f, in, 4, t, NULL, &tan, &n1)) &&
+        CHECK_OK(wf_jvp(fd, in, 4, t, NULL, &tand, &n2)))
+        CHECK(max_rel_diff(tan, tand) < 1e-5);
+    wf_release(tan), wf_release(tand);
+    t[2] = wf_ones_like(m.s);
+    tan = NULL;
+    CHECK_STATUS(wf_jvp(f, in, 4, t, NULL, &tan, &n1), WF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "gather_qmm: no jvp for the scales and biases");
+    wf_clear_error();
+    CHECK(tan == NULL);
+    wf_release(t[2]), wf_release(tx), wf_release(ct), wf_release(x);
+    wf_fn_release(f), wf_fn_release(fd);
+    qmat_free(&m);
+}
+
 /* One vector x per example and a weight matrix per example. */
 static void test_qmm_vmap_vectors_and_batched_weights(void)
 {
@@ -320,6 +409,7 @@ int main(void)
     RUN_TEST(test_quantize_vmap);
     RUN_TEST(test_qmm_jvp);
     RUN_TEST(test_fp_mode_derivatives);
+    RUN_TEST(test_gather_qmm_derivatives);
     RUN_TEST(test_qmm_vmap_vectors_and_batched_weights);
     wf_scope_end();
     return TEST_SUMMARY();
