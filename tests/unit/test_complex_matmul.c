@@ -132,14 +132,19 @@ static void check_shape(int64_t m, int64_t n, int64_t k)
 static void test_every_variant_against_double(void)
 {
 #if SANITIZED
-    static const int64_t shapes[][3] = {{1, 9, 130}, {3, 17, 5}, {6, 20, 11}, {15, 9, 512}};
+    static const int64_t shapes[][3] = {{1, 9, 130}, {3, 17, 5}, {6, 20, 11}, {15, 9, 512},
+                                        {1, 45, 7},  {2, 13, 9}};
 #else
     /* k = 512 and 1024: A's rows 4 and 8 KB apart, so A is packed rather
-     * than read where it lies (gemm.c's rows_share_l1_set) */
+     * than read where it lies (gemm.c's rows_share_l1_set). The few-row
+     * kernels' edges: k not a multiple of the rows of B a pass sweeps (7,
+     * 9, 33), columns past one chunk of sums (2100, 1030, 700 for 1, 2
+     * and 3 rows) and a last chunk narrower than a vector or two. */
     static const int64_t shapes[][3] = {{1, 600, 200}, {2, 37, 130}, {3, 17, 5},
                                         {4, 530, 150}, {5, 40, 129}, {23, 70, 300},
                                         {16, 33, 64},  {1, 1, 1},    {40, 300, 8},
-                                        {1, 2100, 20}, {20, 40, 512}, {33, 17, 1024}};
+                                        {1, 2100, 20}, {20, 40, 512}, {33, 17, 1024},
+                                        {1, 45, 7},    {2, 1030, 9},  {3, 700, 33}};
 #endif
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
         if (!wf__gemm_isa_supported(isa))
