@@ -414,11 +414,18 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
     if (use_direct(g, tk, g->m) || use_direct_t(g, tk, g->m) || use_complex_direct(g, g->m)) {
         /* Matrix-vector (memory-bound): columns only, 256 at least (long
          * runs of B rows; 1024 for complex B, whose kernel sweeps several
-         * rows of B at once), and enough work each. */
+         * rows of B at once), and enough work each. Complex B: one block a
+         * thread, each reading its rows of B in one long run (Zen 3, two
+         * threads, wall time alternated in one process under load:
+         * 1 x 2048 @ 2048^2 +20-50% over four blocks a thread, 1 x 4096 @
+         * 4096^2 within the noise, +0-40%). */
         *mblock = g->m;
         const int64_t by_work = ceil_div(GEMM_MIN_BLOCK_FLOPS / 8, 2 * g->m * g->k);
-        const int64_t least = g->b_stored == WF_DTYPE_C64 ? 1024 : 256;
-        *nblock = min64(g->n, round_up(max64(max64(least, by_work), ceil_div(g->n, target)), 64));
+        const bool complex = g->b_stored == WF_DTYPE_C64;
+        const int64_t least = complex ? 1024 : 256;
+        const int64_t parts =
+            complex ? max64(1, ceil_div(wf__pool_size(), max64(batches, 1))) : target;
+        *nblock = min64(g->n, round_up(max64(max64(least, by_work), ceil_div(g->n, parts)), 64));
         return;
     }
     /* Split rows and columns (doubling the split of whichever blocks are
