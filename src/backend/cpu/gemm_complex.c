@@ -56,6 +56,37 @@ ATTR_512 static void pack_rows_512(int64_t pairs, const float *bt, float *even, 
         _mm512_storeu_ps(even + 48, _mm512_maskz_xor_ps(m1, _mm512_permute_ps(v1, 0xB1), sign));
     }
 }
+
+#define ATTR_AVX2 __attribute__((target("avx2,fma")))
+
+/* Lanes [0, n) of 8 as a maskload/maskstore mask (n may be <= 0 or >= 8). */
+ATTR_AVX2 static __m256i tail_mask8(int64_t n)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n < 8 ? n : 8)), idx);
+}
+
+/* Rows 2t and 2t + 1 of every panel (nr = 16) from row t of B at bt
+ * (`pairs` complex columns), 8 pairs a step, zero-padded. */
+ATTR_AVX2 static void pack_rows_avx2(int64_t pairs, const float *bt, float *even, int64_t kc)
+{
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi64x((int64_t)0x80000000));
+    for (int64_t p = 0; p < pairs; p += 8, bt += 16, even += 16 * kc) {
+        const int64_t floats = 2 * (pairs - p);
+        __m256 v0, v1;
+        if (floats >= 16) {
+            v0 = _mm256_loadu_ps(bt);
+            v1 = _mm256_loadu_ps(bt + 8);
+        } else {
+            v0 = _mm256_maskload_ps(bt, tail_mask8(floats));
+            v1 = _mm256_maskload_ps(bt + 8, tail_mask8(floats - 8));
+        }
+        _mm256_storeu_ps(even, v0);
+        _mm256_storeu_ps(even + 8, v1);
+        _mm256_storeu_ps(even + 16, _mm256_xor_ps(_mm256_permute_ps(v0, 0xB1), sign));
+        _mm256_storeu_ps(even + 24, _mm256_xor_ps(_mm256_permute_ps(v1, 0xB1), sign));
+    }
+}
 #endif
 
 void wf__gemm_pack_b_complex(const wf_gemm_args *g, int64_t k0, int64_t kc, int64_t j0,
@@ -67,6 +98,11 @@ void wf__gemm_pack_b_complex(const wf_gemm_args *g, int64_t k0, int64_t kc, int6
     if (g->isa >= WF_GEMM_ISA_AVX512 && nr == 32) {
         for (int64_t t = 0; t < kc / 2; t++)
             pack_rows_512(cols / 2, b + 2 * t * g->rsb, dst + 2 * t * nr, kc);
+        return;
+    }
+    if (g->isa == WF_GEMM_ISA_AVX2 && nr == 16) {
+        for (int64_t t = 0; t < kc / 2; t++)
+            pack_rows_avx2(cols / 2, b + 2 * t * g->rsb, dst + 2 * t * nr, kc);
         return;
     }
 #endif
@@ -139,14 +175,7 @@ static void direct_baseline(int64_t kc, const float *a, int64_t rsa, const float
 }
 
 #if COMPLEX_HAVE_X86
-#define ATTR_AVX2 __attribute__((target("avx2,fma")))
-
 /* AVX2: 8 floats (4 complex) a vector. */
-ATTR_AVX2 static __m256i tail_mask8(int64_t n)
-{
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? n : 8)), idx);
-}
 
 /* (re, im) pairs -> (im, re). */
 ATTR_AVX2 static __m256 swap_v8(__m256 v) { return _mm256_permute_ps(v, 0xB1); }
