@@ -233,8 +233,8 @@ static uint64_t bytes_hash(const float *v, int64_t n)
     return h;
 }
 
-/* Hashes of products of 1, 3, 64 and 200 rows (and a batch of 4) under
- * every variant, one line each. */
+/* Hashes of products of 1, 3, 64 and 200 rows (and a batch of 4, and
+ * 1030 rows of k = 8) under every variant, one line each. */
 static void compute(char *out, size_t cap)
 {
     const int64_t n = SANITIZED ? 96 : 520, k = SANITIZED ? 40 : 300;
@@ -259,6 +259,14 @@ static void compute(char *out, size_t cap)
         used += (size_t)snprintf(out + used, cap - used, "%s batch %016llx\n",
                                  wf__gemm_isa_name(isa),
                                  (unsigned long long)(got ? bytes_hash(got, 800 * n) : 0));
+        free(got);
+        /* more rows than gemm.c packs A for at once (GEMM_A_ROWS) when one
+         * thread's block spans several strips of B */
+        got = values(wf_matmul(carr(a, (int64_t[]){1030, 8}, 2), carr(b, (int64_t[]){8, n}, 2)),
+                     1030 * n);
+        used += (size_t)snprintf(out + used, cap - used, "%s 1030 x 8 %016llx\n",
+                                 wf__gemm_isa_name(isa),
+                                 (unsigned long long)(got ? bytes_hash(got, 1030 * n) : 0));
         free(got);
         wf_scope_end();
     }
