@@ -30,6 +30,12 @@ enum { GEMM_NC = 512, GEMM_NC_COMPLEX = 1024 };
  * least work (flops) worth a block of its own. */
 enum { BLOCKS_PER_THREAD = 4 };
 #define GEMM_MIN_BLOCK_FLOPS ((int64_t)1 << 20)
+/* Complex B: each block also expands its B' panels from B, so fewer, larger
+ * blocks. Zen 3, two threads, wall time alternated in one process under
+ * load 10 (noisy, two runs): 256^3 18-38 / 48-57 / 44-59 GFLOP/s with 4 /
+ * 2 / 1 blocks a thread, 512^3 16-22 / 15-21 / 23-29, 1024^3 21 / 25 / 25;
+ * 2 rather than 1 keeps some balance when a thread is held up. */
+enum { COMPLEX_BLOCKS_PER_THREAD = 2 };
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -413,7 +419,9 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
 {
     const wf_gemm_type_kernels *tk = type_kernels(g);
     const int64_t mr = tk->mr, nr = tk->nr;
-    const int64_t blocks = single_block(g) ? 1 : BLOCKS_PER_THREAD * (int64_t)wf__pool_size();
+    const int64_t per_thread =
+        g->b_stored == WF_DTYPE_C64 ? COMPLEX_BLOCKS_PER_THREAD : BLOCKS_PER_THREAD;
+    const int64_t blocks = single_block(g) ? 1 : per_thread * (int64_t)wf__pool_size();
     const int64_t target = max64(1, ceil_div(blocks, max64(batches, 1)));
     if (use_direct(g, tk, g->m) || use_direct_t(g, tk, g->m) || use_complex_direct(g, g->m)) {
         /* Matrix-vector (memory-bound): columns only, 256 at least (long
