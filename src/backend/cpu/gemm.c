@@ -403,17 +403,16 @@ static int64_t split_block(int64_t size, int64_t splits, int64_t align)
     return min64(size, round_up(ceil_div(size, splits), align));
 }
 
-/* A complex product on a one-thread pool: nothing to balance, so one block
- * of all of C (blocks each pack their own A and B panels; block_plain packs
- * A's panels once per K block for all its strips of B; the matrix-vector
- * kernel reads whole rows of B in one run). CPU time, old and new
+/* A product on a one-thread pool: nothing to balance, so one block of all
+ * of C (blocks each pack their own A and B panels; block_plain packs A's
+ * panels once per K block for all its strips of B; the matrix-vector
+ * kernels read whole rows of B in one run). Complex, CPU time, old and new
  * alternated in one process: 512^3 +3.5%, 1024^3 +1.5%, 1 x 1024 @ 1024^2
  * +1.8%, 256^3 within noise (-0.6%); then (Zen 3) A packed once for all
- * strips rather than once a strip, 2048^3 +1.6-2.4%, 1024^3 -2.4..+2%. */
-static bool single_block(const wf_gemm_args *g)
-{
-    return g->b_stored == WF_DTYPE_C64 && wf__pool_size() == 1;
-}
+ * strips rather than once a strip, 2048^3 +1.6-2.4%, 1024^3 -2.4..+2%.
+ * float32 (Zen 3, load 6, one block against four): 256^3 +7%, 512^3 +10%,
+ * 1024^3 +6%, 2048^3 +11%. */
+static bool single_block(void) { return wf__pool_size() == 1; }
 
 void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, int64_t *nblock)
 {
@@ -421,7 +420,7 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
     const int64_t mr = tk->mr, nr = tk->nr;
     const int64_t per_thread =
         g->b_stored == WF_DTYPE_C64 ? COMPLEX_BLOCKS_PER_THREAD : BLOCKS_PER_THREAD;
-    const int64_t blocks = single_block(g) ? 1 : per_thread * (int64_t)wf__pool_size();
+    const int64_t blocks = single_block() ? 1 : per_thread * (int64_t)wf__pool_size();
     const int64_t target = max64(1, ceil_div(blocks, max64(batches, 1)));
     if (use_direct(g, tk, g->m) || use_direct_t(g, tk, g->m) || use_complex_direct(g, g->m)) {
         /* Matrix-vector (memory-bound): columns only, 256 at least (long
@@ -440,7 +439,7 @@ void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, in
         *nblock = min64(g->n, round_up(max64(max64(least, by_work), ceil_div(g->n, parts)), 64));
         return;
     }
-    if (single_block(g)) {
+    if (single_block()) {
         *mblock = g->m;
         *nblock = g->n;
         return;
