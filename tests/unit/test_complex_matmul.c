@@ -132,14 +132,19 @@ static void check_shape(int64_t m, int64_t n, int64_t k)
 static void test_every_variant_against_double(void)
 {
 #if SANITIZED
-    static const int64_t shapes[][3] = {{1, 9, 130}, {3, 17, 5}, {6, 20, 11}, {15, 9, 512}};
+    static const int64_t shapes[][3] = {{1, 9, 130}, {3, 17, 5}, {6, 20, 11}, {15, 9, 512},
+                                        {1, 45, 7},  {2, 13, 9}};
 #else
     /* k = 512 and 1024: A's rows 4 and 8 KB apart, so A is packed rather
-     * than read where it lies (gemm.c's rows_share_l1_set) */
+     * than read where it lies (gemm.c's rows_share_l1_set). The few-row
+     * kernels' edges: k not a multiple of the rows of B a pass sweeps (7,
+     * 9, 33), columns past one chunk of sums (2100, 1030, 700 for 1, 2
+     * and 3 rows) and a last chunk narrower than a vector or two. */
     static const int64_t shapes[][3] = {{1, 600, 200}, {2, 37, 130}, {3, 17, 5},
                                         {4, 530, 150}, {5, 40, 129}, {23, 70, 300},
                                         {16, 33, 64},  {1, 1, 1},    {40, 300, 8},
-                                        {1, 2100, 20}, {20, 40, 512}, {33, 17, 1024}};
+                                        {1, 2100, 20}, {20, 40, 512}, {33, 17, 1024},
+                                        {1, 45, 7},    {2, 1030, 9},  {3, 700, 33}};
 #endif
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
         if (!wf__gemm_isa_supported(isa))
@@ -228,8 +233,8 @@ static uint64_t bytes_hash(const float *v, int64_t n)
     return h;
 }
 
-/* Hashes of products of 1, 3, 64 and 200 rows (and a batch of 4) under
- * every variant, one line each. */
+/* Hashes of products of 1, 3, 64 and 200 rows (and a batch of 4, and
+ * 1030 rows of k = 8) under every variant, one line each. */
 static void compute(char *out, size_t cap)
 {
     const int64_t n = SANITIZED ? 96 : 520, k = SANITIZED ? 40 : 300;
@@ -254,6 +259,14 @@ static void compute(char *out, size_t cap)
         used += (size_t)snprintf(out + used, cap - used, "%s batch %016llx\n",
                                  wf__gemm_isa_name(isa),
                                  (unsigned long long)(got ? bytes_hash(got, 800 * n) : 0));
+        free(got);
+        /* more rows than gemm.c packs A for at once (GEMM_A_ROWS) when one
+         * thread's block spans several strips of B */
+        got = values(wf_matmul(carr(a, (int64_t[]){1030, 8}, 2), carr(b, (int64_t[]){8, n}, 2)),
+                     1030 * n);
+        used += (size_t)snprintf(out + used, cap - used, "%s 1030 x 8 %016llx\n",
+                                 wf__gemm_isa_name(isa),
+                                 (unsigned long long)(got ? bytes_hash(got, 1030 * n) : 0));
         free(got);
         wf_scope_end();
     }

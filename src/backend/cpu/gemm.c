@@ -18,16 +18,24 @@
  * The A micro-panel (14 x 256 floats = 14 KB) stays in L1. */
 enum { GEMM_KC = 256 };
 /* Columns of B packed at once (a strip: 256 x 512 floats = 512 KB, in L2).
- * Complex B' strips are twice as wide (1 MB, half this machine's L2): A,
+ * Complex B' strips are twice as wide (1 MB, half the Xeon's L2): A,
  * packed anew for each strip when its rows share an L1 set, is packed half
  * as often; complex64 2048^3 +1-2.5% on 1 and 2 threads (CPU time, old and
- * new alternated in one process), 256^3 ... 1024^3 unchanged. */
+ * new alternated in one process), 256^3 ... 1024^3 unchanged. On Zen 3
+ * (512 KB L2) 512 and 256 columns measured no faster than 1024 (1024^3 and
+ * 2048^3, one thread, A packed once for all strips). */
 enum { GEMM_NC = 512, GEMM_NC_COMPLEX = 1024 };
 /* Blocks per pool thread aimed at when splitting a product (enough to
  * balance; every block packs its own panels, so more cost more), and the
  * least work (flops) worth a block of its own. */
 enum { BLOCKS_PER_THREAD = 4 };
 #define GEMM_MIN_BLOCK_FLOPS ((int64_t)1 << 20)
+/* Complex B: each block also expands its B' panels from B, so fewer, larger
+ * blocks. Zen 3, two threads, wall time alternated in one process under
+ * load 10 (noisy, two runs): 256^3 18-38 / 48-57 / 44-59 GFLOP/s with 4 /
+ * 2 / 1 blocks a thread, 512^3 16-22 / 15-21 / 23-29, 1024^3 21 / 25 / 25;
+ * 2 rather than 1 keeps some balance when a thread is held up. */
+enum { COMPLEX_BLOCKS_PER_THREAD = 2 };
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -395,30 +403,45 @@ static int64_t split_block(int64_t size, int64_t splits, int64_t align)
     return min64(size, round_up(ceil_div(size, splits), align));
 }
 
-/* A complex product on a one-thread pool: nothing to balance, so one block
- * (blocks each pack their own A and B panels; the matrix-vector kernel
- * reads whole rows of B in one run). CPU time, old and new alternated in
- * one process: 512^3 +3.5%, 1024^3 +1.5%, 1 x 1024 @ 1024^2 +1.8%, 256^3
- * within noise (-0.6%); 2048^3 already had one strip per block. */
-static bool single_block(const wf_gemm_args *g)
-{
-    return g->b_stored == WF_DTYPE_C64 && wf__pool_size() == 1;
-}
+/* A product on a one-thread pool: nothing to balance, so one block of all
+ * of C (blocks each pack their own A and B panels; block_plain packs A's
+ * panels once per K block for all its strips of B; the matrix-vector
+ * kernels read whole rows of B in one run). Complex, CPU time, old and new
+ * alternated in one process: 512^3 +3.5%, 1024^3 +1.5%, 1 x 1024 @ 1024^2
+ * +1.8%, 256^3 within noise (-0.6%); then (Zen 3) A packed once for all
+ * strips rather than once a strip, 2048^3 +1.6-2.4%, 1024^3 -2.4..+2%.
+ * float32 (Zen 3, load 6, one block against four): 256^3 +7%, 512^3 +10%,
+ * 1024^3 +6%, 2048^3 +11%. */
+static bool single_block(void) { return wf__pool_size() == 1; }
 
 void wf__gemm_blocks(const wf_gemm_args *g, int64_t batches, int64_t *mblock, int64_t *nblock)
 {
     const wf_gemm_type_kernels *tk = type_kernels(g);
     const int64_t mr = tk->mr, nr = tk->nr;
-    const int64_t blocks = single_block(g) ? 1 : BLOCKS_PER_THREAD * (int64_t)wf__pool_size();
+    const int64_t per_thread =
+        g->b_stored == WF_DTYPE_C64 ? COMPLEX_BLOCKS_PER_THREAD : BLOCKS_PER_THREAD;
+    const int64_t blocks = single_block() ? 1 : per_thread * (int64_t)wf__pool_size();
     const int64_t target = max64(1, ceil_div(blocks, max64(batches, 1)));
     if (use_direct(g, tk, g->m) || use_direct_t(g, tk, g->m) || use_complex_direct(g, g->m)) {
         /* Matrix-vector (memory-bound): columns only, 256 at least (long
          * runs of B rows; 1024 for complex B, whose kernel sweeps several
-         * rows of B at once), and enough work each. */
+         * rows of B at once), and enough work each. Complex B: one block a
+         * thread, each reading its rows of B in one long run (Zen 3, two
+         * threads, wall time alternated in one process under load:
+         * 1 x 2048 @ 2048^2 +20-50% over four blocks a thread, 1 x 4096 @
+         * 4096^2 within the noise, +0-40%). */
         *mblock = g->m;
         const int64_t by_work = ceil_div(GEMM_MIN_BLOCK_FLOPS / 8, 2 * g->m * g->k);
-        const int64_t least = g->b_stored == WF_DTYPE_C64 ? 1024 : 256;
-        *nblock = min64(g->n, round_up(max64(max64(least, by_work), ceil_div(g->n, target)), 64));
+        const bool complex = g->b_stored == WF_DTYPE_C64;
+        const int64_t least = complex ? 1024 : 256;
+        const int64_t parts =
+            complex ? max64(1, ceil_div(wf__pool_size(), max64(batches, 1))) : target;
+        *nblock = min64(g->n, round_up(max64(max64(least, by_work), ceil_div(g->n, parts)), 64));
+        return;
+    }
+    if (single_block()) {
+        *mblock = g->m;
+        *nblock = g->n;
         return;
     }
     /* Split rows and columns (doubling the split of whichever blocks are
@@ -548,43 +571,34 @@ static bool rows_share_l1_set(int64_t row_bytes)
     return row_bytes % 4096 == 0;
 }
 
-/* float32 and float64: es is the element size. */
-static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
-                             int64_t i0, int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
+/* Rows of A whose panels are packed together when a block spans several
+ * strips of B: packed once per K block and read by every strip, instead of
+ * anew for each (a block of one strip packs one panel at a time). At most
+ * this many rows (1 MB of float32 panels), so the scratch stays bounded;
+ * larger blocks take their rows this many at a time. */
+enum { GEMM_A_ROWS = 1024 };
+
+/* Rows [i0, i1) of the block (tiles of tile_rows) times columns [j0, j1)
+ * over B's K block k0 (kc rows), strip by strip. `keep_a`: A's panels go
+ * to apack, a slot per tile, packed at the first strip; else each anew
+ * into slot 0. */
+static void packed_rows(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
+                        bool in_place, bool keep_a, int64_t k0, int64_t kc, int64_t i0,
+                        int64_t i1, int64_t tile_rows, int64_t j0, int64_t j1, char *bpack,
+                        char *apack)
 {
-    const char *a = g->a, *b = g->b;
+    const int64_t mr = tk->mr, nr = tk->nr;
+    const int64_t strip = in_place ? j1 - j0 : strip_columns(g);
+    const char *a = g->a, *bk = at(g->b, k0 * g->rsb, es);
     char *c = g->c;
-    const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
-    const int64_t panels = ceil_div(j1 - j0, nr);
-    const int64_t tile_rows = balanced_tile_rows(i1 - i0, mr);
-    if (use_direct_t(g, tk, i1 - i0)) {
-        const wf_gemm_epilogue first = first_epilogue(g, 0);
-        tk->direct_t(g->k, kcb, at(a, i0 * g->rsa, es), g->rsa, g->csa, at(b, j0 * g->csb, es),
-                     g->csb, at(c, i0 * g->ldc + j0, es), g->ldc, (int)(i1 - i0), j1 - j0, &first);
-        return WF_OK;
-    }
-    const bool direct = use_direct(g, tk, i1 - i0), in_place = b_in_place(g, tk, i1 - i0);
-    /* In place, only a last narrower panel is packed (at the panel's slot 0). */
-    const int64_t belems = (in_place ? 1 : panels) * nr * kcb;
-    if (!direct && !scratch_reserve(s, (size_t)(belems + mr * kcb) * es + 64))
-        return WF_ERR_OUT_OF_MEMORY;
-    /* The direct path reserves no scratch (s->data may be NULL: no offset). */
-    char *bpack = s->data, *apack = direct ? NULL : bpack + (size_t)belems * es;
-    for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
-        const int64_t kc = min64(kcb, g->k - k0);
-        const wf_gemm_epilogue e = first_epilogue(g, k0);
-        if (direct) {
-            tk->direct(kc, at(a, i0 * g->rsa + k0 * g->csa, es), g->rsa, g->csa,
-                       at(b, k0 * g->rsb + j0, es), g->rsb, at(c, i0 * g->ldc + j0, es), g->ldc,
-                       (int)(i1 - i0), j1 - j0, &e);
-            continue;
-        }
-        const char *bk = at(b, k0 * g->rsb, es);
+    const wf_gemm_epilogue e = first_epilogue(g, k0);
+    for (int64_t js = j0; js < j1; js += strip) {
+        const int64_t je = min64(j1, js + strip);
         if (g->b_stored == WF_DTYPE_C64)
-            wf__gemm_pack_b_complex(g, k0, kc, j0, j1, (int)nr, (float *)bpack);
+            wf__gemm_pack_b_complex(g, k0, kc, js, je, (int)nr, (float *)bpack);
         else
-            pack_b_strip(g, tk, es, in_place, kc, bk, j0, j1, bpack);
-        for (int64_t i = i0; i < i1; i += tile_rows) {
+            pack_b_strip(g, tk, es, in_place, kc, bk, js, je, bpack);
+        for (int64_t i = i0, t = 0; i < i1; i += tile_rows, t++) {
             const int rows = (int)min64(tile_rows, i1 - i);
             const char *ai = at(a, i * g->rsa + k0 * g->csa, es);
             /* A stored transposed is already a panel (mr values per k, row
@@ -593,13 +607,14 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
             const bool a_here = g->rsa == 1 && rows == mr;
             const bool a_rows = !a_here && g->csa == 1 && tk->tile_a_rows != NULL &&
                                 !rows_share_l1_set(g->rsa * (int64_t)es);
-            if (!a_here && !a_rows)
-                pack_a_panel(g, tk, es, rows, kc, ai, apack);
+            char *apanel = at(apack, keep_a ? t * mr * kc : 0, es);
+            if (!a_here && !a_rows && (js == j0 || !keep_a))
+                pack_a_panel(g, tk, es, rows, kc, ai, apanel);
             const wf_gemm_tile_fn tile = a_rows ? tk->tile_a_rows : tk->tile;
-            const void *ap = a_here || a_rows ? ai : apack;
+            const void *ap = a_here || a_rows ? ai : apanel;
             const int64_t astep = a_here ? g->csa : a_rows ? g->rsa : mr;
-            for (int64_t p = 0; p < panels; p++) {
-                const int64_t j = j0 + p * nr, cols = min64(nr, j1 - j);
+            for (int64_t p = 0; p < ceil_div(je - js, nr); p++) {
+                const int64_t j = js + p * nr, cols = min64(nr, je - j);
                 const bool here = in_place && cols == nr;
                 const char *bp = here ? at(bk, j, es) : at(bpack, in_place ? 0 : p * nr * kc, es);
                 tile(kc, ap, astep, bp, here ? g->rsb : nr, at(c, i * g->ldc + j, es), g->ldc,
@@ -607,6 +622,45 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
             }
         }
     }
+}
+
+/* float32 and float64: es is the element size. */
+static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
+                             int64_t i0, int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
+{
+    const char *a = g->a, *b = g->b;
+    char *c = g->c;
+    const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
+    const int64_t tile_rows = balanced_tile_rows(i1 - i0, mr);
+    if (use_direct_t(g, tk, i1 - i0)) {
+        const wf_gemm_epilogue first = first_epilogue(g, 0);
+        tk->direct_t(g->k, kcb, at(a, i0 * g->rsa, es), g->rsa, g->csa, at(b, j0 * g->csb, es),
+                     g->csb, at(c, i0 * g->ldc + j0, es), g->ldc, (int)(i1 - i0), j1 - j0, &first);
+        return WF_OK;
+    }
+    if (use_direct(g, tk, i1 - i0)) {
+        for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
+            const wf_gemm_epilogue e = first_epilogue(g, k0);
+            tk->direct(min64(kcb, g->k - k0), at(a, i0 * g->rsa + k0 * g->csa, es), g->rsa,
+                       g->csa, at(b, k0 * g->rsb + j0, es), g->rsb, at(c, i0 * g->ldc + j0, es),
+                       g->ldc, (int)(i1 - i0), j1 - j0, &e);
+        }
+        return WF_OK;
+    }
+    const bool in_place = b_in_place(g, tk, i1 - i0);
+    const bool keep_a = !in_place && j1 - j0 > strip_columns(g);
+    const int64_t group = keep_a ? tile_rows * max64(1, GEMM_A_ROWS / tile_rows) : i1 - i0;
+    const int64_t a_slots = keep_a ? ceil_div(min64(group, i1 - i0), tile_rows) : 1;
+    /* In place, only a last narrower panel is packed (at the panel's slot 0). */
+    const int64_t belems =
+        (in_place ? 1 : ceil_div(min64(j1 - j0, strip_columns(g)), nr)) * nr * kcb;
+    if (!scratch_reserve(s, (size_t)(belems + a_slots * mr * kcb) * es + 64))
+        return WF_ERR_OUT_OF_MEMORY;
+    char *bpack = s->data, *apack = bpack + (size_t)belems * es;
+    for (int64_t ig = i0; ig < i1; ig += group)
+        for (int64_t k0 = 0; k0 < g->k; k0 += kcb)
+            packed_rows(g, tk, es, in_place, keep_a, k0, min64(kcb, g->k - k0), ig,
+                        min64(i1, ig + group), tile_rows, j0, j1, bpack, apack);
     return WF_OK;
 }
 

@@ -56,6 +56,37 @@ ATTR_512 static void pack_rows_512(int64_t pairs, const float *bt, float *even, 
         _mm512_storeu_ps(even + 48, _mm512_maskz_xor_ps(m1, _mm512_permute_ps(v1, 0xB1), sign));
     }
 }
+
+#define ATTR_AVX2 __attribute__((target("avx2,fma")))
+
+/* Lanes [0, n) of 8 as a maskload/maskstore mask (n may be <= 0 or >= 8). */
+ATTR_AVX2 static __m256i tail_mask8(int64_t n)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n < 8 ? n : 8)), idx);
+}
+
+/* Rows 2t and 2t + 1 of every panel (nr = 16) from row t of B at bt
+ * (`pairs` complex columns), 8 pairs a step, zero-padded. */
+ATTR_AVX2 static void pack_rows_avx2(int64_t pairs, const float *bt, float *even, int64_t kc)
+{
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi64x((int64_t)0x80000000));
+    for (int64_t p = 0; p < pairs; p += 8, bt += 16, even += 16 * kc) {
+        const int64_t floats = 2 * (pairs - p);
+        __m256 v0, v1;
+        if (floats >= 16) {
+            v0 = _mm256_loadu_ps(bt);
+            v1 = _mm256_loadu_ps(bt + 8);
+        } else {
+            v0 = _mm256_maskload_ps(bt, tail_mask8(floats));
+            v1 = _mm256_maskload_ps(bt + 8, tail_mask8(floats - 8));
+        }
+        _mm256_storeu_ps(even, v0);
+        _mm256_storeu_ps(even + 8, v1);
+        _mm256_storeu_ps(even + 16, _mm256_xor_ps(_mm256_permute_ps(v0, 0xB1), sign));
+        _mm256_storeu_ps(even + 24, _mm256_xor_ps(_mm256_permute_ps(v1, 0xB1), sign));
+    }
+}
 #endif
 
 void wf__gemm_pack_b_complex(const wf_gemm_args *g, int64_t k0, int64_t kc, int64_t j0,
@@ -67,6 +98,11 @@ void wf__gemm_pack_b_complex(const wf_gemm_args *g, int64_t k0, int64_t kc, int6
     if (g->isa >= WF_GEMM_ISA_AVX512 && nr == 32) {
         for (int64_t t = 0; t < kc / 2; t++)
             pack_rows_512(cols / 2, b + 2 * t * g->rsb, dst + 2 * t * nr, kc);
+        return;
+    }
+    if (g->isa == WF_GEMM_ISA_AVX2 && nr == 16) {
+        for (int64_t t = 0; t < kc / 2; t++)
+            pack_rows_avx2(cols / 2, b + 2 * t * g->rsb, dst + 2 * t * nr, kc);
         return;
     }
 #endif
@@ -85,8 +121,9 @@ void wf__gemm_pack_b_complex(const wf_gemm_args *g, int64_t k0, int64_t kc, int6
 
 /* ---------------------------------------------------------------- few rows
  * Columns are swept a chunk at a time into sums kept in L1 (up to
- * COMPLEX_ROWS rows; CHUNK floats, or as many as SUMS floats hold for
- * AVX-512), several rows of B per pass, so B is read in long runs. */
+ * COMPLEX_ROWS rows; CHUNK floats for the baseline, as many as SUMS
+ * floats hold for AVX2 and AVX-512), several rows of B per pass, so B is
+ * read in long runs and the sums are loaded and stored once a pass. */
 
 enum { CHUNK = 1024, SUMS = 4096, COMPLEX_ROWS = WF_GEMM_COMPLEX_DIRECT_ROWS };
 
@@ -138,20 +175,18 @@ static void direct_baseline(int64_t kc, const float *a, int64_t rsa, const float
 }
 
 #if COMPLEX_HAVE_X86
-#define ATTR_AVX2 __attribute__((target("avx2,fma")))
-
 /* AVX2: 8 floats (4 complex) a vector. */
-ATTR_AVX2 static __m256i tail_mask8(int64_t n)
-{
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 8 ? n : 8)), idx);
-}
 
-ATTR_AVX2 static __m256 rotate_v8(__m256 v)
+/* (re, im) pairs -> (im, re). */
+ATTR_AVX2 static __m256 swap_v8(__m256 v) { return _mm256_permute_ps(v, 0xB1); }
+
+/* x in odd lanes, -x in even ones: times swap_v8(b) it gives B''s odd row
+ * times x, with the same bits (the sign moves exactly from one factor to
+ * the other), one sign flip per row of A rather than per vector of B. */
+ATTR_AVX2 static __m256 signed_set1_v8(float x)
 {
-    const __m256 sign = _mm256_castsi256_ps(_mm256_setr_epi32(
-        (int)0x80000000, 0, (int)0x80000000, 0, (int)0x80000000, 0, (int)0x80000000, 0));
-    return _mm256_xor_ps(_mm256_permute_ps(v, 0xB1), sign);
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi64x((int64_t)0x80000000));
+    return _mm256_xor_ps(_mm256_set1_ps(x), sign);
 }
 
 ATTR_AVX2 static __m256 finish_v8(__m256 acc, const float *c, __m256i m,
@@ -166,40 +201,116 @@ ATTR_AVX2 static __m256 finish_v8(__m256 acc, const float *c, __m256i m,
     return _mm256_fmadd_ps(alpha, acc, old);
 }
 
+/* sums[r][0..w) += row r of A times T rows of B (from bt), one pass over
+ * the chunk: fma by the re of each k, then by its im, k in order. Two
+ * vectors a step (independent sums, so the fma latency is hidden); a last
+ * odd vector and a narrower tail alone. */
+__attribute__((always_inline)) ATTR_AVX2 static inline void
+sweep_avx2(const int R, const int T, const float *a, int64_t rsa, const float *bt, int64_t rsb,
+           int64_t w, float *sums, int64_t ws)
+{
+    __m256 re[COMPLEX_ROWS][4], im[COMPLEX_ROWS][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int u = 0; u < T; u++) {
+            re[r][u] = _mm256_set1_ps(a[r * rsa + 2 * u]);
+            im[r][u] = signed_set1_v8(a[r * rsa + 2 * u + 1]);
+        }
+    int64_t j = 0;
+    for (; j + 16 <= w; j += 16) {
+        __m256 s0[COMPLEX_ROWS], s1[COMPLEX_ROWS];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            s0[r] = _mm256_load_ps(sums + r * ws + j);
+            s1[r] = _mm256_load_ps(sums + r * ws + j + 8);
+        }
+#pragma GCC unroll 4
+        for (int u = 0; u < T; u++) {
+            const float *bu = bt + 2 * u * rsb + j;
+            const __m256 b0 = _mm256_loadu_ps(bu), b1 = _mm256_loadu_ps(bu + 8);
+            const __m256 r0 = swap_v8(b0), r1 = swap_v8(b1);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                s0[r] = _mm256_fmadd_ps(re[r][u], b0, s0[r]);
+                s1[r] = _mm256_fmadd_ps(re[r][u], b1, s1[r]);
+                s0[r] = _mm256_fmadd_ps(im[r][u], r0, s0[r]);
+                s1[r] = _mm256_fmadd_ps(im[r][u], r1, s1[r]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            _mm256_store_ps(sums + r * ws + j, s0[r]);
+            _mm256_store_ps(sums + r * ws + j + 8, s1[r]);
+        }
+    }
+    for (; j < w; j += 8) {
+        const __m256i m = tail_mask8(w - j);
+        __m256 s[COMPLEX_ROWS];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            s[r] = _mm256_load_ps(sums + r * ws + j);
+#pragma GCC unroll 4
+        for (int u = 0; u < T; u++) {
+            const __m256 bv = _mm256_maskload_ps(bt + 2 * u * rsb + j, m), br = swap_v8(bv);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                s[r] = _mm256_fmadd_ps(re[r][u], bv, s[r]);
+                s[r] = _mm256_fmadd_ps(im[r][u], br, s[r]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            _mm256_store_ps(sums + r * ws + j, s[r]);
+    }
+}
+
+/* R rows over one chunk of w <= ws columns: sums kept in L1 (rows ws
+ * apart), B swept 4 (one row of A), 2 (two) or 1 rows at a time, so the
+ * broadcast parts of A and the sums fit the 16 registers. */
+__attribute__((always_inline)) ATTR_AVX2 static inline void
+chunk_avx2(const int R, int64_t kc, const float *a, int64_t rsa, const float *b, int64_t rsb,
+           float *c, int64_t ldc, int64_t w, int64_t ws, float *sums, const wf_gemm_epilogue *e)
+{
+    const int T = R == 1 ? 4 : R == 2 ? 2 : 1;
+    for (int r = 0; r < R; r++)
+        for (int64_t j = 0; j < w; j += 8)
+            _mm256_store_ps(sums + r * ws + j, _mm256_setzero_ps());
+    int64_t t = 0;
+    for (; t + T <= kc / 2; t += T)
+        sweep_avx2(R, T, a + 2 * t, rsa, b + 2 * t * rsb, rsb, w, sums, ws);
+    for (; t < kc / 2; t++)
+        sweep_avx2(R, 1, a + 2 * t, rsa, b + 2 * t * rsb, rsb, w, sums, ws);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        for (int64_t j = 0; j < w; j += 8) {
+            float *cj = c + r * ldc + j;
+            const __m256i m = tail_mask8(w - j);
+            _mm256_maskstore_ps(cj, m, finish_v8(_mm256_load_ps(sums + r * ws + j), cj, m, e));
+        }
+}
+
+/* R rows, columns in chunks as wide as SUMS floats of sums allow (one row:
+ * 2048 complex columns, whole rows of B for most matrix-vector products). */
+__attribute__((always_inline)) ATTR_AVX2 static inline void
+rows_avx2(const int R, int64_t kc, const float *a, int64_t rsa, const float *b, int64_t rsb,
+          float *c, int64_t ldc, int64_t cols, const wf_gemm_epilogue *e)
+{
+    float sums[SUMS] __attribute__((aligned(32)));
+    const int64_t ws = SUMS / R / 16 * 16;
+    for (int64_t j0 = 0; j0 < cols; j0 += ws)
+        chunk_avx2(R, kc, a, rsa, b + j0, rsb, c + j0, ldc, min64(ws, cols - j0), ws, sums, e);
+}
+
 ATTR_AVX2 static void direct_avx2(int64_t kc, const float *a, int64_t rsa, const float *b,
                                   int64_t rsb, float *c, int64_t ldc, int rows, int64_t cols,
                                   const wf_gemm_epilogue *e)
 {
-    __m256 acc[COMPLEX_ROWS][CHUNK / 8];
-    for (int64_t j0 = 0; j0 < cols; j0 += CHUNK) {
-        const int64_t w = min64(CHUNK, cols - j0), vecs = (w + 7) / 8;
-        for (int r = 0; r < rows; r++)
-            for (int64_t q = 0; q < vecs; q++)
-                acc[r][q] = _mm256_setzero_ps();
-        for (int64_t t = 0; t < kc / 2; t++) {
-            const float *bt = b + 2 * t * rsb + j0;
-            __m256 re[COMPLEX_ROWS], im[COMPLEX_ROWS];
-            for (int r = 0; r < rows; r++) {
-                re[r] = _mm256_set1_ps(a[r * rsa + 2 * t]);
-                im[r] = _mm256_set1_ps(a[r * rsa + 2 * t + 1]);
-            }
-            for (int64_t q = 0; q < vecs; q++) {
-                const __m256 bv = 8 * q + 8 <= w ? _mm256_loadu_ps(bt + 8 * q)
-                                                 : _mm256_maskload_ps(bt + 8 * q,
-                                                                      tail_mask8(w - 8 * q));
-                const __m256 br = rotate_v8(bv);
-                for (int r = 0; r < rows; r++) {
-                    acc[r][q] = _mm256_fmadd_ps(re[r], bv, acc[r][q]);
-                    acc[r][q] = _mm256_fmadd_ps(im[r], br, acc[r][q]);
-                }
-            }
-        }
-        for (int r = 0; r < rows; r++)
-            for (int64_t q = 0; q < vecs; q++) {
-                float *cq = c + r * ldc + j0 + 8 * q;
-                const __m256i m = tail_mask8(w - 8 * q);
-                _mm256_maskstore_ps(cq, m, finish_v8(acc[r][q], cq, m, e));
-            }
+    switch (rows) {
+    case 1: rows_avx2(1, kc, a, rsa, b, rsb, c, ldc, cols, e); break;
+    case 2: rows_avx2(2, kc, a, rsa, b, rsb, c, ldc, cols, e); break;
+    case 3: rows_avx2(3, kc, a, rsa, b, rsb, c, ldc, cols, e); break;
+    default: rows_avx2(4, kc, a, rsa, b, rsb, c, ldc, cols, e); break;
     }
 }
 
