@@ -190,9 +190,11 @@ wf_status wf_linalg_qr(wf_array *a, wf_array **q, wf_array **r)
     return wf__array_publish_all(results, outs, 2);
 }
 
-wf_status wf_linalg_eigh(wf_array *a, bool upper, wf_array **w, wf_array **v)
+/* eigh's and eig's parts: the eigenvalues in row 0 of the packed node,
+ * the eigenvectors (when v is given) below. */
+static wf_status eigen_parts(int kind, wf_array *a, bool upper, wf_array **w, wf_array **v)
 {
-    wf_array *packed = factor_node(WF_FACTOR_EIGH, a, upper);
+    wf_array *packed = factor_node(kind, a, upper);
     wf_array *results[2] = {NULL, NULL};
     if (packed) {
         const int64_t n = cols_of(a);
@@ -204,18 +206,14 @@ wf_status wf_linalg_eigh(wf_array *a, bool upper, wf_array **w, wf_array **v)
     return wf__array_publish_all(results, outs, 2);
 }
 
+wf_status wf_linalg_eigh(wf_array *a, bool upper, wf_array **w, wf_array **v)
+{
+    return eigen_parts(WF_FACTOR_EIGH, a, upper, w, v);
+}
+
 wf_status wf_linalg_eig(wf_array *a, wf_array **w, wf_array **v)
 {
-    wf_array *packed = factor_node(WF_FACTOR_EIG, a, false);
-    wf_array *results[2] = {NULL, NULL};
-    if (packed) {
-        const int64_t n = cols_of(a);
-        results[0] = part(packed, 0, 1, 0, n, true);
-        results[1] = v ? part(packed, 1, n + 1, 0, n, false) : NULL;
-    }
-    wf__array_release(packed);
-    wf_array **outs[2] = {w, v};
-    return wf__array_publish_all(results, outs, 2);
+    return eigen_parts(WF_FACTOR_EIG, a, false, w, v);
 }
 
 wf_status wf_linalg_svd(wf_array *a, wf_array **u, wf_array **s, wf_array **vt)

@@ -15,57 +15,8 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "temp_files.h"
 #include "weft_nn.h"
-
-static char dir[256];
-
-static const char *tmp_path(const char *name)
-{
-    static char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return path;
-}
-
-static uint8_t *read_all(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    *size = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *d = malloc(*size + 1);
-    if (d && fread(d, 1, *size, f) != *size) {
-        free(d);
-        d = NULL;
-    }
-    fclose(f);
-    return d;
-}
-
-static void write_all(const char *path, const void *d, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (f) {
-        fwrite(d, 1, n, f);
-        fclose(f);
-    }
-}
-
-static bool equal_arrays(wf_array *a, wf_array *b)
-{
-    if (!a || !b || wf_array_dtype(a) != wf_array_dtype(b) || wf_array_ndim(a) != wf_array_ndim(b))
-        return false;
-    for (int d = 0; d < wf_array_ndim(a); d++)
-        if (wf_array_shape(a)[d] != wf_array_shape(b)[d])
-            return false;
-    const size_t bytes = (size_t)wf_array_size(a) * wf_dtype_size(wf_array_dtype(a));
-    uint8_t *x = malloc(bytes + 1), *y = malloc(bytes + 1);
-    const bool same = wf_array_copy_to(a, x, bytes) == WF_OK && wf_array_copy_to(b, y, bytes) == WF_OK &&
-                      memcmp(x, y, bytes) == 0;
-    free(x), free(y);
-    return same;
-}
 
 /* A 2 x 3 array of `dtype` with distinct values. */
 static wf_array *sample(wf_dtype dtype)
@@ -90,7 +41,7 @@ static void test_npy_round_trip_every_dtype(void)
         const char *p = tmp_path("a.npy");
         CHECK_OK(wf_nn_save_npy(a, p));
         wf_array *b = wf_nn_load_npy(p);
-        if (!CHECK(equal_arrays(a, b)))
+        if (!CHECK(same_bits(a, b)))
             printf("      %s\n", wf_dtype_name(npy_dtypes[i]));
         wf_release(a), wf_release(b);
     }
@@ -99,13 +50,13 @@ static void test_npy_round_trip_every_dtype(void)
         wf_array *e = wf_zeros(empties[i], 3, WF_DTYPE_F32);
         CHECK_OK(wf_nn_save_npy(e, tmp_path("e.npy")));
         wf_array *e2 = wf_nn_load_npy(tmp_path("e.npy"));
-        CHECK(equal_arrays(e, e2));
+        CHECK(same_bits(e, e2));
         wf_release(e), wf_release(e2);
     }
     wf_array *s = wf_scalar(2.5, WF_DTYPE_F32);
     CHECK_OK(wf_nn_save_npy(s, tmp_path("s.npy")));
     wf_array *s2 = wf_nn_load_npy(tmp_path("s.npy"));
-    CHECK(equal_arrays(s, s2));
+    CHECK(same_bits(s, s2));
     wf_array *bf = sample(WF_DTYPE_BF16);
     CHECK_EQ_INT(wf_nn_save_npy(bf, tmp_path("x.npy")), WF_ERR_DTYPE);
     wf_release(s), wf_release(s2), wf_release(bf);
@@ -178,7 +129,7 @@ static void test_npz_round_trip(void)
         if (CHECK_NOT_NULL(q) && CHECK_EQ_INT(wf_nn_params_count(q), wf_nn_params_count(p)))
             for (size_t i = 0; i < wf_nn_params_count(p); i++) {
                 CHECK(strcmp(wf_nn_params_name(p, i), wf_nn_params_name(q, i)) == 0);
-                CHECK(equal_arrays(wf_nn_params_get(p, i), wf_nn_params_get(q, i)));
+                CHECK(same_bits(wf_nn_params_get(p, i), wf_nn_params_get(q, i)));
             }
         wf_nn_params_release(p), wf_nn_params_release(q);
     }
@@ -241,7 +192,7 @@ static void test_npz_zip64_fields(void)
     wf_nn_params *q = load_with_extra(good, size, extra, sizeof extra);
     if (CHECK_NOT_NULL(q) && CHECK_EQ_INT(wf_nn_params_count(q), 1)) {
         CHECK(strcmp(wf_nn_params_name(q, 0), "z") == 0);
-        CHECK(equal_arrays(wf_nn_params_get(q, 0), a));
+        CHECK(same_bits(wf_nn_params_get(q, 0), a));
     }
     wf_nn_params_release(q);
     const struct {
@@ -296,15 +247,15 @@ static void test_gguf_round_trip_with_metadata(void)
     wf_nn_params *q = wf_nn_load_gguf(tmp_path("a.gguf"), &m2);
     if (CHECK_NOT_NULL(q) && CHECK_EQ_INT(wf_nn_params_count(q), wf_nn_params_count(p)))
         for (size_t i = 0; i < wf_nn_params_count(p); i++)
-            CHECK(equal_arrays(wf_nn_params_get(p, i), wf_nn_params_get(q, i)));
+            CHECK(same_bits(wf_nn_params_get(p, i), wf_nn_params_get(q, i)));
     if (CHECK_NOT_NULL(m2) && CHECK_EQ_INT(wf_nn_gguf_meta_count(m2), 4)) {
         const char *const *s;
         CHECK_EQ_INT(wf_nn_gguf_meta_kind(m2, 0), WF_GGUF_STRING);
         CHECK(wf_nn_gguf_meta_strings(m2, 0, &s) == 1 && strcmp(s[0], "llama") == 0);
         CHECK_EQ_INT(wf_nn_gguf_meta_kind(m2, 1), WF_GGUF_STRINGS);
         CHECK(wf_nn_gguf_meta_strings(m2, 1, &s) == 3 && strcmp(s[1], "hello") == 0 && s[2][0] == 0);
-        CHECK(equal_arrays(wf_nn_gguf_meta_array(m2, 2), n));
-        CHECK(equal_arrays(wf_nn_gguf_meta_array(m2, 3), v1));
+        CHECK(same_bits(wf_nn_gguf_meta_array(m2, 2), n));
+        CHECK(same_bits(wf_nn_gguf_meta_array(m2, 3), v1));
     }
     wf_nn_params_release(p), wf_nn_params_release(q);
     wf_nn_gguf_meta_release(m), wf_nn_gguf_meta_release(m2);
