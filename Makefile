@@ -78,7 +78,9 @@ test: deps py-venv
 	@passed=0; failed=0; \
 	for c in $(CONFIGS); do \
 	  rm -f $(BUILD)/$$c/test-logs/summary; \
+	  echo "== $$c: build (started $$(date -u +%T))"; \
 	  if $(MAKE) --no-print-directory build-$$c; then \
+	    echo "== $$c: C tests (started $$(date -u +%T))"; \
 	    tests/run_tests.sh $(BUILD)/$$c $$c; \
 	  else \
 	    echo "$$c: BUILD FAILED"; \
@@ -90,6 +92,7 @@ test: deps py-venv
 	    failed=$$((failed + 1)); \
 	  fi; \
 	  if [ $$c != tsan ]; then \
+	    echo "== $$c: Python tests (started $$(date -u +%T))"; \
 	    if scripts/python-test.sh $(BUILD)/$$c $$c; then \
 	      echo "$$c: python tests passed"; passed=$$((passed + 1)); \
 	    else \
@@ -97,6 +100,7 @@ test: deps py-venv
 	    fi; \
 	  fi; \
 	done; \
+	echo "== install check (started $$(date -u +%T))"; \
 	if [ -f $(BUILD)/release/CMakeCache.txt ] && scripts/check-install.sh $(BUILD)/release; then \
 	  passed=$$((passed + 1)); \
 	else \
@@ -107,6 +111,7 @@ test: deps py-venv
 	else \
 	  scripts/check-fallible.sh; failed=$$((failed + 1)); \
 	fi; \
+	echo "== done $$(date -u +%T)"; \
 	echo "$$passed passed, $$failed failed"; \
 	[ $$failed -eq 0 ] && [ $$passed -gt 0 ]
 

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "weft.h"
 
@@ -108,10 +109,15 @@ static inline void wf_test_run(const char *name, void (*fn)(void)) {
     struct wf_test_state *s = wf_test_state();
     atomic_store(&s->checks_failed, 0);
     wf_clear_error();
+    struct timespec start, end;
+    timespec_get(&start, TIME_UTC);
     fn();
+    timespec_get(&end, TIME_UTC);
     bool ok = atomic_load(&s->checks_failed) == 0;
     if (ok) s->passed++; else s->failed++;
-    printf("  %s %s\n", ok ? "ok  " : "FAIL", name);
+    /* The time lets a slow case be found in any build's log (CI time). */
+    double seconds = (double)(end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) * 1e-9;
+    printf("  %s %s (%.2fs)\n", ok ? "ok  " : "FAIL", name, seconds);
     fflush(stdout);
 }
 
@@ -132,6 +138,22 @@ static inline int wf_test_summary(const char *file) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(WEFT_COVERAGE)
 #define WF_TEST_SLOW_BUILD 1
 #endif
+
+/* Whether a test that loops over a kernel's ISA variants runs variant `isa`
+ * (`best` being the one the dispatcher picks). ThreadSanitizer builds run
+ * only the best: the races TSan looks for come from how a kernel's work is
+ * split between threads, which no variant changes, and each variant (the
+ * scalar baseline most) costs tens of seconds there. Release and ASan builds
+ * run every variant the CPU supports. */
+static inline bool wf_test_runs_isa(int isa, int best) {
+#ifdef __SANITIZE_THREAD__
+    return isa == best;
+#else
+    (void)isa;
+    (void)best;
+    return true;
+#endif
+}
 
 #define WF_TEST_AT_ __FILE__, __LINE__
 #define CHECK(cond) wf_test_check(WF_TEST_AT_, #cond, (cond) ? true : false)

@@ -1206,7 +1206,7 @@ static void test_fused_on_every_isa(void)
 {
     const int best = wf__vm_isa_best();
     for (int isa = WF_VM_ISA_BASELINE; isa <= best; isa++) {
-        if (!CHECK_OK(wf__vm_isa_force(isa)))
+        if (!wf_test_runs_isa(isa, best) || !CHECK_OK(wf__vm_isa_force(isa)))
             continue;
         printf("    fused executor: %s\n", wf__vm_isa_name(isa));
         uint64_t before[WF_VM_ISA_COUNT];

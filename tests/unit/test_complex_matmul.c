@@ -146,8 +146,9 @@ static void test_every_variant_against_double(void)
                                         {1, 2100, 20}, {20, 40, 512}, {33, 17, 1024},
                                         {1, 45, 7},    {2, 1030, 9},  {3, 700, 33}};
 #endif
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-        if (!wf__gemm_isa_supported(isa))
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
             continue;
         CHECK_OK(wf__gemm_isa_set(isa));
         printf("  GEMM variant %s\n", wf__gemm_isa_name(isa));
@@ -182,8 +183,9 @@ static void check_rows_independent(int64_t k)
         for (int64_t j = 0; j < n; j++)
             memcpy(bt + 2 * (j * k + t), b + 2 * (t * n + j), 8);
     static const int64_t ranges[][2] = {{0, 1}, {7, 9}, {10, 13}, {12, 16}, {3, 20}, {28, 29}};
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-        if (!wf__gemm_isa_supported(isa))
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
             continue;
         CHECK_OK(wf__gemm_isa_set(isa));
         const char *name = wf__gemm_isa_name(isa);
@@ -241,8 +243,9 @@ static void compute(char *out, size_t cap)
     static const int64_t rows[] = {1, 3, 64, 200};
     float *a = random_pairs(4 * 200 * k, 21), *b = random_pairs(k * n, 22);
     size_t used = 0;
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-        if (!wf__gemm_isa_supported(isa))
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
             continue;
         wf__gemm_isa_set(isa);
         wf_scope_begin();

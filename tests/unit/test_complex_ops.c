@@ -446,8 +446,9 @@ static void run_matmuls(void)
 /* Every GEMM variant this CPU runs: the complex product is a float32 GEMM. */
 static void test_matmul(void)
 {
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-        if (!wf__gemm_isa_supported(isa))
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
             continue;
         CHECK_OK(wf__gemm_isa_set(isa));
         printf("  GEMM variant %s\n", wf__gemm_isa_name(isa));

@@ -173,8 +173,9 @@ static void test_forward_every_dtype(void)
 static void test_forward_every_isa(void)
 {
     static const wf_dtype dts[] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_BF16};
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-        if (!wf__gemm_isa_supported(isa))
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
             continue;
         CHECK_OK(wf__gemm_isa_set(isa));
         for (size_t t = 0; t < 3; t++)
@@ -197,8 +198,9 @@ static void test_conv1d_rows_in_place(void)
         {1, 2, 6, 4, 1, {12}, {4}, {3}, {-1}, {2}, {1}, {1}, true},
     };
     static const wf_dtype dts[] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_F16, WF_DTYPE_BF16};
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-        if (!wf__gemm_isa_supported(isa))
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
             continue;
         CHECK_OK(wf__gemm_isa_set(isa));
         for (size_t t = 0; t < 4; t++)
@@ -224,8 +226,9 @@ static void test_depthwise_paths(void)
     };
     enum { NDW = sizeof cdw / sizeof cdw[0] };
     static const wf_dtype dts[] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_F16, WF_DTYPE_BF16};
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-        if (!wf__gemm_isa_supported(isa))
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
             continue;
         CHECK_OK(wf__gemm_isa_set(isa));
         for (size_t t = 0; t < 4; t++)
@@ -616,8 +619,9 @@ static void test_low_precision_gradients(void)
     case_shapes(&c, xs, ws, ys);
     const int64_t nx = conf_size(xs, 4), nw = conf_size(ws, 4), ny = conf_size(ys, 4);
     static const wf_dtype dts[] = {WF_DTYPE_F32, WF_DTYPE_F16, WF_DTYPE_BF16};
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-        if (!wf__gemm_isa_supported(isa))
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
             continue;
         CHECK_OK(wf__gemm_isa_set(isa));
         for (int t = 0; t < 3; t++) {

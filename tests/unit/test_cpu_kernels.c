@@ -280,7 +280,7 @@ static void test_transpose_block_every_isa(void)
     static const size_t items[4] = {1, 2, 4, 8};
     const int active = wf__vm_isa_active();
     for (int isa = 0; isa < WF_VM_ISA_COUNT; isa++) {
-        if (wf__vm_isa_force(isa) != WF_OK)
+        if (!wf_test_runs_isa(isa, wf__vm_isa_best()) || wf__vm_isa_force(isa) != WF_OK)
             continue;
         for (int k = 0; k < 4; k++)
             for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
@@ -765,7 +765,7 @@ static void for_each_isa(void (*check)(void))
 {
     const int active = wf__vm_isa_active();
     for (int isa = 0; isa < WF_VM_ISA_COUNT; isa++) {
-        if (wf__vm_isa_force(isa) != WF_OK)
+        if (!wf_test_runs_isa(isa, wf__vm_isa_best()) || wf__vm_isa_force(isa) != WF_OK)
             continue;
         check();
     }

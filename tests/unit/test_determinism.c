@@ -472,16 +472,16 @@ static void test_concurrent_evaluation(void)
 
 /* ---------------------------------------------------------------- batch invariance */
 
-/* Row `row` of a (rows x d) result, as bytes. */
-static bool row_bytes(wf_array *a, int64_t row, int64_t d, unsigned char *dst)
+/* The bytes of a float32 result (NULL if it failed); the caller frees them.
+ * Each result is copied out once: rows are compared in host memory. */
+static unsigned char *result_bytes(wf_array *a)
 {
-    const size_t item = wf_array_nbytes(a) / (size_t)wf_array_size(a);
     unsigned char *all = malloc(wf_array_nbytes(a));
-    const bool ok = wf_array_copy_to(a, all, wf_array_nbytes(a)) == WF_OK;
-    if (ok)
-        memcpy(dst, all + (size_t)(row * d) * item, (size_t)d * item);
-    free(all);
-    return ok;
+    if (all != NULL && wf_array_copy_to(a, all, wf_array_nbytes(a)) != WF_OK) {
+        free(all);
+        return NULL;
+    }
+    return all;
 }
 
 enum { OP_SOFTMAX, OP_LSE, OP_LAYER_NORM, OP_RMS_NORM, OP_COUNT };
@@ -516,34 +516,33 @@ static void check_batches(int64_t d)
     wf_array *cols = wf_array_from_data(vt, st, 2, WF_DTYPE_F32);
     wf_array *xT = wf_transpose(cols, NULL, 0); /* x64's values, column-major */
     wf_array *w = from_values(d, 0, 41), *b = from_values(d, 0, 43);
-    unsigned char *want = malloc((size_t)d * 8), *got = malloc((size_t)d * 8);
     for (int op = 0; op < OP_COUNT; op++) {
         const int64_t width = op == OP_LSE ? 1 : d;
-        wf_array *o64 = row_op(op, x64, w, b), *o7 = row_op(op, x7, w, b);
-        wf_array *o1 = row_op(op, x1, w, b), *oT = row_op(op, xT, w, b);
-        for (int64_t r = 0; r < MID; r++) {
-            if (!CHECK(row_bytes(o64, r, width, want) && row_bytes(o7, r, width, got)))
-                break;
-            if (memcmp(want, got, (size_t)width * 4) != 0)
-                wf_test_fail(__FILE__, __LINE__, "%s d=%lld: row %lld differs, batch 64 vs 7",
-                             op_names[op], (long long)d, (long long)r);
+        const size_t row_size = (size_t)width * sizeof(float);
+        wf_array *out[4] = {row_op(op, x64, w, b), row_op(op, x7, w, b), row_op(op, x1, w, b),
+                            row_op(op, xT, w, b)};
+        unsigned char *o64 = result_bytes(out[0]), *o7 = result_bytes(out[1]);
+        unsigned char *o1 = result_bytes(out[2]), *oT = result_bytes(out[3]);
+        if (CHECK(o64 && o7 && o1 && oT)) {
+            for (int64_t r = 0; r < MID; r++)
+                if (memcmp(o64 + r * row_size, o7 + r * row_size, row_size) != 0)
+                    wf_test_fail(__FILE__, __LINE__, "%s d=%lld: row %lld differs, batch 64 vs 7",
+                                 op_names[op], (long long)d, (long long)r);
+            if (memcmp(o64 + ONE_ROW * row_size, o1, row_size) != 0)
+                wf_test_fail(__FILE__, __LINE__, "%s d=%lld: batch 1 differs from batch 64",
+                             op_names[op], (long long)d);
+            for (int64_t r = 0; r < BIG; r += 9)
+                if (memcmp(o64 + r * row_size, oT + r * row_size, row_size) != 0)
+                    wf_test_fail(__FILE__, __LINE__, "%s d=%lld: row %lld of a transposed layout",
+                                 op_names[op], (long long)d, (long long)r);
         }
-        if (CHECK(row_bytes(o64, ONE_ROW, width, want) && row_bytes(o1, 0, width, got)) &&
-            memcmp(want, got, (size_t)width * 4) != 0)
-            wf_test_fail(__FILE__, __LINE__, "%s d=%lld: batch 1 differs from batch 64",
-                         op_names[op], (long long)d);
-        for (int64_t r = 0; r < BIG; r += 9)
-            if (CHECK(row_bytes(o64, r, width, want) && row_bytes(oT, r, width, got)) &&
-                memcmp(want, got, (size_t)width * 4) != 0)
-                wf_test_fail(__FILE__, __LINE__, "%s d=%lld: row %lld of a transposed layout",
-                             op_names[op], (long long)d, (long long)r);
-        wf_release(o64);
-        wf_release(o7);
-        wf_release(o1);
-        wf_release(oT);
+        free(o64);
+        free(o7);
+        free(o1);
+        free(oT);
+        for (int i = 0; i < 4; i++)
+            wf_release(out[i]);
     }
-    free(want);
-    free(got);
     wf_array *all[] = {x64, x7, x1, cols, xT, w, b};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         wf_release(all[i]);

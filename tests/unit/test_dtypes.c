@@ -1096,7 +1096,7 @@ int main(void)
     /* The kernels (conversions and reductions have one copy per variant)
      * under every instruction-set variant this CPU runs, then the default. */
     for (int isa = 0; isa < WF_VM_ISA_COUNT; isa++) {
-        if (wf__vm_isa_force(isa) != WF_OK)
+        if (!wf_test_runs_isa(isa, wf__vm_isa_best()) || wf__vm_isa_force(isa) != WF_OK)
             continue;
         printf("  on the %s variant:\n", wf__vm_isa_name(isa));
         run_everything();

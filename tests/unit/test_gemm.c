@@ -321,23 +321,27 @@ static void check_shapes(int isa, wf_dtype dtype)
 
 static void test_float32_every_variant(void)
 {
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++)
-        if (wf__gemm_isa_supported(isa))
+        if (wf__gemm_isa_supported(isa) && wf_test_runs_isa(isa, best_isa))
             check_shapes(isa, WF_DTYPE_F32);
 }
 
 static void test_float64_every_variant(void)
 {
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++)
-        if (wf__gemm_isa_supported(isa))
+        if (wf__gemm_isa_supported(isa) && wf_test_runs_isa(isa, best_isa))
             check_shapes(isa, WF_DTYPE_F64);
 }
 
 static void test_bfloat16_where_supported(void)
 {
     int tested = 0;
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++)
-        if (wf__gemm_isa_supported(isa) && wf__gemm_isa_has_bf16(isa)) {
+        if (wf__gemm_isa_supported(isa) && wf__gemm_isa_has_bf16(isa) &&
+            wf_test_runs_isa(isa, best_isa)) {
             check_shapes(isa, WF_DTYPE_BF16);
             tested++;
         }
@@ -359,8 +363,9 @@ static void test_rows_alone_same_bits(void)
 #else
     const int ks_count = 2;
 #endif
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-        if (!wf__gemm_isa_supported(isa))
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
             continue;
         for (int t = 0; t < 3; t++) {
             if (types[t] == WF_DTYPE_BF16 && !wf__gemm_isa_has_bf16(isa))
@@ -486,8 +491,9 @@ static void test_half_b_read_in_place(void)
                                         {300, 33, 3}};
     static const double ab[][2] = {{1, 0}, {0.5, 2}};
     int ran = 0;
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-        if (!wf__gemm_isa_supported(isa))
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
             continue;
         for (int t = 0; t < 2; t++) {
             const wf_dtype half = t ? WF_DTYPE_BF16 : WF_DTYPE_F16;
@@ -664,8 +670,9 @@ static void test_batch_invariance(void)
     float *mask64 = random_floats(64 * ATT_LK, 17);
     static const char *const names[6] = {"matmul", "matmul B^T", "addmm", "matmul bf16",
                                          "matmul f64", "attention"};
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-        if (!wf__gemm_isa_supported(isa))
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
             continue;
         CHECK_OK(wf__gemm_isa_set(isa));
         wf_array *full[6];
@@ -707,8 +714,9 @@ static void test_negative_strides(void)
 {
     static const wf_dtype types[3] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_BF16};
     static const int64_t shapes[][3] = {{1, 65, 40}, {7, 65, 33}, {70, 300, 90}};
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-        if (!wf__gemm_isa_supported(isa))
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
             continue;
         CHECK_OK(wf__gemm_isa_set(isa));
         for (int t = 0; t < 3; t++)
@@ -839,7 +847,8 @@ static void test_same_bits_for_any_thread_count(void)
 #endif
     const int counts = (int)(sizeof threads / sizeof threads[0]);
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-        if (!wf__gemm_isa_supported(isa) || (best >= 0 && isa != 0 && isa != best))
+        if (!wf__gemm_isa_supported(isa) || (best >= 0 && isa != 0 && isa != best) ||
+            !wf_test_runs_isa(isa, wf__gemm_isa()))
             continue;
         static char first[2048], other[2048];
         char flag[64];

@@ -402,7 +402,7 @@ static void test_transposed_copies(void)
     const int64_t small[2] = {37, 53}, lines[2] = {2064, 2064}, ragged[2] = {2051, 2063};
     const int64_t lines8[2] = {1472, 1472}, wide3[3] = {3, 1504, 1000};
     for (int isa = 0; isa < WF_VM_ISA_COUNT; isa++) {
-        if (wf__vm_isa_force(isa) != WF_OK)
+        if (!wf_test_runs_isa(isa, wf__vm_isa_best()) || wf__vm_isa_force(isa) != WF_OK)
             continue;
         for (size_t item = 1; item <= 8; item *= 2)
             check_copy_out(2, small, swap, item);

@@ -223,8 +223,9 @@ static void test_same_bits_as_dense_matmul_every_variant(void)
     static const int bits_list[] = {2, 4, 8, 3};
 #endif
     const size_t nbits = sizeof bits_list / sizeof bits_list[0];
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-        if (!wf__gemm_isa_supported(isa))
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
             continue;
         CHECK_OK(wf__gemm_isa_set(isa));
         for (size_t bi = 0; bi < nbits; bi++)
@@ -267,8 +268,9 @@ static void test_two_bit_matvec_every_variant(void)
     static const int64_t x_rows[] = {1, 2, 3, 4};
 #endif
     const int bits = 2;
+    const int best_isa = wf__gemm_isa();
     for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-        if (!wf__gemm_isa_supported(isa))
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
             continue;
         CHECK_OK(wf__gemm_isa_set(isa));
         for (size_t g = 0; g < 3; g++) {
@@ -325,8 +327,9 @@ static void test_extreme_scales(void)
         const int64_t xs[2] = {2, kdim};
         wf_array *x = random_f32(xs, 2);
         wf_array *d = wf_dequantize(w.q, s, w.b, gs, bits, WF_QUANT_AFFINE);
+        const int best_isa = wf__gemm_isa();
         for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
-            if (!wf__gemm_isa_supported(isa))
+            if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
                 continue;
             CHECK_OK(wf__gemm_isa_set(isa));
             wf_array *y = wf_quantized_matmul(x, w.q, s, w.b, true, gs, bits);
