@@ -7,7 +7,7 @@
  * wider than 1 on indexed and other axes, strided inputs, duplicates
  * (REPLACE: the last wins; ADD/PROD/MAX/MIN: all combine, NaN propagates),
  * empty arrays, errors at construction and out-of-range indices at
- * evaluation; vjp / jvp against finite differences in float64, vmap
+ * evaluation; gathers large enough to stream their output; vjp / jvp against finite differences in float64, vmap
  * against per-example results, and a compiled dynamic slice whose start
  * changes between calls of one trace.
  */
@@ -353,6 +353,44 @@ static void test_scatter_add_large(void)
     wf_scope_end();
 }
 
+/* Gathers whose output passes 16 MiB write whole-line runs around the
+ * caches (backend/cpu/scatter.c) and fetch the runs ahead: rows of 256
+ * float32 (streamed) and of 1001 (not whole lines: copied as before),
+ * against a copy made here. */
+static void test_gather_large_outputs(void)
+{
+    enum { ROWS = 509 };
+    static const int64_t widths[2] = {256, 1001}, counts[2] = {16400, 4200};
+    for (int w = 0; w < 2; w++) {
+        wf_scope_begin();
+        const int64_t cols = widths[w], shape[2] = {ROWS, cols}, n = counts[w];
+        float *v = malloc((size_t)(ROWS * cols) * sizeof *v);
+        int32_t *iv = malloc((size_t)n * sizeof *iv);
+        float *want = malloc((size_t)(n * cols) * sizeof *want);
+        float *got = malloc((size_t)(n * cols) * sizeof *got);
+        for (int64_t i = 0; i < ROWS * cols; i++)
+            v[i] = (float)(i % 8191) - 4000.5f;
+        for (int64_t i = 0; i < n; i++)
+            iv[i] = (int32_t)((i * 7919 + i / 3) % ROWS) - (i % 5 == 0 ? ROWS : 0);
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t r = iv[i] < 0 ? iv[i] + ROWS : iv[i];
+            memcpy(want + i * cols, v + r * cols, (size_t)cols * sizeof *v);
+        }
+        wf_array *a = wf_array_from_data(v, shape, 2, WF_DTYPE_F32);
+        wf_array *idx = wf_array_from_data(iv, &n, 1, WF_DTYPE_I32);
+        const int ax = 0;
+        const int64_t sizes[2] = {1, cols};
+        wf_array *g = wf_gather(a, &idx, 1, &ax, sizes);
+        CHECK(wf_array_copy_to(g, got, (size_t)(n * cols) * sizeof *got) == WF_OK);
+        CHECK(memcmp(got, want, (size_t)(n * cols) * sizeof *got) == 0);
+        free(got);
+        free(want);
+        free(iv);
+        free(v);
+        wf_scope_end();
+    }
+}
+
 /* ---------------------------------------------------------------- put_along_axis */
 
 static void test_put_along_axis(void)
@@ -680,6 +718,7 @@ int main(void)
     RUN_TEST(test_scatter_every_dtype_and_mode);
     RUN_TEST(test_scatter_overlapping_slices_and_nan);
     RUN_TEST(test_scatter_add_large);
+    RUN_TEST(test_gather_large_outputs);
     RUN_TEST(test_put_along_axis);
     RUN_TEST(test_argument_checks);
     RUN_TEST(test_slice_dynamic);

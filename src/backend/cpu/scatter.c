@@ -8,7 +8,9 @@
  * precomputed once.
  *
  * gather copies run by run into the row-major output, in parallel over
- * (p, row).
+ * (p, row), asking for the runs a few KiB ahead (their sources lie
+ * anywhere); an output past 16 MiB whose runs are whole cache lines is
+ * written around the caches, as a large memcpy is.
  *
  * scatter copies `a` into the output and combines the update slices into
  * it. When every indexed axis has slice size 1, two positions touch a
@@ -16,7 +18,8 @@
  * grouped by tuple (a stable counting sort when the tuples' range is small,
  * else a stable merge sort), groups are disjoint and run in parallel, and
  * within a group the updates combine in position order through a tile of
- * accumulators (float32 for f16/bf16, so a group rounds once). Otherwise
+ * accumulators (float32 for f16/bf16, so a group rounds once), asking for
+ * the update runs a few KiB ahead, into the next groups. Otherwise
  * (wider slices on indexed axes, which may overlap) the positions run one
  * after another, each slice in parallel. Either way the order in which an
  * element sees its updates is fixed by the indices: the same bits for any
@@ -127,26 +130,73 @@ STRIDED_COPY(strided_copy_2, uint16_t)
 STRIDED_COPY(strided_copy_4, uint32_t)
 STRIDED_COPY(strided_copy_8, uint64_t)
 
+/* Gathered outputs of at least this many bytes are far larger than the
+ * caches: their runs are written around them (as iter.c's walks do). */
+enum { GATHER_STREAM_BYTES = 1 << 24 };
+
+/* How far ahead (bytes of runs) gather and scatter ask for the indexed runs
+ * they will read next: a few DRAM latencies' worth of copying. */
+enum { PREFETCH_AHEAD_BYTES = 4096 };
+
 struct gather_job {
     const char *src;
     char *dst;
     const int64_t *offsets, *row_offsets;
     int64_t rows, run, run_stride;
     size_t item;
+    bool stream; /* contiguous runs of whole lines written around the caches */
 };
+
+/* Asks for the cache lines of `bytes` at p (a hint; no effect on results). */
+static inline void prefetch_run(const void *p, int64_t bytes)
+{
+    for (int64_t off = 0; off < bytes; off += 64)
+        __builtin_prefetch((const char *)p + off);
+}
+
+/* Runs that are contiguous in the source: one copy each, the runs a few
+ * KiB ahead fetched meanwhile (their sources are anywhere in `a`). */
+static void gather_contiguous_runs(const struct gather_job *job, int64_t begin, int64_t end)
+{
+    const int64_t bytes = job->run * (int64_t)job->item;
+    const int64_t ahead = bytes >= PREFETCH_AHEAD_BYTES ? 1 : PREFETCH_AHEAD_BYTES / bytes;
+    const int64_t item = (int64_t)job->item;
+    int64_t p = begin / job->rows, r = begin % job->rows;     /* run `begin` */
+    int64_t pa = (begin + ahead) / job->rows, ra = (begin + ahead) % job->rows; /* the one ahead */
+    for (int64_t w = begin; w < end; w++) {
+        if (w + ahead < end)
+            prefetch_run(job->src + (job->offsets[pa] + job->row_offsets[ra]) * item, bytes);
+        const char *src = job->src + (job->offsets[p] + job->row_offsets[r]) * item;
+        char *dst = job->dst + w * bytes;
+        if (job->stream)
+            wf__cpu_stream_copy(dst, src, (size_t)bytes);
+        else
+            memcpy(dst, src, (size_t)bytes);
+        if (++r == job->rows) {
+            r = 0;
+            p++;
+        }
+        if (++ra == job->rows) {
+            ra = 0;
+            pa++;
+        }
+    }
+    if (job->stream) /* before the pool hands the chunk back */
+        wf__cpu_stream_fence();
+}
 
 static void gather_chunk(void *arg, int64_t begin, int64_t end)
 {
     const struct gather_job *job = arg;
+    if (job->run_stride == 1 || job->run == 1) {
+        gather_contiguous_runs(job, begin, end);
+        return;
+    }
     const int64_t item = (int64_t)job->item;
     for (int64_t w = begin; w < end; w++) {
         const int64_t p = w / job->rows, r = w % job->rows;
         const char *src = job->src + (job->offsets[p] + job->row_offsets[r]) * item;
         char *dst = job->dst + w * job->run * item;
-        if (job->run_stride == 1 || job->run == 1) {
-            memcpy(dst, src, (size_t)(job->run * item));
-            continue;
-        }
         switch (job->item) {
         case 1: strided_copy_1(dst, src, job->run, job->run_stride); break;
         case 2: strided_copy_2(dst, src, job->run, job->run_stride); break;
@@ -179,6 +229,10 @@ wf_status wf__cpu_gather(wf_array *out, wf_array *const *inputs, int ninputs, co
         job.offsets = offsets;
         job.row_offsets = row_offsets;
         job.run_stride = a->ndim > 0 ? a->strides[a->ndim - 1] : 1;
+        /* whole lines only: a run sharing a line with the next would cost
+         * a read of that line */
+        job.stream = (uint64_t)out->size * job.item >= GATHER_STREAM_BYTES &&
+                     job.run * (int64_t)job.item % 64 == 0;
         const int64_t per_item = job.run * (int64_t)job.item + 64;
         const int64_t min_chunk = per_item >= WF_CPU_CHUNK_CHEAP ? 1 : WF_CPU_CHUNK_CHEAP / per_item;
         wf__parallel_for(n * job.rows, min_chunk, gather_chunk, &job);
@@ -193,32 +247,30 @@ wf_status wf__cpu_gather(wf_array *out, wf_array *const *inputs, int ninputs, co
 enum { COMBINE_TILE = 256, SCATTER_RUN_TILE = 1024 };
 
 /* dst[0 .. m) = dst combined with each member's run, in member order. A
- * member k's run is at upd + members[k] * member_stride. */
+ * member k's run is at upd + members[k] * member_stride. members[count ..
+ * lookahead) are the runs wanted next (the following groups'): the loop
+ * fetches runs a few KiB ahead of the one it adds, across groups. */
 typedef void (*combine_fn)(char *dst, const char *upd, int64_t member_stride,
-                           const int64_t *members, int64_t count, int64_t m);
-
-/* Asks for the cache lines of `bytes` at p (a hint; no effect on results). */
-static inline void prefetch_run(const void *p, int64_t bytes)
-{
-    for (int64_t off = 0; off < bytes; off += 64)
-        __builtin_prefetch((const char *)p + off);
-}
+                           const int64_t *members, int64_t count, int64_t lookahead, int64_t m);
 
 #define COMBINE(NAME, T, ACC, LOAD, OP, STORE)                                              \
     static void NAME(char *dst_, const char *upd_, int64_t member_stride,                   \
-                     const int64_t *members, int64_t count, int64_t m)                      \
+                     const int64_t *members, int64_t count, int64_t lookahead, int64_t m)   \
     {                                                                                       \
         T *dst = (T *)dst_;                                                                 \
         const T *upd = (const T *)upd_;                                                     \
         ACC acc[COMBINE_TILE];                                                              \
         for (int64_t b0 = 0; b0 < m; b0 += COMBINE_TILE) {                                  \
             const int64_t mm = m - b0 < COMBINE_TILE ? m - b0 : COMBINE_TILE;               \
+            const int64_t bytes = mm * (int64_t)sizeof(T);                                  \
+            const int64_t ahead =                                                           \
+                bytes >= PREFETCH_AHEAD_BYTES ? 1 : PREFETCH_AHEAD_BYTES / bytes;           \
             for (int64_t c = 0; c < mm; c++)                                                \
                 acc[c] = LOAD(dst[b0 + c]);                                                 \
             for (int64_t k = 0; k < count; k++) {                                           \
                 const T *u = upd + members[k] * member_stride + b0;                         \
-                if (k + 1 < count) /* the next run lies elsewhere: fetch it meanwhile */    \
-                    prefetch_run(upd + members[k + 1] * member_stride + b0, mm * (int64_t)sizeof(T)); \
+                if (k + ahead < lookahead) /* the runs lie anywhere: fetch ahead */         \
+                    prefetch_run(upd + members[k + ahead] * member_stride + b0, bytes);     \
                 for (int64_t c = 0; c < mm; c++)                                            \
                     acc[c] = OP(acc[c], LOAD(u[c]));                                        \
             }                                                                               \
@@ -333,8 +385,10 @@ struct scatter_job {
     combine_fn combine; /* NULL: replace */
 };
 
-/* Group g, slice row r, run tile t. */
-static void scatter_item(const struct scatter_job *job, int64_t g, int64_t r, int64_t t)
+/* Group g, slice row r, run tile t; groups before `next_end` run next on
+ * this thread. */
+static void scatter_item(const struct scatter_job *job, int64_t g, int64_t r, int64_t t,
+                         int64_t next_end)
 {
     const int64_t item = (int64_t)job->item;
     const int64_t *members = job->order + job->groups[g];
@@ -348,7 +402,10 @@ static void scatter_item(const struct scatter_job *job, int64_t g, int64_t r, in
         memcpy(dst, upd + members[count - 1] * member_stride * item, (size_t)(m * item));
         return;
     }
-    job->combine(dst, upd, member_stride, members, count, m);
+    /* the next groups' runs are the next read only when a group is one run */
+    const int64_t lookahead =
+        job->rows == 1 && job->ntiles == 1 ? job->groups[next_end] - job->groups[g] : count;
+    job->combine(dst, upd, member_stride, members, count, lookahead, m);
 }
 
 static void scatter_groups_chunk(void *arg, int64_t begin, int64_t end)
@@ -356,7 +413,7 @@ static void scatter_groups_chunk(void *arg, int64_t begin, int64_t end)
     const struct scatter_job *job = arg;
     for (int64_t w = begin; w < end; w++) {
         const int64_t t = w % job->ntiles, gr = w / job->ntiles;
-        scatter_item(job, gr / job->rows, gr % job->rows, t);
+        scatter_item(job, gr / job->rows, gr % job->rows, t, (end - 1) / job->ntiles / job->rows + 1);
     }
 }
 
@@ -364,7 +421,7 @@ static void scatter_one_group_chunk(void *arg, int64_t begin, int64_t end)
 {
     const struct scatter_job *job = arg;
     for (int64_t w = begin; w < end; w++)
-        scatter_item(job, job->group, w / job->ntiles, w % job->ntiles);
+        scatter_item(job, job->group, w / job->ntiles, w % job->ntiles, job->group + 1);
 }
 
 /* Stable order of positions 0..n-1 by tuple, into order (tmp: n scratch). */
@@ -388,30 +445,42 @@ static void merge_sort_by_tuple(int64_t *order, int64_t *tmp, const int64_t *tup
     }
 }
 
+/* group_by_tuple for a small range: a stable counting sort, whose counts
+ * also give the groups (one per tuple with members, in tuple order). */
+static int64_t group_by_counting(const int64_t *tuple, int64_t n, int64_t range, int64_t *order,
+                                 int64_t *groups)
+{
+    int64_t *count = wf__calloc((size_t)range + 1, sizeof *count);
+    if (!count)
+        return -1;
+    for (int64_t p = 0; p < n; p++)
+        count[tuple[p] + 1]++;
+    int64_t ngroups = 0;
+    for (int64_t v = 0; v < range; v++) {
+        if (count[v + 1] > 0) /* tuple v's members start at count[v] */
+            groups[ngroups++] = count[v];
+        count[v + 1] += count[v];
+    }
+    groups[ngroups] = n;
+    for (int64_t p = 0; p < n; p++)
+        order[count[tuple[p]]++] = p;
+    free(count);
+    return ngroups;
+}
+
 /* Groups positions by tuple (range: tuples lie in [0, range)): order holds
  * the positions, group g is order[groups[g] .. groups[g + 1]). groups has
  * room for n + 1. Returns the number of groups, or -1 out of memory. */
 static int64_t group_by_tuple(const int64_t *tuple, int64_t n, int64_t range, int64_t *order,
                               int64_t *groups)
 {
-    if (range <= 2 * n + 4096) { /* counting sort: stable, linear */
-        int64_t *count = wf__calloc((size_t)range + 1, sizeof *count);
-        if (!count)
-            return -1;
-        for (int64_t p = 0; p < n; p++)
-            count[tuple[p] + 1]++;
-        for (int64_t v = 0; v < range; v++)
-            count[v + 1] += count[v];
-        for (int64_t p = 0; p < n; p++)
-            order[count[tuple[p]]++] = p;
-        free(count);
-    } else {
-        int64_t *tmp = wf__malloc((size_t)n * sizeof *tmp);
-        if (!tmp)
-            return -1;
-        merge_sort_by_tuple(order, tmp, tuple, n);
-        free(tmp);
-    }
+    if (range <= 2 * n + 4096)
+        return group_by_counting(tuple, n, range, order, groups);
+    int64_t *tmp = wf__malloc((size_t)n * sizeof *tmp);
+    if (!tmp)
+        return -1;
+    merge_sort_by_tuple(order, tmp, tuple, n);
+    free(tmp);
     int64_t ngroups = 0;
     for (int64_t k = 0; k < n; k++)
         if (k == 0 || tuple[order[k]] != tuple[order[k - 1]])

@@ -19,9 +19,13 @@
  *    again at pivot + 1: the keys equal to the pivot are then in place, so
  *    every step makes progress, and all-equal ranges take one pass.
  *  - ranges of at most SMALL_MAX keys: a bitonic sorting network in up to
- *    16 registers (each register sorted by in-register compare-exchange
- *    stages, then merged pairwise: compare with the reversed partner, then
- *    half-cleaners), the range padded with the largest key.
+ *    32 registers, the range padded with the largest key. Up to 4
+ *    registers: each register sorted by in-register compare-exchange
+ *    stages, then merged pairwise (compare with the reversed partner, then
+ *    half-cleaners). 8 to 32: the network runs in column-major rank order
+ *    (see "column-major networks"), where most stages compare whole
+ *    registers, and a transpose puts the keys in memory order: 64 to 256
+ *    keys in about half the time of the first form (measured on Zen 3).
  *  - recursion deeper than 2 log2(n) + 8 falls back to a heap sort of the
  *    range (n log n in the worst case; never seen on real data).
  * Quickselect uses the same partition and small sort, following only the
@@ -39,7 +43,7 @@
 #pragma GCC push_options
 #pragma GCC target("avx2")
 
-enum { LANES = 8, ASIDE = 4, SMALL_REGS = 16, SMALL_MAX = LANES * SMALL_REGS };
+enum { LANES = 8, ASIDE = 4, SMALL_REGS = 32, SMALL_MAX = LANES * SMALL_REGS };
 enum { SAMPLE_WIDE_MIN = 8192 };
 
 /* For each mask of lanes (bit i: lane i is below the pivot), the lane order
@@ -128,7 +132,7 @@ static inline __m256i sort_lanes(__m256i v)
 static inline __m256i clean_lanes(__m256i v) { return pairs_d1(pairs_d2(pairs_d4(v))); }
 
 /* Sorts the 8 * count keys of r[0 .. count) (count 1, 2, 4 or 8) as one
- * sequence, register after register. */
+ * sequence, register after register: each register's lanes, then merges. */
 static inline __attribute__((always_inline)) void sort_registers(__m256i *r, int count)
 {
 #pragma GCC unroll 16
@@ -160,6 +164,136 @@ static inline __attribute__((always_inline)) void sort_registers(__m256i *r, int
     }
 }
 
+/* ---------------------------------------------------------------- column-major networks
+ *
+ * The keys of `count` registers (8, 16 or 32) ranked column-major: rank
+ * l * count + i sits in lane l of register i. A bitonic sort in that order
+ * compares keys at rank distances below `count` across whole registers
+ * (a minimum and a maximum, no lane moves: most of the stages) and only
+ * the larger distances within registers; a transpose of 8 x 8 blocks then
+ * puts the keys in memory order. */
+
+/* The compare-exchange of registers a (keeps the minima) and b. */
+static inline __attribute__((always_inline)) void exchange(__m256i *a, __m256i *b)
+{
+    const __m256i lo = _mm256_min_epu32(*a, *b);
+    *b = _mm256_max_epu32(*a, *b);
+    *a = lo;
+}
+
+/* Lanes reversed within groups of `group` (2, 4 or 8). */
+static inline __attribute__((always_inline)) __m256i mirror_groups(__m256i v, int group)
+{
+    if (group == 2)
+        return _mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1));
+    if (group == 4)
+        return _mm256_shuffle_epi32(v, _MM_SHUFFLE(0, 1, 2, 3));
+    return reverse8(v);
+}
+
+/* Lanes of hi where the lane index has bit `bit` set (1, 2 or 4), of lo
+ * elsewhere. */
+static inline __attribute__((always_inline)) __m256i blend_upper(__m256i lo, __m256i hi, int bit)
+{
+    if (bit == 1)
+        return _mm256_blend_epi32(lo, hi, 0xAA);
+    if (bit == 2)
+        return _mm256_blend_epi32(lo, hi, 0xCC);
+    return _mm256_blend_epi32(lo, hi, 0xF0);
+}
+
+/* One bitonic stage at rank distance d of a merge of blocks of k ranks:
+ * d == k / 2 compares rank p with the mirror p ^ (k - 1) (a flip), smaller
+ * d with p ^ d (a half-cleaner); the lower rank keeps the minimum. */
+static inline __attribute__((always_inline)) void column_stage(__m256i *r, int count, int k, int d)
+{
+    if (d < count) { /* ranks in other registers, the same lane */
+        const int partner = d == k / 2 ? k - 1 : d;
+#pragma GCC unroll 32
+        for (int i = 0; i < count; i++)
+            if ((i & d) == 0)
+                exchange(&r[i], &r[i ^ partner]);
+        return;
+    }
+    const int lane_bit = d / count;
+    if (d == k / 2) { /* flip: register i against count - 1 - i, lanes mirrored in groups */
+        const int group = 2 * lane_bit;
+#pragma GCC unroll 16
+        for (int i = 0; i < count / 2; i++) {
+            const __m256i a = r[i], b = mirror_groups(r[count - 1 - i], group);
+            const __m256i lo = _mm256_min_epu32(a, b), hi = _mm256_max_epu32(a, b);
+            r[i] = blend_upper(lo, hi, lane_bit);
+            r[count - 1 - i] = mirror_groups(blend_upper(hi, lo, lane_bit), group);
+        }
+        return;
+    }
+#pragma GCC unroll 32
+    for (int i = 0; i < count; i++) { /* half-cleaner within each register */
+        const __m256i v = r[i];
+        const __m256i p = lane_bit == 1 ? _mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1))
+                          : lane_bit == 2 ? _mm256_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2))
+                                          : _mm256_permute2x128_si256(v, v, 1);
+        r[i] = blend_upper(_mm256_min_epu32(v, p), _mm256_max_epu32(v, p), lane_bit);
+    }
+}
+
+/* Sorts the 8 * count keys of r[0 .. count) (count 8, 16 or 32) into
+ * column-major rank order: the stages of the bitonic sort of blocks of
+ * 2, 4, ..., 8 * count ranks. */
+static inline __attribute__((always_inline)) void sort_columns_major(__m256i *r, int count)
+{
+#pragma GCC unroll 8
+    for (int log_k = 1; (1 << log_k) <= LANES * count; log_k++)
+#pragma GCC unroll 8
+        for (int log_d = log_k - 1; log_d >= 0; log_d--)
+            column_stage(r, count, 1 << log_k, 1 << log_d);
+}
+
+/* Transposes the 8 x 8 keys of r[0 .. 8) (lane j of register i goes to
+ * lane i of register j). */
+static inline __attribute__((always_inline)) void transpose8(__m256i *r)
+{
+    __m256i t[8], u[8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) {
+        u[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2x128_si256(u[i], u[4 + i], 0x20);
+        r[4 + i] = _mm256_permute2x128_si256(u[i], u[4 + i], 0x31);
+    }
+}
+
+/* Column-major rank order of r[0 .. count) to memory order in out[0 ..
+ * count): lane l of register i held rank l * count + i. */
+static inline __attribute__((always_inline)) void columns_to_rows(__m256i *r, int count, __m256i *out)
+{
+#pragma GCC unroll 4
+    for (int b = 0; b < count / LANES; b++) {
+        transpose8(r + LANES * b); /* register l of the block: lane l's ranks 8b .. 8b + 7 */
+#pragma GCC unroll 8
+        for (int l = 0; l < LANES; l++)
+            out[l * (count / LANES) + b] = r[LANES * b + l];
+    }
+}
+
+/* Sorts the 8 * count keys of r[0 .. count) (count 8, 16 or 32) into
+ * out[0 .. count), register after register (r is left scrambled). */
+static inline __attribute__((always_inline)) void sort_to_rows(__m256i *r, int count, __m256i *out)
+{
+    sort_columns_major(r, count);
+    columns_to_rows(r, count, out);
+}
+
 /* Lanes 0 .. count - 1 set (0 <= count <= 8). */
 static inline __m256i first_lanes(int64_t count)
 {
@@ -173,7 +307,7 @@ static void sort_small(uint32_t *v, int64_t n)
 {
     if (n < 2)
         return;
-    const int count = n <= 8 ? 1 : n <= 16 ? 2 : n <= 32 ? 4 : n <= 64 ? 8 : 16;
+    const int count = n <= 8 ? 1 : n <= 16 ? 2 : n <= 32 ? 4 : n <= 64 ? 8 : n <= 128 ? 16 : 32;
     __m256i r[SMALL_REGS];
     const int64_t full = n / LANES, rest = n % LANES;
     for (int i = 0; i < count; i++) {
@@ -185,18 +319,21 @@ static void sort_small(uint32_t *v, int64_t n)
             r[i] = _mm256_blendv_epi8(_mm256_set1_epi32(-1), x, mask);
         }
     }
+    __m256i rows[SMALL_REGS]; /* the column-major networks' keys in memory order */
+    const __m256i *sorted = count >= 8 ? rows : r;
     switch (count) {
     case 1: sort_registers(r, 1); break;
     case 2: sort_registers(r, 2); break;
     case 4: sort_registers(r, 4); break;
-    case 8: sort_registers(r, 8); break;
-    default: sort_registers(r, 16); break;
+    case 8: sort_to_rows(r, 8, rows); break;
+    case 16: sort_to_rows(r, 16, rows); break;
+    default: sort_to_rows(r, 32, rows); break;
     }
     for (int i = 0; i < full; i++)
-        _mm256_storeu_si256((__m256i *)(v + LANES * i), r[i]);
+        _mm256_storeu_si256((__m256i *)(v + LANES * i), sorted[i]);
     if (rest > 0) { /* not a masked store: slow on AMD */
         uint32_t last[LANES];
-        _mm256_storeu_si256((__m256i *)last, r[full]);
+        _mm256_storeu_si256((__m256i *)last, sorted[full]);
         memcpy(v + LANES * full, last, (size_t)rest * sizeof *v);
     }
 }
