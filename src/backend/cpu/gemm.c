@@ -250,6 +250,25 @@ static void pack_b_loops(size_t es, int cols, int nr, int64_t kc, const char *b,
     pack_panel(es, cols, nr, kc, b, cs, rs, dst);
 }
 
+/* One row of a B micro-panel, `bytes` long: a full panel's row is 32, 64
+ * or 128 bytes in every variant, copied by fixed-size copies the compiler
+ * turns into a few vector moves (a call of memcpy and memset for every row
+ * of every panel was 8% of the embedding server's CPU time); a last narrow
+ * panel's row is zero-padded. */
+static void copy_panel_row(char *dst, const char *src, size_t bytes, size_t full)
+{
+    if (bytes == full && full == 32)
+        memcpy(dst, src, 32);
+    else if (bytes == full && full == 64)
+        memcpy(dst, src, 64);
+    else if (bytes == full && full == 128)
+        memcpy(dst, src, 128);
+    else {
+        memcpy(dst, src, bytes);
+        memset(dst + bytes, 0, full - bytes);
+    }
+}
+
 /* A strip of B micro-panels from B rows with contiguous columns (`cols` in
  * all), row by row: each row of the strip is one contiguous run, fetched a
  * few rows ahead (rows far apart defeat the hardware prefetcher). */
@@ -266,8 +285,7 @@ static void pack_b_rows(size_t es, int64_t cols, int nr, int64_t kc, const char 
         for (int64_t p = 0; p < panels; p++) {
             char *d = dst + (size_t)((p * kc + k) * nr) * es;
             const int64_t n = min64(nr, cols - p * nr);
-            memcpy(d, bk + (size_t)(p * nr) * es, (size_t)n * es);
-            memset(d + (size_t)n * es, 0, (size_t)(nr - n) * es);
+            copy_panel_row(d, bk + (size_t)(p * nr) * es, (size_t)n * es, (size_t)nr * es);
         }
     }
 }
@@ -571,25 +589,52 @@ static bool rows_share_l1_set(int64_t row_bytes)
     return row_bytes % 4096 == 0;
 }
 
-/* Rows of A whose panels are packed together when a block spans several
- * strips of B: packed once per K block and read by every strip, instead of
- * anew for each (a block of one strip packs one panel at a time). At most
- * this many rows (1 MB of float32 panels), so the scratch stays bounded;
- * larger blocks take their rows this many at a time. */
+/* Rows of A whose panels are packed together: packed once per K block
+ * and read by every panel of B of every strip. At most this many rows (1 MB
+ * of float32 panels), so the scratch stays bounded; larger blocks take
+ * their rows this many at a time (B's strips are then packed once per
+ * group). */
 enum { GEMM_A_ROWS = 1024 };
 
+/* How a tile reads its A panel: the kernel, where the panel starts and the
+ * step between its k. */
+typedef struct a_source {
+    wf_gemm_tile_fn tile;
+    const void *ap;
+    int64_t astep;
+} a_source;
+
+/* The A panel of the tile of `rows` rows at row i over K block k0 (kc
+ * columns): A stored transposed is already a panel (mr values per k, row
+ * stride apart), read where it lies when full; so are A's rows (contiguous)
+ * by kernels with tile_a_rows, unless they share an L1 set; else the panel
+ * is at `slot`, packed there when `pack`. */
+static a_source a_panel(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
+                        int rows, int64_t i, int64_t k0, int64_t kc, char *slot, bool pack)
+{
+    const char *ai = at(g->a, i * g->rsa + k0 * g->csa, es);
+    if (g->rsa == 1 && rows == tk->mr)
+        return (a_source){tk->tile, ai, g->csa};
+    if (g->csa == 1 && tk->tile_a_rows != NULL && !rows_share_l1_set(g->rsa * (int64_t)es))
+        return (a_source){tk->tile_a_rows, ai, g->rsa};
+    if (pack)
+        pack_a_panel(g, tk, es, rows, kc, ai, slot);
+    return (a_source){tk->tile, slot, tk->mr};
+}
+
 /* Rows [i0, i1) of the block (tiles of tile_rows) times columns [j0, j1)
- * over B's K block k0 (kc rows), strip by strip. `keep_a`: A's panels go
- * to apack, a slot per tile, packed at the first strip; else each anew
- * into slot 0. */
+ * over B's K block k0 (kc rows), strip by strip. A's panels that need
+ * packing go to apack, a slot per tile, packed at the first strip. Within
+ * a strip each B micro-panel is read by every tile in turn, so it stays in
+ * L1 while A's panels come from L2 (a strip of B is larger than Zen 3's
+ * L2: walking it once per tile read it from L3). */
 static void packed_rows(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
-                        bool in_place, bool keep_a, int64_t k0, int64_t kc, int64_t i0,
-                        int64_t i1, int64_t tile_rows, int64_t j0, int64_t j1, char *bpack,
-                        char *apack)
+                        bool in_place, int64_t k0, int64_t kc, int64_t i0, int64_t i1,
+                        int64_t tile_rows, int64_t j0, int64_t j1, char *bpack, char *apack)
 {
     const int64_t mr = tk->mr, nr = tk->nr;
     const int64_t strip = in_place ? j1 - j0 : strip_columns(g);
-    const char *a = g->a, *bk = at(g->b, k0 * g->rsb, es);
+    const char *bk = at(g->b, k0 * g->rsb, es);
     char *c = g->c;
     const wf_gemm_epilogue e = first_epilogue(g, k0);
     for (int64_t js = j0; js < j1; js += strip) {
@@ -598,27 +643,20 @@ static void packed_rows(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, s
             wf__gemm_pack_b_complex(g, k0, kc, js, je, (int)nr, (float *)bpack);
         else
             pack_b_strip(g, tk, es, in_place, kc, bk, js, je, bpack);
-        for (int64_t i = i0, t = 0; i < i1; i += tile_rows, t++) {
-            const int rows = (int)min64(tile_rows, i1 - i);
-            const char *ai = at(a, i * g->rsa + k0 * g->csa, es);
-            /* A stored transposed is already a panel (mr values per k, row
-             * stride apart): full panels are read where they lie; so are A's
-             * rows (contiguous) by kernels with tile_a_rows. */
-            const bool a_here = g->rsa == 1 && rows == mr;
-            const bool a_rows = !a_here && g->csa == 1 && tk->tile_a_rows != NULL &&
-                                !rows_share_l1_set(g->rsa * (int64_t)es);
-            char *apanel = at(apack, keep_a ? t * mr * kc : 0, es);
-            if (!a_here && !a_rows && (js == j0 || !keep_a))
-                pack_a_panel(g, tk, es, rows, kc, ai, apanel);
-            const wf_gemm_tile_fn tile = a_rows ? tk->tile_a_rows : tk->tile;
-            const void *ap = a_here || a_rows ? ai : apanel;
-            const int64_t astep = a_here ? g->csa : a_rows ? g->rsa : mr;
-            for (int64_t p = 0; p < ceil_div(je - js, nr); p++) {
-                const int64_t j = js + p * nr, cols = min64(nr, je - j);
-                const bool here = in_place && cols == nr;
-                const char *bp = here ? at(bk, j, es) : at(bpack, in_place ? 0 : p * nr * kc, es);
-                tile(kc, ap, astep, bp, here ? g->rsb : nr, at(c, i * g->ldc + j, es), g->ldc,
-                     rows, (int)cols, &e);
+        if (js == j0)
+            for (int64_t i = i0, t = 0; i < i1; i += tile_rows, t++)
+                a_panel(g, tk, es, (int)min64(tile_rows, i1 - i), i, k0, kc,
+                        at(apack, t * mr * kc, es), true);
+        for (int64_t p = 0; p < ceil_div(je - js, nr); p++) {
+            const int64_t j = js + p * nr, cols = min64(nr, je - j);
+            const bool here = in_place && cols == nr;
+            const char *bp = here ? at(bk, j, es) : at(bpack, in_place ? 0 : p * nr * kc, es);
+            for (int64_t i = i0, t = 0; i < i1; i += tile_rows, t++) {
+                const int rows = (int)min64(tile_rows, i1 - i);
+                const a_source a =
+                    a_panel(g, tk, es, rows, i, k0, kc, at(apack, t * mr * kc, es), false);
+                a.tile(kc, a.ap, a.astep, bp, here ? g->rsb : nr, at(c, i * g->ldc + j, es),
+                       g->ldc, rows, (int)cols, &e);
             }
         }
     }
@@ -648,9 +686,8 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
         return WF_OK;
     }
     const bool in_place = b_in_place(g, tk, i1 - i0);
-    const bool keep_a = !in_place && j1 - j0 > strip_columns(g);
-    const int64_t group = keep_a ? tile_rows * max64(1, GEMM_A_ROWS / tile_rows) : i1 - i0;
-    const int64_t a_slots = keep_a ? ceil_div(min64(group, i1 - i0), tile_rows) : 1;
+    const int64_t group = tile_rows * max64(1, GEMM_A_ROWS / tile_rows);
+    const int64_t a_slots = ceil_div(min64(group, i1 - i0), tile_rows);
     /* In place, only a last narrower panel is packed (at the panel's slot 0). */
     const int64_t belems =
         (in_place ? 1 : ceil_div(min64(j1 - j0, strip_columns(g)), nr)) * nr * kcb;
@@ -659,7 +696,7 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
     char *bpack = s->data, *apack = bpack + (size_t)belems * es;
     for (int64_t ig = i0; ig < i1; ig += group)
         for (int64_t k0 = 0; k0 < g->k; k0 += kcb)
-            packed_rows(g, tk, es, in_place, keep_a, k0, min64(kcb, g->k - k0), ig,
+            packed_rows(g, tk, es, in_place, k0, min64(kcb, g->k - k0), ig,
                         min64(i1, ig + group), tile_rows, j0, j1, bpack, apack);
     return WF_OK;
 }

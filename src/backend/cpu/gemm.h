@@ -4,13 +4,15 @@
  *
  * Technique (GotoBLAS/BLIS): C = alpha * A B + beta * C is computed block by
  * block. K is cut into blocks of at most 256; for each K block a strip of B
- * (K block x up to 512 columns) is packed into micro-panels NR columns wide
- * that stay in L2, and for each MR rows of A a micro-panel (MR x K block) is
- * packed into L1 (the AVX-512 float32 tiles read A's rows where they lie
- * instead); a register-blocked micro-kernel then computes MR x NR tiles of
- * C, one per B micro-panel of the strip (a block's rows are shared evenly
- * between its tiles, and the AVX-512 tiles compute only the rows given). Edges are computed on
- * zero-padded panels and stored with masks, so no scalar tail loops.
+ * (K block x up to 512 columns) is packed into micro-panels NR columns wide,
+ * and for each MR rows of A a micro-panel (MR x K block) is packed (the
+ * AVX2 and AVX-512 float32 tiles read A's rows where they lie instead); a
+ * register-blocked micro-kernel then computes MR x NR tiles of
+ * C, each B micro-panel of the strip in turn with every tile of the block's
+ * rows (the panel stays in L1; a block's rows are shared evenly between its
+ * tiles, and the AVX2 and AVX-512 tiles compute only the rows given). Edges
+ * are computed on zero-padded panels and stored with masks, so no scalar
+ * tail loops.
  * Operands may have any element strides (transposed operands are packed
  * like any other). When few rows share a strip and B's rows are contiguous,
  * the AVX kernels read B where it lies instead (all but a last, narrower

@@ -1,6 +1,8 @@
 /* AVX2 + FMA micro-kernels of weft's GEMM (see gemm.h): float32 6 x 16 and
  * float64 6 x 8 tiles (12 accumulators, 2 B vectors and a broadcast in the
- * 16 registers) and direct kernels for up to 3 rows with B read in place
+ * 16 registers; float32 tiles compute only the rows given, from a packed A
+ * panel or A's rows where they lie, and fetch ahead a B read in place) and
+ * direct kernels for up to 3 rows with B read in place
  * (matrix-vector: B swept in long runs into sums kept in L1).
  * Sums are formed exactly as in the AVX-512 kernels (one fma per k, the same
  * epilogue), so the two variants give the same bits. Compiled with
@@ -11,12 +13,15 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include <stdbool.h>
 #include <string.h>
 
 #define ATTR_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define INLINE_AVX2 ATTR_AVX2 __attribute__((always_inline)) static inline
 
 enum { MR = 6, NR = 16, NR64 = 8, DIRECT_ROWS = 3 };
+/* A tile reading B where it lies fetches B's row this many k ahead. */
+enum { B_AHEAD = 16 };
 
 /* Lanes [0, n) of 8 as a maskload/maskstore mask (n may be <= 0 or >= 8). */
 INLINE_AVX2 __m256i lanes(int64_t n)
@@ -80,35 +85,87 @@ INLINE_AVX2 void finish_store64(double *c, __m256d acc, int64_t n, const wf_gemm
         _mm256_maskstore_pd(c, m, v);
 }
 
-ATTR_AVX2 static void tile_f32(int64_t kc, const void *apv, int64_t astep, const void *bv,
-                               int64_t ldb, void *cv, int64_t ldc, int rows, int cols,
-                               const wf_gemm_epilogue *e)
+/* The tile of R rows (the rest of MR are not computed): A from a packed
+ * panel (ap[k * astep + r]) or, `a_rows`, from A's rows where they lie
+ * (ap[r * astep + k]); the same fma per k either way, so the same bits. */
+INLINE_AVX2 void tile_f32_rows(const int R, const bool a_rows, const bool b_here, int64_t kc,
+                               const float *ap, int64_t astep, const float *bp, int64_t ldb,
+                               float *c, int64_t ldc, int cols, const wf_gemm_epilogue *e)
 {
-    const float *ap = apv, *bp = bv;
-    float *c = cv;
     __m256 acc[MR][2];
 #pragma GCC unroll 6
-    for (int r = 0; r < MR; r++)
+    for (int r = 0; r < R; r++)
         acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kc; k++) {
+        if (b_here) /* rows far apart defeat the hardware prefetcher */
+            _mm_prefetch((const char *)(bp + B_AHEAD * ldb), _MM_HINT_T0);
         const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
 #pragma GCC unroll 6
-        for (int r = 0; r < MR; r++) {
-            const __m256 av = _mm256_broadcast_ss(ap + r);
+        for (int r = 0; r < R; r++) {
+            const __m256 av = _mm256_broadcast_ss(a_rows ? ap + r * astep : ap + r);
             acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
         }
-        ap += astep;
+        ap += a_rows ? 1 : astep;
         bp += ldb;
     }
     const __m256i m0 = lanes(cols), m1 = lanes(cols - 8);
 #pragma GCC unroll 6
-    for (int r = 0; r < MR; r++)
-        if (r < rows) {
-            finish_store(c + r * ldc, acc[r][0], cols, m0, e);
-            if (cols > 8)
-                finish_store(c + r * ldc + 8, acc[r][1], cols - 8, m1, e);
+    for (int r = 0; r < R; r++) {
+        finish_store(c + r * ldc, acc[r][0], cols, m0, e);
+        if (cols > 8)
+            finish_store(c + r * ldc + 8, acc[r][1], cols - 8, m1, e);
+    }
+}
+
+/* tile_f32_rows for `rows` (1..MR) rows, A packed or (a_rows) in place, B
+ * packed (ldb == NR) or in place. */
+#define TILE_F32_CASE(R, A_ROWS)                                                              \
+    case R:                                                                                   \
+        if (ldb == NR)                                                                        \
+            tile_f32_rows(R, A_ROWS, false, kc, ap, astep, bp, ldb, c, ldc, cols, e);         \
+        else                                                                                  \
+            tile_f32_rows(R, A_ROWS, true, kc, ap, astep, bp, ldb, c, ldc, cols, e);          \
+        break;
+INLINE_AVX2 void tile_f32_any(const bool a_rows, int64_t kc, const float *ap, int64_t astep,
+                              const float *bp, int64_t ldb, float *c, int64_t ldc, int rows,
+                              int cols, const wf_gemm_epilogue *e)
+{
+    if (a_rows) {
+        switch (rows) {
+            TILE_F32_CASE(1, true)
+            TILE_F32_CASE(2, true)
+            TILE_F32_CASE(3, true)
+            TILE_F32_CASE(4, true)
+            TILE_F32_CASE(5, true)
+        default: TILE_F32_CASE(MR, true)
         }
+    } else {
+        switch (rows) {
+            TILE_F32_CASE(1, false)
+            TILE_F32_CASE(2, false)
+            TILE_F32_CASE(3, false)
+            TILE_F32_CASE(4, false)
+            TILE_F32_CASE(5, false)
+        default: TILE_F32_CASE(MR, false)
+        }
+    }
+}
+#undef TILE_F32_CASE
+
+ATTR_AVX2 static void tile_f32(int64_t kc, const void *ap, int64_t astep, const void *b,
+                               int64_t ldb, void *c, int64_t ldc, int rows, int cols,
+                               const wf_gemm_epilogue *e)
+{
+    tile_f32_any(false, kc, ap, astep, b, ldb, c, ldc, rows, cols, e);
+}
+
+/* gemm.h's tile_a_rows: A's rows read where they lie, astep apart. */
+ATTR_AVX2 static void tile_f32_a_rows(int64_t kc, const void *ap, int64_t astep, const void *b,
+                                      int64_t ldb, void *c, int64_t ldc, int rows, int cols,
+                                      const wf_gemm_epilogue *e)
+{
+    tile_f32_any(true, kc, ap, astep, b, ldb, c, ldc, rows, cols, e);
 }
 
 ATTR_AVX2 static void tile_f64(int64_t kc, const void *apv, int64_t astep, const void *bv,
@@ -504,7 +561,7 @@ ATTR_AVX2 static void direct_f64(int64_t kc, const void *av, int64_t rsa, int64_
 }
 
 const wf_gemm_kernels wf__gemm_kernels_avx2 = {
-    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .b_in_place_rows = 4 * MR, .transpose = transpose32,
+    .f32 = {.mr = MR, .nr = NR, .tile = tile_f32, .tile_a_rows = tile_f32_a_rows, .b_in_place_rows = 4 * MR, .transpose = transpose32,
             .copy_lanes = copy_lanes32, .direct_rows = DIRECT_ROWS, .direct = direct_f32, .direct_t = direct_t_f32,
             .direct_half = direct_half, .direct_t_half = direct_t_half},
     .f64 = {.mr = MR, .nr = NR64, .tile = tile_f64, .b_in_place_rows = 4 * MR, .transpose = transpose64,
