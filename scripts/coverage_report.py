@@ -63,9 +63,20 @@ def function_spans(path, names):
 
 
 # Code that needs a CPU feature: whole files, else functions by name.
-FEATURE_FILES = {"gemm_avx512.c": "avx512f", "quantized_avx512.c": "avx512f",
-                 "quantized_vnni.c": "avx512_vnni"}
+FEATURE_FILES = {"gemm_avx512.c": "avx512f", "quantized_avx512.c": "avx512f"}
+# Files that mix variants: a definition whose first line holds the marker
+# (the file's target-attribute macro) needs the feature, to the `}` that
+# closes it. quantized_vnni.c also holds the AVX2 int8 kernel and the
+# preparation every machine runs.
+FEATURE_MARKERS = {"quantized_vnni.c": ("_VNNI", "avx512_vnni")}
 FEATURE_NAME = re.compile(r"avx512|_512(_|$)")
+# Files included once per ISA variant whose always_inline helpers have no
+# function of their own: gcov merges the inlined copies of a helper's line
+# into one line, its branches listed per caller in the reverse of the order
+# the callers are defined (checked with GCC 12), so each variant's copies
+# are one contiguous part. The features of the parts, in that order
+# (reduce_isa.c includes the file for baseline, AVX2, then AVX-512).
+INLINED_VARIANTS = {"reduce_isa.inc": ("avx512f", None, None)}
 
 
 def cpu_flags():
@@ -78,11 +89,43 @@ def cpu_flags():
     return set()
 
 
-def needed_feature(path, function):
+_marked_lines = {}
+
+
+def marked_lines(path, marker):
+    """Line numbers of the definitions in path whose first line holds marker."""
+    if path not in _marked_lines:
+        marked, inside = set(), False
+        for n, text in enumerate(open(path).read().split("\n"), 1):
+            if not inside and marker in text and not text.startswith("#") and not text[:1].isspace():
+                inside = True
+            if inside:
+                marked.add(n)
+                inside = text != "}"
+        _marked_lines[path] = marked
+    return _marked_lines[path]
+
+
+def needed_feature(path, function, line_number=None):
     base = os.path.basename(path)
     if base in FEATURE_FILES:
         return FEATURE_FILES[base]
+    if base in FEATURE_MARKERS and line_number is not None:
+        marker, feature = FEATURE_MARKERS[base]
+        if line_number in marked_lines(path, marker):
+            return feature
     return "avx512f" if function and FEATURE_NAME.search(function) else None
+
+
+def variant_parts(path, line):
+    """(feature, branches) parts of a line: one part, or for an inlined helper's
+    line of INLINED_VARIANTS, one part per ISA variant."""
+    variants = INLINED_VARIANTS.get(os.path.basename(path))
+    branches = line["branches"]
+    if line.get("function_name") or not variants or len(branches) % len(variants):
+        return [(needed_feature(path, line.get("function_name"), line["line_number"]), branches)]
+    size = len(branches) // len(variants)
+    return [(feature, branches[i * size:(i + 1) * size]) for i, feature in enumerate(variants)]
 
 
 def merge_branches(into, branches):
@@ -108,15 +151,23 @@ def print_unrunnable(functions_json, root):
             if not path.startswith("src/"):
                 continue
             for ln in f["lines"]:
-                feature = needed_feature(path, ln.get("function_name"))
-                runnable = feature is None or feature in flags
-                if not runnable:
-                    missing.add(feature)
                 entry = lines.setdefault((path, ln["line_number"]), {})
-                for kind in ("all", "run") if runnable else ("all",):
+                parts = variant_parts(path, ln)
+                runnable = [p for p in parts if p[0] is None or p[0] in flags]
+                for feature, branches in parts:
+                    if (feature, branches) in runnable:
+                        continue
+                    missing.add(feature)
+                    if any(b["count"] > 0 for b in branches):  # ran: the order assumption is wrong
+                        print("warning: %s:%d: code for %s ran; counted as runnable" % (
+                            path, ln["line_number"], feature))
+                        runnable.append((feature, branches))
+                for kind, kept in (("all", parts), ("run", runnable)):
+                    if not kept:
+                        continue
                     e = entry.setdefault(kind, [False, []])
                     e[0] = e[0] or ln["count"] > 0
-                    merge_branches(e[1], ln["branches"])
+                    merge_branches(e[1], [b for _, branches in kept for b in branches])
     if not missing:
         return
     print()
