@@ -875,12 +875,12 @@ static void test_bad_arguments_and_out_of_memory(void)
     CHECK(out[0] == NULL);
     CHECK(wf_imported_fn(NULL, "t") == NULL);
     expect_error(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_imported_fn");
-    for (int nth = 1; nth <= 2; nth++) {
+    for (int nth = 1; nth <= 3; nth++) { /* its payload, the tag, the wf_fn */
         wf__fault_arm(nth);
         CHECK(wf_imported_fn(imp, "t") == NULL);
         CHECK(wf__fault_fired());
         wf__fault_arm(0);
-        expect_error(wf_last_error(), WF_ERR_OUT_OF_MEMORY, "wf_imported_fn: out of memory");
+        expect_error(wf_last_error(), WF_ERR_OUT_OF_MEMORY, "out of memory");
     }
     wf_fn *as_fn = wf_imported_fn(imp, "t");
     wf_imported_release(imp); /* the wf_fn holds its own reference */
