@@ -64,11 +64,14 @@ def function_spans(path, names):
 
 # Code that needs a CPU feature: whole files, else functions by name.
 FEATURE_FILES = {"gemm_avx512.c": "avx512f", "quantized_avx512.c": "avx512f"}
-# Files that mix variants: a definition whose first line holds the marker
-# (the file's target-attribute macro) needs the feature, to the `}` that
-# closes it. quantized_vnni.c also holds the AVX2 int8 kernel and the
+# Files that mix variants mark their AVX-512 definitions with a target-
+# attribute macro: a definition whose first line holds one needs the
+# feature, to the `}` that closes it (this catches the always_inline
+# helpers, whose lines gcov gives no function, and helpers whose names do
+# not say AVX-512). quantized_vnni.c also holds the AVX2 int8 kernel and the
 # preparation every machine runs.
-FEATURE_MARKERS = {"quantized_vnni.c": ("_VNNI", "avx512_vnni")}
+FEATURE_MARKERS = ((re.compile(r"\b(ATTR_512|ATTR_AVX512|VM_ATTR_AVX512|WF_FUSED_AVX512)\b"), "avx512f"),
+                   (re.compile(r"\b(ATTR_VNNI|INLINE_VNNI)\b"), "avx512_vnni"))
 FEATURE_NAME = re.compile(r"avx512|_512(_|$)")
 # Files included once per ISA variant whose always_inline helpers have no
 # function of their own: gcov merges the inlined copies of a helper's line
@@ -92,16 +95,29 @@ def cpu_flags():
 _marked_lines = {}
 
 
-def marked_lines(path, marker):
-    """Line numbers of the definitions in path whose first line holds marker."""
+def marked_lines(path):
+    """{line number: feature} of the definitions in path that FEATURE_MARKERS mark
+    (a marked macro instantiation: its own lines only)."""
     if path not in _marked_lines:
-        marked, inside = set(), False
+        marked, feature, in_body, closed = {}, None, False, False
         for n, text in enumerate(open(path).read().split("\n"), 1):
-            if not inside and marker in text and not text.startswith("#") and not text[:1].isspace():
-                inside = True
-            if inside:
-                marked.add(n)
-                inside = text != "}"
+            top_level = re.match(r"[A-Za-z_]", text) is not None
+            ends_header = not text.strip() or text.startswith("#") or (closed and top_level)
+            if feature is not None and not in_body and ends_header:
+                feature = None  # no body followed: an instantiation's lines
+            closed = text.rstrip().endswith(")")
+            if feature is None and top_level and not text.rstrip().endswith(";"):
+                for marker, needs in FEATURE_MARKERS:
+                    if marker.search(text):
+                        feature, in_body = needs, False
+                        break
+            if feature is None:
+                continue
+            marked[n] = feature
+            if text == "}" or (not in_body and "{" in text and text.rstrip().endswith("}")):
+                feature = None  # the body's end, or a one-line definition
+            elif text == "{" or text.rstrip().endswith("{"):
+                in_body = True
         _marked_lines[path] = marked
     return _marked_lines[path]
 
@@ -110,10 +126,8 @@ def needed_feature(path, function, line_number=None):
     base = os.path.basename(path)
     if base in FEATURE_FILES:
         return FEATURE_FILES[base]
-    if base in FEATURE_MARKERS and line_number is not None:
-        marker, feature = FEATURE_MARKERS[base]
-        if line_number in marked_lines(path, marker):
-            return feature
+    if line_number is not None and line_number in marked_lines(path):
+        return marked_lines(path)[line_number]
     return "avx512f" if function and FEATURE_NAME.search(function) else None
 
 
