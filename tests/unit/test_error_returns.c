@@ -974,6 +974,17 @@ static void test_gather_qmm_bad_arguments(void)
     expect_null(wf_gather_qmm_mode(x, q, s, b, fidx, idx, true, 32, 4, WF_QUANT_AFFINE),
                 WF_ERR_DTYPE, "wf_gather_qmm: indices must be integers, got float32");
     wf_release(deep), wf_release(single), wf_release(three), wf_release(fidx);
+    /* Regression: a released index array was given a new reference (revived)
+     * and read as indices; the result failed at evaluation with a wrong
+     * "out of memory copying an operand" instead of a refusal. */
+    const int64_t live = live_arrays();
+    wf_array *gone = wf_zeros(&two, 1, WF_DTYPE_I32);
+    wf_release(gone);
+    expect_null(wf_gather_qmm_mode(x, q, s, b, gone, NULL, true, 32, 4, WF_QUANT_AFFINE),
+                WF_ERR_MISUSE, "wf_gather_qmm: lhs_indices was already released");
+    expect_null(wf_gather_qmm_mode(x, q, s, b, idx, gone, true, 32, 4, WF_QUANT_AFFINE),
+                WF_ERR_MISUSE, "wf_gather_qmm: rhs_indices was already released");
+    CHECK_EQ_INT(live_arrays(), live);
     /* without indices: the plain product */
     wf_array *y = wf_gather_qmm_mode(x, q, s, b, NULL, NULL, true, 32, 4, WF_QUANT_AFFINE);
     wf_array *want = wf_quantized_matmul(x, q, s, b, true, 32, 4);
