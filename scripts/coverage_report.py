@@ -187,11 +187,25 @@ def print_unrunnable(functions_json, root):
     print()
     print("code for CPU features this machine lacks (%s) never runs here:" % ", ".join(sorted(missing)))
     for kind, label in (("all", "all of src/"), ("run", "without that code")):
-        entries = [e[kind] for e in lines.values() if kind in e]
-        lh, lt = sum(1 for e in entries if e[0]), len(entries)
-        bh, bt = sum(sum(e[1]) for e in entries), sum(len(e[1]) for e in entries)
-        print("%-22s %6.1f%% %5d/%-5d %6.1f%% %5d/%-5d" % (
-            label, 100.0 * lh / max(lt, 1), lh, lt, 100.0 * bh / max(bt, 1), bh, bt))
+        print_figures(label, [e[kind] for e in lines.values() if kind in e])
+    print()
+    print("without that code, per folder:")
+    for folder in sorted({folder_of(path) for path, _ in lines}):
+        print_figures(folder, [e["run"] for (path, _), e in lines.items()
+                               if "run" in e and folder_of(path) == folder])
+
+
+def folder_of(path):
+    parts = path.split("/")
+    return "/".join(parts[:3]) if len(parts) > 3 and parts[1] == "backend" else "/".join(parts[:2])
+
+
+def print_figures(label, entries):
+    """Line and branch coverage of [executed, branch hits] entries."""
+    lh, lt = sum(1 for e in entries if e[0]), len(entries)
+    bh, bt = sum(sum(e[1]) for e in entries), sum(len(e[1]) for e in entries)
+    print("%-22s %6.1f%% %5d/%-5d %6.1f%% %5d/%-5d" % (
+        label, 100.0 * lh / max(lt, 1), lh, lt, 100.0 * bh / max(bt, 1), bh, bt))
 
 
 def main():
@@ -209,8 +223,7 @@ def main():
         path = f["file"]
         if not path.startswith("src/"):
             continue
-        parts = path.split("/")
-        folder = "/".join(parts[:3]) if len(parts) > 3 and parts[1] == "backend" else "/".join(parts[:2])
+        folder = folder_of(path)
         counts = {}
         t = per_folder[folder]
         for ln in f["lines"]:
