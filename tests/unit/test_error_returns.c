@@ -998,6 +998,49 @@ static void test_gather_qmm_bad_arguments(void)
     wf_release(w), wf_release(x);
 }
 
+/* Regression: a node whose input had failed keeps a copy of the input's
+ * message; when that copy ran out of memory the failure came back with an
+ * empty message. Every fallible operation of evaluating exp(a), a failed,
+ * fails in turn: the status is a's, the message a's or one saying it was
+ * lost, never empty. */
+static void test_failure_message_never_empty(void)
+{
+    const int64_t live = live_arrays(), n = 4;
+    wf_array *a = NULL;
+    for (int nth = 1; nth < 64 && !a; nth++) { /* fail a's own kernel */
+        wf_array *tried = wf_ones(&n, 1, WF_DTYPE_F32);
+        arm(nth);
+        const wf_status st = wf_eval(&tried, 1);
+        wf__fault_arm(0);
+        wf_clear_error();
+        if (st == WF_ERR_KERNEL)
+            a = tried;
+        else
+            wf_release(tried);
+    }
+    if (!CHECK_NOT_NULL(a))
+        return;
+    bool fired = true;
+    for (int nth = 1; fired; nth++) {
+        wf_array *b = wf_exp(a);
+        arm(nth);
+        const wf_status st = b ? wf_eval(&b, 1) : wf_last_error();
+        fired = wf__fault_fired();
+        wf__fault_arm(0);
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", wf_last_error_message());
+        CHECK(st != WF_OK);
+        if (!CHECK(msg[0] != '\0'))
+            printf("    operation %d: %s with an empty message\n", nth, wf_status_name(st));
+        if (st == WF_ERR_KERNEL && !strstr(msg, "injected kernel failure"))
+            CHECK_STR_CONTAINS(msg, "its message was lost (out of memory)");
+        wf_clear_error();
+        wf_release(b);
+    }
+    wf_release(a);
+    CHECK_EQ_INT(live_arrays(), live);
+}
+
 int main(void)
 {
     RUN_TEST(test_from_external_out_of_memory);
@@ -1026,5 +1069,6 @@ int main(void)
     RUN_TEST(test_file_loaders_out_of_memory);
     RUN_TEST(test_file_writers_out_of_memory);
     RUN_TEST(test_gather_qmm_bad_arguments);
+    RUN_TEST(test_failure_message_never_empty);
     return TEST_SUMMARY();
 }
