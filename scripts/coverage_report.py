@@ -63,9 +63,23 @@ def function_spans(path, names):
 
 
 # Code that needs a CPU feature: whole files, else functions by name.
-FEATURE_FILES = {"gemm_avx512.c": "avx512f", "quantized_avx512.c": "avx512f",
-                 "quantized_vnni.c": "avx512_vnni"}
+FEATURE_FILES = {"gemm_avx512.c": "avx512f", "quantized_avx512.c": "avx512f"}
+# Files that mix variants mark their AVX-512 definitions with a target-
+# attribute macro: a definition whose first line holds one needs the
+# feature, to the `}` that closes it (this catches the always_inline
+# helpers, whose lines gcov gives no function, and helpers whose names do
+# not say AVX-512). quantized_vnni.c also holds the AVX2 int8 kernel and the
+# preparation every machine runs.
+FEATURE_MARKERS = ((re.compile(r"\b(ATTR_512|ATTR_AVX512|VM_ATTR_AVX512|WF_FUSED_AVX512)\b"), "avx512f"),
+                   (re.compile(r"\b(ATTR_VNNI|INLINE_VNNI)\b"), "avx512_vnni"))
 FEATURE_NAME = re.compile(r"avx512|_512(_|$)")
+# Files included once per ISA variant whose always_inline helpers have no
+# function of their own: gcov merges the inlined copies of a helper's line
+# into one line, its branches listed per caller in the reverse of the order
+# the callers are defined (checked with GCC 12), so each variant's copies
+# are one contiguous part. The features of the parts, in that order
+# (reduce_isa.c includes the file for baseline, AVX2, then AVX-512).
+INLINED_VARIANTS = {"reduce_isa.inc": ("avx512f", None, None)}
 
 
 def cpu_flags():
@@ -78,11 +92,54 @@ def cpu_flags():
     return set()
 
 
-def needed_feature(path, function):
+_marked_lines = {}
+
+
+def marked_lines(path):
+    """{line number: feature} of the definitions in path that FEATURE_MARKERS mark
+    (a marked macro instantiation: its own lines only)."""
+    if path not in _marked_lines:
+        marked, feature, in_body, closed = {}, None, False, False
+        for n, text in enumerate(open(path).read().split("\n"), 1):
+            top_level = re.match(r"[A-Za-z_]", text) is not None
+            ends_header = not text.strip() or text.startswith("#") or (closed and top_level)
+            if feature is not None and not in_body and ends_header:
+                feature = None  # no body followed: an instantiation's lines
+            closed = text.rstrip().endswith(")")
+            if feature is None and top_level and not text.rstrip().endswith(";"):
+                for marker, needs in FEATURE_MARKERS:
+                    if marker.search(text):
+                        feature, in_body = needs, False
+                        break
+            if feature is None:
+                continue
+            marked[n] = feature
+            if text == "}" or (not in_body and "{" in text and text.rstrip().endswith("}")):
+                feature = None  # the body's end, or a one-line definition
+            elif text == "{" or text.rstrip().endswith("{"):
+                in_body = True
+        _marked_lines[path] = marked
+    return _marked_lines[path]
+
+
+def needed_feature(path, function, line_number=None):
     base = os.path.basename(path)
     if base in FEATURE_FILES:
         return FEATURE_FILES[base]
+    if line_number is not None and line_number in marked_lines(path):
+        return marked_lines(path)[line_number]
     return "avx512f" if function and FEATURE_NAME.search(function) else None
+
+
+def variant_parts(path, line):
+    """(feature, branches) parts of a line: one part, or for an inlined helper's
+    line of INLINED_VARIANTS, one part per ISA variant."""
+    variants = INLINED_VARIANTS.get(os.path.basename(path))
+    branches = line["branches"]
+    if line.get("function_name") or not variants or len(branches) % len(variants):
+        return [(needed_feature(path, line.get("function_name"), line["line_number"]), branches)]
+    size = len(branches) // len(variants)
+    return [(feature, branches[i * size:(i + 1) * size]) for i, feature in enumerate(variants)]
 
 
 def merge_branches(into, branches):
@@ -108,25 +165,47 @@ def print_unrunnable(functions_json, root):
             if not path.startswith("src/"):
                 continue
             for ln in f["lines"]:
-                feature = needed_feature(path, ln.get("function_name"))
-                runnable = feature is None or feature in flags
-                if not runnable:
-                    missing.add(feature)
                 entry = lines.setdefault((path, ln["line_number"]), {})
-                for kind in ("all", "run") if runnable else ("all",):
+                parts = variant_parts(path, ln)
+                runnable = [p for p in parts if p[0] is None or p[0] in flags]
+                for feature, branches in parts:
+                    if (feature, branches) in runnable:
+                        continue
+                    missing.add(feature)
+                    if any(b["count"] > 0 for b in branches):  # ran: the order assumption is wrong
+                        print("warning: %s:%d: code for %s ran; counted as runnable" % (
+                            path, ln["line_number"], feature))
+                        runnable.append((feature, branches))
+                for kind, kept in (("all", parts), ("run", runnable)):
+                    if not kept:
+                        continue
                     e = entry.setdefault(kind, [False, []])
                     e[0] = e[0] or ln["count"] > 0
-                    merge_branches(e[1], ln["branches"])
+                    merge_branches(e[1], [b for _, branches in kept for b in branches])
     if not missing:
         return
     print()
     print("code for CPU features this machine lacks (%s) never runs here:" % ", ".join(sorted(missing)))
     for kind, label in (("all", "all of src/"), ("run", "without that code")):
-        entries = [e[kind] for e in lines.values() if kind in e]
-        lh, lt = sum(1 for e in entries if e[0]), len(entries)
-        bh, bt = sum(sum(e[1]) for e in entries), sum(len(e[1]) for e in entries)
-        print("%-22s %6.1f%% %5d/%-5d %6.1f%% %5d/%-5d" % (
-            label, 100.0 * lh / max(lt, 1), lh, lt, 100.0 * bh / max(bt, 1), bh, bt))
+        print_figures(label, [e[kind] for e in lines.values() if kind in e])
+    print()
+    print("without that code, per folder:")
+    for folder in sorted({folder_of(path) for path, _ in lines}):
+        print_figures(folder, [e["run"] for (path, _), e in lines.items()
+                               if "run" in e and folder_of(path) == folder])
+
+
+def folder_of(path):
+    parts = path.split("/")
+    return "/".join(parts[:3]) if len(parts) > 3 and parts[1] == "backend" else "/".join(parts[:2])
+
+
+def print_figures(label, entries):
+    """Line and branch coverage of [executed, branch hits] entries."""
+    lh, lt = sum(1 for e in entries if e[0]), len(entries)
+    bh, bt = sum(sum(e[1]) for e in entries), sum(len(e[1]) for e in entries)
+    print("%-22s %6.1f%% %5d/%-5d %6.1f%% %5d/%-5d" % (
+        label, 100.0 * lh / max(lt, 1), lh, lt, 100.0 * bh / max(bt, 1), bh, bt))
 
 
 def main():
@@ -144,8 +223,7 @@ def main():
         path = f["file"]
         if not path.startswith("src/"):
             continue
-        parts = path.split("/")
-        folder = "/".join(parts[:3]) if len(parts) > 3 and parts[1] == "backend" else "/".join(parts[:2])
+        folder = folder_of(path)
         counts = {}
         t = per_folder[folder]
         for ln in f["lines"]:

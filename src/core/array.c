@@ -196,6 +196,12 @@ bool wf__array_retire(wf_array *a, int_fast64_t refs)
 
 void wf__array_free_retired(wf_array *a) { free_graph_from(a); }
 
+const char *wf__node_failure_message(const wf_array *n)
+{
+    return n->error_message ? n->error_message
+                            : "the evaluation failed; its message was lost (out of memory)";
+}
+
 wf_array *wf__array_check(const wf_array *a, const char *op, const char *what)
 {
     if (!a) {

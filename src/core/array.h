@@ -289,6 +289,10 @@ void wf__inject_kernel_failure(int64_t nth);
  * `a` or NULL. Node memory is type-stable and reused only after a long
  * quarantine, so checking a released handle is never undefined behavior. */
 wf_array *wf__array_check(const wf_array *a, const char *op, const char *what);
+/* A FAILED node's message: its own, or, when keeping a copy ran out of
+ * memory (error_message NULL), a fixed text saying it was lost; never
+ * empty. */
+const char *wf__node_failure_message(const wf_array *n);
 /* A new temporary reference to `a` if it is still live, else NULL: never
  * revives a released node (a compare-and-swap from a count > 0). Drop it
  * with wf__array_decref. For reading a handle the caller may not own. */

@@ -203,8 +203,6 @@ static wf_array *op_segmented_mm(wf_array *a, wf_array *b, wf_array *segments)
 static wf_array *element_mask(const char *op, wf_array *mask, const int64_t *batch, int nbatch,
                               int64_t rows, int64_t cols, int64_t bs, wf_dtype dtype)
 {
-    if (!wf__array_check(mask, op, "mask"))
-        return NULL;
     if (mask->dtype != WF_DTYPE_BOOL && !wf__dtype_is_float(mask->dtype)) {
         wf__error(WF_ERR_DTYPE, "%s: masks must be bool or float, not %s", op,
                   wf_dtype_name(mask->dtype));
@@ -253,6 +251,11 @@ static wf_array *op_block_masked_mm(wf_array *a, wf_array *b, int block_size, wf
 {
     const char *op = "wf_block_masked_mm";
     if (!wf__array_check(a, op, "a") || !wf__array_check(b, op, "b"))
+        return NULL;
+    /* before any use: a released mask must not be revived by a new reference */
+    if ((mask_out && !wf__array_check(mask_out, op, "mask_out")) ||
+        (mask_lhs && !wf__array_check(mask_lhs, op, "mask_lhs")) ||
+        (mask_rhs && !wf__array_check(mask_rhs, op, "mask_rhs")))
         return NULL;
     if (!mask_out && !mask_lhs && !mask_rhs)
         return wf__op_matmul(a, b);

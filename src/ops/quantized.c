@@ -311,6 +311,10 @@ wf_array *wf_gather_qmm_mode(wf_array *x, wf_array *w, wf_array *scales, wf_arra
     if (!wf__array_check(x, op, "x") || !wf__array_check(w, op, "w") ||
         !wf__array_check(scales, op, "scales") || !check_biases(op, mode, biases))
         return NULL;
+    /* before any use: a released index array must not be revived by a new reference */
+    if ((lhs_indices && !wf__array_check(lhs_indices, op, "lhs_indices")) ||
+        (rhs_indices && !wf__array_check(rhs_indices, op, "rhs_indices")))
+        return NULL;
     if (!lhs_indices && !rhs_indices)
         return wf_quantized_matmul_mode(x, w, scales, biases, transpose, group_size, bits, mode);
     if (x->ndim < 2 || w->ndim < 2 || scales->ndim != w->ndim ||

@@ -316,10 +316,13 @@ static wf_array *donate_input(wf_array *n)
 
 /* ------------------------------------------------------------ running a node */
 
+/* Records a failed node's status and a copy of its message. When the copy
+ * cannot be made (out of memory), or an input's message was lost that way,
+ * the message stays NULL and wf__node_failure_message reports the loss. */
 static void store_failure(wf_array *n, wf_status status, const char *message)
 {
     n->error = status;
-    n->error_message = wf__strdup(message ? message : "");
+    n->error_message = message ? wf__strdup(message) : NULL;
 }
 
 /* Waits until input `in` (at least SUBMITTED) is computed. One queued on a
@@ -391,7 +394,7 @@ wf_status wf__eval_run_task(wf_array *n, char **message)
     *message = NULL;
     if (wf__array_state(n) == WF_NODE_FAILED) {
         status = n->error;
-        *message = wf__strdup(n->error_message ? n->error_message : "");
+        *message = wf__strdup(wf__node_failure_message(n));
     }
     wf__array_decref(n); /* the queue's reference; waiters wait for the ticket too */
     return status;
@@ -641,7 +644,7 @@ static void wait_root(wf_array *a)
 static wf_status root_status(wf_array *a)
 {
     if (wf__array_state(a) == WF_NODE_FAILED)
-        return wf__error(a->error, "%s", a->error_message ? a->error_message : "");
+        return wf__error(a->error, "%s", wf__node_failure_message(a));
     return WF_OK;
 }
 

@@ -575,6 +575,117 @@ static void test_vmap_and_jvp(void)
     wf_scope_end();
 }
 
+/* One collective of x (0 all_max, 1 all_min, 2 sum_scatter, 3 all_gather),
+ * summed to a scalar when `reduce`. */
+typedef struct {
+    int kind;
+    bool reduce;
+} collective_case;
+
+static wf_status collective_body(void *payload, wf_array *const *in, size_t nin, wf_array **out,
+                                 size_t *nout)
+{
+    (void)nin;
+    const collective_case *c = payload;
+    wf_array *y = c->kind == 0   ? wf_all_max(in[0], world)
+                  : c->kind == 1 ? wf_all_min(in[0], world)
+                  : c->kind == 2 ? wf_sum_scatter(in[0], world)
+                                 : wf_all_gather(in[0], world);
+    out[0] = c->reduce ? wf_sum(y, NULL, 0, false) : y;
+    if (c->reduce)
+        wf_release(y);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+/* The rank holding the largest (kind 0) or smallest (1) element i: the
+ * ranks' float32 inputs differ at every i. */
+static int extremum_rank(int kind, int64_t i)
+{
+    int best = 0;
+    for (int r = 1; r < size_; r++) {
+        const double v = input_value(WF_DTYPE_F32, r, i), b = input_value(WF_DTYPE_F32, best, i);
+        if (kind == 0 ? v > b : v < b)
+            best = r;
+    }
+    return best;
+}
+
+/* grad, jvp and vmap of all_max, all_min, sum_scatter and all_gather (of a
+ * 0-d x): the loss is every rank's loss summed, so d/dx of sum(all_max(x))
+ * is the rank count where this rank holds the maximum and 0 elsewhere, of
+ * sum(sum_scatter(x)) 1, of sum(all_gather(x)) the rank count; the tangent
+ * of all_max is the tangent of the rank holding the maximum; vmap runs one
+ * collective over the batch. */
+static void test_transforms_of_every_collective(void)
+{
+    wf_scope_begin();
+    const int64_t shape[1] = {12}, batch_shape[2] = {3, 12};
+    wf_array *x = input_array(WF_DTYPE_F32, rank_, shape, 1);
+    wf_array *x0 = input_array(WF_DTYPE_F32, rank_, NULL, 0);
+    for (int kind = 0; kind < 4; kind++) {
+        collective_case reduced = {kind, true}, plain = {kind, false};
+        wf_fn *body = wf_fn_new(collective_body, &reduced, NULL);
+        wf_fn *grad = wf_grad(body, NULL, 0);
+        wf_array *in = kind == 3 ? x0 : x, *g = NULL;
+        size_t n = 1;
+        if (CHECK_OK(wf_fn_call(grad, &in, 1, &g, &n)) && CHECK_OK(wf_eval(&g, 1))) {
+            int bad = 0;
+            for (int64_t i = 0; i < (kind == 3 ? 1 : 12); i++) {
+                const double want = kind >= 2 ? (kind == 2 ? 1.0 : size_)
+                                    : extremum_rank(kind, i) == rank_ ? size_ : 0.0;
+                bad += element(g, i) != want;
+            }
+            if (!CHECK_EQ_INT(bad, 0))
+                printf("    grad of collective %d on rank %d of %d\n", kind, rank_, size_);
+        }
+        if (kind < 2) {
+            wf_array *tangent = wf_full(shape, 1, 1.0 + rank_, WF_DTYPE_F32);
+            wf_array *primal_out = NULL, *tangent_out = NULL;
+            n = 1;
+            if (CHECK_OK(wf_jvp(body, &x, 1, &tangent, &primal_out, &tangent_out, &n)) &&
+                CHECK_OK(wf_eval(&tangent_out, 1))) {
+                double want = 0;
+                for (int64_t i = 0; i < 12; i++)
+                    want += 1.0 + extremum_rank(kind, i);
+                CHECK(element(tangent_out, 0) == want);
+            }
+        }
+        wf_fn *one = wf_fn_new(collective_body, &plain, NULL);
+        wf_fn *mapped = wf_vmap(one, NULL, 0, NULL, 0);
+        wf_array *batch = kind == 3 ? input_array(WF_DTYPE_F32, rank_, batch_shape, 1)
+                                    : input_array(WF_DTYPE_F32, rank_, batch_shape, 2);
+        wf_array *y = NULL;
+        n = 1;
+        if (CHECK_OK(wf_fn_call(mapped, &batch, 1, &y, &n)) && CHECK_OK(wf_eval(&y, 1))) {
+            const int64_t *ys = wf_array_shape(y), block = 12 / size_;
+            CHECK_EQ_INT(ys[0], 3);
+            CHECK_EQ_INT(ys[1], kind == 2 ? block : kind == 3 ? size_ : 12);
+            int bad = 0;
+            for (int64_t b = 0; b < 3; b++)
+                for (int64_t j = 0; j < ys[1]; j++) {
+                    double want = 0;
+                    if (kind < 2) {
+                        want = input_value(WF_DTYPE_F32, extremum_rank(kind, b * 12 + j), b * 12 + j);
+                    } else if (kind == 2) {
+                        for (int r = 0; r < size_; r++)
+                            want += input_value(WF_DTYPE_F32, r, b * 12 + rank_ * block + j);
+                    } else {
+                        want = input_value(WF_DTYPE_F32, (int)j, b);
+                    }
+                    bad += element(y, b * ys[1] + j) != want;
+                }
+            if (!CHECK_EQ_INT(bad, 0))
+                printf("    vmap of collective %d on rank %d of %d\n", kind, rank_, size_);
+        }
+        wf_fn_release(mapped);
+        wf_fn_release(one);
+        wf_fn_release(grad);
+        wf_fn_release(body);
+    }
+    wf_scope_end();
+}
+
 /* ---- large */
 
 static void test_large_all_sum(void)
@@ -876,6 +987,7 @@ static int run_worker(const char *scenario)
         RUN_TEST(test_threads_on_split_groups);
         RUN_TEST(test_grad_and_compile);
         RUN_TEST(test_vmap_and_jvp);
+        RUN_TEST(test_transforms_of_every_collective);
         RUN_TEST(test_mismatch_fails_on_every_rank);
         RUN_TEST(test_mismatch_past_the_frame);
     } else if (strcmp(scenario, "network") == 0) {

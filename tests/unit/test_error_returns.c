@@ -974,6 +974,17 @@ static void test_gather_qmm_bad_arguments(void)
     expect_null(wf_gather_qmm_mode(x, q, s, b, fidx, idx, true, 32, 4, WF_QUANT_AFFINE),
                 WF_ERR_DTYPE, "wf_gather_qmm: indices must be integers, got float32");
     wf_release(deep), wf_release(single), wf_release(three), wf_release(fidx);
+    /* Regression: a released index array was given a new reference (revived)
+     * and read as indices; the result failed at evaluation with a wrong
+     * "out of memory copying an operand" instead of a refusal. */
+    const int64_t live = live_arrays();
+    wf_array *gone = wf_zeros(&two, 1, WF_DTYPE_I32);
+    wf_release(gone);
+    expect_null(wf_gather_qmm_mode(x, q, s, b, gone, NULL, true, 32, 4, WF_QUANT_AFFINE),
+                WF_ERR_MISUSE, "wf_gather_qmm: lhs_indices was already released");
+    expect_null(wf_gather_qmm_mode(x, q, s, b, idx, gone, true, 32, 4, WF_QUANT_AFFINE),
+                WF_ERR_MISUSE, "wf_gather_qmm: rhs_indices was already released");
+    CHECK_EQ_INT(live_arrays(), live);
     /* without indices: the plain product */
     wf_array *y = wf_gather_qmm_mode(x, q, s, b, NULL, NULL, true, 32, 4, WF_QUANT_AFFINE);
     wf_array *want = wf_quantized_matmul(x, q, s, b, true, 32, 4);
@@ -985,6 +996,49 @@ static void test_gather_qmm_bad_arguments(void)
     wf_release(idx), wf_release(x1);
     wf_release(q), wf_release(s), wf_release(b), wf_release(fq), wf_release(fs), wf_release(fb);
     wf_release(w), wf_release(x);
+}
+
+/* Regression: a node whose input had failed keeps a copy of the input's
+ * message; when that copy ran out of memory the failure came back with an
+ * empty message. Every fallible operation of evaluating exp(a), a failed,
+ * fails in turn: the status is a's, the message a's or one saying it was
+ * lost, never empty. */
+static void test_failure_message_never_empty(void)
+{
+    const int64_t live = live_arrays(), n = 4;
+    wf_array *a = NULL;
+    for (int nth = 1; nth < 64 && !a; nth++) { /* fail a's own kernel */
+        wf_array *tried = wf_ones(&n, 1, WF_DTYPE_F32);
+        arm(nth);
+        const wf_status st = wf_eval(&tried, 1);
+        wf__fault_arm(0);
+        wf_clear_error();
+        if (st == WF_ERR_KERNEL)
+            a = tried;
+        else
+            wf_release(tried);
+    }
+    if (!CHECK_NOT_NULL(a))
+        return;
+    bool fired = true;
+    for (int nth = 1; fired; nth++) {
+        wf_array *b = wf_exp(a);
+        arm(nth);
+        const wf_status st = b ? wf_eval(&b, 1) : wf_last_error();
+        fired = wf__fault_fired();
+        wf__fault_arm(0);
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", wf_last_error_message());
+        CHECK(st != WF_OK);
+        if (!CHECK(msg[0] != '\0'))
+            printf("    operation %d: %s with an empty message\n", nth, wf_status_name(st));
+        if (st == WF_ERR_KERNEL && !strstr(msg, "injected kernel failure"))
+            CHECK_STR_CONTAINS(msg, "its message was lost (out of memory)");
+        wf_clear_error();
+        wf_release(b);
+    }
+    wf_release(a);
+    CHECK_EQ_INT(live_arrays(), live);
 }
 
 int main(void)
@@ -1015,5 +1069,6 @@ int main(void)
     RUN_TEST(test_file_loaders_out_of_memory);
     RUN_TEST(test_file_writers_out_of_memory);
     RUN_TEST(test_gather_qmm_bad_arguments);
+    RUN_TEST(test_failure_message_never_empty);
     return TEST_SUMMARY();
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "conformance.h"
+#include "fault_sweep.h"
 #include "harness.h"
 #include "transforms_util.h"
 
@@ -837,6 +838,76 @@ static wf_array *build_svd_s(wf_array *const *in)
     return wf_linalg_svd(in[0], NULL, &s, NULL) == WF_OK ? s : NULL;
 }
 
+/* inv, cholesky or eigh (kind 0, 1, 2: both outputs) of in[0]; releases
+ * what it makes, so a run leaves nothing behind. */
+static wf_status factor_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                             size_t *nout)
+{
+    (void)n;
+    const int kind = *(const int *)payload;
+    wf_status st = WF_OK;
+    if (kind == 2)
+        st = wf_linalg_eigh(in[0], false, &out[0], &out[1]);
+    else
+        out[0] = kind == 0 ? wf_linalg_inv(in[0]) : wf_linalg_cholesky(in[0], false);
+    *nout = kind == 2 ? 2 : 1;
+    return st == WF_OK && out[0] ? WF_OK : wf_last_error();
+}
+
+/* The vjp (cotangents u) or jvp (tangent t) of factor_body, for fault_sweep. */
+typedef struct derivative_run {
+    int kind;
+    bool forward;
+    wf_array *x, *t, *u[2];
+} derivative_run;
+
+static wf_status run_derivative(void *ctx, wf_array **outs)
+{
+    const derivative_run *r = ctx;
+    wf_fn *fn = wf_fn_new(factor_body, (void *)&r->kind, NULL);
+    size_t n = 2;
+    wf_status st = !fn        ? wf_last_error()
+                   : r->forward ? wf_jvp(fn, &r->x, 1, &r->t, NULL, outs, &n)
+                                : wf_vjp(fn, &r->x, 1, r->u, r->kind == 2 ? 2 : 1, NULL, outs);
+    wf_fn_release(fn);
+    return st;
+}
+
+/* Every fallible operation of the vjp and jvp of inv, cholesky and eigh
+ * failed in turn: an error with its message or the unfailed derivatives,
+ * and nothing left alive. */
+static void test_derivatives_out_of_memory(void)
+{
+    const int64_t shape[2] = {3, 3};
+    const double spd[9] = {4, 1, 0.5, 1, 3, 0.25, 0.5, 0.25, 2};
+    const double sym[9] = {0.5, -1, 0.25, -1, 1, 0.75, 0.25, 0.75, -0.5};
+    derivative_run r = {0, false, make(spd, shape, 2, WF_DTYPE_F64),
+                        make(sym, shape, 2, WF_DTYPE_F64),
+                        {make(sym, shape, 2, WF_DTYPE_F64), wf_ones(shape, 2, WF_DTYPE_F64)}};
+    wf_array *all[4] = {r.x, r.t, r.u[0], r.u[1]};
+    CHECK_OK(wf_eval(all, 4));
+    const int64_t eigenvalues = 3;
+    wf_array *u_w = wf_ones(&eigenvalues, 1, WF_DTYPE_F64);
+    CHECK_OK(wf_eval(&u_w, 1));
+    static const char *const names[3] = {"inv", "cholesky", "eigh"};
+    for (r.kind = 0; r.kind < 3; r.kind++)
+        for (int forward = 0; forward < 2; forward++) {
+            r.forward = forward == 1;
+            wf_array *u0 = r.u[0];
+            if (r.kind == 2)
+                r.u[0] = u_w;
+            wf_array *want[FS_MAX_OUT] = {NULL};
+            if (CHECK_OK(run_derivative(&r, want)))
+                CHECK(fault_sweep(names[r.kind], run_derivative, &r, want, forward ? 2 : 1) > 0);
+            for (int k = 0; k < FS_MAX_OUT; k++)
+                wf_release(want[k]);
+            r.u[0] = u0;
+        }
+    for (int k = 0; k < 4; k++)
+        wf_release(all[k]);
+    wf_release(u_w);
+}
+
 static void check_transforms(const tu_case *c, bool grads)
 {
     wf_scope_begin();
@@ -897,6 +968,7 @@ static void test_transforms(void)
 int main(void)
 {
     RUN_TEST(test_inverses);
+    RUN_TEST(test_derivatives_out_of_memory);
     RUN_TEST(test_singular);
     RUN_TEST(test_eig);
     RUN_TEST(test_ill_conditioned);

@@ -17,6 +17,7 @@
 #include "core/array.h"
 #include "core/dtype.h"
 #include "harness.h"
+#include "settle.h"
 #include "transforms_util.h"
 
 static const wf_dtype float_dtypes[4] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_F16,
@@ -325,6 +326,81 @@ static void test_block_masked_mm(void)
     free(bv);
 }
 
+/* A 1-d a (its masks' row dim added, as its matrix's), a 1-d b (their
+ * column dim added), and operand masks without an output mask. */
+static void test_block_masked_mm_vectors_and_operand_masks(void)
+{
+    const int64_t m = 5, k = 6, n = 7, bs = 2, tm = 3, tk = 3, tn = 4;
+    double *av = values_in(m * k, WF_DTYPE_F32, 43), *bv = values_in(k * n, WF_DTYPE_F32, 44);
+    const double lhs_v[9] = {1, 0, 1, 1, 1, 0, 0, 1, 1}, rhs_v[12] = {1, 1, 0, 1, 0, 1, 1, 1, 1, 0, 1, 0};
+    const double out_v[4] = {1, 0, 1, 1}, kv[3] = {1, 0, 1}, mv[3] = {0, 1, 1};
+    const int64_t as[2] = {m, k}, bsh[2] = {k, n}, ls[2] = {tm, tk}, rs[2] = {tk, tn};
+    wf_array *a = conf_array(av, as, 2, WF_DTYPE_F32), *b = conf_array(bv, bsh, 2, WF_DTYPE_F32);
+    wf_array *row = conf_array(av, &k, 1, WF_DTYPE_F32), *col = conf_array(av, &k, 1, WF_DTYPE_F32);
+    wf_array *mk = conf_array(kv, &tk, 1, WF_DTYPE_BOOL), *mn = conf_array(out_v, &tn, 1, WF_DTYPE_BOOL);
+    wf_array *mm = conf_array(mv, &tm, 1, WF_DTYPE_BOOL);
+    wf_array *ml = conf_array(lhs_v, ls, 2, WF_DTYPE_BOOL), *mr = conf_array(rhs_v, rs, 2, WF_DTYPE_BOOL);
+    double want[5 * 7];
+    /* row (k) @ b with a (1, tk) lhs mask given as (tk) and an output mask (tn) */
+    for (int64_t j = 0; j < n; j++) {
+        double sum = 0;
+        for (int64_t t = 0; t < k; t++)
+            sum += av[t] * kv[t / bs] * bv[t * n + j];
+        want[j] = sum * out_v[j / bs];
+    }
+    CHECK(conf_check(wf_block_masked_mm(row, b, (int)bs, mn, mk, NULL), WF_DTYPE_F32, &n, 1, want,
+                     1e-5));
+    /* a @ col (k) with a (tk, 1) rhs mask given as (tk) and an output mask (tm) */
+    for (int64_t i = 0; i < m; i++) {
+        double sum = 0;
+        for (int64_t t = 0; t < k; t++)
+            sum += av[i * k + t] * av[t] * kv[t / bs];
+        want[i] = sum * mv[i / bs];
+    }
+    CHECK(conf_check(wf_block_masked_mm(a, col, (int)bs, mm, NULL, mk), WF_DTYPE_F32, &m, 1, want,
+                     1e-5));
+    /* operand masks only */
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double sum = 0;
+            for (int64_t t = 0; t < k; t++)
+                sum += av[i * k + t] * lhs_v[(i / bs) * tk + t / bs] * bv[t * n + j] *
+                       rhs_v[(t / bs) * tn + j / bs];
+            want[i * n + j] = sum;
+        }
+    const int64_t os[2] = {m, n};
+    CHECK(conf_check(wf_block_masked_mm(a, b, (int)bs, NULL, ml, mr), WF_DTYPE_F32, os, 2, want,
+                     1e-5));
+    /* no mask at all: the plain product */
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double sum = 0;
+            for (int64_t t = 0; t < k; t++)
+                sum += av[i * k + t] * bv[t * n + j];
+            want[i * n + j] = sum;
+        }
+    CHECK(conf_check(wf_block_masked_mm(a, b, 0, NULL, NULL, NULL), WF_DTYPE_F32, os, 2, want,
+                     1e-5));
+    /* Regression: a released mask was given a new reference (revived) and
+     * its recycled node read as a mask (a reshape of a garbage shape failed,
+     * or a wrong product) instead of refusing it. */
+    const int64_t live = live_arrays();
+    wf_array *gone = wf_ones(ls, 2, WF_DTYPE_BOOL);
+    wf_release(gone);
+    conf_check_error(wf_block_masked_mm(a, b, (int)bs, NULL, gone, NULL), WF_ERR_MISUSE,
+                     "wf_block_masked_mm: mask_lhs was already released");
+    conf_check_error(wf_block_masked_mm(row, b, (int)bs, NULL, NULL, gone), WF_ERR_MISUSE,
+                     "wf_block_masked_mm: mask_rhs was already released");
+    conf_check_error(wf_block_masked_mm(a, col, (int)bs, gone, NULL, NULL), WF_ERR_MISUSE,
+                     "wf_block_masked_mm: mask_out was already released");
+    CHECK_EQ_INT(live_arrays(), live);
+    wf_array *arrays[] = {a, b, row, col, mk, mn, mm, ml, mr};
+    for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
+        wf_release(arrays[i]);
+    free(av);
+    free(bv);
+}
+
 /* The largest |x - y| (both evaluated; -1 when either failed). */
 static double max_abs_diff(wf_array *x, wf_array *y)
 {
@@ -506,6 +582,7 @@ int main(void)
     RUN_TEST(test_gather_mm_errors);
     RUN_TEST(test_segmented_mm);
     RUN_TEST(test_block_masked_mm);
+    RUN_TEST(test_block_masked_mm_vectors_and_operand_masks);
     RUN_TEST(test_matmul_family_argument_checks);
     RUN_TEST(test_transforms);
     RUN_TEST(test_compiled);

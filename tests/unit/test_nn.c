@@ -8,6 +8,7 @@
 
 #include "harness.h"
 #include "settle.h"
+#include "util/fault.h"
 #include "weft.h"
 #include "weft_nn.h"
 
@@ -378,6 +379,73 @@ static void test_adamw_step_matches_hand_computation(void)
     wf_release(lr);
 }
 
+/* SGD with weight decay, with and without momentum, against the update
+ * written out here; a failing step (a shape mismatch, then every fallible
+ * operation failed in turn) hands out nothing, leaves no array alive and
+ * keeps its message; the cosine schedule's clamps. */
+static void test_sgd_weight_decay_failures_and_schedule_edges(void)
+{
+    const float p[2] = {1.0f, -2.0f}, g[2] = {0.5f, 0.25f}, b0[2] = {0.2f, -0.1f};
+    wf_array *pa = f32_array(p, (int64_t[]){2}, 1), *ga = f32_array(g, (int64_t[]){2}, 1);
+    wf_array *buf = f32_array(b0, (int64_t[]){2}, 1), *lr = wf_scalar(0.01, WF_DTYPE_F32);
+    const int64_t live = live_arrays();
+    for (int with_momentum = 0; with_momentum < 2; with_momentum++) {
+        const double momentum = with_momentum ? 0.9 : 0.0;
+        wf_array *np = NULL, *nb = NULL;
+        if (!CHECK_OK(wf_nn_sgd_step(momentum, 0.1, 1, &pa, &ga, with_momentum ? &buf : NULL, lr,
+                                     &np, with_momentum ? &nb : NULL)))
+            continue;
+        float gp[2], gb[2];
+        CHECK(read_floats(np, gp, 2));
+        CHECK(!with_momentum || read_floats(nb, gb, 2));
+        for (int i = 0; i < 2; i++) {
+            const double d = g[i] + 0.1 * p[i], b = momentum * b0[i] + d;
+            CHECK_NEAR(gp[i], p[i] - 0.01 * (with_momentum ? b : d), 1e-6);
+            if (with_momentum)
+                CHECK_NEAR(gb[i], b, 1e-6);
+        }
+        wf_release(np);
+        wf_release(nb);
+    }
+    wf_array *wrong = wf_ones((int64_t[]){3}, 1, WF_DTYPE_F32), *np = NULL, *nb = NULL;
+    CHECK(wf_nn_sgd_step(0.9, 0.1, 1, &pa, &ga, &wrong, lr, &np, &nb) == WF_ERR_SHAPE);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "shapes cannot broadcast");
+    CHECK(np == NULL && nb == NULL);
+    wf_release(wrong);
+    bool fired = true;
+    for (int nth = 1; fired; nth++) {
+        wf__fault_arm(nth);
+        const wf_status st = wf_nn_sgd_step(0.9, 0.1, 1, &pa, &ga, &buf, lr, &np, &nb);
+        fired = wf__fault_fired();
+        wf__fault_arm(0);
+        if (fired) {
+            CHECK(st != WF_OK && np == NULL && nb == NULL);
+            CHECK(wf_last_error_message()[0] != '\0');
+        } else if (CHECK_OK(st)) {
+            wf_release(np);
+            wf_release(nb);
+        }
+        CHECK_OK(wf_eval(&buf, 1));
+        CHECK_EQ_INT(live_arrays(), live);
+    }
+    wf_array *ma = wf_zeros((int64_t[]){2}, 1, WF_DTYPE_F32), *step = wf_scalar(1, WF_DTYPE_F32);
+    wf_array *nm = NULL, *nv = NULL;
+    CHECK_STATUS(wf_nn_adamw_step(NULL, 1, &pa, &ga, &ma, NULL, step, lr, &np, &nm, &nv),
+                 WF_ERR_NULL_ARGUMENT);
+    CHECK_STATUS(wf_nn_adamw_step(NULL, 1, &pa, &ga, &ma, &ma, step, NULL, &np, &nm, &nv),
+                 WF_ERR_NULL_ARGUMENT);
+    CHECK_STATUS(wf_nn_sgd_step(0, 0, 1, &pa, NULL, NULL, lr, &np, NULL), WF_ERR_NULL_ARGUMENT);
+    wf_release(ma);
+    wf_release(step);
+    CHECK_NEAR(wf_nn_lr_cosine(12, 10, 10, 2.0, 0.5), 2.0, 0); /* no decay phase: the peak */
+    CHECK_NEAR(wf_nn_lr_cosine(500, 100, 10, 1.0, 0.1), 0.1, 1e-12); /* past the end: floor */
+    CHECK_NEAR(wf_nn_lr_cosine(55, 100, 10, 1.0, 0.0), 0.5, 1e-12);  /* halfway */
+    wf_release(pa);
+    wf_release(ga);
+    wf_release(buf);
+    wf_release(lr);
+}
+
 /* Regression (issue 30, found by the fault loop): releasing or replacing a
  * list entry while an open scope still held the same array took the
  * scope's reference instead of the list's, and the array leaked. */
@@ -409,6 +477,7 @@ int main(void)
     RUN_TEST(test_cross_entropy_against_reference);
     RUN_TEST(test_causal_attention);
     RUN_TEST(test_adamw_step_matches_hand_computation);
+    RUN_TEST(test_sgd_weight_decay_failures_and_schedule_edges);
     RUN_TEST(test_params_released_inside_a_scope_that_holds_them);
     wf_scope_end();
     return TEST_SUMMARY();

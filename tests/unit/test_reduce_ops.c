@@ -939,6 +939,111 @@ static void test_isa_variants_agree(void)
     free(x);
 }
 
+/* Sum, product, maximum and minimum of float32 and float64 over rows
+ * (contiguous, many short ones at once; strided) and columns, for row
+ * lengths around every lane and leaf edge, on every ISA variant the CPU
+ * runs: each equals a plain loop here (max/min exactly, a NaN in a row
+ * wins; sum/prod within rounding), and the variants agree bit for bit. */
+enum { KIND_ROWS = 19 };
+static const char *const kind_names[4] = {"sum", "prod", "max", "min"};
+
+static wf_array *kind_op(int kind, wf_array *a, int axis)
+{
+    const int ax[1] = {axis};
+    switch (kind) {
+    case 0: return wf_sum(a, ax, 1, false);
+    case 1: return wf_prod(a, ax, 1, false);
+    case 2: return wf_max(a, ax, 1, false);
+    default: return wf_min(a, ax, 1, false);
+    }
+}
+
+static double kind_ref(int kind, const double *x, int64_t n, int64_t stride)
+{
+    double acc = x[0];
+    for (int64_t i = 1; i < n; i++) {
+        const double v = x[i * stride];
+        if (isnan(v) || isnan(acc))
+            acc = kind >= 2 ? NAN : acc + v;
+        else
+            acc = kind == 0 ? acc + v : kind == 1 ? acc * v : kind == 2 ? fmax(acc, v) : fmin(acc, v);
+    }
+    return acc;
+}
+
+/* Reduces each row of x (rows x n, row-major) laid out as `layout` (0:
+ * contiguous rows; 1: stored transposed, each column reduced; 2: a
+ * transposed view, strided rows) and checks every output. */
+static void check_kinds(const double *x, int64_t n, wf_dtype dt, int layout, unsigned char **bits,
+                        size_t *nbytes)
+{
+    const int64_t shape[2] = {KIND_ROWS, n}, tshape[2] = {n, KIND_ROWS};
+    double *xt = malloc((size_t)(KIND_ROWS * n) * sizeof *xt);
+    for (int64_t r = 0; r < KIND_ROWS; r++)
+        for (int64_t c = 0; c < n; c++)
+            xt[c * KIND_ROWS + r] = x[r * n + c];
+    wf_scope_begin();
+    wf_array *in = layout == 0   ? conf_array(x, shape, 2, dt)
+                   : layout == 1 ? conf_array(xt, tshape, 2, dt)
+                                 : conf_strided(x, shape, 2, dt);
+    for (int kind = 0; kind < 4; kind++) {
+        wf_array *r = kind_op(kind, in, layout == 1 ? 0 : 1);
+        double got[KIND_ROWS];
+        if (!CHECK_OK(wf_array_copy_to(wf_astype(r, WF_DTYPE_F64), got, sizeof got)))
+            break;
+        for (int64_t row = 0; row < KIND_ROWS; row++) {
+            double want = kind_ref(kind, x + row * n, n, 1);
+            if (kind >= 2)
+                want = conf_round_to(want, dt);
+            const double tol = kind >= 2 ? 0 : (dt == WF_DTYPE_F32 ? 1e-5 : 1e-13) * (fabs(want) + n);
+            if (!CHECK_NEAR(got[row], want, tol)) {
+                printf("    %s of row %lld, length %lld, %s, layout %d\n", kind_names[kind],
+                       (long long)row, (long long)n, wf_dtype_name(dt), layout);
+                break;
+            }
+        }
+        const size_t nb = wf_array_nbytes(r);
+        unsigned char *buf = malloc(nb);
+        CHECK_OK(wf_array_copy_to(r, buf, nb));
+        if (bits[kind] == NULL) {
+            bits[kind] = buf;
+            nbytes[kind] = nb;
+        } else {
+            if (!CHECK(nb == nbytes[kind] && memcmp(buf, bits[kind], nb) == 0))
+                printf("    %s differs between ISA variants (length %lld, %s, layout %d)\n",
+                       kind_names[kind], (long long)n, wf_dtype_name(dt), layout);
+            free(buf);
+        }
+    }
+    wf_scope_end();
+    free(xt);
+}
+
+static void test_every_kind_f32_f64_every_isa(void)
+{
+    static const int64_t lengths[] = {1, 2, 3, 5, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 129, 300};
+    enum { NL = sizeof lengths / sizeof lengths[0] };
+    const int active = wf__vm_isa_active();
+    for (int li = 0; li < NL; li++) {
+        const int64_t n = lengths[li];
+        double *x = conf_values(KIND_ROWS * n, 0.8, 1.25, (uint32_t)(700 + li));
+        if (n > 4)
+            x[3 * n + n / 2] = NAN; /* row 3 */
+        for (int d = 0; d < 2; d++)
+            for (int layout = 0; layout < 3; layout++) {
+                unsigned char *bits[4] = {NULL};
+                size_t nbytes[4] = {0};
+                for (int isa = 0; isa < WF_VM_ISA_COUNT; isa++)
+                    if (wf__vm_isa_force(isa) == WF_OK)
+                        check_kinds(x, n, d ? WF_DTYPE_F64 : WF_DTYPE_F32, layout, bits, nbytes);
+                for (int k = 0; k < 4; k++)
+                    free(bits[k]);
+            }
+        free(x);
+    }
+    CHECK_OK(wf__vm_isa_force(active));
+}
+
 /* ---------------------------------------------------------------- cumsum / cumprod */
 
 static void ref_scan(bool prod, bool reverse, bool inclusive, const double *x,
@@ -1117,6 +1222,7 @@ int main(void)
     RUN_TEST(test_errors);
     RUN_TEST(test_parallel_determinism);
     RUN_TEST(test_isa_variants_agree);
+    RUN_TEST(test_every_kind_f32_f64_every_isa);
     RUN_TEST(test_short_rows_fixed_order);
     /* The conformance tests again on every other variant the CPU runs (not
      * under TSan: the variants differ in loop code, not in threading, and

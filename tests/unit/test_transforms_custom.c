@@ -448,6 +448,92 @@ static void test_checkpoint_jvp_vmap(void)
     wf_fn_release(body);
 }
 
+/* (x + 1, x * 2): two outputs. The vmap rule's kind is its payload: 0
+ * right, 1 one array too few, 2 not batched (the unbatched shape). */
+static wf_status two_outputs_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                                  size_t *nout)
+{
+    (void)payload, (void)n;
+    wf_array *one = wf_scalar(1, WF_DTYPE_F64), *two = wf_scalar(2, WF_DTYPE_F64);
+    out[0] = wf_add(in[0], one);
+    out[1] = wf_multiply(in[0], two);
+    wf_release(one);
+    wf_release(two);
+    *nout = 2;
+    return out[0] && out[1] ? WF_OK : wf_last_error();
+}
+
+static wf_status two_outputs_vmap(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                                  size_t *nout)
+{
+    const int kind = *(const int *)payload;
+    atomic_fetch_add(&vmap_calls, 1);
+    if (kind == 2) {
+        wf_array *zero = wf_scalar(0, WF_DTYPE_I32), *first = wf_take(in[0], zero, 0);
+        wf_release(zero);
+        wf_status st = two_outputs_body(NULL, &first, 1, out, nout);
+        wf_release(first);
+        return st;
+    }
+    wf_status st = two_outputs_body(NULL, in, n, out, nout);
+    if (st == WF_OK && kind == 1) {
+        wf_release(out[1]);
+        *nout = 1;
+    }
+    return st;
+}
+
+/* vmap of a two-output custom function: with a right rule both outputs are
+ * batched (the rule runs once per output used); a rule returning too few
+ * arrays or unbatched ones fails with its message; without a rule the body
+ * is mapped. Nothing is left alive in any case. */
+static void test_custom_vmap_two_outputs(void)
+{
+    const double bv[6] = {0, 1, 2, 3, -1, -2};
+    const int64_t bs[2] = {2, 3};
+    static const int kinds[3] = {0, 1, 2};
+    const char *const why[3] = {NULL, "the vmap rule returned 1 arrays, expected 2",
+                                "is not batched on axis 0"};
+    const int64_t live = wf__arrays_live();
+    for (int kind = -1; kind < 3; kind++) { /* -1: no vmap rule */
+        wf_fn *body = wf_fn_new(two_outputs_body, NULL, NULL);
+        wf_fn *rule = kind < 0 ? NULL : wf_fn_new(two_outputs_vmap, (void *)&kinds[kind], NULL);
+        wf_fn *f = wf_custom_function(body, NULL, NULL, rule);
+        wf_fn *vf = wf_vmap(f, NULL, 0, NULL, 0);
+        wf_array *xb = wf_array_from_data(bv, bs, 2, WF_DTYPE_F64);
+        wf_array *y[2] = {NULL, NULL};
+        size_t n = 2;
+        reset_counts();
+        wf_status st = wf_fn_call(vf, &xb, 1, y, &n);
+        if (kind <= 0) {
+            if (CHECK_OK(st) && CHECK_EQ_INT(n, 2)) {
+                double *a = tu_read(y[0]), *b = tu_read(y[1]);
+                for (int i = 0; a && b && i < 6; i++) {
+                    CHECK_NEAR(a[i], bv[i] + 1, 0);
+                    CHECK_NEAR(b[i], bv[i] * 2, 0);
+                }
+                CHECK(a && b);
+                free(a);
+                free(b);
+            }
+            CHECK_EQ_INT(atomic_load(&vmap_calls), kind < 0 ? 0 : 2);
+        } else {
+            CHECK(st != WF_OK && y[0] == NULL && y[1] == NULL);
+            CHECK_STR_CONTAINS(wf_last_error_message(), why[kind]);
+            wf_clear_error();
+        }
+        wf_release(y[0]);
+        wf_release(y[1]);
+        wf_release(xb);
+        wf_fn_release(vf);
+        wf_fn_release(f);
+        wf_fn_release(rule);
+        wf_fn_release(body);
+        if (!CHECK_EQ_INT(wf__arrays_live(), live))
+            printf("    arrays left alive with vmap rule kind %d\n", kind);
+    }
+}
+
 int main(void)
 {
     RUN_TEST(test_custom_rules_used);
@@ -455,5 +541,6 @@ int main(void)
     RUN_TEST(test_custom_partial_rules);
     RUN_TEST(test_checkpoint_memory);
     RUN_TEST(test_checkpoint_jvp_vmap);
+    RUN_TEST(test_custom_vmap_two_outputs);
     return TEST_SUMMARY();
 }

@@ -70,8 +70,7 @@ static wf_status collective_kernel(wf_array *out, wf_array *const *inputs, int n
     const wf_array *x = kind == WF_COLLECTIVE_RECV ? out : inputs[0];
     if (failed)
         return abandon(out, p, kind, x,
-                       wf__error(failed->error, "%s",
-                                 failed->error_message ? failed->error_message : ""));
+                       wf__error(failed->error, "%s", wf__node_failure_message(failed)));
     if (kind == WF_COLLECTIVE_RECV) { /* recv_like's input only orders the node */
         wf_status status = wf__array_alloc_output(out);
         if (status != WF_OK)
