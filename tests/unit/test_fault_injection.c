@@ -589,8 +589,8 @@ static bool same_as_baseline(const char *tag, const char *when, baseline before)
 {
     baseline after = settled_baseline(before);
     if (after.arrays == before.arrays && after.active_bytes == before.active_bytes &&
-        after.streams == before.streams && after.threads == before.threads)
-        return true;
+        after.streams == before.streams && after.threads <= before.threads)
+        return true; /* fewer threads: a worker detached by an earlier run (above) exited */
     return wf_test_fail(__FILE__, __LINE__,
                         "%s (%s): left behind: arrays %lld->%lld, bytes %zu->%zu, streams "
                         "%zu->%zu, threads %d->%d",
