@@ -595,6 +595,9 @@ static bool rows_share_l1_set(int64_t row_bytes)
  * their rows this many at a time (B's strips are then packed once per
  * group). */
 enum { GEMM_A_ROWS = 1024 };
+/* ... and at most this many bytes of them, half of a 512 KB L2 (Zen 3's):
+ * each B micro-panel reads every panel of the group in turn. */
+enum { GEMM_A_GROUP_BYTES = 256 * 1024 };
 
 /* How a tile reads its A panel: the kernel, where the panel starts and the
  * step between its k. */
@@ -686,7 +689,9 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
         return WF_OK;
     }
     const bool in_place = b_in_place(g, tk, i1 - i0);
-    const int64_t group = tile_rows * max64(1, GEMM_A_ROWS / tile_rows);
+    /* A's panels of a group stay in L2 while every B micro-panel meets them */
+    const int64_t fit = min64(GEMM_A_ROWS, GEMM_A_GROUP_BYTES / (kcb * (int64_t)es));
+    const int64_t group = tile_rows * max64(1, fit / tile_rows);
     const int64_t a_slots = ceil_div(min64(group, i1 - i0), tile_rows);
     /* In place, only a last narrower panel is packed (at the panel's slot 0). */
     const int64_t belems =
