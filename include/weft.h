@@ -803,18 +803,21 @@ wf_array *wf_matmul(wf_array *a, wf_array *b);
 wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta);
 
 /* ---- matrix factorizations and solves (mlx.core.linalg's). `a` is
- * (..., m, n): float32 or float64 (other dtypes: WF_ERR_DTYPE), rank >= 2
- * (WF_ERR_SHAPE), each matrix of the leading dims computed on its own, in
- * double precision, by weft's CPU kernels (no LAPACK). Results have a's
- * dtype. A singular matrix is not an error: inverses and solves hold
- * inf / NaN there, cholesky of a non-positive-definite matrix is all NaN
- * (a semi-definite one, singular to the dtype's rounding, gets a finite
- * factor with L L^T = a), lu keeps the zero pivot. Functions with several results write new arrays
- * to their out pointers (all NULL on failure). Gradients: inv, tri_inv,
+ * (..., m, n): float32 or float64 (eig, eigh and svd: complex64 too, as
+ * MLX; other dtypes: WF_ERR_DTYPE), rank >= 2 (WF_ERR_SHAPE), each matrix
+ * of the leading dims computed on its own by one thread (the bits do not
+ * depend on the thread count), in double precision, by weft's CPU kernels
+ * (no LAPACK). Results have a's dtype (the eigenvalues of a complex64 eigh
+ * and the singular values of a complex64 svd: float32). A singular matrix
+ * is not an error: inverses and solves hold inf / NaN there, cholesky of a
+ * non-positive-definite matrix is all NaN (a semi-definite one, singular
+ * to the dtype's rounding, gets a finite factor with L L^T = a), lu keeps
+ * the zero pivot. Functions with several results write new arrays to
+ * their out pointers (all NULL on failure). Gradients: inv, tri_inv,
  * cholesky, eigh (the last two take a as symmetric; repeated eigenvalues
  * give infinite gradients) and the solves built on them have vjp / jvp
- * rules; lu, qr and svd answer WF_ERR_UNSUPPORTED under grad / jvp. vmap
- * works for all. Thread notes: as any op. */
+ * rules; lu, qr, svd and complex64 eigh answer WF_ERR_UNSUPPORTED under
+ * grad / jvp. vmap works for all. Thread notes: as any op. */
 
 /* Inverse of square matrices (LU with partial pivoting). A matrix with an
  * exactly zero pivot fails its evaluation with WF_ERR_KERNEL ("singular"),
@@ -849,7 +852,12 @@ wf_status wf_linalg_qr(wf_array *a, wf_array **q, wf_array **r);
 /* Eigen-decomposition of symmetric matrices (Jacobi rotations), reading
  * the `upper` (UPLO "U") or lower triangle: *w (..., n) ascending
  * eigenvalues, *v (..., n, n) the eigenvectors as columns. v may be NULL
- * (eigvalsh). */
+ * (eigvalsh). complex64 a is taken as Hermitian (complex Jacobi rotations
+ * in complex double): the other triangle is the conjugate mirror of the
+ * one read and the diagonal's imaginary part is ignored (as LAPACK's
+ * heevd); *w is float32, *v complex64 with a v = v diag(w), v^H v = I and
+ * each column scaled by a unit complex factor so that its component of
+ * largest magnitude (the first on ties) is real and positive. */
 wf_status wf_linalg_eigh(wf_array *a, bool upper, wf_array **w, wf_array **v);
 /* Eigen-decomposition of general square matrices (float32, float64 or
  * complex64; Hessenberg reduction and complex shifted QR in double
@@ -861,7 +869,8 @@ wf_status wf_linalg_eigh(wf_array *a, bool upper, wf_array **w, wf_array **v);
 wf_status wf_linalg_eig(wf_array *a, wf_array **w, wf_array **v);
 /* Full SVD (one-sided Jacobi): *u (..., m, m), *s (..., k) descending,
  * *vt (..., n, n) with a = u[..., :k] diag(s) vt[..., :k, :]. u and vt may
- * both be NULL (singular values only). */
+ * both be NULL (singular values only). complex64 a (complex rotations in
+ * complex double): *u and *vt complex64 unitary (vt = V^H), *s float32. */
 wf_status wf_linalg_svd(wf_array *a, wf_array **u, wf_array **s, wf_array **vt);
 
 /* ---- the rest of MLX's matmul family. Operands convert to their promoted

@@ -2,8 +2,9 @@
 
 norm and cross are composed from weft's ops (so they differentiate like
 any composition). The factorizations run weft's own CPU kernels
-(weft.h's wf_linalg_* section): float32 and float64 inputs, batched over
-the leading dims. An exactly singular matrix makes inv, tri_inv and the
+(weft.h's wf_linalg_* section): float32 and float64 inputs (eig, eigh,
+eigvalsh and svd take complex64 too, as MLX), batched over the leading
+dims. An exactly singular matrix makes inv, tri_inv and the
 solves raise RuntimeError when evaluated (as MLX); cholesky of a
 non-positive-definite matrix gives NaN (see docs/PYTHON.md).
 """
@@ -182,7 +183,8 @@ def _as_3_vectors(x, axis):
 
 # ---------------------------------------------------------------- factorizations
 # weft's kernels (python/src/linalg.c, weft.h's wf_linalg_*): float32 or
-# float64 matrices, the leading dims a batch.
+# float64 matrices (eig, eigh and svd: complex64 too), the leading dims a
+# batch.
 
 
 def inv(a, *, stream=None):
@@ -239,12 +241,15 @@ def _uplo(UPLO):
 
 
 def eigh(a, UPLO="L", *, stream=None):
-    """(w, V) of symmetric matrices: ascending eigenvalues, eigenvectors as columns."""
+    """(w, V) of symmetric (complex64: Hermitian) matrices, reading the UPLO
+    triangle: ascending eigenvalues (float32 for complex64), eigenvectors as
+    columns (complex64 ones with their largest component real and
+    positive)."""
     return _core._linalg_eigh(a, _uplo(UPLO), stream)
 
 
 def eigvalsh(a, UPLO="L", *, stream=None):
-    """Ascending eigenvalues of symmetric matrices."""
+    """Ascending eigenvalues of symmetric (complex64: Hermitian) matrices."""
     return _core._linalg_eigvalsh(a, _uplo(UPLO), stream)
 
 
@@ -262,7 +267,8 @@ def eigvals(a, *, stream=None):
 
 def svd(a, compute_uv=True, *, stream=None):
     """Full SVD (U, S, Vt) with a = U[..., :k] diag(S) Vt[..., :k, :]; with
-    compute_uv=False the singular values S only (descending)."""
+    compute_uv=False the singular values S only (descending). complex64 a
+    gives complex64 U and Vt (Vt = V^H) and float32 S."""
     if compute_uv:
         return _core._linalg_svd(a, False, stream)
     return _core._linalg_svdvals(a, False, stream)
@@ -272,6 +278,9 @@ def pinv(a, *, stream=None):
     """Moore-Penrose pseudo-inverse from the SVD; singular values below
     max(m, n) * eps * the largest count as zero."""
     a = a if isinstance(a, _mx.array) else _mx.array(a)
+    if _mx.issubdtype(a.dtype, _mx.complexfloating):  # as MLX, though svd takes them
+        raise ValueError("[linalg::pinv] Arrays must have type float32 or float64. "
+                         f"Received array with type {a.dtype}.")
     with _mx.stream(stream) if stream is not None else _nullcontext():
         U, S, Vt = svd(a)
         m, n = a.shape[-2], a.shape[-1]

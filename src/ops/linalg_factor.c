@@ -190,6 +190,17 @@ wf_status wf_linalg_qr(wf_array *a, wf_array **q, wf_array **r)
     return wf__array_publish_all(results, outs, 2);
 }
 
+/* x's real part when `complex_real` (complex64 eigh's eigenvalues, svd's
+ * S: stored complex in the packed node, real by construction). */
+static wf_array *real_if(wf_array *x, bool complex_real)
+{
+    if (!x || !complex_real)
+        return x;
+    wf_array *r = wf__op_real(x);
+    wf__array_release(x);
+    return r;
+}
+
 /* eigh's and eig's parts: the eigenvalues in row 0 of the packed node,
  * the eigenvectors (when v is given) below. */
 static wf_status eigen_parts(int kind, wf_array *a, bool upper, wf_array **w, wf_array **v)
@@ -198,7 +209,8 @@ static wf_status eigen_parts(int kind, wf_array *a, bool upper, wf_array **w, wf
     wf_array *results[2] = {NULL, NULL};
     if (packed) {
         const int64_t n = cols_of(a);
-        results[0] = part(packed, 0, 1, 0, n, true);
+        const bool hermitian = kind == WF_FACTOR_EIGH && a->dtype == WF_DTYPE_C64;
+        results[0] = real_if(part(packed, 0, 1, 0, n, true), hermitian);
         results[1] = v ? part(packed, 1, n + 1, 0, n, false) : NULL;
     }
     wf__array_release(packed);
@@ -231,7 +243,7 @@ wf_status wf_linalg_svd(wf_array *a, wf_array **u, wf_array **s, wf_array **vt)
     if (packed) {
         const int64_t m = rows_of(a), n = cols_of(a), k = m < n ? m : n;
         results[0] = u ? part(packed, 0, m, 0, m, false) : NULL;
-        results[1] = part(packed, m, m + 1, 0, k, true);
+        results[1] = real_if(part(packed, m, m + 1, 0, k, true), a->dtype == WF_DTYPE_C64);
         results[2] = vt ? part(packed, m + 1, m + 1 + n, 0, n, false) : NULL;
     }
     wf__array_release(packed);

@@ -26,10 +26,13 @@ wf_status wf__factor_check(const char *op, int kind, wf_dtype dtype, int ndim,
     if (ndim < 2)
         return wf__error(WF_ERR_SHAPE, "%s: a must have at least 2 dims (got rank %d)", op,
                          ndim);
-    const bool complex_ok = kind == WF_FACTOR_EIG && dtype == WF_DTYPE_C64;
-    if (dtype != WF_DTYPE_F32 && dtype != WF_DTYPE_F64 && !complex_ok)
-        return wf__error(WF_ERR_DTYPE, "%s: a must be float32 or float64%s (got %s)", op,
-                         kind == WF_FACTOR_EIG ? " or complex64" : "", wf_dtype_name(dtype));
+    const bool takes_complex =
+        kind == WF_FACTOR_EIG || kind == WF_FACTOR_EIGH || kind == WF_FACTOR_SVD;
+    if (dtype != WF_DTYPE_F32 && dtype != WF_DTYPE_F64 &&
+        !(takes_complex && dtype == WF_DTYPE_C64))
+        return wf__error(WF_ERR_DTYPE, "%s: a must be %s (got %s)", op,
+                         takes_complex ? "float32, float64 or complex64" : "float32 or float64",
+                         wf_dtype_name(dtype));
     const int64_t m = shape[ndim - 2], n = shape[ndim - 1];
     if (needs_square(kind) && m != n)
         return wf__error(WF_ERR_SHAPE, "%s: a must hold square matrices (got %lld x %lld)", op,

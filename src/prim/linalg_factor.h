@@ -2,8 +2,9 @@
  * Matrix factorizations and inverses (weft.h's wf_linalg_* section).
  * Internal.
  *
- * Each primitive takes one input a (..., m, n), float32 or float64, and
- * computes every matrix of the leading (batch) dims on its own. Results
+ * Each primitive takes one input a (..., m, n), float32 or float64 (eig,
+ * eigh and svd: complex64 too), and computes every matrix of the leading
+ * (batch) dims on its own. Results
  * with several parts are packed into one output of a's dtype that the ops
  * slice (so each primitive has one output and one kernel run):
  *   cholesky, inv, tri_inv  (..., n, n)         the result itself
@@ -19,6 +20,9 @@
  *   svd                     (..., m + 1 + n, max(m, n)): U (m, m) in rows
  *                           [0, m), S (k, descending) in row m, Vt (n, n)
  *                           in rows [m + 1, m + 1 + n)
+ *                           (complex64 eigh and svd: the eigenvalues and S
+ *                           are stored with a zero imaginary part, the op
+ *                           takes their real part)
  *   eig                     (..., n + 1, n) complex64 (a may be complex64
  *                           too): row 0 the eigenvalues, rows [1, n + 1)
  *                           the eigenvectors as columns
@@ -67,8 +71,9 @@ extern const wf_prim_def wf__prim_linalg_eig;
 const wf_prim_def *wf__factor_prim(int kind);
 /* The public op's name of `kind` ("wf_linalg_qr"), for messages. */
 const char *wf__factor_op_name(int kind);
-/* Checks a's description for `kind` (rank >= 2, float32 / float64 (eig:
- * complex64 too), square where the kind needs it), recording the error naming `op`. */
+/* Checks a's description for `kind` (rank >= 2, float32 / float64 (eig,
+ * eigh, svd: complex64 too), square where the kind needs it), recording
+ * the error naming `op`. */
 wf_status wf__factor_check(const char *op, int kind, wf_dtype dtype, int ndim,
                            const int64_t *shape);
 

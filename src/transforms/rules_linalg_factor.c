@@ -13,7 +13,9 @@
  * diagonal, 0 on it:
  *   eigh      dA = sym(V (diag(w_bar) + F o (V^T V_bar)) V^T)
  *             dw = diag(V^T dA V),  dV = V (F o (V^T dA V))
- * (repeated eigenvalues make F infinite, as in JAX and MLX). The packed
+ * (repeated eigenvalues make F infinite, as in JAX and MLX). These are
+ * real rules: complex64 (Hermitian) eigh has none (it answers
+ * WF_ERR_UNSUPPORTED, as MLX refuses eigh's vjp for complex). The packed
  * lu, qr, svd and eig nodes have no derivative rules yet (each answers
  * WF_ERR_UNSUPPORTED naming the primitive).
  */
@@ -105,10 +107,24 @@ static wf_status unsupported(wf_array *node, const char *what)
                      wf__factor_op_name(params_of(node)->kind), node->prim->name, what);
 }
 
+static bool is_complex_eigh(wf_array *node)
+{
+    return params_of(node)->kind == WF_FACTOR_EIGH && node->dtype == WF_DTYPE_C64;
+}
+
+static wf_status complex_eigh_unsupported(const char *what)
+{
+    return wf__error(WF_ERR_UNSUPPORTED, "wf_linalg_eigh: complex64 (Hermitian) eigh has no %s "
+                                         "rule; only float32 and float64 eigh differentiate",
+                     what);
+}
+
 static wf_status vjp_factor(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
 {
     if (!wanted[0])
         return WF_OK;
+    if (is_complex_eigh(node))
+        return complex_eigh_unsupported("vjp");
     const wf_factor_params *p = params_of(node);
     wf_array *g = NULL;
     switch (p->kind) {
@@ -139,6 +155,8 @@ static wf_status vjp_factor(wf_array *node, wf_array *ct, const bool *wanted, wf
 
 static wf_status jvp_factor(wf_array *node, wf_array *const *t, wf_array **out)
 {
+    if (is_complex_eigh(node))
+        return complex_eigh_unsupported("jvp");
     const wf_factor_params *p = params_of(node);
     wf_array *d = NULL;
     switch (p->kind) {

@@ -1,8 +1,10 @@
 """weft.linalg against np.linalg: norm (every ord, axis, keepdims),
 cross, and the factorizations (inv, tri_inv, cholesky, cholesky_inv,
 solve, solve_triangular, lu, lu_factor, qr, eigh, eigvalsh, svd, pinv) in
-float32 and float64, batched; errors (ValueError); gradients of norm, inv,
-solve, solve_triangular, cholesky and eigh against finite differences."""
+float32 and float64, batched; complex64 eigh, eigvalsh and svd against
+NumPy (values; vectors through reconstruction) and MLX where installed;
+errors (ValueError); gradients of norm, inv, solve, solve_triangular,
+cholesky and eigh against finite differences."""
 import itertools
 import math
 
@@ -306,7 +308,7 @@ def test_errors(fn):
         f(arr(1.0))  # 0-d
     with pytest.raises(ValueError):
         f(arr([1.0, 2.0]))  # 1-d
-    with pytest.raises(ValueError, match="float32 or float64"):
+    with pytest.raises(ValueError, match="float32(,| or) float64"):
         f(arr([[1, 0], [0, 1]]))  # integer
     if fn not in ("qr", "lu", "svd"):
         with pytest.raises(ValueError, match="square"):
@@ -369,3 +371,122 @@ def test_semidefinite_cholesky():
     L = np.array(mx.linalg.cholesky(arr(a)))
     assert np.isfinite(L).all()
     np.testing.assert_allclose(L @ L.T, a, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------ complex64 eigh, svd
+
+
+def complex_normal(shape):
+    return (RNG.standard_normal(shape) + 1j * RNG.standard_normal(shape)).astype(np.complex64)
+
+
+def hermitian_of(a, uplo):
+    """The Hermitian matrix eigh reads from a's UPLO triangle."""
+    tri = np.tril(a, -1) if uplo == "L" else np.triu(a, 1)
+    diag = np.real(np.diagonal(a, axis1=-2, axis2=-1))
+    return tri + np.conj(np.swapaxes(tri, -1, -2)) + diag[..., None] * np.eye(a.shape[-1])
+
+
+def assert_unitary_columns(x, atol=1e-5):
+    eye = np.broadcast_to(np.eye(x.shape[-1]), x.shape[:-2] + (x.shape[-1],) * 2)
+    np.testing.assert_allclose(np.conj(np.swapaxes(x, -1, -2)) @ x, eye, atol=atol)
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_complex_eigh_against_numpy(uplo):
+    a = complex_normal((3, 6, 6))  # not Hermitian: one triangle read, the diagonal's real part
+    w, v = mx.linalg.eigh(arr(a), UPLO=uplo)
+    assert w.dtype == mx.float32 and v.dtype == mx.complex64
+    assert w.shape == (3, 6) and v.shape == (3, 6, 6)
+    w, v = np.array(w), np.array(v)
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(a, UPLO=uplo), atol=1e-4)
+    np.testing.assert_array_equal(np.array(mx.linalg.eigvalsh(arr(a), UPLO=uplo)), w)
+    np.testing.assert_allclose(hermitian_of(a, uplo) @ v, v * w[..., None, :], atol=1e-4)
+    assert_unitary_columns(v)
+    largest = np.take_along_axis(v, np.argmax(np.abs(v), axis=-2)[..., None, :], axis=-2)
+    assert (largest.imag == 0).all() and (largest.real > 0).all()  # the phase convention
+
+
+def test_complex_eigh_known_and_repeated_spectrum():
+    q, _ = np.linalg.qr(complex_normal((5, 5)).astype(np.complex128))
+    for spectrum in ([-3.0, -1.0, 0.5, 2.0, 4.0], [1.0, 1.0, 1.0, -2.0, -2.0]):
+        a = ((q * np.array(spectrum)) @ q.conj().T).astype(np.complex64)
+        w, v = mx.linalg.eigh(arr(a))
+        np.testing.assert_allclose(np.array(w), np.sort(spectrum), atol=1e-5)
+        v = np.array(v)
+        np.testing.assert_allclose(a @ v, v * np.array(w)[None, :], atol=1e-5)
+        assert_unitary_columns(v)
+    w, v = mx.linalg.eigh(mx.array(np.array([[2 + 5j]], np.complex64)))
+    assert np.array(w).tolist() == [2.0] and np.array(v).tolist() == [[1 + 0j]]
+    w, v = mx.linalg.eigh(mx.zeros((0, 3, 3), dtype=mx.complex64))
+    assert w.shape == (0, 3) and w.dtype == mx.float32 and v.shape == (0, 3, 3)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (6, 3), (3, 6), (2, 4, 3), (1, 5), (0, 3), (3, 0),
+                                   (0, 2, 2)])
+def test_complex_svd_against_numpy(shape):
+    a = complex_normal(shape)
+    U, S, Vt = mx.linalg.svd(arr(a))
+    Un, Sn, Vtn = np.linalg.svd(a)
+    assert U.shape == Un.shape and S.shape == Sn.shape and Vt.shape == Vtn.shape
+    assert U.dtype == mx.complex64 and S.dtype == mx.float32 and Vt.dtype == mx.complex64
+    S_only = mx.linalg.svd(arr(a), compute_uv=False)
+    assert S_only.dtype == mx.float32
+    U, S, Vt = np.array(U), np.array(S), np.array(Vt)
+    np.testing.assert_allclose(S, Sn, atol=1e-4)
+    np.testing.assert_array_equal(np.array(S_only), S)
+    k = min(shape[-2:])
+    np.testing.assert_allclose((U[..., :k] * S[..., None, :]) @ Vt[..., :k, :], a, atol=1e-4)
+    assert_unitary_columns(U)
+    assert_unitary_columns(np.conj(np.swapaxes(Vt, -1, -2)))
+
+
+def test_complex_svd_rank_deficient():
+    x, y = complex_normal((5, 2)), complex_normal((4, 2))
+    a = (x @ y.conj().T).astype(np.complex64)  # rank 2
+    U, S, Vt = (np.array(t) for t in mx.linalg.svd(arr(a)))
+    np.testing.assert_allclose(S, np.linalg.svd(a, compute_uv=False), atol=1e-4)
+    assert S[2:].max() < 1e-4 * S[0]
+    np.testing.assert_allclose((U[:, :4] * S) @ Vt, a, atol=1e-4)
+    assert_unitary_columns(U)
+    assert_unitary_columns(Vt.conj().T)
+
+
+def test_complex_vmap_norm_pinv_and_no_gradient():
+    a = complex_normal((4, 3, 3))
+    got = mx.vmap(mx.linalg.eigvalsh, in_axes=1)(arr(np.swapaxes(a, 0, 1)))
+    np.testing.assert_array_equal(np.array(got), np.array(mx.linalg.eigvalsh(arr(a))))
+    got = mx.vmap(lambda x: mx.linalg.svd(x, compute_uv=False))(arr(a))
+    np.testing.assert_allclose(np.array(got), np.linalg.svd(a, compute_uv=False), atol=1e-4)
+    for o in (2, -2, "nuc"):  # NumPy's (float) values from the complex SVD
+        np.testing.assert_allclose(np.array(mx.linalg.norm(arr(a[0]), ord=o)),
+                                   np.linalg.norm(a[0], ord=o), rtol=1e-5)
+    with pytest.raises(ValueError, match="pinv"):
+        mx.linalg.pinv(arr(a))  # MLX rejects complex pinv
+    with pytest.raises(NotImplementedError, match="complex64"):
+        mx.grad(lambda x: mx.linalg.eigvalsh(x.astype(mx.complex64)).sum())(arr(a.real))
+
+
+def _dtype_name(d):
+    return str(d).rsplit(".", 1)[-1]
+
+
+def test_complex_eigh_svd_match_mlx():
+    mlx = pytest.importorskip("mlx.core")
+    a = complex_normal((2, 5, 5))
+    for uplo in ("L", "U"):
+        got = mx.linalg.eigh(arr(a), UPLO=uplo)
+        want = mlx.linalg.eigh(mlx.array(a), UPLO=uplo, stream=mlx.cpu)
+        for g, m in zip(got, want):
+            assert _dtype_name(g.dtype) == _dtype_name(m.dtype) and g.shape == tuple(m.shape)
+        np.testing.assert_allclose(np.array(got[0]), np.array(want[0]), atol=1e-4)
+    for shape in ((5, 3), (3, 5)):
+        b = complex_normal(shape)
+        got = mx.linalg.svd(arr(b))
+        want = mlx.linalg.svd(mlx.array(b), stream=mlx.cpu)
+        for g, m in zip(got, want):
+            assert _dtype_name(g.dtype) == _dtype_name(m.dtype) and g.shape == tuple(m.shape)
+        np.testing.assert_allclose(np.array(got[1]), np.array(want[1]), atol=1e-4)
+        s_only = mlx.linalg.svd(mlx.array(b), compute_uv=False, stream=mlx.cpu)
+        assert _dtype_name(mx.linalg.svd(arr(b), compute_uv=False).dtype) == \
+            _dtype_name(s_only.dtype)

@@ -7,7 +7,11 @@
  * float64, strided inputs, 1 x 1, empty batches and empty matrices,
  * ill-conditioned and singular matrices, errors; vjp / jvp of inv, tri_inv,
  * cholesky and eigh against finite differences; vmap against per-example
- * results.
+ * results. complex64 eigh and SVD: Q diag(w) Q^H with random unitary Q
+ * (known, repeated spectra), H V = V diag(w), V^H V = I, the phase
+ * convention, the triangle read (UPLO; NaN in the other one), U diag(S) Vt
+ * with unitary U, Vt (tall, wide, square, rank-deficient), vmap, refused
+ * derivatives, batch-invariant bits, errors.
  */
 #include <complex.h>
 #include <math.h>
@@ -965,6 +969,496 @@ static void test_transforms(void)
     wf_scope_end();
 }
 
+/* ---------------------------------------------------------------- complex eigh, svd */
+
+typedef double _Complex zdouble;
+
+/* A complex64 array of the complex doubles v. */
+static wf_array *make_complex(const zdouble *v, const int64_t *shape, int ndim)
+{
+    const int64_t count = conf_size(shape, ndim);
+    float *host = malloc((size_t)(2 * count + 2) * sizeof *host);
+    for (int64_t i = 0; i < count; i++) {
+        host[2 * i] = (float)creal(v[i]);
+        host[2 * i + 1] = (float)cimag(v[i]);
+    }
+    wf_array *x = wf_array_from_data(host, shape, ndim, WF_DTYPE_C64);
+    free(host);
+    return x;
+}
+
+/* count complex values, each part in [-1, 1), rounded to float32 (what
+ * the complex64 input holds, so references use the same values). */
+static zdouble *random_complex(int64_t count, uint32_t seed)
+{
+    zdouble *v = malloc((size_t)(count + 1) * sizeof *v);
+    for (int64_t i = 0; i < count; i++) {
+        const double re = noise(&seed);
+        v[i] = (float)re + (float)noise(&seed) * _Complex_I;
+    }
+    return v;
+}
+
+/* A random n x n unitary q: Gram-Schmidt on a random matrix's columns. */
+static void random_unitary(zdouble *q, int64_t n, uint32_t seed)
+{
+    zdouble *g = random_complex(n * n, seed);
+    for (int64_t j = 0; j < n; j++) {
+        for (int64_t i = 0; i < n; i++)
+            q[i * n + j] = g[i * n + j];
+        for (int pass = 0; pass < 2; pass++)
+            for (int64_t c = 0; c < j; c++) {
+                zdouble dot = 0.0;
+                for (int64_t i = 0; i < n; i++)
+                    dot += conj(q[i * n + c]) * q[i * n + j];
+                for (int64_t i = 0; i < n; i++)
+                    q[i * n + j] -= dot * q[i * n + c];
+            }
+        double norm2 = 0.0;
+        for (int64_t i = 0; i < n; i++)
+            norm2 += cabs(q[i * n + j]) * cabs(q[i * n + j]);
+        for (int64_t i = 0; i < n; i++)
+            q[i * n + j] /= sqrt(norm2);
+    }
+    free(g);
+}
+
+/* a = q diag(w) q^H (n x n). */
+static void with_spectrum(const zdouble *q, const double *w, int64_t n, zdouble *a)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            zdouble s = 0.0;
+            for (int64_t c = 0; c < n; c++)
+                s += q[i * n + c] * w[c] * conj(q[j * n + c]);
+            a[i * n + j] = s;
+        }
+}
+
+/* The Hermitian matrix eigh reads from a's `upper` (else lower) triangle:
+ * the other triangle the conjugate mirror, the diagonal's real part. */
+static void hermitian_of(const zdouble *a, int64_t n, bool upper, zdouble *h)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            const bool read = i == j || (upper ? j > i : j < i);
+            h[i * n + j] = i == j ? creal(a[i * n + i]) : read ? a[i * n + j] : conj(a[j * n + i]);
+        }
+}
+
+/* max |x^H x - I| over the c columns of the r x c x (row stride `stride`). */
+static double unitary_error(const zdouble *x, int64_t r, int64_t c, int64_t stride)
+{
+    double e = 0.0;
+    for (int64_t p = 0; p < c; p++)
+        for (int64_t q = 0; q < c; q++) {
+            zdouble s = 0.0;
+            for (int64_t i = 0; i < r; i++)
+                s += conj(x[i * stride + p]) * x[i * stride + q];
+            e = fmax(e, cabs(s - (p == q ? 1.0 : 0.0)));
+        }
+    return e;
+}
+
+/* Checks complex64 eigh of the batch of n x n a (Hermitian or not; the
+ * `upper` / lower triangle is what counts): float32 ascending w, complex64
+ * v with H v = v diag(w), v^H v = I, each column's largest component real
+ * and positive, eigvalsh the same w; with `spectrum` (batch x n,
+ * ascending) the eigenvalues against it. */
+static void check_eigh_complex(const zdouble *a, int64_t batch, int64_t n, bool upper,
+                               const double *spectrum)
+{
+    wf_scope_begin();
+    const int64_t shape[3] = {batch, n, n};
+    wf_array *x = make_complex(a, shape, 3);
+    wf_array *w = NULL, *v = NULL, *w_only = NULL;
+    CHECK_OK(wf_linalg_eigh(x, upper, &w, &v));
+    CHECK_OK(wf_linalg_eigh(x, upper, &w_only, NULL));
+    if (!CHECK_NOT_NULL(w) || !CHECK_NOT_NULL(v) || !CHECK_NOT_NULL(w_only)) {
+        wf_scope_end();
+        return;
+    }
+    CHECK(wf_array_dtype(w) == WF_DTYPE_F32 && wf_array_ndim(w) == 2 &&
+          wf_array_dim(w, 0) == batch && wf_array_dim(w, 1) == n);
+    CHECK(wf_array_ndim(v) == 3 && wf_array_dim(v, 1) == n && wf_array_dim(v, 2) == n);
+    double *wv = conf_read(w), *wo = conf_read(w_only);
+    zdouble *vv = read_complex(v, batch * n * n);
+    zdouble *h = malloc((size_t)(n * n + 1) * sizeof *h);
+    double residual = 0.0, unitary = 0.0, phase = 0.0, values = 0.0;
+    for (int64_t t = 0; CHECK_NOT_NULL(vv) && t < batch; t++) {
+        const zdouble *vt = vv + t * n * n;
+        const double *wt = wv + t * n;
+        hermitian_of(a + t * n * n, n, upper, h);
+        double scale = 1.0;
+        for (int64_t i = 0; i < n * n; i++)
+            scale = fmax(scale, cabs(h[i]));
+        for (int64_t k = 0; k < n; k++) {
+            CHECK(k == 0 || wt[k - 1] <= wt[k]);
+            CHECK(wo[t * n + k] == wt[k]);
+            if (spectrum)
+                values = fmax(values, fabs(wt[k] - spectrum[t * n + k]) / scale);
+            double largest = -1.0;
+            zdouble biggest = 0.0;
+            for (int64_t i = 0; i < n; i++) {
+                zdouble hv = 0.0;
+                for (int64_t j = 0; j < n; j++)
+                    hv += h[i * n + j] * vt[j * n + k];
+                residual = fmax(residual, cabs(hv - wt[k] * vt[i * n + k]) / scale);
+                if (cabs(vt[i * n + k]) > largest + 1e-6) {
+                    largest = cabs(vt[i * n + k]);
+                    biggest = vt[i * n + k];
+                }
+            }
+            phase = fmax(phase, fabs(cimag(biggest)) + (creal(biggest) > 0 ? 0.0 : 1.0));
+        }
+        unitary = fmax(unitary, unitary_error(vt, n, n, n));
+    }
+    const double tol = 1e-5 * (double)(n > 4 ? n : 4);
+    if (!CHECK(residual <= tol && unitary <= tol && phase <= 1e-6 && values <= tol))
+        printf("    complex eigh n=%lld upper=%d: |HV - VW| %.3g, |V^H V - I| %.3g, phase %.3g, "
+               "spectrum %.3g\n",
+               (long long)n, upper, residual, unitary, phase, values);
+    free(h);
+    free(vv);
+    free(wv);
+    free(wo);
+    wf_scope_end();
+}
+
+/* batch matrices q diag(w) q^H with random unitary q and the ascending w
+ * given (or random when w is NULL), checked against w. */
+static void check_eigh_spectrum(int64_t batch, int64_t n, const double *given, bool upper)
+{
+    zdouble *a = malloc((size_t)(batch * n * n + 1) * sizeof *a);
+    zdouble *q = malloc((size_t)(n * n + 1) * sizeof *q);
+    double *w = malloc((size_t)(batch * n + 1) * sizeof *w);
+    uint32_t seed = (uint32_t)(n * 3 + upper);
+    for (int64_t t = 0; t < batch; t++) {
+        for (int64_t k = 0; k < n; k++)
+            w[t * n + k] = given ? given[k] : 4.0 * noise(&seed);
+        for (int64_t k = 1; k < n; k++) /* insertion sort: n is small */
+            for (int64_t j = k; j > 0 && w[t * n + j - 1] > w[t * n + j]; j--) {
+                const double tmp = w[t * n + j];
+                w[t * n + j] = w[t * n + j - 1];
+                w[t * n + j - 1] = tmp;
+            }
+        random_unitary(q, n, seed + (uint32_t)t);
+        with_spectrum(q, w + t * n, n, a + t * n * n);
+        for (int64_t i = 0; i < n * n; i++) /* the values the complex64 input holds */
+            a[t * n * n + i] = (float)creal(a[t * n * n + i]) +
+                               (float)cimag(a[t * n * n + i]) * _Complex_I;
+    }
+    check_eigh_complex(a, batch, n, upper, w);
+    free(w);
+    free(q);
+    free(a);
+}
+
+static void test_eigh_complex(void)
+{
+    const int64_t sizes[] = {1, 2, 3, 5, 8, BIG / 4};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int upper = 0; upper < 2; upper++)
+            check_eigh_spectrum(3, sizes[s], NULL, upper);
+    const double repeated[6] = {-2, -2, 1, 1, 1, 3}, all_equal[4] = {0.5, 0.5, 0.5, 0.5};
+    check_eigh_spectrum(2, 6, repeated, false);
+    check_eigh_spectrum(1, 4, all_equal, true);
+    /* a non-Hermitian input (the diagonal with an imaginary part too): only
+     * the chosen triangle counts; NaN in the other one changes nothing */
+    for (int upper = 0; upper < 2; upper++) {
+        const int64_t n = 5;
+        zdouble *a = random_complex(2 * n * n, (uint32_t)(31 + upper));
+        check_eigh_complex(a, 2, n, upper, NULL);
+        for (int64_t t = 0; t < 2; t++)
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < n; j++)
+                    if (upper ? j < i : j > i)
+                        a[t * n * n + i * n + j] = NAN;
+        check_eigh_complex(a, 2, n, upper, NULL);
+        free(a);
+    }
+    /* 1 x 1: the real part and the vector 1 */
+    wf_scope_begin();
+    const zdouble one[1] = {2.5 + 7.0 * _Complex_I};
+    const int64_t s11[2] = {1, 1};
+    wf_array *w = NULL, *v = NULL;
+    if (CHECK_OK(wf_linalg_eigh(make_complex(one, s11, 2), false, &w, &v))) {
+        double *wv = conf_read(w);
+        zdouble *vv = read_complex(v, 1);
+        CHECK(wv && vv && wv[0] == 2.5 && vv[0] == 1.0);
+        free(wv);
+        free(vv);
+    }
+    /* a real matrix held as complex64: the float64 path's eigenvalues */
+    const double sym[9] = {2, -1, 0.5, -1, 3, 0.25, 0.5, 0.25, -1};
+    const zdouble sym_c[9] = {2, -1, 0.5, -1, 3, 0.25, 0.5, 0.25, -1};
+    const int64_t s33[2] = {3, 3};
+    wf_array *wr = NULL, *wc = NULL;
+    CHECK_OK(wf_linalg_eigh(make(sym, s33, 2, WF_DTYPE_F64), false, &wr, NULL));
+    CHECK_OK(wf_linalg_eigh(make_complex(sym_c, s33, 2), false, &wc, NULL));
+    double *r = wr ? conf_read(wr) : NULL, *c = wc ? conf_read(wc) : NULL;
+    if (CHECK_NOT_NULL(r) && CHECK_NOT_NULL(c))
+        for (int i = 0; i < 3; i++)
+            CHECK_NEAR(c[i], r[i], 1e-6);
+    free(r);
+    free(c);
+    /* empty batches and empty matrices */
+    const int64_t e0[3] = {0, 3, 3}, e1[3] = {2, 0, 0};
+    CHECK_OK(wf_linalg_eigh(wf_zeros(e0, 3, WF_DTYPE_C64), true, &w, &v));
+    CHECK(wf_array_dtype(w) == WF_DTYPE_F32 && wf_array_dim(w, 0) == 0 &&
+          wf_array_dim(w, 1) == 3 && wf_array_dtype(v) == WF_DTYPE_C64 &&
+          wf_array_dim(v, 2) == 3 && wf_eval(&v, 1) == WF_OK);
+    CHECK_OK(wf_linalg_eigh(wf_zeros(e1, 3, WF_DTYPE_C64), false, &w, &v));
+    CHECK(wf_array_dim(w, 0) == 2 && wf_array_dim(w, 1) == 0 && wf_eval(&w, 1) == WF_OK);
+    wf_scope_end();
+}
+
+/* Checks the complex64 SVD of the batch of m x n a: complex64 U (m, m)
+ * and Vt (n, n) unitary, float32 S (k) descending and non-negative, a =
+ * U[:, :k] diag(S) Vt[:k, :], svdvals the same S; with `singular` (k per
+ * matrix, descending) S against it. */
+static void check_svd_complex(const zdouble *a, int64_t batch, int64_t m, int64_t n,
+                              const double *singular)
+{
+    wf_scope_begin();
+    const int64_t k = m < n ? m : n, shape[3] = {batch, m, n};
+    wf_array *x = make_complex(a, shape, 3);
+    wf_array *u = NULL, *s = NULL, *vt = NULL, *s_only = NULL;
+    if (!CHECK_OK(wf_linalg_svd(x, &u, &s, &vt)) ||
+        !CHECK_OK(wf_linalg_svd(x, NULL, &s_only, NULL))) {
+        wf_scope_end();
+        return;
+    }
+    CHECK(wf_array_dtype(u) == WF_DTYPE_C64 && wf_array_dim(u, 1) == m &&
+          wf_array_dim(u, 2) == m);
+    CHECK(wf_array_dtype(s) == WF_DTYPE_F32 && wf_array_ndim(s) == 2 && wf_array_dim(s, 1) == k);
+    CHECK(wf_array_dtype(vt) == WF_DTYPE_C64 && wf_array_dim(vt, 1) == n &&
+          wf_array_dim(vt, 2) == n);
+    CHECK(wf_array_dtype(s_only) == WF_DTYPE_F32);
+    zdouble *uv = read_complex(u, batch * m * m), *vv = read_complex(vt, batch * n * n);
+    double *sv = conf_read(s), *so = conf_read(s_only);
+    double rebuild = 0.0, unitary = 0.0, values = 0.0;
+    for (int64_t t = 0; CHECK_NOT_NULL(uv) && CHECK_NOT_NULL(vv) && t < batch; t++) {
+        const zdouble *ut = uv + t * m * m, *vtt = vv + t * n * n, *at = a + t * m * n;
+        const double *st = sv + t * k;
+        double scale = 1.0;
+        for (int64_t i = 0; i < m * n; i++)
+            scale = fmax(scale, cabs(at[i]));
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                zdouble acc = 0.0;
+                for (int64_t c = 0; c < k; c++)
+                    acc += ut[i * m + c] * st[c] * vtt[c * n + j];
+                rebuild = fmax(rebuild, cabs(acc - at[i * n + j]) / scale);
+            }
+        for (int64_t c = 0; c < k; c++) {
+            CHECK(st[c] >= 0 && (c == 0 || st[c - 1] >= st[c]));
+            CHECK(so[t * k + c] == st[c]);
+            if (singular)
+                values = fmax(values, fabs(st[c] - singular[t * k + c]) / scale);
+        }
+        unitary = fmax(unitary, unitary_error(ut, m, m, m));
+        zdouble *v = malloc((size_t)(n * n + 1) * sizeof *v); /* Vt^H: V's columns */
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < n; j++)
+                v[i * n + j] = conj(vtt[j * n + i]);
+        unitary = fmax(unitary, unitary_error(v, n, n, n));
+        free(v);
+    }
+    const double wide = (double)(m > n ? m : n), tol = 1e-5 * (wide > 4 ? wide : 4);
+    if (!CHECK(rebuild <= tol && unitary <= tol && values <= tol))
+        printf("    complex svd %lldx%lld: |USVt - a| %.3g, unitary %.3g, values %.3g\n",
+               (long long)m, (long long)n, rebuild, unitary, values);
+    free(uv);
+    free(vv);
+    free(sv);
+    free(so);
+    wf_scope_end();
+}
+
+/* a = p[:, :r] diag(sigma) q[:, :r]^H with random unitary p (m x m), q
+ * (n x n) and sigma (r = rank of them, descending), the rest of the k
+ * singular values zero. */
+static void check_svd_known(int64_t batch, int64_t m, int64_t n, int64_t rank)
+{
+    const int64_t k = m < n ? m : n;
+    zdouble *a = malloc((size_t)(batch * m * n + 1) * sizeof *a);
+    zdouble *p = malloc((size_t)(m * m + 1) * sizeof *p), *q = malloc((size_t)(n * n + 1) * sizeof *q);
+    double *sigma = malloc((size_t)(batch * k + 1) * sizeof *sigma);
+    for (int64_t t = 0; t < batch; t++) {
+        random_unitary(p, m, (uint32_t)(m * 7 + t));
+        random_unitary(q, n, (uint32_t)(n * 11 + t + 5));
+        for (int64_t c = 0; c < k; c++)
+            sigma[t * k + c] = c < rank ? 3.0 - (double)c * 2.5 / (double)(rank > 1 ? rank : 1) : 0.0;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                zdouble s = 0.0;
+                for (int64_t c = 0; c < rank; c++)
+                    s += p[i * m + c] * sigma[t * k + c] * conj(q[j * n + c]);
+                a[t * m * n + i * n + j] = (float)creal(s) + (float)cimag(s) * _Complex_I;
+            }
+    }
+    check_svd_complex(a, batch, m, n, sigma);
+    free(sigma);
+    free(q);
+    free(p);
+    free(a);
+}
+
+static void test_svd_complex(void)
+{
+    const int64_t sizes[][2] = {{1, 1}, {3, 3}, {4, 3}, {3, 4}, {6, 2}, {2, 6}, {1, 4}, {5, 1}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const int64_t m = sizes[i][0], n = sizes[i][1], k = m < n ? m : n;
+        zdouble *a = random_complex(3 * m * n, (uint32_t)(m * 17 + n));
+        check_svd_complex(a, 3, m, n, NULL);
+        free(a);
+        check_svd_known(2, m, n, k);
+        if (k > 1)
+            check_svd_known(2, m, n, k - 1); /* rank-deficient */
+    }
+    check_svd_known(1, 6, 6, 1);
+    check_svd_known(1, BIG / 2, BIG / 3, BIG / 3);
+    check_svd_known(1, BIG / 3, BIG / 2, 2);
+    zdouble zero[6] = {0};
+    check_svd_complex(zero, 1, 2, 3, NULL);
+    /* empty batches; U and Vt identities with one side zero */
+    wf_scope_begin();
+    const int64_t e0[3] = {0, 3, 2}, e1[2] = {0, 4};
+    wf_array *u = NULL, *s = NULL, *vt = NULL;
+    CHECK_OK(wf_linalg_svd(wf_zeros(e0, 3, WF_DTYPE_C64), &u, &s, &vt));
+    CHECK(wf_array_dtype(s) == WF_DTYPE_F32 && wf_array_dim(s, 0) == 0 &&
+          wf_array_dim(s, 1) == 2 && wf_array_dim(u, 2) == 3 && wf_array_dim(vt, 2) == 2 &&
+          wf_eval(&u, 1) == WF_OK);
+    if (CHECK_OK(wf_linalg_svd(wf_zeros(e1, 2, WF_DTYPE_C64), &u, &s, &vt))) {
+        zdouble *vv = read_complex(vt, 16);
+        for (int64_t i = 0; vv && i < 16; i++)
+            CHECK(vv[i] == (i % 5 == 0 ? 1.0 : 0.0));
+        free(vv);
+    }
+    wf_scope_end();
+}
+
+/* eigvalsh, eigh's vectors and the SVD of complex64 inputs made from a
+ * float64 x (x + i x^T: not Hermitian, the triangle read decides), for
+ * vmap; complex64 eigh refuses derivatives. */
+static wf_array *complex_of(wf_array *x) { return wf_complex(x, wf_swapaxes(x, -1, -2)); }
+static wf_array *build_complex_eigvalsh(wf_array *const *in)
+{
+    wf_array *w = NULL;
+    return wf_linalg_eigh(complex_of(in[0]), true, &w, NULL) == WF_OK ? w : NULL;
+}
+/* V's parts side by side (the phase convention makes V itself defined) */
+static wf_array *build_complex_eigh_vectors(wf_array *const *in)
+{
+    wf_array *w = NULL, *v = NULL;
+    if (wf_linalg_eigh(complex_of(in[0]), false, &w, &v) != WF_OK)
+        return NULL;
+    wf_array *parts[2] = {wf_real(v), wf_imag(v)};
+    return wf_concatenate(parts, 2, -1);
+}
+static wf_array *build_complex_svd(wf_array *const *in)
+{
+    wf_array *u = NULL, *s = NULL, *vt = NULL;
+    if (wf_linalg_svd(complex_of(in[0]), &u, &s, &vt) != WF_OK)
+        return NULL;
+    wf_array *parts[3] = {wf_real(vt), wf_imag(vt), wf_expand_dims(s, (int[]){-2}, 1)};
+    return wf_concatenate(parts, 3, -2);
+}
+
+static void test_complex_transforms(void)
+{
+    const tu_case cases[] = {
+        {"complex eigvalsh", build_complex_eigvalsh, 1, {2}, {{4, 4}}, -1, 1},
+        {"complex eigh vectors", build_complex_eigh_vectors, 1, {3}, {{2, 3, 3}}, -1, 1},
+        {"complex svd", build_complex_svd, 1, {2}, {{3, 3}}, -1, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_transforms(&cases[i], false);
+    wf_scope_begin();
+    const int64_t s[2] = {4, 4}, sw[1] = {4};
+    wf_array *x = tu_input(s, 2, -1, 1, 1, false), *t = tu_input(s, 2, -1, 1, 2, false);
+    wf_fn *fn = tu_case_fn(&cases[0]);
+    wf_array *ct = wf_ones(sw, 1, WF_DTYPE_F32), *grad[1] = {NULL}, *out[2] = {NULL, NULL};
+    CHECK_STATUS(wf_vjp(fn, &x, 1, &ct, 1, NULL, grad), WF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "complex64");
+    size_t nout = 2;
+    CHECK_STATUS(wf_jvp(fn, &x, 1, &t, NULL, out, &nout), WF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "jvp");
+    wf_fn_release(fn);
+    wf_scope_end();
+}
+
+/* Every matrix of a batch is computed by one thread on its own, so the
+ * bits cannot depend on the thread count or the split: a batch of 6 (split
+ * over the pool) gives, twice, the bits of each matrix computed alone. */
+static void test_complex_deterministic(void)
+{
+    wf_scope_begin();
+    enum { BATCH = 6, N = 7, M = 5 };
+    zdouble *a = random_complex(BATCH * N * N, 77);
+    const int64_t shape[3] = {BATCH, N, N}, one[3] = {1, N, N}, steps[3] = {1, 1, 1};
+    /* per matrix: w (N floats), v (N x N complex), S of its N x M top (M floats) */
+    enum { PER = N + 2 * N * N + M };
+    float *batched[2] = {malloc(BATCH * PER * sizeof(float)), malloc(BATCH * PER * sizeof(float))};
+    float *alone = malloc(BATCH * PER * sizeof(float));
+    for (int pass = 0; pass < 3; pass++)
+        for (int64_t t = 0; t < (pass < 2 ? 1 : BATCH); t++) {
+            const bool single = pass == 2;
+            wf_array *x = make_complex(a + (single ? t * N * N : 0), single ? one : shape, 3);
+            const int64_t starts[3] = {0, 0, 0}, stops[3] = {single ? 1 : BATCH, N, M};
+            wf_array *top = wf_slice(x, starts, stops, steps); /* strided: N x M of each */
+            wf_array *w = NULL, *v = NULL, *s = NULL;
+            CHECK_OK(wf_linalg_eigh(x, true, &w, &v));
+            CHECK_OK(wf_linalg_svd(top, NULL, &s, NULL));
+            const int64_t count = single ? 1 : BATCH;
+            float *buf = malloc((size_t)(count * PER) * sizeof(float));
+            CHECK_OK(wf_array_copy_to(w, buf, (size_t)(count * N) * sizeof(float)));
+            CHECK_OK(wf_array_copy_to(v, buf + count * N, (size_t)(count * 2 * N * N) * sizeof(float)));
+            CHECK_OK(wf_array_copy_to(s, buf + count * (N + 2 * N * N),
+                                      (size_t)(count * M) * sizeof(float)));
+            float *dst = single ? alone : batched[pass];
+            for (int64_t b = 0; b < count; b++) { /* regroup per matrix */
+                const int64_t to = (single ? t : b) * PER;
+                memcpy(dst + to, buf + b * N, N * sizeof(float));
+                memcpy(dst + to + N, buf + count * N + b * 2 * N * N, 2 * N * N * sizeof(float));
+                memcpy(dst + to + N + 2 * N * N, buf + count * (N + 2 * N * N) + b * M,
+                       M * sizeof(float));
+            }
+            free(buf);
+        }
+    CHECK(memcmp(batched[0], batched[1], BATCH * PER * sizeof(float)) == 0);
+    CHECK(memcmp(batched[0], alone, BATCH * PER * sizeof(float)) == 0);
+    free(batched[0]);
+    free(batched[1]);
+    free(alone);
+    free(a);
+    wf_scope_end();
+}
+
+static void test_complex_errors(void)
+{
+    wf_scope_begin();
+    const int64_t s3[1] = {3}, s23[2] = {2, 3}, s22[2] = {2, 2};
+    wf_array *w = (wf_array *)1, *v = (wf_array *)1;
+    CHECK_STATUS(wf_linalg_eigh(wf_zeros(s3, 1, WF_DTYPE_C64), false, &w, &v), WF_ERR_SHAPE);
+    CHECK(w == NULL && v == NULL);
+    CHECK_STATUS(wf_linalg_eigh(wf_zeros(s23, 2, WF_DTYPE_C64), false, &w, NULL), WF_ERR_SHAPE);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "square");
+    wf_array *u = (wf_array *)1, *s = (wf_array *)1, *vt = (wf_array *)1;
+    CHECK_STATUS(wf_linalg_svd(wf_zeros(s3, 1, WF_DTYPE_C64), &u, &s, &vt), WF_ERR_SHAPE);
+    CHECK(u == NULL && s == NULL && vt == NULL);
+    CHECK_STATUS(wf_linalg_eigh(wf_zeros(s22, 2, WF_DTYPE_I32), false, &w, &v), WF_ERR_DTYPE);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "float32, float64 or complex64");
+    CHECK_STATUS(wf_linalg_svd(wf_zeros(s22, 2, WF_DTYPE_F16), NULL, &s, NULL), WF_ERR_DTYPE);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "complex64");
+    /* the factorizations MLX keeps real stay real */
+    CHECK_NULL_WITH(wf_linalg_cholesky(wf_zeros(s22, 2, WF_DTYPE_C64), false), WF_ERR_DTYPE);
+    wf_array *q = (wf_array *)1, *r = (wf_array *)1;
+    CHECK_STATUS(wf_linalg_qr(wf_zeros(s22, 2, WF_DTYPE_C64), &q, &r), WF_ERR_DTYPE);
+    wf_scope_end();
+}
+
 int main(void)
 {
     RUN_TEST(test_inverses);
@@ -977,5 +1471,10 @@ int main(void)
     RUN_TEST(test_solves);
     RUN_TEST(test_empty_and_errors);
     RUN_TEST(test_transforms);
+    RUN_TEST(test_eigh_complex);
+    RUN_TEST(test_svd_complex);
+    RUN_TEST(test_complex_transforms);
+    RUN_TEST(test_complex_deterministic);
+    RUN_TEST(test_complex_errors);
     return TEST_SUMMARY();
 }

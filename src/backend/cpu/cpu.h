@@ -242,6 +242,22 @@ wf_status wf__cpu_linalg_factor(wf_array *out, wf_array *const *inputs, int ninp
  * n * n + 2 * n entries. False when the QR iteration did not converge. */
 bool wf__cpu_eig(double _Complex *a, int64_t n, double _Complex *values,
                  double _Complex *vectors, double _Complex *work);
+/* Eigen-decomposition of the Hermitian n x n a (both triangles set, row-
+ * major, overwritten; linalg_hermitian.c): w gets the n eigenvalues
+ * unsorted, order[0 .. n) their ascending order, v (n x n) the unit
+ * eigenvectors as columns (column order[j] belongs to the j-th smallest),
+ * each with its largest component real and positive. */
+void wf__cpu_eigh_hermitian(double _Complex *a, int64_t n, double *w, double _Complex *v,
+                            int64_t *order);
+/* SVD of the complex m x n w (m >= n, row-major, overwritten;
+ * linalg_hermitian.c): u (m x m), s (n descending; 2 * n doubles, the
+ * second half scratch), v (n x n, the right singular vectors as columns:
+ * w = u[:, :n] diag(s) v^H); order: n indices of scratch. */
+void wf__cpu_svd_complex(double _Complex *w, int64_t m, int64_t n, double _Complex *u,
+                         double *s, double _Complex *v, int64_t *order);
+/* Indices 0..n-1 ordered by key, ascending or descending, stable
+ * (linalg_factor.c). */
+void wf__cpu_order_by(const double *key, int64_t *idx, int64_t n, bool descending);
 /* wf_custom: contiguous inputs, a fresh output, the user's call. */
 wf_status wf__cpu_custom(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
 /* The discrete Fourier transform (prim/fft.h; fft.c): 1-d transforms along

@@ -8,7 +8,9 @@
  * LU and two triangular solves per column); Householder QR with Q formed
  * from the reflectors; cyclic Jacobi rotations for eigh; one-sided
  * (Hestenes) Jacobi for the SVD, with U completed to a square orthonormal
- * basis by Gram-Schmidt on the coordinate vectors.
+ * basis by Gram-Schmidt on the coordinate vectors. complex64 eigh and SVD
+ * load into complex doubles and run the same methods with complex
+ * rotations (linalg_hermitian.c); eig is linalg_eig.c's.
  */
 #include <complex.h>
 #include <float.h>
@@ -341,9 +343,9 @@ static void jacobi_eigh(double *a, double *v, int64_t n)
     }
 }
 
-/* Indices 0..n-1 ordered by key, ascending (insertion sort: n is a matrix
- * side and the keys nearly sorted after Jacobi). */
-static void order_by(const double *key, int64_t *idx, int64_t n, bool descending)
+/* Insertion sort: n is a matrix side and the keys nearly sorted after
+ * Jacobi. */
+void wf__cpu_order_by(const double *key, int64_t *idx, int64_t n, bool descending)
 {
     for (int64_t i = 0; i < n; i++)
         idx[i] = i;
@@ -456,7 +458,7 @@ static void svd_tall(double *w, int64_t m, int64_t n, double *u, double *s, doub
             r += w[i * n + j] * w[i * n + j];
         vj[j] = sqrt(r);
     }
-    order_by(vj, order, n, true);
+    wf__cpu_order_by(vj, order, n, true);
     const double smax = n > 0 ? vj[order[0]] : 0.0;
     const double tiny = smax * (double)(m > n ? m : n) * DBL_EPSILON;
     memset(u, 0, (size_t)(m * m) * sizeof *u);
@@ -480,14 +482,14 @@ static void svd_tall(double *w, int64_t m, int64_t n, double *u, double *s, doub
 
 /* ---------------------------------------------------------------- eig */
 
-/* Matrix b of the (real or complex64) input, as complex doubles. */
+/* Matrix b (m x n) of the (real or complex64) input, as complex doubles. */
 static void load_complex(const factor_job *job, int64_t b, double _Complex *w)
 {
     const wf_array *a = job->a;
     const int64_t rs = a->strides[a->ndim - 2], cs = a->strides[a->ndim - 1];
-    const int64_t base = batch_offset(a, b), n = job->n;
+    const int64_t base = batch_offset(a, b), m = job->m, n = job->n;
     const void *data = wf__array_data_ptr(a);
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
             const int64_t at = base + i * rs + j * cs;
             double re, im = 0.0;
@@ -520,6 +522,83 @@ static bool eig_one(const factor_job *job, int64_t b, double *work)
     return converged;
 }
 
+/* ---------------------------------------------------------------- complex eigh, SVD */
+
+/* Element (i, j) of the complex64 output's packed matrix b. */
+static void put_complex(const factor_job *job, int64_t b, int64_t i, int64_t j,
+                        double _Complex v)
+{
+    float *out = (float *)wf__array_data_ptr(job->out) + 2 * b * job->rows * job->cols;
+    out[2 * (i * job->cols + j)] = (float)creal(v);
+    out[2 * (i * job->cols + j) + 1] = (float)cimag(v);
+}
+
+/* The Hermitian matrix a's `upper` (else lower) triangle stands for: the
+ * other triangle its conjugate mirror, the diagonal's imaginary part
+ * dropped (as LAPACK's heevd reads it). */
+static void hermitian_from_triangle(double _Complex *a, int64_t n, bool upper)
+{
+    for (int64_t i = 0; i < n; i++) {
+        a[i * n + i] = creal(a[i * n + i]);
+        for (int64_t j = i + 1; j < n; j++) {
+            if (upper)
+                a[j * n + i] = conj(a[i * n + j]);
+            else
+                a[i * n + j] = conj(a[j * n + i]);
+        }
+    }
+}
+
+/* eigh of complex64 matrix b: the eigenvalues (real, ascending) in row 0,
+ * the eigenvectors below. */
+static void eigh_complex_one(const factor_job *job, int64_t b, double *work)
+{
+    const int64_t n = job->n;
+    double _Complex *a = (double _Complex *)work, *v = a + n * n;
+    double *w = (double *)(v + n * n);
+    int64_t *order = (int64_t *)(w + n);
+    load_complex(job, b, a);
+    hermitian_from_triangle(a, n, job->upper);
+    wf__cpu_eigh_hermitian(a, n, w, v, order);
+    for (int64_t j = 0; j < n; j++) {
+        put_complex(job, b, 0, j, w[order[j]]);
+        for (int64_t i = 0; i < n; i++)
+            put_complex(job, b, 1 + i, j, v[i * n + order[j]]);
+    }
+}
+
+/* SVD of complex64 matrix b, packed as the real one's. A wide matrix is
+ * factored as a^H = V S U^H. */
+static void svd_complex_one(const factor_job *job, int64_t b, double *work)
+{
+    const int64_t m = job->m, n = job->n, k = m < n ? m : n, wide = m > n ? m : n;
+    const bool tall = m >= n;
+    const int64_t r = tall ? m : n, c = tall ? n : m; /* the factored r x c, r >= c */
+    double _Complex *a = (double _Complex *)work, *u = a + r * c, *v = u + r * r;
+    double *s = (double *)(v + c * c);
+    int64_t *order = (int64_t *)(s + 2 * c);
+    load_complex(job, b, a);
+    if (!tall) { /* a^H into a, through u as scratch */
+        memcpy(u, a, (size_t)(m * n) * sizeof *a);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++)
+                a[j * m + i] = conj(u[i * n + j]);
+    }
+    wf__cpu_svd_complex(a, r, c, u, s, v, order);
+    for (int64_t i = 0; i < m + 1 + n; i++)
+        for (int64_t j = 0; j < wide; j++)
+            put_complex(job, b, i, j, 0.0);
+    const double _Complex *left = tall ? u : v, *right = tall ? v : u; /* a = left S right^H */
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < m; j++)
+            put_complex(job, b, i, j, left[i * m + j]);
+    for (int64_t j = 0; j < k; j++)
+        put_complex(job, b, m, j, s[j]);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++)
+            put_complex(job, b, m + 1 + i, j, conj(right[j * n + i]));
+}
+
 /* ---------------------------------------------------------------- one matrix */
 
 static void factor_one(const factor_job *job, int64_t b, double *work)
@@ -528,6 +607,13 @@ static void factor_one(const factor_job *job, int64_t b, double *work)
     packed out = packed_of(job, b);
     double *a = work, *x = a + wide * wide;
     int64_t *idx = (int64_t *)(x + 2 * wide * wide + 4 * wide); /* 2 * wide of them */
+    if (job->a->dtype == WF_DTYPE_C64 && job->kind != WF_FACTOR_EIG) {
+        if (job->kind == WF_FACTOR_EIGH)
+            eigh_complex_one(job, b, work);
+        else
+            svd_complex_one(job, b, work);
+        return;
+    }
     switch (job->kind) {
     case WF_FACTOR_CHOLESKY:
         load(job, b, a, job->upper); /* the upper triangle, as the lower of a^T */
@@ -589,7 +675,7 @@ static void factor_one(const factor_job *job, int64_t b, double *work)
             double *w = x + n * n;
             for (int64_t i = 0; i < n; i++)
                 w[i] = a[i * n + i];
-            order_by(w, idx, n, false);
+            wf__cpu_order_by(w, idx, n, false);
             for (int64_t j = 0; j < n; j++) {
                 put(out, 0, j, w[idx[j]]);
                 for (int64_t i = 0; i < n; i++)
@@ -655,9 +741,11 @@ wf_status wf__cpu_linalg_factor(wf_array *out, wf_array *const *inputs, int ninp
     };
     const int64_t wide = job.m > job.n ? job.m : job.n;
     /* a, two more wide x wide matrices and 4 vectors, then 2 * wide indices;
-     * eig: a, its vectors and z (complex: 2 doubles each) and 4 vectors */
-    job.work = p->kind == WF_FACTOR_EIG ? (size_t)(6 * wide * wide + 8 * wide + 1)
-                                        : (size_t)(3 * wide * wide + 6 * wide + 1);
+     * complex (eig, complex64 eigh and svd): three complex wide x wide
+     * matrices (2 doubles an entry) and 4 complex vectors */
+    const bool complex_work = p->kind == WF_FACTOR_EIG || a->dtype == WF_DTYPE_C64;
+    job.work = complex_work ? (size_t)(6 * wide * wide + 8 * wide + 1)
+                            : (size_t)(3 * wide * wide + 6 * wide + 1);
     const int64_t batch = out->size / (job.rows * job.cols);
     const int64_t cost = wide * wide * wide + 1;
     const int64_t min_chunk = cost >= WF_CPU_CHUNK_COSTLY ? 1 : WF_CPU_CHUNK_COSTLY / cost;
