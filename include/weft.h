@@ -816,8 +816,9 @@ wf_array *wf_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double b
  * their out pointers (all NULL on failure). Gradients: inv, tri_inv,
  * cholesky, eigh (the last two take a as symmetric; repeated eigenvalues
  * give infinite gradients) and the solves built on them have vjp / jvp
- * rules; lu, qr, svd and complex64 eigh answer WF_ERR_UNSUPPORTED under
- * grad / jvp. vmap works for all. Thread notes: as any op. */
+ * rules (complex64 eigh too, in MLX's complex convention, with the
+ * derivative of its phase convention); lu, qr and svd answer
+ * WF_ERR_UNSUPPORTED under grad / jvp. vmap works for all. Thread notes: as any op. */
 
 /* Inverse of square matrices (LU with partial pivoting). A matrix with an
  * exactly zero pivot fails its evaluation with WF_ERR_KERNEL ("singular"),

@@ -13,11 +13,18 @@
  * diagonal, 0 on it:
  *   eigh      dA = sym(V (diag(w_bar) + F o (V^T V_bar)) V^T)
  *             dw = diag(V^T dA V),  dV = V (F o (V^T dA V))
- * (repeated eigenvalues make F infinite, as in JAX and MLX). These are
- * real rules: complex64 (Hermitian) eigh has none (it answers
- * WF_ERR_UNSUPPORTED, as MLX refuses eigh's vjp for complex). The packed
- * lu, qr, svd and eig nodes have no derivative rules yet (each answers
- * WF_ERR_UNSUPPORTED naming the primitive).
+ * (repeated eigenvalues make F infinite, as in JAX and MLX). complex64
+ * (Hermitian) eigh: the same with conjugate transposes, sym(S) = (S +
+ * S^H) / 2, and the derivative of the phase convention (each column of V
+ * scaled so that its largest component, row p_k, is real and positive):
+ * with dV0 the formula's, dV = dV0 + i V diag(theta), theta_k =
+ * -Im(dV0[p_k, k]) / V[p_k, k]; its adjoint adds i Im(s_k) / V[p_k, k] at
+ * (p_k, k) to V_bar, s_k = (V_bar^H V)_kk (zero for losses that do not
+ * depend on the phases). Those are adjoints in MLX's convention (vjp.c: the
+ * engine hands a complex node's rule conj(ct) and conjugates its result,
+ * so the rule undoes both). The packed lu, qr, svd and eig nodes have no
+ * derivative rules yet (each answers WF_ERR_UNSUPPORTED naming the
+ * primitive).
  */
 #include "core/error.h"
 #include "ops/ops.h"
@@ -72,18 +79,62 @@ static wf_array *eigen_gaps(wf_array *w_row)
     return off && den ? wf_divide(off, den) : NULL;
 }
 
+/* x^T for a real x, x^H for a complex one (last two dims). */
+static wf_array *adjoint(wf_array *x)
+{
+    if (!x || x->dtype != WF_DTYPE_C64)
+        return swap_last(x);
+    return wf_conjugate(swap_last(x));
+}
+
+/* (x + x^H) / 2 (x^T for a real x). */
+static wf_array *hermitian_part(wf_array *x)
+{
+    wf_array *sum = x ? wf_add(x, adjoint(x)) : NULL;
+    return sum ? wf_multiply(sum, wf__rule_scalar(sum, 0.5)) : NULL;
+}
+
+/* Complex eigh's phase convention: a (..., n, n) 0 / 1 mask of row p_k in
+ * column k (the largest component, the first on ties, as the kernel), and
+ * V[p_k, k] (real, positive) as a float32 (..., 1, n) row. */
+static wf_array *largest_rows(wf_array *v, wf_array **vp)
+{
+    const int64_t n = v->shape[v->ndim - 1];
+    wf_array *idx = wf_argmax(wf_abs(v), -2, true);
+    const int64_t column[2] = {n, 1};
+    wf_array *rows_n = wf_reshape(wf_arange(0, (double)n, 1, WF_DTYPE_U32), column, 2);
+    wf_array *mask = idx && rows_n ? wf_astype(wf_equal(rows_n, wf_astype(idx, WF_DTYPE_U32)),
+                                               WF_DTYPE_F32)
+                                   : NULL;
+    const int axis = -2;
+    *vp = mask ? wf_real(wf_sum(wf_multiply(mask, v), &axis, 1, true)) : NULL;
+    return mask;
+}
+
+/* i x for a float32 x, as complex64. */
+static wf_array *times_i(wf_array *x) { return x ? wf_complex(wf_zeros_like(x), x) : NULL; }
+
 static wf_array *eigh_vjp(wf_array *node, wf_array *ct)
 {
     const int64_t n = node->shape[node->ndim - 1];
+    const bool complex = node->dtype == WF_DTYPE_C64;
+    if (complex)
+        ct = wf_conjugate(ct); /* the engine's conj(ct), undone */
     wf_array *w_row = rows(node, 0, 1), *v = rows(node, 1, n + 1);
-    wf_array *wbar = rows(ct, 0, 1), *vbar = rows(ct, 1, n + 1);
+    wf_array *wbar = ct ? rows(ct, 0, 1) : NULL, *vbar = ct ? rows(ct, 1, n + 1) : NULL;
+    if (complex && v && vbar) { /* the phase convention's adjoint */
+        const int axis = -2;
+        wf_array *vp = NULL, *mask = largest_rows(v, &vp);
+        wf_array *s = wf_imag(wf_sum(wf_multiply(wf_conjugate(vbar), v), &axis, 1, true));
+        wf_array *shift = mask && vp && s ? wf_multiply(mask, times_i(wf_divide(s, vp))) : NULL;
+        vbar = shift ? wf_add(vbar, shift) : NULL;
+    }
     wf_array *f = w_row ? eigen_gaps(w_row) : NULL;
     wf_array *eye = wf_astype(wf_eye(n, n, 0, WF_DTYPE_F64), node->dtype);
-    wf_array *inner = v && vbar && f ? wf_multiply(f, wf_matmul(swap_last(v), vbar)) : NULL;
+    wf_array *inner = v && vbar && f ? wf_multiply(f, wf_matmul(adjoint(v), vbar)) : NULL;
     wf_array *mid = inner && wbar && eye ? wf_add(inner, wf_multiply(eye, wbar)) : NULL;
-    wf_array *g = mid ? wf_matmul(wf_matmul(v, mid), swap_last(v)) : NULL;
-    wf_array *sum = g ? wf_add(g, swap_last(g)) : NULL;
-    return sum ? wf_multiply(sum, wf__rule_scalar(sum, 0.5)) : NULL;
+    wf_array *g = mid ? hermitian_part(wf_matmul(wf_matmul(v, mid), adjoint(v))) : NULL;
+    return complex && g ? wf_conjugate(g) : g; /* conjugated back by the engine */
 }
 
 static wf_array *eigh_jvp(wf_array *node, wf_array *t)
@@ -92,11 +143,17 @@ static wf_array *eigh_jvp(wf_array *node, wf_array *t)
     wf_array *w_row = rows(node, 0, 1), *v = rows(node, 1, n + 1);
     wf_array *f = w_row ? eigen_gaps(w_row) : NULL;
     wf_array *eye = wf_astype(wf_eye(n, n, 0, WF_DTYPE_F64), node->dtype);
-    wf_array *vdv = v ? wf_matmul(wf_matmul(swap_last(v), t), v) : NULL;
+    wf_array *vdv = v ? wf_matmul(wf_matmul(adjoint(v), t), v) : NULL;
     /* diag(vdv) as a (..., 1, n) row: sum over rows of eye o vdv */
     const int axis = -2;
     wf_array *dw = vdv && eye ? wf_sum(wf_multiply(eye, vdv), &axis, 1, true) : NULL;
     wf_array *dv = vdv && f ? wf_matmul(v, wf_multiply(f, vdv)) : NULL;
+    if (node->dtype == WF_DTYPE_C64 && dv) { /* the phase convention's derivative */
+        wf_array *vp = NULL, *mask = largest_rows(v, &vp);
+        wf_array *dvp = mask ? wf_sum(wf_multiply(mask, dv), &axis, 1, true) : NULL;
+        wf_array *theta = dvp && vp ? wf_negative(wf_divide(wf_imag(dvp), vp)) : NULL;
+        dv = theta ? wf_add(dv, wf_multiply(v, times_i(theta))) : NULL;
+    }
     wf_array *parts[2] = {dw, dv};
     return dw && dv ? wf_concatenate(parts, 2, -2) : NULL;
 }
@@ -107,24 +164,10 @@ static wf_status unsupported(wf_array *node, const char *what)
                      wf__factor_op_name(params_of(node)->kind), node->prim->name, what);
 }
 
-static bool is_complex_eigh(wf_array *node)
-{
-    return params_of(node)->kind == WF_FACTOR_EIGH && node->dtype == WF_DTYPE_C64;
-}
-
-static wf_status complex_eigh_unsupported(const char *what)
-{
-    return wf__error(WF_ERR_UNSUPPORTED, "wf_linalg_eigh: complex64 (Hermitian) eigh has no %s "
-                                         "rule; only float32 and float64 eigh differentiate",
-                     what);
-}
-
 static wf_status vjp_factor(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
 {
     if (!wanted[0])
         return WF_OK;
-    if (is_complex_eigh(node))
-        return complex_eigh_unsupported("vjp");
     const wf_factor_params *p = params_of(node);
     wf_array *g = NULL;
     switch (p->kind) {
@@ -155,8 +198,6 @@ static wf_status vjp_factor(wf_array *node, wf_array *ct, const bool *wanted, wf
 
 static wf_status jvp_factor(wf_array *node, wf_array *const *t, wf_array **out)
 {
-    if (is_complex_eigh(node))
-        return complex_eigh_unsupported("jvp");
     const wf_factor_params *p = params_of(node);
     wf_array *d = NULL;
     switch (p->kind) {
@@ -172,8 +213,7 @@ static wf_status jvp_factor(wf_array *node, wf_array *const *t, wf_array **out)
         break;
     }
     case WF_FACTOR_EIGH: {
-        wf_array *sym = wf_add(t[0], swap_last(t[0])); /* the triangle read, mirrored */
-        wf_array *half = sym ? wf_multiply(sym, wf__rule_scalar(sym, 0.5)) : NULL;
+        wf_array *half = hermitian_part(t[0]); /* the triangle read, mirrored */
         d = half ? eigh_jvp(node, half) : NULL;
         break;
     }

@@ -10,8 +10,9 @@
  * results. complex64 eigh and SVD: Q diag(w) Q^H with random unitary Q
  * (known, repeated spectra), H V = V diag(w), V^H V = I, the phase
  * convention, the triangle read (UPLO; NaN in the other one), U diag(S) Vt
- * with unitary U, Vt (tall, wide, square, rank-deficient), vmap, refused
- * derivatives, batch-invariant bits, errors.
+ * with unitary U, Vt (tall, wide, square, rank-deficient), vmap, eigh's
+ * vjp / jvp against float32 central differences (phase-free and
+ * phase-dependent losses), batch-invariant bits, errors.
  */
 #include <complex.h>
 #include <math.h>
@@ -66,6 +67,22 @@ static double *spd_matrices(int64_t batch, int64_t n, uint32_t seed)
 static wf_array *make(const double *v, const int64_t *shape, int ndim, wf_dtype dtype)
 {
     return conf_array(v, shape, ndim, dtype);
+}
+
+typedef double _Complex zdouble;
+
+/* A complex64 array of the complex doubles v. */
+static wf_array *make_complex(const zdouble *v, const int64_t *shape, int ndim)
+{
+    const int64_t count = conf_size(shape, ndim);
+    float *host = malloc((size_t)(2 * count + 2) * sizeof *host);
+    for (int64_t i = 0; i < count; i++) {
+        host[2 * i] = (float)creal(v[i]);
+        host[2 * i + 1] = (float)cimag(v[i]);
+    }
+    wf_array *x = wf_array_from_data(host, shape, ndim, WF_DTYPE_C64);
+    free(host);
+    return x;
 }
 
 static double tol_of(wf_dtype d) { return d == WF_DTYPE_F64 ? 1e-9 : 2e-4; }
@@ -878,7 +895,7 @@ static wf_status run_derivative(void *ctx, wf_array **outs)
 }
 
 /* Every fallible operation of the vjp and jvp of inv, cholesky and eigh
- * failed in turn: an error with its message or the unfailed derivatives,
+ * (real and complex64) failed in turn: an error with its message or the unfailed derivatives,
  * and nothing left alive. */
 static void test_derivatives_out_of_memory(void)
 {
@@ -907,8 +924,26 @@ static void test_derivatives_out_of_memory(void)
                 wf_release(want[k]);
             r.u[0] = u0;
         }
-    for (int k = 0; k < 4; k++)
+    /* complex64 eigh: the Hermitian rules and the phase convention's */
+    const zdouble herm[9] = {2, 1 - 0.5 * _Complex_I, 0.25 * _Complex_I, 1 + 0.5 * _Complex_I, 3,
+                             0.5, -0.25 * _Complex_I, 0.5, 1};
+    const zdouble dir[9] = {0.5, -1, 0.25 * _Complex_I, 1, _Complex_I, 0.75, 0.25, -0.5, 1};
+    derivative_run c = {2, false, make_complex(herm, shape, 2), make_complex(dir, shape, 2),
+                        {wf_astype(u_w, WF_DTYPE_F32), make_complex(dir, shape, 2)}};
+    wf_array *call[4] = {c.x, c.t, c.u[0], c.u[1]};
+    CHECK_OK(wf_eval(call, 4));
+    for (int forward = 0; forward < 2; forward++) {
+        c.forward = forward == 1;
+        wf_array *want[FS_MAX_OUT] = {NULL};
+        if (CHECK_OK(run_derivative(&c, want)))
+            CHECK(fault_sweep("complex eigh", run_derivative, &c, want, forward ? 2 : 1) > 0);
+        for (int k = 0; k < FS_MAX_OUT; k++)
+            wf_release(want[k]);
+    }
+    for (int k = 0; k < 4; k++) {
         wf_release(all[k]);
+        wf_release(call[k]);
+    }
     wf_release(u_w);
 }
 
@@ -970,22 +1005,6 @@ static void test_transforms(void)
 }
 
 /* ---------------------------------------------------------------- complex eigh, svd */
-
-typedef double _Complex zdouble;
-
-/* A complex64 array of the complex doubles v. */
-static wf_array *make_complex(const zdouble *v, const int64_t *shape, int ndim)
-{
-    const int64_t count = conf_size(shape, ndim);
-    float *host = malloc((size_t)(2 * count + 2) * sizeof *host);
-    for (int64_t i = 0; i < count; i++) {
-        host[2 * i] = (float)creal(v[i]);
-        host[2 * i + 1] = (float)cimag(v[i]);
-    }
-    wf_array *x = wf_array_from_data(host, shape, ndim, WF_DTYPE_C64);
-    free(host);
-    return x;
-}
 
 /* count complex values, each part in [-1, 1), rounded to float32 (what
  * the complex64 input holds, so references use the same values). */
@@ -1097,19 +1116,22 @@ static void check_eigh_complex(const zdouble *a, int64_t batch, int64_t n, bool 
             CHECK(wo[t * n + k] == wt[k]);
             if (spectrum)
                 values = fmax(values, fabs(wt[k] - spectrum[t * n + k]) / scale);
-            double largest = -1.0;
-            zdouble biggest = 0.0;
+            double largest = 0.0;
             for (int64_t i = 0; i < n; i++) {
                 zdouble hv = 0.0;
                 for (int64_t j = 0; j < n; j++)
                     hv += h[i * n + j] * vt[j * n + k];
                 residual = fmax(residual, cabs(hv - wt[k] * vt[i * n + k]) / scale);
-                if (cabs(vt[i * n + k]) > largest + 1e-6) {
-                    largest = cabs(vt[i * n + k]);
-                    biggest = vt[i * n + k];
-                }
+                largest = fmax(largest, cabs(vt[i * n + k]));
             }
-            phase = fmax(phase, fabs(cimag(biggest)) + (creal(biggest) > 0 ? 0.0 : 1.0));
+            /* a component of largest magnitude (to float32 rounding, which
+             * may reorder near ties) is real and positive */
+            double best = INFINITY;
+            for (int64_t i = 0; i < n; i++)
+                if (cabs(vt[i * n + k]) >= largest - 1e-6)
+                    best = fmin(best, fabs(cimag(vt[i * n + k])) +
+                                          (creal(vt[i * n + k]) > 0 ? 0.0 : 1.0));
+            phase = fmax(phase, best);
         }
         unitary = fmax(unitary, unitary_error(vt, n, n, n));
     }
@@ -1177,8 +1199,22 @@ static void test_eigh_complex(void)
         check_eigh_complex(a, 2, n, upper, NULL);
         free(a);
     }
-    /* 1 x 1: the real part and the vector 1 */
     wf_scope_begin();
+    /* a strided (transposed) view: x^T's upper triangle is x's lower one,
+     * transposed, so the Hermitian matrix read is the conjugate of x's and
+     * the eigenvalues the same */
+    const int64_t n5 = 5, s255[3] = {2, 5, 5};
+    zdouble *g = random_complex(2 * n5 * n5, 41);
+    wf_array *gx = make_complex(g, s255, 3), *w_lower = NULL, *w_view = NULL;
+    CHECK_OK(wf_linalg_eigh(gx, false, &w_lower, NULL));
+    CHECK_OK(wf_linalg_eigh(wf_swapaxes(gx, -1, -2), true, &w_view, NULL));
+    double *wl = w_lower ? conf_read(w_lower) : NULL, *wt = w_view ? conf_read(w_view) : NULL;
+    if (CHECK_NOT_NULL(wl) && CHECK_NOT_NULL(wt))
+        CHECK(rel_err(wt, wl, 2 * n5) <= 1e-6);
+    free(wl);
+    free(wt);
+    free(g);
+    /* 1 x 1: the real part and the vector 1 */
     const zdouble one[1] = {2.5 + 7.0 * _Complex_I};
     const int64_t s11[2] = {1, 1};
     wf_array *w = NULL, *v = NULL;
@@ -1375,18 +1411,125 @@ static void test_complex_transforms(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_transforms(&cases[i], false);
+}
+
+/* Real losses of complex64 eigh, for its derivatives: of (a + a^H) / 2
+ * (so a perturbation anywhere in a moves the Hermitian matrix read),
+ * kind 0 sum(u o w), 1 sum(u1 o Re V + u2 o Im V) (depends on the
+ * eigenvectors' phases: the phase convention's derivative counts), 2 the
+ * same of V diag(w^2) V^H (phase-free); `upper` picks the triangle read. */
+typedef struct eigh_loss {
+    int kind;
+    bool upper;
+    wf_array *u, *u1, *u2;
+} eigh_loss;
+
+static wf_status eigh_loss_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                                size_t *nout)
+{
+    (void)n;
+    const eigh_loss *l = payload;
+    wf_array *h = wf_multiply(wf_add(in[0], wf_conjugate(wf_swapaxes(in[0], -1, -2))),
+                              wf_scalar(0.5, WF_DTYPE_F32));
+    wf_array *w = NULL, *v = NULL;
+    *nout = 1;
+    if (wf_linalg_eigh(h, l->upper, &w, l->kind == 0 ? NULL : &v) != WF_OK)
+        return wf_last_error();
+    if (l->kind == 0) {
+        out[0] = wf_sum(wf_multiply(w, l->u), NULL, 0, false);
+    } else {
+        const int axis = -2;
+        wf_array *m = l->kind == 1 ? v
+                                   : wf_matmul(wf_multiply(v, wf_expand_dims(wf_square(w), &axis, 1)),
+                                               wf_conjugate(wf_swapaxes(v, -1, -2)));
+        out[0] = wf_sum(wf_add(wf_multiply(wf_real(m), l->u1), wf_multiply(wf_imag(m), l->u2)),
+                        NULL, 0, false);
+    }
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static double eigh_loss_at(wf_fn *fn, const zdouble *a, int64_t n)
+{
     wf_scope_begin();
-    const int64_t s[2] = {4, 4}, sw[1] = {4};
-    wf_array *x = tu_input(s, 2, -1, 1, 1, false), *t = tu_input(s, 2, -1, 1, 2, false);
-    wf_fn *fn = tu_case_fn(&cases[0]);
-    wf_array *ct = wf_ones(sw, 1, WF_DTYPE_F32), *grad[1] = {NULL}, *out[2] = {NULL, NULL};
-    CHECK_STATUS(wf_vjp(fn, &x, 1, &ct, 1, NULL, grad), WF_ERR_UNSUPPORTED);
-    CHECK_STR_CONTAINS(wf_last_error_message(), "complex64");
-    size_t nout = 2;
-    CHECK_STATUS(wf_jvp(fn, &x, 1, &t, NULL, out, &nout), WF_ERR_UNSUPPORTED);
-    CHECK_STR_CONTAINS(wf_last_error_message(), "jvp");
+    const int64_t shape[2] = {n, n};
+    wf_array *x = make_complex(a, shape, 2), *y = NULL;
+    size_t nout = 1;
+    double value = NAN;
+    if (CHECK_OK(wf_fn_call(fn, &x, 1, &y, &nout))) {
+        double *v = conf_read(y);
+        value = v ? v[0] : NAN;
+        free(v);
+        wf_release(y);
+    }
+    wf_scope_end();
+    return value;
+}
+
+/* vjp and jvp of complex64 eigh (MLX's convention: a real loss's gradient
+ * g has dL = Re sum(conj(g) o da)) against central differences of the
+ * loss, in float32 (the step is large enough for float32 rounding). */
+static void check_eigh_complex_derivatives(int kind, bool upper)
+{
+    wf_scope_begin();
+    enum { N = 4 };
+    const double step = 2e-3;
+    const int64_t shape[2] = {N, N}, vec[1] = {N};
+    double *r = random_matrices(3 * N * N + N, (uint32_t)(91 + kind * 2 + upper));
+    eigh_loss loss = {kind, upper, conf_array(r + 3 * N * N, vec, 1, WF_DTYPE_F32),
+                      conf_array(r, shape, 2, WF_DTYPE_F32),
+                      conf_array(r + N * N, shape, 2, WF_DTYPE_F32)};
+    zdouble *a = random_complex(N * N, (uint32_t)(17 + kind)), *t = random_complex(N * N, 5);
+    wf_fn *fn = wf_fn_new(eigh_loss_body, &loss, NULL);
+    wf_array *x = make_complex(a, shape, 2), *tx = make_complex(t, shape, 2);
+    wf_array *one = wf_scalar(1.0, WF_DTYPE_F32), *grad = NULL, *tangent = NULL, *y = NULL;
+    size_t nout = 1;
+    CHECK_OK(wf_vjp(fn, &x, 1, &one, 1, NULL, &grad));
+    CHECK_OK(wf_jvp(fn, &x, 1, &tx, &y, &tangent, &nout));
+    zdouble *g = grad ? read_complex(grad, N * N) : NULL;
+    double *jv = tangent ? conf_read(tangent) : NULL;
+    if (CHECK_NOT_NULL(g) && CHECK_NOT_NULL(jv)) {
+        double worst = 0.0, scale = 1.0;
+        zdouble *moved = malloc(N * N * sizeof *moved);
+        for (int64_t k = 0; k < N * N; k++)
+            for (int part = 0; part < 2; part++) { /* d/d Re a_k = Re g_k, d/d Im a_k = Im g_k */
+                const zdouble dir = part ? step * _Complex_I : step;
+                double l[2];
+                for (int sgn = 0; sgn < 2; sgn++) {
+                    memcpy(moved, a, N * N * sizeof *moved);
+                    moved[k] += sgn ? -dir : dir;
+                    l[sgn] = eigh_loss_at(fn, moved, N);
+                }
+                const double fd = (l[0] - l[1]) / (2 * step), want = part ? cimag(g[k]) : creal(g[k]);
+                worst = fmax(worst, fabs(fd - want));
+                scale = fmax(scale, fabs(want));
+            }
+        double l[2];
+        for (int sgn = 0; sgn < 2; sgn++) {
+            for (int64_t k = 0; k < N * N; k++)
+                moved[k] = a[k] + (sgn ? -step : step) * t[k];
+            l[sgn] = eigh_loss_at(fn, moved, N);
+        }
+        const double fd = (l[0] - l[1]) / (2 * step);
+        if (!CHECK(worst <= 2e-3 * scale && fabs(fd - jv[0]) <= 2e-3 * fmax(1.0, fabs(fd))))
+            printf("    complex eigh loss %d upper=%d: |vjp - fd| %.3g (scale %.3g), jvp %.6g vs "
+                   "fd %.6g\n",
+                   kind, upper, worst, scale, jv[0], fd);
+        free(moved);
+    }
+    free(g);
+    free(jv);
+    free(a);
+    free(t);
+    free(r);
     wf_fn_release(fn);
     wf_scope_end();
+}
+
+static void test_eigh_complex_derivatives(void)
+{
+    for (int kind = 0; kind < 3; kind++)
+        for (int upper = 0; upper < 2; upper++)
+            check_eigh_complex_derivatives(kind, upper);
 }
 
 /* Every matrix of a batch is computed by one thread on its own, so the
@@ -1474,6 +1617,7 @@ int main(void)
     RUN_TEST(test_eigh_complex);
     RUN_TEST(test_svd_complex);
     RUN_TEST(test_complex_transforms);
+    RUN_TEST(test_eigh_complex_derivatives);
     RUN_TEST(test_complex_deterministic);
     RUN_TEST(test_complex_errors);
     return TEST_SUMMARY();

@@ -604,9 +604,6 @@ static void svd_complex_one(const factor_job *job, int64_t b, double *work)
 static void factor_one(const factor_job *job, int64_t b, double *work)
 {
     const int64_t m = job->m, n = job->n, k = m < n ? m : n, wide = m > n ? m : n;
-    packed out = packed_of(job, b);
-    double *a = work, *x = a + wide * wide;
-    int64_t *idx = (int64_t *)(x + 2 * wide * wide + 4 * wide); /* 2 * wide of them */
     if (job->a->dtype == WF_DTYPE_C64 && job->kind != WF_FACTOR_EIG) {
         if (job->kind == WF_FACTOR_EIGH)
             eigh_complex_one(job, b, work);
@@ -614,6 +611,9 @@ static void factor_one(const factor_job *job, int64_t b, double *work)
             svd_complex_one(job, b, work);
         return;
     }
+    packed out = packed_of(job, b);
+    double *a = work, *x = a + wide * wide;
+    int64_t *idx = (int64_t *)(x + 2 * wide * wide + 4 * wide); /* 2 * wide of them */
     switch (job->kind) {
     case WF_FACTOR_CHOLESKY:
         load(job, b, a, job->upper); /* the upper triangle, as the lower of a^T */
