@@ -522,7 +522,8 @@ static bool eig_one(const factor_job *job, int64_t b, double *work)
 
 /* ---------------------------------------------------------------- one matrix */
 
-static void factor_one(const factor_job *job, int64_t b, double *work)
+/* Not const: a matrix that fails sets the job's flags. */
+static void factor_one(factor_job *job, int64_t b, double *work)
 {
     const int64_t m = job->m, n = job->n, k = m < n ? m : n, wide = m > n ? m : n;
     packed out = packed_of(job, b);
