@@ -21,13 +21,15 @@
  * name (set OPENBLAS_CORETYPE to change it; weft never does) and weft's ISA
  * variant (WEFT_ISA caps it).
  *
- *   build/release/bench_matmul [--cpu-time] [--matvec] [max_repeats=7]
+ *   build/release/bench_matmul [--cpu-time] [--matvec | --complex | --small-m | --square]
+ *                              [max_repeats=7]
  *
  * --matvec runs only the matrix-vector lines (x @ W and x @ W.T);
  * --complex only the complex64 lines; --small-m only the small-row products
  * of a BERT-small layer (M = 16 ... 256 rows: a few sentences of a serving
  * batch; K x N = 384 x 1152, 384 x 384, 384 x 1536, 1536 x 384), W taken in
- * turn from 8 copies, so it comes from outside L2 as served weights do.
+ * turn from 8 copies, so it comes from outside L2 as served weights do;
+ * --square the complex64, float32 and float64 square products only.
  *
  * --cpu-time times with the process's CPU time instead of the wall clock:
  * with WEFT_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 it compares the libraries
@@ -545,7 +547,7 @@ int main(int argc, char **argv)
         bench_clock = CLOCK_PROCESS_CPUTIME_ID;
         arg++;
     }
-    bool matvec_only = false, complex_only = false, small_m_only = false;
+    bool matvec_only = false, complex_only = false, small_m_only = false, square_only = false;
     if (argc > arg && strcmp(argv[arg], "--matvec") == 0) {
         matvec_only = true;
         arg++;
@@ -556,6 +558,10 @@ int main(int argc, char **argv)
     }
     if (argc > arg && strcmp(argv[arg], "--small-m") == 0) {
         small_m_only = true;
+        arg++;
+    }
+    if (argc > arg && strcmp(argv[arg], "--square") == 0) {
+        square_only = true;
         arg++;
     }
     const int max_repeats = argc > arg && atoi(argv[arg]) > 0 ? atoi(argv[arg]) : 7;
@@ -590,6 +596,8 @@ int main(int argc, char **argv)
                       sizes[i] == 1024 || sizes[i] == 2048);
     }
     bench_float64(1024, max_repeats);
+    if (square_only)
+        return 0;
     bench_product("batched 8x512^3", 8, 512, 512, 512, max_repeats, false);
     bench_transposed(max_repeats);
     bench_matvec(max_repeats);

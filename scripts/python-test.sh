@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: scripts/python-test.sh BUILD_DIR CONFIG
+# Usage: scripts/python-test.sh BUILD_DIR CONFIG [PYTEST_ARGS...]
 #
 # Builds the weft Python extension against BUILD_DIR/libweft.a and runs the
 # pytest suite in tests/python with it.
@@ -15,6 +15,7 @@ set -euo pipefail
 
 build_dir=$(cd "$1" && pwd)
 config=$2
+shift 2 # the rest goes to pytest (e.g. -k hadamard)
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${WEFT_PY_VENV:-$root/build/py-venv}
 python="$venv/bin/python"
@@ -38,7 +39,7 @@ release)
         >>"$log_dir/python-build.log" 2>&1 || { cat "$log_dir/python-build.log"; exit 1; }
     # Run from outside the source tree so the installed wheel is what is tested.
     cd "$build_dir"
-    exec "$python" -m pytest -q -p no:cacheprovider "$root/tests/python"
+    exec "$python" -m pytest -q -p no:cacheprovider "$root/tests/python" "$@"
     ;;
 asan)
     export WEFT_PY_SANITIZE=address
@@ -51,7 +52,7 @@ asan)
     PYTHONPATH="$build_dir/python-site" LD_PRELOAD="$runtime $ubsan" \
         ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         WEFT_PY_SANITIZED=1 \
-        setarch "$(uname -m)" -R "$python" -m pytest -q -p no:cacheprovider "$root/tests/python"
+        setarch "$(uname -m)" -R "$python" -m pytest -q -p no:cacheprovider "$root/tests/python" "$@"
     ;;
 *)
     echo "python-test: unknown config $config" >&2

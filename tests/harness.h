@@ -85,6 +85,20 @@ static inline bool wf_test_status(const char *f, int l, const char *expr, wf_sta
                         wf_status_name(got), (int)got, wf_status_name(want), (int)want, msg);
 }
 
+/* The call failed with `want` and a message containing `needle`; the
+ * error is cleared afterwards, so the next check starts clean. */
+static inline bool wf_test_error(const char *f, int l, const char *expr, wf_status got,
+                                 wf_status want, const char *needle) {
+    char msg[512]; /* copy first: the message is valid until the next weft call */
+    snprintf(msg, sizeof msg, "%s", wf_last_error_message());
+    bool ok = wf_test_status(f, l, expr, got, want);
+    ok = (strstr(msg, needle) != NULL ||
+          wf_test_fail(f, l, "%s: message \"%s\" does not contain \"%s\"", expr, msg, needle)) &&
+         ok;
+    wf_clear_error();
+    return ok;
+}
+
 static inline bool wf_test_not_null(const char *f, int l, const char *expr, const void *p) {
     if (p) return true;
     char msg[512];
@@ -164,6 +178,8 @@ static inline bool wf_test_runs_isa(int isa, int best) {
 #define CHECK_STR_CONTAINS(hay, needle) wf_test_str_contains(WF_TEST_AT_, #hay, (hay), (needle))
 #define CHECK_STATUS(expr, want) wf_test_status(WF_TEST_AT_, #expr, (expr), (want))
 #define CHECK_OK(expr) CHECK_STATUS(expr, WF_OK)
+#define CHECK_ERROR(expr, want, needle) \
+    wf_test_error(WF_TEST_AT_, #expr, (expr), (want), (needle))
 #define CHECK_NOT_NULL(p) wf_test_not_null(WF_TEST_AT_, #p, (const void *)(p))
 #define CHECK_NULL_WITH(expr, want) \
     wf_test_null_with(WF_TEST_AT_, #expr, (const void *)(expr), (want))

@@ -500,20 +500,105 @@ def meshgrid(*arrays, sparse=False, indexing="xy", stream=None):
     return tuple(out)
 
 
+# The Hadamard matrices of orders 12, 20 and 28 that MLX's hadamard_transform
+# uses for lengths m * 2^k (its transforms of the identity's rows are their
+# columns), so that weft's transforms of those lengths give MLX's numbers:
+# y = H_m x. Row i, column j of H_m: "+" is 1, "-" is -1.
+_HADAMARD_ROWS = {
+    12: (
+        "+-++++++++++",
+        "--+-+-+-+-+-",
+        "+++-++----++",
+        "+---+--+-++-",
+        "+++++-++----",
+        "+-+---+--+-+",
+        "++--+++-++--",
+        "+--++---+--+",
+        "++----+++-++",
+        "+--+-++---+-",
+        "++++----+++-",
+        "+-+--+-++---",
+    ),
+    20: (
+        "+----+----++--++-++-",
+        "-+----+---+++---+-++",
+        "--+----+---+++-+-+-+",
+        "---+----+---+++++-+-",
+        "----+----++--++-++-+",
+        "-+++++-----+--+++--+",
+        "+-+++-+---+-+--+++--",
+        "++-++--+---+-+--+++-",
+        "+++-+---+---+-+--+++",
+        "++++-----++--+-+--++",
+        "--++-+-++-+-----++++",
+        "---++-+-++-+---+-+++",
+        "+---++-+-+--+--++-++",
+        "++---++-+----+-+++-+",
+        "-++---++-+----+++++-",
+        "-+--+--++-+----+----",
+        "+-+-----++-+----+---",
+        "-+-+-+---+--+----+--",
+        "--+-+++------+----+-",
+        "+--+--++------+----+",
+    ),
+    28: (
+        "+------++----++-+--+-+--++--",
+        "-+-----+++-----+-+--+-+--++-",
+        "--+-----+++---+-+-+----+--++",
+        "---+-----+++---+-+-+-+--+--+",
+        "----+-----+++---+-+-+++--+--",
+        "-----+-----++++--+-+--++--+-",
+        "------++----++-+--+-+--++--+",
+        "--++++-+-------++--+++-+--+-",
+        "---++++-+-----+-++--+-+-+--+",
+        "+---+++--+----++-++--+-+-+--",
+        "++---++---+----++-++--+-+-+-",
+        "+++---+----+----++-++--+-+-+",
+        "++++--------+-+--++-++--+-+-",
+        "-++++--------+++--++--+--+-+",
+        "-+-++-++--++--+--------++++-",
+        "+-+-++--+--++--+--------++++",
+        "-+-+-++--+--++--+----+---+++",
+        "+-+-+-++--+--+---+---++---++",
+        "++-+-+-++--+------+--+++---+",
+        "-++-+-+-++--+------+-++++---",
+        "+-++-+---++--+------+-++++--",
+        "-++--++-+-++-+++----++------",
+        "+-++--++-+-++-+++-----+-----",
+        "++-++---+-+-++-+++-----+----",
+        "-++-++-+-+-+-+--+++-----+---",
+        "--++-++++-+-+----+++-----+--",
+        "+--++-+-++-+-+----+++-----+-",
+        "++--++-+-++-+-+----++------+",
+    ),
+}
+
+
+def _hadamard_factor(n):
+    """(m, 2^k) with n = m * 2^k and m 1, 12, 20 or 28; None if there is none."""
+    for m in (1, 12, 20, 28):
+        if n % m == 0 and (n // m) & (n // m - 1) == 0:
+            return m, n // m
+    return None
+
+
 def hadamard_transform(a, scale=None, *, stream=None):
     """The Walsh-Hadamard transform of the last axis times `scale` (default
-    1/sqrt(n)), in Sylvester's ordering (scipy.linalg.hadamard's, MLX's): log2(n)
-    butterfly passes. n must be a power of two; MLX's other sizes, m * 2^k with
-    m = 12, 20 or 28, use fixed matrices of its own that weft does not have.
-    Integer and bool inputs give float32; float16 and bfloat16 are transformed
-    in float32 and rounded once."""
+    1/sqrt(n)), as MLX defines it: for n a power of two, Sylvester's matrix
+    (scipy.linalg.hadamard's) in log2(n) butterfly passes; for n = m * 2^k
+    with m = 12, 20 or 28, kron(H_m, H_2^k) with MLX's H_m (_HADAMARD_ROWS):
+    the butterflies over the 2^k part, then H_m's product over the m part.
+    Integer and bool inputs give float32; float16 and bfloat16 are
+    transformed in float32 and rounded once."""
     a = _as_array(a)
     if a.size == 0:
         raise ValueError("hadamard_transform: the array is empty")
     n = a.shape[-1] if a.ndim else 1
-    if n & (n - 1):
+    factor = _hadamard_factor(n)
+    if factor is None:
         raise ValueError(f"hadamard_transform: the last axis has {n} elements; weft supports "
-                         "powers of two only")
+                         "powers of two and 12, 20 or 28 times a power of two")
+    m, p = factor
     if a.dtype in (_core.float32, _core.float64, _core.complex64):
         dtype = work = a.dtype
     elif a.dtype in (_core.float16, _core.bfloat16):
@@ -521,13 +606,16 @@ def hadamard_transform(a, scale=None, *, stream=None):
     else:
         dtype = work = _core.float32
     x = a.astype(work)
-    lead = list(a.shape[:-1])
+    lead = list(a.shape[:-1]) + ([m] if m > 1 else [])
     half = 1
-    while half < n:
-        x = x.reshape(lead + [n // (2 * half), 2, half])
+    while half < p:
+        x = x.reshape(lead + [p // (2 * half), 2, half])
         top, bottom = x[..., 0, :], x[..., 1, :]
         x = _core.stack([top + bottom, top - bottom], axis=-2)
         half *= 2
+    if m > 1:
+        signs = [[1.0 if c == "+" else -1.0 for c in row] for row in _HADAMARD_ROWS[m]]
+        x = _core.matmul(array(signs, dtype=work), x.reshape(lead + [p]))
     x = x.reshape(list(a.shape))
     factor = 1.0 / _math.sqrt(n) if scale is None else float(scale)
     return (x * factor).astype(dtype)

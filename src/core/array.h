@@ -148,7 +148,13 @@ enum wf_prim_flags {
      * wf_eval, so it overlaps the caller's work), and compile never merges
      * two of its nodes. Its kernel runs even when an input failed (it must
      * tell the other processes) and then fails itself. */
-    WF_PRIM_COLLECTIVE = 1u << 4
+    WF_PRIM_COLLECTIVE = 1u << 4,
+    /* Instead of WF_PRIM_INPLACE: only input 0, and only when it is no other
+     * input too, may give its storage, and every kernel starts the output
+     * as a copy of input 0 that it skips when the output is input 0's
+     * storage (scatter, slice_update: the table is updated where it lies;
+     * its updates and indices are read as they are, never written). */
+    WF_PRIM_INPLACE_FIRST = 1u << 5
 };
 
 /* A primitive's kernel per device kind. Written by wf__kernel_register (the
@@ -248,8 +254,9 @@ wf_array *wf__array_from_data(const void *data, const int64_t *shape, int ndim, 
 
 /* For kernels: gives `out` a fresh contiguous buffer of out->size elements,
  * or the buffer the runtime donated to it (already in out->buffer, exactly
- * the bytes needed; only for WF_PRIM_INPLACE primitives), laid out as the
- * donor was (row-major unless WF_PRIM_INPLACE_ANY_LAYOUT). */
+ * the bytes needed; only for WF_PRIM_INPLACE or WF_PRIM_INPLACE_FIRST
+ * primitives), laid out as the donor was (row-major unless
+ * WF_PRIM_INPLACE_ANY_LAYOUT). */
 wf_status wf__array_alloc_output(wf_array *out);
 /* The same, but a fresh buffer is laid out with out's dims in `order`
  * (a permutation of 0 .. ndim - 1, outermost first): an element-wise

@@ -139,7 +139,7 @@ static wf_status infer_scatter_add(const void *params, const wf_desc *inputs, in
 
 const wf_prim_def wf__prim_scatter_add = {
     .name = "scatter_add",
-    .flags = 0,
+    .flags = WF_PRIM_INPLACE_FIRST, /* a dead table is updated where it lies */
     .params_size = sizeof(wf_axis_params),
     .infer = infer_scatter_add,
     .kernels = &(wf_kernel_slots){{0}},

@@ -116,7 +116,7 @@ static wf_status infer_scatter(const void *params, const wf_desc *inputs, int ni
 
 const wf_prim_def wf__prim_scatter = {
     .name = "scatter",
-    .flags = 0,
+    .flags = WF_PRIM_INPLACE_FIRST, /* a dead table is updated where it lies */
     .params_size = sizeof(wf_scatter_params),
     .infer = infer_scatter,
     .kernels = &(wf_kernel_slots){{0}},
@@ -158,7 +158,7 @@ static wf_status infer_masked_scatter(const void *params, const wf_desc *inputs,
 
 const wf_prim_def wf__prim_masked_scatter = {
     .name = "masked_scatter",
-    .flags = 0,
+    .flags = WF_PRIM_INPLACE_FIRST, /* a dead array is updated where it lies */
     .params_size = sizeof(wf_masked_scatter_params),
     .infer = infer_masked_scatter,
     .kernels = &(wf_kernel_slots){{0}},

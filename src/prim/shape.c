@@ -267,7 +267,7 @@ static wf_status infer_slice_update(const void *params, const wf_desc *inputs, i
 
 const wf_prim_def wf__prim_slice_update = {
     .name = "slice_update",
-    .flags = 0,
+    .flags = WF_PRIM_INPLACE_FIRST, /* a dead array is updated where it lies */
     .params_size = sizeof(wf_slice_params),
     .infer = infer_slice_update,
     .kernels = &(wf_kernel_slots){{0}},

@@ -170,7 +170,9 @@ void wf__eval_run_deferred_frees(void)
  *    does not fill the buffer from offset 0 (row-major, or dense in another
  *    dim order for WF_PRIM_INPLACE_ANY_LAYOUT: the output then takes that
  *    layout, so only where every input shares that order and a fresh output
- *    would take it too), and any primitive not declaring WF_PRIM_INPLACE.
+ *    would take it too), and any primitive not declaring WF_PRIM_INPLACE
+ *    (or WF_PRIM_INPLACE_FIRST: then only input 0, when it is not also
+ *    another input, e.g. a scatter's table).
  *
  * A retired input is freed by the detach below instead of being released;
  * if its buffer was shared after all, it is simply not donated. */
@@ -292,13 +294,17 @@ static int_fast64_t occurrences(const wf_array *n, const wf_array *in)
  * retired input (freed by the detach), or NULL. */
 static wf_array *donate_input(wf_array *n)
 {
-    if (n->keep_graph || n->results || !(n->prim->flags & WF_PRIM_INPLACE) || n->size == 0 ||
+    const bool first_only = (n->prim->flags & WF_PRIM_INPLACE_FIRST) != 0;
+    const unsigned inplace = WF_PRIM_INPLACE | WF_PRIM_INPLACE_FIRST;
+    if (n->keep_graph || n->results || !(n->prim->flags & inplace) || n->size == 0 ||
         !donation_enabled())
         return NULL;
     const size_t bytes = (size_t)n->size * wf_dtype_size(n->dtype);
-    for (int i = 0; i < n->ninputs; i++) {
+    const int candidates = first_only ? 1 : n->ninputs;
+    for (int i = 0; i < candidates; i++) {
         wf_array *in = n->inputs[i];
-        if (!donor_layout_fits(n, in, bytes) || !buffer_unshared(in->buffer))
+        if (!donor_layout_fits(n, in, bytes) || !buffer_unshared(in->buffer) ||
+            (first_only && occurrences(n, in) != 1))
             continue;
         if (!wf__array_retire(in, occurrences(n, in)))
             continue;

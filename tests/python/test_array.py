@@ -199,6 +199,36 @@ def test_at_updates():
     assert mx.ones((3,)).at[0].set(4).tolist() == [4.0, 1.0, 1.0]
 
 
+def test_updates_of_a_table_nobody_else_holds_happen_in_place():
+    """x = x.at[i].add(v) and x[i] = v reuse x's buffer when nothing else holds
+    it (scatter and slice_update take it by donation): the peak memory of a loop of
+    such steps stays below one more table. A table still held elsewhere is copied
+    and left as it was."""
+    x = mx.zeros((1024, 256)) + 1
+    mx.eval(x)
+    u = mx.arange(256).astype(mx.float32)
+    mx.reset_peak_memory()
+    start = mx.get_active_memory()
+    for i in range(4):
+        x = x.at[mx.array([i, i])].add(u)  # the scatter path (repeated index: both count)
+        mx.eval(x)
+        x = x.at[i + 8].add(u)  # a basic index: slice_update
+        mx.eval(x)
+        x[i + 16] = u
+        mx.eval(x)
+    assert mx.get_peak_memory() - start < x.nbytes // 2
+    want = np.ones((1024, 256), np.float32)
+    want[0:4] += 2 * np.arange(256)
+    want[8:12] += np.arange(256)
+    want[16:20] = np.arange(256)
+    np.testing.assert_array_equal(np.array(x), want)
+    kept = x
+    y = x.at[mx.array([0])].add(u)
+    x = None
+    np.testing.assert_array_equal(np.array(y)[0], want[0] + np.arange(256))
+    np.testing.assert_array_equal(np.array(kept), want)
+
+
 def test_pickle_and_weakref():
     a = mx.array([[1, 2], [3, 4]], mx.int64)
     b = pickle.loads(pickle.dumps(a))

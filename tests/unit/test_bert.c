@@ -532,14 +532,6 @@ static void test_checkpoint_checks(void)
 
 /* ------------------------------------------------------------ without the model */
 
-/* The failed call's status and message. */
-static void expect_error(wf_status want, const char *needle)
-{
-    CHECK_STATUS(wf_last_error(), want);
-    CHECK_STR_CONTAINS(wf_last_error_message(), needle);
-    wf_clear_error();
-}
-
 /* Writes `n` bytes of `text` to a new temporary file named into `path`. */
 static bool write_temp(char *path, const char *text, size_t n)
 {
@@ -560,7 +552,7 @@ static void test_tokenizer_small_vocab_and_errors(void)
     if (!write_temp(path, small_vocab, sizeof small_vocab - 1))
         return;
     CHECK(wf_nn_wordpiece_load(NULL) == NULL);
-    expect_error(WF_ERR_NULL_ARGUMENT, "vocab_path is NULL");
+    CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "vocab_path is NULL");
     /* each allocation of the load failing in turn: the file's text, the
      * tokenizer, its table */
     for (int nth = 1; nth <= 3; nth++) {
@@ -569,7 +561,7 @@ static void test_tokenizer_small_vocab_and_errors(void)
         CHECK(wf__fault_fired());
         wf__fault_arm(0);
         CHECK(t == NULL);
-        expect_error(WF_ERR_OUT_OF_MEMORY, "out of memory");
+        CHECK_ERROR(wf_last_error(), WF_ERR_OUT_OF_MEMORY, "out of memory");
     }
     wf_nn_wordpiece *t = wf_nn_wordpiece_load(path);
     unlink(path);
@@ -587,23 +579,23 @@ static void test_tokenizer_small_vocab_and_errors(void)
     if (CHECK_EQ_INT(wf_nn_wordpiece_encode(t, text, sizeof text - 1, ids, 4), 4))
         CHECK(ids[0] == 2 && ids[1] == 4 && ids[2] == 7 && ids[3] == 3);
     CHECK_EQ_INT(wf_nn_wordpiece_encode(NULL, text, 3, ids, 16), -1);
-    expect_error(WF_ERR_NULL_ARGUMENT, "tokenizer is NULL");
+    CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "tokenizer is NULL");
     CHECK_EQ_INT(wf_nn_wordpiece_encode(t, text, 3, NULL, 16), -1);
-    expect_error(WF_ERR_NULL_ARGUMENT, "ids is NULL");
+    CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "ids is NULL");
     CHECK_EQ_INT(wf_nn_wordpiece_encode(t, NULL, 3, ids, 16), -1);
-    expect_error(WF_ERR_NULL_ARGUMENT, "text is NULL");
+    CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "text is NULL");
     CHECK_EQ_INT(wf_nn_wordpiece_encode(t, NULL, 0, ids, 16), 2); /* empty: [CLS] [SEP] */
     CHECK_EQ_INT(wf_nn_wordpiece_encode(t, text, 3, ids, 1), -1);
-    expect_error(WF_ERR_INVALID_ARGUMENT, "max_ids 1 leaves no room");
+    CHECK_ERROR(wf_last_error(), WF_ERR_INVALID_ARGUMENT, "max_ids 1 leaves no room");
     CHECK_EQ_INT(wf_nn_wordpiece_encode(t, text, SIZE_MAX / 2, ids, 16), -1); /* never read */
-    expect_error(WF_ERR_INVALID_ARGUMENT, "text too long");
+    CHECK_ERROR(wf_last_error(), WF_ERR_INVALID_ARGUMENT, "text too long");
     for (int nth = 1; nth <= 2; nth++) { /* the code points, the scratch word */
         wf__fault_arm(nth);
         int64_t n = wf_nn_wordpiece_encode(t, text, sizeof text - 1, ids, 16);
         CHECK(wf__fault_fired());
         wf__fault_arm(0);
         CHECK_EQ_INT(n, -1);
-        expect_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_wordpiece_encode: out of memory");
+        CHECK_ERROR(wf_last_error(), WF_ERR_OUT_OF_MEMORY, "wf_nn_wordpiece_encode: out of memory");
     }
     CHECK_EQ_INT(wf_nn_wordpiece_token_id(t, "##ld"), 6);
     CHECK_EQ_INT(wf_nn_wordpiece_token_id(NULL, "##ld"), -1);
@@ -623,7 +615,7 @@ static void test_tokenizer_hostile_files(void)
     char path[] = "/tmp/weft-vocab-long-XXXXXX";
     if (write_temp(path, text, sizeof small_vocab + LONG)) {
         CHECK(wf_nn_wordpiece_load(path) == NULL);
-        expect_error(WF_ERR_INVALID_ARGUMENT, "line 9 is longer than 1024 bytes");
+        CHECK_ERROR(wf_last_error(), WF_ERR_INVALID_ARGUMENT, "line 9 is longer than 1024 bytes");
         unlink(path);
     }
     free(text);
@@ -634,7 +626,7 @@ static void test_tokenizer_hostile_files(void)
     char many[] = "/tmp/weft-vocab-lines-XXXXXX";
     if (write_temp(many, text, lines)) {
         CHECK(wf_nn_wordpiece_load(many) == NULL);
-        expect_error(WF_ERR_INVALID_ARGUMENT, "more than 4194304 lines");
+        CHECK_ERROR(wf_last_error(), WF_ERR_INVALID_ARGUMENT, "more than 4194304 lines");
         unlink(many);
     }
     free(text);
@@ -645,7 +637,7 @@ static void test_tokenizer_hostile_files(void)
         CHECK(ftruncate(fd, ((off_t)64 << 20) + 1) == 0);
         close(fd);
         CHECK(wf_nn_wordpiece_load(big) == NULL);
-        expect_error(WF_ERR_IO, "file too large");
+        CHECK_ERROR(wf_last_error(), WF_ERR_IO, "file too large");
         unlink(big);
     }
     /* a directory is no file */
@@ -754,15 +746,15 @@ static void test_model_bad_arguments(void)
     CHECK(write_tiny_checkpoint(dir, NULL, NULL));
     wf_nn_bert_config c;
     CHECK_STATUS(wf_nn_bert_config_load(NULL, &c), WF_ERR_NULL_ARGUMENT);
-    expect_error(WF_ERR_NULL_ARGUMENT, "path is NULL");
+    CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "path is NULL");
     CHECK_STATUS(wf_nn_bert_config_load("/tmp/x", NULL), WF_ERR_NULL_ARGUMENT);
-    expect_error(WF_ERR_NULL_ARGUMENT, "out is NULL");
+    CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "out is NULL");
     CHECK(wf_nn_bert_load(NULL, WF_DTYPE_F32) == NULL);
-    expect_error(WF_ERR_NULL_ARGUMENT, "model_dir is NULL");
+    CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "model_dir is NULL");
     CHECK(wf_nn_bert_load(dir, WF_DTYPE_F64) == NULL);
-    expect_error(WF_ERR_DTYPE, "float32, bfloat16 or float16");
+    CHECK_ERROR(wf_last_error(), WF_ERR_DTYPE, "float32, bfloat16 or float16");
     CHECK(wf_nn_bert_load("/nonexistent-weft-model", WF_DTYPE_F32) == NULL);
-    expect_error(WF_ERR_IO, "/nonexistent-weft-model/config.json");
+    CHECK_ERROR(wf_last_error(), WF_ERR_IO, "/nonexistent-weft-model/config.json");
     CHECK(wf_nn_bert_get_config(NULL) == NULL);
     CHECK_EQ_INT(wf_nn_bert_dtype(NULL), WF_DTYPE_COUNT);
     wf_nn_bert *m = wf_nn_bert_load(dir, WF_DTYPE_F16);
@@ -776,19 +768,19 @@ static void test_model_bad_arguments(void)
         wf_array *five = wf_zeros((int64_t[]){1, 5}, 2, WF_DTYPE_I32);
         wf_array *float_ids = wf_zeros((int64_t[]){1, 3}, 2, WF_DTYPE_F32);
         CHECK(wf_nn_bert_encode(NULL, ids, mask) == NULL);
-        expect_error(WF_ERR_NULL_ARGUMENT, "wf_nn_bert_encode: model is NULL");
+        CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_nn_bert_encode: model is NULL");
         CHECK(wf_nn_bert_encode(m, NULL, mask) == NULL);
-        expect_error(WF_ERR_NULL_ARGUMENT, "wf_nn_bert_encode: ids is NULL");
+        CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_nn_bert_encode: ids is NULL");
         CHECK(wf_nn_bert_embed(m, ids, NULL) == NULL);
-        expect_error(WF_ERR_NULL_ARGUMENT, "wf_nn_bert_embed: mask is NULL");
+        CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_nn_bert_embed: mask is NULL");
         CHECK(wf_nn_bert_embed(m, flat, flat) == NULL);
-        expect_error(WF_ERR_SHAPE, "1 <= seq <= 4");
+        CHECK_ERROR(wf_last_error(), WF_ERR_SHAPE, "1 <= seq <= 4");
         CHECK(wf_nn_bert_encode(m, five, five) == NULL); /* longer than the positions */
-        expect_error(WF_ERR_SHAPE, "1 <= seq <= 4");
+        CHECK_ERROR(wf_last_error(), WF_ERR_SHAPE, "1 <= seq <= 4");
         CHECK(wf_nn_bert_encode(m, ids, flat) == NULL);
-        expect_error(WF_ERR_SHAPE, "ids and mask must both be (batch, seq)");
+        CHECK_ERROR(wf_last_error(), WF_ERR_SHAPE, "ids and mask must both be (batch, seq)");
         CHECK(wf_nn_bert_embed(m, float_ids, mask) == NULL);
-        expect_error(WF_ERR_DTYPE, "ids must be int32 or int64");
+        CHECK_ERROR(wf_last_error(), WF_ERR_DTYPE, "ids must be int32 or int64");
         wf_array *h = wf_nn_bert_encode(m, ids, mask);
         if (CHECK_NOT_NULL(h)) {
             CHECK_EQ_INT(wf_array_dtype(h), WF_DTYPE_F16);

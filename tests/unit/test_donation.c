@@ -795,6 +795,133 @@ static void test_shared_intermediate_under_threads(void)
     CHECK_EQ_INT(live_arrays(), live0);
 }
 
+/* ---------------------------------------------------------------- scatter */
+
+/* ramp(SMALL_N)'s values with `add` added at positions 3 (twice) and 7. */
+static void check_scattered(wf_array *r, float add)
+{
+    const float *v = float_data(r);
+    int bad = 0;
+    for (int64_t i = 0; v && i < SMALL_N && bad < 5; i++) {
+        const float want = (float)(i % 1000) / 1000.0f + (i == 3 ? 2 * add : i == 7 ? add : 0);
+        bad += !CHECK_NEAR(v[i], want, 1e-6);
+    }
+}
+
+static wf_array *scatter_positions(void)
+{
+    const int32_t idx[3] = {3, 7, 3};
+    const int64_t shape[1] = {3};
+    return wf_array_from_data(idx, shape, 1, WF_DTYPE_I32);
+}
+
+/* A scatter or slice update (WF_PRIM_INPLACE_FIRST) updates a table
+ * nobody else holds where it lies; a held table is copied and left as it was; a table that
+ * is also the updates is never donated (the updates would be overwritten
+ * while read); a masked scatter donates likewise. */
+static void test_scatter_updates_a_dead_table_in_place(void)
+{
+    const int64_t live0 = live_arrays();
+    wf_array *idx = scatter_positions();
+    wf_array *upd = wf_full((const int64_t[1]){3}, 1, 0.5, WF_DTYPE_F32);
+    wf_array *table = ramp(SMALL_N);
+    wf_array *r = wf_scatter_add(table, idx, upd, 0);
+    wf_release(table);
+    uint64_t d0 = wf__buffers_donated();
+    CHECK_OK(wf_eval(&r, 1));
+    CHECK_EQ_INT((int64_t)(wf__buffers_donated() - d0), 1);
+    check_scattered(r, 0.5f);
+    wf_release(r);
+
+    table = ramp(SMALL_N); /* held: copied, unchanged */
+    r = wf_scatter_add(table, idx, upd, 0);
+    d0 = wf__buffers_donated();
+    CHECK_OK(wf_eval(&r, 1));
+    CHECK_EQ_INT((int64_t)(wf__buffers_donated() - d0), 0);
+    check_scattered(r, 0.5f);
+    check_scattered(table, 0.0f);
+    wf_release(r);
+
+    /* a chain of updates (wf_scatter_add and the general wf_scatter in turn),
+     * each consuming the last table: all but the first in place */
+    wf_array *upd_slices = wf_reshape(upd, (const int64_t[2]){3, 1}, 2);
+    wf_array *t = table;
+    for (int step_no = 0; step_no < 8; step_no++) {
+        wf_array *next = step_no % 2 ? wf_scatter(t, &idx, 1, upd_slices, (const int[1]){0},
+                                                  WF_SCATTER_ADD)
+                                     : wf_scatter_add(t, idx, upd, 0);
+        if (t != table)
+            wf_release(t);
+        t = next;
+    }
+    d0 = wf__buffers_donated();
+    CHECK_OK(wf_eval(&t, 1));
+    CHECK_EQ_INT((int64_t)(wf__buffers_donated() - d0), 7);
+    check_scattered(t, 8 * 0.5f);
+    check_scattered(table, 0.0f);
+    wf_release(t);
+    wf_release(table);
+    wf_release(upd_slices);
+
+    /* the table as its own updates: t[p] += t[perm[p]] reads every t[perm[p]] unchanged */
+    int32_t *perm = malloc(SMALL_N * sizeof *perm);
+    for (int64_t i = 0; i < SMALL_N; i++)
+        perm[i] = (int32_t)(SMALL_N - 1 - i);
+    wf_array *reversed = wf_array_from_data(perm, (const int64_t[1]){SMALL_N}, 1, WF_DTYPE_I32);
+    free(perm);
+    table = ramp(SMALL_N);
+    r = wf_scatter_add(table, reversed, table, 0);
+    wf_release(table);
+    d0 = wf__buffers_donated();
+    CHECK_OK(wf_eval(&r, 1));
+    CHECK_EQ_INT((int64_t)(wf__buffers_donated() - d0), 0);
+    const float *v = float_data(r);
+    for (int64_t i = 0; v && i < SMALL_N; i++)
+        if (!CHECK_NEAR(v[i], (float)(i % 1000) / 1000.0f +
+                                  (float)((SMALL_N - 1 - i) % 1000) / 1000.0f, 1e-6))
+            break;
+    wf_release(r);
+    wf_release(reversed);
+
+    /* slice update: positions 3 and 7 set to their value + 1 and + 0.5 */
+    table = ramp(SMALL_N);
+    wf_array *pair = wf_array_from_data((const float[2]){3 / 1000.0f + 1.0f, 7 / 1000.0f + 0.5f},
+                                        (const int64_t[1]){2}, 1, WF_DTYPE_F32);
+    r = wf_slice_update(table, pair, (const int64_t[1]){3}, (const int64_t[1]){8},
+                        (const int64_t[1]){4});
+    wf_release(table);
+    d0 = wf__buffers_donated();
+    CHECK_OK(wf_eval(&r, 1));
+    CHECK_EQ_INT((int64_t)(wf__buffers_donated() - d0), 1);
+    check_scattered(r, 0.5f);
+    wf_release(r);
+    wf_release(pair);
+
+    /* masked scatter: every third element set to -1 */
+    bool *mask_v = malloc(SMALL_N * sizeof *mask_v);
+    for (int64_t i = 0; i < SMALL_N; i++)
+        mask_v[i] = i % 3 == 0;
+    wf_array *mask = wf_array_from_data(mask_v, (const int64_t[1]){SMALL_N}, 1, WF_DTYPE_BOOL);
+    free(mask_v);
+    wf_array *minus = wf_scalar(-1, WF_DTYPE_F32);
+    table = ramp(SMALL_N);
+    r = wf_masked_scatter(table, mask, minus);
+    wf_release(table);
+    d0 = wf__buffers_donated();
+    CHECK_OK(wf_eval(&r, 1));
+    CHECK_EQ_INT((int64_t)(wf__buffers_donated() - d0), 1);
+    v = float_data(r);
+    for (int64_t i = 0; v && i < SMALL_N; i++)
+        if (!CHECK_NEAR(v[i], i % 3 == 0 ? -1.0f : (float)(i % 1000) / 1000.0f, 0))
+            break;
+    wf_release(r);
+    wf_release(minus);
+    wf_release(mask);
+    wf_release(upd);
+    wf_release(idx);
+    CHECK_EQ_INT(live_arrays(), live0);
+}
+
 int main(void)
 {
     if (wf__kernel_register(&prim_pair, WF_DEVICE_KIND_CPU, kernel_pair) != WF_OK)
@@ -814,5 +941,6 @@ int main(void)
     RUN_TEST(test_siblings_of_a_multi_output_node);
     RUN_TEST(test_async_chain_donates);
     RUN_TEST(test_shared_intermediate_under_threads);
+    RUN_TEST(test_scatter_updates_a_dead_table_in_place);
     return TEST_SUMMARY();
 }

@@ -30,15 +30,6 @@ static void expect_null(const void *p, wf_status want, const char *needle)
     wf_clear_error();
 }
 
-static void expect_status(wf_status got, wf_status want, const char *needle)
-{
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", wf_last_error_message());
-    CHECK_STATUS(got, want);
-    CHECK_STR_CONTAINS(msg, needle);
-    wf_clear_error();
-}
-
 /* Arms the nth fallible operation from now to fail. */
 static void arm(int64_t nth) { wf__fault_arm(nth); }
 
@@ -160,7 +151,7 @@ static void *push_fails(void *arg)
         arm(nth);
         wf_status st = wf_stream_push(s);
         disarm_fired();
-        expect_status(st, WF_ERR_OUT_OF_MEMORY, "wf_stream_push");
+        CHECK_ERROR(st, WF_ERR_OUT_OF_MEMORY, "wf_stream_push");
     }
     CHECK_OK(wf_stream_push(s));
     wf_stream *cur = wf_current_stream();
@@ -229,7 +220,7 @@ static void test_vjp_too_many_cotangents(void)
     wf_array *x = ramp(2);
     wf_array *cot[1] = {x};
     wf_array *out[1], *grad[1];
-    expect_status(wf_vjp(f, &x, 1, cot, (size_t)WF_FN_MAX_OUTPUTS + 1, out, grad),
+    CHECK_ERROR(wf_vjp(f, &x, 1, cot, (size_t)WF_FN_MAX_OUTPUTS + 1, out, grad),
                   WF_ERR_INVALID_ARGUMENT, "cotangents");
     wf_release(x);
     wf_fn_release(f);
@@ -302,8 +293,8 @@ static void test_params_bad_arguments(void)
     CHECK_EQ_INT(wf_nn_params_find(NULL, "w"), -1);
     CHECK_EQ_INT(wf_nn_params_find(p, NULL), -1);
     CHECK_EQ_INT(wf_nn_params_find(p, "w"), 0);
-    expect_status(wf_nn_params_set(p, 1, x), WF_ERR_INVALID_ARGUMENT, "out of range");
-    expect_status(wf_nn_params_set(p, 0, NULL), WF_ERR_NULL_ARGUMENT, "value is NULL");
+    CHECK_ERROR(wf_nn_params_set(p, 1, x), WF_ERR_INVALID_ARGUMENT, "out of range");
+    CHECK_ERROR(wf_nn_params_set(p, 0, NULL), WF_ERR_NULL_ARGUMENT, "value is NULL");
     wf_nn_params_release(p);
     wf_release(x);
     CHECK_EQ_INT(live_arrays(), live);
@@ -317,19 +308,19 @@ static void test_params_add_refusals(void)
     wf_nn_params *p = wf_nn_params_new();
     wf_array *x = ramp(3), *gone = ramp(2);
     wf_release(gone);
-    expect_status(wf_nn_params_add(NULL, "w", x), WF_ERR_NULL_ARGUMENT, "params is NULL");
-    expect_status(wf_nn_params_add(p, NULL, x), WF_ERR_NULL_ARGUMENT, "name is NULL");
-    expect_status(wf_nn_params_add(p, "w", NULL), WF_ERR_NULL_ARGUMENT, "value is NULL");
-    expect_status(wf_nn_params_add(p, "", x), WF_ERR_INVALID_ARGUMENT, "1 to 255 bytes (got 0)");
+    CHECK_ERROR(wf_nn_params_add(NULL, "w", x), WF_ERR_NULL_ARGUMENT, "params is NULL");
+    CHECK_ERROR(wf_nn_params_add(p, NULL, x), WF_ERR_NULL_ARGUMENT, "name is NULL");
+    CHECK_ERROR(wf_nn_params_add(p, "w", NULL), WF_ERR_NULL_ARGUMENT, "value is NULL");
+    CHECK_ERROR(wf_nn_params_add(p, "", x), WF_ERR_INVALID_ARGUMENT, "1 to 255 bytes (got 0)");
     char long_name[257];
     memset(long_name, 'n', 256);
     long_name[256] = 0;
-    expect_status(wf_nn_params_add(p, long_name, x), WF_ERR_INVALID_ARGUMENT,
+    CHECK_ERROR(wf_nn_params_add(p, long_name, x), WF_ERR_INVALID_ARGUMENT,
                   "1 to 255 bytes (got 256)");
     long_name[255] = 0; /* 255 bytes: the longest name */
     CHECK_OK(wf_nn_params_add(p, long_name, x));
-    expect_status(wf_nn_params_add(p, long_name, x), WF_ERR_INVALID_ARGUMENT, "is already there");
-    expect_status(wf_nn_params_add(p, "gone", gone), WF_ERR_MISUSE, "already released");
+    CHECK_ERROR(wf_nn_params_add(p, long_name, x), WF_ERR_INVALID_ARGUMENT, "is already there");
+    CHECK_ERROR(wf_nn_params_add(p, "gone", gone), WF_ERR_MISUSE, "already released");
     CHECK_EQ_SIZE(wf_nn_params_count(p), 1);
     wf_nn_params_release(p);
     /* an empty list allocates its name table, its array table, the name */
@@ -338,7 +329,7 @@ static void test_params_add_refusals(void)
         arm(nth);
         wf_status st = wf_nn_params_add(p, "w", x);
         disarm_fired();
-        expect_status(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_params_add: out of memory");
+        CHECK_ERROR(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_params_add: out of memory");
         CHECK_EQ_SIZE(wf_nn_params_count(p), 0);
         CHECK_OK(wf_nn_params_add(p, "w", x)); /* and then it works */
         CHECK(wf_nn_params_get(p, 0) == x);
@@ -358,12 +349,12 @@ static void test_params_set_refusals(void)
     wf_array *x = ramp(3), *gone = ramp(3);
     wf_release(gone);
     CHECK_OK(wf_nn_params_add(p, "w", x));
-    expect_status(wf_nn_params_set(p, 0, gone), WF_ERR_MISUSE, "already released");
+    CHECK_ERROR(wf_nn_params_set(p, 0, gone), WF_ERR_MISUSE, "already released");
     wf_array *ints = wf_zeros(&two, 1, WF_DTYPE_I32);
-    expect_status(wf_nn_params_set(p, 0, ints), WF_ERR_DTYPE, "'w' is float32, the new value int32");
+    CHECK_ERROR(wf_nn_params_set(p, 0, ints), WF_ERR_DTYPE, "'w' is float32, the new value int32");
     wf_array *fewer = ramp(2), *matrix = wf_ones(shape, 2, WF_DTYPE_F32);
-    expect_status(wf_nn_params_set(p, 0, fewer), WF_ERR_SHAPE, "'w' changes shape");
-    expect_status(wf_nn_params_set(p, 0, matrix), WF_ERR_SHAPE, "'w' changes shape");
+    CHECK_ERROR(wf_nn_params_set(p, 0, fewer), WF_ERR_SHAPE, "'w' changes shape");
+    CHECK_ERROR(wf_nn_params_set(p, 0, matrix), WF_ERR_SHAPE, "'w' changes shape");
     CHECK(wf_nn_params_get(p, 0) == x);
     wf_release(ints), wf_release(fewer), wf_release(matrix);
     wf_array *y = wf_negative(x);
@@ -387,12 +378,12 @@ static void test_file_functions_bad_arguments(void)
     wf_nn_gguf_meta *meta = (wf_nn_gguf_meta *)&meta;
     expect_null(wf_nn_load_gguf(missing, &meta), WF_ERR_IO, "wf_nn_load_gguf");
     CHECK(meta == NULL);
-    expect_status(wf_nn_save_npz(NULL, missing, false), WF_ERR_NULL_ARGUMENT, "params is NULL");
+    CHECK_ERROR(wf_nn_save_npz(NULL, missing, false), WF_ERR_NULL_ARGUMENT, "params is NULL");
     wf_nn_params *p = wf_nn_params_new();
     wf_array *x = ramp(4);
     wf_array *half = wf_astype(x, WF_DTYPE_BF16); /* NumPy has no bfloat16 */
     CHECK_OK(wf_nn_params_add(p, "h", half));
-    expect_status(wf_nn_save_npz(p, missing, true), WF_ERR_DTYPE, "NumPy files have no");
+    CHECK_ERROR(wf_nn_save_npz(p, missing, true), WF_ERR_DTYPE, "NumPy files have no");
 
     arm(1);
     wf_nn_gguf_meta *m = wf_nn_gguf_meta_new();
@@ -401,25 +392,25 @@ static void test_file_functions_bad_arguments(void)
     m = wf_nn_gguf_meta_new();
     const int64_t two[2] = {2, 2};
     wf_array *matrix = wf_ones(two, 2, WF_DTYPE_F32);
-    expect_status(wf_nn_gguf_meta_add_array(m, "k", NULL), WF_ERR_NULL_ARGUMENT,
+    CHECK_ERROR(wf_nn_gguf_meta_add_array(m, "k", NULL), WF_ERR_NULL_ARGUMENT,
                   "wf_nn_gguf_meta_add_array: value is NULL");
-    expect_status(wf_nn_gguf_meta_add_array(m, "k", matrix), WF_ERR_INVALID_ARGUMENT,
+    CHECK_ERROR(wf_nn_gguf_meta_add_array(m, "k", matrix), WF_ERR_INVALID_ARGUMENT,
                   "0-d or 1-d");
-    expect_status(wf_nn_gguf_meta_add_array(m, "h", half), WF_ERR_INVALID_ARGUMENT, "'h'");
+    CHECK_ERROR(wf_nn_gguf_meta_add_array(m, "h", half), WF_ERR_INVALID_ARGUMENT, "'h'");
     const char *strings[2] = {"a", NULL};
-    expect_status(wf_nn_gguf_meta_add_strings(m, "s", NULL, 1, true), WF_ERR_INVALID_ARGUMENT,
+    CHECK_ERROR(wf_nn_gguf_meta_add_strings(m, "s", NULL, 1, true), WF_ERR_INVALID_ARGUMENT,
                   "one string, or a list");
-    expect_status(wf_nn_gguf_meta_add_strings(m, "s", strings, 2, false),
+    CHECK_ERROR(wf_nn_gguf_meta_add_strings(m, "s", strings, 2, false),
                   WF_ERR_INVALID_ARGUMENT, "one string, or a list");
-    expect_status(wf_nn_gguf_meta_add_strings(m, "s", strings, 2, true), WF_ERR_NULL_ARGUMENT,
+    CHECK_ERROR(wf_nn_gguf_meta_add_strings(m, "s", strings, 2, true), WF_ERR_NULL_ARGUMENT,
                   "string 1 is NULL");
     CHECK_OK(wf_nn_gguf_meta_add_strings(m, "s", strings, 1, false));
-    expect_status(wf_nn_gguf_meta_add_strings(m, "s", strings, 1, true),
+    CHECK_ERROR(wf_nn_gguf_meta_add_strings(m, "s", strings, 1, true),
                   WF_ERR_INVALID_ARGUMENT, "duplicate key 's'");
     arm(2); /* the key's copy works, the string list does not */
     wf_status st = wf_nn_gguf_meta_add_strings(m, "t", strings, 1, true);
     disarm_fired();
-    expect_status(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_gguf_meta_add_strings");
+    CHECK_ERROR(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_gguf_meta_add_strings");
     CHECK_EQ_SIZE(wf_nn_gguf_meta_count(m), 1); /* only "s" */
     CHECK(strcmp(wf_nn_gguf_meta_key(m, 0), "s") == 0);
     wf_nn_gguf_meta_release(m);
@@ -451,9 +442,9 @@ static void test_data_strided_failed_evaluation(void)
     wf_array *bad = failing_array();
     const void *data = &data;
     int64_t strides[2] = {-7, -7};
-    expect_status(wf_array_data_strided(bad, NULL, strides), WF_ERR_NULL_ARGUMENT,
+    CHECK_ERROR(wf_array_data_strided(bad, NULL, strides), WF_ERR_NULL_ARGUMENT,
                   "out or strides is NULL");
-    expect_status(wf_array_data_strided(bad, &data, strides), WF_ERR_INVALID_ARGUMENT,
+    CHECK_ERROR(wf_array_data_strided(bad, &data, strides), WF_ERR_INVALID_ARGUMENT,
                   "selects 6 elements but the source has only 3");
     CHECK(data == NULL);
     CHECK_EQ_INT(strides[0], -7); /* untouched on failure */
@@ -480,21 +471,21 @@ static void test_quantize_null_outputs(void)
 {
     const int64_t shape[2] = {2, 32};
     wf_array *w = wf_ones(shape, 2, WF_DTYPE_F32), *q = w, *s = w, *b = w;
-    expect_status(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, NULL, &s, &b), WF_ERR_NULL_ARGUMENT,
+    CHECK_ERROR(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, NULL, &s, &b), WF_ERR_NULL_ARGUMENT,
                   "wf_quantize: NULL output pointer");
-    expect_status(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, NULL), WF_ERR_NULL_ARGUMENT,
+    CHECK_ERROR(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, NULL), WF_ERR_NULL_ARGUMENT,
                   "wf_quantize: NULL output pointer");
-    expect_status(wf_quantize(NULL, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_NULL_ARGUMENT,
+    CHECK_ERROR(wf_quantize(NULL, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_NULL_ARGUMENT,
                   "wf_quantize");
     CHECK(q == NULL && s == NULL && b == NULL); /* cleared before the checks */
-    expect_status(wf_quantize(w, 32, 7, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_INVALID_ARGUMENT,
+    CHECK_ERROR(wf_quantize(w, 32, 7, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_INVALID_ARGUMENT,
                   "wf_quantize");
     CHECK(q == NULL && s == NULL && b == NULL);
     for (int nth = 1; nth <= 3; nth++) { /* each of the three nodes */
         arm(nth);
         wf_status st = wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, &b);
         disarm_fired();
-        expect_status(st, WF_ERR_OUT_OF_MEMORY, "");
+        CHECK_ERROR(st, WF_ERR_OUT_OF_MEMORY, "");
         CHECK(q == NULL && s == NULL && b == NULL);
     }
     if (CHECK_OK(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, &b))) {
@@ -513,7 +504,7 @@ static void test_quantize_released_input(void)
     const int64_t shape[2] = {2, 32};
     wf_array *w = wf_ones(shape, 2, WF_DTYPE_F32), *q = w, *s = w, *b = w;
     wf_release(w);
-    expect_status(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_MISUSE,
+    CHECK_ERROR(wf_quantize(w, 32, 4, WF_QUANT_AFFINE, &q, &s, &b), WF_ERR_MISUSE,
                   "wf_quantize: w was already released");
     CHECK(q == NULL && s == NULL && b == NULL);
 }
@@ -544,7 +535,7 @@ static void test_multi_output_all_or_nothing(void)
             wf__fault_arm(0);
             if (fired) {
                 failures++;
-                expect_status(st, WF_ERR_OUT_OF_MEMORY, "");
+                CHECK_ERROR(st, WF_ERR_OUT_OF_MEMORY, "");
                 CHECK(o[0] == NULL && o[1] == NULL && (op == 1 || o[2] == NULL));
             } else if (CHECK_OK(st)) {
                 /* qr: q r == a; quantize: a constant group dequantizes exactly */
@@ -564,7 +555,7 @@ static void test_multi_output_all_or_nothing(void)
         CHECK_EQ_INT(settle_live_arrays(live + 2), live + 2);
     }
     wf_array *u = w, *sv = w;
-    expect_status(wf_linalg_svd(a, &u, &sv, NULL), WF_ERR_INVALID_ARGUMENT,
+    CHECK_ERROR(wf_linalg_svd(a, &u, &sv, NULL), WF_ERR_INVALID_ARGUMENT,
                   "wf_linalg_svd: u and vt are both given or both NULL");
     CHECK(u == NULL && sv == NULL);
     wf_release(w), wf_release(a);
@@ -673,24 +664,24 @@ static void test_save_gguf_bad_inputs(void)
     if (!CHECK(fd >= 0))
         return;
     close(fd);
-    expect_status(wf_nn_save_gguf(NULL, NULL, path), WF_ERR_NULL_ARGUMENT, "params or path");
+    CHECK_ERROR(wf_nn_save_gguf(NULL, NULL, path), WF_ERR_NULL_ARGUMENT, "params or path");
     wf_nn_params *p = wf_nn_params_new();
-    expect_status(wf_nn_save_gguf(p, NULL, NULL), WF_ERR_NULL_ARGUMENT, "params or path");
+    CHECK_ERROR(wf_nn_save_gguf(p, NULL, NULL), WF_ERR_NULL_ARGUMENT, "params or path");
     const int64_t two = 2;
     wf_array *flags = wf_ones(&two, 1, WF_DTYPE_BOOL);
     CHECK_OK(wf_nn_params_add(p, "flags", flags));
-    expect_status(wf_nn_save_gguf(p, NULL, path), WF_ERR_DTYPE, "'flags' has dtype bool");
+    CHECK_ERROR(wf_nn_save_gguf(p, NULL, path), WF_ERR_DTYPE, "'flags' has dtype bool");
     wf_nn_params_release(p);
     p = wf_nn_params_new();
     wf_array *bad = failing_array(); /* its evaluation fails: nothing is written */
     CHECK_OK(wf_nn_params_add(p, "bad", bad));
-    expect_status(wf_nn_save_gguf(p, NULL, path), WF_ERR_INVALID_ARGUMENT,
+    CHECK_ERROR(wf_nn_save_gguf(p, NULL, path), WF_ERR_INVALID_ARGUMENT,
                   "selects 6 elements but the source has only 3");
     wf_nn_params_release(p);
     p = wf_nn_params_new();
     wf_array *x = ramp(4);
     CHECK_OK(wf_nn_params_add(p, "x", x));
-    expect_status(wf_nn_save_gguf(p, NULL, "/nonexistent-dir/x.gguf"), WF_ERR_IO,
+    CHECK_ERROR(wf_nn_save_gguf(p, NULL, "/nonexistent-dir/x.gguf"), WF_ERR_IO,
                   "cannot open '/nonexistent-dir/x.gguf'");
     /* and it writes: the loaded tensor has the same values */
     if (CHECK_OK(wf_nn_save_gguf(p, NULL, path))) {
@@ -735,7 +726,7 @@ static void test_save_npz_out_of_memory(void)
                 break;
             if (st == WF_OK)
                 continue; /* absorbed (zlib's own allocations are not counted) */
-            expect_status(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_save_npz");
+            CHECK_ERROR(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_save_npz");
             failures++;
         }
         CHECK_OK(st);
@@ -784,7 +775,7 @@ static void test_save_npz_directory_out_of_memory(void)
         wf__fault_arm(0);
         if (!fired)
             break;
-        expect_status(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_save_npz: out of memory");
+        CHECK_ERROR(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_save_npz: out of memory");
         failures++;
     }
     CHECK_OK(st);
@@ -915,7 +906,7 @@ static void test_file_writers_out_of_memory(void)
             if (st == WF_OK)
                 continue; /* absorbed */
             failures++;
-            expect_status(st, WF_ERR_OUT_OF_MEMORY, "out of memory");
+            CHECK_ERROR(st, WF_ERR_OUT_OF_MEMORY, "out of memory");
         }
         CHECK_OK(st);
         CHECK(failures >= (w == 1 ? 0 : 1)); /* the GGUF writer streams (stdio only) */

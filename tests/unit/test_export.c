@@ -787,16 +787,6 @@ static void test_dot(void)
     wf_release(x);
 }
 
-/* The failed call's status and a message naming `needle`; clears it. */
-static void expect_error(wf_status got, wf_status want, const char *needle)
-{
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", wf_last_error_message());
-    CHECK_STATUS(got, want);
-    CHECK_STR_CONTAINS(msg, needle);
-    wf_clear_error();
-}
-
 static wf_status reenter_close(void *payload, wf_array *const *in, size_t n, wf_array **out,
                                size_t *nout)
 {
@@ -820,17 +810,17 @@ static void test_bad_arguments_and_out_of_memory(void)
     wf_fn *fn = wf_fn_new(reenter_close, &ex, NULL);
     wf_array *x = sample(WF_DTYPE_F32, 2, 0.0);
     CHECK(wf_exporter_new(NULL, fn, false, NULL) == NULL);
-    expect_error(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_exporter_new: path is NULL");
+    CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_exporter_new: path is NULL");
     CHECK(wf_exporter_new(tmp_path("x.wfn"), NULL, false, NULL) == NULL);
-    expect_error(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_exporter_new: fn is NULL");
+    CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_exporter_new: fn is NULL");
     for (int nth = 1; nth <= 2; nth++) {
         wf__fault_arm(nth);
         CHECK(wf_exporter_new(tmp_path("x.wfn"), fn, false, NULL) == NULL);
         CHECK(wf__fault_fired());
         wf__fault_arm(0);
-        expect_error(wf_last_error(), WF_ERR_OUT_OF_MEMORY, "wf_exporter_new: out of memory");
+        CHECK_ERROR(wf_last_error(), WF_ERR_OUT_OF_MEMORY, "wf_exporter_new: out of memory");
     }
-    expect_error(wf_exporter_add(NULL, NULL, &x, 1), WF_ERR_NULL_ARGUMENT, "wf_exporter_add");
+    CHECK_ERROR(wf_exporter_add(NULL, NULL, &x, 1), WF_ERR_NULL_ARGUMENT, "wf_exporter_add");
     CHECK_OK(wf_exporter_close(NULL));
     /* A close from inside the traced function is refused; the real one works. */
     ex = wf_exporter_new(tmp_path("close.wfn"), fn, false, NULL);
@@ -840,12 +830,12 @@ static void test_bad_arguments_and_out_of_memory(void)
     }
     /* The header is flushed at once: a full device fails the creation. */
     CHECK(wf_exporter_new("/dev/full", fn, false, NULL) == NULL);
-    expect_error(wf_last_error(), WF_ERR_IO, "writing '/dev/full' failed");
+    CHECK_ERROR(wf_last_error(), WF_ERR_IO, "writing '/dev/full' failed");
 
     CHECK(wf_import_function(NULL) == NULL);
-    expect_error(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_import_function: path is NULL");
+    CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_import_function: path is NULL");
     CHECK(wf_import_function_from_memory(NULL, 4) == NULL);
-    expect_error(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_import_function_from_memory");
+    CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_import_function_from_memory");
     wf_imported *imp = wf_import_function(tmp_path("close.wfn"));
     if (!CHECK_NOT_NULL(imp)) {
         wf_release(x);
@@ -855,32 +845,32 @@ static void test_bad_arguments_and_out_of_memory(void)
     wf_dtype dt;
     int ndim;
     const int64_t *shape;
-    expect_error(wf_imported_trace_input(NULL, 0, 0, &dt, &ndim, &shape), WF_ERR_NULL_ARGUMENT,
+    CHECK_ERROR(wf_imported_trace_input(NULL, 0, 0, &dt, &ndim, &shape), WF_ERR_NULL_ARGUMENT,
                  "wf_imported_trace_input");
-    expect_error(wf_imported_trace_input(imp, 0, 1, &dt, &ndim, &shape), WF_ERR_INVALID_ARGUMENT,
+    CHECK_ERROR(wf_imported_trace_input(imp, 0, 1, &dt, &ndim, &shape), WF_ERR_INVALID_ARGUMENT,
                  "no input 1 of trace 0");
     CHECK_OK(wf_imported_trace_input(imp, 0, 0, &dt, &ndim, &shape));
     CHECK(dt == WF_DTYPE_F32 && ndim == 2 && shape[0] == 2 && shape[1] == 3);
     wf_array *out[1] = {NULL};
     size_t nout = 1;
-    expect_error(wf_imported_call(NULL, "t", &x, 1, out, &nout), WF_ERR_NULL_ARGUMENT,
+    CHECK_ERROR(wf_imported_call(NULL, "t", &x, 1, out, &nout), WF_ERR_NULL_ARGUMENT,
                  "wf_imported_call");
     wf_array *gone = sample(WF_DTYPE_F32, 2, 0.0);
     wf_release(gone);
-    expect_error(wf_imported_call(imp, "t", &gone, 1, out, &nout), WF_ERR_MISUSE,
+    CHECK_ERROR(wf_imported_call(imp, "t", &gone, 1, out, &nout), WF_ERR_MISUSE,
                  "wf_imported_call");
     nout = 0;
-    expect_error(wf_imported_call(imp, "t", &x, 1, out, &nout), WF_ERR_INVALID_ARGUMENT,
+    CHECK_ERROR(wf_imported_call(imp, "t", &x, 1, out, &nout), WF_ERR_INVALID_ARGUMENT,
                  "returns 1 outputs, room for 0");
     CHECK(out[0] == NULL);
     CHECK(wf_imported_fn(NULL, "t") == NULL);
-    expect_error(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_imported_fn");
+    CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_imported_fn");
     for (int nth = 1; nth <= 3; nth++) { /* its payload, the tag, the wf_fn */
         wf__fault_arm(nth);
         CHECK(wf_imported_fn(imp, "t") == NULL);
         CHECK(wf__fault_fired());
         wf__fault_arm(0);
-        expect_error(wf_last_error(), WF_ERR_OUT_OF_MEMORY, "out of memory");
+        CHECK_ERROR(wf_last_error(), WF_ERR_OUT_OF_MEMORY, "out of memory");
     }
     wf_fn *as_fn = wf_imported_fn(imp, "t");
     wf_imported_release(imp); /* the wf_fn holds its own reference */
@@ -895,13 +885,13 @@ static void test_bad_arguments_and_out_of_memory(void)
 
     char buf[64];
     size_t length = 0;
-    expect_error(wf_graph_to_dot(NULL, NULL, 1, buf, sizeof buf, &length), WF_ERR_NULL_ARGUMENT,
+    CHECK_ERROR(wf_graph_to_dot(NULL, NULL, 1, buf, sizeof buf, &length), WF_ERR_NULL_ARGUMENT,
                  "wf_graph_to_dot");
-    expect_error(wf_graph_to_dot(&x, NULL, 1, NULL, 4, &length), WF_ERR_NULL_ARGUMENT,
+    CHECK_ERROR(wf_graph_to_dot(&x, NULL, 1, NULL, 4, &length), WF_ERR_NULL_ARGUMENT,
                  "wf_graph_to_dot");
-    expect_error(wf_graph_to_dot(&x, NULL, 1, buf, sizeof buf, NULL), WF_ERR_NULL_ARGUMENT,
+    CHECK_ERROR(wf_graph_to_dot(&x, NULL, 1, buf, sizeof buf, NULL), WF_ERR_NULL_ARGUMENT,
                  "wf_graph_to_dot");
-    expect_error(wf_graph_to_dot(&gone, NULL, 1, buf, sizeof buf, &length), WF_ERR_MISUSE,
+    CHECK_ERROR(wf_graph_to_dot(&gone, NULL, 1, buf, sizeof buf, &length), WF_ERR_MISUSE,
                  "wf_graph_to_dot");
     wf_array *y = wf_exp(wf_add(x, x));
     bool fired = true;
@@ -911,7 +901,7 @@ static void test_bad_arguments_and_out_of_memory(void)
         fired = wf__fault_fired();
         wf__fault_arm(0);
         if (fired)
-            expect_error(st, WF_ERR_OUT_OF_MEMORY, "wf_graph_to_dot: out of memory");
+            CHECK_ERROR(st, WF_ERR_OUT_OF_MEMORY, "wf_graph_to_dot: out of memory");
         else
             CHECK_OK(st);
     }

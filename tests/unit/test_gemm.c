@@ -397,6 +397,51 @@ static void test_rows_alone_same_bits(void)
     }
 }
 
+/* A product of more rows than the GEMM keeps A panels for (2048: two
+ * passes over K), of several row groups and of two B strips (n > 512) gives
+ * each row the bits of that row computed alone: rows at the group, pass and
+ * strip edges. K 16: A's rows read in place (float64) or, strided, packed
+ * (float32); K 1024 (float32 rows 4 KB apart, so packed; release only). */
+static void test_row_passes_and_strips_same_bits(void)
+{
+    static const wf_dtype types[2] = {WF_DTYPE_F32, WF_DTYPE_F64};
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    static const int64_t ks[1] = {16};
+#else
+    static const int64_t ks[2] = {16, 1024};
+#endif
+    const int best_isa = wf__gemm_isa();
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
+            continue;
+        for (size_t kk = 0; kk < sizeof ks / sizeof ks[0]; kk++)
+            for (int t = 0; t < 2; t++) {
+                if (ks[kk] > 16 && (types[t] != WF_DTYPE_F32 || isa != best_isa))
+                    continue; /* the long K on the dispatched variant only: its time */
+                product p = product_new(2100, 600, ks[kk], 1, 0, types[t], (uint32_t)(900 + t));
+                /* K 16: A strided as well, so its panels are packed */
+                const enum layout la = ks[kk] == 16 && t == 0 ? STRIDED : ROW_MAJOR;
+                void *full = run_product(&p, isa, la, ROW_MAJOR, NULL, NULL);
+                static const int64_t firsts[] = {0, 250, 2040, 2095}, counts[] = {7, 20, 14, 5};
+                const size_t row = (size_t)p.ldc * wf_dtype_size(p.cdt);
+                for (int r = 0; r < 4; r++) {
+                    product q = p;
+                    q.m = counts[r];
+                    q.a = p.a + firsts[r] * p.k;
+                    q.c0 = p.c0 + firsts[r] * p.ldc;
+                    void *part = run_product(&q, isa, la, ROW_MAJOR, NULL, NULL);
+                    if (!CHECK(same_bits(part, (char *)full + firsts[r] * row, &q, q.m)))
+                        printf("      (%s %s, k %lld: rows %lld..+%lld differ)\n",
+                               wf__gemm_isa_name(isa), type_name(types[t]), (long long)p.k,
+                               (long long)firsts[r], (long long)counts[r]);
+                    free(part);
+                }
+                free(full);
+                product_free(&p);
+            }
+    }
+}
+
 /* A float32 product of a few rows (1 to the direct kernels' count) whose B
  * is stored as float16 or bfloat16 and read where it lies (b_stored:
  * serving small batches with half weights) gives the bits of the float32
@@ -873,6 +918,7 @@ int main(void)
     RUN_TEST(test_float64_every_variant);
     RUN_TEST(test_bfloat16_where_supported);
     RUN_TEST(test_rows_alone_same_bits);
+    RUN_TEST(test_row_passes_and_strips_same_bits);
     RUN_TEST(test_avx2_and_avx512_agree);
     RUN_TEST(test_half_b_read_in_place);
     RUN_TEST(test_batch_invariance);

@@ -746,6 +746,54 @@ static void test_eig(void)
     wf_scope_end();
 }
 
+/* eig at the ends of float64's range: the eigenvectors of s * a are a's for
+ * s = 2^-830 ... 2^830 (the sums of squares would leave the range unscaled),
+ * and a 30 x 30 Jordan block, whose back substitution grows y past 1e300,
+ * still gives finite unit vectors along e_0. */
+static void test_eig_extreme_range(void)
+{
+    wf_scope_begin();
+    const double a[9] = {4, 1, -2, 0.5, 3, 1, -1, 2, 5};
+    const int64_t s3[2] = {3, 3};
+    wf_array *w = NULL, *v = NULL;
+    CHECK_OK(wf_linalg_eig(make(a, s3, 2, WF_DTYPE_F64), &w, &v));
+    double _Complex *want = read_complex(v, 9);
+    const double scales[2] = {0x1p830, 0x1p-830};
+    for (int t = 0; t < 2 && want; t++) {
+        double scaled[9];
+        for (int i = 0; i < 9; i++)
+            scaled[i] = a[i] * scales[t];
+        CHECK_OK(wf_linalg_eig(make(scaled, s3, 2, WF_DTYPE_F64), &w, &v));
+        double _Complex *got = read_complex(v, 9);
+        for (int i = 0; got && i < 9; i++)
+            if (!CHECK(cabs(got[i] - want[i]) < 1e-6))
+                printf("    scale 2^%d: v[%d] %g%+gi, unscaled %g%+gi\n", t ? -830 : 830, i,
+                       creal(got[i]), cimag(got[i]), creal(want[i]), cimag(want[i]));
+        free(got);
+    }
+    free(want);
+    enum { N = 30 };
+    double *jordan = calloc(N * N, sizeof *jordan);
+    for (int i = 0; i < N; i++) {
+        jordan[i * N + i] = 2.0;
+        if (i + 1 < N)
+            jordan[i * N + i + 1] = 1.0;
+    }
+    const int64_t sn[2] = {N, N};
+    CHECK_OK(wf_linalg_eig(make(jordan, sn, 2, WF_DTYPE_F64), &w, &v));
+    double _Complex *jv = read_complex(v, N * N);
+    for (int k = 0; jv && k < N; k++) {
+        double norm2 = 0.0;
+        for (int i = 0; i < N; i++)
+            norm2 += creal(jv[i * N + k] * conj(jv[i * N + k]));
+        if (!CHECK(fabs(norm2 - 1.0) < 1e-5 && fabs(cabs(jv[k]) - 1.0) < 1e-5))
+            printf("    jordan column %d: norm^2 %g, |v[0]| %g\n", k, norm2, cabs(jv[k]));
+    }
+    free(jv);
+    free(jordan);
+    wf_scope_end();
+}
+
 static void test_empty_and_errors(void)
 {
     wf_scope_begin();
@@ -1608,6 +1656,7 @@ int main(void)
     RUN_TEST(test_derivatives_out_of_memory);
     RUN_TEST(test_singular);
     RUN_TEST(test_eig);
+    RUN_TEST(test_eig_extreme_range);
     RUN_TEST(test_ill_conditioned);
     RUN_TEST(test_lu_qr);
     RUN_TEST(test_eigh_svd);

@@ -589,15 +589,18 @@ static bool rows_share_l1_set(int64_t row_bytes)
     return row_bytes % 4096 == 0;
 }
 
-/* Rows of A whose panels are packed together: packed once per K block
- * and read by every panel of B of every strip. At most this many rows (1 MB
- * of float32 panels), so the scratch stays bounded; larger blocks take
- * their rows this many at a time (B's strips are then packed once per
- * group). */
+/* Rows of A whose panels are packed together (a group): every B micro-panel
+ * meets each panel of the group in turn, so the group's panels must stay in
+ * L2: at most this many rows ... */
 enum { GEMM_A_ROWS = 1024 };
-/* ... and at most this many bytes of them, half of a 512 KB L2 (Zen 3's):
- * each B micro-panel reads every panel of the group in turn. */
+/* ... and at most this many bytes of them, half of a 512 KB L2 (Zen 3's). */
 enum { GEMM_A_GROUP_BYTES = 256 * 1024 };
+/* Rows whose A panels are kept for a whole K block (every group of them), so
+ * that a packed B strip serves all of them: B is packed once per K block
+ * and strip, not once per group (float32 2048^3 on one thread spent 9% of
+ * its time packing B, 8 times over, before). Larger blocks take their rows
+ * this many at a time, which bounds the scratch (2 MB of float32 panels). */
+enum { GEMM_A_KEEP_ROWS = 2048 };
 
 /* How a tile reads its A panel: the kernel, where the panel starts and the
  * step between its k. */
@@ -625,42 +628,56 @@ static a_source a_panel(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, s
     return (a_source){tk->tile, slot, tk->mr};
 }
 
-/* Rows [i0, i1) of the block (tiles of tile_rows) times columns [j0, j1)
- * over B's K block k0 (kc rows), strip by strip. A's panels that need
- * packing go to apack, a slot per tile, packed at the first strip. Within
- * a strip each B micro-panel is read by every tile in turn, so it stays in
- * L1 while A's panels come from L2 (a strip of B is larger than Zen 3's
- * L2: walking it once per tile read it from L3). */
-static void packed_rows(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
-                        bool in_place, int64_t k0, int64_t kc, int64_t i0, int64_t i1,
-                        int64_t tile_rows, int64_t j0, int64_t j1, char *bpack, char *apack)
+/* One K block (k0, kc rows of B) of the product's steps that share a B strip. */
+typedef struct k_block_pass {
+    const wf_gemm_args *g;
+    const wf_gemm_type_kernels *tk;
+    size_t es;
+    bool in_place;  /* B read where it lies (only a last narrower panel packed) */
+    int64_t k0, kc;
+    int64_t tile_rows;
+    char *bpack, *apack;
+} k_block_pass;
+
+/* Columns [js, je) of B's K block packed into micro-panels at bpack (in
+ * place: only a last narrower panel, at slot 0). */
+static void pack_strip(const k_block_pass *kp, int64_t js, int64_t je)
 {
-    const int64_t mr = tk->mr, nr = tk->nr;
-    const int64_t strip = in_place ? j1 - j0 : strip_columns(g);
-    const char *bk = at(g->b, k0 * g->rsb, es);
-    char *c = g->c;
-    const wf_gemm_epilogue e = first_epilogue(g, k0);
-    for (int64_t js = j0; js < j1; js += strip) {
-        const int64_t je = min64(j1, js + strip);
-        if (g->b_stored == WF_DTYPE_C64)
-            wf__gemm_pack_b_complex(g, k0, kc, js, je, (int)nr, (float *)bpack);
-        else
-            pack_b_strip(g, tk, es, in_place, kc, bk, js, je, bpack);
-        if (js == j0)
-            for (int64_t i = i0, t = 0; i < i1; i += tile_rows, t++)
-                a_panel(g, tk, es, (int)min64(tile_rows, i1 - i), i, k0, kc,
-                        at(apack, t * mr * kc, es), true);
-        for (int64_t p = 0; p < ceil_div(je - js, nr); p++) {
-            const int64_t j = js + p * nr, cols = min64(nr, je - j);
-            const bool here = in_place && cols == nr;
-            const char *bp = here ? at(bk, j, es) : at(bpack, in_place ? 0 : p * nr * kc, es);
-            for (int64_t i = i0, t = 0; i < i1; i += tile_rows, t++) {
-                const int rows = (int)min64(tile_rows, i1 - i);
-                const a_source a =
-                    a_panel(g, tk, es, rows, i, k0, kc, at(apack, t * mr * kc, es), false);
-                a.tile(kc, a.ap, a.astep, bp, here ? g->rsb : nr, at(c, i * g->ldc + j, es),
-                       g->ldc, rows, (int)cols, &e);
-            }
+    const wf_gemm_args *g = kp->g;
+    if (g->b_stored == WF_DTYPE_C64)
+        wf__gemm_pack_b_complex(g, kp->k0, kp->kc, js, je, (int)kp->tk->nr, (float *)kp->bpack);
+    else
+        pack_b_strip(g, kp->tk, kp->es, kp->in_place, kp->kc, at(g->b, kp->k0 * g->rsb, kp->es),
+                     js, je, kp->bpack);
+}
+
+/* Rows [i0, i1) (a group: tiles of tile_rows, their A panels in the slots
+ * from `slot` on, packed first when `pack_a`) times the packed strip of
+ * columns [js, je). Each B micro-panel is read by every tile in turn, so it
+ * stays in L1 while A's panels come from L2. */
+static void group_times_strip(const k_block_pass *kp, int64_t i0, int64_t i1, char *slot,
+                              bool pack_a, int64_t js, int64_t je)
+{
+    const wf_gemm_args *g = kp->g;
+    const wf_gemm_type_kernels *tk = kp->tk;
+    const size_t es = kp->es;
+    const int64_t mr = tk->mr, nr = tk->nr, kc = kp->kc, tile_rows = kp->tile_rows;
+    const char *bk = at(g->b, kp->k0 * g->rsb, es);
+    const wf_gemm_epilogue e = first_epilogue(g, kp->k0);
+    if (pack_a)
+        for (int64_t i = i0, t = 0; i < i1; i += tile_rows, t++)
+            a_panel(g, tk, es, (int)min64(tile_rows, i1 - i), i, kp->k0, kc,
+                    at(slot, t * mr * kc, es), true);
+    for (int64_t p = 0; p < ceil_div(je - js, nr); p++) {
+        const int64_t j = js + p * nr, cols = min64(nr, je - j);
+        const bool here = kp->in_place && cols == nr;
+        const char *bp = here ? at(bk, j, es) : at(kp->bpack, kp->in_place ? 0 : p * nr * kc, es);
+        for (int64_t i = i0, t = 0; i < i1; i += tile_rows, t++) {
+            const int rows = (int)min64(tile_rows, i1 - i);
+            const a_source a =
+                a_panel(g, tk, es, rows, i, kp->k0, kc, at(slot, t * mr * kc, es), false);
+            a.tile(kc, a.ap, a.astep, bp, here ? g->rsb : nr, at(g->c, i * g->ldc + j, es),
+                   g->ldc, rows, (int)cols, &e);
         }
     }
 }
@@ -689,20 +706,32 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
         return WF_OK;
     }
     const bool in_place = b_in_place(g, tk, i1 - i0);
-    /* A's panels of a group stay in L2 while every B micro-panel meets them */
     const int64_t fit = min64(GEMM_A_ROWS, GEMM_A_GROUP_BYTES / (kcb * (int64_t)es));
     const int64_t group = tile_rows * max64(1, fit / tile_rows);
-    const int64_t a_slots = ceil_div(min64(group, i1 - i0), tile_rows);
+    const int64_t keep = group * max64(1, GEMM_A_KEEP_ROWS / group);
+    const int64_t a_slots = ceil_div(min64(keep, i1 - i0), tile_rows);
+    const int64_t strip = in_place ? j1 - j0 : strip_columns(g);
     /* In place, only a last narrower panel is packed (at the panel's slot 0). */
-    const int64_t belems =
-        (in_place ? 1 : ceil_div(min64(j1 - j0, strip_columns(g)), nr)) * nr * kcb;
+    const int64_t belems = (in_place ? 1 : ceil_div(min64(j1 - j0, strip), nr)) * nr * kcb;
     if (!scratch_reserve(s, (size_t)(belems + a_slots * mr * kcb) * es + 64))
         return WF_ERR_OUT_OF_MEMORY;
-    char *bpack = s->data, *apack = bpack + (size_t)belems * es;
-    for (int64_t ig = i0; ig < i1; ig += group)
-        for (int64_t k0 = 0; k0 < g->k; k0 += kcb)
-            packed_rows(g, tk, es, in_place, k0, min64(kcb, g->k - k0), ig,
-                        min64(i1, ig + group), tile_rows, j0, j1, bpack, apack);
+    k_block_pass kp = {.g = g, .tk = tk, .es = es, .in_place = in_place, .tile_rows = tile_rows,
+                       .bpack = s->data};
+    kp.apack = kp.bpack + (size_t)belems * es;
+    for (int64_t ik = i0; ik < i1; ik += keep) {
+        const int64_t ik1 = min64(i1, ik + keep);
+        for (kp.k0 = 0; kp.k0 < g->k; kp.k0 += kcb) {
+            kp.kc = min64(kcb, g->k - kp.k0);
+            for (int64_t js = j0; js < j1; js += strip) {
+                const int64_t je = min64(j1, js + strip);
+                pack_strip(&kp, js, je);
+                for (int64_t ig = ik; ig < ik1; ig += group)
+                    group_times_strip(&kp, ig, min64(ik1, ig + group),
+                                      at(kp.apack, (ig - ik) / tile_rows * mr * kp.kc, es),
+                                      js == j0, js, je);
+            }
+        }
+    }
     return WF_OK;
 }
 

@@ -439,7 +439,8 @@ wf_status wf__cpu_scatter_add(wf_array *out, wf_array *const *inputs, int ninput
     if (st != WF_OK)
         return st;
     st = wf__array_alloc_output(out);
-    if (st == WF_OK)
+    /* a donated table (WF_PRIM_INPLACE_FIRST) already is the output */
+    if (st == WF_OK && wf__array_data_ptr(out) != wf__array_data_ptr(a))
         st = wf__cpu_copy_to_contiguous(a, wf__array_data_ptr(out));
     if (st != WF_OK || n == 0 || updates->size == 0) {
         free(idx);

@@ -14,6 +14,14 @@
  * repeated eigenvalue is replaced by the roundoff of T's norm, as LAPACK's
  * ztrevc does), then x = Z y, scaled to unit 2-norm with its largest
  * component real (zgeev's normalization).
+ *
+ * Range: the matrix is first scaled by a power of two that brings its
+ * largest entry near 1 (exact; the eigenvalues are scaled back, the
+ * eigenvectors do not change), so sums of squares neither overflow for
+ * entries near 1e300 nor underflow for entries near 1e-300. A back
+ * substitution whose y grows past 2^400 (nearly defective matrices: y
+ * grows like 1/roundoff per step) is rescaled as it goes, as ztrevc does;
+ * only y's direction matters.
  */
 #include <complex.h>
 #include <float.h>
@@ -23,6 +31,8 @@
 #include "backend/cpu/cpu.h"
 
 enum { EXCEPTIONAL_AFTER = 10, STEPS_PER_EIGENVALUE = 30 };
+/* A back substitution's y is scaled down by this when an entry exceeds it. */
+#define Y_RESCALE_ABOVE 0x1p400
 
 typedef double complex zdouble;
 
@@ -190,8 +200,11 @@ static void eigenvectors(const zdouble *t, const zdouble *z, int64_t n, zdouble 
             if (cabs(d) < smallest)
                 d = smallest;
             y[i] = -s / d;
+            if (cabs(y[i]) > Y_RESCALE_ABOVE)
+                for (int64_t j = i; j <= k; j++)
+                    y[j] *= 1.0 / Y_RESCALE_ABOVE;
         }
-        double norm2 = 0.0, largest = -1.0;
+        double largest = -1.0;
         zdouble phase = 1.0;
         for (int64_t i = 0; i < n; i++) {
             zdouble s = 0.0;
@@ -199,16 +212,35 @@ static void eigenvectors(const zdouble *t, const zdouble *z, int64_t n, zdouble 
                 s += z[i * n + j] * y[j];
             x[i * n + k] = s;
             const double a = cabs(s);
-            norm2 += a * a;
             if (a > largest) {
                 largest = a;
                 phase = a == 0.0 ? 1.0 : conj(s) / a;
             }
         }
-        const zdouble scale = phase / sqrt(norm2);
+        /* the norm of x / largest: its squares cannot overflow */
+        double norm2 = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            const double a = cabs(x[i * n + k]) / largest;
+            norm2 += a * a;
+        }
+        const zdouble scale = phase / (largest * sqrt(norm2));
         for (int64_t i = 0; i < n; i++)
             x[i * n + k] *= scale;
     }
+}
+
+/* The power of two nearest the reciprocal of a's largest entry (1 for a
+ * zero or non-finite matrix: nothing to gain, NaN and inf stay as they are). */
+static double range_scale(const zdouble *a, int64_t n)
+{
+    double largest = 0.0;
+    for (int64_t i = 0; i < n * n; i++)
+        largest = fmax(largest, fmax(fabs(creal(a[i])), fabs(cimag(a[i]))));
+    if (largest == 0.0 || !isfinite(largest))
+        return 1.0;
+    int exponent;
+    frexp(largest, &exponent);
+    return ldexp(1.0, -exponent);
 }
 
 bool wf__cpu_eig(zdouble *a, int64_t n, zdouble *values, zdouble *vectors, zdouble *work)
@@ -217,11 +249,14 @@ bool wf__cpu_eig(zdouble *a, int64_t n, zdouble *values, zdouble *vectors, zdoub
     memset(z, 0, (size_t)(n * n) * sizeof *z);
     for (int64_t i = 0; i < n; i++)
         z[i * n + i] = 1.0;
+    const double scale = range_scale(a, n);
+    for (int64_t i = 0; i < n * n; i++)
+        a[i] *= scale;
     hessenberg(a, z, n, scratch);
     if (!schur(a, z, n, scratch))
         return false;
     for (int64_t i = 0; i < n; i++)
-        values[i] = a[i * n + i];
+        values[i] = a[i * n + i] / scale;
     if (vectors)
         eigenvectors(a, z, n, vectors, scratch);
     return true;

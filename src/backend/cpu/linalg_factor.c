@@ -601,7 +601,8 @@ static void svd_complex_one(const factor_job *job, int64_t b, double *work)
 
 /* ---------------------------------------------------------------- one matrix */
 
-static void factor_one(const factor_job *job, int64_t b, double *work)
+/* Not const: a matrix that fails sets the job's flags. */
+static void factor_one(factor_job *job, int64_t b, double *work)
 {
     const int64_t m = job->m, n = job->n, k = m < n ? m : n, wide = m > n ? m : n;
     if (job->a->dtype == WF_DTYPE_C64 && job->kind != WF_FACTOR_EIG) {

@@ -133,7 +133,8 @@ wf_status wf__cpu_masked_scatter(wf_array *out, wf_array *const *inputs, int nin
     const wf_masked_scatter_params *p = params;
     const wf_array *a = inputs[0], *mask = inputs[1], *src = inputs[2];
     wf_status st = wf__array_alloc_output(out);
-    if (st == WF_OK)
+    /* a donated array (WF_PRIM_INPLACE_FIRST) already is the output */
+    if (st == WF_OK && wf__array_data_ptr(out) != wf__array_data_ptr(a))
         st = wf__cpu_copy_to_contiguous(a, wf__array_data_ptr(out));
     if (st != WF_OK || a->size == 0)
         return st;

@@ -497,7 +497,8 @@ wf_status wf__cpu_scatter(wf_array *out, wf_array *const *inputs, int ninputs,
     const wf_array *a = inputs[0], *updates = inputs[1];
     const char *op = "wf_scatter";
     wf_status st = wf__array_alloc_output(out);
-    if (st == WF_OK)
+    /* a donated table (WF_PRIM_INPLACE_FIRST) already is the output */
+    if (st == WF_OK && wf__array_data_ptr(out) != wf__array_data_ptr(a))
         st = wf__cpu_copy_to_contiguous(a, wf__array_data_ptr(out));
     if (st != WF_OK || updates->size == 0)
         return st;

@@ -212,7 +212,9 @@ wf_status wf__cpu_slice_update(wf_array *out, wf_array *const *inputs, int ninpu
     wf_status st = wf__array_alloc_output(out);
     if (st != WF_OK)
         return st;
-    st = wf__cpu_copy_to_contiguous(a, wf__array_data_ptr(out));
+    /* a donated array (WF_PRIM_INPLACE_FIRST) already is the output */
+    if (wf__array_data_ptr(out) != wf__array_data_ptr(a))
+        st = wf__cpu_copy_to_contiguous(a, wf__array_data_ptr(out));
     if (st != WF_OK || update->size == 0)
         return st;
     int64_t row[WF_MAX_NDIM], strides[WF_MAX_NDIM], offset = 0;
