@@ -145,8 +145,9 @@ KINLINE void group_factors_set(const float *s, const float *b, int bits, group_f
 #else
     f->s = vf_load_all(s);
     f->b = b ? vf_load_all(b) : vf_zero();
+    const int offsets = 16 / bits;
 #pragma GCC unroll 8
-    for (int i = 0; i < 16 / bits; i++)
+    for (int i = 0; i < offsets; i++)
         f->c[i] = vf_mul(f->s, vf_set1(-(float)(1 << (23 - i * bits))));
 #endif
 }
