@@ -84,7 +84,7 @@ INLINE_AVX2 vf vf_load_all(const float *p) { return _mm256_load_ps(p); }
 INLINE_AVX2 vi vi_load_all(const int32_t *p) { return _mm256_load_si256((const __m256i *)p); }
 
 /* dst[j][r] = src[r * stride + j] for rows r < active (0 for the others)
- * and j < count (<= 16): 8x8 transposes of masked row loads. */
+ * and j < count (rounded up to 8): 8x8 transposes of masked row loads. */
 INLINE_AVX2 void rows_to_lanes(const void *src, int64_t stride, int active, int count, void *dst)
 {
     const int32_t *s = src;

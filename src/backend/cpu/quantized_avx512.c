@@ -90,7 +90,7 @@ INLINE_512 vf vf_load_all(const float *p) { return _mm512_load_ps(p); }
 INLINE_512 vi vi_load_all(const int32_t *p) { return _mm512_load_si512(p); }
 
 /* dst[j][r] = src[r * stride + j] for rows r < active (0 for the others)
- * and j < count (<= 16): a gather per j. */
+ * and j < count: a gather per j. */
 INLINE_512 void rows_to_lanes(const void *src, int64_t stride, int active, int count, void *dst)
 {
     const vi index = vi_iota_times((int32_t)stride);

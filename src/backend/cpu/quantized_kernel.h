@@ -18,8 +18,9 @@
  *   vf_load_all(p), vi_load_all(p) an aligned vector
  *   rows_to_lanes(src, stride, active, count, dst)
  *                                 dst[j][r] = src[r * stride + j] (4-byte
- *                                 elements), j < count (<= 16), rows r <
- *                                 active (0 for the rest)
+ *                                 elements), j < count, rows r < active (0
+ *                                 for the rest); dst has room for count
+ *                                 rounded up to 8
  *   scales_in_range(s, n)         every |s[i]| in [2^-100, 2^100] (codes
  *                                 in place only)
  *
@@ -42,12 +43,14 @@
  * order, so the bits are the GEMM's on the dequantized matrix.
  *
  * General path (codes in place: scales outside that range; a 2-bit word
- * split by a K block): one gather per word straight from W, codes shifted out and
- * converted. */
+ * split by a K block): one gather per word straight from W, codes shifted
+ * out and converted. */
 
 /* PASS_K_BLOCKS: K blocks a pass sums side by side (2: two fma chains
- * per row of x measured fastest for 1 .. 4 rows; more chains spill). */
-enum { CHUNK_WORDS = 16, PASS_K_BLOCKS = 2, PASS_GROUPS = 16, MAX_OFFSETS = 8 };
+ * per row of x measured fastest for 1 .. 4 rows; more chains spill).
+ * PASS_GROUPS: table rows of a K block's groups (kcb <= 256 codes, groups
+ * of 16 or more, plus a group split at each end). */
+enum { CHUNK_WORDS = 16, PASS_K_BLOCKS = 2, PASS_GROUPS = 32, MAX_OFFSETS = 8 };
 
 /* ---------------------------------------------------------------- general path */
 
@@ -257,7 +260,7 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_rows *p, int64_t nb, int
         }
         for (int wi = 0; wi < count; wi++) {
             const int64_t k = (first + wi) * per_word;
-            if (k == next_group) { /* a word lies in one group (gs: a multiple of 32) */
+            if (k == next_group) { /* a word's codes lie in one group */
                 group++;
                 next_group += gs;
 #pragma GCC unroll 8
