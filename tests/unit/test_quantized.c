@@ -9,6 +9,8 @@
  *    and 40 rows, on every ISA variant this CPU has (the matrix-vector
  *    kernels and the GEMM path agree), with strided operands; 2-bit codes
  *    for every group size, ragged shapes and K blocks that split a word;
+ *    K of one group to many K blocks (summed in pairs, a block left over,
+ *    a shorter last one), 1 .. 4 rows;
  *  - batched W, gather_qmm against per-batch products;
  *  - vjp (x, scales, biases) and vmap;
  *  - bad arguments give errors;
@@ -304,8 +306,58 @@ static void test_two_bit_matvec_every_variant(void)
     CHECK_OK(wf__gemm_isa_set(-1));
 }
 
-/* Scales outside the matrix-vector kernels' fast range (zero, tiny,
- * huge, in some rows only) still give the dense product's bits. */
+/* The matrix-vector kernels sum K blocks side by side, in pairs: K of
+ * one group, of one K block, of pairs of blocks, of pairs and one left
+ * over, of a shorter last block, and of blocks not a multiple of the group
+ * size (summed one at a time; 2 bits: a word split, the general path), for
+ * 1 .. 4 rows of x and ragged lanes, on every ISA variant: the bits of
+ * wf_matmul on the dequantized matrix. */
+static void test_matvec_k_blocks_every_variant(void)
+{
+    static const struct {
+        int64_t k;
+        int gs;
+    } depths[] = {{32, 32}, {256, 64}, {1024, 64}, {1280, 64}, {1312, 32}, {640, 128}};
+#ifdef WF_TEST_SLOW_BUILD
+    static const int bits_list[] = {2, 8};
+    static const int64_t x_rows[] = {1, 4};
+#else
+    static const int bits_list[] = {2, 4, 8, 3};
+    static const int64_t x_rows[] = {1, 2, 3, 4};
+#endif
+    const int64_t n = 21; /* lanes of 8 (16) and a ragged rest */
+    const int best_isa = wf__gemm_isa();
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
+            continue;
+        CHECK_OK(wf__gemm_isa_set(isa));
+        for (size_t d = 0; d < sizeof depths / sizeof *depths; d++)
+            for (size_t bi = 0; bi < sizeof bits_list / sizeof *bits_list; bi++) {
+                const int bits = bits_list[bi], gs = depths[d].gs;
+                const int64_t kdim = depths[d].k;
+                qmat w;
+                if (!qmat_make(&w, n, kdim, gs, bits))
+                    continue;
+                for (size_t r = 0; r < sizeof x_rows / sizeof *x_rows; r++) {
+                    const int64_t xs[2] = {x_rows[r], kdim};
+                    wf_array *x = random_f32(xs, 2);
+                    wf_array *y = wf_quantized_matmul(x, w.q, w.s, w.b, true, gs, bits);
+                    wf_array *ref = dense_product(x, &w, gs, bits, true);
+                    if (!CHECK(quant_same_bits(y, ref)))
+                        printf("      isa %s bits %d k %lld (K block %lld) group %d rows %lld\n",
+                               wf__gemm_isa_name(isa), bits, (long long)kdim,
+                               (long long)wf__gemm_k_block(kdim), gs, (long long)x_rows[r]);
+                    wf_release(x), wf_release(y), wf_release(ref);
+                }
+                qmat_free(&w);
+            }
+    }
+    CHECK_OK(wf__gemm_isa_set(-1));
+}
+
+/* Scales zero, tiny or huge, in some rows only (outside the range of the
+ * AVX-512 kernel's codes in place: its general path; the AVX2 kernel
+ * converts codes and takes any scale) still give the dense product's bits. */
 static void test_extreme_scales(void)
 {
     static const float odd_scales[] = {0.0f, -0.0f, 0x1p-120f, 0x1p110f, -0x1p-101f};
@@ -727,6 +779,7 @@ int main(void)
     RUN_SCOPED(test_against_float64_reference);
     RUN_SCOPED(test_same_bits_as_dense_matmul_every_variant);
     RUN_SCOPED(test_two_bit_matvec_every_variant);
+    RUN_SCOPED(test_matvec_k_blocks_every_variant);
     RUN_SCOPED(test_batch_invariance_and_strides);
     RUN_SCOPED(test_extreme_scales);
     RUN_SCOPED(test_batched_and_gather);

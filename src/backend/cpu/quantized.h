@@ -6,10 +6,11 @@
  * + bias, each rounded), for any batch size and thread count:
  *  - up to WF_QMV_ROWS rows of x against W stored (N, K) (transpose) with
  *    2, 4 or 8 bits (any mode), on AVX2 or AVX-512 (quantized_kernel.h):
- *    the codes of 8 or 16 rows of W are gathered, dequantized in registers
- *    (a lane per output) and summed by the GEMM's rule: per K block
- *    (wf__gemm_k_block) acc = fma(x, w, acc) in k order, then added to the
- *    output. The packed matrix is read once.
+ *    the codes of 8 or 16 rows of W are turned into lanes, dequantized in
+ *    registers (a lane per output) and summed by the GEMM's rule: per K
+ *    block (wf__gemm_k_block) acc = fma(x, w, acc) in k order (two K
+ *    blocks side by side), then added to the output in K block order. The
+ *    packed matrix is read once.
  *  - otherwise (more rows, 3/5/6 bits, W stored (K, N), the baseline
  *    variant): panels of W are dequantized into a float32 buffer and handed
  *    to the GEMM itself.
@@ -28,7 +29,7 @@
 
 /* WF_QMV_ROWS: the most rows of x the matrix-vector kernels take;
  * WF_QMV_TASK_ROWS: outputs per task of the pool, a multiple of the rows
- * the kernels take per pass (2 blocks of 16 or of 8 lanes). */
+ * the kernels take per pass (16 or 8 lanes). */
 enum { WF_QMV_ROWS = 4, WF_QMV_TASK_ROWS = 96 };
 
 /* One matrix-vector product: rows (1 .. WF_QMV_ROWS) rows of x (ldx apart)

@@ -76,37 +76,45 @@ INLINE_AVX2 vi vi_low_bits(vi v, int bits)
     return _mm256_and_si256(v, _mm256_set1_epi32((1 << bits) - 1));
 }
 
-/* ((word >> p) & the code's bits) | the exponent of 2^23: one constant
- * pair and one c per group for every offset (16 registers). */
-enum { CODES_IN_PLACE = 0 };
-INLINE_AVX2 vf code_float(vi word, int p, int bits)
-{
-    const vi field = _mm256_set1_epi32((1 << bits) - 1);
-    const vi exponent = _mm256_set1_epi32(0x4B000000);
-    return _mm256_castsi256_ps(
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(word, p), field), exponent));
-}
+/* Codes are shifted down and converted (vcvtdq2ps), their scales and
+ * biases read from memory: 16 registers hold the fma chains and words. */
+#define QMV_CODES_CONVERTED 1
 
-INLINE_AVX2 void copy_row_words(int32_t *dst, const int32_t *src, int count)
-{
-    const __m256i m0 = lanes(count), m1 = lanes(count > 8 ? count - 8 : 0);
-    _mm256_storeu_si256((__m256i *)dst, _mm256_maskload_epi32(src, m0));
-    _mm256_storeu_si256((__m256i *)(dst + 8), _mm256_maskload_epi32(src + 8, m1));
-}
+INLINE_AVX2 vf vf_load_all(const float *p) { return _mm256_load_ps(p); }
+INLINE_AVX2 vi vi_load_all(const int32_t *p) { return _mm256_load_si256((const __m256i *)p); }
 
-INLINE_AVX2 bool scales_in_range(const float *s, int64_t n)
+/* dst[j][r] = src[r * stride + j] for rows r < active (0 for the others)
+ * and j < count (rounded up to 8): 8x8 transposes of masked row loads. */
+INLINE_AVX2 void rows_to_lanes(const void *src, int64_t stride, int active, int count, void *dst)
 {
-    const __m256 lo = _mm256_set1_ps(0x1p-100f), hi = _mm256_set1_ps(0x1p100f);
-    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    for (int64_t g = 0; g < n; g += 8) {
-        const __m256i m = lanes(n - g);
-        const __m256 v = _mm256_and_ps(_mm256_maskload_ps(s + g, m), abs_mask);
-        const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(v, lo, _CMP_GE_OQ),
-                                        _mm256_cmp_ps(v, hi, _CMP_LE_OQ));
-        if (_mm256_movemask_ps(_mm256_andnot_ps(ok, _mm256_castsi256_ps(m))) != 0)
-            return false;
+    const int32_t *s = src;
+    __m256i *d = dst;
+    for (int j0 = 0; j0 < count; j0 += 8) {
+        const __m256i m = lanes(count - j0);
+        __m256i r[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            r[i] = i < active ? _mm256_maskload_epi32(s + i * stride + j0, m)
+                              : _mm256_setzero_si256();
+        __m256i t[8], u[8];
+#pragma GCC unroll 4
+        for (int i = 0; i < 8; i += 2) {
+            t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+            t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+        }
+#pragma GCC unroll 2
+        for (int i = 0; i < 8; i += 4) { /* columns (c, c + 4) for c = 0 .. 3, rows i .. i + 3 */
+            u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+            u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+            u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+            u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            _mm256_store_si256(d + j0 + c, _mm256_permute2x128_si256(u[c], u[c + 4], 0x20));
+            _mm256_store_si256(d + j0 + c + 4, _mm256_permute2x128_si256(u[c], u[c + 4], 0x31));
+        }
     }
-    return true;
 }
 
 #include "backend/cpu/quantized_kernel.h"

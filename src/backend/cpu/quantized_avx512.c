@@ -72,10 +72,12 @@ INLINE_512 vi vi_low_bits(vi v, int bits)
     return _mm512_and_si512(v, _mm512_set1_epi32((1 << bits) - 1));
 }
 
+/* Codes masked in place (32 registers hold a c per bit offset). */
+#define QMV_CODES_CONVERTED 0
+
 /* One ternary-logic instruction: where `exponent_bits` is set, the bits of
  * `pattern` (the exponent of 2^(23 - p)); elsewhere word & pattern (the
  * code's field). */
-enum { CODES_IN_PLACE = 1 };
 INLINE_512 vf code_float(vi word, int p, int bits)
 {
     const vi pattern = _mm512_set1_epi32((int32_t)((uint32_t)(150 - p) << 23 |
@@ -84,9 +86,17 @@ INLINE_512 vf code_float(vi word, int p, int bits)
     return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(word, pattern, exponent_bits, 0xC8));
 }
 
-INLINE_512 void copy_row_words(int32_t *dst, const int32_t *src, int count)
+INLINE_512 vf vf_load_all(const float *p) { return _mm512_load_ps(p); }
+INLINE_512 vi vi_load_all(const int32_t *p) { return _mm512_load_si512(p); }
+
+/* dst[j][r] = src[r * stride + j] for rows r < active (0 for the others)
+ * and j < count: a gather per j. */
+INLINE_512 void rows_to_lanes(const void *src, int64_t stride, int active, int count, void *dst)
 {
-    _mm512_storeu_si512(dst, _mm512_maskz_loadu_epi32(lanes(count), src));
+    const vi index = vi_iota_times((int32_t)stride);
+    for (int j = 0; j < count; j++)
+        _mm512_store_si512((__m512i *)dst + j,
+                           vi_gather((const int32_t *)src + j, index, lanes(active)));
 }
 
 INLINE_512 bool scales_in_range(const float *s, int64_t n)

@@ -10,36 +10,47 @@
  *   vf_load(p, m), vf_store(p, m, v), vf_gather(base, index, m)
  *   vi_gather(base, index, m), vi_iota_times(stride), vi_srli(v, n), vi_srl(v, n)
  *   vi_to_float(v), vi_low_bits(v, bits)
- *   code_float(word, p, bits)     the float 2^(23 - p) + code (CODES_IN_PLACE)
- *                                 or 2^23 + code, the code being word's `bits`
- *                                 bits at bit p (p + bits <= 16)
+ *   QMV_CODES_CONVERTED           1: codes shifted down and converted, 0:
+ *                                 code_float(word, p, bits), the float
+ *                                 2^(23 - p) + code, the code being word's
+ *                                 `bits` bits at bit p (p + bits <= 16)
  *   fp_values(c, mode)            fp4 / fp8 element values of the low bits
- *   copy_row_words(dst, src, n)   n (<= 16) words, the rest of dst's 16 zeroed
- *   scales_in_range(s, n)         every |s[i]| in [2^-100, 2^100]
+ *   vf_load_all(p), vi_load_all(p) an aligned vector
+ *   rows_to_lanes(src, stride, active, count, dst)
+ *                                 dst[j][r] = src[r * stride + j] (4-byte
+ *                                 elements), j < count, rows r < active (0
+ *                                 for the rest); dst has room for count
+ *                                 rounded up to 8
+ *   scales_in_range(s, n)         every |s[i]| in [2^-100, 2^100] (codes
+ *                                 in place only)
  *
  * Fast path (2, 4 or 8 bits, every mode): LANES rows of W at a time, a
- * lane per output, PASS_BLOCKS such blocks side by side so that as many
- * fma chains hide each other's latency (more blocks measured no faster:
- * more rows are more page streams). A row's words are copied per 16-word
- * chunk into a small buffer (W's rows lie row_bytes apart, often a
- * multiple of 4 KiB, so gathering from them directly maps every row to the
- * same L1 sets), the next chunk a row per word step while this one is
- * read, and gathered from there a word per row. Affine codes need
- * no conversion: the code q at bit p of the word, masked in place under
- * the exponent of 2^(23 - p), is the float f = 2^(23 - p) + q, and with
- * c = -2^(23 - p) * s (exact while |s| <= 2^100), fma(f, s, c) is q * s
- * rounded once, the very product dequantize rounds, to which the bias is
- * then added. With 16 registers (AVX2) a c per offset crowds out the
- * accumulators: there the code is shifted down first (CODES_IN_PLACE 0,
- * one c = -2^23 s); each dequantized value is summed with fma by the GEMM's K
- * blocks in k order, so the bits are the GEMM's on the dequantized matrix.
- * Floating-point codes: fp_values(code) * scale (exact).
+ * lane per output. The GEMM sums each K block from zero and then adds it
+ * to the output, so a pass sums PASS_K_BLOCKS K blocks of the same rows
+ * side by side: independent fma chains that hide each other's latency
+ * without reading more rows at once (rows are page streams; more row
+ * blocks per pass measured no faster). Each 16-word chunk of the rows,
+ * and the pass's scales and biases, are first turned into lanes (a word
+ * per row: rows_to_lanes), so that no gather is needed. The code q is
+ * dequantized as dequantize rounds it, q * s rounded once and then + b:
+ *  - QMV_CODES_CONVERTED (AVX2, 16 registers): q shifted down, masked and
+ *    converted, then multiplied by s and added to b, both memory operands;
+ *  - otherwise (AVX-512): q at bit p of the word, masked in place under
+ *    the exponent of 2^(23 - p) (one ternary-logic instruction), is the
+ *    float f = 2^(23 - p) + q, and with c = -2^(23 - p) * s (exact while
+ *    |s| <= 2^100), fma(f, s, c) is q * s rounded once.
+ * Each dequantized value is summed with fma by the GEMM's K blocks in k
+ * order, so the bits are the GEMM's on the dequantized matrix.
  *
- * General path (scales outside that range, a 2-bit word split by a K
- * block): one gather per word straight from W, codes shifted out and
- * converted. */
+ * General path (codes in place: scales outside that range; a 2-bit word
+ * split by a K block): one gather per word straight from W, codes shifted
+ * out and converted. */
 
-enum { PASS_BLOCKS = 2, CHUNK_WORDS = 16, PREFETCH_CHUNKS = 4, MAX_OFFSETS = 8 };
+/* PASS_K_BLOCKS: K blocks a pass sums side by side (2: two fma chains
+ * per row of x measured fastest for 1 .. 4 rows; more chains spill).
+ * PASS_GROUPS: table rows of a K block's groups (kcb <= 256 codes, groups
+ * of 16 or more, plus a group split at each end). */
+enum { CHUNK_WORDS = 16, PASS_K_BLOCKS = 2, PASS_GROUPS = 32, MAX_OFFSETS = 8 };
 
 /* ---------------------------------------------------------------- general path */
 
@@ -115,205 +126,203 @@ KINLINE void general_outputs(const wf_qmv_args *a, int64_t nb, vmask m, int rows
 
 /* ---------------------------------------------------------------- fast path */
 
-/* A block's factors for its current group: the scale s, the bias b and,
- * per bit offset i * bits of a 16-bit half word, c[i] = -2^(23 - i bits) s. */
+/* A K block's factors for its current group. QMV_CODES_CONVERTED: where
+ * the lanes of its scales s and biases b lie in the pass's table, read
+ * from there as memory operands (registers are kept for the fma chains).
+ * Otherwise s and b in registers with, per bit offset i * bits of a 16-bit
+ * half word, c[i] = -2^(23 - i bits) s. */
 typedef struct group_factors {
+#if QMV_CODES_CONVERTED
+    const float *s, *b;
+#else
     vf s, b, c[MAX_OFFSETS];
+#endif
 } group_factors;
 
-KINLINE void group_factors_set(vf s, vf b, int bits, group_factors *f)
+KINLINE void group_factors_set(const float *s, const float *b, int bits, group_factors *f)
 {
+#if QMV_CODES_CONVERTED
+    (void)bits;
     f->s = s;
     f->b = b;
-    const int offsets = CODES_IN_PLACE ? 16 / bits : 1;
+#else
+    f->s = vf_load_all(s);
+    f->b = b ? vf_load_all(b) : vf_zero();
+    const int offsets = 16 / bits;
 #pragma GCC unroll 8
     for (int i = 0; i < offsets; i++)
-        f->c[i] = vf_mul(s, vf_set1(-(float)(1 << (23 - i * bits))));
+        f->c[i] = vf_mul(f->s, vf_set1(-(float)(1 << (23 - i * bits))));
+#endif
 }
 
-/* The dequantized value of the code at bit i * bits of each lane's half word. */
-KINLINE vf fast_value(vi half_word, int i, int bits, int mode, const group_factors *f)
+/* The dequantized value of the code at bit p of each lane's word: q * s
+ * rounded once, then + b rounded (dequantize's bits); floating-point
+ * codes: fp_values(code) * s (exact). */
+KINLINE vf fast_value(vi word, int p, int bits, int mode, const group_factors *f)
 {
+#if QMV_CODES_CONVERTED
+    const vi shifted = vi_srli(word, p); /* the top code needs no mask */
     if (mode != WF_QUANT_AFFINE) /* fp_values reads only the code's own bits */
+        return vf_mul(fp_values(shifted, mode), vf_load_all(f->s));
+    const vi q = p + bits == 32 ? shifted : vi_low_bits(shifted, bits);
+    return vf_add(vf_mul(vi_to_float(q), vf_load_all(f->s)), vf_load_all(f->b));
+#else
+    const vi half_word = p >= 16 ? vi_srli(word, 16) : word;
+    const int i = p % 16 / bits;
+    if (mode != WF_QUANT_AFFINE)
         return vf_mul(fp_values(vi_srli(half_word, i * bits), mode), f->s);
-    return vf_add(vf_fma(code_float(half_word, i * bits, bits), f->s, f->c[CODES_IN_PLACE ? i : 0]),
-                  f->b);
+    return vf_add(vf_fma(code_float(half_word, i * bits, bits), f->s, f->c[i]), f->b);
+#endif
 }
 
-/* Whether every scale of rows [nb, nb + count) lies in the fast path's range. */
+/* Whether the fast path can take rows [nb, nb + count): converted codes
+ * are multiplied as dequantize multiplies them, any scale; codes in place
+ * need every affine scale in code_float's range. */
 KINLINE bool fast_scales_ok(const wf_qmv_args *a, int64_t nb, int64_t count)
 {
-    for (int64_t r = nb; r < nb + count; r++)
-        if (!scales_in_range(a->scales + r * a->groups, a->groups))
-            return false;
+#if !QMV_CODES_CONVERTED
+    if (a->mode == WF_QUANT_AFFINE)
+        for (int64_t r = nb; r < nb + count; r++)
+            if (!scales_in_range(a->scales + r * a->groups, a->groups))
+                return false;
+#else
+    (void)a, (void)nb, (void)count;
+#endif
     return true;
 }
 
-/* The pass's blocks: where their rows start, their active lanes. */
-typedef struct pass_blocks {
-    const int32_t *words[PASS_BLOCKS];
-    const float *scales[PASS_BLOCKS], *biases[PASS_BLOCKS];
-    vmask m[PASS_BLOCKS];
-    int active[PASS_BLOCKS];
-} pass_blocks;
+/* The pass's rows of W: the first's words, scales and biases, how many. */
+typedef struct pass_rows {
+    const int32_t *words;
+    const float *scales, *biases;
+    vmask m;
+    int active;
+} pass_rows;
 
-/* Copies words [first, first + count) of row r of each of the pass's
- * blocks into buf[blk][r], and asks for the line PREFETCH_CHUNKS chunks
- * further on (a pass reads more rows at once than the hardware
- * prefetchers follow) with the line of that chunk's `group` of scales
- * and biases. */
-KINLINE void copy_row_chunk(const wf_qmv_args *a, const pass_blocks *p, int nblk, int r,
-                            int64_t first, int count, int64_t group,
-                            int32_t (*buf)[LANES][CHUNK_WORDS])
+/* The scales and biases of a pass's K blocks as lanes (a row per lane):
+ * table[kb][g] holds group g of K block kb, counted from its first. */
+typedef struct pass_factors {
+    float scales[PASS_K_BLOCKS][PASS_GROUPS][LANES];
+    float biases[PASS_K_BLOCKS][PASS_GROUPS][LANES];
+} pass_factors;
+
+KINLINE void pass_factors_fill(const wf_qmv_args *a, const pass_rows *p, int nkb, int64_t k0,
+                               int64_t len, pass_factors *t)
 {
-    for (int blk = 0; blk < nblk; blk++)
-        if (r < p->active[blk]) {
-            const int32_t *src = p->words[blk] + r * (a->row_bytes / 4) + first;
-            _mm_prefetch((const char *)(src + PREFETCH_CHUNKS * CHUNK_WORDS), _MM_HINT_T0);
-            if (group < a->groups) { /* the scales and biases of that chunk */
-                _mm_prefetch((const char *)(p->scales[blk] + r * a->groups + group), _MM_HINT_T0);
-                if (p->biases[blk])
-                    _mm_prefetch((const char *)(p->biases[blk] + r * a->groups + group),
-                                 _MM_HINT_T0);
-            }
-            copy_row_words(buf[blk][r], src, count);
-        }
+    const int64_t gs = a->group_size;
+    const int count = (int)((k0 + len - 1) / gs - k0 / gs + 1);
+#pragma GCC unroll 8
+    for (int kb = 0; kb < nkb; kb++) {
+        const int64_t g = (k0 + kb * a->kcb) / gs;
+        rows_to_lanes(p->scales + g, a->groups, p->active, count, t->scales[kb]);
+        if (p->biases)
+            rows_to_lanes(p->biases + g, a->groups, p->active, count, t->biases[kb]);
+    }
 }
 
-/* The group of the chunk PREFETCH_CHUNKS on from the one at word `first`. */
-KINLINE int64_t prefetch_group(const wf_qmv_args *a, int64_t first, int per_word)
+/* The sums of `nkb` K blocks of `len` codes, from k0 on, kcb apart, for
+ * the pass's rows, then added to the outputs in K block order. The K
+ * blocks' sums start from zero and are independent fma chains, so
+ * summing them side by side hides the fma latency without reading more
+ * rows at once (rows being page streams); nkb > 1 only where kcb is a
+ * multiple of the group size, so that all change group at the same k.
+ * Each 16-word chunk of the rows is turned into lanes (a word per row)
+ * first, and the chunk one pass further on is asked for. */
+KINLINE void fast_pass(const wf_qmv_args *a, const pass_rows *p, int64_t nb, int nkb,
+                       int64_t k0, int64_t len, int rows, int bits, int mode)
 {
-    return (first + PREFETCH_CHUNKS * CHUNK_WORDS) * per_word / a->group_size;
-}
-
-/* The outputs of `nblk` blocks over all of K: acc[blk][r] summed in k
- * order per K block, each K block's sums then added to the outputs. The
- * rows' words stream through two chunk buffers: while one is read, the
- * next chunk is copied into the other a row per word step, so that the
- * loads and prefetches spread over the chunk rather than come in a burst. */
-KINLINE void fast_pass(const wf_qmv_args *a, const pass_blocks *p, int nblk, int64_t nb,
-                       int rows, int bits, int mode)
-{
-    const int per_word = 32 / bits, per_half = per_word / 2;
-    const int64_t words = a->k / per_word;
-    const int64_t chunks = (words + CHUNK_WORDS - 1) / CHUNK_WORDS;
-    const vi buf_index = vi_iota_times(CHUNK_WORDS);
-    const vi group_index = vi_iota_times((int32_t)a->groups);
-    int32_t buf[2][PASS_BLOCKS][LANES][CHUNK_WORDS];
-    group_factors f[PASS_BLOCKS];
-    vf acc[PASS_BLOCKS][WF_QMV_ROWS];
-    __builtin_memset(f, 0, sizeof f); /* set at k = 0; zeroed for the compiler's sake */
-#pragma GCC unroll 4
-    for (int blk = 0; blk < nblk; blk++)
+    const int per_word = 32 / bits;
+    const int64_t row_words = a->row_bytes / 4, words = len / per_word, gs = a->group_size;
+    const int64_t ahead = nkb * a->kcb / per_word; /* words to the next pass's chunk */
+    __attribute__((aligned(64))) int32_t lane_words[PASS_K_BLOCKS][CHUNK_WORDS][LANES];
+    __attribute__((aligned(64))) pass_factors t;
+    group_factors f[PASS_K_BLOCKS];
+    vf acc[PASS_K_BLOCKS][WF_QMV_ROWS];
+    pass_factors_fill(a, p, nkb, k0, len, &t);
+#pragma GCC unroll 8
+    for (int kb = 0; kb < nkb; kb++)
 #pragma GCC unroll 4
         for (int r = 0; r < rows; r++)
-            acc[blk][r] = vf_zero();
-    for (int r = 0; r < LANES; r++)
-        copy_row_chunk(a, p, nblk, r, 0, words < CHUNK_WORDS ? (int)words : CHUNK_WORDS,
-                       prefetch_group(a, 0, per_word), buf[0]);
-    int64_t next_group = 0;    /* the first k of a group not yet set */
-    int64_t block_end = a->kcb; /* the end of the current K block */
-    for (int64_t c = 0; c < chunks; c++) {
-        int32_t (*cur)[LANES][CHUNK_WORDS] = buf[c & 1], (*next)[LANES][CHUNK_WORDS] = buf[~c & 1];
-        const int64_t first = c * CHUNK_WORDS, left = words - first - CHUNK_WORDS;
+            acc[kb][r] = vf_zero();
+    int group = 0; /* the pass's table row of the current group */
+    int64_t next_group = (k0 / gs + 1) * gs - k0; /* where the next begins (from k0) */
+#pragma GCC unroll 8
+    for (int kb = 0; kb < nkb; kb++)
+        group_factors_set(t.scales[kb][0], p->biases ? t.biases[kb][0] : NULL, bits, &f[kb]);
+    for (int64_t first = 0; first < words; first += CHUNK_WORDS) {
         const int count = words - first < CHUNK_WORDS ? (int)(words - first) : CHUNK_WORDS;
-        const int next_count = left <= 0 ? 0 : left < CHUNK_WORDS ? (int)left : CHUNK_WORDS;
-        const int64_t next_group_ahead = prefetch_group(a, first + CHUNK_WORDS, per_word);
+#pragma GCC unroll 8
+        for (int kb = 0; kb < nkb; kb++) {
+            const int32_t *src = p->words + (k0 + kb * a->kcb) / per_word + first;
+            for (int r = 0; r < p->active; r++)
+                _mm_prefetch((const char *)(src + r * row_words + ahead), _MM_HINT_T0);
+            rows_to_lanes(src, row_words, p->active, count, lane_words[kb]);
+        }
         for (int wi = 0; wi < count; wi++) {
-            /* a next chunk follows a full one: every row's turn comes */
-            if (next_count > 0 && wi < LANES)
-                copy_row_chunk(a, p, nblk, wi, first + CHUNK_WORDS, next_count,
-                               next_group_ahead, next);
             const int64_t k = (first + wi) * per_word;
-            if (k == block_end) {
-#pragma GCC unroll 4
-                for (int blk = 0; blk < nblk; blk++) {
-                    store_sums(a, nb + (int64_t)LANES * blk, p->m[blk], rows, k == a->kcb,
-                               acc[blk]);
+            if (k == next_group) { /* a word's codes lie in one group */
+                group++;
+                next_group += gs;
+#pragma GCC unroll 8
+                for (int kb = 0; kb < nkb; kb++)
+                    group_factors_set(t.scales[kb][group],
+                                      p->biases ? t.biases[kb][group] : NULL, bits, &f[kb]);
+            }
+#pragma GCC unroll 16
+            for (int i = 0; i < per_word; i++) {
+                const float *xk = a->x + k0 + k + i;
+#pragma GCC unroll 8
+                for (int kb = 0; kb < nkb; kb++) {
+                    const vf w = fast_value(vi_load_all(lane_words[kb][wi]), i * bits, bits, mode,
+                                            &f[kb]);
 #pragma GCC unroll 4
                     for (int r = 0; r < rows; r++)
-                        acc[blk][r] = vf_zero();
-                }
-                block_end += a->kcb;
-            }
-            if (k >= next_group) {
-                const int64_t g = k / a->group_size;
-                next_group = (g + 1) * a->group_size;
-#pragma GCC unroll 4
-                for (int blk = 0; blk < nblk; blk++) {
-                    const vf s = vf_gather(p->scales[blk] + g, group_index, p->m[blk]);
-                    const vf b = p->biases[blk]
-                                     ? vf_gather(p->biases[blk] + g, group_index, p->m[blk])
-                                     : vf_zero();
-                    group_factors_set(s, b, bits, &f[blk]);
-                }
-            }
-            vi word[PASS_BLOCKS];
-#pragma GCC unroll 4
-            for (int blk = 0; blk < nblk; blk++)
-                word[blk] = vi_gather(&cur[blk][0][wi], buf_index, p->m[blk]);
-#pragma GCC unroll 2
-            for (int half = 0; half < 2; half++) {
-                vi hw[PASS_BLOCKS];
-#pragma GCC unroll 4
-                for (int blk = 0; blk < nblk; blk++)
-                    hw[blk] = half ? vi_srli(word[blk], 16) : word[blk];
-#pragma GCC unroll 8
-                for (int i = 0; i < per_half; i++) {
-                    const float *xk = a->x + k + half * per_half + i;
-#pragma GCC unroll 4
-                    for (int blk = 0; blk < nblk; blk++) {
-                        const vf w = fast_value(hw[blk], i, bits, mode, &f[blk]);
-#pragma GCC unroll 4
-                        for (int r = 0; r < rows; r++)
-                            acc[blk][r] = vf_fma(vf_set1(xk[r * a->ldx]), w, acc[blk][r]);
-                    }
+                        acc[kb][r] = vf_fma(vf_set1(xk[kb * a->kcb + r * a->ldx]), w, acc[kb][r]);
                 }
             }
         }
     }
-#pragma GCC unroll 4
-    for (int blk = 0; blk < nblk; blk++)
-        store_sums(a, nb + (int64_t)LANES * blk, p->m[blk], rows, a->k <= a->kcb, acc[blk]);
+#pragma GCC unroll 8
+    for (int kb = 0; kb < nkb; kb++)
+        store_sums(a, nb, p->m, rows, k0 + kb * a->kcb == 0, acc[kb]);
 }
 
-/* Outputs [nb, nb + count) (count <= PASS_BLOCKS * LANES) through the fast path. */
-KINLINE void fast_outputs(const wf_qmv_args *a, int64_t nb, int64_t count, int rows, int bits,
+/* Outputs [nb, nb + count) (count <= LANES) through the fast path: K
+ * blocks PASS_K_BLOCKS at a time, then one at a time (the rest, a last
+ * shorter block, or a kcb not a multiple of the group size). */
+KINLINE void fast_outputs(const wf_qmv_args *a, int64_t nb, int count, int rows, int bits,
                           int mode)
 {
-    pass_blocks p;
-    int nblk = 0;
-    for (int blk = 0; blk < PASS_BLOCKS; blk++) {
-        const int64_t first = nb + (int64_t)LANES * blk, left = nb + count - first;
-        p.active[blk] = left <= 0 ? 0 : left < LANES ? (int)left : LANES;
-        p.m[blk] = lanes(p.active[blk]);
-        p.words[blk] = (const int32_t *)(a->codes + first * a->row_bytes);
-        p.scales[blk] = a->scales + first * a->groups;
-        p.biases[blk] = a->biases ? a->biases + first * a->groups : NULL;
-        nblk += p.active[blk] > 0;
-    }
-    if (nblk == PASS_BLOCKS) { /* the steady state: a constant block count */
-        fast_pass(a, &p, PASS_BLOCKS, nb, rows, bits, mode);
-        return;
-    }
-    for (int blk = 0; blk < nblk; blk++) {
-        pass_blocks one = p;
-        one.words[0] = p.words[blk], one.scales[0] = p.scales[blk];
-        one.biases[0] = p.biases[blk], one.m[0] = p.m[blk];
-        one.active[0] = p.active[blk];
-        fast_pass(a, &one, 1, nb + (int64_t)LANES * blk, rows, bits, mode);
+    const pass_rows p = {
+        .words = (const int32_t *)(a->codes + nb * a->row_bytes),
+        .scales = a->scales + nb * a->groups,
+        .biases = a->biases ? a->biases + nb * a->groups : NULL,
+        .m = lanes(count),
+        .active = count,
+    };
+    const int64_t full = a->k / a->kcb;
+    int64_t kb = 0;
+    if (a->kcb % a->group_size == 0)
+        for (; kb + PASS_K_BLOCKS <= full; kb += PASS_K_BLOCKS)
+            fast_pass(a, &p, nb, PASS_K_BLOCKS, kb * a->kcb, a->kcb, rows, bits, mode);
+    for (; kb * a->kcb < a->k; kb++) {
+        const int64_t k0 = kb * a->kcb;
+        fast_pass(a, &p, nb, 1, k0, a->k - k0 < a->kcb ? a->k - k0 : a->kcb, rows, bits, mode);
     }
 }
 
 /* Whether the fast path can take codes of `bits` bits with this K blocking. */
 KINLINE bool fast_bits(const wf_qmv_args *a)
 {
-    /* a 2-bit word (16 codes) must not straddle a K block (kcb: a multiple of 8) */
-    return a->bits == 4 || a->bits == 8 || (a->bits == 2 && (a->kcb % 16 == 0 || a->kcb >= a->k));
+    /* a K block's groups fit the pass's table; a 2-bit word (16 codes)
+     * must not straddle a K block (kcb: a multiple of 8) */
+    return a->kcb / a->group_size + 2 <= PASS_GROUPS &&
+           (a->bits == 4 || a->bits == 8 ||
+            (a->bits == 2 && (a->kcb % 16 == 0 || a->kcb >= a->k)));
 }
 
 /* The fast path with the bit width and mode as constants. */
-KINLINE void fast_outputs_of(const wf_qmv_args *a, int64_t nb, int64_t count, int rows)
+KINLINE void fast_outputs_of(const wf_qmv_args *a, int64_t nb, int count, int rows)
 {
     const bool affine = a->mode == WF_QUANT_AFFINE;
     if (a->bits == 2)
@@ -329,14 +338,12 @@ KINLINE void fast_outputs_of(const wf_qmv_args *a, int64_t nb, int64_t count, in
 KINLINE void qmv_rows(const wf_qmv_args *a, int64_t n0, int64_t n1, int rows)
 {
     const bool fast = fast_bits(a);
-    for (int64_t nb = n0; nb < n1; nb += PASS_BLOCKS * LANES) {
-        const int64_t count = n1 - nb < PASS_BLOCKS * LANES ? n1 - nb : PASS_BLOCKS * LANES;
-        if (fast && (a->mode != WF_QUANT_AFFINE || fast_scales_ok(a, nb, count))) {
+    for (int64_t nb = n0; nb < n1; nb += LANES) {
+        const int count = n1 - nb < LANES ? (int)(n1 - nb) : LANES;
+        if (fast && fast_scales_ok(a, nb, count))
             fast_outputs_of(a, nb, count, rows);
-            continue;
-        }
-        for (int64_t b = nb; b < nb + count; b += LANES)
-            general_outputs(a, b, lanes(nb + count - b), rows);
+        else
+            general_outputs(a, nb, lanes(count), rows);
     }
 }
 
