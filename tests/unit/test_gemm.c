@@ -353,6 +353,27 @@ static void test_bfloat16_where_supported(void)
  * rows, shared evenly between two tiles) give the bits they get inside 64
  * rows (five tiles), for B read in place and packed; K 300 and 1024 (A's
  * rows 4 or 8 KB apart: packed, not read where they lie). */
+/* Rows [firsts[r], firsts[r] + counts[r]) of product p computed alone give
+ * the bits they have in `full` (p computed whole). */
+static void check_rows_alone(const product *p, int isa, enum layout la, enum layout lb,
+                             const void *full, const int64_t *firsts, const int64_t *counts,
+                             int n)
+{
+    const size_t row = (size_t)p->ldc * wf_dtype_size(p->cdt);
+    for (int r = 0; r < n; r++) {
+        product q = *p;
+        q.m = counts[r];
+        q.a = p->a + firsts[r] * p->k;
+        q.c0 = p->c0 + firsts[r] * p->ldc;
+        void *part = run_product(&q, isa, la, lb, NULL, NULL);
+        if (!CHECK(same_bits(part, (const char *)full + firsts[r] * row, &q, q.m)))
+            printf("      (%s %s, A %s, B %s, k %lld: rows %lld..+%lld differ)\n",
+                   wf__gemm_isa_name(isa), type_name(p->dtype), LAYOUT_NAMES[la],
+                   LAYOUT_NAMES[lb], (long long)p->k, (long long)firsts[r], (long long)counts[r]);
+        free(part);
+    }
+}
+
 static void test_rows_alone_same_bits(void)
 {
     static const wf_dtype types[3] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_BF16};
@@ -376,20 +397,7 @@ static void test_rows_alone_same_bits(void)
                 const enum layout layout_b = (enum layout)(lb % LAYOUT_COUNT);
                 void *full = run_product(&p, isa, ROW_MAJOR, layout_b, NULL, NULL);
                 static const int64_t firsts[] = {0, 13, 63, 5, 20}, counts[] = {1, 7, 1, 16, 30};
-                const size_t row = (size_t)p.ldc * wf_dtype_size(p.cdt);
-                for (int r = 0; r < 5; r++) {
-                    product q = p;
-                    q.m = counts[r];
-                    q.a = p.a + firsts[r] * p.k;
-                    q.c0 = p.c0 + firsts[r] * p.ldc;
-                    void *part = run_product(&q, isa, ROW_MAJOR, layout_b, NULL, NULL);
-                    if (!CHECK(same_bits(part, (char *)full + firsts[r] * row, &q, q.m)))
-                        printf("      (%s %s, B %s, k %lld: rows %lld..+%lld differ)\n",
-                               wf__gemm_isa_name(isa), type_name(types[t]),
-                               LAYOUT_NAMES[layout_b], (long long)p.k, (long long)firsts[r],
-                               (long long)counts[r]);
-                    free(part);
-                }
+                check_rows_alone(&p, isa, ROW_MAJOR, layout_b, full, firsts, counts, 5);
                 free(full);
                 product_free(&p);
             }
@@ -423,19 +431,7 @@ static void test_row_passes_and_strips_same_bits(void)
                 const enum layout la = ks[kk] == 16 && t == 0 ? STRIDED : ROW_MAJOR;
                 void *full = run_product(&p, isa, la, ROW_MAJOR, NULL, NULL);
                 static const int64_t firsts[] = {0, 250, 2040, 2095}, counts[] = {7, 20, 14, 5};
-                const size_t row = (size_t)p.ldc * wf_dtype_size(p.cdt);
-                for (int r = 0; r < 4; r++) {
-                    product q = p;
-                    q.m = counts[r];
-                    q.a = p.a + firsts[r] * p.k;
-                    q.c0 = p.c0 + firsts[r] * p.ldc;
-                    void *part = run_product(&q, isa, la, ROW_MAJOR, NULL, NULL);
-                    if (!CHECK(same_bits(part, (char *)full + firsts[r] * row, &q, q.m)))
-                        printf("      (%s %s, k %lld: rows %lld..+%lld differ)\n",
-                               wf__gemm_isa_name(isa), type_name(types[t]), (long long)p.k,
-                               (long long)firsts[r], (long long)counts[r]);
-                    free(part);
-                }
+                check_rows_alone(&p, isa, la, ROW_MAJOR, full, firsts, counts, 4);
                 free(full);
                 product_free(&p);
             }
