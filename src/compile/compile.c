@@ -363,7 +363,7 @@ static wf_status trace(wf_compiled *c, wf_compile_mode mode, wf_array *const *in
     }
     for (size_t i = 0; i < ninputs && status == WF_OK; i++) {
         placeholders[i] = wf__array_new_placeholder(inputs[i]->dtype, inputs[i]->shape,
-                                                    inputs[i]->ndim);
+                                                    inputs[i]->ndim, c->shapeless);
         if (!placeholders[i])
             status = wf_last_error();
     }

@@ -320,7 +320,7 @@ static wf_status trace_tape(wf_fn *fn, wf_array *const *inputs, size_t ninputs, 
         return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_export_function: out of memory");
     for (size_t i = 0; i < ninputs && status == WF_OK; i++) {
         placeholders[i] = wf__array_new_placeholder(inputs[i]->dtype, inputs[i]->shape,
-                                                    inputs[i]->ndim);
+                                                    inputs[i]->ndim, shapeless);
         if (!placeholders[i])
             status = wf_last_error();
     }

@@ -145,8 +145,9 @@ static bool replays_shapeless(const wf_array *n)
         /* strides, padding, dilations, groups; group sizes and bits; a group */
         "conv_general", "quantize", "dequantize", "quantized_matmul", "gather_qmm", "gather_mm",
         "all_sum", "all_max", "all_min", "all_gather", "sum_scatter", "send",
-        /* the shape of its input (wf_*_like of a traced array) */
-        "full_like"};
+        /* the shape of its input (wf_*_like of a traced array), or of
+         * another input (the shape-following primitives of gradients) */
+        "full_like", "broadcast_like", "unbroadcast_like", "reshape_like", "size_ratio"};
     static const char *const user_shaped[] = {"reshape", "broadcast_to", "slice",
                                               "slice_update", "gather"};
     const wf_prim_def *prim = n->prim;
@@ -213,6 +214,14 @@ static wf_status check_replayable(const struct recorder *r, const wf_array *n)
         return wf__error(WF_ERR_UNSUPPORTED,
                          "compile: primitive '%s' cannot be compiled (its parameters own data "
                          "that a cached trace cannot share)",
+                         n->prim->name);
+    if (r->shapeless && (n->node_flags & WF_NODE_FLAG_TRACED_SHAPE))
+        return wf__error(WF_ERR_UNSUPPORTED,
+                         "compile: a transform rule built '%s' from the traced shapes (the "
+                         "gradient of prod, cumprod, slicing, indexing, convolution, attention "
+                         "or linear algebra, or vmap batching an unbatched operand to the "
+                         "traced batch size); it cannot be replayed shapeless (compile "
+                         "without shapeless)",
                          n->prim->name);
     if (r->shapeless && !replays_shapeless(n) &&
         n->prim == &wf__prim_random_keyed)
@@ -330,7 +339,13 @@ static wf_status visit(struct recorder *r, wf_array *root)
         }
         if (!depends_on_placeholder(f->node)) {
             wf_tape_ref ref;
-            if (f->node->node_flags & WF_NODE_FLAG_PLACEHOLDER)
+            if (r->shapeless && (f->node->node_flags & WF_NODE_FLAG_TRACED_SHAPE))
+                status = wf__error(WF_ERR_UNSUPPORTED,
+                                   "compile: vmap broadcast a constant to the traced batch "
+                                   "size ('%s'); it cannot be replayed shapeless (compile "
+                                   "without shapeless)",
+                                   f->node->prim->name);
+            else if (f->node->node_flags & WF_NODE_FLAG_PLACEHOLDER)
                 status = wf__error(WF_ERR_INVALID_ARGUMENT,
                                    "compile: the traced function used a placeholder of another "
                                    "trace");

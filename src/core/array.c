@@ -284,13 +284,21 @@ uint64_t wf__prim_params_hash(const wf_prim_def *prim, const void *params)
     return h;
 }
 
-/* A node built from a placeholder cannot be evaluated either. */
+/* A node built from a placeholder cannot be evaluated either; one built
+ * from a shapeless trace's placeholder is shapeless too, and marked (as
+ * everything built from it) when a rule that reads the traced shapes
+ * builds it. */
 static unsigned flags_from_inputs(wf_array *const *inputs, int ninputs)
 {
-    for (int i = 0; i < ninputs; i++)
+    unsigned flags = 0;
+    for (int i = 0; i < ninputs; i++) {
         if (wf__array_is_placeholder(inputs[i]))
-            return WF_NODE_FLAG_ON_PLACEHOLDER;
-    return 0;
+            flags |= WF_NODE_FLAG_ON_PLACEHOLDER;
+        flags |= inputs[i]->node_flags & (WF_NODE_FLAG_SHAPELESS | WF_NODE_FLAG_TRACED_SHAPE);
+    }
+    if ((flags & WF_NODE_FLAG_SHAPELESS) && wf__graph_traced_shape_depth() > 0)
+        flags |= WF_NODE_FLAG_TRACED_SHAPE;
+    return flags;
 }
 
 /* The node owns what its params own from the start: every failure before
@@ -485,7 +493,8 @@ static wf_status check_new_shape(const char *op, const int64_t *shape, int ndim,
     return wf__shape_size(op, shape, ndim, size);
 }
 
-wf_array *wf__array_new_placeholder(wf_dtype dtype, const int64_t *shape, int ndim)
+wf_array *wf__array_new_placeholder(wf_dtype dtype, const int64_t *shape, int ndim,
+                                    bool shapeless)
 {
     int64_t size;
     if (check_new_shape("placeholder", shape, ndim, dtype, &size) != WF_OK)
@@ -494,7 +503,7 @@ wf_array *wf__array_new_placeholder(wf_dtype dtype, const int64_t *shape, int nd
     if (!n)
         return NULL;
     wf__contiguous_strides(n->shape, ndim, n->strides);
-    n->node_flags = WF_NODE_FLAG_PLACEHOLDER;
+    n->node_flags = WF_NODE_FLAG_PLACEHOLDER | (shapeless ? WF_NODE_FLAG_SHAPELESS : 0u);
     return node_make_live(n);
 }
 

@@ -40,7 +40,15 @@ enum wf_node_flags {
      * asked for through the public API: a shapeless compiled replay keeps
      * its shape, as MLX's does. The same ops built inside weft (by gradient
      * rules, say) name a traced shape no replay may reuse: refused. */
-    WF_NODE_FLAG_USER_SHAPE = 1u << 3
+    WF_NODE_FLAG_USER_SHAPE = 1u << 3,
+    /* Built (transitively) from a placeholder of a shapeless trace: the
+     * gradient rules build shape-following nodes for it (unbroadcast_like,
+     * broadcast_like, reshape_like), so its replay follows each call. */
+    WF_NODE_FLAG_SHAPELESS = 1u << 4,
+    /* A shapeless node built while a transform rule that reads the traced
+     * shapes ran (core/graph_mode.h), or from such a node: a shapeless
+     * compiled trace refuses it. */
+    WF_NODE_FLAG_TRACED_SHAPE = 1u << 5
 };
 
 struct wf_prim_def;
@@ -343,10 +351,17 @@ static inline bool wf__array_is_placeholder(const wf_array *a)
     return (a->node_flags & (WF_NODE_FLAG_PLACEHOLDER | WF_NODE_FLAG_ON_PLACEHOLDER)) != 0;
 }
 /* A placeholder node of `dtype` and `shape` (no data, no stream): ops build
- * on it (their results are marked too), evaluation refuses it. An internal
+ * on it (their results are marked too), evaluation refuses it. `shapeless`:
+ * it stands for inputs of any shape (WF_NODE_FLAG_SHAPELESS). An internal
  * builder (not registered with any scope); NULL with the error recorded on
  * bad input. */
-wf_array *wf__array_new_placeholder(wf_dtype dtype, const int64_t *shape, int ndim);
+wf_array *wf__array_new_placeholder(wf_dtype dtype, const int64_t *shape, int ndim,
+                                    bool shapeless);
+/* Whether `a` was built from a placeholder of a shapeless trace. */
+static inline bool wf__array_is_shapeless(const wf_array *a)
+{
+    return (a->node_flags & WF_NODE_FLAG_SHAPELESS) != 0;
+}
 
 /* State helpers (acquire loads). */
 static inline int wf__array_state(const wf_array *a)

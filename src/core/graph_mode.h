@@ -19,6 +19,7 @@ typedef struct wf_graph_mode {
     int keep_depth;
     int grad_depth;
     int compile_depth; /* > 0 while this thread traces a compiled function */
+    int traced_shape_depth; /* > 0 while a rule that reads traced shapes runs */
 } wf_graph_mode;
 
 int wf__graph_keep_depth(void);
@@ -29,6 +30,13 @@ int wf__graph_grad_depth(void);
 int wf__graph_compile_depth(void);
 void wf__graph_compile_enter(void);
 void wf__graph_compile_leave(void);
+/* Transforms raise this around a rule that builds nodes from the traced
+ * shapes (sizes, axes, counts read off the node): the shapeless nodes it
+ * builds are marked WF_NODE_FLAG_TRACED_SHAPE, which a shapeless compiled
+ * trace refuses. Rules that only combine ops follow any shape. */
+int wf__graph_traced_shape_depth(void);
+void wf__graph_traced_shape_enter(void);
+void wf__graph_traced_shape_leave(void);
 /* Enter / leave a trace: keep depth +-1, and grad depth +-1 if `grad`. */
 void wf__graph_mode_push(bool grad);
 void wf__graph_mode_pop(bool grad);

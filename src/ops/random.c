@@ -196,7 +196,7 @@ static wf_array *record_draw(wf_random_draws *d, wf_key key)
         d->placeholders = placeholders;
         d->draws_capacity = grown;
     }
-    wf_array *placeholder = wf__array_new_placeholder(WF_DTYPE_I64, NULL, 0);
+    wf_array *placeholder = wf__array_new_placeholder(WF_DTYPE_I64, NULL, 0, false);
     if (!placeholder) { /* the key moved on: this trace cannot stand for a call */
         d->out_of_memory = true;
         return NULL;

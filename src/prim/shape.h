@@ -68,6 +68,20 @@ extern const wf_prim_def wf__prim_take_along_axis;
 extern const wf_prim_def wf__prim_scatter_add;
 extern const wf_prim_def wf__prim_linspace;
 extern const wf_prim_def wf__prim_eye;
+/* Shape-following primitives (prim/shape_like.c), no params. Inputs
+ * (x, like); like's data is never read, only its shape:
+ *  - broadcast_like: x broadcast with like's shape (the joint shape);
+ *  - unbroadcast_like: x summed to like's shape (like broadcasts to x's);
+ *  - reshape_like: x reshaped to like's shape (equal sizes);
+ *  - size_ratio: 0-d, like's dtype: x's size / like's size (0 if empty). */
+extern const wf_prim_def wf__prim_broadcast_like;
+extern const wf_prim_def wf__prim_unbroadcast_like;
+extern const wf_prim_def wf__prim_reshape_like;
+extern const wf_prim_def wf__prim_size_ratio;
+/* The axes (bit d: axis d) unbroadcast_like sums: x's leading axes beyond
+ * like's rank and those where like has 1 and x does not. */
+uint64_t wf__unbroadcast_axes(const int64_t *x_shape, int x_ndim, const int64_t *like_shape,
+                              int like_ndim);
 
 /* True for the integer dtypes the index kernels read (u8, i32, i64; the
  * ops convert indices of the other integer types). */

@@ -362,8 +362,9 @@ static wf_status vmap_custom_fn(wf_array *node, wf_array *const *in, const int *
 }
 
 const wf_prim_rules wf__rules_custom_function[] = {
+    /* the user's rules may read any traced shape */
     {&wf__prim_custom_function, WF_RULES_DIFFERENTIABLE, vjp_custom_fn, jvp_custom_fn,
-     vmap_custom_fn},
+     vmap_custom_fn, false},
 };
 
 const size_t wf__rules_custom_function_count = 1;

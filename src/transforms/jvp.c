@@ -42,7 +42,9 @@ static wf_status push_forward(const char *op, wf_graph *g, wf_graph_entry *e)
         return wf__error(WF_ERR_UNSUPPORTED, "%s: primitive '%s' has no jvp rule", op,
                          node->prim->name);
     wf_array *t = NULL;
+    const bool marked = wf__rule_begin(rules, node);
     wf_status st = rules->jvp(node, tangents, &t);
+    wf__rule_end(marked);
     if (st == WF_OK && t && t->dtype != node->dtype)
         st = wf__rule_result(t = wf_astype(t, node->dtype));
     if (st == WF_OK && t && !wf__shape_equal(t->shape, t->ndim, node->shape, node->ndim))

@@ -63,7 +63,20 @@ typedef struct wf_prim_rules {
     wf_vjp_rule vjp;
     wf_jvp_rule jvp;
     wf_vmap_rule vmap;
+    /* The vjp and jvp rules build, for a node of a shapeless trace, only
+     * nodes that follow the call's shapes: ops on the node, its inputs and
+     * the cotangent or tangents, with shapes taken through the
+     * shape-following helpers below, never sizes or axes read off the traced
+     * shapes. Other rules run with the traced-shape mark raised
+     * (wf__rule_begin), so a shapeless compiled gradient refuses them. */
+    bool follows_shapes;
 } wf_prim_rules;
+
+/* Brackets a vjp or jvp rule of `rules` for `node`: raises the traced-shape
+ * mark (core/graph_mode.h) when the node belongs to a shapeless trace and
+ * the rules do not follow shapes. Returns what wf__rule_end takes. */
+bool wf__rule_begin(const wf_prim_rules *rules, const wf_array *node);
+void wf__rule_end(bool marked);
 
 /* The rules of `prim`, or NULL if it has none. */
 const wf_prim_rules *wf__rules_find(const wf_prim_def *prim);
@@ -114,23 +127,39 @@ static inline wf_status wf__rule_result(wf_array *a) { return a ? WF_OK : wf_las
  * scope; NULL with the first error kept if an input is NULL. */
 wf_array *wf__rule_node(const wf_prim_def *prim, const void *params, wf_array *const *inputs,
                         int ninputs);
-/* A new node with a's value (a view), registered with the current scope. */
+/* A new node with a's value (a view), registered with the current scope.
+ * Its shape is a's traced one, except for a node of a shapeless trace,
+ * whose shape follows a's. */
 wf_array *wf__rule_same(wf_array *a);
 /* A 0-d array of `like`'s dtype holding v (rules keep their arithmetic in
  * the operand's dtype: a float32 scalar would promote float16 math). */
 wf_array *wf__rule_scalar(const wf_array *like, double v);
 /* The node rebuilt with other inputs (same primitive and params). */
 wf_array *wf__rule_rebuild(wf_array *node, wf_array *const *inputs);
-/* Sums x down to `shape` (the inverse of broadcasting it). */
-wf_array *wf__rule_unbroadcast(wf_array *x, const int64_t *shape, int ndim);
+/* Sums x down to like's shape (the inverse of broadcasting like to x's);
+ * for a shapeless trace, an unbroadcast_like node that re-derives the
+ * summed axes from each call's shapes. */
+wf_array *wf__rule_unbroadcast(wf_array *x, wf_array *like);
+/* x reshaped to like's shape (reshape_like for a shapeless trace). */
+wf_array *wf__rule_reshape_like(wf_array *x, wf_array *like);
 /* Shape of a reduction's output with keepdims for the axes in `mask`. */
 void wf__rule_keepdims_shape(const wf_array *in, uint64_t mask, int64_t *shape);
 /* y (a reduction of `in` over `mask`, keepdims or not) reshaped to keepdims
- * form and broadcast to in's shape. */
-wf_array *wf__rule_expand_reduced(wf_array *y, const wf_array *in, uint64_t mask);
+ * form and broadcast to in's shape (expand_dims and broadcast_like for a
+ * shapeless trace). */
+wf_array *wf__rule_expand_reduced(wf_array *y, wf_array *in, uint64_t mask);
+/* A 0-d array of y's dtype: the number of elements of `in` that a reduction
+ * into y combined into each of y's (size_ratio for a shapeless trace). */
+wf_array *wf__rule_reduced_count_of(wf_array *in, wf_array *y, uint64_t mask);
+/* Whether any of a, b belongs to a shapeless trace (NULLs allowed). */
+bool wf__rule_shapeless(const wf_array *a, const wf_array *b);
 /* Number of elements reduced by `mask` in `in`. */
 int64_t wf__rule_reduced_count(const wf_array *in, uint64_t mask);
 
+/* Whether this thread runs the vmap rule of a node of a shapeless trace
+ * (transforms/vmap.c): a batch it names from the traced batch size is
+ * marked so that a shapeless compiled trace refuses it. */
+bool wf__vmap_batching_shapeless(void);
 /* vmap helpers. x with its batch axis moved to 0 (NOT_MAPPED: x as is). */
 wf_array *wf__vmap_to_front(wf_array *x, int axis);
 /* x batched on axis 0 whatever it was: unbatched x is broadcast (a view). */

@@ -455,7 +455,7 @@ static wf_status vmap_conv(wf_array *node, wf_array *const *in, const int *axes,
 }
 
 const wf_prim_rules wf__rules_conv[] = {
-    {&wf__prim_conv_general, WF_RULES_DIFFERENTIABLE, vjp_conv, jvp_conv, vmap_conv},
+    {&wf__prim_conv_general, WF_RULES_DIFFERENTIABLE, vjp_conv, jvp_conv, vmap_conv, false},
 };
 
 const size_t wf__rules_conv_count = sizeof wf__rules_conv / sizeof wf__rules_conv[0];

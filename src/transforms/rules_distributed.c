@@ -152,16 +152,18 @@ static wf_status vmap_recv(wf_array *node, wf_array *const *in, const int *axes,
 }
 
 const wf_prim_rules wf__rules_distributed[] = {
-    {&wf__prim_all_sum, WF_RULES_DIFFERENTIABLE, vjp_all_sum, jvp_same, vmap_elementwise},
+    {&wf__prim_all_sum, WF_RULES_DIFFERENTIABLE, vjp_all_sum, jvp_same, vmap_elementwise, false},
     {&wf__prim_all_max, WF_RULES_DIFFERENTIABLE, vjp_all_extremum, jvp_all_extremum,
-     vmap_elementwise},
+     vmap_elementwise, false},
     {&wf__prim_all_min, WF_RULES_DIFFERENTIABLE, vjp_all_extremum, jvp_all_extremum,
-     vmap_elementwise},
-    {&wf__prim_all_gather, WF_RULES_DIFFERENTIABLE, vjp_all_gather, jvp_same, vmap_along_axis0},
+     vmap_elementwise, false},
+    {&wf__prim_all_gather, WF_RULES_DIFFERENTIABLE, vjp_all_gather, jvp_same, vmap_along_axis0,
+     false},
     {&wf__prim_sum_scatter, WF_RULES_DIFFERENTIABLE, vjp_sum_scatter, jvp_same,
-     vmap_along_axis0},
-    {&wf__prim_send, WF_RULES_DIFFERENTIABLE, vjp_send, jvp_send, vmap_send},
-    {&wf__prim_recv, WF_RULES_ZERO_GRADIENT, wf__rule_vjp_zero, wf__rule_jvp_zero, vmap_recv},
+     vmap_along_axis0, false},
+    {&wf__prim_send, WF_RULES_DIFFERENTIABLE, vjp_send, jvp_send, vmap_send, false},
+    {&wf__prim_recv, WF_RULES_ZERO_GRADIENT, wf__rule_vjp_zero, wf__rule_jvp_zero, vmap_recv,
+     false},
 };
 const size_t wf__rules_distributed_count =
     sizeof wf__rules_distributed / sizeof wf__rules_distributed[0];

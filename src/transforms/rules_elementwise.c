@@ -24,6 +24,19 @@ static wf_array *add(wf_array *a, wf_array *b) { return wf_add(a, b); }
 static wf_array *sub(wf_array *a, wf_array *b) { return wf_subtract(a, b); }
 static wf_array *dvd(wf_array *a, wf_array *b) { return wf_divide(a, b); }
 
+/* Input i of a node with several: in a shapeless trace, the source of an
+ * implicit broadcast instead of the broadcast, which would fix the traced
+ * shape where the source is a constant (a Python scalar's broadcast). The
+ * partials built from it broadcast against the cotangent or tangent, which
+ * have the node's shape at every call. */
+static wf_array *operand(wf_array *node, int i)
+{
+    wf_array *x = node->inputs[i];
+    if (wf__array_is_shapeless(node) && (x->node_flags & WF_NODE_FLAG_IMPLICIT_BROADCAST))
+        return x->inputs[0];
+    return x;
+}
+
 /* ---------------------------------------------------------------- unary */
 
 typedef wf_array *(*derivative_fn)(wf_array *x, wf_array *y);
@@ -268,7 +281,7 @@ static wf_array *pick_weight(wf_array *a, wf_array *b, wf_array *a_wins)
  * shape), from the inputs a, b and the output y. */
 static void binary_partials(wf_array *node, wf_array **da, wf_array **db)
 {
-    wf_array *a = node->inputs[0], *b = node->inputs[1], *y = node;
+    wf_array *a = operand(node, 0), *b = operand(node, 1), *y = node;
     const wf_prim_def *p = node->prim;
     if (p == &wf__prim_multiply) {
         *da = b;
@@ -322,7 +335,7 @@ static wf_status jvp_binary(wf_array *node, wf_array *const *t, wf_array **out)
 
 static wf_status vjp_where(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
 {
-    wf_array *c = node->inputs[0];
+    wf_array *c = operand(node, 0);
     wf_array *zero = num(ct, 0);
     if (wanted[1] && !(cts[1] = wf_where(c, ct, zero)))
         return wf_last_error();
@@ -336,7 +349,7 @@ static wf_status vjp_where(wf_array *node, wf_array *ct, const bool *wanted, wf_
 static void clip_masks(wf_array *node, wf_array **take_a, wf_array **take_lo,
                        wf_array **take_hi)
 {
-    wf_array *a = node->inputs[0], *lo = node->inputs[1], *hi = node->inputs[2];
+    wf_array *a = operand(node, 0), *lo = operand(node, 1), *hi = operand(node, 2);
     *take_hi = wf_greater(wf_maximum(a, lo), hi);
     *take_lo = wf_logical_and(wf_logical_not(*take_hi), wf_greater(lo, a));
     *take_a = wf_logical_not(wf_logical_or(*take_hi, *take_lo));
@@ -368,17 +381,20 @@ static wf_status jvp_clip(wf_array *node, wf_array *const *t, wf_array **out)
     return wf__rule_result(acc);
 }
 
-/* ---------------------------------------------------------------- table */
+/* ---------------------------------------------------------------- table
+ * Every rule here combines element-wise ops of the node's inputs, output
+ * and cotangent or tangents: they follow any shape (follows_shapes). */
 
 #define UNARY_DIFF(P)                                                                   \
-    {&P, WF_RULES_DIFFERENTIABLE, vjp_unary, jvp_unary, wf__rule_vmap_elementwise}
+    {&P, WF_RULES_DIFFERENTIABLE, vjp_unary, jvp_unary, wf__rule_vmap_elementwise, true}
 #define BINARY_DIFF(P)                                                                  \
-    {&P, WF_RULES_DIFFERENTIABLE, vjp_binary, jvp_binary, wf__rule_vmap_elementwise}
-#define ZERO(P, KIND) {&P, KIND, wf__rule_vjp_zero, wf__rule_jvp_zero, wf__rule_vmap_elementwise}
+    {&P, WF_RULES_DIFFERENTIABLE, vjp_binary, jvp_binary, wf__rule_vmap_elementwise, true}
+#define ZERO(P, KIND)                                                                   \
+    {&P, KIND, wf__rule_vjp_zero, wf__rule_jvp_zero, wf__rule_vmap_elementwise, true}
 
 const wf_prim_rules wf__rules_elementwise[] = {
     UNARY_DIFF(wf__prim_negative),
-    {&wf__prim_abs, WF_RULES_DIFFERENTIABLE, vjp_unary, jvp_abs, wf__rule_vmap_elementwise},
+    {&wf__prim_abs, WF_RULES_DIFFERENTIABLE, vjp_unary, jvp_abs, wf__rule_vmap_elementwise, true},
     UNARY_DIFF(wf__prim_exp),
     UNARY_DIFF(wf__prim_expm1),
     UNARY_DIFF(wf__prim_log),
@@ -430,18 +446,19 @@ const wf_prim_rules wf__rules_elementwise[] = {
     ZERO(wf__prim_bitwise_xor, WF_RULES_NON_FLOAT_OUTPUT),
     ZERO(wf__prim_left_shift, WF_RULES_NON_FLOAT_OUTPUT),
     ZERO(wf__prim_right_shift, WF_RULES_NON_FLOAT_OUTPUT),
-    {&wf__prim_astype, WF_RULES_DIFFERENTIABLE, vjp_astype, jvp_astype, wf__rule_vmap_elementwise},
-    {&wf__prim_add, WF_RULES_DIFFERENTIABLE, vjp_add, jvp_add, wf__rule_vmap_elementwise},
+    {&wf__prim_astype, WF_RULES_DIFFERENTIABLE, vjp_astype, jvp_astype, wf__rule_vmap_elementwise,
+     true},
+    {&wf__prim_add, WF_RULES_DIFFERENTIABLE, vjp_add, jvp_add, wf__rule_vmap_elementwise, true},
     {&wf__prim_complex, WF_RULES_DIFFERENTIABLE, vjp_complex, wf__rule_jvp_linear,
-     wf__rule_vmap_elementwise},
+     wf__rule_vmap_elementwise, true},
     {&wf__prim_real, WF_RULES_DIFFERENTIABLE, vjp_real, wf__rule_jvp_linear,
-     wf__rule_vmap_elementwise},
+     wf__rule_vmap_elementwise, true},
     {&wf__prim_imag, WF_RULES_DIFFERENTIABLE, vjp_imag, wf__rule_jvp_linear,
-     wf__rule_vmap_elementwise},
+     wf__rule_vmap_elementwise, true},
     {&wf__prim_conjugate, WF_RULES_DIFFERENTIABLE, vjp_conjugate, wf__rule_jvp_linear,
-     wf__rule_vmap_elementwise},
+     wf__rule_vmap_elementwise, true},
     {&wf__prim_subtract, WF_RULES_DIFFERENTIABLE, vjp_subtract, jvp_subtract,
-     wf__rule_vmap_elementwise},
+     wf__rule_vmap_elementwise, true},
     BINARY_DIFF(wf__prim_multiply),
     BINARY_DIFF(wf__prim_divide),
     BINARY_DIFF(wf__prim_power),
@@ -451,8 +468,8 @@ const wf_prim_rules wf__rules_elementwise[] = {
     BINARY_DIFF(wf__prim_logaddexp),
     BINARY_DIFF(wf__prim_arctan2),
     {&wf__prim_where, WF_RULES_DIFFERENTIABLE, vjp_where, wf__rule_jvp_linear,
-     wf__rule_vmap_elementwise},
-    {&wf__prim_clip, WF_RULES_DIFFERENTIABLE, vjp_clip, jvp_clip, wf__rule_vmap_elementwise},
+     wf__rule_vmap_elementwise, true},
+    {&wf__prim_clip, WF_RULES_DIFFERENTIABLE, vjp_clip, jvp_clip, wf__rule_vmap_elementwise, true},
 };
 
 const size_t wf__rules_elementwise_count =

@@ -102,6 +102,6 @@ static wf_status vmap_fft(wf_array *node, wf_array *const *in, const int *axes, 
 }
 
 const wf_prim_rules wf__rules_fft[] = {
-    {&wf__prim_fft, WF_RULES_DIFFERENTIABLE, vjp_fft, wf__rule_jvp_linear, vmap_fft},
+    {&wf__prim_fft, WF_RULES_DIFFERENTIABLE, vjp_fft, wf__rule_jvp_linear, vmap_fft, false},
 };
 const size_t wf__rules_fft_count = sizeof wf__rules_fft / sizeof wf__rules_fft[0];

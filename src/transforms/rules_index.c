@@ -215,11 +215,11 @@ static wf_status vmap_scatter_add(wf_array *node, wf_array *const *in, const int
 /* ---------------------------------------------------------------- table */
 
 const wf_prim_rules wf__rules_index[] = {
-    {&wf__prim_take, WF_RULES_DIFFERENTIABLE, vjp_take, wf__rule_jvp_linear, vmap_take},
+    {&wf__prim_take, WF_RULES_DIFFERENTIABLE, vjp_take, wf__rule_jvp_linear, vmap_take, false},
     {&wf__prim_take_along_axis, WF_RULES_DIFFERENTIABLE, vjp_take_along_axis,
-     wf__rule_jvp_linear, vmap_take_along_axis},
+     wf__rule_jvp_linear, vmap_take_along_axis, false},
     {&wf__prim_scatter_add, WF_RULES_DIFFERENTIABLE, vjp_scatter_add, wf__rule_jvp_linear,
-     vmap_scatter_add},
+     vmap_scatter_add, false},
 };
 
 const size_t wf__rules_index_count = sizeof wf__rules_index / sizeof wf__rules_index[0];

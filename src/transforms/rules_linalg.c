@@ -48,11 +48,12 @@ static wf_array *right_shared_ct(wf_array *ct, wf_array *a, const wf_array *b)
 /* d(a @ b): ct @ b^T for a, a^T @ ct for b, each summed to its shape. */
 static wf_array *product_ct(wf_array *ct, wf_array *a, wf_array *b, int which)
 {
-    if (which == 1 && right_shared_by_batch(ct, a, b))
+    /* folded by the traced sizes: not for a shapeless trace */
+    if (which == 1 && !wf__rule_shapeless(ct, a) && !wf__rule_shapeless(b, NULL) &&
+        right_shared_by_batch(ct, a, b))
         return right_shared_ct(ct, a, b);
     wf_array *g = which == 0 ? wf_matmul(ct, swap_last(b)) : wf_matmul(swap_last(a), ct);
-    wf_array *x = which == 0 ? a : b;
-    return wf__rule_unbroadcast(g, x->shape, x->ndim);
+    return wf__rule_unbroadcast(g, which == 0 ? a : b);
 }
 
 static wf_status vjp_matmul(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
@@ -140,8 +141,10 @@ static wf_status vmap_addmm(wf_array *node, wf_array *const *in, const int *axes
 }
 
 const wf_prim_rules wf__rules_linalg[] = {
-    {&wf__prim_matmul, WF_RULES_DIFFERENTIABLE, vjp_matmul, jvp_matmul, vmap_matmul},
-    {&wf__prim_addmm, WF_RULES_DIFFERENTIABLE, vjp_addmm, jvp_addmm, vmap_addmm},
+    {&wf__prim_matmul, WF_RULES_DIFFERENTIABLE, vjp_matmul, jvp_matmul, vmap_matmul,
+     .follows_shapes = true},
+    {&wf__prim_addmm, WF_RULES_DIFFERENTIABLE, vjp_addmm, jvp_addmm, vmap_addmm,
+     .follows_shapes = true},
 };
 
 const size_t wf__rules_linalg_count = sizeof wf__rules_linalg / sizeof wf__rules_linalg[0];

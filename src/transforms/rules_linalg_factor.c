@@ -234,14 +234,15 @@ static wf_status vmap_factor(wf_array *node, wf_array *const *in, const int *axe
 }
 
 const wf_prim_rules wf__rules_linalg_factor[] = {
-    {&wf__prim_linalg_cholesky, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor},
-    {&wf__prim_linalg_inv, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor},
-    {&wf__prim_linalg_tri_inv, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor},
-    {&wf__prim_linalg_lu, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor},
-    {&wf__prim_linalg_qr, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor},
-    {&wf__prim_linalg_eigh, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor},
-    {&wf__prim_linalg_svd, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor},
-    {&wf__prim_linalg_eig, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor},
+    {&wf__prim_linalg_cholesky, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor,
+     false},
+    {&wf__prim_linalg_inv, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor, false},
+    {&wf__prim_linalg_tri_inv, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor, false},
+    {&wf__prim_linalg_lu, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor, false},
+    {&wf__prim_linalg_qr, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor, false},
+    {&wf__prim_linalg_eigh, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor, false},
+    {&wf__prim_linalg_svd, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor, false},
+    {&wf__prim_linalg_eig, WF_RULES_DIFFERENTIABLE, vjp_factor, jvp_factor, vmap_factor, false},
 };
 const size_t wf__rules_linalg_factor_count =
     sizeof wf__rules_linalg_factor / sizeof wf__rules_linalg_factor[0];

@@ -231,9 +231,9 @@ static wf_status vmap_segmented_mm(wf_array *node, wf_array *const *in, const in
 
 const wf_prim_rules wf__rules_matmul_family[] = {
     {&wf__prim_gather_mm, WF_RULES_DIFFERENTIABLE, vjp_gather_mm, jvp_gather_mm,
-     vmap_gather_mm},
+     vmap_gather_mm, false},
     {&wf__prim_segmented_mm, WF_RULES_DIFFERENTIABLE, vjp_segmented_mm, jvp_segmented_mm,
-     vmap_segmented_mm},
+     vmap_segmented_mm, false},
 };
 
 const size_t wf__rules_matmul_family_count =

@@ -110,47 +110,47 @@ static wf_status vmap_unsupported(wf_array *node, wf_array *const *in, const int
 
 const wf_prim_rules wf__rules_other[] = {
     /* No inputs: always constants of a trace, no rule ever applies. */
-    {&wf__prim_full, WF_RULES_CONSTANT, NULL, NULL, NULL},
-    {&wf__prim_arange, WF_RULES_CONSTANT, NULL, NULL, NULL},
-    {&wf__prim_linspace, WF_RULES_CONSTANT, NULL, NULL, NULL},
-    {&wf__prim_eye, WF_RULES_CONSTANT, NULL, NULL, NULL},
+    {&wf__prim_full, WF_RULES_CONSTANT, NULL, NULL, NULL, false},
+    {&wf__prim_arange, WF_RULES_CONSTANT, NULL, NULL, NULL, false},
+    {&wf__prim_linspace, WF_RULES_CONSTANT, NULL, NULL, NULL, false},
+    {&wf__prim_eye, WF_RULES_CONSTANT, NULL, NULL, NULL, false},
     /* Reads only its input's shape: zero derivative; a batch fills the
      * batched shape. */
     {&wf__prim_full_like, WF_RULES_ZERO_GRADIENT, wf__rule_vjp_zero, wf__rule_jvp_zero,
-     wf__rule_vmap_elementwise},
-    {&wf__prim_random_uniform, WF_RULES_CONSTANT, NULL, NULL, NULL},
-    {&wf__prim_random_normal, WF_RULES_CONSTANT, NULL, NULL, NULL},
-    {&wf__prim_random_randint, WF_RULES_CONSTANT, NULL, NULL, NULL},
+     wf__rule_vmap_elementwise, true},
+    {&wf__prim_random_uniform, WF_RULES_CONSTANT, NULL, NULL, NULL, false},
+    {&wf__prim_random_normal, WF_RULES_CONSTANT, NULL, NULL, NULL, false},
+    {&wf__prim_random_randint, WF_RULES_CONSTANT, NULL, NULL, NULL, false},
     /* Bool / index outputs (MLX builds both from comparisons and argmax,
      * whose gradients are zero). bernoulli is element-wise in p; a batch
      * draws different bits per example (their counters differ). */
     {&wf__prim_random_bernoulli, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero,
-     wf__rule_jvp_zero, wf__rule_vmap_elementwise},
+     wf__rule_jvp_zero, wf__rule_vmap_elementwise, false},
     {&wf__prim_random_categorical, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero,
-     wf__rule_jvp_zero, vmap_categorical},
+     wf__rule_jvp_zero, vmap_categorical, false},
     /* Inputs: an integer key and bernoulli's p or categorical's logits, none
      * with a gradient; the output may be float (uniform, normal). */
     {&wf__prim_random_keyed, WF_RULES_ZERO_GRADIENT, wf__rule_vjp_zero, wf__rule_jvp_zero,
-     vmap_keyed},
+     vmap_keyed, false},
     /* Opaque user kernels: every transform answers WF_ERR_UNSUPPORTED;
      * wf_custom_function gives them rules. */
     {&wf__prim_custom, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,
-     vmap_unsupported},
+     vmap_unsupported, false},
     /* Outputs of multi-output primitives: only compile's fused nodes have
      * several, and they live in fused tapes, which no transform replays;
      * rules (every output's cotangent at once) come with the first other. */
     {&wf__prim_sibling, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,
-     vmap_unsupported},
+     vmap_unsupported, false},
     /* compile's fused kernels: a compiled function called under a transform
      * replays its unfused trace, so no transform meets one. */
     {&wf__prim_fused, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,
-     vmap_unsupported},
+     vmap_unsupported, false},
     {&wf__prim_fused2, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,
-     vmap_unsupported},
+     vmap_unsupported, false},
     {&wf__prim_fused3, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,
-     vmap_unsupported},
+     vmap_unsupported, false},
     {&wf__prim_fused4, WF_RULES_UNSUPPORTED, vjp_unsupported, jvp_unsupported,
-     vmap_unsupported},
+     vmap_unsupported, false},
 };
 
 const size_t wf__rules_other_count = sizeof wf__rules_other / sizeof wf__rules_other[0];

@@ -257,13 +257,13 @@ static wf_status vmap_gather_qmm(wf_array *node, wf_array *const *in, const int 
 /* ---------------------------------------------------------------- table */
 
 const wf_prim_rules wf__rules_quantized[] = {
-    {&wf__prim_quantize, WF_RULES_DIFFERENTIABLE, vjp_none, jvp_none, vmap_quantize},
+    {&wf__prim_quantize, WF_RULES_DIFFERENTIABLE, vjp_none, jvp_none, vmap_quantize, false},
     {&wf__prim_dequantize, WF_RULES_DIFFERENTIABLE, vjp_none, jvp_none,
-     wf__rule_vmap_elementwise},
+     wf__rule_vmap_elementwise, false},
     {&wf__prim_quantized_matmul, WF_RULES_DIFFERENTIABLE, vjp_quantized_matmul,
-     jvp_quantized_matmul, vmap_quantized_matmul},
+     jvp_quantized_matmul, vmap_quantized_matmul, false},
     {&wf__prim_gather_qmm, WF_RULES_DIFFERENTIABLE, vjp_gather_qmm, jvp_gather_qmm,
-     vmap_gather_qmm},
+     vmap_gather_qmm, false},
 };
 
 const size_t wf__rules_quantized_count = sizeof wf__rules_quantized / sizeof wf__rules_quantized[0];

@@ -89,6 +89,14 @@ static wf_array *product_of_others(wf_array *x, uint64_t mask)
     return back ? wf_transpose(back, inverse, x->ndim) : NULL;
 }
 
+/* y, or y in float32 where its dtype is narrower (a count of up to 2^24
+ * stays exact, and 1 / count stays normal). */
+static wf_array *wide_like(wf_array *y)
+{
+    const bool narrow = y->dtype == WF_DTYPE_F16 || y->dtype == WF_DTYPE_BF16;
+    return narrow ? wf_astype(y, WF_DTYPE_F32) : y;
+}
+
 /* d out / d x for a differentiable reduction node, in x's shape. */
 static wf_array *reduce_partial(wf_array *node)
 {
@@ -98,6 +106,10 @@ static wf_array *reduce_partial(wf_array *node)
     const wf_prim_def *p = node->prim;
     if (p == &wf__prim_sum)
         return wf_ones_like(x);
+    const bool shapeless = wf__array_is_shapeless(node);
+    if (p == &wf__prim_mean && shapeless) /* 1 / n of each call, n in float32 at least */
+        return wf_astype(wf_reciprocal(wf__rule_reduced_count_of(x, wide_like(node), mask)),
+                         x->dtype);
     if (p == &wf__prim_mean)
         return wf_full_like(x, n ? 1.0 / (double)n : 0.0);
     if (p == &wf__prim_prod)
@@ -112,10 +124,17 @@ static wf_array *reduce_partial(wf_array *node)
         return wf_exp(wf_subtract(x, y));
     /* var: 2 (x - mean) / (n - ddof); std: (x - mean) / ((n - ddof) std) */
     const int ddof = ((const wf_reduce_params *)node->params)->ddof;
-    const double divisor = (double)n - ddof > 0 ? (double)n - ddof : 0.0;
     int axes[WF_MAX_NDIM];
     const int naxes = mask_axes(mask, x->ndim, axes);
     wf_array *centered = wf_subtract(x, wf_mean(x, axes, naxes, true));
+    if (shapeless) { /* n - ddof of each call */
+        wf_array *count = wf__rule_reduced_count_of(x, node, mask);
+        wf_array *divisor = wf_maximum(wf_subtract(count, num(node, ddof)), num(node, 0));
+        if (p == &wf__prim_var)
+            return wf_multiply(centered, wf_divide(num(node, 2), divisor));
+        return wf_divide(centered, wf_multiply(y, divisor));
+    }
+    const double divisor = (double)n - ddof > 0 ? (double)n - ddof : 0.0;
     if (p == &wf__prim_var)
         return wf_multiply(centered, num(x, 2.0 / divisor));
     return wf_divide(centered, wf_multiply(y, num(x, divisor)));
@@ -312,24 +331,28 @@ static wf_status vmap_scan(wf_array *node, wf_array *const *in, const int *axes,
 /* ---------------------------------------------------------------- table */
 
 const wf_prim_rules wf__rules_reduce[] = {
-    {&wf__prim_sum, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce},
-    {&wf__prim_mean, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce},
-    {&wf__prim_prod, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce},
-    {&wf__prim_max, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce},
-    {&wf__prim_min, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce},
-    {&wf__prim_var, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce},
-    {&wf__prim_std, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce},
-    {&wf__prim_logsumexp, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce},
-    {&wf__prim_softmax, WF_RULES_DIFFERENTIABLE, vjp_softmax, jvp_softmax, vmap_softmax},
-    {&wf__prim_cumsum, WF_RULES_DIFFERENTIABLE, vjp_cumsum, wf__rule_jvp_linear, vmap_scan},
-    {&wf__prim_cumprod, WF_RULES_DIFFERENTIABLE, vjp_cumprod, jvp_cumprod, vmap_scan},
+    {&wf__prim_sum, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce, true},
+    {&wf__prim_mean, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce, true},
+    {&wf__prim_prod, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce, false},
+    {&wf__prim_max, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce, true},
+    {&wf__prim_min, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce, true},
+    {&wf__prim_var, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce, true},
+    {&wf__prim_std, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce, true},
+    {&wf__prim_logsumexp, WF_RULES_DIFFERENTIABLE, vjp_reduce, jvp_reduce, vmap_reduce, true},
+    {&wf__prim_softmax, WF_RULES_DIFFERENTIABLE, vjp_softmax, jvp_softmax, vmap_softmax,
+     true},
+    {&wf__prim_cumsum, WF_RULES_DIFFERENTIABLE, vjp_cumsum, wf__rule_jvp_linear, vmap_scan,
+     true},
+    {&wf__prim_cumprod, WF_RULES_DIFFERENTIABLE, vjp_cumprod, jvp_cumprod, vmap_scan, false},
     /* Bool and index outputs: no gradient flows through them. */
-    {&wf__prim_all, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero, wf__rule_jvp_zero, vmap_reduce},
-    {&wf__prim_any, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero, wf__rule_jvp_zero, vmap_reduce},
+    {&wf__prim_all, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero, wf__rule_jvp_zero, vmap_reduce,
+     false},
+    {&wf__prim_any, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero, wf__rule_jvp_zero, vmap_reduce,
+     false},
     {&wf__prim_argmax, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero, wf__rule_jvp_zero,
-     vmap_arg_reduce},
+     vmap_arg_reduce, false},
     {&wf__prim_argmin, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero, wf__rule_jvp_zero,
-     vmap_arg_reduce},
+     vmap_arg_reduce, false},
 };
 
 const size_t wf__rules_reduce_count = sizeof wf__rules_reduce / sizeof wf__rules_reduce[0];

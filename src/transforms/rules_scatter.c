@@ -274,10 +274,11 @@ static wf_status vmap_masked_scatter(wf_array *node, wf_array *const *in, const 
 /* ---------------------------------------------------------------- table */
 
 const wf_prim_rules wf__rules_scatter[] = {
-    {&wf__prim_gather, WF_RULES_DIFFERENTIABLE, vjp_gather, wf__rule_jvp_linear, vmap_gather},
-    {&wf__prim_scatter, WF_RULES_DIFFERENTIABLE, vjp_scatter, jvp_scatter, vmap_scatter},
+    {&wf__prim_gather, WF_RULES_DIFFERENTIABLE, vjp_gather, wf__rule_jvp_linear, vmap_gather,
+     false},
+    {&wf__prim_scatter, WF_RULES_DIFFERENTIABLE, vjp_scatter, jvp_scatter, vmap_scatter, false},
     {&wf__prim_masked_scatter, WF_RULES_DIFFERENTIABLE, vjp_masked_scatter, wf__rule_jvp_linear,
-     vmap_masked_scatter},
+     vmap_masked_scatter, false},
 };
 
 const size_t wf__rules_scatter_count = sizeof wf__rules_scatter / sizeof wf__rules_scatter[0];

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/ops.h"
 #include "prim/prims.h"
 #include "prim/shape.h"
 #include "transforms/rules.h"
@@ -25,9 +26,18 @@ static wf_status too_big(const char *name)
 static wf_status vjp_reshape(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
 {
     (void)wanted;
-    wf_array *x = node->inputs[0];
-    cts[0] = wf_reshape(ct, x->shape, x->ndim);
+    cts[0] = wf__rule_reshape_like(ct, node->inputs[0]);
     return wf__rule_result(cts[0]);
+}
+
+/* A literal reshape rebuilt on the tangent would name the traced shape:
+ * a shapeless trace's tangent takes the node's shape instead. */
+static wf_status jvp_reshape(wf_array *node, wf_array *const *t, wf_array **out)
+{
+    if (!wf__array_is_shapeless(node))
+        return wf__rule_jvp_linear(node, t, out);
+    *out = wf__rule_reshape_like(t[0], node);
+    return wf__rule_result(*out);
 }
 
 static wf_status vmap_reshape(wf_array *node, wf_array *const *in, const int *axes,
@@ -35,11 +45,30 @@ static wf_status vmap_reshape(wf_array *node, wf_array *const *in, const int *ax
 {
     if (node->ndim + 1 > WF_MAX_NDIM)
         return too_big(node->prim->name);
+    const wf_reshape_params *p = node->params;
+    wf_array *x = wf__vmap_to_front(in[0], axes[0]);
+    *out_axis = 0;
+    if (p->follows_input) { /* still derived: the batch and each derived dim */
+        wf_reshape_params q;
+        memset(&q, 0, sizeof q);
+        q.ndim = p->ndim + 1;
+        q.shape[0] = batch;
+        q.in_begin[0] = 0;
+        q.in_end[0] = 1;
+        for (int d = 0; d < p->ndim; d++) {
+            const bool derived = p->in_end[d] > p->in_begin[d];
+            q.shape[d + 1] = p->shape[d];
+            q.in_begin[d + 1] = (int8_t)(derived ? p->in_begin[d] + 1 : 0);
+            q.in_end[d + 1] = (int8_t)(derived ? p->in_end[d] + 1 : 0);
+        }
+        q.follows_input = true;
+        *out = x ? wf__rule_node(node->prim, &q, &x, 1) : NULL;
+        return wf__rule_result(*out);
+    }
     int64_t shape[WF_MAX_NDIM];
     shape[0] = batch;
     wf__shape_copy(shape + 1, node->shape, node->ndim);
-    *out = wf_reshape(wf__vmap_to_front(in[0], axes[0]), shape, node->ndim + 1);
-    *out_axis = 0;
+    *out = wf_reshape(x, shape, node->ndim + 1);
     return wf__rule_result(*out);
 }
 
@@ -80,9 +109,27 @@ static wf_status vjp_broadcast_to(wf_array *node, wf_array *ct, const bool *want
                                   wf_array **cts)
 {
     (void)wanted;
-    wf_array *x = node->inputs[0];
-    cts[0] = wf__rule_unbroadcast(ct, x->shape, x->ndim);
+    cts[0] = wf__rule_unbroadcast(ct, node->inputs[0]);
     return wf__rule_result(cts[0]);
+}
+
+/* In a shapeless trace, an implicit broadcast's tangent is an implicit
+ * broadcast too (its element-wise consumer re-broadcasts at each call's
+ * shapes); an explicit one follows the node's shape. */
+static wf_status jvp_broadcast_to(wf_array *node, wf_array *const *t, wf_array **out)
+{
+    if (!wf__array_is_shapeless(node))
+        return wf__rule_jvp_linear(node, t, out);
+    if (node->node_flags & WF_NODE_FLAG_IMPLICIT_BROADCAST) {
+        wf_array *b = wf__op_broadcast_to(t[0], node->shape, node->ndim);
+        if (b) /* not yet seen by any other thread */
+            b->node_flags |= WF_NODE_FLAG_IMPLICIT_BROADCAST;
+        *out = wf__array_publish(b);
+    } else {
+        wf_array *inputs[2] = {t[0], node};
+        *out = wf__rule_node(&wf__prim_broadcast_like, NULL, inputs, 2);
+    }
+    return wf__rule_result(*out);
 }
 
 static wf_status vmap_broadcast_to(wf_array *node, wf_array *const *in, const int *axes,
@@ -314,24 +361,134 @@ static wf_status vmap_view(wf_array *node, wf_array *const *in, const int *axes,
     return wf__rule_result(*out);
 }
 
+/* ---------------------------------------------------------------- shape-following */
+
+/* The shape-following primitives of prim/shape_like.c: (x, like), linear in
+ * x; like gives only a shape, so it gets no cotangent or tangent. */
+static wf_array *like_node(const wf_prim_def *prim, wf_array *x, wf_array *like)
+{
+    wf_array *inputs[2] = {x, like};
+    return wf__rule_node(prim, NULL, inputs, 2);
+}
+
+static wf_status vjp_broadcast_like(wf_array *node, wf_array *ct, const bool *wanted,
+                                    wf_array **cts)
+{
+    if (wanted[0] && !(cts[0] = wf__rule_unbroadcast(ct, node->inputs[0])))
+        return wf_last_error();
+    return WF_OK;
+}
+
+static wf_status vjp_unbroadcast_like(wf_array *node, wf_array *ct, const bool *wanted,
+                                      wf_array **cts)
+{
+    if (wanted[0] && !(cts[0] = like_node(&wf__prim_broadcast_like, ct, node->inputs[0])))
+        return wf_last_error();
+    return WF_OK;
+}
+
+static wf_status vjp_reshape_like(wf_array *node, wf_array *ct, const bool *wanted,
+                                  wf_array **cts)
+{
+    if (wanted[0] && !(cts[0] = wf__rule_reshape_like(ct, node->inputs[0])))
+        return wf_last_error();
+    return WF_OK;
+}
+
+/* The primitive on x's tangent, with the same like (zero without one). */
+static wf_status jvp_like(wf_array *node, wf_array *const *t, wf_array **out)
+{
+    *out = t[0] ? like_node(node->prim, t[0], node->inputs[1]) : NULL;
+    return t[0] ? wf__rule_result(*out) : WF_OK;
+}
+
+/* Both operands batched on axis 0 and at one rank: broadcast_like then
+ * broadcasts the batch too (a size-1 stand-in for an unbatched one). */
+static wf_status vmap_broadcast_like(wf_array *node, wf_array *const *in, const int *axes,
+                                     int64_t batch, wf_array **out, int *out_axis)
+{
+    (void)batch;
+    if (node->ndim + 1 > WF_MAX_NDIM)
+        return too_big(node->prim->name);
+    wf_array *x = wf__vmap_pad_rank(wf__vmap_front_or_one(in[0], axes[0]), node->ndim + 1);
+    wf_array *like = wf__vmap_pad_rank(wf__vmap_front_or_one(in[1], axes[1]), node->ndim + 1);
+    *out = x && like ? like_node(&wf__prim_broadcast_like, x, like) : NULL;
+    *out_axis = 0;
+    return wf__rule_result(*out);
+}
+
+/* x and like both batched on axis 0 (an unbatched one broadcast to the
+ * batch), like raised to x's rank by size-1 axes after the batch, which
+ * the sum keeps and a squeeze drops. */
+static wf_status vmap_unbroadcast_like(wf_array *node, wf_array *const *in, const int *axes,
+                                       int64_t batch, wf_array **out, int *out_axis)
+{
+    const int rank = node->inputs[0]->ndim + 1;
+    if (rank > WF_MAX_NDIM)
+        return too_big(node->prim->name);
+    wf_array *x = wf__vmap_materialize(in[0], axes[0], batch);
+    wf_array *like = wf__vmap_pad_rank(wf__vmap_materialize(in[1], axes[1], batch), rank);
+    wf_array *sum = x && like ? like_node(&wf__prim_unbroadcast_like, x, like) : NULL;
+    int padded[WF_MAX_NDIM];
+    const int npadded = rank - 1 - node->ndim;
+    for (int d = 0; d < npadded; d++)
+        padded[d] = 1 + d;
+    *out = sum && npadded ? wf_squeeze(sum, padded, npadded) : sum;
+    *out_axis = 0;
+    return wf__rule_result(*out);
+}
+
+static wf_status vmap_reshape_like(wf_array *node, wf_array *const *in, const int *axes,
+                                   int64_t batch, wf_array **out, int *out_axis)
+{
+    wf_array *x = wf__vmap_materialize(in[0], axes[0], batch);
+    wf_array *like = wf__vmap_materialize(in[1], axes[1], batch);
+    *out = x && like ? like_node(node->prim, x, like) : NULL;
+    *out_axis = 0;
+    return wf__rule_result(*out);
+}
+
+/* The count is the same for each example: the node's, repeated along the
+ * batch (a broadcast to the traced batch size). */
+static wf_status vmap_size_ratio(wf_array *node, wf_array *const *in, const int *axes,
+                                 int64_t batch, wf_array **out, int *out_axis)
+{
+    (void)in;
+    (void)axes;
+    *out = wf__vmap_materialize(node, WF_VMAP_NOT_MAPPED, batch);
+    *out_axis = 0;
+    return wf__rule_result(*out);
+}
+
 /* ---------------------------------------------------------------- table */
 
 const wf_prim_rules wf__rules_shape[] = {
-    {&wf__prim_reshape, WF_RULES_DIFFERENTIABLE, vjp_reshape, wf__rule_jvp_linear,
-     vmap_reshape},
+    {&wf__prim_reshape, WF_RULES_DIFFERENTIABLE, vjp_reshape, jvp_reshape, vmap_reshape,
+     .follows_shapes = true},
     {&wf__prim_transpose, WF_RULES_DIFFERENTIABLE, vjp_transpose, wf__rule_jvp_linear,
-     vmap_transpose},
-    {&wf__prim_broadcast_to, WF_RULES_DIFFERENTIABLE, vjp_broadcast_to, wf__rule_jvp_linear,
-     vmap_broadcast_to},
-    {&wf__prim_slice, WF_RULES_DIFFERENTIABLE, vjp_slice, wf__rule_jvp_linear, vmap_slice},
+     vmap_transpose, .follows_shapes = true},
+    {&wf__prim_broadcast_to, WF_RULES_DIFFERENTIABLE, vjp_broadcast_to, jvp_broadcast_to,
+     vmap_broadcast_to, .follows_shapes = true},
+    {&wf__prim_slice, WF_RULES_DIFFERENTIABLE, vjp_slice, wf__rule_jvp_linear, vmap_slice, false},
     {&wf__prim_slice_update, WF_RULES_DIFFERENTIABLE, vjp_slice_update, wf__rule_jvp_linear,
-     vmap_slice_update},
+     vmap_slice_update, false},
     {&wf__prim_concatenate, WF_RULES_DIFFERENTIABLE, vjp_concatenate, wf__rule_jvp_linear,
-     vmap_concatenate},
-    {&wf__prim_pad, WF_RULES_DIFFERENTIABLE, vjp_pad, jvp_pad, vmap_pad},
-    {&wf__prim_tri, WF_RULES_DIFFERENTIABLE, vjp_tri, wf__rule_jvp_linear, vmap_tri},
+     vmap_concatenate, false},
+    {&wf__prim_pad, WF_RULES_DIFFERENTIABLE, vjp_pad, jvp_pad, vmap_pad, false},
+    {&wf__prim_tri, WF_RULES_DIFFERENTIABLE, vjp_tri, wf__rule_jvp_linear, vmap_tri,
+     .follows_shapes = true},
     /* Reinterpreted bits have no derivative (MLX defines none). */
-    {&wf__prim_view, WF_RULES_ZERO_GRADIENT, wf__rule_vjp_zero, wf__rule_jvp_zero, vmap_view},
+    {&wf__prim_view, WF_RULES_ZERO_GRADIENT, wf__rule_vjp_zero, wf__rule_jvp_zero, vmap_view,
+     .follows_shapes = true},
+    {&wf__prim_broadcast_like, WF_RULES_DIFFERENTIABLE, vjp_broadcast_like, jvp_like,
+     vmap_broadcast_like, .follows_shapes = true},
+    {&wf__prim_unbroadcast_like, WF_RULES_DIFFERENTIABLE, vjp_unbroadcast_like, jvp_like,
+     vmap_unbroadcast_like, .follows_shapes = true},
+    {&wf__prim_reshape_like, WF_RULES_DIFFERENTIABLE, vjp_reshape_like, jvp_like,
+     vmap_reshape_like, .follows_shapes = true},
+    /* A count: no derivative with respect to what it counts. */
+    {&wf__prim_size_ratio, WF_RULES_ZERO_GRADIENT, wf__rule_vjp_zero, wf__rule_jvp_zero,
+     vmap_size_ratio, .follows_shapes = true},
 };
 
 const size_t wf__rules_shape_count = sizeof wf__rules_shape / sizeof wf__rules_shape[0];

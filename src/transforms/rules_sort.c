@@ -244,23 +244,24 @@ static wf_status vmap_searchsorted(wf_array *node, wf_array *const *in, const in
 /* ---------------------------------------------------------------- table */
 
 const wf_prim_rules wf__rules_sort[] = {
-    {&wf__prim_sort, WF_RULES_DIFFERENTIABLE, vjp_sort_values, jvp_sort_values, vmap_sort},
-    {&wf__prim_partition, WF_RULES_DIFFERENTIABLE, vjp_sort_values, jvp_sort_values, vmap_sort},
-    {&wf__prim_topk, WF_RULES_DIFFERENTIABLE, vjp_sort_values, jvp_sort_values, vmap_sort},
+    {&wf__prim_sort, WF_RULES_DIFFERENTIABLE, vjp_sort_values, jvp_sort_values, vmap_sort, false},
+    {&wf__prim_partition, WF_RULES_DIFFERENTIABLE, vjp_sort_values, jvp_sort_values, vmap_sort,
+     false},
+    {&wf__prim_topk, WF_RULES_DIFFERENTIABLE, vjp_sort_values, jvp_sort_values, vmap_sort, false},
     {&wf__prim_argsort, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero, wf__rule_jvp_zero,
-     vmap_sort},
+     vmap_sort, false},
     {&wf__prim_argpartition, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero, wf__rule_jvp_zero,
-     vmap_sort},
+     vmap_sort, false},
     {&wf__prim_argtopk, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero, wf__rule_jvp_zero,
-     vmap_sort},
+     vmap_sort, false},
     {&wf__prim_cummax, WF_RULES_DIFFERENTIABLE, vjp_cum_extreme, jvp_cum_extreme,
-     vmap_scan_extra},
+     vmap_scan_extra, false},
     {&wf__prim_cummin, WF_RULES_DIFFERENTIABLE, vjp_cum_extreme, jvp_cum_extreme,
-     vmap_scan_extra},
+     vmap_scan_extra, false},
     {&wf__prim_logcumsumexp, WF_RULES_DIFFERENTIABLE, vjp_logcumsumexp, jvp_logcumsumexp,
-     vmap_scan_extra},
+     vmap_scan_extra, false},
     {&wf__prim_searchsorted, WF_RULES_NON_FLOAT_OUTPUT, wf__rule_vjp_zero, wf__rule_jvp_zero,
-     vmap_searchsorted},
+     vmap_searchsorted, false},
 };
 
 const size_t wf__rules_sort_count = sizeof wf__rules_sort / sizeof wf__rules_sort[0];

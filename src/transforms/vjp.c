@@ -87,6 +87,26 @@ static wf_status vjp_adjoint(const wf_prim_rules *rules, wf_array *node, wf_arra
     return st;
 }
 
+/* An element-wise node of a shapeless trace whose operand had the output's
+ * shape when traced may get a broadcast operand in a later call (replay
+ * broadcasts it, tape.c): its cotangent is summed to the operand's shape
+ * of each call. An operand broadcast when traced is an implicit broadcast,
+ * whose own rule does the same. */
+static wf_status unbroadcast_operands(wf_array *node, const bool *wanted, wf_array **cts)
+{
+    if (!wf__array_is_shapeless(node) || !(node->prim->flags & WF_PRIM_ELEMENTWISE) ||
+        node->ninputs < 2)
+        return WF_OK;
+    for (int i = 0; i < node->ninputs; i++) {
+        wf_array *x = node->inputs[i];
+        if (!wanted[i] || !cts[i] || (x->node_flags & WF_NODE_FLAG_IMPLICIT_BROADCAST))
+            continue;
+        if (!(cts[i] = wf__rule_unbroadcast(cts[i], x)))
+            return wf_last_error();
+    }
+    return WF_OK;
+}
+
 /* Pulls the cotangent of `e` back through its node. */
 static wf_status pull_back(const char *op, wf_graph *g, wf_graph_entry *e)
 {
@@ -108,8 +128,12 @@ static wf_status pull_back(const char *op, wf_graph *g, wf_graph_entry *e)
     const wf_prim_rules *rules = wf__rules_find(node->prim);
     if (!rules || !rules->vjp)
         return unsupported(op, node);
+    const bool marked = wf__rule_begin(rules, node);
     wf_status st = adjoint_vjp(node) ? vjp_adjoint(rules, node, e->value, wanted, cts)
                                      : rules->vjp(node, e->value, wanted, cts);
+    wf__rule_end(marked);
+    if (st == WF_OK)
+        st = unbroadcast_operands(node, wanted, cts);
     for (int i = 0; i < node->ninputs && st == WF_OK; i++)
         if (wanted[i] && cts[i])
             st = accumulate(wf__graph_find(g, node->inputs[i]), cts[i]);

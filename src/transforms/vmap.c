@@ -21,6 +21,10 @@
 
 enum { MAX_RULE_INPUTS = 64 };
 
+static _Thread_local bool batching_shapeless;
+
+bool wf__vmap_batching_shapeless(void) { return batching_shapeless; }
+
 /* Replays one node on the batch. */
 static wf_status batch_node(const char *op, wf_graph *g, wf_graph_entry *e, int64_t batch)
 {
@@ -42,7 +46,10 @@ static wf_status batch_node(const char *op, wf_graph *g, wf_graph_entry *e, int6
                          node->prim->name);
     wf_array *out = NULL;
     int axis = WF_VMAP_NOT_MAPPED;
+    const bool outer = batching_shapeless; /* a rule may run a vmap of its own */
+    batching_shapeless = wf__array_is_shapeless(node);
     wf_status st = rules->vmap(node, inputs, axes, batch, &out, &axis);
+    batching_shapeless = outer;
     if (st == WF_OK && out && axis != WF_VMAP_NOT_MAPPED &&
         (out->ndim != node->ndim + 1 || out->shape[axis] != batch))
         st = wf__error(WF_ERR_INTERNAL, "%s: the vmap rule of '%s' gave a wrong batch", op,

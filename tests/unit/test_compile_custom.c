@@ -307,9 +307,9 @@ static void test_compiled_grads_of_custom_and_checkpoint(void)
     for (int o = 0; o < 2; o++) {
         wf_fn *loss = wf_fn_new(sin_loss, ops[o], NULL);
         wf_fn *grad = wf_grad(loss, NULL, 0);
-        /* Shapeless: the vjp of a compiled function (a compiled gradient
-         * cannot be shapeless yet: the vjp of a sum broadcasts to a fixed
-         * shape). */
+        /* Shapeless: the vjp of a compiled function (a shapeless compiled
+         * gradient of a custom function is refused: its rules are the
+         * user's, test_compile_shapeless covers the others). */
         wf_compile_options shapeless = wf_compile_options_default();
         shapeless.shapeless = true;
         wf_fn *cg = wf_compile(grad, NULL);

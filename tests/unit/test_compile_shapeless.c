@@ -3,7 +3,10 @@
  * (expand_dims, squeeze, flatten, unflatten) follow the shape of each call,
  * bit for bit as the uncompiled function; a literal reshape keeps its shape
  * (its -1 re-inferred) and fails with a shape error where it cannot; a
- * default-key draw of a fixed shape is refused. */
+ * default-key draw of a fixed shape is refused. Compiled gradients follow
+ * each call's shapes (broadcasting, reductions, matmul); one whose rules
+ * read the traced shapes (prod) is refused. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -209,28 +212,145 @@ static void test_literal_reshape_keeps_its_shape(void)
     wf_fn_release(f);
 }
 
-/* sum(x * x): its gradient broadcasts the cotangent to x's traced shape
- * inside weft, a shape no replay may reuse. */
-static wf_status sum_of_squares_body(void *payload, wf_array *const *in, size_t n,
+/* sum((x + b)^2) + mean(x / 2) + sum(max(x, 1)) + sum(logsumexp(x, 1))
+ * + var(x): broadcasting, reductions and their gradients. */
+static wf_status broadcast_loss_body(void *payload, wf_array *const *in, size_t n,
                                      wf_array **out, size_t *nout)
 {
     (void)payload;
     (void)n;
+    const int one = 1;
     wf_scope_begin();
-    wf_array *y = wf_keep(wf_sum(wf_multiply(in[0], in[0]), NULL, 0, false));
+    wf_array *y = wf_add(in[0], in[1]);
+    wf_array *terms[5] = {
+        wf_sum(wf_multiply(y, y), NULL, 0, false),
+        wf_mean(wf_multiply(in[0], wf_scalar(0.5, WF_DTYPE_F32)), NULL, 0, false),
+        wf_sum(wf_max(in[0], &one, 1, false), NULL, 0, false),
+        wf_sum(wf_logsumexp(in[0], &one, 1, true), NULL, 0, false),
+        wf_var(in[0], NULL, 0, false, 1),
+    };
+    wf_array *loss = terms[0];
+    for (int i = 1; i < 5; i++)
+        loss = wf_add(loss, terms[i]);
+    out[0] = wf_keep(loss);
     wf_scope_end();
-    out[0] = y;
     *nout = 1;
-    return y ? WF_OK : wf_last_error();
+    return out[0] ? WF_OK : wf_last_error();
 }
 
-/* A shapeless compiled gradient is refused at trace time, never replayed
- * at the traced shape (which would give a wrong result for a size-1 input). */
-static void test_shapeless_gradient_is_refused(void)
+/* mean(a @ w) */
+static wf_status matmul_loss_body(void *payload, wf_array *const *in, size_t n,
+                                  wf_array **out, size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_scope_begin();
+    out[0] = wf_keep(wf_mean(wf_matmul(in[0], in[1]), NULL, 0, false));
+    wf_scope_end();
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static wf_array *ramp_shaped(const int64_t *shape, int ndim)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    wf_array *flat = ramp2(1, n, WF_DTYPE_F32);
+    wf_array *x = wf_reshape(flat, shape, ndim);
+    wf_release(flat);
+    return x;
+}
+
+/* Same shape, values within a relative 1e-5 (the compiled trace may fuse
+ * and order element-wise work differently from the uncompiled graph). */
+static void check_close(wf_array *want, wf_array *got)
+{
+    if (!CHECK_NOT_NULL(got) || !want)
+        return;
+    CHECK_EQ_INT(wf_array_ndim(got), wf_array_ndim(want));
+    for (int d = 0; d < wf_array_ndim(want) && d < wf_array_ndim(got); d++)
+        CHECK_EQ_INT(wf_array_dim(got, d), wf_array_dim(want, d));
+    const size_t bytes = wf_array_nbytes(want);
+    if (!CHECK_EQ_SIZE(wf_array_nbytes(got), bytes))
+        return;
+    float *a = malloc(bytes + 4), *b = malloc(bytes + 4);
+    CHECK_OK(wf_array_copy_to(want, a, bytes));
+    CHECK_OK(wf_array_copy_to(got, b, bytes));
+    for (size_t i = 0; i < bytes / sizeof *a; i++)
+        CHECK_NEAR(b[i], a[i], 1e-5 * (1.0 + fabs(a[i])));
+    free(a);
+    free(b);
+}
+
+/* The gradients of compile(grad(f), shapeless) at each call's shapes equal
+ * grad(f)'s, with one trace per rank, whichever operand broadcasts. */
+static void check_shapeless_gradient(wf_fn *loss, const int64_t (*shapes)[2][4], size_t ncalls,
+                                     int ndim)
+{
+    const int argnums[2] = {0, 1};
+    wf_fn *g = wf_grad(loss, argnums, 2);
+    wf_compile_options o = wf_compile_options_default();
+    o.shapeless = true;
+    wf_fn *cg = wf_compile(g, &o);
+    for (size_t c = 0; c < ncalls; c++) {
+        wf_array *in[2] = {ramp_shaped(shapes[c][0], ndim), ramp_shaped(shapes[c][1], ndim)};
+        wf_array *want[2] = {NULL, NULL}, *got[2] = {NULL, NULL};
+        size_t nwant = 2, ngot = 2;
+        CHECK_OK(wf_fn_call(g, in, 2, want, &nwant));
+        CHECK_OK(wf_fn_call(cg, in, 2, got, &ngot));
+        for (int i = 0; i < 2; i++) {
+            check_close(want[i], got[i]);
+            wf_release(want[i]);
+            wf_release(got[i]);
+            wf_release(in[i]);
+        }
+    }
+    wf_compile_stats st = wf_compile_stats_default();
+    CHECK_OK(wf_compile_stats_get(cg, &st));
+    CHECK_EQ_INT(st.traces, 1);
+    wf_fn_release(cg);
+    wf_fn_release(g);
+}
+
+static void test_shapeless_gradient_follows_each_call(void)
+{
+    /* traced with b broadcast along rows; then x broadcast instead, both,
+     * neither, and a column broadcast */
+    static const int64_t broadcast[][2][4] = {
+        {{2, 3}, {1, 3}}, {{4, 5}, {1, 5}}, {{1, 4}, {3, 4}},
+        {{3, 1}, {1, 6}}, {{5, 2}, {5, 2}}, {{3, 4}, {3, 1}},
+    };
+    wf_fn *f = wf_fn_new(broadcast_loss_body, NULL, NULL);
+    check_shapeless_gradient(f, broadcast, sizeof broadcast / sizeof broadcast[0], 2);
+    wf_fn_release(f);
+    /* batched products whose batch axes broadcast either way */
+    static const int64_t products[][2][4] = {
+        {{2, 1, 4, 2}, {1, 3, 2, 5}}, {{3, 1, 4, 2}, {1, 2, 2, 5}}, {{1, 2, 3, 4}, {5, 1, 4, 2}},
+    };
+    wf_fn *m = wf_fn_new(matmul_loss_body, NULL, NULL);
+    check_shapeless_gradient(m, products, sizeof products / sizeof products[0], 4);
+    wf_fn_release(m);
+}
+
+/* prod(x): its gradient moves and merges axes by the traced sizes. */
+static wf_status prod_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                           size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    out[0] = wf_prod(in[0], NULL, 0, false);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+/* A gradient whose rule reads the traced shapes is refused at trace time,
+ * never replayed at the traced shape. */
+static void test_shapeless_gradient_reading_traced_shapes_is_refused(void)
 {
     wf_compile_options o = wf_compile_options_default();
     o.shapeless = true;
-    wf_fn *f = wf_fn_new(sum_of_squares_body, NULL, NULL);
+    wf_fn *f = wf_fn_new(prod_body, NULL, NULL);
     wf_fn *g = wf_grad(f, NULL, 0);
     wf_fn *cg = wf_compile(g, &o);
     wf_array *x = ramp2(2, 3, WF_DTYPE_F32);
@@ -238,7 +358,13 @@ static void test_shapeless_gradient_is_refused(void)
     size_t nout = 1;
     CHECK_STATUS(wf_fn_call(cg, &x, 1, out, &nout), WF_ERR_UNSUPPORTED);
     CHECK_STR_CONTAINS(wf_last_error_message(), "shapeless");
+    /* the same gradient compiled for fixed shapes works */
+    wf_fn *fixed = wf_compile(g, NULL);
+    nout = 1;
+    CHECK_OK(wf_fn_call(fixed, &x, 1, out, &nout));
+    wf_release(out[0]);
     wf_release(x);
+    wf_fn_release(fixed);
     wf_fn_release(cg);
     wf_fn_release(g);
     wf_fn_release(f);
@@ -285,7 +411,8 @@ int main(void)
     RUN_TEST(test_like_ops_follow_each_call_shape);
     RUN_TEST(test_derived_reshapes_follow_each_call_shape);
     RUN_TEST(test_literal_reshape_keeps_its_shape);
-    RUN_TEST(test_shapeless_gradient_is_refused);
+    RUN_TEST(test_shapeless_gradient_follows_each_call);
+    RUN_TEST(test_shapeless_gradient_reading_traced_shapes_is_refused);
     RUN_TEST(test_shape_naming_op_is_refused);
     return TEST_SUMMARY();
 }

@@ -367,8 +367,8 @@ static void test_placeholder_is_never_evaluated(void)
 {
     int64_t live = live_arrays();
     int64_t shape[2] = {2, 3};
-    wf_array *p = wf__array_new_placeholder(WF_DTYPE_F32, shape, 2);
-    wf_array *p0 = wf__array_new_placeholder(WF_DTYPE_F64, NULL, 0);
+    wf_array *p = wf__array_new_placeholder(WF_DTYPE_F32, shape, 2, false);
+    wf_array *p0 = wf__array_new_placeholder(WF_DTYPE_F64, NULL, 0, false);
     if (!CHECK_NOT_NULL(p))
         return;
     CHECK(wf__array_is_placeholder(p));
@@ -409,11 +409,11 @@ static void test_placeholder_is_never_evaluated(void)
     wf_release(p0);
     CHECK_EQ_INT(live_arrays(), live);
 
-    CHECK_NULL_WITH(wf__array_new_placeholder(WF_DTYPE_COUNT, shape, 2), WF_ERR_DTYPE);
+    CHECK_NULL_WITH(wf__array_new_placeholder(WF_DTYPE_COUNT, shape, 2, false), WF_ERR_DTYPE);
     int64_t negative[1] = {-1};
-    CHECK_NULL_WITH(wf__array_new_placeholder(WF_DTYPE_F32, negative, 1),
+    CHECK_NULL_WITH(wf__array_new_placeholder(WF_DTYPE_F32, negative, 1, false),
                     WF_ERR_INVALID_ARGUMENT);
-    CHECK_NULL_WITH(wf__array_new_placeholder(WF_DTYPE_F32, NULL, 1), WF_ERR_NULL_ARGUMENT);
+    CHECK_NULL_WITH(wf__array_new_placeholder(WF_DTYPE_F32, NULL, 1, false), WF_ERR_NULL_ARGUMENT);
 }
 
 int main(void)

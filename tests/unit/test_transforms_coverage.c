@@ -71,7 +71,7 @@ static const wf_prim_def *const zero_gradient[] = {
     &wf__prim_sign, &wf__prim_floor,        &wf__prim_ceil,
     &wf__prim_round, &wf__prim_floor_divide, &wf__prim_stop_gradient,
     &wf__prim_random_keyed, &wf__prim_view, &wf__prim_full_like,
-    &wf__prim_recv,
+    &wf__prim_recv, &wf__prim_size_ratio,
 };
 
 /* Bool or integer outputs: no cotangent or tangent ever reaches them. */

@@ -215,6 +215,13 @@ wf_status wf__cpu_multiply(wf_array *out, wf_array *const *inputs, int ninputs,
                            const void *params);
 wf_status wf__cpu_exp(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
 wf_status wf__cpu_sum(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
+/* Shape-following kernels (prim/shape_like.c); broadcast_like and
+ * reshape_like use wf__cpu_broadcast_to and wf__cpu_reshape, which read
+ * only the shapes of their input and output. */
+wf_status wf__cpu_unbroadcast_like(wf_array *out, wf_array *const *inputs, int ninputs,
+                                   const void *params);
+wf_status wf__cpu_size_ratio(wf_array *out, wf_array *const *inputs, int ninputs,
+                             const void *params);
 wf_status wf__cpu_reshape(wf_array *out, wf_array *const *inputs, int ninputs,
                           const void *params);
 /* The input's bits as another dtype: a view when the item size is kept, or

@@ -39,6 +39,16 @@ wf_status wf__cpu_full_like(wf_array *out, wf_array *const *inputs, int ninputs,
     return fill(out, ((const wf_full_like_params *)params)->value);
 }
 
+/* x's size over like's (0 for an empty like): a count, not data. */
+wf_status wf__cpu_size_ratio(wf_array *out, wf_array *const *inputs, int ninputs,
+                             const void *params)
+{
+    (void)ninputs;
+    (void)params;
+    const int64_t x = inputs[0]->size, like = inputs[1]->size;
+    return fill(out, like ? (double)x / (double)like : 0.0);
+}
+
 /* start + i * step is computed in double for a block, then converted. */
 wf_status wf__cpu_arange(wf_array *out, wf_array *const *inputs, int ninputs,
                          const void *params)

@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "prim/prims.h"
 #include "prim/reduce.h"
+#include "prim/shape.h"
 #include "runtime/pool.h"
 
 /* ================================================================ var */
@@ -259,6 +260,23 @@ wf_status wf__cpu_reduce(wf_array *out, wf_array *const *inputs, int ninputs, co
         wf__buffer_release(accb);
     }
     return st;
+}
+
+/* A sum over the axes the shapes say (prim/shape_like.c): the same bits as
+ * wf_sum over them. */
+wf_status wf__cpu_unbroadcast_like(wf_array *out, wf_array *const *inputs, int ninputs,
+                                   const void *params)
+{
+    (void)params;
+    const wf_array *x = inputs[0], *like = inputs[1];
+    wf_reduce_params p;
+    memset(&p, 0, sizeof p);
+    p.op = WF_REDUCE_SUM;
+    p.axes = wf__unbroadcast_axes(x->shape, x->ndim, like->shape, like->ndim);
+    p.keepdims = true;
+    if (p.axes == 0) /* x already has like's shape */
+        return wf__cpu_reshape(out, inputs, 1, NULL);
+    return wf__cpu_reduce(out, inputs, ninputs, &p);
 }
 
 wf_status wf__cpu_sum(wf_array *out, wf_array *const *inputs, int ninputs, const void *params)
