@@ -132,11 +132,44 @@ static wf_array *complex_addmm(wf_array *c, wf_array *a, wf_array *b, double alp
     return out;
 }
 
+/* alpha product + beta c by multiply and add: c's broadcast is then an
+ * implicit one, which a shapeless compiled replay re-derives from each
+ * call's shapes (a broadcast inside addmm would keep the traced one, a
+ * constant for a layer's bias). Takes `product` (a @ b); returns a new
+ * reference. */
+static wf_array *addmm_composed(wf_array *c, wf_array *product, double alpha, double beta)
+{
+    wf_array *owned[4] = {product, NULL, NULL, NULL};
+    wf_array *left = product, *right = c;
+    if (alpha != 1.0) {
+        owned[1] = wf__op_full(NULL, 0, alpha, product->dtype);
+        left = owned[1] ? (owned[2] = wf__op_multiply(product, owned[1])) : NULL;
+    }
+    if (left && beta != 1.0) {
+        wf_array *scale = wf__op_full(NULL, 0, beta, c->dtype);
+        right = scale ? wf__op_multiply(c, scale) : NULL;
+        wf__array_release(scale);
+        owned[3] = right;
+    }
+    wf_array *out = left && right ? wf__op_add(left, right) : NULL;
+    for (int i = 0; i < 4; i++)
+        wf__array_release(owned[i]);
+    return out;
+}
+
 wf_array *wf__op_addmm(wf_array *c, wf_array *a, wf_array *b, double alpha, double beta)
 {
     if (!wf__array_check(c, "wf_addmm", "c") || !wf__array_check(a, "wf_addmm", "a") ||
         !wf__array_check(b, "wf_addmm", "b"))
         return NULL;
+    if (wf__array_is_shapeless(a) || wf__array_is_shapeless(b)) {
+        wf_array *product = wf__op_matmul(a, b); /* checks the operands, gives the shape */
+        if (!product)
+            return NULL;
+        if (!wf__shape_equal(c->shape, c->ndim, product->shape, product->ndim))
+            return addmm_composed(c, product, alpha, beta);
+        wf__array_release(product);
+    }
     product_setup s;
     if (setup_product("wf_addmm", a, b, &s) != WF_OK)
         return NULL;

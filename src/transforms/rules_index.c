@@ -52,12 +52,28 @@ static wf_array *merge_batch_with_axis(wf_array *x, int axis)
 
 /* ---------------------------------------------------------------- take */
 
+/* ct's index dims merged into one and the indices flattened by reshapes
+ * that follow each call's shapes (a shapeless trace: an embedding lookup's
+ * gradient for any number of tokens). */
+static wf_array *vjp_take_following(wf_array *a, wf_array *idx, wf_array *ct, int axis)
+{
+    const int front = 0;
+    wf_array *c = idx->ndim ? wf_flatten(ct, axis, axis + idx->ndim - 1)
+                            : wf_expand_dims(ct, &axis, 1);
+    wf_array *i = idx->ndim ? wf_flatten(idx, 0, -1) : wf_expand_dims(idx, &front, 1);
+    return wf_scatter_add(wf_zeros_like(a), i, c, axis);
+}
+
 static wf_status vjp_take(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
 {
     if (!wanted[0])
         return WF_OK;
     wf_array *a = node->inputs[0], *idx = node->inputs[1];
     const int axis = axis_of(node);
+    if (wf__array_is_shapeless(node)) {
+        cts[0] = vjp_take_following(a, idx, ct, axis);
+        return wf__rule_result(cts[0]);
+    }
     int64_t shape[WF_MAX_NDIM];
     int n = 0;
     for (int d = 0; d < axis; d++)
@@ -215,7 +231,7 @@ static wf_status vmap_scatter_add(wf_array *node, wf_array *const *in, const int
 /* ---------------------------------------------------------------- table */
 
 const wf_prim_rules wf__rules_index[] = {
-    {&wf__prim_take, WF_RULES_DIFFERENTIABLE, vjp_take, wf__rule_jvp_linear, vmap_take, false},
+    {&wf__prim_take, WF_RULES_DIFFERENTIABLE, vjp_take, wf__rule_jvp_linear, vmap_take, true},
     {&wf__prim_take_along_axis, WF_RULES_DIFFERENTIABLE, vjp_take_along_axis,
      wf__rule_jvp_linear, vmap_take_along_axis, false},
     {&wf__prim_scatter_add, WF_RULES_DIFFERENTIABLE, vjp_scatter_add, wf__rule_jvp_linear,

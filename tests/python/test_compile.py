@@ -342,3 +342,35 @@ def test_shapeless_vmap_follows_the_batch_or_is_refused():
         mx.compile(mx.vmap(mx.grad(lambda x: x.mean())), shapeless=True)(mx.ones((2, 3)))
     got = mx.compile(mx.vmap(mx.grad(lambda x: x.mean())))(mx.ones((2, 3)))
     assert got.tolist() == [[float(mx.array(1 / 3).item())] * 3] * 2
+
+
+def test_shapeless_compiled_training_step_follows_the_batch():
+    import numpy as np
+    from functools import partial
+    import weft.nn as nn
+    from weft.utils import tree_flatten
+
+    # An embedding, a Linear layer (its bias broadcast to each call's rows)
+    # and a layer norm; gradients equal the uncompiled ones at every
+    # batch and sequence length, with one trace.
+    mx.random.seed(3)
+    emb, lin, norm = nn.Embedding(50, 8), nn.Linear(8, 4), nn.LayerNorm(4)
+    model = nn.Sequential(emb, lin, norm)
+    mx.eval(model.parameters())
+
+    def loss(model, tokens, target):
+        return nn.losses.mse_loss(model(tokens), target)
+
+    vg = nn.value_and_grad(model, loss)
+    state = [model.state]
+    step = partial(mx.compile, inputs=state, outputs=state, shapeless=True)(
+        lambda tokens, target: vg(model, tokens, target))
+    for batch, length in [(2, 5), (3, 7), (1, 1), (4, 2)]:
+        tokens = mx.random.randint(0, 50, (batch, length))
+        target = mx.random.normal((batch, length, 4))
+        (l, g), (l2, g2) = step(tokens, target), vg(model, tokens, target)
+        assert abs(l.item() - l2.item()) <= 1e-6 * max(1.0, abs(l2.item()))
+        for (ka, a), (kb, b) in zip(tree_flatten(g), tree_flatten(g2)):
+            assert ka == kb and a.shape == b.shape
+            np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-5, atol=1e-6)
+    assert mx.compile_stats(step)["traces"] == 1
