@@ -19,13 +19,16 @@
  *    again at pivot + 1: the keys equal to the pivot are then in place, so
  *    every step makes progress, and all-equal ranges take one pass.
  *  - ranges of at most SMALL_MAX keys: a bitonic sorting network in up to
- *    32 registers, the range padded with the largest key. Up to 4
+ *    16 registers, the range padded with the largest key. Up to 4
  *    registers: each register sorted by in-register compare-exchange
  *    stages, then merged pairwise (compare with the reversed partner, then
- *    half-cleaners). 8 to 32: the network runs in column-major rank order
+ *    half-cleaners). 8 or 16: the network runs in column-major rank order
  *    (see "column-major networks"), where most stages compare whole
- *    registers, and a transpose puts the keys in memory order: 64 to 256
+ *    registers, and a transpose puts the keys in memory order: 64 to 128
  *    keys in about half the time of the first form (measured on Zen 3).
+ *    Not 32 registers (256 keys): twice the 16 ymm registers, the network
+ *    spills; with 128-key leaves sorting float32 rows of 4096 takes a
+ *    tenth less time, one row of 16M a twentieth (Zen 3).
  *  - recursion deeper than 2 log2(n) + 8 falls back to a heap sort of the
  *    range (n log n in the worst case; never seen on real data).
  * Quickselect uses the same partition and small sort, following only the
@@ -43,7 +46,7 @@
 #pragma GCC push_options
 #pragma GCC target("avx2")
 
-enum { LANES = 8, ASIDE = 4, SMALL_REGS = 32, SMALL_MAX = LANES * SMALL_REGS };
+enum { LANES = 8, ASIDE = 4, SMALL_REGS = 16, SMALL_MAX = LANES * SMALL_REGS };
 enum { SAMPLE_WIDE_MIN = 8192 };
 
 /* For each mask of lanes (bit i: lane i is below the pivot), the lane order
@@ -166,7 +169,7 @@ static inline __attribute__((always_inline)) void sort_registers(__m256i *r, int
 
 /* ---------------------------------------------------------------- column-major networks
  *
- * The keys of `count` registers (8, 16 or 32) ranked column-major: rank
+ * The keys of `count` registers (8 or 16) ranked column-major: rank
  * l * count + i sits in lane l of register i. A bitonic sort in that order
  * compares keys at rank distances below `count` across whole registers
  * (a minimum and a maximum, no lane moves: most of the stages) and only
@@ -237,7 +240,7 @@ static inline __attribute__((always_inline)) void column_stage(__m256i *r, int c
     }
 }
 
-/* Sorts the 8 * count keys of r[0 .. count) (count 8, 16 or 32) into
+/* Sorts the 8 * count keys of r[0 .. count) (count 8 or 16) into
  * column-major rank order: the stages of the bitonic sort of blocks of
  * 2, 4, ..., 8 * count ranks. */
 static inline __attribute__((always_inline)) void sort_columns_major(__m256i *r, int count)
@@ -245,7 +248,7 @@ static inline __attribute__((always_inline)) void sort_columns_major(__m256i *r,
     /* log2 of the 8 * count keys, as a plain bound: GCC ignores (an error
      * with -Werror at -O1) the unroll annotation of a loop whose exit test
      * is a shift */
-    const int log_keys = count == 8 ? 6 : count == 16 ? 7 : 8;
+    const int log_keys = count == 8 ? 6 : 7;
 #pragma GCC unroll 8
     for (int log_k = 1; log_k <= log_keys; log_k++)
 #pragma GCC unroll 8
@@ -290,7 +293,7 @@ static inline __attribute__((always_inline)) void columns_to_rows(__m256i *r, in
     }
 }
 
-/* Sorts the 8 * count keys of r[0 .. count) (count 8, 16 or 32) into
+/* Sorts the 8 * count keys of r[0 .. count) (count 8 or 16) into
  * out[0 .. count), register after register (r is left scrambled). */
 static inline __attribute__((always_inline)) void sort_to_rows(__m256i *r, int count, __m256i *out)
 {
@@ -305,15 +308,16 @@ static inline __m256i first_lanes(int64_t count)
                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* Sorts v[0 .. n), n <= SMALL_MAX, in registers padded with UINT32_MAX
- * (nothing outside v is touched). */
-static void sort_small(uint32_t *v, int64_t n)
+/* Sorts v[0 .. n), n <= 8 * count (count 1, 2, 4, 8 or 16, a constant
+ * where inlined), in registers padded with UINT32_MAX
+ * (nothing outside v is touched). The loops over registers unroll fully:
+ * as loops GCC turns the stores into a rep movsq, slow to start on AMD. */
+static inline __attribute__((always_inline)) void sort_registers_of(uint32_t *v, int64_t n,
+                                                                     int count)
 {
-    if (n < 2)
-        return;
-    const int count = n <= 8 ? 1 : n <= 16 ? 2 : n <= 32 ? 4 : n <= 64 ? 8 : n <= 128 ? 16 : 32;
     __m256i r[SMALL_REGS];
     const int64_t full = n / LANES, rest = n % LANES;
+#pragma GCC unroll 16
     for (int i = 0; i < count; i++) {
         if (i < full) {
             r[i] = _mm256_loadu_si256((const __m256i *)(v + LANES * i));
@@ -325,20 +329,32 @@ static void sort_small(uint32_t *v, int64_t n)
     }
     __m256i rows[SMALL_REGS]; /* the column-major networks' keys in memory order */
     const __m256i *sorted = count >= 8 ? rows : r;
-    switch (count) {
-    case 1: sort_registers(r, 1); break;
-    case 2: sort_registers(r, 2); break;
-    case 4: sort_registers(r, 4); break;
-    case 8: sort_to_rows(r, 8, rows); break;
-    case 16: sort_to_rows(r, 16, rows); break;
-    default: sort_to_rows(r, 32, rows); break;
-    }
-    for (int i = 0; i < full; i++)
-        _mm256_storeu_si256((__m256i *)(v + LANES * i), sorted[i]);
+    if (count >= 8)
+        sort_to_rows(r, count, rows);
+    else
+        sort_registers(r, count);
+#pragma GCC unroll 16
+    for (int i = 0; i < count; i++)
+        if (i < full)
+            _mm256_storeu_si256((__m256i *)(v + LANES * i), sorted[i]);
     if (rest > 0) { /* not a masked store: slow on AMD */
         uint32_t last[LANES];
         _mm256_storeu_si256((__m256i *)last, sorted[full]);
         memcpy(v + LANES * full, last, (size_t)rest * sizeof *v);
+    }
+}
+
+/* Sorts v[0 .. n), n <= SMALL_MAX (see sort_registers_of). */
+static void sort_small(uint32_t *v, int64_t n)
+{
+    if (n < 2)
+        return;
+    switch (n <= 8 ? 1 : n <= 16 ? 2 : n <= 32 ? 4 : n <= 64 ? 8 : 16) {
+    case 1: sort_registers_of(v, n, 1); break;
+    case 2: sort_registers_of(v, n, 2); break;
+    case 4: sort_registers_of(v, n, 4); break;
+    case 8: sort_registers_of(v, n, 8); break;
+    default: sort_registers_of(v, n, 16); break;
     }
 }
 
