@@ -33,6 +33,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/vmath.h"
+#include "core/buffer.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "prim/scatter.h"
@@ -40,6 +41,16 @@
 #include "util/fault.h"
 
 /* ---------------------------------------------------------------- positions */
+
+/* Room for n int64 from the buffer cache, held by *held (release it with
+ * wf__buffer_release), or NULL out of memory. Cached buffers are reused
+ * from call to call; malloc maps each array of a few MiB afresh, and
+ * faulting in its pages took a sixth of scatter_add's time on 1M rows. */
+static int64_t *scratch_i64(wf_buffer **held, int64_t n)
+{
+    *held = wf__buffer_alloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    return *held ? (int64_t *)(*held)->data : NULL;
+}
 
 /* Where each position's slice starts (elements, in a layout of `strides`)
  * and, if `tuples` is not NULL, its index tuple as one number (row-major
@@ -52,7 +63,8 @@ static wf_status load_positions(const char *op, wf_array *const *inputs, int fir
     memset(offsets, 0, (size_t)n * sizeof *offsets);
     if (tuples)
         memset(tuples, 0, (size_t)n * sizeof *tuples);
-    int64_t *v = wf__malloc((size_t)n * sizeof *v);
+    wf_buffer *held;
+    int64_t *v = scratch_i64(&held, n);
     if (!v)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory reading indices", op);
     for (int k = 0; k < naxes; k++) {
@@ -75,7 +87,7 @@ static wf_status load_positions(const char *op, wf_array *const *inputs, int fir
                           "%lld"
                         : "%s: index %lld is out of range for axis %d of size %lld (slice %lld)",
                     op, (long long)v[p], ax, (long long)dim, (long long)size);
-                free(v);
+                wf__buffer_release(held);
                 return st;
             }
             offsets[p] += x * stride;
@@ -83,7 +95,7 @@ static wf_status load_positions(const char *op, wf_array *const *inputs, int fir
                 tuples[p] = tuples[p] * dim + x;
         }
     }
-    free(v);
+    wf__buffer_release(held);
     return WF_OK;
 }
 
@@ -217,7 +229,8 @@ wf_status wf__cpu_gather(wf_array *out, wf_array *const *inputs, int ninputs, co
     if (st != WF_OK || out->size == 0)
         return st;
     const int64_t n = p->naxes > 0 ? inputs[1]->size : 1;
-    int64_t *offsets = wf__malloc((size_t)n * sizeof *offsets), *row_offsets = NULL;
+    wf_buffer *held_offsets;
+    int64_t *offsets = scratch_i64(&held_offsets, n), *row_offsets = NULL;
     if (!offsets)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_gather: out of memory");
     struct gather_job job = {.src = wf__array_data_ptr(a), .dst = wf__array_data_ptr(out),
@@ -240,7 +253,7 @@ wf_status wf__cpu_gather(wf_array *out, wf_array *const *inputs, int ninputs, co
         wf__parallel_for(n * job.rows, min_chunk, gather_chunk, &job);
     }
     free(row_offsets);
-    free(offsets);
+    wf__buffer_release(held_offsets);
     return st;
 }
 
@@ -579,10 +592,9 @@ wf_status wf__cpu_scatter(wf_array *out, wf_array *const *inputs, int ninputs,
     struct scatter_job job = {.out = wf__array_data_ptr(out),
                               .item = wf_dtype_size(a->dtype),
                               .combine = combine_loop(a->dtype, p->mode)};
-    int64_t *offsets = wf__malloc((size_t)n * sizeof *offsets);
-    int64_t *tuples = wf__malloc((size_t)n * sizeof *tuples);
-    int64_t *order = wf__malloc((size_t)n * sizeof *order);
-    int64_t *groups = wf__malloc((size_t)(n + 1) * sizeof *groups);
+    wf_buffer *held[4];
+    int64_t *offsets = scratch_i64(&held[0], n), *tuples = scratch_i64(&held[1], n);
+    int64_t *order = scratch_i64(&held[2], n), *groups = scratch_i64(&held[3], n + 1);
     int64_t *row_offsets = NULL;
     void *upd_copy = NULL;
     if (!offsets || !tuples || !order || !groups)
@@ -635,9 +647,7 @@ wf_status wf__cpu_scatter(wf_array *out, wf_array *const *inputs, int ninputs,
     }
     free(upd_copy);
     free(row_offsets);
-    free(groups);
-    free(order);
-    free(tuples);
-    free(offsets);
+    for (int i = 0; i < 4; i++)
+        wf__buffer_release(held[i]);
     return st;
 }
