@@ -674,6 +674,59 @@ void wf__f32_of_keys_avx2(const uint32_t *keys, uint32_t *bits, int64_t n)
         bits[i] = f32_bits_of_key(keys[i]);
 }
 
+void wf__flip_keys_u32_avx2(uint32_t *keys, uint32_t *copy, int64_t n)
+{
+    const __m256i ones = _mm256_set1_epi32(-1);
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        const __m256i k = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(keys + i)), ones);
+        _mm256_storeu_si256((__m256i *)(keys + i), k);
+        _mm256_storeu_si256((__m256i *)(copy + i), k);
+    }
+    for (; i < n; i++)
+        copy[i] = keys[i] = ~keys[i];
+}
+
+/* Lanes of v below t (bit l: lane l). */
+static inline unsigned lanes_below(__m256i v, __m256i t)
+{
+    const __m256i at_least = _mm256_cmpeq_epi32(_mm256_max_epu32(v, t), v);
+    return ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(at_least)) & 0xffu;
+}
+
+int64_t wf__count_below_u32_avx2(const uint32_t *keys, int64_t n, uint32_t threshold)
+{
+    const __m256i t = _mm256_set1_epi32((int)threshold);
+    int64_t count = 0, i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(keys + i));
+        count += __builtin_popcount(lanes_below(v, t));
+    }
+    for (; i < n; i++)
+        count += keys[i] < threshold;
+    return count;
+}
+
+int64_t wf__collect_below_u32_avx2(const uint32_t *keys, int64_t n, uint32_t threshold,
+                                   int64_t ties, int64_t k, uint64_t *packed)
+{
+    /* a vector of keys all above the threshold adds nothing: skipped whole
+     * (there is no key above UINT32_MAX) */
+    const bool skip = threshold < UINT32_MAX;
+    const __m256i above = _mm256_set1_epi32((int)(threshold + 1));
+    int64_t count = 0;
+    for (int64_t i0 = 0; i0 < n && count < k; i0 += LANES) {
+        const int64_t i1 = i0 + LANES < n ? i0 + LANES : n;
+        if (skip && i1 - i0 == LANES &&
+            lanes_below(_mm256_loadu_si256((const __m256i *)(keys + i0)), above) == 0)
+            continue;
+        for (int64_t i = i0; i < i1 && count < k; i++)
+            if (keys[i] < threshold || (keys[i] == threshold && ties-- > 0))
+                packed[count++] = (uint64_t)keys[i] << 32 | (uint64_t)i;
+    }
+    return count;
+}
+
 #pragma GCC pop_options
 
 bool wf__sort_avx2_usable(void)
@@ -714,6 +767,30 @@ void wf__select_u32_avx2(uint32_t *keys, int64_t n, int64_t kth)
     (void)keys;
     (void)n;
     (void)kth;
+}
+void wf__flip_keys_u32_avx2(uint32_t *keys, uint32_t *copy, int64_t n)
+{
+    (void)keys;
+    (void)copy;
+    (void)n;
+}
+int64_t wf__count_below_u32_avx2(const uint32_t *keys, int64_t n, uint32_t threshold)
+{
+    (void)keys;
+    (void)n;
+    (void)threshold;
+    return 0;
+}
+int64_t wf__collect_below_u32_avx2(const uint32_t *keys, int64_t n, uint32_t threshold,
+                                   int64_t ties, int64_t k, uint64_t *packed)
+{
+    (void)keys;
+    (void)n;
+    (void)threshold;
+    (void)ties;
+    (void)k;
+    (void)packed;
+    return 0;
 }
 
 #endif
