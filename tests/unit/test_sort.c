@@ -236,9 +236,9 @@ static void for_each_sort_variant(void (*test)(void))
 }
 
 /* Row lengths around the vectorized code's switches: one register (8
- * keys), the sorting networks (up to 256 keys: 1, 2 and 4 registers
- * sorted lane-wise, 8, 16 and 32 column-major), the partition's blocks
- * (4 vectors set aside at each end), the wide pivot sample (from 8192). */
+ * keys), the sorting networks (up to 128 keys: 1, 2 and 4 registers
+ * sorted lane-wise, 8 and 16 column-major), the partition's blocks
+ * (8 vectors set aside at each end), the wide pivot sample (from 8192). */
 static const int64_t switch_lengths[] = {1,  2,  7,   8,   9,   15,  16,  17,  31,   33,   47,
                                          48, 49, 63,  64,  65,  127, 128, 129, 130,  200,  255,
                                          256, 257, 263, 1000, 8191, 8192, 8193};

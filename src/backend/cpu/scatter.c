@@ -18,8 +18,9 @@
  * grouped by tuple (a stable counting sort when the tuples' range is small,
  * else a stable merge sort), groups are disjoint and run in parallel, and
  * within a group the updates combine in position order through a tile of
- * accumulators (float32 for f16/bf16, so a group rounds once), asking for
- * the update runs a few KiB ahead, into the next groups. Otherwise
+ * accumulators (float32 for f16/bf16, so a group rounds once; float32
+ * add under AVX2 keeps them in registers), asking for the update runs a
+ * few KiB ahead, into the next groups. Otherwise
  * (wider slices on indexed axes, which may overlap) the positions run one
  * after another, each slice in parallel. Either way the order in which an
  * element sees its updates is fixed by the indices: the same bits for any
@@ -31,6 +32,8 @@
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/vmath.h"
+#include "core/buffer.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "prim/scatter.h"
@@ -38,6 +41,16 @@
 #include "util/fault.h"
 
 /* ---------------------------------------------------------------- positions */
+
+/* Room for n int64 from the buffer cache, held by *held (release it with
+ * wf__buffer_release), or NULL out of memory. Cached buffers are reused
+ * from call to call; malloc maps each array of a few MiB afresh, and
+ * faulting in its pages took a sixth of scatter_add's time on 1M rows. */
+static int64_t *scratch_i64(wf_buffer **held, int64_t n)
+{
+    *held = wf__buffer_alloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    return *held ? (int64_t *)(*held)->data : NULL;
+}
 
 /* Where each position's slice starts (elements, in a layout of `strides`)
  * and, if `tuples` is not NULL, its index tuple as one number (row-major
@@ -50,7 +63,8 @@ static wf_status load_positions(const char *op, wf_array *const *inputs, int fir
     memset(offsets, 0, (size_t)n * sizeof *offsets);
     if (tuples)
         memset(tuples, 0, (size_t)n * sizeof *tuples);
-    int64_t *v = wf__malloc((size_t)n * sizeof *v);
+    wf_buffer *held;
+    int64_t *v = scratch_i64(&held, n);
     if (!v)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory reading indices", op);
     for (int k = 0; k < naxes; k++) {
@@ -73,7 +87,7 @@ static wf_status load_positions(const char *op, wf_array *const *inputs, int fir
                           "%lld"
                         : "%s: index %lld is out of range for axis %d of size %lld (slice %lld)",
                     op, (long long)v[p], ax, (long long)dim, (long long)size);
-                free(v);
+                wf__buffer_release(held);
                 return st;
             }
             offsets[p] += x * stride;
@@ -81,7 +95,7 @@ static wf_status load_positions(const char *op, wf_array *const *inputs, int fir
                 tuples[p] = tuples[p] * dim + x;
         }
     }
-    free(v);
+    wf__buffer_release(held);
     return WF_OK;
 }
 
@@ -215,7 +229,8 @@ wf_status wf__cpu_gather(wf_array *out, wf_array *const *inputs, int ninputs, co
     if (st != WF_OK || out->size == 0)
         return st;
     const int64_t n = p->naxes > 0 ? inputs[1]->size : 1;
-    int64_t *offsets = wf__malloc((size_t)n * sizeof *offsets), *row_offsets = NULL;
+    wf_buffer *held_offsets;
+    int64_t *offsets = scratch_i64(&held_offsets, n), *row_offsets = NULL;
     if (!offsets)
         return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_gather: out of memory");
     struct gather_job job = {.src = wf__array_data_ptr(a), .dst = wf__array_data_ptr(out),
@@ -238,7 +253,7 @@ wf_status wf__cpu_gather(wf_array *out, wf_array *const *inputs, int ninputs, co
         wf__parallel_for(n * job.rows, min_chunk, gather_chunk, &job);
     }
     free(row_offsets);
-    free(offsets);
+    wf__buffer_release(held_offsets);
     return st;
 }
 
@@ -345,6 +360,60 @@ COMBINE(prod_f64, double, double, ID, OP_TIMES, ID)
 COMBINE(max_f64, double, double, ID, OP_MAX_FLOAT, ID)
 COMBINE(min_f64, double, double, ID, OP_MIN_FLOAT, ID)
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* add_f32 for runs of at least ADD_F32_COLUMNS floats, AVX2: the
+ * accumulators of ADD_F32_COLUMNS columns stay in registers while up to
+ * ADD_F32_MEMBERS members' runs are added (the runs of those members then
+ * stay in L1 for the next columns), and go back to dst in between. Every
+ * element still sees its members one after another in member order, each
+ * sum rounded to float32 as it is formed: add_f32's bits. */
+enum { ADD_F32_COLUMNS = 64, ADD_F32_MEMBERS = 16 };
+
+__attribute__((target("avx2"))) static void add_f32_avx2(char *dst_, const char *upd_,
+                                                          int64_t member_stride,
+                                                          const int64_t *members, int64_t count,
+                                                          int64_t lookahead, int64_t m)
+{
+    float *dst = (float *)dst_;
+    const float *upd = (const float *)upd_;
+    const int64_t bytes = m * (int64_t)sizeof(float);
+    const int64_t ahead = bytes >= PREFETCH_AHEAD_BYTES ? 1 : PREFETCH_AHEAD_BYTES / bytes;
+    if (m < ADD_F32_COLUMNS) {
+        add_f32(dst_, upd_, member_stride, members, count, lookahead, m);
+        return;
+    }
+    const int64_t wide = m - m % ADD_F32_COLUMNS;
+    for (int64_t k0 = 0; k0 < count; k0 += ADD_F32_MEMBERS) {
+        const int64_t k1 = k0 + ADD_F32_MEMBERS < count ? k0 + ADD_F32_MEMBERS : count;
+        for (int64_t c0 = 0; c0 < wide; c0 += ADD_F32_COLUMNS) {
+            __m256 acc[ADD_F32_COLUMNS / 8];
+#pragma GCC unroll 8
+            for (int j = 0; j < ADD_F32_COLUMNS / 8; j++)
+                acc[j] = _mm256_loadu_ps(dst + c0 + 8 * j);
+            for (int64_t k = k0; k < k1; k++) {
+                if (c0 == 0 && k + ahead < lookahead) /* the runs lie anywhere: fetch ahead */
+                    prefetch_run(upd + members[k + ahead] * member_stride, bytes);
+                const float *u = upd + members[k] * member_stride + c0;
+#pragma GCC unroll 8
+                for (int j = 0; j < ADD_F32_COLUMNS / 8; j++)
+                    acc[j] = _mm256_add_ps(acc[j], _mm256_loadu_ps(u + 8 * j));
+            }
+#pragma GCC unroll 8
+            for (int j = 0; j < ADD_F32_COLUMNS / 8; j++)
+                _mm256_storeu_ps(dst + c0 + 8 * j, acc[j]);
+        }
+        for (int64_t c = wide; c < m; c++) {
+            float acc = dst[c];
+            for (int64_t k = k0; k < k1; k++)
+                acc += upd[members[k] * member_stride + c];
+            dst[c] = acc;
+        }
+    }
+}
+#endif
+
 /* The combining loop of (dtype, mode); NULL for REPLACE (a copy of the
  * last member) or a dtype scatter does not know. */
 static combine_fn combine_loop(wf_dtype dtype, int mode)
@@ -367,6 +436,11 @@ static combine_fn combine_loop(wf_dtype dtype, int mode)
     };
     if (mode == WF_SCATTER_REPLACE || (int)dtype < 0 || dtype >= WF_DTYPE_COUNT)
         return NULL;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (dtype == WF_DTYPE_F32 && mode == WF_SCATTER_ADD && wf__vm_isa_active() >= WF_VM_ISA_AVX2 &&
+        __builtin_cpu_supports("avx2"))
+        return add_f32_avx2;
+#endif
     return loops[dtype][mode - 1];
 }
 
@@ -518,10 +592,9 @@ wf_status wf__cpu_scatter(wf_array *out, wf_array *const *inputs, int ninputs,
     struct scatter_job job = {.out = wf__array_data_ptr(out),
                               .item = wf_dtype_size(a->dtype),
                               .combine = combine_loop(a->dtype, p->mode)};
-    int64_t *offsets = wf__malloc((size_t)n * sizeof *offsets);
-    int64_t *tuples = wf__malloc((size_t)n * sizeof *tuples);
-    int64_t *order = wf__malloc((size_t)n * sizeof *order);
-    int64_t *groups = wf__malloc((size_t)(n + 1) * sizeof *groups);
+    wf_buffer *held[4];
+    int64_t *offsets = scratch_i64(&held[0], n), *tuples = scratch_i64(&held[1], n);
+    int64_t *order = scratch_i64(&held[2], n), *groups = scratch_i64(&held[3], n + 1);
     int64_t *row_offsets = NULL;
     void *upd_copy = NULL;
     if (!offsets || !tuples || !order || !groups)
@@ -574,9 +647,7 @@ wf_status wf__cpu_scatter(wf_array *out, wf_array *const *inputs, int ninputs,
     }
     free(upd_copy);
     free(row_offsets);
-    free(groups);
-    free(order);
-    free(tuples);
-    free(offsets);
+    for (int i = 0; i < 4; i++)
+        wf__buffer_release(held[i]);
     return st;
 }

@@ -614,21 +614,14 @@ static void topk_by_threshold(const struct sort_job *job, const char *row, char 
     uint32_t *keys = tmp, *selected = keys + n;
     uint64_t *packed = buf, *scratch = (uint64_t *)tmp + n;
     load_keys32(job->dtype, row, job->in_stride, n, keys);
-    for (int64_t i = 0; i < n; i++)
-        keys[i] = ~keys[i];
+    wf__flip_keys_u32_avx2(keys, selected, n);
     uint32_t threshold = UINT32_MAX;
     if (k < n) {
-        memcpy(selected, keys, (size_t)n * sizeof *keys);
         wf__select_u32_avx2(selected, n, k - 1);
         threshold = selected[k - 1];
     }
-    int64_t below = 0;
-    for (int64_t i = 0; i < n; i++)
-        below += keys[i] < threshold;
-    int64_t ties = k - below, count = 0;
-    for (int64_t i = 0; i < n && count < k; i++)
-        if (keys[i] < threshold || (keys[i] == threshold && ties-- > 0))
-            packed[count++] = (uint64_t)keys[i] << 32 | (uint64_t)i;
+    const int64_t below = wf__count_below_u32_avx2(keys, n, threshold);
+    wf__collect_below_u32_avx2(keys, n, threshold, k - below, k, packed);
     sort_all_u64(packed, scratch, k);
     write_selection(job, row, orow, packed, NULL, k);
 }

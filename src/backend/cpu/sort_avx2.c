@@ -19,13 +19,16 @@
  *    again at pivot + 1: the keys equal to the pivot are then in place, so
  *    every step makes progress, and all-equal ranges take one pass.
  *  - ranges of at most SMALL_MAX keys: a bitonic sorting network in up to
- *    32 registers, the range padded with the largest key. Up to 4
+ *    16 registers, the range padded with the largest key. Up to 4
  *    registers: each register sorted by in-register compare-exchange
  *    stages, then merged pairwise (compare with the reversed partner, then
- *    half-cleaners). 8 to 32: the network runs in column-major rank order
+ *    half-cleaners). 8 or 16: the network runs in column-major rank order
  *    (see "column-major networks"), where most stages compare whole
- *    registers, and a transpose puts the keys in memory order: 64 to 256
+ *    registers, and a transpose puts the keys in memory order: 64 to 128
  *    keys in about half the time of the first form (measured on Zen 3).
+ *    Not 32 registers (256 keys): twice the 16 ymm registers, the network
+ *    spills; with 128-key leaves sorting float32 rows of 4096 takes a
+ *    tenth less time, one row of 16M a twentieth (Zen 3).
  *  - recursion deeper than 2 log2(n) + 8 falls back to a heap sort of the
  *    range (n log n in the worst case; never seen on real data).
  * Quickselect uses the same partition and small sort, following only the
@@ -43,45 +46,82 @@
 #pragma GCC push_options
 #pragma GCC target("avx2")
 
-enum { LANES = 8, ASIDE = 4, SMALL_REGS = 32, SMALL_MAX = LANES * SMALL_REGS };
+/* ASIDE 8, not 4: half the side choices (an unpredictable branch each)
+ * per key; 9% less time on float32 rows of 4096, 13% on one row of 16M
+ * (Zen 3), though the set-aside vectors no longer stay in registers. */
+enum { LANES = 8, ASIDE = 8, SMALL_REGS = 16, SMALL_MAX = LANES * SMALL_REGS };
+_Static_assert(SMALL_MAX + 1 >= 2 * ASIDE * LANES, "partition() needs 2 * ASIDE vectors");
 enum { SAMPLE_WIDE_MIN = 8192 };
 
 /* For each mask of lanes (bit i: lane i is below the pivot), the lane order
  * that puts the masked lanes first and the others after, both in lane
- * order: lane index j of the result in bits 4j .. 4j+2. */
-static const uint32_t compress_order[256] = {
-    0x76543210, 0x76543210, 0x76543201, 0x76543210, 0x76543102, 0x76543120, 0x76543021, 0x76543210,
-    0x76542103, 0x76542130, 0x76542031, 0x76542310, 0x76541032, 0x76541320, 0x76540321, 0x76543210,
-    0x76532104, 0x76532140, 0x76532041, 0x76532410, 0x76531042, 0x76531420, 0x76530421, 0x76534210,
-    0x76521043, 0x76521430, 0x76520431, 0x76524310, 0x76510432, 0x76514320, 0x76504321, 0x76543210,
-    0x76432105, 0x76432150, 0x76432051, 0x76432510, 0x76431052, 0x76431520, 0x76430521, 0x76435210,
-    0x76421053, 0x76421530, 0x76420531, 0x76425310, 0x76410532, 0x76415320, 0x76405321, 0x76453210,
-    0x76321054, 0x76321540, 0x76320541, 0x76325410, 0x76310542, 0x76315420, 0x76305421, 0x76354210,
-    0x76210543, 0x76215430, 0x76205431, 0x76254310, 0x76105432, 0x76154320, 0x76054321, 0x76543210,
-    0x75432106, 0x75432160, 0x75432061, 0x75432610, 0x75431062, 0x75431620, 0x75430621, 0x75436210,
-    0x75421063, 0x75421630, 0x75420631, 0x75426310, 0x75410632, 0x75416320, 0x75406321, 0x75463210,
-    0x75321064, 0x75321640, 0x75320641, 0x75326410, 0x75310642, 0x75316420, 0x75306421, 0x75364210,
-    0x75210643, 0x75216430, 0x75206431, 0x75264310, 0x75106432, 0x75164320, 0x75064321, 0x75643210,
-    0x74321065, 0x74321650, 0x74320651, 0x74326510, 0x74310652, 0x74316520, 0x74306521, 0x74365210,
-    0x74210653, 0x74216530, 0x74206531, 0x74265310, 0x74106532, 0x74165320, 0x74065321, 0x74653210,
-    0x73210654, 0x73216540, 0x73206541, 0x73265410, 0x73106542, 0x73165420, 0x73065421, 0x73654210,
-    0x72106543, 0x72165430, 0x72065431, 0x72654310, 0x71065432, 0x71654320, 0x70654321, 0x76543210,
-    0x65432107, 0x65432170, 0x65432071, 0x65432710, 0x65431072, 0x65431720, 0x65430721, 0x65437210,
-    0x65421073, 0x65421730, 0x65420731, 0x65427310, 0x65410732, 0x65417320, 0x65407321, 0x65473210,
-    0x65321074, 0x65321740, 0x65320741, 0x65327410, 0x65310742, 0x65317420, 0x65307421, 0x65374210,
-    0x65210743, 0x65217430, 0x65207431, 0x65274310, 0x65107432, 0x65174320, 0x65074321, 0x65743210,
-    0x64321075, 0x64321750, 0x64320751, 0x64327510, 0x64310752, 0x64317520, 0x64307521, 0x64375210,
-    0x64210753, 0x64217530, 0x64207531, 0x64275310, 0x64107532, 0x64175320, 0x64075321, 0x64753210,
-    0x63210754, 0x63217540, 0x63207541, 0x63275410, 0x63107542, 0x63175420, 0x63075421, 0x63754210,
-    0x62107543, 0x62175430, 0x62075431, 0x62754310, 0x61075432, 0x61754320, 0x60754321, 0x67543210,
-    0x54321076, 0x54321760, 0x54320761, 0x54327610, 0x54310762, 0x54317620, 0x54307621, 0x54376210,
-    0x54210763, 0x54217630, 0x54207631, 0x54276310, 0x54107632, 0x54176320, 0x54076321, 0x54763210,
-    0x53210764, 0x53217640, 0x53207641, 0x53276410, 0x53107642, 0x53176420, 0x53076421, 0x53764210,
-    0x52107643, 0x52176430, 0x52076431, 0x52764310, 0x51076432, 0x51764320, 0x50764321, 0x57643210,
-    0x43210765, 0x43217650, 0x43207651, 0x43276510, 0x43107652, 0x43176520, 0x43076521, 0x43765210,
-    0x42107653, 0x42176530, 0x42076531, 0x42765310, 0x41076532, 0x41765320, 0x40765321, 0x47653210,
-    0x32107654, 0x32176540, 0x32076541, 0x32765410, 0x31076542, 0x31765420, 0x30765421, 0x37654210,
-    0x21076543, 0x21765430, 0x20765431, 0x27654310, 0x10765432, 0x17654320, 0x07654321, 0x76543210,
+ * order: lane index j of the result in byte j (widened to a permutation
+ * by one vpmovzxbd; 4-bit fields took a shift and a mask more). */
+static const uint64_t compress_order[256] = {
+    0x0706050403020100u, 0x0706050403020100u, 0x0706050403020001u, 0x0706050403020100u,
+    0x0706050403010002u, 0x0706050403010200u, 0x0706050403000201u, 0x0706050403020100u,
+    0x0706050402010003u, 0x0706050402010300u, 0x0706050402000301u, 0x0706050402030100u,
+    0x0706050401000302u, 0x0706050401030200u, 0x0706050400030201u, 0x0706050403020100u,
+    0x0706050302010004u, 0x0706050302010400u, 0x0706050302000401u, 0x0706050302040100u,
+    0x0706050301000402u, 0x0706050301040200u, 0x0706050300040201u, 0x0706050304020100u,
+    0x0706050201000403u, 0x0706050201040300u, 0x0706050200040301u, 0x0706050204030100u,
+    0x0706050100040302u, 0x0706050104030200u, 0x0706050004030201u, 0x0706050403020100u,
+    0x0706040302010005u, 0x0706040302010500u, 0x0706040302000501u, 0x0706040302050100u,
+    0x0706040301000502u, 0x0706040301050200u, 0x0706040300050201u, 0x0706040305020100u,
+    0x0706040201000503u, 0x0706040201050300u, 0x0706040200050301u, 0x0706040205030100u,
+    0x0706040100050302u, 0x0706040105030200u, 0x0706040005030201u, 0x0706040503020100u,
+    0x0706030201000504u, 0x0706030201050400u, 0x0706030200050401u, 0x0706030205040100u,
+    0x0706030100050402u, 0x0706030105040200u, 0x0706030005040201u, 0x0706030504020100u,
+    0x0706020100050403u, 0x0706020105040300u, 0x0706020005040301u, 0x0706020504030100u,
+    0x0706010005040302u, 0x0706010504030200u, 0x0706000504030201u, 0x0706050403020100u,
+    0x0705040302010006u, 0x0705040302010600u, 0x0705040302000601u, 0x0705040302060100u,
+    0x0705040301000602u, 0x0705040301060200u, 0x0705040300060201u, 0x0705040306020100u,
+    0x0705040201000603u, 0x0705040201060300u, 0x0705040200060301u, 0x0705040206030100u,
+    0x0705040100060302u, 0x0705040106030200u, 0x0705040006030201u, 0x0705040603020100u,
+    0x0705030201000604u, 0x0705030201060400u, 0x0705030200060401u, 0x0705030206040100u,
+    0x0705030100060402u, 0x0705030106040200u, 0x0705030006040201u, 0x0705030604020100u,
+    0x0705020100060403u, 0x0705020106040300u, 0x0705020006040301u, 0x0705020604030100u,
+    0x0705010006040302u, 0x0705010604030200u, 0x0705000604030201u, 0x0705060403020100u,
+    0x0704030201000605u, 0x0704030201060500u, 0x0704030200060501u, 0x0704030206050100u,
+    0x0704030100060502u, 0x0704030106050200u, 0x0704030006050201u, 0x0704030605020100u,
+    0x0704020100060503u, 0x0704020106050300u, 0x0704020006050301u, 0x0704020605030100u,
+    0x0704010006050302u, 0x0704010605030200u, 0x0704000605030201u, 0x0704060503020100u,
+    0x0703020100060504u, 0x0703020106050400u, 0x0703020006050401u, 0x0703020605040100u,
+    0x0703010006050402u, 0x0703010605040200u, 0x0703000605040201u, 0x0703060504020100u,
+    0x0702010006050403u, 0x0702010605040300u, 0x0702000605040301u, 0x0702060504030100u,
+    0x0701000605040302u, 0x0701060504030200u, 0x0700060504030201u, 0x0706050403020100u,
+    0x0605040302010007u, 0x0605040302010700u, 0x0605040302000701u, 0x0605040302070100u,
+    0x0605040301000702u, 0x0605040301070200u, 0x0605040300070201u, 0x0605040307020100u,
+    0x0605040201000703u, 0x0605040201070300u, 0x0605040200070301u, 0x0605040207030100u,
+    0x0605040100070302u, 0x0605040107030200u, 0x0605040007030201u, 0x0605040703020100u,
+    0x0605030201000704u, 0x0605030201070400u, 0x0605030200070401u, 0x0605030207040100u,
+    0x0605030100070402u, 0x0605030107040200u, 0x0605030007040201u, 0x0605030704020100u,
+    0x0605020100070403u, 0x0605020107040300u, 0x0605020007040301u, 0x0605020704030100u,
+    0x0605010007040302u, 0x0605010704030200u, 0x0605000704030201u, 0x0605070403020100u,
+    0x0604030201000705u, 0x0604030201070500u, 0x0604030200070501u, 0x0604030207050100u,
+    0x0604030100070502u, 0x0604030107050200u, 0x0604030007050201u, 0x0604030705020100u,
+    0x0604020100070503u, 0x0604020107050300u, 0x0604020007050301u, 0x0604020705030100u,
+    0x0604010007050302u, 0x0604010705030200u, 0x0604000705030201u, 0x0604070503020100u,
+    0x0603020100070504u, 0x0603020107050400u, 0x0603020007050401u, 0x0603020705040100u,
+    0x0603010007050402u, 0x0603010705040200u, 0x0603000705040201u, 0x0603070504020100u,
+    0x0602010007050403u, 0x0602010705040300u, 0x0602000705040301u, 0x0602070504030100u,
+    0x0601000705040302u, 0x0601070504030200u, 0x0600070504030201u, 0x0607050403020100u,
+    0x0504030201000706u, 0x0504030201070600u, 0x0504030200070601u, 0x0504030207060100u,
+    0x0504030100070602u, 0x0504030107060200u, 0x0504030007060201u, 0x0504030706020100u,
+    0x0504020100070603u, 0x0504020107060300u, 0x0504020007060301u, 0x0504020706030100u,
+    0x0504010007060302u, 0x0504010706030200u, 0x0504000706030201u, 0x0504070603020100u,
+    0x0503020100070604u, 0x0503020107060400u, 0x0503020007060401u, 0x0503020706040100u,
+    0x0503010007060402u, 0x0503010706040200u, 0x0503000706040201u, 0x0503070604020100u,
+    0x0502010007060403u, 0x0502010706040300u, 0x0502000706040301u, 0x0502070604030100u,
+    0x0501000706040302u, 0x0501070604030200u, 0x0500070604030201u, 0x0507060403020100u,
+    0x0403020100070605u, 0x0403020107060500u, 0x0403020007060501u, 0x0403020706050100u,
+    0x0403010007060502u, 0x0403010706050200u, 0x0403000706050201u, 0x0403070605020100u,
+    0x0402010007060503u, 0x0402010706050300u, 0x0402000706050301u, 0x0402070605030100u,
+    0x0401000706050302u, 0x0401070605030200u, 0x0400070605030201u, 0x0407060503020100u,
+    0x0302010007060504u, 0x0302010706050400u, 0x0302000706050401u, 0x0302070605040100u,
+    0x0301000706050402u, 0x0301070605040200u, 0x0300070605040201u, 0x0307060504020100u,
+    0x0201000706050403u, 0x0201070605040300u, 0x0200070605040301u, 0x0207060504030100u,
+    0x0100070605040302u, 0x0107060504030200u, 0x0007060504030201u, 0x0706050403020100u,
 };
 
 /* Compare-exchanges of v's lanes with lanes of a permutation of v: the
@@ -166,7 +206,7 @@ static inline __attribute__((always_inline)) void sort_registers(__m256i *r, int
 
 /* ---------------------------------------------------------------- column-major networks
  *
- * The keys of `count` registers (8, 16 or 32) ranked column-major: rank
+ * The keys of `count` registers (8 or 16) ranked column-major: rank
  * l * count + i sits in lane l of register i. A bitonic sort in that order
  * compares keys at rank distances below `count` across whole registers
  * (a minimum and a maximum, no lane moves: most of the stages) and only
@@ -237,7 +277,7 @@ static inline __attribute__((always_inline)) void column_stage(__m256i *r, int c
     }
 }
 
-/* Sorts the 8 * count keys of r[0 .. count) (count 8, 16 or 32) into
+/* Sorts the 8 * count keys of r[0 .. count) (count 8 or 16) into
  * column-major rank order: the stages of the bitonic sort of blocks of
  * 2, 4, ..., 8 * count ranks. */
 static inline __attribute__((always_inline)) void sort_columns_major(__m256i *r, int count)
@@ -245,7 +285,7 @@ static inline __attribute__((always_inline)) void sort_columns_major(__m256i *r,
     /* log2 of the 8 * count keys, as a plain bound: GCC ignores (an error
      * with -Werror at -O1) the unroll annotation of a loop whose exit test
      * is a shift */
-    const int log_keys = count == 8 ? 6 : count == 16 ? 7 : 8;
+    const int log_keys = count == 8 ? 6 : 7;
 #pragma GCC unroll 8
     for (int log_k = 1; log_k <= log_keys; log_k++)
 #pragma GCC unroll 8
@@ -290,7 +330,7 @@ static inline __attribute__((always_inline)) void columns_to_rows(__m256i *r, in
     }
 }
 
-/* Sorts the 8 * count keys of r[0 .. count) (count 8, 16 or 32) into
+/* Sorts the 8 * count keys of r[0 .. count) (count 8 or 16) into
  * out[0 .. count), register after register (r is left scrambled). */
 static inline __attribute__((always_inline)) void sort_to_rows(__m256i *r, int count, __m256i *out)
 {
@@ -305,15 +345,16 @@ static inline __m256i first_lanes(int64_t count)
                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* Sorts v[0 .. n), n <= SMALL_MAX, in registers padded with UINT32_MAX
- * (nothing outside v is touched). */
-static void sort_small(uint32_t *v, int64_t n)
+/* Sorts v[0 .. n), n <= 8 * count (count 1, 2, 4, 8 or 16, a constant
+ * where inlined), in registers padded with UINT32_MAX
+ * (nothing outside v is touched). The loops over registers unroll fully:
+ * as loops GCC turns the stores into a rep movsq, slow to start on AMD. */
+static inline __attribute__((always_inline)) void sort_registers_of(uint32_t *v, int64_t n,
+                                                                     int count)
 {
-    if (n < 2)
-        return;
-    const int count = n <= 8 ? 1 : n <= 16 ? 2 : n <= 32 ? 4 : n <= 64 ? 8 : n <= 128 ? 16 : 32;
     __m256i r[SMALL_REGS];
     const int64_t full = n / LANES, rest = n % LANES;
+#pragma GCC unroll 16
     for (int i = 0; i < count; i++) {
         if (i < full) {
             r[i] = _mm256_loadu_si256((const __m256i *)(v + LANES * i));
@@ -325,20 +366,32 @@ static void sort_small(uint32_t *v, int64_t n)
     }
     __m256i rows[SMALL_REGS]; /* the column-major networks' keys in memory order */
     const __m256i *sorted = count >= 8 ? rows : r;
-    switch (count) {
-    case 1: sort_registers(r, 1); break;
-    case 2: sort_registers(r, 2); break;
-    case 4: sort_registers(r, 4); break;
-    case 8: sort_to_rows(r, 8, rows); break;
-    case 16: sort_to_rows(r, 16, rows); break;
-    default: sort_to_rows(r, 32, rows); break;
-    }
-    for (int i = 0; i < full; i++)
-        _mm256_storeu_si256((__m256i *)(v + LANES * i), sorted[i]);
+    if (count >= 8)
+        sort_to_rows(r, count, rows);
+    else
+        sort_registers(r, count);
+#pragma GCC unroll 16
+    for (int i = 0; i < count; i++)
+        if (i < full)
+            _mm256_storeu_si256((__m256i *)(v + LANES * i), sorted[i]);
     if (rest > 0) { /* not a masked store: slow on AMD */
         uint32_t last[LANES];
         _mm256_storeu_si256((__m256i *)last, sorted[full]);
         memcpy(v + LANES * full, last, (size_t)rest * sizeof *v);
+    }
+}
+
+/* Sorts v[0 .. n), n <= SMALL_MAX (see sort_registers_of). */
+static void sort_small(uint32_t *v, int64_t n)
+{
+    if (n < 2)
+        return;
+    switch (n <= 8 ? 1 : n <= 16 ? 2 : n <= 32 ? 4 : n <= 64 ? 8 : 16) {
+    case 1: sort_registers_of(v, n, 1); break;
+    case 2: sort_registers_of(v, n, 2); break;
+    case 4: sort_registers_of(v, n, 4); break;
+    case 8: sort_registers_of(v, n, 8); break;
+    default: sort_registers_of(v, n, 16); break;
     }
 }
 
@@ -348,10 +401,8 @@ static inline int partition_vector(__m256i v, __m256i pivot, uint32_t *left, uin
 {
     const __m256i at_least = _mm256_cmpeq_epi32(_mm256_max_epu32(v, pivot), v);
     const int mask = ~_mm256_movemask_ps(_mm256_castsi256_ps(at_least)) & 0xff;
-    const __m256i order = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32((int)compress_order[mask]),
-                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-        _mm256_set1_epi32(7));
+    const __m256i order =
+        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)compress_order[mask]));
     const __m256i packed = _mm256_permutevar8x32_epi32(v, order);
     _mm256_storeu_si256((__m256i *)left, packed);
     _mm256_storeu_si256((__m256i *)(right - LANES), packed);
@@ -376,17 +427,17 @@ static int64_t partition(uint32_t *v, int64_t n, uint32_t pivot_key)
     while (read_right - read_left >= ASIDE * LANES) {
         __m256i x[ASIDE];
         if (read_left - write_left <= write_right - read_right) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int i = 0; i < ASIDE; i++)
                 x[i] = _mm256_loadu_si256((const __m256i *)(v + read_left + LANES * i));
             read_left += ASIDE * LANES;
         } else {
             read_right -= ASIDE * LANES;
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int i = 0; i < ASIDE; i++)
                 x[i] = _mm256_loadu_si256((const __m256i *)(v + read_right + LANES * i));
         }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int i = 0; i < ASIDE; i++) {
             const int below = partition_vector(x[i], pivot, v + write_left, v + write_right);
             write_left += below;
@@ -425,24 +476,35 @@ static int64_t partition(uint32_t *v, int64_t n, uint32_t pivot_key)
     return write_left;
 }
 
-/* A pivot key: the median of a sample spread over v[0 .. n), n > SMALL_MAX. */
+/* Register i of r[0 .. count): the keys v[step / 2 + step * (8 i + l)],
+ * l = 0 .. 7, built in registers (eight scalar stores read back as one
+ * vector wait for the stores to retire: a tenth of the time of rows of
+ * 4096 went there). */
+static inline __attribute__((always_inline)) void load_sample(const uint32_t *v, int64_t step,
+                                                               int count, __m256i *r)
+{
+#pragma GCC unroll 8
+    for (int i = 0; i < count; i++) {
+        const uint32_t *s = v + step / 2 + step * LANES * i;
+        r[i] = _mm256_setr_epi32((int)s[0], (int)s[step], (int)s[2 * step], (int)s[3 * step],
+                                 (int)s[4 * step], (int)s[5 * step], (int)s[6 * step],
+                                 (int)s[7 * step]);
+    }
+}
+
+/* A pivot key: the median of a sample spread over v[0 .. n), n > SMALL_MAX
+ * (the key of rank 4 of 8, or of rank 32 of 64). */
 static uint32_t choose_pivot(const uint32_t *v, int64_t n)
 {
-    const int count = n >= SAMPLE_WIDE_MIN ? 8 : 1;
-    const int64_t step = n / (LANES * count);
-    uint32_t sample[SMALL_MAX];
-    for (int i = 0; i < LANES * count; i++)
-        sample[i] = v[step / 2 + step * i];
-    __m256i r[SMALL_REGS];
-    for (int i = 0; i < count; i++)
-        r[i] = _mm256_loadu_si256((const __m256i *)(sample + 8 * i));
-    if (count == 1)
+    __m256i r[8];
+    if (n < SAMPLE_WIDE_MIN) {
+        load_sample(v, n / LANES, 1, r);
         sort_registers(r, 1);
-    else
-        sort_registers(r, 8);
-    for (int i = 0; i < count; i++)
-        _mm256_storeu_si256((__m256i *)(sample + 8 * i), r[i]);
-    return sample[LANES * count / 2];
+        return (uint32_t)_mm256_extract_epi32(r[0], 4);
+    }
+    load_sample(v, n / (LANES * 8), 8, r);
+    sort_registers(r, 8);
+    return (uint32_t)_mm256_extract_epi32(r[4], 0);
 }
 
 /* Splits v[0 .. n) at a sampled pivot: keys [0, *low_end) are below the
@@ -612,6 +674,59 @@ void wf__f32_of_keys_avx2(const uint32_t *keys, uint32_t *bits, int64_t n)
         bits[i] = f32_bits_of_key(keys[i]);
 }
 
+void wf__flip_keys_u32_avx2(uint32_t *keys, uint32_t *copy, int64_t n)
+{
+    const __m256i ones = _mm256_set1_epi32(-1);
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        const __m256i k = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(keys + i)), ones);
+        _mm256_storeu_si256((__m256i *)(keys + i), k);
+        _mm256_storeu_si256((__m256i *)(copy + i), k);
+    }
+    for (; i < n; i++)
+        copy[i] = keys[i] = ~keys[i];
+}
+
+/* Lanes of v below t (bit l: lane l). */
+static inline unsigned lanes_below(__m256i v, __m256i t)
+{
+    const __m256i at_least = _mm256_cmpeq_epi32(_mm256_max_epu32(v, t), v);
+    return ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(at_least)) & 0xffu;
+}
+
+int64_t wf__count_below_u32_avx2(const uint32_t *keys, int64_t n, uint32_t threshold)
+{
+    const __m256i t = _mm256_set1_epi32((int)threshold);
+    int64_t count = 0, i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(keys + i));
+        count += __builtin_popcount(lanes_below(v, t));
+    }
+    for (; i < n; i++)
+        count += keys[i] < threshold;
+    return count;
+}
+
+int64_t wf__collect_below_u32_avx2(const uint32_t *keys, int64_t n, uint32_t threshold,
+                                   int64_t ties, int64_t k, uint64_t *packed)
+{
+    /* a vector of keys all above the threshold adds nothing: skipped whole
+     * (there is no key above UINT32_MAX) */
+    const bool skip = threshold < UINT32_MAX;
+    const __m256i above = _mm256_set1_epi32((int)(threshold + 1));
+    int64_t count = 0;
+    for (int64_t i0 = 0; i0 < n && count < k; i0 += LANES) {
+        const int64_t i1 = i0 + LANES < n ? i0 + LANES : n;
+        if (skip && i1 - i0 == LANES &&
+            lanes_below(_mm256_loadu_si256((const __m256i *)(keys + i0)), above) == 0)
+            continue;
+        for (int64_t i = i0; i < i1 && count < k; i++)
+            if (keys[i] < threshold || (keys[i] == threshold && ties-- > 0))
+                packed[count++] = (uint64_t)keys[i] << 32 | (uint64_t)i;
+    }
+    return count;
+}
+
 #pragma GCC pop_options
 
 bool wf__sort_avx2_usable(void)
@@ -652,6 +767,30 @@ void wf__select_u32_avx2(uint32_t *keys, int64_t n, int64_t kth)
     (void)keys;
     (void)n;
     (void)kth;
+}
+void wf__flip_keys_u32_avx2(uint32_t *keys, uint32_t *copy, int64_t n)
+{
+    (void)keys;
+    (void)copy;
+    (void)n;
+}
+int64_t wf__count_below_u32_avx2(const uint32_t *keys, int64_t n, uint32_t threshold)
+{
+    (void)keys;
+    (void)n;
+    (void)threshold;
+    return 0;
+}
+int64_t wf__collect_below_u32_avx2(const uint32_t *keys, int64_t n, uint32_t threshold,
+                                   int64_t ties, int64_t k, uint64_t *packed)
+{
+    (void)keys;
+    (void)n;
+    (void)threshold;
+    (void)ties;
+    (void)k;
+    (void)packed;
+    return 0;
 }
 
 #endif

@@ -32,5 +32,15 @@ void wf__select_u32_avx2(uint32_t *keys, int64_t n, int64_t kth);
  * keys and bits may be the same array. */
 void wf__keys_of_f32_avx2(const uint32_t *bits, uint32_t *keys, int64_t n);
 void wf__f32_of_keys_avx2(const uint32_t *keys, uint32_t *bits, int64_t n);
+/* topk's passes over a row's keys (sort.c, topk_by_threshold):
+ * flip_keys: keys[i] = ~keys[i] and copy[i] = the same, n keys;
+ * count_below: how many of keys[0 .. n) are below threshold;
+ * collect_below: walks keys[0 .. n) in order and writes
+ * (key << 32 | index) to packed for every key below threshold and for the
+ * first `ties` keys equal to it, stopping after k; returns how many. */
+void wf__flip_keys_u32_avx2(uint32_t *keys, uint32_t *copy, int64_t n);
+int64_t wf__count_below_u32_avx2(const uint32_t *keys, int64_t n, uint32_t threshold);
+int64_t wf__collect_below_u32_avx2(const uint32_t *keys, int64_t n, uint32_t threshold,
+                                   int64_t ties, int64_t k, uint64_t *packed);
 
 #endif
