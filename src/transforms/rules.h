@@ -149,8 +149,9 @@ void wf__rule_keepdims_shape(const wf_array *in, uint64_t mask, int64_t *shape);
  * shapeless trace). */
 wf_array *wf__rule_expand_reduced(wf_array *y, wf_array *in, uint64_t mask);
 /* A 0-d array of y's dtype: the number of elements of `in` that a reduction
- * into y combined into each of y's (size_ratio for a shapeless trace). */
-wf_array *wf__rule_reduced_count_of(wf_array *in, wf_array *y, uint64_t mask);
+ * into y combined into each of y's, counted at each call (size_ratio: for
+ * a shapeless trace, where wf__rule_reduced_count's traced count is stale). */
+wf_array *wf__rule_reduced_count_of(wf_array *in, wf_array *y);
 /* Whether any of a, b belongs to a shapeless trace (NULLs allowed). */
 bool wf__rule_shapeless(const wf_array *a, const wf_array *b);
 /* Number of elements reduced by `mask` in `in`. */

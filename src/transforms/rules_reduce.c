@@ -108,7 +108,7 @@ static wf_array *reduce_partial(wf_array *node)
         return wf_ones_like(x);
     const bool shapeless = wf__array_is_shapeless(node);
     if (p == &wf__prim_mean && shapeless) /* 1 / n of each call, n in float32 at least */
-        return wf_astype(wf_reciprocal(wf__rule_reduced_count_of(x, wide_like(node), mask)),
+        return wf_astype(wf_reciprocal(wf__rule_reduced_count_of(x, wide_like(node))),
                          x->dtype);
     if (p == &wf__prim_mean)
         return wf_full_like(x, n ? 1.0 / (double)n : 0.0);
@@ -128,7 +128,7 @@ static wf_array *reduce_partial(wf_array *node)
     const int naxes = mask_axes(mask, x->ndim, axes);
     wf_array *centered = wf_subtract(x, wf_mean(x, axes, naxes, true));
     if (shapeless) { /* n - ddof of each call */
-        wf_array *count = wf__rule_reduced_count_of(x, node, mask);
+        wf_array *count = wf__rule_reduced_count_of(x, node);
         wf_array *divisor = wf_maximum(wf_subtract(count, num(node, ddof)), num(node, 0));
         if (p == &wf__prim_var)
             return wf_multiply(centered, wf_divide(num(node, 2), divisor));

@@ -122,13 +122,9 @@ wf_array *wf__rule_expand_reduced(wf_array *y, wf_array *in, uint64_t mask)
     return r ? wf_broadcast_to(r, in->shape, in->ndim) : NULL;
 }
 
-wf_array *wf__rule_reduced_count_of(wf_array *in, wf_array *y, uint64_t mask)
+wf_array *wf__rule_reduced_count_of(wf_array *in, wf_array *y)
 {
-    if (!in || !y)
-        return NULL;
-    if (wf__rule_shapeless(in, y))
-        return like_node(&wf__prim_size_ratio, in, y);
-    return wf__rule_scalar(y, (double)wf__rule_reduced_count(in, mask));
+    return in && y ? like_node(&wf__prim_size_ratio, in, y) : NULL;
 }
 
 int64_t wf__rule_reduced_count(const wf_array *in, uint64_t mask)
