@@ -227,19 +227,35 @@ typedef void (*convert_fn)(int64_t n, const void *src, int64_t ss, void *dst, in
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CONVERT_HAVE_X86 1
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 #define ISA(name) name##_avx2
 #include "backend/cpu/convert_isa.inc"
 #undef ISA
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")
+#endif
 #define ISA(name) name##_avx512
 #include "backend/cpu/convert_isa.inc"
 #undef ISA
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #else
 #define CONVERT_HAVE_X86 0
 #endif

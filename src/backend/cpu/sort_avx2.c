@@ -43,8 +43,12 @@
 #include <immintrin.h>
 #include <string.h>
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2")
+#endif
 
 /* ASIDE 8, not 4: half the side choices (an unpredictable branch each)
  * per key; 9% less time on float32 rows of 4096, 13% on one row of 16M
@@ -727,7 +731,11 @@ int64_t wf__collect_below_u32_avx2(const uint32_t *keys, int64_t n, uint32_t thr
     return count;
 }
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 bool wf__sort_avx2_usable(void)
 {
