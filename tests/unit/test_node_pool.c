@@ -138,7 +138,16 @@ static void *churn_thread(void *arg)
 }
 
 /* Issue 7 item 1: node memory stays within its value after the first half
- * of the iterations (the warm-up above) plus one chunk, to the last. */
+ * of the iterations (the warm-up above) plus one chunk, to the last. The
+ * pool's size is the most nodes ever in flight at once, which a sanitizer
+ * build's slower stream worker lets wander further on a loaded machine
+ * (TSan in CI: two chunks once): three chunks there. A leak of one node
+ * per iteration would add hundreds of chunks. */
+#ifdef WF_TEST_SLOW_BUILD
+enum { CHURN_SLACK_CHUNKS = 3 };
+#else
+enum { CHURN_SLACK_CHUNKS = 1 };
+#endif
 static void test_async_churn_keeps_node_memory_bounded(void)
 {
     int64_t live = live_arrays();
@@ -160,7 +169,7 @@ static void test_async_churn_keeps_node_memory_bounded(void)
     CHECK_EQ_INT(atomic_load(&churn.failures), 0);
     CHECK_EQ_INT(atomic_load(&churn.wrong_values), 0);
     CHECK(churn.baseline_bytes > 0);
-    CHECK(end_bytes <= churn.baseline_bytes + wf__node_pool_chunk_bytes());
+    CHECK(end_bytes <= churn.baseline_bytes + CHURN_SLACK_CHUNKS * wf__node_pool_chunk_bytes());
     CHECK_EQ_INT(live_arrays(), live);
 }
 
