@@ -156,12 +156,43 @@ static wf_array *along_axis_positions(const wf_array *a, wf_array *idx, int axis
     return pos;
 }
 
+/* The same scatter for a shapeless trace, from arrays that follow each
+ * call's shapes: a general scatter over every axis, idx on `axis` and on
+ * each other axis d the position along d (an exclusive cumsum of ones in
+ * idx's shape), each position's update a one-element slice of ct. */
+static wf_array *vjp_along_axis_following(wf_array *a, wf_array *idx, wf_array *ct, int axis)
+{
+    const int r = a->ndim;
+    if (2 * r > WF_MAX_NDIM) {
+        wf__error(WF_ERR_SHAPE, "vjp: take_along_axis of rank %d in a shapeless trace exceeds "
+                  "rank %d", r, WF_MAX_NDIM / 2);
+        return NULL;
+    }
+    wf_array *ones = wf_ones_like(wf_astype(idx, WF_DTYPE_I32));
+    wf_array *index[WF_MAX_NDIM];
+    int axes[WF_MAX_NDIM], slice_axes[WF_MAX_NDIM];
+    for (int d = 0; d < r; d++) {
+        axes[d] = d;
+        slice_axes[d] = r + d;
+        index[d] = d == axis ? idx : wf_cumsum(ones, d, false, false);
+        if (!index[d])
+            return NULL;
+    }
+    wf_array *updates = wf_expand_dims(ct, slice_axes, r);
+    return updates ? wf_scatter(wf_zeros_like(a), index, r, updates, axes, WF_SCATTER_ADD)
+                   : NULL;
+}
+
 static wf_status vjp_take_along_axis(wf_array *node, wf_array *ct, const bool *wanted,
                                      wf_array **cts)
 {
     if (!wanted[0])
         return WF_OK;
     wf_array *a = node->inputs[0], *idx = node->inputs[1];
+    if (wf__array_is_shapeless(node)) {
+        cts[0] = vjp_along_axis_following(a, idx, ct, axis_of(node));
+        return wf__rule_result(cts[0]);
+    }
     const int64_t size = a->size, count = idx->size;
     wf_array *pos = wf_reshape(along_axis_positions(a, idx, axis_of(node)), &count, 1);
     wf_array *flat = wf_scatter_add(wf_zeros(&size, 1, a->dtype), pos,
@@ -233,7 +264,7 @@ static wf_status vmap_scatter_add(wf_array *node, wf_array *const *in, const int
 const wf_prim_rules wf__rules_index[] = {
     {&wf__prim_take, WF_RULES_DIFFERENTIABLE, vjp_take, wf__rule_jvp_linear, vmap_take, true},
     {&wf__prim_take_along_axis, WF_RULES_DIFFERENTIABLE, vjp_take_along_axis,
-     wf__rule_jvp_linear, vmap_take_along_axis, false},
+     wf__rule_jvp_linear, vmap_take_along_axis, true},
     {&wf__prim_scatter_add, WF_RULES_DIFFERENTIABLE, vjp_scatter_add, wf__rule_jvp_linear,
      vmap_scatter_add, false},
 };

@@ -374,3 +374,30 @@ def test_shapeless_compiled_training_step_follows_the_batch():
             assert ka == kb and a.shape == b.shape
             np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-5, atol=1e-6)
     assert mx.compile_stats(step)["traces"] == 1
+
+
+def test_shapeless_take_along_axis_gradient_follows_the_shapes():
+    import numpy as np
+
+    # cross_entropy's gather: duplicates, negative indices, either axis.
+    rng = np.random.default_rng(5)
+    for axis in (0, 1, -1):
+        g = mx.grad(lambda a, i: (mx.take_along_axis(a, i, axis=axis) ** 2).sum())
+        cg = mx.compile(g, shapeless=True)
+        for rows, cols, picks in [(3, 5, 2), (6, 4, 4), (1, 7, 3)]:
+            a = mx.array(rng.standard_normal((rows, cols)).astype(np.float32))
+            size = rows if axis == 0 else cols
+            shape = (picks, cols) if axis == 0 else (rows, picks)
+            i = mx.array(rng.integers(-size, size, shape).astype(np.int32))
+            np.testing.assert_allclose(np.array(cg(a, i)), np.array(g(a, i)), rtol=1e-6)
+        assert mx.compile_stats(cg)["traces"] == 1
+    import weft.nn as nn
+
+    ce = mx.compile(mx.grad(lambda x, t: nn.losses.cross_entropy(x, t, reduction="mean")),
+                    shapeless=True)
+    for batch in (4, 9, 1):
+        x = mx.array(rng.standard_normal((batch, 6)).astype(np.float32))
+        t = mx.array(rng.integers(0, 6, (batch,)).astype(np.int32))
+        p = np.exp(np.array(x)) / np.exp(np.array(x)).sum(-1, keepdims=True)
+        p[np.arange(batch), np.array(t)] -= 1
+        np.testing.assert_allclose(np.array(ce(x, t)), p / batch, rtol=1e-5, atol=1e-7)
