@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/graph_mode.h"
 #include "ops/ops.h"
 #include "prim/prims.h"
 #include "prim/shape.h"
@@ -191,12 +192,43 @@ static wf_status vjp_slice(wf_array *node, wf_array *ct, const bool *wanted, wf_
     (void)wanted;
     const wf_slice_params *p = slice_of(node);
     int64_t low[WF_MAX_NDIM], high[WF_MAX_NDIM];
+    const bool shapeless = wf__array_is_shapeless(node);
+    if (shapeless && (node->node_flags & WF_NODE_FLAG_USER_SHAPE)) {
+        /* the caller's slice, which a shapeless replay keeps as it keeps the
+         * forward one: written into zeros by the same bounds */
+        cts[0] = wf_slice_update(wf_zeros_like(node->inputs[0]), ct, p->starts, p->stops,
+                                 p->steps);
+        return wf__rule_result(cts[0]);
+    }
+    if (shapeless) /* a slice weft built, and the margins: traced sizes */
+        wf__graph_traced_shape_enter();
     if (slice_margins(node, low, high))
         cts[0] = wf_pad(ct, low, high, 0.0);
     else
         cts[0] = wf_slice_update(wf_zeros_like(node->inputs[0]), ct, p->starts, p->stops,
                                  p->steps);
+    if (shapeless)
+        wf__graph_traced_shape_leave();
     return wf__rule_result(cts[0]);
+}
+
+/* A user's slice rebuilt on the tangent keeps the user's mark (a shapeless
+ * replay keeps it as the forward one); any other is rebuilt under the
+ * traced-shape mark in a shapeless trace. */
+static wf_status jvp_slice(wf_array *node, wf_array *const *t, wf_array **out)
+{
+    const wf_slice_params *p = slice_of(node);
+    if (wf__array_is_shapeless(node) && (node->node_flags & WF_NODE_FLAG_USER_SHAPE)) {
+        *out = wf_slice(t[0], p->starts, p->stops, p->steps);
+        return wf__rule_result(*out);
+    }
+    const bool shapeless = wf__array_is_shapeless(node);
+    if (shapeless)
+        wf__graph_traced_shape_enter();
+    wf_status st = wf__rule_jvp_linear(node, t, out);
+    if (shapeless)
+        wf__graph_traced_shape_leave();
+    return st;
 }
 
 static wf_status vmap_slice(wf_array *node, wf_array *const *in, const int *axes, int64_t batch,
@@ -469,7 +501,8 @@ const wf_prim_rules wf__rules_shape[] = {
      vmap_transpose, .follows_shapes = true},
     {&wf__prim_broadcast_to, WF_RULES_DIFFERENTIABLE, vjp_broadcast_to, jvp_broadcast_to,
      vmap_broadcast_to, .follows_shapes = true},
-    {&wf__prim_slice, WF_RULES_DIFFERENTIABLE, vjp_slice, wf__rule_jvp_linear, vmap_slice, false},
+    /* vjp_slice marks its traced-size paths itself */
+    {&wf__prim_slice, WF_RULES_DIFFERENTIABLE, vjp_slice, jvp_slice, vmap_slice, true},
     {&wf__prim_slice_update, WF_RULES_DIFFERENTIABLE, vjp_slice_update, wf__rule_jvp_linear,
      vmap_slice_update, false},
     {&wf__prim_concatenate, WF_RULES_DIFFERENTIABLE, vjp_concatenate, wf__rule_jvp_linear,

@@ -219,6 +219,14 @@ def test_shapeless_compiled_gradients_follow_each_call():
         x = mx.array(rng.standard_normal((batch, 4)).astype(np.float32))
         np.testing.assert_allclose(np.array(cl(w, x)), np.array(g(w, x)), rtol=1e-5, atol=1e-6)
     assert mx.compile_stats(cl)["traces"] == 1
+    # A slice the function names keeps its bounds at every call (as in MLX),
+    # and so does its gradient: zeros around the slice of each call's shape.
+    cs = mx.compile(mx.grad(lambda x: (x[1:3] ** 2).sum()), shapeless=True)
+    for n in (4, 6, 3):
+        x = mx.arange(n, dtype=mx.float32)
+        want = np.zeros(n, np.float32)
+        want[1:3] = 2 * np.arange(n, dtype=np.float32)[1:3]
+        np.testing.assert_array_equal(np.array(cs(x)), want)
     # A gradient whose rule reads the traced shapes (prod's) is refused,
     # never replayed at a stale shape; compiled for fixed shapes it works.
     with pytest.raises(NotImplementedError):
