@@ -11,7 +11,6 @@
 #include "backend/cpu/cpu_features.h"
 #include "core/error.h"
 #include "runtime/pool.h"
-#include "util/fault.h"
 
 /* K block: at most this many k per pass over C (it is part of every
  * result's bits, so it depends on K alone and never changes per CPU).
@@ -338,22 +337,20 @@ void wf__gemm_args_init(wf_gemm_args *g, wf_dtype dtype, int64_t m, int64_t n, i
 
 void wf__gemm_scratch_free(wf_gemm_scratch *s)
 {
-    free(s->data);
-    s->data = NULL;
-    s->bytes = 0;
+    if (s->buffer != NULL)
+        wf__buffer_release(s->buffer);
+    *s = (wf_gemm_scratch){0};
 }
 
 static bool scratch_reserve(wf_gemm_scratch *s, size_t bytes)
 {
     if (s->bytes >= bytes)
         return true;
-    bytes = (size_t)round_up((int64_t)bytes, 64);
-    void *p = wf__aligned_alloc(64, bytes);
-    if (p == NULL)
+    wf_buffer *grown = wf__buffer_alloc(bytes);
+    if (grown == NULL)
         return false;
-    free(s->data);
-    s->data = p;
-    s->bytes = bytes;
+    wf__gemm_scratch_free(s);
+    *s = (wf_gemm_scratch){.buffer = grown, .data = grown->data, .bytes = bytes};
     return true;
 }
 
