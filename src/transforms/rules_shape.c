@@ -449,6 +449,31 @@ static wf_status vmap_broadcast_like(wf_array *node, wf_array *const *in, const 
     return wf__rule_result(*out);
 }
 
+/* (B, 1, ..., 1) of rank `rank`: x's first element along each axis after
+ * the batch (x batched on axis 0), a view whose shape follows x's batch. */
+static wf_array *batch_proxy(wf_array *x, int rank)
+{
+    int64_t starts[WF_MAX_NDIM] = {0}, stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
+    for (int d = 0; d < x->ndim; d++) {
+        stops[d] = d == 0 ? INT64_MAX : 1;
+        steps[d] = 1;
+    }
+    return wf__vmap_pad_rank(wf_slice(x, starts, stops, steps), rank);
+}
+
+/* An unbatched like for a batched x: like with the batch in front. In a
+ * shapeless trace, like broadcast (a view) against a batch-sized proxy
+ * taken from x, so the batch follows each call's; otherwise like
+ * broadcast to the batch. */
+static wf_array *like_with_batch(wf_array *like, wf_array *x, int64_t batch, int rank)
+{
+    if (!wf__vmap_batching_shapeless())
+        return wf__vmap_pad_rank(wf__vmap_materialize(like, WF_VMAP_NOT_MAPPED, batch), rank);
+    wf_array *front = wf__vmap_pad_rank(wf__vmap_front_or_one(like, WF_VMAP_NOT_MAPPED), rank);
+    wf_array *proxy = x ? batch_proxy(x, rank) : NULL;
+    return front && proxy ? like_node(&wf__prim_broadcast_like, front, proxy) : NULL;
+}
+
 /* x and like both batched on axis 0 (an unbatched one broadcast to the
  * batch), like raised to x's rank by size-1 axes after the batch, which
  * the sum keeps and a squeeze drops. */
@@ -459,7 +484,9 @@ static wf_status vmap_unbroadcast_like(wf_array *node, wf_array *const *in, cons
     if (rank > WF_MAX_NDIM)
         return too_big(node->prim->name);
     wf_array *x = wf__vmap_materialize(in[0], axes[0], batch);
-    wf_array *like = wf__vmap_pad_rank(wf__vmap_materialize(in[1], axes[1], batch), rank);
+    wf_array *like = axes[1] == WF_VMAP_NOT_MAPPED && axes[0] != WF_VMAP_NOT_MAPPED
+                         ? like_with_batch(in[1], x, batch, rank)
+                         : wf__vmap_pad_rank(wf__vmap_materialize(in[1], axes[1], batch), rank);
     wf_array *sum = x && like ? like_node(&wf__prim_unbroadcast_like, x, like) : NULL;
     int padded[WF_MAX_NDIM];
     const int npadded = rank - 1 - node->ndim;
@@ -480,13 +507,18 @@ static wf_status vmap_reshape_like(wf_array *node, wf_array *const *in, const in
     return wf__rule_result(*out);
 }
 
-/* The count is the same for each example: the node's, repeated along the
- * batch (a broadcast to the traced batch size). */
+/* The count is the same for each example. With both operands batched (a
+ * mean's input and result) it is their batched sizes' ratio, unbatched and
+ * right at any batch size; otherwise the node's, repeated along the batch
+ * (a broadcast to the traced batch size). */
 static wf_status vmap_size_ratio(wf_array *node, wf_array *const *in, const int *axes,
                                  int64_t batch, wf_array **out, int *out_axis)
 {
-    (void)in;
-    (void)axes;
+    if (axes[0] != WF_VMAP_NOT_MAPPED && axes[1] != WF_VMAP_NOT_MAPPED) {
+        *out = like_node(&wf__prim_size_ratio, in[0], in[1]);
+        *out_axis = WF_VMAP_NOT_MAPPED;
+        return wf__rule_result(*out);
+    }
     *out = wf__vmap_materialize(node, WF_VMAP_NOT_MAPPED, batch);
     *out_axis = 0;
     return wf__rule_result(*out);

@@ -25,7 +25,27 @@ static _Thread_local bool batching_shapeless;
 
 bool wf__vmap_batching_shapeless(void) { return batching_shapeless; }
 
-/* Replays one node on the batch. */
+/* A node none of whose inputs is batched: its value is the same for every
+ * example, unbatched (the node itself, or rebuilt on inputs a rule
+ * replaced by unbatched values). */
+static wf_status same_for_every_example(wf_graph_entry *e, wf_array *const *inputs,
+                                        bool rebuild)
+{
+    e->axis = WF_VMAP_NOT_MAPPED;
+    e->value = NULL;
+    if (!rebuild)
+        return WF_OK;
+    wf_array *node = e->node;
+    wf_array *copy = wf__node_new(node->prim, node->params, inputs, node->ninputs);
+    if (copy) /* an operator's implicit broadcast stays one (not yet published) */
+        copy->node_flags |= node->node_flags & WF_NODE_FLAG_IMPLICIT_BROADCAST;
+    e->value = wf__array_publish(copy);
+    return wf__rule_result(e->value);
+}
+
+/* Replays one node on the batch. The entry's value is its batched value
+ * (batch axis e->axis) or, with e->axis WF_VMAP_NOT_MAPPED, an unbatched
+ * value standing for the node (NULL: the node itself). */
 static wf_status batch_node(const char *op, wf_graph *g, wf_graph_entry *e, int64_t batch)
 {
     wf_array *node = e->node;
@@ -34,12 +54,17 @@ static wf_status batch_node(const char *op, wf_graph *g, wf_graph_entry *e, int6
                          node->prim->name, node->ninputs, MAX_RULE_INPUTS);
     wf_array *inputs[MAX_RULE_INPUTS];
     int axes[MAX_RULE_INPUTS];
+    bool any_batched = false, any_replaced = false;
     for (int i = 0; i < node->ninputs; i++) {
         const wf_graph_entry *in = wf__graph_find(g, node->inputs[i]);
-        const bool batched = in && in->value;
-        inputs[i] = batched ? in->value : node->inputs[i];
-        axes[i] = batched ? in->axis : WF_VMAP_NOT_MAPPED;
+        const bool replaced = in && in->value;
+        inputs[i] = replaced ? in->value : node->inputs[i];
+        axes[i] = replaced ? in->axis : WF_VMAP_NOT_MAPPED;
+        any_batched |= axes[i] != WF_VMAP_NOT_MAPPED;
+        any_replaced |= replaced;
     }
+    if (!any_batched) /* after a rule that found its result the same for every example */
+        return same_for_every_example(e, inputs, any_replaced);
     const wf_prim_rules *rules = wf__rules_find(node->prim);
     if (!rules || !rules->vmap)
         return wf__error(WF_ERR_UNSUPPORTED, "%s: primitive '%s' has no vmap rule", op,
@@ -54,7 +79,7 @@ static wf_status batch_node(const char *op, wf_graph *g, wf_graph_entry *e, int6
         (out->ndim != node->ndim + 1 || out->shape[axis] != batch))
         st = wf__error(WF_ERR_INTERNAL, "%s: the vmap rule of '%s' gave a wrong batch", op,
                        node->prim->name);
-    e->value = st == WF_OK && axis != WF_VMAP_NOT_MAPPED ? out : NULL;
+    e->value = st == WF_OK ? out : NULL;
     e->axis = axis;
     return st;
 }
@@ -115,7 +140,9 @@ static wf_array *place_output(const char *op, wf_graph *g, wf_array *out, int ou
                               size_t j, int64_t batch)
 {
     const wf_graph_entry *e = wf__graph_find(g, out);
-    const bool batched = e && e->value;
+    const bool batched = e && e->value && e->axis != WF_VMAP_NOT_MAPPED;
+    if (e && e->value && !batched)
+        out = e->value;
     if (out_axis == WF_VMAP_NOT_MAPPED) {
         if (batched) {
             wf__error(WF_ERR_INVALID_ARGUMENT,

@@ -344,12 +344,50 @@ def test_shapeless_vmap_follows_the_batch_or_is_refused():
     assert c(mx.ones((1, 3))).tolist() == [6.0]
     assert c(mx.ones((4, 2))).tolist() == [4.0] * 4
     assert mx.compile_stats(c)["traces"] == 1
-    # A rule that broadcasts to the traced batch size (the count of a mean
-    # under vmap) is refused rather than replayed at another batch.
+    # A rule that broadcasts an unbatched operand to the traced batch size
+    # (concatenating a constant under vmap) is refused rather than replayed
+    # at another batch; compiled without shapeless it works.
+    def with_constant(x):
+        return mx.concatenate([x, mx.zeros((2,))])
+
     with pytest.raises(NotImplementedError):
-        mx.compile(mx.vmap(mx.grad(lambda x: x.mean())), shapeless=True)(mx.ones((2, 3)))
-    got = mx.compile(mx.vmap(mx.grad(lambda x: x.mean())))(mx.ones((2, 3)))
-    assert got.tolist() == [[float(mx.array(1 / 3).item())] * 3] * 2
+        mx.compile(mx.vmap(with_constant), shapeless=True)(mx.ones((2, 3)))
+    got = mx.compile(mx.vmap(with_constant))(mx.ones((2, 3)))
+    assert got.tolist() == [[1.0, 1.0, 1.0, 0.0, 0.0]] * 2
+
+
+def test_shapeless_vmap_of_gradients_follows_the_batch():
+    import numpy as np
+
+    # mean's count is the same for every example: it stays unbatched, so the
+    # gradient of a mean under vmap follows each call's batch and length.
+    c = mx.compile(mx.vmap(mx.grad(lambda x: x.mean())), shapeless=True)
+    for shape in [(2, 3), (1, 4), (4, 5)]:
+        got = c(mx.ones(shape))
+        assert got.shape == shape
+        np.testing.assert_allclose(np.array(got), np.full(shape, 1 / shape[1]), rtol=1e-6)
+    assert mx.compile_stats(c)["traces"] == 1
+
+    # Per-example gradients of unbatched parameters (in_axes None): the
+    # parameters' cotangents are summed per example, at each call's batch.
+    def loss(w, b, x, y):
+        return ((mx.tanh(x @ w + b) - y) ** 2).mean()
+
+    per_example = mx.vmap(mx.grad(loss, argnums=(0, 1)), in_axes=(None, None, 0, 0))
+    compiled = mx.compile(per_example, shapeless=True)
+    rng = np.random.default_rng(0)
+    w = mx.array(rng.standard_normal((4, 3)).astype(np.float32))
+    b = mx.array(rng.standard_normal((3,)).astype(np.float32))
+    for batch, length in [(2, 5), (3, 7), (1, 2)]:
+        x = mx.array(rng.standard_normal((batch, length, 4)).astype(np.float32))
+        y = mx.array(rng.standard_normal((batch, length, 3)).astype(np.float32))
+        gw, gb = compiled(w, b, x, y)
+        assert gw.shape == (batch, 4, 3) and gb.shape == (batch, 3)
+        for i in range(batch):
+            ew, eb = mx.grad(loss, argnums=(0, 1))(w, b, x[i], y[i])
+            np.testing.assert_allclose(np.array(gw[i]), np.array(ew), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(np.array(gb[i]), np.array(eb), rtol=1e-5, atol=1e-6)
+    assert mx.compile_stats(compiled)["traces"] == 1
 
 
 def test_shapeless_compiled_training_step_follows_the_batch():

@@ -4,8 +4,9 @@
  * bit for bit as the uncompiled function; a literal reshape keeps its shape
  * (its -1 re-inferred) and fails with a shape error where it cannot; a
  * default-key draw of a fixed shape is refused. Compiled gradients follow
- * each call's shapes (broadcasting, reductions, matmul); one whose rules
- * read the traced shapes (prod) is refused. */
+ * each call's shapes (broadcasting, reductions, matmul), and so do
+ * per-example gradients (vmap of grad); one whose rules read the traced
+ * shapes (prod) is refused. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,6 +334,63 @@ static void test_shapeless_gradient_follows_each_call(void)
     wf_fn_release(m);
 }
 
+/* mean(tanh(x @ w + b)): b broadcast along x's rows. */
+static wf_status affine_loss_body(void *payload, wf_array *const *in, size_t n,
+                                  wf_array **out, size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_scope_begin();
+    out[0] = wf_keep(wf_mean(wf_tanh(wf_add(wf_matmul(in[0], in[1]), in[2])), NULL, 0, false));
+    wf_scope_end();
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+/* Per-example gradients: vmap(grad(f)) over x with w and b shared, compiled
+ * shapeless, at batches and row counts other than the traced ones: w's and
+ * b's cotangents are summed per example (b's over its broadcast rows) at
+ * each call's batch, as the uncompiled vmap gives them; one trace. */
+static void test_shapeless_per_example_gradients_follow_the_batch(void)
+{
+    static const int64_t calls[][2] = {{2, 3}, {3, 5}, {1, 2}}; /* batch, rows */
+    const int argnums[3] = {0, 1, 2};
+    const int in_axes[3] = {0, WF_VMAP_NOT_MAPPED, WF_VMAP_NOT_MAPPED};
+    wf_fn *f = wf_fn_new(affine_loss_body, NULL, NULL);
+    wf_fn *g = wf_grad(f, argnums, 3);
+    wf_fn *per_example = wf_vmap(g, in_axes, 3, NULL, 0);
+    wf_compile_options o = wf_compile_options_default();
+    o.shapeless = true;
+    wf_fn *compiled = wf_compile(per_example, &o);
+    wf_array *w = ramp_shaped((const int64_t[]){4, 3}, 2);
+    wf_array *b = ramp_shaped((const int64_t[]){3}, 1);
+    for (size_t c = 0; c < sizeof calls / sizeof calls[0]; c++) {
+        wf_array *x = ramp_shaped((const int64_t[]){calls[c][0], calls[c][1], 4}, 3);
+        wf_array *in[3] = {x, w, b}, *want[3] = {NULL}, *got[3] = {NULL};
+        size_t nwant = 3, ngot = 3;
+        CHECK_OK(wf_fn_call(per_example, in, 3, want, &nwant));
+        CHECK_OK(wf_fn_call(compiled, in, 3, got, &ngot));
+        CHECK_EQ_SIZE(ngot, 3);
+        for (int i = 0; i < 3; i++) {
+            check_close(want[i], got[i]);
+            if (got[i])
+                CHECK_EQ_INT(wf_array_dim(got[i], 0), calls[c][0]);
+            wf_release(want[i]);
+            wf_release(got[i]);
+        }
+        wf_release(x);
+    }
+    wf_compile_stats st = wf_compile_stats_default();
+    CHECK_OK(wf_compile_stats_get(compiled, &st));
+    CHECK_EQ_INT(st.traces, 1);
+    wf_release(w);
+    wf_release(b);
+    wf_fn_release(compiled);
+    wf_fn_release(per_example);
+    wf_fn_release(g);
+    wf_fn_release(f);
+}
+
 /* prod(x): its gradient moves and merges axes by the traced sizes. */
 static wf_status prod_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
                            size_t *nout)
@@ -412,6 +470,7 @@ int main(void)
     RUN_TEST(test_derived_reshapes_follow_each_call_shape);
     RUN_TEST(test_literal_reshape_keeps_its_shape);
     RUN_TEST(test_shapeless_gradient_follows_each_call);
+    RUN_TEST(test_shapeless_per_example_gradients_follow_the_batch);
     RUN_TEST(test_shapeless_gradient_reading_traced_shapes_is_refused);
     RUN_TEST(test_shape_naming_op_is_refused);
     return TEST_SUMMARY();
