@@ -14,8 +14,15 @@
 
 /* K block: at most this many k per pass over C (it is part of every
  * result's bits, so it depends on K alone and never changes per CPU).
- * The A micro-panel (14 x 256 floats = 14 KB) stays in L1. */
-enum { GEMM_KC = 256 };
+ * Each pass costs a tile's epilogue (C read, added to and written) and a B
+ * strip packed again, so blocks are long: one thread, Zen 3, weft / NumPy
+ * in one process, 256 -> 512: float32 512x384x1536 0.91 -> 0.98-1.01,
+ * 1024x2048x2048 0.97 -> 0.99-1.02, complex64 256^3 0.95 -> 0.99, 1024^3
+ * 0.97 -> 0.98-0.99 (768 measured the same). B's micro-panel (16 or 32 x
+ * 512 floats) then comes from L2 rather than L1, which the tiles' 6 or 14
+ * FMAs per B vector easily absorb. A float32 block's rounding error grows
+ * with its length (about 2x at 512 over 256, still one sum per block). */
+enum { GEMM_KC = 512 };
 /* Columns of B packed at once (a strip: 256 x 512 floats = 512 KB, in L2).
  * Complex B' strips are twice as wide (1 MB, half the Xeon's L2): A,
  * packed anew for each strip when its rows share an L1 set, is packed half
