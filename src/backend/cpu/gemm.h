@@ -3,7 +3,7 @@
  * with float32 accumulation. Internal.
  *
  * Technique (GotoBLAS/BLIS): C = alpha * A B + beta * C is computed block by
- * block. K is cut into blocks of at most 256; for each K block a strip of B
+ * block. K is cut into blocks of at most 512; for each K block a strip of B
  * (K block x up to 512 columns) is packed into micro-panels NR columns wide,
  * and for each MR rows of A a micro-panel (MR x K block) is packed (the
  * AVX2 and AVX-512 float32 tiles read A's rows where they lie instead); a
