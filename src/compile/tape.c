@@ -147,7 +147,8 @@ static bool replays_shapeless(const wf_array *n)
         "all_sum", "all_max", "all_min", "all_gather", "sum_scatter", "send",
         /* the shape of its input (wf_*_like of a traced array), or of
          * another input (the shape-following primitives of gradients) */
-        "full_like", "broadcast_like", "unbroadcast_like", "reshape_like", "size_ratio"};
+        "full_like", "broadcast_like", "unbroadcast_like", "reshape_like", "size_ratio",
+        "crop_like", "pad_like"};
     static const char *const user_shaped[] = {"reshape", "broadcast_to", "slice",
                                               "slice_update", "gather"};
     const wf_prim_def *prim = n->prim;

@@ -352,6 +352,89 @@ def test_shapeless_vmap_follows_the_batch_or_is_refused():
     assert got.tolist() == [[float(mx.array(1 / 3).item())] * 3] * 2
 
 
+
+def _position_loss(y):
+    # every position of y gets its own gradient: a misplaced cut shows
+    return (mx.cumsum(y, axis=0) ** 2).sum()
+
+
+def _check_shapeless_grad(loss, calls, argnums):
+    import numpy as np
+
+    g = mx.grad(loss, argnums=argnums)
+    cg = mx.compile(g, shapeless=True)
+    rng = np.random.default_rng(3)
+    for shapes in calls:
+        args = [mx.array(rng.standard_normal(s).astype(np.float32)) for s in shapes]
+        want, got = g(*args), cg(*args)
+        for w, c in zip(want, got):
+            assert c.shape == w.shape
+            np.testing.assert_allclose(np.array(c), np.array(w), rtol=1e-5, atol=1e-5)
+    assert mx.compile_stats(cg)["traces"] == 1
+
+
+def test_shapeless_concatenate_pad_and_slice_update_gradients_follow_the_shapes():
+    # each operand's part of a concatenation's cotangent is cut at the
+    # sizes of the operands before it, read at each call
+    _check_shapeless_grad(lambda a, b: _position_loss(mx.concatenate([a, b], axis=0)),
+                          [((2, 3), (4, 3)), ((5, 2), (1, 2)), ((1, 4), (3, 4))], (0, 1))
+    _check_shapeless_grad(
+        lambda a, b, c: _position_loss(mx.concatenate([a, b, c], axis=-1)),
+        [((2, 1), (2, 3), (2, 2)), ((3, 4), (3, 1), (3, 2)), ((1, 2), (1, 5), (1, 3))],
+        (0, 1, 2))
+    # a pad's interior at its fixed low pads, of each call's operand size
+    _check_shapeless_grad(
+        lambda x: _position_loss(mx.pad(x, ((1, 2), (0, 3)), constant_values=0.5)),
+        [((2, 3),), ((5, 1),), ((1, 4),)], (0,))
+
+    # x[1:3] = u keeps its bounds at every call, as the forward does
+    def written(x, u):
+        y = x * 1
+        y[1:3] = u
+        return _position_loss(y * y)
+
+    _check_shapeless_grad(written, [((4,), (2,)), ((7,), (2,)), ((3,), (2,))], (0, 1))
+
+
+def test_shapeless_concatenate_second_order_and_forward_over_reverse():
+    import numpy as np
+
+    def grads(a, b):
+        return mx.grad(lambda a, b: _position_loss(mx.concatenate([a, b], axis=0)),
+                       argnums=(0, 1))(a, b)
+
+    # grad of a function of the gradient: crop_like's own gradient (pad_like)
+    second = mx.grad(lambda a, b: sum((g ** 2).sum() for g in grads(a, b)), argnums=(0, 1))
+    # jvp of the gradient: crop_like on the tangents
+    tangent = lambda a, b, ta, tb: mx.jvp(grads, [a, b], [ta, tb])[1]  # noqa: E731
+    c_second = mx.compile(second, shapeless=True)
+    c_tangent = mx.compile(tangent, shapeless=True)
+    rng = np.random.default_rng(4)
+    for la, lb in [(2, 3), (4, 1), (1, 5)]:
+        a, b, ta, tb = (mx.array(rng.standard_normal((n, 2)).astype(np.float32))
+                        for n in (la, lb, la, lb))
+        for want, got in [(second(a, b), c_second(a, b)),
+                          (tangent(a, b, ta, tb), c_tangent(a, b, ta, tb))]:
+            for w, c in zip(want, got):
+                assert c.shape == w.shape
+                np.testing.assert_allclose(np.array(c), np.array(w), rtol=1e-5, atol=1e-4)
+    assert mx.compile_stats(c_second)["traces"] == 1
+    assert mx.compile_stats(c_tangent)["traces"] == 1
+
+
+def test_shapeless_kv_cache_attention_gradient_follows_the_cache_length():
+    import numpy as np
+
+    # keys and values appended to a cache whose length changes per call
+    def loss(q, k_new, v_new, k_cache, v_cache):
+        k = mx.concatenate([k_cache, k_new], axis=0)
+        v = mx.concatenate([v_cache, v_new], axis=0)
+        p = mx.softmax((q @ k.T) * (1 / np.sqrt(q.shape[-1])), axis=-1)
+        return ((p @ v) ** 2).sum()
+
+    _check_shapeless_grad(loss, [((1, 4), (1, 4), (1, 4), (c, 4), (c, 4)) for c in (3, 7, 1)],
+                          (0, 1, 2, 3, 4))
+
 def test_shapeless_compiled_training_step_follows_the_batch():
     import numpy as np
     from functools import partial
