@@ -313,10 +313,11 @@ static int concat_axis(const wf_array *node)
     return ((const wf_axis_params *)node->params)->axis;
 }
 
-/* A shape-following block node (crop_like, pad_like) with node's params
- * on (first, second, node's inputs after its first two). */
-static wf_array *block_node(const wf_prim_def *prim, wf_array *node, wf_array *first,
-                            wf_array *second)
+/* A node of `prim` with node's params on (first, second, node's inputs
+ * after its first two): the shape-following primitives rebuilt on a
+ * cotangent or tangent with the same like and block offsets. */
+static wf_array *rebuild_leading(const wf_prim_def *prim, wf_array *node, wf_array *first,
+                                 wf_array *second)
 {
     if (!first || !second)
         return NULL;
@@ -523,10 +524,11 @@ static wf_status vjp_reshape_like(wf_array *node, wf_array *ct, const bool *want
     return WF_OK;
 }
 
-/* The primitive on x's tangent, with the same like (zero without one). */
+/* The primitive on x's tangent, with the same like, block offsets and
+ * params (zero without one). */
 static wf_status jvp_like(wf_array *node, wf_array *const *t, wf_array **out)
 {
-    *out = t[0] ? like_node(node->prim, t[0], node->inputs[1]) : NULL;
+    *out = t[0] ? rebuild_leading(node->prim, node, t[0], node->inputs[1]) : NULL;
     return t[0] ? wf__rule_result(*out) : WF_OK;
 }
 
@@ -594,16 +596,9 @@ static wf_status vjp_block(wf_array *node, wf_array *ct, const bool *wanted, wf_
 {
     const wf_prim_def *adjoint =
         node->prim == &wf__prim_crop_like ? &wf__prim_pad_like : &wf__prim_crop_like;
-    if (wanted[0] && !(cts[0] = block_node(adjoint, node, ct, node->inputs[0])))
+    if (wanted[0] && !(cts[0] = rebuild_leading(adjoint, node, ct, node->inputs[0])))
         return wf_last_error();
     return WF_OK;
-}
-
-/* Linear in x: the node on x's tangent (zero without one). */
-static wf_status jvp_block(wf_array *node, wf_array *const *t, wf_array **out)
-{
-    *out = t[0] ? block_node(node->prim, node, t[0], node->inputs[1]) : NULL;
-    return t[0] ? wf__rule_result(*out) : WF_OK;
 }
 
 /* x and like batched on axis 0 (an unbatched one broadcast to the batch),
@@ -664,9 +659,9 @@ const wf_prim_rules wf__rules_shape[] = {
      vmap_unbroadcast_like, .follows_shapes = true},
     {&wf__prim_reshape_like, WF_RULES_DIFFERENTIABLE, vjp_reshape_like, jvp_like,
      vmap_reshape_like, .follows_shapes = true},
-    {&wf__prim_crop_like, WF_RULES_DIFFERENTIABLE, vjp_block, jvp_block, vmap_block,
+    {&wf__prim_crop_like, WF_RULES_DIFFERENTIABLE, vjp_block, jvp_like, vmap_block,
      .follows_shapes = true},
-    {&wf__prim_pad_like, WF_RULES_DIFFERENTIABLE, vjp_block, jvp_block, vmap_block,
+    {&wf__prim_pad_like, WF_RULES_DIFFERENTIABLE, vjp_block, jvp_like, vmap_block,
      .follows_shapes = true},
     /* A count: no derivative with respect to what it counts. */
     {&wf__prim_size_ratio, WF_RULES_ZERO_GRADIENT, wf__rule_vjp_zero, wf__rule_jvp_zero,
