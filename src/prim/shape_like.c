@@ -162,8 +162,8 @@ static wf_status infer_block(const char *name, const wf_block_params *p, const w
     if (ninputs > 2 && (p->axis < 0 || p->axis >= p->ndim))
         return wf__error(WF_ERR_INTERNAL, "%s: axis %d for rank %d", name, p->axis, p->ndim);
     const wf_desc *block = &inputs[inner], *around = &inputs[1 - inner];
-    int64_t before = 0;
-    for (int i = 2; i < ninputs; i++)
+    int64_t before = 0; /* stops once past the whole axis: no overflow */
+    for (int i = 2; i < ninputs && before <= around->shape[p->axis]; i++)
         before += inputs[i].shape[p->axis];
     for (int d = 0; d < p->ndim; d++)
         if (p->low[d] < 0 || wf__block_start(p, d, before) > around->shape[d] - block->shape[d])

@@ -185,6 +185,27 @@ static bool slice_margins(const wf_array *node, int64_t *low, int64_t *high)
     return true;
 }
 
+/* Whether a rule of a slice or slice_update must read the traced sizes:
+ * in a shapeless trace, any but the caller's, whose bounds a shapeless
+ * replay keeps (so rules that reuse them follow each call). */
+static bool slice_reads_traced_shape(const wf_array *node)
+{
+    return wf__array_is_shapeless(node) && !(node->node_flags & WF_NODE_FLAG_USER_SHAPE);
+}
+
+/* The node rebuilt on the tangents, under the traced-shape mark where its
+ * rules read traced sizes. */
+static wf_status jvp_slice_linear(wf_array *node, wf_array *const *t, wf_array **out)
+{
+    const bool traced = slice_reads_traced_shape(node);
+    if (traced)
+        wf__graph_traced_shape_enter();
+    wf_status st = wf__rule_jvp_linear(node, t, out);
+    if (traced)
+        wf__graph_traced_shape_leave();
+    return st;
+}
+
 /* The cotangent padded with zeros back to the input's shape: one pass (pad)
  * for unit steps, else zeros with the slice written in. */
 static wf_status vjp_slice(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
@@ -218,17 +239,11 @@ static wf_status vjp_slice(wf_array *node, wf_array *ct, const bool *wanted, wf_
 static wf_status jvp_slice(wf_array *node, wf_array *const *t, wf_array **out)
 {
     const wf_slice_params *p = slice_of(node);
-    if (wf__array_is_shapeless(node) && (node->node_flags & WF_NODE_FLAG_USER_SHAPE)) {
+    if (wf__array_is_shapeless(node) && !slice_reads_traced_shape(node)) {
         *out = wf_slice(t[0], p->starts, p->stops, p->steps);
         return wf__rule_result(*out);
     }
-    const bool shapeless = wf__array_is_shapeless(node);
-    if (shapeless)
-        wf__graph_traced_shape_enter();
-    wf_status st = wf__rule_jvp_linear(node, t, out);
-    if (shapeless)
-        wf__graph_traced_shape_leave();
-    return st;
+    return jvp_slice_linear(node, t, out);
 }
 
 static wf_status vmap_slice(wf_array *node, wf_array *const *in, const int *axes, int64_t batch,
@@ -242,14 +257,6 @@ static wf_status vmap_slice(wf_array *node, wf_array *const *in, const int *axes
     *out = wf_slice(wf__vmap_to_front(in[0], axes[0]), q.starts, q.stops, q.steps);
     *out_axis = 0;
     return wf__rule_result(*out);
-}
-
-/* Whether a rule of a slice or slice_update must read the traced sizes:
- * in a shapeless trace, any but the caller's, whose bounds a shapeless
- * replay keeps (so rules that reuse them follow each call). */
-static bool slice_reads_traced_shape(const wf_array *node)
-{
-    return wf__array_is_shapeless(node) && !(node->node_flags & WF_NODE_FLAG_USER_SHAPE);
 }
 
 /* The cotangent with the slice zeroed, and the slice of it: only the
@@ -283,13 +290,7 @@ static wf_status jvp_slice_update(wf_array *node, wf_array *const *t, wf_array *
         *out = a && u ? wf_slice_update(a, u, p->starts, p->stops, p->steps) : NULL;
         return wf__rule_result(*out);
     }
-    const bool traced = slice_reads_traced_shape(node);
-    if (traced)
-        wf__graph_traced_shape_enter();
-    wf_status st = wf__rule_jvp_linear(node, t, out);
-    if (traced)
-        wf__graph_traced_shape_leave();
-    return st;
+    return jvp_slice_linear(node, t, out);
 }
 
 static wf_status vmap_slice_update(wf_array *node, wf_array *const *in, const int *axes,
