@@ -435,6 +435,18 @@ def test_shapeless_kv_cache_attention_gradient_follows_the_cache_length():
     _check_shapeless_grad(loss, [((1, 4), (1, 4), (1, 4), (c, 4), (c, 4)) for c in (3, 7, 1)],
                           (0, 1, 2, 3, 4))
 
+
+
+def test_shapeless_jvp_of_a_python_scalar_branch_follows_the_shape():
+    # where(x > 0, x, 0.0): the scalar branch's zero tangent is broadcast to
+    # each call's shape, not the traced one
+    f = lambda x, t: mx.jvp(lambda x: mx.where(x > 0, x * x, 0.0), [x], [t])[1][0]  # noqa: E731
+    c = mx.compile(f, shapeless=True)
+    for n in (3, 5, 1):
+        x = mx.arange(n, dtype=mx.float32) - 1
+        assert c(x, mx.ones((n,))).tolist() == [max(2.0 * (i - 1), 0.0) for i in range(n)]
+    assert mx.compile_stats(c)["traces"] == 1
+
 def test_shapeless_compiled_training_step_follows_the_batch():
     import numpy as np
     from functools import partial
