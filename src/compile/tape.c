@@ -219,10 +219,10 @@ static wf_status check_replayable(const struct recorder *r, const wf_array *n)
     if (r->shapeless && (n->node_flags & WF_NODE_FLAG_TRACED_SHAPE))
         return wf__error(WF_ERR_UNSUPPORTED,
                          "compile: a transform rule built '%s' from the traced shapes (the "
-                         "gradient of prod, cumprod, slicing, indexing, convolution, attention "
-                         "or linear algebra, or vmap batching an unbatched operand to the "
-                         "traced batch size); it cannot be replayed shapeless (compile "
-                         "without shapeless)",
+                         "gradient of prod, cumprod, sort, a slice weft built, general gather "
+                         "or scatter, convolution or linear algebra, or vmap batching an "
+                         "unbatched operand to the traced batch size); it cannot be replayed "
+                         "shapeless (compile without shapeless)",
                          n->prim->name);
     if (r->shapeless && !replays_shapeless(n) &&
         n->prim == &wf__prim_random_keyed)

@@ -435,6 +435,17 @@ def test_shapeless_kv_cache_attention_gradient_follows_the_cache_length():
     _check_shapeless_grad(loss, [((1, 4), (1, 4), (1, 4), (c, 4), (c, 4)) for c in (3, 7, 1)],
                           (0, 1, 2, 3, 4))
 
+    # the same through fused attention with a causal mask over 2 new tokens
+    def fused(q, k_new, v_new, k_cache, v_cache):
+        k = mx.concatenate([k_cache, k_new], axis=2)
+        v = mx.concatenate([v_cache, v_new], axis=2)
+        o = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.5, mask="causal")
+        return (o * o).sum()
+
+    new, cache = (1, 2, 2, 4), lambda c: (1, 2, c, 4)  # noqa: E731
+    _check_shapeless_grad(fused, [(new, new, new, cache(c), cache(c)) for c in (3, 6, 1)],
+                          (0, 1, 2, 3, 4))
+
 
 
 def test_shapeless_jvp_of_a_python_scalar_branch_follows_the_shape():
@@ -446,6 +457,29 @@ def test_shapeless_jvp_of_a_python_scalar_branch_follows_the_shape():
         x = mx.arange(n, dtype=mx.float32) - 1
         assert c(x, mx.ones((n,))).tolist() == [max(2.0 * (i - 1), 0.0) for i in range(n)]
     assert mx.compile_stats(c)["traces"] == 1
+
+def test_shapeless_attention_gradient_follows_the_lengths():
+    import numpy as np
+
+    # attention's gradient path (its composition) with derived reshapes and,
+    # for "causal", a mask counted from each call's scores
+    for mask, kv_heads in [(None, 4), ("causal", 4), ("causal", 2), (None, 1)]:
+        def loss(q, k, v, mask=mask):
+            o = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.5, mask=mask)
+            return _position_loss(o.reshape(-1, 8) * o.reshape(-1, 8))
+
+        calls = [((2, 4, lq, 8), (2, kv_heads, lk, 8), (2, kv_heads, lk, 8))
+                 for lq, lk in [(3, 3), (5, 5), (1, 4), (2, 6)]]
+        _check_shapeless_grad(loss, calls, (0, 1, 2))
+        # forward mode through the attention node's own rule
+        tangent = lambda q, k, v: mx.jvp(loss, [q, k, v], [q, k, v])[1][0]  # noqa: E731
+        c_tangent = mx.compile(tangent, shapeless=True)
+        for shapes in calls:
+            args = [mx.array(np.random.default_rng(7).standard_normal(s).astype(np.float32))
+                    for s in shapes]
+            np.testing.assert_allclose(np.array(c_tangent(*args)), np.array(tangent(*args)),
+                                       rtol=1e-4, atol=1e-4)
+        assert mx.compile_stats(c_tangent)["traces"] == 1
 
 def test_shapeless_compiled_training_step_follows_the_batch():
     import numpy as np
