@@ -422,6 +422,25 @@ def test_shapeless_concatenate_second_order_and_forward_over_reverse():
     assert mx.compile_stats(c_tangent)["traces"] == 1
 
 
+
+def test_shapeless_vmap_of_concatenate_and_pad_gradients_follows_the_batch():
+    import numpy as np
+
+    # crop_like under vmap: the examples' cotangents cut at each call's sizes
+    def loss(a, b):
+        return _position_loss(mx.pad(mx.concatenate([a, b], axis=0), ((1, 2),)))
+
+    g = mx.vmap(mx.grad(loss, argnums=(0, 1)))
+    c = mx.compile(g, shapeless=True)
+    rng = np.random.default_rng(6)
+    for batch, rows_a, rows_b in [(2, 3, 1), (3, 2, 4), (1, 1, 1)]:
+        a = mx.array(rng.standard_normal((batch, rows_a)).astype(np.float32))
+        b = mx.array(rng.standard_normal((batch, rows_b)).astype(np.float32))
+        for want, got in zip(g(a, b), c(a, b)):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-6)
+    assert mx.compile_stats(c)["traces"] == 1
+
 def test_shapeless_kv_cache_attention_gradient_follows_the_cache_length():
     import numpy as np
 
