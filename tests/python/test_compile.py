@@ -441,6 +441,7 @@ def test_shapeless_vmap_of_concatenate_and_pad_gradients_follows_the_batch():
             np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-6)
     assert mx.compile_stats(c)["traces"] == 1
 
+
 def test_shapeless_kv_cache_attention_gradient_follows_the_cache_length():
     import numpy as np
 
@@ -477,6 +478,7 @@ def test_shapeless_jvp_of_a_python_scalar_branch_follows_the_shape():
         assert c(x, mx.ones((n,))).tolist() == [max(2.0 * (i - 1), 0.0) for i in range(n)]
     assert mx.compile_stats(c)["traces"] == 1
 
+
 def test_shapeless_attention_gradient_follows_the_lengths():
     import numpy as np
 
@@ -499,6 +501,7 @@ def test_shapeless_attention_gradient_follows_the_lengths():
             np.testing.assert_allclose(np.array(c_tangent(*args)), np.array(tangent(*args)),
                                        rtol=1e-4, atol=1e-4)
         assert mx.compile_stats(c_tangent)["traces"] == 1
+
 
 def test_shapeless_compiled_training_step_follows_the_batch():
     import numpy as np
