@@ -219,6 +219,11 @@ static const param_field pad_fields[] = {
     FIELDS(wf_pad_params, low, FIELD_I64, WF_MAX_NDIM, 0, MAX_DIM),
     FIELDS(wf_pad_params, high, FIELD_I64, WF_MAX_NDIM, 0, MAX_DIM),
 };
+static const param_field block_fields[] = {
+    FIELD(wf_block_params, axis, FIELD_INT, 0, WF_MAX_NDIM - 1),
+    FIELD(wf_block_params, ndim, FIELD_INT, 0, WF_MAX_NDIM),
+    FIELDS(wf_block_params, low, FIELD_I64, WF_MAX_NDIM, 0, MAX_DIM),
+};
 static const param_field tri_fields[] = {
     FIELD(wf_tri_params, k, FIELD_I64, -MAX_DIM, MAX_DIM),
     FIELD(wf_tri_params, upper, FIELD_INT, 0, 1),
@@ -357,6 +362,8 @@ static const struct {
     {&wf__prim_scatter_add, TABLE(axis_fields)},
     {&wf__prim_concatenate, TABLE(axis_fields)},
     {&wf__prim_pad, TABLE(pad_fields)},
+    {&wf__prim_crop_like, TABLE(block_fields)},
+    {&wf__prim_pad_like, TABLE(block_fields)},
     {&wf__prim_tri, TABLE(tri_fields)},
     {&wf__prim_addmm, TABLE(addmm_fields)},
     {&wf__prim_layer_norm, TABLE(norm_fields)},

@@ -147,7 +147,8 @@ static bool replays_shapeless(const wf_array *n)
         "all_sum", "all_max", "all_min", "all_gather", "sum_scatter", "send",
         /* the shape of its input (wf_*_like of a traced array), or of
          * another input (the shape-following primitives of gradients) */
-        "full_like", "broadcast_like", "unbroadcast_like", "reshape_like", "size_ratio"};
+        "full_like", "broadcast_like", "unbroadcast_like", "reshape_like", "size_ratio",
+        "crop_like", "pad_like"};
     static const char *const user_shaped[] = {"reshape", "broadcast_to", "slice",
                                               "slice_update", "gather"};
     const wf_prim_def *prim = n->prim;
@@ -218,10 +219,10 @@ static wf_status check_replayable(const struct recorder *r, const wf_array *n)
     if (r->shapeless && (n->node_flags & WF_NODE_FLAG_TRACED_SHAPE))
         return wf__error(WF_ERR_UNSUPPORTED,
                          "compile: a transform rule built '%s' from the traced shapes (the "
-                         "gradient of prod, cumprod, slicing, indexing, convolution, attention "
-                         "or linear algebra, or vmap batching an unbatched operand to the "
-                         "traced batch size); it cannot be replayed shapeless (compile "
-                         "without shapeless)",
+                         "gradient of prod, cumprod, sort, a slice weft built, general gather "
+                         "or scatter, convolution or linear algebra, or vmap batching an "
+                         "unbatched operand to the traced batch size); it cannot be replayed "
+                         "shapeless (compile without shapeless)",
                          n->prim->name);
     if (r->shapeless && !replays_shapeless(n) &&
         n->prim == &wf__prim_random_keyed)

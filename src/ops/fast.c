@@ -108,11 +108,18 @@ static wf_array *scalar(temps *t, double v, wf_dtype dtype)
     return temp(t, wf__op_full(NULL, 0, v, dtype));
 }
 
-/* x raised to `rank` by leading size-1 axes (rank >= x's). */
+/* x raised to `rank` by leading size-1 axes (rank >= x's): by expand_dims
+ * in a shapeless trace, so that its replay follows each call's shape. */
 static wf_array *with_rank(temps *t, wf_array *x, int rank)
 {
     if (!x)
         return NULL;
+    if (wf__array_is_shapeless(x)) {
+        int axes[WF_MAX_NDIM];
+        for (int d = 0; d < rank - x->ndim; d++)
+            axes[d] = d;
+        return x->ndim == rank ? x : temp(t, wf__op_expand_dims(x, axes, rank - x->ndim));
+    }
     int64_t shape[WF_MAX_NDIM];
     const int pad = rank - x->ndim;
     for (int d = 0; d < rank; d++)
@@ -120,11 +127,14 @@ static wf_array *with_rank(temps *t, wf_array *x, int rank)
     return temp(t, wf__op_reshape(x, shape, rank));
 }
 
-/* x with its heads axis split into (groups, heads / groups). */
+/* x with its heads axis split into (groups, heads / groups): the second
+ * derived from each call's heads in a shapeless trace. */
 static wf_array *split_heads(temps *t, wf_array *x, int heads_axis, int64_t groups)
 {
     if (!x)
         return NULL;
+    if (wf__array_is_shapeless(x))
+        return temp(t, wf__op_unflatten(x, heads_axis, (const int64_t[]){groups, -1}, 2));
     int64_t shape[WF_MAX_NDIM];
     int n = 0;
     for (int d = 0; d < x->ndim; d++) {
@@ -147,6 +157,18 @@ static wf_array *causal_visible(temps *t, int64_t lq, int64_t lk)
     wf_array *j = temp(t, wf__op_arange(0, (double)lk, 1, WF_DTYPE_I64));
     wf_array *shift = scalar(t, (double)(lk - lq), WF_DTYPE_I64);
     return temp(t, wf__op_less_equal(temp(t, wf__op_subtract(j, i)), shift));
+}
+
+/* causal_visible from the shape of the scores s at each call (a shapeless
+ * trace): query i sees key j when the queries from i on are no more than
+ * the keys from j on (Lq - i <= Lk - j), each counted by a reverse cumsum
+ * of integer ones shaped like s. */
+static wf_array *causal_visible_like(temps *t, wf_array *s)
+{
+    wf_array *ones = temp(t, wf__op_astype(temp(t, wf__op_ones_like(s)), WF_DTYPE_I32));
+    wf_array *queries_left = temp(t, wf__op_cumsum(ones, s->ndim - 2, true, true));
+    wf_array *keys_left = temp(t, wf__op_cumsum(ones, s->ndim - 1, true, true));
+    return temp(t, wf__op_less_equal(queries_left, keys_left));
 }
 
 /* Scores with -inf where masked -> weights, rows that see nothing giving
@@ -196,12 +218,16 @@ wf_array *wf__sdpa_composed(wf_array *q, wf_array *k, wf_array *v, wf_array *mas
         s = temp(&t, wf__op_add(s, temp(&t, wf__op_astype(m, dt))));
     else if (m)
         s = temp(&t, wf__op_where(m, s, neg_inf));
-    if (causal)
+    if (causal && s && wf__array_is_shapeless(s))
+        s = temp(&t, wf__op_where(causal_visible_like(&t, s), s, neg_inf));
+    else if (causal)
         s = temp(&t, wf__op_where(causal_visible(&t, lq, lk), s, neg_inf));
     const int last = -1;
     wf_array *p = m || causal ? masked_softmax(&t, s) : temp(&t, wf__op_softmax(s, &last, 1));
     wf_array *o = temp(&t, wf__op_matmul(p, vv));
-    if (o && o->ndim != n + 2) { /* grouped heads merged back */
+    if (o && o->ndim != n + 2 && wf__array_is_shapeless(o)) {
+        o = temp(&t, wf__op_flatten(o, n - 1, n)); /* grouped heads merged back */
+    } else if (o && o->ndim != n + 2) {
         int64_t shape[WF_MAX_NDIM];
         wf__shape_copy(shape, lead, n);
         shape[n] = lq;

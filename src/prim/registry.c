@@ -47,7 +47,7 @@ static const wf_prim_def *const all_prims[] = {
     &wf__prim_reshape, &wf__prim_transpose, &wf__prim_broadcast_to, &wf__prim_slice,
     &wf__prim_slice_update, &wf__prim_concatenate, &wf__prim_pad, &wf__prim_tri,
     &wf__prim_view, &wf__prim_broadcast_like, &wf__prim_unbroadcast_like,
-    &wf__prim_reshape_like, &wf__prim_size_ratio,
+    &wf__prim_reshape_like, &wf__prim_size_ratio, &wf__prim_crop_like, &wf__prim_pad_like,
     /* indexing */
     &wf__prim_take, &wf__prim_take_along_axis, &wf__prim_scatter_add,
     /* linear algebra and fused ops */

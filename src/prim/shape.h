@@ -78,6 +78,29 @@ extern const wf_prim_def wf__prim_broadcast_like;
 extern const wf_prim_def wf__prim_unbroadcast_like;
 extern const wf_prim_def wf__prim_reshape_like;
 extern const wf_prim_def wf__prim_size_ratio;
+/* crop_like and pad_like (prim/shape_like.c): the block of a larger array
+ * that a smaller one fills starts at low[d] on each axis d and, on `axis`,
+ * a further sum of sizes read from inputs at each call. */
+typedef struct wf_block_params {
+    int axis;
+    int ndim;
+    int64_t low[WF_MAX_NDIM];
+} wf_block_params;
+/* Inputs (x, like, before...), one rank; the block has the smaller one's
+ * shape and starts at low plus, on axis, the sizes of the `before` inputs
+ * along it (their data is never read):
+ *  - crop_like: the block of x that has like's shape (a view of x);
+ *  - pad_like: zeros of like's shape, x's dtype, with x as the block.
+ * Each is the other's adjoint: a concatenation's or a pad's cotangent is
+ * cropped to an operand's shape, and that crop's cotangent padded back. */
+extern const wf_prim_def wf__prim_crop_like;
+extern const wf_prim_def wf__prim_pad_like;
+/* The block's first index on axis d, given the summed size along p->axis
+ * of the `before` inputs. */
+static inline int64_t wf__block_start(const wf_block_params *p, int d, int64_t before)
+{
+    return p->low[d] + (d == p->axis ? before : 0);
+}
 /* The axes (bit d: axis d) unbroadcast_like sums: x's leading axes beyond
  * like's rank and those where like has 1 and x does not. */
 uint64_t wf__unbroadcast_axes(const int64_t *x_shape, int x_ndim, const int64_t *like_shape,

@@ -5,7 +5,9 @@
  * at each call's shapes: broadcast_like and unbroadcast_like where the rules
  * would broadcast or sum to the traced shape of an input, reshape_like
  * where they would reshape back to it, size_ratio where they would use a
- * traced element count (mean's 1/n). */
+ * traced element count (mean's 1/n), crop_like and pad_like where they
+ * would slice or pad by traced sizes (a concatenation's or a pad's
+ * cotangent, cut into its operands' shapes). */
 #include "prim/shape.h"
 
 #include "core/dtype.h"
@@ -139,5 +141,64 @@ static wf_status infer_size_ratio(const void *params, const wf_desc *inputs, int
 const wf_prim_def wf__prim_size_ratio = {
     .name = "size_ratio",
     .infer = infer_size_ratio,
+    .kernels = &(wf_kernel_slots){{0}},
+};
+
+/* ---------------------------------------------------------------- crop_like, pad_like */
+
+/* Checks (x, like, before...) of one rank, with the block of
+ * inputs[inner]'s shape inside the other of x and like at wf__block_start,
+ * and describes the output: like's shape, x's dtype. */
+static wf_status infer_block(const char *name, const wf_block_params *p, const wf_desc *inputs,
+                             int ninputs, int inner, wf_out_desc *out)
+{
+    if (ninputs < 2)
+        return wf__error(WF_ERR_INTERNAL, "%s: expected at least 2 inputs, got %d", name,
+                         ninputs);
+    for (int i = 0; i < ninputs; i++)
+        if (inputs[i].ndim != p->ndim)
+            return wf__error(WF_ERR_INTERNAL, "%s: input %d has rank %d, not %d", name, i,
+                             inputs[i].ndim, p->ndim);
+    if (ninputs > 2 && (p->axis < 0 || p->axis >= p->ndim))
+        return wf__error(WF_ERR_INTERNAL, "%s: axis %d for rank %d", name, p->axis, p->ndim);
+    const wf_desc *block = &inputs[inner], *around = &inputs[1 - inner];
+    int64_t before = 0; /* stops once past the whole axis: no overflow */
+    for (int i = 2; i < ninputs && before <= around->shape[p->axis]; i++)
+        before += inputs[i].shape[p->axis];
+    for (int d = 0; d < p->ndim; d++)
+        if (p->low[d] < 0 || wf__block_start(p, d, before) > around->shape[d] - block->shape[d])
+            return cannot(name, "place the block of", block, around);
+    out->dtype = inputs[0].dtype;
+    out->ndim = p->ndim;
+    wf__shape_copy(out->shape, inputs[1].shape, p->ndim);
+    return WF_OK;
+}
+
+/* The block has like's shape, inside x. */
+static wf_status infer_crop_like(const void *params, const wf_desc *inputs, int ninputs,
+                                 wf_out_desc *out)
+{
+    return infer_block("crop_like", params, inputs, ninputs, 1, out);
+}
+
+/* The block is x, inside like's shape. */
+static wf_status infer_pad_like(const void *params, const wf_desc *inputs, int ninputs,
+                                wf_out_desc *out)
+{
+    return infer_block("pad_like", params, inputs, ninputs, 0, out);
+}
+
+const wf_prim_def wf__prim_crop_like = {
+    .name = "crop_like",
+    .flags = WF_PRIM_VIEW,
+    .params_size = sizeof(wf_block_params),
+    .infer = infer_crop_like,
+    .kernels = &(wf_kernel_slots){{0}},
+};
+
+const wf_prim_def wf__prim_pad_like = {
+    .name = "pad_like",
+    .params_size = sizeof(wf_block_params),
+    .infer = infer_pad_like,
     .kernels = &(wf_kernel_slots){{0}},
 };

@@ -226,13 +226,14 @@ static wf_status vjp_rope(wf_array *node, wf_array *ct, const bool *wanted, wf_a
 /* ---------------------------------------------------------------- table */
 
 const wf_prim_rules wf__rules_fast[] = {
-    /* The norms' compositions follow any shape (their own rules are
-     * checked one by one as the nested engine runs them); attention's
-     * composition reads the traced head sizes. */
+    /* The compositions follow any shape (their own rules are checked one
+     * by one as the nested engine runs them); attention's, built on the
+     * nodes of a shapeless trace, derives its reshapes and causal mask from
+     * each call's shapes (ops/fast.c). */
     {&wf__prim_layer_norm, WF_RULES_DIFFERENTIABLE, vjp_composed, jvp_composed, vmap_norm,
      true},
     {&wf__prim_rms_norm, WF_RULES_DIFFERENTIABLE, vjp_composed, jvp_composed, vmap_norm, true},
-    {&wf__prim_sdpa, WF_RULES_DIFFERENTIABLE, vjp_composed, jvp_composed, vmap_sdpa, false},
+    {&wf__prim_sdpa, WF_RULES_DIFFERENTIABLE, vjp_composed, jvp_composed, vmap_sdpa, true},
     {&wf__prim_rope, WF_RULES_DIFFERENTIABLE, vjp_rope, wf__rule_jvp_linear, vmap_rope, true},
 };
 

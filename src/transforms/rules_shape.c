@@ -185,6 +185,27 @@ static bool slice_margins(const wf_array *node, int64_t *low, int64_t *high)
     return true;
 }
 
+/* Whether a rule of a slice or slice_update must read the traced sizes:
+ * in a shapeless trace, any but the caller's, whose bounds a shapeless
+ * replay keeps (so rules that reuse them follow each call). */
+static bool slice_reads_traced_shape(const wf_array *node)
+{
+    return wf__array_is_shapeless(node) && !(node->node_flags & WF_NODE_FLAG_USER_SHAPE);
+}
+
+/* The node rebuilt on the tangents, under the traced-shape mark where its
+ * rules read traced sizes. */
+static wf_status jvp_slice_linear(wf_array *node, wf_array *const *t, wf_array **out)
+{
+    const bool traced = slice_reads_traced_shape(node);
+    if (traced)
+        wf__graph_traced_shape_enter();
+    wf_status st = wf__rule_jvp_linear(node, t, out);
+    if (traced)
+        wf__graph_traced_shape_leave();
+    return st;
+}
+
 /* The cotangent padded with zeros back to the input's shape: one pass (pad)
  * for unit steps, else zeros with the slice written in. */
 static wf_status vjp_slice(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
@@ -218,17 +239,11 @@ static wf_status vjp_slice(wf_array *node, wf_array *ct, const bool *wanted, wf_
 static wf_status jvp_slice(wf_array *node, wf_array *const *t, wf_array **out)
 {
     const wf_slice_params *p = slice_of(node);
-    if (wf__array_is_shapeless(node) && (node->node_flags & WF_NODE_FLAG_USER_SHAPE)) {
+    if (wf__array_is_shapeless(node) && !slice_reads_traced_shape(node)) {
         *out = wf_slice(t[0], p->starts, p->stops, p->steps);
         return wf__rule_result(*out);
     }
-    const bool shapeless = wf__array_is_shapeless(node);
-    if (shapeless)
-        wf__graph_traced_shape_enter();
-    wf_status st = wf__rule_jvp_linear(node, t, out);
-    if (shapeless)
-        wf__graph_traced_shape_leave();
-    return st;
+    return jvp_slice_linear(node, t, out);
 }
 
 static wf_status vmap_slice(wf_array *node, wf_array *const *in, const int *axes, int64_t batch,
@@ -244,16 +259,38 @@ static wf_status vmap_slice(wf_array *node, wf_array *const *in, const int *axes
     return wf__rule_result(*out);
 }
 
+/* The cotangent with the slice zeroed, and the slice of it: only the
+ * node's bounds and the shapes of the cotangent and update. */
 static wf_status vjp_slice_update(wf_array *node, wf_array *ct, const bool *wanted,
                                   wf_array **cts)
 {
     const wf_slice_params *p = slice_of(node);
+    const bool traced = slice_reads_traced_shape(node);
+    if (traced)
+        wf__graph_traced_shape_enter();
+    wf_status st = WF_OK;
     if (wanted[0] && !(cts[0] = wf_slice_update(ct, wf_zeros_like(node->inputs[1]), p->starts,
                                                 p->stops, p->steps)))
-        return wf_last_error();
-    if (wanted[1] && !(cts[1] = wf_slice(ct, p->starts, p->stops, p->steps)))
-        return wf_last_error();
-    return WF_OK;
+        st = wf_last_error();
+    if (st == WF_OK && wanted[1] && !(cts[1] = wf_slice(ct, p->starts, p->stops, p->steps)))
+        st = wf_last_error();
+    if (traced)
+        wf__graph_traced_shape_leave();
+    return st;
+}
+
+/* The caller's slice_update in a shapeless trace is rebuilt on the tangents
+ * as the caller's (its bounds kept at each call); any other as the node. */
+static wf_status jvp_slice_update(wf_array *node, wf_array *const *t, wf_array **out)
+{
+    if (wf__array_is_shapeless(node) && !slice_reads_traced_shape(node)) {
+        const wf_slice_params *p = slice_of(node);
+        wf_array *a = t[0] ? t[0] : wf_zeros_like(node->inputs[0]);
+        wf_array *u = t[1] ? t[1] : wf_zeros_like(node->inputs[1]);
+        *out = a && u ? wf_slice_update(a, u, p->starts, p->stops, p->steps) : NULL;
+        return wf__rule_result(*out);
+    }
+    return jvp_slice_linear(node, t, out);
 }
 
 static wf_status vmap_slice_update(wf_array *node, wf_array *const *in, const int *axes,
@@ -277,9 +314,59 @@ static int concat_axis(const wf_array *node)
     return ((const wf_axis_params *)node->params)->axis;
 }
 
+/* A node of `prim` with node's params on (first, second, node's inputs
+ * after its first two): the shape-following primitives rebuilt on a
+ * cotangent or tangent with the same like and block offsets. */
+static wf_array *rebuild_leading(const wf_prim_def *prim, wf_array *node, wf_array *first,
+                                 wf_array *second)
+{
+    if (!first || !second)
+        return NULL;
+    wf_array **inputs = wf__malloc((size_t)node->ninputs * sizeof *inputs);
+    if (!inputs) {
+        wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", prim->name);
+        return NULL;
+    }
+    inputs[0] = first;
+    inputs[1] = second;
+    for (int i = 2; i < node->ninputs; i++)
+        inputs[i] = node->inputs[i];
+    wf_array *out = wf__rule_node(prim, node->params, inputs, node->ninputs);
+    free(inputs);
+    return out;
+}
+
+/* Each operand's part of the cotangent cropped to the operand's shape at
+ * the summed sizes of the operands before it, both read at each call
+ * (crop_like on ct, operand i, operands 0 .. i-1). */
+static wf_status vjp_concatenate_following(wf_array *node, wf_array *ct, const bool *wanted,
+                                           wf_array **cts)
+{
+    wf_block_params p;
+    memset(&p, 0, sizeof p);
+    p.axis = concat_axis(node);
+    p.ndim = node->ndim;
+    wf_array **inputs = wf__malloc((size_t)(node->ninputs + 1) * sizeof *inputs);
+    if (!inputs)
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "vjp: out of memory");
+    inputs[0] = ct;
+    wf_status st = WF_OK;
+    for (int i = 0; i < node->ninputs && st == WF_OK; i++) {
+        inputs[1] = node->inputs[i];
+        if (i > 0)
+            inputs[i + 1] = node->inputs[i - 1];
+        if (wanted[i] && !(cts[i] = wf__rule_node(&wf__prim_crop_like, &p, inputs, i + 2)))
+            st = wf_last_error();
+    }
+    free(inputs);
+    return st;
+}
+
 static wf_status vjp_concatenate(wf_array *node, wf_array *ct, const bool *wanted,
                                  wf_array **cts)
 {
+    if (wf__array_is_shapeless(node))
+        return vjp_concatenate_following(node, ct, wanted, cts);
     const int axis = concat_axis(node);
     int64_t starts[WF_MAX_NDIM], stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
     for (int d = 0; d < ct->ndim; d++) {
@@ -319,11 +406,22 @@ static wf_status vmap_concatenate(wf_array *node, wf_array *const *in, const int
 
 static const wf_pad_params *pad_of(const wf_array *node) { return node->params; }
 
+/* The cotangent's interior: at the low pads, of the operand's shape (read
+ * at each call by crop_like in a shapeless trace). */
 static wf_status vjp_pad(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
 {
     (void)wanted;
     const wf_pad_params *p = pad_of(node);
-    const wf_array *x = node->inputs[0];
+    wf_array *x = node->inputs[0];
+    if (wf__array_is_shapeless(node)) {
+        wf_block_params b;
+        memset(&b, 0, sizeof b);
+        b.ndim = x->ndim;
+        wf__shape_copy(b.low, p->low, x->ndim);
+        wf_array *inputs[2] = {ct, x};
+        cts[0] = wf__rule_node(&wf__prim_crop_like, &b, inputs, 2);
+        return wf__rule_result(cts[0]);
+    }
     int64_t starts[WF_MAX_NDIM], stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
     for (int d = 0; d < x->ndim; d++) {
         starts[d] = p->low[d];
@@ -427,10 +525,11 @@ static wf_status vjp_reshape_like(wf_array *node, wf_array *ct, const bool *want
     return WF_OK;
 }
 
-/* The primitive on x's tangent, with the same like (zero without one). */
+/* The primitive on x's tangent, with the same like, block offsets and
+ * params (zero without one). */
 static wf_status jvp_like(wf_array *node, wf_array *const *t, wf_array **out)
 {
-    *out = t[0] ? like_node(node->prim, t[0], node->inputs[1]) : NULL;
+    *out = t[0] ? rebuild_leading(node->prim, node, t[0], node->inputs[1]) : NULL;
     return t[0] ? wf__rule_result(*out) : WF_OK;
 }
 
@@ -524,6 +623,47 @@ static wf_status vmap_size_ratio(wf_array *node, wf_array *const *in, const int 
     return wf__rule_result(*out);
 }
 
+/* crop_like and pad_like are each other's adjoint, on the same block: the
+ * cotangent goes where the node's x came from, shaped like x. */
+static wf_status vjp_block(wf_array *node, wf_array *ct, const bool *wanted, wf_array **cts)
+{
+    const wf_prim_def *adjoint =
+        node->prim == &wf__prim_crop_like ? &wf__prim_pad_like : &wf__prim_crop_like;
+    if (wanted[0] && !(cts[0] = rebuild_leading(adjoint, node, ct, node->inputs[0])))
+        return wf_last_error();
+    return WF_OK;
+}
+
+/* x and like batched on axis 0 (an unbatched one broadcast to the batch),
+ * the inputs after them with their batch, or a size-1 stand-in, in front
+ * (only their sizes along the block's axis count). */
+static wf_status vmap_block(wf_array *node, wf_array *const *in, const int *axes,
+                            int64_t batch, wf_array **out, int *out_axis)
+{
+    const wf_block_params *p = node->params;
+    if (p->ndim + 1 > WF_MAX_NDIM)
+        return too_big(node->prim->name);
+    wf_block_params q;
+    memset(&q, 0, sizeof q);
+    q.axis = p->axis + 1;
+    q.ndim = p->ndim + 1;
+    wf__shape_copy(q.low + 1, p->low, p->ndim);
+    wf_array **inputs = wf__malloc((size_t)node->ninputs * sizeof *inputs);
+    if (!inputs)
+        return wf__error(WF_ERR_OUT_OF_MEMORY, "vmap: out of memory");
+    int i = 0;
+    for (; i < node->ninputs; i++) {
+        inputs[i] = i < 2 ? wf__vmap_materialize(in[i], axes[i], batch)
+                          : wf__vmap_front_or_one(in[i], axes[i]);
+        if (!inputs[i])
+            break;
+    }
+    *out = i == node->ninputs ? wf__rule_node(node->prim, &q, inputs, node->ninputs) : NULL;
+    *out_axis = 0;
+    free(inputs);
+    return wf__rule_result(*out);
+}
+
 /* ---------------------------------------------------------------- table */
 
 const wf_prim_rules wf__rules_shape[] = {
@@ -535,11 +675,12 @@ const wf_prim_rules wf__rules_shape[] = {
      vmap_broadcast_to, .follows_shapes = true},
     /* vjp_slice marks its traced-size paths itself */
     {&wf__prim_slice, WF_RULES_DIFFERENTIABLE, vjp_slice, jvp_slice, vmap_slice, true},
-    {&wf__prim_slice_update, WF_RULES_DIFFERENTIABLE, vjp_slice_update, wf__rule_jvp_linear,
-     vmap_slice_update, false},
+    /* the slice_update rules mark their traced-size paths themselves */
+    {&wf__prim_slice_update, WF_RULES_DIFFERENTIABLE, vjp_slice_update, jvp_slice_update,
+     vmap_slice_update, true},
     {&wf__prim_concatenate, WF_RULES_DIFFERENTIABLE, vjp_concatenate, wf__rule_jvp_linear,
-     vmap_concatenate, false},
-    {&wf__prim_pad, WF_RULES_DIFFERENTIABLE, vjp_pad, jvp_pad, vmap_pad, false},
+     vmap_concatenate, .follows_shapes = true},
+    {&wf__prim_pad, WF_RULES_DIFFERENTIABLE, vjp_pad, jvp_pad, vmap_pad, .follows_shapes = true},
     {&wf__prim_tri, WF_RULES_DIFFERENTIABLE, vjp_tri, wf__rule_jvp_linear, vmap_tri,
      .follows_shapes = true},
     /* Reinterpreted bits have no derivative (MLX defines none). */
@@ -551,6 +692,10 @@ const wf_prim_rules wf__rules_shape[] = {
      vmap_unbroadcast_like, .follows_shapes = true},
     {&wf__prim_reshape_like, WF_RULES_DIFFERENTIABLE, vjp_reshape_like, jvp_like,
      vmap_reshape_like, .follows_shapes = true},
+    {&wf__prim_crop_like, WF_RULES_DIFFERENTIABLE, vjp_block, jvp_like, vmap_block,
+     .follows_shapes = true},
+    {&wf__prim_pad_like, WF_RULES_DIFFERENTIABLE, vjp_block, jvp_like, vmap_block,
+     .follows_shapes = true},
     /* A count: no derivative with respect to what it counts. */
     {&wf__prim_size_ratio, WF_RULES_ZERO_GRADIENT, wf__rule_vjp_zero, wf__rule_jvp_zero,
      vmap_size_ratio, .follows_shapes = true},

@@ -267,6 +267,22 @@ wf_status wf__rule_vmap_elementwise(wf_array *node, wf_array *const *inputs, con
     return wf__rule_result(*out);
 }
 
+/* The zero tangent of `node`'s input x. For an implicit broadcast in a
+ * shapeless trace, an implicit broadcast of its source's zeros: the
+ * element-wise rebuild then reads that source, which replay broadcasts to
+ * each call's shapes (tape.c), where zeros_like(x) would keep x's traced
+ * shape. */
+static wf_array *zero_tangent(const wf_array *node, wf_array *x)
+{
+    if (!wf__array_is_shapeless(node) || !(x->node_flags & WF_NODE_FLAG_IMPLICIT_BROADCAST))
+        return wf_zeros_like(x);
+    wf_array *zeros = wf_zeros_like(x->inputs[0]);
+    wf_array *b = zeros ? wf__op_broadcast_to(zeros, x->shape, x->ndim) : NULL;
+    if (b) /* not yet seen by any other thread */
+        b->node_flags |= WF_NODE_FLAG_IMPLICIT_BROADCAST;
+    return wf__array_publish(b);
+}
+
 wf_status wf__rule_jvp_linear(wf_array *node, wf_array *const *tangents, wf_array **out)
 {
     wf_array *stack_in[8] = {NULL};
@@ -281,7 +297,7 @@ wf_status wf__rule_jvp_linear(wf_array *node, wf_array *const *tangents, wf_arra
         if (tangents[i])
             in[i] = tangents[i];
         else
-            in[i] = wf__dtype_is_inexact(x->dtype) ? wf_zeros_like(x) : x;
+            in[i] = wf__dtype_is_inexact(x->dtype) ? zero_tangent(node, x) : x;
     }
     *out = wf__rule_rebuild(node, in);
     if (in != stack_in)

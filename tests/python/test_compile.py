@@ -390,6 +390,157 @@ def test_shapeless_vmap_of_gradients_follows_the_batch():
     assert mx.compile_stats(compiled)["traces"] == 1
 
 
+
+def _position_loss(y):
+    # every position of y gets its own gradient: a misplaced cut shows
+    return (mx.cumsum(y, axis=0) ** 2).sum()
+
+
+def _check_shapeless_grad(loss, calls, argnums):
+    import numpy as np
+
+    g = mx.grad(loss, argnums=argnums)
+    cg = mx.compile(g, shapeless=True)
+    rng = np.random.default_rng(3)
+    for shapes in calls:
+        args = [mx.array(rng.standard_normal(s).astype(np.float32)) for s in shapes]
+        want, got = g(*args), cg(*args)
+        for w, c in zip(want, got):
+            assert c.shape == w.shape
+            np.testing.assert_allclose(np.array(c), np.array(w), rtol=1e-5, atol=1e-5)
+    assert mx.compile_stats(cg)["traces"] == 1
+
+
+def test_shapeless_concatenate_pad_and_slice_update_gradients_follow_the_shapes():
+    # each operand's part of a concatenation's cotangent is cut at the
+    # sizes of the operands before it, read at each call
+    _check_shapeless_grad(lambda a, b: _position_loss(mx.concatenate([a, b], axis=0)),
+                          [((2, 3), (4, 3)), ((5, 2), (1, 2)), ((1, 4), (3, 4))], (0, 1))
+    _check_shapeless_grad(
+        lambda a, b, c: _position_loss(mx.concatenate([a, b, c], axis=-1)),
+        [((2, 1), (2, 3), (2, 2)), ((3, 4), (3, 1), (3, 2)), ((1, 2), (1, 5), (1, 3))],
+        (0, 1, 2))
+    # a pad's interior at its fixed low pads, of each call's operand size
+    _check_shapeless_grad(
+        lambda x: _position_loss(mx.pad(x, ((1, 2), (0, 3)), constant_values=0.5)),
+        [((2, 3),), ((5, 1),), ((1, 4),)], (0,))
+
+    # x[1:3] = u keeps its bounds at every call, as the forward does
+    def written(x, u):
+        y = x * 1
+        y[1:3] = u
+        return _position_loss(y * y)
+
+    _check_shapeless_grad(written, [((4,), (2,)), ((7,), (2,)), ((3,), (2,))], (0, 1))
+
+
+def test_shapeless_concatenate_second_order_and_forward_over_reverse():
+    import numpy as np
+
+    def grads(a, b):
+        return mx.grad(lambda a, b: _position_loss(mx.concatenate([a, b], axis=0)),
+                       argnums=(0, 1))(a, b)
+
+    # grad of a function of the gradient: crop_like's own gradient (pad_like)
+    second = mx.grad(lambda a, b: sum((g ** 2).sum() for g in grads(a, b)), argnums=(0, 1))
+    # jvp of the gradient: crop_like on the tangents
+    tangent = lambda a, b, ta, tb: mx.jvp(grads, [a, b], [ta, tb])[1]  # noqa: E731
+    c_second = mx.compile(second, shapeless=True)
+    c_tangent = mx.compile(tangent, shapeless=True)
+    rng = np.random.default_rng(4)
+    for la, lb in [(2, 3), (4, 1), (1, 5)]:
+        a, b, ta, tb = (mx.array(rng.standard_normal((n, 2)).astype(np.float32))
+                        for n in (la, lb, la, lb))
+        for want, got in [(second(a, b), c_second(a, b)),
+                          (tangent(a, b, ta, tb), c_tangent(a, b, ta, tb))]:
+            for w, c in zip(want, got):
+                assert c.shape == w.shape
+                np.testing.assert_allclose(np.array(c), np.array(w), rtol=1e-5, atol=1e-4)
+    assert mx.compile_stats(c_second)["traces"] == 1
+    assert mx.compile_stats(c_tangent)["traces"] == 1
+
+
+
+def test_shapeless_vmap_of_concatenate_and_pad_gradients_follows_the_batch():
+    import numpy as np
+
+    # crop_like under vmap: the examples' cotangents cut at each call's sizes
+    def loss(a, b):
+        return _position_loss(mx.pad(mx.concatenate([a, b], axis=0), ((1, 2),)))
+
+    g = mx.vmap(mx.grad(loss, argnums=(0, 1)))
+    c = mx.compile(g, shapeless=True)
+    rng = np.random.default_rng(6)
+    for batch, rows_a, rows_b in [(2, 3, 1), (3, 2, 4), (1, 1, 1)]:
+        a = mx.array(rng.standard_normal((batch, rows_a)).astype(np.float32))
+        b = mx.array(rng.standard_normal((batch, rows_b)).astype(np.float32))
+        for want, got in zip(g(a, b), c(a, b)):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-6)
+    assert mx.compile_stats(c)["traces"] == 1
+
+
+def test_shapeless_kv_cache_attention_gradient_follows_the_cache_length():
+    import numpy as np
+
+    # keys and values appended to a cache whose length changes per call
+    def loss(q, k_new, v_new, k_cache, v_cache):
+        k = mx.concatenate([k_cache, k_new], axis=0)
+        v = mx.concatenate([v_cache, v_new], axis=0)
+        p = mx.softmax((q @ k.T) * (1 / np.sqrt(q.shape[-1])), axis=-1)
+        return ((p @ v) ** 2).sum()
+
+    _check_shapeless_grad(loss, [((1, 4), (1, 4), (1, 4), (c, 4), (c, 4)) for c in (3, 7, 1)],
+                          (0, 1, 2, 3, 4))
+
+    # the same through fused attention with a causal mask over 2 new tokens
+    def fused(q, k_new, v_new, k_cache, v_cache):
+        k = mx.concatenate([k_cache, k_new], axis=2)
+        v = mx.concatenate([v_cache, v_new], axis=2)
+        o = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.5, mask="causal")
+        return (o * o).sum()
+
+    new, cache = (1, 2, 2, 4), lambda c: (1, 2, c, 4)  # noqa: E731
+    _check_shapeless_grad(fused, [(new, new, new, cache(c), cache(c)) for c in (3, 6, 1)],
+                          (0, 1, 2, 3, 4))
+
+
+
+def test_shapeless_jvp_of_a_python_scalar_branch_follows_the_shape():
+    # where(x > 0, x, 0.0): the scalar branch's zero tangent is broadcast to
+    # each call's shape, not the traced one
+    f = lambda x, t: mx.jvp(lambda x: mx.where(x > 0, x * x, 0.0), [x], [t])[1][0]  # noqa: E731
+    c = mx.compile(f, shapeless=True)
+    for n in (3, 5, 1):
+        x = mx.arange(n, dtype=mx.float32) - 1
+        assert c(x, mx.ones((n,))).tolist() == [max(2.0 * (i - 1), 0.0) for i in range(n)]
+    assert mx.compile_stats(c)["traces"] == 1
+
+
+def test_shapeless_attention_gradient_follows_the_lengths():
+    import numpy as np
+
+    # attention's gradient path (its composition) with derived reshapes and,
+    # for "causal", a mask counted from each call's scores
+    for mask, kv_heads in [(None, 4), ("causal", 4), ("causal", 2), (None, 1)]:
+        def loss(q, k, v, mask=mask):
+            o = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.5, mask=mask)
+            return _position_loss(o.reshape(-1, 8) * o.reshape(-1, 8))
+
+        calls = [((2, 4, lq, 8), (2, kv_heads, lk, 8), (2, kv_heads, lk, 8))
+                 for lq, lk in [(3, 3), (5, 5), (1, 4), (2, 6)]]
+        _check_shapeless_grad(loss, calls, (0, 1, 2))
+        # forward mode through the attention node's own rule
+        tangent = lambda q, k, v: mx.jvp(loss, [q, k, v], [q, k, v])[1][0]  # noqa: E731
+        c_tangent = mx.compile(tangent, shapeless=True)
+        for shapes in calls:
+            args = [mx.array(np.random.default_rng(7).standard_normal(s).astype(np.float32))
+                    for s in shapes]
+            np.testing.assert_allclose(np.array(c_tangent(*args)), np.array(tangent(*args)),
+                                       rtol=1e-4, atol=1e-4)
+        assert mx.compile_stats(c_tangent)["traces"] == 1
+
+
 def test_shapeless_compiled_training_step_follows_the_batch():
     import numpy as np
     from functools import partial

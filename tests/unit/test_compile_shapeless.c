@@ -4,9 +4,9 @@
  * bit for bit as the uncompiled function; a literal reshape keeps its shape
  * (its -1 re-inferred) and fails with a shape error where it cannot; a
  * default-key draw of a fixed shape is refused. Compiled gradients follow
- * each call's shapes (broadcasting, reductions, matmul), and so do
- * per-example gradients (vmap of grad); one whose rules read the traced
- * shapes (prod) is refused. */
+ * each call's shapes (broadcasting, reductions, matmul, concatenate, pad,
+ * slice_update), and so do per-example gradients (vmap of grad); one whose
+ * rules read the traced shapes (prod) is refused. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,23 +284,28 @@ static void check_close(wf_array *want, wf_array *got)
     free(b);
 }
 
-/* The gradients of compile(grad(f), shapeless) at each call's shapes equal
- * grad(f)'s, with one trace per rank, whichever operand broadcasts. */
-static void check_shapeless_gradient(wf_fn *loss, const int64_t (*shapes)[2][4], size_t ncalls,
-                                     int ndim)
+enum { MAX_OPERANDS = 3 };
+
+/* The gradients of compile(grad(f), shapeless) with respect to f's `nin`
+ * inputs at each call's shapes equal grad(f)'s, with one trace per rank,
+ * whichever operand broadcasts. */
+static void check_shapeless_gradient_of(wf_fn *loss, const int64_t (*shapes)[MAX_OPERANDS][4],
+                                        size_t ncalls, int ndim, int nin)
 {
-    const int argnums[2] = {0, 1};
-    wf_fn *g = wf_grad(loss, argnums, 2);
+    const int argnums[MAX_OPERANDS] = {0, 1, 2};
+    wf_fn *g = wf_grad(loss, argnums, (size_t)nin);
     wf_compile_options o = wf_compile_options_default();
     o.shapeless = true;
     wf_fn *cg = wf_compile(g, &o);
     for (size_t c = 0; c < ncalls; c++) {
-        wf_array *in[2] = {ramp_shaped(shapes[c][0], ndim), ramp_shaped(shapes[c][1], ndim)};
-        wf_array *want[2] = {NULL, NULL}, *got[2] = {NULL, NULL};
-        size_t nwant = 2, ngot = 2;
-        CHECK_OK(wf_fn_call(g, in, 2, want, &nwant));
-        CHECK_OK(wf_fn_call(cg, in, 2, got, &ngot));
-        for (int i = 0; i < 2; i++) {
+        wf_array *in[MAX_OPERANDS] = {NULL}, *want[MAX_OPERANDS] = {NULL},
+                 *got[MAX_OPERANDS] = {NULL};
+        for (int i = 0; i < nin; i++)
+            in[i] = ramp_shaped(shapes[c][i], ndim);
+        size_t nwant = (size_t)nin, ngot = (size_t)nin;
+        CHECK_OK(wf_fn_call(g, in, (size_t)nin, want, &nwant));
+        CHECK_OK(wf_fn_call(cg, in, (size_t)nin, got, &ngot));
+        for (int i = 0; i < nin; i++) {
             check_close(want[i], got[i]);
             wf_release(want[i]);
             wf_release(got[i]);
@@ -314,11 +319,17 @@ static void check_shapeless_gradient(wf_fn *loss, const int64_t (*shapes)[2][4],
     wf_fn_release(g);
 }
 
+static void check_shapeless_gradient(wf_fn *loss, const int64_t (*shapes)[MAX_OPERANDS][4],
+                                     size_t ncalls, int ndim)
+{
+    check_shapeless_gradient_of(loss, shapes, ncalls, ndim, 2);
+}
+
 static void test_shapeless_gradient_follows_each_call(void)
 {
     /* traced with b broadcast along rows; then x broadcast instead, both,
      * neither, and a column broadcast */
-    static const int64_t broadcast[][2][4] = {
+    static const int64_t broadcast[][MAX_OPERANDS][4] = {
         {{2, 3}, {1, 3}}, {{4, 5}, {1, 5}}, {{1, 4}, {3, 4}},
         {{3, 1}, {1, 6}}, {{5, 2}, {5, 2}}, {{3, 4}, {3, 1}},
     };
@@ -326,7 +337,7 @@ static void test_shapeless_gradient_follows_each_call(void)
     check_shapeless_gradient(f, broadcast, sizeof broadcast / sizeof broadcast[0], 2);
     wf_fn_release(f);
     /* batched products whose batch axes broadcast either way */
-    static const int64_t products[][2][4] = {
+    static const int64_t products[][MAX_OPERANDS][4] = {
         {{2, 1, 4, 2}, {1, 3, 2, 5}}, {{3, 1, 4, 2}, {1, 2, 2, 5}}, {{1, 2, 3, 4}, {5, 1, 4, 2}},
     };
     wf_fn *m = wf_fn_new(matmul_loss_body, NULL, NULL);
@@ -342,6 +353,26 @@ static wf_status affine_loss_body(void *payload, wf_array *const *in, size_t n,
     (void)n;
     wf_scope_begin();
     out[0] = wf_keep(wf_mean(wf_tanh(wf_add(wf_matmul(in[0], in[1]), in[2])), NULL, 0, false));
+    wf_scope_end();
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+/* sum(cumsum(y, axis 0) ^ 2): a loss whose gradient differs at every
+ * position of y, so a cotangent cut or placed at a wrong offset shows. */
+static wf_array *position_loss(wf_array *y)
+{
+    wf_array *c = wf_cumsum(y, 0, false, true);
+    return wf_sum(wf_multiply(c, c), NULL, 0, false);
+}
+
+/* position_loss(concatenate(inputs, axis)), axis in the payload. */
+static wf_status concat_loss_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                                  size_t *nout)
+{
+    wf_scope_begin();
+    wf_array *y = wf_concatenate(in, (int)n, *(const int *)payload);
+    out[0] = wf_keep(position_loss(y));
     wf_scope_end();
     *nout = 1;
     return out[0] ? WF_OK : wf_last_error();
@@ -388,6 +419,75 @@ static void test_shapeless_per_example_gradients_follow_the_batch(void)
     wf_fn_release(compiled);
     wf_fn_release(per_example);
     wf_fn_release(g);
+    wf_fn_release(f);
+}
+
+static void test_shapeless_concatenate_gradient_follows_each_call(void)
+{
+    /* two operands on axis 0, their lengths changing apart */
+    static const int64_t rows[][MAX_OPERANDS][4] = {
+        {{2, 3}, {4, 3}}, {{5, 2}, {1, 2}}, {{1, 4}, {3, 4}}, {{3, 1}, {3, 1}},
+    };
+    int axis = 0;
+    wf_fn *f = wf_fn_new(concat_loss_body, &axis, NULL);
+    check_shapeless_gradient_of(f, rows, sizeof rows / sizeof rows[0], 2, 2);
+    wf_fn_release(f);
+    /* three operands on axis -1 */
+    static const int64_t cols[][MAX_OPERANDS][4] = {
+        {{2, 1}, {2, 3}, {2, 2}}, {{3, 4}, {3, 1}, {3, 2}}, {{1, 2}, {1, 5}, {1, 3}},
+    };
+    int last = -1;
+    wf_fn *h = wf_fn_new(concat_loss_body, &last, NULL);
+    check_shapeless_gradient_of(h, cols, sizeof cols / sizeof cols[0], 2, 3);
+    wf_fn_release(h);
+}
+
+/* position_loss(pad(x, low (1, 0), high (2, 3), 0.5)) */
+static wf_status pad_loss_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
+                               size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_scope_begin();
+    wf_array *y = wf_pad(in[0], (int64_t[]){1, 0}, (int64_t[]){2, 3}, 0.5);
+    out[0] = wf_keep(position_loss(y));
+    wf_scope_end();
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static void test_shapeless_pad_gradient_follows_each_call(void)
+{
+    static const int64_t shapes[][MAX_OPERANDS][4] = {{{2, 3}}, {{5, 1}}, {{1, 4}}, {{3, 3}}};
+    wf_fn *f = wf_fn_new(pad_loss_body, NULL, NULL);
+    check_shapeless_gradient_of(f, shapes, sizeof shapes / sizeof shapes[0], 2, 1);
+    wf_fn_release(f);
+}
+
+/* position_loss(slice_update(x, u, rows 1:3, every second column)): the
+ * caller's bounds, kept at each call, re-resolved against its shape. */
+static wf_status slice_update_loss_body(void *payload, wf_array *const *in, size_t n,
+                                        wf_array **out, size_t *nout)
+{
+    (void)payload;
+    (void)n;
+    wf_scope_begin();
+    wf_array *y = wf_slice_update(in[0], in[1], (int64_t[]){1, 0}, (int64_t[]){3, INT64_MAX},
+                                  (int64_t[]){1, 2});
+    out[0] = wf_keep(position_loss(wf_multiply(y, y)));
+    wf_scope_end();
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static void test_shapeless_slice_update_gradient_follows_each_call(void)
+{
+    /* x's columns 3, 5, 2, 6 take 2, 3, 1, 3 of u's */
+    static const int64_t shapes[][MAX_OPERANDS][4] = {
+        {{4, 3}, {2, 2}}, {{3, 5}, {2, 3}}, {{6, 2}, {2, 1}}, {{5, 6}, {2, 3}},
+    };
+    wf_fn *f = wf_fn_new(slice_update_loss_body, NULL, NULL);
+    check_shapeless_gradient_of(f, shapes, sizeof shapes / sizeof shapes[0], 2, 2);
     wf_fn_release(f);
 }
 
@@ -471,6 +571,9 @@ int main(void)
     RUN_TEST(test_literal_reshape_keeps_its_shape);
     RUN_TEST(test_shapeless_gradient_follows_each_call);
     RUN_TEST(test_shapeless_per_example_gradients_follow_the_batch);
+    RUN_TEST(test_shapeless_concatenate_gradient_follows_each_call);
+    RUN_TEST(test_shapeless_pad_gradient_follows_each_call);
+    RUN_TEST(test_shapeless_slice_update_gradient_follows_each_call);
     RUN_TEST(test_shapeless_gradient_reading_traced_shapes_is_refused);
     RUN_TEST(test_shape_naming_op_is_refused);
     return TEST_SUMMARY();

@@ -10,6 +10,11 @@ wf_status wf__cpu_slice_update(wf_array *out, wf_array *const *inputs, int ninpu
 wf_status wf__cpu_concatenate(wf_array *out, wf_array *const *inputs, int ninputs,
                               const void *params);
 wf_status wf__cpu_pad(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
+/* The shape-following blocks of prim/shape_like.c. */
+wf_status wf__cpu_crop_like(wf_array *out, wf_array *const *inputs, int ninputs,
+                            const void *params);
+wf_status wf__cpu_pad_like(wf_array *out, wf_array *const *inputs, int ninputs,
+                           const void *params);
 wf_status wf__cpu_tri(wf_array *out, wf_array *const *inputs, int ninputs, const void *params);
 wf_status wf__cpu_take(wf_array *out, wf_array *const *inputs, int ninputs,
                        const void *params);

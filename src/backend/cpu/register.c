@@ -98,6 +98,8 @@ void wf__cpu_register_kernels(void)
     attach(&wf__prim_unbroadcast_like, wf__cpu_unbroadcast_like);
     attach(&wf__prim_reshape_like, wf__cpu_reshape);
     attach(&wf__prim_size_ratio, wf__cpu_size_ratio);
+    attach(&wf__prim_crop_like, wf__cpu_crop_like);
+    attach(&wf__prim_pad_like, wf__cpu_pad_like);
     attach(&wf__prim_slice, wf__cpu_slice);
     attach(&wf__prim_slice_update, wf__cpu_slice_update);
     attach(&wf__prim_concatenate, wf__cpu_concatenate);

@@ -170,6 +170,32 @@ wf_status wf__cpu_slice(wf_array *out, wf_array *const *inputs, int ninputs,
     return WF_OK;
 }
 
+/* The block's start on each axis (prim/shape_like.c): the params' low
+ * pads plus, on their axis, the sizes of the inputs after (x, like). */
+static void block_starts(const wf_block_params *p, wf_array *const *inputs, int ninputs,
+                         int64_t *starts)
+{
+    int64_t before = 0;
+    for (int i = 2; i < ninputs; i++)
+        before += inputs[i]->shape[p->axis];
+    for (int d = 0; d < p->ndim; d++)
+        starts[d] = wf__block_start(p, d, before);
+}
+
+/* The block of x with like's (the output's) shape: a view. */
+wf_status wf__cpu_crop_like(wf_array *out, wf_array *const *inputs, int ninputs,
+                            const void *params)
+{
+    const wf_array *in = inputs[0];
+    int64_t starts[WF_MAX_NDIM], offset = in->offset;
+    block_starts(params, inputs, ninputs, starts);
+    if (out->size > 0) /* an empty block may start past x's end */
+        for (int d = 0; d < in->ndim; d++)
+            offset += starts[d] * in->strides[d];
+    wf__array_set_view(out, in, in->strides, offset);
+    return WF_OK;
+}
+
 /* ---------------------------------------------------------------- copying layouts */
 
 /* Copies `src` (shape and strides of `src`, any offset) into the region of
@@ -262,6 +288,25 @@ wf_status wf__cpu_pad(wf_array *out, wf_array *const *inputs, int ninputs, const
     for (int d = 0; d < out->ndim; d++)
         offset += p->low[d] * row[d];
     copy_into(out, offset, row, a);
+    return WF_OK;
+}
+
+/* Zeros of like's (the output's) shape with x copied into its block. */
+wf_status wf__cpu_pad_like(wf_array *out, wf_array *const *inputs, int ninputs,
+                           const void *params)
+{
+    const wf_array *x = inputs[0];
+    wf_status st = wf__array_alloc_output(out);
+    if (st != WF_OK)
+        return st;
+    if (out->size != x->size)
+        fill_value(out, 0.0);
+    int64_t starts[WF_MAX_NDIM], row[WF_MAX_NDIM], offset = 0;
+    block_starts(params, inputs, ninputs, starts);
+    wf__contiguous_strides(out->shape, out->ndim, row);
+    for (int d = 0; d < out->ndim; d++)
+        offset += starts[d] * row[d];
+    copy_into(out, offset, row, x);
     return WF_OK;
 }
 
