@@ -411,12 +411,30 @@ static bool use_complex_direct(const wf_gemm_args *g, int64_t rows)
     return g->b_stored == WF_DTYPE_C64 && rows <= WF_GEMM_COMPLEX_DIRECT_ROWS;
 }
 
+/* Do rows `row_bytes` apart fall in the same L1 set? They do when 4 KB (an
+ * L1 way: 32 or 48 KB, 8 or 12 ways) divides the stride; a tile reading 14
+ * such rows where they lie then has them evict each other, so A is packed
+ * instead: measured on one thread, complex64 2048^3 +4% and float32 2048^3
+ * +7% (rows 16 and 8 KB apart), 1024^3 +1-3%; 256^3 (rows 2 KB apart, two
+ * sets) keeps reading rows in place, 4% faster than packing. */
+static bool rows_share_l1_set(int64_t row_bytes)
+{
+    return row_bytes % 4096 == 0;
+}
+
 /* Read B where it lies rather than pack it? When its rows are contiguous
  * and at most a few A panels (the kernels' b_in_place_rows) would reuse a
- * packed copy. */
+ * packed copy; only two when B's rows share L1 sets, since a tile reads
+ * 16 or 32 floats of each of kc rows, which then evict each other before
+ * the next tile reads them. One thread, Zen 3, float32, weft / NumPy:
+ * 20 x 1024 @ 1024^2 0.65 in place, 0.87 packed (1.14 in place at 1000
+ * columns); 12 x 4096 @ 4096^2 0.83 in place, 0.74 packed. */
 static bool b_in_place(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, int64_t rows)
 {
-    return g->b_stored == g->dtype && g->csb == 1 && rows <= tk->b_in_place_rows;
+    if (g->b_stored != g->dtype || g->csb != 1)
+        return false;
+    const bool share = rows_share_l1_set(g->rsb * (int64_t)wf_dtype_size(g->dtype));
+    return rows <= (share ? min64(tk->b_in_place_rows, 2 * tk->mr) : tk->b_in_place_rows);
 }
 
 /* Blocks of `size` in `splits` parts, rounded up to `align`. */
@@ -573,25 +591,29 @@ static void block_half_b(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, 
     }
 }
 
-/* Rows per tile for `rows` rows: as few tiles as mr allows, rows shared
- * evenly (16 rows: 8 + 8, not 14 + 2), so no tile is left with a few rows
- * that cannot keep the FMA units busy (the AVX-512 tiles compute only the
- * rows they are given). */
-static int64_t balanced_tile_rows(int64_t rows, int64_t mr)
+/* A block's rows in tiles: as few tiles as mr allows, rows shared evenly
+ * (16 rows: 8 + 8, not 14 + 2; 32 rows in tiles of 6: 6 + 6 + 5 + 5 + 5 +
+ * 5, not five 6s and a 2), so no tile is left with a few rows that cannot
+ * keep the FMA units busy (the tiles compute only the rows they are given;
+ * each element's sums are the same in any tile, so the split never changes
+ * bits). Tile t starts at tile_start(t); tile `count` is the end. */
+typedef struct row_tiles {
+    int64_t i0, base, extra, count;
+} row_tiles;
+
+static row_tiles split_rows(int64_t i0, int64_t i1, int64_t mr)
 {
-    return ceil_div(rows, ceil_div(rows, mr));
+    const int64_t rows = i1 - i0, count = ceil_div(rows, mr);
+    if (count <= 0)
+        return (row_tiles){.i0 = i0};
+    return (row_tiles){.i0 = i0, .base = rows / count, .extra = rows % count, .count = count};
 }
 
-/* Do rows `row_bytes` apart fall in the same L1 set? They do when 4 KB (an
- * L1 way: 32 or 48 KB, 8 or 12 ways) divides the stride; a tile reading 14
- * such rows where they lie then has them evict each other, so A is packed
- * instead: measured on one thread, complex64 2048^3 +4% and float32 2048^3
- * +7% (rows 16 and 8 KB apart), 1024^3 +1-3%; 256^3 (rows 2 KB apart, two
- * sets) keeps reading rows in place, 4% faster than packing. */
-static bool rows_share_l1_set(int64_t row_bytes)
+static int64_t tile_start(const row_tiles *rt, int64_t t)
 {
-    return row_bytes % 4096 == 0;
+    return rt->i0 + t * rt->base + min64(t, rt->extra);
 }
+
 
 /* Rows of A whose panels are packed together (a group): every B micro-panel
  * meets each panel of the group in turn, so the group's panels must stay in
@@ -639,7 +661,7 @@ typedef struct k_block_pass {
     size_t es;
     bool in_place;  /* B read where it lies (only a last narrower panel packed) */
     int64_t k0, kc;
-    int64_t tile_rows;
+    row_tiles tiles;
     char *bpack, *apack;
 } k_block_pass;
 
@@ -655,31 +677,34 @@ static void pack_strip(const k_block_pass *kp, int64_t js, int64_t je)
                      js, je, kp->bpack);
 }
 
-/* Rows [i0, i1) (a group: tiles of tile_rows, their A panels in the slots
- * from `slot` on, packed first when `pack_a`) times the packed strip of
- * columns [js, je). Each B micro-panel is read by every tile in turn, so it
- * stays in L1 while A's panels come from L2. */
-static void group_times_strip(const k_block_pass *kp, int64_t i0, int64_t i1, char *slot,
+/* Tiles [t0, t1) (a group, their A panels in the slots from `slot` on,
+ * packed first when `pack_a`) times the packed strip of columns [js, je).
+ * Each B micro-panel is read by every tile in turn, so it stays in L1
+ * while A's panels come from L2. */
+static void group_times_strip(const k_block_pass *kp, int64_t t0, int64_t t1, char *slot,
                               bool pack_a, int64_t js, int64_t je)
 {
     const wf_gemm_args *g = kp->g;
     const wf_gemm_type_kernels *tk = kp->tk;
     const size_t es = kp->es;
-    const int64_t mr = tk->mr, nr = tk->nr, kc = kp->kc, tile_rows = kp->tile_rows;
+    const int64_t mr = tk->mr, nr = tk->nr, kc = kp->kc;
     const char *bk = at(g->b, kp->k0 * g->rsb, es);
     const wf_gemm_epilogue e = first_epilogue(g, kp->k0);
     if (pack_a)
-        for (int64_t i = i0, t = 0; i < i1; i += tile_rows, t++)
-            a_panel(g, tk, es, (int)min64(tile_rows, i1 - i), i, kp->k0, kc,
-                    at(slot, t * mr * kc, es), true);
+        for (int64_t t = t0; t < t1; t++) {
+            const int64_t i = tile_start(&kp->tiles, t);
+            a_panel(g, tk, es, (int)(tile_start(&kp->tiles, t + 1) - i), i, kp->k0, kc,
+                    at(slot, (t - t0) * mr * kc, es), true);
+        }
     for (int64_t p = 0; p < ceil_div(je - js, nr); p++) {
         const int64_t j = js + p * nr, cols = min64(nr, je - j);
         const bool here = kp->in_place && cols == nr;
         const char *bp = here ? at(bk, j, es) : at(kp->bpack, kp->in_place ? 0 : p * nr * kc, es);
-        for (int64_t i = i0, t = 0; i < i1; i += tile_rows, t++) {
-            const int rows = (int)min64(tile_rows, i1 - i);
-            const a_source a =
-                a_panel(g, tk, es, rows, i, kp->k0, kc, at(slot, t * mr * kc, es), false);
+        for (int64_t t = t0; t < t1; t++) {
+            const int64_t i = tile_start(&kp->tiles, t);
+            const int rows = (int)(tile_start(&kp->tiles, t + 1) - i);
+            const a_source a = a_panel(g, tk, es, rows, i, kp->k0, kc,
+                                       at(slot, (t - t0) * mr * kc, es), false);
             a.tile(kc, a.ap, a.astep, bp, here ? g->rsb : nr, at(g->c, i * g->ldc + j, es),
                    g->ldc, rows, (int)cols, &e);
         }
@@ -693,7 +718,6 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
     const char *a = g->a, *b = g->b;
     char *c = g->c;
     const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
-    const int64_t tile_rows = balanced_tile_rows(i1 - i0, mr);
     if (use_direct_t(g, tk, i1 - i0)) {
         const wf_gemm_epilogue first = first_epilogue(g, 0);
         tk->direct_t(g->k, kcb, at(a, i0 * g->rsa, es), g->rsa, g->csa, at(b, j0 * g->csb, es),
@@ -710,29 +734,30 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
         return WF_OK;
     }
     const bool in_place = b_in_place(g, tk, i1 - i0);
+    const row_tiles tiles = split_rows(i0, i1, mr);
     const int64_t fit = min64(GEMM_A_ROWS, GEMM_A_GROUP_BYTES / (kcb * (int64_t)es));
-    const int64_t group = tile_rows * max64(1, fit / tile_rows);
-    const int64_t keep = group * max64(1, GEMM_A_KEEP_ROWS / group);
-    const int64_t a_slots = ceil_div(min64(keep, i1 - i0), tile_rows);
+    const int64_t group = max64(1, fit / mr); /* tiles */
+    const int64_t keep = group * max64(1, GEMM_A_KEEP_ROWS / (group * mr));
+    const int64_t a_slots = min64(keep, tiles.count);
     const int64_t strip = in_place ? j1 - j0 : strip_columns(g);
     /* In place, only a last narrower panel is packed (at the panel's slot 0). */
     const int64_t belems = (in_place ? 1 : ceil_div(min64(j1 - j0, strip), nr)) * nr * kcb;
     if (!scratch_reserve(s, (size_t)(belems + a_slots * mr * kcb) * es + 64))
         return WF_ERR_OUT_OF_MEMORY;
-    k_block_pass kp = {.g = g, .tk = tk, .es = es, .in_place = in_place, .tile_rows = tile_rows,
+    k_block_pass kp = {.g = g, .tk = tk, .es = es, .in_place = in_place, .tiles = tiles,
                        .bpack = s->data};
     kp.apack = kp.bpack + (size_t)belems * es;
-    for (int64_t ik = i0; ik < i1; ik += keep) {
-        const int64_t ik1 = min64(i1, ik + keep);
+    for (int64_t tk0 = 0; tk0 < tiles.count; tk0 += keep) {
+        const int64_t tk1 = min64(tiles.count, tk0 + keep);
         for (kp.k0 = 0; kp.k0 < g->k; kp.k0 += kcb) {
             kp.kc = min64(kcb, g->k - kp.k0);
             for (int64_t js = j0; js < j1; js += strip) {
                 const int64_t je = min64(j1, js + strip);
                 pack_strip(&kp, js, je);
-                for (int64_t ig = ik; ig < ik1; ig += group)
-                    group_times_strip(&kp, ig, min64(ik1, ig + group),
-                                      at(kp.apack, (ig - ik) / tile_rows * mr * kp.kc, es),
-                                      js == j0, js, je);
+                for (int64_t tg = tk0; tg < tk1; tg += group)
+                    group_times_strip(&kp, tg, min64(tk1, tg + group),
+                                      at(kp.apack, (tg - tk0) * mr * kp.kc, es), js == j0, js,
+                                      je);
             }
         }
     }
@@ -745,7 +770,8 @@ static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_type_kernels *t
     const uint16_t *a = g->a, *b = g->b;
     float *c = g->c;
     const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
-    const int64_t panels = ceil_div(j1 - j0, nr), tile_rows = balanced_tile_rows(i1 - i0, mr);
+    const int64_t panels = ceil_div(j1 - j0, nr);
+    const row_tiles tiles = split_rows(i0, i1, mr);
     const bool direct = use_direct(g, tk, i1 - i0);
     if (!direct &&
         !scratch_reserve(s, (size_t)((panels * nr + mr) * kcb) * sizeof(uint16_t) + 64))
@@ -768,8 +794,9 @@ static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_type_kernels *t
             else
                 pack_pairs(tk, cols, (int)nr, kc, bj, g->csb, g->rsb, bpack + p * nr * kc2);
         }
-        for (int64_t i = i0; i < i1; i += tile_rows) {
-            const int rows = (int)min64(tile_rows, i1 - i);
+        for (int64_t t = 0; t < tiles.count; t++) {
+            const int64_t i = tile_start(&tiles, t);
+            const int rows = (int)(tile_start(&tiles, t + 1) - i);
             pack_pairs(tk, rows, (int)mr, kc, a + i * g->rsa + k0 * g->csa, g->rsa, g->csa,
                        apack);
             for (int64_t p = 0; p < panels; p++) {
