@@ -614,7 +614,6 @@ static int64_t tile_start(const row_tiles *rt, int64_t t)
     return rt->i0 + t * rt->base + min64(t, rt->extra);
 }
 
-
 /* Rows of A whose panels are packed together (a group): every B micro-panel
  * meets each panel of the group in turn, so the group's panels must stay in
  * L2: at most this many rows ... */
