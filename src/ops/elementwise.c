@@ -43,9 +43,7 @@ static wf_array *conform(wf_array *x, wf_dtype dtype, const int64_t *shape, int 
         *owned = x;
     }
     if (!wf__shape_equal(x->shape, x->ndim, shape, ndim)) {
-        wf_array *b = wf__op_broadcast_to(x, shape, ndim);
-        if (b) /* not yet seen by any other thread */
-            b->node_flags |= WF_NODE_FLAG_IMPLICIT_BROADCAST;
+        wf_array *b = wf__op_implicit_broadcast(x, shape, ndim);
         wf__array_release(*owned);
         *owned = b;
         x = b;

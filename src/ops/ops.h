@@ -125,6 +125,10 @@ wf_array *wf__op_fft(wf_array *a, const int *axes, int n_axes, const int64_t *si
 wf_array *wf__op_reshape(wf_array *a, const int64_t *shape, int ndim);
 wf_array *wf__op_transpose(wf_array *a, const int *perm, int nperm);
 wf_array *wf__op_broadcast_to(wf_array *a, const int64_t *shape, int ndim);
+/* An operator's implicit broadcast of `a` (a new, unpublished reference):
+ * broadcast_to flagged WF_NODE_FLAG_IMPLICIT_BROADCAST, which a shapeless
+ * replay re-derives from each call's shapes. */
+wf_array *wf__op_implicit_broadcast(wf_array *a, const int64_t *shape, int ndim);
 wf_array *wf__op_slice(wf_array *a, const int64_t *starts, const int64_t *stops,
                        const int64_t *steps);
 wf_array *wf__op_swapaxes(wf_array *a, int axis1, int axis2);

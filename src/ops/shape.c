@@ -85,6 +85,14 @@ wf_array *wf__op_transpose(wf_array *a, const int *perm, int nperm)
     return wf__node_new(&wf__prim_transpose, &p, &a, 1);
 }
 
+wf_array *wf__op_implicit_broadcast(wf_array *a, const int64_t *shape, int ndim)
+{
+    wf_array *b = wf__op_broadcast_to(a, shape, ndim);
+    if (b) /* not yet seen by any other thread */
+        b->node_flags |= WF_NODE_FLAG_IMPLICIT_BROADCAST;
+    return b;
+}
+
 wf_array *wf__op_broadcast_to(wf_array *a, const int64_t *shape, int ndim)
 {
     if (!wf__array_check(a, "wf_broadcast_to", "a"))

@@ -122,10 +122,7 @@ static wf_status jvp_broadcast_to(wf_array *node, wf_array *const *t, wf_array *
     if (!wf__array_is_shapeless(node))
         return wf__rule_jvp_linear(node, t, out);
     if (node->node_flags & WF_NODE_FLAG_IMPLICIT_BROADCAST) {
-        wf_array *b = wf__op_broadcast_to(t[0], node->shape, node->ndim);
-        if (b) /* not yet seen by any other thread */
-            b->node_flags |= WF_NODE_FLAG_IMPLICIT_BROADCAST;
-        *out = wf__array_publish(b);
+        *out = wf__array_publish(wf__op_implicit_broadcast(t[0], node->shape, node->ndim));
     } else {
         wf_array *inputs[2] = {t[0], node};
         *out = wf__rule_node(&wf__prim_broadcast_like, NULL, inputs, 2);

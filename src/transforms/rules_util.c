@@ -233,9 +233,8 @@ static wf_array *vmap_elementwise_following(wf_array *node, wf_array *const *inp
             break;
         if (wf__shape_equal(in[i]->shape, in[i]->ndim, shape, node->ndim + 1))
             continue;
-        if (!(owned[i] = wf__op_broadcast_to(in[i], shape, node->ndim + 1)))
+        if (!(owned[i] = wf__op_implicit_broadcast(in[i], shape, node->ndim + 1)))
             break;
-        owned[i]->node_flags |= WF_NODE_FLAG_IMPLICIT_BROADCAST; /* not yet seen elsewhere */
         in[i] = owned[i];
     }
     wf_array *out = i == node->ninputs ? wf__rule_rebuild(node, in) : NULL;
@@ -277,10 +276,7 @@ static wf_array *zero_tangent(const wf_array *node, wf_array *x)
     if (!wf__array_is_shapeless(node) || !(x->node_flags & WF_NODE_FLAG_IMPLICIT_BROADCAST))
         return wf_zeros_like(x);
     wf_array *zeros = wf_zeros_like(x->inputs[0]);
-    wf_array *b = zeros ? wf__op_broadcast_to(zeros, x->shape, x->ndim) : NULL;
-    if (b) /* not yet seen by any other thread */
-        b->node_flags |= WF_NODE_FLAG_IMPLICIT_BROADCAST;
-    return wf__array_publish(b);
+    return wf__array_publish(zeros ? wf__op_implicit_broadcast(zeros, x->shape, x->ndim) : NULL);
 }
 
 wf_status wf__rule_jvp_linear(wf_array *node, wf_array *const *tangents, wf_array **out)
