@@ -23,8 +23,9 @@
  * FMAs per B vector easily absorb. A float32 block's rounding error grows
  * with its length (about 2x at 512 over 256, still one sum per block). */
 enum { GEMM_KC = 512 };
-/* Columns of B packed at once (a strip: 256 x 512 floats = 512 KB, in L2).
- * Complex B' strips are twice as wide (1 MB, half the Xeon's L2): A,
+/* Columns of B packed at once (a strip: up to 512 x 512 floats = 1 MB, in
+ * L2 and L3; 256 columns measured no faster on Zen 3 with K blocks of 512).
+ * Complex B' strips are twice as wide (2 MB at K blocks of 512): A,
  * packed anew for each strip when its rows share an L1 set, is packed half
  * as often; complex64 2048^3 +1-2.5% on 1 and 2 threads (CPU time, old and
  * new alternated in one process), 256^3 ... 1024^3 unchanged. On Zen 3
