@@ -328,6 +328,8 @@ static wf_buffer *init_buffer(block *b, size_t bytes)
     atomic_init(&b->buf.refcount, 1);
     b->buf.bytes = bytes;
     b->buf.flags = 0;
+    atomic_init(&b->buf.derived, NULL);
+    atomic_init(&b->buf.derived_hint, 0);
     return &b->buf;
 }
 
@@ -436,6 +438,8 @@ wf_buffer *wf__buffer_wrap_external(void *data, size_t bytes, void (*deleter)(vo
     e->buf.bytes = bytes;
     e->buf.capacity = 0;
     e->buf.flags = WF_BUFFER_EXTERNAL;
+    atomic_init(&e->buf.derived, NULL);
+    atomic_init(&e->buf.derived_hint, 0);
     e->deleter = deleter;
     e->owner_data = owner_data;
     e->ctx = ctx;
@@ -480,6 +484,29 @@ bool wf__buffer_is_external(const wf_buffer *b)
     return (b->flags & WF_BUFFER_EXTERNAL) != 0;
 }
 
+/* ------------------------------------------------------------ derived data */
+
+bool wf__buffer_attach_derived(wf_buffer *b, wf_buffer_derived *d)
+{
+    wf_buffer_derived *none = NULL;
+    return !wf__buffer_is_external(b) &&
+           atomic_compare_exchange_strong_explicit(&b->derived, &none, d, memory_order_acq_rel,
+                                                   memory_order_acquire);
+}
+
+wf_buffer_derived *wf__buffer_derived(wf_buffer *b)
+{
+    return atomic_load_explicit(&b->derived, memory_order_acquire);
+}
+
+void wf__buffer_forget_derived(wf_buffer *b)
+{
+    atomic_store_explicit(&b->derived_hint, 0, memory_order_relaxed);
+    wf_buffer_derived *d = atomic_exchange_explicit(&b->derived, NULL, memory_order_acq_rel);
+    if (d != NULL)
+        d->drop(d);
+}
+
 /* ------------------------------------------------------------ release */
 
 void wf__buffer_release(wf_buffer *b)
@@ -488,6 +515,7 @@ void wf__buffer_release(wf_buffer *b)
         return;
     if (atomic_fetch_sub_explicit(&b->refcount, 1, memory_order_acq_rel) != 1)
         return;
+    wf__buffer_forget_derived(b);
     if (b->flags & WF_BUFFER_EXTERNAL) {
         external_released((external_block *)b);
         return;

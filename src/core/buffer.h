@@ -21,12 +21,27 @@ enum wf_buffer_flags {
     WF_BUFFER_EXTERNAL = 1u << 0
 };
 
+/* Something a kernel derives from a buffer's contents and keeps with the
+ * buffer for its later reads (backend/cpu/gemm.c's packed copy of a
+ * weight). The deriving code embeds it first in its own struct. `drop`
+ * frees it, once, with no weft lock held, when the contents end: at the
+ * buffer's last release, or before a donation overwrites them. It must not
+ * touch the buffer it was derived from. */
+typedef struct wf_buffer_derived {
+    void (*drop)(struct wf_buffer_derived *self);
+} wf_buffer_derived;
+
 typedef struct wf_buffer {
     atomic_size_t refcount;
     void *data;      /* 64-byte aligned (external: dtype aligned); never NULL */
     size_t bytes;    /* what was asked for */
     size_t capacity; /* what was reserved (counted in the stats; 0 if external) */
     unsigned flags;  /* enum wf_buffer_flags */
+    /* NULL, or set once by wf__buffer_attach_derived until the contents end. */
+    _Atomic(wf_buffer_derived *) derived;
+    /* The deriving code's own note, e.g. a fingerprint of the last use that
+     * could have derived something (0 for fresh contents). */
+    atomic_uint_fast64_t derived_hint;
 } wf_buffer;
 
 /* A new buffer of at least `bytes` (refcount 1). On failure returns NULL and
@@ -50,5 +65,18 @@ void wf__buffer_discard_external(wf_buffer *b);
 /* True for caller-owned memory. Any code that writes into an input's buffer
  * (in-place ops, donation) must check this first and never do it then. */
 bool wf__buffer_is_external(const wf_buffer *b);
+
+/* Derived data (see wf_buffer_derived). Readers hold a reference to `b`,
+ * and weft writes a buffer only when nobody else holds it (donation), so
+ * what they read stays valid and current while they hold it. */
+/* Attaches `d` to b's current contents; false if something is attached
+ * already or b is external (caller memory may change behind weft's back):
+ * the caller still owns `d` then. */
+bool wf__buffer_attach_derived(wf_buffer *b, wf_buffer_derived *d);
+/* What is attached to b's contents, or NULL. */
+wf_buffer_derived *wf__buffer_derived(wf_buffer *b);
+/* Drops what was derived from b's contents and clears the hint; for a
+ * buffer nobody else holds, before its contents are overwritten. */
+void wf__buffer_forget_derived(wf_buffer *b);
 
 #endif

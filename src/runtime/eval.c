@@ -309,6 +309,7 @@ static wf_array *donate_input(wf_array *n)
         if (!wf__array_retire(in, occurrences(n, in)))
             continue;
         if (buffer_unshared(in->buffer)) { /* again: no view can appear from now on */
+            wf__buffer_forget_derived(in->buffer); /* n overwrites what it was derived from */
             n->buffer = wf__buffer_retain(in->buffer);
             if (n->ndim) /* the kernel writes the output in the donor's layout */
                 memcpy(n->strides, in->strides, (size_t)n->ndim * sizeof(int64_t));

@@ -14,18 +14,25 @@
  *    itself as child processes and compares their hashes; sanitized builds
  *    run 1, 3, 8 on the baseline and the best variant);
  *  - the avx2 and avx512 variants agree bitwise for float32 and float64;
- *  - bad variant numbers give WF_ERR_UNSUPPORTED.
+ *  - bad variant numbers give WF_ERR_UNSUPPORTED;
+ *  - packed weights (a B packed once and kept with its buffer from its
+ *    second product on): the same bits as packing each time, for row-major,
+ *    transposed and offset B; dropped with the weight, and when a donation
+ *    overwrites it; never for caller-owned memory; one copy when threads
+ *    race to make it.
  *
  *   test_gemm                 the tests
  *   WEFT_GEMM_CHILD_ISA=n test_gemm   (internal) prints hashes of the results
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "backend/cpu/gemm.h"
 #include "child_process.h"
+#include "core/array.h"
 #include "core/dtype.h"
 #include "conformance.h"
 #include "harness.h"
@@ -900,6 +907,217 @@ static void test_same_bits_for_any_thread_count(void)
     }
 }
 
+/* ---------------------------------------------------------------- packed weights */
+
+/* A (rows x cols) matrix of `dtype` (float32 or float64) from v. */
+static wf_array *matrix_of(const float *v, int64_t rows, int64_t cols, wf_dtype dtype)
+{
+    const int64_t shape[2] = {rows, cols};
+    if (dtype == WF_DTYPE_F32)
+        return wf_array_from_data(v, shape, 2, WF_DTYPE_F32);
+    double *d = malloc((size_t)(rows * cols) * sizeof *d);
+    for (int64_t i = 0; i < rows * cols; i++)
+        d[i] = v[i];
+    wf_array *a = wf_array_from_data(d, shape, 2, WF_DTYPE_F64);
+    free(d);
+    return a;
+}
+
+/* Whether x and y (evaluated here) hold the same bytes; releases both. */
+static bool same_bytes_then_release(wf_array *x, wf_array *y)
+{
+    const void *xv = NULL, *yv = NULL;
+    const bool same = x && y && wf_array_data(x, &xv) == WF_OK && wf_array_data(y, &yv) == WF_OK &&
+                      wf_array_nbytes(x) == wf_array_nbytes(y) &&
+                      memcmp(xv, yv, wf_array_nbytes(x)) == 0;
+    wf_release(x);
+    wf_release(y);
+    return same;
+}
+
+/* The weight of case `c` as the product reads it: (k x n), row-major,
+ * the transpose of an (n x k) matrix, or rows 3.. of a taller matrix (an
+ * offset into its buffer); built from v ((k + 3) * n values) on a fresh
+ * buffer each call. */
+static wf_array *weight_case(int c, const float *v, int64_t k, int64_t n, wf_dtype dtype)
+{
+    if (c == 0)
+        return matrix_of(v, k, n, dtype);
+    if (c == 1) {
+        wf_array *t = matrix_of(v, n, k, dtype);
+        wf_array *w = wf_transpose(t, (const int[]){1, 0}, 2);
+        wf_release(t);
+        return w;
+    }
+    wf_array *tall = matrix_of(v, k + 3, n, dtype);
+    wf_array *w = wf_slice(tall, (const int64_t[]){3, 0}, (const int64_t[]){k + 3, n},
+                           (const int64_t[]){1, 1});
+    wf_release(tall);
+    return w;
+}
+
+static void test_packed_weights_same_bits(void)
+{
+    static const int64_t shapes[][2] = {{300, 200}, {1100, 520}, {97, 33}};
+    static const int64_t rows[] = {4, 7, 30, 70};
+    const int best_isa = wf__gemm_isa();
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
+            continue;
+        CHECK_OK(wf__gemm_isa_set(isa));
+        for (int t = 0; t < 2; t++) {
+            const wf_dtype dtype = t ? WF_DTYPE_F64 : WF_DTYPE_F32;
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                const int64_t k = shapes[s][0], n = shapes[s][1];
+                float *v = random_floats((k + 3) * n, (uint32_t)(40 + s));
+                float *xv = random_floats(70 * k, (uint32_t)(50 + s));
+                for (int c = 0; c < 3; c++) {
+                    const size_t before = wf__gemm_packed_b_bytes();
+                    wf_array *w = weight_case(c, v, k, n, dtype);
+                    for (int round = 0; round < 2; round++)
+                        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+                            wf_array *x = matrix_of(xv, rows[r], k, dtype);
+                            wf_array *fresh = weight_case(c, v, k, n, dtype); /* packs anew */
+                            if (!CHECK(same_bytes_then_release(wf_matmul(x, w),
+                                                               wf_matmul(x, fresh))))
+                                printf("      (%s, %s, %lld x %lld @ %lld x %lld, case %d, round "
+                                       "%d)\n",
+                                       wf__gemm_isa_name(isa), wf_dtype_name(dtype),
+                                       (long long)rows[r], (long long)k, (long long)k,
+                                       (long long)n, c, round);
+                            wf_release(fresh);
+                            wf_release(x);
+                        }
+                    /* the second product made the copy (B's bytes at least) */
+                    CHECK(wf__gemm_packed_b_bytes() >=
+                          before + (size_t)(k * n) * wf_dtype_size(dtype));
+                    wf_release(w);
+                    CHECK(wf__gemm_packed_b_bytes() == before);
+                }
+                free(v);
+                free(xv);
+            }
+        }
+    }
+    CHECK_OK(wf__gemm_isa_set(-1));
+}
+
+enum { DONOR_K = 300, DONOR_N = 256, DONOR_M = 30 };
+
+/* The donated buffer's copy is dropped before the new contents are
+ * written: products with the new array give its own bits. */
+static void test_packed_weights_follow_donation(void)
+{
+    float *v = random_floats(DONOR_K * DONOR_N, 61), *xv = random_floats(DONOR_M * DONOR_K, 62);
+    float *v1 = malloc(DONOR_K * DONOR_N * sizeof *v1);
+    for (int64_t i = 0; i < DONOR_K * DONOR_N; i++)
+        v1[i] = v[i] + 1.0f;
+    const size_t before = wf__gemm_packed_b_bytes();
+    wf_array *x = matrix_of(xv, DONOR_M, DONOR_K, WF_DTYPE_F32);
+    wf_array *w = matrix_of(v, DONOR_K, DONOR_N, WF_DTYPE_F32);
+    for (int i = 0; i < 2; i++) {
+        wf_array *r = wf_matmul(x, w);
+        CHECK_OK(wf_eval(&r, 1));
+        wf_release(r);
+    }
+    CHECK(wf__gemm_packed_b_bytes() == before + (size_t)DONOR_K * DONOR_N * sizeof(float));
+    wf_array *one = wf_scalar(1.0, WF_DTYPE_F32);
+    wf_array *w1 = wf_add(w, one);
+    wf_release(one);
+    wf_release(w); /* only w1's node holds w now: its buffer is donated */
+    const uint64_t donated = wf__buffers_donated();
+    CHECK_OK(wf_eval(&w1, 1));
+    CHECK(wf__buffers_donated() == donated + 1);
+    CHECK(wf__gemm_packed_b_bytes() == before);
+    wf_array *fresh = matrix_of(v1, DONOR_K, DONOR_N, WF_DTYPE_F32);
+    for (int i = 0; i < 3; i++)
+        CHECK(same_bytes_then_release(wf_matmul(x, w1), wf_matmul(x, fresh)));
+    /* w1's copy and fresh's */
+    CHECK(wf__gemm_packed_b_bytes() == before + 2 * (size_t)DONOR_K * DONOR_N * sizeof(float));
+    wf_release(fresh);
+    wf_release(w1);
+    wf_release(x);
+    CHECK(wf__gemm_packed_b_bytes() == before);
+    free(v);
+    free(v1);
+    free(xv);
+}
+
+/* Caller-owned memory may change behind weft's back: never packed for keeps. */
+static void test_packed_weights_not_for_external_memory(void)
+{
+    float *v = random_floats(DONOR_K * DONOR_N, 63), *xv = random_floats(DONOR_M * DONOR_K, 64);
+    const size_t before = wf__gemm_packed_b_bytes();
+    wf_array *x = matrix_of(xv, DONOR_M, DONOR_K, WF_DTYPE_F32);
+    wf_array *w = wf_array_from_external(v, (const int64_t[]){DONOR_K, DONOR_N}, 2, WF_DTYPE_F32,
+                                         NULL, NULL, NULL);
+    wf_array *fresh = matrix_of(v, DONOR_K, DONOR_N, WF_DTYPE_F32);
+    for (int i = 0; i < 3; i++)
+        CHECK(same_bytes_then_release(wf_matmul(x, w), wf_matmul(x, fresh)));
+    CHECK(wf__gemm_packed_b_bytes() == before + (size_t)DONOR_K * DONOR_N * sizeof(float));
+    wf_release(fresh); /* the only copy was fresh's */
+    CHECK(wf__gemm_packed_b_bytes() == before);
+    wf_release(w);
+    wf_release(x);
+    free(v);
+    free(xv);
+}
+
+enum { RACE_THREADS = 4, RACE_PRODUCTS = 6 };
+
+typedef struct race {
+    wf_array *x, *w;
+    const void *expected;
+    size_t bytes;
+    int matches;
+} race;
+
+static void *race_products(void *arg)
+{
+    race *r = arg;
+    for (int i = 0; i < RACE_PRODUCTS; i++) {
+        wf_array *p = wf_matmul(r->x, r->w);
+        const void *pv = NULL;
+        if (wf_array_data(p, &pv) == WF_OK && memcmp(pv, r->expected, r->bytes) == 0)
+            r->matches++;
+        wf_release(p);
+    }
+    return NULL;
+}
+
+/* Threads making the copy at once leave exactly one, and every product
+ * has the bits of one packed anew. */
+static void test_packed_weights_race(void)
+{
+    float *v = random_floats(DONOR_K * DONOR_N, 65), *xv = random_floats(DONOR_M * DONOR_K, 66);
+    const size_t before = wf__gemm_packed_b_bytes();
+    wf_array *x = matrix_of(xv, DONOR_M, DONOR_K, WF_DTYPE_F32);
+    wf_array *w = matrix_of(v, DONOR_K, DONOR_N, WF_DTYPE_F32);
+    wf_array *fresh = matrix_of(v, DONOR_K, DONOR_N, WF_DTYPE_F32);
+    wf_array *expected = wf_matmul(x, fresh);
+    const void *ev = NULL;
+    CHECK_OK(wf_array_data(expected, &ev));
+    race runs[RACE_THREADS];
+    pthread_t threads[RACE_THREADS];
+    for (int t = 0; t < RACE_THREADS; t++) {
+        runs[t] = (race){.x = x, .w = w, .expected = ev, .bytes = wf_array_nbytes(expected)};
+        CHECK(pthread_create(&threads[t], NULL, race_products, &runs[t]) == 0);
+    }
+    for (int t = 0; t < RACE_THREADS; t++) {
+        pthread_join(threads[t], NULL);
+        CHECK(runs[t].matches == RACE_PRODUCTS);
+    }
+    /* w's copy (fresh was used once: none) */
+    CHECK(wf__gemm_packed_b_bytes() == before + (size_t)DONOR_K * DONOR_N * sizeof(float));
+    wf_release(expected);
+    wf_release(fresh);
+    wf_release(w);
+    wf_release(x);
+    CHECK(wf__gemm_packed_b_bytes() == before);
+    free(v);
+    free(xv);
+}
+
 int main(void)
 {
     const char *child_isa = getenv("WEFT_GEMM_CHILD_ISA");
@@ -920,5 +1138,9 @@ int main(void)
     RUN_TEST(test_batch_invariance);
     RUN_TEST(test_negative_strides);
     RUN_TEST(test_same_bits_for_any_thread_count);
+    RUN_TEST(test_packed_weights_same_bits);
+    RUN_TEST(test_packed_weights_follow_donation);
+    RUN_TEST(test_packed_weights_not_for_external_memory);
+    RUN_TEST(test_packed_weights_race);
     return TEST_SUMMARY();
 }

@@ -11,6 +11,7 @@
 #include "backend/cpu/cpu_features.h"
 #include "core/error.h"
 #include "runtime/pool.h"
+#include "util/fault.h"
 
 /* K block: at most this many k per pass over C (it is part of every
  * result's bits, so it depends on K alone and never changes per CPU).
@@ -711,6 +712,115 @@ static void group_times_strip(const k_block_pass *kp, int64_t t0, int64_t t1, ch
     }
 }
 
+/* ---------------------------------------------------------------- packed weights */
+
+/* B's packed copy: every K block (k0 = b * kcb, all full but the last) in
+ * turn, each as pack_b_strip packs columns [0, n): panel p of block b at
+ * element (k0 * panels + p * kc) * nr. What it was packed from is kept to
+ * check each later product against. */
+typedef struct packed_b {
+    wf_buffer_derived base; /* first member */
+    wf_buffer *storage;
+    size_t bytes;
+    int isa;
+    wf_dtype dtype;
+    int64_t offset, rsb, csb, k, n;
+} packed_b;
+
+static atomic_size_t packed_b_bytes;
+
+size_t wf__gemm_packed_b_bytes(void) { return atomic_load(&packed_b_bytes); }
+
+static void packed_b_drop(wf_buffer_derived *d)
+{
+    packed_b *pb = (packed_b *)d;
+    atomic_fetch_sub(&packed_b_bytes, pb->bytes);
+    wf__buffer_release(pb->storage);
+    free(pb);
+}
+
+static packed_b packed_b_key(const wf_gemm_args *g, const wf_buffer *buffer)
+{
+    return (packed_b){.isa = g->isa, .dtype = g->dtype,
+                      .offset = (const char *)g->b - (const char *)buffer->data, .rsb = g->rsb,
+                      .csb = g->csb, .k = g->k, .n = g->n};
+}
+
+static bool packed_b_matches(const packed_b *x, const packed_b *y)
+{
+    return x->isa == y->isa && x->dtype == y->dtype && x->offset == y->offset &&
+           x->rsb == y->rsb && x->csb == y->csb && x->k == y->k && x->n == y->n;
+}
+
+/* A nonzero fingerprint of the key, for the buffer's hint. */
+static uint64_t packed_b_fingerprint(const packed_b *key)
+{
+    const int64_t fields[] = {key->isa, key->dtype, key->offset, key->rsb, key->csb, key->k,
+                              key->n};
+    uint64_t h = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        h = (h ^ (uint64_t)fields[i]) * 0x100000001b3u;
+    return h | 1;
+}
+
+/* Packs all of g's B into a new packed_b (NULL when it cannot be
+ * allocated or the budget is spent; no error is left recorded). */
+static packed_b *pack_whole_b(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
+                              const packed_b *key)
+{
+    const int64_t nr = tk->nr, panels = ceil_div(g->n, nr), kcb = k_block(g->k);
+    const size_t bytes = (size_t)(panels * nr * g->k) * es;
+    if (atomic_fetch_add(&packed_b_bytes, bytes) + bytes > WF_GEMM_PACKED_B_BUDGET) {
+        atomic_fetch_sub(&packed_b_bytes, bytes);
+        return NULL;
+    }
+    wf_error_state saved;
+    wf__error_save(&saved);
+    packed_b *pb = wf__malloc(sizeof *pb);
+    wf_buffer *storage = pb ? wf__buffer_alloc(bytes) : NULL;
+    wf__error_restore(&saved);
+    if (storage == NULL) {
+        free(pb);
+        atomic_fetch_sub(&packed_b_bytes, bytes);
+        return NULL;
+    }
+    *pb = *key;
+    pb->base.drop = packed_b_drop;
+    pb->storage = storage;
+    pb->bytes = bytes;
+    for (int64_t k0 = 0; k0 < g->k; k0 += kcb)
+        pack_b_strip(g, tk, es, false, min64(kcb, g->k - k0), at(g->b, k0 * g->rsb, es), 0,
+                     g->n, at(storage->data, k0 * panels * nr, es));
+    return pb;
+}
+
+void wf__gemm_use_packed_b(wf_gemm_args *g, wf_buffer *buffer, int64_t mblock)
+{
+    g->b_packed = NULL;
+    if ((g->dtype != WF_DTYPE_F32 && g->dtype != WF_DTYPE_F64) || g->b_stored != g->dtype ||
+        wf__buffer_is_external(buffer))
+        return;
+    const wf_gemm_type_kernels *tk = type_kernels(g);
+    if (tk->mr == 0 || use_direct(g, tk, mblock) || use_direct_t(g, tk, mblock))
+        return;
+    const packed_b key = packed_b_key(g, buffer);
+    const packed_b *have = (const packed_b *)wf__buffer_derived(buffer);
+    if (have == NULL) {
+        /* Packed once before with this key? Then it is worth keeping. */
+        const uint64_t mine = packed_b_fingerprint(&key);
+        if (atomic_exchange(&buffer->derived_hint, mine) != mine)
+            return;
+        packed_b *made = pack_whole_b(g, tk, g->dtype == WF_DTYPE_F64 ? 8 : 4, &key);
+        if (made == NULL)
+            return;
+        if (!wf__buffer_attach_derived(buffer, &made->base))
+            packed_b_drop(&made->base); /* another thread's came first */
+        have = (const packed_b *)wf__buffer_derived(buffer);
+    }
+    if (have != NULL && have->base.drop == packed_b_drop && packed_b_matches(have, &key))
+        g->b_packed = have->storage->data;
+}
+
 /* float32 and float64: es is the element size. */
 static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
                              int64_t i0, int64_t i1, int64_t j0, int64_t j1, wf_gemm_scratch *s)
@@ -733,7 +843,8 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
         }
         return WF_OK;
     }
-    const bool in_place = b_in_place(g, tk, i1 - i0);
+    const bool packed = g->b_packed != NULL; /* j0 is a multiple of nr, as every block's */
+    const bool in_place = !packed && b_in_place(g, tk, i1 - i0);
     const row_tiles tiles = split_rows(i0, i1, mr);
     const int64_t fit = min64(GEMM_A_ROWS, GEMM_A_GROUP_BYTES / (kcb * (int64_t)es));
     const int64_t group = max64(1, fit / mr); /* tiles */
@@ -741,19 +852,25 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
     const int64_t a_slots = min64(keep, tiles.count);
     const int64_t strip = in_place ? j1 - j0 : strip_columns(g);
     /* In place, only a last narrower panel is packed (at the panel's slot 0). */
-    const int64_t belems = (in_place ? 1 : ceil_div(min64(j1 - j0, strip), nr)) * nr * kcb;
+    const int64_t belems =
+        packed ? 0 : (in_place ? 1 : ceil_div(min64(j1 - j0, strip), nr)) * nr * kcb;
     if (!scratch_reserve(s, (size_t)(belems + a_slots * mr * kcb) * es + 64))
         return WF_ERR_OUT_OF_MEMORY;
-    k_block_pass kp = {.g = g, .tk = tk, .es = es, .in_place = in_place, .tiles = tiles,
-                       .bpack = s->data};
-    kp.apack = kp.bpack + (size_t)belems * es;
+    k_block_pass kp = {.g = g, .tk = tk, .es = es, .in_place = in_place, .tiles = tiles};
+    kp.apack = at(s->data, belems, es);
     for (int64_t tk0 = 0; tk0 < tiles.count; tk0 += keep) {
         const int64_t tk1 = min64(tiles.count, tk0 + keep);
         for (kp.k0 = 0; kp.k0 < g->k; kp.k0 += kcb) {
             kp.kc = min64(kcb, g->k - kp.k0);
             for (int64_t js = j0; js < j1; js += strip) {
                 const int64_t je = min64(j1, js + strip);
-                pack_strip(&kp, js, je);
+                if (packed) /* pack_whole_b's layout */
+                    kp.bpack = at(g->b_packed,
+                                  kp.k0 * ceil_div(g->n, nr) * nr + js / nr * nr * kp.kc, es);
+                else {
+                    kp.bpack = s->data;
+                    pack_strip(&kp, js, je);
+                }
                 for (int64_t tg = tk0; tg < tk1; tg += group)
                     group_times_strip(&kp, tg, min64(tk1, tg + group),
                                       at(kp.apack, (tg - tk0) * mr * kp.kc, es), js == j0, js,

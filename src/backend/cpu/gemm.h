@@ -104,6 +104,9 @@ typedef struct wf_gemm_args {
     int64_t ldc;
     double alpha, beta;
     int isa; /* the variant, fixed when the product is set up */
+    /* B already packed for this variant (wf__gemm_use_packed_b), or NULL:
+     * blocks pack B themselves. */
+    const void *b_packed;
 } wf_gemm_args;
 
 /* complex64 B (b_stored = WF_DTYPE_C64, dtype float32): a complex product
@@ -140,6 +143,25 @@ typedef struct wf_gemm_scratch {
     size_t bytes;
 } wf_gemm_scratch;
 void wf__gemm_scratch_free(wf_gemm_scratch *s);
+
+/* Packed weights. A product packs B's panels anew at every call, which for
+ * a few rows against a served weight costs as much as the product itself
+ * (a 32-row float32 product with a 384 x 1536 weight spent a third of its
+ * time packing). So when the same B (same buffer, offset, strides, shape,
+ * variant) is packed a second time, the whole of B is packed once, in the
+ * layout the blocks read, and kept with its buffer (core/buffer.h's derived
+ * data) until the buffer's contents end; later products read it instead of
+ * packing. Only float32 and float64 products whose blocks of `mblock` rows
+ * would pack B (not the matrix-vector paths); at most
+ * WF_GEMM_PACKED_B_BUDGET bytes of such copies in the process (counted as
+ * active memory); a copy that cannot be allocated is simply not made. The
+ * panels hold B's values, so the results' bits are unchanged.
+ * Sets g->b_packed when B has (or now gets) its packed copy. `buffer` holds
+ * B (g->b points into it); the caller keeps a reference for the product. */
+#define WF_GEMM_PACKED_B_BUDGET ((size_t)512 << 20)
+void wf__gemm_use_packed_b(wf_gemm_args *g, wf_buffer *buffer, int64_t mblock);
+/* Bytes of packed weights alive now (tests). */
+size_t wf__gemm_packed_b_bytes(void);
 
 /* How a product is split into independent blocks of C for threads: rows
  * and columns per block (a function of m, n, k, the variant, `batches`, the

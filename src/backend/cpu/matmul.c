@@ -142,6 +142,7 @@ typedef struct mm_plan {
     int64_t bshape[WF_MAX_NDIM];
     int64_t batches, m, n, k;
     wf_cpu_mm_operand a, b;
+    wf_buffer *b_buffer; /* b's buffer when b is read where it lies, else NULL */
     char *c; /* (batches, m, n) contiguous, cdt */
     double alpha, beta;
     int64_t mblock, mblocks; /* rows per unit of work, units per batch (column) */
@@ -197,6 +198,15 @@ static void gemm_units(void *ctx, int64_t begin, int64_t end)
     wf__gemm_scratch_free(&scratch);
 }
 
+/* Is b the same matrix for every batch? */
+static bool shared_b(const mm_plan *p)
+{
+    for (int d = 0; d < p->nb; d++)
+        if (p->b.bstrides[d] != 0)
+            return false;
+    return true;
+}
+
 static wf_status run_gemm(mm_plan *p, int isa)
 {
     wf__gemm_args_init(&p->g, p->compute, p->m, p->n, p->k, p->a.data, p->a.rs, p->a.cs,
@@ -204,6 +214,8 @@ static wf_status run_gemm(mm_plan *p, int isa)
     p->g.isa = isa;
     p->g.b_stored = p->b_stored;
     wf__gemm_blocks(&p->g, p->batches, &p->mblock, &p->nblock);
+    if (p->b_buffer != NULL && shared_b(p))
+        wf__gemm_use_packed_b(&p->g, p->b_buffer, p->mblock);
     p->mblocks = (p->m + p->mblock - 1) / p->mblock;
     p->nblocks = (p->n + p->nblock - 1) / p->nblock;
     atomic_init(&p->failed, 0);
@@ -343,6 +355,7 @@ static wf_status batched_product(wf_array *out, const wf_array *a, const wf_arra
         if (st == WF_OK)
             st = wf__cpu_mm_prepare(b, p.nb, p.bshape, p.b_stored, &p.b);
         if (st == WF_OK) {
+            p.b_buffer = p.b.owned == NULL ? b->buffer : NULL;
             merge_batches(&p);
             st = run_gemm(&p, isa);
         }
