@@ -3,9 +3,12 @@ bench_embed_server (float32 and bfloat16) and bench/peers/embed_server.py
 (ONNX Runtime and JAX), one after the other, then one table of sentences per
 second and CPU ms per sentence per client count, with weft float32's ratios
 to each peer (> 1: weft better). CPU ms per sentence says more than
-throughput on a shared machine.
+throughput on a shared machine. With ROUNDS > 1 the four runs are repeated
+in turn and each cell is the best round (most sentences/s, least CPU ms):
+on a machine whose speed drifts, every peer then gets its share of the
+good minutes.
 
-    python bench/embed_compare.py BUILD_DIR [seconds per client count = 3]
+    python bench/embed_compare.py BUILD_DIR [seconds per client count = 3] [ROUNDS = 1]
 
 Run it with the bench venv's python (scripts/bench-setup.sh), which has the
 peers and the model package.
@@ -40,13 +43,23 @@ def main():
     peer = os.path.join(HERE, "peers", "embed_server.py")
     env_venv = os.path.dirname(os.path.dirname(sys.executable))
     os.environ.setdefault("WEFT_PY_VENV", env_venv)
-    results = [
-        ("weft f32", run("weft float32", [server, seconds])),
-        ("weft bf16", run("weft bfloat16", [server, seconds, "bfloat16"])),
-        ("ONNX Runtime", run("ONNX Runtime", [sys.executable, peer, "onnxruntime", seconds])),
-        ("JAX", run("JAX", [sys.executable, peer, "jax", seconds])),
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    runs = [
+        ("weft f32", "weft float32", [server, seconds]),
+        ("weft bf16", "weft bfloat16", [server, seconds, "bfloat16"]),
+        ("ONNX Runtime", "ONNX Runtime", [sys.executable, peer, "onnxruntime", seconds]),
+        ("JAX", "JAX", [sys.executable, peer, "jax", seconds]),
     ]
-    print("\nsentences/s (CPU ms per sentence); load average %.1f after" % os.getloadavg()[0])
+    best = {name: {} for name, _, _ in runs}
+    for round_index in range(rounds):
+        for name, label, cmd in runs:
+            rows = run("%s (round %d of %d)" % (label, round_index + 1, rounds), cmd)
+            for clients, (rate, cpu) in rows.items():
+                old = best[name].get(clients)
+                best[name][clients] = (max(rate, old[0]), min(cpu, old[1])) if old else (rate, cpu)
+    results = [(name, best[name]) for name, _, _ in runs]
+    print("\nsentences/s (CPU ms per sentence), best of %d round(s); load average %.1f after"
+          % (rounds, os.getloadavg()[0]))
     print("%-8s" % "clients" + "".join("%20s" % name for name, _ in results) +
           "   weft f32 / peer (sent/s; CPU)")
     for clients in (1, 4, 16):

@@ -18,8 +18,8 @@
  *  - packed weights (a B packed once and kept with its buffer from its
  *    second product on): the same bits as packing each time, for row-major,
  *    transposed and offset B; dropped with the weight, and when a donation
- *    overwrites it; never for caller-owned memory; one copy when threads
- *    race to make it.
+ *    overwrites it; never for caller-owned memory, nor where a memory limit
+ *    would come within reach; one copy when threads race to make it.
  *
  *   test_gemm                 the tests
  *   WEFT_GEMM_CHILD_ISA=n test_gemm   (internal) prints hashes of the results
@@ -1063,6 +1063,33 @@ static void test_packed_weights_not_for_external_memory(void)
     free(xv);
 }
 
+/* Under a memory limit that the copy would bring within reach, no copy is
+ * made and no error is left: the products are as before. */
+static void test_packed_weights_under_a_memory_limit(void)
+{
+    float *v = random_floats(DONOR_K * DONOR_N, 67), *xv = random_floats(DONOR_M * DONOR_K, 68);
+    const size_t before = wf__gemm_packed_b_bytes();
+    wf_array *x = matrix_of(xv, DONOR_M, DONOR_K, WF_DTYPE_F32);
+    wf_array *w = matrix_of(v, DONOR_K, DONOR_N, WF_DTYPE_F32);
+    wf_array *fresh = matrix_of(v, DONOR_K, DONOR_N, WF_DTYPE_F32);
+    CHECK_OK(wf_eval((wf_array *[]){x, w, fresh}, 3));
+    wf_memory_stats stats = wf_memory_stats_default();
+    CHECK_OK(wf_memory_stats_get(&stats));
+    /* active + the copy > half the limit */
+    CHECK_OK(wf_set_memory_limit(2 * stats.active_bytes + DONOR_K * DONOR_N * sizeof(float)));
+    wf_clear_error();
+    for (int i = 0; i < 3; i++)
+        CHECK(same_bytes_then_release(wf_matmul(x, w), wf_matmul(x, fresh)));
+    CHECK(wf_last_error() == WF_OK);
+    CHECK(wf__gemm_packed_b_bytes() == before);
+    CHECK_OK(wf_set_memory_limit(SIZE_MAX));
+    wf_release(fresh);
+    wf_release(w);
+    wf_release(x);
+    free(v);
+    free(xv);
+}
+
 enum { RACE_THREADS = 4, RACE_PRODUCTS = 6 };
 
 typedef struct race {
@@ -1141,6 +1168,7 @@ int main(void)
     RUN_TEST(test_packed_weights_same_bits);
     RUN_TEST(test_packed_weights_follow_donation);
     RUN_TEST(test_packed_weights_not_for_external_memory);
+    RUN_TEST(test_packed_weights_under_a_memory_limit);
     RUN_TEST(test_packed_weights_race);
     return TEST_SUMMARY();
 }

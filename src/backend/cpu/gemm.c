@@ -763,13 +763,26 @@ static uint64_t packed_b_fingerprint(const packed_b *key)
     return h | 1;
 }
 
-/* Packs all of g's B into a new packed_b (NULL when it cannot be
- * allocated or the budget is spent; no error is left recorded). */
-static packed_b *pack_whole_b(const wf_gemm_args *g, const wf_gemm_type_kernels *tk, size_t es,
-                              const packed_b *key)
+/* May a copy of `bytes` be kept? Under a memory limit, only while the
+ * copies stay within a quarter of it and active memory within half: a
+ * speed-up must not make the program's own allocations fail. */
+static bool packed_b_affordable(size_t bytes)
 {
-    const int64_t nr = tk->nr, panels = ceil_div(g->n, nr), kcb = k_block(g->k);
-    const size_t bytes = (size_t)(panels * nr * g->k) * es;
+    wf_memory_stats stats = wf_memory_stats_default();
+    if (wf_memory_stats_get(&stats) != WF_OK)
+        return false;
+    return stats.limit_bytes == SIZE_MAX ||
+           (atomic_load(&packed_b_bytes) + bytes <= stats.limit_bytes / 4 &&
+            stats.active_bytes + bytes <= stats.limit_bytes / 2);
+}
+
+/* Packs all of g's B into a new packed_b (NULL when it cannot be
+ * allocated or afforded; no error is left recorded). */
+static packed_b *pack_whole_b(const wf_gemm_args *g, const packed_b *key)
+{
+    const size_t bytes = wf__gemm_packed_b_size(g);
+    if (!packed_b_affordable(bytes))
+        return NULL;
     if (atomic_fetch_add(&packed_b_bytes, bytes) + bytes > WF_GEMM_PACKED_B_BUDGET) {
         atomic_fetch_sub(&packed_b_bytes, bytes);
         return NULL;
@@ -788,20 +801,39 @@ static packed_b *pack_whole_b(const wf_gemm_args *g, const wf_gemm_type_kernels 
     pb->base.drop = packed_b_drop;
     pb->storage = storage;
     pb->bytes = bytes;
+    wf__gemm_pack_b(g, storage->data);
+    return pb;
+}
+
+bool wf__gemm_can_pack_b(const wf_gemm_args *g)
+{
+    return (g->dtype == WF_DTYPE_F32 || g->dtype == WF_DTYPE_F64) && g->b_stored == g->dtype &&
+           type_kernels(g)->mr > 0;
+}
+
+size_t wf__gemm_packed_b_size(const wf_gemm_args *g)
+{
+    const int64_t nr = type_kernels(g)->nr;
+    return (size_t)(ceil_div(g->n, nr) * nr * g->k) * wf_dtype_size(g->dtype);
+}
+
+void wf__gemm_pack_b(const wf_gemm_args *g, void *dst)
+{
+    const wf_gemm_type_kernels *tk = type_kernels(g);
+    const size_t es = wf_dtype_size(g->dtype);
+    const int64_t nr = tk->nr, panels = ceil_div(g->n, nr), kcb = k_block(g->k);
     for (int64_t k0 = 0; k0 < g->k; k0 += kcb)
         pack_b_strip(g, tk, es, false, min64(kcb, g->k - k0), at(g->b, k0 * g->rsb, es), 0,
-                     g->n, at(storage->data, k0 * panels * nr, es));
-    return pb;
+                     g->n, at(dst, k0 * panels * nr, es));
 }
 
 void wf__gemm_use_packed_b(wf_gemm_args *g, wf_buffer *buffer, int64_t mblock)
 {
     g->b_packed = NULL;
-    if ((g->dtype != WF_DTYPE_F32 && g->dtype != WF_DTYPE_F64) || g->b_stored != g->dtype ||
-        wf__buffer_is_external(buffer))
+    if (!wf__gemm_can_pack_b(g) || wf__buffer_is_external(buffer))
         return;
     const wf_gemm_type_kernels *tk = type_kernels(g);
-    if (tk->mr == 0 || use_direct(g, tk, mblock) || use_direct_t(g, tk, mblock))
+    if (use_direct(g, tk, mblock) || use_direct_t(g, tk, mblock))
         return;
     const packed_b key = packed_b_key(g, buffer);
     const packed_b *have = (const packed_b *)wf__buffer_derived(buffer);
@@ -810,7 +842,7 @@ void wf__gemm_use_packed_b(wf_gemm_args *g, wf_buffer *buffer, int64_t mblock)
         const uint64_t mine = packed_b_fingerprint(&key);
         if (atomic_exchange(&buffer->derived_hint, mine) != mine)
             return;
-        packed_b *made = pack_whole_b(g, tk, g->dtype == WF_DTYPE_F64 ? 8 : 4, &key);
+        packed_b *made = pack_whole_b(g, &key);
         if (made == NULL)
             return;
         if (!wf__buffer_attach_derived(buffer, &made->base))

@@ -154,11 +154,20 @@ void wf__gemm_scratch_free(wf_gemm_scratch *s);
  * packing. Only float32 and float64 products whose blocks of `mblock` rows
  * would pack B (not the matrix-vector paths); at most
  * WF_GEMM_PACKED_B_BUDGET bytes of such copies in the process (counted as
- * active memory); a copy that cannot be allocated is simply not made. The
+ * active memory), and under a memory limit only while they stay within a
+ * quarter of it and active memory within half; a copy that cannot be
+ * allocated is simply not made. The
  * panels hold B's values, so the results' bits are unchanged.
  * Sets g->b_packed when B has (or now gets) its packed copy. `buffer` holds
  * B (g->b points into it); the caller keeps a reference for the product. */
 #define WF_GEMM_PACKED_B_BUDGET ((size_t)512 << 20)
+/* Whether g's B can be packed whole (float32 and float64 products). */
+bool wf__gemm_can_pack_b(const wf_gemm_args *g);
+/* The bytes of g's B packed whole, and the packing into dst (64-byte
+ * aligned): what b_packed points at. A caller that runs many blocks of rows
+ * against one B (convolutions) packs it once this way. */
+size_t wf__gemm_packed_b_size(const wf_gemm_args *g);
+void wf__gemm_pack_b(const wf_gemm_args *g, void *dst);
 void wf__gemm_use_packed_b(wf_gemm_args *g, wf_buffer *buffer, int64_t mblock);
 /* Bytes of packed weights alive now (tests). */
 size_t wf__gemm_packed_b_bytes(void);
