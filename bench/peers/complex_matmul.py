@@ -1,7 +1,7 @@
 """complex64 matmul, weft beside NumPy (its bundled OpenBLAS's cgemm), in one
 process on the same arrays:
 
-    build/py-venv/bin/python bench/peers/complex_matmul.py [--one-thread] [reps=7]
+    build/py-venv/bin/python bench/peers/complex_matmul.py [--one-thread] [--fresh-b] [reps=7]
 
 Cases: square products 256, 512, 1024 and 2048; a batch of 16 products of
 256 x 256; matrix-vector products 1 x 1024 @ 1024 x 1024 and 1 x 4096 @
@@ -16,11 +16,19 @@ OPENBLAS_NUM_THREADS=1, set before either is imported) and times CPU time,
 which compares the kernels even on a machine shared with other work.
 weft is the installed wheel (scripts/python-test.sh installs it into
 build/py-venv).
+
+By default every product multiplies the same B, as a served weight is: weft
+then packs B' once, from the second product on, and keeps it with B (API.md,
+Matrix products), while NumPy's cgemm packs it at every call. --fresh-b
+gives each of weft's products a B of its own (equal values, a new array
+made beforehand), so that it packs B' every time: the cost of a product of
+fresh operands.
 """
 import os
 import sys
 
 ONE_THREAD = "--one-thread" in sys.argv
+FRESH_B = "--fresh-b" in sys.argv
 if ONE_THREAD:
     os.environ["WEFT_NUM_THREADS"] = "1"
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
@@ -94,8 +102,13 @@ def case(label, shape_a, shape_b, reps):
     mx.eval(out)
     check(np.array(out), np.matmul(a, b), a, b)
 
+    # one B per timed product in --fresh-b (best_pair runs 2 blocks of half)
+    fresh = [mx.array(b) for _ in range(2 * max(1, (reps + 1) // 2))] if FRESH_B else []
+    mx.eval(*fresh)
+    fresh_b = iter(fresh)
+
     def run_weft():
-        mx.eval(mx.matmul(wa, wb))
+        mx.eval(mx.matmul(wa, next(fresh_b) if FRESH_B else wb))
 
     def run_numpy():
         np.matmul(a, b)
@@ -113,6 +126,7 @@ def main():
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"complex64 matmul: weft {mx.__file__}, NumPy {np.__version__}; "
           f"{'one thread, CPU' if ONE_THREAD else 'default threads, wall'} time; "
+          f"{'a new B per product' if FRESH_B else 'the same B in every product'}; "
           f"load average {load}; {os.cpu_count()} CPUs")
     for n in (256, 512, 1024, 2048):
         case(f"c64 {n}^3", (n, n), (n, n), REPS if n < 2048 else max(2, REPS // 2))

@@ -17,7 +17,7 @@
  *  - bad variant numbers give WF_ERR_UNSUPPORTED;
  *  - packed weights (a B packed once and kept with its buffer from its
  *    second product on): the same bits as packing each time, for row-major,
- *    transposed and offset B; dropped with the weight, and when a donation
+ *    transposed and offset B, float32, float64 and complex64; dropped with the weight, and when a donation
  *    overwrites it; never for caller-owned memory, nor where a memory limit
  *    would come within reach; one copy when threads race to make it.
  *
@@ -1002,6 +1002,61 @@ static void test_packed_weights_same_bits(void)
     CHECK_OK(wf__gemm_isa_set(-1));
 }
 
+/* A complex64 (k x n) weight from v on a fresh buffer: row-major (c = 0)
+ * or rows 3.. of a (k + 3) x n matrix (an offset into its buffer). */
+static wf_array *complex_weight(int c, const float *v, int64_t k, int64_t n)
+{
+    const int64_t shape[2] = {c ? k + 3 : k, n};
+    wf_array *base = wf_array_from_data(v, shape, 2, WF_DTYPE_C64);
+    if (c == 0)
+        return base;
+    wf_array *w = wf_slice(base, (const int64_t[]){3, 0}, shape, (const int64_t[]){1, 1});
+    wf_release(base);
+    return w;
+}
+
+/* complex64 (B' packed whole), as test_packed_weights_same_bits. */
+static void test_packed_weights_complex(void)
+{
+    static const int64_t shapes[][2] = {{130, 70}, {600, 300}};
+    static const int64_t rows[] = {5, 9, 40};
+    const int best_isa = wf__gemm_isa();
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
+            continue;
+        CHECK_OK(wf__gemm_isa_set(isa));
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const int64_t k = shapes[s][0], n = shapes[s][1];
+            float *v = random_floats(2 * (k + 3) * n, (uint32_t)(70 + s));
+            float *xv = random_floats(2 * 40 * k, (uint32_t)(80 + s));
+            for (int c = 0; c < 2; c++) {
+                const size_t before = wf__gemm_packed_b_bytes();
+                wf_array *w = complex_weight(c, v, k, n);
+                for (int round = 0; round < 2; round++)
+                    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+                        wf_array *x = wf_array_from_data(xv, (const int64_t[]){rows[r], k}, 2,
+                                                         WF_DTYPE_C64);
+                        wf_array *fresh = complex_weight(c, v, k, n); /* packs anew */
+                        if (!CHECK(same_bytes_then_release(wf_matmul(x, w),
+                                                           wf_matmul(x, fresh))))
+                            printf("      (%s, complex64 %lld x %lld @ %lld x %lld, case %d)\n",
+                                   wf__gemm_isa_name(isa), (long long)rows[r], (long long)k,
+                                   (long long)k, (long long)n, c);
+                        wf_release(fresh);
+                        wf_release(x);
+                    }
+                /* w's B' (four floats per complex element) */
+                CHECK(wf__gemm_packed_b_bytes() >= before + (size_t)(k * n) * 16);
+                wf_release(w);
+                CHECK(wf__gemm_packed_b_bytes() == before);
+            }
+            free(v);
+            free(xv);
+        }
+    }
+    CHECK_OK(wf__gemm_isa_set(-1));
+}
+
 enum { DONOR_K = 300, DONOR_N = 256, DONOR_M = 30 };
 
 /* The donated buffer's copy is dropped before the new contents are
@@ -1166,6 +1221,7 @@ int main(void)
     RUN_TEST(test_negative_strides);
     RUN_TEST(test_same_bits_for_any_thread_count);
     RUN_TEST(test_packed_weights_same_bits);
+    RUN_TEST(test_packed_weights_complex);
     RUN_TEST(test_packed_weights_follow_donation);
     RUN_TEST(test_packed_weights_not_for_external_memory);
     RUN_TEST(test_packed_weights_under_a_memory_limit);

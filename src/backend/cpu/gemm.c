@@ -723,7 +723,7 @@ typedef struct packed_b {
     wf_buffer *storage;
     size_t bytes;
     int isa;
-    wf_dtype dtype;
+    wf_dtype dtype, b_stored;
     int64_t offset, rsb, csb, k, n;
 } packed_b;
 
@@ -741,22 +741,23 @@ static void packed_b_drop(wf_buffer_derived *d)
 
 static packed_b packed_b_key(const wf_gemm_args *g, const wf_buffer *buffer)
 {
-    return (packed_b){.isa = g->isa, .dtype = g->dtype,
+    return (packed_b){.isa = g->isa, .dtype = g->dtype, .b_stored = g->b_stored,
                       .offset = (const char *)g->b - (const char *)buffer->data, .rsb = g->rsb,
                       .csb = g->csb, .k = g->k, .n = g->n};
 }
 
 static bool packed_b_matches(const packed_b *x, const packed_b *y)
 {
-    return x->isa == y->isa && x->dtype == y->dtype && x->offset == y->offset &&
+    return x->isa == y->isa && x->dtype == y->dtype && x->b_stored == y->b_stored &&
+           x->offset == y->offset &&
            x->rsb == y->rsb && x->csb == y->csb && x->k == y->k && x->n == y->n;
 }
 
 /* A nonzero fingerprint of the key, for the buffer's hint. */
 static uint64_t packed_b_fingerprint(const packed_b *key)
 {
-    const int64_t fields[] = {key->isa, key->dtype, key->offset, key->rsb, key->csb, key->k,
-                              key->n};
+    const int64_t fields[] = {key->isa, key->dtype, key->b_stored, key->offset,
+                              key->rsb, key->csb, key->k, key->n};
     uint64_t h = 0xcbf29ce484222325u;
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         h = (h ^ (uint64_t)fields[i]) * 0x100000001b3u;
@@ -807,8 +808,10 @@ static packed_b *pack_whole_b(const wf_gemm_args *g, const packed_b *key)
 
 bool wf__gemm_can_pack_b(const wf_gemm_args *g)
 {
-    return (g->dtype == WF_DTYPE_F32 || g->dtype == WF_DTYPE_F64) && g->b_stored == g->dtype &&
-           type_kernels(g)->mr > 0;
+    const bool plain = (g->dtype == WF_DTYPE_F32 || g->dtype == WF_DTYPE_F64) &&
+                       g->b_stored == g->dtype;
+    const bool complex = g->dtype == WF_DTYPE_F32 && g->b_stored == WF_DTYPE_C64;
+    return (plain || complex) && type_kernels(g)->mr > 0;
 }
 
 size_t wf__gemm_packed_b_size(const wf_gemm_args *g)
@@ -822,9 +825,14 @@ void wf__gemm_pack_b(const wf_gemm_args *g, void *dst)
     const wf_gemm_type_kernels *tk = type_kernels(g);
     const size_t es = wf_dtype_size(g->dtype);
     const int64_t nr = tk->nr, panels = ceil_div(g->n, nr), kcb = k_block(g->k);
-    for (int64_t k0 = 0; k0 < g->k; k0 += kcb)
-        pack_b_strip(g, tk, es, false, min64(kcb, g->k - k0), at(g->b, k0 * g->rsb, es), 0,
-                     g->n, at(dst, k0 * panels * nr, es));
+    for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
+        const int64_t kc = min64(kcb, g->k - k0);
+        char *block = at(dst, k0 * panels * nr, es);
+        if (g->b_stored == WF_DTYPE_C64)
+            wf__gemm_pack_b_complex(g, k0, kc, 0, g->n, (int)nr, (float *)block);
+        else
+            pack_b_strip(g, tk, es, false, kc, at(g->b, k0 * g->rsb, es), 0, g->n, block);
+    }
 }
 
 void wf__gemm_use_packed_b(wf_gemm_args *g, wf_buffer *buffer, int64_t mblock)
@@ -833,7 +841,8 @@ void wf__gemm_use_packed_b(wf_gemm_args *g, wf_buffer *buffer, int64_t mblock)
     if (!wf__gemm_can_pack_b(g) || wf__buffer_is_external(buffer))
         return;
     const wf_gemm_type_kernels *tk = type_kernels(g);
-    if (use_direct(g, tk, mblock) || use_direct_t(g, tk, mblock))
+    if (use_direct(g, tk, mblock) || use_direct_t(g, tk, mblock) ||
+        use_complex_direct(g, mblock))
         return;
     const packed_b key = packed_b_key(g, buffer);
     const packed_b *have = (const packed_b *)wf__buffer_derived(buffer);

@@ -151,8 +151,8 @@ void wf__gemm_scratch_free(wf_gemm_scratch *s);
  * variant) is packed a second time, the whole of B is packed once, in the
  * layout the blocks read, and kept with its buffer (core/buffer.h's derived
  * data) until the buffer's contents end; later products read it instead of
- * packing. Only float32 and float64 products whose blocks of `mblock` rows
- * would pack B (not the matrix-vector paths); at most
+ * packing. Only float32, float64 and complex64 products (B' packed) whose
+ * blocks of `mblock` rows would pack B (not the matrix-vector paths); at most
  * WF_GEMM_PACKED_B_BUDGET bytes of such copies in the process (counted as
  * active memory), and under a memory limit only while they stay within a
  * quarter of it and active memory within half; a copy that cannot be
@@ -161,7 +161,7 @@ void wf__gemm_scratch_free(wf_gemm_scratch *s);
  * Sets g->b_packed when B has (or now gets) its packed copy. `buffer` holds
  * B (g->b points into it); the caller keeps a reference for the product. */
 #define WF_GEMM_PACKED_B_BUDGET ((size_t)512 << 20)
-/* Whether g's B can be packed whole (float32 and float64 products). */
+/* Whether g's B can be packed whole (float32, float64 and complex64 products). */
 bool wf__gemm_can_pack_b(const wf_gemm_args *g);
 /* The bytes of g's B packed whole, and the packing into dst (64-byte
  * aligned): what b_packed points at. A caller that runs many blocks of rows

@@ -277,6 +277,7 @@ static wf_status complex_product(wf_array *out, const wf_array *a, const wf_arra
         st = mm_prepare(b, p.nb, p.bshape, WF_DTYPE_C64, true, &p.b);
     if (st == WF_OK) {
         complex_plan(&p);
+        p.b_buffer = p.b.owned == NULL ? b->buffer : NULL;
         merge_batches(&p);
         st = run_gemm(&p, wf__gemm_isa());
     }
