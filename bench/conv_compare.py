@@ -8,7 +8,12 @@ weft's input and weight cotangents and its GEMM on the product of the same
 size are shown too.
 
     python3 bench/conv_compare.py [--threads 1] [--repeats 5] [--mlx-repeats 2]
-        [--clock cpu|wall] [--build build/release] [--python build/bench-venv/bin/python]
+        [--rounds 1] [--clock cpu|wall] [--build build/release]
+        [--python build/bench-venv/bin/python]
+
+--rounds N runs weft and JAX N times in turn (MLX once) and keeps each
+rate's best round: on a machine whose speed drifts over minutes, both get
+their share of the good minutes.
 
 With one thread every program runs pinned to one core (taskset) and is
 timed by default by its process's CPU time, so a machine shared with other
@@ -64,12 +69,26 @@ def parse(text, columns):
     return rows
 
 
+def best_rates(runs, rate_columns):
+    """{layer: values} with each rate column the best over the runs."""
+    best = {}
+    for rows in runs:
+        for name, values in rows.items():
+            if name not in best:
+                best[name] = list(values)
+                continue
+            for c in rate_columns:
+                best[name][c] = max(best[name][c], values[c])
+    return best
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--mlx-repeats", type=int, default=2,
                     help="MLX's CPU convolutions are slow: fewer repeats")
+    ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--clock", choices=("cpu", "wall"), default=None,
                     help="process CPU time or wall clock (default: cpu for one thread)")
     ap.add_argument("--build", default="build/release")
@@ -91,13 +110,19 @@ def main():
     print(f"# conv_compare: float32, {threads} thread(s), {clock}; GFLOP/s (2 x multiply-adds)")
     print(f"# load before: {load()}")
 
-    weft = parse(run(pin + [os.path.join(args.build, "bench_conv")] + cpu_time +
-                     [str(args.repeats)], {"WEFT_NUM_THREADS": threads}, 900), 8)
-    peers = {}
     script = os.path.join("bench", "peers", "conv.py")
-    for fw, reps in (("jax", args.repeats), ("mlx", args.mlx_repeats)):
-        peers[fw] = parse(run(pin + [args.python, script, fw, str(reps)] + cpu_time, peer_env,
-                              1800), 4)
+    weft_runs, jax_runs = [], []
+    for _ in range(max(1, args.rounds)):
+        weft_runs.append(parse(run(pin + [os.path.join(args.build, "bench_conv")] + cpu_time +
+                                   [str(args.repeats)], {"WEFT_NUM_THREADS": threads}, 900), 8))
+        jax_runs.append(parse(run(pin + [args.python, script, "jax", str(args.repeats)] +
+                                  cpu_time, peer_env, 1800), 4))
+    weft = best_rates(weft_runs, (1, 3, 4, 5, 6))
+    peers = {"jax": best_rates(jax_runs, (1, 3)),
+             "mlx": parse(run(pin + [args.python, script, "mlx", str(args.mlx_repeats)] +
+                              cpu_time, peer_env, 1800), 4)}
+    if args.rounds > 1:
+        print(f"# best of {args.rounds} rounds of weft and JAX (MLX: one)")
     print(f"# load after:  {load()}")
 
     def cell(v):
