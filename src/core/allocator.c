@@ -515,7 +515,9 @@ void wf__buffer_release(wf_buffer *b)
         return;
     if (atomic_fetch_sub_explicit(&b->refcount, 1, memory_order_acq_rel) != 1)
         return;
-    wf__buffer_forget_derived(b);
+    /* the last holder: nothing can attach meanwhile (the hint is reset on reuse) */
+    if (atomic_load_explicit(&b->derived, memory_order_acquire) != NULL)
+        wf__buffer_forget_derived(b);
     if (b->flags & WF_BUFFER_EXTERNAL) {
         external_released((external_block *)b);
         return;
