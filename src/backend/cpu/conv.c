@@ -791,7 +791,7 @@ static wf_status run_by_position(conv_plan *pl, const wf_array *w)
            pl->groups * ceil_div(pl->batch, bp.bblock) * ceil_div(pl->cout_g, bp.nblock) < target)
         bp.bblock = max64(min_b, ceil_div(bp.bblock, 2));
     while (bp.nblock > 64 &&
-           pl->groups * ceil_div(pl->batch, bp.bblock) * ceil_div(pl->cout_g, bp.nblock) < target)
+           pl->groups * ceil_div(pl->batch, bp.bblock) * ceil_div(pl->cout_g, bp.nblock) < threads)
         bp.nblock = ceil_div(bp.nblock / 2, 16) * 16;
     bp.bblocks = ceil_div(pl->batch, bp.bblock);
     bp.nblocks = ceil_div(pl->cout_g, bp.nblock);
