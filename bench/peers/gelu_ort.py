@@ -10,13 +10,16 @@ of 5 blocks of 200 calls.
 """
 import math
 import os
+import sys
 import time
 
 os.environ["WEFT_NUM_THREADS"] = "1"
 
 import numpy as np  # noqa: E402
-import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ort_session import one_thread_session  # noqa: E402
 
 import weft as mx  # noqa: E402
 import weft.nn as nn  # noqa: E402
@@ -33,17 +36,11 @@ def ort_gelu():
              helper.make_node("Add", ["erf", "one"], ["shifted"]),
              helper.make_node("Mul", ["x", "half"], ["halved"]),
              helper.make_node("Mul", ["halved", "shifted"], ["y"])]
-    graph = helper.make_graph(
-        nodes, "gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
+    run = one_thread_session(
+        "gelu", nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(SHAPE))],
         [const("rsqrt2", 1 / math.sqrt(2)), const("one", 1.0), const("half", 0.5)])
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(
-        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(),
-        options, providers=["CPUExecutionProvider"])
-    return lambda x: session.run(None, {"x": x})[0]
+    return lambda x: run(x=x)
 
 
 def best_ns_per_element(fn, elements, calls=200, repeats=5):

@@ -23,8 +23,10 @@ import time
 os.environ["WEFT_NUM_THREADS"] = "1"
 
 import numpy as np  # noqa: E402
-import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ort_session import one_thread_session  # noqa: E402
 
 import weft as mx  # noqa: E402
 
@@ -38,18 +40,12 @@ def ort_chain(weights):
         inits.append(numpy_helper.from_array(w, "w%d" % i))
         nodes.append(helper.make_node("MatMul", [prev, "w%d" % i], ["y%d" % i]))
         prev = "y%d" % i
-    graph = helper.make_graph(
-        nodes, "chain",
+    run = one_thread_session(
+        "chain", nodes,
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["m", weights[0].shape[0]])],
         [helper.make_tensor_value_info(prev, TensorProto.FLOAT, ["m", weights[-1].shape[1]])],
         inits)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(
-        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(),
-        options, providers=["CPUExecutionProvider"])
-    return lambda x: session.run(None, {"x": x})[0]
+    return lambda x: run(x=x)
 
 
 def weft_chain(weights):

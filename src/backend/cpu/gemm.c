@@ -749,8 +749,8 @@ static packed_b packed_b_key(const wf_gemm_args *g, const wf_buffer *buffer)
 static bool packed_b_matches(const packed_b *x, const packed_b *y)
 {
     return x->isa == y->isa && x->dtype == y->dtype && x->b_stored == y->b_stored &&
-           x->offset == y->offset &&
-           x->rsb == y->rsb && x->csb == y->csb && x->k == y->k && x->n == y->n;
+           x->offset == y->offset && x->rsb == y->rsb && x->csb == y->csb && x->k == y->k &&
+           x->n == y->n;
 }
 
 /* A nonzero fingerprint of the key, for the buffer's hint. */
@@ -905,10 +905,10 @@ static wf_status block_plain(const wf_gemm_args *g, const wf_gemm_type_kernels *
             kp.kc = min64(kcb, g->k - kp.k0);
             for (int64_t js = j0; js < j1; js += strip) {
                 const int64_t je = min64(j1, js + strip);
-                if (packed) /* pack_whole_b's layout */
+                if (packed) { /* pack_whole_b's layout */
                     kp.bpack = at(g->b_packed,
                                   kp.k0 * ceil_div(g->n, nr) * nr + js / nr * nr * kp.kc, es);
-                else {
+                } else {
                     kp.bpack = s->data;
                     pack_strip(&kp, js, je);
                 }
