@@ -120,7 +120,11 @@ static void cpu_relax(void)
 #endif
 }
 
-/* Waits up to pool.spin_ns, without the lock, for `done(arg)`. */
+/* Waits up to pool.spin_ns, without the lock, for `done(arg)`. It never
+ * calls sched_yield: under Linux's EEVDF scheduler a yield hands the core
+ * to any runnable process, even one at nice 19, for a whole time slice
+ * (milliseconds), and the watch exists to be there within microseconds.
+ * Wake-ups still preempt the watch, and it ends after spin_ns. */
 static bool spin_until(bool (*done)(const void *), const void *arg)
 {
     if (pool.spin_ns <= 0)
@@ -130,11 +134,8 @@ static bool spin_until(bool (*done)(const void *), const void *arg)
         if (done(arg))
             return true;
         cpu_relax();
-        if (i % 16 == 0) { /* let any other thread that wants this core have it */
-            sched_yield();
-            if (monotonic_ns() > deadline)
-                return false;
-        }
+        if (i % 16 == 0 && monotonic_ns() > deadline)
+            return false;
     }
 }
 
