@@ -746,6 +746,8 @@ static void test_sdpa(void)
         {4, 4, 4, 2, {2, 3, 4, 8}, {2, 3, 6, 8}, {2, 3, 6, 5}, {4, 6}, false, false},
         /* bool mask per batch */
         {4, 4, 4, 4, {2, 3, 4, 8}, {2, 3, 6, 8}, {2, 3, 6, 5}, {2, 1, 4, 6}, true, false},
+        /* bool padding mask: one row for every query (BERT's) */
+        {4, 4, 4, 4, {2, 3, 4, 8}, {2, 3, 6, 8}, {2, 3, 6, 5}, {2, 1, 1, 6}, true, false},
         /* causal with Lq < Lk and Lq > Lk (the first rows see nothing: zeros) */
         {4, 4, 4, 0, {1, 2, 4, 8}, {1, 2, 6, 8}, {1, 2, 6, 8}, {0}, false, true},
         {4, 4, 4, 0, {1, 2, 6, 8}, {1, 2, 4, 8}, {1, 2, 4, 3}, {0}, false, true},
@@ -765,9 +767,11 @@ static void test_sdpa(void)
     static const sdpa_case big[] = {
         {3, 3, 3, 0, {2, 300, 16}, {2, 300, 16}, {2, 300, 8}, {0}, false, true},
         {3, 3, 3, 2, {1, 200, 8}, {1, 333, 8}, {1, 333, 8}, {200, 333}, false, false},
+        {3, 3, 3, 3, {2, 200, 8}, {2, 333, 8}, {2, 333, 8}, {2, 1, 333}, true, false},
     };
     check_sdpa_case(&big[0], WF_DTYPE_F32, 77, false);
     check_sdpa_case(&big[0], WF_DTYPE_F64, 78, true);
+    check_sdpa_case(&big[2], WF_DTYPE_F32, 80, false);
     check_sdpa_case(&big[1], WF_DTYPE_F32, 79, false);
 
     wf_scope_begin();

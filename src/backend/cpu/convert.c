@@ -282,6 +282,19 @@ static void convert_inner(int64_t n, char *const *ptrs, const int64_t *strides, 
 void wf__cpu_convert_1d(int64_t n, const void *src, wf_dtype src_dtype, int64_t src_stride,
                         void *dst, wf_dtype dst_dtype, int64_t dst_stride)
 {
+    /* Short runs (attention's mask rows, a GEMM tile's output row) skip the
+     * iterator's set-up: they would not be split anyway. */
+    if (n < WF_CPU_CHUNK_CHEAP) {
+        const convert_fn fn = convert_loop(src_dtype, dst_dtype);
+        if (fn != NULL) {
+            fn(n, src, src_stride, dst, dst_stride);
+            return;
+        }
+        if (src_stride == 1 && dst_stride == 1) {
+            memcpy(dst, src, (size_t)n * wf_dtype_size(src_dtype));
+            return;
+        }
+    }
     const int64_t shape[1] = {n};
     wf__cpu_convert_strided(1, shape, src, src_dtype, &src_stride, dst, dst_dtype, &dst_stride);
 }

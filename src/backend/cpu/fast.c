@@ -372,9 +372,10 @@ static bool sdpa_values(const sdpa_ctx *c, int64_t rows, int64_t cols, const voi
                     S[i] = 0;                                                           \
             for (int64_t i = 0; i < rows; i++) {                                        \
                 T *s = S + i * cols, *p = P + i * cols;                                 \
-                if (mp) {                                                               \
+                if (mp && (i == 0 || c->mi != 0)) /* a padding mask: one row for all */ \
                     wf__cpu_convert_1d(cols, mp + ((q0 + i) * c->mi + j0 * c->mj) * (int64_t)mitem, \
                                        c->mdt, c->mj, mrow, c->cdt, 1);                 \
+                if (mp) {                                                               \
                     if (c->mask_kind == WF_SDPA_MASK_BOOL) {                            \
                         for (int64_t j = 0; j < cols; j++)                              \
                             s[j] = mrow[j] != 0 ? s[j] : -(T)INFINITY;                  \
