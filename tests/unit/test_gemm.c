@@ -1119,7 +1119,8 @@ static void test_packed_weights_not_for_external_memory(void)
 }
 
 /* Under a memory limit that the copy would bring within reach, no copy is
- * made and no error is left: the products are as before. */
+ * made and no error is left: the products are as before, also after the
+ * limit is lifted (a refusal is kept with the buffer). */
 static void test_packed_weights_under_a_memory_limit(void)
 {
     float *v = random_floats(DONOR_K * DONOR_N, 67), *xv = random_floats(DONOR_M * DONOR_K, 68);
@@ -1138,6 +1139,10 @@ static void test_packed_weights_under_a_memory_limit(void)
     CHECK(wf_last_error() == WF_OK);
     CHECK(wf__gemm_packed_b_bytes() == before);
     CHECK_OK(wf_set_memory_limit(SIZE_MAX));
+    /* A refused copy is not asked for again for this buffer. */
+    for (int i = 0; i < 2; i++)
+        CHECK(same_bytes_then_release(wf_matmul(x, w), wf_matmul(x, fresh)));
+    CHECK(wf__gemm_packed_b_bytes() == before);
     wf_release(fresh);
     wf_release(w);
     wf_release(x);

@@ -847,13 +847,19 @@ void wf__gemm_use_packed_b(wf_gemm_args *g, wf_buffer *buffer, int64_t mblock)
     const packed_b key = packed_b_key(g, buffer);
     const packed_b *have = (const packed_b *)wf__buffer_derived(buffer);
     if (have == NULL) {
-        /* Packed once before with this key? Then it is worth keeping. */
-        const uint64_t mine = packed_b_fingerprint(&key);
-        if (atomic_exchange(&buffer->derived_hint, mine) != mine)
+        /* Packed once before with this key? Then it is worth keeping,
+         * unless it was refused before (budget, memory limit, allocation):
+         * that is not tried again for this buffer and key, so that such
+         * products do not take the allocator's lock to ask each time. */
+        const uint64_t mine = packed_b_fingerprint(&key), refused = ~mine;
+        if (atomic_load_explicit(&buffer->derived_hint, memory_order_relaxed) == refused ||
+            atomic_exchange(&buffer->derived_hint, mine) != mine)
             return;
         packed_b *made = pack_whole_b(g, &key);
-        if (made == NULL)
+        if (made == NULL) {
+            atomic_store(&buffer->derived_hint, refused);
             return;
+        }
         if (!wf__buffer_attach_derived(buffer, &made->base))
             packed_b_drop(&made->base); /* another thread's came first */
         have = (const packed_b *)wf__buffer_derived(buffer);
