@@ -722,8 +722,13 @@ static void sort_chunk(void *arg, int64_t begin, int64_t end)
 {
     struct sort_job *job = arg;
     const size_t bytes = (size_t)(job->n > 0 ? job->n : 1) * sizeof(key_pair);
+    /* A failure is reported once, by the op on its caller's thread, not
+     * left in a pool thread's error state. */
+    wf_error_state saved;
+    wf__error_save(&saved);
     wf_buffer *buf_memory = wf__buffer_alloc(bytes);
     wf_buffer *tmp_memory = buf_memory ? wf__buffer_alloc(bytes) : NULL;
+    wf__error_restore(&saved);
     if (!tmp_memory) {
         job->failed = true;
         wf__buffer_release(buf_memory);
