@@ -555,11 +555,23 @@ static wf_status run_transposed(conv_plan *pl)
  * x). The pairs are taken CONV_PCHUNK at a time; for each, A's rows are
  * gathered (a pair's x values for all b are contiguous) and one GEMM call
  * adds the chunk's product to C. Every position shares each packed chunk
- * of B, read once. The chunks are a function of the shapes alone, and
- * threads split only C's rows (whole batch entries) and columns, so the
- * bits never depend on the thread count. */
+ * of B, read once. A long K (a weight gradient over many images and
+ * pixels) is cut into `parts` runs of chunks, each summed into its own
+ * copy of C, and the copies are then added in order: so two threads each
+ * gather whole rows of A for their own pixels, instead of each gathering
+ * a slice of every row (a row of x read for a few of its channels) or the
+ * same rows twice. The chunks and parts are a function of the shapes
+ * alone, threads split only parts, C's rows (whole batch entries) and
+ * columns, so the bits never depend on the thread count. */
 
-enum { CONV_PCHUNK = 256, CONV_PROWS = 1024, CONV_PPOSITIONS = 256 };
+enum {
+    CONV_PCHUNK = 256,
+    CONV_PROWS = 1024,
+    CONV_PPOSITIONS = 256,
+    CONV_PART_CHUNKS = 4, /* K chunks per part at least */
+    CONV_MAX_PARTS = 16,
+    CONV_PARTS_BYTES = 32 << 20 /* the parts' copies of C at most */
+};
 
 /* Use it? x's batch axis contiguous, in the compute dtype, few output
  * positions (a kernel's), no input dilation and no flip (w read in
@@ -600,6 +612,8 @@ typedef struct by_position {
     int64_t ws_row;
     int64_t positions; /* output positions per batch entry */
     int64_t bblock, bblocks, nblock, nblocks;
+    int64_t parts, part_pairs; /* K runs of part_pairs pairs (whole chunks) */
+    char *partial[CONV_MAX_PARTS]; /* C for each part; partial[0] is C itself */
 } by_position;
 
 /* Per thread: the chunk's A (rows x CONV_PCHUNK) and, unless B is read in
@@ -691,16 +705,20 @@ static int64_t pair_row_offset(const by_position *bp, int64_t g, int64_t j0, int
     return off;
 }
 
-/* C rows of batch entries [b0, b0 + nb), columns [j0, j1) of group g. */
-static wf_status by_position_block(const by_position *bp, int64_t g, int64_t b0, int64_t nb,
-                                   int64_t j0, int64_t j1, const pair_bufs *bufs,
+/* Part `part`'s C rows of batch entries [b0, b0 + nb), columns [j0, j1)
+ * of group g. */
+static wf_status by_position_block(const by_position *bp, int64_t part, int64_t g, int64_t b0,
+                                   int64_t nb, int64_t j0, int64_t j1, const pair_bufs *bufs,
                                    wf_gemm_scratch *s)
 {
     const conv_plan *pl = bp->pl;
     const size_t es = pl->es, cs = wf_dtype_size(pl->cdt);
-    const int64_t rows = nb * bp->positions, cols = j1 - j0, kdim = pl->kdim;
-    char *c = pl->c + (size_t)(b0 * bp->positions * pl->cout + g * pl->cout_g + j0) * cs;
-    for (int64_t k0 = 0; k0 < kdim; k0 += CONV_PCHUNK) {
+    const int64_t rows = nb * bp->positions, cols = j1 - j0;
+    const int64_t kfirst = part * bp->part_pairs;
+    const int64_t kdim = min64(pl->kdim, kfirst + bp->part_pairs);
+    char *c = bp->partial[part] +
+              (size_t)(b0 * bp->positions * pl->cout + g * pl->cout_g + j0) * cs;
+    for (int64_t k0 = kfirst; k0 < kdim; k0 += CONV_PCHUNK) {
         const int64_t kc = min64(CONV_PCHUNK, kdim - k0);
         gather_pair_rows(bp, g, b0, nb, k0, kc, bufs->a);
         const char *b;
@@ -719,7 +737,7 @@ static wf_status by_position_block(const by_position *bp, int64_t g, int64_t b0,
         wf_gemm_args ga;
         wf__gemm_args_init(&ga, pl->compute, rows, cols, kc, bufs->a, 1, rows, b, rsb,
                            bp->b_in_place ? bp->wstrides[0] : 1, c, pl->cout, 1.0,
-                           k0 == 0 ? 0.0 : 1.0);
+                           k0 == kfirst ? 0.0 : 1.0);
         ga.isa = pl->isa;
         const wf_status st = wf__gemm_block(&ga, 0, rows, 0, cols, s);
         if (st != WF_OK)
@@ -744,9 +762,10 @@ static void by_position_units(void *ctx, int64_t begin, int64_t end)
     const pair_bufs bufs = {abuf ? abuf->data : NULL, bbuf ? bbuf->data : NULL};
     for (int64_t u = begin; u < end; u++) {
         const int64_t j = u % bp->nblocks, rest = u / bp->nblocks;
-        const int64_t bi = rest % bp->bblocks, g = rest / bp->bblocks;
+        const int64_t bi = rest % bp->bblocks, gp = rest / bp->bblocks;
+        const int64_t g = gp % pl->groups, part = gp / pl->groups;
         const int64_t b0 = bi * bp->bblock, j0 = j * bp->nblock;
-        if (by_position_block(bp, g, b0, min64(bp->bblock, pl->batch - b0), j0,
+        if (by_position_block(bp, part, g, b0, min64(bp->bblock, pl->batch - b0), j0,
                               min64(pl->cout_g, j0 + bp->nblock), &bufs, &scratch) != WF_OK) {
             atomic_store(&pl->failed, 1);
             break;
@@ -771,6 +790,59 @@ static bool pair_rows_even(const conv_plan *pl, const int64_t *ws, int64_t *row)
     return ws[sp + 1] == ws[1] * pl->k_sp[0] || pl->cin_g == 1;
 }
 
+/* The parts' sums added into C (part 0), in part order. */
+static void add_parts(void *ctx, int64_t begin, int64_t end)
+{
+    const by_position *bp = ctx;
+    if (bp->pl->cdt == WF_DTYPE_F64) {
+        double *c = (double *)(void *)bp->partial[0];
+        for (int64_t part = 1; part < bp->parts; part++) {
+            const double *q = (const double *)(const void *)bp->partial[part];
+            for (int64_t i = begin; i < end; i++)
+                c[i] += q[i];
+        }
+        return;
+    }
+    float *c = (float *)(void *)bp->partial[0];
+    for (int64_t part = 1; part < bp->parts; part++) {
+        const float *q = (const float *)(const void *)bp->partial[part];
+        for (int64_t i = begin; i < end; i++)
+            c[i] += q[i];
+    }
+}
+
+/* How many units (parts x groups x row blocks x column blocks). */
+static int64_t by_position_units_count(const conv_plan *pl, const by_position *bp)
+{
+    return bp->parts * pl->groups * ceil_div(pl->batch, bp->bblock) *
+           ceil_div(pl->cout_g, bp->nblock);
+}
+
+static void by_position_split(conv_plan *pl, by_position *bp)
+{
+    /* K parts of CONV_PART_CHUNKS chunks at least (a part's copy of C
+     * costs one pass over it), CONV_PARTS_BYTES of copies at most. Then units of whole column strips of at
+     * most 512 and all rows (one packed B chunk serves them all) on one
+     * thread; else split, rows first (in whole batch entries, 96 rows at
+     * least), until 4 units a thread. */
+    const int64_t chunks = ceil_div(pl->kdim, CONV_PCHUNK);
+    const int64_t c_bytes = pl->rows * pl->cout * (int64_t)wf_dtype_size(pl->cdt);
+    bp->parts = min64(CONV_MAX_PARTS, chunks / CONV_PART_CHUNKS);
+    bp->parts = max64(1, min64(bp->parts, 1 + CONV_PARTS_BYTES / max64(c_bytes, 1)));
+    bp->part_pairs = ceil_div(chunks, bp->parts) * CONV_PCHUNK;
+    bp->parts = ceil_div(pl->kdim, bp->part_pairs); /* none empty */
+    const int64_t threads = wf__pool_size(), target = threads > 1 ? 4 * threads : 1;
+    bp->nblock = min64(pl->cout_g, 512);
+    bp->bblock = max64(1, min64(pl->batch, CONV_PROWS / bp->positions));
+    const int64_t min_b = max64(1, ceil_div(96, bp->positions));
+    while (bp->bblock > min_b && by_position_units_count(pl, bp) < target)
+        bp->bblock = max64(min_b, ceil_div(bp->bblock, 2));
+    while (bp->nblock > 64 && by_position_units_count(pl, bp) < threads)
+        bp->nblock = ceil_div(bp->nblock / 2, 16) * 16;
+    bp->bblocks = ceil_div(pl->batch, bp->bblock);
+    bp->nblocks = ceil_div(pl->cout_g, bp->nblock);
+}
+
 static wf_status run_by_position(conv_plan *pl, const wf_array *w)
 {
     by_position bp = {.pl = pl};
@@ -780,23 +852,24 @@ static wf_status run_by_position(conv_plan *pl, const wf_array *w)
         return st;
     bp.positions = pl->rows / pl->batch;
     bp.b_in_place = pair_rows_even(pl, bp.wstrides, &bp.ws_row);
-    /* Units: whole column strips of at most 512 and all rows (one packed
-     * B chunk serves them all) on one thread; else split, rows first (in
-     * whole batch entries, 96 rows at least), until 4 units a thread. */
-    const int64_t threads = wf__pool_size(), target = threads > 1 ? 4 * threads : 1;
-    bp.nblock = min64(pl->cout_g, 512);
-    bp.bblock = max64(1, min64(pl->batch, CONV_PROWS / bp.positions));
-    const int64_t min_b = max64(1, ceil_div(96, bp.positions));
-    while (bp.bblock > min_b &&
-           pl->groups * ceil_div(pl->batch, bp.bblock) * ceil_div(pl->cout_g, bp.nblock) < target)
-        bp.bblock = max64(min_b, ceil_div(bp.bblock, 2));
-    while (bp.nblock > 64 &&
-           pl->groups * ceil_div(pl->batch, bp.bblock) * ceil_div(pl->cout_g, bp.nblock) < threads)
-        bp.nblock = ceil_div(bp.nblock / 2, 16) * 16;
-    bp.bblocks = ceil_div(pl->batch, bp.bblock);
-    bp.nblocks = ceil_div(pl->cout_g, bp.nblock);
+    by_position_split(pl, &bp);
+    const int64_t csize = pl->rows * pl->cout;
+    wf_buffer *parts_buf =
+        bp.parts > 1
+            ? wf__buffer_alloc((size_t)((bp.parts - 1) * csize) * wf_dtype_size(pl->cdt))
+            : NULL;
+    bp.partial[0] = pl->c;
+    for (int64_t part = 1; part < bp.parts && parts_buf; part++)
+        bp.partial[part] = (char *)parts_buf->data + (size_t)((part - 1) * csize) * wf_dtype_size(pl->cdt);
     atomic_init(&pl->failed, 0);
-    wf__parallel_for(pl->groups * bp.bblocks * bp.nblocks, 1, by_position_units, &bp);
+    if (bp.parts > 1 && parts_buf == NULL)
+        atomic_store(&pl->failed, 1);
+    else
+        wf__parallel_for(by_position_units_count(pl, &bp), 1, by_position_units, &bp);
+    if (!atomic_load(&pl->failed) && bp.parts > 1)
+        wf__parallel_for(csize, WF_CPU_CHUNK_CHEAP, add_parts, &bp);
+    if (parts_buf != NULL)
+        wf__buffer_release(parts_buf);
     if (wbuf != NULL)
         wf__buffer_release(wbuf);
     if (atomic_load(&pl->failed))
