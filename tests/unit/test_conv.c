@@ -577,9 +577,11 @@ static void test_batch_contiguous_input(void)
     static const conv_case cs[] = {
         {1, 6, 4, 10, 2, {30}, {3}, {2}, {1}, {2}, {1}, {1}, false},
         {2, 5, 3, 7, 1, {9, 8}, {3, 2}, {1, 2}, {1, 0}, {1, 1}, {1, 2}, {1, 1}, false},
+        /* a long kernel: the product's K (2,400) is summed in parts */
+        {1, 6, 4, 3, 1, {700}, {600}, {1}, {0}, {0}, {1}, {1}, false},
     };
     static const wf_dtype dts[] = {WF_DTYPE_F32, WF_DTYPE_F64};
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         for (int t = 0; t < 2; t++)
             for (int wt = 0; wt < 2; wt++) {
                 const conv_case *c = &cs[k];
@@ -767,9 +769,11 @@ static void det_compute(char *out, size_t cap)
     const conv_case cdw = {2, 2, DET_CH, DET_CH, DET_CH, {DET_HW, DET_HW}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false};
     const conv_case c1 = {2, 2, DET_CH, 2 * DET_CH, 1, {DET_HW, DET_HW}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, {1, 1}, false};
     const conv_case c1d = {1, 2, DET_CH, DET_CH, 1, {8 * DET_HW}, {3}, {1}, {1}, {1}, {1}, {1}, false};
-    const conv_case *cs[4] = {&c3, &cdw, &c1, &c1d};
+    /* a weight gradient long enough to be summed in parts (conv.c) */
+    const conv_case c1d_long = {1, 2, DET_CH, DET_CH, 1, {3000}, {3}, {1}, {1}, {1}, {1}, {1}, false};
+    const conv_case *cs[5] = {&c3, &cdw, &c1, &c1d, &c1d_long};
     static const wf_dtype dts[] = {WF_DTYPE_F32, WF_DTYPE_BF16, WF_DTYPE_F64};
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         for (int t = 0; t < 3; t++) {
             int64_t xs[4], ws[4], ys[4];
             case_shapes(cs[i], xs, ws, ys);
