@@ -568,7 +568,7 @@ enum {
     CONV_PCHUNK = 256,
     CONV_PROWS = 1024,
     CONV_PPOSITIONS = 256,
-    CONV_PART_CHUNKS = 4, /* K chunks per part at least */
+    CONV_PART_CHUNKS = 2, /* K chunks per part at least */
     CONV_MAX_PARTS = 16,
     CONV_PARTS_BYTES = 32 << 20 /* the parts' copies of C at most */
 };
