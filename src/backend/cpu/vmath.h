@@ -12,7 +12,10 @@
  * environment variable WEFT_ISA (baseline, avx2, avx512; read once) or
  * wf__vm_isa_force picks another. FMA contraction is off (-std=c11), so the
  * variants give bit-identical results (but see the baseline's libm
- * functions below).
+ * functions below). float32 gelu's AVX2 variant is written with
+ * intrinsics, the same operations in the same order (two vectors side by
+ * side), so it keeps those bits (checked over all 2^32 inputs when it was
+ * written; test_vmath compares the variants).
  *
  * Maximum errors against the exact result, measured over >= 1e6 points of
  * the whole domain by tests/unit/test_vmath.c (which asserts the bounds
