@@ -821,10 +821,10 @@ static int64_t by_position_units_count(const conv_plan *pl, const by_position *b
 static void by_position_split(conv_plan *pl, by_position *bp)
 {
     /* K parts of CONV_PART_CHUNKS chunks at least (a part's copy of C
-     * costs one pass over it), CONV_PARTS_BYTES of copies at most. Then units of whole column strips of at
-     * most 512 and all rows (one packed B chunk serves them all) on one
-     * thread; else split, rows first (in whole batch entries, 96 rows at
-     * least), until 4 units a thread. */
+     * costs one pass over it), CONV_PARTS_BYTES of copies at most. Then
+     * units of whole column strips of at most 512 and all rows (one packed
+     * B chunk serves them all) on one thread; else split, rows first (in
+     * whole batch entries, 96 rows at least), until 4 units a thread. */
     const int64_t chunks = ceil_div(pl->kdim, CONV_PCHUNK);
     const int64_t c_bytes = pl->rows * pl->cout * (int64_t)wf_dtype_size(pl->cdt);
     bp->parts = min64(CONV_MAX_PARTS, chunks / CONV_PART_CHUNKS);
@@ -854,13 +854,11 @@ static wf_status run_by_position(conv_plan *pl, const wf_array *w)
     bp.b_in_place = pair_rows_even(pl, bp.wstrides, &bp.ws_row);
     by_position_split(pl, &bp);
     const int64_t csize = pl->rows * pl->cout;
-    wf_buffer *parts_buf =
-        bp.parts > 1
-            ? wf__buffer_alloc((size_t)((bp.parts - 1) * csize) * wf_dtype_size(pl->cdt))
-            : NULL;
+    const size_t cbytes = (size_t)csize * wf_dtype_size(pl->cdt);
+    wf_buffer *parts_buf = bp.parts > 1 ? wf__buffer_alloc((size_t)(bp.parts - 1) * cbytes) : NULL;
     bp.partial[0] = pl->c;
     for (int64_t part = 1; part < bp.parts && parts_buf; part++)
-        bp.partial[part] = (char *)parts_buf->data + (size_t)((part - 1) * csize) * wf_dtype_size(pl->cdt);
+        bp.partial[part] = (char *)parts_buf->data + (size_t)(part - 1) * cbytes;
     atomic_init(&pl->failed, 0);
     if (bp.parts > 1 && parts_buf == NULL)
         atomic_store(&pl->failed, 1);

@@ -1831,15 +1831,14 @@ VM_ATTR_AVX2 VM_INLINE pair8 gelu_pair_avx2(pair8 x)
     for (int i = 1; i < 12; i++)
         f = p8_add(p8_mul(f, v),
                    p8_sel(big, p8_const(gelu_big_coefs[i - 1]), p8_const(gelu_small_coefs[i])));
-    const pair8 h = f, gs = f;
     const __m256 high_bits = _mm256_castsi256_ps(_mm256_set1_epi32((int)0xfffff000u));
     const pair8 th = p8_and(t, (pair8){high_bits, high_bits}), tl = p8_sub(t, th);
     const pair8 half = p8_const(0.5f);
     const pair8 hi = p8_mul(half, p8_mul(th, th));
     const pair8 lo = p8_add(p8_mul(th, tl), p8_mul(half, p8_mul(tl, tl)));
     const pair8 el = p8_horner(lo, gelu_el_coefs, 6);
-    const pair8 m = p8_mul(el, p8_sel(big, p8_mul(u, h), gs));
-    const pair8 xm = p8_sel(big, p8_xor(p8_mul(el, h), sign), p8_mul(x, p8_mul(el, gs)));
+    const pair8 m = p8_mul(el, p8_sel(big, p8_mul(u, f), f));
+    const pair8 xm = p8_sel(big, p8_xor(p8_mul(el, f), sign), p8_mul(x, p8_mul(el, f)));
     /* exp_neg_parts(hi): e^-hi = p 2^-n */
     const pair8 ac = p8_min(hi, p8_const(112.0f));
     const pair8 kf = p8_add(p8_mul(ac, p8_const(VM_LOG2E)), p8_const(VM_SHIFT));
