@@ -227,13 +227,13 @@ KINLINE void pass_factors_fill(const wf_qmv_args *a, const pass_rows *p, int nkb
  * rows at once (rows being page streams); nkb > 1 only where kcb is a
  * multiple of the group size, so that all change group at the same k.
  * Each 16-word chunk of the rows is turned into lanes (a word per row)
- * first, and the chunk one pass further on is asked for. */
+ * first, and the chunk `ahead` words further on (where the next pass
+ * reads it) is asked for. */
 KINLINE void fast_pass(const wf_qmv_args *a, const pass_rows *p, int64_t nb, int nkb,
-                       int64_t k0, int64_t len, int rows, int bits, int mode)
+                       int64_t k0, int64_t len, int64_t ahead, int rows, int bits, int mode)
 {
     const int per_word = 32 / bits;
     const int64_t row_words = a->row_bytes / 4, words = len / per_word, gs = a->group_size;
-    const int64_t ahead = nkb * a->kcb / per_word; /* words to the next pass's chunk */
     __attribute__((aligned(64))) int32_t lane_words[PASS_K_BLOCKS][CHUNK_WORDS][LANES];
     __attribute__((aligned(64))) pass_factors t;
     group_factors f[PASS_K_BLOCKS];
@@ -300,14 +300,21 @@ KINLINE void fast_outputs(const wf_qmv_args *a, int64_t nb, int count, int rows,
         .m = lanes(count),
         .active = count,
     };
-    const int64_t full = a->k / a->kcb;
-    int64_t kb = 0;
-    if (a->kcb % a->group_size == 0)
-        for (; kb + PASS_K_BLOCKS <= full; kb += PASS_K_BLOCKS)
-            fast_pass(a, &p, nb, PASS_K_BLOCKS, kb * a->kcb, a->kcb, rows, bits, mode);
-    for (; kb * a->kcb < a->k; kb++) {
-        const int64_t k0 = kb * a->kcb;
-        fast_pass(a, &p, nb, 1, k0, a->k - k0 < a->kcb ? a->k - k0 : a->kcb, rows, bits, mode);
+    const int64_t full = a->k / a->kcb, per_word = 32 / bits;
+    const bool side_by_side = a->kcb % a->group_size == 0;
+    for (int64_t kb = 0; kb * a->kcb < a->k;) {
+        const int nkb = side_by_side && kb + PASS_K_BLOCKS <= full ? PASS_K_BLOCKS : 1;
+        const int64_t k0 = kb * a->kcb, len = a->k - k0 < a->kcb ? a->k - k0 : a->kcb;
+        kb += nkb;
+        /* the next pass reads nkb K blocks on; after the last one, the
+         * next LANES rows from their first word (asked for from here, or
+         * each block of rows would begin with a cache miss in every row) */
+        const int64_t ahead = kb * a->kcb < a->k ? nkb * a->kcb / per_word
+                                                 : LANES * a->row_bytes / 4 - k0 / per_word;
+        if (nkb == PASS_K_BLOCKS) /* nkb a constant in each: its loops unrolled */
+            fast_pass(a, &p, nb, PASS_K_BLOCKS, k0, len, ahead, rows, bits, mode);
+        else
+            fast_pass(a, &p, nb, 1, k0, len, ahead, rows, bits, mode);
     }
 }
 
