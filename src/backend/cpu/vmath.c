@@ -1741,7 +1741,6 @@ typedef struct pair8 {
     __m256 a, b;
 } pair8;
 
-#define V8(c) _mm256_set1_ps(c)
 VM_ATTR_AVX2 VM_INLINE pair8 p8_mul(pair8 x, pair8 y)
 {
     return (pair8){_mm256_mul_ps(x.a, y.a), _mm256_mul_ps(x.b, y.b)};
@@ -1772,17 +1771,20 @@ VM_ATTR_AVX2 VM_INLINE pair8 p8_sel(pair8 c, pair8 yes, pair8 no) /* vsel */
 }
 VM_ATTR_AVX2 VM_INLINE pair8 p8_const(float c)
 {
-    return (pair8){V8(c), V8(c)};
+    return (pair8){_mm256_set1_ps(c), _mm256_set1_ps(c)};
 }
-#define P8_CMP(NAME, PRED)                                                                 \
-    VM_ATTR_AVX2 VM_INLINE pair8 NAME(pair8 x, pair8 y)                                  \
-    {                                                                                    \
-        return (pair8){_mm256_cmp_ps(x.a, y.a, PRED), _mm256_cmp_ps(x.b, y.b, PRED)};    \
-    }
-P8_CMP(p8_gt, _CMP_GT_OQ)
-P8_CMP(p8_lt, _CMP_LT_OQ)
-P8_CMP(p8_unordered, _CMP_UNORD_Q)
-#undef P8_CMP
+VM_ATTR_AVX2 VM_INLINE pair8 p8_gt(pair8 x, pair8 y)
+{
+    return (pair8){_mm256_cmp_ps(x.a, y.a, _CMP_GT_OQ), _mm256_cmp_ps(x.b, y.b, _CMP_GT_OQ)};
+}
+VM_ATTR_AVX2 VM_INLINE pair8 p8_lt(pair8 x, pair8 y)
+{
+    return (pair8){_mm256_cmp_ps(x.a, y.a, _CMP_LT_OQ), _mm256_cmp_ps(x.b, y.b, _CMP_LT_OQ)};
+}
+VM_ATTR_AVX2 VM_INLINE pair8 p8_unordered(pair8 x, pair8 y)
+{
+    return (pair8){_mm256_cmp_ps(x.a, y.a, _CMP_UNORD_Q), _mm256_cmp_ps(x.b, y.b, _CMP_UNORD_Q)};
+}
 
 /* Horner's rule over c[0..count) (highest first), as vm_gelu's chains. */
 VM_ATTR_AVX2 VM_INLINE pair8 p8_horner(pair8 v, const float *c, int count)
