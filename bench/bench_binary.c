@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_args.h"
 #include "weft.h"
 
 enum { ROWS = 4096, COLS = 4096 };
@@ -109,7 +110,7 @@ static void print_every_dtype(int repeats, wf_key *key)
 
 int main(int argc, char **argv)
 {
-    int repeats = argc > 1 ? atoi(argv[1]) : 5;
+    int repeats = (int)bench_int_arg(argc, argv, 1, 5, 1, 1000000, "repeats");
     if (repeats < 1)
         repeats = 1;
     const wf_dtype dtypes[2] = {WF_DTYPE_F32, WF_DTYPE_F16};

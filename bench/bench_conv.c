@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_args.h"
 #include "weft.h"
 
 static clockid_t bench_clock = CLOCK_MONOTONIC;
@@ -151,7 +152,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
             only = argv[++i];
         else
-            repeats = atoi(argv[i]);
+            repeats = (int)bench_int_arg(i + 1, argv, i, 5, 1, 1000000, "repeats");
     }
     static const layer layers[] = {
         {"conv2d 8x56x56x64->64 3x3 s1", 2, {8, 56, 56, 64}, {64, 3, 3, 64}, 1, 1, 1},

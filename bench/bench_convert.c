@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "core/dtype.h"
+#include "bench_args.h"
 #include "weft.h"
 
 static double now(void)
@@ -151,8 +152,8 @@ static int print_matrix(int64_t n, int reps)
 
 int main(int argc, char **argv)
 {
-    const int64_t n = argc > 1 ? atoll(argv[1]) : (int64_t)1 << 22;
-    const int reps = argc > 2 ? atoi(argv[2]) : 7;
+    const int64_t n = bench_int_arg(argc, argv, 1, (int64_t)1 << 22, 1, (int64_t)1 << 30, "elements");
+    const int reps = (int)bench_int_arg(argc, argv, 2, 7, 1, 1000000, "repeats");
     if (n <= 0 || reps <= 0) {
         fprintf(stderr, "usage: bench_convert [elements > 0] [reps > 0]\n");
         return 2;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_args.h"
 #include "weft.h"
 
 enum { MAX_THREADS = 4, IN = 784, HIDDEN = 1024, OUT = 10, CHAIN_N = 16384 };
@@ -160,8 +161,7 @@ static wf_array *weights(int64_t rows, int64_t cols)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && atof(argv[1]) > 0)
-        seconds_per_cell = atof(argv[1]);
+    seconds_per_cell = bench_double_arg(argc, argv, 1, seconds_per_cell, 1e-3, 3600, "seconds per cell");
     setenv("WEFT_NUM_THREADS", "1", 0); /* before the first weft call starts the pool */
     printf("WEFT_NUM_THREADS=%s, %.1f s per cell\n", getenv("WEFT_NUM_THREADS"),
            seconds_per_cell);

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "core/array.h"
+#include "bench_args.h"
 #include "weft.h"
 
 enum { N = 1 << 24 };
@@ -101,7 +102,7 @@ static struct figure measure(chain_fn chain, wf_array *x, wf_array *c, int repea
 
 int main(int argc, char **argv)
 {
-    int repeats = argc > 1 ? atoi(argv[1]) : 5;
+    int repeats = (int)bench_int_arg(argc, argv, 1, 5, 1, 1000000, "repeats");
     if (repeats < 1)
         repeats = 1;
     const int64_t shape[1] = {N};

@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 
 #include "../examples/embed_server.h"
+#include "bench_args.h"
 
 /* Sentences of a search workload: short queries and longer passages
  * (7 to ~60 tokens). Shared with bench/peers/embed_server.py. */
@@ -104,7 +105,7 @@ static double load_average(void)
 
 int main(int argc, char **argv)
 {
-    double seconds = argc > 1 ? atof(argv[1]) : 3.0;
+    double seconds = bench_double_arg(argc, argv, 1, 3.0, 0.01, 86400, "seconds");
     wf_dtype dtype = argc > 2 && strcmp(argv[2], "bfloat16") == 0 ? WF_DTYPE_BF16 : WF_DTYPE_F32;
     if (!(seconds > 0))
         seconds = 3.0;

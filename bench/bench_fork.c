@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_args.h"
 #include "weft.h"
 
 static double now_seconds(void)
@@ -73,7 +74,7 @@ static wf_array *chain(long n)
 
 int main(int argc, char **argv)
 {
-    int runs = argc > 1 ? atoi(argv[1]) : 21;
+    int runs = (int)bench_int_arg(argc, argv, 1, 21, 1, 1000000, "runs");
     if (runs < 1)
         runs = 1;
     volatile double *child_start = mmap(NULL, sizeof(double), PROT_READ | PROT_WRITE,

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_args.h"
 #include "weft.h"
 
 enum { N = 1 << 24 };
@@ -135,7 +136,7 @@ static double max_diff(wf_array *a, wf_array *b)
 
 int main(int argc, char **argv)
 {
-    int repeats = argc > 1 ? atoi(argv[1]) : 7;
+    int repeats = (int)bench_int_arg(argc, argv, 1, 7, 1, 1000000, "repeats");
     if (repeats < 1)
         repeats = 7;
     int64_t n = N;

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "runtime/pool.h"
+#include "bench_args.h"
 #include "weft.h"
 
 enum { GROUP = 64, REPEATS = 3 };
@@ -243,7 +244,7 @@ static void batch_line(int64_t rows, int bits)
 int main(int argc, char **argv)
 {
     const int64_t llc = llc_bytes();
-    int64_t rotation = argc > 1 ? (int64_t)atoll(argv[1]) << 20 : 4 * llc;
+    int64_t rotation = argc > 1 ? bench_int_arg(argc, argv, 1, 0, 1, 1 << 20, "rotation MiB") << 20 : 4 * llc;
     const int threads = wf__pool_size();
     printf("# bench_quantized: %d threads, LLC %lld MiB, rotation set %lld MiB, group %d, "
            "activations %s\n",

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "runtime/pool.h"
+#include "bench_args.h"
 #include "weft.h"
 
 static double now_seconds(void)
@@ -57,12 +58,8 @@ static void run(const char *name, enum kind k, wf_dtype dtype, int64_t n, int re
 
 int main(int argc, char **argv)
 {
-    int log2n = argc > 1 ? atoi(argv[1]) : 24;
-    int repeats = argc > 2 ? atoi(argv[2]) : 5;
-    if (log2n < 4 || log2n > 30 || repeats < 1) {
-        fprintf(stderr, "usage: %s [log2 elements 4..30] [repeats >= 1]\n", argv[0]);
-        return 2;
-    }
+    const int log2n = (int)bench_int_arg(argc, argv, 1, 24, 4, 30, "log2 elements");
+    const int repeats = (int)bench_int_arg(argc, argv, 2, 5, 1, 1000000, "repeats");
     const int64_t n = (int64_t)1 << log2n;
     printf("bench_random: %lld elements, %d threads per kernel, best of %d\n", (long long)n,
            wf__pool_size(), repeats);

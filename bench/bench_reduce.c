@@ -37,6 +37,7 @@
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/reduce.h"
 #include "runtime/pool.h"
+#include "bench_args.h"
 #include "weft.h"
 
 static double now_seconds(void)
@@ -491,10 +492,10 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--short") == 0) {
         setenv("WEFT_NUM_THREADS", "1", 1);
-        return short_main(argc > 2 ? atoi(argv[2]) : 30);
+        return short_main((int)bench_int_arg(argc, argv, 2, 30, 1, 1000000, "repeats"));
     }
-    const int64_t n = argc > 1 ? atoll(argv[1]) : 4096;
-    const int repeats = argc > 2 ? atoi(argv[2]) : 5;
+    const int64_t n = bench_int_arg(argc, argv, 1, 4096, 1, 32768, "n");
+    const int repeats = (int)bench_int_arg(argc, argv, 2, 5, 1, 1000000, "repeats");
     if (getenv("WEFT_BENCH_CHILD") != NULL)
         return child_main(n, repeats);
     char self[4096];

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_args.h"
 #include "weft.h"
 
 static double now_seconds(void)
@@ -226,8 +227,8 @@ static double lookup(const char *text, const char *name)
 
 int main(int argc, char **argv)
 {
-    const double scale = argc > 1 ? atof(argv[1]) : 1;
-    const int repeats = argc > 2 ? atoi(argv[2]) : 3;
+    const double scale = bench_double_arg(argc, argv, 1, 1, 1e-3, 16, "scale");
+    const int repeats = (int)bench_int_arg(argc, argv, 2, 3, 1, 1000000, "repeats");
     if (getenv("WEFT_BENCH_SORT_CHILD")) {
         run_cases(scale, repeats);
         return 0;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_args.h"
 #include "weft.h"
 
 static double now_seconds(void)
@@ -88,8 +89,8 @@ static double best_of(double (*fn)(int), int arg, int repeats)
 
 int main(int argc, char **argv)
 {
-    int workloads = argc > 1 ? atoi(argv[1]) : 2;
-    int repeats = argc > 2 ? atoi(argv[2]) : 5;
+    int workloads = (int)bench_int_arg(argc, argv, 1, 2, 1, 64, "workloads"); /* threads[64] */
+    int repeats = (int)bench_int_arg(argc, argv, 2, 5, 1, 1000000, "repeats");
     if (workloads < 1 || workloads > 64)
         workloads = 2;
     workload(NULL); /* warm up the allocator cache and the pool */
