@@ -10,7 +10,10 @@ writes (every dtype weft reads, big-endian, Fortran order, version 2.0, 0-d,
 empty, stored and deflated archives) and a few broken ones. gguf: files the
 `gguf` package (llama.cpp's writer) writes: every metadata value type, F32 /
 F16 / Q8_0 / Q4_0 / Q4_1 tensors, a custom alignment, version 2, broken
-ones. npy, npz and gguf need NumPy and gguf (build/py-venv has both); only
+ones. wordpiece: a vocab.txt, a NUL, a text to encode (accents, CJK,
+control bytes, broken UTF-8, long words), and vocabs refused on purpose.
+bert_config: config.json as Hugging Face writes it, and broken ones. npy,
+npz and gguf need NumPy and gguf (build/py-venv has both); only
 the files they write are in the repository. Inputs that once failed are
 kept beside them under names of their own (crash-*), not written here.
 """
@@ -291,9 +294,53 @@ def export_op_seeds():
             os.remove(path)
 
 
+def wordpiece_seeds():
+    """A vocab (its specials, whole words, ## pieces, punctuation, a
+    non-ASCII entry), a NUL, then a text; and vocabs refused on purpose."""
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown", "fox",
+             "play", "##ing", "##ed", "##s", "un", "##aff", "##able", "cafe", ",", ".", "!",
+             "?", "'", "a", "b", "##b", "\u4e2d", "\u6587", "1", "##2", "##3"]
+    text = "\n".join(vocab).encode() + b"\n"
+    texts = [b"The quick brown fox, playing!", b"unaffable Caf\xc3\xa9s?", b"",
+             b"\xe4\xb8\xad\xe6\x96\x87 mixed\twith\x01control\x7f",
+             b"\xff\xfe broken \xc3 utf-8 \xed\xa0\x80 surrogate", b"a" * 150 + b" b" * 40,
+             b"123 1,2.3 '' b'"]
+    for i, t in enumerate(texts):
+        write("wordpiece", "seed-%02d" % i, text + b"\0" + t)
+    write("wordpiece", "seed-crlf", text.replace(b"\n", b"\r\n") + b"\0the fox")
+    write("wordpiece", "seed-no-nul", text)
+    write("wordpiece", "seed-no-sep", text.replace(b"[SEP]", b"[SEQ]") + b"\0the")
+    write("wordpiece", "seed-long-line", text + b"x" * 1100 + b"\n\0the")
+
+
+def bert_config_seeds():
+    """config.json as Hugging Face writes BERT's, and broken ones."""
+    good = {"architectures": ["BertModel"], "attention_probs_dropout_prob": 0.1,
+            "hidden_act": "gelu", "hidden_size": 384, "initializer_range": 0.02,
+            "intermediate_size": 1536, "layer_norm_eps": 1e-12,
+            "max_position_embeddings": 512, "model_type": "bert", "num_attention_heads": 12,
+            "num_hidden_layers": 6, "pad_token_id": 0, "position_embedding_type": "absolute",
+            "torch_dtype": "float32", "transformers_version": "4.8.2", "type_vocab_size": 2,
+            "use_cache": True, "vocab_size": 30522, "nested": {"a": [1, 2.5e-3, None, False]},
+            "escaped": "quote \" back \\ \u00e9"}
+    write("bert_config", "seed-good", json.dumps(good, indent=2).encode())
+    write("bert_config", "seed-compact", json.dumps(good, separators=(",", ":")).encode())
+    for name, change in [("relu", {"hidden_act": "relu"}),
+                         ("relative", {"position_embedding_type": "relative_key"}),
+                         ("heads", {"num_attention_heads": 7}), ("float", {"hidden_size": 384.5}),
+                         ("negative", {"vocab_size": -1}), ("huge", {"vocab_size": 1e300})]:
+        write("bert_config", "seed-" + name, json.dumps(dict(good, **change)).encode())
+    write("bert_config", "seed-missing", b'{"hidden_size": 384}')
+    write("bert_config", "seed-deep", b'{"x": ' + b"[" * 80 + b"]" * 80 + b"}")
+    write("bert_config", "seed-truncated", json.dumps(good).encode()[:200])
+    write("bert_config", "seed-empty", b"")
+
+
 if __name__ == "__main__":
     api_seeds()
     safetensors_seeds()
+    wordpiece_seeds()
+    bert_config_seeds()
     export_seeds()
     try:
         export_op_seeds()

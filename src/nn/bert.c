@@ -15,6 +15,7 @@
 #include "weft.h"
 #include "weft_nn.h"
 #include "nn/heads.h"
+#include "nn/loaders.h"
 #include "util/fault.h"
 
 enum { MAX_CONFIG_BYTES = 1 << 20, MAX_JSON_DEPTH = 64, MAX_LAYERS = 1024 };
@@ -76,7 +77,8 @@ static bool json_number(struct json *j, double *out)
     char buf[64];
     size_t len = 0;
     while (j->pos < j->n && len + 1 < sizeof buf &&
-           (isdigit((unsigned char)j->s[j->pos]) || strchr("+-.eE", j->s[j->pos])))
+           (isdigit((unsigned char)j->s[j->pos]) ||
+            (j->s[j->pos] != 0 && strchr("+-.eE", j->s[j->pos]))))
         buf[len++] = j->s[j->pos++];
     buf[len] = 0;
     char *end;
@@ -217,13 +219,22 @@ wf_status wf_nn_bert_config_load(const char *path, wf_nn_bert_config *out)
     char *text = read_text_file(path, &n);
     if (!text)
         return wf_last_error();
+    const wf_status st = wf__nn_bert_config_parse(text, n, path, out);
+    free(text);
+    return st;
+}
+
+wf_status wf__nn_bert_config_parse(const char *text, size_t n, const char *path,
+                                   wf_nn_bert_config *out)
+{
+    if (n > MAX_CONFIG_BYTES)
+        return wf_set_error(WF_ERR_IO, "%s: larger than 1 MiB", path);
     wf_nn_bert_config c = {.type_vocab_size = 2, .layer_norm_eps = 1e-12};
     c.vocab_size = c.hidden_size = c.num_layers = c.num_heads = c.intermediate_size =
         c.max_positions = -1;
     char activation[32] = "gelu", position_type[32] = "absolute";
-    wf_status st = parse_config(path, text, n, &c, activation, sizeof activation, position_type,
-                                sizeof position_type);
-    free(text);
+    const wf_status st = parse_config(path, text, n, &c, activation, sizeof activation,
+                                      position_type, sizeof position_type);
     if (st != WF_OK)
         return st;
     const int64_t limit = (int64_t)1 << 24;

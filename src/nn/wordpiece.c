@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "bert_unicode.h"
+#include "nn/loaders.h"
 #include "weft.h"
 #include "weft_nn.h"
 #include "util/fault.h"
@@ -109,8 +110,16 @@ wf_nn_wordpiece *wf_nn_wordpiece_load(const char *vocab_path)
     }
     size_t size;
     char *pool = read_small_file(vocab_path, MAX_VOCAB_BYTES, &size);
-    if (!pool)
+    return pool ? wf__nn_wordpiece_parse(pool, size, vocab_path) : NULL;
+}
+
+wf_nn_wordpiece *wf__nn_wordpiece_parse(char *pool, size_t size, const char *vocab_path)
+{
+    if (size > MAX_VOCAB_BYTES) {
+        free(pool);
+        wf_set_error(WF_ERR_IO, "%s: file too large", vocab_path);
         return NULL;
+    }
     size_t lines = 1;
     for (size_t i = 0; i < size; i++)
         lines += pool[i] == '\n';

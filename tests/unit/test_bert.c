@@ -365,19 +365,24 @@ static void test_hidden_states_and_bad_input(void)
     CHECK_EQ_INT(wf_last_error(), WF_ERR_IO);
 }
 
-/* Writes `text` to a temporary config.json and loads it. */
-static wf_status load_config_text(const char *text, wf_nn_bert_config *out)
+/* Writes n bytes to a temporary config.json and loads it. */
+static wf_status load_config_bytes(const char *bytes, size_t n, wf_nn_bert_config *out)
 {
     char path[] = "/tmp/weft-bert-config-XXXXXX";
     int fd = mkstemp(path);
     if (fd < 0)
         return WF_ERR_IO;
     FILE *f = fdopen(fd, "w");
-    fputs(text, f);
+    fwrite(bytes, 1, n, f);
     fclose(f);
     wf_status st = wf_nn_bert_config_load(path, out);
     unlink(path);
     return st;
+}
+
+static wf_status load_config_text(const char *text, wf_nn_bert_config *out)
+{
+    return load_config_bytes(text, strlen(text), out);
 }
 
 static void test_config_parser(void)
@@ -426,6 +431,11 @@ static void test_config_parser(void)
     deep[n] = 0;
     CHECK_EQ_INT(load_config_text(deep, &c), WF_ERR_INVALID_ARGUMENT);
     free(deep);
+    /* A NUL byte after a number is not part of it (it was read as one). */
+    static const char with_nul[] =
+        "{\"hidden_size\": 8\0, \"num_attention_heads\": 2, \"num_hidden_layers\": 1,"
+        " \"intermediate_size\": 16, \"vocab_size\": 10, \"max_position_embeddings\": 4}";
+    CHECK_EQ_INT(load_config_bytes(with_nul, sizeof with_nul - 1, &c), WF_ERR_INVALID_ARGUMENT);
     CHECK_EQ_INT(wf_nn_bert_config_load("/nonexistent/config.json", &c), WF_ERR_IO);
     CHECK_EQ_INT(wf_nn_bert_config_load(NULL, &c), WF_ERR_NULL_ARGUMENT);
 }
