@@ -629,6 +629,55 @@ class printoptions:
         return False
 
 
+# ---------------------------------------------------------------- Array API names
+# MLX's aliases and small functions from the Array API standard
+# (https://data-apis.org/array-api/latest/): the same ops under other names.
+
+acos = arccos
+acosh = arccosh
+asin = arcsin
+asinh = arcsinh
+atan = arctan
+atanh = arctanh
+atan2 = arctan2
+pow = power  # noqa: A001 (the standard's name)
+bitwise_left_shift = left_shift
+bitwise_right_shift = right_shift
+cumulative_sum = cumsum
+cumulative_prod = cumprod
+matrix_transpose = transpose  # as MLX: every axis reversed
+matrix_norm = linalg.norm
+
+
+def astype(a, dtype, /, *, stream=None):
+    """a converted to dtype (a new array even when a has that dtype)."""
+    return (a if isinstance(a, _core.array) else array(a)).astype(dtype, stream=stream)
+
+
+def positive(a, /, *, stream=None):
+    """Unary plus: a new array with a's values."""
+    a = a if isinstance(a, _core.array) else array(a)
+    return a.astype(a.dtype, stream=stream)
+
+
+def permute_dims(a, /, axes=None, *, stream=None):
+    """transpose under the standard's name."""
+    return transpose(a, axes, stream=stream)
+
+
+def concat(arrays, axis=0, *, stream=None):
+    """concatenate under the standard's name (axis None: flattened first)."""
+    return concatenate(arrays, axis, stream=stream)
+
+
+def contiguous(a, /, allow_col_major=False, *, stream=None):
+    """a's values as a new array. weft arrays have no layout a program can
+    see (views are made row-major when read), so this is a copy of the
+    values whatever allow_col_major says."""
+    del allow_col_major
+    return positive(a, stream=stream)
+
+
 # Stops callbacks into Python before the interpreter tears down, and waits
 # for those running (GIL released), so exit with work in flight is clean.
 _atexit.register(_core._shutdown)
