@@ -265,7 +265,8 @@ def vmap(fun, in_axes=0, out_axes=0):
 
 class custom_function:
     """A function with its own vjp, jvp and vmap rules (decorators .vjp,
-    .jvp, .vmap), as mlx.core.custom_function."""
+    .jvp, .vmap), as mlx.core.custom_function. Each decorator returns the
+    custom function itself, as MLX's do, so `@f.vjp def f(...)` keeps f."""
 
     def __init__(self, fun):
         functools.update_wrapper(self, fun)
@@ -276,15 +277,15 @@ class custom_function:
 
     def vjp(self, rule):
         self._vjp = rule
-        return rule
+        return self
 
     def jvp(self, rule):
         self._jvp = rule
-        return rule
+        return self
 
     def vmap(self, rule):
         self._vmap = rule
-        return rule
+        return self
 
     def __call__(self, *args):
         leaves, treedef = flatten(list(args))

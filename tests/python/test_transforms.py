@@ -107,6 +107,17 @@ def test_custom_function_rules():
     assert mx.grad(f)(x, y).item() == 30.0
     assert mx.jvp(f, [x, y], [mx.array(1.0), mx.array(0.0)])[1][0].item() == 300.0
     assert f.__name__ == "f"
+    assert f_vjp is f and f_jvp is f  # the decorators return the custom function
+
+    @mx.custom_function
+    def g(x):
+        return x
+
+    @g.vjp
+    def g(x, dx, out):  # MLX's own pattern: the name stays the custom function
+        return dx * 3
+
+    assert mx.grad(lambda x: g(x).sum())(mx.ones((2,))).tolist() == [3.0, 3.0]
 
 
 def test_custom_function_of_one_argument_gets_it_bare_and_custom_vmap():
