@@ -15,6 +15,10 @@ from .layers import (  # noqa: F401
     BatchNorm, Bilinear, Dropout, Dropout2d, Dropout3d, Embedding, GroupNorm, Identity,
     InstanceNorm, LayerNorm, Linear, RMSNorm, Sequential,
 )
+from .distributed import (  # noqa: F401
+    AllToShardedLinear, QuantizedAllToShardedLinear, QuantizedShardedToAllLinear,
+    ShardedToAllLinear, shard_inplace, shard_linear,
+)
 from .module import Module  # noqa: F401
 from .pooling import (  # noqa: F401
     AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d, Upsample,
@@ -26,4 +30,4 @@ from .transformer import (  # noqa: F401
     ALiBi, MultiHeadAttention, RoPE, SinusoidalPositionalEncoding, Transformer,
     TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
 )
-from .utils import checkpoint, value_and_grad  # noqa: F401
+from .utils import average_gradients, checkpoint, value_and_grad  # noqa: F401

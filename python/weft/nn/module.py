@@ -147,7 +147,8 @@ class Module(dict):
 
     def update(self, parameters, strict=True):
         """Replaces parameters by those in the tree `parameters`. strict: every
-        key must exist and arrays must keep their shapes."""
+        key must exist and replace an array by an array (of any shape, as in
+        MLX: shard_inplace cuts parameters this way)."""
         _update_parameters(self, parameters, strict)
         return self
 
@@ -315,10 +316,7 @@ def _update_parameters(dst, src, strict):
         if _is_array(current):
             if strict and not _is_array(new):
                 raise ValueError(f"Received invalid type: {type(new).__name__}.")
-            if strict and new.shape != current.shape:
-                raise ValueError(f"Expected shape {current.shape} but received shape {new.shape} "
-                                 f"for parameter {key}")
-            dst[key] = new
+            dst[key] = new  # any shape, as MLX's (sharding cuts them; load_weights checks)
         elif isinstance(current, (dict, list)):
             _update_parameters(current, new, strict)
         elif strict:
