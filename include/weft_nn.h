@@ -46,15 +46,31 @@ long wf_nn_params_find(const wf_nn_params *params, const char *name);
  * shape and dtype must match (WF_ERR_SHAPE / WF_ERR_DTYPE otherwise). */
 wf_status wf_nn_params_set(wf_nn_params *params, size_t i, wf_array *value);
 
+/* A list of file metadata (key, value) entries: GGUF's, whose functions are
+ * below; safetensors files use its string entries. */
+typedef struct wf_nn_gguf_meta wf_nn_gguf_meta;
+
 /* Writes every entry to `path` in the safetensors format (evaluates them).
  * Names are the tensor names; dtypes map to F32, F64, F16, BF16, I8, I16,
- * I32, I64, U8, U16, U32, U64, BOOL and C64. */
+ * I32, I64, U8, U16, U32, U64, BOOL and C64. "__metadata__" is
+ * {"format": "weft"}. */
 wf_status wf_nn_save_safetensors(const wf_nn_params *params, const char *path);
+/* The same with "__metadata__" holding exactly metadata's entries, each of
+ * which must be one string (WF_GGUF_STRING; the format maps strings to
+ * strings): WF_ERR_INVALID_ARGUMENT naming the first other one. The list
+ * type is GGUF's (see below); metadata NULL is wf_nn_save_safetensors. */
+wf_status wf_nn_save_safetensors_with_metadata(const wf_nn_params *params,
+                                               const wf_nn_gguf_meta *metadata, const char *path);
 /* Reads a safetensors file into a new list (tensors in file order of their
  * data offsets). NULL + last error: WF_ERR_IO for a missing or short file,
  * WF_ERR_INVALID_ARGUMENT for a malformed header, WF_ERR_DTYPE for an
- * unsupported dtype. */
+ * unsupported dtype. F8_E4M3 tensors load as uint8 (their bytes; as MLX
+ * loads them: wf_from_fp8 converts). */
 wf_nn_params *wf_nn_load_safetensors(const char *path);
+/* The same, with "__metadata__"'s string entries in file order as a new
+ * list in *metadata when it is not NULL (values that are not strings are
+ * skipped). */
+wf_nn_params *wf_nn_load_safetensors_with_metadata(const char *path, wf_nn_gguf_meta **metadata);
 
 /* ---------------------------------------------------------------- NumPy files
  *
@@ -93,10 +109,10 @@ wf_status wf_nn_save_npz(const wf_nn_params *params, const char *path, bool comp
  * ggml's ne). The file is hostile input: counts, lengths, offsets and
  * sizes are checked against it; a bad file is WF_ERR_IO. */
 
-/* Metadata: (key, value) entries in file order. A value is numbers (a 0-d
- * array for one, a 1-d array for a GGUF array of numbers; bool as bool),
- * one string, or a list of strings. */
-typedef struct wf_nn_gguf_meta wf_nn_gguf_meta;
+/* Metadata: (key, value) entries in file order (wf_nn_gguf_meta, declared
+ * with the safetensors functions above). A value is numbers (a 0-d array
+ * for one, a 1-d array for a GGUF array of numbers; bool as bool), one
+ * string, or a list of strings. */
 typedef enum wf_nn_gguf_kind {
     WF_GGUF_NUMBERS = 0, /* wf_nn_gguf_meta_array */
     WF_GGUF_STRING,      /* wf_nn_gguf_meta_strings gives 1 */

@@ -435,8 +435,17 @@ def from_dlpack(x, *, copy=None):
 
 
 def save_safetensors(file, arrays, metadata=None):
-    """Writes a dict of arrays to a safetensors file."""
-    _core._save_safetensors(str(file), dict(arrays))
+    """Writes a dict of arrays to a safetensors file (a path, ".safetensors"
+    appended when it lacks it, or a file object). metadata: a {str: str}
+    dict written as "__metadata__" (TypeError for anything else); None
+    writes {"format": "weft"}."""
+    if _is_file_object(file):
+        return _through_temp_file(
+            file, ".safetensors", lambda p: _core._save_safetensors(p, dict(arrays), metadata))
+    path = str(file)
+    if not path.endswith(".safetensors"):
+        path += ".safetensors"
+    _core._save_safetensors(path, dict(arrays), metadata)
 
 
 def _is_file_object(file):
@@ -462,7 +471,8 @@ def _through_temp_file(file, suffix, write):
 def load(file, format=None, return_metadata=False, stream=None):
     """Reads a .safetensors, .npy, .npz or .gguf file (a path or a file
     object) into arrays (a dict, or one array for .npy). return_metadata:
-    also the file's metadata (GGUF: numbers as arrays, str, lists of str).
+    also the file's metadata (safetensors: its str values; GGUF: numbers as
+    arrays, str, lists of str).
     A corrupt file raises ValueError. `stream` is accepted for mlx.core's
     signature (files load on the CPU)."""
     if _is_file_object(file):
@@ -482,7 +492,9 @@ def load(file, format=None, return_metadata=False, stream=None):
     fmt = format or path.rsplit(".", 1)[-1]
     meta = {}
     if fmt == "safetensors":
-        out = _core._load_safetensors(path)
+        out = _core._load_safetensors(path, return_metadata)
+        if return_metadata:
+            out, meta = out
     elif fmt == "npy":
         out = _core._load_npy(path)
     elif fmt == "npz":

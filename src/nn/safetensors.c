@@ -44,6 +44,10 @@ static bool name_to_dtype(const char *name, wf_dtype *d)
             *d = dtype_names[i].dtype;
             return true;
         }
+    if (strcmp(name, "F8_E4M3") == 0) { /* fp8 bytes load as uint8, as MLX's (wf_from_fp8) */
+        *d = WF_DTYPE_U8;
+        return true;
+    }
     return false;
 }
 
@@ -98,10 +102,46 @@ static void append_json_string(struct text *t, const char *s)
     append_str(t, "\"");
 }
 
+/* The "__metadata__" object: metadata's string entries, or
+ * {"format":"weft"} without metadata. */
+static wf_status append_metadata(struct text *h, const wf_nn_gguf_meta *metadata)
+{
+    append_str(h, "\"__metadata__\":{");
+    if (!metadata) {
+        append_str(h, "\"format\":\"weft\"}");
+        return WF_OK;
+    }
+    for (size_t i = 0; i < wf_nn_gguf_meta_count(metadata); i++) {
+        const char *const *value;
+        if (wf_nn_gguf_meta_kind(metadata, i) != WF_GGUF_STRING ||
+            wf_nn_gguf_meta_strings(metadata, i, &value) != 1)
+            return wf_set_error(WF_ERR_INVALID_ARGUMENT,
+                                "wf_nn_save_safetensors_with_metadata: metadata '%s' is not one "
+                                "string (safetensors metadata maps strings to strings)",
+                                wf_nn_gguf_meta_key(metadata, i));
+        append_str(h, i ? "," : "");
+        append_json_string(h, wf_nn_gguf_meta_key(metadata, i));
+        append_str(h, ":");
+        append_json_string(h, value[0]);
+    }
+    append_str(h, "}");
+    return WF_OK;
+}
+
 wf_status wf_nn_save_safetensors(const wf_nn_params *params, const char *path)
 {
     if (!params || !path)
         return wf_set_error(WF_ERR_NULL_ARGUMENT, "wf_nn_save_safetensors: %s is NULL",
+                            !params ? "params" : "path");
+    return wf_nn_save_safetensors_with_metadata(params, NULL, path);
+}
+
+wf_status wf_nn_save_safetensors_with_metadata(const wf_nn_params *params,
+                                               const wf_nn_gguf_meta *metadata, const char *path)
+{
+    if (!params || !path)
+        return wf_set_error(WF_ERR_NULL_ARGUMENT,
+                            "wf_nn_save_safetensors_with_metadata: %s is NULL",
                             !params ? "params" : "path");
     size_t n = wf_nn_params_count(params);
     for (size_t i = 0; i < n; i++) {
@@ -111,7 +151,11 @@ wf_status wf_nn_save_safetensors(const wf_nn_params *params, const char *path)
             return st;
     }
     struct text h = {0};
-    append_str(&h, "{\"__metadata__\":{\"format\":\"weft\"}");
+    append_str(&h, "{");
+    if (append_metadata(&h, metadata) != WF_OK) {
+        free(h.data);
+        return wf_last_error();
+    }
     size_t offset = 0;
     for (size_t i = 0; i < n; i++) {
         wf_array *a = wf_nn_params_get(params, i);
@@ -259,7 +303,37 @@ static bool parse_int(struct parser *ps, long long *v)
     return true;
 }
 
-/* Skips any JSON value (for __metadata__ and unknown keys). */
+/* A JSON string of any length (the header bounds it) into a new
+ * NUL-terminated buffer: *out, NULL when only skipped (out NULL). Escapes
+ * as parse_string decodes them. */
+static bool parse_long_string(struct parser *ps, char **out)
+{
+    if (!expect(ps, '"'))
+        return false;
+    const char *start = ps->p;
+    while (ps->p < ps->end && *ps->p != '"')
+        ps->p += *ps->p == '\\' && ps->end - ps->p > 1 ? 2 : 1;
+    if (ps->p >= ps->end) {
+        ps->failed = true;
+        return false;
+    }
+    if (out) {
+        const size_t cap = (size_t)(ps->p - start) + 1;
+        struct parser again = {start - 1, ps->p + 1, false, false};
+        *out = wf__malloc(cap);
+        if (!*out || !parse_string(&again, *out, cap)) {
+            free(*out);
+            *out = NULL;
+            ps->failed = true;
+            return false;
+        }
+    }
+    ps->p++;
+    return true;
+}
+
+/* Skips any JSON value (for unknown keys and metadata values other than
+ * strings). */
 static void skip_value(struct parser *ps)
 {
     skip_ws(ps);
@@ -269,8 +343,7 @@ static void skip_value(struct parser *ps)
     }
     char c = *ps->p;
     if (c == '"') {
-        char sink[4096];
-        parse_string(ps, sink, sizeof sink);
+        parse_long_string(ps, NULL);
     } else if (c == '{' || c == '[') {
         char close = c == '{' ? '}' : ']';
         ps->p++;
@@ -280,8 +353,7 @@ static void skip_value(struct parser *ps)
         }
         do {
             if (c == '{') {
-                char sink[4096];
-                parse_string(ps, sink, sizeof sink);
+                parse_long_string(ps, NULL);
                 expect(ps, ':');
             }
             skip_value(ps);
@@ -462,7 +534,42 @@ static wf_nn_params *build(const char *path, const unsigned char *data, size_t d
     return params;
 }
 
-wf_nn_params *wf__nn_safetensors_parse(const unsigned char *file, size_t size, const char *path)
+/* The "__metadata__" object: its string values into metadata when it is
+ * not NULL. Other values (and a __metadata__ that is no object) are skipped,
+ * as all of it is without metadata: the format has only strings there. */
+static void parse_metadata(struct parser *ps, wf_nn_gguf_meta *metadata)
+{
+    if (!metadata || !peek(ps, '{')) {
+        skip_value(ps);
+        return;
+    }
+    ps->p++;
+    if (peek(ps, '}')) {
+        ps->p++;
+        return;
+    }
+    do {
+        char *key = NULL, *value = NULL;
+        if (!parse_long_string(ps, &key) || !expect(ps, ':')) {
+            free(key);
+            return;
+        }
+        if (peek(ps, '"')) {
+            if (parse_long_string(ps, &value) &&
+                wf_nn_gguf_meta_add_strings(metadata, key, (const char *const *)&value, 1,
+                                            false) != WF_OK)
+                ps->failed = ps->reported = true;
+        } else {
+            skip_value(ps);
+        }
+        free(key);
+        free(value);
+    } while (!ps->failed && peek(ps, ',') && ps->p++);
+    expect(ps, '}');
+}
+
+wf_nn_params *wf__nn_safetensors_parse(const unsigned char *file, size_t size, const char *path,
+                                       wf_nn_gguf_meta *metadata)
 {
     uint64_t header_len = 0;
     for (int b = 0; size >= 8 && b < 8; b++)
@@ -479,7 +586,7 @@ wf_nn_params *wf__nn_safetensors_parse(const unsigned char *file, size_t size, c
             if (!parse_string(&ps, name, sizeof name) || !expect(&ps, ':'))
                 break;
             if (strcmp(name, "__metadata__") == 0) {
-                skip_value(&ps);
+                parse_metadata(&ps, metadata);
                 continue;
             }
             if (count == cap) {
@@ -517,11 +624,25 @@ wf_nn_params *wf_nn_load_safetensors(const char *path)
         wf_set_error(WF_ERR_NULL_ARGUMENT, "wf_nn_load_safetensors: path is NULL");
         return NULL;
     }
+    return wf_nn_load_safetensors_with_metadata(path, NULL);
+}
+
+wf_nn_params *wf_nn_load_safetensors_with_metadata(const char *path, wf_nn_gguf_meta **metadata)
+{
+    if (!path) {
+        wf_set_error(WF_ERR_NULL_ARGUMENT, "wf_nn_load_safetensors_with_metadata: path is NULL");
+        return NULL;
+    }
+    wf_nn_gguf_meta *meta = metadata ? wf_nn_gguf_meta_new() : NULL;
+    if (metadata && !meta)
+        return NULL;
     size_t size;
     unsigned char *file = read_file(path, &size);
-    if (!file)
-        return NULL;
-    wf_nn_params *result = wf__nn_safetensors_parse(file, size, path);
+    wf_nn_params *result = file ? wf__nn_safetensors_parse(file, size, path, meta) : NULL;
     free(file);
+    if (!result)
+        wf_nn_gguf_meta_release(meta);
+    else if (metadata)
+        *metadata = meta;
     return result;
 }

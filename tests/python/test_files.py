@@ -1,7 +1,8 @@
-"""mx.load / mx.save / mx.savez / mx.savez_compressed / mx.save_gguf.
+"""mx.load / mx.save / mx.savez / mx.savez_compressed / mx.save_gguf / mx.save_safetensors.
 NumPy's own .npy/.npz reader and writer and the `gguf` package (llama.cpp's
 Python writer and its dequantizers) are the references; corrupt files raise
 ValueError."""
+import io
 import os
 
 import numpy as np
@@ -166,3 +167,35 @@ def test_gguf_and_npz_against_mlx(tmp_path):
     assert their_meta["name"] == "y" and their_meta["toks"] == ["r"]
     mx.savez_compressed(tmp_path / "w", x=mx.array(a))
     np.testing.assert_array_equal(np.array(mlx_core.load(str(tmp_path / "w.npz"))["x"]), a)
+
+
+def test_safetensors_metadata_file_objects_and_fp8(tmp_path):
+    path = tmp_path / "m.safetensors"
+    mx.save_safetensors(path, {"w": mx.ones((2, 2))}, {"testing": "test", "format": "mlx"})
+    arrays, meta = mx.load(path, return_metadata=True)
+    assert meta == {"testing": "test", "format": "mlx"}
+    np.testing.assert_array_equal(np.array(arrays["w"]), np.ones((2, 2), np.float32))
+    assert mx.load(str(path), return_metadata=True)[1] == meta
+    long_value = "x" * 10000 + '"\\ é'  # longer than any fixed buffer, escapes, UTF-8
+    mx.save_safetensors(path, {"w": mx.ones(1)}, {"long": long_value})
+    assert mx.load(path, return_metadata=True)[1] == {"long": long_value}
+    mx.save_safetensors(path, {"w": mx.ones(1)})
+    assert mx.load(path, return_metadata=True)[1] == {"format": "weft"}
+    for bad in ({"testing": 0}, {1: "x"}, ["format", "mlx"]):
+        with pytest.raises(TypeError):
+            mx.save_safetensors(path, {"w": mx.ones(1)}, bad)
+    assert mx.load(path, return_metadata=True)[1] == {"format": "weft"}  # not overwritten
+    mx.save_safetensors(tmp_path / "plain", {"w": mx.ones(1)})  # the suffix appended
+    assert (tmp_path / "plain.safetensors").exists()
+    buffer = io.BytesIO()
+    mx.save_safetensors(buffer, {"w": mx.arange(3)}, {"k": "v"})
+    buffer.seek(0)
+    assert mx.load(buffer, format="safetensors")["w"].tolist() == [0, 1, 2]
+    # F8_E4M3 bytes load as uint8 (mx.from_fp8 converts), as MLX loads them
+    header = b'{"__metadata__":{"n":3,"s":"t"},"f":{"dtype":"F8_E4M3","shape":[4],' \
+             b'"data_offsets":[0,4]}}'
+    path.write_bytes(len(header).to_bytes(8, "little") + header + bytes([0x38, 0xB8, 0x7E, 0]))
+    arrays, meta = mx.load(path, return_metadata=True)
+    assert meta == {"s": "t"}  # values that are not strings are skipped
+    assert arrays["f"].dtype == mx.uint8
+    assert mx.from_fp8(arrays["f"], dtype=mx.float32).tolist() == [1.0, -1.0, 448.0, 0.0]

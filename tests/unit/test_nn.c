@@ -232,6 +232,106 @@ static void test_load_foreign_file_and_bad_files(void)
     unlink(path);
 }
 
+/* Writes a safetensors file of `header` (JSON) and `data`. */
+static void write_safetensors(const char *path, const char *header, const void *data,
+                              size_t data_bytes)
+{
+    const size_t hl = strlen(header);
+    unsigned char *file = calloc(1, 8 + hl + data_bytes + 1);
+    for (int i = 0; i < 8; i++)
+        file[i] = (unsigned char)(hl >> (8 * i));
+    memcpy(file + 8, header, hl);
+    memcpy(file + 8 + hl, data, data_bytes);
+    write_bytes(path, file, 8 + hl + data_bytes);
+    free(file);
+}
+
+/* "__metadata__" written and read back as strings; values of any length
+ * (they were cut at 4095 bytes and the file refused); values that are not
+ * strings skipped; F8_E4M3 tensors as their bytes. */
+static void test_safetensors_metadata_and_fp8(void)
+{
+    const char *path = temp_path("meta.safetensors");
+    wf_nn_params *p = wf_nn_params_new();
+    wf_array *a = wf_array_from_data((float[]){1, 2}, (int64_t[]){2}, 1, WF_DTYPE_F32);
+    CHECK_OK(wf_nn_params_add(p, "a", a));
+    wf_release(a);
+    char *long_value = malloc(10001);
+    memset(long_value, 'x', 10000);
+    long_value[10000] = 0;
+    long_value[5] = '"'; /* escaped on the way out */
+    wf_nn_gguf_meta *meta = wf_nn_gguf_meta_new();
+    CHECK_OK(wf_nn_gguf_meta_add_strings(meta, "format", (const char *[]){"mlx"}, 1, false));
+    CHECK_OK(wf_nn_gguf_meta_add_strings(meta, "long", (const char *const *)&long_value, 1,
+                                         false));
+    CHECK_OK(wf_nn_save_safetensors_with_metadata(p, meta, path));
+    wf_nn_gguf_meta *got = NULL;
+    wf_nn_params *q = wf_nn_load_safetensors_with_metadata(path, &got);
+    CHECK_NOT_NULL(q);
+    if (q && got) {
+        CHECK_EQ_INT((long long)wf_nn_gguf_meta_count(got), 2);
+        const char *const *v;
+        CHECK(strcmp(wf_nn_gguf_meta_key(got, 0), "format") == 0);
+        CHECK(wf_nn_gguf_meta_strings(got, 0, &v) == 1 && strcmp(v[0], "mlx") == 0);
+        CHECK(wf_nn_gguf_meta_strings(got, 1, &v) == 1 && strcmp(v[0], long_value) == 0);
+        CHECK_EQ_INT((long long)wf_nn_params_count(q), 1);
+    }
+    wf_nn_params_release(q);
+    wf_nn_gguf_meta_release(got);
+    /* without metadata: {"format": "weft"}; a list only of strings */
+    CHECK_OK(wf_nn_save_safetensors(p, path));
+    got = NULL;
+    q = wf_nn_load_safetensors_with_metadata(path, &got);
+    const char *const *v = NULL;
+    CHECK(q && got && wf_nn_gguf_meta_count(got) == 1 &&
+          wf_nn_gguf_meta_strings(got, 0, &v) == 1 && strcmp(v[0], "weft") == 0);
+    wf_nn_params_release(q);
+    wf_nn_gguf_meta_release(got);
+    wf_array *n = wf_array_from_data((float[]){3}, NULL, 0, WF_DTYPE_F32);
+    CHECK_OK(wf_nn_gguf_meta_add_array(meta, "number", n));
+    wf_release(n);
+    CHECK_STATUS(wf_nn_save_safetensors_with_metadata(p, meta, path), WF_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(wf_last_error_message(), "number") != NULL);
+    wf_nn_gguf_meta_release(meta);
+    wf_nn_params_release(p);
+    free(long_value);
+
+    /* a foreign file: a number and an object in the metadata are skipped;
+     * F8_E4M3 bytes load as uint8 */
+    const unsigned char fp8[4] = {0x38, 0xb8, 0x7e, 0x00}; /* 1, -1, 448, 0 */
+    write_safetensors(path,
+                      "{\"__metadata__\":{\"n\":3,\"o\":{\"x\":[1]},\"s\":\"t\"},"
+                      "\"f\":{\"dtype\":\"F8_E4M3\",\"shape\":[4],\"data_offsets\":[0,4]}}",
+                      fp8, sizeof fp8);
+    got = NULL;
+    q = wf_nn_load_safetensors_with_metadata(path, &got);
+    CHECK_NOT_NULL(q);
+    if (q && got) {
+        CHECK_EQ_INT((long long)wf_nn_gguf_meta_count(got), 1);
+        CHECK(strcmp(wf_nn_gguf_meta_key(got, 0), "s") == 0);
+        wf_array *f = wf_nn_params_get(q, 0);
+        CHECK_EQ_INT(wf_array_dtype(f), WF_DTYPE_U8);
+        wf_array *values = wf_from_fp8(f, WF_DTYPE_F32);
+        float fv[4] = {0};
+        CHECK(values && wf_array_copy_to(values, fv, sizeof fv) == WF_OK);
+        CHECK(fv[0] == 1.0f && fv[1] == -1.0f && fv[2] == 448.0f && fv[3] == 0.0f);
+        wf_release(values);
+    }
+    wf_nn_params_release(q);
+    wf_nn_gguf_meta_release(got);
+    /* a repeated metadata key is a malformed file; metadata NULL: ignored */
+    write_safetensors(path, "{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", "", 0);
+    got = NULL;
+    CHECK_NULL_WITH(wf_nn_load_safetensors_with_metadata(path, &got), WF_ERR_INVALID_ARGUMENT);
+    CHECK(got == NULL);
+    q = wf_nn_load_safetensors(path);
+    CHECK_NOT_NULL(q);
+    wf_nn_params_release(q);
+    CHECK_NULL_WITH(wf_nn_load_safetensors_with_metadata(NULL, &got), WF_ERR_NULL_ARGUMENT);
+    CHECK_STATUS(wf_nn_save_safetensors_with_metadata(NULL, NULL, path), WF_ERR_NULL_ARGUMENT);
+    unlink(path);
+}
+
 /* ------------------------------------------------------------ layers */
 
 static void test_linear_and_mlp(void)
@@ -473,6 +573,7 @@ int main(void)
     RUN_TEST(test_safetensors_round_trip_every_dtype);
     RUN_TEST(test_safetensors_new_dtypes_bits);
     RUN_TEST(test_load_foreign_file_and_bad_files);
+    RUN_TEST(test_safetensors_metadata_and_fp8);
     RUN_TEST(test_linear_and_mlp);
     RUN_TEST(test_cross_entropy_against_reference);
     RUN_TEST(test_causal_attention);
