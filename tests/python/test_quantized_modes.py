@@ -183,3 +183,45 @@ def test_quantized_linear_and_nn_quantize(mode):
     emb = nn.QuantizedEmbedding(10, 64, mode=mode)
     rows = np.array(mx.dequantize(emb.weight, emb.scales, mode=mode))
     np.testing.assert_array_equal(np.array(emb(mx.array([3, 1]))), rows[[3, 1]])
+
+
+@pytest.mark.parametrize("mode", ["nvfp4", "mxfp8"])
+def test_qqmm_rounds_both_operands(mode):
+    rng = np.random.default_rng(3)
+    # the gradients round along N and M too: whole groups of them
+    x = mx.array(rng.standard_normal((32, 128)).astype(np.float32))
+    w = mx.array(rng.standard_normal((64, 128)).astype(np.float32))
+
+    def rounded(a):
+        return np.array(mx.dequantize(*mx.quantize(a, mode=mode), mode=mode, dtype=mx.float32),
+                        np.float64)
+
+    want = rounded(x) @ rounded(w).T  # exact values, float64 sums
+    got = np.array(mx.qqmm(x, w, mode=mode))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    wq, scales = mx.quantize(w, mode=mode)
+    np.testing.assert_allclose(np.array(mx.qqmm(x, wq, scales, mode=mode)), want,
+                               rtol=1e-5, atol=1e-4)
+    assert mx.qqmm(x.astype(mx.bfloat16), w, mode=mode).dtype == mx.bfloat16
+    assert mx.qqmm(x[0], w, mode=mode).shape == (64,)
+    # MLX's gradients: each product's operands rounded along their last axes
+    ct = mx.array(rng.standard_normal((32, 64)).astype(np.float32))
+    _, (dx, dw) = mx.vjp(lambda a, b: mx.qqmm(a, b, mode=mode), [x, w], [ct])
+    np.testing.assert_allclose(np.array(dx), np.array(mx.qqmm(ct, w.T, mode=mode)), rtol=1e-6)
+    np.testing.assert_allclose(np.array(dw), np.array(mx.qqmm(ct.T, x.T, mode=mode)),
+                               rtol=1e-6)
+
+
+def test_qqmm_refuses():
+    x, w = mx.ones((2, 64)), mx.ones((8, 64))
+    with pytest.raises(ValueError):
+        mx.qqmm(x, w, mode="affine")
+    with pytest.raises(NotImplementedError):
+        mx.qqmm(x, w, mode="nvfp4", global_scale_x=mx.array(1.0))
+    with pytest.raises(ValueError):
+        mx.qqmm(mx.ones((2, 64), dtype=mx.int32), w)
+    with pytest.raises(ValueError):
+        mx.qqmm(x, w, mx.ones((8, 4), dtype=mx.uint8))  # scales with an unquantized w
+    with pytest.raises(ValueError):
+        mx.qqmm(mx.ones((2, 60)), mx.ones((8, 60)))  # K not whole groups
+    assert mx.qqmm(x, w, mode="mxfp8").tolist() == [[64.0] * 8] * 2  # ones are exact
