@@ -98,3 +98,34 @@ def test_quantized_minilm_keeps_its_embeddings():
         got = np.array(encoder.encode(texts))
         cosines = [_cosine(g, r) for g, r in zip(got, reference)]
         assert min(cosines) >= floor, (bits, cosines)
+
+
+def test_qqlinear_and_quantize_input():
+    rng = np.random.default_rng(5)
+    lin = nn.Linear(64, 32, bias=False)
+    lin.weight = mx.array(rng.standard_normal((32, 64)).astype(np.float32))
+    x = mx.array(rng.standard_normal((32, 64)).astype(np.float32))
+    q = nn.QQLinear.from_linear(lin, mode="mxfp8")
+    assert q.training and q.weight.dtype == mx.float32 and "scales" not in q
+    want = np.array(mx.qqmm(x, lin.weight, mode="mxfp8"))
+    np.testing.assert_array_equal(np.array(q(x)), want)
+    # training: the float weight gets qqmm's gradient
+    grads = nn.value_and_grad(q, lambda m, v: m(v).sum())(q, x)[1]
+    assert grads["weight"].shape == (32, 64) and float(mx.abs(grads["weight"]).sum()) > 0
+    q.eval()  # stored quantized: codes and scales, same products
+    assert q.weight.dtype == mx.uint32 and q.scales.dtype == mx.uint8
+    np.testing.assert_allclose(np.array(q(x)), want, rtol=1e-6, atol=1e-5)
+    assert "input_dims=64, output_dims=32" in repr(q)
+    q.train()  # back in float: the rounded values (bfloat16, dequantize's default, as MLX)
+    assert mx.issubdtype(q.weight.dtype, mx.floating) and "scales" not in q
+    np.testing.assert_allclose(np.array(q(x)), want, rtol=1e-6, atol=1e-5)
+    m = nn.Sequential(nn.Embedding(5, 64), nn.ReLU(), nn.Linear(64, 64, bias=False))
+    nn.quantize(m, group_size=32, mode="mxfp8", quantize_input=True,
+                class_predicate=lambda path, module: isinstance(module, nn.Linear))
+    assert isinstance(m.layers[0], nn.Embedding) and isinstance(m.layers[2], nn.QQLinear)
+    with pytest.raises(ValueError):  # an Embedding cannot quantize its input
+        nn.quantize(nn.Sequential(nn.Embedding(5, 64)), mode="mxfp8", quantize_input=True)
+    with pytest.raises(NotImplementedError):
+        nn.QQLinear.from_linear(nn.Linear(64, 32), mode="mxfp8")
+    with pytest.raises(ValueError):
+        nn.QQLinear(64, 32, mode="affine")

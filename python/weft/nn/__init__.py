@@ -24,7 +24,7 @@ from .pooling import (  # noqa: F401
     AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d, Upsample,
     upsample_cubic, upsample_linear, upsample_nearest,
 )
-from .quantized import QuantizedEmbedding, QuantizedLinear, quantize  # noqa: F401
+from .quantized import QQLinear, QuantizedEmbedding, QuantizedLinear, quantize  # noqa: F401
 from .recurrent import GRU, LSTM, RNN  # noqa: F401
 from .transformer import (  # noqa: F401
     ALiBi, MultiHeadAttention, RoPE, SinusoidalPositionalEncoding, Transformer,

@@ -1,5 +1,5 @@
-"""Quantized layers (mlx.nn's QuantizedLinear, QuantizedEmbedding and
-quantize): weights kept in weft's quantized layout (mx.quantize: uint32
+"""Quantized layers (mlx.nn's QuantizedLinear, QuantizedEmbedding,
+QQLinear and quantize): weights kept in weft's quantized layout (mx.quantize: uint32
 codes, scales and, in the affine mode, biases per group; the modes mxfp4,
 mxfp8 and nvfp4 have uint8 scales and no biases), multiplied without
 forming the float matrix (mx.quantized_matmul). The quantized weights are
@@ -134,11 +134,78 @@ class QuantizedEmbedding(Module):
         return q
 
 
-def _linear_to_quantized(self, group_size=None, bits=None, mode="affine"):
+class QQLinear(Module):
+    """y = x W^T with the input quantized too (mx.qqmm; modes nvfp4 and
+    mxfp8, no bias, as MLX's). Training, W is kept in float and rounded on
+    the fly, so it gets gradients; in eval mode it is stored quantized
+    (codes and scales) and frozen in that form. train() / eval() switch."""
+
+    def __init__(self, input_dims, output_dims, group_size=None, bits=None, mode="nvfp4"):
+        super().__init__()
+        if mode not in ("nvfp4", "mxfp8"):
+            raise ValueError(f"QQLinear: mode '{mode}' is not supported (nvfp4 or mxfp8)")
+        self.group_size, self.bits = _mode_defaults(mode, group_size, bits)
+        self.mode = mode
+        scale = math.sqrt(1.0 / input_dims)
+        self.weight = mx.random.uniform(-scale, scale, (output_dims, input_dims))
+        self._quantized = False
+
+    def _extra_repr(self):
+        out, inp = self.weight.shape
+        if self._quantized:
+            inp = inp * 32 // self.bits
+        return (f"input_dims={inp}, output_dims={out}, group_size={self.group_size}, "
+                f"bits={self.bits}, mode={self.mode}")
+
+    def quantize(self):
+        """Stores W as codes and scales (eval mode does this)."""
+        if not self._quantized:
+            self.weight, self.scales = mx.quantize(self.weight, self.group_size, self.bits,
+                                                   mode=self.mode)
+            self._quantized = True
+
+    def dequantize(self):
+        """Stores W in float again (train mode does this)."""
+        if self._quantized:
+            self.weight = mx.dequantize(self.weight, self.scales, group_size=self.group_size,
+                                        bits=self.bits, mode=self.mode)
+            del self.scales
+            self._quantized = False
+
+    def _set_training_mode(self, mode):
+        super()._set_training_mode(mode)
+        if mode:
+            self.dequantize()
+        else:
+            self.quantize()
+
+    def __call__(self, x):
+        return mx.qqmm(x, self["weight"], scales=self.get("scales"), group_size=self.group_size,
+                       bits=self.bits, mode=self.mode)
+
+    @classmethod
+    def from_linear(cls, linear_layer, group_size=None, bits=None, mode="nvfp4"):
+        """A QQLinear with linear_layer's weight (a layer with a bias is
+        NotImplementedError, as in MLX), in linear_layer's mode (train or eval)."""
+        if "bias" in linear_layer:
+            raise NotImplementedError("QQLinear has no bias")
+        outputs, inputs = linear_layer.weight.shape
+        q = cls(inputs, outputs, group_size, bits, mode)
+        q.weight = linear_layer.weight
+        q.train(linear_layer.training)
+        return q
+
+
+def _linear_to_quantized(self, group_size=None, bits=None, mode="affine", quantize_input=False):
+    if quantize_input:
+        return QQLinear.from_linear(self, group_size, bits, mode)
     return QuantizedLinear.from_linear(self, group_size, bits, mode)
 
 
-def _embedding_to_quantized(self, group_size=None, bits=None, mode="affine"):
+def _embedding_to_quantized(self, group_size=None, bits=None, mode="affine",
+                            quantize_input=False):
+    if quantize_input:
+        raise ValueError("Embedding cannot quantize its input (quantize_input=True)")
     return QuantizedEmbedding.from_embedding(self, group_size, bits, mode)
 
 
@@ -146,12 +213,14 @@ Linear.to_quantized = _linear_to_quantized
 Embedding.to_quantized = _embedding_to_quantized
 
 
-def quantize(model, group_size=None, bits=None, *, mode="affine", class_predicate=None):
+def quantize(model, group_size=None, bits=None, *, mode="affine", quantize_input=False,
+             class_predicate=None):
     """Replaces, in place, every sub-module that can be quantized (has a
     to_quantized method: Linear, Embedding) and that class_predicate(path,
     module) accepts (default: all whose last dimension divides into groups).
     The predicate may return a dict of to_quantized's arguments for that
-    module instead of True."""
+    module instead of True. quantize_input: Linear layers become QQLinear
+    (nvfp4 or mxfp8; an Embedding then is a ValueError)."""
     _check_mode(mode)
     group_size, bits = _mode_defaults(mode, group_size, bits)
 
@@ -167,6 +236,8 @@ def quantize(model, group_size=None, bits=None, *, mode="affine", class_predicat
         if choice is False or choice is None:
             continue
         options = dict(group_size=group_size, bits=bits, mode=mode)
+        if quantize_input:
+            options["quantize_input"] = True
         if isinstance(choice, dict):
             options.update(choice)
         replacements.append((path, module.to_quantized(**options)))
