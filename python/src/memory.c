@@ -86,8 +86,10 @@ static PyObject *py_set_cache_limit(PyObject *module, PyObject *arg)
 static wf_nn_gguf_meta *string_metadata(PyObject *dict)
 {
     wf_nn_gguf_meta *meta = wf_nn_gguf_meta_new();
-    if (meta == NULL)
-        return (wf_nn_gguf_meta *)weftpy_raise_weft_error();
+    if (meta == NULL) {
+        weftpy_raise_weft_error();
+        return NULL;
+    }
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     while (PyDict_Next(dict, &pos, &key, &value)) {
@@ -201,7 +203,11 @@ static PyObject *py_load_safetensors(PyObject *module, PyObject *args)
     }
     PyObject *meta_dict = string_metadata_dict(meta);
     wf_nn_gguf_meta_release(meta);
-    return meta_dict != NULL ? Py_BuildValue("(NN)", dict, meta_dict) : (Py_DECREF(dict), NULL);
+    if (meta_dict == NULL) {
+        Py_DECREF(dict);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", dict, meta_dict); /* steals both */
 }
 
 static PyMethodDef memory_methods[] = {

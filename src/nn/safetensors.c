@@ -321,7 +321,12 @@ static bool parse_long_string(struct parser *ps, char **out)
         const size_t cap = (size_t)(ps->p - start) + 1;
         struct parser again = {start - 1, ps->p + 1, false, false};
         *out = wf__malloc(cap);
-        if (!*out || !parse_string(&again, *out, cap)) {
+        if (!*out) {
+            wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_load_safetensors: out of memory");
+            ps->failed = ps->reported = true;
+            return false;
+        }
+        if (!parse_string(&again, *out, cap)) {
             free(*out);
             *out = NULL;
             ps->failed = true;
