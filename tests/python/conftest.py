@@ -44,3 +44,30 @@ def weft_memory_returns_to_baseline():
             time.sleep(0.01)
         after = _settled_memory()
     assert after <= before, f"weft memory grew from {before} to {after} bytes"
+
+
+@pytest.fixture
+def run_two_ranks(tmp_path):
+    """run_two_ranks(worker_source): runs the script under `mpirun -np 2` with
+    this interpreter and checks that it exits 0 and that both ranks printed
+    "rank N ok"."""
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    def run(source):
+        if shutil.which("mpirun") is None or not mx.distributed.is_available():
+            pytest.fail("mpirun / libmpi.so.40 missing: run scripts/install-deps.sh")
+        script = tmp_path / "worker.py"
+        script.write_text(source)
+        env = dict(os.environ)
+        env.pop("OMPI_COMM_WORLD_SIZE", None)
+        result = subprocess.run(
+            ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+             "--mca", "mpi_yield_when_idle", "1", "-np", "2", sys.executable, str(script)],
+            capture_output=True, text=True, timeout=120, env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert sorted(re.findall(r"rank (\d+) ok", result.stdout)) == ["0", "1"], result.stdout
+
+    return run

@@ -1,10 +1,6 @@
 """weft.distributed: the group of one in this process, and two ranks under
 mpirun (a worker script run by this interpreter), checked against NumPy."""
 import os
-import re
-import shutil
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -86,17 +82,5 @@ def test_group_of_one():
 
 @pytest.mark.skipif(os.environ.get("WEFT_PY_SANITIZED") == "1",
                     reason="Open MPI under the sanitized interpreter: covered by the C test")
-def test_two_ranks_under_mpirun(tmp_path):
-    if shutil.which("mpirun") is None or not dist.is_available():
-        pytest.fail("mpirun / libmpi.so.40 missing: run scripts/install-deps.sh")
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-    env = dict(os.environ)
-    env.pop("OMPI_COMM_WORLD_SIZE", None)
-    result = subprocess.run(
-        ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
-         "--mca", "mpi_yield_when_idle", "1", "-np", "2",
-         sys.executable, str(script)],
-        capture_output=True, text=True, timeout=120, env=env)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert sorted(re.findall(r"rank (\d+) ok", result.stdout)) == ["0", "1"], result.stdout
+def test_two_ranks_under_mpirun(run_two_ranks):
+    run_two_ranks(WORKER)

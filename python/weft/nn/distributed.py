@@ -23,7 +23,9 @@ import weft as mx
 from ..utils import tree_map_with_path
 from .layers import Linear
 from .module import Module
-from .quantized import QuantizedLinear, _check_mode, _matrix_args, _mode_defaults
+from .quantized import (
+    QuantizedLinear, _check_mode, _matrix_args, _mode_defaults, _quantize_into,
+)
 
 _SHARDINGS = ("all-to-sharded", "sharded-to-all")
 
@@ -224,16 +226,18 @@ class ShardedToAllLinear(Module):
 
 
 class _QuantizedShard(Module):
-    """What the two quantized layers share: weights quantized as
-    QuantizedLinear's (mx.quantize), frozen, a bias of zeros."""
+    """What the two quantized layers share: a random share of `shape`
+    quantized as QuantizedLinear's (mx.quantize), frozen, a bias of zeros."""
 
-    def _set_weight(self, weight, bias_size, group_size, bits, mode):
+    def __init__(self, group, shape, input_dims, bias_size, group_size, bits, mode):
+        super().__init__()
         _check_mode(mode)
-        self.group_size, self.bits, self.mode = _mode_defaults(mode, group_size, bits) + (mode,)
-        q = mx.quantize(weight, self.group_size, self.bits, mode=mode)
-        self.weight, self.scales = q[0], q[1]
-        if mode == "affine":
-            self.biases = q[2]
+        self.group = group
+        self.group_size, self.bits = _mode_defaults(mode, group_size, bits)
+        self.mode = mode
+        scale = math.sqrt(1.0 / input_dims)
+        _quantize_into(self, mx.random.uniform(-scale, scale, shape), self.group_size, self.bits,
+                       mode)
         if bias_size is not None:
             self.bias = mx.zeros((bias_size,))
         self.freeze()
@@ -270,13 +274,11 @@ class QuantizedAllToShardedLinear(_QuantizedShard):
 
     def __init__(self, input_dims, output_dims, bias=True, group_size=None, bits=None,
                  mode="affine", group=None):
-        super().__init__()
-        self.group = _group_or_world(group)
-        rows = _split_size(output_dims, self.group, "output")
-        scale = math.sqrt(1.0 / input_dims)
-        weight = mx.random.uniform(-scale, scale, (rows, input_dims))
-        self._set_weight(weight, rows if bias else None, group_size, bits, mode)
-        self._gradient_summed = _gradient_summed(self.group)
+        group = _group_or_world(group)
+        rows = _split_size(output_dims, group, "output")
+        super().__init__(group, (rows, input_dims), input_dims, rows if bias else None,
+                         group_size, bits, mode)
+        self._gradient_summed = _gradient_summed(group)
 
     def _extra_repr(self):
         rows, inputs = self._dims()
@@ -298,13 +300,11 @@ class QuantizedShardedToAllLinear(_QuantizedShard):
 
     def __init__(self, input_dims, output_dims, bias=True, group_size=None, bits=None,
                  mode="affine", group=None):
-        super().__init__()
-        self.group = _group_or_world(group)
-        columns = _split_size(input_dims, self.group, "input")
-        scale = math.sqrt(1.0 / input_dims)
-        weight = mx.random.uniform(-scale, scale, (output_dims, columns))
-        self._set_weight(weight, output_dims if bias else None, group_size, bits, mode)
-        self._summed = _replicated_sum(self.group)
+        group = _group_or_world(group)
+        columns = _split_size(input_dims, group, "input")
+        super().__init__(group, (output_dims, columns), input_dims,
+                         output_dims if bias else None, group_size, bits, mode)
+        self._summed = _replicated_sum(group)
 
     def _extra_repr(self):
         outputs, columns = self._dims()
