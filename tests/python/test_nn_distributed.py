@@ -1,8 +1,10 @@
 """weft.nn's tensor-parallel layers (AllToShardedLinear, ShardedToAllLinear,
-their quantized forms, shard_linear, shard_inplace): in a group of one they
-are the layers they were made from; under mpirun with two ranks each rank's
-share, and the input's gradient, match the whole layer computed with NumPy
-weights on one process."""
+their quantized forms, shard_linear, shard_inplace) and fully_shard: in a
+group of one they are the layers they were made from; under mpirun with two
+ranks each rank's share, and the input's gradient, match the whole layer
+computed with NumPy weights on one process, and a fully sharded model's
+gradients and optimizer step are those of the replicated model with its
+gradients averaged over the ranks."""
 import os
 import textwrap
 
@@ -23,6 +25,11 @@ def layer_from(w, b=None):
     if b is not None:
         lin.bias = mx.array(b)
     return lin
+
+
+def test_fully_shard_in_a_group_of_one_is_the_module():
+    lin = nn.Linear(3, 5)
+    assert nn.fully_shard(lin) is lin
 
 
 def test_group_of_one_is_the_layer():
@@ -140,3 +147,88 @@ WORKER = textwrap.dedent(
                     reason="Open MPI under the sanitized interpreter: covered by the C test")
 def test_two_ranks_under_mpirun(run_two_ranks):
     run_two_ranks(WORKER)
+
+
+FULLY_SHARDED_WORKER = textwrap.dedent(
+    """
+    import os
+    import numpy as np
+    import weft as mx
+    import weft.nn as nn
+    import weft.optimizers as optim
+    from weft.utils import tree_flatten
+    world = mx.distributed.init(strict=True)
+    r, n = world.rank(), world.size()
+    rng = np.random.default_rng(3)
+    def make():
+        mx.random.seed(11)
+        return nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 4))
+    full, wrapped = make(), nn.fully_shard(make())
+    assert isinstance(wrapped, nn.FullyShardedModule), type(wrapped)
+    whole = dict(tree_flatten(full.parameters()))
+    mine = dict(tree_flatten(wrapped.parameters()))
+    for path, value in whole.items():
+        rows = value.shape[0] // n
+        np.testing.assert_array_equal(np.array(mine["module." + path]),
+                                      np.array(value)[r * rows:(r + 1) * rows])
+    xs = [rng.standard_normal((5, 6)).astype(np.float32) for _ in range(n)]  # rank k's batch
+    ts = [rng.standard_normal((5, 4)).astype(np.float32) for _ in range(n)]
+    loss = lambda m, x, t: ((m(x) - t) ** 2).mean()
+    l_w, g_w = nn.value_and_grad(wrapped, loss)(wrapped, mx.array(xs[r]), mx.array(ts[r]))
+    l_f, _ = nn.value_and_grad(full, loss)(full, mx.array(xs[r]), mx.array(ts[r]))
+    np.testing.assert_allclose(l_w.item(), l_f.item(), rtol=1e-6)
+    # the mean over ranks of each rank's whole gradient, cut to this rank's rows
+    avg = {}
+    for k in range(n):
+        _, g = nn.value_and_grad(full, loss)(full, mx.array(xs[k]), mx.array(ts[k]))
+        for path, value in tree_flatten(g):
+            avg[path] = avg.get(path, 0) + np.array(value) / n
+    got = dict(tree_flatten(g_w))
+    assert sorted(got) == sorted("module." + p for p in avg), sorted(got)
+    for path, value in avg.items():
+        rows = value.shape[0] // n
+        np.testing.assert_allclose(np.array(got["module." + path]), value[r * rows:(r + 1) * rows],
+                                   rtol=1e-5, atol=1e-6)
+    # a step of SGD on the shards is the replicated model's step on the averaged gradient
+    opt = optim.SGD(learning_rate=0.5)
+    opt.update(wrapped, g_w)
+    mx.eval(wrapped.parameters())
+    now = dict(tree_flatten(wrapped.parameters()))
+    for path, value in whole.items():
+        rows = value.shape[0] // n
+        want = (np.array(value) - 0.5 * avg[path])[r * rows:(r + 1) * rows]
+        np.testing.assert_allclose(np.array(now["module." + path]), want, rtol=1e-5, atol=1e-6)
+    # compute_dtype: the gathered parameters are bfloat16 in the forward, shards stay float32
+    half = nn.fully_shard(make(), compute_dtype=mx.bfloat16)
+    y = half(mx.array(xs[r]).astype(mx.bfloat16))
+    assert y.dtype == mx.bfloat16, y.dtype
+    assert all(v.dtype == mx.float32 for _, v in tree_flatten(half.parameters()))
+    _, gh = nn.value_and_grad(half, lambda m, x: m(x).astype(mx.float32).sum())(
+        half, mx.array(xs[r]).astype(mx.bfloat16))
+    assert all(v.dtype == mx.float32 for _, v in tree_flatten(gh))
+    # wrapped twice is wrapped once; a module with nothing to shard is returned as it is
+    assert nn.fully_shard(wrapped) is wrapped
+    relu = nn.ReLU()
+    assert nn.fully_shard(relu) is relu
+    # nested: the inner wrapper keeps its own shards
+    outer = nn.fully_shard(nn.Sequential(nn.fully_shard(nn.Linear(6, 8)), nn.Linear(8, 4)))
+    assert sorted(p for p, _ in tree_flatten(outer.parameters())) == [
+        "module.layers.0.module.bias", "module.layers.0.module.weight",
+        "module.layers.1.bias", "module.layers.1.weight"]
+    assert outer(mx.array(xs[r])).shape == (5, 4)
+    for bad in (nn.Linear(6, 3), nn.LayerNorm(5)):
+        try:
+            nn.fully_shard(bad)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("an odd axis 0 over two ranks")
+    os.write(1, ("rank %d ok\\n" % r).encode())
+    """
+)
+
+
+@pytest.mark.skipif(os.environ.get("WEFT_PY_SANITIZED") == "1",
+                    reason="Open MPI under the sanitized interpreter: covered by the C test")
+def test_fully_shard_under_mpirun(run_two_ranks):
+    run_two_ranks(FULLY_SHARDED_WORKER)

@@ -16,8 +16,8 @@ from .layers import (  # noqa: F401
     InstanceNorm, LayerNorm, Linear, RMSNorm, Sequential,
 )
 from .distributed import (  # noqa: F401
-    AllToShardedLinear, QuantizedAllToShardedLinear, QuantizedShardedToAllLinear,
-    ShardedToAllLinear, shard_inplace, shard_linear,
+    AllToShardedLinear, FullyShardedModule, QuantizedAllToShardedLinear,
+    QuantizedShardedToAllLinear, ShardedToAllLinear, fully_shard, shard_inplace, shard_linear,
 )
 from .module import Module  # noqa: F401
 from .pooling import (  # noqa: F401

@@ -1,6 +1,8 @@
 """Tensor-parallel linear layers with mlx.nn's API: a Linear (or
 QuantizedLinear) whose weight is split over a weft.distributed group, each
-process holding and multiplying its part.
+process holding and multiplying its part; and fully sharded data
+parallelism (fully_shard: each process holds its rows of every parameter,
+gathered for a call).
 
 - all-to-sharded: every process has the whole input and computes a slice of
   the output features (weight rows and bias split); the input's gradient is
@@ -20,7 +22,7 @@ import math
 
 import weft as mx
 
-from ..utils import tree_map_with_path
+from ..utils import tree_flatten, tree_map_with_path, tree_unflatten
 from .layers import Linear
 from .module import Module
 from .quantized import (
@@ -318,3 +320,103 @@ class QuantizedShardedToAllLinear(_QuantizedShard):
     @classmethod
     def from_quantized_linear(cls, quantized_linear_layer, *, segments=1, group=None):
         return cls._from(quantized_linear_layer, _sharded_to_all, segments, group)
+
+
+# ------------------------------------------------------------ fully sharded
+
+def _outside_nested_shards(module, key, value):
+    """Module.valid_parameter_filter, leaving out modules already wrapped
+    (each shards its own parameters)."""
+    return (not isinstance(value, FullyShardedModule)
+            and Module.valid_parameter_filter(module, key, value))
+
+
+def _rows_of_rank(value, group):
+    size, rank = group.size(), group.rank()
+    rows = value.shape[0] // size
+    return mx.contiguous(value[rank * rows:(rank + 1) * rows])
+
+
+def _gather_parameters(group, full_shapes, compute_dtype):
+    """A function from this process's shards (a list, in order) to the whole
+    parameters: one all_gather of every shard flattened side by side. Its
+    vjp gives each process the rows of the gradient it holds, averaged over
+    the group (sum_scatter / size): the gradient of the mean of the
+    processes' losses, as average_gradients gives a replicated model."""
+    size = group.size()
+    lengths = [math.prod(shape) // size for shape in full_shapes]
+    ends = [sum(lengths[:i + 1]) for i in range(len(lengths) - 1)]
+
+    def cast(x, dtype):
+        return x if dtype is None or x.dtype == dtype else x.astype(dtype)
+
+    @mx.custom_function
+    def gather(shards):
+        row = mx.concatenate([cast(s.reshape(1, -1), compute_dtype) for s in shards], axis=1)
+        every = mx.distributed.all_gather(row, group=group)  # (size, total): rank r's row r
+        return [p.reshape(shape) for p, shape in zip(mx.split(every, ends, axis=1), full_shapes)]
+
+    @gather.vjp
+    def gather(shards, cotangents, outputs):
+        every = mx.concatenate([c.reshape(size, -1) for c in cotangents], axis=1)
+        mine = mx.distributed.sum_scatter(every, group=group) / size
+        return [cast(p.reshape(s.shape), s.dtype)
+                for p, s in zip(mx.split(mine, ends, axis=1), shards)]
+
+    return gather
+
+
+class FullyShardedModule(Module):
+    """`module` with every parameter cut along axis 0 over a group, each
+    process holding (and its optimizer updating) only its rows. A call
+    gathers the whole parameters (cast to compute_dtype if given), runs the
+    module and puts the shards back; the backward pass leaves each process
+    the gradient of its rows, averaged over the group. Every parameter's
+    first axis must divide by the group's size. Made by fully_shard."""
+
+    def __init__(self, module, group=None, compute_dtype=None):
+        super().__init__()
+        group = _group_or_world(group)
+        flat = tree_flatten(module.filter_and_map(_outside_nested_shards))
+        for path, value in flat:
+            if value.ndim == 0:
+                raise ValueError(f"cannot shard the scalar parameter '{path}'")
+            if value.shape[0] % group.size() != 0:
+                raise ValueError(f"cannot shard parameter '{path}' of shape {value.shape} over "
+                                 f"{group.size()} processes: its axis 0 must divide by that")
+        # a plain attribute, not a member: a list member would be a leaf of
+        # the module's tree, and the module could not be differentiated
+        object.__setattr__(self, "_paths", [path for path, _ in flat])
+        self._gather = _gather_parameters(group, [v.shape for _, v in flat], compute_dtype)
+        module.update(tree_unflatten([(p, _rows_of_rank(v, group)) for p, v in flat]))
+        self.module = module
+
+    def _extra_repr(self):
+        return f"num_sharded_params={len(self._paths)}"
+
+    def _with_whole_parameters(self, fn, *args, **kwargs):
+        shards = self.module.filter_and_map(_outside_nested_shards)
+        whole = self._gather([v for _, v in tree_flatten(shards)])
+        self.module.update(tree_unflatten(list(zip(self._paths, whole))))
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.module.update(shards)
+
+    def __call__(self, *args, **kwargs):
+        return self._with_whole_parameters(self.module, *args, **kwargs)
+
+    def as_linear(self, *args, **kwargs):
+        """The wrapped module's as_linear (a tied Embedding), with whole parameters."""
+        return self._with_whole_parameters(self.module.as_linear, *args, **kwargs)
+
+
+def fully_shard(module, *, group=None, compute_dtype=None):
+    """module wrapped in a FullyShardedModule over group (default: the
+    world); module itself when the group has one process, it is wrapped
+    already, or it has nothing to shard."""
+    group = _group_or_world(group)
+    if group.size() == 1 or isinstance(module, FullyShardedModule):
+        return module
+    wrapped = FullyShardedModule(module, group=group, compute_dtype=compute_dtype)
+    return wrapped if wrapped._paths else module
