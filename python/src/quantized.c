@@ -1,8 +1,9 @@
 /*
  * quantized.c - mx.quantize, mx.dequantize, mx.quantized_matmul and
  * mx.gather_qmm with mlx.core's signatures, on weft.h's quantization
- * section: modes "affine", "mxfp4", "mxfp8" and "nvfp4" (the last without
- * global_scale).
+ * section: modes "affine", "mxfp4", "mxfp8" and "nvfp4". nvfp4's
+ * global_scale is taken by the Python wrappers in weft/_qqmm.py, which call
+ * quantize and dequantize here without it.
  * Building the graph never waits, so the GIL is kept.
  */
 #include "weft_py.h"

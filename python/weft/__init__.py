@@ -566,7 +566,7 @@ from ._composed import (  # noqa: E402,F401
     ones_like, roll, slice, slice_update, trace, tri, trunc, unstack, vecdot,
     zeros_like,
 )
-from ._qqmm import qqmm  # noqa: E402,F401
+from ._qqmm import dequantize, qqmm, quantize  # noqa: E402,F401  (nvfp4 global_scale)
 
 
 def result_type(*arrays_or_dtypes):

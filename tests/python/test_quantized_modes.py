@@ -216,8 +216,10 @@ def test_qqmm_refuses():
     x, w = mx.ones((2, 64)), mx.ones((8, 64))
     with pytest.raises(ValueError):
         mx.qqmm(x, w, mode="affine")
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(ValueError):  # tensor scales for both operands or for neither
         mx.qqmm(x, w, mode="nvfp4", global_scale_x=mx.array(1.0))
+    with pytest.raises(ValueError):  # only nvfp4 has them
+        mx.qqmm(x, w, mode="mxfp8", global_scale_x=mx.array(1.0), global_scale_w=mx.array(1.0))
     with pytest.raises(ValueError):
         mx.qqmm(mx.ones((2, 64), dtype=mx.int32), w)
     with pytest.raises(ValueError):
@@ -225,3 +227,52 @@ def test_qqmm_refuses():
     with pytest.raises(ValueError):
         mx.qqmm(mx.ones((2, 60)), mx.ones((8, 60)))  # K not whole groups
     assert mx.qqmm(x, w, mode="mxfp8").tolist() == [[64.0] * 8] * 2  # ones are exact
+
+
+def test_nvfp4_global_scale():
+    """nvfp4's tensor scale: values quantized as w * 2688 / g, so a tensor of
+    small values keeps its precision where e4m3 scales alone underflow."""
+    rng = np.random.default_rng(5)
+    lut = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+    exact = lut[rng.integers(0, 16, (8, 64))]
+    exact[:, ::16] = 6.0  # every group's largest value is 6: its scale is exact
+    w = mx.array(exact)
+    g = mx.array(6.0)
+    codes, scales = mx.quantize(w, mode="nvfp4", global_scale=g)
+    back = mx.dequantize(codes, scales, mode="nvfp4", global_scale=g, dtype=mx.float32)
+    np.testing.assert_array_equal(np.array(back), exact)
+    assert mx.dequantize(codes, scales, mode="nvfp4", global_scale=g).dtype == mx.bfloat16
+    # small values: e4m3 scales alone lose them, a tensor scale keeps them
+    tiny = rng.standard_normal((16, 256)).astype(np.float32) * 1e-5
+    t = mx.array(tiny)
+    g = mx.array(np.abs(tiny).max())
+    plain = np.array(mx.dequantize(*mx.quantize(t, mode="nvfp4"), mode="nvfp4",
+                                   dtype=mx.float32))
+    scaled = np.array(mx.dequantize(*mx.quantize(t, mode="nvfp4", global_scale=g),
+                                    mode="nvfp4", global_scale=g, dtype=mx.float32))
+    err_plain = np.abs(plain - tiny).max() / np.abs(tiny).max()
+    err_scaled = np.abs(scaled - tiny).max() / np.abs(tiny).max()
+    # fp4 rounds by up to 1/6 of a group's largest value (6 has 4 as neighbour)
+    assert err_scaled < 0.2 < err_plain, (err_scaled, err_plain)
+    # qqmm with both tensor scales multiplies the operands as they round
+    x = mx.array(rng.standard_normal((4, 64)).astype(np.float32) * 1e-4)
+    wm = mx.array(rng.standard_normal((8, 64)).astype(np.float32) * 1e-4)
+    gx, gw = mx.abs(x).max(), mx.abs(wm).max()
+
+    def rounded(a, ga):
+        return mx.dequantize(*mx.quantize(a, mode="nvfp4", global_scale=ga), mode="nvfp4",
+                             global_scale=ga, dtype=mx.float32)
+
+    want = np.array(rounded(x, gx)) @ np.array(rounded(wm, gw)).T
+    got = mx.qqmm(x, wm, mode="nvfp4", global_scale_x=gx, global_scale_w=gw)
+    np.testing.assert_allclose(np.array(got), want, rtol=1e-5, atol=1e-14)
+    wq, ws = mx.quantize(wm, mode="nvfp4", global_scale=gw)
+    got_q = mx.qqmm(x, wq, ws, mode="nvfp4", global_scale_x=gx, global_scale_w=gw)
+    np.testing.assert_allclose(np.array(got_q), want, rtol=1e-5, atol=1e-14)
+    # MLX's checks: nvfp4 only, one element, float32
+    for bad, mode in ((mx.array(1.0), "mxfp4"), (mx.array([1.0, 2.0]), "nvfp4"),
+                      (mx.array(1.0, dtype=mx.float16), "nvfp4")):
+        with pytest.raises(ValueError):
+            mx.quantize(w, mode=mode, global_scale=bad)
+        with pytest.raises(ValueError):
+            mx.dequantize(codes, scales, mode=mode, global_scale=bad)
