@@ -226,8 +226,18 @@ void wf_stream_release(wf_stream *s);
 wf_status wf_stream_push(wf_stream *s);
 /* Undoes this thread's last push. WF_ERR_MISUSE without one. */
 wf_status wf_stream_pop(void);
-/* This thread's current stream (a new reference). */
+/* This thread's current stream (a new reference): the last one pushed,
+ * else the thread's default (below). */
 wf_stream *wf_current_stream(void);
+/* Makes `s` this thread's default stream (NULL: back to the process-wide
+ * one): ops built on this thread with nothing pushed run on it (MLX's
+ * per-thread default streams). The thread holds a reference until it sets
+ * another or exits. Code weft runs inside an evaluation (kernels,
+ * callbacks) sees the process-wide default, as it sees no pushed stream. */
+wf_status wf_stream_set_thread_default(wf_stream *s);
+/* This thread's default stream: the one set above, else the process-wide
+ * default (a new reference). */
+wf_stream *wf_thread_default_stream(void);
 /* Waits until everything enqueued on `s` before the call has run (work
  * enqueued meanwhile by other threads is not waited for). It does not wait
  * for the payload destructors and external deleters of what that work

@@ -209,29 +209,52 @@ static PyTypeObject WeftStream_Type = {
 
 /* ------------------------------------------------------------ pushing */
 
-/* The weft stream an argument names (a new reference): a Stream, or a
- * Device's default stream. */
+static wf_stream *stream_of_arg(PyObject *obj);
+
+/* Is obj an instance of weft.<name> (-1: a Python error)? */
+static int is_weft_instance(PyObject *obj, const char *name)
+{
+    PyObject *package = PyImport_ImportModule("weft");
+    PyObject *type = package != NULL ? PyObject_GetAttrString(package, name) : NULL;
+    Py_XDECREF(package);
+    if (type == NULL)
+        return -1;
+    const int is = PyObject_IsInstance(obj, type);
+    Py_DECREF(type);
+    return is;
+}
+
+/* The calling thread's stream of a ThreadLocalStream (weft/__init__.py
+ * makes it on the thread's first use). */
+static wf_stream *thread_local_stream_of(PyObject *obj)
+{
+    PyObject *stream = PyObject_CallMethod(obj, "_stream_of_this_thread", NULL);
+    if (stream == NULL)
+        return NULL;
+    wf_stream *s = PyObject_TypeCheck(stream, &WeftStream_Type) ? stream_of_arg(stream) : NULL;
+    if (s == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "ThreadLocalStream gave no Stream");
+    Py_DECREF(stream);
+    return s;
+}
+
+/* The weft stream an argument names (a new reference): a Stream, a
+ * ThreadLocalStream's stream for this thread, or for a Device (or
+ * DeviceType) the calling thread's default stream. */
 static wf_stream *stream_of_arg(PyObject *obj)
 {
     if (PyObject_TypeCheck(obj, &WeftStream_Type))
         return wf_stream_retain(((WeftStream *)obj)->handle);
     if (PyObject_TypeCheck(obj, &WeftDevice_Type)) {
-        wf_device *device = device_handle(obj);
-        if (device == NULL)
+        if (device_handle(obj) == NULL)
             return NULL;
-        wf_stream *s = wf_device_default_stream(device);
-        if (s == NULL)
-            weftpy_raise_weft_error();
-        return s;
+        return wf_thread_default_stream();
     }
+    const int is_thread_local = is_weft_instance(obj, "ThreadLocalStream");
+    if (is_thread_local != 0)
+        return is_thread_local > 0 ? thread_local_stream_of(obj) : NULL;
     /* A DeviceType (weft.cpu) stands for its device 0. */
-    PyObject *package = PyImport_ImportModule("weft");
-    PyObject *enum_type = package != NULL ? PyObject_GetAttrString(package, "DeviceType") : NULL;
-    Py_XDECREF(package);
-    if (enum_type == NULL)
-        return NULL;
-    const int is_kind = PyObject_IsInstance(obj, enum_type);
-    Py_DECREF(enum_type);
+    const int is_kind = is_weft_instance(obj, "DeviceType");
     if (is_kind <= 0) {
         if (is_kind == 0)
             PyErr_Format(PyExc_TypeError, "stream must be a Stream or a Device, not %s",
@@ -243,7 +266,7 @@ static wf_stream *stream_of_arg(PyObject *obj)
         PyErr_SetString(PyExc_ValueError, "weft has no GPU device");
         return NULL;
     }
-    return wf_default_stream();
+    return wf_thread_default_stream();
 }
 
 bool weftpy_push_stream_arg(PyObject *stream_arg, bool *pushed)
@@ -309,6 +332,21 @@ static PyObject *py_default_stream(PyObject *module, PyObject *device)
     return s != NULL ? stream_wrap(s) : NULL;
 }
 
+/* set_default_stream(stream): the calling thread's default from now on
+ * (None: back to the process-wide default). */
+static PyObject *py_set_default_stream(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    if (arg == Py_None)
+        return weftpy_none_or_raise(wf_stream_set_thread_default(NULL));
+    wf_stream *s = stream_of_arg(arg);
+    if (s == NULL)
+        return NULL;
+    const wf_status status = wf_stream_set_thread_default(s);
+    wf_stream_release(s);
+    return weftpy_none_or_raise(status);
+}
+
 static PyObject *py_current_stream(PyObject *module, PyObject *unused)
 {
     (void)module;
@@ -355,7 +393,12 @@ static PyMethodDef stream_methods[] = {
     {"_push_stream", py_push_stream, METH_O, "Makes a Stream or Device current on this thread."},
     {"_pop_stream", py_pop_stream, METH_NOARGS, "Undoes this thread's last _push_stream."},
     {"new_stream", py_new_stream, METH_O, "new_stream(device): a new stream with its own worker."},
-    {"default_stream", py_default_stream, METH_O, "default_stream(device): the device's stream."},
+    {"default_stream", py_default_stream, METH_O,
+     "default_stream(device): this thread's default stream (set_default_stream's, else the "
+     "process-wide one)."},
+    {"set_default_stream", py_set_default_stream, METH_O,
+     "set_default_stream(stream): this thread's default stream from now on (None: the "
+     "process-wide one)."},
     {"_current_stream", py_current_stream, METH_NOARGS, "This thread's current stream."},
     {"synchronize", py_synchronize, METH_VARARGS,
      "synchronize(stream=None): waits for the work queued on the stream so far."},

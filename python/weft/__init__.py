@@ -10,6 +10,9 @@ docs/PYTHON.md for where weft differs from mlx.core.
 import atexit as _atexit
 import enum as _enum
 import math as _math
+import operator as _operator
+import threading as _threading
+import weakref as _weakref
 
 from . import _core
 from ._core import (  # noqa: F401
@@ -213,6 +216,82 @@ class stream:
 
 
 StreamContext = stream
+
+set_default_stream = _core.set_default_stream
+
+
+def new_thread_unsafe_stream(device):
+    """MLX's stream usable from any thread: every weft stream is, so this is
+    new_stream(device)."""
+    return new_stream(device)
+
+
+class ThreadLocalStream:
+    """A stream per thread (MLX's new_thread_local_stream): wherever a stream
+    is taken (stream=, with weft.stream(...)), each thread gets its own,
+    made on its first use and dropped when the thread ends or calls
+    clear_streams(), so threads sharing this object never queue on one
+    worker."""
+
+    _count = 0
+    _count_lock = _threading.Lock()
+
+    def __init__(self, device):
+        if isinstance(device, DeviceType):
+            device = Device(device, 0)
+        if not is_available(device):
+            raise ValueError(f"weft has no device {device}")
+        self.device = device
+        with ThreadLocalStream._count_lock:
+            self.index = ThreadLocalStream._count
+            ThreadLocalStream._count += 1
+        self._streams = _threading.local()
+        _thread_local_streams.add(self)
+
+    def _stream_of_this_thread(self):
+        s = getattr(self._streams, "stream", None)
+        if s is None:
+            s = self._streams.stream = new_stream(self.device)
+        return s
+
+    def _drop_this_thread(self):
+        self._streams.stream = None
+
+    def __repr__(self):
+        return f"ThreadLocalStream({self.device}, {self.index})"
+
+    def __eq__(self, other):
+        return isinstance(other, ThreadLocalStream) and self.index == other.index
+
+    def __hash__(self):
+        return hash(("ThreadLocalStream", self.index))
+
+
+_thread_local_streams = _weakref.WeakSet()
+
+
+def new_thread_local_stream(device):
+    """A ThreadLocalStream on device: one stream per thread that uses it."""
+    return ThreadLocalStream(device)
+
+
+def clear_streams():
+    """Drops the calling thread's streams of every ThreadLocalStream and its
+    set_default_stream (back to the process-wide default), as MLX's
+    clear_streams ends the thread's streams. Streams from new_stream are
+    process-wide: they live while referenced."""
+    for tls in list(_thread_local_streams):
+        tls._drop_this_thread()
+    _core.set_default_stream(None)
+
+
+def set_wired_limit(limit):
+    """MLX's limit on memory kept resident (wired) for Metal. weft wires
+    nothing, so, like MLX built without a GPU, it changes nothing and
+    returns the previous limit, 0."""
+    if _operator.index(limit) < 0:
+        raise OverflowError("set_wired_limit: the limit cannot be negative")
+    return 0
 
 
 # ---------------------------------------------------------------- evaluation

@@ -429,6 +429,7 @@ wf_stream *wf__stream_default(void)
 struct push_stack {
     wf_stream **items;
     int count, capacity;
+    wf_stream *base; /* wf_stream_set_thread_default's (a reference), or NULL */
 };
 
 static _Thread_local struct push_stack *thread_pushes;
@@ -440,6 +441,8 @@ static void release_pushes(void *p)
     struct push_stack *stack = p;
     while (stack->count > 0)
         wf__stream_decref(stack->items[--stack->count]);
+    if (stack->base)
+        wf__stream_decref(stack->base);
     free(stack->items);
     free(stack);
     thread_pushes = NULL;
@@ -469,6 +472,8 @@ wf_stream *wf__stream_current(void)
     struct push_stack *stack = thread_pushes;
     if (stack && stack->count > 0)
         return stack->items[stack->count - 1];
+    if (stack && stack->base)
+        return stack->base;
     return wf__stream_default();
 }
 
@@ -481,19 +486,31 @@ wf_stream *wf__stream_of(const wf_array *n)
     return wf__stream_default();
 }
 
-wf_status wf_stream_push(wf_stream *s)
+/* This thread's stack, made on first use (NULL, with the error recorded
+ * for `fname`, when it cannot be allocated). */
+static struct push_stack *thread_stack(const char *fname)
 {
-    if (!s)
-        return wf__error(WF_ERR_NULL_ARGUMENT, "wf_stream_push: stream is NULL");
     struct push_stack *stack = thread_pushes;
     if (!stack) {
         pthread_once(&push_key_once, make_push_key);
         stack = wf__calloc(1, sizeof *stack);
-        if (!stack)
-            return wf__error(WF_ERR_OUT_OF_MEMORY, "wf_stream_push: out of memory");
+        if (!stack) {
+            wf__error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", fname);
+            return NULL;
+        }
         pthread_setspecific(push_key, stack);
         thread_pushes = stack;
     }
+    return stack;
+}
+
+wf_status wf_stream_push(wf_stream *s)
+{
+    if (!s)
+        return wf__error(WF_ERR_NULL_ARGUMENT, "wf_stream_push: stream is NULL");
+    struct push_stack *stack = thread_stack("wf_stream_push");
+    if (!stack)
+        return WF_ERR_OUT_OF_MEMORY;
     if (stack->count == stack->capacity) {
         int grown = stack->capacity ? stack->capacity * 2 : 4;
         wf_stream **items = wf__realloc(stack->items, (size_t)grown * sizeof *items);
@@ -513,6 +530,28 @@ wf_status wf_stream_pop(void)
         return wf__error(WF_ERR_MISUSE, "wf_stream_pop: no stream was pushed on this thread");
     wf__stream_decref(stack->items[--stack->count]);
     return WF_OK;
+}
+
+wf_status wf_stream_set_thread_default(wf_stream *s)
+{
+    if (!s && !thread_pushes)
+        return WF_OK; /* nothing was set: nothing to undo */
+    struct push_stack *stack = thread_stack("wf_stream_set_thread_default");
+    if (!stack)
+        return WF_ERR_OUT_OF_MEMORY;
+    wf_stream *old = stack->base;
+    stack->base = s ? wf__stream_incref(s) : NULL;
+    if (old)
+        wf__stream_decref(old);
+    return WF_OK;
+}
+
+wf_stream *wf_thread_default_stream(void)
+{
+    struct push_stack *stack = thread_pushes;
+    if (stack && stack->base)
+        return wf__stream_incref(stack->base);
+    return wf_default_stream();
 }
 
 wf_stream *wf_default_stream(void)

@@ -211,6 +211,61 @@ def test_streams_from_any_thread():
         mx.add(1, 2, stream=mx.Device(mx.gpu, 0))
 
 
+def test_thread_local_streams_and_thread_defaults():
+    """MLX's per-thread stream functions: a ThreadLocalStream gives each
+    thread a stream of its own (released when the thread ends), and
+    set_default_stream changes only the calling thread's default."""
+    process_default = mx.default_stream(mx.cpu)
+    streams_before = mx._core._stream_count()
+    tls = mx.new_thread_local_stream(mx.cpu)
+    assert repr(tls).startswith("ThreadLocalStream(Device(cpu, 0), ") and tls == tls
+    barrier = threading.Barrier(2, timeout=DEADLINE)
+    seen = {}
+
+    def use(i):
+        with mx.stream(tls):
+            mine = mx._core._current_stream()
+            barrier.wait()  # both threads hold their streams at once
+            y = mx.arange(10) * (i + 1)
+            z = mx.add(y, 1, stream=tls)  # stream= takes it too
+            assert mx._core._current_stream() == mine
+            seen[i] = (mine, z.tolist())
+
+    threads = [threading.Thread(target=use, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(DEADLINE)
+    (a, za), (b, zb) = seen[0], seen[1]
+    assert a != b and process_default not in (a, b)
+    assert za == [k + 1 for k in range(10)] and zb == [2 * k + 1 for k in range(10)]
+    del seen, a, b
+    gc.collect()
+    assert mx._core._stream_count() == streams_before  # ended with their threads
+
+    s = mx.new_stream(mx.cpu)
+    other = {}
+
+    def set_here():
+        mx.set_default_stream(s)
+        other["default"] = mx.default_stream(mx.cpu)
+        other["current"] = mx._core._current_stream()
+        other["value"] = (mx.ones((3,)) + 1).tolist()  # runs on s
+        mx.clear_streams()
+        other["after"] = mx.default_stream(mx.cpu)
+
+    t = threading.Thread(target=set_here)
+    t.start()
+    t.join(DEADLINE)
+    assert other == {"default": s, "current": s, "value": [2.0, 2.0, 2.0],
+                     "after": process_default}
+    assert mx.default_stream(mx.cpu) == process_default  # this thread's is untouched
+    assert mx.new_thread_unsafe_stream(mx.cpu) != s
+    assert mx.set_wired_limit(1 << 20) == 0
+    with pytest.raises(TypeError):
+        mx.set_default_stream(3)
+
+
 def run_python(code, timeout):
     env = dict(os.environ)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,

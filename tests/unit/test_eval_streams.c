@@ -132,6 +132,61 @@ static void test_push_pop_and_current(void)
     wf_stream_release(def);
 }
 
+/* A thread's default stream: what it runs on when nothing is pushed, its
+ * own (other threads keep the process-wide one), released when the thread
+ * ends. */
+static void *thread_default_worker(void *arg)
+{
+    wf_stream *s = arg;
+    CHECK_OK(wf_stream_set_thread_default(s));
+    wf_stream *cur = wf_current_stream(), *def = wf_thread_default_stream();
+    CHECK(cur == s && def == s);
+    wf_stream *other = wf_stream_new();
+    CHECK_OK(wf_stream_push(other)); /* a push still wins */
+    wf_stream *pushed = wf_current_stream();
+    CHECK(pushed == other);
+    CHECK_OK(wf_stream_pop());
+    int64_t shape[1] = {4};
+    float v[4] = {1, 2, 3, 4};
+    wf_array *a = wf_array_from_data(v, shape, 1, WF_DTYPE_F32);
+    wf_array *b = wf_multiply(a, a);
+    const float *out;
+    CHECK_OK(wf_eval(&b, 1));
+    CHECK_OK(wf_array_data(b, (const void **)&out));
+    CHECK(out[3] == 16.0f);
+    wf_release(b);
+    wf_release(a);
+    wf_stream_release(pushed);
+    wf_stream_release(other);
+    wf_stream_release(def);
+    wf_stream_release(cur);
+    return NULL; /* exits holding s as its default */
+}
+
+static void test_thread_default_stream(void)
+{
+    wf_stream *process = wf_default_stream();
+    const size_t streams_before = wf_stream_count();
+    wf_stream *s = wf_stream_new();
+    if (!CHECK_NOT_NULL(s))
+        return;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, thread_default_worker, s) == 0);
+    pthread_join(t, NULL);
+    wf_stream *here = wf_thread_default_stream();
+    CHECK(here == process); /* this thread never set one */
+    CHECK_OK(wf_stream_set_thread_default(s));
+    CHECK_OK(wf_stream_set_thread_default(NULL)); /* back to the process-wide one */
+    wf_stream *back = wf_current_stream();
+    CHECK(back == process);
+    CHECK_EQ_SIZE(wf_stream_count(), streams_before + 1);
+    wf_stream_release(s); /* the exited thread dropped its reference: s ends here */
+    CHECK_EQ_SIZE(wf_stream_count(), streams_before);
+    wf_stream_release(back);
+    wf_stream_release(here);
+    wf_stream_release(process);
+}
+
 static void test_streams_freed_with_last_reference(void)
 {
     size_t base = wf_stream_count();
@@ -691,6 +746,7 @@ int main(void)
     RUN_TEST(test_shared_node_computed_once);
     RUN_TEST(test_async_eval_then_read);
     RUN_TEST(test_push_pop_and_current);
+    RUN_TEST(test_thread_default_stream);
     RUN_TEST(test_streams_freed_with_last_reference);
     RUN_TEST(test_cross_stream_dependency);
     RUN_TEST(test_eval_first_root_already_computed);
