@@ -743,8 +743,9 @@ wf_array *wf_argtopk(wf_array *a, int64_t k, int axis);
 /* For each element of `values`, where it would go in the 1-d ascending
  * `sorted` to keep it sorted: the first position whose element is not less
  * than it (`right` false: NumPy's side='left') or greater than it (`right`
- * true). Both are promoted to one dtype first (not complex64); NaN orders after
- * every number, as in wf_sort. uint32 with the shape of `values`. */
+ * true). Both are promoted to one dtype first; NaN orders after every
+ * number, and complex64 in NumPy's order, as in wf_sort. uint32 with the
+ * shape of `values`. */
 wf_array *wf_searchsorted(wf_array *sorted, wf_array *values, bool right);
 
 /* ---- cumulative max / min / logsumexp: `reverse` and `inclusive` as in

@@ -18,7 +18,7 @@ static wf_array *searchsorted_node(wf_array *sorted, wf_array *values, bool righ
         return NULL;
     }
     const wf_dtype dtype = wf_promote_types(sorted->dtype, values->dtype);
-    if (!wf__sort_dtype_ok(dtype) || dtype == WF_DTYPE_C64) { /* no complex search yet */
+    if (!wf__sort_dtype_ok(dtype)) {
         wf__error(WF_ERR_DTYPE, "%s: cannot order %s", op, wf_dtype_name(dtype));
         return NULL;
     }

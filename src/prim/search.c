@@ -19,8 +19,7 @@ static wf_status infer_searchsorted(const void *params, const wf_desc *inputs, i
         return wf__error(WF_ERR_SHAPE,
                          "wf_searchsorted: %lld elements are more than uint32 positions count",
                          (long long)sorted->shape[0]);
-    if (sorted->dtype != values->dtype || !wf__sort_dtype_ok(sorted->dtype) ||
-        sorted->dtype == WF_DTYPE_C64)
+    if (sorted->dtype != values->dtype || !wf__sort_dtype_ok(sorted->dtype))
         return wf__error(WF_ERR_DTYPE, "wf_searchsorted: cannot order %s against %s",
                          wf_dtype_name(sorted->dtype), wf_dtype_name(values->dtype));
     wf__shape_copy(out->shape, values->shape, values->ndim);

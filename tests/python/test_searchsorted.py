@@ -1,5 +1,5 @@
-"""mx.searchsorted against np.searchsorted: sides, dtypes, NaN, shapes,
-views, vmap, and the errors (ValueError)."""
+"""mx.searchsorted against np.searchsorted: sides, dtypes (complex64 in
+NumPy's order), NaN, shapes, views, vmap, and the errors (ValueError)."""
 import numpy as np
 import pytest
 
@@ -38,6 +38,20 @@ def test_nan_shapes_views_and_promotion():
     vs = mx.random.uniform(0, 10, (3, 5))
     out = mx.vmap(lambda x: mx.searchsorted(seq, x))(vs)
     np.testing.assert_array_equal(np.array(out), np.array(mx.searchsorted(seq, vs)))
+
+
+def test_complex_in_numpys_order():
+    rng = np.random.default_rng(2)
+    parts = rng.integers(-3, 4, (2, 60)).astype(np.float32)  # many ties in each part
+    z = (parts[0] + 1j * parts[1]).astype(np.complex64)
+    z[::7] = np.complex64(complex(np.nan, 1))
+    z[3::11] = np.complex64(complex(2, np.nan))
+    z[5] = np.complex64(complex(np.nan, np.nan))
+    a = np.sort(z)  # NumPy's order: NaN parts last, by class
+    v = np.concatenate([z[:30], np.array([-9 - 9j, 9 + 9j], np.complex64)])
+    for side in ("left", "right"):
+        got = mx.searchsorted(mx.array(a), mx.array(v), side=side)
+        np.testing.assert_array_equal(np.array(got), np.searchsorted(a, v, side=side))
 
 
 def test_errors():

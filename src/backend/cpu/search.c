@@ -3,6 +3,9 @@
  * over the intra-op pool. Both inputs are read as contiguous (a strided one
  * is copied first). NaN orders after every number, as the sort kernels put
  * it: a value x goes before y when x < y, or y is NaN and x is not.
+ * complex64 in NumPy's order, the sort kernels' too: lexicographic (real
+ * part, then imaginary part) without NaN, then R + NaN j by the real part,
+ * then NaN + R j by the imaginary part, then NaN + NaN j.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -23,6 +26,27 @@ struct search_job {
     bool right;
     wf_dtype dtype;
 };
+
+typedef struct {
+    float re, im;
+} complex64;
+
+/* The NaN class of z, in NumPy's order: 0 none, 1 R + NaN j, 2 NaN + R j,
+ * 3 NaN + NaN j. */
+static int nan_class(complex64 z) { return isnan(z.re) ? 2 + isnan(z.im) : isnan(z.im); }
+
+static bool complex_before(complex64 x, complex64 y)
+{
+    const int cx = nan_class(x), cy = nan_class(y);
+    if (cx != cy)
+        return cx < cy;
+    switch (cx) {
+    case 0: return x.re < y.re || (x.re == y.re && x.im < y.im);
+    case 1: return x.re < y.re;
+    case 2: return x.im < y.im;
+    default: return false;
+    }
+}
 
 #define FLOAT_BEFORE(x, y) ((x) < (y) || (isnan(y) && !isnan(x)))
 #define PLAIN_BEFORE(x, y) ((x) < (y))
@@ -63,6 +87,7 @@ SEARCH_BODY(search_f16, uint16_t, wf__f16_to_f32, FLOAT_BEFORE)
 SEARCH_BODY(search_bf16, uint16_t, wf__bf16_to_f32, FLOAT_BEFORE)
 SEARCH_BODY(search_f32, float, ID, FLOAT_BEFORE)
 SEARCH_BODY(search_f64, double, ID, FLOAT_BEFORE)
+SEARCH_BODY(search_c64, complex64, ID, complex_before)
 
 static void search_chunk(void *arg, int64_t begin, int64_t end)
 {
@@ -80,6 +105,7 @@ static void search_chunk(void *arg, int64_t begin, int64_t end)
     case WF_DTYPE_F16: search_f16(job, begin, end); break;
     case WF_DTYPE_BF16: search_bf16(job, begin, end); break;
     case WF_DTYPE_F32: search_f32(job, begin, end); break;
+    case WF_DTYPE_C64: search_c64(job, begin, end); break;
     default: search_f64(job, begin, end); break; /* inference allows no other */
     }
 }
