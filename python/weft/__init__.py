@@ -9,6 +9,7 @@ docs/PYTHON.md for where weft differs from mlx.core.
 """
 import atexit as _atexit
 import enum as _enum
+import itertools as _itertools
 import math as _math
 import operator as _operator
 import threading as _threading
@@ -233,20 +234,16 @@ class ThreadLocalStream:
     clear_streams(), so threads sharing this object never queue on one
     worker."""
 
-    _count = 0
-    _count_lock = _threading.Lock()
-
     def __init__(self, device):
         if isinstance(device, DeviceType):
             device = Device(device, 0)
         if not is_available(device):
             raise ValueError(f"weft has no device {device}")
         self.device = device
-        with ThreadLocalStream._count_lock:
-            self.index = ThreadLocalStream._count
-            ThreadLocalStream._count += 1
         self._streams = _threading.local()
-        _thread_local_streams.add(self)
+        with _thread_local_lock:
+            self.index = next(_thread_local_numbers)
+            _thread_local_streams.add(self)
 
     def _stream_of_this_thread(self):
         s = getattr(self._streams, "stream", None)
@@ -267,7 +264,11 @@ class ThreadLocalStream:
         return hash(("ThreadLocalStream", self.index))
 
 
+# Every ThreadLocalStream alive (for clear_streams) and the numbers they
+# take, under one lock: threads make and clear them at once.
+_thread_local_lock = _threading.Lock()
 _thread_local_streams = _weakref.WeakSet()
+_thread_local_numbers = _itertools.count()
 
 
 def new_thread_local_stream(device):
@@ -280,7 +281,9 @@ def clear_streams():
     set_default_stream (back to the process-wide default), as MLX's
     clear_streams ends the thread's streams. Streams from new_stream are
     process-wide: they live while referenced."""
-    for tls in list(_thread_local_streams):
+    with _thread_local_lock:
+        alive = list(_thread_local_streams)
+    for tls in alive:
         tls._drop_this_thread()
     _core.set_default_stream(None)
 
