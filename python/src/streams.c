@@ -333,17 +333,20 @@ static PyObject *py_default_stream(PyObject *module, PyObject *device)
 }
 
 /* set_default_stream(stream): the calling thread's default from now on
- * (None: back to the process-wide default). */
+ * (None: back to the process-wide default). The old default may lose its
+ * last reference here, which joins its worker: the GIL is released for
+ * that, as in stream_dealloc. */
 static PyObject *py_set_default_stream(PyObject *module, PyObject *arg)
 {
     (void)module;
-    if (arg == Py_None)
-        return weftpy_none_or_raise(wf_stream_set_thread_default(NULL));
-    wf_stream *s = stream_of_arg(arg);
-    if (s == NULL)
+    wf_stream *s = NULL;
+    if (arg != Py_None && (s = stream_of_arg(arg)) == NULL)
         return NULL;
-    const wf_status status = wf_stream_set_thread_default(s);
+    wf_status status;
+    Py_BEGIN_ALLOW_THREADS
+    status = wf_stream_set_thread_default(s);
     wf_stream_release(s);
+    Py_END_ALLOW_THREADS
     return weftpy_none_or_raise(status);
 }
 

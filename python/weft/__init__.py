@@ -292,8 +292,8 @@ def set_wired_limit(limit):
     """MLX's limit on memory kept resident (wired) for Metal. weft wires
     nothing, so, like MLX built without a GPU, it changes nothing and
     returns the previous limit, 0."""
-    if _operator.index(limit) < 0:
-        raise OverflowError("set_wired_limit: the limit cannot be negative")
+    if _operator.index(limit) < 0:  # MLX's size_t argument refuses it with a TypeError
+        raise TypeError("set_wired_limit: the limit cannot be negative")
     return 0
 
 
