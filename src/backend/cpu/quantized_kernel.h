@@ -254,9 +254,9 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_rows *p, int64_t nb, int
 #pragma GCC unroll 8
         for (int kb = 0; kb < nkb; kb++) {
             const int32_t *src = p->words + (k0 + kb * a->kcb) / per_word + first;
+            /* to L2 only: rows 2 KiB apart already fill their L1 sets */
             for (int r = 0; r < p->active; r++)
-                _mm_prefetch((const char *)(src + r * row_words + ahead), /* to L2: rows */
-                             _MM_HINT_T1); /* 2 KiB apart fill an L1 set, ahead of use */
+                _mm_prefetch((const char *)(src + r * row_words + ahead), _MM_HINT_T1);
             rows_to_lanes(src, row_words, p->active, count, lane_words[kb]);
         }
         for (int wi = 0; wi < count; wi++) {
