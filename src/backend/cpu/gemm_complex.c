@@ -346,8 +346,7 @@ ATTR_512 static __m512 finish_v16(__m512 acc, const float *c, __mmask16 m,
 
 /* One step of sweep_512: V vectors of columns from j (mask m on the last),
  * each a chain of 2T fmas per row; the V chains are independent, so that
- * their latency overlaps (one vector's chain alone runs at half the fma
- * throughput). */
+ * their latencies can overlap. */
 __attribute__((always_inline)) ATTR_512 static inline void
 sweep_step_512(const int R, const int T, const int V, const __m512 (*re)[8],
                const __m512 (*im)[8], const float *bt, int64_t rsb, bool prefetch, int64_t j,
