@@ -8,6 +8,7 @@
 #include "core/array.h"
 #include "harness.h"
 #include "repro/repro_common.h"
+#include "util/fault.h"
 
 enum { DEADLINE_SECONDS = 30 };
 
@@ -138,6 +139,16 @@ static void test_push_pop_and_current(void)
 static void *thread_default_worker(void *arg)
 {
     wf_stream *s = arg;
+    /* The thread's stream state is made at its first set: out of memory
+     * there is an error with a message, and nothing is set. */
+    wf__fault_arm(1);
+    CHECK(wf_stream_set_thread_default(s) == WF_ERR_OUT_OF_MEMORY);
+    CHECK(wf__fault_fired());
+    wf__fault_arm(0);
+    CHECK(wf_last_error_message()[0] != '\0');
+    wf_stream *unset = wf_thread_default_stream();
+    CHECK(unset != s);
+    wf_stream_release(unset);
     CHECK_OK(wf_stream_set_thread_default(s));
     wf_stream *cur = wf_current_stream(), *def = wf_thread_default_stream();
     CHECK(cur == s && def == s);

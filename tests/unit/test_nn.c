@@ -287,6 +287,13 @@ static void test_safetensors_metadata_and_fp8(void)
           wf_nn_gguf_meta_strings(got, 0, &v) == 1 && strcmp(v[0], "weft") == 0);
     wf_nn_params_release(q);
     wf_nn_gguf_meta_release(got);
+    /* no memory for the metadata list (the first allocation): NULL, a message */
+    got = NULL;
+    wf__fault_arm(1);
+    q = wf_nn_load_safetensors_with_metadata(path, &got);
+    CHECK(q == NULL && got == NULL && wf__fault_fired());
+    wf__fault_arm(0);
+    CHECK(wf_last_error() == WF_ERR_OUT_OF_MEMORY && strstr(wf_last_error_message(), "memory"));
     wf_array *n = wf_array_from_data((float[]){3}, NULL, 0, WF_DTYPE_F32);
     CHECK_OK(wf_nn_gguf_meta_add_array(meta, "number", n));
     wf_release(n);
