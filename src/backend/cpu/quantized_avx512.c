@@ -91,7 +91,9 @@ INLINE_512 vi vi_load_all(const int32_t *p) { return _mm512_load_si512(p); }
 
 /* dst[j][r] = src[r * stride + j] for rows r < active (0 for the others)
  * and j < count: 16x16 transposes of masked row loads (a gather per j
- * measured 2-3x slower on Zen 4, whose gathers are microcoded). */
+ * took 60% of the kernel's time on Zen 4, whose gathers are microcoded).
+ * Out of line: inlined into every kernel variant, it quadrupled the
+ * file's compile time under the sanitizers. */
 ATTR_512 __attribute__((noinline)) static void rows_to_lanes(const void *src, int64_t stride,
                                                          int active, int count, void *dst)
 {
