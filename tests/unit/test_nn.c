@@ -176,7 +176,9 @@ static void write_bytes(const char *path, const void *data, size_t n)
  * keys in any order, metadata first, padding spaces. */
 static void test_load_foreign_file_and_bad_files(void)
 {
-    const char *path = temp_path("foreign.safetensors");
+    /* a copy: temp_path's buffer is reused by the "missing" check below */
+    char path[256];
+    snprintf(path, sizeof path, "%s", temp_path("foreign.safetensors"));
     const char header[] = "{\"__metadata__\":{\"k\":\"v\"},\"b\":{\"data_offsets\":[8,20],"
                           "\"shape\":[3],\"dtype\":\"I32\"},\"a\":{\"dtype\":\"F32\",\"shape\":"
                           "[2],\"data_offsets\":[0,8]}}   ";
