@@ -324,20 +324,80 @@ def log10(a, /, *, stream=None):
     return divide(log(a, stream=stream), _math.log(10.0), stream=stream)
 
 
-def arcsinh(a, /, *, stream=None):
+def _inverse_hyperbolic_input(a):
+    """a as an array of a float dtype (integers and bool as float32), and
+    whether it is complex."""
     a = array(a) if not isinstance(a, _core.array) else a
-    return log(add(a, sqrt(add(square(a), 1.0))), stream=stream)
+    if a.dtype == complex64:
+        return a, True
+    if not issubdtype(a.dtype, floating):
+        a = a.astype(float32)
+    return a, False
+
+
+def _large_argument(a):
+    """Where |a| is so large that sqrt(a^2 + 1) is |a| to the dtype's
+    precision (and a^2 may overflow): 1/sqrt(eps)."""
+    return 1.0 / _math.sqrt(finfo(a.dtype).eps)
+
+
+def _odd(a, f, stream):
+    """f extended as an odd function from f(t), t >= 0, for an f with
+    f(0) = 0 and f'(0) = 1."""
+    below_zero = less(a, 0.0)
+    t = where(below_zero, negative(a), a)
+    ft = f(t)
+    odd = where(below_zero, negative(ft), ft)
+    # f(+-0) = +-0 exactly (the branch above gives +0 for -0); the
+    # derivative at 0 is then 1, as it is for these f
+    return where(equal(a, 0.0), a, odd, stream=stream)
+
+
+def arcsinh(a, /, *, stream=None):
+    a, is_complex = _inverse_hyperbolic_input(a)
+    if is_complex:
+        return log(add(a, sqrt(add(square(a), 1.0))), stream=stream)
+    big = _large_argument(a)
+
+    def for_nonnegative(t):
+        # log1p(t + t^2 / (1 + sqrt(1 + t^2))): no cancellation for small t;
+        # above `big`, log(t) + ln 2 (t^2 would overflow). Each branch sees
+        # only arguments it is finite on, so that where's other branch
+        # never puts inf * 0 into a gradient.
+        large = greater(t, big)
+        small_t = where(large, 0.0, t)
+        t2 = square(small_t)
+        near = log1p(add(small_t, divide(t2, add(1.0, sqrt(add(1.0, t2))))))
+        far = add(log(where(large, t, big)), _math.log(2.0))
+        return where(large, far, near)
+
+    return _odd(a, for_nonnegative, stream)
 
 
 def arccosh(a, /, *, stream=None):
-    a = array(a) if not isinstance(a, _core.array) else a
-    # sqrt(a + 1) sqrt(a - 1), not sqrt(a^2 - 1): the principal branch for complex a
-    return log(add(a, multiply(sqrt(add(a, 1.0)), sqrt(subtract(a, 1.0)))), stream=stream)
+    a, is_complex = _inverse_hyperbolic_input(a)
+    if is_complex:
+        # sqrt(a + 1) sqrt(a - 1), not sqrt(a^2 - 1): the principal branch
+        return log(add(a, multiply(sqrt(add(a, 1.0)), sqrt(subtract(a, 1.0)))), stream=stream)
+    big = _large_argument(a)
+    large = greater(a, big)
+    # log1p(d + sqrt(d) sqrt(d + 2)) with d = a - 1 (exact near 1): accurate
+    # near a = 1, NaN for every a < 1 (sqrt(d (d + 2)) is not, below -1);
+    # above `big`, log(a) + ln 2
+    d = subtract(where(large, 1.0, a), 1.0)
+    near = log1p(add(d, multiply(sqrt(d), sqrt(add(d, 2.0)))))
+    far = add(log(where(large, a, big)), _math.log(2.0))
+    return where(large, far, near, stream=stream)
 
 
 def arctanh(a, /, *, stream=None):
-    a = array(a) if not isinstance(a, _core.array) else a
-    return multiply(0.5, log1p(divide(multiply(2.0, a), subtract(1.0, a))), stream=stream)
+    a, is_complex = _inverse_hyperbolic_input(a)
+    if is_complex:
+        return multiply(0.5, log1p(divide(multiply(2.0, a), subtract(1.0, a))), stream=stream)
+    # 0.5 log1p(2t / (1 - t)) for t = |a| >= 0: 1 - t is exact near t = 1,
+    # where a < 0 in the formula would take log1p near -1 (cancellation)
+    return _odd(a, lambda t: multiply(0.5, log1p(divide(multiply(2.0, t), subtract(1.0, t)))),
+                stream)
 
 
 def degrees(a, /, *, stream=None):

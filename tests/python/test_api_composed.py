@@ -248,3 +248,61 @@ def test_cummax_cummin_gradients_route_to_latest_tie():
     nan = math.nan
     got = np.array(mx.cummax(mx.array([1.0, 3.0, nan, 5.0, 2.0]), 0))
     assert got[:2].tolist() == [1.0, 3.0] and np.isnan(got[2:]).all()
+
+
+def ulps(got, want):
+    """|got - want| in float32 ulps of want (float64 reference)."""
+    spacing = np.spacing(np.abs(want.astype(np.float32))).astype(np.float64)
+    return np.abs(got.astype(np.float64) - want) / spacing
+
+
+@pytest.mark.parametrize("name,ranges", [
+    ("arcsinh", [(-100, 100), (1e-8, 1e-2), (-1e-2, -1e-8), (1e10, 1e30), (-1e30, -1e10)]),
+    ("arccosh", [(1, 100), (1 + 1e-6, 1.01), (1e10, 1e30)]),
+    ("arctanh", [(-0.999, 0.999), (0.99, 0.99999), (-0.99999, -0.99), (1e-8, 1e-2)]),
+])
+def test_inverse_hyperbolic_accuracy(name, ranges):
+    # log(x + sqrt(x^2 + 1)) lost every digit for small x (16.7M ulps),
+    # thousands of ulps for negative x and overflowed above 1.8e19; the
+    # forms near 1 of arccosh and arctanh lost hundreds
+    rng = np.random.default_rng(3)
+    for lo, hi in ranges:
+        if lo * hi > 0:  # one sign: magnitudes spread evenly in log scale
+            small, large = sorted((abs(lo), abs(hi)))
+            x = np.sign(lo) * np.exp(rng.uniform(np.log(small), np.log(large), 20000))
+        else:
+            x = rng.uniform(lo, hi, 20000)
+        x = x.astype(np.float32)
+        want = getattr(np, name)(x.astype(np.float64))
+        assert ulps(np.array(getattr(mx, name)(mx.array(x))), want).max() <= 4, (name, lo, hi)
+
+
+@pytest.mark.parametrize("name", ["arcsinh", "arccosh", "arctanh"])
+def test_inverse_hyperbolic_special_values_and_derivatives(name):
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, 0.5, -0.5, 1e-30, -3e38,
+                  3e38], np.float32)
+    with np.errstate(all="ignore"):
+        want = getattr(np, name)(x.astype(np.float64)).astype(np.float32)
+    got = np.array(getattr(mx, name)(mx.array(x)))
+    np.testing.assert_allclose(got, want, rtol=3e-7, atol=0)
+    numbers = ~np.isnan(want)  # NaN where NumPy's; -0 stays -0
+    assert np.array_equal(np.isnan(got), ~numbers)
+    assert np.array_equal(np.signbit(got[numbers]), np.signbit(want[numbers]))
+    derivative = {"arcsinh": lambda t: 1 / np.sqrt(t * t + 1),
+                  "arccosh": lambda t: 1 / np.sqrt(t * t - 1),
+                  "arctanh": lambda t: 1 / (1 - t * t)}[name]
+    points = {"arcsinh": [-50.0, -1.0, -1e-3, 0.0, 1e-6, 0.3, 7.0, 1e5],
+              "arccosh": [1.0001, 1.01, 1.5, 3.0, 1e3, 1e5],
+              "arctanh": [-0.999, -0.5, 0.0, 1e-5, 0.3, 0.99]}[name]
+    t = np.array(points, np.float32)
+    exact = derivative(t.astype(np.float64))
+    grads = np.array(mx.vmap(mx.grad(getattr(mx, name)))(mx.array(t)))
+    np.testing.assert_allclose(grads, exact, rtol=1e-6)
+    _, (tangent,) = mx.jvp(getattr(mx, name), [mx.array(t)], [mx.ones(t.shape)])
+    np.testing.assert_allclose(np.array(tangent), exact, rtol=1e-6)
+    compiled = mx.compile(getattr(mx, name))
+    assert np.array_equal(np.array(compiled(mx.array(t))), np.array(getattr(mx, name)(mx.array(t))))
+    # integers and bool become float32, as MLX; float64 and halves keep their dtype
+    assert getattr(mx, name)(mx.array([2, 3])).dtype == mx.float32
+    for dt in (mx.float16, mx.bfloat16, mx.float64):
+        assert getattr(mx, name)(mx.array([0.5], dt)).dtype == dt
