@@ -328,6 +328,23 @@ def test_activation_functions(fn, reference):
     close(fn(mx.array(x)), reference(x.astype(np.float64)), atol=1e-5, rtol=1e-4)
 
 
+def test_exponential_units_near_zero_and_their_gradients_far_out():
+    # exp(x) - 1 lost up to 170 ulps near 0, and exp of a large x (in the
+    # branch where() drops) overflowed and made the gradient NaN
+    x = -np.exp(np.linspace(np.log(1e-7), np.log(1e-1), 200)).astype(np.float32)
+    want = np.expm1(x.astype(np.float64))
+    for fn in (nn.elu, nn.celu):
+        np.testing.assert_allclose(np.array(fn(mx.array(x))), want, rtol=2e-7, atol=0)
+    points = mx.array([100.0, 1.0, 0.0, -1.0, -100.0])
+    for fn, slopes in ((nn.elu, [1, 1, 1, math.exp(-1), 0]),
+                       (lambda v: nn.elu(v, 2.0), [1, 1, 2, 2 * math.exp(-1), 0]),
+                       (nn.celu, [1, 1, 1, math.exp(-1), 0]),
+                       (nn.selu, [1.0507, 1.0507, 1.0507 * 1.67326, 1.0507 * 1.67326 * math.exp(-1),
+                                  0])):
+        grads = np.array(mx.grad(lambda v: fn(v).sum())(points))
+        np.testing.assert_allclose(grads, slopes, rtol=1e-6, atol=1e-30)
+
+
 def test_activation_classes_and_options():
     x = randn(3, 4) * 2
     close(nn.LeakyReLU(0.2)(mx.array(x)), np.where(x > 0, x, 0.2 * x))

@@ -43,11 +43,15 @@ def log_sigmoid(x):
 
 
 def elu(x, alpha=1.0):
-    return mx.where(x > 0, x, alpha * (mx.exp(x) - 1))
+    # expm1: exp(x) - 1 lost digits near 0 (170 ulps); of x clamped to 0
+    # where it is positive: exp of a large x, unused by where, overflowed
+    # and made the gradient NaN (where, not minimum, so that the slope at 0
+    # stays alpha)
+    return mx.where(x > 0, x, alpha * mx.expm1(mx.where(x > 0, 0.0, x)))
 
 
 def celu(x, alpha=1.0):
-    return mx.maximum(x, 0.0) + alpha * (mx.exp(mx.minimum(x, 0.0) / alpha) - 1)
+    return mx.maximum(x, 0.0) + alpha * mx.expm1(mx.minimum(x, 0.0) / alpha)
 
 
 def selu(x):
