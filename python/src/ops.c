@@ -142,6 +142,7 @@ static const binary_entry binary_ops[] = {
     {"logical_or", wf_logical_or, "Element-wise logical or."},
     {"logaddexp", wf_logaddexp, "Element-wise log(exp(a) + exp(b)), computed stably."},
     {"arctan2", wf_arctan2, "Element-wise angle of the point (b, a)."},
+    {"_complex_from_parts", wf_complex, "a + i b as complex64 (a and b real), exactly."},
     {"bitwise_and", wf_bitwise_and, "Element-wise a & b of bool or integer arrays."},
     {"bitwise_or", wf_bitwise_or, "Element-wise a | b."},
     {"bitwise_xor", wf_bitwise_xor, "Element-wise a ^ b."},

@@ -324,6 +324,15 @@ def log10(a, /, *, stream=None):
     return divide(log(a, stream=stream), _math.log(10.0), stream=stream)
 
 
+def _times_i(a, sign=1, stream=None):
+    """i a (sign 1) or -i a (sign -1) for complex64 a, exactly: a
+    multiplication by 1j loses the sign of a zero part, which picks the side
+    of a branch cut."""
+    if sign > 0:
+        return _core._complex_from_parts(negative(imag(a)), real(a), stream=stream)
+    return _core._complex_from_parts(imag(a), negative(real(a)), stream=stream)
+
+
 def _inverse_hyperbolic_input(a):
     """a as an array of a float dtype (integers and bool as float32), and
     whether it is complex."""
@@ -355,8 +364,8 @@ def _odd(a, f, stream):
 
 def arcsinh(a, /, *, stream=None):
     a, is_complex = _inverse_hyperbolic_input(a)
-    if is_complex:
-        return log(add(a, sqrt(add(square(a), 1.0))), stream=stream)
+    if is_complex:  # -i arcsin(i a): log(a + sqrt(a^2 + 1)) lost digits near 0 and far out
+        return _times_i(arcsin(_times_i(a)), -1, stream)
     big = _large_argument(a)
 
     def for_nonnegative(t):
@@ -377,8 +386,12 @@ def arcsinh(a, /, *, stream=None):
 def arccosh(a, /, *, stream=None):
     a, is_complex = _inverse_hyperbolic_input(a)
     if is_complex:
-        # sqrt(a + 1) sqrt(a - 1), not sqrt(a^2 - 1): the principal branch
-        return log(add(a, multiply(sqrt(add(a, 1.0)), sqrt(subtract(a, 1.0)))), stream=stream)
+        # sqrt(a + 1) sqrt(a - 1), not sqrt(a^2 - 1): the principal branch;
+        # +-1 added to the real part alone (adding 1 + 0j turns an imaginary
+        # -0 into +0: the other side of the cut below -1)
+        def shifted(c):
+            return _core._complex_from_parts(add(real(a), c), imag(a))
+        return log(add(a, multiply(sqrt(shifted(1.0)), sqrt(shifted(-1.0)))), stream=stream)
     big = _large_argument(a)
     large = greater(a, big)
     # log1p(d + sqrt(d) sqrt(d + 2)) with d = a - 1 (exact near 1): accurate
@@ -392,8 +405,8 @@ def arccosh(a, /, *, stream=None):
 
 def arctanh(a, /, *, stream=None):
     a, is_complex = _inverse_hyperbolic_input(a)
-    if is_complex:
-        return multiply(0.5, log1p(divide(multiply(2.0, a), subtract(1.0, a))), stream=stream)
+    if is_complex:  # -i arctan(i a), as arcsinh
+        return _times_i(arctan(_times_i(a)), -1, stream)
     # 0.5 log1p(2t / (1 - t)) for t = |a| >= 0: 1 - t is exact near t = 1,
     # where a < 0 in the formula would take log1p near -1 (cancellation)
     return _odd(a, lambda t: multiply(0.5, log1p(divide(multiply(2.0, t), subtract(1.0, t)))),

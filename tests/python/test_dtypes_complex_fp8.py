@@ -221,3 +221,40 @@ def test_complex_vjps_equal_mlx():
         np.testing.assert_allclose(np.array(g), np.array(h), rtol=2e-4, atol=2e-5)
     loss = lambda x: mx.real(mx.sum(x * mx.conj(x)))
     np.testing.assert_allclose(np.array(mx.grad(loss)(mx.array(z))), 2 * z, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["arcsinh", "arctanh"])
+def test_complex_inverse_hyperbolic_far_and_near_and_on_branch_cuts(name):
+    # log(z + sqrt(z^2 + 1)) lost every digit near 0 (1e6 eps) and overflowed
+    # far out; the log1p form of arctanh lost digits near +-1 and far out
+    rng = np.random.default_rng(5)
+    for lo, hi in ((1e-6, 1e-2), (0.1, 10), (10, 80), (1e5, 1e15)):
+        r = np.exp(rng.uniform(np.log(lo), np.log(hi), 4000))
+        z = (r * np.exp(1j * rng.uniform(-np.pi, np.pi, 4000))).astype(np.complex64)
+        want = getattr(np, name)(z.astype(np.complex128))
+        got = np.array(getattr(mx, name)(mx.array(z)))
+        assert np.max(np.abs(got - want) / np.abs(want)) < 8 * 2**-24, (name, lo, hi)
+    # special values, the side of each branch cut (the sign of a zero part)
+    z = np.array([0j, complex(-0.0, -0.0), complex(-0.0, 0.0), complex(0.0, -0.0), np.inf + 0j,
+                  complex(0, np.inf), complex(np.nan, 0), 1 + 0j, -1 + 0j, 1j, -1j, 2 + 0j,
+                  complex(2, -0.0), 2j, complex(-0.0, 2), complex(-0.0, -2), -3 + 4j], np.complex64)
+    with np.errstate(all="ignore"):
+        want = getattr(np, name)(z)
+    got = np.array(getattr(mx, name)(mx.array(z)))
+    np.testing.assert_allclose(got, want, rtol=3e-7)
+    for part in (np.real, np.imag):
+        numbers = ~np.isnan(part(want))
+        assert np.array_equal(np.signbit(part(got))[numbers], np.signbit(part(want))[numbers])
+
+
+def test_complex_arccosh_takes_the_side_of_its_cut_from_the_zero_sign():
+    # a + 1 with 1 + 0j turned an imaginary -0 into +0: arccosh(-2 - 0j) was
+    # -1.317 + 3.14j, not 1.317 - 3.14j
+    z = np.array([0j, complex(-0.0, -0.0), complex(-0.0, 0.0), complex(0.0, -0.0), 1 + 0j,
+                  -1 + 0j, 1j, -1j, 2 + 0j, complex(2, -0.0), 0.5 + 0j, complex(0.5, -0.0),
+                  -2 + 0j, complex(-2, -0.0), complex(-0.5, -0.0), -3 + 4j], np.complex64)
+    want = np.arccosh(z)
+    got = np.array(mx.arccosh(mx.array(z)))
+    np.testing.assert_allclose(got, want, rtol=3e-7)
+    for part in (np.real, np.imag):
+        assert np.array_equal(np.signbit(part(got)), np.signbit(part(want)))
