@@ -18,6 +18,15 @@ REPEATS = 3
 
 
 def llc_bytes():
+    """The kernel's figure first, as bench_quantized (sysconf reads CPUID,
+    which under a hypervisor can report the host's cache)."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
+            text = f.read().strip()
+        if text.endswith("K") and int(text[:-1]) > 0:
+            return int(text[:-1]) * 1024
+    except (OSError, ValueError):
+        pass
     try:
         return os.sysconf("SC_LEVEL3_CACHE_SIZE") or 32 << 20
     except (ValueError, OSError):
