@@ -789,9 +789,21 @@ class _PrintOptions:
     precision = None
 
 
+def _checked_precision(precision):
+    """precision itself: None or a non-negative int (anything else used to
+    be kept and broke every array's repr afterwards)."""
+    if precision is None:
+        return None
+    if isinstance(precision, bool) or not isinstance(precision, int):
+        raise TypeError(f"precision must be an int or None, not {type(precision).__name__}")
+    if precision < 0:
+        raise ValueError(f"precision must be non-negative, got {precision}")
+    return precision
+
+
 def set_printoptions(precision=None):
     """Digits after the point when arrays print (None: 6 significant)."""
-    _PrintOptions.precision = precision
+    _PrintOptions.precision = _checked_precision(precision)
 
 
 def get_printoptions():
@@ -802,7 +814,7 @@ class printoptions:
     """with weft.printoptions(precision=4): arrays print with 4 digits."""
 
     def __init__(self, precision=None):
-        self._precision = precision
+        self._precision = _checked_precision(precision)
 
     def __enter__(self):
         self._saved = _PrintOptions.precision

@@ -86,6 +86,17 @@ def test_repr_and_format():
     assert f"{mx.array([1, 2])}" == "array([1, 2], dtype=int32)"
     with pytest.raises(TypeError):
         f"{mx.array([1, 2]):.2f}"
+    # a bad precision is refused where it is given (it used to be kept and
+    # break every repr afterwards)
+    for bad, exc in (("3", TypeError), (2.5, TypeError), (True, TypeError), (-1, ValueError)):
+        with pytest.raises(exc):
+            mx.set_printoptions(precision=bad)
+        with pytest.raises(exc):
+            mx.printoptions(precision=bad)
+    assert repr(mx.array([0.5])) == "array([0.5], dtype=float32)"
+    mx.set_printoptions(precision=2)
+    assert mx.get_printoptions() == {"precision": 2} and str(mx.array([0.5])) == "array([0.50], dtype=float32)"
+    mx.set_printoptions()
     still_works()
 
 
