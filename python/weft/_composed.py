@@ -392,6 +392,8 @@ def diff(a, n=1, axis=-1, prepend=None, append=None, *, stream=None):
     out = _core.concatenate(parts, axis) if len(parts) > 1 else a
     for _ in range(n):
         m = out.shape[axis]
+        if m == 0:  # empty from here on: an n far beyond the axis ends at once
+            break
         hi = [_slice(None)] * out.ndim
         lo = [_slice(None)] * out.ndim
         hi[axis] = _slice(1, None)

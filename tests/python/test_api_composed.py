@@ -121,6 +121,9 @@ def test_shape_compositions():
         assert mx.roll(a, shift, axis).tolist() == np.roll(x, shift, axis).tolist()
     assert mx.diff(a, 2, axis=2).tolist() == np.diff(x, 2, axis=2).tolist()
     assert mx.diff(a, 1, 1, prepend=0).tolist() == np.diff(x, 1, 1, prepend=0).tolist()
+    # an order past the axis' length is empty, at once (it looped n times,
+    # holding every step: 2**31 steps ran the machine out of memory)
+    assert mx.diff(a, 2**31, axis=2).shape == np.diff(x, x.shape[2] + 1, axis=2).shape
     parts = mx.unstack(a, 1)
     assert len(parts) == 3 and parts[2].tolist() == x[:, 2].tolist()
     assert mx.unflatten(a, 2, (2, -1)).shape == (2, 3, 2, 2)
