@@ -484,13 +484,20 @@ def outer(a, b, *, stream=None):
 
 
 def tensordot(a, b, axes=2, *, stream=None):
+    from ._composed import _normal_axis
+
+    a, b = _as_array_(a), _as_array_(b)
     if isinstance(axes, int):
+        if not 0 <= axes <= _builtins.min(a.ndim, b.ndim):
+            raise ValueError(f"tensordot: {axes} axes for operands of rank {a.ndim} and {b.ndim}")
         axes_a = list(range(a.ndim - axes, a.ndim))
         axes_b = list(range(axes))
     else:
         axes_a, axes_b = [list(x) if not isinstance(x, int) else [x] for x in axes]
-    axes_a = [x % a.ndim for x in axes_a]
-    axes_b = [x % b.ndim for x in axes_b]
+    axes_a = [_normal_axis(x, a.ndim, "tensordot") for x in axes_a]
+    axes_b = [_normal_axis(x, b.ndim, "tensordot") for x in axes_b]
+    if len(axes_a) != len(axes_b):
+        raise ValueError(f"tensordot: {len(axes_a)} axes of a against {len(axes_b)} of b")
     free_a = [i for i in range(a.ndim) if i not in axes_a]
     free_b = [i for i in range(b.ndim) if i not in axes_b]
     k = 1
@@ -538,6 +545,7 @@ def atleast_3d(*arys):
 
 
 def broadcast_arrays(*arrays, stream=None):
+    arrays = [_as_array_(a) for a in arrays]
     shape = broadcast_shapes(*[a.shape for a in arrays])
     return [broadcast_to(a, shape, stream=stream) for a in arrays]
 
@@ -603,6 +611,8 @@ def from_dlpack(x, *, copy=None):
 
     if copy is False:
         raise ValueError("from_dlpack: copy=False is not supported (weft copies the data)")
+    if not hasattr(x, "__dlpack__"):
+        raise TypeError(f"from_dlpack: {type(x).__name__} is not a DLPack producer")
     return array(np.from_dlpack(x))
 
 
@@ -729,6 +739,8 @@ def compile_stats(fun=None):
     """weft's compile counters: of one compiled function, or of the whole cache."""
     if fun is None:
         return _core._compile_stats(None)
+    if not hasattr(fun, "_stats"):
+        raise TypeError(f"compile_stats: {type(fun).__name__} is not a compiled function")
     return fun._stats()
 
 

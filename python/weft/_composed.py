@@ -17,6 +17,8 @@ def _as_array(a):
 
 
 def _normal_axis(axis, ndim, name):
+    if isinstance(axis, bool) or not isinstance(axis, int):
+        raise TypeError(f"{name}: an axis must be an int, not {type(axis).__name__}")
     if not -ndim <= axis < ndim:
         raise ValueError(f"{name}: axis {axis} is out of range for rank {ndim}")
     return axis % ndim

@@ -143,6 +143,8 @@ def _after_choice(known, best):
 
 
 def _plan(subscripts, operands):
+    if not isinstance(subscripts, str):
+        raise TypeError(f"einsum: subscripts must be a str, not {type(subscripts).__name__}")
     terms, output = _parse(subscripts, operands)
     sizes = {}
     for term, op in zip(terms, operands):

@@ -6,6 +6,7 @@ thread's default key, so threads never share RNG state.
 import math as _math
 
 from . import _core
+from ._composed import _normal_axis
 
 _KEY_DTYPE = getattr(_core, "uint32", _core.int64)
 
@@ -166,7 +167,7 @@ def categorical(logits, axis=-1, shape=None, num_samples=None, key=None, *, stre
         return _core._random_categorical(logits, axis, _words(key)).astype(_core.uint32)
     # Several samples per distribution: add a sample axis and draw with Gumbel noise.
     logits = _core.array(logits) if not isinstance(logits, _core.array) else logits
-    axis = axis % logits.ndim
+    axis = _normal_axis(axis, logits.ndim, "categorical")
     moved = _core.moveaxis(logits, axis, -1)
     batch = list(moved.shape[:-1])
     if num_samples is not None:

@@ -325,3 +325,32 @@ def test_composed_functions_round_halves_once(name, dtype):
     assert mx.array_equal(got, once, equal_nan=True).item()
     grads = mx.grad(lambda v: getattr(mx, name)(v).astype(mx.float32).sum())(x)
     assert grads.dtype == dtype and bool(mx.all(mx.isfinite(grads)).item())
+
+
+@pytest.mark.parametrize("call,exc", [
+    (lambda: mx.compile_stats(3), TypeError),
+    (lambda: mx.einsum((1, 2)), TypeError),
+    (lambda: mx.einsum_path(3), TypeError),
+    (lambda: mx.from_dlpack(1.5), TypeError),
+    (lambda: mx.tensordot(2.0, 3.0, 1), ValueError),
+    (lambda: mx.tensordot(mx.ones((2, 3)), mx.ones((3, 2)), ([1], [0, 1])), ValueError),
+    (lambda: mx.tensordot(mx.ones((2, 3)), mx.ones((3, 2)), ([5], [0])), ValueError),
+    (lambda: mx.random.categorical(mx.array(1.0), -1, num_samples=2), ValueError),
+    (lambda: mx.random.categorical(mx.array([0.0, 1.0]), 0.5, num_samples=2), TypeError),
+])
+def test_bad_arguments_raise_the_documented_exceptions(call, exc):
+    # found by calling every function with random arguments: these raised
+    # AttributeError or ZeroDivisionError from inside the composition
+    with pytest.raises(exc):
+        call()
+    still_works()
+
+
+def test_broadcast_arrays_and_tensordot_take_python_values():
+    out = mx.broadcast_arrays(mx.array([[1], [2]]), [1, 2, 3])
+    assert [o.shape for o in out] == [(2, 3), (2, 3)]
+    assert mx.tensordot(2.0, 3.0, 0).item() == 6.0
+    a = np.random.default_rng(0).random((2, 3, 4)).astype(np.float32)
+    b = np.random.default_rng(1).random((4, 3, 5)).astype(np.float32)
+    close(mx.tensordot(mx.array(a), mx.array(b), axes=([1, 2], [1, 0])),
+          np.tensordot(a, b, axes=([1, 2], [1, 0])))
