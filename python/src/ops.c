@@ -856,6 +856,8 @@ static PyObject *op_split(FASTCALL_ARGS)
     wf_status status;
     if (PyLong_Check(call.given[1])) {
         const long sections = PyLong_AsLong(call.given[1]);
+        if (sections == -1 && PyErr_Occurred())
+            goto done;
         if (sections <= 0 || sections > 1 << 20) {
             PyErr_SetString(PyExc_ValueError, "split: sections must be positive");
             goto done;
@@ -923,6 +925,8 @@ static PyObject *op_pad(FASTCALL_ARGS)
     PyObject *width = call.given[1];
     if (PyLong_Check(width)) {
         const long w = PyLong_AsLong(width);
+        if (w == -1 && PyErr_Occurred())
+            return op_end(&call, NULL);
         for (int i = 0; i < ndim; i++)
             low[i] = high[i] = w;
     } else {

@@ -84,8 +84,13 @@ static PyObject *device_richcompare(PyObject *a, PyObject *b, int op)
         const WeftDevice *y = (const WeftDevice *)b;
         same = x->kind == y->kind && x->index == y->index;
     } else if (PyLong_Check(b)) {
-        /* a DeviceType (weft.cpu, an IntEnum) equals its kind's device, as in MLX */
-        same = PyLong_AsLong(b) == x->kind;
+        /* a DeviceType (weft.cpu, an IntEnum) equals its kind's device, as in
+         * MLX; an int beyond long equals none (and leaves no error pending) */
+        int overflow = 0;
+        const long kind = PyLong_AsLongAndOverflow(b, &overflow);
+        if (kind == -1 && !overflow && PyErr_Occurred())
+            return NULL;
+        same = !overflow && kind == x->kind;
     } else {
         Py_RETURN_NOTIMPLEMENTED;
     }
