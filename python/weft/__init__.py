@@ -412,9 +412,19 @@ def arccosh(a, /, *, stream=None):
         # sqrt(a + 1) sqrt(a - 1), not sqrt(a^2 - 1): the principal branch;
         # +-1 added to the real part alone (adding 1 + 0j turns an imaginary
         # -0 into +0: the other side of the cut below -1)
+        # Where |a| > 1/sqrt(eps) (infinities included), log(2 a) to float32's
+        # precision, which the product would turn into inf * 0 = NaN; each
+        # branch sees only arguments it is finite on.
+        big = _large_argument(a)
+        large = greater(abs(a), big)
+        near_a = where(large, 2.0 + 0j, a)
+
         def shifted(c):
-            return _core._complex_from_parts(add(real(a), c), imag(a))
-        return log(add(a, multiply(sqrt(shifted(1.0)), sqrt(shifted(-1.0)))), stream=stream)
+            return _core._complex_from_parts(add(real(near_a), c), imag(near_a))
+        near = log(add(near_a, multiply(sqrt(shifted(1.0)), sqrt(shifted(-1.0)))))
+        log_a = log(where(large, a, big))
+        far = _core._complex_from_parts(add(real(log_a), _math.log(2.0)), imag(log_a))
+        return where(large, far, near, stream=stream)
     return _real_composition(a, lambda v: _arccosh_real(v, stream), stream)
 
 

@@ -249,12 +249,13 @@ def test_complex_inverse_hyperbolic_far_and_near_and_on_branch_cuts(name):
 
 def test_complex_arccosh_takes_the_side_of_its_cut_from_the_zero_sign():
     # a + 1 with 1 + 0j turned an imaginary -0 into +0: arccosh(-2 - 0j) was
-    # -1.317 + 3.14j, not 1.317 - 3.14j
-    z = np.array([0j, complex(-0.0, -0.0), complex(-0.0, 0.0), complex(0.0, -0.0), 1 + 0j,
-                  -1 + 0j, 1j, -1j, 2 + 0j, complex(2, -0.0), 0.5 + 0j, complex(0.5, -0.0),
-                  -2 + 0j, complex(-2, -0.0), complex(-0.5, -0.0), -3 + 4j], np.complex64)
-    want = np.arccosh(z)
+    # -1.317 + 3.14j, not 1.317 - 3.14j; an infinite part gave NaN
+    parts = [0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 1e4, -1e4, np.inf, -np.inf, np.nan]
+    z = np.array([complex(re, im) for re in parts for im in parts], np.complex64)
+    with np.errstate(all="ignore"):
+        want = np.arccosh(z)
     got = np.array(mx.arccosh(mx.array(z)))
     np.testing.assert_allclose(got, want, rtol=3e-7)
     for part in (np.real, np.imag):
-        assert np.array_equal(np.signbit(part(got)), np.signbit(part(want)))
+        numbers = ~np.isnan(part(want))
+        assert np.array_equal(np.signbit(part(got))[numbers], np.signbit(part(want))[numbers])
