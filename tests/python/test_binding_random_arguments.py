@@ -89,6 +89,62 @@ def test_every_function_with_random_arguments():
     assert (mx.array([1.0, 2.0]) + 1).tolist() == [2.0, 3.0]
 
 
+INDEX_PARTS = [None, 0, 1, -1, 2, -5, 2**31, 2**63, 1.5, True, "abc", (), [], [1, 2], [[0], [1]],
+               Ellipsis, slice(None), slice(1, None, -1), slice(0, 5, 0), slice(None, None, 2**63)]
+
+
+def operands():
+    return [mx.array(np.arange(24, dtype=np.float32).reshape(2, 3, 4)), mx.array([1, 2, 3]),
+            mx.array(5.0), mx.zeros((0, 3)), mx.array([[1 + 1j, 2j]]), mx.array([True, False]),
+            mx.array(np.arange(6, dtype=np.uint8).reshape(2, 3))]
+
+
+def test_array_methods_indexing_and_at_with_random_arguments():
+    rng = random.Random(17)
+    pool = values() + INDEX_PARTS + [mx.array([0, 1]), mx.array([True, False]),
+                                     mx.array([[0, 1], [1, 0]]), np.array([0, 1])]
+    names = [n for n in dir(mx.array(1.0)) if not n.startswith("_")] + [
+        "__getitem__", "__setitem__", "__add__", "__mul__", "__pow__", "__floordiv__",
+        "__mod__", "__matmul__", "__lshift__", "__and__", "__invert__", "__neg__", "__lt__",
+        "__eq__", "__truediv__", "__rsub__", "__len__", "__bool__", "__int__", "__float__",
+        "__index__", "__round__", "__format__", "__contains__"]
+    old_limit = mx.set_memory_limit(1 << 30)
+    returned = 0
+    try:
+        for _ in range(1500 if SANITIZED else 5000):
+            a, name = rng.choice(operands()), rng.choice(names)
+            method = getattr(a, name, None)
+            if not callable(method):
+                continue
+            if name in ("__getitem__", "__setitem__"):
+                index = tuple(rng.choice(pool) for _ in range(rng.randint(1, 4)))
+                args = [index] if name == "__getitem__" else [index, rng.choice(pool)]
+            else:
+                args = [rng.choice(pool) for _ in range(rng.randint(0, 3))]
+            try:
+                evaluate(method(*args))
+                returned += 1
+            except ALLOWED:
+                pass
+            except Exception as e:  # noqa: BLE001
+                pytest.fail(f"array.{name}({args!r}) raised {type(e).__name__}: {e}")
+        for _ in range(500 if SANITIZED else 1500):
+            a = rng.choice(operands())
+            index = rng.choice(pool) if rng.random() < 0.6 else tuple(
+                rng.choice(pool) for _ in range(rng.randint(1, 3)))
+            update = rng.choice(["add", "subtract", "multiply", "divide", "maximum", "minimum"])
+            try:
+                evaluate(getattr(a.at[index], update)(rng.choice(pool)))
+                returned += 1
+            except ALLOWED:
+                pass
+            except Exception as e:  # noqa: BLE001
+                pytest.fail(f"at[{index!r}].{update} raised {type(e).__name__}: {e}")
+    finally:
+        mx.set_memory_limit(old_limit)
+    assert returned > 200
+
+
 def test_device_compared_with_a_huge_int_leaves_no_error_pending():
     # Device == int read the int with PyLong_AsLong and returned a bool with
     # its OverflowError still set, which surfaced in a later, unrelated call
