@@ -645,8 +645,9 @@ wf_array *weftpy_index_update(wf_array *a, PyObject *index, wf_array *update)
     wf_array *region = wf_slice(a, starts, stops, steps);
     if (region == NULL)
         goto fail;
-    memcpy(slice_shape, wf_array_shape(region), sizeof(int64_t) * (size_t)wf_array_ndim(region));
     const int slice_ndim = wf_array_ndim(region);
+    if (slice_ndim > 0) /* a 0-d region's shape is NULL (memcpy from NULL is undefined) */
+        memcpy(slice_shape, wf_array_shape(region), sizeof(int64_t) * (size_t)slice_ndim);
     wf_release(region);
     wf_array *trimmed = drop_leading_ones(update, wf_array_ndim(selected));
     wf_array *cast = trimmed != NULL ? wf_astype(trimmed, wf_array_dtype(a)) : NULL;
