@@ -146,25 +146,29 @@ def ifftshift(a, axes=None, stream=None):
     return _shift(a, axes, -1, stream)
 
 
-def _frequencies(indices, n, d, name, stream):
-    if not isinstance(n, int) or n <= 0:
+def _frequencies(n, d, name, real, stream):
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
         raise ValueError(f"[{name}] n must be a positive integer, got {n}.")
+    d = float(d)  # a TypeError for anything that is not a real number
     if d == 0:
         raise ValueError(f"[{name}] d must not be zero.")
-    # In double, rounded once to float32: NumPy's values exactly.
-    scale = 1.0 / (n * d)
-    return _array([k * scale for k in indices], dtype=_core.float32)
+    # The indices as weft arrays (a Python list of them took 100 bytes a
+    # frequency, outside weft's memory limit), in double, scaled in double and
+    # rounded once to float32: NumPy's values exactly.
+    if real:
+        k = _core.arange(0, n // 2 + 1, 1, dtype=_core.float64)
+    else:
+        k = _core.concatenate([_core.arange(0, (n - 1) // 2 + 1, 1, dtype=_core.float64),
+                               _core.arange(-(n // 2), 0, 1, dtype=_core.float64)], 0)
+    return _core.multiply(k, 1.0 / (n * d)).astype(_core.float32, stream=stream)
 
 
 def fftfreq(n, d=1.0, stream=None):
     """The sample frequencies of fft's outputs for n samples spaced d:
     [0, 1, ..., (n - 1) // 2, -(n // 2), ..., -1] / (n * d), float32."""
-    positive = (n - 1) // 2 + 1 if isinstance(n, int) else 0
-    indices = list(range(positive)) + list(range(-(n // 2), 0)) if positive else []
-    return _frequencies(indices, n, d, "fftfreq", stream)
+    return _frequencies(n, d, "fftfreq", False, stream)
 
 
 def rfftfreq(n, d=1.0, stream=None):
     """The sample frequencies of rfft's outputs: [0, ..., n // 2] / (n * d)."""
-    indices = list(range(n // 2 + 1)) if isinstance(n, int) and n > 0 else []
-    return _frequencies(indices, n, d, "rfftfreq", stream)
+    return _frequencies(n, d, "rfftfreq", True, stream)

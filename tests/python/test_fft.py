@@ -145,6 +145,20 @@ def test_shift_and_frequencies():
             got = getattr(mx.fft, name)(n, d=d)
             assert got.dtype == mx.float32
             np.testing.assert_array_equal(got, getattr(np.fft, name)(n, d=d).astype(np.float32))
+    # a huge n is a lazy array like any other (a Python list of its indices
+    # took ~100 bytes a frequency: 2**31 ran the machine out of memory), and
+    # it meets weft's memory limit when evaluated
+    old = mx.set_memory_limit(1 << 30)
+    try:
+        big = mx.fft.rfftfreq(2**31)
+        assert big.shape == (2**30 + 1,)
+        with pytest.raises(MemoryError):
+            mx.eval(big)
+    finally:
+        mx.set_memory_limit(old)
+    np.testing.assert_array_equal(mx.fft.fftfreq(4, mx.array(0.5)), np.fft.fftfreq(4, 0.5))
+    with pytest.raises(TypeError):
+        mx.fft.fftfreq(4, None)
 
 
 def test_speed_paths_large_lengths():
