@@ -39,6 +39,7 @@ from ._core import (  # noqa: F401
     tril, triu, uint8, unflatten, var, where, zeros, zeros_like,
 )
 from ._array import array  # noqa: F401  (registers itself as the result class)
+from ._composed import _as_array
 from ._compile import compile, disable_compile, enable_compile  # noqa: F401
 from ._export import (  # noqa: F401
     FunctionExporter, export_function, export_to_dot, exporter, import_function,
@@ -320,10 +321,6 @@ def async_eval(*args):
 # ---------------------------------------------------------------- composed ops
 
 
-def _as_array_(a):
-    return array(a) if not isinstance(a, _core.array) else a
-
-
 def _real_composition(a, compute, stream):
     """compute(a) (a composition of ops) for a real a: in float32 for
     integers, bool and halves, the result of a half rounded to it once (each
@@ -336,7 +333,7 @@ def _real_composition(a, compute, stream):
 
 
 def log10(a, /, *, stream=None):
-    a = _as_array_(a)
+    a = _as_array(a)
     if a.dtype == complex64:
         return divide(log(a), _math.log(10.0), stream=stream)
     return _real_composition(a, lambda v: divide(log(v), _math.log(10.0), stream=stream), stream)
@@ -388,7 +385,7 @@ def _arcsinh_real(a, stream):
 
 
 def arcsinh(a, /, *, stream=None):
-    a = _as_array_(a)
+    a = _as_array(a)
     if a.dtype == complex64:  # -i arcsin(i a): log(a + sqrt(a^2 + 1)) lost digits near 0
         return _times_i(arcsin(_times_i(a)), -1, stream)
     return _real_composition(a, lambda v: _arcsinh_real(v, stream), stream)
@@ -407,14 +404,14 @@ def _arccosh_real(a, stream):
 
 
 def arccosh(a, /, *, stream=None):
-    a = _as_array_(a)
+    a = _as_array(a)
     if a.dtype == complex64:
-        # sqrt(a + 1) sqrt(a - 1), not sqrt(a^2 - 1): the principal branch;
-        # +-1 added to the real part alone (adding 1 + 0j turns an imaginary
-        # -0 into +0: the other side of the cut below -1)
-        # Where |a| > 1/sqrt(eps) (infinities included), log(2 a) to float32's
-        # precision, which the product would turn into inf * 0 = NaN; each
-        # branch sees only arguments it is finite on.
+        # log(a + sqrt(a + 1) sqrt(a - 1)), not sqrt(a^2 - 1): the principal
+        # branch; +-1 added to the real part alone (adding 1 + 0j turns an
+        # imaginary -0 into +0: the other side of the cut below -1). Where
+        # |a| > 1/sqrt(eps), infinities included, log(2 a) instead, which the
+        # product would turn into inf * 0 = NaN; each branch sees only
+        # arguments it is finite on.
         big = _large_argument(a)
         large = greater(abs(a), big)
         near_a = where(large, 2.0 + 0j, a)
@@ -429,7 +426,7 @@ def arccosh(a, /, *, stream=None):
 
 
 def arctanh(a, /, *, stream=None):
-    a = _as_array_(a)
+    a = _as_array(a)
     if a.dtype == complex64:  # -i arctan(i a), as arcsinh
         return _times_i(arctan(_times_i(a)), -1, stream)
     # 0.5 log1p(2t / (1 - t)) for t = |a| >= 0: 1 - t is exact near t = 1,
@@ -496,7 +493,7 @@ def outer(a, b, *, stream=None):
 def tensordot(a, b, axes=2, *, stream=None):
     from ._composed import _normal_axis
 
-    a, b = _as_array_(a), _as_array_(b)
+    a, b = _as_array(a), _as_array(b)
     if isinstance(axes, int):
         if not 0 <= axes <= _builtins.min(a.ndim, b.ndim):
             raise ValueError(f"tensordot: {axes} axes for operands of rank {a.ndim} and {b.ndim}")
@@ -555,7 +552,7 @@ def atleast_3d(*arys):
 
 
 def broadcast_arrays(*arrays, stream=None):
-    arrays = [_as_array_(a) for a in arrays]
+    arrays = [_as_array(a) for a in arrays]
     shape = broadcast_shapes(*[a.shape for a in arrays])
     return [broadcast_to(a, shape, stream=stream) for a in arrays]
 
