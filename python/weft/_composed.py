@@ -2,6 +2,7 @@
 calls of ops weft already has (so grad, vmap and compile see through them)."""
 import builtins as _builtins
 import math as _math
+import operator as _operator
 
 from . import _core
 from ._array import array
@@ -17,8 +18,10 @@ def _as_array(a):
 
 
 def _normal_axis(axis, ndim, name):
-    if isinstance(axis, bool) or not isinstance(axis, int):
-        raise TypeError(f"{name}: an axis must be an int, not {type(axis).__name__}")
+    try:  # any integer (NumPy's too); a float, str or None is a TypeError
+        axis = _operator.index(axis)
+    except TypeError:
+        raise TypeError(f"{name}: an axis must be an int, not {type(axis).__name__}") from None
     if not -ndim <= axis < ndim:
         raise ValueError(f"{name}: axis {axis} is out of range for rank {ndim}")
     return axis % ndim

@@ -346,6 +346,14 @@ def test_bad_arguments_raise_the_documented_exceptions(call, exc):
     still_works()
 
 
+def test_axes_may_be_numpy_integers():
+    # the axis check meant to refuse floats refused np.int64 too
+    a = mx.array([[1.0, 4.0, 9.0], [2.0, 3.0, 5.0]])
+    assert mx.diff(a, 1, np.int64(1)).tolist() == [[3.0, 5.0], [1.0, 2.0]]
+    assert mx.tensordot(a, mx.ones((3, 2)), ([np.int64(1)], [0])).shape == (2, 2)
+    assert mx.random.categorical(a, np.int64(1), num_samples=4).shape == (2, 4)
+
+
 def test_broadcast_arrays_and_tensordot_take_python_values():
     out = mx.broadcast_arrays(mx.array([[1], [2]]), [1, 2, 3])
     assert [o.shape for o in out] == [(2, 3), (2, 3)]

@@ -47,7 +47,8 @@ def elu(x, alpha=1.0):
     # where it is positive: exp of a large x, unused by where, overflowed
     # and made the gradient NaN (where, not minimum, so that the slope at 0
     # stays alpha)
-    return mx.where(x > 0, x, alpha * mx.expm1(mx.where(x > 0, 0.0, x)))
+    positive = x > 0
+    return mx.where(positive, x, alpha * mx.expm1(mx.where(positive, 0.0, x)))
 
 
 def celu(x, alpha=1.0):
