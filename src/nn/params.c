@@ -1,5 +1,7 @@
 /* wf_nn_params: a flat list of named arrays (weft.h API, plus the internal
  * decref for the list's own references: see drop_held). */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,10 +12,16 @@
 
 enum { NAME_MAX_BYTES = 255 };
 
+/* names[i] and arrays[i] in insertion order; `slots` indexes the names
+ * (open addressing, linear probing: index + 1, 0 for empty; at most half
+ * full), so that find and add's duplicate check take constant time: a
+ * model's list of many thousand arrays was quadratic to build. */
 struct wf_nn_params {
     char **names;
     wf_array **arrays;
     size_t count, capacity;
+    size_t *slots;
+    size_t slot_count; /* a power of two, or 0 before the first add */
 };
 
 wf_nn_params *wf_nn_params_new(void)
@@ -39,17 +47,54 @@ void wf_nn_params_release(wf_nn_params *p)
     }
     free(p->names);
     free(p->arrays);
+    free(p->slots);
     free(p);
+}
+
+/* FNV-1a: the names are short, and an attacker choosing a file's names
+ * can at worst make its own load slow, never wrong. */
+static size_t name_hash(const char *name)
+{
+    uint64_t h = 14695981039346656037u;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        h = (h ^ *c) * 1099511628211u;
+    return (size_t)h;
+}
+
+/* The slot of `name`: the one holding it, or the empty one where it goes. */
+static size_t slot_of(const wf_nn_params *p, const char *name)
+{
+    const size_t mask = p->slot_count - 1;
+    size_t s = name_hash(name) & mask;
+    while (p->slots[s] && strcmp(p->names[p->slots[s] - 1], name) != 0)
+        s = (s + 1) & mask;
+    return s;
+}
+
+/* Room in the index for one more name (doubled and refilled when it would
+ * be more than half full); false, nothing changed, out of memory. */
+static bool slots_reserve(wf_nn_params *p)
+{
+    if (2 * (p->count + 1) <= p->slot_count)
+        return true;
+    const size_t old_count = p->slot_count;
+    size_t *old = p->slots, *fresh = wf__calloc(old_count ? 2 * old_count : 32, sizeof *fresh);
+    if (!fresh)
+        return false;
+    p->slots = fresh;
+    p->slot_count = old_count ? 2 * old_count : 32;
+    for (size_t i = 0; i < p->count; i++)
+        p->slots[slot_of(p, p->names[i])] = i + 1;
+    free(old);
+    return true;
 }
 
 long wf_nn_params_find(const wf_nn_params *p, const char *name)
 {
-    if (!p || !name)
+    if (!p || !name || p->slot_count == 0)
         return -1;
-    for (size_t i = 0; i < p->count; i++)
-        if (strcmp(p->names[i], name) == 0)
-            return (long)i;
-    return -1;
+    const size_t slot = p->slots[slot_of(p, name)];
+    return slot ? (long)(slot - 1) : -1;
 }
 
 wf_status wf_nn_params_add(wf_nn_params *p, const char *name, wf_array *value)
@@ -77,6 +122,8 @@ wf_status wf_nn_params_add(wf_nn_params *p, const char *name, wf_array *value)
             return wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_params_add: out of memory");
         p->capacity = grown;
     }
+    if (!slots_reserve(p))
+        return wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_params_add: out of memory");
     char *copy = wf__malloc(len + 1);
     if (!copy)
         return wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_params_add: out of memory");
@@ -87,7 +134,8 @@ wf_status wf_nn_params_add(wf_nn_params *p, const char *name, wf_array *value)
         return wf_last_error();
     }
     p->names[p->count] = copy;
-    p->arrays[p->count++] = held;
+    p->arrays[p->count] = held;
+    p->slots[slot_of(p, copy)] = ++p->count;
     return WF_OK;
 }
 

@@ -323,8 +323,9 @@ static void test_params_add_refusals(void)
     CHECK_ERROR(wf_nn_params_add(p, "gone", gone), WF_ERR_MISUSE, "already released");
     CHECK_EQ_SIZE(wf_nn_params_count(p), 1);
     wf_nn_params_release(p);
-    /* an empty list allocates its name table, its array table, the name */
-    for (int nth = 1; nth <= 3; nth++) {
+    /* an empty list allocates its name table, its array table, its name
+     * index, the name */
+    for (int nth = 1; nth <= 4; nth++) {
         p = wf_nn_params_new();
         arm(nth);
         wf_status st = wf_nn_params_add(p, "w", x);
@@ -337,6 +338,82 @@ static void test_params_add_refusals(void)
     }
     wf_release(x);
     CHECK_EQ_INT(live_arrays(), live);
+}
+
+/* The 17th entry grows the tables and the name index at once (16 entries,
+ * index of 32 slots kept at most half full): each allocation failing in
+ * turn adds nothing (a table grown before the failure stays grown) and
+ * every entry is still found; then the add goes through. */
+static void test_params_index_growth_out_of_memory(void)
+{
+    const int64_t live = live_arrays();
+    wf_nn_params *p = wf_nn_params_new();
+    wf_array *x = ramp(3);
+    char name[16];
+    for (int i = 0; i < 16; i++) {
+        snprintf(name, sizeof name, "w%d", i);
+        CHECK_OK(wf_nn_params_add(p, name, x));
+    }
+    int failures = 0;
+    wf_status st = WF_OK;
+    for (int64_t nth = 1; nth < 100; nth++) {
+        arm(nth);
+        st = wf_nn_params_add(p, "w16", x);
+        const bool fired = wf__fault_fired();
+        wf__fault_arm(0);
+        if (!fired)
+            break;
+        CHECK_ERROR(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_params_add: out of memory");
+        CHECK_EQ_SIZE(wf_nn_params_count(p), 16);
+        CHECK_EQ_INT(wf_nn_params_find(p, "w16"), -1);
+        failures++;
+    }
+    CHECK_OK(st);
+    CHECK(failures >= 3); /* names, arrays, then the index */
+    for (int i = 0; i <= 16; i++) {
+        snprintf(name, sizeof name, "w%d", i);
+        CHECK_EQ_INT(wf_nn_params_find(p, name), i);
+    }
+    wf_nn_params_release(p);
+    wf_release(x);
+    CHECK_EQ_INT(live_arrays(), live);
+}
+
+/* zip's 16-bit member count: 65534 arrays are written and read back,
+ * 65535 are refused with a message (building such a list was quadratic,
+ * 8 s, before the name index). */
+static void test_save_npz_too_many_arrays(void)
+{
+    const int64_t live = live_arrays();
+    char path[] = "/tmp/weft-err-npzmany-XXXXXX";
+    const int fd = mkstemp(path);
+    if (!CHECK(fd >= 0))
+        return;
+    close(fd);
+    wf_nn_params *p = wf_nn_params_new();
+    const float one = 1.0f;
+    wf_array *x = wf_array_from_data(&one, NULL, 0, WF_DTYPE_F32);
+    char name[16];
+    for (int i = 0; i < 65534; i++) {
+        snprintf(name, sizeof name, "%05d", i);
+        if (!CHECK_OK(wf_nn_params_add(p, name, x)))
+            break;
+    }
+    CHECK_EQ_INT(wf_nn_params_find(p, "12345"), 12345);
+    CHECK_EQ_INT(wf_nn_params_find(p, "65534"), -1);
+    CHECK_OK(wf_nn_save_npz(p, path, false));
+    wf_nn_params *back = wf_nn_load_npz(path);
+    if (CHECK_NOT_NULL(back)) {
+        CHECK_EQ_SIZE(wf_nn_params_count(back), 65534);
+        CHECK_EQ_INT(wf_nn_params_find(back, "65533"), 65533);
+    }
+    wf_nn_params_release(back);
+    CHECK_OK(wf_nn_params_add(p, "65534", x));
+    CHECK_ERROR(wf_nn_save_npz(p, path, false), WF_ERR_UNSUPPORTED, "more than 65534 arrays");
+    unlink(path);
+    wf_nn_params_release(p);
+    wf_release(x);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
 }
 
 /* wf_nn_params_set refuses a released value as released, and a value of
@@ -1046,6 +1123,7 @@ int main(void)
     RUN_TEST(test_nn_layers_out_of_memory);
     RUN_TEST(test_params_bad_arguments);
     RUN_TEST(test_params_add_refusals);
+    RUN_TEST(test_params_index_growth_out_of_memory);
     RUN_TEST(test_params_set_refusals);
     RUN_TEST(test_file_functions_bad_arguments);
     RUN_TEST(test_data_strided_failed_evaluation);
@@ -1057,6 +1135,7 @@ int main(void)
     RUN_TEST(test_save_gguf_bad_inputs);
     RUN_TEST(test_save_npz_out_of_memory);
     RUN_TEST(test_save_npz_directory_out_of_memory);
+    RUN_TEST(test_save_npz_too_many_arrays);
     RUN_TEST(test_file_loaders_out_of_memory);
     RUN_TEST(test_file_writers_out_of_memory);
     RUN_TEST(test_gather_qmm_bad_arguments);
