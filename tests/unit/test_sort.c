@@ -390,9 +390,10 @@ static void test_f32_key_mapping(void)
     CHECK_OK(wf__vm_isa_force(-1));
 }
 
-/* One row long enough for the parallel most-significant-digit pass (taken
- * when the pool has more threads than there are rows), or (AVX2, 32-bit
- * keys) for the split into parts sorted in parallel. */
+/* One row long enough for the parallel sorts of a row (taken when the pool
+ * has more threads than there are rows): the most-significant-digit pass,
+ * argsort's parallel LSD passes over 32-bit keys, or (AVX2, 32-bit keys)
+ * the split into parts sorted in parallel. */
 static void check_one_long_row(void)
 {
     const wf_dtype ds[4] = {WF_DTYPE_F32, WF_DTYPE_F64, WF_DTYPE_F16, WF_DTYPE_I32};
