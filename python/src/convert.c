@@ -621,56 +621,46 @@ static void copy_strided(const char *src, const Py_ssize_t *shape, const Py_ssiz
     }
 }
 
-static wf_array *array_from_buffer(PyObject *obj, wf_dtype dtype)
+wf_array *weftpy_array_from_host(const char *data, const Py_ssize_t *shape,
+                                 const Py_ssize_t *strides, int ndim, Py_ssize_t itemsize,
+                                 wf_dtype source, bool complex128, wf_dtype dtype)
 {
-    Py_buffer view;
-    if (PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO) < 0)
+    if (ndim > WF_MAX_NDIM) {
+        PyErr_Format(PyExc_ValueError, "data has more than %d dimensions", WF_MAX_NDIM);
         return NULL;
-    wf_array *out = NULL;
-    const bool complex128 = view.format != NULL && strcmp(view.format, "Zd") == 0 &&
-                            view.itemsize == 16;
-    /* complex128 (NumPy's default complex) is read as float64 pairs and
-     * becomes complex64, as in MLX */
-    const wf_dtype source =
-        complex128 ? WF_DTYPE_F64 : dtype_from_format(view.format, view.itemsize);
-    if (source == WF_DTYPE_COUNT ||
-        (!complex128 && (size_t)view.itemsize != wf_dtype_size(source))) {
-        PyErr_Format(PyExc_TypeError, "cannot make an array from a buffer of format '%s'",
-                     view.format != NULL ? view.format : "B");
-        goto done;
     }
-    if (view.ndim > WF_MAX_NDIM) {
-        PyErr_Format(PyExc_ValueError, "buffer has more than %d dimensions", WF_MAX_NDIM);
-        goto done;
+    int64_t dims[WF_MAX_NDIM + 1];
+    Py_ssize_t count = 1;
+    for (int i = 0; i < ndim; i++) {
+        dims[i] = shape[i];
+        count *= shape[i];
     }
-    int64_t shape[WF_MAX_NDIM + 1];
-    for (int i = 0; i < view.ndim; i++)
-        shape[i] = view.shape[i];
-    shape[view.ndim] = 2; /* complex128: the pair axis */
-    const int data_ndim = view.ndim + (complex128 ? 1 : 0);
-    if (PyBuffer_IsContiguous(&view, 'C')) {
-        out = wf_array_from_data(view.buf, shape, data_ndim, source);
+    dims[ndim] = 2; /* complex128: the pair axis */
+    const int data_ndim = ndim + (complex128 ? 1 : 0);
+    wf_array *out;
+    if (strides == NULL) {
+        out = wf_array_from_data(data, dims, data_ndim, source);
     } else {
-        char *copy = PyMem_Malloc((size_t)view.len > 0 ? (size_t)view.len : 1);
+        char *copy = PyMem_Malloc(count > 0 ? (size_t)(count * itemsize) : 1);
         if (copy == NULL) {
             PyErr_NoMemory();
-            goto done;
+            return NULL;
         }
-        copy_strided(view.buf, view.shape, view.strides, view.ndim, view.itemsize, copy);
-        out = wf_array_from_data(copy, shape, data_ndim, source);
+        copy_strided(data, shape, strides, ndim, itemsize, copy);
+        out = wf_array_from_data(copy, dims, data_ndim, source);
         PyMem_Free(copy);
     }
     if (out != NULL && complex128) {
+        /* read as float64 pairs; becomes complex64, as in MLX */
         wf_array *pairs = wf_astype(out, WF_DTYPE_F32);
         wf_array *c = pairs ? wf_view(pairs, WF_DTYPE_C64) : NULL; /* (..., 1) */
         wf_release(out);
-        out = c ? wf_reshape(c, shape, view.ndim) : NULL;
+        out = c ? wf_reshape(c, dims, ndim) : NULL;
         wf_release(pairs);
         wf_release(c);
-        if (out != NULL && (dtype == WF_DTYPE_COUNT || dtype == WF_DTYPE_C64))
-            goto done;
+        source = WF_DTYPE_C64;
     }
-    /* MLX's rule: a float64 buffer without an explicit dtype becomes float32. */
+    /* MLX's rule: float64 data without an explicit dtype becomes float32. */
     if (dtype == WF_DTYPE_COUNT && source == WF_DTYPE_F64)
         dtype = WF_DTYPE_F32;
     if (out != NULL && dtype != WF_DTYPE_COUNT && dtype != source) {
@@ -680,7 +670,27 @@ static wf_array *array_from_buffer(PyObject *obj, wf_dtype dtype)
     }
     if (out == NULL)
         weftpy_raise_weft_error();
-done:
+    return out;
+}
+
+static wf_array *array_from_buffer(PyObject *obj, wf_dtype dtype)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO) < 0)
+        return NULL;
+    wf_array *out = NULL;
+    const bool complex128 = view.format != NULL && strcmp(view.format, "Zd") == 0 &&
+                            view.itemsize == 16;
+    const wf_dtype source =
+        complex128 ? WF_DTYPE_F64 : dtype_from_format(view.format, view.itemsize);
+    if (source == WF_DTYPE_COUNT ||
+        (!complex128 && (size_t)view.itemsize != wf_dtype_size(source)))
+        PyErr_Format(PyExc_TypeError, "cannot make an array from a buffer of format '%s'",
+                     view.format != NULL ? view.format : "B");
+    else
+        out = weftpy_array_from_host(view.buf, view.shape,
+                                     PyBuffer_IsContiguous(&view, 'C') ? NULL : view.strides,
+                                     view.ndim, view.itemsize, source, complex128, dtype);
     PyBuffer_Release(&view);
     return out;
 }
@@ -706,6 +716,10 @@ wf_array *weftpy_array_from_object(PyObject *obj, wf_dtype dtype)
     }
     if (PyObject_CheckBuffer(obj)) /* NumPy, memoryview, bytes and bytearray (uint8) */
         return array_from_buffer(obj, dtype);
+    /* PyTorch, JAX, ...: their own DLPack export (bfloat16 included, which
+     * NumPy, and so __array__, cannot hold) */
+    if (PyObject_HasAttrString(obj, "__dlpack__"))
+        return weftpy_array_from_dlpack(obj, dtype);
     /* NumPy scalars and objects with __array__ go through NumPy's buffer. */
     if (PyObject_HasAttrString(obj, "__array__")) {
         PyObject *np_array = PyObject_CallMethod(obj, "__array__", NULL);

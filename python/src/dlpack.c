@@ -1,4 +1,6 @@
-/* DLPack export: _dlpack(a, versioned, copied) behind array.__dlpack__ (a
+/* DLPack export and import.
+ *
+ * Export: _dlpack(a, versioned, copied) behind array.__dlpack__ (a
  * "dltensor_versioned" capsule flagged read-only for DLPack 1.0 consumers
  * such as NumPy 2, else the unversioned "dltensor" one; np.from_dlpack,
  * PyTorch, JAX ... take both) and the device tuple behind
@@ -9,8 +11,16 @@
  * reference to the array (not the Python object), so the deleter, which a
  * consumer may call from any thread with or without the GIL, touches no
  * Python object: it drops that reference (which never waits) and frees
- * plain C memory. The structs are DLPack's ABI (1.0 and the older
- * unversioned one), written here from the specification. */
+ * plain C memory.
+ *
+ * Import: weftpy_array_from_dlpack (behind array(x) for producers without
+ * the buffer protocol, and from_dlpack) asks the producer for a capsule,
+ * copies the tensor and lets the capsule go unconsumed: its destructor,
+ * the producer's, then calls the deleter, as DLPack specifies for a
+ * capsule whose name was left alone.
+ *
+ * The structs are DLPack's ABI (1.0 and the older unversioned one),
+ * written here from the specification. */
 #include <stdlib.h>
 
 #include "weft_py.h"
@@ -184,10 +194,154 @@ static PyObject *py_dlpack_device(PyObject *module, PyObject *arg)
     return Py_BuildValue("(ii)", DL_CPU, 0);
 }
 
+/* ---------------------------------------------------------------- import */
+
+/* weft's dtype of a DLPack one: WF_DTYPE_COUNT for none; complex128 is
+ * float64 with *complex128 set. */
+static wf_dtype dtype_of_dl(dl_dtype t, bool *complex128)
+{
+    *complex128 = false;
+    if (t.lanes != 1)
+        return WF_DTYPE_COUNT;
+    const wf_dtype ints[4] = {WF_DTYPE_I8, WF_DTYPE_I16, WF_DTYPE_I32, WF_DTYPE_I64};
+    const wf_dtype uints[4] = {WF_DTYPE_U8, WF_DTYPE_U16, WF_DTYPE_U32, WF_DTYPE_U64};
+    const int log_bytes = t.bits == 8 ? 0 : t.bits == 16 ? 1 : t.bits == 32 ? 2 : t.bits == 64 ? 3
+                                                                                            : -1;
+    switch (t.code) {
+    case DL_INT: return log_bytes >= 0 ? ints[log_bytes] : WF_DTYPE_COUNT;
+    case DL_UINT: return log_bytes >= 0 ? uints[log_bytes] : WF_DTYPE_COUNT;
+    case DL_FLOAT:
+        return t.bits == 16   ? WF_DTYPE_F16
+               : t.bits == 32 ? WF_DTYPE_F32
+               : t.bits == 64 ? WF_DTYPE_F64
+                              : WF_DTYPE_COUNT;
+    case DL_BFLOAT: return t.bits == 16 ? WF_DTYPE_BF16 : WF_DTYPE_COUNT;
+    case DL_COMPLEX:
+        *complex128 = t.bits == 128;
+        return t.bits == 64 ? WF_DTYPE_C64 : t.bits == 128 ? WF_DTYPE_F64 : WF_DTYPE_COUNT;
+    case DL_BOOL: return t.bits == 8 ? WF_DTYPE_BOOL : WF_DTYPE_COUNT;
+    default: return WF_DTYPE_COUNT;
+    }
+}
+
+/* obj.__dlpack__(max_version=(1, 0)), or obj.__dlpack__() for a producer
+ * older than the keyword. */
+static PyObject *capsule_of(PyObject *obj)
+{
+    PyObject *method = PyObject_GetAttrString(obj, "__dlpack__");
+    if (method == NULL)
+        return NULL;
+    PyObject *args = PyTuple_New(0);
+    PyObject *kwargs = Py_BuildValue("{s(ii)}", "max_version", 1, 0);
+    PyObject *capsule = args && kwargs ? PyObject_Call(method, args, kwargs) : NULL;
+    if (capsule == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        capsule = PyObject_CallNoArgs(method);
+    }
+    Py_XDECREF(args);
+    Py_XDECREF(kwargs);
+    Py_DECREF(method);
+    if (capsule == NULL && PyErr_ExceptionMatches(PyExc_BufferError)) {
+        /* the producer cannot export it (NumPy: strings, or a read-only
+         * array asked the pre-1.0 way): ValueError, as in MLX */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        PyErr_Format(PyExc_ValueError, "from_dlpack: the producer cannot export it: %S", value);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+    }
+    return capsule;
+}
+
+/* The tensor in a producer's capsule; NULL with ValueError for a capsule
+ * of another kind or a newer major version. */
+static const dl_tensor *tensor_of(PyObject *capsule)
+{
+    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+        const dl_managed_tensor_versioned *m =
+            PyCapsule_GetPointer(capsule, "dltensor_versioned");
+        if (m->version.major != 1) {
+            PyErr_Format(PyExc_ValueError, "from_dlpack: DLPack version %u.%u is not supported",
+                         m->version.major, m->version.minor);
+            return NULL;
+        }
+        return &m->tensor;
+    }
+    if (PyCapsule_IsValid(capsule, "dltensor"))
+        return &((const dl_managed_tensor *)PyCapsule_GetPointer(capsule, "dltensor"))->tensor;
+    PyErr_SetString(PyExc_ValueError,
+                    "from_dlpack: __dlpack__ did not return an unused DLPack capsule");
+    return NULL;
+}
+
+/* The copy of a checked tensor (see weftpy_array_from_dlpack). */
+static wf_array *copy_tensor(const dl_tensor *t, wf_dtype dtype)
+{
+    bool complex128;
+    const wf_dtype source = dtype_of_dl(t->dtype, &complex128);
+    if (t->device.device_type != DL_CPU) {
+        PyErr_Format(PyExc_ValueError, "from_dlpack: the tensor is on device type %d, not the CPU",
+                     (int)t->device.device_type);
+        return NULL;
+    }
+    if (source == WF_DTYPE_COUNT) {
+        PyErr_Format(PyExc_ValueError,
+                     "from_dlpack: unsupported dtype (DLPack code %u, %u bits, %u lanes)",
+                     t->dtype.code, t->dtype.bits, t->dtype.lanes);
+        return NULL;
+    }
+    if (t->ndim < 0 || t->ndim > WF_MAX_NDIM) {
+        PyErr_Format(PyExc_ValueError, "from_dlpack: %d dimensions (at most %d)", (int)t->ndim,
+                     WF_MAX_NDIM);
+        return NULL;
+    }
+    const Py_ssize_t itemsize = complex128 ? 16 : (Py_ssize_t)wf_dtype_size(source);
+    Py_ssize_t shape[WF_MAX_NDIM], strides[WF_MAX_NDIM];
+    int64_t count = 1; /* below 2^59: count * 16 bytes fits */
+    bool row_major = true;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        shape[d] = (Py_ssize_t)t->shape[d];
+        if (t->shape[d] < 0 || (count > 0 && t->shape[d] > ((int64_t)1 << 59) / count)) {
+            PyErr_SetString(PyExc_ValueError, "from_dlpack: the tensor's shape is invalid");
+            return NULL;
+        }
+        /* row-major strides, in bytes, where the producer gave none */
+        strides[d] = t->strides ? (Py_ssize_t)t->strides[d] * itemsize : count * itemsize;
+        row_major = row_major && (t->shape[d] == 1 || strides[d] == count * itemsize);
+        count *= shape[d];
+    }
+    const char *data = (const char *)t->data + t->byte_offset;
+    return weftpy_array_from_host(data, shape, row_major || count == 0 ? NULL : strides, t->ndim,
+                                  itemsize, source, complex128, dtype);
+}
+
+wf_array *weftpy_array_from_dlpack(PyObject *obj, wf_dtype dtype)
+{
+    PyObject *capsule = capsule_of(obj);
+    if (capsule == NULL)
+        return NULL;
+    const dl_tensor *t = tensor_of(capsule);
+    wf_array *out = t ? copy_tensor(t, dtype) : NULL;
+    Py_DECREF(capsule); /* unconsumed: the producer's destructor deletes the tensor */
+    return out;
+}
+
+/* _from_dlpack(x): a copy of x's DLPack tensor, its dtype kept (as MLX's
+ * from_dlpack: float64 becomes float32 here too, complex128 complex64). */
+static PyObject *py_from_dlpack(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    wf_array *a = weftpy_array_from_dlpack(arg, WF_DTYPE_COUNT);
+    return a ? weftpy_array_wrap(a) : NULL; /* NULL: the exception is set */
+}
+
 static PyMethodDef dlpack_methods[] = {
     {"_dlpack", py_dlpack, METH_VARARGS,
      "_dlpack(a, versioned, copied): a DLPack capsule of a's memory (no copy)"},
     {"_dlpack_device", py_dlpack_device, METH_O, "_dlpack_device(a): (1, 0), the CPU"},
+    {"_from_dlpack", py_from_dlpack, METH_O,
+     "_from_dlpack(x): a copy of the tensor of x's __dlpack__ (the CPU, any layout)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -113,9 +113,17 @@ int weftpy_array_init_type(PyObject *module);
 /* ------------------------------------------------------------ convert.c */
 
 /* An array from any array-like: an array (a new reference to its handle),
- * a Python scalar, a nested list or tuple, or an object with the buffer
- * protocol (NumPy arrays). `dtype` WF_DTYPE_COUNT: inferred. */
+ * a Python scalar, a nested list or tuple, an object with the buffer
+ * protocol (NumPy arrays), a DLPack producer (PyTorch, JAX) or an object
+ * with __array__. `dtype` WF_DTYPE_COUNT: inferred. */
 wf_array *weftpy_array_from_object(PyObject *obj, wf_dtype dtype);
+/* A copy of host data: `data` laid out with byte `strides` (NULL:
+ * row-major), elements of `source` (complex128: float64 pairs, made
+ * complex64), cast to `dtype` (WF_DTYPE_COUNT: MLX's default, float64
+ * becoming float32). NULL with a Python exception set. */
+wf_array *weftpy_array_from_host(const char *data, const Py_ssize_t *shape,
+                                 const Py_ssize_t *strides, int ndim, Py_ssize_t itemsize,
+                                 wf_dtype source, bool complex128, wf_dtype dtype);
 /* An operand of a binary op: arrays as they are, Python scalars weakly typed
  * against `other` (the other operand, may be NULL): a Python int takes an
  * integer or float array's dtype, a Python float a float array's (float32
@@ -199,6 +207,12 @@ int weftpy_linalg_init(PyObject *module);
 int weftpy_matmul_family_init(PyObject *module);
 int weftpy_fp8_init(PyObject *module);
 int weftpy_dlpack_init(PyObject *module);
+/* A copy of a DLPack producer's tensor (obj.__dlpack__(), asked for
+ * version 1.0): CPU memory of any layout, every dtype weft has (complex128
+ * made complex64, float64 float32 when `dtype` is WF_DTYPE_COUNT, as
+ * weftpy_array_from_host); ValueError for another device, dtype or
+ * version. NULL with a Python exception set. */
+wf_array *weftpy_array_from_dlpack(PyObject *obj, wf_dtype dtype);
 int weftpy_distributed_init(PyObject *module);
 int weftpy_quantized_init(PyObject *module);
 int weftpy_files_init(PyObject *module);

@@ -607,20 +607,16 @@ def einsum_path(subscripts, *operands):
     return _einsum_path(subscripts, *operands)
 
 
-
-
-
-
 def from_dlpack(x, *, copy=None):
-    """An array from any DLPack producer on the CPU. weft copies the data;
-    copy=False, which forbids that, is a ValueError."""
-    import numpy as np
-
+    """An array from any DLPack producer on the CPU (bfloat16 included).
+    weft copies the data; copy=False, which forbids that, is a ValueError,
+    and so is a tensor of a dtype weft has not (complex32, ...) or on
+    another device, as in MLX."""
     if copy is False:
         raise ValueError("from_dlpack: copy=False is not supported (weft copies the data)")
     if not hasattr(x, "__dlpack__"):
         raise TypeError(f"from_dlpack: {type(x).__name__} is not a DLPack producer")
-    return array(np.from_dlpack(x))
+    return _core._from_dlpack(x)
 
 
 def save_safetensors(file, arrays, metadata=None):

@@ -217,6 +217,10 @@ def test_asarray_and_dlpack():
     assert y.tolist() == np.arange(6).reshape(2, 3).T.tolist()
     with pytest.raises(ValueError):
         mx.from_dlpack(np.arange(3), copy=False)
+    # a producer NumPy refuses (strings have no DLPack dtype; torch's
+    # complex32 is refused the same way): ValueError, as in MLX
+    with pytest.raises(ValueError, match="from_dlpack"):
+        mx.from_dlpack(np.array(["a", "b"]))
     assert np.from_dlpack(mx.array([1.5, 2.5])).tolist() == [1.5, 2.5]
     still_works()
 
