@@ -42,20 +42,22 @@ install_model() {
     return 0
 }
 
-# gguf (llama.cpp's writer) and MLX's CPU build: tests/python/test_files.py
-# reads GGUF files the gguf package wrote, test_quantized.py compares
-# quantize with mx.quantize bit for bit (plain `mlx` has no libmlx on Linux
-# without mlx-cpu). Not fatal either: those checks skip, saying why.
+# gguf (llama.cpp's writer), MLX's CPU build and ml_dtypes:
+# tests/python/test_files.py reads GGUF files the gguf package wrote,
+# test_quantized.py compares quantize with mx.quantize bit for bit (plain
+# `mlx` has no libmlx on Linux without mlx-cpu), test_dlpack_import.py takes
+# ml_dtypes' bfloat16 arrays (what JAX hands to NumPy). Not fatal either:
+# those checks skip, saying why.
 extras_ok() {
-    "$venv/bin/python" -c 'import gguf, mlx.core' >/dev/null 2>&1
+    "$venv/bin/python" -c 'import gguf, mlx.core, ml_dtypes' >/dev/null 2>&1
 }
 
 install_extras() {
     extras_ok && return 0
-    echo "python-venv: installing gguf, mlx and mlx-cpu (reference checks)"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check gguf mlx mlx-cpu &&
-        extras_ok && return 0
-    echo "python-venv: warning: gguf or mlx did not install; their checks will skip" >&2
+    echo "python-venv: installing gguf, mlx, mlx-cpu and ml_dtypes (reference checks)"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check gguf mlx mlx-cpu \
+        ml_dtypes && extras_ok && return 0
+    echo "python-venv: warning: gguf, mlx or ml_dtypes did not install; their checks will skip" >&2
     return 0
 }
 

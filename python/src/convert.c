@@ -673,11 +673,60 @@ wf_array *weftpy_array_from_host(const char *data, const Py_ssize_t *shape,
     return out;
 }
 
+/* Whether obj is a NumPy array of ml_dtypes' bfloat16 (what JAX hands to
+ * NumPy), whose buffer NumPy refuses to describe. */
+static bool is_ml_dtypes_bfloat16(PyObject *obj)
+{
+    PyObject *dtype = PyObject_GetAttrString(obj, "dtype");
+    PyObject *name = dtype ? PyObject_GetAttrString(dtype, "name") : NULL;
+    PyObject *itemsize = dtype ? PyObject_GetAttrString(dtype, "itemsize") : NULL;
+    const bool yes = name && itemsize && PyUnicode_Check(name) &&
+                     PyUnicode_CompareWithASCIIString(name, "bfloat16") == 0 &&
+                     PyLong_Check(itemsize) && PyLong_AsLong(itemsize) == 2;
+    Py_XDECREF(dtype);
+    Py_XDECREF(name);
+    Py_XDECREF(itemsize);
+    PyErr_Clear();
+    return yes;
+}
+
+static wf_array *array_from_buffer(PyObject *obj, wf_dtype dtype);
+
+/* An ml_dtypes bfloat16 array through its bits: obj.view("uint16"). */
+static wf_array *array_from_bfloat16_bits(PyObject *obj, wf_dtype dtype)
+{
+    PyObject *bits = PyObject_CallMethod(obj, "view", "s", "uint16");
+    wf_array *codes = bits ? array_from_buffer(bits, WF_DTYPE_COUNT) : NULL;
+    Py_XDECREF(bits);
+    if (codes == NULL)
+        return NULL;
+    wf_array *out = wf_view(codes, WF_DTYPE_BF16);
+    wf_release(codes);
+    if (out != NULL && dtype != WF_DTYPE_COUNT && dtype != WF_DTYPE_BF16) {
+        wf_array *cast = wf_astype(out, dtype);
+        wf_release(out);
+        out = cast;
+    }
+    if (out == NULL)
+        weftpy_raise_weft_error();
+    return out;
+}
+
 static wf_array *array_from_buffer(PyObject *obj, wf_dtype dtype)
 {
     Py_buffer view;
-    if (PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO) < 0)
-        return NULL;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO) < 0) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        if (!is_ml_dtypes_bfloat16(obj)) {
+            PyErr_Restore(type, value, traceback); /* the buffer's own error */
+            return NULL;
+        }
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        return array_from_bfloat16_bits(obj, dtype);
+    }
     wf_array *out = NULL;
     const bool complex128 = view.format != NULL && strcmp(view.format, "Zd") == 0 &&
                             view.itemsize == 16;

@@ -94,6 +94,21 @@ def test_bfloat16_which_numpy_cannot_hold():
     assert mx.array(Producer(source), mx.float32).tolist() == source.astype(mx.float32).tolist()
 
 
+def test_ml_dtypes_bfloat16():
+    """ml_dtypes' bfloat16 NumPy arrays (JAX's), whose buffer NumPy will not
+    describe: read through their bits, any strides."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    values = np.array([[1.5, -2.0, 3.0e20], [0.0, -0.0, 7.0]], dtype=ml_dtypes.bfloat16)
+    for view in (values, values.T, values[:, ::-2], values[1, 2]):
+        got = mx.array(view)
+        assert got.dtype == mx.bfloat16 and got.shape == view.shape
+        assert np.array_equal(np.array(got.astype(mx.float32)), view.astype(np.float32))
+    assert mx.array(values, mx.float32).tolist() == values.astype(np.float32).tolist()
+    assert mx.asarray(values).dtype == mx.bfloat16
+    with pytest.raises(ValueError):  # NumPy's own refusal for other custom dtypes stays
+        mx.array(np.zeros(2, dtype=ml_dtypes.float8_e4m3fn))
+
+
 def test_refusals():
     with pytest.raises(ValueError, match="from_dlpack"):
         mx.from_dlpack(np.array(["a", "b"]))  # the producer refuses (BufferError)
