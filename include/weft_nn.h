@@ -40,7 +40,7 @@ size_t wf_nn_params_count(const wf_nn_params *params);
  * the list released); NULL + WF_ERR_INVALID_ARGUMENT when out of range. */
 const char *wf_nn_params_name(const wf_nn_params *params, size_t i);
 wf_array *wf_nn_params_get(const wf_nn_params *params, size_t i);
-/* The index of `name`, or -1. */
+/* The index of `name`, or -1 (constant time: the list indexes its names). */
 long wf_nn_params_find(const wf_nn_params *params, const char *name);
 /* Replaces entry i's array (retains the new one, releases the old one); the
  * shape and dtype must match (WF_ERR_SHAPE / WF_ERR_DTYPE otherwise). */
