@@ -603,6 +603,25 @@ static uint8_t *deflate_all(const uint8_t *src, size_t n, size_t *out_len)
     return out;
 }
 
+/* Whether a's .npy image (header and data) would be 4 GiB or more, more
+ * than a zip entry without zip64 holds; told from the metadata, so that
+ * such an array is refused before a copy of it is made. */
+static bool npy_image_too_large_for_zip(const wf_array *a)
+{
+    char descr[8], header[1024];
+    if (!a || !npy_descr(wf_array_dtype(a), descr))
+        return false; /* npy_image reports it */
+    const uint64_t room = 0xffffffffu - npy_header_text(a, header, sizeof header);
+    const uint64_t item = wf_dtype_size(wf_array_dtype(a));
+    return (uint64_t)wf_array_size(a) > (room - 1) / item;
+}
+
+static wf_status zip64_refused(const char *op)
+{
+    return wf_set_error(WF_ERR_UNSUPPORTED,
+                        "%s: arrays of 4 GiB or more (zip64) are not written", op);
+}
+
 wf_status wf_nn_save_npz(const wf_nn_params *params, const char *path, bool compressed)
 {
     const char *op = "wf_nn_save_npz";
@@ -615,6 +634,10 @@ wf_status wf_nn_save_npz(const wf_nn_params *params, const char *path, bool comp
         return wf_set_error(WF_ERR_UNSUPPORTED, "%s: more than 65534 arrays", op);
     for (size_t i = 0; i < n && st == WF_OK; i++) {
         size_t size = 0, csize = 0;
+        if (npy_image_too_large_for_zip(wf_nn_params_get(params, i)) || file.len >= 0xffffffffu) {
+            st = zip64_refused(op);
+            break;
+        }
         uint8_t *img = npy_image(op, wf_nn_params_get(params, i), &size);
         if (!img) {
             st = wf_last_error();
@@ -625,10 +648,8 @@ wf_status wf_nn_save_npz(const wf_nn_params *params, const char *path, bool comp
             csize = size;
         char name[272];
         const int nl = snprintf(name, sizeof name, "%s.npy", wf_nn_params_name(params, i));
-        if (size >= 0xffffffffu || csize >= 0xffffffffu || file.len >= 0xffffffffu) {
-            st = wf_set_error(WF_ERR_UNSUPPORTED, "%s: arrays of 4 GiB or more (zip64) are not "
-                                                  "written",
-                              op);
+        if (csize >= 0xffffffffu) { /* deflate made it larger */
+            st = zip64_refused(op);
         } else if (!packed) {
             st = wf_set_error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
         } else {
@@ -668,7 +689,9 @@ wf_status wf_nn_save_npz(const wf_nn_params *params, const char *path, bool comp
     if (st == WF_OK) {
         const size_t dir_off = file.len;
         uint8_t *d = reserve(&file, dir.len), *end = reserve(&file, 22);
-        if (d && end && dir_off < 0xffffffffu) {
+        if (dir_off >= 0xffffffffu) {
+            st = zip64_refused(op); /* the directory's offset needs zip64 */
+        } else if (d && end) {
             if (dir.len)
                 memcpy(d, dir.data, dir.len);
             memset(end, 0, 22);

@@ -416,6 +416,39 @@ static void test_save_npz_too_many_arrays(void)
     CHECK_EQ_INT(settle_live_arrays(live), live);
 }
 
+/* An array whose .npy image would be 4 GiB or more (a zip entry without
+ * zip64): refused from its metadata, before any copy (the 4 GiB broadcast
+ * view here is never materialized); a smaller one beside it is not the
+ * cause, and nothing is left allocated. */
+static void test_save_npz_zip64_refused(void)
+{
+    const int64_t live = live_arrays();
+    char path[] = "/tmp/weft-err-npz64-XXXXXX";
+    const int fd = mkstemp(path);
+    if (!CHECK(fd >= 0))
+        return;
+    close(fd);
+    wf_array *one = wf_scalar(1.0, WF_DTYPE_U8), *small = ramp(3);
+    const int64_t huge[1] = {(int64_t)1 << 32};
+    wf_array *big = wf_broadcast_to(one, huge, 1);
+    wf_nn_params *p = wf_nn_params_new();
+    CHECK_OK(wf_nn_params_add(p, "small", small));
+    CHECK_OK(wf_nn_params_add(p, "big", big));
+    wf_memory_stats stats = wf_memory_stats_default();
+    wf_reset_peak_memory();
+    CHECK_OK(wf_memory_stats_get(&stats));
+    const size_t before = stats.peak_bytes;
+    for (int compressed = 0; compressed < 2; compressed++)
+        CHECK_ERROR(wf_nn_save_npz(p, path, compressed), WF_ERR_UNSUPPORTED,
+                    "arrays of 4 GiB or more (zip64) are not written");
+    CHECK_OK(wf_memory_stats_get(&stats));
+    CHECK(stats.peak_bytes <= before + 4096); /* the view was never evaluated */
+    unlink(path);
+    wf_nn_params_release(p);
+    wf_release(one), wf_release(small), wf_release(big);
+    CHECK_EQ_INT(settle_live_arrays(live), live);
+}
+
 /* wf_nn_params_set refuses a released value as released, and a value of
  * another dtype or shape; the entry keeps its array and nothing leaks. */
 static void test_params_set_refusals(void)
@@ -1136,6 +1169,7 @@ int main(void)
     RUN_TEST(test_save_npz_out_of_memory);
     RUN_TEST(test_save_npz_directory_out_of_memory);
     RUN_TEST(test_save_npz_too_many_arrays);
+    RUN_TEST(test_save_npz_zip64_refused);
     RUN_TEST(test_file_loaders_out_of_memory);
     RUN_TEST(test_file_writers_out_of_memory);
     RUN_TEST(test_gather_qmm_bad_arguments);
