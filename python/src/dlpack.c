@@ -296,6 +296,10 @@ static wf_array *copy_tensor(const dl_tensor *t, wf_dtype dtype)
                      WF_MAX_NDIM);
         return NULL;
     }
+    if (t->ndim > 0 && t->shape == NULL) {
+        PyErr_SetString(PyExc_ValueError, "from_dlpack: the tensor has no shape");
+        return NULL;
+    }
     const Py_ssize_t itemsize = complex128 ? 16 : (Py_ssize_t)wf_dtype_size(source);
     Py_ssize_t shape[WF_MAX_NDIM], strides[WF_MAX_NDIM];
     int64_t count = 1; /* below 2^59: count * 16 bytes fits */
@@ -310,6 +314,10 @@ static wf_array *copy_tensor(const dl_tensor *t, wf_dtype dtype)
         strides[d] = t->strides ? (Py_ssize_t)t->strides[d] * itemsize : count * itemsize;
         row_major = row_major && (t->shape[d] == 1 || strides[d] == count * itemsize);
         count *= shape[d];
+    }
+    if (count > 0 && t->data == NULL) {
+        PyErr_SetString(PyExc_ValueError, "from_dlpack: the tensor has no data");
+        return NULL;
     }
     const char *data = (const char *)t->data + t->byte_offset;
     return weftpy_array_from_host(data, shape, row_major || count == 0 ? NULL : strides, t->ndim,

@@ -170,18 +170,18 @@ class HandMade:
     any field overridden; no deleter (the capsule owns nothing)."""
 
     def __init__(self, data, shape, strides=None, code=2, bits=32, lanes=1, device=1,
-                 major=1, byte_offset=0):
+                 major=1, byte_offset=0, no_shape=False, no_data=False):
         self.data = data
         self.shape = (ctypes.c_int64 * max(1, len(shape)))(*shape)
         self.strides = (ctypes.c_int64 * max(1, len(shape)))(*strides) if strides else None
         self.managed = DLManagedTensorVersioned()
         self.managed.major, self.managed.minor = major, 0
         t = self.managed.tensor
-        t.data = data.ctypes.data
+        t.data = None if no_data else data.ctypes.data
         t.device = DLDevice(device, 0)
         t.ndim = len(shape)
         t.dtype = DLDataType(code, bits, lanes)
-        t.shape = self.shape
+        t.shape = None if no_shape else self.shape
         t.strides = self.strides
         t.byte_offset = byte_offset
 
@@ -211,6 +211,8 @@ def test_hand_made_layouts():
         ({"shape": (-1, 3)}, "shape is invalid"),
         ({"shape": (1 << 40, 1 << 40)}, "shape is invalid"),
         ({"shape": (1,) * 33}, "dimensions"),
+        ({"no_shape": True}, "no shape"),  # a broken producer: no crash
+        ({"no_data": True}, "no data"),
     ],
 )
 def test_hand_made_refusals(fields, message):
