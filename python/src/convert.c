@@ -621,6 +621,21 @@ static void copy_strided(const char *src, const Py_ssize_t *shape, const Py_ssiz
     }
 }
 
+/* `out` (of dtype `from`; stolen) cast to `dtype` unless that is
+ * WF_DTYPE_COUNT or `from`; NULL (out NULL or the cast failing) raises the
+ * last weft error. */
+static wf_array *cast_or_raise(wf_array *out, wf_dtype from, wf_dtype dtype)
+{
+    if (out != NULL && dtype != WF_DTYPE_COUNT && dtype != from) {
+        wf_array *cast = wf_astype(out, dtype);
+        wf_release(out);
+        out = cast;
+    }
+    if (out == NULL)
+        weftpy_raise_weft_error();
+    return out;
+}
+
 wf_array *weftpy_array_from_host(const char *data, const Py_ssize_t *shape,
                                  const Py_ssize_t *strides, int ndim, Py_ssize_t itemsize,
                                  wf_dtype source, bool complex128, wf_dtype dtype)
@@ -663,14 +678,7 @@ wf_array *weftpy_array_from_host(const char *data, const Py_ssize_t *shape,
     /* MLX's rule: float64 data without an explicit dtype becomes float32. */
     if (dtype == WF_DTYPE_COUNT && source == WF_DTYPE_F64)
         dtype = WF_DTYPE_F32;
-    if (out != NULL && dtype != WF_DTYPE_COUNT && dtype != source) {
-        wf_array *cast = wf_astype(out, dtype);
-        wf_release(out);
-        out = cast;
-    }
-    if (out == NULL)
-        weftpy_raise_weft_error();
-    return out;
+    return cast_or_raise(out, source, dtype);
 }
 
 /* Whether obj is a NumPy array of ml_dtypes' bfloat16 (what JAX hands to
@@ -702,14 +710,7 @@ static wf_array *array_from_bfloat16_bits(PyObject *obj, wf_dtype dtype)
         return NULL;
     wf_array *out = wf_view(codes, WF_DTYPE_BF16);
     wf_release(codes);
-    if (out != NULL && dtype != WF_DTYPE_COUNT && dtype != WF_DTYPE_BF16) {
-        wf_array *cast = wf_astype(out, dtype);
-        wf_release(out);
-        out = cast;
-    }
-    if (out == NULL)
-        weftpy_raise_weft_error();
-    return out;
+    return cast_or_raise(out, WF_DTYPE_BF16, dtype);
 }
 
 static wf_array *array_from_buffer(PyObject *obj, wf_dtype dtype)
