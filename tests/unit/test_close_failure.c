@@ -96,39 +96,26 @@ static bool check_export(const char *path)
     return ok;
 }
 
-static wf_nn_params *two_arrays(void)
+enum { NPZ, SAFETENSORS, GGUF };
+
+/* Writes arrays a (0 .. 4) and b (0 .. 6) to `path` in `format`. */
+static wf_status write_two_arrays(const char *path, int format)
 {
     wf_nn_params *p = wf_nn_params_new();
     wf_array *a = ramp(5), *b = ramp(7);
     CHECK_OK(wf_nn_params_add(p, "a", a));
     CHECK_OK(wf_nn_params_add(p, "b", b));
+    const wf_status st = format == NPZ           ? wf_nn_save_npz(p, path, true)
+                         : format == SAFETENSORS ? wf_nn_save_safetensors(p, path)
+                                                 : wf_nn_save_gguf(p, NULL, path);
+    wf_nn_params_release(p);
     wf_release(a), wf_release(b);
-    return p;
-}
-
-static wf_status write_npz(const char *path)
-{
-    wf_nn_params *p = two_arrays();
-    const wf_status st = wf_nn_save_npz(p, path, true);
-    wf_nn_params_release(p);
     return st;
 }
 
-static wf_status write_safetensors(const char *path)
-{
-    wf_nn_params *p = two_arrays();
-    const wf_status st = wf_nn_save_safetensors(p, path);
-    wf_nn_params_release(p);
-    return st;
-}
-
-static wf_status write_gguf(const char *path)
-{
-    wf_nn_params *p = two_arrays();
-    const wf_status st = wf_nn_save_gguf(p, NULL, path);
-    wf_nn_params_release(p);
-    return st;
-}
+static wf_status write_npz(const char *path) { return write_two_arrays(path, NPZ); }
+static wf_status write_safetensors(const char *path) { return write_two_arrays(path, SAFETENSORS); }
+static wf_status write_gguf(const char *path) { return write_two_arrays(path, GGUF); }
 
 static wf_status write_npy(const char *path)
 {
