@@ -32,6 +32,21 @@ KEYWORDS = ["axis", "axes", "stream", "dtype", "shape", "k", "keepdims", "n", "s
             "stride", "padding", "groups", "key"]
 
 
+class DLPackOnly:
+    """A tensor seen only through DLPack (as PyTorch's and JAX's arrive)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+
+class BrokenDLPack:
+    def __dlpack__(self, **kwargs):
+        return 7  # not a capsule
+
+
 def values():
     return [None, 0, 1, -1, 2**31, 2**63, -2**63, 1e308, float("nan"), float("inf"), -0.0, True,
             "abc", b"x", (), [], [1, 2], [[1], [2, 3]], (0,), (-1,), (2**40,), {},
@@ -39,7 +54,8 @@ def values():
             mx.zeros((0, 3)), mx.array([1 + 2j]), mx.array([True]),
             mx.array(np.arange(24, dtype=np.float32).reshape(2, 3, 4)), mx.float16, mx.uint64,
             mx.int8, mx.complex64, np.float32(1), np.zeros((2, 2)), slice(1, 2), object(),
-            lambda x: x]
+            lambda x: x, DLPackOnly(np.arange(6, dtype=np.int16).reshape(2, 3)),
+            DLPackOnly(mx.array([1.5, -2.0], mx.bfloat16)), BrokenDLPack()]
 
 
 def functions():
