@@ -310,6 +310,11 @@ static wf_array *copy_tensor(const dl_tensor *t, wf_dtype dtype)
             PyErr_SetString(PyExc_ValueError, "from_dlpack: the tensor's shape is invalid");
             return NULL;
         }
+        const int64_t stride_limit = (int64_t)1 << 58; /* times 16 bytes, no overflow */
+        if (t->strides && (t->strides[d] > stride_limit || t->strides[d] < -stride_limit)) {
+            PyErr_SetString(PyExc_ValueError, "from_dlpack: the tensor's strides are invalid");
+            return NULL;
+        }
         /* row-major strides, in bytes, where the producer gave none */
         strides[d] = t->strides ? (Py_ssize_t)t->strides[d] * itemsize : count * itemsize;
         row_major = row_major && (t->shape[d] == 1 || strides[d] == count * itemsize);

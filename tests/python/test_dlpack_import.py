@@ -211,6 +211,7 @@ def test_hand_made_layouts():
         ({"shape": (-1, 3)}, "shape is invalid"),
         ({"shape": (1 << 40, 1 << 40)}, "shape is invalid"),
         ({"shape": (1,) * 33}, "dimensions"),
+        ({"strides": (1 << 62, 1)}, "strides are invalid"),
         ({"no_shape": True}, "no shape"),  # a broken producer: no crash
         ({"no_data": True}, "no data"),
     ],
