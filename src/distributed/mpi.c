@@ -24,7 +24,8 @@
 
 typedef void *mpi_handle; /* MPI_Comm, MPI_Datatype, MPI_Errhandler, MPI_Request */
 
-enum { MPI_OK = 0, THREAD_MULTIPLE = 3, MAX_ERROR_STRING = 256 };
+/* MPI_ERR_OTHER is Open MPI's code 16. */
+enum { MPI_OK = 0, MPI_ERR_OTHER = 16, THREAD_MULTIPLE = 3, MAX_ERROR_STRING = 256 };
 
 static struct {
     int (*Initialized)(int *);
@@ -173,7 +174,11 @@ static int comm_size(void *comm)
 static wf_status comm_split(void *comm, int color, int key, void **out)
 {
     mpi_handle split = NULL;
-    int code = mpi.Comm_split(comm, color, key, &split);
+    /* A new communicator can fail to be made (Open MPI out of context ids, a
+     * dead peer), so the split counts as a fallible operation (util/fault.h):
+     * an injected failure returns before MPI is called, and since every rank
+     * runs the same operations, every rank fails the same split. */
+    int code = wf__fault_hit() ? MPI_ERR_OTHER : mpi.Comm_split(comm, color, key, &split);
     if (code != MPI_OK)
         return mpi_failed("MPI_Comm_split", code);
     mpi.Comm_set_errhandler(split, mpi.errors_return);

@@ -8,7 +8,8 @@
  * (wf__fault_arm): the Nth fallible operation from then on fails as the
  * system would (NULL, ENOMEM, EAGAIN, MAP_FAILED), once, and the countdown
  * disarms itself. Kernels count as fallible operations too (run_kernel in
- * runtime/eval.c asks wf__fault_hit), so their failure paths are reached.
+ * runtime/eval.c asks wf__fault_hit), and so does MPI_Comm_split
+ * (distributed/mpi.c), so their failure paths are reached.
  *
  * Off, it costs one relaxed atomic load and a predicted branch per call in
  * every build. Internal (tests include src/); buffer requests and node-pool

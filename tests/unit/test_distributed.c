@@ -27,6 +27,7 @@
 #include "distributed/group.h"
 #include "harness.h"
 #include "settle.h"
+#include "util/fault.h"
 #include "weft.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -445,6 +446,42 @@ static void test_threads_on_split_groups(void)
         wf_scope_end();
         wf_group_release(half);
     }
+}
+
+/* A split that fails, at each of its fallible operations in turn: MPI's
+ * split itself (util/fault.h makes it fail before MPI is called), then the
+ * group, its stream and the stream's thread (the new communicator is freed,
+ * collectively). Every rank runs the same operations, so every rank fails
+ * the same one; the world stays usable and nothing is left behind. */
+static void test_split_failures(void)
+{
+    static const char *const why[4] = {"distributed: MPI_Comm_split failed: MPI_ERR_OTHER",
+                                       "distributed: out of memory making a group",
+                                       "wf_stream_new: out of memory",
+                                       "wf_stream_new: cannot start a worker thread"};
+    const int64_t groups = wf__groups_live();
+    for (int nth = 1; nth <= 4; nth++) {
+        wf_set_error(WF_ERR_SHAPE, "an earlier, unrelated error");
+        wf__fault_arm(nth);
+        wf_group *split = wf_group_split(world, rank_ % 2, -1);
+        CHECK(wf__fault_fired());
+        wf__fault_arm(0);
+        if (!CHECK(split == NULL)) {
+            wf_group_release(split);
+            continue;
+        }
+        CHECK_STATUS(wf_last_error(), nth == 1 ? WF_ERR_DISTRIBUTED : WF_ERR_OUT_OF_MEMORY);
+        if (!CHECK_STR_CONTAINS(wf_last_error_message(), why[nth - 1]))
+            printf("    fault %d on rank %d: %s\n", nth, rank_, wf_last_error_message());
+        wf_clear_error();
+    }
+    CHECK_EQ_INT(wf__groups_live(), groups);
+    wf_group *half = wf_group_split(world, rank_ % 2, -1);
+    if (CHECK_NOT_NULL(half)) {
+        CHECK_EQ_INT(wf_group_size(half), (size_ + 1 - rank_ % 2) / 2);
+        wf_group_release(half);
+    }
+    check_reduce(0, WF_DTYPE_F32, (const int64_t[1]){1000}, 1);
 }
 
 /* ---- compile and transforms */
@@ -985,6 +1022,7 @@ static int run_worker(const char *scenario)
         RUN_TEST(test_send_recv);
         RUN_TEST(test_threads_on_one_group);
         RUN_TEST(test_threads_on_split_groups);
+        RUN_TEST(test_split_failures);
         RUN_TEST(test_grad_and_compile);
         RUN_TEST(test_vmap_and_jvp);
         RUN_TEST(test_transforms_of_every_collective);
