@@ -612,7 +612,7 @@ typedef struct by_position {
     int64_t ws_row;
     int64_t positions; /* output positions per batch entry */
     int64_t bblock, bblocks, nblock, nblocks;
-    int64_t parts, part_pairs; /* K runs of part_pairs pairs (whole chunks) */
+    int64_t parts, chunks; /* K cut into `parts` runs of whole chunks, as even as can be */
     char *partial[CONV_MAX_PARTS]; /* C for each part; partial[0] is C itself */
 } by_position;
 
@@ -647,9 +647,33 @@ static void gather_strided(char *dst, int64_t dstep, const char *src, int64_t n,
 #undef GATHER_AS
 }
 
+/* dst[b * n + i] = src[i][b] for b < nb, i < n: n rows of nb contiguous
+ * elements interleaved, dst written in order (a row at a time, stores n
+ * apart, was half of a weight gradient's time; unrolled for n = 9 it was
+ * slower). */
+static void interleave_rows(char *dst, const char *const *src, int64_t n, int64_t nb, size_t es)
+{
+#define INTERLEAVE_AS(T)                                                                       \
+    do {                                                                                       \
+        T *restrict d_ = (T *)(void *)dst;                                                     \
+        for (int64_t b = 0; b < nb; b++)                                                       \
+            for (int64_t i = 0; i < n; i++)                                                    \
+                *d_++ = ((const T *)(const void *)src[i])[b];                                  \
+    } while (0)
+    if (es == 4)
+        INTERLEAVE_AS(uint32_t);
+    else if (es == 8)
+        INTERLEAVE_AS(uint64_t);
+    else
+        INTERLEAVE_AS(uint16_t);
+#undef INTERLEAVE_AS
+}
+
 /* A's rows of batch entries [b0, b0 + nb) (row (b - b0) * positions + o)
  * for the pairs [k0, k0 + kc) of group g, into a stored transposed
- * (a[k * rows + row]: each pair's x values lie close together). */
+ * (a[k * rows + row]: each pair's x values lie close together). x's batch
+ * axis is contiguous (use_by_position), so a pair's values at one position
+ * are nb contiguous elements, or zeros outside x. */
 static void gather_pair_rows(const by_position *bp, int64_t g, int64_t b0, int64_t nb,
                              int64_t k0, int64_t kc, char *a)
 {
@@ -657,7 +681,8 @@ static void gather_pair_rows(const by_position *bp, int64_t g, int64_t b0, int64
     const wf_conv_params *p = pl->p;
     const size_t es = pl->es;
     const int64_t P = bp->positions, rows = nb * P;
-    static const uint64_t zeros[1] = {0};
+    static const uint64_t zeros[CONV_PROWS] = {0}; /* nb <= CONV_PROWS */
+    const char *src[CONV_PPOSITIONS];
     int64_t t[WF_CONV_MAX_SPATIAL];
     kernel_index(pl, k0 % pl->kpos, t);
     int64_t ci = k0 / pl->kpos;
@@ -678,12 +703,13 @@ static void gather_pair_rows(const by_position *bp, int64_t g, int64_t b0, int64
                 inside = pos >= 0 && pos < pl->in_sp[d];
                 off += pos * pl->xstrides[d + 1];
             }
-            char *dst = a + (size_t)(k * rows + op) * es;
-            if (inside)
-                gather_strided(dst, P, pl->x + off * (int64_t)es, nb, pl->xstrides[0], es);
-            else
-                gather_strided(dst, P, (const char *)zeros, nb, 0, es);
+            src[op] = inside ? pl->x + off * (int64_t)es : (const char *)zeros;
         }
+        char *dst = a + (size_t)(k * rows) * es;
+        if (P == 1)
+            memcpy(dst, src[0], (size_t)nb * es);
+        else
+            interleave_rows(dst, src, P, nb, es);
         kernel_next(pl, t);
         bool wrapped = true; /* past the last kernel position: the next channel */
         for (int d = 0; d < pl->spatial; d++)
@@ -705,6 +731,13 @@ static int64_t pair_row_offset(const by_position *bp, int64_t g, int64_t j0, int
     return off;
 }
 
+/* The first pair of part `part` (of parts + 1: the end): its first chunk
+ * of the chunks dealt out evenly, the earlier parts taking fewer. */
+static int64_t part_first_pair(const by_position *bp, int64_t part)
+{
+    return part * bp->chunks / bp->parts * CONV_PCHUNK;
+}
+
 /* Part `part`'s C rows of batch entries [b0, b0 + nb), columns [j0, j1)
  * of group g. */
 static wf_status by_position_block(const by_position *bp, int64_t part, int64_t g, int64_t b0,
@@ -714,8 +747,8 @@ static wf_status by_position_block(const by_position *bp, int64_t part, int64_t 
     const conv_plan *pl = bp->pl;
     const size_t es = pl->es, cs = wf_dtype_size(pl->cdt);
     const int64_t rows = nb * bp->positions, cols = j1 - j0;
-    const int64_t kfirst = part * bp->part_pairs;
-    const int64_t kdim = min64(pl->kdim, kfirst + bp->part_pairs);
+    const int64_t kfirst = part_first_pair(bp, part);
+    const int64_t kdim = min64(pl->kdim, part_first_pair(bp, part + 1));
     char *c = bp->partial[part] +
               (size_t)(b0 * bp->positions * pl->cout + g * pl->cout_g + j0) * cs;
     for (int64_t k0 = kfirst; k0 < kdim; k0 += CONV_PCHUNK) {
@@ -825,12 +858,10 @@ static void by_position_split(conv_plan *pl, by_position *bp)
      * units of whole column strips of at most 512 and all rows (one packed
      * B chunk serves them all) on one thread; else split, rows first (in
      * whole batch entries, 96 rows at least), until 4 units a thread. */
-    const int64_t chunks = ceil_div(pl->kdim, CONV_PCHUNK);
+    bp->chunks = ceil_div(pl->kdim, CONV_PCHUNK);
     const int64_t c_bytes = pl->rows * pl->cout * (int64_t)wf_dtype_size(pl->cdt);
-    bp->parts = min64(CONV_MAX_PARTS, chunks / CONV_PART_CHUNKS);
+    bp->parts = min64(CONV_MAX_PARTS, bp->chunks / CONV_PART_CHUNKS);
     bp->parts = max64(1, min64(bp->parts, 1 + CONV_PARTS_BYTES / max64(c_bytes, 1)));
-    bp->part_pairs = ceil_div(chunks, bp->parts) * CONV_PCHUNK;
-    bp->parts = ceil_div(pl->kdim, bp->part_pairs); /* none empty */
     const int64_t threads = wf__pool_size(), target = threads > 1 ? 4 * threads : 1;
     bp->nblock = min64(pl->cout_g, 512);
     bp->bblock = max64(1, min64(pl->batch, CONV_PROWS / bp->positions));
@@ -839,6 +870,16 @@ static void by_position_split(conv_plan *pl, by_position *bp)
         bp->bblock = max64(min_b, ceil_div(bp->bblock, 2));
     while (bp->nblock > 64 && by_position_units_count(pl, bp) < threads)
         bp->nblock = ceil_div(bp->nblock / 2, 16) * 16;
+    /* Blocks of rows as even as can be, and a unit count that the threads
+     * share evenly where one more block of rows makes it so (the units of
+     * a part being alike, one thread would otherwise run the last alone). */
+    bp->bblocks = ceil_div(pl->batch, bp->bblock);
+    const int64_t other = bp->parts * pl->groups * ceil_div(pl->cout_g, bp->nblock);
+    if (threads > 1 && other * bp->bblocks % threads != 0 &&
+        ceil_div(pl->batch, bp->bblocks + 1) >= min_b &&
+        other * (bp->bblocks + 1) % threads == 0)
+        bp->bblocks++;
+    bp->bblock = ceil_div(pl->batch, bp->bblocks);
     bp->bblocks = ceil_div(pl->batch, bp->bblock);
     bp->nblocks = ceil_div(pl->cout_g, bp->nblock);
 }
