@@ -341,16 +341,19 @@ static void gemm_units(void *ctx, int64_t begin, int64_t end)
         wf__buffer_release(at.buf);
 }
 
-/* Rows per unit: the patch buffer within CONV_PATCH_BYTES, a multiple of
- * 16, and enough units to keep the pool busy. */
+/* Rows per unit: the patch buffer within CONV_PATCH_BYTES, enough units to
+ * keep the pool busy, then the rows dealt out evenly over that many units
+ * (blocks of a multiple of 16 rows left a short last one: 8 x 14 x 14
+ * rows ran as 7 blocks of 208 and one of 112, the threads' last units
+ * unequal). */
 static int64_t rows_per_block(const conv_plan *pl)
 {
     const int64_t by_cache = CONV_PATCH_BYTES / max64(1, pl->kchunk * (int64_t)pl->es);
     int64_t mb = min64(256, max64(16, by_cache / 16 * 16));
     const int64_t units = 4 * (int64_t)wf__pool_size();
     const int64_t by_split = ceil_div(pl->rows * pl->groups, units);
-    mb = min64(mb, max64(16, ceil_div(by_split, 16) * 16));
-    return min64(mb, pl->rows);
+    mb = min64(pl->rows, min64(mb, max64(16, ceil_div(by_split, 16) * 16)));
+    return ceil_div(pl->rows, ceil_div(pl->rows, mb));
 }
 
 /* Rows per unit of the 1x1 case (nothing to gather): the GEMM's own
