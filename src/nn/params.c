@@ -7,6 +7,7 @@
 
 #include "core/array.h"
 #include "util/fault.h"
+#include "util/hash.h"
 #include "weft.h"
 #include "weft_nn.h"
 
@@ -51,15 +52,9 @@ void wf_nn_params_release(wf_nn_params *p)
     free(p);
 }
 
-/* FNV-1a: the names are short, and an attacker choosing a file's names
- * can at worst make its own load slow, never wrong. */
-static size_t name_hash(const char *name)
-{
-    uint64_t h = 14695981039346656037u;
-    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-        h = (h ^ *c) * 1099511628211u;
-    return (size_t)h;
-}
+/* Keyed (util/hash.h): a file's author cannot make its names share a
+ * chain of the index and its load quadratic. */
+static size_t name_hash(const char *name) { return (size_t)wf__hash_bytes(name, strlen(name)); }
 
 /* The slot of `name`: the one holding it, or the empty one where it goes. */
 static size_t slot_of(const wf_nn_params *p, const char *name)

@@ -15,6 +15,7 @@
 #include "weft.h"
 #include "weft_nn.h"
 #include "util/fault.h"
+#include "util/hash.h"
 
 enum {
     MAX_VOCAB_BYTES = 64 << 20, /* a vocab.txt larger than this is refused */
@@ -39,18 +40,10 @@ struct wf_nn_wordpiece {
 
 /* ------------------------------------------------------------ vocab */
 
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
 static int32_t vocab_find(const wf_nn_wordpiece *t, const char *s, size_t n)
 {
     size_t mask = t->capacity - 1;
-    for (size_t i = (size_t)hash_bytes(s, n) & mask;; i = (i + 1) & mask) {
+    for (size_t i = (size_t)wf__hash_bytes(s, n) & mask;; i = (i + 1) & mask) {
         const struct vocab_entry *e = &t->entries[i];
         if (e->id < 0)
             return -1;
@@ -64,7 +57,7 @@ static int32_t vocab_find(const wf_nn_wordpiece *t, const char *s, size_t n)
 static void vocab_insert(wf_nn_wordpiece *t, uint32_t offset, uint32_t n, int32_t id)
 {
     size_t mask = t->capacity - 1;
-    for (size_t i = (size_t)hash_bytes(t->pool + offset, n) & mask;; i = (i + 1) & mask) {
+    for (size_t i = (size_t)wf__hash_bytes(t->pool + offset, n) & mask;; i = (i + 1) & mask) {
         struct vocab_entry *e = &t->entries[i];
         if (e->id < 0) {
             *e = (struct vocab_entry){offset, n, id};
