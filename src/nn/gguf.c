@@ -21,6 +21,7 @@
 #include "weft.h"
 #include "weft_nn.h"
 #include "util/fault.h"
+#include "util/name_index.h"
 
 /* Names longer than weft_nn's limit (255 bytes) could not be stored anyway. */
 enum { GGUF_DEFAULT_ALIGNMENT = 32, GGUF_MAX_NAME = 255 };
@@ -90,9 +91,12 @@ typedef struct meta_entry {
     size_t nstrings;
 } meta_entry;
 
+/* entries in file order; `index` finds a key in constant time, so that a
+ * file's millions of entries cannot make its duplicate checks quadratic. */
 struct wf_nn_gguf_meta {
     meta_entry *entries;
     size_t count, cap;
+    wf_name_index index;
 };
 
 wf_nn_gguf_meta *wf_nn_gguf_meta_new(void)
@@ -119,6 +123,7 @@ void wf_nn_gguf_meta_release(wf_nn_gguf_meta *meta)
     for (size_t i = 0; i < meta->count; i++)
         entry_free(&meta->entries[i]);
     free(meta->entries);
+    wf__name_index_free(&meta->index);
     free(meta);
 }
 
@@ -149,6 +154,11 @@ size_t wf_nn_gguf_meta_strings(const wf_nn_gguf_meta *meta, size_t i, const char
     return meta->entries[i].nstrings;
 }
 
+static const char *key_of(const void *owner, size_t i)
+{
+    return ((const wf_nn_gguf_meta *)owner)->entries[i].key;
+}
+
 /* Appends a zeroed entry for `key` (copied); NULL + error. */
 static meta_entry *meta_append(wf_nn_gguf_meta *meta, const char *op, const char *key)
 {
@@ -156,11 +166,10 @@ static meta_entry *meta_append(wf_nn_gguf_meta *meta, const char *op, const char
         wf_set_error(WF_ERR_NULL_ARGUMENT, "%s: metadata or key is NULL", op);
         return NULL;
     }
-    for (size_t i = 0; i < meta->count; i++)
-        if (strcmp(meta->entries[i].key, key) == 0) {
-            wf_set_error(WF_ERR_INVALID_ARGUMENT, "%s: duplicate key '%s'", op, key);
-            return NULL;
-        }
+    if (wf__name_index_find(&meta->index, key, key_of, meta) >= 0) {
+        wf_set_error(WF_ERR_INVALID_ARGUMENT, "%s: duplicate key '%s'", op, key);
+        return NULL;
+    }
     if (meta->count == meta->cap) {
         const size_t cap = meta->cap ? meta->cap * 2 : 16;
         meta_entry *e = wf__realloc(meta->entries, cap * sizeof *e);
@@ -171,13 +180,16 @@ static meta_entry *meta_append(wf_nn_gguf_meta *meta, const char *op, const char
         meta->entries = e;
         meta->cap = cap;
     }
-    meta_entry *e = &meta->entries[meta->count];
-    memset(e, 0, sizeof *e);
-    if (!(e->key = wf__strdup(key))) {
+    char *copy = wf__strdup(key);
+    if (!copy || !wf__name_index_reserve(&meta->index, meta->count, key_of, meta)) {
+        free(copy);
         wf_set_error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
         return NULL;
     }
-    meta->count++;
+    meta_entry *e = &meta->entries[meta->count];
+    memset(e, 0, sizeof *e);
+    e->key = copy;
+    wf__name_index_insert(&meta->index, meta->count++, key_of, meta);
     return e;
 }
 
@@ -207,19 +219,23 @@ wf_status wf_nn_gguf_meta_add_strings(wf_nn_gguf_meta *meta, const char *key,
     for (size_t j = 0; j < count; j++)
         if (!strings[j])
             return wf_set_error(WF_ERR_NULL_ARGUMENT, "%s: string %zu is NULL", op, j);
-    meta_entry *e = meta_append(meta, op, key);
-    if (!e)
-        return wf_last_error();
-    e->kind = as_list ? WF_GGUF_STRINGS : WF_GGUF_STRING;
-    e->strings = wf__calloc(count ? count : 1, sizeof *e->strings);
-    for (size_t j = 0; e->strings && j < count; j++, e->nstrings++)
-        if (!(e->strings[j] = wf__strdup(strings[j])))
+    /* The copies first: an entry, once indexed, stays. */
+    meta_entry copies = {.kind = as_list ? WF_GGUF_STRINGS : WF_GGUF_STRING};
+    copies.strings = wf__calloc(count ? count : 1, sizeof *copies.strings);
+    for (size_t j = 0; copies.strings && j < count; j++, copies.nstrings++)
+        if (!(copies.strings[j] = wf__strdup(strings[j])))
             break;
-    if (!e->strings || e->nstrings != count) {
-        entry_free(e);
-        meta->count--;
+    if (!copies.strings || copies.nstrings != count) {
+        entry_free(&copies);
         return wf_set_error(WF_ERR_OUT_OF_MEMORY, "%s: out of memory", op);
     }
+    meta_entry *e = meta_append(meta, op, key);
+    if (!e) {
+        entry_free(&copies);
+        return wf_last_error();
+    }
+    copies.key = e->key;
+    *e = copies;
     return WF_OK;
 }
 

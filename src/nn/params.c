@@ -7,22 +7,20 @@
 
 #include "core/array.h"
 #include "util/fault.h"
-#include "util/hash.h"
+#include "util/name_index.h"
 #include "weft.h"
 #include "weft_nn.h"
 
 enum { NAME_MAX_BYTES = 255 };
 
-/* names[i] and arrays[i] in insertion order; `slots` indexes the names
- * (open addressing, linear probing: index + 1, 0 for empty; at most half
- * full), so that find and add's duplicate check take constant time: a
- * model's list of many thousand arrays was quadratic to build. */
+/* names[i] and arrays[i] in insertion order; `index` finds a name in
+ * constant time (util/name_index.h): a model's list of many thousand
+ * arrays was quadratic to build. */
 struct wf_nn_params {
     char **names;
     wf_array **arrays;
     size_t count, capacity;
-    size_t *slots;
-    size_t slot_count; /* a power of two, or 0 before the first add */
+    wf_name_index index;
 };
 
 wf_nn_params *wf_nn_params_new(void)
@@ -48,48 +46,18 @@ void wf_nn_params_release(wf_nn_params *p)
     }
     free(p->names);
     free(p->arrays);
-    free(p->slots);
+    wf__name_index_free(&p->index);
     free(p);
 }
 
-/* Keyed (util/hash.h): a file's author cannot make its names share a
- * chain of the index and its load quadratic. */
-static size_t name_hash(const char *name) { return (size_t)wf__hash_bytes(name, strlen(name)); }
-
-/* The slot of `name`: the one holding it, or the empty one where it goes. */
-static size_t slot_of(const wf_nn_params *p, const char *name)
+static const char *name_of(const void *owner, size_t i)
 {
-    const size_t mask = p->slot_count - 1;
-    size_t s = name_hash(name) & mask;
-    while (p->slots[s] && strcmp(p->names[p->slots[s] - 1], name) != 0)
-        s = (s + 1) & mask;
-    return s;
-}
-
-/* Room in the index for one more name (doubled and refilled when it would
- * be more than half full); false, nothing changed, out of memory. */
-static bool slots_reserve(wf_nn_params *p)
-{
-    if (2 * (p->count + 1) <= p->slot_count)
-        return true;
-    const size_t old_count = p->slot_count;
-    size_t *old = p->slots, *fresh = wf__calloc(old_count ? 2 * old_count : 32, sizeof *fresh);
-    if (!fresh)
-        return false;
-    p->slots = fresh;
-    p->slot_count = old_count ? 2 * old_count : 32;
-    for (size_t i = 0; i < p->count; i++)
-        p->slots[slot_of(p, p->names[i])] = i + 1;
-    free(old);
-    return true;
+    return ((const wf_nn_params *)owner)->names[i];
 }
 
 long wf_nn_params_find(const wf_nn_params *p, const char *name)
 {
-    if (!p || !name || p->slot_count == 0)
-        return -1;
-    const size_t slot = p->slots[slot_of(p, name)];
-    return slot ? (long)(slot - 1) : -1;
+    return p && name ? wf__name_index_find(&p->index, name, name_of, p) : -1;
 }
 
 wf_status wf_nn_params_add(wf_nn_params *p, const char *name, wf_array *value)
@@ -117,7 +85,7 @@ wf_status wf_nn_params_add(wf_nn_params *p, const char *name, wf_array *value)
             return wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_params_add: out of memory");
         p->capacity = grown;
     }
-    if (!slots_reserve(p))
+    if (!wf__name_index_reserve(&p->index, p->count, name_of, p))
         return wf_set_error(WF_ERR_OUT_OF_MEMORY, "wf_nn_params_add: out of memory");
     char *copy = wf__malloc(len + 1);
     if (!copy)
@@ -130,7 +98,7 @@ wf_status wf_nn_params_add(wf_nn_params *p, const char *name, wf_array *value)
     }
     p->names[p->count] = copy;
     p->arrays[p->count] = held;
-    p->slots[slot_of(p, copy)] = ++p->count;
+    wf__name_index_insert(&p->index, p->count++, name_of, p);
     return WF_OK;
 }
 

@@ -517,12 +517,27 @@ static void test_file_functions_bad_arguments(void)
     CHECK_OK(wf_nn_gguf_meta_add_strings(m, "s", strings, 1, false));
     CHECK_ERROR(wf_nn_gguf_meta_add_strings(m, "s", strings, 1, true),
                   WF_ERR_INVALID_ARGUMENT, "duplicate key 's'");
-    arm(2); /* the key's copy works, the string list does not */
-    wf_status st = wf_nn_gguf_meta_add_strings(m, "t", strings, 1, true);
-    disarm_fired();
-    CHECK_ERROR(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_gguf_meta_add_strings");
-    CHECK_EQ_SIZE(wf_nn_gguf_meta_count(m), 1); /* only "s" */
-    CHECK(strcmp(wf_nn_gguf_meta_key(m, 0), "s") == 0);
+    /* each allocation of an add in turn (the copies, the key, the index's
+     * growth): a failed add leaves the list and its index as they were */
+    for (int64_t nth = 1;; nth++) {
+        arm(nth);
+        const wf_status st = wf_nn_gguf_meta_add_strings(m, "t", strings, 1, true);
+        const bool fired = wf__fault_fired();
+        wf__fault_arm(0);
+        if (!fired) {
+            CHECK_OK(st);
+            CHECK_EQ_SIZE(wf_nn_gguf_meta_count(m), 2);
+            break;
+        }
+        CHECK_ERROR(st, WF_ERR_OUT_OF_MEMORY, "wf_nn_gguf_meta_add_strings");
+        CHECK_EQ_SIZE(wf_nn_gguf_meta_count(m), 1); /* only "s" */
+        CHECK(strcmp(wf_nn_gguf_meta_key(m, 0), "s") == 0);
+        CHECK_ERROR(wf_nn_gguf_meta_add_strings(m, "s", strings, 1, true),
+                      WF_ERR_INVALID_ARGUMENT, "duplicate key 's'");
+        if (!CHECK(nth < 10))
+            break;
+    }
+    CHECK(strcmp(wf_nn_gguf_meta_key(m, 1), "t") == 0);
     wf_nn_gguf_meta_release(m);
     wf_release(matrix);
     wf_nn_params_release(p);

@@ -1,6 +1,7 @@
 /*
- * Tables keyed by names from files (a parameter list's index, a WordPiece
- * vocabulary) hash them with a keyed hash (util/hash.h), so that a file's
+ * Tables keyed by names from files (a parameter list's index, GGUF
+ * metadata, a WordPiece vocabulary) hash them with a keyed hash
+ * (util/hash.h, util/name_index.h), so that a file's
  * author cannot pile its names into one chain of the table and make the
  * load quadratic. The names here are chosen as such an author would have
  * chosen them against FNV-1a (the tables' hash before): all with the same
@@ -126,6 +127,60 @@ static void test_wordpiece_finds_every_crafted_token(void)
     wf_nn_wordpiece_free(t);
 }
 
+/* GGUF metadata with the crafted keys and many more: the duplicate check
+ * of each entry read was a scan of every earlier key (a file of a few MB
+ * could hold millions), now an index lookup. Written, read back, every key
+ * found in file order; a repeated key is still refused. */
+static void test_gguf_metadata_many_keys(void)
+{
+    enum { MORE = 20000 };
+    wf_nn_gguf_meta *meta = wf_nn_gguf_meta_new();
+    wf_nn_params *params = wf_nn_params_new();
+    if (!CHECK_NOT_NULL(meta) || !CHECK_NOT_NULL(params))
+        return;
+    wf_array *one = wf_scalar(1.0, WF_DTYPE_F32);
+    CHECK_OK(wf_nn_params_add(params, "w", one));
+    for (int i = 0; i < NAMES; i++)
+        CHECK_OK(wf_nn_gguf_meta_add_array(meta, names[i], one));
+    char key[32];
+    for (int i = 0; i < MORE; i++) {
+        snprintf(key, sizeof key, "general.k%d", i);
+        const char *value = key;
+        CHECK_OK(wf_nn_gguf_meta_add_strings(meta, key, &value, 1, false));
+    }
+    CHECK(wf_nn_gguf_meta_add_array(meta, names[3], one) == WF_ERR_INVALID_ARGUMENT);
+    const char *value = "x";
+    CHECK(wf_nn_gguf_meta_add_strings(meta, "general.k7", &value, 1, false) ==
+          WF_ERR_INVALID_ARGUMENT);
+    wf_clear_error();
+    CHECK_EQ_INT((int64_t)wf_nn_gguf_meta_count(meta), NAMES + MORE);
+    char path[256];
+    snprintf(path, sizeof path, "%s/weft_hostile_meta_%d.gguf",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
+    CHECK_OK(wf_nn_save_gguf(params, meta, path));
+    wf_nn_gguf_meta *back = NULL;
+    wf_nn_params *loaded = wf_nn_load_gguf(path, &back);
+    remove(path);
+    if (CHECK_NOT_NULL(loaded) && CHECK_NOT_NULL(back)) {
+        CHECK_EQ_INT((int64_t)wf_nn_gguf_meta_count(back), NAMES + MORE);
+        int wrong = 0;
+        for (size_t i = 0; i < wf_nn_gguf_meta_count(back); i++) {
+            const char *want = key;
+            if (i < NAMES)
+                want = names[i];
+            else
+                snprintf(key, sizeof key, "general.k%d", (int)(i - NAMES));
+            wrong += strcmp(wf_nn_gguf_meta_key(back, i), want) != 0;
+        }
+        CHECK_EQ_INT(wrong, 0);
+    }
+    wf_nn_gguf_meta_release(back);
+    wf_nn_params_release(loaded);
+    wf_release(one);
+    wf_nn_gguf_meta_release(meta);
+    wf_nn_params_release(params);
+}
+
 int main(void)
 {
     craft_names();
@@ -133,5 +188,6 @@ int main(void)
     RUN_TEST(test_keyed_hash_is_a_function_of_the_bytes);
     RUN_TEST(test_params_find_every_crafted_name);
     RUN_TEST(test_wordpiece_finds_every_crafted_token);
+    RUN_TEST(test_gguf_metadata_many_keys);
     return TEST_SUMMARY();
 }
