@@ -302,6 +302,22 @@ def set_wired_limit(limit):
 
 
 def _arrays_in(trees):
+    """The arrays in the trees, in order. Arrays and flat lists of arrays
+    (the common calls) are taken as they are: walking them as trees cost
+    2.6 us of a 3.7 us `eval(matmul(a, b))` of small arrays."""
+    arrays = []
+    for x in trees:
+        if isinstance(x, _core.array):
+            arrays.append(x)
+            continue
+        if type(x) not in (list, tuple):
+            break
+        flat = [y for y in x if isinstance(y, _core.array)]
+        if len(flat) != len(x):
+            break
+        arrays.extend(flat)
+    else:
+        return arrays
     from ._tree import flatten
 
     leaves, _ = flatten(list(trees))

@@ -35,3 +35,29 @@ def test_grad_of_subclass_argument():
     assert type(g) is Pair
     np.testing.assert_allclose(np.array(g[0]), [3.0, 4.0])
     np.testing.assert_allclose(np.array(g[1]), [1.0, 2.0])
+
+
+def test_eval_takes_arrays_lists_and_trees():
+    """eval and async_eval take arrays and flat lists of them as they are
+    (no tree walk) and anything else as trees; either way every array in
+    them is evaluated and nothing else is touched."""
+
+    def fresh(n):
+        return [mx.array([float(i)]) + 1 for i in range(n)]
+
+    for evaluate in (mx.eval, mx.async_eval):
+        a, b, c, d, e, f, g = fresh(7)
+        left = mx.array([9.0]) * 2
+        evaluate(a, [b, c], (d,), {"e": e}, [f, 3, None], State(g, g), None, "text")
+        if evaluate is mx.async_eval:
+            mx.eval(a, b, c, d, e, f, g)
+        assert all(x._is_evaluated() for x in (a, b, c, d, e, f, g))
+        assert [x.item() for x in (a, b, c, d, e, f, g)] == [1, 2, 3, 4, 5, 6, 7]
+        assert not left._is_evaluated()
+        for x in fresh(3):  # a flat list alone, a tuple alone
+            evaluate([x])
+            evaluate((x,))
+            mx.eval(x)
+            assert x._is_evaluated()
+        evaluate()
+        evaluate([])
