@@ -1,9 +1,8 @@
 /*
  * Tables keyed by names from files (a parameter list's index, GGUF
  * metadata, a WordPiece vocabulary) hash them with a keyed hash
- * (util/hash.h, util/name_index.h), so that a file's
- * author cannot pile its names into one chain of the table and make the
- * load quadratic. The names here are chosen as such an author would have
+ * (util/hash.h, util/name_index.h), so that a file's author cannot pile
+ * its names into one chain of the table and make the load quadratic. The names here are chosen as such an author would have
  * chosen them against FNV-1a (the tables' hash before): all with the same
  * low 13 bits, so that they shared one chain in any table of up to 8,192
  * slots. Under the keyed hash they must spread as random names do, and the
