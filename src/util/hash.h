@@ -1,6 +1,7 @@
 /*
  * A keyed hash for tables whose keys come from files (the names of a
- * parameter list, a WordPiece vocabulary). A file is hostile input: with an
+ * parameter list and GGUF metadata keys through util/name_index.h, a
+ * WordPiece vocabulary). A file is hostile input: with an
  * unkeyed hash (FNV-1a) its author can choose thousands of names that fall
  * into one chain of an open-addressing table, and loading it then takes
  * quadratic time. SipHash-1-3 under a key drawn at random once per process
