@@ -356,11 +356,13 @@ static void test_matvec_k_blocks_every_variant(void)
 }
 
 /* Scales zero, tiny or huge, in some rows only (outside the range of the
- * AVX-512 kernel's codes in place: its general path; the AVX2 kernel
- * converts codes and takes any scale) still give the dense product's bits. */
+ * AVX-512 kernel's codes in place: its general path; at the range's ends,
+ * 2^-100 and 2^100: its fast path; the AVX2 kernel converts codes and
+ * takes any scale) still give the dense product's bits. */
 static void test_extreme_scales(void)
 {
-    static const float odd_scales[] = {0.0f, -0.0f, 0x1p-120f, 0x1p110f, -0x1p-101f};
+    static const float odd_scales[] = {0.0f,       -0.0f,     0x1p-120f, 0x1p110f,
+                                       -0x1p-101f, 0x1p-100f, -0x1p100f};
     static const int fast_bits[] = {2, 4, 8};
     for (int bi = 0; bi < 3; bi++) {
         const int bits = fast_bits[bi], gs = 32;
@@ -372,7 +374,7 @@ static void test_extreme_scales(void)
         if (!sv)
             return;
         for (size_t i = 0; i < sizeof odd_scales / sizeof *odd_scales; i++)
-            sv[(int64_t)i * 13 * (kdim / gs) + (int64_t)i % (kdim / gs)] = odd_scales[i];
+            sv[(int64_t)i * 11 * (kdim / gs) + (int64_t)i % (kdim / gs)] = odd_scales[i];
         const int64_t ss[2] = {n, kdim / gs};
         wf_array *s = wf_array_from_data(sv, ss, 2, WF_DTYPE_F32);
         free(sv);

@@ -75,15 +75,25 @@ INLINE_512 vi vi_low_bits(vi v, int bits)
 /* Codes masked in place (32 registers hold a c per bit offset). */
 #define QMV_CODES_CONVERTED 0
 
-/* One ternary-logic instruction: where `exponent_bits` is set, the bits of
- * `pattern` (the exponent of 2^(23 - p)); elsewhere word & pattern (the
- * code's field). */
-INLINE_512 vf code_float(vi word, int p, int bits)
+/* A 16-bit half of each lane's word (high: the upper) under the exponent
+ * of 2^23: the float 2^23 + half. Done once per word; code_float then
+ * needs one AND (any vector pipe; a ternary-logic instruction runs only
+ * on the pipes the FMAs need). */
+INLINE_512 vi half_word_float(vi word, bool high)
 {
-    const vi pattern = _mm512_set1_epi32((int32_t)((uint32_t)(150 - p) << 23 |
-                                                   (uint32_t)((1 << bits) - 1) << p));
-    const vi exponent_bits = _mm512_set1_epi32(0x7F800000);
-    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(word, pattern, exponent_bits, 0xC8));
+    const vi exponent = _mm512_set1_epi32(150 << 23);
+    vi half = high ? _mm512_or_si512(_mm512_srli_epi32(word, 16), exponent)
+                   : _mm512_ternarylogic_epi32(word, _mm512_set1_epi32(0xFFFF), exponent, 0xEA);
+    __asm__("" : "+v"(half)); /* kept whole: GCC would fold the OR into each code's AND */
+    return half;
+}
+
+/* The code at bit p of a half_word_float, kept in place: the float
+ * 2^23 + code * 2^p. */
+INLINE_512 vf code_float(vi half, int p, int bits)
+{
+    const vi keep = _mm512_set1_epi32((int32_t)(0x7F800000u | (uint32_t)((1 << bits) - 1) << p));
+    return _mm512_castsi512_ps(_mm512_and_si512(half, keep));
 }
 
 INLINE_512 vf vf_load_all(const float *p) { return _mm512_load_ps(p); }
