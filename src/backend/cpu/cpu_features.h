@@ -3,6 +3,14 @@
 #define WEFT_BACKEND_CPU_CPU_FEATURES_H
 
 #include <stdbool.h>
+#include <stdint.h>
+
+/* Bytes of the last-level cache (cpu_features.c): the kernel's figure
+ * for cpu0's L3 (or L2 where there is none), read once; 32 MiB where
+ * neither can be read. CPUID (sysconf) is not asked: under a hypervisor
+ * it can report the host's cache (320 MiB for a 32 MiB L3 seen here).
+ * Any thread. */
+int64_t wf__cpu_last_level_cache_bytes(void);
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

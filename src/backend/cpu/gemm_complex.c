@@ -13,6 +13,8 @@
  * either path. */
 #include "backend/cpu/gemm.h"
 
+#include "backend/cpu/cpu_features.h"
+
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -438,29 +440,24 @@ chunk_512(const int R, int64_t kc, const float *a, int64_t rsa, const float *b, 
  * products, read in one sequential run). */
 __attribute__((always_inline)) ATTR_512 static inline void
 rows_512(const int R, int64_t kc, const float *a, int64_t rsa, const float *b, int64_t rsb,
-         float *c, int64_t ldc, int64_t cols, const wf_gemm_epilogue *e)
+         bool prefetch, float *c, int64_t ldc, int64_t cols, const wf_gemm_epilogue *e)
 {
     float sums[SUMS] __attribute__((aligned(64)));
     const int64_t ws = SUMS / R / 16 * 16;
-    /* Software prefetches pay where this K block of B (kc / 2 rows of
-     * cols floats) is larger than an L2 (1 MiB assumed): 2048^2 from L3
-     * and memory 1.7x faster on Zen 4; for a block in L2 they only take
-     * load slots. */
-    const bool prefetch = kc / 2 * cols * (int64_t)sizeof(float) > ((int64_t)1 << 20);
     for (int64_t j0 = 0; j0 < cols; j0 += ws)
         chunk_512(R, kc, a, rsa, b + j0, rsb, prefetch, c + j0, ldc, min64(ws, cols - j0), ws,
                   sums, e);
 }
 
 ATTR_512 static void direct_avx512(int64_t kc, const float *a, int64_t rsa, const float *b,
-                                   int64_t rsb, float *c, int64_t ldc, int rows, int64_t cols,
-                                   const wf_gemm_epilogue *e)
+                                   int64_t rsb, bool prefetch, float *c, int64_t ldc, int rows,
+                                   int64_t cols, const wf_gemm_epilogue *e)
 {
     switch (rows) {
-    case 1: rows_512(1, kc, a, rsa, b, rsb, c, ldc, cols, e); break;
-    case 2: rows_512(2, kc, a, rsa, b, rsb, c, ldc, cols, e); break;
-    case 3: rows_512(3, kc, a, rsa, b, rsb, c, ldc, cols, e); break;
-    default: rows_512(4, kc, a, rsa, b, rsb, c, ldc, cols, e); break;
+    case 1: rows_512(1, kc, a, rsa, b, rsb, prefetch, c, ldc, cols, e); break;
+    case 2: rows_512(2, kc, a, rsa, b, rsb, prefetch, c, ldc, cols, e); break;
+    case 3: rows_512(3, kc, a, rsa, b, rsb, prefetch, c, ldc, cols, e); break;
+    default: rows_512(4, kc, a, rsa, b, rsb, prefetch, c, ldc, cols, e); break;
     }
 }
 #endif
@@ -472,6 +469,16 @@ void wf__gemm_complex_direct(const wf_gemm_args *g, int64_t i0, int64_t i1, int6
     const float *a = (const float *)g->a + i0 * g->rsa;
     float *c = (float *)g->c + i0 * g->ldc + j0;
     const int rows = (int)(i1 - i0);
+#if COMPLEX_HAVE_X86
+    /* The AVX-512 kernel asks for B's rows ahead where B (2k n floats
+     * read, whichever threads read them) is more than half the last-level
+     * cache: it then comes from memory, and 1x2048 @ 2048^2 is 1.2x and
+     * 1x4096 @ 4096^2 1.1x faster with the prefetches on Zen 4. Where B
+     * stays in that cache between products, the hardware's own prefetch
+     * does better without them (1x1024 @ 1024^2: 1.2x; the crossing lies
+     * between 13 and 16 MiB of B on a 32 MiB L3). */
+    const bool prefetch = g->k * g->n * (int64_t)sizeof(float) > wf__cpu_last_level_cache_bytes() / 2;
+#endif
     for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
         const int64_t kc = min64(kcb, g->k - k0);
         const wf_gemm_epilogue e = {
@@ -482,7 +489,7 @@ void wf__gemm_complex_direct(const wf_gemm_args *g, int64_t i0, int64_t i1, int6
         const float *ak = a + k0, *bk = (const float *)g->b + 2 * ((k0 / 2) * g->rsb) + j0;
 #if COMPLEX_HAVE_X86
         if (g->isa >= WF_GEMM_ISA_AVX512) {
-            direct_avx512(kc, ak, g->rsa, bk, g->rsb, c, g->ldc, rows, j1 - j0, &e);
+            direct_avx512(kc, ak, g->rsa, bk, g->rsb, prefetch, c, g->ldc, rows, j1 - j0, &e);
             continue;
         }
         if (g->isa == WF_GEMM_ISA_AVX2) {

@@ -1,0 +1,37 @@
+/* The cache size of cpu_features.h. */
+#include "backend/cpu/cpu_features.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+
+/* The size in bytes of sysfs cache `index` of cpu0 ("32768K"), or 0. */
+static int64_t sysfs_cache_bytes(int index)
+{
+    char path[80];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    long long size = 0;
+    char unit = 'K';
+    const int got = fscanf(f, "%lld%c", &size, &unit);
+    fclose(f);
+    if (got < 1 || size <= 0 || size > ((long long)1 << 40))
+        return 0;
+    return unit == 'M' ? size << 20 : unit == 'K' ? size << 10 : size;
+}
+
+int64_t wf__cpu_last_level_cache_bytes(void)
+{
+    static _Atomic int64_t cached; /* 0: not read yet (every reader finds the same) */
+    int64_t bytes = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (bytes > 0)
+        return bytes;
+    bytes = sysfs_cache_bytes(3);
+    if (bytes <= 0)
+        bytes = sysfs_cache_bytes(2);
+    if (bytes <= 0)
+        bytes = (int64_t)32 << 20;
+    atomic_store_explicit(&cached, bytes, memory_order_relaxed);
+    return bytes;
+}
