@@ -1,8 +1,12 @@
-/* The cache size of cpu_features.h. */
+/* The CPU facts of cpu_features.h, each read once. */
 #include "backend/cpu/cpu_features.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 /* The size in bytes of sysfs cache `index` of cpu0 ("32768K"), or 0. */
 static int64_t sysfs_cache_bytes(int index)
@@ -35,3 +39,31 @@ int64_t wf__cpu_last_level_cache_bytes(void)
     atomic_store_explicit(&cached, bytes, memory_order_relaxed);
     return bytes;
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+/* A CPUID bit, read once into *cached (0: not read yet, 1: no, 2: yes;
+ * every reader finds the same). */
+static bool cpuid_bit(_Atomic int *cached, unsigned leaf, unsigned ecx_bit)
+{
+    int known = atomic_load_explicit(cached, memory_order_relaxed);
+    if (known == 0) {
+        unsigned a, b, c, d;
+        const bool has = __get_cpuid_count(leaf, 0, &a, &b, &c, &d) && (c >> ecx_bit & 1u);
+        known = has ? 2 : 1;
+        atomic_store_explicit(cached, known, memory_order_relaxed);
+    }
+    return known == 2;
+}
+
+bool wf__cpu_has_f16c(void)
+{
+    static _Atomic int cached;
+    return cpuid_bit(&cached, 1, 29);
+}
+
+bool wf__cpu_has_avx512_vnni(void)
+{
+    static _Atomic int cached;
+    return cpuid_bit(&cached, 7, 11);
+}
+#endif

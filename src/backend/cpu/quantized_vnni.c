@@ -125,9 +125,7 @@ wf_qmv_int8_x *wf__qmv_int8_prepare(const float *x, int64_t rows, int64_t k, int
 
 static bool vnni_available(void)
 {
-    unsigned a, b, c, d;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11)) &&
-           __builtin_cpu_supports("avx512bw");
+    return wf__cpu_has_avx512_vnni() && __builtin_cpu_supports("avx512bw");
 }
 
 /* The lane scales s_g of 16 lanes from group g0 on (index: each lane's
