@@ -70,13 +70,16 @@ enum { B_PREFETCH_ROWS = 64 };
  * neither wins clearly, so packing stays). */
 enum { F32_IN_PLACE_ROWS = 5 * MR };
 
-/* R rows (<= MR) of a float32 tile; only R x 2 accumulators, so a panel
- * of few rows costs few FMAs. `prefetch`: B read where it lies. `a_rows`:
- * A's rows read where they lie (A[r][k] at ap[r * astep + k]), else a
- * panel (A[r][k] at ap[k * astep + r]). */
-INLINE_512 void tile_f32_rows(const int R, const bool prefetch, const bool a_rows, int64_t kc,
-                              const float *ap, int64_t astep, const float *bp, int64_t ldb,
-                              float *c, int64_t ldc, int cols, const wf_gemm_epilogue *e)
+/* R rows (<= MR) of a float32 tile; only R x V accumulators, so a panel
+ * of few rows costs few FMAs, and a last panel of at most 16 columns (V =
+ * 1) half the FMAs of a full one (N = 80: 88 -> 104 GFLOP/s, as N = 64 or
+ * 96; each element's sum is the same either way). `prefetch`: B read where
+ * it lies. `a_rows`: A's rows read where they lie (A[r][k] at ap[r * astep
+ * + k]), else a panel (A[r][k] at ap[k * astep + r]). */
+INLINE_512 void tile_f32_rows(const int R, const int V, const bool prefetch, const bool a_rows,
+                              int64_t kc, const float *ap, int64_t astep, const float *bp,
+                              int64_t ldb, float *c, int64_t ldc, int cols,
+                              const wf_gemm_epilogue *e)
 {
     const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
     __m512 acc[MR][2];
@@ -92,16 +95,20 @@ INLINE_512 void tile_f32_rows(const int R, const bool prefetch, const bool a_row
     for (int64_t k = 0; k < kc; k++) {
         if (prefetch) {
             _mm_prefetch((const char *)(bp + B_PREFETCH_ROWS * ldb), _MM_HINT_T0);
-            _mm_prefetch((const char *)(bp + B_PREFETCH_ROWS * ldb + 16), _MM_HINT_T0);
             _mm_prefetch((const char *)(bp + NR), _MM_HINT_T1);
-            _mm_prefetch((const char *)(bp + NR + 16), _MM_HINT_T1);
+            if (V == 2) {
+                _mm_prefetch((const char *)(bp + B_PREFETCH_ROWS * ldb + 16), _MM_HINT_T0);
+                _mm_prefetch((const char *)(bp + NR + 16), _MM_HINT_T1);
+            }
         }
-        const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+        const __m512 b0 = _mm512_loadu_ps(bp);
+        const __m512 b1 = V == 2 ? _mm512_loadu_ps(bp + 16) : b0;
 #pragma GCC unroll 14
         for (int r = 0; r < R; r++) {
             const __m512 av = _mm512_set1_ps(a_rows ? ap[r * astep] : ap[r]);
             acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+            if (V == 2)
+                acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
         }
         ap += a_rows ? 1 : astep;
         bp += ldb;
@@ -114,10 +121,14 @@ INLINE_512 void tile_f32_rows(const int R, const bool prefetch, const bool a_row
 /* The R-row tile, B packed (ldb == NR) or read where it lies. */
 #define TILE_F32_CASE(R, A_ROWS)                                                                \
     case R:                                                                                     \
-        if (ldb == NR)                                                                          \
-            tile_f32_rows(R, false, A_ROWS, kc, ap, astep, bp, ldb, c, ldc, cols, e);           \
+        if (cols <= 16 && ldb == NR)                                                            \
+            tile_f32_rows(R, 1, false, A_ROWS, kc, ap, astep, bp, ldb, c, ldc, cols, e);        \
+        else if (cols <= 16)                                                                    \
+            tile_f32_rows(R, 1, true, A_ROWS, kc, ap, astep, bp, ldb, c, ldc, cols, e);         \
+        else if (ldb == NR)                                                                     \
+            tile_f32_rows(R, 2, false, A_ROWS, kc, ap, astep, bp, ldb, c, ldc, cols, e);        \
         else                                                                                    \
-            tile_f32_rows(R, true, A_ROWS, kc, ap, astep, bp, ldb, c, ldc, cols, e);            \
+            tile_f32_rows(R, 2, true, A_ROWS, kc, ap, astep, bp, ldb, c, ldc, cols, e);         \
         break;
 
 #define TILE_F32_SWITCH(A_ROWS)                                                                 \
