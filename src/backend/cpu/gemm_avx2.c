@@ -88,9 +88,10 @@ INLINE_AVX2 void finish_store64(double *c, __m256d acc, int64_t n, const wf_gemm
 /* The tile of R rows (the rest of MR are not computed): A from a packed
  * panel (ap[k * astep + r]) or, `a_rows`, from A's rows where they lie
  * (ap[r * astep + k]); the same fma per k either way, so the same bits. */
-INLINE_AVX2 void tile_f32_rows(const int R, const bool a_rows, const bool b_here, int64_t kc,
-                               const float *ap, int64_t astep, const float *bp, int64_t ldb,
-                               float *c, int64_t ldc, int cols, const wf_gemm_epilogue *e)
+INLINE_AVX2 void tile_f32_rows(const int R, const int V, const bool a_rows, const bool b_here,
+                               int64_t kc, const float *ap, int64_t astep, const float *bp,
+                               int64_t ldb, float *c, int64_t ldc, int cols,
+                               const wf_gemm_epilogue *e)
 {
     __m256 acc[MR][2];
 #pragma GCC unroll 6
@@ -102,12 +103,14 @@ INLINE_AVX2 void tile_f32_rows(const int R, const bool a_rows, const bool b_here
     for (int64_t k = 0; k < kc; k++) {
         if (b_here) /* rows far apart defeat the hardware prefetcher */
             _mm_prefetch((const char *)(bp + B_AHEAD * ldb), _MM_HINT_T0);
-        const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
+        const __m256 b0 = _mm256_loadu_ps(bp);
+        const __m256 b1 = V == 2 ? _mm256_loadu_ps(bp + 8) : b0;
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
             const __m256 av = _mm256_broadcast_ss(a_rows ? ap + r * astep : ap + r);
             acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+            if (V == 2)
+                acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
         }
         ap += a_rows ? 1 : astep;
         bp += ldb;
@@ -123,15 +126,19 @@ INLINE_AVX2 void tile_f32_rows(const int R, const bool a_rows, const bool b_here
 
 /* tile_f32_rows for `rows` (1..MR) rows, A packed or (a_rows) in place, B
  * packed (ldb == NR) or in place. A packed panel's step is passed as the
- * constant it is, so the unrolled loop addresses A with fixed offsets. */
+ * constant it is, so the unrolled loop addresses A with fixed offsets. A
+ * last panel of at most 8 columns takes one vector a row (V = 1): half the
+ * FMAs, each element's sum unchanged. */
 #define TILE_F32_CASE(R, A_ROWS)                                                              \
     case R:                                                                                   \
-        if (ldb == NR && !A_ROWS && astep == MR)                                              \
-            tile_f32_rows(R, A_ROWS, false, kc, ap, MR, bp, NR, c, ldc, cols, e);             \
+        if (cols <= 8)                                                                        \
+            tile_f32_rows(R, 1, A_ROWS, ldb != NR, kc, ap, astep, bp, ldb, c, ldc, cols, e);  \
+        else if (ldb == NR && !A_ROWS && astep == MR)                                         \
+            tile_f32_rows(R, 2, A_ROWS, false, kc, ap, MR, bp, NR, c, ldc, cols, e);          \
         else if (ldb == NR)                                                                   \
-            tile_f32_rows(R, A_ROWS, false, kc, ap, astep, bp, ldb, c, ldc, cols, e);         \
+            tile_f32_rows(R, 2, A_ROWS, false, kc, ap, astep, bp, ldb, c, ldc, cols, e);      \
         else                                                                                  \
-            tile_f32_rows(R, A_ROWS, true, kc, ap, astep, bp, ldb, c, ldc, cols, e);          \
+            tile_f32_rows(R, 2, A_ROWS, true, kc, ap, astep, bp, ldb, c, ldc, cols, e);       \
         break;
 INLINE_AVX2 void tile_f32_any(const bool a_rows, int64_t kc, const float *ap, int64_t astep,
                               const float *bp, int64_t ldb, float *c, int64_t ldc, int rows,
