@@ -477,7 +477,8 @@ void wf__gemm_complex_direct(const wf_gemm_args *g, int64_t i0, int64_t i1, int6
      * stays in that cache between products, the hardware's own prefetch
      * does better without them (1x1024 @ 1024^2: 1.2x; the crossing lies
      * between 13 and 16 MiB of B on a 32 MiB L3). */
-    const bool prefetch = g->k * g->n * (int64_t)sizeof(float) > wf__cpu_last_level_cache_bytes() / 2;
+    const int64_t b_bytes = g->k * g->n * (int64_t)sizeof(float);
+    const bool prefetch = b_bytes > wf__cpu_last_level_cache_bytes() / 2;
 #endif
     for (int64_t k0 = 0; k0 < g->k; k0 += kcb) {
         const int64_t kc = min64(kcb, g->k - k0);

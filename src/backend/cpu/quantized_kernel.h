@@ -353,8 +353,8 @@ KINLINE void fast_outputs_of(const wf_qmv_args *a, int64_t nb, int count, int ro
 
 /* Asks for the scales and biases of rows [r0, r1) to L2: the passes
  * read them in K block order, each pass from a new line in every row,
- * and without this each pass began with a cache miss in each (4-bit
- * matvec from memory: 11-14% faster with it). */
+ * and without this each pass began with a cache miss in each (AVX-512,
+ * 4-bit matvec from memory on one thread: about 7% faster with it). */
 KINLINE void prefetch_factors(const wf_qmv_args *a, int64_t r0, int64_t r1)
 {
     for (int64_t r = r0; r < r1; r++)
