@@ -72,7 +72,7 @@ INLINE_512 vi vi_low_bits(vi v, int bits)
     return _mm512_and_si512(v, _mm512_set1_epi32((1 << bits) - 1));
 }
 
-/* Codes masked in place (32 registers hold a c per bit offset). */
+/* Codes masked in place (32 registers hold s and c per bit offset). */
 #define QMV_CODES_CONVERTED 0
 
 /* A 16-bit half of each lane's word (high: the upper) under the exponent
