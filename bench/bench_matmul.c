@@ -15,7 +15,12 @@
  *  - scaled dot-product attention (8 heads, L = 512, D = 64, plain and causal);
  *  - concurrent requests: batch-32 products 32 x 784 @ 784 x 1024 from 1 and
  *    from 2 threads at once (weft, and cblas_sgemm called the same way).
- * Ratios are weft / OpenBLAS throughput (> 1: weft faster). Each figure is the
+ * Ratios are weft / OpenBLAS throughput (> 1: weft faster). The float32,
+ * complex64 and float64 lines also give weft's share of the machine's limit:
+ * the FMA rate of the vector width weft's GEMM uses, measured in the same
+ * run by a loop of independent FMAs on as many threads as weft's pool has
+ * (the header prints it, and vdpbf16ps's rate where weft's bfloat16 GEMM
+ * uses that instruction). Each figure is the
  * best of several runs, weft and OpenBLAS in alternating blocks; big sizes
  * run fewer times. The header says which kernels each library picked: OpenBLAS's core
  * name (set OPENBLAS_CORETYPE to change it; weft never does) and weft's ISA
@@ -48,6 +53,10 @@
 #include "backend/cpu/gemm.h"
 #include "runtime/pool.h"
 #include "weft.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 char *openblas_get_corename(void); /* OpenBLAS's, not in every cblas.h */
 
@@ -200,12 +209,167 @@ static void run_sgemv_t(void *vctx)
     cblas_sgemv(CblasRowMajor, CblasNoTrans, s->n, s->k, 1.0f, s->b, s->k, s->a, 1, 0.0f, s->c, 1);
 }
 
-/* One line: weft's and OpenBLAS's throughput for `flops` done in tw and tb
- * seconds, and the ratio (> 1: weft faster). */
-static void print_pair(const char *label, double flops, double tw, double tb)
+/* ---------------------------------------------------------------- the machine's limit */
+
+/* float32 GFLOP/s that weft's figures are set against: one thread's FMA
+ * rate under CPU time (each figure is then per busy core), all threads'
+ * under the wall clock; 0 where it is not measured. */
+static double fma_limit;
+/* The same for vdpbf16ps, where weft's bfloat16 GEMM uses it (else 0). */
+static double dpbf16_limit;
+
+#if defined(__x86_64__)
+/* Independent accumulators of the peak loops: two FMA ports with a latency
+ * of 4 need 8; 24 (512-bit: 32 registers) or 12 (256-bit: AVX2 has 16)
+ * leave no doubt that the ports, not a chain, bound them. */
+enum { PEAK_CHAINS = 24, PEAK_CHAINS_256 = 12, PEAK_BLOCK = 100000 };
+#define PEAK_SECONDS 0.25
+
+typedef enum { PEAK_FMA_512, PEAK_FMA_256, PEAK_DPBF16_512 } peak_loop;
+
+/* PEAK_BLOCK iterations of PEAK_CHAINS dependent-free FMAs; returns a sum
+ * of the accumulators so the compiler keeps them. */
+__attribute__((target("avx512f"))) static float fma_block_512(void)
 {
-    printf("%-22s weft %7.1f GFLOP/s   OpenBLAS %7.1f GFLOP/s   ratio %.2f\n", label,
+    const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+    __m512 acc[PEAK_CHAINS];
+    for (int j = 0; j < PEAK_CHAINS; j++)
+        acc[j] = _mm512_set1_ps((float)j);
+    for (int i = 0; i < PEAK_BLOCK; i++)
+#pragma GCC unroll 24
+        for (int j = 0; j < PEAK_CHAINS; j++)
+            acc[j] = _mm512_fmadd_ps(acc[j], x, y);
+    float s = 0.0f;
+    for (int j = 0; j < PEAK_CHAINS; j++)
+        s += _mm512_reduce_add_ps(acc[j]);
+    return s;
+}
+
+__attribute__((target("avx2,fma"))) static float fma_block_256(void)
+{
+    const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+    __m256 acc[PEAK_CHAINS_256];
+    for (int j = 0; j < PEAK_CHAINS_256; j++)
+        acc[j] = _mm256_set1_ps((float)j);
+    for (int i = 0; i < PEAK_BLOCK; i++)
+#pragma GCC unroll 12
+        for (int j = 0; j < PEAK_CHAINS_256; j++)
+            acc[j] = _mm256_fmadd_ps(acc[j], x, y);
+    float lanes[8], s = 0.0f;
+    for (int j = 0; j < PEAK_CHAINS_256; j++) {
+        _mm256_storeu_ps(lanes, acc[j]);
+        for (int l = 0; l < 8; l++)
+            s += lanes[l];
+    }
+    return s;
+}
+
+/* vdpbf16ps: 32 multiply-adds per instruction, 2 per float32 lane. */
+__attribute__((target("avx512f,avx512bf16"))) static float dpbf16_block_512(void)
+{
+    const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3380);
+    __m512 acc[PEAK_CHAINS];
+    for (int j = 0; j < PEAK_CHAINS; j++)
+        acc[j] = _mm512_setzero_ps();
+    for (int i = 0; i < PEAK_BLOCK; i++)
+#pragma GCC unroll 24
+        for (int j = 0; j < PEAK_CHAINS; j++)
+            acc[j] = _mm512_dpbf16_ps(acc[j], x, y);
+    float s = 0.0f;
+    for (int j = 0; j < PEAK_CHAINS; j++)
+        s += _mm512_reduce_add_ps(acc[j]);
+    return s;
+}
+
+/* Floating-point operations (2 per multiply-add) of one block. */
+static double peak_block_flops(peak_loop loop)
+{
+    if (loop == PEAK_FMA_256)
+        return 2.0 * 8 * PEAK_CHAINS_256 * PEAK_BLOCK;
+    return 2.0 * (loop == PEAK_FMA_512 ? 16 : 32) * PEAK_CHAINS * PEAK_BLOCK;
+}
+
+typedef struct peak_job {
+    peak_loop loop;
+    double flops, seconds;
+    float sink;
+} peak_job;
+
+static void *peak_thread(void *arg)
+{
+    peak_job *job = arg;
+    const double t0 = clock_seconds(CLOCK_MONOTONIC);
+    double t = t0;
+    for (; t - t0 < PEAK_SECONDS; t = clock_seconds(CLOCK_MONOTONIC)) {
+        job->sink += job->loop == PEAK_FMA_512   ? fma_block_512()
+                     : job->loop == PEAK_FMA_256 ? fma_block_256()
+                                                 : dpbf16_block_512();
+        job->flops += peak_block_flops(job->loop);
+    }
+    job->seconds = t - t0;
+    return NULL;
+}
+
+/* The loop's rate in GFLOP/s per thread, run on `threads` threads at once
+ * (all cores busy, as in a product using the whole pool). */
+static double peak_gflops_per_thread(peak_loop loop, int threads)
+{
+    enum { MAX_PEAK_THREADS = 256 };
+    peak_job jobs[MAX_PEAK_THREADS] = {{0}};
+    pthread_t tids[MAX_PEAK_THREADS];
+    if (threads > MAX_PEAK_THREADS)
+        threads = MAX_PEAK_THREADS;
+    int started = 0;
+    for (; started < threads; started++) {
+        jobs[started].loop = loop;
+        if (pthread_create(&tids[started], NULL, peak_thread, &jobs[started]) != 0)
+            break;
+    }
+    double rate = 0.0;
+    for (int i = 0; i < started; i++) {
+        pthread_join(tids[i], NULL);
+        rate += jobs[i].flops / jobs[i].seconds;
+    }
+    return started > 0 ? rate / started * 1e-9 : 0.0;
+}
+
+/* Measures and prints the limit; sets fma_limit (left 0 where weft's GEMM
+ * has no vector kernel). */
+static void measure_machine_limit(void)
+{
+    const int isa = wf__gemm_isa(), threads = wf__pool_size();
+    if (isa < WF_GEMM_ISA_AVX2) {
+        printf("machine limit: not measured (weft's GEMM runs its scalar kernel)\n");
+        return;
+    }
+    const bool wide = isa >= WF_GEMM_ISA_AVX512;
+    const double per_thread = peak_gflops_per_thread(wide ? PEAK_FMA_512 : PEAK_FMA_256, threads);
+    fma_limit = bench_clock == CLOCK_MONOTONIC ? per_thread * threads : per_thread;
+    printf("machine limit: float32 FMA peak (%s) %.1f GFLOP/s per thread with %d thread(s) "
+           "busy, %.1f in all",
+           wide ? "512-bit" : "256-bit", per_thread, threads, per_thread * threads);
+    if (isa == WF_GEMM_ISA_AVX512_BF16) {
+        const double dp = peak_gflops_per_thread(PEAK_DPBF16_512, threads);
+        dpbf16_limit = bench_clock == CLOCK_MONOTONIC ? dp * threads : dp;
+        printf("; vdpbf16ps (bfloat16) %.1f GFLOP/s per thread", dp);
+    }
+    printf("\n");
+}
+
+#else
+static void measure_machine_limit(void) { printf("machine limit: not measured on this CPU\n"); }
+#endif
+
+/* One line: weft's and OpenBLAS's throughput for `flops` done in tw and tb
+ * seconds, the ratio (> 1: weft faster) and weft's share of `limit`
+ * (GFLOP/s; 0: none). */
+static void print_pair(const char *label, double flops, double tw, double tb, double limit)
+{
+    printf("%-22s weft %7.1f GFLOP/s   OpenBLAS %7.1f GFLOP/s   ratio %.2f", label,
            flops / tw * 1e-9, flops / tb * 1e-9, tb / tw);
+    if (limit > 0.0)
+        printf("   weft %3.0f%% of peak", 100.0 * flops / tw * 1e-9 / limit);
+    printf("\n");
 }
 
 /* One float32 product (batches x m x k @ batches x k x n); prints a line. */
@@ -223,15 +387,18 @@ static void bench_product(const char *label, int batches, int m, int n, int k, i
     const double flops = 2.0 * batches * m * n * (double)k;
     double tw, tb;
     best_pair(build_matmul, in, run_sgemm, &ctx, flops, max_repeats, &tw, &tb);
-    print_pair(label, flops, tw, tb);
+    print_pair(label, flops, tw, tb, fma_limit);
     if (with_bf16) {
         in[2] = wf_astype(in[0], WF_DTYPE_BF16);
         in[3] = wf_astype(in[1], WF_DTYPE_BF16);
         check(wf_eval(&in[2], 2));
         double th, unused;
         best_pair(build_matmul_bf16, in, NULL, NULL, flops, max_repeats, &th, &unused);
-        printf("%-22s weft %7.1f GFLOP/s   (%.2fx weft float32, %.2fx OpenBLAS float32)\n",
+        printf("%-22s weft %7.1f GFLOP/s   (%.2fx weft float32, %.2fx OpenBLAS float32)",
                "  bfloat16 inputs", flops / th * 1e-9, tw / th, tb / th);
+        if (dpbf16_limit > 0.0)
+            printf("   weft %3.0f%% of vdpbf16ps's peak", 100.0 * flops / th * 1e-9 / dpbf16_limit);
+        printf("\n");
     }
     for (int i = 0; i < 4; i++)
         wf_release(in[i]);
@@ -263,13 +430,13 @@ static void bench_transposed(int max_repeats)
     blas_ctx ctx = {1, M, N, K, x, dy, c, true, false};
     double flops = 2.0 * M * N * K, tw, tb;
     best_pair(build_matmul_at, in, run_sgemm, &ctx, flops, max_repeats, &tw, &tb);
-    print_pair("x.T@dy 784x512x256", flops, tw, tb);
+    print_pair("x.T@dy 784x512x256", flops, tw, tb, fma_limit);
     wf_release(in[0]);
     in[0] = in[1]; /* dy (K x N) @ W.T with W stored M x N: K x M out, over N */
     in[1] = wf_array_from_data(w, sw, 2, WF_DTYPE_F32);
     ctx = (blas_ctx){1, K, M, N, dy, w, c, false, true};
     best_pair(build_matmul_wt, in, run_sgemm, &ctx, flops, max_repeats, &tw, &tb);
-    print_pair("dy@W.T 256x784x512", flops, tw, tb);
+    print_pair("dy@W.T 256x784x512", flops, tw, tb, fma_limit);
     wf_release(in[0]);
     wf_release(in[1]);
     free(x);
@@ -306,7 +473,9 @@ static void bench_complex(const char *label, int batches, int m, int n, int k, i
     const double flops = 8.0 * batches * m * n * (double)k;
     double tw, tb;
     best_pair(build_matmul, in, run_cgemm, &ctx, flops, max_repeats, &tw, &tb);
-    print_pair(label, flops, tw, tb);
+    /* 8 flops: 4 float32 multiply-adds. A matrix-vector product is bound
+     * by memory, not by the FMA rate. */
+    print_pair(label, flops, tw, tb, m > 1 ? fma_limit : 0.0);
     wf_release(in[0]);
     wf_release(in[1]);
     free(a);
@@ -332,7 +501,7 @@ static void bench_float64(int n, int max_repeats)
     best_pair(build_matmul, in, run_dgemm, &ctx, flops, max_repeats, &tw, &tb);
     char label[32];
     snprintf(label, sizeof label, "dgemm %d^3", n);
-    print_pair(label, flops, tw, tb);
+    print_pair(label, flops, tw, tb, fma_limit / 2.0); /* half the lanes */
     wf_release(in[0]);
     wf_release(in[1]);
     free(a);
@@ -571,6 +740,8 @@ int main(int argc, char **argv)
            openblas_get_config(), openblas_get_corename(), coretype ? coretype : "unset",
            openblas_get_num_threads(), wf__gemm_isa_name(wf__gemm_isa()), wf__pool_size(),
            bench_clock == CLOCK_MONOTONIC ? "wall" : "CPU");
+    if (!matvec_only && !small_m_only)
+        measure_machine_limit();
     if (matvec_only) {
         bench_matvec(max_repeats);
         return 0;
