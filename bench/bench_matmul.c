@@ -53,10 +53,8 @@
 #include "backend/cpu/gemm.h"
 #include "runtime/pool.h"
 #include "weft.h"
+#include "machine_limit.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 char *openblas_get_corename(void); /* OpenBLAS's, not in every cblas.h */
 
@@ -218,121 +216,6 @@ static double fma_limit;
 /* The same for vdpbf16ps, where weft's bfloat16 GEMM uses it (else 0). */
 static double dpbf16_limit;
 
-#if defined(__x86_64__)
-/* Independent accumulators of the peak loops: two FMA ports with a latency
- * of 4 need 8; 24 (512-bit: 32 registers) or 12 (256-bit: AVX2 has 16)
- * leave no doubt that the ports, not a chain, bound them. */
-enum { PEAK_CHAINS = 24, PEAK_CHAINS_256 = 12, PEAK_BLOCK = 100000 };
-#define PEAK_SECONDS 0.25
-
-typedef enum { PEAK_FMA_512, PEAK_FMA_256, PEAK_DPBF16_512 } peak_loop;
-
-/* PEAK_BLOCK iterations of PEAK_CHAINS dependent-free FMAs; returns a sum
- * of the accumulators so the compiler keeps them. */
-__attribute__((target("avx512f"))) static float fma_block_512(void)
-{
-    const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-    __m512 acc[PEAK_CHAINS];
-    for (int j = 0; j < PEAK_CHAINS; j++)
-        acc[j] = _mm512_set1_ps((float)j);
-    for (int i = 0; i < PEAK_BLOCK; i++)
-#pragma GCC unroll 24
-        for (int j = 0; j < PEAK_CHAINS; j++)
-            acc[j] = _mm512_fmadd_ps(acc[j], x, y);
-    float s = 0.0f;
-    for (int j = 0; j < PEAK_CHAINS; j++)
-        s += _mm512_reduce_add_ps(acc[j]);
-    return s;
-}
-
-__attribute__((target("avx2,fma"))) static float fma_block_256(void)
-{
-    const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-    __m256 acc[PEAK_CHAINS_256];
-    for (int j = 0; j < PEAK_CHAINS_256; j++)
-        acc[j] = _mm256_set1_ps((float)j);
-    for (int i = 0; i < PEAK_BLOCK; i++)
-#pragma GCC unroll 12
-        for (int j = 0; j < PEAK_CHAINS_256; j++)
-            acc[j] = _mm256_fmadd_ps(acc[j], x, y);
-    float lanes[8], s = 0.0f;
-    for (int j = 0; j < PEAK_CHAINS_256; j++) {
-        _mm256_storeu_ps(lanes, acc[j]);
-        for (int l = 0; l < 8; l++)
-            s += lanes[l];
-    }
-    return s;
-}
-
-/* vdpbf16ps: 32 multiply-adds per instruction, 2 per float32 lane. */
-__attribute__((target("avx512f,avx512bf16"))) static float dpbf16_block_512(void)
-{
-    const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3380);
-    __m512 acc[PEAK_CHAINS];
-    for (int j = 0; j < PEAK_CHAINS; j++)
-        acc[j] = _mm512_setzero_ps();
-    for (int i = 0; i < PEAK_BLOCK; i++)
-#pragma GCC unroll 24
-        for (int j = 0; j < PEAK_CHAINS; j++)
-            acc[j] = _mm512_dpbf16_ps(acc[j], x, y);
-    float s = 0.0f;
-    for (int j = 0; j < PEAK_CHAINS; j++)
-        s += _mm512_reduce_add_ps(acc[j]);
-    return s;
-}
-
-/* Floating-point operations (2 per multiply-add) of one block. */
-static double peak_block_flops(peak_loop loop)
-{
-    if (loop == PEAK_FMA_256)
-        return 2.0 * 8 * PEAK_CHAINS_256 * PEAK_BLOCK;
-    return 2.0 * (loop == PEAK_FMA_512 ? 16 : 32) * PEAK_CHAINS * PEAK_BLOCK;
-}
-
-typedef struct peak_job {
-    peak_loop loop;
-    double flops, seconds;
-    float sink;
-} peak_job;
-
-static void *peak_thread(void *arg)
-{
-    peak_job *job = arg;
-    const double t0 = clock_seconds(CLOCK_MONOTONIC);
-    double t = t0;
-    for (; t - t0 < PEAK_SECONDS; t = clock_seconds(CLOCK_MONOTONIC)) {
-        job->sink += job->loop == PEAK_FMA_512   ? fma_block_512()
-                     : job->loop == PEAK_FMA_256 ? fma_block_256()
-                                                 : dpbf16_block_512();
-        job->flops += peak_block_flops(job->loop);
-    }
-    job->seconds = t - t0;
-    return NULL;
-}
-
-/* The loop's rate in GFLOP/s per thread, run on `threads` threads at once
- * (all cores busy, as in a product using the whole pool). */
-static double peak_gflops_per_thread(peak_loop loop, int threads)
-{
-    enum { MAX_PEAK_THREADS = 256 };
-    peak_job jobs[MAX_PEAK_THREADS] = {{0}};
-    pthread_t tids[MAX_PEAK_THREADS];
-    if (threads > MAX_PEAK_THREADS)
-        threads = MAX_PEAK_THREADS;
-    int started = 0;
-    for (; started < threads; started++) {
-        jobs[started].loop = loop;
-        if (pthread_create(&tids[started], NULL, peak_thread, &jobs[started]) != 0)
-            break;
-    }
-    double rate = 0.0;
-    for (int i = 0; i < started; i++) {
-        pthread_join(tids[i], NULL);
-        rate += jobs[i].flops / jobs[i].seconds;
-    }
-    return started > 0 ? rate / started * 1e-9 : 0.0;
-}
-
 /* Measures and prints the limit; sets fma_limit (left 0 where weft's GEMM
  * has no vector kernel). */
 static void measure_machine_limit(void)
@@ -343,22 +226,19 @@ static void measure_machine_limit(void)
         return;
     }
     const bool wide = isa >= WF_GEMM_ISA_AVX512;
-    const double per_thread = peak_gflops_per_thread(wide ? PEAK_FMA_512 : PEAK_FMA_256, threads);
+    const double per_thread =
+        machine_gflops_per_thread(wide ? MACHINE_FMA_512 : MACHINE_FMA_256, threads);
     fma_limit = bench_clock == CLOCK_MONOTONIC ? per_thread * threads : per_thread;
     printf("machine limit: float32 FMA peak (%s) %.1f GFLOP/s per thread with %d thread(s) "
            "busy, %.1f in all",
            wide ? "512-bit" : "256-bit", per_thread, threads, per_thread * threads);
     if (isa == WF_GEMM_ISA_AVX512_BF16) {
-        const double dp = peak_gflops_per_thread(PEAK_DPBF16_512, threads);
+        const double dp = machine_gflops_per_thread(MACHINE_DPBF16_512, threads);
         dpbf16_limit = bench_clock == CLOCK_MONOTONIC ? dp * threads : dp;
         printf("; vdpbf16ps (bfloat16) %.1f GFLOP/s per thread", dp);
     }
     printf("\n");
 }
-
-#else
-static void measure_machine_limit(void) { printf("machine limit: not measured on this CPU\n"); }
-#endif
 
 /* One line: weft's and OpenBLAS's throughput for `flops` done in tw and tb
  * seconds, the ratio (> 1: weft faster) and weft's share of `limit`

@@ -149,6 +149,20 @@ def median_of(rec):
     return rec.get("median_s")
 
 
+def fma_peak(jobs, tag):
+    """suite_machine's float32 FMA peak of a tag's run: {threads: GFLOP/s of
+    all of them, "impl": the loop}, or {} when it did not run."""
+    peak = {}
+    for j in jobs:
+        if j.name != "suite_machine" or j.tag != tag:
+            continue
+        for v in j.values:
+            if v["case"] == "machine/fma_peak":
+                peak[1 if v["value_of"] == "gflops_1t" else 2] = v["value"]
+                peak["impl"] = v["impl"]
+    return peak
+
+
 def speed(rec):
     """Work per second of a record (bytes, flops or items), or None."""
     t = median_of(rec)
@@ -412,6 +426,9 @@ def figures(res, header, jobs, skipped):
     calib_after = [v["value"] for j in jobs if j.name == "suite_machine" and j.tag == "after"
                    for v in j.values if v["value_of"] == "scaling"]
     flat["calibration_scaling_2t_after"] = calib_after[0] if calib_after else None
+    peak = fma_peak(jobs, "before")
+    for t in (1, 2):
+        flat[f"fma_peak_gflops_{t}t"] = peak.get(t)
 
     g = speed_of("elementwise/gelu_erf", "weft-compiled")
     put("gelu_compiled_gbps_2t", g and g / 1e9, why_missing("elementwise/gelu_erf", "weft-compiled"))
@@ -435,6 +452,11 @@ def figures(res, header, jobs, skipped):
     put("matmul_1024_pct_best_blas_no_coretype", *pct_best_blas(1024, "no_coretype"))
     put("matmul_4096_pct_best_blas", *pct_best_blas(4096, "coretype"))
     put("matmul_4096_pct_best_blas_no_coretype", *pct_best_blas(4096, "no_coretype"))
+    rec = res.find("matmul/f32_4096", "weft", None, "coretype")
+    w4096 = speed_of("matmul/f32_4096", "weft", "coretype")
+    put("matmul_4096_pct_fma_peak",
+        w4096 and rec and peak.get(rec["threads"]) and 100 * w4096 / 1e9 / peak[rec["threads"]],
+        why_missing("matmul/f32_4096", "weft") if not w4096 else "suite_machine's FMA peak missing")
     put("bf16_matmul_speedup_vs_f32",
         ratio(speed_of("matmul/bf16_1024", "weft", "coretype"),
               speed_of("matmul/f32_1024", "weft", "coretype")),
@@ -527,6 +549,10 @@ def report(res, header, peers, jobs, flat, missing, small, coretype, found_coret
                 parts.append(f"{kind} {t}T {fmt(s and s / 1e9)} GB/s" +
                              (f" ({fmt(r['min_s'] and r['bytes'] / r['max_s'] / 1e9)}–"
                               f"{fmt(r['bytes'] / r['min_s'] / 1e9)})" if r and r['min_s'] else ""))
+        peak = fma_peak(jobs, tag)
+        if peak:
+            parts.append(f"float32 FMA peak ({peak['impl']}) " + ", ".join(
+                f"{t}T {fmt(peak.get(t))} GFLOP/s" for t in (1, 2)))
         cal = [v["value"] for j in jobs if j.name == "suite_machine" and j.tag == tag
                for v in j.values if v["value_of"] == "scaling"]
         calrec = res.find("calibration/compute_2t", "spin-loop", 2, tag)
@@ -591,7 +617,8 @@ KEYS = ["copy_gbps_2t", "calibration_scaling_2t", "gelu_compiled_gbps_2t",
         "gelu_compiled_pct_copy_2t", "gelu_compiled_speedup_vs_jax",
         "gelu_compiled_speedup_vs_mlx", "chain8_compiled_speedup_vs_jax",
         "matmul_1024_pct_best_blas", "matmul_1024_pct_best_blas_no_coretype",
-        "matmul_4096_pct_best_blas", "bf16_matmul_speedup_vs_f32", "call_overhead_us",
+        "matmul_4096_pct_best_blas", "matmul_4096_pct_fma_peak", "bf16_matmul_speedup_vs_f32",
+        "call_overhead_us",
         "thread_scaling_2t", "speedup_vs_serialized_2t", "serve_b1_default_stream_scaling_2t",
         "first_call_traces_8t", "mlp_step_speedup_vs_jax", "mlp_step_speedup_vs_mlx",
         "transformer_step_speedup_vs_jax"]

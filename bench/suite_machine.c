@@ -1,14 +1,17 @@
 /*
  * suite_machine: the machine's figures for the `make bench` header, measured
  * in the same run as the benchmarks: the core Debian's OpenBLAS chose, copy
- * and read bandwidth with 1 and 2 threads, and the raw 2-thread calibration
- * (a compute loop's 1 -> 2 thread scaling). Prints JSON lines (bench/suite.h).
+ * and read bandwidth with 1 and 2 threads, the float32 FMA peak with 1 and 2
+ * threads busy (bench/machine_limit.h: the widest FMA the CPU has, as weft's
+ * GEMM uses), and the raw 2-thread calibration (a compute loop's 1 -> 2
+ * thread scaling). Prints JSON lines (bench/suite.h).
  *
  *   build/release/suite_machine [MiB per buffer = 256]
  */
 #include <cblas.h>
 #include <stdint.h>
 
+#include "machine_limit.h"
 #include "suite.h"
 
 enum { MAX_THREADS = 2 };
@@ -112,6 +115,12 @@ int main(int argc, char **argv)
         bandwidth("machine/copy", src, dst, words, t, reps);
         bandwidth("machine/read", src, NULL, words, t, reps);
     }
+    const machine_loop fma =
+        machine_limit_supported(MACHINE_FMA_512) ? MACHINE_FMA_512 : MACHINE_FMA_256;
+    for (int t = 1; t <= MAX_THREADS; t++)
+        suite_print_value("machine/fma_peak", fma == MACHINE_FMA_512 ? "fma-512" : "fma-256",
+                          t == 1 ? "gflops_1t" : "gflops_2t",
+                          machine_gflops_per_thread(fma, t) * t);
     suite_calibration("spin-loop", reps);
     free(src);
     free(dst);
