@@ -55,7 +55,6 @@
 #include "weft.h"
 #include "machine_limit.h"
 
-
 char *openblas_get_corename(void); /* OpenBLAS's, not in every cblas.h */
 
 static clockid_t bench_clock = CLOCK_MONOTONIC;
@@ -277,7 +276,8 @@ static void bench_product(const char *label, int batches, int m, int n, int k, i
         printf("%-22s weft %7.1f GFLOP/s   (%.2fx weft float32, %.2fx OpenBLAS float32)",
                "  bfloat16 inputs", flops / th * 1e-9, tw / th, tb / th);
         if (dpbf16_limit > 0.0)
-            printf("   weft %3.0f%% of vdpbf16ps's peak", 100.0 * flops / th * 1e-9 / dpbf16_limit);
+            printf("   weft %3.0f%% of vdpbf16ps's peak",
+                   100.0 * flops / th * 1e-9 / dpbf16_limit);
         printf("\n");
     }
     for (int i = 0; i < 4; i++)
