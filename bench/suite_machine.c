@@ -117,7 +117,7 @@ int main(int argc, char **argv)
     }
     const machine_loop fma =
         machine_limit_supported(MACHINE_FMA_512) ? MACHINE_FMA_512 : MACHINE_FMA_256;
-    for (int t = 1; t <= MAX_THREADS; t++)
+    for (int t = 1; t <= MAX_THREADS && machine_limit_supported(fma); t++)
         suite_print_value("machine/fma_peak", fma == MACHINE_FMA_512 ? "fma-512" : "fma-256",
                           t == 1 ? "gflops_1t" : "gflops_2t",
                           machine_gflops_per_thread(fma, t) * t);
