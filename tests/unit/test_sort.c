@@ -7,9 +7,10 @@
  * transposed / strided inputs, rows long enough for the radix and select
  * paths, NaNs, ties, k = 0 and k = n, empty arrays, errors; vjp / jvp in
  * float64 against finite differences, vmap against per-example results.
- * The AVX2 sort and select of 32-bit keys (sort_avx2.c) and the portable
- * radix paths are each forced (wf__vm_isa_force) over rows at the sizes
- * where the vectorized code switches.
+ * The AVX2 and AVX-512 sorts and selects of 32-bit keys (sort_avx2.c,
+ * sort_avx512.c) and the portable radix paths are each forced
+ * (wf__vm_isa_force) over rows at the sizes where the vectorized code
+ * switches.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -224,24 +225,28 @@ static void test_long_and_short_rows(void)
 
 /* ---------------------------------------------------------------- vectorized paths */
 
-/* Runs test(): once per instruction-set variant up to AVX2 that this CPU
- * runs (baseline: the portable radix sort and introselect; AVX2: the
- * vectorized quicksort and quickselect), then goes back to the default. */
+/* Runs test(): once per instruction-set variant that this CPU runs
+ * (baseline: the portable radix sort and introselect; AVX2: the
+ * vectorized quicksort and quickselect; AVX-512: the same with 16-lane
+ * partitions and 256-key networks), then goes back to the default. */
 static void for_each_sort_variant(void (*test)(void))
 {
-    for (int isa = WF_VM_ISA_BASELINE; isa <= WF_VM_ISA_AVX2; isa++)
+    for (int isa = WF_VM_ISA_BASELINE; isa < WF_VM_ISA_COUNT; isa++)
         if (wf__vm_isa_force(isa) == WF_OK)
             test();
     CHECK_OK(wf__vm_isa_force(-1));
 }
 
 /* Row lengths around the vectorized code's switches: one register (8
- * keys), the sorting networks (up to 128 keys: 1, 2 and 4 registers
- * sorted lane-wise, 8 and 16 column-major), the partition's blocks
- * (8 vectors set aside at each end), the wide pivot sample (from 8192). */
-static const int64_t switch_lengths[] = {1,  2,  7,   8,   9,   15,  16,  17,  31,   33,   47,
-                                         48, 49, 63,  64,  65,  127, 128, 129, 130,  200,  255,
-                                         256, 257, 263, 1000, 8191, 8192, 8193};
+ * keys), the sorting networks (AVX2 up to 128 keys: 1, 2 and 4 registers
+ * sorted lane-wise, 8 and 16 column-major; AVX-512 129 to 256 keys in 16
+ * registers), the partitions' blocks (8 vectors of 8 or 4 of 16 set
+ * aside at each end, then 16-key remainders), the wide pivot sample
+ * (from 8192). */
+static const int64_t switch_lengths[] = {1,   2,   7,   8,   9,   15,   16,   17,   31,  33,
+                                         47,  48,  49,  63,  64,  65,   127,  128,  129, 130,
+                                         200, 255, 256, 257, 263, 271,  272,  273,  383, 384,
+                                         385, 511, 513, 1000, 8191, 8192, 8193};
 #define NSWITCH ((int)(sizeof switch_lengths / sizeof switch_lengths[0]))
 /* TSan checks threads, not these single-row kernels (release and ASan run
  * every length): there the 32-bit dtypes stop at 300 keys too. */
@@ -362,7 +367,7 @@ static void test_f32_key_mapping(void)
     }
     const int64_t row_shape[2] = {1, N}, tall_shape[2] = {N, 2};
     uint32_t first[2][N];
-    for (int isa = WF_VM_ISA_BASELINE; isa <= WF_VM_ISA_AVX2; isa++) {
+    for (int isa = WF_VM_ISA_BASELINE; isa < WF_VM_ISA_COUNT; isa++) {
         if (wf__vm_isa_force(isa) != WF_OK)
             continue;
         wf_scope_begin();

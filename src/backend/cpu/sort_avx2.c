@@ -516,14 +516,17 @@ static uint32_t choose_pivot(const uint32_t *v, int64_t n)
 static void split(uint32_t *v, int64_t n, int64_t *low_end, int64_t *high_begin)
 {
     const uint32_t pivot = choose_pivot(v, n);
-    const int64_t below = partition(v, n, pivot);
+    const bool wide = wf__sort_avx512_usable();
+    const int64_t below = wide ? wf__partition_u32_avx512(v, n, pivot) : partition(v, n, pivot);
     if (below > 0) {
         *low_end = *high_begin = below;
         return;
     }
     /* the pivot is the minimum: set its copies aside */
     *low_end = 0;
-    *high_begin = pivot == UINT32_MAX ? n : partition(v, n, pivot + 1);
+    *high_begin = pivot == UINT32_MAX ? n
+                  : wide               ? wf__partition_u32_avx512(v, n, pivot + 1)
+                                       : partition(v, n, pivot + 1);
 }
 
 static void sift_down(uint32_t *v, int64_t root, int64_t n)
@@ -561,7 +564,8 @@ static int depth_limit(int64_t n)
 
 static void quicksort(uint32_t *v, int64_t n, int depth)
 {
-    while (n > SMALL_MAX) {
+    const int64_t small_max = wf__sort_avx512_usable() ? 2 * SMALL_MAX : SMALL_MAX;
+    while (n > small_max) {
         if (depth-- == 0) {
             heap_sort(v, n);
             return;
@@ -577,7 +581,10 @@ static void quicksort(uint32_t *v, int64_t n, int depth)
             n = low_end;
         }
     }
-    sort_small(v, n);
+    if (n > SMALL_MAX)
+        wf__sort_small_u32_avx512(v, n);
+    else
+        sort_small(v, n);
 }
 
 static void quickselect(uint32_t *v, int64_t n, int64_t kth)
