@@ -40,6 +40,19 @@ int64_t wf__cpu_last_level_cache_bytes(void)
     return bytes;
 }
 
+int64_t wf__cpu_l2_cache_bytes(void)
+{
+    static _Atomic int64_t cached; /* 0: not read yet (every reader finds the same) */
+    int64_t bytes = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (bytes > 0)
+        return bytes;
+    bytes = sysfs_cache_bytes(2);
+    if (bytes <= 0)
+        bytes = (int64_t)1 << 20;
+    atomic_store_explicit(&cached, bytes, memory_order_relaxed);
+    return bytes;
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 /* A CPUID bit, read once into *cached (0: not read yet, 1: no, 2: yes;
  * every reader finds the same). */

@@ -14,6 +14,10 @@
  * MiB for a 32 MiB L3 seen here). */
 int64_t wf__cpu_last_level_cache_bytes(void);
 
+/* Bytes of cpu0's L2 cache (sysfs index 2; a core's own on the x86 CPUs
+ * seen here); 1 MiB where it cannot be read. */
+int64_t wf__cpu_l2_cache_bytes(void);
+
 #if defined(__x86_64__) || defined(__i386__)
 /* Whether the CPU converts halves (F16C: CPUID leaf 1, ECX bit 29).
  * __builtin_cpu_supports("f16c") is GCC's; clang before 16 has no such
