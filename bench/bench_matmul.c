@@ -19,8 +19,8 @@
  * complex64 and float64 lines also give weft's share of the machine's limit:
  * the FMA rate of the vector width weft's GEMM uses, measured in the same
  * run by a loop of independent FMAs on as many threads as weft's pool has
- * (the header prints it, and vdpbf16ps's rate where weft's bfloat16 GEMM
- * uses that instruction). Each figure is the
+ * (the header prints it, and the rate of vdpbf16ps or of AMX's tdpbf16ps
+ * where weft's bfloat16 GEMM uses that instruction). Each figure is the
  * best of several runs, weft and OpenBLAS in alternating blocks; big sizes
  * run fewer times. The header says which kernels each library picked: OpenBLAS's core
  * name (set OPENBLAS_CORETYPE to change it; weft never does) and weft's ISA
@@ -212,8 +212,10 @@ static void run_sgemv_t(void *vctx)
  * rate under CPU time (each figure is then per busy core), all threads'
  * under the wall clock; 0 where it is not measured. */
 static double fma_limit;
-/* The same for vdpbf16ps, where weft's bfloat16 GEMM uses it (else 0). */
-static double dpbf16_limit;
+/* The same for the instruction weft's bfloat16 GEMM uses (vdpbf16ps, or
+ * AMX's tdpbf16ps; else 0), and its name. */
+static double bf16_limit;
+static const char *bf16_instruction;
 
 /* Measures and prints the limit; sets fma_limit (left 0 where weft's GEMM
  * has no vector kernel). */
@@ -231,10 +233,13 @@ static void measure_machine_limit(void)
     printf("machine limit: float32 FMA peak (%s) %.1f GFLOP/s per thread with %d thread(s) "
            "busy, %.1f in all",
            wide ? "512-bit" : "256-bit", per_thread, threads, per_thread * threads);
-    if (isa == WF_GEMM_ISA_AVX512_BF16) {
-        const double dp = machine_gflops_per_thread(MACHINE_DPBF16_512, threads);
-        dpbf16_limit = bench_clock == CLOCK_MONOTONIC ? dp * threads : dp;
-        printf("; vdpbf16ps (bfloat16) %.1f GFLOP/s per thread", dp);
+    if (wf__gemm_isa_has_bf16(isa)) {
+        const bool amx = isa == WF_GEMM_ISA_AMX_BF16;
+        const double dp =
+            machine_gflops_per_thread(amx ? MACHINE_TDPBF16 : MACHINE_DPBF16_512, threads);
+        bf16_limit = bench_clock == CLOCK_MONOTONIC ? dp * threads : dp;
+        bf16_instruction = amx ? "tdpbf16ps" : "vdpbf16ps";
+        printf("; %s (bfloat16) %.1f GFLOP/s per thread", bf16_instruction, dp);
     }
     printf("\n");
 }
@@ -275,9 +280,9 @@ static void bench_product(const char *label, int batches, int m, int n, int k, i
         best_pair(build_matmul_bf16, in, NULL, NULL, flops, max_repeats, &th, &unused);
         printf("%-22s weft %7.1f GFLOP/s   (%.2fx weft float32, %.2fx OpenBLAS float32)",
                "  bfloat16 inputs", flops / th * 1e-9, tw / th, tb / th);
-        if (dpbf16_limit > 0.0)
-            printf("   weft %3.0f%% of vdpbf16ps's peak",
-                   100.0 * flops / th * 1e-9 / dpbf16_limit);
+        if (bf16_limit > 0.0)
+            printf("   weft %3.0f%% of %s's peak", 100.0 * flops / th * 1e-9 / bf16_limit,
+                   bf16_instruction);
         printf("\n");
     }
     for (int i = 0; i < 4; i++)

@@ -1,9 +1,10 @@
 /*
  * The machine's compute limit, for benchmarks to set their figures
- * against: the rate of a loop of independent float32 FMAs (512- or 256-bit)
- * or of vdpbf16ps (AVX512_BF16's bfloat16 dot products), run on `threads`
- * threads at once for a quarter of a second. Header-only; x86-64 (elsewhere
- * machine_limit_supported says no and the rate is 0).
+ * against: the rate of a loop of independent float32 FMAs (512- or 256-bit),
+ * of vdpbf16ps (AVX512_BF16's bfloat16 dot products) or of tdpbf16ps (AMX's
+ * bfloat16 tile products), run on `threads` threads at once for a quarter
+ * of a second. Header-only; x86-64 Linux (elsewhere machine_limit_supported
+ * says no and the rate is 0).
  */
 #ifndef WEFT_BENCH_MACHINE_LIMIT_H
 #define WEFT_BENCH_MACHINE_LIMIT_H
@@ -13,10 +14,14 @@
 #include <time.h>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
-typedef enum { MACHINE_FMA_512, MACHINE_FMA_256, MACHINE_DPBF16_512 } machine_loop;
+typedef enum { MACHINE_FMA_512, MACHINE_FMA_256, MACHINE_DPBF16_512, MACHINE_TDPBF16 } machine_loop;
 
 #if defined(__x86_64__)
 /* Independent accumulators: two FMA ports with a latency of 4 need 8; 24
@@ -78,9 +83,48 @@ __attribute__((target("avx512f,avx512bf16"))) static inline float machine_dpbf16
     return s;
 }
 
+/* tdpbf16ps: 16 x 16 x 32 multiply-adds per instruction, into four
+ * accumulator tiles in turn (A and B tiles loaded once: the tile unit's
+ * rate, not the loads'). */
+enum { MACHINE_AMX_BLOCK = 100000 };
+__attribute__((target("amx-tile,amx-bf16"))) static inline float machine_tdpbf16_block(void)
+{
+    struct {
+        unsigned char palette, start_row, reserved[14];
+        unsigned short bytes_per_row[16];
+        unsigned char rows[16];
+    } config;
+    memset(&config, 0, sizeof config);
+    config.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        config.rows[t] = 16;
+        config.bytes_per_row[t] = 64;
+    }
+    static const unsigned short zeros[16 * 32];
+    float out[16 * 16];
+    _tile_loadconfig(&config);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, zeros, 64);
+    _tile_loadd(5, zeros, 64);
+    for (int i = 0; i < MACHINE_AMX_BLOCK; i++) {
+        _tile_dpbf16ps(0, 4, 5);
+        _tile_dpbf16ps(1, 4, 5);
+        _tile_dpbf16ps(2, 4, 5);
+        _tile_dpbf16ps(3, 4, 5);
+    }
+    _tile_stored(0, out, 64);
+    _tile_release();
+    return out[0];
+}
+
 /* Floating-point operations (2 per multiply-add) of one block. */
 static inline double machine_block_flops(machine_loop loop)
 {
+    if (loop == MACHINE_TDPBF16)
+        return 2.0 * 16 * 16 * 32 * 4 * MACHINE_AMX_BLOCK;
     if (loop == MACHINE_FMA_256)
         return 2.0 * 8 * MACHINE_CHAINS_256 * MACHINE_BLOCK;
     return 2.0 * (loop == MACHINE_FMA_512 ? 16 : 32) * MACHINE_CHAINS * MACHINE_BLOCK;
@@ -96,6 +140,11 @@ static inline bool machine_limit_supported(machine_loop loop)
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (loop == MACHINE_FMA_512)
         return __builtin_cpu_supports("avx512f");
+    if (loop == MACHINE_TDPBF16) { /* CPUID leaf 7 EDX: AMX-BF16 22, AMX-TILE 24; Linux's leave */
+        unsigned a, b, c, d;
+        return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u) && (d >> 24 & 1u) &&
+               syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+    }
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
 #else
     (void)loop;
@@ -123,9 +172,10 @@ static inline void *machine_thread(void *arg)
     const double t0 = machine_seconds();
     double t = t0;
     for (; t - t0 < 0.25; t = machine_seconds()) {
-        job->sink += job->loop == MACHINE_FMA_512   ? machine_fma_block_512()
-                     : job->loop == MACHINE_FMA_256 ? machine_fma_block_256()
-                                                    : machine_dpbf16_block_512();
+        job->sink += job->loop == MACHINE_FMA_512      ? machine_fma_block_512()
+                     : job->loop == MACHINE_FMA_256    ? machine_fma_block_256()
+                     : job->loop == MACHINE_DPBF16_512 ? machine_dpbf16_block_512()
+                                                       : machine_tdpbf16_block();
         job->flops += machine_block_flops(job->loop);
     }
     job->seconds = t - t0;

@@ -913,6 +913,13 @@ static void test_same_bits_for_any_thread_count(void)
 static wf_array *matrix_of(const float *v, int64_t rows, int64_t cols, wf_dtype dtype)
 {
     const int64_t shape[2] = {rows, cols};
+    if (dtype == WF_DTYPE_BF16) { /* float32 rounded, evaluated: a buffer of its own */
+        wf_array *f = matrix_of(v, rows, cols, WF_DTYPE_F32);
+        wf_array *h = wf_astype(f, WF_DTYPE_BF16);
+        wf_release(f);
+        CHECK_OK(wf_eval(&h, 1));
+        return h;
+    }
     if (dtype == WF_DTYPE_F32)
         return wf_array_from_data(v, shape, 2, WF_DTYPE_F32);
     double *d = malloc((size_t)(rows * cols) * sizeof *d);
@@ -965,8 +972,11 @@ static void test_packed_weights_same_bits(void)
         if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
             continue;
         CHECK_OK(wf__gemm_isa_set(isa));
-        for (int t = 0; t < 2; t++) {
-            const wf_dtype dtype = t ? WF_DTYPE_F64 : WF_DTYPE_F32;
+        for (int t = 0; t < 3; t++) {
+            /* bfloat16 weights are packed once by the AMX variant only */
+            const wf_dtype dtype = t == 2 ? WF_DTYPE_BF16 : t ? WF_DTYPE_F64 : WF_DTYPE_F32;
+            if (dtype == WF_DTYPE_BF16 && isa != WF_GEMM_ISA_AMX_BF16)
+                continue;
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
                 const int64_t k = shapes[s][0], n = shapes[s][1];
                 float *v = random_floats((k + 3) * n, (uint32_t)(40 + s));

@@ -80,6 +80,8 @@ bool wf__gemm_isa_supported(int isa)
         return avx512;
     if (isa == WF_GEMM_ISA_AVX512_BF16)
         return avx512 && __builtin_cpu_supports("avx512bf16");
+    if (isa == WF_GEMM_ISA_AMX_BF16)
+        return avx512 && __builtin_cpu_supports("avx512bf16") && wf__gemm_amx_available();
 #endif
     return false;
 }
@@ -87,11 +89,14 @@ bool wf__gemm_isa_supported(int isa)
 const char *wf__gemm_isa_name(int isa)
 {
     static const char *const names[WF_GEMM_ISA_COUNT] = {"baseline", "avx2", "avx512",
-                                                         "avx512bf16"};
+                                                         "avx512bf16", "amxbf16"};
     return isa >= 0 && isa < WF_GEMM_ISA_COUNT ? names[isa] : NULL;
 }
 
-bool wf__gemm_isa_has_bf16(int isa) { return isa == WF_GEMM_ISA_AVX512_BF16; }
+bool wf__gemm_isa_has_bf16(int isa)
+{
+    return isa == WF_GEMM_ISA_AVX512_BF16 || isa == WF_GEMM_ISA_AMX_BF16;
+}
 
 /* The best supported variant not above WEFT_ISA (unknown names are
  * ignored). Detection is idempotent: a race only repeats it. */
@@ -206,8 +211,8 @@ static const wf_gemm_kernels *kernels(int isa)
         return &wf__gemm_kernels_avx2;
     if (isa == WF_GEMM_ISA_AVX512)
         return &wf__gemm_kernels_avx512;
-    if (isa == WF_GEMM_ISA_AVX512_BF16)
-        return &wf__gemm_kernels_avx512_bf16;
+    if (isa == WF_GEMM_ISA_AVX512_BF16 || isa == WF_GEMM_ISA_AMX_BF16)
+        return &wf__gemm_kernels_avx512_bf16; /* AMX: bfloat16 blocks in gemm_amx.c */
 #else
     (void)isa;
 #endif
@@ -818,17 +823,25 @@ bool wf__gemm_can_pack_b(const wf_gemm_args *g)
     const bool plain = (g->dtype == WF_DTYPE_F32 || g->dtype == WF_DTYPE_F64) &&
                        g->b_stored == g->dtype;
     const bool complex = g->dtype == WF_DTYPE_F32 && g->b_stored == WF_DTYPE_C64;
-    return (plain || complex) && type_kernels(g)->mr > 0;
+    const bool amx = g->dtype == WF_DTYPE_BF16 && g->b_stored == WF_DTYPE_BF16 &&
+                     g->isa == WF_GEMM_ISA_AMX_BF16;
+    return ((plain || complex) && type_kernels(g)->mr > 0) || amx;
 }
 
 size_t wf__gemm_packed_b_size(const wf_gemm_args *g)
 {
+    if (g->isa == WF_GEMM_ISA_AMX_BF16 && g->dtype == WF_DTYPE_BF16)
+        return wf__gemm_amx_packed_b_bytes(g, k_block(g->k));
     const int64_t nr = type_kernels(g)->nr;
     return (size_t)(ceil_div(g->n, nr) * nr * g->k) * wf_dtype_size(g->dtype);
 }
 
 void wf__gemm_pack_b(const wf_gemm_args *g, void *dst)
 {
+    if (g->isa == WF_GEMM_ISA_AMX_BF16 && g->dtype == WF_DTYPE_BF16) {
+        wf__gemm_amx_pack_b(g, k_block(g->k), dst);
+        return;
+    }
     const wf_gemm_type_kernels *tk = type_kernels(g);
     const size_t es = wf_dtype_size(g->dtype);
     const int64_t nr = tk->nr, panels = ceil_div(g->n, nr), kcb = k_block(g->k);
@@ -848,8 +861,9 @@ void wf__gemm_use_packed_b(wf_gemm_args *g, wf_buffer *buffer, int64_t mblock)
     if (!wf__gemm_can_pack_b(g) || wf__buffer_is_external(buffer))
         return;
     const wf_gemm_type_kernels *tk = type_kernels(g);
-    if (use_direct(g, tk, mblock) || use_direct_t(g, tk, mblock) ||
-        use_complex_direct(g, mblock))
+    const bool amx = g->dtype == WF_DTYPE_BF16; /* AMX reads packed panels at any row count */
+    if (!amx && (use_direct(g, tk, mblock) || use_direct_t(g, tk, mblock) ||
+                 use_complex_direct(g, mblock)))
         return;
     const packed_b key = packed_b_key(g, buffer);
     const packed_b *have = (const packed_b *)wf__buffer_derived(buffer);
@@ -949,6 +963,12 @@ static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_type_kernels *t
     const uint16_t *a = g->a, *b = g->b;
     float *c = g->c;
     const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
+    if (g->isa == WF_GEMM_ISA_AMX_BF16) { /* every row count: the same bits */
+        if (!scratch_reserve(s, wf__gemm_amx_scratch_bytes(kcb, j1 - j0)))
+            return WF_ERR_OUT_OF_MEMORY;
+        wf__gemm_block_bf16_amx(g, kcb, i0, i1, j0, j1, s->data);
+        return WF_OK;
+    }
     const int64_t panels = ceil_div(j1 - j0, nr);
     const row_tiles tiles = split_rows(i0, i1, mr);
     const bool direct = use_direct(g, tk, i1 - i0);

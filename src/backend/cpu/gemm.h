@@ -58,12 +58,14 @@ enum wf_gemm_isa {
     WF_GEMM_ISA_AVX2,
     WF_GEMM_ISA_AVX512,
     WF_GEMM_ISA_AVX512_BF16,
+    WF_GEMM_ISA_AMX_BF16, /* avx512bf16, with bfloat16 products on AMX tiles (gemm_amx.c) */
     WF_GEMM_ISA_COUNT
 };
 
 /* Can this CPU run variant `isa`? */
 bool wf__gemm_isa_supported(int isa);
-/* "baseline", "avx2", "avx512", "avx512bf16" (NULL for an unknown value). */
+/* "baseline", "avx2", "avx512", "avx512bf16", "amxbf16" (NULL for an
+ * unknown value). */
 const char *wf__gemm_isa_name(int isa);
 /* The variant new products use: the one forced by wf__gemm_isa_set, else
  * the best supported one not above WEFT_ISA. */
@@ -288,6 +290,24 @@ void wf__gemm_pack_b_complex(const wf_gemm_args *g, int64_t k0, int64_t kc, int6
                              int64_t j1, int nr, float *dst);
 void wf__gemm_complex_direct(const wf_gemm_args *g, int64_t i0, int64_t i1, int64_t j0,
                              int64_t j1);
+
+/* AMX (gemm_amx.c). Whether the CPU has AMX-BF16 and Linux lets this
+ * process use its tiles (asked once, process-wide). */
+bool wf__gemm_amx_available(void);
+/* Scratch bytes wf__gemm_block_bf16_amx needs for K blocks of kcb and
+ * `cols` columns. */
+size_t wf__gemm_amx_scratch_bytes(int64_t kcb, int64_t cols);
+/* The bytes of, and the packing of, B's whole packed copy for AMX
+ * products (wf__gemm_pack_b's, for this variant): per K block of kcb,
+ * panels of 16 columns as the blocks pack them. */
+size_t wf__gemm_amx_packed_b_bytes(const wf_gemm_args *g, int64_t kcb);
+void wf__gemm_amx_pack_b(const wf_gemm_args *g, int64_t kcb, void *dst);
+/* C[i0:i1, j0:j1] of a bfloat16 product (g->dtype WF_DTYPE_BF16, C float32)
+ * on AMX tiles, K blocks of kcb (gemm.c's), with gemm.h's epilogue rule;
+ * B from g->b_packed where set (j0 a multiple of 32); scratch holds wf__gemm_amx_scratch_bytes(kcb, j1 - j0). The same bits for
+ * a row whatever rows and columns the block has. */
+void wf__gemm_block_bf16_amx(const wf_gemm_args *g, int64_t kcb, int64_t i0, int64_t i1,
+                             int64_t j0, int64_t j1, void *scratch);
 
 /* x86-64 only. */
 extern const wf_gemm_kernels wf__gemm_kernels_avx2;

@@ -479,7 +479,7 @@ static wf_qmv_fn direct_kernel(const qmm_job *job)
         (job->bits != 2 && job->bits != 4 && job->bits != 8) ||
         job->row_bytes * 16 >= INT32_MAX) /* gather offsets are 32-bit */
         return NULL;
-    if (job->isa == WF_GEMM_ISA_AVX512 || job->isa == WF_GEMM_ISA_AVX512_BF16)
+    if (job->isa >= WF_GEMM_ISA_AVX512)
         return wf__qmv_avx512;
     if (job->isa == WF_GEMM_ISA_AVX2)
         return wf__qmv_avx2;
@@ -503,7 +503,7 @@ static wf_qdeq_fn panel_dequantizer(const qmm_job *job)
 {
     if (job->bits != 2 && job->bits != 4 && job->bits != 8)
         return NULL;
-    if (job->isa == WF_GEMM_ISA_AVX512 || job->isa == WF_GEMM_ISA_AVX512_BF16)
+    if (job->isa >= WF_GEMM_ISA_AVX512)
         return wf__qdeq_avx512;
     return job->isa == WF_GEMM_ISA_AVX2 ? wf__qdeq_avx2 : NULL;
 }

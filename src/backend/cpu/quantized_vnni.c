@@ -368,7 +368,7 @@ ATTR_INT8_AVX2 static void qmv_int8_avx2(const wf_qmv_int8_x *px, int64_t x_row,
 
 wf_qmv_int8_fn wf__qmv_int8_kernel(int isa)
 {
-    const bool avx512 = isa == WF_GEMM_ISA_AVX512 || isa == WF_GEMM_ISA_AVX512_BF16;
+    const bool avx512 = isa >= WF_GEMM_ISA_AVX512;
     if (avx512 && vnni_available())
         return qmv_int8_vnni;
     return avx512 || isa == WF_GEMM_ISA_AVX2 ? qmv_int8_avx2 : NULL;
