@@ -79,9 +79,10 @@ typedef struct conv_plan {
     bool rows_in_place; /* 1-d: P's rows inside x read in place (row_in_place) */
     int64_t mblock, mblocks;
     /* W packed once for all blocks of rows (wf__gemm_pack_b), group by group
-     * and K chunk by K chunk, packed_per_k bytes per row of W; or NULL */
+     * and K chunk by K chunk, packed_per_chunk bytes a chunk (the room of a
+     * full one: the variants' layouts need not be linear in k); or NULL */
     wf_buffer *packed;
-    size_t packed_per_k;
+    size_t packed_per_chunk;
     atomic_int failed;
 } conv_plan;
 
@@ -246,6 +247,17 @@ static bool row_in_place(const conv_plan *pl, int64_t r)
     return pos >= 0 && pos + pl->k_sp[0] <= pl->in_sp[0];
 }
 
+/* W's K chunk length (the 1x1 case takes K whole) and how many chunks a
+ * group has. */
+static int64_t weight_chunk(const conv_plan *pl) { return pl->direct_a ? pl->kdim : pl->kchunk; }
+static int64_t weight_chunks(const conv_plan *pl) { return ceil_div(pl->kdim, weight_chunk(pl)); }
+
+/* Where group g's K chunk at k0 lies in pl->packed. */
+static size_t packed_chunk_offset(const conv_plan *pl, int64_t g, int64_t k0)
+{
+    return (size_t)(g * weight_chunks(pl) + k0 / weight_chunk(pl)) * pl->packed_per_chunk;
+}
+
 /* C rows [row0, row0 + rows) of group g, columns [0, cout_g), over K
  * columns [k0, k0 + kc): beta 0 for the first chunk, else 1. */
 static wf_status gemm_chunk(const conv_plan *pl, const char *a, int64_t rsa, int64_t g,
@@ -260,7 +272,7 @@ static wf_status gemm_chunk(const conv_plan *pl, const char *a, int64_t rsa, int
                        pl->cout, 1.0, k0 == 0 ? 0.0 : 1.0);
     ga.isa = pl->isa;
     if (pl->packed != NULL)
-        ga.b_packed = (char *)pl->packed->data + (size_t)(g * pl->kdim + k0) * pl->packed_per_k;
+        ga.b_packed = (char *)pl->packed->data + packed_chunk_offset(pl, g, k0);
     for (int64_t j0 = 0; j0 < pl->cout_g; j0 += 512) {
         const wf_status st = wf__gemm_block(&ga, 0, rows, j0, min64(pl->cout_g, j0 + 512), s);
         if (st != WF_OK)
@@ -276,7 +288,7 @@ static wf_status gemm_rows(const conv_plan *pl, const axis_tables *at, int64_t g
                            int64_t rows, char *patch, wf_gemm_scratch *s)
 {
     const size_t es = pl->es;
-    const int64_t kchunk = pl->direct_a ? pl->kdim : pl->kchunk;
+    const int64_t kchunk = weight_chunk(pl);
     for (int64_t k0 = 0; k0 < pl->kdim; k0 += kchunk) {
         const int64_t kc = min64(kchunk, pl->kdim - k0);
         if (pl->direct_a) {
@@ -387,19 +399,19 @@ static wf_gemm_args weight_args(const conv_plan *pl, int64_t g, int64_t k0, int6
  * the blocks then read the packed panels (the same bits). */
 static wf_status pack_weight(conv_plan *pl)
 {
-    const wf_gemm_args first = weight_args(pl, 0, 0, 1);
-    if (pl->mblocks < 2 || !wf__gemm_can_pack_b(&first))
+    const int64_t kchunk = weight_chunk(pl);
+    const wf_gemm_args full = weight_args(pl, 0, 0, min64(kchunk, pl->kdim));
+    if (pl->mblocks < 2 || !wf__gemm_can_pack_b(&full))
         return WF_OK;
-    pl->packed_per_k = wf__gemm_packed_b_size(&first);
-    pl->packed = wf__buffer_alloc((size_t)(pl->groups * pl->kdim) * pl->packed_per_k);
+    pl->packed_per_chunk = wf__gemm_packed_b_size(&full);
+    pl->packed =
+        wf__buffer_alloc((size_t)(pl->groups * weight_chunks(pl)) * pl->packed_per_chunk);
     if (pl->packed == NULL)
         return wf_last_error();
-    const int64_t kchunk = pl->direct_a ? pl->kdim : pl->kchunk;
     for (int64_t g = 0; g < pl->groups; g++)
         for (int64_t k0 = 0; k0 < pl->kdim; k0 += kchunk) {
             const wf_gemm_args gw = weight_args(pl, g, k0, min64(kchunk, pl->kdim - k0));
-            wf__gemm_pack_b(&gw, (char *)pl->packed->data +
-                                     (size_t)(g * pl->kdim + k0) * pl->packed_per_k);
+            wf__gemm_pack_b(&gw, (char *)pl->packed->data + packed_chunk_offset(pl, g, k0));
         }
     return WF_OK;
 }
