@@ -154,7 +154,8 @@ void wf__gemm_scratch_free(wf_gemm_scratch *s);
  * layout the blocks read, and kept with its buffer (core/buffer.h's derived
  * data) until the buffer's contents end; later products read it instead of
  * packing. Only float32, float64 and complex64 products (B' packed) whose
- * blocks of `mblock` rows would pack B (not the matrix-vector paths); at most
+ * blocks of `mblock` rows would pack B (not the matrix-vector paths), and
+ * bfloat16 products on AMX (every row count); at most
  * WF_GEMM_PACKED_B_BUDGET bytes of such copies in the process (counted as
  * active memory), and under a memory limit only while they stay within a
  * quarter of it and active memory within half; a copy that cannot be
@@ -163,11 +164,13 @@ void wf__gemm_scratch_free(wf_gemm_scratch *s);
  * Sets g->b_packed when B has (or now gets) its packed copy. `buffer` holds
  * B (g->b points into it); the caller keeps a reference for the product. */
 #define WF_GEMM_PACKED_B_BUDGET ((size_t)512 << 20)
-/* Whether g's B can be packed whole (float32, float64 and complex64 products). */
+/* Whether g's B can be packed whole (float32, float64 and complex64
+ * products; bfloat16 on AMX). */
 bool wf__gemm_can_pack_b(const wf_gemm_args *g);
 /* The bytes of g's B packed whole, and the packing into dst (64-byte
  * aligned): what b_packed points at. A caller that runs many blocks of rows
- * against one B (convolutions) packs it once this way. */
+ * against one B (convolutions) packs it once this way. The size is not
+ * linear in k for every variant (AMX pads K blocks to 32). */
 size_t wf__gemm_packed_b_size(const wf_gemm_args *g);
 void wf__gemm_pack_b(const wf_gemm_args *g, void *dst);
 void wf__gemm_use_packed_b(wf_gemm_args *g, wf_buffer *buffer, int64_t mblock);
