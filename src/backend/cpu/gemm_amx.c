@@ -11,8 +11,9 @@
  *  - B's strip is packed into panels of 16 columns, pair rows of 16 x 2
  *    bfloat16 (64 bytes), zero beyond the strip and beyond the K block up
  *    to a multiple of 32;
- *  - rows are taken 32 at a time, copied zero-padded into a 32 x kc32
- *    row-major block (the A tiles' layout);
+ *  - rows are taken 32 at a time, read where they lie when whole tiles
+ *    cover them (contiguous k, 16 or 32 rows, a K block a multiple of
+ *    32), else copied zero-padded into a 32 x kc32 row-major block;
  *  - each 32 x 32 block of C is four C tiles: two A tiles and two B
  *    tiles per 32 k, four tdpbf16ps; the tiles are stored to a buffer and
  *    the epilogue takes the rows and columns inside the block to C.
@@ -184,13 +185,14 @@ ATTR_AMX static void store_block(const wf_gemm_args *g, const float *sums, int64
 }
 
 /* C's rows [i, i + rows) (rows <= 32) and the strip's columns from the
- * packed A block and B panels, 32 columns at a time. */
-ATTR_AMX static void block_times_strip(const wf_gemm_args *g, const uint16_t *ap,
+ * A block (row r's k at ap + r * lda + k) and the B panels, 32 columns at
+ * a time. */
+ATTR_AMX static void block_times_strip(const wf_gemm_args *g, const uint16_t *ap, int64_t lda,
                                        const uint16_t *bp, int64_t kc32, int64_t i, int rows,
                                        int64_t js, int64_t je, float *sums,
                                        const wf_gemm_epilogue *e)
 {
-    const int64_t astride = kc32 * (int64_t)sizeof *ap, panel = kc32 * 16;
+    const int64_t astride = lda * (int64_t)sizeof *ap, panel = kc32 * 16;
     for (int64_t q = 0; q * 16 < je - js; q += 2) {
         const uint16_t *b0 = bp + q * panel, *b1 = b0 + panel;
         _tile_zero(0);
@@ -200,7 +202,7 @@ ATTR_AMX static void block_times_strip(const wf_gemm_args *g, const uint16_t *ap
             _tile_zero(3);
             for (int64_t k = 0; k < kc32; k += TILE_K) {
                 _tile_loadd(4, ap + k, astride);
-                _tile_loadd(5, ap + TILE_ROWS * kc32 + k, astride);
+                _tile_loadd(5, ap + TILE_ROWS * lda + k, astride);
                 _tile_loadd(6, b0 + k * 16, 64);
                 _tile_loadd(7, b1 + k * 16, 64);
                 _tile_dpbf16ps(0, 4, 6);
@@ -257,8 +259,15 @@ ATTR_AMX void wf__gemm_block_bf16_amx(const wf_gemm_args *g, int64_t kcb, int64_
                 pack_b(g, k0, kc, kc32, js, je, bp);
             for (int64_t i = i0; i < i1; i += BLOCK_ROWS) {
                 const int rows = (int)min64(BLOCK_ROWS, i1 - i);
+                /* A's rows read where they lie when the tiles cover them
+                 * exactly: contiguous k, whole tiles of rows and of k */
+                if (g->csa == 1 && kc == kc32 && (rows == BLOCK_ROWS || rows == TILE_ROWS)) {
+                    block_times_strip(g, (const uint16_t *)g->a + i * g->rsa + k0, g->rsa,
+                                      panels, kc32, i, rows, js, je, sums, &e);
+                    continue;
+                }
                 pack_a(g, i, rows, k0, kc, kc32, ap);
-                block_times_strip(g, ap, panels, kc32, i, rows, js, je, sums, &e);
+                block_times_strip(g, ap, kc32, panels, kc32, i, rows, js, je, sums, &e);
             }
         }
     }
