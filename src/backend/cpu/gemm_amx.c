@@ -78,12 +78,76 @@ size_t wf__gemm_amx_scratch_bytes(int64_t kcb, int64_t cols)
            4 * TILE_ROWS * TILE_ROWS * sizeof(float) + 128;
 }
 
+/* Transposes the 16 x 16 32-bit elements of r (lane j of register i goes
+ * to lane i of register j). */
+ATTR_AMX static inline void transpose16(__m512i *r)
+{
+    __m512i t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int j = 0; j < 4; j++) {
+        const __m512i even_low = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);
+        const __m512i odd_low = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);
+        const __m512i even_high = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
+        const __m512i odd_high = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xDD);
+        r[j] = _mm512_shuffle_i32x4(even_low, even_high, 0x88);
+        r[4 + j] = _mm512_shuffle_i32x4(odd_low, odd_high, 0x88);
+        r[8 + j] = _mm512_shuffle_i32x4(even_low, even_high, 0xDD);
+        r[12 + j] = _mm512_shuffle_i32x4(odd_low, odd_high, 0xDD);
+    }
+}
+
+/* A panel's pair rows [0, kc / 32 * 16) from `cols` columns whose k lie
+ * contiguous (column j's k at col0 + j * csb): each 32 k of the 16
+ * columns, as 16 pairs (32-bit elements) a column, transposed. */
+ATTR_AMX static int64_t pack_panel_k_contiguous(const uint16_t *col0, int64_t csb, int64_t cols,
+                                                int64_t kc, uint16_t *panel)
+{
+    int64_t k = 0;
+    for (; k + TILE_K <= kc; k += TILE_K) {
+        __m512i r[16];
+        for (int j = 0; j < 16; j++)
+            r[j] = j < cols ? _mm512_loadu_si512(col0 + j * csb + k) : _mm512_setzero_si512();
+        transpose16(r);
+        for (int t = 0; t < 16; t++)
+            _mm512_storeu_si512(panel + (k / 2 + t) * 32, r[t]);
+    }
+    return k;
+}
+
+/* A panel from `cols` columns of B's rows row0 + k * ldb (k < kc), the
+ * columns contiguous: each pair row interleaves rows 2t and 2t + 1 (zero
+ * for a row kc). */
+ATTR_AMX static void pack_panel_rows(const uint16_t *row0, int64_t ldb, int64_t cols, int64_t kc,
+                                     uint16_t *panel)
+{
+    const __mmask16 m = cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cols) - 1);
+    for (int64_t k = 0; k < kc; k += 2) {
+        const __m256i even = _mm256_maskz_loadu_epi16(m, row0 + k * ldb);
+        const __m256i odd =
+            k + 1 < kc ? _mm256_maskz_loadu_epi16(m, row0 + (k + 1) * ldb) : _mm256_setzero_si256();
+        /* per 128-bit lane: pairs of columns 0-3 / 8-11 (low), 4-7 / 12-15 (high) */
+        const __m256i low = _mm256_unpacklo_epi16(even, odd), high = _mm256_unpackhi_epi16(even, odd);
+        _mm256_storeu_si256((__m256i *)(panel + k * 16), _mm256_permute2x128_si256(low, high, 0x20));
+        _mm256_storeu_si256((__m256i *)(panel + k * 16 + 16),
+                            _mm256_permute2x128_si256(low, high, 0x31));
+    }
+}
+
 /* Columns [js, je) of B's rows [k0, k0 + kc) into panels of 16 columns at
  * bp: panel q's pair row t at bp + (q * kc32 / 2 + t) * 32, holding
  * (B[2t][j], B[2t + 1][j]) for its 16 columns j; zero outside. The panel
  * count is rounded up to even (the kernel takes them two at a time). */
-static void pack_b(const wf_gemm_args *g, int64_t k0, int64_t kc, int64_t kc32, int64_t js,
-                   int64_t je, uint16_t *bp)
+ATTR_AMX static void pack_b(const wf_gemm_args *g, int64_t k0, int64_t kc, int64_t kc32,
+                            int64_t js, int64_t je, uint16_t *bp)
 {
     const uint16_t *b = g->b;
     const int64_t panels = round_up(je - js, 32) / 16, pairs = kc32 / 2;
@@ -91,13 +155,17 @@ static void pack_b(const wf_gemm_args *g, int64_t k0, int64_t kc, int64_t kc32, 
     for (int64_t q = 0; q < panels; q++) {
         uint16_t *panel = bp + q * pairs * 32;
         const int64_t cols = min64(16, je - (js + q * 16));
-        if (g->rsb == 1) { /* k contiguous (x @ W.T): a column's pairs read in a row */
-            for (int64_t j = 0; j < cols; j++) {
-                const uint16_t *col = b + (js + q * 16 + j) * g->csb + k0;
-                for (int64_t k = 0; k < kc; k++)
-                    panel[(k / 2 * 16 + j) * 2 + k % 2] = col[k];
-            }
-        } else { /* rows of B: each row's columns read in a row */
+        if (cols <= 0)
+            continue;
+        if (g->rsb == 1) { /* k contiguous (x @ W.T): 32 k of 16 columns at a time */
+            const uint16_t *col0 = b + (js + q * 16) * g->csb + k0;
+            const int64_t done = pack_panel_k_contiguous(col0, g->csb, cols, kc, panel);
+            for (int64_t j = 0; j < cols; j++)
+                for (int64_t k = done; k < kc; k++)
+                    panel[(k / 2 * 16 + j) * 2 + k % 2] = col0[j * g->csb + k];
+        } else if (g->csb == 1) { /* rows of B contiguous (x @ W): two rows interleaved */
+            pack_panel_rows(b + k0 * g->rsb + js + q * 16, g->rsb, cols, kc, panel);
+        } else { /* any strides */
             for (int64_t k = 0; k < kc; k++) {
                 const uint16_t *row = b + (k0 + k) * g->rsb + (js + q * 16) * g->csb;
                 for (int64_t j = 0; j < cols; j++)
