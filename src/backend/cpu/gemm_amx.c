@@ -29,6 +29,8 @@
  */
 #include "backend/cpu/gemm.h"
 
+#include "backend/cpu/transpose_avx512.h"
+
 #include <stdatomic.h>
 #include <string.h>
 
@@ -78,33 +80,6 @@ size_t wf__gemm_amx_scratch_bytes(int64_t kcb, int64_t cols)
            4 * TILE_ROWS * TILE_ROWS * sizeof(float) + 128;
 }
 
-/* Transposes the 16 x 16 32-bit elements of r (lane j of register i goes
- * to lane i of register j). */
-ATTR_AMX static inline void transpose16(__m512i *r)
-{
-    __m512i t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int j = 0; j < 4; j++) {
-        const __m512i even_low = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);
-        const __m512i odd_low = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);
-        const __m512i even_high = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
-        const __m512i odd_high = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xDD);
-        r[j] = _mm512_shuffle_i32x4(even_low, even_high, 0x88);
-        r[4 + j] = _mm512_shuffle_i32x4(odd_low, odd_high, 0x88);
-        r[8 + j] = _mm512_shuffle_i32x4(even_low, even_high, 0xDD);
-        r[12 + j] = _mm512_shuffle_i32x4(odd_low, odd_high, 0xDD);
-    }
-}
-
 /* A panel's pair rows [0, kc / 32 * 16) from `cols` columns whose k lie
  * contiguous (column j's k at col0 + j * csb): each 32 k of the 16
  * columns, as 16 pairs (32-bit elements) a column, transposed. */
@@ -116,7 +91,7 @@ ATTR_AMX static int64_t pack_panel_k_contiguous(const uint16_t *col0, int64_t cs
         __m512i r[16];
         for (int j = 0; j < 16; j++)
             r[j] = j < cols ? _mm512_loadu_si512(col0 + j * csb + k) : _mm512_setzero_si512();
-        transpose16(r);
+        wf__transpose16_epi32(r);
         for (int t = 0; t < 16; t++)
             _mm512_storeu_si512(panel + (k / 2 + t) * 32, r[t]);
     }

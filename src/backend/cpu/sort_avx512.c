@@ -11,6 +11,7 @@
  */
 #include "backend/cpu/sort_avx2.h"
 
+#include "backend/cpu/transpose_avx512.h"
 #include "backend/cpu/vmath.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -187,37 +188,6 @@ static inline __attribute__((always_inline)) void column_stage(__m512i *r, int k
     }
 }
 
-/* Transposes the 16 x 16 keys of r (lane j of register i goes to lane i
- * of register j). */
-static inline __attribute__((always_inline)) void transpose16(__m512i *r)
-{
-    __m512i t[16], u[16];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    /* u[4i + j]: in 128-bit lane q, the keys of column 4q + j of rows 4i .. 4i + 3 */
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {
-        const __m512i even_low = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);
-        const __m512i odd_low = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);
-        const __m512i even_high = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
-        const __m512i odd_high = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xDD);
-        r[j] = _mm512_shuffle_i32x4(even_low, even_high, 0x88);
-        r[4 + j] = _mm512_shuffle_i32x4(odd_low, odd_high, 0x88);
-        r[8 + j] = _mm512_shuffle_i32x4(even_low, even_high, 0xDD);
-        r[12 + j] = _mm512_shuffle_i32x4(odd_low, odd_high, 0xDD);
-    }
-}
-
 void wf__sort_small_u32_avx512(uint32_t *v, int64_t n)
 {
     __m512i r[LANES];
@@ -233,7 +203,7 @@ void wf__sort_small_u32_avx512(uint32_t *v, int64_t n)
 #pragma GCC unroll 8
         for (int log_d = log_k - 1; log_d >= 0; log_d--)
             column_stage(r, 1 << log_k, 1 << log_d);
-    transpose16(r);
+    wf__transpose16_epi32(r);
 #pragma GCC unroll 16
     for (int i = 0; i < LANES; i++) {
         const int64_t left = n - LANES * i;
