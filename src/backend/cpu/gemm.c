@@ -81,7 +81,7 @@ bool wf__gemm_isa_supported(int isa)
     if (isa == WF_GEMM_ISA_AVX512_BF16)
         return avx512 && __builtin_cpu_supports("avx512bf16");
     if (isa == WF_GEMM_ISA_AMX_BF16)
-        return avx512 && __builtin_cpu_supports("avx512bf16") && wf__gemm_amx_available();
+        return avx512 && __builtin_cpu_supports("avx512bf16") && wf__gemm_amx_cpu();
 #endif
     return false;
 }
@@ -96,6 +96,14 @@ const char *wf__gemm_isa_name(int isa)
 bool wf__gemm_isa_has_bf16(int isa)
 {
     return isa == WF_GEMM_ISA_AVX512_BF16 || isa == WF_GEMM_ISA_AMX_BF16;
+}
+
+/* Does g run on AMX tiles? A bfloat16 product of the AMX variant, once
+ * Linux granted the tiles (asked here, at the first such product). */
+static bool on_amx(const wf_gemm_args *g)
+{
+    return g->isa == WF_GEMM_ISA_AMX_BF16 && g->dtype == WF_DTYPE_BF16 &&
+           wf__gemm_amx_available();
 }
 
 /* The best supported variant not above WEFT_ISA (unknown names are
@@ -823,14 +831,13 @@ bool wf__gemm_can_pack_b(const wf_gemm_args *g)
     const bool plain = (g->dtype == WF_DTYPE_F32 || g->dtype == WF_DTYPE_F64) &&
                        g->b_stored == g->dtype;
     const bool complex = g->dtype == WF_DTYPE_F32 && g->b_stored == WF_DTYPE_C64;
-    const bool amx = g->dtype == WF_DTYPE_BF16 && g->b_stored == WF_DTYPE_BF16 &&
-                     g->isa == WF_GEMM_ISA_AMX_BF16;
+    const bool amx = g->b_stored == WF_DTYPE_BF16 && on_amx(g);
     return ((plain || complex) && type_kernels(g)->mr > 0) || amx;
 }
 
 size_t wf__gemm_packed_b_size(const wf_gemm_args *g)
 {
-    if (g->isa == WF_GEMM_ISA_AMX_BF16 && g->dtype == WF_DTYPE_BF16)
+    if (on_amx(g))
         return wf__gemm_amx_packed_b_bytes(g, k_block(g->k));
     const int64_t nr = type_kernels(g)->nr;
     return (size_t)(ceil_div(g->n, nr) * nr * g->k) * wf_dtype_size(g->dtype);
@@ -838,7 +845,7 @@ size_t wf__gemm_packed_b_size(const wf_gemm_args *g)
 
 void wf__gemm_pack_b(const wf_gemm_args *g, void *dst)
 {
-    if (g->isa == WF_GEMM_ISA_AMX_BF16 && g->dtype == WF_DTYPE_BF16) {
+    if (on_amx(g)) {
         wf__gemm_amx_pack_b(g, k_block(g->k), dst);
         return;
     }
@@ -963,7 +970,7 @@ static wf_status block_bf16(const wf_gemm_args *g, const wf_gemm_type_kernels *t
     const uint16_t *a = g->a, *b = g->b;
     float *c = g->c;
     const int64_t kcb = k_block(g->k), mr = tk->mr, nr = tk->nr;
-    if (g->isa == WF_GEMM_ISA_AMX_BF16) { /* every row count: the same bits */
+    if (on_amx(g)) { /* every row count: the same bits */
         if (!scratch_reserve(s, wf__gemm_amx_scratch_bytes(kcb, j1 - j0)))
             return WF_ERR_OUT_OF_MEMORY;
         wf__gemm_block_bf16_amx(g, kcb, i0, i1, j0, j1, s->data);

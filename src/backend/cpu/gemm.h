@@ -294,8 +294,11 @@ void wf__gemm_pack_b_complex(const wf_gemm_args *g, int64_t k0, int64_t kc, int6
 void wf__gemm_complex_direct(const wf_gemm_args *g, int64_t i0, int64_t i1, int64_t j0,
                              int64_t j1);
 
-/* AMX (gemm_amx.c). Whether the CPU has AMX-BF16 and Linux lets this
- * process use its tiles (asked once, process-wide). */
+/* AMX (gemm_amx.c). Whether the CPU has AMX-BF16 and AMX-TILE (CPUID
+ * only: the variant WF_GEMM_ISA_AMX_BF16 exists), and whether Linux also
+ * lets this process use the tiles (asked at the first call, process-wide;
+ * the answer is kept). */
+bool wf__gemm_amx_cpu(void);
 bool wf__gemm_amx_available(void);
 /* Scratch bytes wf__gemm_block_bf16_amx needs for K blocks of kcb and
  * `cols` columns. */

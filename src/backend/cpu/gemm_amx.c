@@ -25,7 +25,10 @@
  * The tile configuration is loaded at the start of each block and
  * released at its end, so no thread keeps AMX state between products.
  * The kernel may use AMX only after the process asked Linux for it
- * (arch_prctl ARCH_REQ_XCOMP_PERM), which wf__gemm_amx_available does once.
+ * (arch_prctl ARCH_REQ_XCOMP_PERM), which wf__gemm_amx_available does once,
+ * at the first bfloat16 product of the variant: programs that multiply no
+ * bfloat16 never ask. Where Linux refuses, the variant's products run
+ * gemm.c's vdpbf16ps blocks instead, for the rest of the process.
  */
 #include "backend/cpu/gemm.h"
 
@@ -53,17 +56,29 @@ enum {
     XFEATURE_XTILEDATA = 18,
 };
 
+bool wf__gemm_amx_cpu(void)
+{
+    static atomic_int known; /* 0: not read yet, 1: no, 2: yes */
+    int state = atomic_load_explicit(&known, memory_order_relaxed);
+    if (state == 0) {
+        unsigned a, b, c, d; /* CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE */
+        state = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u) && (d >> 24 & 1u)
+                    ? 2
+                    : 1;
+        atomic_store_explicit(&known, state, memory_order_relaxed);
+    }
+    return state == 2;
+}
+
 bool wf__gemm_amx_available(void)
 {
     static atomic_int known; /* 0: not asked yet, 1: no, 2: yes */
     int state = atomic_load_explicit(&known, memory_order_acquire);
     if (state == 0) {
-        unsigned a, b, c, d;
-        /* CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE; then Linux's
-         * permission to use the tile data state (repeating it is harmless) */
-        const bool cpu = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u) &&
-                         (d >> 24 & 1u);
-        const bool os = cpu && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+        /* Linux's permission to use the tile data state; threads asking
+         * at once all get the same answer (the request is idempotent) */
+        const bool os = wf__gemm_amx_cpu() &&
+                        syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
         state = os ? 2 : 1;
         atomic_store_explicit(&known, state, memory_order_release);
     }
@@ -318,6 +333,8 @@ ATTR_AMX void wf__gemm_block_bf16_amx(const wf_gemm_args *g, int64_t kcb, int64_
 }
 
 #else /* no AMX: never available, never called */
+
+bool wf__gemm_amx_cpu(void) { return false; }
 
 size_t wf__gemm_amx_packed_b_bytes(const wf_gemm_args *g, int64_t kcb)
 {
