@@ -6,8 +6,9 @@
  * radix sort and introselect otherwise. Where the variant is AVX-512 the
  * quicksort partitions with sort_avx512.c's 16-lane kernel and sorts its
  * leaves of up to 256 keys there: wf_sort of float32 rows of 4096 takes
- * 0.75x the AVX2 kernels' time, of one row of 16M 0.82x (Intel Xeon with
- * AVX-512, WEFT_ISA=avx2 against avx512 side by side). Each call works on its own array only: any number of threads may
+ * 0.67-0.79x the AVX2 kernels' time, of one row of 16M 0.74-0.92x (Intel
+ * Xeon with AVX-512, WEFT_ISA=avx2 against avx512 side by side, in two
+ * harnesses). Each call works on its own array only: any number of threads may
  * call them at once on different arrays.
  */
 #ifndef WEFT_BACKEND_CPU_SORT_AVX2_H
