@@ -25,32 +25,34 @@ static int64_t sysfs_cache_bytes(int index)
     return unit == 'M' ? size << 20 : unit == 'K' ? size << 10 : size;
 }
 
-int64_t wf__cpu_last_level_cache_bytes(void)
+/* The first of sysfs caches first_index, then second_index (-1: none)
+ * that can be read, else `fallback`; read once into *cached (0: not read
+ * yet; every reader finds the same). */
+static int64_t cache_bytes_once(_Atomic int64_t *cached, int first_index, int second_index,
+                                int64_t fallback)
 {
-    static _Atomic int64_t cached; /* 0: not read yet (every reader finds the same) */
-    int64_t bytes = atomic_load_explicit(&cached, memory_order_relaxed);
+    int64_t bytes = atomic_load_explicit(cached, memory_order_relaxed);
     if (bytes > 0)
         return bytes;
-    bytes = sysfs_cache_bytes(3);
+    bytes = sysfs_cache_bytes(first_index);
+    if (bytes <= 0 && second_index >= 0)
+        bytes = sysfs_cache_bytes(second_index);
     if (bytes <= 0)
-        bytes = sysfs_cache_bytes(2);
-    if (bytes <= 0)
-        bytes = (int64_t)32 << 20;
-    atomic_store_explicit(&cached, bytes, memory_order_relaxed);
+        bytes = fallback;
+    atomic_store_explicit(cached, bytes, memory_order_relaxed);
     return bytes;
+}
+
+int64_t wf__cpu_last_level_cache_bytes(void)
+{
+    static _Atomic int64_t cached;
+    return cache_bytes_once(&cached, 3, 2, (int64_t)32 << 20);
 }
 
 int64_t wf__cpu_l2_cache_bytes(void)
 {
-    static _Atomic int64_t cached; /* 0: not read yet (every reader finds the same) */
-    int64_t bytes = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (bytes > 0)
-        return bytes;
-    bytes = sysfs_cache_bytes(2);
-    if (bytes <= 0)
-        bytes = (int64_t)1 << 20;
-    atomic_store_explicit(&cached, bytes, memory_order_relaxed);
-    return bytes;
+    static _Atomic int64_t cached;
+    return cache_bytes_once(&cached, 2, -1, (int64_t)1 << 20);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
