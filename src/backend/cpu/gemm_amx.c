@@ -32,6 +32,7 @@
  */
 #include "backend/cpu/gemm.h"
 
+#include "backend/cpu/gemm_epilogue_avx512.h"
 #include "backend/cpu/transpose_avx512.h"
 
 #include <stdatomic.h>
@@ -45,7 +46,7 @@
 #include <unistd.h>
 
 #define ATTR_AMX                                                                                 \
-    __attribute__((target("amx-tile,amx-bf16,avx512f,avx512dq,avx512vl,avx512bw,avx512bf16")))
+    __attribute__((target("amx-tile,amx-bf16,avx512f,avx512dq,avx512vl,avx512bw,avx512bf16,fma")))
 
 enum {
     TILE_ROWS = 16,
@@ -122,10 +123,11 @@ ATTR_AMX static void pack_panel_rows(const uint16_t *row0, int64_t ldb, int64_t 
     const __mmask16 m = cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cols) - 1);
     for (int64_t k = 0; k < kc; k += 2) {
         const __m256i even = _mm256_maskz_loadu_epi16(m, row0 + k * ldb);
-        const __m256i odd =
-            k + 1 < kc ? _mm256_maskz_loadu_epi16(m, row0 + (k + 1) * ldb) : _mm256_setzero_si256();
+        const __m256i odd = k + 1 < kc ? _mm256_maskz_loadu_epi16(m, row0 + (k + 1) * ldb)
+                                       : _mm256_setzero_si256();
         /* per 128-bit lane: pairs of columns 0-3 / 8-11 (low), 4-7 / 12-15 (high) */
-        const __m256i low = _mm256_unpacklo_epi16(even, odd), high = _mm256_unpackhi_epi16(even, odd);
+        const __m256i low = _mm256_unpacklo_epi16(even, odd);
+        const __m256i high = _mm256_unpackhi_epi16(even, odd);
         _mm256_storeu_si256((__m256i *)(panel + k * 16), _mm256_permute2x128_si256(low, high, 0x20));
         _mm256_storeu_si256((__m256i *)(panel + k * 16 + 16),
                             _mm256_permute2x128_si256(low, high, 0x31));
@@ -213,19 +215,6 @@ typedef struct tile_config {
     uint8_t rows[16];
 } tile_config;
 
-/* gemm.h's epilogue rule for 16 float32 sums (lanes m) into c. */
-ATTR_AMX static inline __m512 finish(__m512 acc, const float *c, __mmask16 m,
-                                     const wf_gemm_epilogue *e)
-{
-    const __m512 alpha = _mm512_set1_ps((float)e->alpha);
-    if (e->mode == WF_GEMM_STORE_SET)
-        return _mm512_mul_ps(alpha, acc);
-    __m512 old = _mm512_maskz_loadu_ps(m, c);
-    if (e->mode == WF_GEMM_STORE_BETA)
-        old = _mm512_mul_ps(_mm512_set1_ps((float)e->beta), old);
-    return _mm512_fmadd_ps(alpha, acc, old);
-}
-
 /* The four 16 x 16 sums in sums (row tile r, column tile t at (2r + t) *
  * 256) into C's rows [i, i + rows) and columns [j, j + cols). */
 ATTR_AMX static void store_block(const wf_gemm_args *g, const float *sums, int64_t i, int rows,
@@ -238,7 +227,7 @@ ATTR_AMX static void store_block(const wf_gemm_args *g, const float *sums, int64
             const __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
             float *cr = c + (i + r) * g->ldc + j + t * 16;
             const __m512 acc = _mm512_loadu_ps(sums + ((r / 16 * 2 + t) * 256 + r % 16 * 16));
-            _mm512_mask_storeu_ps(cr, m, finish(acc, cr, m, e));
+            _mm512_mask_storeu_ps(cr, m, wf__gemm_finish_f32x16(acc, cr, m, e));
         }
 }
 

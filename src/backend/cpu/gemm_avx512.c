@@ -10,6 +10,8 @@
  * called only after a CPU check. */
 #include "backend/cpu/gemm.h"
 
+#include "backend/cpu/gemm_epilogue_avx512.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #include <string.h>
@@ -27,19 +29,7 @@ INLINE_512 __mmask16 lanes(int64_t n)
     return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
-/* The value to store for sums `acc` over C lanes `m` at c (gemm.h's rule). */
-INLINE_512 __m512 finish(__m512 acc, const float *c, __mmask16 m, const wf_gemm_epilogue *e)
-{
-    const __m512 alpha = _mm512_set1_ps((float)e->alpha);
-    if (e->mode == WF_GEMM_STORE_SET)
-        return _mm512_mul_ps(alpha, acc);
-    __m512 old = _mm512_maskz_loadu_ps(m, c);
-    if (e->mode == WF_GEMM_STORE_BETA)
-        old = _mm512_mul_ps(_mm512_set1_ps((float)e->beta), old);
-    return _mm512_fmadd_ps(alpha, acc, old);
-}
-
-/* The same for float64 lanes. */
+/* gemm_epilogue_avx512.h's rule for float64 lanes. */
 INLINE_512 __m512d finish64(__m512d acc, const double *c, __mmask8 m, const wf_gemm_epilogue *e)
 {
     const __m512d alpha = _mm512_set1_pd(e->alpha);
@@ -54,9 +44,9 @@ INLINE_512 __m512d finish64(__m512d acc, const double *c, __mmask8 m, const wf_g
 INLINE_512 void store_row(float *c, __m512 acc0, __m512 acc1, __mmask16 m0, __mmask16 m1,
                           const wf_gemm_epilogue *e)
 {
-    _mm512_mask_storeu_ps(c, m0, finish(acc0, c, m0, e));
+    _mm512_mask_storeu_ps(c, m0, wf__gemm_finish_f32x16(acc0, c, m0, e));
     if (m1)
-        _mm512_mask_storeu_ps(c + 16, m1, finish(acc1, c + 16, m1, e));
+        _mm512_mask_storeu_ps(c + 16, m1, wf__gemm_finish_f32x16(acc1, c + 16, m1, e));
 }
 
 /* B rows ahead that a tile reading B where it lies prefetches: B's rows
@@ -259,7 +249,7 @@ INLINE_512 void direct_group(const int R, const int V, const bool masked, const 
         for (int q = 0; q < V; q++) {
             float *cq = c + r * ldc + 16 * q;
             if (m[q])
-                _mm512_mask_storeu_ps(cq, m[q], finish(acc[r][q], cq, m[q], e));
+                _mm512_mask_storeu_ps(cq, m[q], wf__gemm_finish_f32x16(acc[r][q], cq, m[q], e));
         }
 }
 
@@ -333,7 +323,8 @@ INLINE_512 void one_row(const int kind, int64_t kc, const float *x, int64_t csx,
         for (int64_t j = 0; j < w; j += 16) {
             const __mmask16 m = lanes(w - j);
             float *cj = c + j0 + j;
-            _mm512_mask_storeu_ps(cj, m, finish(_mm512_loadu_ps(acc + j), cj, m, e));
+            const __m512 sums = _mm512_loadu_ps(acc + j);
+            _mm512_mask_storeu_ps(cj, m, wf__gemm_finish_f32x16(sums, cj, m, e));
         }
     }
 }
@@ -482,7 +473,7 @@ INLINE_512 void direct_t_group(const int R, const int kind, int64_t k, int64_t k
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             float *cr = c + r * ldc;
-            _mm512_mask_storeu_ps(cr, out, finish(acc[r], cr, out, &e));
+            _mm512_mask_storeu_ps(cr, out, wf__gemm_finish_f32x16(acc[r], cr, out, &e));
         }
     }
 }
@@ -765,7 +756,8 @@ ATTR_512_BF16 static void direct_bf16(int64_t kc, const void *av, int64_t rsa, i
         for (int64_t j = 0; j < w; j += 16) {
             const __mmask16 m = lanes(w - j);
             float *cj = c + j0 + j;
-            _mm512_mask_storeu_ps(cj, m, finish(_mm512_loadu_ps(acc + j), cj, m, e));
+            const __m512 sums = _mm512_loadu_ps(acc + j);
+            _mm512_mask_storeu_ps(cj, m, wf__gemm_finish_f32x16(sums, cj, m, e));
         }
     }
 }
