@@ -4,6 +4,8 @@
  * only after a CPU check. */
 #include "backend/cpu/quantized.h"
 
+#include "backend/cpu/transpose_avx512.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
@@ -111,41 +113,16 @@ ATTR_512 __attribute__((noinline)) static void rows_to_lanes(const void *src, in
     __m512i *d = dst;
     for (int j0 = 0; j0 < count; j0 += 16) {
         const __mmask16 m = lanes(count - j0);
-        __m512i r[16], t[16];
+        __m512i r[16];
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++)
             r[i] = i < active ? _mm512_maskz_loadu_epi32(m, s + i * stride + j0)
                               : _mm512_setzero_si512();
-        /* in each 128-bit lane: 4 x 4 transposes (rows 4g .. 4g + 3 in t[4g + c]) */
-#pragma GCC unroll 8
-        for (int i = 0; i < 16; i += 2) {
-            t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-            t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-        }
-#pragma GCC unroll 4
-        for (int i = 0; i < 16; i += 4) {
-            r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-            r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-            r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-            r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-        }
-        /* r[4g + c] lane L holds column 4L + c of rows 4g .. 4g + 3: a 4 x 4
-         * transpose of 128-bit lanes over g gives column 4L + c whole */
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            const __m512i v0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x44);
-            const __m512i v1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xEE);
-            const __m512i v2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x44);
-            const __m512i v3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xEE);
-            t[c] = _mm512_shuffle_i32x4(v0, v2, 0x88);
-            t[4 + c] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
-            t[8 + c] = _mm512_shuffle_i32x4(v1, v3, 0x88);
-            t[12 + c] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
-        }
+        wf__transpose16_epi32(r);
 #pragma GCC unroll 16
         for (int j = 0; j < 16; j++)
             if (j0 + j < count)
-                _mm512_store_si512(d + j0 + j, t[j]);
+                _mm512_store_si512(d + j0 + j, r[j]);
     }
 }
 
