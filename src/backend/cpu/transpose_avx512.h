@@ -1,6 +1,6 @@
 /* A 16 x 16 transpose of 32-bit elements held in sixteen 512-bit registers,
- * for the AVX-512 kernels (sort_avx512.c's networks, gemm_amx.c's packing).
- * Internal; moves only. */
+ * for the AVX-512 kernels (sort_avx512.c's networks, gemm_amx.c's packing,
+ * quantized_avx512.c's rows to lanes). Internal; moves only. */
 #ifndef WEFT_BACKEND_CPU_TRANSPOSE_AVX512_H
 #define WEFT_BACKEND_CPU_TRANSPOSE_AVX512_H
 
