@@ -55,6 +55,12 @@ int64_t wf__cpu_l2_cache_bytes(void)
     return cache_bytes_once(&cached, 2, -1, (int64_t)1 << 20);
 }
 
+int64_t wf__cpu_l1d_cache_bytes(void)
+{
+    static _Atomic int64_t cached;
+    return cache_bytes_once(&cached, 0, -1, (int64_t)32 << 10);
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 /* A CPUID bit, read once into *cached (0: not read yet, 1: no, 2: yes;
  * every reader finds the same). */

@@ -18,6 +18,10 @@ int64_t wf__cpu_last_level_cache_bytes(void);
  * seen here); 1 MiB where it cannot be read. */
 int64_t wf__cpu_l2_cache_bytes(void);
 
+/* Bytes of cpu0's L1 data cache (sysfs index 0); 32 KiB where it cannot
+ * be read. */
+int64_t wf__cpu_l1d_cache_bytes(void);
+
 #if defined(__x86_64__) || defined(__i386__)
 /* Whether the CPU converts halves (F16C: CPUID leaf 1, ECX bit 29).
  * __builtin_cpu_supports("f16c") is GCC's; clang before 16 has no such

@@ -48,6 +48,7 @@ typedef struct wf_qmv_args {
     int mode; /* wf_quant_mode; floating-point: biases NULL, scales decoded to float32 */
     float *out;
     int64_t ldo;
+    bool prefetch_to_l1; /* the next pass's words asked for to L1, not L2 */
 } wf_qmv_args;
 
 /* Outputs [n0, n1) of a product (bits 2, 4 or 8). */

@@ -261,10 +261,12 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_rows *p, int64_t nb, int
 #pragma GCC unroll 8
         for (int kb = 0; kb < nkb; kb++) {
             const int32_t *src = p->words + (k0 + kb * a->kcb) / per_word + first;
-            /* to L2 only: rows a power of two apart (2 KiB for 4096 4-bit
-             * codes) share L1 sets, which the pass's own lines fill */
-            for (int r = 0; r < p->active; r++)
-                _mm_prefetch((const char *)(src + r * row_words + ahead), _MM_HINT_T1);
+            if (a->prefetch_to_l1)
+                for (int r = 0; r < p->active; r++)
+                    _mm_prefetch((const char *)(src + r * row_words + ahead), _MM_HINT_T0);
+            else
+                for (int r = 0; r < p->active; r++)
+                    _mm_prefetch((const char *)(src + r * row_words + ahead), _MM_HINT_T1);
             rows_to_lanes(src, row_words, p->active, count, lane_words[kb]);
         }
         for (int wi = 0; wi < count; wi++) {
