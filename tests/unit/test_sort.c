@@ -418,7 +418,38 @@ static void check_one_long_row(void)
     }
 }
 
-static void test_one_long_row(void) { for_each_sort_variant(check_one_long_row); }
+/* float32 rows long enough that the sort makes their keys in its first
+ * partition and turns them back into floats in its leaves (sort.c,
+ * FUSED_KEYS_MIN): several rows (each sorted alone, or one split over the
+ * pool), and rows where the sampled pivot is the minimum (most keys equal
+ * to it) or where every key is NaN. */
+static void check_long_float32_rows(void)
+{
+    const int64_t n = 65536 + 3, rows = 3;
+    for (int kind = 0; kind < 3; kind++) {
+        wf_scope_begin();
+        double *v = test_values(rows * n, WF_DTYPE_F32, 31 + (uint32_t)kind);
+        for (int64_t i = 0; i < rows * n; i++) {
+            if (kind == 1 && i % 10 != 0)
+                v[i] = -5.0; /* the minimum, nine keys in ten */
+            if (kind == 2)
+                v[i] = NAN;
+        }
+        const int64_t shapes[2][2] = {{rows, n}, {1, rows * n}};
+        for (int s = 0; s < 2; s++) {
+            wf_array *a = conf_array(v, shapes[s], 2, WF_DTYPE_F32);
+            check_op(SORT, a, v, shapes[s], 2, 1, 0, WF_DTYPE_F32);
+        }
+        free(v);
+        wf_scope_end();
+    }
+}
+
+static void test_one_long_row(void)
+{
+    for_each_sort_variant(check_one_long_row);
+    for_each_sort_variant(check_long_float32_rows);
+}
 
 static void test_edges_and_errors(void)
 {

@@ -480,6 +480,18 @@ static int64_t partition(uint32_t *v, int64_t n, uint32_t pivot_key)
     return write_left;
 }
 
+/* The float32 key of each lane's bits (sort.c's key_of_f32): the bits
+ * with the sign flipped, or all of them for a negative float; NaN: the
+ * largest key. */
+static inline __m256i keys_of_f32_lanes(__m256i b)
+{
+    const __m256i top = _mm256_set1_epi32(INT32_MIN), magnitude = _mm256_set1_epi32(INT32_MAX);
+    const __m256i flip = _mm256_or_si256(_mm256_srai_epi32(b, 31), top);
+    const __m256i nan =
+        _mm256_cmpgt_epi32(_mm256_and_si256(b, magnitude), _mm256_set1_epi32(0x7f800000));
+    return _mm256_or_si256(_mm256_xor_si256(b, flip), nan);
+}
+
 /* Register i of r[0 .. count): the keys v[step / 2 + step * (8 i + l)],
  * l = 0 .. 7, built in registers (eight scalar stores read back as one
  * vector wait for the stores to retire: a tenth of the time of rows of
@@ -497,16 +509,22 @@ static inline __attribute__((always_inline)) void load_sample(const uint32_t *v,
 }
 
 /* A pivot key: the median of a sample spread over v[0 .. n), n > SMALL_MAX
- * (the key of rank 4 of 8, or of rank 32 of 64). */
-static uint32_t choose_pivot(const uint32_t *v, int64_t n)
+ * (the key of rank 4 of 8, or of rank 32 of 64). of_f32: v holds float32
+ * bits, and the sample their keys. */
+static uint32_t choose_pivot(const uint32_t *v, int64_t n, bool of_f32)
 {
     __m256i r[8];
     if (n < SAMPLE_WIDE_MIN) {
         load_sample(v, n / LANES, 1, r);
+        if (of_f32)
+            r[0] = keys_of_f32_lanes(r[0]);
         sort_registers(r, 1);
         return (uint32_t)_mm256_extract_epi32(r[0], 4);
     }
     load_sample(v, n / (LANES * 8), 8, r);
+    if (of_f32)
+        for (int i = 0; i < 8; i++)
+            r[i] = keys_of_f32_lanes(r[i]);
     sort_registers(r, 8);
     return (uint32_t)_mm256_extract_epi32(r[4], 0);
 }
@@ -515,7 +533,7 @@ static uint32_t choose_pivot(const uint32_t *v, int64_t n)
  * keys [*high_begin, n), and those between (if any) all equal the pivot. */
 static void split(uint32_t *v, int64_t n, int64_t *low_end, int64_t *high_begin)
 {
-    const uint32_t pivot = choose_pivot(v, n);
+    const uint32_t pivot = choose_pivot(v, n, false);
     const bool wide = wf__sort_avx512_usable();
     const int64_t below = wide ? wf__partition_u32_avx512(v, n, pivot) : partition(v, n, pivot);
     if (below > 0) {
@@ -562,22 +580,31 @@ static int depth_limit(int64_t n)
     return depth;
 }
 
-static void quicksort(uint32_t *v, int64_t n, int depth)
+/* Keys v[0 .. n) in their sorted place: to_f32, turned into float32 bits. */
+static void sorted_stretch(uint32_t *v, int64_t n, bool to_f32)
+{
+    if (to_f32)
+        wf__f32_of_keys_avx2(v, v, n);
+}
+
+static void quicksort(uint32_t *v, int64_t n, int depth, bool to_f32)
 {
     const int64_t small_max = wf__sort_avx512_usable() ? 2 * SMALL_MAX : SMALL_MAX;
     while (n > small_max) {
         if (depth-- == 0) {
             heap_sort(v, n);
+            sorted_stretch(v, n, to_f32);
             return;
         }
         int64_t low_end, high_begin;
         split(v, n, &low_end, &high_begin);
+        sorted_stretch(v + low_end, high_begin - low_end, to_f32);
         if (low_end < n - high_begin) { /* recurse into the smaller side */
-            quicksort(v, low_end, depth);
+            quicksort(v, low_end, depth, to_f32);
             v += high_begin;
             n -= high_begin;
         } else {
-            quicksort(v + high_begin, n - high_begin, depth);
+            quicksort(v + high_begin, n - high_begin, depth, to_f32);
             n = low_end;
         }
     }
@@ -585,6 +612,7 @@ static void quicksort(uint32_t *v, int64_t n, int depth)
         wf__sort_small_u32_avx512(v, n);
     else
         sort_small(v, n);
+    sorted_stretch(v, n, to_f32);
 }
 
 static void quickselect(uint32_t *v, int64_t n, int64_t kth)
@@ -610,14 +638,10 @@ static void quickselect(uint32_t *v, int64_t n, int64_t kth)
     sort_small(v, n);
 }
 
-int wf__split_u32_avx2(uint32_t *keys, int64_t n, int max_parts, int64_t (*parts)[2])
+/* wf__split_u32_avx2 from its first `count` parts on. */
+static int split_further(uint32_t *keys, int count, int max_parts, int64_t (*parts)[2],
+                         bool to_f32)
 {
-    int count = 0;
-    if (n > 0 && max_parts > 0) {
-        parts[0][0] = 0;
-        parts[0][1] = n;
-        count = 1;
-    }
     while (count > 0 && count < max_parts) {
         int widest = 0; /* split the longest part */
         for (int i = 1; i < count; i++)
@@ -629,6 +653,7 @@ int wf__split_u32_avx2(uint32_t *keys, int64_t n, int max_parts, int64_t (*parts
         int64_t low_end, high_begin;
         split(keys + begin, end - begin, &low_end, &high_begin);
         /* keys between low_end and high_begin are in place: no part */
+        sorted_stretch(keys + begin + low_end, high_begin - low_end, to_f32);
         parts[widest][1] = begin + low_end;
         parts[count][0] = begin + high_begin;
         parts[count][1] = end;
@@ -637,7 +662,45 @@ int wf__split_u32_avx2(uint32_t *keys, int64_t n, int max_parts, int64_t (*parts
     return count;
 }
 
-void wf__sort_u32_avx2(uint32_t *keys, int64_t n) { quicksort(keys, n, depth_limit(n)); }
+int wf__split_u32_avx2(uint32_t *keys, int64_t n, int max_parts, int64_t (*parts)[2],
+                       bool to_f32)
+{
+    if (n <= 0 || max_parts <= 0)
+        return 0;
+    parts[0][0] = 0;
+    parts[0][1] = n;
+    return split_further(keys, 1, max_parts, parts, to_f32);
+}
+
+int wf__split_f32_avx2(const uint32_t *bits, uint32_t *keys, int64_t n, int max_parts,
+                       int64_t (*parts)[2])
+{
+    if (max_parts < 2 || n <= 2 * SMALL_MAX || !wf__sort_avx512_usable()) {
+        wf__keys_of_f32_avx2(bits, keys, n);
+        return wf__split_u32_avx2(keys, n, max_parts, parts, true);
+    }
+    const int64_t below = wf__partition_f32_keys_avx512(bits, keys, n, choose_pivot(bits, n, true));
+    if (below == 0) /* the pivot is the minimum: keys holds the row's keys */
+        return wf__split_u32_avx2(keys, n, max_parts, parts, true);
+    parts[0][0] = 0;
+    parts[0][1] = below;
+    parts[1][0] = below;
+    parts[1][1] = n;
+    return split_further(keys, 2, max_parts, parts, true);
+}
+
+void wf__sort_f32_avx2(const uint32_t *bits, uint32_t *keys, int64_t n)
+{
+    int64_t parts[2][2];
+    const int count = wf__split_f32_avx2(bits, keys, n, 2, parts);
+    for (int i = 0; i < count; i++)
+        quicksort(keys + parts[i][0], parts[i][1] - parts[i][0], depth_limit(n), true);
+}
+
+void wf__sort_u32_avx2(uint32_t *keys, int64_t n, bool to_f32)
+{
+    quicksort(keys, n, depth_limit(n), to_f32);
+}
 
 void wf__select_u32_avx2(uint32_t *keys, int64_t n, int64_t kth) { quickselect(keys, n, kth); }
 
@@ -655,16 +718,10 @@ static inline uint32_t f32_bits_of_key(uint32_t k)
 
 void wf__keys_of_f32_avx2(const uint32_t *bits, uint32_t *keys, int64_t n)
 {
-    const __m256i top = _mm256_set1_epi32(INT32_MIN), magnitude = _mm256_set1_epi32(INT32_MAX);
-    const __m256i inf = _mm256_set1_epi32(0x7f800000);
     int64_t i = 0;
-    for (; i + LANES <= n; i += LANES) {
-        const __m256i b = _mm256_loadu_si256((const __m256i *)(bits + i));
-        const __m256i flip = _mm256_or_si256(_mm256_srai_epi32(b, 31), top);
-        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, magnitude), inf);
+    for (; i + LANES <= n; i += LANES)
         _mm256_storeu_si256((__m256i *)(keys + i),
-                            _mm256_or_si256(_mm256_xor_si256(b, flip), nan));
-    }
+                            keys_of_f32_lanes(_mm256_loadu_si256((const __m256i *)(bits + i))));
     for (; i < n; i++)
         keys[i] = key_of_f32_bits(bits[i]);
 }
@@ -752,18 +809,37 @@ bool wf__sort_avx2_usable(void)
 #else /* not x86-64 GCC: never usable, never called */
 
 bool wf__sort_avx2_usable(void) { return false; }
-void wf__sort_u32_avx2(uint32_t *keys, int64_t n)
+void wf__sort_u32_avx2(uint32_t *keys, int64_t n, bool to_f32)
 {
     (void)keys;
     (void)n;
+    (void)to_f32;
 }
-int wf__split_u32_avx2(uint32_t *keys, int64_t n, int max_parts, int64_t (*parts)[2])
+int wf__split_u32_avx2(uint32_t *keys, int64_t n, int max_parts, int64_t (*parts)[2],
+                       bool to_f32)
 {
     (void)keys;
     (void)n;
     (void)max_parts;
     (void)parts;
+    (void)to_f32;
     return 0;
+}
+int wf__split_f32_avx2(const uint32_t *bits, uint32_t *keys, int64_t n, int max_parts,
+                       int64_t (*parts)[2])
+{
+    (void)bits;
+    (void)keys;
+    (void)n;
+    (void)max_parts;
+    (void)parts;
+    return 0;
+}
+void wf__sort_f32_avx2(const uint32_t *bits, uint32_t *keys, int64_t n)
+{
+    (void)bits;
+    (void)keys;
+    (void)n;
 }
 void wf__keys_of_f32_avx2(const uint32_t *bits, uint32_t *keys, int64_t n)
 {

@@ -27,17 +27,38 @@ bool wf__sort_avx512_usable(void);
 /* The quicksort's partition over 16-lane vectors: rearranges keys[0 .. n)
  * (n >= 128) so that the keys below pivot come first; returns how many. */
 int64_t wf__partition_u32_avx512(uint32_t *keys, int64_t n, uint32_t pivot);
+/* Writes the keys of float32 bits[0 .. n) (n >= 16) to keys[0 .. n)
+ * (another array), those below pivot from the front and the others from
+ * the back; returns how many are below. */
+int64_t wf__partition_f32_keys_avx512(const uint32_t *bits, uint32_t *keys, int64_t n,
+                                      uint32_t pivot);
 /* Sorts keys[0 .. n), n <= 256, in sixteen 16-lane registers. */
 void wf__sort_small_u32_avx512(uint32_t *keys, int64_t n);
-/* Sorts keys[0 .. n) in ascending unsigned order, in place. */
-void wf__sort_u32_avx2(uint32_t *keys, int64_t n);
+/* Sorts keys[0 .. n) in ascending unsigned order, in place. to_f32: the
+ * keys are float32 keys (wf__keys_of_f32_avx2), and each stretch of them is
+ * turned back into float32 bits as soon as it is sorted, while it is in
+ * cache, instead of in a pass of its own over the sorted row (a pass over
+ * memory for a long row). */
+void wf__sort_u32_avx2(uint32_t *keys, int64_t n, bool to_f32);
 /* Splits keys[0 .. n) by quicksort partitions into at most max_parts parts
  * [parts[i][0], parts[i][1]) (in no particular order), written to parts:
  * every key of a part is above every key of the parts before it in the
  * array and below those after it, and the keys outside every part are
- * already in their sorted place. So sorting each part (wf__sort_u32_avx2,
- * on any threads) sorts the whole. Returns the number of parts. */
-int wf__split_u32_avx2(uint32_t *keys, int64_t n, int max_parts, int64_t (*parts)[2]);
+ * already in their sorted place (to_f32: and turned into float32 bits, as
+ * wf__sort_u32_avx2 does). So sorting each part (wf__sort_u32_avx2 with the
+ * same to_f32, on any threads) sorts the whole. Returns the number of parts. */
+int wf__split_u32_avx2(uint32_t *keys, int64_t n, int max_parts, int64_t (*parts)[2],
+                       bool to_f32);
+/* wf__split_u32_avx2 with to_f32 for the float32 bits[0 .. n): keys[0 .. n)
+ * (another array) receives their keys, split. Where the variant is
+ * AVX-512, the first partition reads bits and maps each key as it goes
+ * (wf__partition_f32_keys_avx512), instead of a pass of its own. */
+int wf__split_f32_avx2(const uint32_t *bits, uint32_t *keys, int64_t n, int max_parts,
+                       int64_t (*parts)[2]);
+/* Sorts the float32 bits[0 .. n) into keys[0 .. n) (another array), which
+ * ends holding float32 bits: wf__split_f32_avx2 into two parts, each
+ * sorted by wf__sort_u32_avx2 with to_f32. */
+void wf__sort_f32_avx2(const uint32_t *bits, uint32_t *keys, int64_t n);
 /* Rearranges keys[0 .. n) so that keys[kth] (0 <= kth < n) holds the key of
  * rank kth, the keys before it are <= it and the keys after it >= it. */
 void wf__select_u32_avx2(uint32_t *keys, int64_t n, int64_t kth);

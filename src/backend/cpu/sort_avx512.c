@@ -114,6 +114,53 @@ int64_t wf__partition_u32_avx512(uint32_t *v, int64_t n, uint32_t pivot_key)
     return write_left;
 }
 
+/* The float32 key of each lane's bits (sort.c's key_of_f32). */
+static inline __attribute__((always_inline)) __m512i keys_of_f32_lanes(__m512i b)
+{
+    const __m512i flip = _mm512_or_si512(_mm512_srai_epi32(b, 31), _mm512_set1_epi32(INT32_MIN));
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(b, _mm512_set1_epi32(INT32_MAX)),
+                                                  _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_mov_epi32(_mm512_xor_si512(b, flip), nan, _mm512_set1_epi32(-1));
+}
+
+/* Out of place, nothing is set aside: while a whole vector is left to
+ * read, the unwritten gap holds at least its 16 lanes, so the left store
+ * may be whole (its lanes past the keys below are overwritten later, or by
+ * the right store that follows it). */
+int64_t wf__partition_f32_keys_avx512(const uint32_t *bits, uint32_t *keys, int64_t n,
+                                      uint32_t pivot_key)
+{
+    const __m512i pivot = _mm512_set1_epi32((int)pivot_key);
+    int64_t write_left = 0, write_right = n, i = 0;
+    for (; i + ASIDE * LANES <= n; i += ASIDE * LANES) {
+        __m512i x[ASIDE];
+#pragma GCC unroll 8
+        for (int j = 0; j < ASIDE; j++)
+            x[j] = keys_of_f32_lanes(_mm512_loadu_si512(bits + i + LANES * j));
+#pragma GCC unroll 8
+        for (int j = 0; j < ASIDE; j++) {
+            const int below = partition_vector(x[j], pivot, keys + write_left, keys + write_right);
+            write_left += below;
+            write_right -= LANES - below;
+        }
+    }
+    for (; i < n; i += LANES) { /* the last vectors, the very last masked */
+        const int count = n - i < LANES ? (int)(n - i) : LANES;
+        const __mmask16 valid = (__mmask16)(0xffffu >> (LANES - count));
+        const __m512i x = keys_of_f32_lanes(_mm512_maskz_loadu_epi32(valid, bits + i));
+        const __mmask16 below = _mm512_mask_cmplt_epu32_mask(valid, x, pivot);
+        const int nb = __builtin_popcount((unsigned)below);
+        _mm512_mask_storeu_epi32(keys + write_left, (__mmask16)((1u << nb) - 1),
+                                 _mm512_maskz_compress_epi32(below, x));
+        _mm512_mask_storeu_epi32(keys + write_right - (count - nb),
+                                 (__mmask16)((1u << (count - nb)) - 1),
+                                 _mm512_maskz_compress_epi32((__mmask16)(valid & ~below), x));
+        write_left += nb;
+        write_right -= count - nb;
+    }
+    return write_left;
+}
+
 /* ---------------------------------------------------------------- 256 keys in registers
  *
  * The column-major bitonic network of sort_avx2.c ("column-major
@@ -233,6 +280,15 @@ bool wf__sort_avx512_usable(void) { return false; }
 int64_t wf__partition_u32_avx512(uint32_t *v, int64_t n, uint32_t pivot_key)
 {
     (void)v;
+    (void)n;
+    (void)pivot_key;
+    return 0;
+}
+int64_t wf__partition_f32_keys_avx512(const uint32_t *bits, uint32_t *keys, int64_t n,
+                                      uint32_t pivot_key)
+{
+    (void)bits;
+    (void)keys;
     (void)n;
     (void)pivot_key;
     return 0;
