@@ -627,7 +627,10 @@ enum { LONG_ROW_PARTS_PER_THREAD = 4, LONG_ROW_MAX_PARTS = 256 };
  * own over the row: one row of 16M on one thread (Intel Xeon, AVX-512),
  * 0.093-0.096 s -> 0.089-0.090 s. Shorter rows are in cache for those
  * passes, which then cost less than the leaves' share (rows of 4096:
- * 0.048-0.050 s with the passes, 0.052-0.054 s without). */
+ * 0.048-0.050 s with the passes, 0.052-0.054 s without). AVX-512 only:
+ * the AVX2 variant has no such partition, and the leaves alone gained
+ * nothing there (16M: 0.111-0.113 s either way; rows of 65536 1-3%
+ * slower). */
 enum { FUSED_KEYS_MIN = 65536 };
 
 struct long_row_job {
@@ -837,8 +840,8 @@ static void sort_row(const struct sort_job *job, const char *row, char *orow, vo
             uint32_t *k = avx2 && job->out_stride == 1 ? (uint32_t *)orow : buf;
             /* a long float32 row: keys made by the first partition and
              * turned back into floats where the sort leaves them */
-            const bool to_f32 =
-                k == (uint32_t *)orow && job->dtype == WF_DTYPE_F32 && n >= FUSED_KEYS_MIN;
+            const bool to_f32 = k == (uint32_t *)orow && job->dtype == WF_DTYPE_F32 &&
+                                n >= FUSED_KEYS_MIN && wf__sort_avx512_usable();
             if (to_f32 && job->in_stride == 1) {
                 if (job->one_row_at_a_time)
                     parallel_sort_keys32((const uint32_t *)row, k, n, true);
