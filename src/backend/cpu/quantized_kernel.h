@@ -261,6 +261,7 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_rows *p, int64_t nb, int
 #pragma GCC unroll 8
         for (int kb = 0; kb < nkb; kb++) {
             const int32_t *src = p->words + (k0 + kb * a->kcb) / per_word + first;
+            /* to L1 or to L2: quantized.c, direct_prefetch_to_l1 */
             if (a->prefetch_to_l1)
                 for (int r = 0; r < p->active; r++)
                     _mm_prefetch((const char *)(src + r * row_words + ahead), _MM_HINT_T0);

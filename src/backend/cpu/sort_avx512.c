@@ -11,6 +11,10 @@
  * last keys of the range go as one masked vector (one by one, their
  * unpredictable branches took a quarter of the time of ranges of 4096).
  *
+ * partition_f32_keys: the same, out of place, over float32 bits mapped to
+ * their keys as they are loaded (a long float32 row's first partition,
+ * which so makes the keys without a pass of its own).
+ *
  * sort_small: leaves of 129 to 256 keys (the driver keeps AVX2's networks
  * for up to 128), see "256 keys in registers" below.
  */
