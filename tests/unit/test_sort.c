@@ -421,8 +421,9 @@ static void check_one_long_row(void)
 /* float32 rows long enough that the sort makes their keys in its first
  * partition and turns them back into floats in its leaves (sort.c,
  * FUSED_KEYS_MIN): several rows (each sorted alone, or one split over the
- * pool), and rows where the sampled pivot is the minimum (most keys equal
- * to it) or where every key is NaN. */
+ * pool), rows read through a transpose (keys made by a pass, floats by the
+ * leaves), and rows where the sampled pivot is the minimum (most keys
+ * equal to it) or where every key is NaN. */
 static void check_long_float32_rows(void)
 {
     const int64_t n = 65536 + 3, rows = 3;
@@ -440,6 +441,14 @@ static void check_long_float32_rows(void)
             wf_array *a = conf_array(v, shapes[s], 2, WF_DTYPE_F32);
             check_op(SORT, a, v, shapes[s], 2, 1, 0, WF_DTYPE_F32);
         }
+        double *vt = malloc((size_t)(rows * n) * sizeof *vt); /* (n, rows), transposed */
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t i = 0; i < n; i++)
+                vt[i * rows + r] = v[r * n + i];
+        const int64_t tall[2] = {n, rows};
+        wf_array *t = wf_transpose(conf_array(vt, tall, 2, WF_DTYPE_F32), NULL, 0);
+        check_op(SORT, t, v, shapes[0], 2, 1, 0, WF_DTYPE_F32);
+        free(vt);
         free(v);
         wf_scope_end();
     }
