@@ -14,6 +14,7 @@
 #include "backend/cpu/gemm.h"
 
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/gemm_epilogue_avx512.h"
 
 #include <string.h>
 
@@ -334,18 +335,6 @@ ATTR_512 static __m512 signed_set1(float x)
     return _mm512_xor_ps(_mm512_set1_ps(x), sign);
 }
 
-ATTR_512 static __m512 finish_v16(__m512 acc, const float *c, __mmask16 m,
-                                  const wf_gemm_epilogue *e)
-{
-    const __m512 alpha = _mm512_set1_ps((float)e->alpha);
-    if (e->mode == WF_GEMM_STORE_SET)
-        return _mm512_mul_ps(alpha, acc);
-    __m512 old = _mm512_maskz_loadu_ps(m, c);
-    if (e->mode == WF_GEMM_STORE_BETA)
-        old = _mm512_mul_ps(_mm512_set1_ps((float)e->beta), old);
-    return _mm512_fmadd_ps(alpha, acc, old);
-}
-
 /* One step of sweep_512: V vectors of columns from j (mask m on the last),
  * each a chain of 2T fmas per row; the V chains are independent, so that
  * their latencies can overlap. */
@@ -431,7 +420,7 @@ chunk_512(const int R, int64_t kc, const float *a, int64_t rsa, const float *b, 
         for (int64_t j = 0; j < w; j += 16) {
             float *cj = c + r * ldc + j;
             const __mmask16 m = lanes16(w - j);
-            _mm512_mask_storeu_ps(cj, m, finish_v16(_mm512_load_ps(sums + r * ws + j), cj, m, e));
+            _mm512_mask_storeu_ps(cj, m, wf__gemm_finish_f32x16(_mm512_load_ps(sums + r * ws + j), cj, m, e));
         }
 }
 

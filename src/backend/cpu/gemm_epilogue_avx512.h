@@ -1,6 +1,6 @@
 /* gemm.h's epilogue rule for 16 float32 sums, shared by the AVX-512 tiles
- * (gemm_avx512.c) and the AMX blocks (gemm_amx.c), so both store C alike.
- * Internal. */
+ * (gemm_avx512.c), the AMX blocks (gemm_amx.c) and the complex64 sweeps
+ * (gemm_complex.c), so all store C alike. Internal. */
 #ifndef WEFT_BACKEND_CPU_GEMM_EPILOGUE_AVX512_H
 #define WEFT_BACKEND_CPU_GEMM_EPILOGUE_AVX512_H
 
