@@ -333,7 +333,6 @@ typedef struct qmm_job {
     bool transpose;
     int isa;
     wf_qmv_fn qmv;
-    bool prefetch_to_l1; /* see direct_prefetch_to_l1 */
     wf_qmv_int8_x *int8; /* x rounded for the int8 kernel, or NULL */
     wf_qmv_int8_fn qmv_int8; /* that kernel (set with int8) */
     int64_t x_rows;      /* rows of x over all its batches */
@@ -443,6 +442,14 @@ static void qmm_panel_chunk(void *ctx, int64_t begin, int64_t end)
     wf__gemm_scratch_free(&scratch);
 }
 
+/* Where the matrix-vector kernel asks for the next pass's words (16 rows
+ * of W, often a power of two apart, so sharing L1 sets). To L1 where it
+ * holds 48 KiB or more: on a 48 KiB 12-way L1 (Intel Xeon, model 167),
+ * 4-bit 4096 x 4096 from memory on 2 threads read 12.6 GB/s against 11.6
+ * to L2. To L2 on smaller ones: on Zen 4's 32 KiB 8-way L1, L2 read 10.1
+ * GB/s against 8.8 to L1 (commit 55b591a). */
+static bool direct_prefetch_to_l1(void) { return wf__cpu_l1d_cache_bytes() >= (48 << 10); }
+
 static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
 {
     const qmm_job *job = ctx;
@@ -465,7 +472,7 @@ static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
             .mode = job->mode,
             .out = job->out + batch * job->rows * job->n,
             .ldo = job->n,
-            .prefetch_to_l1 = job->prefetch_to_l1,
+            .prefetch_to_l1 = direct_prefetch_to_l1(),
         };
         if (job->int8)
             job->qmv_int8(job->int8, x_batch(job, batch) * job->rows, &a, n0,
@@ -525,14 +532,6 @@ static int64_t panel_block(int64_t n, int64_t k, int64_t batches)
     return block < n ? block : n;
 }
 
-/* Where the matrix-vector kernel asks for the next pass's words (16 rows
- * of W, often a power of two apart, so sharing L1 sets). To L1 where it
- * holds 48 KiB or more: on a 48 KiB 12-way L1 (Intel Xeon, model 167),
- * 4-bit 4096 x 4096 from memory on 2 threads read 12.6 GB/s against 11.6
- * to L2. To L2 on smaller ones: on Zen 4's 32 KiB 8-way L1, L2 read 10.1
- * GB/s against 8.8 to L1 (commit 55b591a). */
-static bool direct_prefetch_to_l1(void) { return wf__cpu_l1d_cache_bytes() >= (48 << 10); }
-
 /* Runs job (its operands, shapes and indices set) over `batches` products. */
 static wf_status qmm_run(const char *op, qmm_job *job, int64_t batches)
 {
@@ -541,7 +540,6 @@ static wf_status qmm_run(const char *op, qmm_job *job, int64_t batches)
     job->qmv = direct_kernel(job);
     job->qdeq = panel_dequantizer(job);
     if (job->qmv) {
-        job->prefetch_to_l1 = direct_prefetch_to_l1();
         job->int8 = int8_activations_of(job);
         job->block = WF_QMV_TASK_ROWS;
         job->blocks = (job->n + WF_QMV_TASK_ROWS - 1) / WF_QMV_TASK_ROWS;
