@@ -2,7 +2,8 @@
  * Rules of conv_general (prim/conv.h). Both cotangents are convolutions:
  * - input: the cotangent, dilated by the stride, convolved with the kernel
  *   flipped (channels swapped within each group) at a stride of the input
- *   dilation: a transposed convolution;
+ *   dilation: a transposed convolution (the CPU kernel skips the taps that
+ *   meet the dilation's zeros, phase by phase);
  * - weight: the input correlated with the cotangent, with the roles of
  *   batch and channels exchanged (input channels are the batch, the batch
  *   is summed as channels) and stride and kernel dilation exchanged.
@@ -77,161 +78,6 @@ static wf_array *input_ct(wf_array *node, wf_array *ct)
     }
     wf_array *inputs[2] = {ct, swap_channels_per_group(w, p->groups)};
     return wf__rule_node(&wf__prim_conv_general, &q, inputs, 2);
-}
-
-/* ---- d/dx of a strided convolution, phase by phase. With stride s (and no
- * input dilation) the transposed convolution above would run on the
- * cotangent dilated by s, where all but 1 / s of the taps per axis meet
- * zeros. Instead, input positions j = phi + s m of one phase phi (per axis)
- * receive exactly the taps k with (phi + lo - k kdil) divisible by s: an
- * arithmetic progression k0 + q s' (s' = s / gcd(kdil, s)), reached from
- * output o = m + c0 - q e (c0 = (phi + lo - k0 kdil) / s, e = kdil s' / s).
- * So each phase is a plain convolution of ct with that sub-kernel
- * (reversed), and the phases are interleaved: zero-padded to ceil(L / s),
- * stacked after each spatial axis, reshaped and cut to L. */
-
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b != 0) {
-        const int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-/* One phase's convolution (N, ceil(L / s)..., Cin), zero past its own
- * length; wswap: the kernel with channels swapped per group, unflipped. */
-static wf_array *phase_ct(wf_array *node, wf_array *ct, wf_array *wswap, const int64_t *phi)
-{
-    const wf_conv_params *p = conv_of(node);
-    wf_array *x = node->inputs[0];
-    const int s = p->spatial;
-    wf_conv_params q;
-    memset(&q, 0, sizeof q);
-    q.spatial = s;
-    q.groups = p->groups;
-    q.flip = true;
-    int64_t starts[WF_MAX_NDIM], stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
-    int64_t pad_hi[WF_MAX_NDIM] = {0}, pad_lo[WF_MAX_NDIM] = {0};
-    starts[0] = starts[s + 1] = 0;
-    stops[0] = wswap->shape[0];
-    stops[s + 1] = wswap->shape[s + 1];
-    steps[0] = steps[s + 1] = 1;
-    bool empty = false;
-    for (int d = 0; d < s; d++) {
-        const int64_t st = p->strides[d], kd = p->kernel_dilation[d], lo = p->padding_lo[d];
-        const int64_t k = wswap->shape[d + 1], l = x->shape[d + 1], o = node->shape[d + 1];
-        const int64_t step = st / gcd64(kd, st), e = kd * step / st;
-        int64_t k0 = 0;
-        while (k0 < k && ((phi[d] + lo - k0 * kd) % st + st) % st != 0)
-            k0++;
-        const int64_t taps = k0 < k ? (k - 1 - k0) / step + 1 : 0;
-        const int64_t len = phi[d] < l ? (l - phi[d] + st - 1) / st : 0; /* this phase's length */
-        const int64_t full = (l + st - 1) / st;
-        empty = empty || taps == 0 || len == 0;
-        if (taps == 0 || len == 0)
-            continue;
-        const int64_t c0 = (phi[d] + lo - k0 * kd) / st; /* exact: divisible */
-        starts[d + 1] = k0;
-        stops[d + 1] = k0 + (taps - 1) * step + 1;
-        steps[d + 1] = step;
-        q.strides[d] = 1;
-        q.input_dilation[d] = 1;
-        q.kernel_dilation[d] = e;
-        q.padding_lo[d] = (taps - 1) * e - c0;
-        q.padding_hi[d] = len - o - q.padding_lo[d] + (taps - 1) * e;
-        pad_hi[d + 1] = full - len;
-    }
-    if (empty) { /* no tap reaches this phase */
-        int64_t shape[WF_MAX_NDIM];
-        shape[0] = x->shape[0];
-        shape[s + 1] = x->shape[s + 1];
-        for (int d = 0; d < s; d++)
-            shape[d + 1] = (x->shape[d + 1] + p->strides[d] - 1) / p->strides[d];
-        return wf_zeros(shape, s + 2, node->dtype);
-    }
-    wf_array *sub = wf_slice(wswap, starts, stops, steps);
-    wf_array *y = wf__rule_node(&wf__prim_conv_general, &q, (wf_array *[]){ct, sub}, 2);
-    bool padded = false;
-    for (int d = 0; d < s; d++)
-        padded = padded || pad_hi[d + 1] > 0;
-    (void)pad_lo;
-    return y && padded ? wf_pad(y, (int64_t[]){0, 0, 0, 0, 0}, pad_hi, 0.0) : y;
-}
-
-/* Interleaves the phases of axes d... (phi fixed before d): the result has
- * axis d + 1 of length ceil(L / s) * s. */
-static wf_array *interleave(wf_array *node, wf_array *ct, wf_array *wswap, int64_t *phi, int d)
-{
-    const wf_conv_params *p = conv_of(node);
-    if (d == p->spatial)
-        return phase_ct(node, ct, wswap, phi);
-    wf_array *parts[64];
-    const int64_t st = p->strides[d];
-    for (int64_t f = 0; f < st; f++) {
-        phi[d] = f;
-        if (!(parts[f] = interleave(node, ct, wswap, phi, d + 1)))
-            return NULL;
-    }
-    /* (N, ..., M_d, ..., C) stacked after axis d + 1 -> merged */
-    wf_array *stacked = wf_stack(parts, (int)st, d + 2);
-    if (!stacked)
-        return NULL;
-    int64_t shape[WF_MAX_NDIM];
-    int nd = 0;
-    for (int a = 0; a < stacked->ndim; a++) {
-        if (a == d + 2)
-            shape[nd - 1] *= stacked->shape[a];
-        else
-            shape[nd++] = stacked->shape[a];
-    }
-    return wf_reshape(stacked, shape, nd);
-}
-
-/* Whether d/dx goes phase by phase: a stride above 1, no input dilation,
- * and a few phases in all. */
-static bool use_phases(const wf_conv_params *p)
-{
-    int64_t phases = 1;
-    bool strided = false;
-    for (int d = 0; d < p->spatial; d++) {
-        if (p->input_dilation[d] != 1 || p->strides[d] > 8)
-            return false;
-        strided = strided || p->strides[d] > 1;
-        phases *= p->strides[d];
-    }
-    return strided && phases <= 64;
-}
-
-static wf_array *input_ct_phases(wf_array *node, wf_array *ct)
-{
-    const wf_conv_params *p = conv_of(node);
-    wf_array *x = node->inputs[0];
-    const int s = p->spatial;
-    wf_array *wswap = swap_channels_per_group(node->inputs[1], p->groups);
-    if (wswap && p->flip) { /* the forward's kernel as it is applied */
-        int64_t starts[WF_MAX_NDIM], stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
-        for (int d = 0; d < s + 2; d++) {
-            const bool k = d >= 1 && d <= s;
-            starts[d] = k ? wswap->shape[d] - 1 : 0;
-            stops[d] = k ? -wswap->shape[d] - 1 : wswap->shape[d];
-            steps[d] = k ? -1 : 1;
-        }
-        wswap = wf_slice(wswap, starts, stops, steps);
-    }
-    if (!wswap)
-        return NULL;
-    int64_t phi[WF_CONV_MAX_SPATIAL] = {0, 0, 0};
-    wf_array *full = interleave(node, ct, wswap, phi, 0);
-    if (!full)
-        return NULL;
-    int64_t starts[WF_MAX_NDIM] = {0}, stops[WF_MAX_NDIM], steps[WF_MAX_NDIM];
-    for (int d = 0; d < s + 2; d++) {
-        stops[d] = x->shape[d];
-        steps[d] = 1;
-    }
-    return wf_slice(full, starts, stops, steps);
 }
 
 /* a (N, S..., G * C) as (C, S..., G * N): channels within a group become
@@ -370,8 +216,7 @@ static wf_status vjp_conv(wf_array *node, wf_array *ct, const bool *wanted, wf_a
         if (!wanted[i])
             continue;
         cts[i] = empty ? wf_zeros_like(node->inputs[i])
-                       : i == 0 ? (use_phases(conv_of(node)) ? input_ct_phases(node, ct)
-                                                              : input_ct(node, ct))
+                       : i == 0 ? input_ct(node, ct)
                        : node->inputs[1]->shape[node->ndim - 1] == 1 && conv_of(node)->groups > 1
                            ? depthwise_weight_ct(node, ct)
                            : weight_ct(node, ct);

@@ -3,13 +3,17 @@
  * Implicit GEMM. With rows r = (n, output position) and columns the output
  * channels of one group, a convolution is the product P (rows x K) W
  * (K x C_out/groups), where K = kernel positions x C_in/groups and row r of
- * P holds the input patch output r sees (zeros where it falls on padding or
- * between dilated input elements). P is never built whole: the output rows
- * are cut into blocks, and for each block the patch rows are gathered, K
- * chunk by K chunk, into a per-thread buffer of a few hundred KB that the
- * GEMM (gemm.h) packs into its panels at once; the weight is laid out once
- * as W (contiguous rows), so the GEMM packs it with its fast row copies.
+ * P holds the input patch output r sees (zeros where it falls on padding,
+ * or between dilated input elements on the transposed path). P is never
+ * built whole: the output rows are cut into blocks, and for each block the
+ * patch rows are gathered, K chunk by K chunk, into a per-thread buffer of
+ * a few hundred KB that the GEMM (gemm.h) packs into its panels at once;
+ * the weight is laid out once as W (contiguous rows), so the GEMM packs it
+ * with its fast row copies.
  * Special cases:
+ * - an input dilation (a transposed convolution): phase by phase, each
+ *   phase a plain convolution over the taps that meet input elements (see
+ *   "input dilation, phase by phase" below);
  * - a 1x1 kernel at stride 1 without padding or dilation of the input: P is
  *   the input itself (rows C_in apart), handed to the GEMM in place;
  * - a 1-d convolution (one group, no dilation): the patch of an output away
@@ -1334,6 +1338,194 @@ static wf_status run_depthwise(conv_plan *pl)
     return WF_OK;
 }
 
+/* ---------------------------------------------------------------- input dilation, phase by phase
+ * With an input dilation s on an axis (a transposed convolution), output o
+ * reads x[(o * stride + t * kdil - lo) / s] only through the taps t that
+ * make the division exact: the others meet the zeros between dilated
+ * elements. The outputs of an axis fall into P = s / gcd(stride, s)
+ * phases (o mod P), and phase phi's taps are t0 + j dt (dt = s / gcd(kdil,
+ * s)), the same for all its outputs. So each phase is a plain convolution
+ * of x with those taps (its own stride, kernel dilation and padding; no
+ * product with a zero: a 2-d transposed convolution of stride 2 did four
+ * times the work before), computed into a scratch and its rows copied to
+ * the output positions phi + P i. Each output is the sum of its taps'
+ * products in kernel order, as before. */
+
+typedef struct phase_axis {
+    int64_t period;   /* P */
+    int64_t first_tap, tap_step, taps; /* t0, dt, how many (0: none) */
+    int64_t count;    /* outputs in the phase */
+} phase_axis;
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b != 0) {
+        const int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Axis d of phase phi; *sub receives the phase's plain convolution
+ * parameters for that axis (stride, kernel dilation, padding). */
+static phase_axis phase_of_axis(const conv_plan *pl, int d, int64_t phi, wf_conv_params *sub)
+{
+    const wf_conv_params *p = pl->p;
+    const int64_t s = p->input_dilation[d], st = p->strides[d], kd = p->kernel_dilation[d];
+    const int64_t lo = p->padding_lo[d];
+    phase_axis a = {.period = s / gcd64(st, s), .tap_step = s / gcd64(kd, s)};
+    a.count = phi < pl->out_sp[d] ? ceil_div(pl->out_sp[d] - phi, a.period) : 0;
+    int64_t t0 = 0;
+    while (t0 < pl->k_sp[d] && ((phi * st + t0 * kd - lo) % s + s) % s != 0)
+        t0++;
+    a.first_tap = t0;
+    a.taps = t0 < pl->k_sp[d] ? (pl->k_sp[d] - 1 - t0) / a.tap_step + 1 : 0;
+    const int64_t c0 = a.taps > 0 ? (phi * st + t0 * kd - lo) / s : 0; /* exact */
+    sub->strides[d] = a.period * st / s;
+    sub->kernel_dilation[d] = a.tap_step * kd / s;
+    sub->input_dilation[d] = 1;
+    sub->padding_lo[d] = -c0;
+    /* so that the phase's output length is `count` (the 1x1 case needs it) */
+    sub->padding_hi[d] = (a.count - 1) * sub->strides[d] +
+                         (max64(a.taps, 1) - 1) * sub->kernel_dilation[d] + 1 - pl->in_sp[d] + c0;
+    return a;
+}
+
+/* The phase's weight: the rows of its taps out of pl->w (depthwise: wt[t][c];
+ * else per group B_g[t * cin_g + ci][co]), in kernel order. */
+static void phase_weight(const conv_plan *pl, const phase_axis *ax, bool depthwise, int64_t kpos,
+                         char *dst)
+{
+    const size_t es = pl->es;
+    const int64_t block = depthwise ? pl->groups : pl->cin_g * pl->cout_g;
+    const int64_t groups = depthwise ? 1 : pl->groups;
+    for (int64_t g = 0; g < groups; g++)
+        for (int64_t j = 0; j < kpos; j++) {
+            int64_t rest = j, t = 0, scale = 1;
+            for (int d = pl->spatial - 1; d >= 0; d--) {
+                const int64_t jd = rest % ax[d].taps;
+                rest /= ax[d].taps;
+                t += (ax[d].first_tap + jd * ax[d].tap_step) * scale;
+                scale *= pl->k_sp[d];
+            }
+            memcpy(dst + (size_t)((g * kpos + j) * block) * es,
+                   pl->w + (size_t)((g * pl->kpos + t) * block) * es, (size_t)block * es);
+        }
+}
+
+/* Copies the phase's rows (or zeros) to their places in the output. */
+typedef struct phase_scatter {
+    const conv_plan *pl;
+    const phase_axis *ax;
+    const int64_t *phi;
+    const char *rows; /* NULL: zeros */
+    int64_t per_batch; /* the phase's outputs per batch entry */
+} phase_scatter;
+
+static void scatter_phase_rows(void *ctx, int64_t begin, int64_t end)
+{
+    const phase_scatter *ps = ctx;
+    const conv_plan *pl = ps->pl;
+    const size_t bytes = (size_t)pl->cout * wf_dtype_size(pl->cdt);
+    for (int64_t r = begin; r < end; r++) {
+        int64_t rest = r % ps->per_batch, out = 0, scale = 1;
+        for (int d = pl->spatial - 1; d >= 0; d--) {
+            const int64_t i = rest % ps->ax[d].count;
+            rest /= ps->ax[d].count;
+            out += (ps->phi[d] + i * ps->ax[d].period) * scale;
+            scale *= pl->out_sp[d];
+        }
+        char *dst = pl->c + (size_t)(r / ps->per_batch * scale + out) * bytes;
+        if (ps->rows != NULL)
+            memcpy(dst, ps->rows + (size_t)r * bytes, bytes);
+        else
+            memset(dst, 0, bytes);
+    }
+}
+
+/* Phases of axis d that hold outputs (at most its output length). */
+static int64_t phases_of_axis(const conv_plan *pl, int d)
+{
+    const int64_t s = pl->p->input_dilation[d];
+    return min64(s / gcd64(pl->p->strides[d], s), pl->out_sp[d]);
+}
+
+/* Any input dilation: fills pl->c phase by phase (see above). */
+static wf_status run_phases(conv_plan *pl, bool depthwise)
+{
+    int64_t phases = 1;
+    for (int d = 0; d < pl->spatial; d++)
+        phases *= phases_of_axis(pl, d);
+    const size_t cs = wf_dtype_size(pl->cdt);
+    wf_buffer *scratch = wf__buffer_alloc((size_t)pl->rows * (size_t)pl->cout * cs);
+    wf_buffer *wbuf = wf__buffer_alloc((size_t)(pl->groups * pl->kdim * pl->cout_g) * pl->es);
+    wf_status st = WF_OK;
+    if (scratch == NULL || wbuf == NULL)
+        st = wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory for a phase's rows");
+    for (int64_t f = 0; f < phases && st == WF_OK; f++) {
+        wf_conv_params sub = *pl->p;
+        phase_axis ax[WF_CONV_MAX_SPATIAL];
+        int64_t phi[WF_CONV_MAX_SPATIAL], rest = f, kpos = 1, per_batch = 1;
+        for (int d = pl->spatial - 1; d >= 0; d--) {
+            phi[d] = rest % phases_of_axis(pl, d);
+            rest /= phases_of_axis(pl, d);
+        }
+        for (int d = 0; d < pl->spatial; d++) {
+            ax[d] = phase_of_axis(pl, d, phi[d], &sub);
+            kpos *= ax[d].taps;
+            per_batch *= ax[d].count;
+        }
+        sub.flip = false; /* pl->w is the kernel as applied */
+        if (per_batch == 0)
+            continue;
+        phase_scatter ps = {pl, ax, phi, scratch->data, per_batch};
+        if (kpos == 0) { /* no tap reaches these outputs */
+            ps.rows = NULL;
+            wf__parallel_for(pl->batch * per_batch, 1024, scatter_phase_rows, &ps);
+            continue;
+        }
+        conv_plan one;
+        memcpy(&one, pl, sizeof one);
+        one.p = &sub;
+        one.kpos = kpos;
+        one.kdim = kpos * pl->cin_g;
+        one.kchunk = one.kdim > CONV_KMAX ? CONV_KCHUNK : one.kdim;
+        one.rows = pl->batch * per_batch;
+        bool unit = true;
+        for (int d = 0; d < pl->spatial; d++) {
+            one.out_sp[d] = ax[d].count;
+            one.k_sp[d] = ax[d].taps;
+            unit = unit && ax[d].taps == 1 && sub.strides[d] == 1 && sub.padding_lo[d] == 0 &&
+                   sub.padding_hi[d] == 0;
+        }
+        one.direct_a = unit;
+        one.rows_in_place = !unit && pl->spatial == 1 && pl->groups == 1 &&
+                            sub.kernel_dilation[0] == 1;
+        one.packed = NULL;
+        one.c = scratch->data;
+        phase_weight(pl, ax, depthwise, kpos, wbuf->data);
+        one.w = wbuf->data;
+        st = depthwise ? run_depthwise(&one) : run_gemm(&one);
+        if (st == WF_OK)
+            wf__parallel_for(one.rows, 1024, scatter_phase_rows, &ps);
+    }
+    if (scratch != NULL)
+        wf__buffer_release(scratch);
+    if (wbuf != NULL)
+        wf__buffer_release(wbuf);
+    return st;
+}
+
+/* Does any axis dilate the input? */
+static bool input_dilated(const conv_plan *pl)
+{
+    for (int d = 0; d < pl->spatial; d++)
+        if (pl->p->input_dilation[d] > 1)
+            return true;
+    return false;
+}
+
 /* ---------------------------------------------------------------- setup */
 
 /* x in the compute dtype, read in place when it already is that and
@@ -1493,11 +1685,12 @@ wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninpu
             st = prepare_weight(&pl, w, depthwise, &wbuf);
         if (st == WF_OK && !per_position) {
             pl.w = wbuf->data;
-            if (depthwise) {
+            if (!transposed && input_dilated(&pl))
+                st = run_phases(&pl, depthwise);
+            else if (depthwise)
                 st = run_depthwise(&pl);
-            } else {
+            else
                 st = transposed ? run_transposed(&pl) : run_gemm(&pl);
-            }
         }
     }
     if (st == WF_OK && staged != NULL)
