@@ -87,11 +87,17 @@ typedef struct conv_plan {
      * full one: the variants' layouts need not be linear in k); or NULL */
     wf_buffer *packed;
     size_t packed_per_chunk;
+    /* A phase of an input-dilated convolution (run_phases): each block of
+     * rows is computed into a per-thread buffer and its rows copied to their
+     * places in the output from there; or NULL: rows written to c. */
+    const struct phase_scatter *scatter;
     atomic_int failed;
 } conv_plan;
 
 static wf_status prepare_input(const wf_array *x, wf_dtype compute, bool any_strides,
                                wf_buffer **owned, const char **data, int64_t *strides);
+static void scatter_block(const struct phase_scatter *ps, int64_t g, int64_t row0, int64_t rows,
+                          const char *block);
 
 /* ---------------------------------------------------------------- patches */
 
@@ -262,18 +268,17 @@ static size_t packed_chunk_offset(const conv_plan *pl, int64_t g, int64_t k0)
     return (size_t)(g * weight_chunks(pl) + k0 / weight_chunk(pl)) * pl->packed_per_chunk;
 }
 
-/* C rows [row0, row0 + rows) of group g, columns [0, cout_g), over K
- * columns [k0, k0 + kc): beta 0 for the first chunk, else 1. */
+/* `rows` rows of group g's columns [0, cout_g) into c (rows ldc apart),
+ * over K columns [k0, k0 + kc): beta 0 for the first chunk, else 1. */
 static wf_status gemm_chunk(const conv_plan *pl, const char *a, int64_t rsa, int64_t g,
-                            int64_t row0, int64_t rows, int64_t k0, int64_t kc,
+                            int64_t rows, int64_t k0, int64_t kc, char *c, int64_t ldc,
                             wf_gemm_scratch *s)
 {
-    const size_t es = pl->es, cs = wf_dtype_size(pl->cdt);
-    char *c = pl->c + (size_t)(row0 * pl->cout + g * pl->cout_g) * cs;
+    const size_t es = pl->es;
     const char *w = pl->w + (size_t)((g * pl->kdim + k0) * pl->cout_g) * es;
     wf_gemm_args ga;
     wf__gemm_args_init(&ga, pl->compute, rows, pl->cout_g, kc, a, rsa, 1, w, pl->cout_g, 1, c,
-                       pl->cout, 1.0, k0 == 0 ? 0.0 : 1.0);
+                       ldc, 1.0, k0 == 0 ? 0.0 : 1.0);
     ga.isa = pl->isa;
     if (pl->packed != NULL)
         ga.b_packed = (char *)pl->packed->data + packed_chunk_offset(pl, g, k0);
@@ -287,17 +292,19 @@ static wf_status gemm_chunk(const conv_plan *pl, const char *a, int64_t rsa, int
 
 /* C rows [row0, row0 + rows) of group g, every column: K chunk by K chunk,
  * runs of rows read in place where row_in_place allows, the others
- * gathered (the GEMM gives a row the same bits either way). */
+ * gathered (the GEMM gives a row the same bits either way). Into `block`
+ * (rows x cout_g) when set, else into C. */
 static wf_status gemm_rows(const conv_plan *pl, const axis_tables *at, int64_t g, int64_t row0,
-                           int64_t rows, char *patch, wf_gemm_scratch *s)
+                           int64_t rows, char *patch, char *block, wf_gemm_scratch *s)
 {
-    const size_t es = pl->es;
-    const int64_t kchunk = weight_chunk(pl);
+    const size_t es = pl->es, cs = wf_dtype_size(pl->cdt);
+    const int64_t kchunk = weight_chunk(pl), ldc = block ? pl->cout_g : pl->cout;
+    char *c0 = block ? block : pl->c + (size_t)(row0 * pl->cout + g * pl->cout_g) * cs;
     for (int64_t k0 = 0; k0 < pl->kdim; k0 += kchunk) {
         const int64_t kc = min64(kchunk, pl->kdim - k0);
         if (pl->direct_a) {
             const char *a = pl->x + (size_t)(row0 * pl->cin + g * pl->cin_g) * es;
-            const wf_status st = gemm_chunk(pl, a, pl->cin, g, row0, rows, k0, kc, s);
+            const wf_status st = gemm_chunk(pl, a, pl->cin, g, rows, k0, kc, c0, ldc, s);
             if (st != WF_OK)
                 return st;
             continue;
@@ -311,14 +318,15 @@ static wf_status gemm_rows(const conv_plan *pl, const axis_tables *at, int64_t g
             if (!pl->rows_in_place)
                 end = row0 + rows;
             wf_status st;
+            char *c = c0 + (size_t)((r - row0) * ldc) * cs;
             if (here) {
                 const int64_t n = r / pl->out_sp[0], t = r % pl->out_sp[0];
                 const int64_t pos = t * pl->p->strides[0] - pl->p->padding_lo[0];
                 const char *a = pl->x + (size_t)((n * pl->in_sp[0] + pos) * pl->cin + k0) * es;
-                st = gemm_chunk(pl, a, pl->p->strides[0] * pl->cin, g, r, end - r, k0, kc, s);
+                st = gemm_chunk(pl, a, pl->p->strides[0] * pl->cin, g, end - r, k0, kc, c, ldc, s);
             } else {
                 gather_patches(pl, at, g, r, end - r, k0, kc, patch);
-                st = gemm_chunk(pl, patch, kc, g, r, end - r, k0, kc, s);
+                st = gemm_chunk(pl, patch, kc, g, end - r, k0, kc, c, ldc, s);
             }
             if (st != WF_OK)
                 return st;
@@ -333,26 +341,36 @@ static void gemm_units(void *ctx, int64_t begin, int64_t end)
 {
     conv_plan *pl = ctx;
     wf_gemm_scratch scratch = {0};
-    wf_buffer *patch = NULL;
+    wf_buffer *patch = NULL, *block = NULL;
     axis_tables at = {{NULL}, NULL};
     if (!pl->direct_a) {
         patch = wf__buffer_alloc((size_t)(pl->mblock * pl->kchunk) * pl->es);
-        if (patch == NULL || !axis_tables_init(pl, &at)) {
-            atomic_store(&pl->failed, 1);
+        if (patch == NULL || !axis_tables_init(pl, &at))
             begin = end;
-        }
     }
+    if (pl->scatter != NULL) {
+        block = wf__buffer_alloc((size_t)(pl->mblock * pl->cout_g) * wf_dtype_size(pl->cdt));
+        if (block == NULL)
+            begin = end;
+    }
+    if (begin == end)
+        atomic_store(&pl->failed, 1);
     for (int64_t u = begin; u < end; u++) {
         const int64_t g = u / pl->mblocks, row0 = u % pl->mblocks * pl->mblock;
-        if (gemm_rows(pl, &at, g, row0, min64(pl->mblock, pl->rows - row0),
-                      patch ? patch->data : NULL, &scratch) != WF_OK) {
+        const int64_t rows = min64(pl->mblock, pl->rows - row0);
+        if (gemm_rows(pl, &at, g, row0, rows, patch ? patch->data : NULL,
+                      block ? block->data : NULL, &scratch) != WF_OK) {
             atomic_store(&pl->failed, 1);
             break;
         }
+        if (block != NULL)
+            scatter_block(pl->scatter, g, row0, rows, block->data);
     }
     wf__gemm_scratch_free(&scratch);
     if (patch != NULL)
         wf__buffer_release(patch);
+    if (block != NULL)
+        wf__buffer_release(block);
     if (at.buf != NULL)
         wf__buffer_release(at.buf);
 }
@@ -1414,33 +1432,49 @@ static void phase_weight(const conv_plan *pl, const phase_axis *ax, bool depthwi
         }
 }
 
-/* Copies the phase's rows (or zeros) to their places in the output. */
+/* Where a phase's rows go: row r of the phase (batch entry, then its
+ * positions i per axis) is output row (batch entry, phi + P i). */
 typedef struct phase_scatter {
-    const conv_plan *pl;
+    const conv_plan *pl; /* the whole convolution's */
     const phase_axis *ax;
     const int64_t *phi;
-    const char *rows; /* NULL: zeros */
+    const char *rows; /* for scatter_phase_rows: all the phase's rows, or NULL: zeros */
     int64_t per_batch; /* the phase's outputs per batch entry */
 } phase_scatter;
 
+static char *phase_output_row(const phase_scatter *ps, int64_t r)
+{
+    const conv_plan *pl = ps->pl;
+    int64_t rest = r % ps->per_batch, out = 0, scale = 1;
+    for (int d = pl->spatial - 1; d >= 0; d--) {
+        const int64_t i = rest % ps->ax[d].count;
+        rest /= ps->ax[d].count;
+        out += (ps->phi[d] + i * ps->ax[d].period) * scale;
+        scale *= pl->out_sp[d];
+    }
+    return pl->c + (size_t)((r / ps->per_batch * scale + out) * pl->cout) * wf_dtype_size(pl->cdt);
+}
+
+/* Rows [row0, row0 + rows) of group g from a block (rows x cout_g). */
+static void scatter_block(const phase_scatter *ps, int64_t g, int64_t row0, int64_t rows,
+                          const char *block)
+{
+    const size_t cs = wf_dtype_size(ps->pl->cdt), bytes = (size_t)ps->pl->cout_g * cs;
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(phase_output_row(ps, row0 + r) + (size_t)g * bytes, block + (size_t)r * bytes,
+               bytes);
+}
+
+/* Whole rows begin..end of the phase, from ps->rows (or zeros). */
 static void scatter_phase_rows(void *ctx, int64_t begin, int64_t end)
 {
     const phase_scatter *ps = ctx;
-    const conv_plan *pl = ps->pl;
-    const size_t bytes = (size_t)pl->cout * wf_dtype_size(pl->cdt);
+    const size_t bytes = (size_t)ps->pl->cout * wf_dtype_size(ps->pl->cdt);
     for (int64_t r = begin; r < end; r++) {
-        int64_t rest = r % ps->per_batch, out = 0, scale = 1;
-        for (int d = pl->spatial - 1; d >= 0; d--) {
-            const int64_t i = rest % ps->ax[d].count;
-            rest /= ps->ax[d].count;
-            out += (ps->phi[d] + i * ps->ax[d].period) * scale;
-            scale *= pl->out_sp[d];
-        }
-        char *dst = pl->c + (size_t)(r / ps->per_batch * scale + out) * bytes;
         if (ps->rows != NULL)
-            memcpy(dst, ps->rows + (size_t)r * bytes, bytes);
+            memcpy(phase_output_row(ps, r), ps->rows + (size_t)r * bytes, bytes);
         else
-            memset(dst, 0, bytes);
+            memset(phase_output_row(ps, r), 0, bytes);
     }
 }
 
@@ -1457,11 +1491,14 @@ static wf_status run_phases(conv_plan *pl, bool depthwise)
     int64_t phases = 1;
     for (int d = 0; d < pl->spatial; d++)
         phases *= phases_of_axis(pl, d);
+    /* The GEMM's blocks copy their rows out themselves (gemm_units); the
+     * depthwise loops write whole phases, copied out afterwards. */
     const size_t cs = wf_dtype_size(pl->cdt);
-    wf_buffer *scratch = wf__buffer_alloc((size_t)pl->rows * (size_t)pl->cout * cs);
+    wf_buffer *scratch =
+        depthwise ? wf__buffer_alloc((size_t)pl->rows * (size_t)pl->cout * cs) : NULL;
     wf_buffer *wbuf = wf__buffer_alloc((size_t)(pl->groups * pl->kdim * pl->cout_g) * pl->es);
     wf_status st = WF_OK;
-    if (scratch == NULL || wbuf == NULL)
+    if ((depthwise && scratch == NULL) || wbuf == NULL)
         st = wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory for a phase's rows");
     for (int64_t f = 0; f < phases && st == WF_OK; f++) {
         wf_conv_params sub = *pl->p;
@@ -1479,7 +1516,7 @@ static wf_status run_phases(conv_plan *pl, bool depthwise)
         sub.flip = false; /* pl->w is the kernel as applied */
         if (per_batch == 0)
             continue;
-        phase_scatter ps = {pl, ax, phi, scratch->data, per_batch};
+        phase_scatter ps = {pl, ax, phi, scratch ? scratch->data : NULL, per_batch};
         if (kpos == 0) { /* no tap reaches these outputs */
             ps.rows = NULL;
             wf__parallel_for(pl->batch * per_batch, 1024, scatter_phase_rows, &ps);
@@ -1503,12 +1540,17 @@ static wf_status run_phases(conv_plan *pl, bool depthwise)
         one.rows_in_place = !unit && pl->spatial == 1 && pl->groups == 1 &&
                             sub.kernel_dilation[0] == 1;
         one.packed = NULL;
-        one.c = scratch->data;
         phase_weight(pl, ax, depthwise, kpos, wbuf->data);
         one.w = wbuf->data;
-        st = depthwise ? run_depthwise(&one) : run_gemm(&one);
-        if (st == WF_OK)
-            wf__parallel_for(one.rows, 1024, scatter_phase_rows, &ps);
+        if (depthwise) {
+            one.c = scratch->data;
+            st = run_depthwise(&one);
+            if (st == WF_OK)
+                wf__parallel_for(one.rows, 1024, scatter_phase_rows, &ps);
+        } else {
+            one.scatter = &ps;
+            st = run_gemm(&one);
+        }
     }
     if (scratch != NULL)
         wf__buffer_release(scratch);
