@@ -11,7 +11,9 @@
  * cotangents (two convolutions, built by wf_vjp: the forward is timed
  * apart and subtracted). GFLOP/s count 2 x multiply-adds of the
  * convolution (the backward does twice the forward's). Each figure is the
- * best of several runs.
+ * best of several runs. The ratios to the GEMM's rate: the forward's, the
+ * backward's, and forward and backward together (one wf_vjp call and its
+ * evaluation, three times the forward's work, timed whole).
  *
  *   build/release/bench_conv [--cpu-time] [--only WORD] [repeats=5]
  *
@@ -163,8 +165,9 @@ int main(int argc, char **argv)
     };
     printf("bench_conv: float32, best of %d, %s; GFLOP/s (2 x multiply-adds)\n", repeats,
            bench_clock == CLOCK_MONOTONIC ? "wall clock" : "process CPU time");
-    printf("%-32s %9s %9s %9s %9s %8s %8s %8s %8s\n", "layer", "fwd ms", "fwd GF/s", "bwd ms",
-           "bwd GF/s", "dx GF/s", "dw GF/s", "gemm GF/s", "fwd/gemm");
+    printf("%-32s %9s %9s %9s %9s %8s %8s %8s %8s %8s %8s\n", "layer", "fwd ms", "fwd GF/s",
+           "bwd ms", "bwd GF/s", "dx GF/s", "dw GF/s", "gemm GF/s", "fwd/gemm", "bwd/gemm",
+           "f+b/gemm");
     for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
         const layer *l = &layers[i];
         if (only != NULL && strstr(l->name, only) == NULL)
@@ -189,9 +192,10 @@ int main(int argc, char **argv)
         const double tx = time_vjp(l, x, w, u, 1, repeats) - tf;
         const double tw = time_vjp(l, x, w, u, 2, repeats) - tf;
         const double tg = time_gemm(l->groups, rows, inner, cols, repeats);
-        printf("%-32s %9.2f %9.1f %9.2f %9.1f %8.1f %8.1f %8.1f %8.2f\n", l->name, 1e3 * tf,
-               flops / tf / 1e9, 1e3 * tb, 2 * flops / tb / 1e9, tx > 0 ? flops / tx / 1e9 : 0.0,
-               tw > 0 ? flops / tw / 1e9 : 0.0, flops / tg / 1e9, tg / tf);
+        printf("%-32s %9.2f %9.1f %9.2f %9.1f %8.1f %8.1f %8.1f %8.2f %8.2f %8.2f\n", l->name,
+               1e3 * tf, flops / tf / 1e9, 1e3 * tb, 2 * flops / tb / 1e9,
+               tx > 0 ? flops / tx / 1e9 : 0.0, tw > 0 ? flops / tw / 1e9 : 0.0, flops / tg / 1e9,
+               tg / tf, 2 * tg / tb, 3 * tg / tv);
         wf_release(x);
         wf_release(w);
         wf_release(u);
