@@ -603,9 +603,11 @@ static wf_status run_transposed(conv_plan *pl)
  * rows when the cotangent is contiguous: read in place) and
  * A[(b, o)][(ci, t)] = x[b][o * stride + t * kdil - lo][ci] (zero outside
  * x). The pairs are taken CONV_PCHUNK at a time; for each, A's rows are
- * gathered (a pair's x values for all b are contiguous) and one GEMM call
- * adds the chunk's product to C. Every position shares each packed chunk
- * of B, read once. A long K (a weight gradient over many images and
+ * gathered (a pair's x values for all b are contiguous, so a block's rows
+ * are gathered in the order (o, b), one copy per pair and position) and
+ * one GEMM call adds the chunk's product to the block's C, whose rows are
+ * copied to their places at the end. Every position shares each packed
+ * chunk of B, read once. A long K (a weight gradient over many images and
  * pixels) is cut into `parts` runs of chunks, each summed into its own
  * copy of C, and the copies are then added in order: so two threads each
  * gather whole rows of A for their own pixels, instead of each gathering
@@ -666,10 +668,11 @@ typedef struct by_position {
     char *partial[CONV_MAX_PARTS]; /* C for each part; partial[0] is C itself */
 } by_position;
 
-/* Per thread: the chunk's A (rows x CONV_PCHUNK) and, unless B is read in
- * place, its B (CONV_PCHUNK x columns). */
+/* Per thread: the chunk's A (rows x CONV_PCHUNK), unless B is read in
+ * place its B (CONV_PCHUNK x columns), and the block's C (rows x columns)
+ * with its rows in A's order. */
 typedef struct pair_bufs {
-    char *a, *b;
+    char *a, *b, *c;
 } pair_bufs;
 
 /* Copies n elements of es bytes, src `stride` elements apart, to dst
@@ -697,33 +700,13 @@ static void gather_strided(char *dst, int64_t dstep, const char *src, int64_t n,
 #undef GATHER_AS
 }
 
-/* dst[b * n + i] = src[i][b] for b < nb, i < n: n rows of nb contiguous
- * elements interleaved, dst written in order (a row at a time, stores n
- * apart, was half of a weight gradient's time; unrolled for n = 9 it was
- * slower). */
-static void interleave_rows(char *dst, const char *const *src, int64_t n, int64_t nb, size_t es)
-{
-#define INTERLEAVE_AS(T)                                                                       \
-    do {                                                                                       \
-        T *restrict d_ = (T *)(void *)dst;                                                     \
-        for (int64_t b = 0; b < nb; b++)                                                       \
-            for (int64_t i = 0; i < n; i++)                                                    \
-                *d_++ = ((const T *)(const void *)src[i])[b];                                  \
-    } while (0)
-    if (es == 4)
-        INTERLEAVE_AS(uint32_t);
-    else if (es == 8)
-        INTERLEAVE_AS(uint64_t);
-    else
-        INTERLEAVE_AS(uint16_t);
-#undef INTERLEAVE_AS
-}
-
-/* A's rows of batch entries [b0, b0 + nb) (row (b - b0) * positions + o)
- * for the pairs [k0, k0 + kc) of group g, into a stored transposed
- * (a[k * rows + row]: each pair's x values lie close together). x's batch
- * axis is contiguous (use_by_position), so a pair's values at one position
- * are nb contiguous elements, or zeros outside x. */
+/* A's rows of batch entries [b0, b0 + nb) for the pairs [k0, k0 + kc) of
+ * group g, into a stored transposed (a[k * rows + row]: each pair's x
+ * values lie close together), the rows ordered (position o, batch entry
+ * b): row o * nb + (b - b0). x's batch axis is contiguous
+ * (use_by_position), so a pair's values at one position are nb contiguous
+ * elements, or zeros outside x: one copy each. (Ordered as C lies, (b, o),
+ * they had to be interleaved element by element.) */
 static void gather_pair_rows(const by_position *bp, int64_t g, int64_t b0, int64_t nb,
                              int64_t k0, int64_t kc, char *a)
 {
@@ -731,8 +714,6 @@ static void gather_pair_rows(const by_position *bp, int64_t g, int64_t b0, int64
     const wf_conv_params *p = pl->p;
     const size_t es = pl->es;
     const int64_t P = bp->positions, rows = nb * P;
-    static const uint64_t zeros[CONV_PROWS] = {0}; /* nb <= CONV_PROWS */
-    const char *src[CONV_PPOSITIONS];
     int64_t t[WF_CONV_MAX_SPATIAL];
     kernel_index(pl, k0 % pl->kpos, t);
     int64_t ci = k0 / pl->kpos;
@@ -740,7 +721,8 @@ static void gather_pair_rows(const by_position *bp, int64_t g, int64_t b0, int64
         const int64_t chan = (g * pl->cin_g + ci) * pl->xstrides[pl->spatial + 1] +
                              b0 * pl->xstrides[0];
         int64_t o[WF_CONV_MAX_SPATIAL], unused;
-        for (int64_t op = 0; op < P; op++) {
+        char *dst = a + (size_t)(k * rows) * es;
+        for (int64_t op = 0; op < P; op++, dst += (size_t)nb * es) {
             if (op == 0)
                 row_coords(pl, 0, &unused, o);
             else
@@ -753,13 +735,11 @@ static void gather_pair_rows(const by_position *bp, int64_t g, int64_t b0, int64
                 inside = pos >= 0 && pos < pl->in_sp[d];
                 off += pos * pl->xstrides[d + 1];
             }
-            src[op] = inside ? pl->x + off * (int64_t)es : (const char *)zeros;
+            if (inside)
+                memcpy(dst, pl->x + off * (int64_t)es, (size_t)nb * es);
+            else
+                memset(dst, 0, (size_t)nb * es);
         }
-        char *dst = a + (size_t)(k * rows) * es;
-        if (P == 1)
-            memcpy(dst, src[0], (size_t)nb * es);
-        else
-            interleave_rows(dst, src, P, nb, es);
         kernel_next(pl, t);
         bool wrapped = true; /* past the last kernel position: the next channel */
         for (int d = 0; d < pl->spatial; d++)
@@ -799,8 +779,6 @@ static wf_status by_position_block(const by_position *bp, int64_t part, int64_t 
     const int64_t rows = nb * bp->positions, cols = j1 - j0;
     const int64_t kfirst = part_first_pair(bp, part);
     const int64_t kdim = min64(pl->kdim, part_first_pair(bp, part + 1));
-    char *c = bp->partial[part] +
-              (size_t)(b0 * bp->positions * pl->cout + g * pl->cout_g + j0) * cs;
     for (int64_t k0 = kfirst; k0 < kdim; k0 += CONV_PCHUNK) {
         const int64_t kc = min64(CONV_PCHUNK, kdim - k0);
         gather_pair_rows(bp, g, b0, nb, k0, kc, bufs->a);
@@ -819,13 +797,19 @@ static wf_status by_position_block(const by_position *bp, int64_t part, int64_t 
         }
         wf_gemm_args ga;
         wf__gemm_args_init(&ga, pl->compute, rows, cols, kc, bufs->a, 1, rows, b, rsb,
-                           bp->b_in_place ? bp->wstrides[0] : 1, c, pl->cout, 1.0,
+                           bp->b_in_place ? bp->wstrides[0] : 1, bufs->c, cols, 1.0,
                            k0 == kfirst ? 0.0 : 1.0);
         ga.isa = pl->isa;
         const wf_status st = wf__gemm_block(&ga, 0, rows, 0, cols, s);
         if (st != WF_OK)
             return st;
     }
+    /* Row o * nb + i of the block is C's row (b0 + i) * positions + o. */
+    char *c = bp->partial[part] + (size_t)(g * pl->cout_g + j0) * cs;
+    for (int64_t o = 0; o < bp->positions; o++)
+        for (int64_t i = 0; i < nb; i++)
+            memcpy(c + (size_t)(((b0 + i) * bp->positions + o) * pl->cout) * cs,
+                   bufs->c + (size_t)((o * nb + i) * cols) * cs, (size_t)cols * cs);
     return WF_OK;
 }
 
@@ -838,11 +822,13 @@ static void by_position_units(void *ctx, int64_t begin, int64_t end)
     wf_buffer *abuf = wf__buffer_alloc((size_t)(arows * CONV_PCHUNK) * pl->es);
     wf_buffer *bbuf =
         bp->b_in_place ? NULL : wf__buffer_alloc((size_t)(CONV_PCHUNK * bp->nblock) * pl->es);
-    if (abuf == NULL || (!bp->b_in_place && bbuf == NULL)) {
+    wf_buffer *cbuf = wf__buffer_alloc((size_t)(arows * bp->nblock) * wf_dtype_size(pl->cdt));
+    if (abuf == NULL || (!bp->b_in_place && bbuf == NULL) || cbuf == NULL) {
         atomic_store(&pl->failed, 1);
         begin = end;
     }
-    const pair_bufs bufs = {abuf ? abuf->data : NULL, bbuf ? bbuf->data : NULL};
+    const pair_bufs bufs = {abuf ? abuf->data : NULL, bbuf ? bbuf->data : NULL,
+                            cbuf ? cbuf->data : NULL};
     for (int64_t u = begin; u < end; u++) {
         const int64_t j = u % bp->nblocks, rest = u / bp->nblocks;
         const int64_t bi = rest % bp->bblocks, gp = rest / bp->bblocks;
@@ -859,6 +845,8 @@ static void by_position_units(void *ctx, int64_t begin, int64_t end)
         wf__buffer_release(abuf);
     if (bbuf != NULL)
         wf__buffer_release(bbuf);
+    if (cbuf != NULL)
+        wf__buffer_release(cbuf);
 }
 
 /* Are w's rows for consecutive pairs (ci, t) evenly spaced (a contiguous
