@@ -1366,9 +1366,10 @@ static wf_status run_depthwise(conv_plan *pl)
  * s)), the same for all its outputs. So each phase is a plain convolution
  * of x with those taps (its own stride, kernel dilation and padding; no
  * product with a zero: a 2-d transposed convolution of stride 2 did four
- * times the work before), computed into a scratch and its rows copied to
- * the output positions phi + P i. Each output is the sum of its taps'
- * products in kernel order, as before. */
+ * times the work before), computed block by block and each block's rows
+ * copied to the output positions phi + P i. Each output is the sum of its
+ * taps' products in kernel order; the phases are a function of the shapes,
+ * so the bits never depend on the thread count. */
 
 typedef struct phase_axis {
     int64_t period;   /* P */
