@@ -445,6 +445,8 @@ static const conv_case grad_cases[] = {
     {2, 1, 2, 2, 1, {3, 3}, {3, 3}, {1, 1}, {2, 2}, {2, 1}, {1, 1}, {2, 2}, true},
     /* depthwise with a channel multiplier, strided and dilated */
     {2, 2, 3, 6, 3, {6, 5}, {2, 3}, {2, 1}, {1, 0}, {0, 1}, {1, 2}, {1, 1}, true},
+    /* pointwise, grouped: the weight's cotangent is one batched product */
+    {3, 2, 4, 6, 2, {2, 3, 2}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, {1, 1, 1}, false},
 };
 enum { NGRAD = sizeof grad_cases / sizeof grad_cases[0] };
 
@@ -462,9 +464,10 @@ GRAD_BUILDER(4)
 GRAD_BUILDER(5)
 GRAD_BUILDER(6)
 GRAD_BUILDER(7)
+GRAD_BUILDER(8)
 static const tu_build grad_builders[NGRAD] = {grad_build_0, grad_build_1, grad_build_2,
                                               grad_build_3, grad_build_4, grad_build_5,
-                                              grad_build_6, grad_build_7};
+                                              grad_build_6, grad_build_7, grad_build_8};
 
 static tu_case grad_tu_case(int i)
 {
