@@ -593,9 +593,13 @@ static void test_batch_contiguous_input(void)
         {2, 5, 3, 7, 1, {9, 8}, {3, 2}, {1, 2}, {1, 0}, {1, 1}, {1, 2}, {1, 1}, false},
         /* a long kernel: the product's K (2,400) is summed in parts */
         {1, 6, 4, 3, 1, {700}, {600}, {1}, {0}, {0}, {1}, {1}, false},
+        /* an input dilation (a transposed convolution's weight cotangent):
+         * each phase such a product over its taps, strided through w */
+        {2, 5, 3, 4, 1, {6, 5}, {5, 4}, {1, 1}, {2, 1}, {1, 2}, {1, 1}, {2, 2}, false},
+        {1, 4, 2, 3, 1, {9}, {7}, {2}, {3}, {1}, {2}, {3}, false},
     };
     static const wf_dtype dts[] = {WF_DTYPE_F32, WF_DTYPE_F64};
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < (int)(sizeof cs / sizeof cs[0]); k++)
         for (int t = 0; t < 2; t++)
             for (int wt = 0; wt < 2; wt++) {
                 const conv_case *c = &cs[k];

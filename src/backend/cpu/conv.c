@@ -11,9 +11,10 @@
  * the weight is laid out once as W (contiguous rows), so the GEMM packs it
  * with its fast row copies.
  * Special cases:
- * - an input dilation (a transposed convolution): phase by phase, each
- *   phase a plain convolution over the taps that meet input elements (see
- *   "input dilation, phase by phase" below);
+ * - an input dilation (a transposed convolution, and its weight's
+ *   cotangent): phase by phase, each phase a plain convolution over the
+ *   taps that meet input elements (see "input dilation, phase by phase"
+ *   below);
  * - a 1x1 kernel at stride 1 without padding or dilation of the input: P is
  *   the input itself (rows C_in apart), handed to the GEMM in place;
  * - a 1-d convolution (one group, no dilation): the patch of an output away
@@ -98,6 +99,15 @@ static wf_status prepare_input(const wf_array *x, wf_dtype compute, bool any_str
                                wf_buffer **owned, const char **data, int64_t *strides);
 static void scatter_block(const struct phase_scatter *ps, int64_t g, int64_t row0, int64_t rows,
                           const char *block);
+
+/* Does any axis dilate the input? */
+static bool input_dilated(const conv_plan *pl)
+{
+    for (int d = 0; d < pl->spatial; d++)
+        if (pl->p->input_dilation[d] > 1)
+            return true;
+    return false;
+}
 
 /* ---------------------------------------------------------------- patches */
 
@@ -625,18 +635,13 @@ enum {
     CONV_PARTS_BYTES = 32 << 20 /* the parts' copies of C at most */
 };
 
-/* Use it? x's batch axis contiguous, in the compute dtype, few output
- * positions (a kernel's), no input dilation and no flip (w read in
- * place). */
-static bool use_by_position(const conv_plan *pl, const wf_array *x)
+/* Its shape? x's batch axis contiguous, in the compute dtype, few output
+ * positions (a kernel's) and no flip (w read in place). With an input
+ * dilation, each phase (run_phases) is such a product. */
+static bool by_position_fits(const conv_plan *pl, const wf_array *x)
 {
-    if (pl->p->flip || x->dtype != pl->compute || x->strides[0] != 1 || pl->batch < 2 ||
-        pl->rows / pl->batch > CONV_PPOSITIONS)
-        return false;
-    for (int d = 0; d < pl->spatial; d++)
-        if (pl->p->input_dilation[d] != 1)
-            return false;
-    return true;
+    return !pl->p->flip && x->dtype == pl->compute && x->strides[0] == 1 && pl->batch >= 2 &&
+           pl->rows / pl->batch <= CONV_PPOSITIONS;
 }
 
 /* Valid kernel indices t of axis d at output position o: [*lo, *hi). */
@@ -704,7 +709,7 @@ static void gather_strided(char *dst, int64_t dstep, const char *src, int64_t n,
  * group g, into a stored transposed (a[k * rows + row]: each pair's x
  * values lie close together), the rows ordered (position o, batch entry
  * b): row o * nb + (b - b0). x's batch axis is contiguous
- * (use_by_position), so a pair's values at one position are nb contiguous
+ * (by_position_fits), so a pair's values at one position are nb contiguous
  * elements, or zeros outside x: one copy each. (Ordered as C lies, (b, o),
  * they had to be interleaved element by element.) */
 static void gather_pair_rows(const by_position *bp, int64_t g, int64_t b0, int64_t nb,
@@ -922,13 +927,11 @@ static void by_position_split(conv_plan *pl, by_position *bp)
     bp->nblocks = ceil_div(pl->cout_g, bp->nblock);
 }
 
-static wf_status run_by_position(conv_plan *pl, const wf_array *w)
+/* The product with w (compute dtype) read through `wstrides`. */
+static wf_status by_position_product(conv_plan *pl, const char *w, const int64_t *wstrides)
 {
-    by_position bp = {.pl = pl};
-    wf_buffer *wbuf = NULL;
-    const wf_status st = prepare_input(w, pl->compute, true, &wbuf, &bp.w, bp.wstrides);
-    if (st != WF_OK)
-        return st;
+    by_position bp = {.pl = pl, .w = w};
+    memcpy(bp.wstrides, wstrides, sizeof bp.wstrides);
     bp.positions = pl->rows / pl->batch;
     bp.b_in_place = pair_rows_even(pl, bp.wstrides, &bp.ws_row);
     by_position_split(pl, &bp);
@@ -947,11 +950,22 @@ static wf_status run_by_position(conv_plan *pl, const wf_array *w)
         wf__parallel_for(csize, WF_CPU_CHUNK_CHEAP, add_parts, &bp);
     if (parts_buf != NULL)
         wf__buffer_release(parts_buf);
-    if (wbuf != NULL)
-        wf__buffer_release(wbuf);
     if (atomic_load(&pl->failed))
         return wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory for packing");
     return WF_OK;
+}
+
+static wf_status run_by_position(conv_plan *pl, const wf_array *w)
+{
+    wf_buffer *wbuf = NULL;
+    const char *data;
+    int64_t strides[WF_CONV_MAX_SPATIAL + 2];
+    wf_status st = prepare_input(w, pl->compute, true, &wbuf, &data, strides);
+    if (st == WF_OK)
+        st = by_position_product(pl, data, strides);
+    if (wbuf != NULL)
+        wf__buffer_release(wbuf);
+    return st;
 }
 
 /* ---------------------------------------------------------------- depthwise */
@@ -1366,8 +1380,10 @@ static wf_status run_depthwise(conv_plan *pl)
  * s)), the same for all its outputs. So each phase is a plain convolution
  * of x with those taps (its own stride, kernel dilation and padding; no
  * product with a zero: a 2-d transposed convolution of stride 2 did four
- * times the work before), computed block by block and each block's rows
- * copied to the output positions phi + P i. Each output is the sum of its
+ * times the work before), run on the path its shape takes (the GEMM's
+ * blocks, the depthwise loops, or all positions at once for a weight
+ * cotangent), its rows copied to the output positions phi + P i (by the
+ * GEMM's blocks while they are in cache). Each output is the sum of its
  * taps' products in kernel order; the phases are a function of the shapes,
  * so the bits never depend on the thread count. */
 
@@ -1495,21 +1511,33 @@ static int64_t phases_of_axis(const conv_plan *pl, int d)
     return min64(s / gcd64(pl->p->strides[d], s), pl->out_sp[d]);
 }
 
-/* Any input dilation: fills pl->c phase by phase (see above). */
-static wf_status run_phases(conv_plan *pl, bool depthwise)
+/* How each phase runs: the GEMM path over a cut of pl->w, the depthwise
+ * loops over a cut of pl->w, or "all positions at once" over w itself,
+ * its taps read through strides (a weight cotangent's shape). */
+typedef enum phase_kind { PHASES_GEMM, PHASES_DEPTHWISE, PHASES_BY_POSITION } phase_kind;
+
+/* Any input dilation: fills pl->c phase by phase (see above); `w` is the
+ * weight array (read by PHASES_BY_POSITION only). */
+static wf_status run_phases(conv_plan *pl, phase_kind kind, const wf_array *w)
 {
     int64_t phases = 1;
     for (int d = 0; d < pl->spatial; d++)
         phases *= phases_of_axis(pl, d);
     /* The GEMM's blocks copy their rows out themselves (gemm_units); the
-     * depthwise loops write whole phases, copied out afterwards. */
+     * others write whole phases, copied out afterwards. */
     const size_t cs = wf_dtype_size(pl->cdt);
-    wf_buffer *scratch =
-        depthwise ? wf__buffer_alloc((size_t)pl->rows * (size_t)pl->cout * cs) : NULL;
-    wf_buffer *wbuf = wf__buffer_alloc((size_t)(pl->groups * pl->kdim * pl->cout_g) * pl->es);
+    const bool whole = kind != PHASES_GEMM, cut = kind != PHASES_BY_POSITION;
+    wf_buffer *scratch = whole ? wf__buffer_alloc((size_t)pl->rows * (size_t)pl->cout * cs) : NULL;
+    wf_buffer *wbuf =
+        cut ? wf__buffer_alloc((size_t)(pl->groups * pl->kdim * pl->cout_g) * pl->es) : NULL;
+    wf_buffer *wview = NULL;
+    const char *wdata = NULL;
+    int64_t wstrides[WF_CONV_MAX_SPATIAL + 2];
     wf_status st = WF_OK;
-    if ((depthwise && scratch == NULL) || wbuf == NULL)
+    if ((whole && scratch == NULL) || (cut && wbuf == NULL))
         st = wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory for a phase's rows");
+    else if (!cut)
+        st = prepare_input(w, pl->compute, true, &wview, &wdata, wstrides);
     for (int64_t f = 0; f < phases && st == WF_OK; f++) {
         wf_conv_params sub = *pl->p;
         phase_axis ax[WF_CONV_MAX_SPATIAL];
@@ -1550,32 +1578,38 @@ static wf_status run_phases(conv_plan *pl, bool depthwise)
         one.rows_in_place = !unit && pl->spatial == 1 && pl->groups == 1 &&
                             sub.kernel_dilation[0] == 1;
         one.packed = NULL;
-        phase_weight(pl, ax, depthwise, kpos, wbuf->data);
-        one.w = wbuf->data;
-        if (depthwise) {
-            one.c = scratch->data;
-            st = run_depthwise(&one);
-            if (st == WF_OK)
-                wf__parallel_for(one.rows, 1024, scatter_phase_rows, &ps);
-        } else {
+        if (kind == PHASES_GEMM) {
+            phase_weight(pl, ax, false, kpos, wbuf->data);
+            one.w = wbuf->data;
             one.scatter = &ps;
             st = run_gemm(&one);
+            continue;
         }
+        one.c = scratch->data;
+        if (kind == PHASES_DEPTHWISE) {
+            phase_weight(pl, ax, true, kpos, wbuf->data);
+            one.w = wbuf->data;
+            st = run_depthwise(&one);
+        } else { /* the phase's taps of w: the first of each axis, dt apart */
+            int64_t strides[WF_CONV_MAX_SPATIAL + 2];
+            memcpy(strides, wstrides, sizeof strides);
+            const char *first = wdata;
+            for (int d = 0; d < pl->spatial; d++) {
+                first += ax[d].first_tap * wstrides[d + 1] * (int64_t)pl->es;
+                strides[d + 1] = wstrides[d + 1] * ax[d].tap_step;
+            }
+            st = by_position_product(&one, first, strides);
+        }
+        if (st == WF_OK)
+            wf__parallel_for(one.rows, 1024, scatter_phase_rows, &ps);
     }
     if (scratch != NULL)
         wf__buffer_release(scratch);
     if (wbuf != NULL)
         wf__buffer_release(wbuf);
+    if (wview != NULL)
+        wf__buffer_release(wview);
     return st;
-}
-
-/* Does any axis dilate the input? */
-static bool input_dilated(const conv_plan *pl)
-{
-    for (int d = 0; d < pl->spatial; d++)
-        if (pl->p->input_dilation[d] > 1)
-            return true;
-    return false;
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -1726,19 +1760,20 @@ wf_status wf__cpu_conv_general(wf_array *out, wf_array *const *inputs, int ninpu
     if (pl.kdim == 0 || x->size == 0) {
         memset(pl.c, 0, (size_t)out->size * cs); /* an empty sum */
     } else {
-        const bool per_position = !depthwise && use_by_position(&pl, x);
-        const bool transposed = !depthwise && (per_position || use_transposed(&pl));
+        const bool dilated = input_dilated(&pl);
+        const bool positions = !depthwise && by_position_fits(&pl, x); /* x through its strides */
+        const bool transposed = !depthwise && (positions || use_transposed(&pl));
         st = prepare_input(x, pl.compute, transposed, &xbuf, &pl.x, pl.xstrides);
         for (int d = 0; transposed && d < pl.spatial; d++)
             pl.in_pos_stride[d] = pl.xstrides[d + 1]; /* the tables follow x's strides */
-        if (st == WF_OK && per_position)
-            st = run_by_position(&pl, w);
+        if (st == WF_OK && positions)
+            st = dilated ? run_phases(&pl, PHASES_BY_POSITION, w) : run_by_position(&pl, w);
         else if (st == WF_OK)
             st = prepare_weight(&pl, w, depthwise, &wbuf);
-        if (st == WF_OK && !per_position) {
+        if (st == WF_OK && !positions) {
             pl.w = wbuf->data;
-            if (!transposed && input_dilated(&pl))
-                st = run_phases(&pl, depthwise);
+            if (!transposed && dilated)
+                st = run_phases(&pl, depthwise ? PHASES_DEPTHWISE : PHASES_GEMM, w);
             else if (depthwise)
                 st = run_depthwise(&pl);
             else
