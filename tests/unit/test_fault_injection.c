@@ -350,6 +350,66 @@ done:
     wf_fn_release(f);
 }
 
+/* conv_transpose1d, stride 2, padding 1, output_padding 1: run phase by
+ * phase, and its weight's cotangent (the input seen batch-contiguous) on
+ * the weight cotangent's path, phase by phase. */
+enum { CT_N = 3, CT_L = 5, CT_CIN = 2, CT_COUT = 2, CT_K = 3, CT_OUT = 10 };
+
+static wf_status body_conv_transpose(void *payload, wf_array *const *in, size_t nin,
+                                     wf_array **out, size_t *nout)
+{
+    (void)payload;
+    (void)nin;
+    out[0] = wf_conv_transpose1d(in[0], in[1], 2, 1, 1, 1, 1);
+    *nout = 1;
+    return out[0] ? WF_OK : wf_last_error();
+}
+
+static void scenario_conv_transpose(void)
+{
+    float x[CT_N][CT_L][CT_CIN], w[CT_COUT][CT_K][CT_CIN], c[CT_N][CT_OUT][CT_COUT];
+    float want_y[CT_N][CT_OUT][CT_COUT] = {{{0}}}, want_dx[CT_N][CT_L][CT_CIN] = {{{0}}};
+    float want_dw[CT_COUT][CT_K][CT_CIN] = {{{0}}};
+    for (int i = 0; i < CT_N * CT_L * CT_CIN; i++)
+        (&x[0][0][0])[i] = (float)((i * 7) % 11) - 5;
+    for (int i = 0; i < CT_COUT * CT_K * CT_CIN; i++)
+        (&w[0][0][0])[i] = (float)((i * 5) % 7) - 3;
+    for (int i = 0; i < CT_N * CT_OUT * CT_COUT; i++)
+        (&c[0][0][0])[i] = (float)((i * 3) % 5) - 2;
+    /* y[n][i * 2 - 1 + k][co] += x[n][i][ci] w[co][k][ci] (small integers: exact) */
+    for (int n = 0; n < CT_N; n++)
+        for (int i = 0; i < CT_L; i++)
+            for (int k = 0; k < CT_K; k++) {
+                const int o = i * 2 - 1 + k;
+                if (o < 0 || o >= CT_OUT)
+                    continue;
+                for (int co = 0; co < CT_COUT; co++)
+                    for (int ci = 0; ci < CT_CIN; ci++) {
+                        want_y[n][o][co] += x[n][i][ci] * w[co][k][ci];
+                        want_dx[n][i][ci] += w[co][k][ci] * c[n][o][co];
+                        want_dw[co][k][ci] += x[n][i][ci] * c[n][o][co];
+                    }
+            }
+    wf_fn *f = NULL;
+    bool scoped = false;
+    wf_array *y = NULL, *cots[2] = {NULL, NULL};
+    NEED_OK(wf_scope_begin());
+    scoped = true;
+    wf_array *xa, *wa, *ca;
+    NEED(xa = wf_array_from_data(x, (const int64_t[]){CT_N, CT_L, CT_CIN}, 3, WF_DTYPE_F32));
+    NEED(wa = wf_array_from_data(w, (const int64_t[]){CT_COUT, CT_K, CT_CIN}, 3, WF_DTYPE_F32));
+    NEED(ca = wf_array_from_data(c, (const int64_t[]){CT_N, CT_OUT, CT_COUT}, 3, WF_DTYPE_F32));
+    NEED(f = wf_fn_new(body_conv_transpose, NULL, NULL));
+    NEED_OK(wf_vjp(f, (wf_array *[]){xa, wa}, 2, &ca, 1, &y, cots));
+    EXPECT_F32(y, &want_y[0][0][0], CT_N * CT_OUT * CT_COUT, 0);
+    EXPECT_F32(cots[0], &want_dx[0][0][0], CT_N * CT_L * CT_CIN, 0);
+    EXPECT_F32(cots[1], &want_dw[0][0][0], CT_COUT * CT_K * CT_CIN, 0);
+done:
+    if (scoped)
+        wf_scope_end();
+    wf_fn_release(f);
+}
+
 /* A compiled function: traced on the first call, replayed on the second
  * with new values, then its gradient compiled. */
 static void scenario_compile_replay(void)
@@ -518,6 +578,7 @@ static const scenario SCENARIOS[] = {
     {"op_families", scenario_op_families},
     {"streams_async", scenario_streams_async},
     {"transforms", scenario_transforms},
+    {"conv_transpose", scenario_conv_transpose},
     {"compile_replay", scenario_compile_replay},
     {"nn_step", scenario_nn_step},
     {"safetensors", scenario_safetensors},
