@@ -789,9 +789,13 @@ static void det_compute(char *out, size_t cap)
     const conv_case c1d = {1, 2, DET_CH, DET_CH, 1, {8 * DET_HW}, {3}, {1}, {1}, {1}, {1}, {1}, false};
     /* a weight gradient long enough to be summed in parts (conv.c) */
     const conv_case c1d_long = {1, 2, DET_CH, DET_CH, 1, {3000}, {3}, {1}, {1}, {1}, {1}, {1}, false};
-    const conv_case *cs[5] = {&c3, &cdw, &c1, &c1d, &c1d_long};
+    /* strided (its input gradient phase by phase) and transposed (input
+     * dilation: forward and weight gradient phase by phase) */
+    const conv_case cs2 = {2, 2, DET_CH, DET_CH, 1, {DET_HW, DET_HW}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false};
+    const conv_case ct2 = {2, 2, DET_CH, DET_CH, 1, {DET_HW, DET_HW}, {3, 3}, {1, 1}, {1, 1}, {2, 2}, {1, 1}, {2, 2}, true};
+    const conv_case *cs[7] = {&c3, &cdw, &c1, &c1d, &c1d_long, &cs2, &ct2};
     static const wf_dtype dts[] = {WF_DTYPE_F32, WF_DTYPE_BF16, WF_DTYPE_F64};
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 7; i++)
         for (int t = 0; t < 3; t++) {
             int64_t xs[4], ws[4], ys[4];
             case_shapes(cs[i], xs, ws, ys);
@@ -826,6 +830,7 @@ static void test_thread_counts(void)
                                 reference, got, sizeof got);
     CHECK(strstr(reference, " 0000000000000000") == NULL);
     CHECK(strstr(reference, "wgrad3_float64") != NULL); /* every case printed */
+    CHECK(strstr(reference, "wgrad6_float64") != NULL);
 }
 
 int main(void)
