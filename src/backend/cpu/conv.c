@@ -959,7 +959,7 @@ static wf_status run_by_position(conv_plan *pl, const wf_array *w)
 {
     wf_buffer *wbuf = NULL;
     const char *data;
-    int64_t strides[WF_CONV_MAX_SPATIAL + 2];
+    int64_t strides[WF_CONV_MAX_SPATIAL + 2] = {0}; /* w->ndim of them set */
     wf_status st = prepare_input(w, pl->compute, true, &wbuf, &data, strides);
     if (st == WF_OK)
         st = by_position_product(pl, data, strides);
@@ -1532,7 +1532,7 @@ static wf_status run_phases(conv_plan *pl, phase_kind kind, const wf_array *w)
         cut ? wf__buffer_alloc((size_t)(pl->groups * pl->kdim * pl->cout_g) * pl->es) : NULL;
     wf_buffer *wview = NULL;
     const char *wdata = NULL;
-    int64_t wstrides[WF_CONV_MAX_SPATIAL + 2];
+    int64_t wstrides[WF_CONV_MAX_SPATIAL + 2] = {0}; /* w->ndim of them set */
     wf_status st = WF_OK;
     if ((whole && scratch == NULL) || (cut && wbuf == NULL))
         st = wf__error(WF_ERR_OUT_OF_MEMORY, "conv_general: out of memory for a phase's rows");

@@ -420,7 +420,8 @@ chunk_512(const int R, int64_t kc, const float *a, int64_t rsa, const float *b, 
         for (int64_t j = 0; j < w; j += 16) {
             float *cj = c + r * ldc + j;
             const __mmask16 m = lanes16(w - j);
-            _mm512_mask_storeu_ps(cj, m, wf__gemm_finish_f32x16(_mm512_load_ps(sums + r * ws + j), cj, m, e));
+            const __m512 acc = _mm512_load_ps(sums + r * ws + j);
+            _mm512_mask_storeu_ps(cj, m, wf__gemm_finish_f32x16(acc, cj, m, e));
         }
 }
 
