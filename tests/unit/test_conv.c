@@ -582,24 +582,10 @@ static bool grads_in(const conv_case *c, wf_dtype dt, const double *xv, const do
     return ok && *gx && *gw;
 }
 
-/* An input whose batch axis is the contiguous one (as the weight's
- * cotangent sees the forward input: every position at once), with the
- * weight contiguous (its rows per (channel, tap) pair gathered) and
- * transposed (read in place): float32 and float64 against the reference. */
-static void test_batch_contiguous_input(void)
+/* test_batch_contiguous_input's cases on one GEMM variant. */
+static void check_batch_contiguous(const conv_case *cs, int ncases, const wf_dtype *dts, int isa)
 {
-    static const conv_case cs[] = {
-        {1, 6, 4, 10, 2, {30}, {3}, {2}, {1}, {2}, {1}, {1}, false},
-        {2, 5, 3, 7, 1, {9, 8}, {3, 2}, {1, 2}, {1, 0}, {1, 1}, {1, 2}, {1, 1}, false},
-        /* a long kernel: the product's K (2,400) is summed in parts */
-        {1, 6, 4, 3, 1, {700}, {600}, {1}, {0}, {0}, {1}, {1}, false},
-        /* an input dilation (a transposed convolution's weight cotangent):
-         * each phase such a product over its taps, strided through w */
-        {2, 5, 3, 4, 1, {6, 5}, {5, 4}, {1, 1}, {2, 1}, {1, 2}, {1, 1}, {2, 2}, false},
-        {1, 4, 2, 3, 1, {9}, {7}, {2}, {3}, {1}, {2}, {3}, false},
-    };
-    static const wf_dtype dts[] = {WF_DTYPE_F32, WF_DTYPE_F64};
-    for (int k = 0; k < (int)(sizeof cs / sizeof cs[0]); k++)
+    for (int k = 0; k < ncases; k++)
         for (int t = 0; t < 2; t++)
             for (int wt = 0; wt < 2; wt++) {
                 const conv_case *c = &cs[k];
@@ -627,8 +613,8 @@ static void test_batch_contiguous_input(void)
                 wf_array *x = wf_transpose(r, perm, nd);
                 wf_array *w = wt ? conf_strided(wv, ws, nd, dts[t]) : conf_array(wv, ws, nd, dts[t]);
                 if (!conf_check(build_case(c, x, w), dts[t], ys, nd, want, sum_tolerance(c, dts[t])))
-                    printf("      (case %d, %s, weight %s)\n", k, wf_dtype_name(dts[t]),
-                           wt ? "strided" : "contiguous");
+                    printf("      (case %d, %s, weight %s, isa %s)\n", k, wf_dtype_name(dts[t]),
+                           wt ? "strided" : "contiguous", wf__gemm_isa_name(isa));
                 wf_release(r);
                 wf_release(x);
                 wf_release(w);
@@ -637,6 +623,34 @@ static void test_batch_contiguous_input(void)
                 free(rv);
                 free(want);
             }
+}
+
+/* An input whose batch axis is the contiguous one (as the weight's
+ * cotangent sees the forward input: every position at once), with the
+ * weight contiguous (its rows per (channel, tap) pair gathered) and
+ * transposed (read in place): float32 and float64 against the reference,
+ * on every GEMM variant. */
+static void test_batch_contiguous_input(void)
+{
+    static const conv_case cs[] = {
+        {1, 6, 4, 10, 2, {30}, {3}, {2}, {1}, {2}, {1}, {1}, false},
+        {2, 5, 3, 7, 1, {9, 8}, {3, 2}, {1, 2}, {1, 0}, {1, 1}, {1, 2}, {1, 1}, false},
+        /* a long kernel: the product's K (2,400) is summed in parts */
+        {1, 6, 4, 3, 1, {700}, {600}, {1}, {0}, {0}, {1}, {1}, false},
+        /* an input dilation (a transposed convolution's weight cotangent):
+         * each phase such a product over its taps, strided through w */
+        {2, 5, 3, 4, 1, {6, 5}, {5, 4}, {1, 1}, {2, 1}, {1, 2}, {1, 1}, {2, 2}, false},
+        {1, 4, 2, 3, 1, {9}, {7}, {2}, {3}, {1}, {2}, {3}, false},
+    };
+    static const wf_dtype dts[] = {WF_DTYPE_F32, WF_DTYPE_F64};
+    const int best_isa = wf__gemm_isa(); /* the product runs on each GEMM variant */
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
+            continue;
+        CHECK_OK(wf__gemm_isa_set(isa));
+        check_batch_contiguous(cs, (int)(sizeof cs / sizeof cs[0]), dts, isa);
+    }
+    CHECK_OK(wf__gemm_isa_set(-1));
 }
 
 static void test_low_precision_gradients(void)
