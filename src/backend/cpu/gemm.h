@@ -271,6 +271,8 @@ typedef struct wf_gemm_type_kernels {
                                     ap[r * astep + k] (NULL: A is packed) */
     int b_in_place_rows; /* up to this many rows, tile reads full-width B panels where they
                             lie (0: never) */
+    int lead_rows; /* a block's first tile takes at least this many rows (0: tiles even;
+                      see split_rows in gemm.c) */
     wf_gemm_transpose_fn transpose;   /* NULL: plain loops */
     wf_gemm_copy_lanes_fn copy_lanes; /* NULL: plain loops */
     int direct_rows;                  /* 0: no direct path */
