@@ -329,7 +329,62 @@ static bool sdpa_values(const sdpa_ctx *c, int64_t rows, int64_t cols, const voi
     return wf__gemm_serial(&g, scratch) == WF_OK;
 }
 
-#define SDPA_UNIT(NAME, T, EXPV, EXPS)                                                  \
+/* A unit's row steps, written over 8 elements at a time so that GCC
+ * vectorizes them (a loop of unknown length stays scalar at -O2): these
+ * rows are short (a block of keys, a head's values), and their scalar
+ * loops took most of a unit's time beside its two small products (MiniLM,
+ * 32 tokens: the max alone, one compare chain, a third). The max of 8
+ * partial maxima is the row's max (max is exact), so the bits are those of
+ * a loop in order. */
+#define SDPA_ROW_STEPS(SUFFIX, T)                                                       \
+    static T row_max_##SUFFIX(int64_t n, const T *s)                                    \
+    {                                                                                   \
+        T part[8];                                                                      \
+        for (int t = 0; t < 8; t++)                                                     \
+            part[t] = -(T)INFINITY;                                                     \
+        int64_t j = 0;                                                                  \
+        for (; j + 8 <= n; j += 8)                                                      \
+            for (int t = 0; t < 8; t++)                                                 \
+                part[t] = s[j + t] > part[t] ? s[j + t] : part[t];                      \
+        for (; j < n; j++)                                                              \
+            part[0] = s[j] > part[0] ? s[j] : part[0];                                  \
+        T m = part[0];                                                                  \
+        for (int t = 1; t < 8; t++)                                                     \
+            m = part[t] > m ? part[t] : m;                                              \
+        return m;                                                                       \
+    }                                                                                   \
+    static void row_add_##SUFFIX(int64_t n, T *y, T v) /* y += v */                   \
+    {                                                                                   \
+        int64_t j = 0;                                                                  \
+        for (; j + 8 <= n; j += 8)                                                      \
+            for (int t = 0; t < 8; t++)                                                 \
+                y[j + t] += v;                                                          \
+        for (; j < n; j++)                                                              \
+            y[j] += v;                                                                  \
+    }                                                                                   \
+    static void row_add_row_##SUFFIX(int64_t n, T *y, const T *a) /* y += a */         \
+    {                                                                                   \
+        int64_t j = 0;                                                                  \
+        for (; j + 8 <= n; j += 8)                                                      \
+            for (int t = 0; t < 8; t++)                                                 \
+                y[j + t] += a[j + t];                                                   \
+        for (; j < n; j++)                                                              \
+            y[j] += a[j];                                                               \
+    }                                                                                   \
+    static void row_scale_##SUFFIX(int64_t n, T *y, T f) /* y *= f */                  \
+    {                                                                                   \
+        int64_t j = 0;                                                                  \
+        for (; j + 8 <= n; j += 8)                                                      \
+            for (int t = 0; t < 8; t++)                                                 \
+                y[j + t] *= f;                                                          \
+        for (; j < n; j++)                                                              \
+            y[j] *= f;                                                                  \
+    }
+
+SDPA_ROW_STEPS(f32, float)
+SDPA_ROW_STEPS(f64, double)
+
+#define SDPA_UNIT(NAME, SUFFIX, T, EXPV, EXPS)                                          \
     static bool NAME(const sdpa_ctx *c, int64_t u, T *S, T *P, T *O, T *mrow, T *mx, T *l, \
                      wf_gemm_scratch *scratch)                                          \
     {                                                                                   \
@@ -380,8 +435,7 @@ static bool sdpa_values(const sdpa_ctx *c, int64_t rows, int64_t cols, const voi
                         for (int64_t j = 0; j < cols; j++)                              \
                             s[j] = mrow[j] != 0 ? s[j] : -(T)INFINITY;                  \
                     } else {                                                            \
-                        for (int64_t j = 0; j < cols; j++)                              \
-                            s[j] += mrow[j];                                            \
+                        row_add_row_##SUFFIX(cols, s, mrow);                            \
                     }                                                                   \
                 }                                                                       \
                 if (c->causal) {                                                        \
@@ -389,9 +443,7 @@ static bool sdpa_values(const sdpa_ctx *c, int64_t rows, int64_t cols, const voi
                     for (int64_t j = max64(first_hidden - j0, 0); j < cols; j++)        \
                         s[j] = -(T)INFINITY;                                            \
                 }                                                                       \
-                T bmax = -(T)INFINITY;                                                  \
-                for (int64_t j = 0; j < cols; j++)                                      \
-                    bmax = s[j] > bmax ? s[j] : bmax;                                   \
+                const T bmax = row_max_##SUFFIX(cols, s);                               \
                 const T mnew = mx[i] > bmax ? mx[i] : bmax;                             \
                 if (mnew == -(T)INFINITY) { /* all masked so far */                     \
                     for (int64_t j = 0; j < cols; j++)                                  \
@@ -399,8 +451,7 @@ static bool sdpa_values(const sdpa_ctx *c, int64_t rows, int64_t cols, const voi
                     continue;                                                           \
                 }                                                                       \
                 const T corr = mx[i] == -(T)INFINITY ? (T)0 : EXPS(mx[i] - mnew);       \
-                for (int64_t j = 0; j < cols; j++)                                      \
-                    s[j] -= mnew;                                                       \
+                row_add_##SUFFIX(cols, s, -mnew);                                       \
                 EXPV(cols, s, p);                                                       \
                 T acc[8] = {0};                                                         \
                 int64_t j = 0;                                                          \
@@ -412,9 +463,8 @@ static bool sdpa_values(const sdpa_ctx *c, int64_t rows, int64_t cols, const voi
                 for (; j < cols; j++)                                                   \
                     sum += p[j];                                                        \
                 l[i] = l[i] * corr + sum;                                               \
-                if (corr != 1)                                                          \
-                    for (int64_t t = 0; t < dv; t++)                                    \
-                        O[i * dv + t] *= corr;                                          \
+                if (corr != 1 && mx[i] != -(T)INFINITY) /* else O's row is 0 */         \
+                    row_scale_##SUFFIX(dv, O + i * dv, corr);                           \
                 mx[i] = mnew;                                                           \
             }                                                                           \
             if (!sdpa_values(c, rows, cols, P,                                          \
@@ -425,16 +475,15 @@ static bool sdpa_values(const sdpa_ctx *c, int64_t rows, int64_t cols, const voi
         for (int64_t i = 0; i < rows; i++) {                                            \
             T *o = O + i * dv;                                                          \
             const T inv = l[i] == 0 ? (T)0 : (T)1 / l[i];                               \
-            for (int64_t t = 0; t < dv; t++)                                            \
-                o[t] *= inv;                                                            \
+            row_scale_##SUFFIX(dv, o, inv);                                             \
             char *dst = c->out + (size_t)((bi * c->lq + q0 + i) * dv) * oitem;          \
             wf__cpu_convert_1d(dv, o, c->cdt, 1, dst, c->odt, 1);                       \
         }                                                                               \
         return true;                                                                    \
     }
 
-SDPA_UNIT(sdpa_unit_f32, float, wf__cpu_exp_f32, expf)
-SDPA_UNIT(sdpa_unit_f64, double, wf__cpu_exp_f64, exp)
+SDPA_UNIT(sdpa_unit_f32, f32, float, wf__cpu_exp_f32, expf)
+SDPA_UNIT(sdpa_unit_f64, f64, double, wf__cpu_exp_f64, exp)
 
 static void sdpa_units(void *vctx, int64_t begin, int64_t end)
 {
