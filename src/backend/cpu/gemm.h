@@ -10,7 +10,9 @@
  * register-blocked micro-kernel then computes MR x NR tiles of
  * C, each B micro-panel of the strip in turn with every tile of the block's
  * rows (the panel stays in L1; a block's rows are shared evenly between its
- * tiles, and the AVX2 and AVX-512 tiles compute only the rows given). Edges
+ * tiles, but for a first AVX-512 float32 tile of at least 12 rows, which
+ * meets each panel while it streams in; the AVX2 and AVX-512 tiles compute
+ * only the rows given, and prefetch a packed panel ahead). Edges
  * are computed on zero-padded panels and stored with masks, so no scalar
  * tail loops.
  * Operands may have any element strides (transposed operands are packed
