@@ -21,12 +21,17 @@
 #include "core/error.h"
 #include "core/scope.h"
 #include "prim/prims.h"
+#include "prim/scatter.h"
+#include "prim/shape.h"
+#include "prim/unary.h"
 #include "transforms/graph.h"
 #include "transforms/rules.h"
 #include "transforms/transforms.h"
 #include "util/fault.h"
 
 enum { MAX_RULE_INPUTS = 64 };
+/* How many nodes up from an index input from_integer_tracer looks. */
+enum { INDEX_WALK_DEPTH = 16 };
 
 /* The dtype a cotangent `c` for node x is kept in: x's, but a broadcast
  * keeps a wider float one until its sum is done (see the top). */
@@ -107,6 +112,59 @@ static wf_status unbroadcast_operands(wf_array *node, const bool *wanted, wf_arr
     return WF_OK;
 }
 
+/* Does x, an integer array, come from an integer tracer through integer
+ * nodes only (no stop_gradient)? Then a vjp was asked with respect to
+ * indices (x or what it was computed from). Indices computed from float
+ * values (argsort(x) in the user's function or in a rule's own graph) do
+ * not count. The walk is bounded: index arithmetic is shallow. */
+static bool from_integer_tracer(const wf_graph *g, const wf_array *x, int depth)
+{
+    const wf_graph_entry *e = wf__graph_find(g, x);
+    if (!e || !e->active || wf__dtype_is_inexact(x->dtype) || x->prim == &wf__prim_stop_gradient)
+        return false;
+    if (e->tracer >= 0)
+        return true;
+    for (int i = 0; depth > 0 && i < x->ninputs; i++)
+        if (from_integer_tracer(g, x->inputs[i], depth - 1))
+            return true;
+    return false;
+}
+
+/* The primitives whose inputs [first, first + count) are indices (count
+ * -1: to the last input). */
+static const struct {
+    const wf_prim_def *prim;
+    int first, count;
+} index_operands[] = {
+    {&wf__prim_take, 1, 1},
+    {&wf__prim_take_along_axis, 1, 1},
+    {&wf__prim_scatter_add, 1, 1},
+    {&wf__prim_gather, 1, -1},  /* a, indices... */
+    {&wf__prim_scatter, 2, -1}, /* a, updates, indices... */
+};
+
+/* MLX refuses a vjp with respect to a gather's or scatter's indices (its
+ * error names stop_gradient); so does weft, for indices that come from an
+ * integer argument of the vjp. */
+static wf_status check_index_inputs(const char *op, const wf_graph *g, const wf_array *node)
+{
+    size_t k = 0;
+    const size_t n = sizeof index_operands / sizeof index_operands[0];
+    while (k < n && index_operands[k].prim != node->prim)
+        k++;
+    if (k == n)
+        return WF_OK;
+    const int first = index_operands[k].first, count = index_operands[k].count;
+    const int end = count < 0 ? node->ninputs : first + count;
+    for (int i = first; i < end && i < node->ninputs; i++)
+        if (from_integer_tracer(g, node->inputs[i], INDEX_WALK_DEPTH))
+            return wf__error(WF_ERR_INVALID_ARGUMENT,
+                             "%s: cannot differentiate with respect to the indices of '%s' "
+                             "(input %d); wrap them in stop_gradient",
+                             op, node->prim->name, i);
+    return WF_OK;
+}
+
 /* Pulls the cotangent of `e` back through its node. */
 static wf_status pull_back(const char *op, wf_graph *g, wf_graph_entry *e)
 {
@@ -116,6 +174,9 @@ static wf_status pull_back(const char *op, wf_graph *g, wf_graph_entry *e)
     if (node->ninputs > MAX_RULE_INPUTS)
         return wf__error(WF_ERR_UNSUPPORTED, "%s: '%s' has %d inputs (at most %d)", op,
                          node->prim->name, node->ninputs, MAX_RULE_INPUTS);
+    const wf_status checked = check_index_inputs(op, g, node);
+    if (checked != WF_OK)
+        return checked;
     bool any = false;
     for (int i = 0; i < node->ninputs; i++) {
         const wf_graph_entry *in = wf__graph_find(g, node->inputs[i]);

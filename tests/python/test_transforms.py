@@ -168,6 +168,33 @@ def test_stop_gradient():
     assert mx.grad(lambda x: (mx.stop_gradient(x) * x).sum())(mx.array([3.0])).tolist() == [3.0]
 
 
+def test_vjp_with_respect_to_indices_is_refused_as_in_mlx():
+    x = mx.array([1.0, 2.0, 3.0, 4.0])
+    idx = mx.array([1, 3])
+    cases = [
+        (lambda x, i: mx.take(x, i), [x, idx], [mx.ones((2,))]),
+        (lambda x, i: mx.take_along_axis(x, i, axis=0), [x[:, None], idx[:, None]],
+         [mx.ones((2, 1))]),
+        (lambda x, i: x.at[i].add(mx.array([5.0, 6.0])), [x, idx], [mx.ones((4,))]),
+        (lambda x, i: mx.put_along_axis(x, i, mx.array([[5.0], [6.0]]), axis=0),
+         [x[:, None], idx[:, None]], [mx.ones((4, 1))]),
+        # the indices computed from the integer argument
+        (lambda x, i: mx.take(x, (i + 1) % 4), [x, idx], [mx.ones((2,))]),
+    ]
+    for fun, primals, cotangents in cases:
+        with pytest.raises(ValueError, match="stop_gradient"):
+            mx.vjp(fun, primals, cotangents)
+    # Allowed: the indices stopped, or computed from a float argument
+    _, (g, gi) = mx.vjp(lambda x, i: mx.take(x, mx.stop_gradient(i)), [x, idx], [mx.ones((2,))])
+    assert g.tolist() == [0.0, 1.0, 0.0, 1.0] and gi.tolist() == [0, 0]
+    g = mx.grad(lambda w: mx.take(w, mx.argsort(w)[:2]).sum())(mx.array([4.0, 3.0, 2.0, 1.0]))
+    assert g.tolist() == [0.0, 0.0, 1.0, 1.0]
+    # and so is a second derivative through sort's rule (indices made inside it)
+    h = mx.grad(lambda w: mx.grad(lambda v: (mx.sort(v) ** 3).sum())(w).sum())(
+        mx.array([3.0, 1.0, 2.0]))
+    assert h.tolist() == [18.0, 6.0, 12.0]
+
+
 def test_single_argnum_in_a_tuple_gives_a_bare_gradient_and_aux_may_hold_values():
     g = mx.grad(lambda x, y: (x * y).sum(), argnums=(0,))(mx.array(2.0), mx.array(3.0))
     assert isinstance(g, mx.array) and g.item() == 3.0
