@@ -30,8 +30,6 @@
 #include "util/fault.h"
 
 enum { MAX_RULE_INPUTS = 64 };
-/* How many nodes up from an index input from_integer_tracer looks. */
-enum { INDEX_WALK_DEPTH = 16 };
 
 /* The dtype a cotangent `c` for node x is kept in: x's, but a broadcast
  * keeps a wider float one until its sum is done (see the top). */
@@ -112,22 +110,35 @@ static wf_status unbroadcast_operands(wf_array *node, const bool *wanted, wf_arr
     return WF_OK;
 }
 
-/* Does x, an integer array, come from an integer tracer through integer
- * nodes only (no stop_gradient)? Then a vjp was asked with respect to
- * indices (x or what it was computed from). Indices computed from float
- * values (argsort(x) in the user's function or in a rule's own graph) do
- * not count. The walk is bounded: index arithmetic is shallow. */
-static bool from_integer_tracer(const wf_graph *g, const wf_array *x, int depth)
+/* For every entry of g: is it an integer array computed from an integer
+ * tracer through integer nodes only, with no stop_gradient on the way (or
+ * such a tracer itself)? One pass in g's order, inputs before users. A
+ * vjp whose indices are such an array was asked for a derivative with
+ * respect to indices. Indices computed from float values (argsort(x) in
+ * the user's function or in a rule's own graph) are not. NULL: out of
+ * memory (recorded). */
+static bool *integer_traced(const wf_graph *g)
 {
-    const wf_graph_entry *e = wf__graph_find(g, x);
-    if (!e || !e->active || wf__dtype_is_inexact(x->dtype) || x->prim == &wf__prim_stop_gradient)
-        return false;
-    if (e->tracer >= 0)
-        return true;
-    for (int i = 0; depth > 0 && i < x->ninputs; i++)
-        if (from_integer_tracer(g, x->inputs[i], depth - 1))
-            return true;
-    return false;
+    bool *traced = wf__calloc(g->count + 1, sizeof *traced);
+    if (traced == NULL) {
+        wf__error(WF_ERR_OUT_OF_MEMORY, "vjp: out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < g->count; i++) {
+        const wf_graph_entry *e = &g->entries[i];
+        traced[i] = e->tracer >= 0 && !wf__dtype_is_inexact(e->node->dtype);
+    }
+    for (size_t k = 0; k < g->norder; k++) {
+        const int idx = g->order[k];
+        const wf_array *x = g->entries[idx].node;
+        if (wf__dtype_is_inexact(x->dtype) || x->prim == &wf__prim_stop_gradient)
+            continue;
+        for (int i = 0; i < x->ninputs && !traced[idx]; i++) {
+            const wf_graph_entry *in = wf__graph_find(g, x->inputs[i]);
+            traced[idx] = in != NULL && traced[in - g->entries];
+        }
+    }
+    return traced;
 }
 
 /* The primitives whose inputs [first, first + count) are indices (count
@@ -145,8 +156,9 @@ static const struct {
 
 /* MLX refuses a vjp with respect to a gather's or scatter's indices (its
  * error names stop_gradient); so does weft, for indices that come from an
- * integer argument of the vjp. */
-static wf_status check_index_inputs(const char *op, const wf_graph *g, const wf_array *node)
+ * integer argument of the vjp (`traced`: integer_traced's flags). */
+static wf_status check_index_inputs(const char *op, const wf_graph *g, const bool *traced,
+                                    const wf_array *node)
 {
     size_t k = 0;
     const size_t n = sizeof index_operands / sizeof index_operands[0];
@@ -156,17 +168,19 @@ static wf_status check_index_inputs(const char *op, const wf_graph *g, const wf_
         return WF_OK;
     const int first = index_operands[k].first, count = index_operands[k].count;
     const int end = count < 0 ? node->ninputs : first + count;
-    for (int i = first; i < end && i < node->ninputs; i++)
-        if (from_integer_tracer(g, node->inputs[i], INDEX_WALK_DEPTH))
+    for (int i = first; i < end && i < node->ninputs; i++) {
+        const wf_graph_entry *in = wf__graph_find(g, node->inputs[i]);
+        if (in != NULL && traced[in - g->entries])
             return wf__error(WF_ERR_INVALID_ARGUMENT,
                              "%s: cannot differentiate with respect to the indices of '%s' "
                              "(input %d); wrap them in stop_gradient",
                              op, node->prim->name, i);
+    }
     return WF_OK;
 }
 
 /* Pulls the cotangent of `e` back through its node. */
-static wf_status pull_back(const char *op, wf_graph *g, wf_graph_entry *e)
+static wf_status pull_back(const char *op, wf_graph *g, const bool *traced, wf_graph_entry *e)
 {
     wf_array *node = e->node;
     bool wanted[MAX_RULE_INPUTS];
@@ -174,7 +188,7 @@ static wf_status pull_back(const char *op, wf_graph *g, wf_graph_entry *e)
     if (node->ninputs > MAX_RULE_INPUTS)
         return wf__error(WF_ERR_UNSUPPORTED, "%s: '%s' has %d inputs (at most %d)", op,
                          node->prim->name, node->ninputs, MAX_RULE_INPUTS);
-    const wf_status checked = check_index_inputs(op, g, node);
+    const wf_status checked = check_index_inputs(op, g, traced, node);
     if (checked != WF_OK)
         return checked;
     bool any = false;
@@ -251,11 +265,15 @@ static wf_status reverse(const char *op, wf_graph *g, wf_array *const *outs, siz
         wf_array *seed = seeds ? wf__rule_same(seeds[j]) : wf_ones_like(outs[0]);
         st = seed ? accumulate(e, seed) : wf_last_error();
     }
+    bool *traced = st == WF_OK ? integer_traced(g) : NULL;
+    if (st == WF_OK && traced == NULL)
+        st = wf_last_error();
     for (size_t k = g->norder; k-- > 0 && st == WF_OK;) {
         wf_graph_entry *e = &g->entries[g->order[k]];
         if (e->value)
-            st = pull_back(op, g, e);
+            st = pull_back(op, g, traced, e);
     }
+    free(traced);
     return st;
 }
 
