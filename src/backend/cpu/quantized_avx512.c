@@ -111,13 +111,29 @@ ATTR_512 __attribute__((noinline)) static void rows_to_lanes(const void *src, in
 {
     const int32_t *s = src;
     __m512i *d = dst;
-    for (int j0 = 0; j0 < count; j0 += 16) {
-        const __mmask16 m = lanes(count - j0);
+    if (active == 16 && count == 16) { /* the common case, kept in registers */
         __m512i r[16];
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++)
-            r[i] = i < active ? _mm512_maskz_loadu_epi32(m, s + i * stride + j0)
-                              : _mm512_setzero_si512();
+            r[i] = _mm512_loadu_si512(s + i * stride);
+        wf__transpose16_epi32(r);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++)
+            _mm512_store_si512(d + j, r[j]);
+        return;
+    }
+    for (int j0 = 0; j0 < count; j0 += 16) {
+        const __mmask16 m = lanes(count - j0);
+        __m512i r[16];
+        if (active == 16) /* the common case: one mask, r kept in registers */
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++)
+                r[i] = _mm512_maskz_loadu_epi32(m, s + i * stride + j0);
+        else
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++)
+                r[i] = i < active ? _mm512_maskz_loadu_epi32(m, s + i * stride + j0)
+                                  : _mm512_setzero_si512();
         wf__transpose16_epi32(r);
 #pragma GCC unroll 16
         for (int j = 0; j < 16; j++)

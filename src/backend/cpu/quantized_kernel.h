@@ -39,11 +39,15 @@
  *    converted, then multiplied by s and added to b, both memory operands;
  *  - otherwise (AVX-512): each half of a word is put under the exponent
  *    of 2^23 once; q at bit p of the half, masked in place (one AND), is
- *    the float f = 2^23 + q 2^p, and with s_p = s 2^-p and c_p = -2^23 s_p
- *    (both exact while |s| is in [2^-100, 2^100]), fma(f, s_p, c_p) is
- *    q * s rounded once. An AND runs on any of Zen 4's four vector pipes;
- *    the ternary-logic instruction it replaced ran only on the two that
- *    the fmas need (3.1 against 2.4 cycles per 16 codes, measured alone).
+ *    the float f = 2^23 + q 2^p, and with c = -2^23 s (exact while |s| is
+ *    in [2^-100, 2^100]), y = fma(f, s, c) is q 2^p s rounded once, which
+ *    is 2^p (q * s rounded), so fma(y, 2^-p, b) is q * s rounded, then
+ *    + b rounded. Three factor registers a K block (s, c, b; the powers
+ *    2^-p are broadcast from memory), where one a bit offset took nine
+ *    and the fma chains' registers spilled. An
+ *    AND runs on any of Zen 4's four vector pipes; the ternary-logic
+ *    instruction it replaced ran only on the two that the fmas need (3.1
+ *    against 2.4 cycles per 16 codes, measured alone).
  * Each dequantized value is summed with fma by the GEMM's K blocks in k
  * order, so the bits are the GEMM's on the dequantized matrix.
  *
@@ -52,10 +56,16 @@
  * out and converted. */
 
 /* PASS_K_BLOCKS: K blocks a pass sums side by side (2: two fma chains
- * per row of x measured fastest for 1 .. 4 rows; more chains spill).
- * PASS_GROUPS: table rows of a K block's groups (kcb <= 256 codes, groups
- * of 16 or more, plus a group split at each end). */
-enum { CHUNK_WORDS = 16, PASS_K_BLOCKS = 2, PASS_GROUPS = 32, MAX_OFFSETS = 8 };
+ * per row of x measured fastest for 1 .. 4 rows; four spill).
+ * PASS_GROUPS: table rows of a pass's groups (K blocks of up to 256
+ * codes, groups of 16 or more, plus a group split at each end), a
+ * multiple of 8: rows_to_lanes may fill count rounded up to 8. */
+enum {
+    CHUNK_WORDS = 16,
+    PASS_K_BLOCKS = 2,
+    PASS_GROUPS = PASS_K_BLOCKS * 16 + 8
+};
+
 
 /* ---------------------------------------------------------------- general path */
 
@@ -134,13 +144,12 @@ KINLINE void general_outputs(const wf_qmv_args *a, int64_t nb, vmask m, int rows
 /* A K block's factors for its current group. QMV_CODES_CONVERTED: where
  * the lanes of its scales s and biases b lie in the pass's table, read
  * from there as memory operands (registers are kept for the fma chains).
- * Otherwise b in a register with, per bit offset p = i * bits of a 16-bit
- * half word, s[i] = s 2^-p and c[i] = -2^23 s[i]. */
+ * Otherwise s, b and c = -2^23 s in registers. */
 typedef struct group_factors {
 #if QMV_CODES_CONVERTED
     const float *s, *b;
 #else
-    vf s[MAX_OFFSETS], c[MAX_OFFSETS], b;
+    vf s, c, b;
 #endif
 } group_factors;
 
@@ -151,14 +160,10 @@ KINLINE void group_factors_set(const float *s, const float *b, int bits, group_f
     f->s = s;
     f->b = b;
 #else
-    const vf scale = vf_load_all(s);
+    (void)bits;
+    f->s = vf_load_all(s);
+    f->c = vf_mul(f->s, vf_set1(-0x1p23f));
     f->b = b ? vf_load_all(b) : vf_zero();
-    const int offsets = 16 / bits;
-#pragma GCC unroll 8
-    for (int i = 0; i < offsets; i++) {
-        f->s[i] = vf_mul(scale, vf_set1(1.0f / (float)(1 << (i * bits))));
-        f->c[i] = vf_mul(f->s[i], vf_set1(-0x1p23f));
-    }
 #endif
 }
 
@@ -175,10 +180,13 @@ KINLINE vf fast_value(vi word, int p, int bits, int mode, const group_factors *f
     return vf_add(vf_mul(vi_to_float(q), vf_load_all(f->s)), vf_load_all(f->b));
 #else
     const vi half = half_word_float(word, p >= 16);
-    const int i = p % 16 / bits;
+    const int at = p % 16; /* the code's bit in its half */
     if (mode != WF_QUANT_AFFINE)
-        return vf_mul(fp_values(vi_srli(half, i * bits), mode), f->s[0]);
-    return vf_add(vf_fma(code_float(half, i * bits, bits), f->s[i], f->c[i]), f->b);
+        return vf_mul(fp_values(vi_srli(half, at), mode), f->s);
+    const vf scaled = vf_fma(code_float(half, at, bits), f->s, f->c); /* 2^at (q * s) */
+    if (at == 0)
+        return vf_add(scaled, f->b);
+    return vf_fma(scaled, vf_set1(1.0f / (float)(1 << at)), f->b);
 #endif
 }
 
@@ -206,25 +214,24 @@ typedef struct pass_rows {
     int active;
 } pass_rows;
 
-/* The scales and biases of a pass's K blocks as lanes (a row per lane):
- * table[kb][g] holds group g of K block kb, counted from its first. */
+/* The scales and biases of a pass's groups as lanes (a row per lane),
+ * turned at once for all its K blocks (whole 16 x 16 transposes, not one
+ * a K block for its few groups): table[g] holds the pass's group g,
+ * counted from its first; K block kb's first is kb * (kcb / group size)
+ * (side by side, K blocks hold whole groups). */
 typedef struct pass_factors {
-    float scales[PASS_K_BLOCKS][PASS_GROUPS][LANES];
-    float biases[PASS_K_BLOCKS][PASS_GROUPS][LANES];
+    float scales[PASS_GROUPS][LANES];
+    float biases[PASS_GROUPS][LANES];
 } pass_factors;
 
 KINLINE void pass_factors_fill(const wf_qmv_args *a, const pass_rows *p, int nkb, int64_t k0,
                                int64_t len, pass_factors *t)
 {
-    const int64_t gs = a->group_size;
-    const int count = (int)((k0 + len - 1) / gs - k0 / gs + 1);
-#pragma GCC unroll 8
-    for (int kb = 0; kb < nkb; kb++) {
-        const int64_t g = (k0 + kb * a->kcb) / gs;
-        rows_to_lanes(p->scales + g, a->groups, p->active, count, t->scales[kb]);
-        if (p->biases)
-            rows_to_lanes(p->biases + g, a->groups, p->active, count, t->biases[kb]);
-    }
+    const int64_t gs = a->group_size, g = k0 / gs;
+    const int count = (int)((k0 + (nkb - 1) * a->kcb + len - 1) / gs - g + 1);
+    rows_to_lanes(p->scales + g, a->groups, p->active, count, t->scales);
+    if (p->biases)
+        rows_to_lanes(p->biases + g, a->groups, p->active, count, t->biases);
 }
 
 /* The sums of `nkb` K blocks of `len` codes, from k0 on, kcb apart, for
@@ -251,11 +258,13 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_rows *p, int64_t nb, int
 #pragma GCC unroll 4
         for (int r = 0; r < rows; r++)
             acc[kb][r] = vf_zero();
-    int group = 0; /* the pass's table row of the current group */
+    const int kb_groups = (int)(a->kcb / gs); /* used where nkb > 1 */
+    int group = 0; /* the table row of K block 0's current group */
     int64_t next_group = (k0 / gs + 1) * gs - k0; /* where the next begins (from k0) */
 #pragma GCC unroll 8
     for (int kb = 0; kb < nkb; kb++)
-        group_factors_set(t.scales[kb][0], p->biases ? t.biases[kb][0] : NULL, bits, &f[kb]);
+        group_factors_set(t.scales[kb * kb_groups], p->biases ? t.biases[kb * kb_groups] : NULL,
+                          bits, &f[kb]);
     for (int64_t first = 0; first < words; first += CHUNK_WORDS) {
         const int count = words - first < CHUNK_WORDS ? (int)(words - first) : CHUNK_WORDS;
 #pragma GCC unroll 8
@@ -277,8 +286,9 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_rows *p, int64_t nb, int
                 next_group += gs;
 #pragma GCC unroll 8
                 for (int kb = 0; kb < nkb; kb++)
-                    group_factors_set(t.scales[kb][group],
-                                      p->biases ? t.biases[kb][group] : NULL, bits, &f[kb]);
+                    group_factors_set(t.scales[kb * kb_groups + group],
+                                      p->biases ? t.biases[kb * kb_groups + group] : NULL, bits,
+                                      &f[kb]);
             }
 #pragma GCC unroll 16
             for (int i = 0; i < per_word; i++) {
@@ -313,7 +323,8 @@ KINLINE void fast_outputs(const wf_qmv_args *a, int64_t nb, int count, int rows,
         .active = count,
     };
     const int64_t full = a->k / a->kcb, per_word = 32 / bits;
-    const bool side_by_side = a->kcb % a->group_size == 0;
+    const bool side_by_side = a->kcb % a->group_size == 0 &&
+                              PASS_K_BLOCKS * (a->kcb / a->group_size) <= PASS_GROUPS;
     for (int64_t kb = 0; kb * a->kcb < a->k;) {
         const int nkb = side_by_side && kb + PASS_K_BLOCKS <= full ? PASS_K_BLOCKS : 1;
         const int64_t k0 = kb * a->kcb, len = a->k - k0 < a->kcb ? a->k - k0 : a->kcb;
