@@ -35,6 +35,7 @@
 #include "core/thread_state.h"
 #include "prim/kernel.h"
 #include "runtime/node_wait.h"
+#include "runtime/pool.h"
 #include "runtime/stream.h"
 #include "util/lock.h"
 #include "util/fault.h"
@@ -337,12 +338,18 @@ static void store_failure(wf_array *n, wf_status status, const char *message)
  * is gone too; this thread helps run that FIFO meanwhile. */
 static void wait_input(wf_array *in)
 {
-    if (wf__array_state(in) < WF_NODE_READY)
+    const bool waits = wf__array_state(in) < WF_NODE_READY;
+    int evaluation = 0;
+    if (waits) { /* a waiting thread leaves its core to others' kernels */
         atomic_fetch_add_explicit(&cross_stream_waits, 1, memory_order_relaxed);
+        evaluation = wf__pool_evaluation_pause();
+    }
     if (in->queue_seq)
         wf__stream_wait_task(wf__stream_of(in), in->queue_seq);
     else
         wf__node_wait_at_least(in, WF_NODE_READY);
+    if (waits)
+        wf__pool_evaluation_resume(evaluation);
 }
 
 /* Runs a SUBMITTED node whose inputs are SUBMITTED, publishes READY or
@@ -396,7 +403,9 @@ static void run_node(wf_array *n)
 
 wf_status wf__eval_run_task(wf_array *n, char **message)
 {
+    wf__pool_evaluation_begin();
     run_node(n);
+    wf__pool_evaluation_end();
     wf_status status = WF_OK;
     *message = NULL;
     if (wf__array_state(n) == WF_NODE_FAILED) {
@@ -597,11 +606,13 @@ static wf_status walk_roots(struct walk *w, wf_array *const *arrays, size_t coun
 static void run_claimed(struct walk *w)
 {
     wf_array *n;
+    wf__pool_evaluation_begin();
     while ((n = w->run_head)) {
         w->run_head = n->queue_next;
         n->queue_next = NULL;
         run_node(n);
     }
+    wf__pool_evaluation_end();
     w->run_tail = NULL;
 }
 

@@ -40,6 +40,7 @@ struct job {
     int64_t n, chunk, nchunks;
     atomic_int_fast64_t next_chunk;
     atomic_int helpers; /* pool threads inside the job (changed under the pool lock) */
+    int max_helpers;    /* pool threads it may take: the cores other work leaves */
     struct job *next;
 };
 
@@ -71,6 +72,7 @@ static struct {
     struct job *jobs;
     atomic_uint_fast64_t posted; /* jobs ever posted: what idle threads watch */
     atomic_int callers;          /* threads inside wf__parallel_for */
+    atomic_int evaluators;       /* threads running an evaluation's kernels */
     int64_t spin_ns;     /* the watch (set when started) */
     int size;            /* threads per kernel, caller included (set when started) */
     struct pool_worker workers[MAX_POOL_THREADS]; /* size - 1 of them */
@@ -79,6 +81,7 @@ static struct {
           .work = PTHREAD_COND_INITIALIZER,
           .finished = PTHREAD_COND_INITIALIZER};
 static atomic_uint_fast64_t chunks_helped, threads_steered;
+static _Thread_local int evaluation_depth; /* wf__pool_evaluation_begin/end nesting */
 
 uint64_t wf__pool_chunks_helped(void) { return atomic_load(&chunks_helped); }
 uint64_t wf__pool_threads_steered(void) { return atomic_load(&threads_steered); }
@@ -98,10 +101,12 @@ static int64_t run_chunks(struct job *job)
     }
 }
 
+/* Pool lock held: a job with chunks left and room for one more helper. */
 static struct job *open_job(void)
 {
     for (struct job *j = pool.jobs; j; j = j->next)
-        if (atomic_load_explicit(&j->next_chunk, memory_order_relaxed) < j->nchunks)
+        if (atomic_load_explicit(&j->next_chunk, memory_order_relaxed) < j->nchunks &&
+            atomic_load_explicit(&j->helpers, memory_order_relaxed) < j->max_helpers)
             return j;
     return NULL;
 }
@@ -308,7 +313,8 @@ int wf__pool_size(void)
     return pool.size;
 }
 
-/* Posts the job, runs chunks of it, waits for the helpers to leave it. */
+/* Posts the job for `threads` threads (caller included), runs chunks of
+ * it, waits for the helpers to leave it. */
 static void split_over_pool(int64_t n, int64_t min_chunk, int threads, wf_parallel_fn fn,
                             void *ctx)
 {
@@ -318,7 +324,7 @@ static void split_over_pool(int64_t n, int64_t min_chunk, int threads, wf_parall
     int64_t chunk = n / ((int64_t)threads * CHUNKS_PER_THREAD);
     if (chunk < min_chunk)
         chunk = min_chunk;
-    struct job job = {.fn = fn, .ctx = ctx, .n = n, .chunk = chunk};
+    struct job job = {.fn = fn, .ctx = ctx, .n = n, .chunk = chunk, .max_helpers = threads - 1};
     job.nchunks = (n + chunk - 1) / chunk;
     atomic_init(&job.next_chunk, 0);
     atomic_init(&job.helpers, 0);
@@ -360,17 +366,52 @@ void wf__parallel_for(int64_t n, int64_t min_chunk, wf_parallel_fn fn, void *ctx
         fn(ctx, 0, n);
         return;
     }
-    /* Callers already busy in kernels of their own (other client threads,
-     * other streams) each keep a core: when they use up the pool's size, a
-     * split would only add threads the cores cannot run. */
-    const int busy = atomic_fetch_add_explicit(&pool.callers, 1, memory_order_relaxed);
+    /* Other threads busy in kernels of their own (other client threads,
+     * other streams: splitting now, or running an evaluation, which goes
+     * from kernel to kernel) each keep a core: the split takes what they
+     * leave, and none when they use up the pool's size; more would only
+     * add threads the cores cannot run. */
+    const int callers = atomic_fetch_add_explicit(&pool.callers, 1, memory_order_relaxed);
+    const int evaluators = atomic_load_explicit(&pool.evaluators, memory_order_relaxed) -
+                           (evaluation_depth > 0);
+    const int busy = callers > evaluators ? callers : evaluators;
     if (busy + 1 >= threads) {
         fn(ctx, 0, n);
         atomic_fetch_sub_explicit(&pool.callers, 1, memory_order_relaxed);
         return;
     }
-    split_over_pool(n, min_chunk, threads, fn, ctx);
+    split_over_pool(n, min_chunk, threads - busy, fn, ctx);
     atomic_fetch_sub_explicit(&pool.callers, 1, memory_order_relaxed);
+}
+
+void wf__pool_evaluation_begin(void)
+{
+    if (evaluation_depth++ == 0)
+        atomic_fetch_add_explicit(&pool.evaluators, 1, memory_order_relaxed);
+}
+
+void wf__pool_evaluation_end(void)
+{
+    if (--evaluation_depth == 0)
+        atomic_fetch_sub_explicit(&pool.evaluators, 1, memory_order_relaxed);
+}
+
+int wf__pool_evaluation_pause(void)
+{
+    const int depth = evaluation_depth;
+    if (depth > 0) {
+        evaluation_depth = 0;
+        atomic_fetch_sub_explicit(&pool.evaluators, 1, memory_order_relaxed);
+    }
+    return depth;
+}
+
+void wf__pool_evaluation_resume(int depth)
+{
+    if (depth > 0) {
+        evaluation_depth = depth;
+        atomic_fetch_add_explicit(&pool.evaluators, 1, memory_order_relaxed);
+    }
 }
 
 /* ------------------------------------------------------------ fork */
@@ -384,6 +425,7 @@ static void fork_child(void)
     pool.jobs = NULL;
     pool.size = 1;
     atomic_store_explicit(&pool.callers, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool.evaluators, evaluation_depth > 0, memory_order_relaxed);
     atomic_store_explicit(&pool.started, false, memory_order_relaxed);
     pthread_cond_init(&pool.work, NULL);
     pthread_cond_init(&pool.finished, NULL);

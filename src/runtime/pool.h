@@ -23,6 +23,19 @@ int wf__pool_size(void);
 /* Starts the pool threads now (they are process-lifetime, like the default
  * stream), so thread counts are stable from the first evaluation on. */
 void wf__pool_start(void);
+/* Bracket a thread's run of an evaluation's kernels (eval.c: a run list,
+ * a stream task); nesting allowed. While other threads are inside such a
+ * bracket, each keeps a core: a split by this thread takes only the cores
+ * they leave (none: the kernel runs on its caller alone). Two evaluations
+ * side by side on two cores thus run one thread each, not three threads
+ * on two cores. */
+void wf__pool_evaluation_begin(void);
+void wf__pool_evaluation_end(void);
+/* Around a wait inside such a bracket (an input another thread computes):
+ * the thread counts as not evaluating meanwhile, whatever its nesting
+ * (returned by pause, given back to resume). */
+int wf__pool_evaluation_pause(void);
+void wf__pool_evaluation_resume(int depth);
 /* Chunks run by pool threads rather than callers (a test counter). */
 uint64_t wf__pool_chunks_helped(void);
 /* Idle pool threads steered off a posting caller's core (a test counter;

@@ -1,7 +1,8 @@
 /* The intra-op pool: every index runs exactly once, callers work too, a
  * saturated pool (more concurrent kernels than pool threads, kernels that
- * split again) finishes instead of deadlocking, and a kernel whose cores
- * are all taken by other callers runs on its own caller. */
+ * split again) finishes instead of deadlocking, a kernel whose cores are
+ * all taken by other callers runs on its own caller, and other threads'
+ * evaluations keep their cores. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -317,6 +318,84 @@ static void test_busy_callers_run_inline(void)
     CHECK(atomic_load(&idle.calls) > 1);
 }
 
+/* A thread inside an evaluation (between kernels or in one) until
+ * released. */
+struct held_evaluation {
+    atomic_int entered, release;
+};
+
+static void *held_evaluator(void *arg)
+{
+    struct held_evaluation *h = arg;
+    wf__pool_evaluation_begin();
+    atomic_fetch_add(&h->entered, 1);
+    while (!atomic_load(&h->release))
+        usleep(100);
+    wf__pool_evaluation_end();
+    return NULL;
+}
+
+/* Distinct threads other than the caller that ran chunks of one split. */
+struct helper_log {
+    pthread_mutex_t lock;
+    pthread_t seen[64];
+    int count;
+    pthread_t caller;
+    atomic_int calls;
+};
+
+static void log_helper(void *arg, int64_t begin, int64_t end)
+{
+    struct helper_log *log = arg;
+    atomic_fetch_add(&log->calls, 1);
+    usleep(50); /* chunks long enough for every pool thread to try to join */
+    if (pthread_equal(pthread_self(), log->caller))
+        return;
+    pthread_mutex_lock(&log->lock);
+    bool known = false;
+    for (int i = 0; i < log->count; i++)
+        known = known || pthread_equal(log->seen[i], pthread_self());
+    if (!known && log->count < 64)
+        log->seen[log->count++] = pthread_self();
+    pthread_mutex_unlock(&log->lock);
+    (void)begin, (void)end;
+}
+
+/* Threads running evaluations of their own (not splitting at the time)
+ * keep their cores: with size - 1 of them a kernel runs whole on its
+ * caller; with fewer, no more pool threads help it than the cores they
+ * leave (size - 1 - evaluators); once they are done the split is whole. */
+static void test_busy_evaluators_keep_their_cores(void)
+{
+    enum { MAX_HELD = 64 };
+    const int size = wf__pool_size();
+    if (size < 2 || size - 1 > MAX_HELD)
+        return;
+    for (int evaluators = size - 1; evaluators >= 1; evaluators -= size > 2 ? size - 2 : 1) {
+        struct held_evaluation held = {0, 0};
+        pthread_t t[MAX_HELD];
+        for (int i = 0; i < evaluators; i++)
+            pthread_create(&t[i], NULL, held_evaluator, &held);
+        while (atomic_load(&held.entered) < evaluators)
+            usleep(100);
+        struct helper_log log = {.lock = PTHREAD_MUTEX_INITIALIZER, .caller = pthread_self()};
+        wf__parallel_for(400, 1, log_helper, &log);
+        printf("    %d evaluator(s): %d chunk call(s), %d helper(s)\n", evaluators,
+               atomic_load(&log.calls), log.count);
+        if (evaluators == size - 1)
+            CHECK_EQ_INT(atomic_load(&log.calls), 1);
+        CHECK(log.count <= size - 1 - evaluators);
+        atomic_store(&held.release, 1);
+        for (int i = 0; i < evaluators; i++)
+            pthread_join(t[i], NULL);
+        if (evaluators == 1)
+            break;
+    }
+    struct call_log idle = {.caller = pthread_self()};
+    wf__parallel_for(1000, 1, log_call, &idle);
+    CHECK(atomic_load(&idle.calls) > 1);
+}
+
 /* The same tests in a fresh process whose pool threads sleep at once
  * (WEFT_POOL_SPIN_US=0): every wake-up goes through the condition variables. */
 static void test_again_without_the_watch(void)
@@ -344,6 +423,7 @@ int main(void)
     RUN_TEST(test_woken_threads_leave_the_callers_core);
     RUN_TEST(test_watching_threads_leave_the_callers_core);
     RUN_TEST(test_busy_callers_run_inline);
+    RUN_TEST(test_busy_evaluators_keep_their_cores);
     if (getenv("WEFT_POOL_SPIN_US") == NULL)
         RUN_TEST(test_again_without_the_watch);
     return TEST_SUMMARY();
