@@ -1,8 +1,9 @@
 """One run of the embedding server's benchmark beside its peers: weft's
 bench_embed_server (float32 and bfloat16) and bench/peers/embed_server.py
-(ONNX Runtime and JAX), one after the other, then one table of sentences per
-second and CPU ms per sentence per client count, with weft float32's ratios
-to each peer (> 1: weft better). CPU ms per sentence says more than
+(ONNX Runtime and JAX, each with one batching thread and with two), one
+after the other, then one table of sentences per second and CPU ms per
+sentence per client count, with weft float32's ratios to each peer's
+better configuration at that client count (> 1: weft better). CPU ms per sentence says more than
 throughput on a shared machine. With ROUNDS > 1 the four runs are repeated
 in turn and each cell is the best round (most sentences/s, least CPU ms):
 on a machine whose speed drifts, every peer then gets its share of the
@@ -47,9 +48,14 @@ def main():
     runs = [
         ("weft f32", "weft float32", [server, seconds]),
         ("weft bf16", "weft bfloat16", [server, seconds, "bfloat16"]),
-        ("ONNX Runtime", "ONNX Runtime", [sys.executable, peer, "onnxruntime", seconds]),
-        ("JAX", "JAX", [sys.executable, peer, "jax", seconds]),
+        ("ORT x1", "ONNX Runtime, one batching thread",
+         [sys.executable, peer, "onnxruntime", seconds, "1"]),
+        ("ORT x2", "ONNX Runtime, two batching threads",
+         [sys.executable, peer, "onnxruntime", seconds, "2"]),
+        ("JAX x1", "JAX, one batching thread", [sys.executable, peer, "jax", seconds, "1"]),
+        ("JAX x2", "JAX, two batching threads", [sys.executable, peer, "jax", seconds, "2"]),
     ]
+    families = [("ONNX Runtime", ("ORT x1", "ORT x2")), ("JAX", ("JAX x1", "JAX x2"))]
     best = {name: {} for name, _, _ in runs}
     for round_index in range(rounds):
         for name, label, cmd in runs:
@@ -60,18 +66,19 @@ def main():
     results = [(name, best[name]) for name, _, _ in runs]
     print("\nsentences/s (CPU ms per sentence), best of %d round(s); load average %.1f after"
           % (rounds, os.getloadavg()[0]))
-    print("%-8s" % "clients" + "".join("%20s" % name for name, _ in results) +
-          "   weft f32 / peer (sent/s; CPU)")
+    print("%-8s" % "clients" + "".join("%16s" % name for name, _ in results) +
+          "   weft f32 / the peer's better (sent/s; CPU)")
     for clients in (1, 4, 16):
         cells, ratios = [], []
         for _, rows in results:
             r = rows.get(clients)
-            cells.append("%20s" % ("%.1f (%.2f)" % r if r else "-"))
-        f32 = results[0][1].get(clients)
-        for name, rows in results[2:]:
-            r = rows.get(clients)
-            if f32 and r:
-                ratios.append("%s %.2f; %.2f" % (name, f32[0] / r[0], r[1] / f32[1]))
+            cells.append("%16s" % ("%.1f (%.2f)" % r if r else "-"))
+        f32 = best["weft f32"].get(clients)
+        for family, names in families:
+            got = [best[n][clients] for n in names if clients in best[n]]
+            if f32 and got:
+                rate, cpu = max(r[0] for r in got), min(r[1] for r in got)
+                ratios.append("%s %.2f; %.2f" % (family, f32[0] / rate, cpu / f32[1]))
         print("%-8d" % clients + "".join(cells) + "   " + ", ".join(ratios))
 
 

