@@ -44,10 +44,10 @@
  *    is 2^p (q * s rounded), so fma(y, 2^-p, b) is q * s rounded, then
  *    + b rounded. Three factor registers a K block (s, c, b; the powers
  *    2^-p are broadcast from memory), where one a bit offset took nine
- *    and the fma chains' registers spilled. An
- *    AND runs on any of Zen 4's four vector pipes; the ternary-logic
- *    instruction it replaced ran only on the two that the fmas need (3.1
- *    against 2.4 cycles per 16 codes, measured alone).
+ *    and the fma chains' registers spilled. An AND runs on any of Zen 4's
+ *    four vector pipes; the ternary-logic instruction it replaced ran
+ *    only on the two that the fmas need (3.1 against 2.4 cycles per 16
+ *    codes, measured alone).
  * Each dequantized value is summed with fma by the GEMM's K blocks in k
  * order, so the bits are the GEMM's on the dequantized matrix.
  *
@@ -65,7 +65,6 @@ enum {
     PASS_K_BLOCKS = 2,
     PASS_GROUPS = PASS_K_BLOCKS * 16 + 8
 };
-
 
 /* ---------------------------------------------------------------- general path */
 
@@ -153,14 +152,12 @@ typedef struct group_factors {
 #endif
 } group_factors;
 
-KINLINE void group_factors_set(const float *s, const float *b, int bits, group_factors *f)
+KINLINE void group_factors_set(const float *s, const float *b, group_factors *f)
 {
 #if QMV_CODES_CONVERTED
-    (void)bits;
     f->s = s;
     f->b = b;
 #else
-    (void)bits;
     f->s = vf_load_all(s);
     f->c = vf_mul(f->s, vf_set1(-0x1p23f));
     f->b = b ? vf_load_all(b) : vf_zero();
@@ -215,8 +212,8 @@ typedef struct pass_rows {
 } pass_rows;
 
 /* The scales and biases of a pass's groups as lanes (a row per lane),
- * turned at once for all its K blocks (whole 16 x 16 transposes, not one
- * a K block for its few groups): table[g] holds the pass's group g,
+ * turned at once for all its K blocks (one transpose, not one a K block
+ * for its few groups): table[g] holds the pass's group g,
  * counted from its first; K block kb's first is kb * (kcb / group size)
  * (side by side, K blocks hold whole groups). */
 typedef struct pass_factors {
@@ -264,7 +261,7 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_rows *p, int64_t nb, int
 #pragma GCC unroll 8
     for (int kb = 0; kb < nkb; kb++)
         group_factors_set(t.scales[kb * kb_groups], p->biases ? t.biases[kb * kb_groups] : NULL,
-                          bits, &f[kb]);
+                          &f[kb]);
     for (int64_t first = 0; first < words; first += CHUNK_WORDS) {
         const int count = words - first < CHUNK_WORDS ? (int)(words - first) : CHUNK_WORDS;
 #pragma GCC unroll 8
@@ -287,8 +284,7 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_rows *p, int64_t nb, int
 #pragma GCC unroll 8
                 for (int kb = 0; kb < nkb; kb++)
                     group_factors_set(t.scales[kb * kb_groups + group],
-                                      p->biases ? t.biases[kb * kb_groups + group] : NULL, bits,
-                                      &f[kb]);
+                                      p->biases ? t.biases[kb * kb_groups + group] : NULL, &f[kb]);
             }
 #pragma GCC unroll 16
             for (int i = 0; i < per_word; i++) {
