@@ -365,31 +365,38 @@ static void log_helper(void *arg, int64_t begin, int64_t end)
  * keep their cores: with size - 1 of them a kernel runs whole on its
  * caller; with fewer, no more pool threads help it than the cores they
  * leave (size - 1 - evaluators); once they are done the split is whole. */
+/* With `evaluators` threads inside evaluations of their own: a split's
+ * chunk calls and the distinct pool threads that ran some of them. */
+static void split_beside_evaluators(int evaluators, int *calls, int *helpers)
+{
+    struct held_evaluation held = {0, 0};
+    pthread_t t[64];
+    for (int i = 0; i < evaluators; i++)
+        pthread_create(&t[i], NULL, held_evaluator, &held);
+    while (atomic_load(&held.entered) < evaluators)
+        usleep(100);
+    struct helper_log log = {.lock = PTHREAD_MUTEX_INITIALIZER, .caller = pthread_self()};
+    wf__parallel_for(400, 1, log_helper, &log);
+    atomic_store(&held.release, 1);
+    for (int i = 0; i < evaluators; i++)
+        pthread_join(t[i], NULL);
+    *calls = atomic_load(&log.calls);
+    *helpers = log.count;
+    printf("    %d evaluator(s): %d chunk call(s), %d helper(s)\n", evaluators, *calls, *helpers);
+}
+
 static void test_busy_evaluators_keep_their_cores(void)
 {
-    enum { MAX_HELD = 64 };
     const int size = wf__pool_size();
-    if (size < 2 || size - 1 > MAX_HELD)
+    if (size < 2 || size - 1 > 64)
         return;
-    for (int evaluators = size - 1; evaluators >= 1; evaluators -= size > 2 ? size - 2 : 1) {
-        struct held_evaluation held = {0, 0};
-        pthread_t t[MAX_HELD];
-        for (int i = 0; i < evaluators; i++)
-            pthread_create(&t[i], NULL, held_evaluator, &held);
-        while (atomic_load(&held.entered) < evaluators)
-            usleep(100);
-        struct helper_log log = {.lock = PTHREAD_MUTEX_INITIALIZER, .caller = pthread_self()};
-        wf__parallel_for(400, 1, log_helper, &log);
-        printf("    %d evaluator(s): %d chunk call(s), %d helper(s)\n", evaluators,
-               atomic_load(&log.calls), log.count);
-        if (evaluators == size - 1)
-            CHECK_EQ_INT(atomic_load(&log.calls), 1);
-        CHECK(log.count <= size - 1 - evaluators);
-        atomic_store(&held.release, 1);
-        for (int i = 0; i < evaluators; i++)
-            pthread_join(t[i], NULL);
-        if (evaluators == 1)
-            break;
+    int calls, helpers;
+    split_beside_evaluators(size - 1, &calls, &helpers);
+    CHECK_EQ_INT(calls, 1);
+    CHECK_EQ_INT(helpers, 0);
+    if (size > 2) {
+        split_beside_evaluators(1, &calls, &helpers);
+        CHECK(helpers <= size - 2);
     }
     struct call_log idle = {.caller = pthread_self()};
     wf__parallel_for(1000, 1, log_call, &idle);
