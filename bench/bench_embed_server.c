@@ -126,18 +126,18 @@ int main(int argc, char **argv)
     embed_server *server = embed_server_start(model_dir, dtype, 32);
     if (!server)
         return 1;
-    /* Warm-up: trace every bucket the sentences use (up to 64 tokens) at
-     * every row count, as the peers do. */
+    /* Warm-up: trace every run size passes of these sentences (up to 64
+     * tokens) can use, as the peers trace theirs. */
     if (embed_server_warm_up(server, 64) != WF_OK) {
         fprintf(stderr, "bench_embed_server: %s\n", wf_last_error_message());
         return 1;
     }
     struct run r = {.server = server, .latencies = malloc(MAX_SAMPLES * sizeof(double))};
-    printf("embed_server (%s), all-MiniLM-L6-v2, %d sentences of 7-60 tokens, %.1f s per "
+    printf("embed_server (%s), all-MiniLM-L6-v2, %d sentences of 6-30 tokens, %.1f s per "
            "client count, load average %.2f before\n",
            dtype == WF_DTYPE_BF16 ? "bfloat16" : "float32", NSENTENCES, seconds, load_average());
-    printf("%-8s %12s %10s %10s %10s %12s\n", "clients", "sentences/s", "p50 ms", "p99 ms",
-           "rows/pass", "CPU ms/sent");
+    printf("%-8s %12s %10s %10s %10s %10s %12s\n", "clients", "sentences/s", "p50 ms", "p99 ms",
+           "sent/pass", "tok/pass", "CPU ms/sent");
     static const int client_counts[] = {1, 4, 16};
     int status = 0;
     for (size_t t = 0; t < sizeof client_counts / sizeof client_counts[0]; t++) {
@@ -145,7 +145,8 @@ int main(int argc, char **argv)
         struct client clients[16];
         atomic_store(&r.count, 0);
         pthread_mutex_lock(&server->lock);
-        uint64_t calls0 = server->forward_calls, rows0 = server->rows_run;
+        uint64_t calls0 = server->forward_calls, sentences0 = server->sentences_run,
+                 tokens0 = server->tokens_run;
         pthread_mutex_unlock(&server->lock);
         double start = embed_now(), cpu0 = cpu_seconds();
         r.stop_at = start + seconds;
@@ -160,16 +161,19 @@ int main(int argc, char **argv)
         long samples = done < MAX_SAMPLES ? done : MAX_SAMPLES;
         qsort(r.latencies, (size_t)samples, sizeof(double), compare_double);
         pthread_mutex_lock(&server->lock);
-        double rows = (double)(server->rows_run - rows0) /
-                      (double)(server->forward_calls - calls0 ? server->forward_calls - calls0 : 1);
+        double calls = (double)(server->forward_calls - calls0 ? server->forward_calls - calls0
+                                                                : 1);
+        double pass_sentences = (double)(server->sentences_run - sentences0) / calls;
+        double pass_tokens = (double)(server->tokens_run - tokens0) / calls;
         pthread_mutex_unlock(&server->lock);
         if (samples == 0 || atomic_load(&r.failures)) {
             printf("%-8d failed: %s\n", n, wf_last_error_message());
             status = 1;
             continue;
         }
-        printf("%-8d %12.1f %10.2f %10.2f %10.1f %12.2f\n", n, (double)done / elapsed,
-               1e3 * r.latencies[samples / 2], 1e3 * r.latencies[samples * 99 / 100], rows,
+        printf("%-8d %12.1f %10.2f %10.2f %10.1f %10.1f %12.2f\n", n, (double)done / elapsed,
+               1e3 * r.latencies[samples / 2], 1e3 * r.latencies[samples * 99 / 100], pass_sentences,
+               pass_tokens,
                1e3 * cpu / (double)done);
     }
     printf("load average %.2f after\n", load_average());

@@ -1034,10 +1034,10 @@ static wf_status run_pretrained(int corpus_size)
     if (st == WF_OK) {
         pthread_mutex_lock(&server->lock);
         printf("embedded %d sentences from %d client threads in %.2f s: %.0f sentences/s, "
-               "%llu forward passes of %.1f rows on average\n",
+               "%llu forward passes of %.1f sentences on average\n",
                corpus_size, CLIENTS, seconds, corpus_size / seconds,
                (unsigned long long)server->forward_calls,
-               (double)server->rows_run /
+               (double)server->sentences_run /
                    (double)(server->forward_calls ? server->forward_calls : 1));
         pthread_mutex_unlock(&server->lock);
     }

@@ -132,18 +132,19 @@ int main(void)
     wf_compile_stats_get(server->forward, &stats);
     pthread_mutex_lock(&server->lock);
     printf("embed_server: %d clients, %llu requests in %.2f s (%.1f sentences/s): %llu batches, "
-           "%llu forward passes of %.1f rows on average; compile cache: %llu traces, %llu hits\n",
+           "%llu forward passes of %.1f sentences (%.0f tokens) on average; compile cache: %llu "
+           "traces, %llu hits\n",
            CLIENTS, (unsigned long long)server->requests, seconds,
            (double)server->requests / seconds, (unsigned long long)server->batches,
            (unsigned long long)server->forward_calls,
-           (double)server->rows_run / (double)server->forward_calls,
+           (double)server->sentences_run / (double)server->forward_calls,
+           (double)server->tokens_run / (double)server->forward_calls,
            (unsigned long long)stats.traces, (unsigned long long)stats.hits);
     bool batched = server->forward_calls < server->requests;
     pthread_mutex_unlock(&server->lock);
     int bad = atomic_load(&sh.mismatches) + atomic_load(&sh.failures);
-    /* Every trace is one (bucket, row count) pair. */
-    bool cache_small =
-        stats.traces <= (uint64_t)(EMBED_NBUCKETS * embed_row_choices(server->max_batch));
+    /* Every trace is one run size. */
+    bool cache_small = stats.traces <= (uint64_t)EMBED_NPACK_SIZES;
     embed_server_stop(server);
     free(alone);
     if (bad || !cache_small) {

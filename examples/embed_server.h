@@ -7,16 +7,16 @@
  * request and waits. EMBED_WORKERS batching threads share the queue: an
  * idle one takes its share of whatever requests have queued meanwhile
  * (dynamic batching: up to max_batch, split evenly among the idle
- * threads, so that their passes run side by side), sorts them by
- * length, groups them by length bucket (16, 32, 64, 128, 256 tokens) and
- * runs each group as ONE call of a compiled forward pass (wf_compile):
- * sequences padded to their bucket, rows padded to 1, 2, 4 or the next
- * multiple of 4 (at most 1/4 of a pass is filler), so the compile cache
- * holds at most buckets x (max_batch / 4 + 2) traces however the requests
- * arrive. Padding is masked out of attention and pooling, so a
- * sentence's embedding does not depend on what it was batched with. The
- * threads call the same compiled function at once: its traces are shared
- * (weft's compile cache is one for the process).
+ * threads, so that their passes run side by side) and packs their tokens
+ * end to end, with no padding per sentence, into runs of at most
+ * EMBED_PACK_TOKENS tokens (wf_nn_bert_embed_packed: a token attends to
+ * its own sentence only). Each run is ONE call of a compiled forward pass
+ * (wf_compile), its length padded to the next of a few sizes
+ * (embed_pack_sizes), so the compile cache holds at most that many traces
+ * however the requests arrive. Filler tokens are masked out of attention
+ * and pooling, so a sentence's embedding does not depend on what it was
+ * batched with. The threads call the same compiled function at once: its
+ * traces are shared (weft's compile cache is one for the process).
  *
  * Built on weft.h and weft_nn.h only (plus pthreads).
  */
@@ -45,8 +45,15 @@
  * 394). */
 enum { EMBED_MAX_TOKENS = 256, EMBED_MAX_BATCH = 64, EMBED_WORKERS = 2 };
 
-static const int64_t embed_buckets[] = {16, 32, 64, 128, 256};
-#define EMBED_NBUCKETS ((int)(sizeof embed_buckets / sizeof embed_buckets[0]))
+/* Packing: a run of tokens pays attention over all of it (tokens^2 work
+ * masked to each sentence's block), about tokens / (6 hidden) of its
+ * linear layers' work: 11% at 256 tokens for MiniLM, against the 30-45%
+ * that padding each sentence to a length bucket cost (bench_embed_server's
+ * sentences, 6-30 tokens: 43% filler at one client). Runs are padded to
+ * these sizes: at most a third of a run (usually an eighth) is filler. */
+enum { EMBED_PACK_TOKENS = 256 };
+static const int64_t embed_pack_sizes[] = {8, 16, 24, 32, 48, 64, 80, 96, 128, 160, 192, 256};
+#define EMBED_NPACK_SIZES ((int)(sizeof embed_pack_sizes / sizeof embed_pack_sizes[0]))
 
 /* ------------------------------------------------------------ finding the model */
 
@@ -134,15 +141,18 @@ typedef struct embed_server {
     int workers;      /* batching threads started */
     pthread_t threads[EMBED_WORKERS];
     /* Counters (under lock). */
-    uint64_t requests, batches, forward_calls, rows_run;
+    /* Counters (under lock): sentences and tokens (filler included) run. */
+    uint64_t requests, batches, forward_calls, sentences_run, tokens_run;
 } embed_server;
 
-/* The compiled body: (ids, mask) -> normalized embeddings. */
+/* The compiled body: (ids, positions, segments) of a packed run ->
+ * (max_batch, hidden) normalized embeddings, row s for segment s. */
 static inline wf_status embed_forward_body(void *payload, wf_array *const *in, size_t n,
                                            wf_array **out, size_t *nout)
 {
     (void)n;
-    wf_array *e = wf_nn_bert_embed((const wf_nn_bert *)payload, in[0], in[1]);
+    const embed_server *s = payload;
+    wf_array *e = wf_nn_bert_embed_packed(s->model, in[0], in[1], in[2], s->max_batch);
     if (!e)
         return wf_last_error();
     out[0] = e;
@@ -150,56 +160,48 @@ static inline wf_status embed_forward_body(void *payload, wf_array *const *in, s
     return WF_OK;
 }
 
-/* The rows a group of `count` requests runs with: 1, 2, 4, then multiples
- * of 4 (few traces, little filler). */
-static inline int embed_rows_for(int count)
+/* The length a run of `tokens` tokens is padded to. */
+static inline int64_t embed_pack_size(int64_t tokens)
 {
-    return count <= 2 ? count : (count + 3) / 4 * 4;
+    for (int i = 0; i < EMBED_NPACK_SIZES; i++)
+        if (tokens <= embed_pack_sizes[i])
+            return embed_pack_sizes[i];
+    return embed_pack_sizes[EMBED_NPACK_SIZES - 1];
 }
 
-/* Row counts a server may run with, for max_batch: its number of traces
- * per bucket. */
-static inline int embed_row_choices(int max_batch)
+/* Runs requests[0, count) (at most EMBED_PACK_TOKENS tokens together) as
+ * one packed run: request r's tokens are segment r, the run's filler
+ * segment -1. */
+static inline void embed_run_packed(embed_server *s, struct embed_request **requests, int count)
 {
-    return max_batch <= 2 ? max_batch : 2 + (max_batch + 3) / 4;
-}
-
-static inline int64_t embed_bucket_of(int64_t length)
-{
-    for (int b = 0; b < EMBED_NBUCKETS; b++)
-        if (length <= embed_buckets[b])
-            return embed_buckets[b];
-    return embed_buckets[EMBED_NBUCKETS - 1];
-}
-
-/* Runs requests[0, count) (all in one bucket) as one padded batch. */
-static inline void embed_run_group(embed_server *s, struct embed_request **requests, int count,
-                            int64_t seq)
-{
-    int rows = embed_rows_for(count);
-    size_t cells = (size_t)rows * (size_t)seq;
-    int32_t *ids = calloc(cells, sizeof *ids), *mask = calloc(cells, sizeof *mask);
-    wf_status st = ids && mask ? WF_OK : WF_ERR_OUT_OF_MEMORY;
-    for (int r = 0; r < rows && st == WF_OK; r++) {
-        /* Filler rows repeat the first request (their results are dropped). */
-        const struct embed_request *q = requests[r < count ? r : 0];
-        memcpy(ids + (size_t)r * (size_t)seq, q->ids, (size_t)q->length * sizeof *ids);
-        for (int64_t t = 0; t < q->length; t++)
-            mask[(size_t)r * (size_t)seq + (size_t)t] = 1;
-    }
-    float *result = st == WF_OK ? malloc((size_t)rows * (size_t)s->hidden * sizeof *result) : NULL;
-    if (st == WF_OK && !result)
-        st = WF_ERR_OUT_OF_MEMORY;
+    int64_t tokens = 0;
+    for (int r = 0; r < count; r++)
+        tokens += requests[r]->length;
+    const int64_t size = embed_pack_size(tokens);
+    int32_t *ids = calloc((size_t)size * 3, sizeof *ids), *positions = ids + size,
+            *segments = ids + 2 * size;
+    size_t result_bytes = (size_t)s->max_batch * (size_t)s->hidden * sizeof(float);
+    float *result = ids ? malloc(result_bytes) : NULL;
+    wf_status st = result ? WF_OK : WF_ERR_OUT_OF_MEMORY;
+    for (int64_t t = 0, r = 0; r < count && st == WF_OK; r++)
+        for (int64_t i = 0; i < requests[r]->length; i++, t++) {
+            ids[t] = requests[r]->ids[i];
+            positions[t] = (int32_t)i;
+            segments[t] = (int32_t)r;
+        }
+    for (int64_t t = tokens; t < size; t++)
+        segments[t] = -1;
     if (st == WF_OK && (st = wf_scope_begin()) == WF_OK) {
-        int64_t shape[2] = {rows, seq};
-        wf_array *in[2] = {wf_array_from_data(ids, shape, 2, WF_DTYPE_I32),
-                           wf_array_from_data(mask, shape, 2, WF_DTYPE_I32)};
+        int64_t shape[1] = {size};
+        wf_array *in[3] = {wf_array_from_data(ids, shape, 1, WF_DTYPE_I32),
+                           wf_array_from_data(positions, shape, 1, WF_DTYPE_I32),
+                           wf_array_from_data(segments, shape, 1, WF_DTYPE_I32)};
         wf_array *out[1] = {NULL};
         size_t nout = 1;
-        st = in[0] && in[1] ? wf_fn_call(s->forward, in, 2, out, &nout) : wf_last_error();
+        st = in[0] && in[1] && in[2] ? wf_fn_call(s->forward, in, 3, out, &nout)
+                                     : wf_last_error();
         if (st == WF_OK)
-            st = wf_array_copy_to(out[0], result,
-                                  (size_t)rows * (size_t)s->hidden * sizeof *result);
+            st = wf_array_copy_to(out[0], result, result_bytes);
         wf_scope_end();
     }
     pthread_mutex_lock(&s->lock);
@@ -211,24 +213,17 @@ static inline void embed_run_group(embed_server *s, struct embed_request **reque
         requests[r]->done = true;
     }
     s->forward_calls++;
-    s->rows_run += (uint64_t)rows;
+    s->sentences_run += (uint64_t)count;
+    s->tokens_run += (uint64_t)size;
     pthread_cond_broadcast(&s->served);
     pthread_mutex_unlock(&s->lock);
     free(ids);
-    free(mask);
     free(result);
-}
-
-static inline int embed_compare_length(const void *a, const void *b)
-{
-    int64_t la = (*(struct embed_request *const *)a)->length;
-    int64_t lb = (*(struct embed_request *const *)b)->length;
-    return (la > lb) - (la < lb);
 }
 
 /* A batching thread: takes its share of what has queued (the idle
  * threads, itself included, split it evenly), wakes another for the rest,
- * runs its share bucket by bucket. */
+ * runs its share as packed runs of at most EMBED_PACK_TOKENS tokens. */
 static inline void *embed_server_loop(void *arg)
 {
     embed_server *s = arg;
@@ -256,22 +251,20 @@ static inline void *embed_server_loop(void *arg)
         if (s->head)
             pthread_cond_signal(&s->queued);
         pthread_mutex_unlock(&s->lock);
-        qsort(batch, (size_t)count, sizeof batch[0], embed_compare_length);
         for (int first = 0; first < count;) {
-            int64_t seq = embed_bucket_of(batch[first]->length);
-            int end = first;
-            while (end < count && embed_bucket_of(batch[end]->length) == seq)
-                end++;
-            embed_run_group(s, batch + first, end - first, seq);
+            int64_t tokens = batch[first]->length;
+            int end = first + 1;
+            while (end < count && tokens + batch[end]->length <= EMBED_PACK_TOKENS)
+                tokens += batch[end++]->length;
+            embed_run_packed(s, batch + first, end - first);
             first = end;
         }
     }
 }
 
 /* Loads the model from model_dir in `dtype` and starts the batching threads;
- * max_batch (1..64, rounded up by embed_rows_for) caps the rows of one
- * forward pass. NULL + a message on
- * stderr on failure. */
+ * max_batch (clamped to 1..64) caps the sentences of one pass. NULL + a
+ * message on stderr on failure. */
 static inline embed_server *embed_server_start(const char *model_dir, wf_dtype dtype, int max_batch)
 {
     char vocab[PATH_MAX + 16];
@@ -279,15 +272,13 @@ static inline embed_server *embed_server_start(const char *model_dir, wf_dtype d
     embed_server *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->max_batch = embed_rows_for(max_batch < 1                 ? 1
-                                  : max_batch > EMBED_MAX_BATCH ? EMBED_MAX_BATCH
-                                                                : max_batch);
+    s->max_batch = max_batch < 1 ? 1 : max_batch > EMBED_MAX_BATCH ? EMBED_MAX_BATCH : max_batch;
     s->tokenizer = wf_nn_wordpiece_load(vocab);
     s->model = s->tokenizer ? wf_nn_bert_load(model_dir, dtype) : NULL;
-    s->forward_plain = s->model ? wf_fn_new(embed_forward_body, s->model, NULL) : NULL;
-    /* One trace per (bucket, row count): no retrace warning for those. */
+    s->forward_plain = s->model ? wf_fn_new(embed_forward_body, s, NULL) : NULL;
+    /* One trace per run size: no retrace warning for those. */
     wf_compile_options options = wf_compile_options_default();
-    options.retrace_warning = EMBED_NBUCKETS * embed_row_choices(s->max_batch);
+    options.retrace_warning = EMBED_NPACK_SIZES;
     s->forward = s->forward_plain ? wf_compile(s->forward_plain, &options) : NULL;
     if (!s->forward) {
         fprintf(stderr, "embed_server: %s\n", wf_last_error_message());
@@ -316,26 +307,23 @@ static inline embed_server *embed_server_start(const char *model_dir, wf_dtype d
     return s;
 }
 
-/* Traces the compiled forward pass ahead of time for every bucket up to
- * max_seq tokens and every row count (embed_rows_for), so that the
- * first requests do not wait for a trace. Call before serving. */
+/* Traces the compiled forward pass ahead of time for every run size that
+ * passes of sentences up to max_seq tokens can use (max_batch of them, at
+ * most EMBED_PACK_TOKENS tokens a run), so that the first requests do not
+ * wait for a trace. Call before serving. */
 static inline wf_status embed_server_warm_up(embed_server *s, int64_t max_seq)
 {
-    struct embed_request *r = calloc((size_t)s->max_batch, sizeof *r);
-    float *out = malloc((size_t)s->max_batch * (size_t)s->hidden * sizeof *out);
-    struct embed_request *group[EMBED_MAX_BATCH];
+    struct embed_request *r = calloc(1, sizeof *r);
+    float *out = malloc((size_t)s->hidden * sizeof *out);
     wf_status st = r && out ? WF_OK : WF_ERR_OUT_OF_MEMORY;
-    for (int b = 0; b < EMBED_NBUCKETS && embed_buckets[b] <= max_seq && st == WF_OK; b++)
-        for (int rows = 1; rows <= embed_rows_for(s->max_batch) && st == WF_OK;
-             rows = embed_rows_for(rows + 1)) {
-            for (int i = 0; i < rows; i++) {
-                r[i] = (struct embed_request){.length = embed_buckets[b],
-                                              .out = out + (size_t)i * (size_t)s->hidden};
-                group[i] = &r[i];
-            }
-            embed_run_group(s, group, rows, embed_buckets[b]);
-            st = r[0].status;
-        }
+    const int64_t longest = max_seq * s->max_batch;
+    for (int i = 0; i < EMBED_NPACK_SIZES && st == WF_OK; i++) {
+        if (i > 0 && embed_pack_sizes[i - 1] >= longest)
+            break;
+        *r = (struct embed_request){.length = embed_pack_sizes[i], .out = out};
+        embed_run_packed(s, &r, 1);
+        st = r->status;
+    }
     free(r);
     free(out);
     return st;

@@ -239,6 +239,18 @@ wf_array *wf_nn_bert_encode(const wf_nn_bert *model, wf_array *ids, wf_array *ma
  * over the tokens whose mask is 1, then divided by their L2 norm
  * (sentence-transformers' mean pooling + Normalize). `mask` holds 0 / 1. */
 wf_array *wf_nn_bert_embed(const wf_nn_bert *model, wf_array *ids, wf_array *mask);
+/* Sentence embeddings of several sentences packed into one run of tokens,
+ * with no padding per sentence: token t is ids[t] at position positions[t]
+ * of sentence segments[t]; tokens attend only to the tokens of their own
+ * segment. ids, positions and segments are (tokens), int32 or int64;
+ * positions must lie in [0, max_positions). Returns (sequences, hidden)
+ * float32 as wf_nn_bert_embed does: row s pools the tokens whose segment
+ * is s (zeros when none is); tokens with segments outside [0, sequences)
+ * are filler (e.g. -1 to pad the run to a size the compile cache holds).
+ * Attention costs tokens^2 however the run is split, so servers pack a
+ * few hundred tokens a call. A new reference; NULL + last error. */
+wf_array *wf_nn_bert_embed_packed(const wf_nn_bert *model, wf_array *ids, wf_array *positions,
+                                  wf_array *segments, int64_t sequences);
 
 /* ---------------------------------------------------------------- optimizers */
 

@@ -519,29 +519,52 @@ static wf_status check_inputs(const wf_nn_bert *m, wf_array *ids, wf_array *mask
     return WF_OK;
 }
 
-wf_array *wf_nn_bert_encode(const wf_nn_bert *m, wf_array *ids, wf_array *mask)
+/* The encoder layers over embedded tokens x (batch, seq, hidden); keep
+ * (broadcastable to (batch, heads, seq, seq)) says which keys each query
+ * sees. */
+static wf_array *encoder_layers(const wf_nn_bert *m, wf_array *x, wf_array *keep)
 {
-    if (check_inputs(m, ids, mask, "wf_nn_bert_encode") != WF_OK ||
-        wf_scope_begin() != WF_OK)
-        return NULL;
-    int64_t seq = wf_array_dim(ids, 1), dim = m->config.hidden_size;
     double eps = m->config.layer_norm_eps;
-    wf_array *positions = wf_slice(m->position, (int64_t[]){0, 0}, (int64_t[]){seq, dim},
-                                   (int64_t[]){1, 1});
-    wf_array *x = wf_add(wf_add(wf_take(m->word, ids, 0), positions), m->type0);
-    x = wf_layer_norm(x, m->ln_w, m->ln_b, eps);
-    /* (B, 1, 1, T): every query sees the real tokens of its own sequence. */
-    wf_array *keep = wf_expand_dims(wf_not_equal(mask, wf_scalar(0, wf_array_dtype(mask))),
-                                    (int[]){1, 2}, 2);
     if (!keep) /* a failed op: attention would read NULL as "no mask" */
-        return finish(NULL);
+        return NULL;
     for (int64_t i = 0; i < m->config.num_layers && x; i++) {
         const struct bert_layer *l = &m->layers[i];
         x = wf_layer_norm(wf_add(x, attention(m, l, x, keep)), l->ln1_w, l->ln1_b, eps);
         wf_array *ffn = wf_nn_mlp(x, l->w1, l->b1, l->w2, l->b2);
         x = wf_layer_norm(wf_add(x, ffn), l->ln2_w, l->ln2_b, eps);
     }
-    return finish(x);
+    return x;
+}
+
+/* Embedded tokens: word + position + token type 0, then LayerNorm. */
+static wf_array *embedded(const wf_nn_bert *m, wf_array *ids, wf_array *positions)
+{
+    wf_array *x = wf_add(wf_add(wf_take(m->word, ids, 0), positions), m->type0);
+    return wf_layer_norm(x, m->ln_w, m->ln_b, m->config.layer_norm_eps);
+}
+
+wf_array *wf_nn_bert_encode(const wf_nn_bert *m, wf_array *ids, wf_array *mask)
+{
+    if (check_inputs(m, ids, mask, "wf_nn_bert_encode") != WF_OK ||
+        wf_scope_begin() != WF_OK)
+        return NULL;
+    int64_t seq = wf_array_dim(ids, 1), dim = m->config.hidden_size;
+    wf_array *positions = wf_slice(m->position, (int64_t[]){0, 0}, (int64_t[]){seq, dim},
+                                   (int64_t[]){1, 1});
+    /* (B, 1, 1, T): every query sees the real tokens of its own sequence. */
+    wf_array *keep = wf_expand_dims(wf_not_equal(mask, wf_scalar(0, wf_array_dtype(mask))),
+                                    (int[]){1, 2}, 2);
+    return finish(encoder_layers(m, embedded(m, ids, positions), keep));
+}
+
+/* mean = summed / counts (counts floored at 1e-9), divided by its L2 norm
+ * along axis 1 (floored at 1e-12): sentence-transformers' mean pooling +
+ * Normalize, float32. */
+static wf_array *normalized_mean(wf_array *summed, wf_array *counts)
+{
+    wf_array *mean = wf_divide(summed, wf_maximum(counts, wf_scalar(1e-9, WF_DTYPE_F32)));
+    wf_array *norm = wf_sqrt(wf_sum(wf_square(mean), (int[]){1}, 1, true));
+    return wf_divide(mean, wf_maximum(norm, wf_scalar(1e-12, WF_DTYPE_F32)));
 }
 
 wf_array *wf_nn_bert_embed(const wf_nn_bert *m, wf_array *ids, wf_array *mask)
@@ -551,9 +574,54 @@ wf_array *wf_nn_bert_embed(const wf_nn_bert *m, wf_array *ids, wf_array *mask)
     wf_array *hidden = wf_astype(wf_nn_bert_encode(m, ids, mask), WF_DTYPE_F32);
     wf_array *weights = wf_expand_dims(wf_astype(mask, WF_DTYPE_F32), (int[]){2}, 1);
     wf_array *summed = wf_sum(wf_multiply(hidden, weights), (int[]){1}, 1, false);
-    wf_array *counts = wf_maximum(wf_sum(weights, (int[]){1}, 1, false),
-                                  wf_scalar(1e-9, WF_DTYPE_F32));
-    wf_array *mean = wf_divide(summed, counts);
-    wf_array *norm = wf_sqrt(wf_sum(wf_square(mean), (int[]){1}, 1, true));
-    return finish(wf_divide(mean, wf_maximum(norm, wf_scalar(1e-12, WF_DTYPE_F32))));
+    return finish(normalized_mean(summed, wf_sum(weights, (int[]){1}, 1, false)));
+}
+
+static wf_status check_packed_inputs(const wf_nn_bert *m, wf_array *ids, wf_array *positions,
+                                     wf_array *segments, int64_t sequences)
+{
+    const char *op = "wf_nn_bert_embed_packed";
+    if (!m || !ids || !positions || !segments)
+        return wf_set_error(WF_ERR_NULL_ARGUMENT, "%s: %s is NULL", op,
+                            !m ? "model" : !ids ? "ids" : !positions ? "positions" : "segments");
+    wf_array *all[3] = {ids, positions, segments};
+    for (int i = 0; i < 3; i++) {
+        wf_dtype dt = wf_array_dtype(all[i]);
+        if (wf_array_ndim(all[i]) != 1 || wf_array_dim(all[i], 0) != wf_array_dim(ids, 0) ||
+            wf_array_dim(ids, 0) < 1)
+            return wf_set_error(WF_ERR_SHAPE, "%s: ids, positions and segments must be "
+                                              "(tokens) with the same tokens >= 1", op);
+        if (dt != WF_DTYPE_I32 && dt != WF_DTYPE_I64)
+            return wf_set_error(WF_ERR_DTYPE,
+                                "%s: ids, positions and segments must be int32 or int64", op);
+    }
+    if (sequences < 1 || sequences > INT32_MAX)
+        return wf_set_error(WF_ERR_INVALID_ARGUMENT,
+                            "%s: sequences must be in [1, 2^31 - 1], got %lld", op,
+                            (long long)sequences);
+    return WF_OK;
+}
+
+wf_array *wf_nn_bert_embed_packed(const wf_nn_bert *m, wf_array *ids, wf_array *positions,
+                                  wf_array *segments, int64_t sequences)
+{
+    if (check_packed_inputs(m, ids, positions, segments, sequences) != WF_OK ||
+        wf_scope_begin() != WF_OK)
+        return NULL;
+    wf_array *segments32 = wf_astype(segments, WF_DTYPE_I32);
+    /* (1, 1, T, T): a token sees the tokens of its own segment only. */
+    wf_array *keep = wf_expand_dims(wf_equal(wf_expand_dims(segments32, (int[]){1}, 1),
+                                             wf_expand_dims(segments32, (int[]){0}, 1)),
+                                    (int[]){0, 1}, 2);
+    wf_array *x = wf_expand_dims(embedded(m, ids, wf_take(m->position, positions, 0)),
+                                 (int[]){0}, 1);
+    wf_array *hidden = wf_astype(wf_squeeze(encoder_layers(m, x, keep), (int[]){0}, 1),
+                                 WF_DTYPE_F32);
+    /* (S, T): row s is 1 at the tokens of segment s; summed = members @ hidden. */
+    wf_array *ordinals = wf_expand_dims(wf_arange(0, (double)sequences, 1, WF_DTYPE_I32),
+                                        (int[]){1}, 1);
+    wf_array *members = wf_astype(wf_equal(ordinals, wf_expand_dims(segments32, (int[]){0}, 1)),
+                                  WF_DTYPE_F32);
+    wf_array *counts = wf_sum(members, (int[]){1}, 1, true);
+    return finish(normalized_mean(wf_matmul(members, hidden), counts));
 }

@@ -307,6 +307,61 @@ static void test_float32_embeddings_match_numpy(void)
     free(batched);
 }
 
+/* Sentences packed end to end into runs of at most 256 tokens, padded to a
+ * multiple of 8 with filler, one empty segment at the end of each run: each
+ * row against the NumPy reference, the empty one zeros. */
+static void test_packed_embeddings_match_numpy(void)
+{
+    wf_nn_bert *model = float32_model();
+    if (!CHECK_NOT_NULL(model))
+        return;
+    enum { RUN = 256 + 8 };
+    int32_t ids[RUN], positions[RUN], segments[RUN];
+    float *out = malloc((size_t)(RUN + 1) * (size_t)hidden * sizeof *out);
+    double worst = 1.0;
+    size_t runs = 0;
+    for (size_t first = 0; first < nsentences; runs++) {
+        int64_t tokens = 0;
+        size_t end = first;
+        for (; end < nsentences && tokens + sentences[end].nids <= 256; end++)
+            for (int64_t i = 0; i < sentences[end].nids; i++, tokens++) {
+                ids[tokens] = sentences[end].ids[i];
+                positions[tokens] = (int32_t)i;
+                segments[tokens] = (int32_t)(end - first);
+            }
+        int64_t size = (tokens + 7) / 8 * 8, count = (int64_t)(end - first);
+        for (int64_t t = tokens; t < size; t++) {
+            ids[t] = 0;
+            positions[t] = 0;
+            segments[t] = -1;
+        }
+        wf_scope_begin();
+        wf_array *e = wf_nn_bert_embed_packed(
+            model, wf_array_from_data(ids, (int64_t[]){size}, 1, WF_DTYPE_I32),
+            wf_array_from_data(positions, (int64_t[]){size}, 1, WF_DTYPE_I32),
+            wf_array_from_data(segments, (int64_t[]){size}, 1, WF_DTYPE_I32), count + 1);
+        bool ok = CHECK_NOT_NULL(e) &&
+                  CHECK_OK(wf_array_copy_to(e, out, (size_t)(count + 1) * (size_t)hidden *
+                                                        sizeof *out));
+        wf_scope_end();
+        if (!ok)
+            break;
+        for (int64_t r = 0; r < count; r++) {
+            double c = cosine(out + r * hidden, sentences[first + (size_t)r].embedding, hidden);
+            if (c < worst)
+                worst = c;
+            if (!(c >= 0.99999))
+                wf_test_fail(WF_TEST_AT_, "sentence %zu packed: cosine %.8f", first + (size_t)r,
+                             c);
+        }
+        CHECK(squared_norm(out + count * hidden, hidden) == 0.0);
+        first = end;
+    }
+    printf("    packed: min cosine to NumPy 1 - %.2e over %zu sentences in %zu runs\n",
+           1.0 - worst, nsentences, runs);
+    free(out);
+}
+
 static void test_bfloat16_embeddings(void)
 {
     wf_nn_bert *model = wf_nn_bert_load(model_dir, WF_DTYPE_BF16);
@@ -526,6 +581,21 @@ static void test_checkpoint_checks(void)
         if (CHECK_NOT_NULL(e) && CHECK_OK(wf_array_copy_to(e, out, sizeof out)))
             for (int r = 0; r < 2; r++)
                 CHECK_NEAR(sqrt(squared_norm(out + 8 * r, 8)), 1.0, 1e-5); /* unit rows */
+        /* The same two sentences packed end to end with filler, and a third,
+         * empty segment: the same rows, then zeros. */
+        int32_t packed[8] = {1, 5, 2, 1, 9, 7, 7, 7}, positions[8] = {0, 1, 2, 0, 1, 0, 0, 0};
+        int32_t segments[8] = {0, 0, 0, 1, 1, -1, -1, -1};
+        wf_array *p = wf_nn_bert_embed_packed(
+            m, wf_array_from_data(packed, (int64_t[]){8}, 1, WF_DTYPE_I32),
+            wf_array_from_data(positions, (int64_t[]){8}, 1, WF_DTYPE_I32),
+            wf_array_from_data(segments, (int64_t[]){8}, 1, WF_DTYPE_I32), 3);
+        float rows[24];
+        if (CHECK_NOT_NULL(p) && CHECK_EQ_INT(wf_array_dim(p, 0), 3) &&
+            CHECK_OK(wf_array_copy_to(p, rows, sizeof rows))) {
+            for (int r = 0; r < 2; r++)
+                CHECK(cosine(rows + 8 * r, out + 8 * r, 8) >= 0.99999);
+            CHECK(squared_norm(rows + 16, 8) == 0.0);
+        }
         wf_scope_end();
         wf_nn_bert_free(m);
     }
@@ -791,6 +861,23 @@ static void test_model_bad_arguments(void)
         CHECK_ERROR(wf_last_error(), WF_ERR_SHAPE, "ids and mask must both be (batch, seq)");
         CHECK(wf_nn_bert_embed(m, float_ids, mask) == NULL);
         CHECK_ERROR(wf_last_error(), WF_ERR_DTYPE, "ids must be int32 or int64");
+        wf_array *two = wf_zeros((int64_t[]){2}, 1, WF_DTYPE_I64);
+        wf_array *float_flat = wf_zeros((int64_t[]){3}, 1, WF_DTYPE_F32);
+        CHECK(wf_nn_bert_embed_packed(NULL, flat, flat, flat, 1) == NULL);
+        CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_nn_bert_embed_packed: model");
+        CHECK(wf_nn_bert_embed_packed(m, flat, flat, NULL, 1) == NULL);
+        CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "segments is NULL");
+        CHECK(wf_nn_bert_embed_packed(m, flat, two, flat, 1) == NULL);
+        CHECK_ERROR(wf_last_error(), WF_ERR_SHAPE, "the same tokens");
+        CHECK(wf_nn_bert_embed_packed(m, ids, ids, ids, 1) == NULL);
+        CHECK_ERROR(wf_last_error(), WF_ERR_SHAPE, "(tokens)");
+        CHECK(wf_nn_bert_embed_packed(m, flat, float_flat, flat, 1) == NULL);
+        CHECK_ERROR(wf_last_error(), WF_ERR_DTYPE, "int32 or int64");
+        CHECK(wf_nn_bert_embed_packed(m, flat, flat, flat, 0) == NULL);
+        CHECK_ERROR(wf_last_error(), WF_ERR_INVALID_ARGUMENT, "sequences must be");
+        wf_array *five_positions = wf_full((int64_t[]){3}, 1, 4.0, WF_DTYPE_I32);
+        wf_array *bad = wf_nn_bert_embed_packed(m, flat, five_positions, flat, 1);
+        CHECK(bad == NULL || wf_eval(&bad, 1) != WF_OK); /* position 4 of 4: wf_take's error */
         wf_array *h = wf_nn_bert_encode(m, ids, mask);
         if (CHECK_NOT_NULL(h)) {
             CHECK_EQ_INT(wf_array_dtype(h), WF_DTYPE_F16);
@@ -859,6 +946,7 @@ int main(void)
         RUN_TEST(test_token_ids_match_tokenizers);
         RUN_TEST(test_tokenizer_edges);
         RUN_TEST(test_float32_embeddings_match_numpy);
+        RUN_TEST(test_packed_embeddings_match_numpy);
         RUN_TEST(test_bfloat16_embeddings);
         RUN_TEST(test_hidden_states_and_bad_input);
     } else if (model_missing) {
