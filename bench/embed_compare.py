@@ -1,7 +1,8 @@
 """One run of the embedding server's benchmark beside its peers: weft's
 bench_embed_server (float32 and bfloat16) and bench/peers/embed_server.py
-(ONNX Runtime and JAX, each with one batching thread and with two), one
-after the other, then one table of sentences per second and CPU ms per
+(ONNX Runtime and JAX, each with one batching thread and with two, all
+packing a pass's sentences end to end as weft's server does, or padding
+each to its length bucket if asked), one after the other, then one table of sentences per second and CPU ms per
 sentence per client count, with weft float32's ratios to each peer's
 better configuration at that client count (> 1: weft better). CPU ms per sentence says more than
 throughput on a shared machine. With ROUNDS > 1 the four runs are repeated
@@ -10,6 +11,7 @@ on a machine whose speed drifts, every peer then gets its share of the
 good minutes.
 
     python bench/embed_compare.py BUILD_DIR [seconds per client count = 3] [ROUNDS = 1]
+                                  [peers' batching: packed | padded = packed]
 
 Run it with the bench venv's python (scripts/bench-setup.sh), which has the
 peers and the model package.
@@ -45,16 +47,16 @@ def main():
     env_venv = os.path.dirname(os.path.dirname(sys.executable))
     os.environ.setdefault("WEFT_PY_VENV", env_venv)
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    batching = sys.argv[4] if len(sys.argv) > 4 else "packed"
     runs = [
         ("weft f32", "weft float32", [server, seconds]),
         ("weft bf16", "weft bfloat16", [server, seconds, "bfloat16"]),
-        ("ORT x1", "ONNX Runtime, one batching thread",
-         [sys.executable, peer, "onnxruntime", seconds, "1"]),
-        ("ORT x2", "ONNX Runtime, two batching threads",
-         [sys.executable, peer, "onnxruntime", seconds, "2"]),
-        ("JAX x1", "JAX, one batching thread", [sys.executable, peer, "jax", seconds, "1"]),
-        ("JAX x2", "JAX, two batching threads", [sys.executable, peer, "jax", seconds, "2"]),
     ]
+    for family, key in (("ORT", "onnxruntime"), ("JAX", "jax")):
+        for workers in ("1", "2"):
+            runs.append(("%s x%s" % (family, workers),
+                         "%s, %s batching thread(s), %s" % (family, workers, batching),
+                         [sys.executable, peer, key, seconds, workers, batching]))
     families = [("ONNX Runtime", ("ORT x1", "ORT x2")), ("JAX", ("JAX x1", "JAX x2"))]
     best = {name: {} for name, _, _ in runs}
     for round_index in range(rounds):

@@ -1,16 +1,19 @@
 """Peers of bench/bench_embed_server.c: all-MiniLM-L6-v2 served to 1, 4 and
 16 client threads with the same dynamic batching (batching threads, one or
 two: an idle one takes its share of what has queued, up to 32 requests, split
-evenly among the idle threads, groups them into the length buckets 16 / 32 /
-64 / 128 / 256, rows padded to 1, 2, 4 or a multiple of 4) and the same sentences,
-in JAX (jax.jit, one trace per bucket and row count), ONNX Runtime (the
-same graph built here with the onnx package: MatMul, Softmax, Erf,
-LayerNormalization...; dynamic batch and length) and NumPy (float32).
+evenly among the idle threads) and the same sentences. "packed" (weft's
+server's way): a pass's sentences end to end in runs of at most 256 tokens
+padded to the next of 8, 16, 24, ... 256, attention masked to each
+sentence; "padded" (weft's server until stop 55): groups by length bucket
+16 / 32 / 64 / 128 / 256, rows padded to 1, 2, 4 or a multiple of 4. In
+JAX (jax.jit, one trace per run size, or per bucket and row count), ONNX
+Runtime (the same graph built here with the onnx package: MatMul, Softmax,
+Erf, LayerNormalization...; dynamic shapes) and NumPy (float32).
 Tokens come from the `tokenizers` package. Every answer is checked against
 the sentence embedded alone in float64 (cosine >= 0.9999).
 
     python embed_server.py jax|onnxruntime|numpy [seconds per client count = 3]
-                           [batching threads = 1]
+                           [batching threads = 1] [padded|packed = padded]
 
 weft's server runs two batching threads and lets each pass take the cores
 the other leaves (weft's pool does that by itself). ONNX Runtime cannot:
@@ -52,6 +55,8 @@ SENTENCES = [  # keep in step with bench/bench_embed_server.c
 ]
 BUCKETS = [16, 32, 64, 128, 256]
 MAX_BATCH = 32
+PACK_TOKENS = 256  # packed runs, as examples/embed_server.h's
+PACK_SIZES = [8, 16, 24, 32, 48, 64, 80, 96, 128, 160, 192, 256]
 
 
 def load_model():
@@ -66,20 +71,41 @@ def load_model():
     return tok, load_file(os.path.join(model_dir, "model.safetensors"))
 
 
-def forward_fn(xp, w, erf, layers=6, heads=12, eps=1e-12):
-    """BERT + mean pooling + L2 norm written once over an array module."""
+def forward_fn(xp, w, erf, layers=6, heads=12, eps=1e-12, packed=False):
+    """BERT + mean pooling + L2 norm written once over an array module:
+    forward(ids, mask) on padded (batch, seq) arrays, or with packed=True
+    forward(ids, positions, segments) on sentences packed end to end
+    (tokens,), rows of MAX_BATCH segments, as weft_nn's
+    wf_nn_bert_embed_packed."""
     def ln(x, g, b):
         m = x.mean(-1, keepdims=True)
         v = ((x - m) ** 2).mean(-1, keepdims=True)
         return (x - m) / xp.sqrt(v + eps) * g + b
 
-    def forward(ids, mask):
-        bsz, t = ids.shape
+    def embedded(ids, positions):
         x = w["embeddings.word_embeddings.weight"][ids] + \
-            w["embeddings.position_embeddings.weight"][:t] + \
+            w["embeddings.position_embeddings.weight"][positions] + \
             w["embeddings.token_type_embeddings.weight"][0]
-        x = ln(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
-        bias = (1.0 - mask[:, None, None, :].astype(x.dtype)) * -1e9
+        return ln(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
+
+    def normalized(e):
+        return e / xp.maximum(xp.sqrt((e * e).sum(-1, keepdims=True)), 1e-12)
+
+    def forward(ids, mask):
+        x = embedded(ids, xp.arange(ids.shape[1]))
+        x = encode(x, (1.0 - mask[:, None, None, :].astype(x.dtype)) * -1e9)
+        m = mask[:, :, None].astype(x.dtype)
+        return normalized((x * m).sum(1) / xp.maximum(m.sum(1), 1e-9))
+
+    def forward_packed(ids, positions, segments):
+        same = segments[:, None] == segments[None, :]
+        x = embedded(ids, positions)[None]
+        x = encode(x, ((1.0 - same.astype(x.dtype)) * -1e9)[None, None])[0]
+        members = (xp.arange(MAX_BATCH)[:, None] == segments[None, :]).astype(x.dtype)
+        return normalized((members @ x) / xp.maximum(members.sum(1, keepdims=True), 1e-9))
+
+    def encode(x, bias):
+        bsz, t = x.shape[:2]
         for i in range(layers):
             p = "encoder.layer.%d." % i
 
@@ -99,11 +125,9 @@ def forward_fn(xp, w, erf, layers=6, heads=12, eps=1e-12):
             h = 0.5 * h * (1.0 + erf(h / math.sqrt(2.0)))
             x = ln(x + lin(h, "output.dense"), w[p + "output.LayerNorm.weight"],
                    w[p + "output.LayerNorm.bias"])
-        m = mask[:, :, None].astype(x.dtype)
-        e = (x * m).sum(1) / xp.maximum(m.sum(1), 1e-9)
-        return e / xp.maximum(xp.sqrt((e * e).sum(-1, keepdims=True)), 1e-12)
+        return x
 
-    return forward
+    return forward_packed if packed else forward
 
 
 def with_transposed(raw, dtype):
@@ -121,8 +145,10 @@ def numpy_erf(x):
     return s * (1.0 - ((((a5 * t + a4) * t + a3) * t + a2) * t + a1) * t * np.exp(-z * z))
 
 
-def onnx_model(raw, layers=6, heads=12, eps=1e-12):
-    """all-MiniLM-L6-v2 + mean pooling + L2 norm as an ONNX graph (opset 17)."""
+def onnx_model(raw, layers=6, heads=12, eps=1e-12, packed=False):
+    """all-MiniLM-L6-v2 + mean pooling + L2 norm as an ONNX graph (opset 17):
+    inputs ids, mask (batch, seq), or with packed=True ids, positions,
+    segments (tokens,) as forward_fn's."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -144,10 +170,13 @@ def onnx_model(raw, layers=6, heads=12, eps=1e-12):
             const(k, v)
     hidden = w["embeddings.word_embeddings.weight"].shape[1]
     d = hidden // heads
-    seq = op("Gather", [op("Shape", ["ids"]), const("one", np.array(1, np.int64))])
-    seq1 = op("Unsqueeze", [seq, const("axis0", np.array([0], np.int64))])
-    pos = op("Slice", ["embeddings.position_embeddings.weight",
-                       const("zero1", np.array([0], np.int64)), seq1])
+    axis0 = const("axis0", np.array([0], np.int64))
+    if packed:
+        pos = op("Gather", ["embeddings.position_embeddings.weight", "positions"])
+    else:
+        seq = op("Gather", [op("Shape", ["ids"]), const("one", np.array(1, np.int64))])
+        pos = op("Slice", ["embeddings.position_embeddings.weight",
+                           const("zero1", np.array([0], np.int64)), op("Unsqueeze", [seq, axis0])])
     x = op("Add", [op("Gather", ["embeddings.word_embeddings.weight", "ids"]), pos])
     x = op("Add", [x, const("type0", w["embeddings.token_type_embeddings.weight"][0])])
 
@@ -156,10 +185,18 @@ def onnx_model(raw, layers=6, heads=12, eps=1e-12):
                   epsilon=eps)
 
     x = ln(x, "embeddings.LayerNorm")
-    maskf = op("Cast", ["mask"], to=TensorProto.FLOAT)
-    bias = op("Mul", [op("Sub", [const("onef", np.array(1, np.float32)), maskf]),
-                      const("neg", np.array(-1e9, np.float32))])
-    bias = op("Unsqueeze", [bias, const("axes12", np.array([1, 2], np.int64))])
+    onef = const("onef", np.array(1, np.float32))
+    if packed:
+        x = op("Unsqueeze", [x, axis0])
+        same = op("Equal", [op("Unsqueeze", ["segments", const("axis1u", np.array([1], np.int64))]),
+                            op("Unsqueeze", ["segments", axis0])])
+        maskf = op("Cast", [same], to=TensorProto.FLOAT)
+        axes = const("axes01", np.array([0, 1], np.int64))
+    else:
+        maskf = op("Cast", ["mask"], to=TensorProto.FLOAT)
+        axes = const("axes12", np.array([1, 2], np.int64))
+    bias = op("Mul", [op("Sub", [onef, maskf]), const("neg", np.array(-1e9, np.float32))])
+    bias = op("Unsqueeze", [bias, axes])
     split_shape = const("split_shape", np.array([0, 0, heads, d], np.int64))
     merge_shape = const("merge_shape", np.array([0, 0, hidden], np.int64))
     scale = const("scale", np.array(1 / math.sqrt(d), np.float32))
@@ -183,42 +220,52 @@ def onnx_model(raw, layers=6, heads=12, eps=1e-12):
         h = lin(x, "intermediate.dense")
         erf = op("Erf", [op("Mul", [h, const("rsqrt2", np.array(1 / math.sqrt(2), np.float32))])])
         h = op("Mul", [op("Mul", [h, const("half", np.array(0.5, np.float32))]),
-                       op("Add", [erf, "onef"])])
+                       op("Add", [erf, onef])])
         x = ln(op("Add", [x, lin(h, "output.dense")]), p + "output.LayerNorm")
-    m3 = op("Unsqueeze", [maskf, const("axis2", np.array([2], np.int64))])
     axis1 = const("axis1", np.array([1], np.int64))
-    summed = op("ReduceSum", [op("Mul", [x, m3]), axis1], keepdims=0)
-    mean = op("Div", [summed, op("Max", [op("ReduceSum", [m3, axis1], keepdims=0),
-                                         const("tiny", np.array(1e-9, np.float32))])])
+    if packed:
+        ordinals = const("ordinals", np.arange(MAX_BATCH, dtype=np.int64)[:, None])
+        members = op("Cast", [op("Equal", [ordinals, op("Unsqueeze", ["segments", axis0])])],
+                     to=TensorProto.FLOAT)
+        summed = op("MatMul", [members, op("Squeeze", [x, axis0])])
+        counts = op("ReduceSum", [members, axis1], keepdims=1)
+    else:
+        m3 = op("Unsqueeze", [maskf, const("axis2", np.array([2], np.int64))])
+        summed = op("ReduceSum", [op("Mul", [x, m3]), axis1], keepdims=0)
+        counts = op("ReduceSum", [m3, axis1], keepdims=0)
+    mean = op("Div", [summed, op("Max", [counts, const("tiny", np.array(1e-9, np.float32))])])
     norm = op("Max", [op("ReduceL2", [mean], axes=[-1], keepdims=1),
                       const("tiny12", np.array(1e-12, np.float32))])
     nodes.append(helper.make_node("Div", [mean, norm], ["embedding"]))
+    names, dims = (("ids", "positions", "segments"), ["t"]) if packed else (("ids", "mask"),
+                                                                             ["b", "t"])
     graph = helper.make_graph(
-        nodes, "minilm", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["b", "t"]),
-                          helper.make_tensor_value_info("mask", TensorProto.INT64, ["b", "t"])],
+        nodes, "minilm", [helper.make_tensor_value_info(n, TensorProto.INT64, dims) for n in names],
         [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["b", hidden])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def make_peer(name, raw, workers):
+def make_peer(name, raw, workers, packed=False):
+    """The peer's forward: (ids, mask) -> embeddings, or with packed=True
+    (ids, positions, segments) -> MAX_BATCH rows (forward_fn's)."""
     if name == "onnxruntime":
         import onnxruntime as ort
         options = ort.SessionOptions()
         options.log_severity_level = 3
         if workers > 1:  # the passes side by side share the cores
             options.intra_op_num_threads = max(1, (os.cpu_count() or 1) // workers)
-        session = ort.InferenceSession(onnx_model(raw).SerializeToString(), options,
-                                       providers=["CPUExecutionProvider"])
-        return lambda ids, mask: session.run(None, {"ids": ids.astype(np.int64),
-                                                    "mask": mask.astype(np.int64)})[0]
+        session = ort.InferenceSession(onnx_model(raw, packed=packed).SerializeToString(),
+                                       options, providers=["CPUExecutionProvider"])
+        names = ("ids", "positions", "segments") if packed else ("ids", "mask")
+        return lambda *a: session.run(None, {n: v.astype(np.int64) for n, v in zip(names, a)})[0]
     if name == "numpy":
-        return forward_fn(np, with_transposed(raw, np.float32), numpy_erf)
+        return forward_fn(np, with_transposed(raw, np.float32), numpy_erf, packed=packed)
     import jax
     import jax.numpy as jnp
     from jax.scipy.special import erf
     w = {k: jnp.asarray(v) for k, v in with_transposed(raw, np.float32).items()}
-    f = jax.jit(forward_fn(jnp, w, erf))
-    return lambda ids, mask: np.asarray(f(ids, mask))
+    f = jax.jit(forward_fn(jnp, w, erf, packed=packed))
+    return lambda *a: np.asarray(f(*a))
 
 
 class Server:
@@ -226,8 +273,8 @@ class Server:
     peers release the GIL while they compute, so two passes run side by
     side as weft's do)."""
 
-    def __init__(self, forward, workers):
-        self.forward = forward
+    def __init__(self, forward, workers, packed):
+        self.forward, self.packed = forward, packed
         self.pending, self.idle, self.stopping = collections.deque(), 0, False
         self.cond = threading.Condition()
         self.threads = [threading.Thread(target=self.loop, daemon=True) for _ in range(workers)]
@@ -262,6 +309,9 @@ class Server:
             batch = self.take()
             if not batch:
                 return
+            if self.packed:
+                self.run_packed(batch)
+                continue
             batch.sort(key=lambda r: len(r[0]))
             groups = {}
             for r in batch:
@@ -279,6 +329,28 @@ class Server:
                     r[1] = out[i]
                     r[2].set()
 
+    def run_packed(self, batch):
+        """Runs of at most PACK_TOKENS tokens, padded to the next of
+        PACK_SIZES, as examples/embed_server.h's."""
+        while batch:
+            run, tokens = [batch.pop(0)], 0
+            tokens = len(run[0][0])
+            while batch and tokens + len(batch[0][0]) <= PACK_TOKENS:
+                tokens += len(batch[0][0])
+                run.append(batch.pop(0))
+            size = next(n for n in PACK_SIZES if tokens <= n)
+            ids, positions = np.zeros(size, np.int32), np.zeros(size, np.int32)
+            segments = np.full(size, -1, np.int32)
+            t = 0
+            for i, r in enumerate(run):
+                n = len(r[0])
+                ids[t:t + n], positions[t:t + n], segments[t:t + n] = r[0], np.arange(n), i
+                t += n
+            out = self.forward(ids, positions, segments)
+            for i, r in enumerate(run):
+                r[1] = out[i]
+                r[2].set()
+
     def stop(self):
         with self.cond:
             self.stopping = True
@@ -291,18 +363,24 @@ def main():
     peer = sys.argv[1] if len(sys.argv) > 1 else "numpy"
     seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 3.0
     workers = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    packed = len(sys.argv) > 4 and sys.argv[4] == "packed"
     tok, raw = load_model()
     ids = [tok.encode(s).ids for s in SENTENCES]
     reference = forward_fn(np, with_transposed(raw, np.float64), numpy_erf)
     alone = [reference(np.array([i]), np.ones((1, len(i)), np.int32))[0] for i in ids]
-    forward = make_peer(peer, raw, workers)
-    for seq in (16, 32, 64):  # warm-up: trace every bucket used, every row count
-        for rows in (1, 2) + tuple(range(4, MAX_BATCH + 1, 4)):
-            forward(np.zeros((rows, seq), np.int32), np.ones((rows, seq), np.int32))
-    server = Server(forward, workers)
+    forward = make_peer(peer, raw, workers, packed)
+    if packed:  # warm-up: trace every run size
+        for size in PACK_SIZES:
+            forward(np.zeros(size, np.int32), np.arange(size) % 64, np.zeros(size, np.int32))
+    else:  # warm-up: trace every bucket used, every row count
+        for seq in (16, 32, 64):
+            for rows in (1, 2) + tuple(range(4, MAX_BATCH + 1, 4)):
+                forward(np.zeros((rows, seq), np.int32), np.ones((rows, seq), np.int32))
+    server = Server(forward, workers, packed)
     load = os.getloadavg()[0]
-    print("%s peer, all-MiniLM-L6-v2, %.1f s per client count, %d batching thread(s), "
-          "load average %.2f before" % (peer, seconds, workers, load))
+    print("%s peer, all-MiniLM-L6-v2, %.1f s per client count, %d batching thread(s), %s, "
+          "load average %.2f before" % (peer, seconds, workers,
+                                        "packed runs" if packed else "padded buckets", load))
     print("%-8s %12s %10s %10s %12s" % ("clients", "sentences/s", "p50 ms", "p99 ms",
                                         "CPU ms/sent"))
     for clients in (1, 4, 16):
