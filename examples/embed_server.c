@@ -1,9 +1,9 @@
 /*
  * embed_server: the sentence-embedding server of embed_server.h, tested on
  * itself. Client threads send sentences at the same time; the server
- * batches what arrives together into compiled, padded forward passes. Each
- * answer is checked against the same sentence embedded alone (no padding,
- * no batching, not compiled): cosine >= 0.99999. Prints how the requests
+ * batches what arrives together into compiled forward passes over packed
+ * runs of tokens. Each answer is checked against the same sentence embedded
+ * alone (no packing, no batching, not compiled): cosine >= 0.99999. Prints how the requests
  * were batched and the compile cache's size, and exits non-zero on any
  * mismatch.
  *
@@ -29,8 +29,8 @@ static const char *const sentences[] = {
     "A man is riding a horse.",
     "Weft batches requests that arrive together into one compiled forward pass.",
     "The stock rose 4.5% on Tuesday, closing at $312.20.",
-    "Padding never changes a sentence's embedding because it is masked out of attention "
-    "and pooling, so short and long sentences can share a batch bucket without any "
+    "Packing never changes a sentence's embedding because the others are masked out of "
+    "attention and pooling, so short and long sentences can share a forward pass without any "
     "difference in what each of them gets back from the server at the end of the day.",
 };
 enum { NSENTENCES = sizeof sentences / sizeof sentences[0] };

@@ -755,15 +755,23 @@ static wf_nn_bert *load_through_failures(const char *dir)
     return m;
 }
 
-/* wf_nn_bert_embed with each fallible operation failing in turn until it
+/* The tiny model's embeddings of two sentences: padded (in: ids, mask) or
+ * packed (in: ids, positions, segments). */
+static wf_array *tiny_embed(const wf_nn_bert *m, wf_array *const *in, bool packed)
+{
+    return packed ? wf_nn_bert_embed_packed(m, in[0], in[1], in[2], 2)
+                  : wf_nn_bert_embed(m, in[0], in[1]);
+}
+
+/* tiny_embed with each fallible operation failing in turn until it
  * completes; then it gives `want` (2 x 8 values). */
-static void embed_through_failures(const wf_nn_bert *m, wf_array *ids, wf_array *mask,
+static void embed_through_failures(const wf_nn_bert *m, wf_array *const *in, bool packed,
                                    const float *want)
 {
     int failures = 0;
     for (int64_t nth = 1; nth < 100000; nth++) {
         wf__fault_arm(nth);
-        wf_array *e = wf_nn_bert_embed(m, ids, mask);
+        wf_array *e = tiny_embed(m, in, packed);
         float got[16];
         wf_status st = e ? wf_array_copy_to(e, got, sizeof got) : wf_last_error();
         const bool fired = wf__fault_fired();
@@ -777,7 +785,8 @@ static void embed_through_failures(const wf_nn_bert *m, wf_array *ids, wf_array 
             continue;
         }
         if (!CHECK(st != WF_OK) || !CHECK(wf_last_error_message()[0] != '\0')) {
-            printf("      (embed, operation %lld)\n", (long long)nth);
+            printf("      (embed%s, operation %lld)\n", packed ? " packed" : "",
+                   (long long)nth);
             break;
         }
         wf_clear_error();
@@ -796,23 +805,31 @@ static void test_model_out_of_memory(void)
         return;
     const int64_t live = live_arrays();
     int32_t ids[6] = {1, 5, 2, 1, 9, 0}, mask[6] = {1, 1, 1, 1, 1, 0};
-    wf_array *a_ids = wf_array_from_data(ids, (int64_t[]){2, 3}, 2, WF_DTYPE_I32);
-    wf_array *a_mask = wf_array_from_data(mask, (int64_t[]){2, 3}, 2, WF_DTYPE_I32);
+    int32_t packed[6] = {1, 5, 2, 1, 9, 0}, positions[6] = {0, 1, 2, 0, 1, 0};
+    int32_t segments[6] = {0, 0, 0, 1, 1, -1};
+    wf_array *padded_in[2] = {wf_array_from_data(ids, (int64_t[]){2, 3}, 2, WF_DTYPE_I32),
+                              wf_array_from_data(mask, (int64_t[]){2, 3}, 2, WF_DTYPE_I32)};
+    wf_array *packed_in[3] = {wf_array_from_data(packed, (int64_t[]){6}, 1, WF_DTYPE_I32),
+                              wf_array_from_data(positions, (int64_t[]){6}, 1, WF_DTYPE_I32),
+                              wf_array_from_data(segments, (int64_t[]){6}, 1, WF_DTYPE_I32)};
     wf_nn_bert *ref_model = CHECK(write_tiny_checkpoint(dir, NULL, NULL))
                                 ? wf_nn_bert_load(dir, WF_DTYPE_F32)
                                 : NULL;
-    wf_array *ref = ref_model ? wf_nn_bert_embed(ref_model, a_ids, a_mask) : NULL;
-    float want[16] = {0};
-    if (CHECK_NOT_NULL(ref) && CHECK_OK(wf_array_copy_to(ref, want, sizeof want))) {
-        wf_nn_bert *m = load_through_failures(dir);
-        if (CHECK_NOT_NULL(m))
-            embed_through_failures(m, a_ids, a_mask, want);
-        wf_nn_bert_free(m);
+    wf_nn_bert *m = ref_model ? load_through_failures(dir) : NULL;
+    for (int packing = 0; packing < 2 && CHECK_NOT_NULL(m); packing++) {
+        wf_array *const *in = packing ? packed_in : padded_in;
+        wf_array *ref = tiny_embed(ref_model, in, packing);
+        float want[16] = {0};
+        if (CHECK_NOT_NULL(ref) && CHECK_OK(wf_array_copy_to(ref, want, sizeof want)))
+            embed_through_failures(m, in, packing, want);
+        wf_release(ref);
     }
-    wf_release(ref);
+    wf_nn_bert_free(m);
     wf_nn_bert_free(ref_model);
-    wf_release(a_ids);
-    wf_release(a_mask);
+    for (int i = 0; i < 3; i++)
+        wf_release(packed_in[i]);
+    wf_release(padded_in[0]);
+    wf_release(padded_in[1]);
     CHECK_EQ_INT(settle_live_arrays(live), live);
     remove_tiny_checkpoint(dir);
 }
