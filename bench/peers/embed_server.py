@@ -2,10 +2,12 @@
 16 client threads with the same dynamic batching (batching threads, one or
 two: an idle one takes its share of what has queued, up to 32 requests, split
 evenly among the idle threads) and the same sentences. "packed" (weft's
-server's way): a pass's sentences end to end in runs of at most 256 tokens
-padded to the next of 8, 16, 24, ... 256, attention masked to each
-sentence; "padded" (weft's server until stop 55): groups by length bucket
-16 / 32 / 64 / 128 / 256, rows padded to 1, 2, 4 or a multiple of 4. In
+server's way): a pass's sentences end to end in runs of at most 256 tokens,
+attention masked to each sentence, a run padded to a multiple of 4 tokens
+up to 128 and of 8 above (weft, JAX: one trace per size) or not at all
+(ONNX Runtime and NumPy take any length); "padded" (weft's server until
+stop 55): groups by length bucket 16 / 32 / 64 / 128 / 256, rows padded to
+1, 2, 4 or a multiple of 4. In
 JAX (jax.jit, one trace per run size, or per bucket and row count), ONNX
 Runtime (the same graph built here with the onnx package: MatMul, Softmax,
 Erf, LayerNormalization...; dynamic shapes) and NumPy (float32).
@@ -55,8 +57,8 @@ SENTENCES = [  # keep in step with bench/bench_embed_server.c
 ]
 BUCKETS = [16, 32, 64, 128, 256]
 MAX_BATCH = 32
-PACK_TOKENS = 256  # packed runs, as examples/embed_server.h's
-PACK_SIZES = [8, 16, 24, 32, 48, 64, 80, 96, 128, 160, 192, 256]
+PACK_TOKENS = 256  # packed runs, as examples/embed_server.h's: padded to
+PACK_SIZES = list(range(4, 129, 4)) + list(range(136, 257, 8))  # (jax.jit)
 
 
 def load_model():
@@ -264,8 +266,10 @@ def make_peer(name, raw, workers, packed=False):
     import jax.numpy as jnp
     from jax.scipy.special import erf
     w = {k: jnp.asarray(v) for k, v in with_transposed(raw, np.float32).items()}
-    f = jax.jit(forward_fn(jnp, w, erf, packed=packed))
-    return lambda *a: np.asarray(f(*a))
+    # the weights are arguments, not constants folded into each trace (48
+    # run sizes compiled in seconds, not minutes)
+    f = jax.jit(lambda weights, *a: forward_fn(jnp, weights, erf, packed=packed)(*a))
+    return lambda *a: np.asarray(f(w, *a))
 
 
 class Server:
@@ -273,8 +277,8 @@ class Server:
     peers release the GIL while they compute, so two passes run side by
     side as weft's do)."""
 
-    def __init__(self, forward, workers, packed):
-        self.forward, self.packed = forward, packed
+    def __init__(self, forward, workers, packed, exact):
+        self.forward, self.packed, self.exact = forward, packed, exact
         self.pending, self.idle, self.stopping = collections.deque(), 0, False
         self.cond = threading.Condition()
         self.threads = [threading.Thread(target=self.loop, daemon=True) for _ in range(workers)]
@@ -331,14 +335,14 @@ class Server:
 
     def run_packed(self, batch):
         """Runs of at most PACK_TOKENS tokens, padded to the next of
-        PACK_SIZES, as examples/embed_server.h's."""
+        PACK_SIZES as examples/embed_server.h's, or not at all (exact)."""
         while batch:
             run, tokens = [batch.pop(0)], 0
             tokens = len(run[0][0])
             while batch and tokens + len(batch[0][0]) <= PACK_TOKENS:
                 tokens += len(batch[0][0])
                 run.append(batch.pop(0))
-            size = next(n for n in PACK_SIZES if tokens <= n)
+            size = tokens if self.exact else next(n for n in PACK_SIZES if tokens <= n)
             ids, positions = np.zeros(size, np.int32), np.zeros(size, np.int32)
             segments = np.full(size, -1, np.int32)
             t = 0
@@ -369,18 +373,21 @@ def main():
     reference = forward_fn(np, with_transposed(raw, np.float64), numpy_erf)
     alone = [reference(np.array([i]), np.ones((1, len(i)), np.int32))[0] for i in ids]
     forward = make_peer(peer, raw, workers, packed)
-    if packed:  # warm-up: trace every run size
+    exact = packed and peer != "jax"  # dynamic shapes: no filler at all
+    if packed:  # warm-up: every run size (JAX: one trace each)
         for size in PACK_SIZES:
             forward(np.zeros(size, np.int32), np.arange(size) % 64, np.zeros(size, np.int32))
     else:  # warm-up: trace every bucket used, every row count
         for seq in (16, 32, 64):
             for rows in (1, 2) + tuple(range(4, MAX_BATCH + 1, 4)):
                 forward(np.zeros((rows, seq), np.int32), np.ones((rows, seq), np.int32))
-    server = Server(forward, workers, packed)
+    server = Server(forward, workers, packed, exact)
     load = os.getloadavg()[0]
     print("%s peer, all-MiniLM-L6-v2, %.1f s per client count, %d batching thread(s), %s, "
           "load average %.2f before" % (peer, seconds, workers,
-                                        "packed runs" if packed else "padded buckets", load))
+                                        "padded buckets" if not packed else
+                                        "packed runs" if exact else "packed runs, padded",
+                                        load))
     print("%-8s %12s %10s %10s %12s" % ("clients", "sentences/s", "p50 ms", "p99 ms",
                                         "CPU ms/sent"))
     for clients in (1, 4, 16):
