@@ -49,14 +49,15 @@ enum { EMBED_MAX_TOKENS = 256, EMBED_MAX_BATCH = 64, EMBED_WORKERS = 2 };
  * masked to each sentence's block), about tokens / (6 hidden) of its
  * linear layers' work: 11% at 256 tokens for MiniLM, against the 30-45%
  * that padding each sentence to a length bucket cost (bench_embed_server's
- * sentences, 6-30 tokens: 43% filler at one client). A run is padded to a
- * multiple of 4 tokens up to 128 and of 8 above (48 sizes, each traced
- * once): 1.5 filler tokens a run on average. Sizes of 8, 16, 24, 32, 48,
- * ... 256 (12) left 7-18% filler and answered 4-14% fewer sentences per
- * second (bench_embed_server, alternated). */
+ * sentences, 6-30 tokens: 43% filler at one client). A run of up to 32
+ * tokens runs at its own length; a longer one is padded to a multiple of
+ * 4 tokens up to 128 and of 8 above (72 sizes, each traced once).
+ * bench_embed_server, alternated: sizes of 8, 16, 24, 32, 48, ... 256 (12)
+ * left 7-18% filler and answered 4-14% fewer sentences per second at 4
+ * and 16 clients; multiples of 4 below 32 too, 4-10% fewer at one client. */
 enum {
     EMBED_PACK_TOKENS = 256,
-    EMBED_NPACK_SIZES = 128 / 4 + (EMBED_PACK_TOKENS - 128) / 8
+    EMBED_NPACK_SIZES = 32 + (128 - 32) / 4 + (EMBED_PACK_TOKENS - 128) / 8
 };
 
 /* ------------------------------------------------------------ finding the model */
@@ -167,6 +168,8 @@ static inline wf_status embed_forward_body(void *payload, wf_array *const *in, s
 /* The length a run of `tokens` (1 .. EMBED_PACK_TOKENS) is padded to. */
 static inline int64_t embed_pack_size(int64_t tokens)
 {
+    if (tokens <= 32)
+        return tokens;
     return tokens <= 128 ? (tokens + 3) / 4 * 4 : (tokens + 7) / 8 * 8;
 }
 

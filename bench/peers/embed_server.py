@@ -3,9 +3,9 @@
 two: an idle one takes its share of what has queued, up to 32 requests, split
 evenly among the idle threads) and the same sentences. "packed" (weft's
 server's way): a pass's sentences end to end in runs of at most 256 tokens,
-attention masked to each sentence, a run padded to a multiple of 4 tokens
-up to 128 and of 8 above (weft, JAX: one trace per size) or not at all
-(ONNX Runtime and NumPy take any length); "padded" (weft's server until
+attention masked to each sentence, a run longer than 32 tokens padded to a
+multiple of 4 tokens up to 128 and of 8 above (weft, JAX: one trace per
+size), or never (ONNX Runtime and NumPy take any length); "padded" (weft's server until
 stop 55): groups by length bucket 16 / 32 / 64 / 128 / 256, rows padded to
 1, 2, 4 or a multiple of 4. In
 JAX (jax.jit, one trace per run size, or per bucket and row count), ONNX
@@ -58,7 +58,7 @@ SENTENCES = [  # keep in step with bench/bench_embed_server.c
 BUCKETS = [16, 32, 64, 128, 256]
 MAX_BATCH = 32
 PACK_TOKENS = 256  # packed runs, as examples/embed_server.h's: padded to
-PACK_SIZES = list(range(4, 129, 4)) + list(range(136, 257, 8))  # (jax.jit)
+PACK_SIZES = list(range(1, 33)) + list(range(36, 129, 4)) + list(range(136, 257, 8))  # (jax)
 
 
 def load_model():
