@@ -608,10 +608,10 @@ wf_array *wf_nn_bert_embed_packed(const wf_nn_bert *m, wf_array *ids, wf_array *
     if (check_packed_inputs(m, ids, positions, segments, sequences) != WF_OK ||
         wf_scope_begin() != WF_OK)
         return NULL;
-    wf_array *segments32 = wf_astype(segments, WF_DTYPE_I32);
-    /* (1, 1, T, T): a token sees the tokens of its own segment only. */
-    wf_array *keep = wf_expand_dims(wf_equal(wf_expand_dims(segments32, (int[]){1}, 1),
-                                             wf_expand_dims(segments32, (int[]){0}, 1)),
+    /* (1, 1, T, T): a token sees the tokens of its own segment only (in
+     * the segments' own dtype: an int64 filler value must not wrap). */
+    wf_array *keep = wf_expand_dims(wf_equal(wf_expand_dims(segments, (int[]){1}, 1),
+                                             wf_expand_dims(segments, (int[]){0}, 1)),
                                     (int[]){0, 1}, 2);
     wf_array *x = wf_expand_dims(embedded(m, ids, wf_take(m->position, positions, 0)),
                                  (int[]){0}, 1);
@@ -620,7 +620,7 @@ wf_array *wf_nn_bert_embed_packed(const wf_nn_bert *m, wf_array *ids, wf_array *
     /* (S, T): row s is 1 at the tokens of segment s; summed = members @ hidden. */
     wf_array *ordinals = wf_expand_dims(wf_arange(0, (double)sequences, 1, WF_DTYPE_I32),
                                         (int[]){1}, 1);
-    wf_array *members = wf_astype(wf_equal(ordinals, wf_expand_dims(segments32, (int[]){0}, 1)),
+    wf_array *members = wf_astype(wf_equal(ordinals, wf_expand_dims(segments, (int[]){0}, 1)),
                                   WF_DTYPE_F32);
     wf_array *counts = wf_sum(members, (int[]){1}, 1, true);
     return finish(normalized_mean(wf_matmul(members, hidden), counts));

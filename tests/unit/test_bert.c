@@ -589,13 +589,23 @@ static void test_checkpoint_checks(void)
             m, wf_array_from_data(packed, (int64_t[]){8}, 1, WF_DTYPE_I32),
             wf_array_from_data(positions, (int64_t[]){8}, 1, WF_DTYPE_I32),
             wf_array_from_data(segments, (int64_t[]){8}, 1, WF_DTYPE_I32), 3);
-        float rows[24];
+        float rows[24] = {0};
         if (CHECK_NOT_NULL(p) && CHECK_EQ_INT(wf_array_dim(p, 0), 3) &&
             CHECK_OK(wf_array_copy_to(p, rows, sizeof rows))) {
             for (int r = 0; r < 2; r++)
                 CHECK(cosine(rows + 8 * r, out + 8 * r, 8) >= 0.99999);
             CHECK(squared_norm(rows + 16, 8) == 0.0);
         }
+        /* int64 segments: a filler value of 2^32 is no segment 0 */
+        int64_t wide[8] = {0, 0, 0, 1, 1, INT64_C(1) << 32, INT64_C(1) << 32, -1};
+        wf_array *q = wf_nn_bert_embed_packed(
+            m, wf_array_from_data(packed, (int64_t[]){8}, 1, WF_DTYPE_I32),
+            wf_array_from_data(positions, (int64_t[]){8}, 1, WF_DTYPE_I32),
+            wf_array_from_data(wide, (int64_t[]){8}, 1, WF_DTYPE_I64), 3);
+        float again[24];
+        if (CHECK_NOT_NULL(q) && CHECK_OK(wf_array_copy_to(q, again, sizeof again)))
+            for (int i = 0; i < 24; i++)
+                CHECK_NEAR(again[i], rows[i], 0);
         wf_scope_end();
         wf_nn_bert_free(m);
     }
