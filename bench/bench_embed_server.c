@@ -172,9 +172,8 @@ int main(int argc, char **argv)
             continue;
         }
         printf("%-8d %12.1f %10.2f %10.2f %10.1f %10.1f %12.2f\n", n, (double)done / elapsed,
-               1e3 * r.latencies[samples / 2], 1e3 * r.latencies[samples * 99 / 100], pass_sentences,
-               pass_tokens,
-               1e3 * cpu / (double)done);
+               1e3 * r.latencies[samples / 2], 1e3 * r.latencies[samples * 99 / 100],
+               pass_sentences, pass_tokens, 1e3 * cpu / (double)done);
     }
     printf("load average %.2f after\n", load_average());
     free(r.latencies);

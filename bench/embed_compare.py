@@ -2,10 +2,11 @@
 bench_embed_server (float32 and bfloat16) and bench/peers/embed_server.py
 (ONNX Runtime and JAX, each with one batching thread and with two, all
 packing a pass's sentences end to end as weft's server does, or padding
-each to its length bucket if asked), one after the other, then one table of sentences per second and CPU ms per
-sentence per client count, with weft float32's ratios to each peer's
-better configuration at that client count (> 1: weft better). CPU ms per sentence says more than
-throughput on a shared machine. With ROUNDS > 1 the four runs are repeated
+each to its length bucket if asked), one after the other, then one table
+of sentences per second and CPU ms per sentence per client count, with
+weft float32's ratios to each peer's better configuration at that client
+count (> 1: weft better). CPU ms per sentence says more than throughput
+on a shared machine. With ROUNDS > 1 the four runs are repeated
 in turn and each cell is the best round (most sentences/s, least CPU ms):
 on a machine whose speed drifts, every peer then gets its share of the
 good minutes.

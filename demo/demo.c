@@ -925,8 +925,8 @@ static void run_free(struct run *r)
  *
  * Part two: a model nobody here trained. all-MiniLM-L6-v2 (a 6-layer BERT,
  * 22.7M parameters) embeds a corpus through embed_server.h (client threads,
- * dynamic batching into compiled forward passes over packed sentences); then a few
- * queries are answered by cosine similarity. */
+ * dynamic batching into compiled forward passes over packed sentences);
+ * then a few queries are answered by cosine similarity. */
 
 static const char *const corpus_topics[] = {
     "The central bank raised interest rates to fight inflation.",

@@ -3,9 +3,9 @@
  * itself. Client threads send sentences at the same time; the server
  * batches what arrives together into compiled forward passes over packed
  * runs of tokens. Each answer is checked against the same sentence embedded
- * alone (no packing, no batching, not compiled): cosine >= 0.99999. Prints how the requests
- * were batched and the compile cache's size, and exits non-zero on any
- * mismatch.
+ * alone (no packing, no batching, not compiled): cosine >= 0.99999. Prints
+ * how the requests were batched and the compile cache's size, and exits
+ * non-zero on any mismatch.
  *
  * Needs all-MiniLM-L6-v2 (see embed_find_model); without it, says how to
  * install it and exits 0.

@@ -13,10 +13,11 @@
  * its own sentence only). Each run is ONE call of a compiled forward pass
  * (wf_compile), its length padded to the next of a few sizes
  * (embed_pack_size), so the compile cache holds at most EMBED_NPACK_SIZES
- * traces however the requests arrive. Filler tokens are masked out of attention
- * and pooling, so a sentence's embedding does not depend on what it was
- * batched with. The threads call the same compiled function at once: its
- * traces are shared (weft's compile cache is one for the process).
+ * traces however the requests arrive. The other sentences and the filler
+ * are masked out of a sentence's attention and pooling, so its embedding
+ * does not depend on what it was batched with. The threads call the same
+ * compiled function at once: its traces are shared (weft's compile cache
+ * is one for the process).
  *
  * Built on weft.h and weft_nn.h only (plus pthreads).
  */
@@ -145,7 +146,6 @@ typedef struct embed_server {
     bool stopping;
     int workers;      /* batching threads started */
     pthread_t threads[EMBED_WORKERS];
-    /* Counters (under lock). */
     /* Counters (under lock): sentences and tokens (filler included) run. */
     uint64_t requests, batches, forward_calls, sentences_run, tokens_run;
 } embed_server;

@@ -5,12 +5,12 @@ evenly among the idle threads) and the same sentences. "packed" (weft's
 server's way): a pass's sentences end to end in runs of at most 256 tokens,
 attention masked to each sentence, a run longer than 32 tokens padded to a
 multiple of 4 tokens up to 128 and of 8 above (weft, JAX: one trace per
-size), or never (ONNX Runtime and NumPy take any length); "padded" (weft's server until
-stop 55): groups by length bucket 16 / 32 / 64 / 128 / 256, rows padded to
-1, 2, 4 or a multiple of 4. In
-JAX (jax.jit, one trace per run size, or per bucket and row count), ONNX
-Runtime (the same graph built here with the onnx package: MatMul, Softmax,
-Erf, LayerNormalization...; dynamic shapes) and NumPy (float32).
+size), or never (ONNX Runtime and NumPy take any length); "padded"
+(weft's server until stop 55): groups by length bucket 16 / 32 / 64 / 128
+/ 256, rows padded to 1, 2, 4 or a multiple of 4. In JAX (jax.jit, one
+trace per run size, or per bucket and row count), ONNX Runtime (the same
+graph built here with the onnx package: MatMul, Softmax, Erf,
+LayerNormalization...; dynamic shapes) and NumPy (float32).
 Tokens come from the `tokenizers` package. Every answer is checked against
 the sentence embedded alone in float64 (cosine >= 0.9999).
 
@@ -57,8 +57,10 @@ SENTENCES = [  # keep in step with bench/bench_embed_server.c
 ]
 BUCKETS = [16, 32, 64, 128, 256]
 MAX_BATCH = 32
-PACK_TOKENS = 256  # packed runs, as examples/embed_server.h's: padded to
-PACK_SIZES = list(range(1, 33)) + list(range(36, 129, 4)) + list(range(136, 257, 8))  # (jax)
+# Packed runs, as examples/embed_server.h's: at most PACK_TOKENS tokens,
+# padded (JAX) to the next of PACK_SIZES.
+PACK_TOKENS = 256
+PACK_SIZES = list(range(1, 33)) + list(range(36, 129, 4)) + list(range(136, 257, 8))
 
 
 def load_model():
@@ -266,8 +268,8 @@ def make_peer(name, raw, workers, packed=False):
     import jax.numpy as jnp
     from jax.scipy.special import erf
     w = {k: jnp.asarray(v) for k, v in with_transposed(raw, np.float32).items()}
-    # the weights are arguments, not constants folded into each trace (48
-    # run sizes compiled in seconds, not minutes)
+    # the weights are arguments, not constants folded into each trace (72
+    # run sizes compile in half a minute, not many minutes)
     f = jax.jit(lambda weights, *a: forward_fn(jnp, weights, erf, packed=packed)(*a))
     return lambda *a: np.asarray(f(w, *a))
 
@@ -337,7 +339,7 @@ class Server:
         """Runs of at most PACK_TOKENS tokens, padded to the next of
         PACK_SIZES as examples/embed_server.h's, or not at all (exact)."""
         while batch:
-            run, tokens = [batch.pop(0)], 0
+            run = [batch.pop(0)]
             tokens = len(run[0][0])
             while batch and tokens + len(batch[0][0]) <= PACK_TOKENS:
                 tokens += len(batch[0][0])
