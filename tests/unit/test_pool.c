@@ -319,7 +319,8 @@ static void test_busy_callers_run_inline(void)
 }
 
 /* A thread inside an evaluation (between kernels or in one) until
- * released. */
+ * released; a test holds at most MAX_HELD of them. */
+enum { MAX_HELD = 64 };
 struct held_evaluation {
     atomic_int entered, release;
 };
@@ -361,16 +362,13 @@ static void log_helper(void *arg, int64_t begin, int64_t end)
     (void)begin, (void)end;
 }
 
-/* Threads running evaluations of their own (not splitting at the time)
- * keep their cores: with size - 1 of them a kernel runs whole on its
- * caller; with fewer, no more pool threads help it than the cores they
- * leave (size - 1 - evaluators); once they are done the split is whole. */
-/* With `evaluators` threads inside evaluations of their own: a split's
- * chunk calls and the distinct pool threads that ran some of them. */
+/* With `evaluators` (<= MAX_HELD) threads inside evaluations of their
+ * own: a split's chunk calls and the distinct pool threads that ran some
+ * of them. */
 static void split_beside_evaluators(int evaluators, int *calls, int *helpers)
 {
     struct held_evaluation held = {0, 0};
-    pthread_t t[64];
+    pthread_t t[MAX_HELD];
     for (int i = 0; i < evaluators; i++)
         pthread_create(&t[i], NULL, held_evaluator, &held);
     while (atomic_load(&held.entered) < evaluators)
@@ -385,10 +383,14 @@ static void split_beside_evaluators(int evaluators, int *calls, int *helpers)
     printf("    %d evaluator(s): %d chunk call(s), %d helper(s)\n", evaluators, *calls, *helpers);
 }
 
+/* Threads running evaluations of their own (not splitting at the time)
+ * keep their cores: with size - 1 of them a kernel runs whole on its
+ * caller; with fewer, no more pool threads help it than the cores they
+ * leave (size - 1 - evaluators); once they are done the split is whole. */
 static void test_busy_evaluators_keep_their_cores(void)
 {
     const int size = wf__pool_size();
-    if (size < 2 || size - 1 > 64)
+    if (size < 2 || size - 1 > MAX_HELD)
         return;
     int calls, helpers;
     split_beside_evaluators(size - 1, &calls, &helpers);
