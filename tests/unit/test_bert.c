@@ -890,18 +890,26 @@ static void test_model_bad_arguments(void)
         CHECK_ERROR(wf_last_error(), WF_ERR_DTYPE, "ids must be int32 or int64");
         wf_array *two = wf_zeros((int64_t[]){2}, 1, WF_DTYPE_I64);
         wf_array *float_flat = wf_zeros((int64_t[]){3}, 1, WF_DTYPE_F32);
-        CHECK(wf_nn_bert_embed_packed(NULL, flat, flat, flat, 1) == NULL);
-        CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "wf_nn_bert_embed_packed: model");
-        CHECK(wf_nn_bert_embed_packed(m, flat, flat, NULL, 1) == NULL);
-        CHECK_ERROR(wf_last_error(), WF_ERR_NULL_ARGUMENT, "segments is NULL");
-        CHECK(wf_nn_bert_embed_packed(m, flat, two, flat, 1) == NULL);
-        CHECK_ERROR(wf_last_error(), WF_ERR_SHAPE, "the same tokens");
-        CHECK(wf_nn_bert_embed_packed(m, ids, ids, ids, 1) == NULL);
-        CHECK_ERROR(wf_last_error(), WF_ERR_SHAPE, "(tokens)");
-        CHECK(wf_nn_bert_embed_packed(m, flat, float_flat, flat, 1) == NULL);
-        CHECK_ERROR(wf_last_error(), WF_ERR_DTYPE, "int32 or int64");
-        CHECK(wf_nn_bert_embed_packed(m, flat, flat, flat, 0) == NULL);
-        CHECK_ERROR(wf_last_error(), WF_ERR_INVALID_ARGUMENT, "sequences must be");
+        const struct {
+            const wf_nn_bert *model;
+            wf_array *ids, *positions, *segments;
+            int64_t sequences;
+            wf_status status;
+            const char *message;
+        } packed_cases[] = {
+            {NULL, flat, flat, flat, 1, WF_ERR_NULL_ARGUMENT, "wf_nn_bert_embed_packed: model"},
+            {m, flat, flat, NULL, 1, WF_ERR_NULL_ARGUMENT, "segments is NULL"},
+            {m, flat, two, flat, 1, WF_ERR_SHAPE, "the same tokens"},
+            {m, ids, ids, ids, 1, WF_ERR_SHAPE, "(tokens)"},
+            {m, flat, float_flat, flat, 1, WF_ERR_DTYPE, "int32 or int64"},
+            {m, flat, flat, flat, 0, WF_ERR_INVALID_ARGUMENT, "sequences must be"},
+        };
+        for (size_t i = 0; i < sizeof packed_cases / sizeof packed_cases[0]; i++) {
+            CHECK(wf_nn_bert_embed_packed(packed_cases[i].model, packed_cases[i].ids,
+                                          packed_cases[i].positions, packed_cases[i].segments,
+                                          packed_cases[i].sequences) == NULL);
+            CHECK_ERROR(wf_last_error(), packed_cases[i].status, packed_cases[i].message);
+        }
         wf_array *five_positions = wf_full((int64_t[]){3}, 1, 4.0, WF_DTYPE_I32);
         wf_array *bad = wf_nn_bert_embed_packed(m, flat, five_positions, flat, 1);
         CHECK(bad == NULL || wf_eval(&bad, 1) != WF_OK); /* position 4 of 4: wf_take's error */
