@@ -14,17 +14,22 @@
  *  - batched W, gather_qmm against per-batch products;
  *  - vjp (x, scales, biases) and vmap;
  *  - bad arguments give errors;
- *  - the same bits for WEFT_NUM_THREADS = 1, 2, 3, 5 (child processes).
+ *  - the same bits for WEFT_NUM_THREADS = 1, 2, 3, 5 (child processes);
+ *  - the AVX-512 matrix-vector kernel's interleaved copies of a weight:
+ *    made at its second product, the same bits, freed with it, none where
+ *    unused, one set for racing threads.
  *
  *   test_quantized            the tests
  *   WEFT_QUANT_CHILD=1 test_quantized   (internal) prints a hash of products
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/quantized.h"
 #include "child_process.h"
 #include "harness.h"
 #include "quant_ref.h"
@@ -708,6 +713,142 @@ static void test_same_bits_for_any_thread_count(void)
     CHECK(strstr(first, "rows 64 hash") != NULL);
 }
 
+/* ---------------------------------------------------------------- interleaved copies */
+
+/* Bytes of the interleaved copies of w's codes, scales and biases. */
+static size_t interleaved_size(const qmat *w, int gs, int bits)
+{
+    const int64_t blocks = (w->rows + WF_QMV_INTERLEAVE - 1) / WF_QMV_INTERLEAVE;
+    const int64_t per_row = w->cols * bits / 32 + 2 * (w->cols / gs);
+    return (size_t)(blocks * WF_QMV_INTERLEAVE * per_row) * 4;
+}
+
+/* Three products of x and w (transposed), each against wf_matmul on the
+ * dequantized matrix, bit for bit; false and a line if one differs. */
+static bool three_products_same_bits(wf_array *x, const qmat *w, int gs, int bits)
+{
+    wf_array *ref = dense_product(x, w, gs, bits, true);
+    bool same = true;
+    for (int call = 0; call < 3; call++) {
+        wf_array *y = wf_quantized_matmul(x, w->q, w->s, w->b, true, gs, bits);
+        same &= quant_same_bits(y, ref);
+        wf_release(y);
+    }
+    wf_release(ref);
+    return same;
+}
+
+typedef struct racing_products {
+    const qmat *w;
+    wf_array *x;
+    int gs, bits;
+    pthread_barrier_t *start;
+    bool same;
+} racing_products;
+
+static void *race_products(void *arg)
+{
+    racing_products *r = arg;
+    pthread_barrier_wait(r->start);
+    r->same = three_products_same_bits(r->x, r->w, r->gs, r->bits);
+    return NULL;
+}
+
+/* The AVX-512 matrix-vector kernel's interleaved copies (quantized.c): the
+ * second product with the same codes, scales and biases makes them and
+ * later ones read them, with wf_matmul's bits on the dequantized matrix
+ * every time (2, 4 and 8 bits, groups of 32, 64 and 128, 1 .. 4 rows of
+ * x, n ragged around the 16-row blocks and their pairs, K of three K
+ * blocks); releasing the weight frees them; none is made where the kernel
+ * would not read it (K blocks that split a group, external codes) or on a
+ * CPU without AVX-512; four threads racing for the first copies get the
+ * same bits and one set of copies. */
+static void test_interleaved_copies(void)
+{
+#ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
+    static const int bits_list[] = {4, 8}, groups[] = {64};
+    static const int64_t ns[] = {45};
+#else
+    static const int bits_list[] = {2, 4, 8}, groups[] = {32, 64, 128};
+    static const int64_t ns[] = {45, 100};
+#endif
+    const bool copies = wf__gemm_isa() >= WF_GEMM_ISA_AVX512;
+    const int64_t kdim = 1536; /* three K blocks of 512 */
+    for (size_t bi = 0; bi < sizeof bits_list / sizeof *bits_list; bi++)
+        for (size_t gi = 0; gi < sizeof groups / sizeof *groups; gi++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
+                const int bits = bits_list[bi], gs = groups[gi];
+                const size_t before = wf__qmv_interleaved_bytes();
+                qmat w;
+                if (!qmat_make(&w, ns[ni], kdim, gs, bits))
+                    continue;
+                for (int64_t rows = 1; rows <= 4; rows++) {
+                    const int64_t xs[2] = {rows, kdim};
+                    wf_array *x = random_f32(xs, 2);
+                    if (!CHECK(three_products_same_bits(x, &w, gs, bits)))
+                        printf("      bits %d group %d n %lld rows %lld\n", bits, gs,
+                               (long long)ns[ni], (long long)rows);
+                    wf_release(x);
+                }
+                CHECK_EQ_INT((int64_t)wf__qmv_interleaved_bytes(),
+                             (int64_t)(before + (copies ? interleaved_size(&w, gs, bits) : 0)));
+                qmat_free(&w);
+                CHECK_EQ_INT((int64_t)wf__qmv_interleaved_bytes(), (int64_t)before);
+            }
+
+    /* K = 25 groups of 32: K blocks of 400 split a group, no copy */
+    const size_t before = wf__qmv_interleaved_bytes();
+    qmat w;
+    if (qmat_make(&w, 40, 800, 32, 4)) {
+        const int64_t xs[2] = {1, 800};
+        wf_array *x = random_f32(xs, 2);
+        CHECK(three_products_same_bits(x, &w, 32, 4));
+        CHECK_EQ_INT((int64_t)wf__qmv_interleaved_bytes(), (int64_t)before);
+        wf_release(x);
+        qmat_free(&w);
+    }
+
+    /* external codes: weft never derives from caller memory */
+    if (qmat_make(&w, 64, 512, 64, 4)) {
+        uint32_t *host = quant_host_copy(w.q, 4);
+        const int64_t shape[2] = {64, 512 * 4 / 32}, xs[2] = {1, 512};
+        wf_array *external = wf_array_from_external(host, shape, 2, WF_DTYPE_U32, NULL, NULL, NULL);
+        wf_array *x = random_f32(xs, 2);
+        qmat outside = w;
+        outside.q = external;
+        CHECK(three_products_same_bits(x, &outside, 64, 4));
+        CHECK_EQ_INT((int64_t)wf__qmv_interleaved_bytes(), (int64_t)before);
+        wf_release(x), wf_release(external);
+        free(host);
+        qmat_free(&w);
+    }
+
+    /* four threads make their first products at once */
+    enum { RACERS = 4 };
+    if (qmat_make(&w, 100, kdim, 64, 4)) {
+        pthread_barrier_t start;
+        pthread_barrier_init(&start, NULL, RACERS);
+        const int64_t xs[2] = {2, kdim};
+        wf_array *x = random_f32(xs, 2);
+        racing_products r[RACERS];
+        pthread_t tid[RACERS];
+        for (int t = 0; t < RACERS; t++) {
+            r[t] = (racing_products){&w, x, 64, 4, &start, false};
+            pthread_create(&tid[t], NULL, race_products, &r[t]);
+        }
+        for (int t = 0; t < RACERS; t++) {
+            pthread_join(tid[t], NULL);
+            CHECK(r[t].same);
+        }
+        CHECK_EQ_INT((int64_t)wf__qmv_interleaved_bytes(),
+                     (int64_t)(before + (copies ? interleaved_size(&w, 64, 4) : 0)));
+        pthread_barrier_destroy(&start);
+        wf_release(x);
+        qmat_free(&w);
+        CHECK_EQ_INT((int64_t)wf__qmv_interleaved_bytes(), (int64_t)before);
+    }
+}
+
 /* The result dtype and rank corners of dequantize, quantized_matmul and
  * gather_qmm, against the float32 results; their shape and dtype checks. */
 static void test_dtypes_and_ranks(void)
@@ -790,5 +931,6 @@ int main(void)
     RUN_SCOPED(test_bad_arguments);
     RUN_SCOPED(test_dtypes_and_ranks);
     RUN_SCOPED(test_same_bits_for_any_thread_count);
+    RUN_SCOPED(test_interleaved_copies);
     return TEST_SUMMARY();
 }

@@ -20,10 +20,12 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/gemm.h"
+#include "core/buffer.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "prim/quantized.h"
@@ -334,6 +336,10 @@ typedef struct qmm_job {
     int isa;
     wf_qmv_fn qmv;
     wf_qmv_int8_x *int8; /* x rounded for the int8 kernel, or NULL */
+    /* interleaved copies of codes, scales and biases, or NULL (see
+     * interleaved_operands) */
+    const int32_t *interleaved_codes;
+    const float *interleaved_scales, *interleaved_biases;
     wf_qmv_int8_fn qmv_int8; /* that kernel (set with int8) */
     int64_t x_rows;      /* rows of x over all its batches */
     wf_qdeq_fn qdeq; /* NULL: scalar dequantization of panels */
@@ -473,12 +479,203 @@ static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
             .out = job->out + batch * job->rows * job->n,
             .ldo = job->n,
             .prefetch_to_l1 = direct_prefetch_to_l1(),
+            .interleaved_codes = job->interleaved_codes,
+            .interleaved_scales = job->interleaved_scales,
+            .interleaved_biases = job->interleaved_biases,
         };
         if (job->int8)
             job->qmv_int8(job->int8, x_batch(job, batch) * job->rows, &a, n0,
                           min64(job->n, n0 + job->block));
         else
             job->qmv(&a, n0, min64(job->n, n0 + job->block));
+    }
+}
+
+/* ---------------------------------------------------------------- interleaved copies */
+
+/* The AVX-512 matrix-vector kernel reads W from memory fastest with its
+ * rows interleaved: 4-bit 4096 x 4096 from memory on the two cores of the
+ * KVM Xeon read 13-15 GB/s of codes, scales and biases in MLX's layout
+ * (16 rows turned into lanes by transposes, 32 row streams a pass) and
+ * 19-23 interleaved (bench_qmv_ceiling, quantized_kernel.h). So, as the
+ * GEMM keeps packed copies of served weights (backend/cpu/gemm.h), when the
+ * same codes, scales and biases are multiplied a second time, each gets a
+ * copy with WF_QMV_INTERLEAVE rows interleaved, copy[(r / L) * row + j][r %
+ * L] = v[r][j] (rows padded with zeros to a multiple of L), kept with its
+ * buffer (core/buffer.h's derived data) until the buffer's contents end.
+ * The copies hold the same values and the kernel sums in the same order,
+ * so the bits are unchanged. Memory: the copies cost what the operands
+ * do; at most a quarter of physical memory of them in the process, under
+ * a memory limit only while they stay within a quarter of it and active
+ * memory within half; WEFT_QMM_INTERLEAVE=0 in the environment turns them
+ * off. */
+typedef struct interleaved_copy {
+    wf_buffer_derived base;
+    int64_t offset, rows, row_elements; /* the key: where and what (4-byte elements) */
+    wf_buffer *storage;
+    size_t bytes;
+} interleaved_copy;
+
+static atomic_size_t interleaved_bytes;
+
+size_t wf__qmv_interleaved_bytes(void) { return atomic_load(&interleaved_bytes); }
+
+static void interleaved_drop(wf_buffer_derived *d)
+{
+    interleaved_copy *c = (interleaved_copy *)d;
+    atomic_fetch_sub(&interleaved_bytes, c->bytes);
+    wf__buffer_release(c->storage);
+    free(c);
+}
+
+/* -1 until the environment is read (or wf__qmv_set_interleave is called). */
+static atomic_int interleave_switch = -1;
+
+static bool interleave_enabled(void)
+{
+    int v = atomic_load(&interleave_switch);
+    if (v < 0) {
+        const char *env = getenv("WEFT_QMM_INTERLEAVE");
+        int expected = -1;
+        atomic_compare_exchange_strong(&interleave_switch, &expected,
+                                       !(env && strcmp(env, "0") == 0));
+        v = atomic_load(&interleave_switch);
+    }
+    return v == 1;
+}
+
+void wf__qmv_set_interleave(bool enable) { atomic_store(&interleave_switch, enable ? 1 : 0); }
+
+static size_t interleaved_budget(void)
+{
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
+}
+
+/* May a copy of `bytes` be kept (see above)? Counts it if so. */
+static bool interleaved_reserve(size_t bytes)
+{
+    wf_memory_stats stats = wf_memory_stats_default();
+    if (wf_memory_stats_get(&stats) != WF_OK)
+        return false;
+    if (stats.limit_bytes != SIZE_MAX &&
+        (atomic_load(&interleaved_bytes) + bytes > stats.limit_bytes / 4 ||
+         stats.active_bytes + bytes > stats.limit_bytes / 2))
+        return false;
+    if (atomic_fetch_add(&interleaved_bytes, bytes) + bytes > interleaved_budget()) {
+        atomic_fetch_sub(&interleaved_bytes, bytes);
+        return false;
+    }
+    return true;
+}
+
+/* A nonzero fingerprint of a copy's key, for the buffer's hint. */
+static uint64_t interleaved_fingerprint(const interleaved_copy *key)
+{
+    const int64_t fields[] = {0x71e4, key->offset, key->rows, key->row_elements};
+    uint64_t h = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        h = (h ^ (uint64_t)fields[i]) * 0x100000001b3u;
+    return h | 1;
+}
+
+/* A new copy of `rows` rows of `row_elements` 4-byte elements from src
+ * (NULL when it cannot be afforded or allocated; no error recorded). */
+static interleaved_copy *interleaved_make(const interleaved_copy *key, const uint32_t *src)
+{
+    const int64_t blocks = (key->rows + WF_QMV_INTERLEAVE - 1) / WF_QMV_INTERLEAVE;
+    const size_t bytes = (size_t)(blocks * key->row_elements) * WF_QMV_INTERLEAVE * 4;
+    if (!interleaved_reserve(bytes))
+        return NULL;
+    wf_error_state saved;
+    wf__error_save(&saved);
+    interleaved_copy *c = wf__malloc(sizeof *c);
+    wf_buffer *storage = c ? wf__buffer_alloc(bytes) : NULL;
+    wf__error_restore(&saved);
+    if (storage == NULL) {
+        free(c);
+        atomic_fetch_sub(&interleaved_bytes, bytes);
+        return NULL;
+    }
+    *c = *key;
+    c->base.drop = interleaved_drop;
+    c->storage = storage;
+    c->bytes = bytes;
+    uint32_t *dst = storage->data;
+    const size_t block_bytes = (size_t)key->row_elements * WF_QMV_INTERLEAVE * 4;
+    if (key->rows % WF_QMV_INTERLEAVE) /* the last block's missing rows read as zeros */
+        memset((char *)dst + bytes - block_bytes, 0, block_bytes);
+    for (int64_t r = 0; r < key->rows; r++) {
+        uint32_t *line = dst + (r / WF_QMV_INTERLEAVE) * key->row_elements * WF_QMV_INTERLEAVE +
+                         r % WF_QMV_INTERLEAVE;
+        const uint32_t *row = src + r * key->row_elements;
+        for (int64_t j = 0; j < key->row_elements; j++)
+            line[j * WF_QMV_INTERLEAVE] = row[j];
+    }
+    return c;
+}
+
+/* Whether a may get a copy: row-major in place in weft's own buffer
+ * (caller memory may change behind weft's back). */
+static bool interleavable(const wf_array *a)
+{
+    return a->buffer && !wf__buffer_is_external(a->buffer) && a->row_contiguous;
+}
+
+/* The interleaved copy of interleavable a's `rows` x `row_elements`
+ * (4-byte) elements: kept from before, made now if this is the second
+ * use, or NULL. */
+static const void *interleaved_copy_of(const wf_array *a, int64_t rows, int64_t row_elements)
+{
+    wf_buffer *buffer = a->buffer;
+    const char *data = wf__array_data_ptr(a);
+    const interleaved_copy key = {
+        .offset = data - (const char *)buffer->data, .rows = rows, .row_elements = row_elements};
+    const interleaved_copy *have = (const interleaved_copy *)wf__buffer_derived(buffer);
+    if (have == NULL) {
+        /* used once before with this key? then worth a copy (unless one
+         * was refused for it: not asked again, as for packed weights) */
+        const uint64_t mine = interleaved_fingerprint(&key), refused = ~mine;
+        if (atomic_load_explicit(&buffer->derived_hint, memory_order_relaxed) == refused ||
+            atomic_exchange(&buffer->derived_hint, mine) != mine)
+            return NULL;
+        interleaved_copy *made = interleaved_make(&key, (const uint32_t *)data);
+        if (made == NULL) {
+            atomic_store(&buffer->derived_hint, refused);
+            return NULL;
+        }
+        if (!wf__buffer_attach_derived(buffer, &made->base))
+            interleaved_drop(&made->base); /* another thread's came first */
+        have = (const interleaved_copy *)wf__buffer_derived(buffer);
+    }
+    if (have == NULL || have->base.drop != interleaved_drop || have->offset != key.offset ||
+        have->rows != rows || have->row_elements != row_elements)
+        return NULL;
+    return have->storage->data;
+}
+
+/* Sets the job's interleaved copies where the AVX-512 matrix-vector kernel
+ * takes the product (exact, affine, one W, its operands in place). */
+static void interleaved_operands(qmm_job *job, wf_array *const *inputs, const dense_operand *d,
+                                 int64_t products)
+{
+    const wf_array *w = inputs[1];
+    /* what the kernel's interleaved path takes (quantized_kernel.h,
+     * interleaved_fits): no copy that it would not read */
+    const bool fits = wf__gemm_k_block(job->k) % job->group_size == 0 &&
+                      job->group_size * job->bits % 32 == 0;
+    if (job->qmv != wf__qmv_avx512 || job->int8 || job->mode != WF_QUANT_AFFINE || !fits ||
+        products != 1 || w->ndim != 2 || d[1].owned || d[2].owned || d[3].owned ||
+        !interleavable(inputs[1]) || !interleavable(inputs[2]) ||
+        (job->biases && !interleavable(inputs[3])) || !interleave_enabled())
+        return;
+    const int32_t *codes = interleaved_copy_of(inputs[1], job->n, job->row_bytes / 4);
+    const float *scales = interleaved_copy_of(inputs[2], job->n, job->groups);
+    const float *biases = job->biases ? interleaved_copy_of(inputs[3], job->n, job->groups) : NULL;
+    if (codes && scales && (biases || !job->biases)) {
+        job->interleaved_codes = codes;
+        job->interleaved_scales = scales;
+        job->interleaved_biases = biases;
     }
 }
 
@@ -532,8 +729,10 @@ static int64_t panel_block(int64_t n, int64_t k, int64_t batches)
     return block < n ? block : n;
 }
 
-/* Runs job (its operands, shapes and indices set) over `batches` products. */
-static wf_status qmm_run(const char *op, qmm_job *job, int64_t batches)
+/* Runs job (its operands, shapes and indices set, from inputs as d) over
+ * `batches` products. */
+static wf_status qmm_run(const char *op, qmm_job *job, int64_t batches, wf_array *const *inputs,
+                         const dense_operand *d)
 {
     job->isa = wf__gemm_isa();
     atomic_init(&job->failed, false);
@@ -541,6 +740,7 @@ static wf_status qmm_run(const char *op, qmm_job *job, int64_t batches)
     job->qdeq = panel_dequantizer(job);
     if (job->qmv) {
         job->int8 = int8_activations_of(job);
+        interleaved_operands(job, inputs, d, batches);
         job->block = WF_QMV_TASK_ROWS;
         job->blocks = (job->n + WF_QMV_TASK_ROWS - 1) / WF_QMV_TASK_ROWS;
         wf__parallel_for(batches * job->blocks, 2, qmm_direct_chunk, job);
@@ -623,7 +823,7 @@ static wf_status qmm_kernel(const char *op, wf_array *out, wf_array *const *inpu
         qmm_setup(&job, p, inputs, d, out, x_batches);
         job.lhs = lhs;
         job.rhs = rhs;
-        st = qmm_run(op, &job, products);
+        st = qmm_run(op, &job, products, inputs, d);
     }
     for (int i = 0; i < ndense; i++)
         free(d[i].owned);

@@ -53,7 +53,11 @@
  *
  * General path (codes in place: scales outside that range; a 2-bit word
  * split by a K block): one gather per word straight from W, codes shifted
- * out and converted. */
+ * out and converted.
+ *
+ * Interleaved path (AVX-512, where quantized.c has made interleaved copies
+ * of a served weight): the fast path's arithmetic on lines that hold a
+ * word of each of 16 rows; see "interleaved copies" below. */
 
 /* PASS_K_BLOCKS: K blocks a pass sums side by side (2: two fma chains
  * per row of x measured fastest for 1 .. 4 rows; four spill).
@@ -361,6 +365,119 @@ KINLINE void fast_outputs_of(const wf_qmv_args *a, int64_t nb, int count, int ro
         fast_outputs(a, nb, count, rows, 4, a->mode);
 }
 
+/* ---------------------------------------------------------------- interleaved copies */
+
+/* Interleaved path (wf_qmv_args.interleaved_codes; AVX-512): a line of
+ * the copy holds one word of each of LANES rows, so the words come into
+ * lanes with one load, and the scales and biases of a group likewise.
+ * Two blocks of rows are summed side by side (two streams of lines, two
+ * fma chains a row of x; two halves of K of one block read slower from
+ * memory: bench_qmv_ceiling), group by group, each asked for
+ * INTERLEAVED_AHEAD lines ahead (4-bit 4096 x 4096 from memory on the
+ * KVM Xeon: 19.3-19.7 GB/s at 64 lines, 16.2-18.8 at 32; 8-bit 22.7
+ * at 64, 20.1 at 128). The codes are dequantized and summed by
+ * the GEMM's K blocks exactly as on the fast path, so the bits are the
+ * same. Needs kcb a multiple of the group size (a group never straddles
+ * a K block) and groups of whole words. */
+enum { INTERLEAVED_AHEAD = 64 };
+
+KINLINE bool interleaved_fits(const wf_qmv_args *a)
+{
+    return a->interleaved_codes && (int)LANES == (int)WF_QMV_INTERLEAVE &&
+           a->mode == WF_QUANT_AFFINE && a->kcb % a->group_size == 0 &&
+           a->group_size * a->bits % 32 == 0 && (a->bits == 2 || a->bits == 4 || a->bits == 8);
+}
+
+/* Outputs of the nu (1 or 2) blocks of rows from nb (a multiple of
+ * LANES; the last block's first `last` rows). */
+KINLINE void interleaved_units(const wf_qmv_args *a, int64_t nb, int nu, int last, int rows,
+                               int bits)
+{
+    const int per_word = 32 / bits;
+    const int64_t row_words = a->row_bytes / 4, gs = a->group_size, group_words = gs / per_word;
+    const int32_t *words[2];
+    const float *scales[2], *biases[2];
+#pragma GCC unroll 2
+    for (int u = 0; u < nu; u++) {
+        const int64_t block = nb / LANES + u;
+        words[u] = a->interleaved_codes + block * row_words * LANES;
+        scales[u] = a->interleaved_scales + block * a->groups * LANES;
+        biases[u] = a->interleaved_biases ? a->interleaved_biases + block * a->groups * LANES
+                                          : NULL;
+    }
+    for (int64_t k0 = 0; k0 < a->k; k0 += a->kcb) {
+        const int64_t k1 = a->k - k0 < a->kcb ? a->k : k0 + a->kcb;
+        vf acc[2][WF_QMV_ROWS];
+#pragma GCC unroll 2
+        for (int u = 0; u < nu; u++)
+#pragma GCC unroll 4
+            for (int r = 0; r < rows; r++)
+                acc[u][r] = vf_zero();
+        for (int64_t g = k0 / gs; g < k1 / gs; g++) {
+            group_factors f[2];
+#pragma GCC unroll 2
+            for (int u = 0; u < nu; u++) {
+                group_factors_set(scales[u] + g * LANES, biases[u] ? biases[u] + g * LANES : NULL,
+                                  &f[u]);
+                const int32_t *ahead = words[u] + (g * group_words + INTERLEAVED_AHEAD) * LANES;
+                for (int64_t line = 0; line < group_words; line++)
+                    _mm_prefetch((const char *)(ahead + line * LANES), _MM_HINT_T0);
+            }
+            for (int64_t j = 0; j < group_words; j++) {
+                const int64_t word = g * group_words + j;
+                vi w[2];
+#pragma GCC unroll 2
+                for (int u = 0; u < nu; u++)
+                    w[u] = vi_load_all(words[u] + word * LANES);
+#pragma GCC unroll 16
+                for (int i = 0; i < per_word; i++) {
+                    const float *xk = a->x + word * per_word + i;
+#pragma GCC unroll 2
+                    for (int u = 0; u < nu; u++) {
+                        const vf v = fast_value(w[u], i * bits, bits, WF_QUANT_AFFINE, &f[u]);
+#pragma GCC unroll 4
+                        for (int r = 0; r < rows; r++)
+                            acc[u][r] = vf_fma(vf_set1(xk[r * a->ldx]), v, acc[u][r]);
+                    }
+                }
+            }
+        }
+#pragma GCC unroll 2
+        for (int u = 0; u < nu; u++)
+            store_sums(a, nb + u * LANES, lanes(u == nu - 1 ? last : LANES), rows, k0 == 0,
+                       acc[u]);
+    }
+}
+
+/* The interleaved path (affine only) with the block count and bit width
+ * as constants. */
+KINLINE void interleaved_of(const wf_qmv_args *a, int64_t nb, int nu, int last, int rows)
+{
+    if (nu == 2)
+        switch (a->bits) {
+        case 2: interleaved_units(a, nb, 2, last, rows, 2); break;
+        case 4: interleaved_units(a, nb, 2, last, rows, 4); break;
+        default: interleaved_units(a, nb, 2, last, rows, 8); break;
+        }
+    else
+        switch (a->bits) {
+        case 2: interleaved_units(a, nb, 1, last, rows, 2); break;
+        case 4: interleaved_units(a, nb, 1, last, rows, 4); break;
+        default: interleaved_units(a, nb, 1, last, rows, 8); break;
+        }
+}
+
+/* Outputs [n0, n1) through the interleaved path, two blocks at a time. */
+KINLINE void interleaved_rows(const wf_qmv_args *a, int64_t n0, int64_t n1, int rows)
+{
+    for (int64_t nb = n0; nb < n1; nb += 2 * LANES) {
+        const int64_t left = n1 - nb;
+        const int nu = left > LANES ? 2 : 1;
+        const int64_t in_last = left - (nu - 1) * LANES;
+        interleaved_of(a, nb, nu, in_last < LANES ? (int)in_last : LANES, rows);
+    }
+}
+
 /* Asks for the scales and biases of rows [r0, r1) to L2: the passes
  * read them in K block order, each pass from a new line in every row,
  * and without this each pass began with a cache miss in each (AVX-512,
@@ -378,6 +495,10 @@ KINLINE void prefetch_factors(const wf_qmv_args *a, int64_t r0, int64_t r1)
 KINLINE void qmv_rows(const wf_qmv_args *a, int64_t n0, int64_t n1, int rows)
 {
     const bool fast = fast_bits(a);
+    if (interleaved_fits(a) && fast_scales_ok(a, n0, n1 - n0)) {
+        interleaved_rows(a, n0, n1, rows);
+        return;
+    }
     for (int64_t nb = n0; nb < n1; nb += LANES) {
         const int count = n1 - nb < LANES ? (int)(n1 - nb) : LANES;
         if (nb + LANES < n1) /* the next block's */
