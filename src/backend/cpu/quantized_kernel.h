@@ -419,9 +419,11 @@ KINLINE void interleaved_units(const wf_qmv_args *a, int64_t nb, int nu, int las
             for (int u = 0; u < nu; u++) {
                 group_factors_set(scales[u] + g * LANES, biases[u] ? biases[u] + g * LANES : NULL,
                                   &f[u]);
-                const int32_t *ahead = words[u] + (g * group_words + INTERLEAVED_AHEAD) * LANES;
-                for (int64_t line = 0; line < group_words; line++)
-                    _mm_prefetch((const char *)(ahead + line * LANES), _MM_HINT_T0);
+                /* past the block's end: the same unit of the next pair */
+                int64_t line = g * group_words + INTERLEAVED_AHEAD;
+                line += line >= row_words ? (nu - 1) * row_words : 0;
+                for (int64_t l = 0; l < group_words; l++)
+                    _mm_prefetch((const char *)(words[u] + (line + l) * LANES), _MM_HINT_T0);
             }
             for (int64_t j = 0; j < group_words; j++) {
                 const int64_t word = g * group_words + j;
