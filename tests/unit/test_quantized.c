@@ -715,12 +715,15 @@ static void test_same_bits_for_any_thread_count(void)
 
 /* ---------------------------------------------------------------- interleaved copies */
 
-/* Bytes of the interleaved copies of w's codes, scales and biases. */
-static size_t interleaved_size(const qmat *w, int gs, int bits)
+/* Bytes of the interleaved copies of w's codes, scales and biases for a
+ * kernel of `lanes` lanes (0: none). */
+static size_t interleaved_size(const qmat *w, int gs, int bits, int lanes)
 {
-    const int64_t blocks = (w->rows + WF_QMV_INTERLEAVE - 1) / WF_QMV_INTERLEAVE;
+    if (lanes == 0)
+        return 0;
+    const int64_t blocks = (w->rows + lanes - 1) / lanes;
     const int64_t per_row = w->cols * bits / 32 + 2 * (w->cols / gs);
-    return (size_t)(blocks * WF_QMV_INTERLEAVE * per_row) * 4;
+    return (size_t)(blocks * lanes * per_row) * 4;
 }
 
 /* Three products of x and w (transposed), each against wf_matmul on the
@@ -754,16 +757,17 @@ static void *race_products(void *arg)
     return NULL;
 }
 
-/* The AVX-512 matrix-vector kernel's interleaved copies (quantized.c): the
- * second product with the same codes, scales and biases makes them and
- * later ones read them, with wf_matmul's bits on the dequantized matrix
- * every time (2, 4 and 8 bits, groups of 32, 64 and 128, 1 .. 4 rows of
- * x, n ragged around the 16-row blocks and their pairs, K of three K
- * blocks); releasing the weight frees them; none is made where the kernel
- * would not read it (K blocks that split a group, external codes) or on a
- * CPU without AVX-512; four threads racing for the first copies get the
- * same bits and one set of copies. */
-static void test_interleaved_copies(void)
+/* The matrix-vector kernels' interleaved copies (quantized.c), on every
+ * ISA variant this CPU has: the second product with the same codes,
+ * scales and biases makes them (16 rows a vector on AVX-512, 8 on AVX2,
+ * none on the baseline) and later ones read them, with wf_matmul's bits
+ * on the dequantized matrix every time (2, 4 and 8 bits, groups of 32, 64
+ * and 128, 1 .. 4 rows of x, n ragged around the blocks of rows and their
+ * pairs, K of three K blocks); releasing the weight frees them; none is
+ * made where the kernel would not read it (K blocks that split a group,
+ * external codes); four threads racing for the first copies get the same
+ * bits and one set of copies. */
+static void interleaved_copies_on(int lanes)
 {
 #ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
     static const int bits_list[] = {4, 8}, groups[] = {64};
@@ -772,7 +776,6 @@ static void test_interleaved_copies(void)
     static const int bits_list[] = {2, 4, 8}, groups[] = {32, 64, 128};
     static const int64_t ns[] = {45, 100};
 #endif
-    const bool copies = wf__gemm_isa() >= WF_GEMM_ISA_AVX512;
     const int64_t kdim = 1536; /* three K blocks of 512 */
     for (size_t bi = 0; bi < sizeof bits_list / sizeof *bits_list; bi++)
         for (size_t gi = 0; gi < sizeof groups / sizeof *groups; gi++)
@@ -786,12 +789,12 @@ static void test_interleaved_copies(void)
                     const int64_t xs[2] = {rows, kdim};
                     wf_array *x = random_f32(xs, 2);
                     if (!CHECK(three_products_same_bits(x, &w, gs, bits)))
-                        printf("      bits %d group %d n %lld rows %lld\n", bits, gs,
-                               (long long)ns[ni], (long long)rows);
+                        printf("      lanes %d bits %d group %d n %lld rows %lld\n", lanes, bits,
+                               gs, (long long)ns[ni], (long long)rows);
                     wf_release(x);
                 }
                 CHECK_EQ_INT((int64_t)wf__qmv_interleaved_bytes(),
-                             (int64_t)(before + (copies ? interleaved_size(&w, gs, bits) : 0)));
+                             (int64_t)(before + interleaved_size(&w, gs, bits, lanes)));
                 qmat_free(&w);
                 CHECK_EQ_INT((int64_t)wf__qmv_interleaved_bytes(), (int64_t)before);
             }
@@ -841,12 +844,24 @@ static void test_interleaved_copies(void)
             CHECK(r[t].same);
         }
         CHECK_EQ_INT((int64_t)wf__qmv_interleaved_bytes(),
-                     (int64_t)(before + (copies ? interleaved_size(&w, 64, 4) : 0)));
+                     (int64_t)(before + interleaved_size(&w, 64, 4, lanes)));
         pthread_barrier_destroy(&start);
         wf_release(x);
         qmat_free(&w);
         CHECK_EQ_INT((int64_t)wf__qmv_interleaved_bytes(), (int64_t)before);
     }
+}
+
+static void test_interleaved_copies(void)
+{
+    const int best_isa = wf__gemm_isa();
+    for (int isa = 0; isa < WF_GEMM_ISA_COUNT; isa++) {
+        if (!wf__gemm_isa_supported(isa) || !wf_test_runs_isa(isa, best_isa))
+            continue;
+        CHECK_OK(wf__gemm_isa_set(isa));
+        interleaved_copies_on(isa >= WF_GEMM_ISA_AVX512 ? 16 : isa == WF_GEMM_ISA_AVX2 ? 8 : 0);
+    }
+    CHECK_OK(wf__gemm_isa_set(-1));
 }
 
 /* The result dtype and rank corners of dequantize, quantized_matmul and

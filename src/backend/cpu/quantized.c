@@ -340,6 +340,7 @@ typedef struct qmm_job {
      * interleaved_operands) */
     const int32_t *interleaved_codes;
     const float *interleaved_scales, *interleaved_biases;
+    int interleave_lanes;
     wf_qmv_int8_fn qmv_int8; /* that kernel (set with int8) */
     int64_t x_rows;      /* rows of x over all its batches */
     wf_qdeq_fn qdeq; /* NULL: scalar dequantization of panels */
@@ -482,6 +483,7 @@ static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
             .interleaved_codes = job->interleaved_codes,
             .interleaved_scales = job->interleaved_scales,
             .interleaved_biases = job->interleaved_biases,
+            .interleave_lanes = job->interleave_lanes,
         };
         if (job->int8)
             job->qmv_int8(job->int8, x_batch(job, batch) * job->rows, &a, n0,
@@ -493,25 +495,26 @@ static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
 
 /* ---------------------------------------------------------------- interleaved copies */
 
-/* The AVX-512 matrix-vector kernel reads W from memory fastest with its
- * rows interleaved: 4-bit 4096 x 4096 from memory on the two cores of the
- * KVM Xeon read 13-15 GB/s of codes, scales and biases in MLX's layout
- * (16 rows turned into lanes by transposes, 32 row streams a pass) and
- * 19-23 interleaved (bench_qmv_ceiling, quantized_kernel.h). So, as the
- * GEMM keeps packed copies of served weights (backend/cpu/gemm.h), when the
- * same codes, scales and biases are multiplied a second time, each gets a
- * copy with WF_QMV_INTERLEAVE rows interleaved, copy[(r / L) * row + j][r %
- * L] = v[r][j] (rows padded with zeros to a multiple of L), kept with its
- * buffer (core/buffer.h's derived data) until the buffer's contents end.
- * The copies hold the same values and the kernel sums in the same order,
- * so the bits are unchanged. Memory: the copies cost what the operands
- * do; at most a quarter of physical memory of them in the process, under
- * a memory limit only while they stay within a quarter of it and active
- * memory within half; WEFT_QMM_INTERLEAVE=0 in the environment turns them
- * off. */
+/* The matrix-vector kernels read W from memory fastest with its rows
+ * interleaved: 4-bit 4096 x 4096 from memory on the two cores of the KVM
+ * Xeon read 14 GB/s of codes, scales and biases in MLX's layout on
+ * AVX-512 (16 rows turned into lanes by transposes, 32 row streams a
+ * pass) and 19.5-21 interleaved; 10.4-11.0 and 12.5-13.0 on AVX2
+ * (bench_qmv_ceiling, quantized_kernel.h). So, as the GEMM keeps packed
+ * copies of served weights (backend/cpu/gemm.h), when the same codes,
+ * scales and biases are multiplied a second time, each gets a copy with
+ * L rows interleaved (L: the kernel's lanes, 16 or 8), copy[(r / L) * row
+ * + j][r % L] = v[r][j] (rows padded with zeros to a multiple of L), kept
+ * with its buffer (core/buffer.h's derived data) until the buffer's
+ * contents end. The copies hold the same values and the kernel sums in
+ * the same order, so the bits are unchanged. Memory: the copies cost
+ * what the operands do; at most a quarter of physical memory of them in
+ * the process, under a memory limit only while they stay within a
+ * quarter of it and active memory within half; WEFT_QMM_INTERLEAVE=0 in
+ * the environment turns them off. */
 typedef struct interleaved_copy {
     wf_buffer_derived base;
-    int64_t offset, rows, row_elements; /* the key: where and what (4-byte elements) */
+    int64_t offset, rows, row_elements, lanes; /* the key: where, what (4-byte elements), how */
     wf_buffer *storage;
     size_t bytes;
 } interleaved_copy;
@@ -572,7 +575,7 @@ static bool interleaved_reserve(size_t bytes)
 /* A nonzero fingerprint of a copy's key, for the buffer's hint. */
 static uint64_t interleaved_fingerprint(const interleaved_copy *key)
 {
-    const int64_t fields[] = {0x71e4, key->offset, key->rows, key->row_elements};
+    const int64_t fields[] = {0x71e4, key->offset, key->rows, key->row_elements, key->lanes};
     uint64_t h = 0xcbf29ce484222325u;
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         h = (h ^ (uint64_t)fields[i]) * 0x100000001b3u;
@@ -583,8 +586,8 @@ static uint64_t interleaved_fingerprint(const interleaved_copy *key)
  * (NULL when it cannot be afforded or allocated; no error recorded). */
 static interleaved_copy *interleaved_make(const interleaved_copy *key, const uint32_t *src)
 {
-    const int64_t blocks = (key->rows + WF_QMV_INTERLEAVE - 1) / WF_QMV_INTERLEAVE;
-    const size_t bytes = (size_t)(blocks * key->row_elements) * WF_QMV_INTERLEAVE * 4;
+    const int64_t lanes = key->lanes, blocks = (key->rows + lanes - 1) / lanes;
+    const size_t bytes = (size_t)(blocks * key->row_elements * lanes) * 4;
     if (!interleaved_reserve(bytes))
         return NULL;
     wf_error_state saved;
@@ -602,15 +605,14 @@ static interleaved_copy *interleaved_make(const interleaved_copy *key, const uin
     c->storage = storage;
     c->bytes = bytes;
     uint32_t *dst = storage->data;
-    const size_t block_bytes = (size_t)key->row_elements * WF_QMV_INTERLEAVE * 4;
-    if (key->rows % WF_QMV_INTERLEAVE) /* the last block's missing rows read as zeros */
+    const size_t block_bytes = (size_t)(key->row_elements * lanes) * 4;
+    if (key->rows % lanes) /* the last block's missing rows read as zeros */
         memset((char *)dst + bytes - block_bytes, 0, block_bytes);
     for (int64_t r = 0; r < key->rows; r++) {
-        uint32_t *line = dst + (r / WF_QMV_INTERLEAVE) * key->row_elements * WF_QMV_INTERLEAVE +
-                         r % WF_QMV_INTERLEAVE;
+        uint32_t *line = dst + (r / lanes) * key->row_elements * lanes + r % lanes;
         const uint32_t *row = src + r * key->row_elements;
         for (int64_t j = 0; j < key->row_elements; j++)
-            line[j * WF_QMV_INTERLEAVE] = row[j];
+            line[j * lanes] = row[j];
     }
     return c;
 }
@@ -625,12 +627,15 @@ static bool interleavable(const wf_array *a)
 /* The interleaved copy of interleavable a's `rows` x `row_elements`
  * (4-byte) elements: kept from before, made now if this is the second
  * use, or NULL. */
-static const void *interleaved_copy_of(const wf_array *a, int64_t rows, int64_t row_elements)
+static const void *interleaved_copy_of(const wf_array *a, int64_t rows, int64_t row_elements,
+                                       int64_t lanes)
 {
     wf_buffer *buffer = a->buffer;
     const char *data = wf__array_data_ptr(a);
-    const interleaved_copy key = {
-        .offset = data - (const char *)buffer->data, .rows = rows, .row_elements = row_elements};
+    const interleaved_copy key = {.offset = data - (const char *)buffer->data,
+                                  .rows = rows,
+                                  .row_elements = row_elements,
+                                  .lanes = lanes};
     const interleaved_copy *have = (const interleaved_copy *)wf__buffer_derived(buffer);
     if (have == NULL) {
         /* used once before with this key? then worth a copy (unless one
@@ -649,33 +654,36 @@ static const void *interleaved_copy_of(const wf_array *a, int64_t rows, int64_t 
         have = (const interleaved_copy *)wf__buffer_derived(buffer);
     }
     if (have == NULL || have->base.drop != interleaved_drop || have->offset != key.offset ||
-        have->rows != rows || have->row_elements != row_elements)
+        have->rows != rows || have->row_elements != row_elements || have->lanes != lanes)
         return NULL;
     return have->storage->data;
 }
 
-/* Sets the job's interleaved copies where the AVX-512 matrix-vector kernel
- * takes the product (exact, affine, one W, its operands in place). */
+/* Sets the job's interleaved copies where the matrix-vector kernel takes
+ * the product (exact, affine, one W, its operands in place). */
 static void interleaved_operands(qmm_job *job, wf_array *const *inputs, const dense_operand *d,
                                  int64_t products)
 {
     const wf_array *w = inputs[1];
-    /* what the kernel's interleaved path takes (quantized_kernel.h,
+    /* the kernel's lanes; what its interleaved path takes (quantized_kernel.h,
      * interleaved_fits): no copy that it would not read */
+    const int lanes = job->qmv == wf__qmv_avx512 ? 16 : job->qmv == wf__qmv_avx2 ? 8 : 0;
     const bool fits = wf__gemm_k_block(job->k) % job->group_size == 0 &&
                       job->group_size * job->bits % 32 == 0;
-    if (job->qmv != wf__qmv_avx512 || job->int8 || job->mode != WF_QUANT_AFFINE || !fits ||
+    if (lanes == 0 || job->int8 || job->mode != WF_QUANT_AFFINE || !fits ||
         products != 1 || w->ndim != 2 || d[1].owned || d[2].owned || d[3].owned ||
         !interleavable(inputs[1]) || !interleavable(inputs[2]) ||
         (job->biases && !interleavable(inputs[3])) || !interleave_enabled())
         return;
-    const int32_t *codes = interleaved_copy_of(inputs[1], job->n, job->row_bytes / 4);
-    const float *scales = interleaved_copy_of(inputs[2], job->n, job->groups);
-    const float *biases = job->biases ? interleaved_copy_of(inputs[3], job->n, job->groups) : NULL;
+    const int32_t *codes = interleaved_copy_of(inputs[1], job->n, job->row_bytes / 4, lanes);
+    const float *scales = interleaved_copy_of(inputs[2], job->n, job->groups, lanes);
+    const float *biases =
+        job->biases ? interleaved_copy_of(inputs[3], job->n, job->groups, lanes) : NULL;
     if (codes && scales && (biases || !job->biases)) {
         job->interleaved_codes = codes;
         job->interleaved_scales = scales;
         job->interleaved_biases = biases;
+        job->interleave_lanes = lanes;
     }
 }
 

@@ -32,10 +32,6 @@
  * the kernels take per pass (16 or 8 lanes). */
 enum { WF_QMV_ROWS = 4, WF_QMV_TASK_ROWS = 96 };
 
-/* Rows of W a line of an interleaved copy holds (the AVX-512 kernel's
- * lanes; only that kernel reads such copies). */
-enum { WF_QMV_INTERLEAVE = 16 };
-
 /* Bytes of interleaved copies alive now (tests). */
 size_t wf__qmv_interleaved_bytes(void);
 /* Turns the making and reading of interleaved copies on or off for the
@@ -60,11 +56,12 @@ typedef struct wf_qmv_args {
     int64_t ldo;
     bool prefetch_to_l1; /* the next pass's words asked for to L1, not L2 */
     /* NULL, or the rows' codes, scales and biases (biases: NULL if none)
-     * interleaved by WF_QMV_INTERLEAVE rows (quantized.c): the kernel
-     * reads them instead, a line of words at a time, same bits. Rows n0
-     * of a call are then a multiple of WF_QMV_INTERLEAVE. */
+     * with interleave_lanes rows interleaved (quantized.c; the kernel's
+     * lanes): the kernel reads them instead, a vector of words at a time,
+     * same bits. n0 of a call is then a multiple of 2 interleave_lanes. */
     const int32_t *interleaved_codes;
     const float *interleaved_scales, *interleaved_biases;
+    int interleave_lanes;
 } wf_qmv_args;
 
 /* Outputs [n0, n1) of a product (bits 2, 4 or 8). */

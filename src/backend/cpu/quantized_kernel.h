@@ -55,9 +55,9 @@
  * split by a K block): one gather per word straight from W, codes shifted
  * out and converted.
  *
- * Interleaved path (AVX-512, where quantized.c has made interleaved copies
- * of a served weight): the fast path's arithmetic on lines that hold a
- * word of each of 16 rows; see "interleaved copies" below. */
+ * Interleaved path (where quantized.c has made interleaved copies of a
+ * served weight): the fast path's arithmetic on vectors that hold a word
+ * of each of LANES rows; see "interleaved copies" below. */
 
 /* PASS_K_BLOCKS: K blocks a pass sums side by side (2: two fma chains
  * per row of x measured fastest for 1 .. 4 rows; four spill).
@@ -367,9 +367,9 @@ KINLINE void fast_outputs_of(const wf_qmv_args *a, int64_t nb, int count, int ro
 
 /* ---------------------------------------------------------------- interleaved copies */
 
-/* Interleaved path (wf_qmv_args.interleaved_codes; AVX-512): a line of
- * the copy holds one word of each of LANES rows, so the words come into
- * lanes with one load, and the scales and biases of a group likewise.
+/* Interleaved path (wf_qmv_args.interleaved_codes): a vector of the copy
+ * holds one word of each of LANES rows, so the words come into lanes with
+ * one load, and the scales and biases of a group likewise.
  * Two blocks of rows are summed side by side (two streams of lines, two
  * fma chains a row of x; two halves of K of one block read slower from
  * memory: bench_qmv_ceiling), group by group, each asked for
@@ -379,11 +379,11 @@ KINLINE void fast_outputs_of(const wf_qmv_args *a, int64_t nb, int count, int ro
  * the GEMM's K blocks exactly as on the fast path, so the bits are the
  * same. Needs kcb a multiple of the group size (a group never straddles
  * a K block) and groups of whole words. */
-enum { INTERLEAVED_AHEAD = 64 };
+enum { INTERLEAVED_AHEAD = 64 }; /* words (vectors) */
 
 KINLINE bool interleaved_fits(const wf_qmv_args *a)
 {
-    return a->interleaved_codes && (int)LANES == (int)WF_QMV_INTERLEAVE &&
+    return a->interleaved_codes && a->interleave_lanes == LANES &&
            a->mode == WF_QUANT_AFFINE && a->kcb % a->group_size == 0 &&
            a->group_size * a->bits % 32 == 0 && (a->bits == 2 || a->bits == 4 || a->bits == 8);
 }
@@ -420,10 +420,11 @@ KINLINE void interleaved_units(const wf_qmv_args *a, int64_t nb, int nu, int las
                 group_factors_set(scales[u] + g * LANES, biases[u] ? biases[u] + g * LANES : NULL,
                                   &f[u]);
                 /* past the block's end: the same unit of the next pair */
-                int64_t line = g * group_words + INTERLEAVED_AHEAD;
-                line += line >= row_words ? (nu - 1) * row_words : 0;
-                for (int64_t l = 0; l < group_words; l++)
-                    _mm_prefetch((const char *)(words[u] + (line + l) * LANES), _MM_HINT_T0);
+                int64_t word = g * group_words + INTERLEAVED_AHEAD;
+                word += word >= row_words ? (nu - 1) * row_words : 0;
+                const char *ahead = (const char *)(words[u] + word * LANES);
+                for (int64_t at = 0; at < group_words * LANES * 4; at += 64)
+                    _mm_prefetch(ahead + at, _MM_HINT_T0);
             }
             for (int64_t j = 0; j < group_words; j++) {
                 const int64_t word = g * group_words + j;
