@@ -24,7 +24,7 @@
  * dispatch per product, which flatters them by a few microseconds a
  * product). Figures: GB/s of codes + scales + biases over a rotation set of
  * matrices 4x the last-level cache, and the share of the best read loop
- * (read_bandwidth.h), measured before and after, the higher kept.
+ * (memory_bench.h), measured before and after, the higher kept.
  *
  *   build/release/bench_qmv_ceiling [rotation_MiB]
  */
@@ -40,7 +40,7 @@
 #include "backend/cpu/quantized.h"
 #include "runtime/pool.h"
 #include "bench_args.h"
-#include "read_bandwidth.h"
+#include "memory_bench.h"
 #include "weft.h"
 
 enum { OUT = 4096, IN = 4096, GROUP = 64, LANES = 16, REPEATS = 3 };
@@ -53,15 +53,6 @@ typedef struct weight {
     uint32_t *words;
     float *lane_scales, *lane_biases;
 } weight;
-
-static uint64_t seed = 88172645463325252u;
-static uint64_t next_random(void)
-{
-    seed ^= seed << 13;
-    seed ^= seed >> 7;
-    seed ^= seed << 17;
-    return seed;
-}
 
 static void *aligned_or_die(size_t bytes)
 {
@@ -76,7 +67,8 @@ static void *aligned_or_die(size_t bytes)
 static weight random_weight(void)
 {
     uint32_t *c = aligned_or_die((size_t)OUT * WORDS * 4);
-    float *s = aligned_or_die((size_t)OUT * GROUPS * 4), *b = aligned_or_die((size_t)OUT * GROUPS * 4);
+    float *s = aligned_or_die((size_t)OUT * GROUPS * 4);
+    float *b = aligned_or_die((size_t)OUT * GROUPS * 4);
     for (int64_t i = 0; i < (int64_t)OUT * WORDS; i++)
         c[i] = (uint32_t)next_random();
     for (int64_t i = 0; i < (int64_t)OUT * GROUPS; i++) {
@@ -330,7 +322,7 @@ static double kernel_rate(blocks_fn kernel, const weight *w, int64_t count, cons
     for (int r = 0; r < REPEATS; r++) {
         pthread_t tid[64];
         thread_share shares[64];
-        const double t0 = read_now();
+        const double t0 = bench_now();
         for (int t = 0; t < threads; t++) {
             /* whole pairs of blocks: the pair kernels take two at a time */
             shares[t] = (thread_share){kernel, w, count, BLOCKS / 2 * t / threads * 2,
@@ -339,7 +331,7 @@ static double kernel_rate(blocks_fn kernel, const weight *w, int64_t count, cons
         }
         for (int t = 0; t < threads; t++)
             pthread_join(tid[t], NULL);
-        const double gbs = (double)(bytes_each * count) / (read_now() - t0) / 1e9;
+        const double gbs = (double)(bytes_each * count) / (bench_now() - t0) / 1e9;
         best = gbs > best ? gbs : best;
     }
     return best;
@@ -379,7 +371,7 @@ static double weft_rate(const weight *w, int64_t count, const activations *a, in
     double best = 0;
     /* two rounds untimed: the interleaved copies are made at the second */
     for (int r = -2; r < REPEATS; r++) {
-        const double t0 = read_now();
+        const double t0 = bench_now();
         for (int64_t i = 0; i < count; i++) {
             wf_array *y = wf_quantized_matmul(x, w[i].codes, w[i].scales, w[i].biases, true,
                                               GROUP, 4);
@@ -389,23 +381,11 @@ static double weft_rate(const weight *w, int64_t count, const activations *a, in
             }
             wf_release(y);
         }
-        const double gbs = (double)(bytes_each * count) / (read_now() - t0) / 1e9;
+        const double gbs = (double)(bytes_each * count) / (bench_now() - t0) / 1e9;
         best = r >= 0 && gbs > best ? gbs : best;
     }
     wf_release(x);
     return best;
-}
-
-static int64_t llc_bytes(void)
-{
-    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
-    long long kib = 0;
-    if (f) {
-        if (fscanf(f, "%lld", &kib) != 1)
-            kib = 0;
-        fclose(f);
-    }
-    return kib > 0 ? kib * 1024 : 32 << 20;
 }
 
 int main(int argc, char **argv)
@@ -419,6 +399,7 @@ int main(int argc, char **argv)
     count = count < 2 ? 2 : count;
     printf("# bench_qmv_ceiling: 4-bit %d x %d, group %d, %lld matrices (%lld MiB), %d threads\n",
            OUT, IN, GROUP, (long long)count, (long long)(bytes_each * count >> 20), threads);
+    print_load();
     weight *w = malloc((size_t)count * sizeof *w);
     activations *a = aligned_or_die(sizeof *a);
     float *out = aligned_or_die(OUT * sizeof(float));
@@ -469,6 +450,7 @@ int main(int argc, char **argv)
                k->name, k->rate, 100 * k->rate / bw, k->error);
     if (!avx512)
         printf("(the interleaved kernels need AVX-512)\n");
+    print_load();
     for (int64_t i = 0; i < count; i++)
         weight_free(&w[i]);
     free(w), free(a), free(out);

@@ -32,55 +32,10 @@
 
 #include "runtime/pool.h"
 #include "bench_args.h"
-#include "read_bandwidth.h"
+#include "memory_bench.h"
 #include "weft.h"
 
 enum { GROUP = 64, REPEATS = 3 };
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static uint64_t seed = 88172645463325252u;
-static uint64_t next_random(void)
-{
-    seed ^= seed << 13;
-    seed ^= seed >> 7;
-    seed ^= seed << 17;
-    return seed;
-}
-
-/* The kernel's figure first: glibc's sysconf reads CPUID, which under a
- * hypervisor can report the host's cache (320 MiB for a 32 MiB L3 here). */
-static int64_t llc_bytes(void)
-{
-    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
-    int64_t kib = 0;
-    if (f) {
-        if (fscanf(f, "%lld", (long long *)&kib) != 1)
-            kib = 0;
-        fclose(f);
-    }
-    if (kib > 0)
-        return kib * 1024;
-    const long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    return v > 0 ? v : 32 << 20;
-}
-
-static void print_load(void)
-{
-    FILE *f = fopen("/proc/loadavg", "r");
-    char line[128] = "?";
-    if (f) {
-        if (!fgets(line, sizeof line, f))
-            strcpy(line, "?\n");
-        fclose(f);
-    }
-    printf("# load average (1/5/15 min, of %ld CPUs): %s", sysconf(_SC_NPROCESSORS_ONLN), line);
-}
 
 
 /* ---------------------------------------------------------------- weights */
@@ -127,13 +82,13 @@ static wf_array *random_x(int64_t rows, int64_t cols)
 /* Seconds for one product (evaluated). */
 static double time_qmm(wf_array *x, const qweight *w, int bits)
 {
-    const double t0 = now();
+    const double t0 = bench_now();
     wf_array *y = wf_quantized_matmul(x, w->codes, w->scales, w->biases, true, GROUP, bits);
     if (!y || wf_eval(&y, 1) != WF_OK) {
         printf("error: %s\n", wf_last_error_message());
         exit(1);
     }
-    const double t = now() - t0;
+    const double t = bench_now() - t0;
     wf_release(y);
     return t;
 }
@@ -195,10 +150,10 @@ static void batch_line(int64_t rows, int bits)
     for (int r = 0; r < REPEATS; r++) {
         const double tq = time_qmm(x, &w, bits);
         best_q = tq < best_q ? tq : best_q;
-        const double t0 = now();
+        const double t0 = bench_now();
         wf_array *y = wf_matmul(x, wt);
         wf_eval(&y, 1);
-        const double tf = now() - t0;
+        const double tf = bench_now() - t0;
         best_f = tf < best_f ? tf : best_f;
         wf_release(y);
     }
@@ -220,8 +175,9 @@ int main(int argc, char **argv)
            "activations %s, interleaved copies %s\n",
            threads, (long long)(llc >> 20), (long long)(rotation >> 20), GROUP,
            wf_quantized_matvec_int8() ? "int8 on AVX2 / AVX-512 (WEFT_QMM_INT8=1)" : "float32",
-           interleave && strcmp(interleave, "0") == 0 ? "off (WEFT_QMM_INTERLEAVE=0)"
-                                                      : "on (AVX-512 matvec, from the second product)");
+           interleave && strcmp(interleave, "0") == 0
+               ? "off (WEFT_QMM_INTERLEAVE=0)"
+               : "on (matvec kernels, from a weight's second product)");
     print_load();
     /* measured before and after the products, the higher kept: the
      * machine's speed drifts, and the ratios should not gain from a slow

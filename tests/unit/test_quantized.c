@@ -727,7 +727,7 @@ static size_t interleaved_size(const qmat *w, int gs, int bits, int lanes)
 }
 
 /* Three products of x and w (transposed), each against wf_matmul on the
- * dequantized matrix, bit for bit; false and a line if one differs. */
+ * dequantized matrix, bit for bit; false if one differs. */
 static bool three_products_same_bits(wf_array *x, const qmat *w, int gs, int bits)
 {
     wf_array *ref = dense_product(x, w, gs, bits, true);

@@ -386,20 +386,29 @@ static void dequantize_span(const qmm_job *job, int64_t batch, int64_t r, int64_
     }
 }
 
-/* The int8 switch: -1 until the environment is read. */
+/* A process switch: 1 on, 0 off, -1 until the environment variable
+ * `name` is read (then on if it says the opposite of the default: "1" for
+ * a switch off by default, not "0" for one on by default). */
+static bool switch_value(atomic_int *sw, const char *name, bool default_on)
+{
+    int v = atomic_load(sw);
+    if (v < 0) {
+        const char *env = getenv(name);
+        const bool on = env ? (default_on ? strcmp(env, "0") != 0 : strcmp(env, "1") == 0)
+                            : default_on;
+        int expected = -1;
+        atomic_compare_exchange_strong(sw, &expected, on);
+        v = atomic_load(sw);
+    }
+    return v == 1;
+}
+
+/* The int8 switch (off unless WEFT_QMM_INT8=1). */
 static atomic_int int8_activations = -1;
 
 static bool int8_switch_value(void)
 {
-    int v = atomic_load(&int8_activations);
-    if (v < 0) {
-        const char *env = getenv("WEFT_QMM_INT8");
-        int expected = -1;
-        atomic_compare_exchange_strong(&int8_activations, &expected,
-                                       env && strcmp(env, "1") == 0);
-        v = atomic_load(&int8_activations);
-    }
-    return v == 1;
+    return switch_value(&int8_activations, "WEFT_QMM_INT8", false);
 }
 
 bool wf_set_quantized_matvec_int8(bool enable)
@@ -531,20 +540,12 @@ static void interleaved_drop(wf_buffer_derived *d)
     free(c);
 }
 
-/* -1 until the environment is read (or wf__qmv_set_interleave is called). */
+/* The copies' switch (on unless WEFT_QMM_INTERLEAVE=0). */
 static atomic_int interleave_switch = -1;
 
 static bool interleave_enabled(void)
 {
-    int v = atomic_load(&interleave_switch);
-    if (v < 0) {
-        const char *env = getenv("WEFT_QMM_INTERLEAVE");
-        int expected = -1;
-        atomic_compare_exchange_strong(&interleave_switch, &expected,
-                                       !(env && strcmp(env, "0") == 0));
-        v = atomic_load(&interleave_switch);
-    }
-    return v == 1;
+    return switch_value(&interleave_switch, "WEFT_QMM_INTERLEAVE", true);
 }
 
 void wf__qmv_set_interleave(bool enable) { atomic_store(&interleave_switch, enable ? 1 : 0); }

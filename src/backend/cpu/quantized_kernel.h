@@ -373,9 +373,9 @@ KINLINE void fast_outputs_of(const wf_qmv_args *a, int64_t nb, int count, int ro
  * Two blocks of rows are summed side by side (two streams of lines, two
  * fma chains a row of x; two halves of K of one block read slower from
  * memory: bench_qmv_ceiling), group by group, each asked for
- * INTERLEAVED_AHEAD lines ahead (4-bit 4096 x 4096 from memory on the
- * KVM Xeon: 19.3-19.7 GB/s at 64 lines, 16.2-18.8 at 32; 8-bit 22.7
- * at 64, 20.1 at 128). The codes are dequantized and summed by
+ * INTERLEAVED_AHEAD vectors ahead (AVX-512, 4-bit 4096 x 4096 from memory
+ * on the KVM Xeon: 19.3-19.7 GB/s at 64, 16.2-18.8 at 32; 8-bit 22.7 at
+ * 64, 20.1 at 128). The codes are dequantized and summed by
  * the GEMM's K blocks exactly as on the fast path, so the bits are the
  * same. Needs kcb a multiple of the group size (a group never straddles
  * a K block) and groups of whole words. */

@@ -1,21 +1,63 @@
 /*
- * The machine's read bandwidth, for benchmarks to set memory-bound figures
- * against (bench_quantized, bench_qmv_ceiling): `threads` threads summing
- * one large buffer, the best of three read loops. Header-only; printf's
- * one comment line per measurement.
+ * Helpers for the memory-bound benchmarks (bench_quantized,
+ * bench_qmv_ceiling): the last-level cache's size (rotation sets are a
+ * multiple of it), the machine's load, a small random generator, and the
+ * machine's read bandwidth: `threads` threads summing one large buffer,
+ * the best of three read loops. Header-only; printf's its comment lines.
  */
-#ifndef WEFT_BENCH_READ_BANDWIDTH_H
-#define WEFT_BENCH_READ_BANDWIDTH_H
+#ifndef WEFT_BENCH_MEMORY_BENCH_H
+#define WEFT_BENCH_MEMORY_BENCH_H
 
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+/* The kernel's figure first: glibc's sysconf reads CPUID, which under a
+ * hypervisor can report the host's cache (320 MiB for a 32 MiB L3 here). */
+static int64_t llc_bytes(void)
+{
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    long long kib = 0;
+    if (f) {
+        if (fscanf(f, "%lld", &kib) != 1)
+            kib = 0;
+        fclose(f);
+    }
+    if (kib > 0)
+        return kib * 1024;
+    const long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return v > 0 ? v : 32 << 20;
+}
+
+static void print_load(void)
+{
+    FILE *f = fopen("/proc/loadavg", "r");
+    char line[128] = "?";
+    if (f) {
+        if (!fgets(line, sizeof line, f))
+            strcpy(line, "?\n");
+        fclose(f);
+    }
+    printf("# load average (1/5/15 min, of %ld CPUs): %s", sysconf(_SC_NPROCESSORS_ONLN), line);
+}
+
+/* xorshift64: the benchmarks' random codes and values, the same every run. */
+static uint64_t bench_seed = 88172645463325252u;
+static uint64_t next_random(void)
+{
+    bench_seed ^= bench_seed << 13;
+    bench_seed ^= bench_seed >> 7;
+    bench_seed ^= bench_seed << 17;
+    return bench_seed;
+}
 
 enum { READ_REPEATS = 3 };
 
-static double read_now(void)
+static double bench_now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -33,7 +75,7 @@ enum { PROBE_AHEAD_WORDS = 128 }; /* 1 KiB */
 typedef struct sum_part {
     const uint64_t *data;
     size_t n;     /* words */
-    int streams;  /* 1: one pass in order; otherwise n / streams words each, a line of each in turn */
+    int streams;  /* 1: one pass in order; else n / streams words each, a line of each in turn */
     uint64_t sum;
 } sum_part;
 
@@ -74,7 +116,7 @@ static double read_loop(const uint64_t *buf, size_t words, int threads, int stre
         pthread_t tid[256];
         sum_part parts[256];
         const size_t share = words / (size_t)threads;
-        const double t0 = read_now();
+        const double t0 = bench_now();
         for (int t = 0; t < threads; t++) {
             parts[t] = (sum_part){buf + share * (size_t)t, share, streams, 0};
             pthread_create(&tid[t], NULL, sum_words, &parts[t]);
@@ -83,7 +125,7 @@ static double read_loop(const uint64_t *buf, size_t words, int threads, int stre
             pthread_join(tid[t], NULL);
             *check += parts[t].sum;
         }
-        const double gbs = (double)(share * (size_t)threads * 8) / (read_now() - t0) / 1e9;
+        const double gbs = (double)(share * (size_t)threads * 8) / (bench_now() - t0) / 1e9;
         best = gbs > best ? gbs : best;
     }
     return best;
