@@ -136,6 +136,7 @@ static double read_loop(const uint64_t *buf, size_t words, int threads, int stre
 static double read_bandwidth(int64_t bytes, int threads, const char *when)
 {
     const size_t words = (size_t)bytes / 8;
+    threads = threads < 1 ? 1 : threads > 256 ? 256 : threads; /* read_loop's arrays */
     uint64_t *buf = malloc(words * 8);
     if (!buf)
         return 0;

@@ -499,6 +499,36 @@ wf_buffer_derived *wf__buffer_derived(wf_buffer *b)
     return atomic_load_explicit(&b->derived, memory_order_acquire);
 }
 
+wf_buffer_derived *wf__buffer_derive_at_second_use(wf_buffer *b, uint64_t fingerprint,
+                                                   wf_buffer_derived *(*make)(void *ctx),
+                                                   void *ctx)
+{
+    wf_buffer_derived *have = wf__buffer_derived(b);
+    if (have != NULL || wf__buffer_is_external(b))
+        return have;
+    const uint64_t refused = ~fingerprint;
+    if (atomic_load_explicit(&b->derived_hint, memory_order_relaxed) == refused ||
+        atomic_exchange(&b->derived_hint, fingerprint) != fingerprint)
+        return NULL;
+    wf_buffer_derived *made = make(ctx);
+    if (made == NULL) {
+        atomic_store(&b->derived_hint, refused);
+        return NULL;
+    }
+    if (!wf__buffer_attach_derived(b, made))
+        made->drop(made); /* another thread's came first */
+    return wf__buffer_derived(b);
+}
+
+bool wf__derived_copy_affordable(size_t held, size_t bytes)
+{
+    wf_memory_stats stats = wf_memory_stats_default();
+    if (wf_memory_stats_get(&stats) != WF_OK)
+        return false;
+    return stats.limit_bytes == SIZE_MAX || (held + bytes <= stats.limit_bytes / 4 &&
+                                             stats.active_bytes + bytes <= stats.limit_bytes / 2);
+}
+
 void wf__buffer_forget_derived(wf_buffer *b)
 {
     atomic_store_explicit(&b->derived_hint, 0, memory_order_relaxed);

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "weft.h"
 
@@ -78,5 +79,22 @@ wf_buffer_derived *wf__buffer_derived(wf_buffer *b);
 /* Drops what was derived from b's contents and clears the hint; for a
  * buffer nobody else holds, before its contents are overwritten. */
 void wf__buffer_forget_derived(wf_buffer *b);
+/* The protocol of derived copies kept for later reads (the GEMM's packed
+ * weights, the quantized matvec's interleaved copies): what is attached to
+ * b's contents (the caller checks it is its own kind and key), or, with
+ * nothing attached, make(ctx) at the second call with the same nonzero
+ * `fingerprint` (naming what and how it derives; one use is not worth a
+ * copy), attached (another thread's, if it came first, is kept and the
+ * new one dropped); NULL otherwise. A fingerprint whose make returned
+ * NULL is not asked again for these contents. make runs with no weft lock
+ * held; external buffers never get one. */
+wf_buffer_derived *wf__buffer_derive_at_second_use(wf_buffer *b, uint64_t fingerprint,
+                                                   wf_buffer_derived *(*make)(void *ctx),
+                                                   void *ctx);
+/* May a derived copy of `bytes` be kept, `held` bytes of its kind being
+ * kept already? Under a memory limit only while that kind stays within a
+ * quarter of it and active memory within half: a speed-up must not make
+ * the program's own allocations fail. */
+bool wf__derived_copy_affordable(size_t held, size_t bytes);
 
 #endif

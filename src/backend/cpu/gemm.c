@@ -796,25 +796,12 @@ static uint64_t packed_b_fingerprint(const packed_b *key)
     return h | 1;
 }
 
-/* May a copy of `bytes` be kept? Under a memory limit, only while the
- * copies stay within a quarter of it and active memory within half: a
- * speed-up must not make the program's own allocations fail. */
-static bool packed_b_affordable(size_t bytes)
-{
-    wf_memory_stats stats = wf_memory_stats_default();
-    if (wf_memory_stats_get(&stats) != WF_OK)
-        return false;
-    return stats.limit_bytes == SIZE_MAX ||
-           (atomic_load(&packed_b_bytes) + bytes <= stats.limit_bytes / 4 &&
-            stats.active_bytes + bytes <= stats.limit_bytes / 2);
-}
-
 /* Packs all of g's B into a new packed_b (NULL when it cannot be
  * allocated or afforded; no error is left recorded). */
 static packed_b *pack_whole_b(const wf_gemm_args *g, const packed_b *key)
 {
     const size_t bytes = wf__gemm_packed_b_size(g);
-    if (!packed_b_affordable(bytes))
+    if (!wf__derived_copy_affordable(atomic_load(&packed_b_bytes), bytes))
         return NULL;
     if (atomic_fetch_add(&packed_b_bytes, bytes) + bytes > WF_GEMM_PACKED_B_BUDGET) {
         atomic_fetch_sub(&packed_b_bytes, bytes);
@@ -836,6 +823,19 @@ static packed_b *pack_whole_b(const wf_gemm_args *g, const packed_b *key)
     pb->bytes = bytes;
     wf__gemm_pack_b(g, storage->data);
     return pb;
+}
+
+/* pack_whole_b as wf__buffer_derive_at_second_use's make. */
+struct pack_request {
+    const wf_gemm_args *g;
+    const packed_b *key;
+};
+
+static wf_buffer_derived *pack_requested(void *ctx)
+{
+    const struct pack_request *r = ctx;
+    packed_b *made = pack_whole_b(r->g, r->key);
+    return made ? &made->base : NULL;
 }
 
 bool wf__gemm_can_pack_b(const wf_gemm_args *g)
@@ -884,26 +884,14 @@ void wf__gemm_use_packed_b(wf_gemm_args *g, wf_buffer *buffer, int64_t mblock)
     if (!amx && (use_direct(g, tk, mblock) || use_direct_t(g, tk, mblock) ||
                  use_complex_direct(g, mblock)))
         return;
+    /* Packed once before with this key? Then it is worth keeping, unless
+     * it was refused before (budget, memory limit, allocation): that is
+     * not tried again for this buffer and key, so that such products do
+     * not take the allocator's lock to ask each time. */
     const packed_b key = packed_b_key(g, buffer);
-    const packed_b *have = (const packed_b *)wf__buffer_derived(buffer);
-    if (have == NULL) {
-        /* Packed once before with this key? Then it is worth keeping,
-         * unless it was refused before (budget, memory limit, allocation):
-         * that is not tried again for this buffer and key, so that such
-         * products do not take the allocator's lock to ask each time. */
-        const uint64_t mine = packed_b_fingerprint(&key), refused = ~mine;
-        if (atomic_load_explicit(&buffer->derived_hint, memory_order_relaxed) == refused ||
-            atomic_exchange(&buffer->derived_hint, mine) != mine)
-            return;
-        packed_b *made = pack_whole_b(g, &key);
-        if (made == NULL) {
-            atomic_store(&buffer->derived_hint, refused);
-            return;
-        }
-        if (!wf__buffer_attach_derived(buffer, &made->base))
-            packed_b_drop(&made->base); /* another thread's came first */
-        have = (const packed_b *)wf__buffer_derived(buffer);
-    }
+    struct pack_request request = {g, &key};
+    const packed_b *have = (const packed_b *)wf__buffer_derive_at_second_use(
+        buffer, packed_b_fingerprint(&key), pack_requested, &request);
     if (have != NULL && have->base.drop == packed_b_drop && packed_b_matches(have, &key))
         g->b_packed = have->storage->data;
 }

@@ -559,12 +559,7 @@ static size_t interleaved_budget(void)
 /* May a copy of `bytes` be kept (see above)? Counts it if so. */
 static bool interleaved_reserve(size_t bytes)
 {
-    wf_memory_stats stats = wf_memory_stats_default();
-    if (wf_memory_stats_get(&stats) != WF_OK)
-        return false;
-    if (stats.limit_bytes != SIZE_MAX &&
-        (atomic_load(&interleaved_bytes) + bytes > stats.limit_bytes / 4 ||
-         stats.active_bytes + bytes > stats.limit_bytes / 2))
+    if (!wf__derived_copy_affordable(atomic_load(&interleaved_bytes), bytes))
         return false;
     if (atomic_fetch_add(&interleaved_bytes, bytes) + bytes > interleaved_budget()) {
         atomic_fetch_sub(&interleaved_bytes, bytes);
@@ -625,6 +620,19 @@ static bool interleavable(const wf_array *a)
     return a->buffer && !wf__buffer_is_external(a->buffer) && a->row_contiguous;
 }
 
+/* interleaved_make as wf__buffer_derive_at_second_use's make. */
+struct interleave_request {
+    const interleaved_copy *key;
+    const uint32_t *src;
+};
+
+static wf_buffer_derived *interleave_requested(void *ctx)
+{
+    const struct interleave_request *r = ctx;
+    interleaved_copy *made = interleaved_make(r->key, r->src);
+    return made ? &made->base : NULL;
+}
+
 /* The interleaved copy of interleavable a's `rows` x `row_elements`
  * (4-byte) elements: kept from before, made now if this is the second
  * use, or NULL. */
@@ -637,23 +645,9 @@ static const void *interleaved_copy_of(const wf_array *a, int64_t rows, int64_t 
                                   .rows = rows,
                                   .row_elements = row_elements,
                                   .lanes = lanes};
-    const interleaved_copy *have = (const interleaved_copy *)wf__buffer_derived(buffer);
-    if (have == NULL) {
-        /* used once before with this key? then worth a copy (unless one
-         * was refused for it: not asked again, as for packed weights) */
-        const uint64_t mine = interleaved_fingerprint(&key), refused = ~mine;
-        if (atomic_load_explicit(&buffer->derived_hint, memory_order_relaxed) == refused ||
-            atomic_exchange(&buffer->derived_hint, mine) != mine)
-            return NULL;
-        interleaved_copy *made = interleaved_make(&key, (const uint32_t *)data);
-        if (made == NULL) {
-            atomic_store(&buffer->derived_hint, refused);
-            return NULL;
-        }
-        if (!wf__buffer_attach_derived(buffer, &made->base))
-            interleaved_drop(&made->base); /* another thread's came first */
-        have = (const interleaved_copy *)wf__buffer_derived(buffer);
-    }
+    struct interleave_request request = {&key, (const uint32_t *)data};
+    const interleaved_copy *have = (const interleaved_copy *)wf__buffer_derive_at_second_use(
+        buffer, interleaved_fingerprint(&key), interleave_requested, &request);
     if (have == NULL || have->base.drop != interleaved_drop || have->offset != key.offset ||
         have->rows != rows || have->row_elements != row_elements || have->lanes != lanes)
         return NULL;
