@@ -360,14 +360,32 @@ static void test_matvec_k_blocks_every_variant(void)
     CHECK_OK(wf__gemm_isa_set(-1));
 }
 
-/* Scales zero, tiny or huge, in some rows only (outside the range of the
- * AVX-512 kernel's codes in place: its general path; at the range's ends,
- * 2^-100 and 2^100: its fast path; the AVX2 kernel converts codes and
- * takes any scale) still give the dense product's bits. */
-static void test_extreme_scales(void)
+/* Replaces w's scales by a copy with a scale zero, tiny or huge in rows
+ * 0, 11, 22, .. 66 (w: at least 67 rows): outside the range of the AVX-512
+ * kernel's codes in place (its general path), and at the range's ends,
+ * 2^-100 and 2^100 (its fast path); the AVX2 kernel converts codes and
+ * takes any scale. */
+static bool put_extreme_scales(qmat *w, int gs)
 {
     static const float odd_scales[] = {0.0f,       -0.0f,     0x1p-120f, 0x1p110f,
                                        -0x1p-101f, 0x1p-100f, -0x1p100f};
+    const int64_t groups = w->cols / gs;
+    float *sv = quant_host_copy(w->s, 4);
+    if (!sv)
+        return false;
+    for (size_t i = 0; i < sizeof odd_scales / sizeof *odd_scales; i++)
+        sv[(int64_t)i * 11 * groups + (int64_t)i % groups] = odd_scales[i];
+    const int64_t ss[2] = {w->rows, groups};
+    wf_release(w->s);
+    w->s = wf_array_from_data(sv, ss, 2, WF_DTYPE_F32);
+    free(sv);
+    return w->s != NULL;
+}
+
+/* Extreme scales (put_extreme_scales) in some rows only still give the
+ * dense product's bits. */
+static void test_extreme_scales(void)
+{
     static const int fast_bits[] = {2, 4, 8};
     for (int bi = 0; bi < 3; bi++) {
         const int bits = fast_bits[bi], gs = 32;
@@ -375,14 +393,11 @@ static void test_extreme_scales(void)
         qmat w;
         if (!qmat_make(&w, n, kdim, gs, bits))
             return;
-        float *sv = quant_host_copy(w.s, 4);
-        if (!sv)
+        if (!CHECK(put_extreme_scales(&w, gs))) {
+            qmat_free(&w);
             return;
-        for (size_t i = 0; i < sizeof odd_scales / sizeof *odd_scales; i++)
-            sv[(int64_t)i * 11 * (kdim / gs) + (int64_t)i % (kdim / gs)] = odd_scales[i];
-        const int64_t ss[2] = {n, kdim / gs};
-        wf_array *s = wf_array_from_data(sv, ss, 2, WF_DTYPE_F32);
-        free(sv);
+        }
+        wf_array *s = w.s;
         const int64_t xs[2] = {2, kdim};
         wf_array *x = random_f32(xs, 2);
         wf_array *d = wf_dequantize(w.q, s, w.b, gs, bits, WF_QUANT_AFFINE);
@@ -398,7 +413,7 @@ static void test_extreme_scales(void)
             wf_release(y), wf_release(ref);
         }
         CHECK_OK(wf__gemm_isa_set(-1));
-        wf_release(s), wf_release(x), wf_release(d);
+        wf_release(x), wf_release(d);
         qmat_free(&w);
     }
 }
@@ -823,6 +838,19 @@ static void interleaved_copies_on(int lanes)
         CHECK_EQ_INT((int64_t)wf__qmv_interleaved_bytes(), (int64_t)before);
         wf_release(x), wf_release(external);
         free(host);
+        qmat_free(&w);
+    }
+
+    /* extreme scales in some rows (the AVX-512 kernel checks their range
+     * once, as the copies are made, and then takes its general path) */
+    if (qmat_make(&w, 70, kdim, 32, 4)) {
+        const int64_t xs[2] = {2, kdim};
+        wf_array *x = random_f32(xs, 2);
+        if (CHECK(put_extreme_scales(&w, 32)))
+            CHECK(three_products_same_bits(x, &w, 32, 4));
+        CHECK_EQ_INT((int64_t)wf__qmv_interleaved_bytes(),
+                     (int64_t)(before + interleaved_size(&w, 32, 4, lanes)));
+        wf_release(x);
         qmat_free(&w);
     }
 

@@ -341,6 +341,7 @@ typedef struct qmm_job {
     const int32_t *interleaved_codes;
     const float *interleaved_scales, *interleaved_biases;
     int interleave_lanes;
+    bool interleaved_in_place_range; /* see wf_qmv_args */
     wf_qmv_int8_fn qmv_int8; /* that kernel (set with int8) */
     int64_t x_rows;      /* rows of x over all its batches */
     wf_qdeq_fn qdeq; /* NULL: scalar dequantization of panels */
@@ -493,6 +494,7 @@ static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
             .interleaved_scales = job->interleaved_scales,
             .interleaved_biases = job->interleaved_biases,
             .interleave_lanes = job->interleave_lanes,
+            .interleaved_in_place_range = job->interleaved_in_place_range,
         };
         if (job->int8)
             job->qmv_int8(job->int8, x_batch(job, batch) * job->rows, &a, n0,
@@ -526,6 +528,7 @@ typedef struct interleaved_copy {
     int64_t offset, rows, row_elements, lanes; /* the key: where, what (4-byte elements), how */
     wf_buffer *storage;
     size_t bytes;
+    bool in_place_range; /* a copy of scales: scales_decode_in_place of its rows */
 } interleaved_copy;
 
 static atomic_size_t interleaved_bytes;
@@ -578,9 +581,24 @@ static uint64_t interleaved_fingerprint(const interleaved_copy *key)
     return h | 1;
 }
 
+/* Whether every scale's magnitude is in [2^-100, 2^100] (NaN: no), where
+ * the AVX-512 kernel decodes codes in place (quantized_kernel.h,
+ * scales_in_range). A copy's scales are checked once, when it is made:
+ * checking them at every product read MLX's scales again beside the
+ * copy's, 10% more bytes for a 4-bit matvec. */
+static bool scales_decode_in_place(const float *s, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabsf(s[i]) >= 0x1p-100f && fabsf(s[i]) <= 0x1p100f))
+            return false;
+    return true;
+}
+
 /* A new copy of `rows` rows of `row_elements` 4-byte elements from src
- * (NULL when it cannot be afforded or allocated; no error recorded). */
-static interleaved_copy *interleaved_make(const interleaved_copy *key, const uint32_t *src)
+ * (NULL when it cannot be afforded or allocated; no error recorded);
+ * `scales`: src holds scales, whose range it notes. */
+static interleaved_copy *interleaved_make(const interleaved_copy *key, const uint32_t *src,
+                                          bool scales)
 {
     const int64_t lanes = key->lanes, blocks = (key->rows + lanes - 1) / lanes;
     const size_t bytes = (size_t)(blocks * key->row_elements * lanes) * 4;
@@ -610,6 +628,8 @@ static interleaved_copy *interleaved_make(const interleaved_copy *key, const uin
         for (int64_t j = 0; j < key->row_elements; j++)
             line[j * lanes] = row[j];
     }
+    c->in_place_range =
+        scales && scales_decode_in_place((const float *)src, key->rows * key->row_elements);
     return c;
 }
 
@@ -624,20 +644,22 @@ static bool interleavable(const wf_array *a)
 struct interleave_request {
     const interleaved_copy *key;
     const uint32_t *src;
+    bool scales;
 };
 
 static wf_buffer_derived *interleave_requested(void *ctx)
 {
     const struct interleave_request *r = ctx;
-    interleaved_copy *made = interleaved_make(r->key, r->src);
+    interleaved_copy *made = interleaved_make(r->key, r->src, r->scales);
     return made ? &made->base : NULL;
 }
 
 /* The interleaved copy of interleavable a's `rows` x `row_elements`
- * (4-byte) elements: kept from before, made now if this is the second
- * use, or NULL. */
-static const void *interleaved_copy_of(const wf_array *a, int64_t rows, int64_t row_elements,
-                                       int64_t lanes)
+ * (4-byte) elements (`scales`: a's are scales): kept from before, made now
+ * if this is the second use, or NULL. */
+static const interleaved_copy *interleaved_copy_of(const wf_array *a, int64_t rows,
+                                                   int64_t row_elements, int64_t lanes,
+                                                   bool scales)
 {
     wf_buffer *buffer = a->buffer;
     const char *data = wf__array_data_ptr(a);
@@ -645,13 +667,13 @@ static const void *interleaved_copy_of(const wf_array *a, int64_t rows, int64_t 
                                   .rows = rows,
                                   .row_elements = row_elements,
                                   .lanes = lanes};
-    struct interleave_request request = {&key, (const uint32_t *)data};
+    struct interleave_request request = {&key, (const uint32_t *)data, scales};
     const interleaved_copy *have = (const interleaved_copy *)wf__buffer_derive_at_second_use(
         buffer, interleaved_fingerprint(&key), interleave_requested, &request);
     if (have == NULL || have->base.drop != interleaved_drop || have->offset != key.offset ||
         have->rows != rows || have->row_elements != row_elements || have->lanes != lanes)
         return NULL;
-    return have->storage->data;
+    return have;
 }
 
 /* Sets the job's interleaved copies where the matrix-vector kernel takes
@@ -670,14 +692,17 @@ static void interleaved_operands(qmm_job *job, wf_array *const *inputs, const de
         !interleavable(inputs[1]) || !interleavable(inputs[2]) ||
         (job->biases && !interleavable(inputs[3])) || !interleave_enabled())
         return;
-    const int32_t *codes = interleaved_copy_of(inputs[1], job->n, job->row_bytes / 4, lanes);
-    const float *scales = interleaved_copy_of(inputs[2], job->n, job->groups, lanes);
-    const float *biases =
-        job->biases ? interleaved_copy_of(inputs[3], job->n, job->groups, lanes) : NULL;
+    const interleaved_copy *codes =
+        interleaved_copy_of(inputs[1], job->n, job->row_bytes / 4, lanes, false);
+    const interleaved_copy *scales =
+        interleaved_copy_of(inputs[2], job->n, job->groups, lanes, true);
+    const interleaved_copy *biases =
+        job->biases ? interleaved_copy_of(inputs[3], job->n, job->groups, lanes, false) : NULL;
     if (codes && scales && (biases || !job->biases)) {
-        job->interleaved_codes = codes;
-        job->interleaved_scales = scales;
-        job->interleaved_biases = biases;
+        job->interleaved_codes = codes->storage->data;
+        job->interleaved_scales = scales->storage->data;
+        job->interleaved_biases = biases ? biases->storage->data : NULL;
+        job->interleaved_in_place_range = scales->in_place_range;
         job->interleave_lanes = lanes;
     }
 }

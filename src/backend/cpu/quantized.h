@@ -62,6 +62,9 @@ typedef struct wf_qmv_args {
     const int32_t *interleaved_codes;
     const float *interleaved_scales, *interleaved_biases;
     int interleave_lanes;
+    /* every scale's magnitude in [2^-100, 2^100] (checked when the copy
+     * was made): the AVX-512 kernel takes the interleaved path only then */
+    bool interleaved_in_place_range;
 } wf_qmv_args;
 
 /* Outputs [n0, n1) of a product (bits 2, 4 or 8). */

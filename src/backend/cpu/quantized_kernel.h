@@ -39,15 +39,16 @@
  *    converted, then multiplied by s and added to b, both memory operands;
  *  - otherwise (AVX-512): each half of a word is put under the exponent
  *    of 2^23 once; q at bit p of the half, masked in place (one AND), is
- *    the float f = 2^23 + q 2^p, and with c = -2^23 s (exact while |s| is
- *    in [2^-100, 2^100]), y = fma(f, s, c) is q 2^p s rounded once, which
- *    is 2^p (q * s rounded), so fma(y, 2^-p, b) is q * s rounded, then
- *    + b rounded. Three factor registers a K block (s, c, b; the powers
- *    2^-p are broadcast from memory), where one a bit offset took nine
- *    and the fma chains' registers spilled. An AND runs on any of Zen 4's
- *    four vector pipes; the ternary-logic instruction it replaced ran
- *    only on the two that the fmas need (3.1 against 2.4 cycles per 16
- *    codes, measured alone).
+ *    the float f = 2^23 + q 2^p, and with s' = 2^-p s and c = -2^23 s'
+ *    (both exact while |s| is in [2^-100, 2^100]), fma(f, s', c) is
+ *    q * s rounded once, and an add gives + b rounded. Per code: an AND,
+ *    an fma, an add and the sum's fma. The add runs beside the fmas on
+ *    Zen 4 (its two FADD pipes); the stop-55 form, fma(y, 2^-p, b) on
+ *    y = q 2^p s, took a third fma: 4-bit 4096 x 4096 from L3 on one
+ *    Zen 4 core read 12.1 GB/s with it, 12.9 now. An AND runs on any of
+ *    Zen 4's four vector pipes; the ternary-logic instruction it replaced
+ *    ran only on the two that the fmas need (3.1 against 2.4 cycles per
+ *    16 codes, measured alone).
  * Each dequantized value is summed with fma by the GEMM's K blocks in k
  * order, so the bits are the GEMM's on the dequantized matrix.
  *
@@ -152,18 +153,25 @@ typedef struct group_factors {
 #if QMV_CODES_CONVERTED
     const float *s, *b;
 #else
-    vf s, c, b;
+    /* s[i] = 2^-p s and c[i] = -2^23 s[i] for the code at bit p = i bits
+     * of a half word (exact while |s| is in [2^-100, 2^100]), and b */
+    vf s[8], c[8], b;
 #endif
 } group_factors;
 
-KINLINE void group_factors_set(const float *s, const float *b, group_factors *f)
+KINLINE void group_factors_set(const float *s, const float *b, int bits, group_factors *f)
 {
 #if QMV_CODES_CONVERTED
+    (void)bits;
     f->s = s;
     f->b = b;
 #else
-    f->s = vf_load_all(s);
-    f->c = vf_mul(f->s, vf_set1(-0x1p23f));
+    const vf scale = vf_load_all(s);
+#pragma GCC unroll 8
+    for (int i = 0; i < 16 / bits; i++) {
+        f->s[i] = vf_mul(scale, vf_set1(1.0f / (float)(1 << (i * bits))));
+        f->c[i] = vf_mul(f->s[i], vf_set1(-0x1p23f));
+    }
     f->b = b ? vf_load_all(b) : vf_zero();
 #endif
 }
@@ -183,11 +191,9 @@ KINLINE vf fast_value(vi word, int p, int bits, int mode, const group_factors *f
     const vi half = half_word_float(word, p >= 16);
     const int at = p % 16; /* the code's bit in its half */
     if (mode != WF_QUANT_AFFINE)
-        return vf_mul(fp_values(vi_srli(half, at), mode), f->s);
-    const vf scaled = vf_fma(code_float(half, at, bits), f->s, f->c); /* 2^at (q * s) */
-    if (at == 0)
-        return vf_add(scaled, f->b);
-    return vf_fma(scaled, vf_set1(1.0f / (float)(1 << at)), f->b);
+        return vf_mul(fp_values(vi_srli(half, at), mode), f->s[0]);
+    const int i = at / bits;
+    return vf_add(vf_fma(code_float(half, at, bits), f->s[i], f->c[i]), f->b); /* q * s, + b */
 #endif
 }
 
@@ -265,7 +271,7 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_rows *p, int64_t nb, int
 #pragma GCC unroll 8
     for (int kb = 0; kb < nkb; kb++)
         group_factors_set(t.scales[kb * kb_groups], p->biases ? t.biases[kb * kb_groups] : NULL,
-                          &f[kb]);
+                          bits, &f[kb]);
     for (int64_t first = 0; first < words; first += CHUNK_WORDS) {
         const int count = words - first < CHUNK_WORDS ? (int)(words - first) : CHUNK_WORDS;
 #pragma GCC unroll 8
@@ -288,7 +294,8 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_rows *p, int64_t nb, int
 #pragma GCC unroll 8
                 for (int kb = 0; kb < nkb; kb++)
                     group_factors_set(t.scales[kb * kb_groups + group],
-                                      p->biases ? t.biases[kb * kb_groups + group] : NULL, &f[kb]);
+                                      p->biases ? t.biases[kb * kb_groups + group] : NULL, bits,
+                                      &f[kb]);
             }
 #pragma GCC unroll 16
             for (int i = 0; i < per_word; i++) {
@@ -384,7 +391,7 @@ enum { INTERLEAVED_AHEAD = 64 }; /* words (vectors) */
 KINLINE bool interleaved_fits(const wf_qmv_args *a)
 {
     return a->interleaved_codes && a->interleave_lanes == LANES &&
-           a->mode == WF_QUANT_AFFINE && a->kcb % a->group_size == 0 &&
+           (QMV_CODES_CONVERTED || a->interleaved_in_place_range) && a->mode == WF_QUANT_AFFINE && a->kcb % a->group_size == 0 &&
            a->group_size * a->bits % 32 == 0 && (a->bits == 2 || a->bits == 4 || a->bits == 8);
 }
 
@@ -418,7 +425,7 @@ KINLINE void interleaved_units(const wf_qmv_args *a, int64_t nb, int nu, int las
 #pragma GCC unroll 2
             for (int u = 0; u < nu; u++) {
                 group_factors_set(scales[u] + g * LANES, biases[u] ? biases[u] + g * LANES : NULL,
-                                  &f[u]);
+                                  bits, &f[u]);
                 /* past the block's end: the same unit of the next pair */
                 int64_t word = g * group_words + INTERLEAVED_AHEAD;
                 word += word >= row_words ? (nu - 1) * row_words : 0;
@@ -498,7 +505,7 @@ KINLINE void prefetch_factors(const wf_qmv_args *a, int64_t r0, int64_t r1)
 KINLINE void qmv_rows(const wf_qmv_args *a, int64_t n0, int64_t n1, int rows)
 {
     const bool fast = fast_bits(a);
-    if (interleaved_fits(a) && fast_scales_ok(a, n0, n1 - n0)) {
+    if (interleaved_fits(a)) {
         interleaved_rows(a, n0, n1, rows);
         return;
     }
