@@ -7,6 +7,7 @@
  * KINLINE (always-inline with the ISA's target attribute) and
  *   lanes(n)                      lanes [0, n) of LANES
  *   vf_zero, vf_set1, vf_add, vf_mul, vf_fma(a, b, c) = a * b + c
+ *   vf_fma_x(x, w, acc)           *x * w + acc (x: one float, broadcast)
  *   vf_load(p, m), vf_store(p, m, v), vf_gather(base, index, m)
  *   vi_gather(base, index, m), vi_iota_times(stride), vi_srli(v, n), vi_srl(v, n)
  *   vi_to_float(v), vi_low_bits(v, bits)
@@ -84,7 +85,7 @@ KINLINE void general_accumulate(vi word, int shift, int count, int bits, int mod
         const vf w = mode != WF_QUANT_AFFINE ? vf_mul(fp_values(q, mode), s)
                                              : vf_add(vf_mul(vi_to_float(q), s), b);
         for (int r = 0; r < rows; r++)
-            acc[r] = vf_fma(vf_set1(x[r * ldx + k + j0 + j]), w, acc[r]);
+            acc[r] = vf_fma_x(&x[r * ldx + k + j0 + j], w, acc[r]);
     }
 }
 
@@ -306,7 +307,7 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_rows *p, int64_t nb, int
                                             &f[kb]);
 #pragma GCC unroll 4
                     for (int r = 0; r < rows; r++)
-                        acc[kb][r] = vf_fma(vf_set1(xk[kb * a->kcb + r * a->ldx]), w, acc[kb][r]);
+                        acc[kb][r] = vf_fma_x(&xk[kb * a->kcb + r * a->ldx], w, acc[kb][r]);
                 }
             }
         }
@@ -447,7 +448,7 @@ KINLINE void interleaved_units(const wf_qmv_args *a, int64_t nb, int nu, int las
                         const vf v = fast_value(w[u], i * bits, bits, WF_QUANT_AFFINE, &f[u]);
 #pragma GCC unroll 4
                         for (int r = 0; r < rows; r++)
-                            acc[u][r] = vf_fma(vf_set1(xk[r * a->ldx]), v, acc[u][r]);
+                            acc[u][r] = vf_fma_x(&xk[r * a->ldx], v, acc[u][r]);
                     }
                 }
             }
