@@ -32,13 +32,19 @@
 #include "util/lock.h"
 #include "util/fault.h"
 
-enum { MAX_POOL_THREADS = 256, CHUNKS_PER_THREAD = 4 };
+enum { MAX_POOL_THREADS = 256 };
 
+/* A job's chunks are guided: each take gets what is left divided by
+ * twice the job's threads (at least min_chunk), large first and small at
+ * the end, so that its threads finish together. Equal chunks (a quarter
+ * of a thread's share each) left one thread running the last one alone:
+ * a 4-bit 4096 x 4096 matvec of 43 tasks in 9 chunks on two threads read
+ * 23.6 GB/s on Zen 4, 25.1 in 8 equal ones. */
 struct job {
     wf_parallel_fn fn;
     void *ctx;
-    int64_t n, chunk, nchunks;
-    atomic_int_fast64_t next_chunk;
+    int64_t n, min_chunk, divisor;
+    atomic_int_fast64_t next_item; /* the first item not taken */
     atomic_int helpers; /* pool threads inside the job (changed under the pool lock) */
     int max_helpers;    /* pool threads it may take: the cores other work leaves */
     struct job *next;
@@ -86,26 +92,41 @@ static _Thread_local int evaluation_depth; /* wf__pool_evaluation_begin/end nest
 uint64_t wf__pool_chunks_helped(void) { return atomic_load(&chunks_helped); }
 uint64_t wf__pool_threads_steered(void) { return atomic_load(&threads_steered); }
 
+/* Takes the job's next chunk into [*begin, *end); false when none is left. */
+static bool take_chunk(struct job *job, int64_t *begin, int64_t *end)
+{
+    int64_t at = atomic_load_explicit(&job->next_item, memory_order_relaxed);
+    for (;;) {
+        if (at >= job->n)
+            return false;
+        int64_t size = (job->n - at) / job->divisor;
+        size = size < job->min_chunk ? job->min_chunk : size;
+        const int64_t stop = size < job->n - at ? at + size : job->n;
+        if (atomic_compare_exchange_weak_explicit(&job->next_item, &at, stop, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *begin = at;
+            *end = stop;
+            return true;
+        }
+    }
+}
+
 /* Takes and runs chunks until none is left; returns how many it ran. */
 static int64_t run_chunks(struct job *job)
 {
-    int64_t ran = 0;
-    for (;;) {
-        int64_t c = atomic_fetch_add_explicit(&job->next_chunk, 1, memory_order_relaxed);
-        if (c >= job->nchunks)
-            return ran;
-        int64_t begin = c * job->chunk;
-        int64_t end = begin + job->chunk < job->n ? begin + job->chunk : job->n;
+    int64_t ran = 0, begin, end;
+    while (take_chunk(job, &begin, &end)) {
         job->fn(job->ctx, begin, end);
         ran++;
     }
+    return ran;
 }
 
 /* Pool lock held: a job with chunks left and room for one more helper. */
 static struct job *open_job(void)
 {
     for (struct job *j = pool.jobs; j; j = j->next)
-        if (atomic_load_explicit(&j->next_chunk, memory_order_relaxed) < j->nchunks &&
+        if (atomic_load_explicit(&j->next_item, memory_order_relaxed) < j->n &&
             atomic_load_explicit(&j->helpers, memory_order_relaxed) < j->max_helpers)
             return j;
     return NULL;
@@ -318,15 +339,13 @@ int wf__pool_size(void)
 static void split_over_pool(int64_t n, int64_t min_chunk, int threads, wf_parallel_fn fn,
                             void *ctx)
 {
-    /* Rounded down: a few heavy items (a convolution's 14 blocks of rows
-     * on 2 threads) then go one at a time; rounded up they went two at a
-     * time, 7 pairs, and one thread ran 8 blocks while the other ran 6. */
-    int64_t chunk = n / ((int64_t)threads * CHUNKS_PER_THREAD);
-    if (chunk < min_chunk)
-        chunk = min_chunk;
-    struct job job = {.fn = fn, .ctx = ctx, .n = n, .chunk = chunk, .max_helpers = threads - 1};
-    job.nchunks = (n + chunk - 1) / chunk;
-    atomic_init(&job.next_chunk, 0);
+    struct job job = {.fn = fn,
+                      .ctx = ctx,
+                      .n = n,
+                      .min_chunk = min_chunk,
+                      .divisor = 2 * (int64_t)threads,
+                      .max_helpers = threads - 1};
+    atomic_init(&job.next_item, 0);
     atomic_init(&job.helpers, 0);
 
     wf__mutex_lock(&pool.lock);
