@@ -168,11 +168,14 @@ KINLINE void group_factors_set(const float *s, const float *b, int bits, group_f
     f->b = b;
 #else
     const vf scale = vf_load_all(s);
+    /* bound 8, not 16 / bits: unoptimized builds warn that they ignore the
+     * pragma on a loop bounded by a parameter */
 #pragma GCC unroll 8
-    for (int i = 0; i < 16 / bits; i++) {
-        f->s[i] = vf_mul(scale, vf_set1(1.0f / (float)(1 << (i * bits))));
-        f->c[i] = vf_mul(f->s[i], vf_set1(-0x1p23f));
-    }
+    for (int i = 0; i < 8; i++)
+        if (i < 16 / bits) {
+            f->s[i] = vf_mul(scale, vf_set1(1.0f / (float)(1 << (i * bits))));
+            f->c[i] = vf_mul(f->s[i], vf_set1(-0x1p23f));
+        }
     f->b = b ? vf_load_all(b) : vf_zero();
 #endif
 }
