@@ -55,7 +55,7 @@ INLINE_512 vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
  * an x used by two fmas with vbroadcastss once, and on Zen 4 that
  * broadcast takes a vector pipe (8 of them: 10.4 cycles, against 7.6 for
  * 8 fmas that broadcast their operand; 4-bit matvec from L3 on one core:
- * 12.9 -> 14.8 GB/s). On Intel both are a load. */
+ * 12.9 -> 13.9 GB/s). On Intel both are a load. */
 INLINE_512 vf vf_fma_x(const float *x, vf w, vf acc)
 {
     __asm__("vfmadd231ps %[x]%{1to16%}, %[w], %[acc]" : [acc] "+v"(acc) : [w] "v"(w), [x] "m"(*x));

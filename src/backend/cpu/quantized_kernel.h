@@ -395,7 +395,8 @@ enum { INTERLEAVED_AHEAD = 64 }; /* words (vectors) */
 KINLINE bool interleaved_fits(const wf_qmv_args *a)
 {
     return a->interleaved_codes && a->interleave_lanes == LANES &&
-           (QMV_CODES_CONVERTED || a->interleaved_in_place_range) && a->mode == WF_QUANT_AFFINE && a->kcb % a->group_size == 0 &&
+           (QMV_CODES_CONVERTED || a->interleaved_in_place_range) &&
+           a->mode == WF_QUANT_AFFINE && a->kcb % a->group_size == 0 &&
            a->group_size * a->bits % 32 == 0 && (a->bits == 2 || a->bits == 4 || a->bits == 8);
 }
 
