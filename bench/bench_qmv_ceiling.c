@@ -4,7 +4,7 @@
  * layout, by the order its streams are read and by sum order, in one run
  * (issue 28 asks for 70%):
  *  - weft: wf_quantized_matmul, exact (wf_matmul's bits on the dequantized
- *    matrix: a code costs an AND and three fmas): reading MLX's layout
+ *    matrix: a code costs an AND, two fmas and an add): reading MLX's layout
  *    (each row's codes, scales and biases in order; 16 rows at a time go
  *    through 16 x 16 transposes), then its interleaved copies (made at a
  *    weight's second product: backend/cpu/quantized.c), then with int8
@@ -155,13 +155,21 @@ INLINE_512 void ask_ahead(const __m512i *line, int ahead)
         _mm_prefetch((const char *)(line + ahead + i), _MM_HINT_T0);
 }
 
-/* Exact arithmetic: w = q * s rounded, then + b rounded; acc += x w. */
-INLINE_512 void exact_code(__m512i half, int p, __m512 s, __m512 c, __m512 b, float x, __m512 *acc)
+/* *x * w + acc, *x broadcast by the fma itself (as quantized_avx512.c's
+ * vf_fma_x: a separate vbroadcastss takes a vector pipe on Zen 4). */
+INLINE_512 __m512 fma_broadcast(const float *x, __m512 w, __m512 acc)
 {
-    const __m512 scaled = _mm512_fmadd_ps(code_in_place(half, p), s, c); /* 2^p (q s) */
-    const __m512 w = p == 0 ? _mm512_add_ps(scaled, b)
-                            : _mm512_fmadd_ps(scaled, _mm512_set1_ps(1.0f / (float)(1 << p)), b);
-    *acc = _mm512_fmadd_ps(_mm512_set1_ps(x), w, *acc);
+    __asm__("vfmadd231ps %[x]%{1to16%}, %[w], %[acc]" : [acc] "+v"(acc) : [w] "v"(w), [x] "m"(*x));
+    return acc;
+}
+
+/* Exact arithmetic: w = q * s rounded (one fma with s' = 2^-p s and
+ * c = -2^23 s', as weft's kernel), then + b rounded; acc += x w. */
+INLINE_512 void exact_code(__m512i half, int i, const __m512 *s, const __m512 *c, __m512 b,
+                           const float *x, __m512 *acc)
+{
+    const __m512 w = _mm512_add_ps(_mm512_fmadd_ps(code_in_place(half, 4 * i), s[i], c[i]), b);
+    *acc = fma_broadcast(x, w, *acc);
 }
 
 /* Two fma chains side by side, each a stream of lines: two halves of K
@@ -185,12 +193,16 @@ INLINE_512 void exact_units(const weight *w, const activations *a, int64_t b0, i
             first[u] = pair ? 0 : u * GROUPS / 2;
         }
         for (int g = 0; g < groups; g++) {
-            __m512 gs[2], gc[2], gb[2];
+            __m512 gs[2][4], gc[2][4], gb[2];
 #pragma GCC unroll 2
             for (int u = 0; u < 2; u++) {
                 const int group = first[u] + g;
-                gs[u] = _mm512_load_ps(s[u] + group * LANES);
-                gc[u] = _mm512_mul_ps(gs[u], _mm512_set1_ps(-0x1p23f));
+                const __m512 scale = _mm512_load_ps(s[u] + group * LANES);
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) {
+                    gs[u][i] = _mm512_mul_ps(scale, _mm512_set1_ps(1.0f / (float)(1 << 4 * i)));
+                    gc[u][i] = _mm512_mul_ps(gs[u][i], _mm512_set1_ps(-0x1p23f));
+                }
                 gb[u] = _mm512_load_ps(b[u] + group * LANES);
                 ask_ahead(lines[u] + group * 8, EXACT_AHEAD);
             }
@@ -203,10 +215,10 @@ INLINE_512 void exact_units(const weight *w, const activations *a, int64_t b0, i
                     const __m512i low = half_float(word, false), high = half_float(word, true);
 #pragma GCC unroll 4
                     for (int i = 0; i < 4; i++)
-                        exact_code(low, 4 * i, gs[u], gc[u], gb[u], a->x[k + i], &acc[u]);
+                        exact_code(low, i, gs[u], gc[u], gb[u], &a->x[k + i], &acc[u]);
 #pragma GCC unroll 4
                     for (int i = 0; i < 4; i++)
-                        exact_code(high, 4 * i, gs[u], gc[u], gb[u], a->x[k + 4 + i], &acc[u]);
+                        exact_code(high, i, gs[u], gc[u], gb[u], &a->x[k + 4 + i], &acc[u]);
                 }
         }
         if (pair) {
@@ -233,10 +245,10 @@ ATTR_512 static void exact_block_pairs(const weight *w, const activations *a, in
 /* Factored: per group, q 2^p * x 2^-p (exact products) in two chains a
  * block, then total += s * their sum, total += b * the group's sum of x;
  * two blocks of rows side by side. */
-INLINE_512 void factored_code(__m512i half, int i, float scaled_x, __m512 *chain)
+INLINE_512 void factored_code(__m512i half, int i, const float *scaled_x, __m512 *chain)
 {
     const __m512 q = _mm512_sub_ps(code_in_place(half, 4 * i), _mm512_set1_ps(0x1p23f));
-    *chain = _mm512_fmadd_ps(q, _mm512_set1_ps(scaled_x), *chain); /* q 2^4i * x 2^-4i */
+    *chain = fma_broadcast(scaled_x, q, *chain); /* q 2^4i * x 2^-4i */
 }
 
 ATTR_512 static void factored_block_pairs(const weight *w, const activations *a, int64_t b0,
@@ -268,10 +280,10 @@ ATTR_512 static void factored_block_pairs(const weight *w, const activations *a,
                     const __m512i low = half_float(word, false), high = half_float(word, true);
 #pragma GCC unroll 4
                     for (int i = 0; i < 4; i++)
-                        factored_code(low, i, a->scaled[i][k + i], &chain[u][i & 1]);
+                        factored_code(low, i, &a->scaled[i][k + i], &chain[u][i & 1]);
 #pragma GCC unroll 4
                     for (int i = 0; i < 4; i++)
-                        factored_code(high, i, a->scaled[i][k + 4 + i], &chain[u][i & 1]);
+                        factored_code(high, i, &a->scaled[i][k + 4 + i], &chain[u][i & 1]);
                 }
             }
 #pragma GCC unroll 2
