@@ -59,8 +59,10 @@ static void matvec_line(enum ggml_type type, int64_t out, int64_t in, int64_t ro
     int64_t count = (rotation + (int64_t)one - 1) / (int64_t)one;
     count = count < 2 ? 2 : count;
     const size_t overhead = ggml_tensor_overhead() * 4 + ggml_graph_overhead();
-    struct ggml_init_params ip = {(size_t)count * (one + overhead) + in * 4 + (1 << 20), NULL,
-                                  false};
+    /* per matrix: its codes, its tensors' and graph's headers, its product */
+    struct ggml_init_params ip = {(size_t)count * (one + overhead + (size_t)out * 4) + in * 4 +
+                                      (1 << 20),
+                                  NULL, false};
     struct ggml_context *ctx = ggml_init(ip);
     struct ggml_tensor *x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, in, 1);
     for (int64_t j = 0; j < in; j++)
