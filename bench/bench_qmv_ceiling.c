@@ -155,8 +155,9 @@ INLINE_512 void ask_ahead(const __m512i *line, int ahead)
         _mm_prefetch((const char *)(line + ahead + i), _MM_HINT_T0);
 }
 
-/* *x * w + acc, *x broadcast by the fma itself (as quantized_avx512.c's
- * vf_fma_x: a separate vbroadcastss takes a vector pipe on Zen 4). */
+/* *x * w + acc, *x broadcast by the fma itself (GCC would share one
+ * vbroadcastss between the two blocks' fmas, and on Zen 4 that takes a
+ * vector pipe; weft's kernel gets the same code with vf_own_x). */
 INLINE_512 __m512 fma_broadcast(const float *x, __m512 w, __m512 acc)
 {
     __asm__("vfmadd231ps %[x]%{1to16%}, %[w], %[acc]" : [acc] "+v"(acc) : [w] "v"(w), [x] "m"(*x));

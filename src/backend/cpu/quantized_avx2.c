@@ -54,6 +54,7 @@ INLINE_AVX2 vf vf_add(vf a, vf b) { return _mm256_add_ps(a, b); }
 INLINE_AVX2 vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
 INLINE_AVX2 vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 INLINE_AVX2 vf vf_fma_x(const float *x, vf w, vf acc) { return vf_fma(vf_set1(*x), w, acc); }
+INLINE_AVX2 const float *vf_own_x(const float *x) { return x; }
 INLINE_AVX2 vf vf_load(const float *p, vmask m) { return _mm256_maskload_ps(p, m); }
 INLINE_AVX2 void vf_store(float *p, vmask m, vf v) { _mm256_maskstore_ps(p, m, v); }
 INLINE_AVX2 vf vf_gather(const float *base, vi index, vmask m)

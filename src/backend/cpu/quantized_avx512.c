@@ -51,15 +51,20 @@ INLINE_512 vf vf_set1(float v) { return _mm512_set1_ps(v); }
 INLINE_512 vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
 INLINE_512 vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
 INLINE_512 vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
-/* *x * w + acc with *x broadcast by the fma itself ({1to16}): GCC loads
- * an x used by two fmas with vbroadcastss once, and on Zen 4 that
- * broadcast takes a vector pipe (8 of them: 10.4 cycles, against 7.6 for
- * 8 fmas that broadcast their operand; 4-bit matvec from L3 on one core:
- * 12.9 -> 13.9 GB/s). On Intel both are a load. */
 INLINE_512 vf vf_fma_x(const float *x, vf w, vf acc)
 {
-    __asm__("vfmadd231ps %[x]%{1to16%}, %[w], %[acc]" : [acc] "+v"(acc) : [w] "v"(w), [x] "m"(*x));
-    return acc;
+    return _mm512_fmadd_ps(_mm512_set1_ps(*x), w, acc);
+}
+/* x, as a pointer GCC cannot prove equal to x. Where two fmas read the
+ * same x through different pointers, each broadcasts it itself ({1to16}
+ * operand); through one pointer GCC loads it once with vbroadcastss, and
+ * on Zen 4 that broadcast takes a vector pipe (8 of them: 10.4 cycles,
+ * against 7.6 for 8 fmas that broadcast their operand; 4-bit matvec from
+ * L3 on one core: 12.9 -> 14.0 GB/s). On Intel both are a load. */
+INLINE_512 const float *vf_own_x(const float *x)
+{
+    __asm__("" : "+r"(x));
+    return x;
 }
 INLINE_512 vf vf_load(const float *p, vmask m) { return _mm512_maskz_loadu_ps(m, p); }
 INLINE_512 void vf_store(float *p, vmask m, vf v) { _mm512_mask_storeu_ps(p, m, v); }

@@ -8,6 +8,8 @@
  *   lanes(n)                      lanes [0, n) of LANES
  *   vf_zero, vf_set1, vf_add, vf_mul, vf_fma(a, b, c) = a * b + c
  *   vf_fma_x(x, w, acc)           *x * w + acc (x: one float, broadcast)
+ *   vf_own_x(x)                   x, as a pointer the compiler cannot tell
+ *                                 equal to x (see quantized_avx512.c)
  *   vf_load(p, m), vf_store(p, m, v), vf_gather(base, index, m)
  *   vi_gather(base, index, m), vi_iota_times(stride), vi_srli(v, n), vi_srl(v, n)
  *   vi_to_float(v), vi_low_bits(v, bits)
@@ -409,6 +411,7 @@ KINLINE void interleaved_units(const wf_qmv_args *a, int64_t nb, int nu, int las
     const int64_t row_words = a->row_bytes / 4, gs = a->group_size, group_words = gs / per_word;
     const int32_t *words[2];
     const float *scales[2], *biases[2];
+    const float *x[2] = {a->x, vf_own_x(a->x)}; /* each unit's fmas broadcast x themselves */
 #pragma GCC unroll 2
     for (int u = 0; u < nu; u++) {
         const int64_t block = nb / LANES + u;
@@ -446,9 +449,9 @@ KINLINE void interleaved_units(const wf_qmv_args *a, int64_t nb, int nu, int las
                     w[u] = vi_load_all(words[u] + word * LANES);
 #pragma GCC unroll 16
                 for (int i = 0; i < per_word; i++) {
-                    const float *xk = a->x + word * per_word + i;
 #pragma GCC unroll 2
                     for (int u = 0; u < nu; u++) {
+                        const float *xk = x[u] + word * per_word + i;
                         const vf v = fast_value(w[u], i * bits, bits, WF_QUANT_AFFINE, &f[u]);
 #pragma GCC unroll 4
                         for (int r = 0; r < rows; r++)
