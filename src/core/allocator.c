@@ -520,13 +520,43 @@ wf_buffer_derived *wf__buffer_derive_at_second_use(wf_buffer *b, uint64_t finger
     return wf__buffer_derived(b);
 }
 
-bool wf__derived_copy_affordable(size_t held, size_t bytes)
+static bool derived_copy_affordable(size_t held, size_t bytes)
 {
     wf_memory_stats stats = wf_memory_stats_default();
     if (wf_memory_stats_get(&stats) != WF_OK)
         return false;
     return stats.limit_bytes == SIZE_MAX || (held + bytes <= stats.limit_bytes / 4 &&
                                              stats.active_bytes + bytes <= stats.limit_bytes / 2);
+}
+
+void *wf__derived_copy_alloc(atomic_size_t *held, size_t budget, size_t header_size,
+                             size_t bytes, wf_buffer **storage)
+{
+    *storage = NULL;
+    if (!derived_copy_affordable(atomic_load(held), bytes))
+        return NULL;
+    if (atomic_fetch_add(held, bytes) + bytes > budget) {
+        atomic_fetch_sub(held, bytes);
+        return NULL;
+    }
+    wf_error_state saved;
+    wf__error_save(&saved);
+    void *header = wf__malloc(header_size);
+    *storage = header ? wf__buffer_alloc(bytes) : NULL;
+    wf__error_restore(&saved);
+    if (*storage == NULL) {
+        free(header);
+        atomic_fetch_sub(held, bytes);
+        return NULL;
+    }
+    return header;
+}
+
+void wf__derived_copy_free(atomic_size_t *held, void *header, wf_buffer *storage, size_t bytes)
+{
+    atomic_fetch_sub(held, bytes);
+    wf__buffer_release(storage);
+    free(header);
 }
 
 void wf__buffer_forget_derived(wf_buffer *b)

@@ -91,10 +91,16 @@ void wf__buffer_forget_derived(wf_buffer *b);
 wf_buffer_derived *wf__buffer_derive_at_second_use(wf_buffer *b, uint64_t fingerprint,
                                                    wf_buffer_derived *(*make)(void *ctx),
                                                    void *ctx);
-/* May a derived copy of `bytes` be kept, `held` bytes of its kind being
- * kept already? Under a memory limit only while that kind stays within a
- * quarter of it and active memory within half: a speed-up must not make
- * the program's own allocations fail. */
-bool wf__derived_copy_affordable(size_t held, size_t bytes);
+/* A derived copy's header (`header_size` bytes, uninitialized) and, in
+ * *storage, a buffer of `bytes` for its data, the bytes counted in *held
+ * (what its kind keeps). NULL, with nothing counted and no error left
+ * recorded, when the copy may not be kept or memory runs out: *held would
+ * pass `budget`, or under a memory limit its kind would pass a quarter of
+ * it or active memory half (a speed-up must not make the program's own
+ * allocations fail). */
+void *wf__derived_copy_alloc(atomic_size_t *held, size_t budget, size_t header_size,
+                             size_t bytes, wf_buffer **storage);
+/* Frees what wf__derived_copy_alloc gave (for a drop function), uncounting `bytes`. */
+void wf__derived_copy_free(atomic_size_t *held, void *header, wf_buffer *storage, size_t bytes);
 
 #endif

@@ -766,9 +766,7 @@ size_t wf__gemm_packed_b_bytes(void) { return atomic_load(&packed_b_bytes); }
 static void packed_b_drop(wf_buffer_derived *d)
 {
     packed_b *pb = (packed_b *)d;
-    atomic_fetch_sub(&packed_b_bytes, pb->bytes);
-    wf__buffer_release(pb->storage);
-    free(pb);
+    wf__derived_copy_free(&packed_b_bytes, pb, pb->storage, pb->bytes);
 }
 
 static packed_b packed_b_key(const wf_gemm_args *g, const wf_buffer *buffer)
@@ -801,22 +799,11 @@ static uint64_t packed_b_fingerprint(const packed_b *key)
 static packed_b *pack_whole_b(const wf_gemm_args *g, const packed_b *key)
 {
     const size_t bytes = wf__gemm_packed_b_size(g);
-    if (!wf__derived_copy_affordable(atomic_load(&packed_b_bytes), bytes))
+    wf_buffer *storage;
+    packed_b *pb = wf__derived_copy_alloc(&packed_b_bytes, WF_GEMM_PACKED_B_BUDGET, sizeof *pb,
+                                          bytes, &storage);
+    if (pb == NULL)
         return NULL;
-    if (atomic_fetch_add(&packed_b_bytes, bytes) + bytes > WF_GEMM_PACKED_B_BUDGET) {
-        atomic_fetch_sub(&packed_b_bytes, bytes);
-        return NULL;
-    }
-    wf_error_state saved;
-    wf__error_save(&saved);
-    packed_b *pb = wf__malloc(sizeof *pb);
-    wf_buffer *storage = pb ? wf__buffer_alloc(bytes) : NULL;
-    wf__error_restore(&saved);
-    if (storage == NULL) {
-        free(pb);
-        atomic_fetch_sub(&packed_b_bytes, bytes);
-        return NULL;
-    }
     *pb = *key;
     pb->base.drop = packed_b_drop;
     pb->storage = storage;

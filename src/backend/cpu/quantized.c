@@ -538,9 +538,7 @@ size_t wf__qmv_interleaved_bytes(void) { return atomic_load(&interleaved_bytes);
 static void interleaved_drop(wf_buffer_derived *d)
 {
     interleaved_copy *c = (interleaved_copy *)d;
-    atomic_fetch_sub(&interleaved_bytes, c->bytes);
-    wf__buffer_release(c->storage);
-    free(c);
+    wf__derived_copy_free(&interleaved_bytes, c, c->storage, c->bytes);
 }
 
 /* The copies' switch (on unless WEFT_QMM_INTERLEAVE=0). */
@@ -553,22 +551,11 @@ static bool interleave_enabled(void)
 
 void wf__qmv_set_interleave(bool enable) { atomic_store(&interleave_switch, enable ? 1 : 0); }
 
+/* At most a quarter of physical memory of copies (see above). */
 static size_t interleaved_budget(void)
 {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     return pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
-}
-
-/* May a copy of `bytes` be kept (see above)? Counts it if so. */
-static bool interleaved_reserve(size_t bytes)
-{
-    if (!wf__derived_copy_affordable(atomic_load(&interleaved_bytes), bytes))
-        return false;
-    if (atomic_fetch_add(&interleaved_bytes, bytes) + bytes > interleaved_budget()) {
-        atomic_fetch_sub(&interleaved_bytes, bytes);
-        return false;
-    }
-    return true;
 }
 
 /* A nonzero fingerprint of a copy's key, for the buffer's hint. */
@@ -602,18 +589,11 @@ static interleaved_copy *interleaved_make(const interleaved_copy *key, const uin
 {
     const int64_t lanes = key->lanes, blocks = (key->rows + lanes - 1) / lanes;
     const size_t bytes = (size_t)(blocks * key->row_elements * lanes) * 4;
-    if (!interleaved_reserve(bytes))
+    wf_buffer *storage;
+    interleaved_copy *c = wf__derived_copy_alloc(&interleaved_bytes, interleaved_budget(),
+                                                 sizeof *c, bytes, &storage);
+    if (c == NULL)
         return NULL;
-    wf_error_state saved;
-    wf__error_save(&saved);
-    interleaved_copy *c = wf__malloc(sizeof *c);
-    wf_buffer *storage = c ? wf__buffer_alloc(bytes) : NULL;
-    wf__error_restore(&saved);
-    if (storage == NULL) {
-        free(c);
-        atomic_fetch_sub(&interleaved_bytes, bytes);
-        return NULL;
-    }
     *c = *key;
     c->base.drop = interleaved_drop;
     c->storage = storage;
