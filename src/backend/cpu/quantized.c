@@ -336,12 +336,7 @@ typedef struct qmm_job {
     int isa;
     wf_qmv_fn qmv;
     wf_qmv_int8_x *int8; /* x rounded for the int8 kernel, or NULL */
-    /* interleaved copies of codes, scales and biases, or NULL (see
-     * interleaved_operands) */
-    const int32_t *interleaved_codes;
-    const float *interleaved_scales, *interleaved_biases;
-    int interleave_lanes;
-    bool interleaved_in_place_range; /* see wf_qmv_args */
+    wf_qmv_interleaved interleaved; /* set by interleaved_operands */
     wf_qmv_int8_fn qmv_int8; /* that kernel (set with int8) */
     int64_t x_rows;      /* rows of x over all its batches */
     wf_qdeq_fn qdeq; /* NULL: scalar dequantization of panels */
@@ -490,11 +485,7 @@ static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
             .out = job->out + batch * job->rows * job->n,
             .ldo = job->n,
             .prefetch_to_l1 = direct_prefetch_to_l1(),
-            .interleaved_codes = job->interleaved_codes,
-            .interleaved_scales = job->interleaved_scales,
-            .interleaved_biases = job->interleaved_biases,
-            .interleave_lanes = job->interleave_lanes,
-            .interleaved_in_place_range = job->interleaved_in_place_range,
+            .interleaved = job->interleaved,
         };
         if (job->int8)
             job->qmv_int8(job->int8, x_batch(job, batch) * job->rows, &a, n0,
@@ -679,11 +670,13 @@ static void interleaved_operands(qmm_job *job, wf_array *const *inputs, const de
     const interleaved_copy *biases =
         job->biases ? interleaved_copy_of(inputs[3], job->n, job->groups, lanes, false) : NULL;
     if (codes && scales && (biases || !job->biases)) {
-        job->interleaved_codes = codes->storage->data;
-        job->interleaved_scales = scales->storage->data;
-        job->interleaved_biases = biases ? biases->storage->data : NULL;
-        job->interleaved_in_place_range = scales->in_place_range;
-        job->interleave_lanes = lanes;
+        job->interleaved = (wf_qmv_interleaved){
+            .codes = codes->storage->data,
+            .scales = scales->storage->data,
+            .biases = biases ? biases->storage->data : NULL,
+            .lanes = lanes,
+            .scales_in_place_range = scales->in_place_range,
+        };
     }
 }
 

@@ -38,6 +38,19 @@ size_t wf__qmv_interleaved_bytes(void);
  * process (default: on unless WEFT_QMM_INTERLEAVE=0; tests, benchmarks). */
 void wf__qmv_set_interleave(bool enable);
 
+/* Copies of a product's codes, scales and biases with `lanes` rows
+ * interleaved (quantized.c; the kernel's lanes), or codes NULL: the kernel
+ * reads them instead, a vector of words at a time, same bits; n0 of a call
+ * is then a multiple of 2 lanes. */
+typedef struct wf_qmv_interleaved {
+    const int32_t *codes;
+    const float *scales, *biases; /* biases: NULL if none */
+    int lanes;
+    /* every scale's magnitude in [2^-100, 2^100] (checked when the copy
+     * was made): the AVX-512 kernel takes the interleaved path only then */
+    bool scales_in_place_range;
+} wf_qmv_interleaved;
+
 /* One matrix-vector product: rows (1 .. WF_QMV_ROWS) rows of x (ldx apart)
  * times W.T, W (n, k) with `row_bytes` bytes of codes per row (a multiple
  * of 4) and `groups` scales and biases per row; out rows ldo apart. */
@@ -55,16 +68,7 @@ typedef struct wf_qmv_args {
     float *out;
     int64_t ldo;
     bool prefetch_to_l1; /* the next pass's words asked for to L1, not L2 */
-    /* NULL, or the rows' codes, scales and biases (biases: NULL if none)
-     * with interleave_lanes rows interleaved (quantized.c; the kernel's
-     * lanes): the kernel reads them instead, a vector of words at a time,
-     * same bits. n0 of a call is then a multiple of 2 interleave_lanes. */
-    const int32_t *interleaved_codes;
-    const float *interleaved_scales, *interleaved_biases;
-    int interleave_lanes;
-    /* every scale's magnitude in [2^-100, 2^100] (checked when the copy
-     * was made): the AVX-512 kernel takes the interleaved path only then */
-    bool interleaved_in_place_range;
+    wf_qmv_interleaved interleaved;
 } wf_qmv_args;
 
 /* Outputs [n0, n1) of a product (bits 2, 4 or 8). */

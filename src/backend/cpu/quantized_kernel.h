@@ -380,7 +380,7 @@ KINLINE void fast_outputs_of(const wf_qmv_args *a, int64_t nb, int count, int ro
 
 /* ---------------------------------------------------------------- interleaved copies */
 
-/* Interleaved path (wf_qmv_args.interleaved_codes): a vector of the copy
+/* Interleaved path (wf_qmv_args.interleaved): a vector of the copy
  * holds one word of each of LANES rows, so the words come into lanes with
  * one load, and the scales and biases of a group likewise.
  * Two blocks of rows are summed side by side (two streams of lines, two
@@ -396,8 +396,8 @@ enum { INTERLEAVED_AHEAD = 64 }; /* words (vectors) */
 
 KINLINE bool interleaved_fits(const wf_qmv_args *a)
 {
-    return a->interleaved_codes && a->interleave_lanes == LANES &&
-           (QMV_CODES_CONVERTED || a->interleaved_in_place_range) &&
+    return a->interleaved.codes && a->interleaved.lanes == LANES &&
+           (QMV_CODES_CONVERTED || a->interleaved.scales_in_place_range) &&
            a->mode == WF_QUANT_AFFINE && a->kcb % a->group_size == 0 &&
            a->group_size * a->bits % 32 == 0 && (a->bits == 2 || a->bits == 4 || a->bits == 8);
 }
@@ -415,10 +415,10 @@ KINLINE void interleaved_units(const wf_qmv_args *a, int64_t nb, int nu, int las
 #pragma GCC unroll 2
     for (int u = 0; u < nu; u++) {
         const int64_t block = nb / LANES + u;
-        words[u] = a->interleaved_codes + block * row_words * LANES;
-        scales[u] = a->interleaved_scales + block * a->groups * LANES;
-        biases[u] = a->interleaved_biases ? a->interleaved_biases + block * a->groups * LANES
-                                          : NULL;
+        words[u] = a->interleaved.codes + block * row_words * LANES;
+        scales[u] = a->interleaved.scales + block * a->groups * LANES;
+        biases[u] = a->interleaved.biases ? a->interleaved.biases + block * a->groups * LANES
+                                         : NULL;
     }
     for (int64_t k0 = 0; k0 < a->k; k0 += a->kcb) {
         const int64_t k1 = a->k - k0 < a->kcb ? a->k : k0 + a->kcb;
