@@ -44,6 +44,72 @@ static void test_every_index_once(void)
     }
 }
 
+/* The chunks of one split, as taken. */
+enum { MAX_CHUNKS = 4096 };
+struct chunk_log {
+    atomic_int count;
+    int64_t begin[MAX_CHUNKS], end[MAX_CHUNKS];
+};
+
+static void log_chunk(void *arg, int64_t begin, int64_t end)
+{
+    struct chunk_log *log = arg;
+    const int i = atomic_fetch_add(&log->count, 1);
+    if (i < MAX_CHUNKS) {
+        log->begin[i] = begin;
+        log->end[i] = end;
+    }
+}
+
+static int by_begin(const void *a, const void *b)
+{
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Guided chunks (pool.c): laid end to end they cover [0, n) once; in
+ * order, none is larger than the one before, none smaller than min_chunk
+ * but the last, none larger than n / (2 threads), and the last no larger
+ * than min_chunk; a range of fewer than 2 min_chunk runs whole on the
+ * caller. */
+static void test_guided_chunks(void)
+{
+    static const int64_t cases[][2] = {{43, 2}, {14, 1}, {1000, 1}, {100003, 64}, {5, 3}};
+    const int64_t threads = wf__pool_size();
+    struct chunk_log *log = malloc(sizeof *log);
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        const int64_t n = cases[t][0], min_chunk = cases[t][1];
+        atomic_init(&log->count, 0);
+        wf__parallel_for(n, min_chunk, log_chunk, log);
+        const int count = atomic_load(&log->count);
+        if (!CHECK(count >= 1 && count <= MAX_CHUNKS))
+            continue;
+        int64_t pairs[MAX_CHUNKS][2];
+        for (int i = 0; i < count; i++) {
+            pairs[i][0] = log->begin[i];
+            pairs[i][1] = log->end[i];
+        }
+        qsort(pairs, (size_t)count, sizeof pairs[0], by_begin);
+        int64_t at = 0, bad = 0;
+        for (int i = 0; i < count; i++) {
+            const int64_t size = pairs[i][1] - pairs[i][0];
+            bad += pairs[i][0] != at;
+            bad += i > 0 && size > pairs[i - 1][1] - pairs[i - 1][0];
+            bad += i < count - 1 && size < min_chunk;
+            bad += count > 1 && size > n / (2 * threads) && size > min_chunk;
+            bad += count > 1 && i == count - 1 && size > min_chunk; /* equal chunks fail here */
+            at = pairs[i][1];
+        }
+        CHECK_EQ_INT(at, n);
+        if (!CHECK_EQ_INT(bad, 0))
+            printf("      n %lld min_chunk %lld: %d chunks\n", (long long)n, (long long)min_chunk,
+                   count);
+        if (n < 2 * min_chunk || threads == 1)
+            CHECK_EQ_INT(count, 1);
+    }
+    free(log);
+}
+
 /* Kernels marking every index of n, up to `rounds` of them, each after
  * `pause_us` of idling, until a pool thread has run a chunk of one: every
  * index must be marked once each time, and a pool thread must have helped. */
@@ -425,6 +491,7 @@ static void test_again_without_the_watch(void)
 int main(void)
 {
     RUN_TEST(test_every_index_once);
+    RUN_TEST(test_guided_chunks);
     RUN_TEST(test_pool_threads_help);
     RUN_TEST(test_saturated_pool_finishes);
     RUN_TEST(test_caller_outwaits_its_watch);
