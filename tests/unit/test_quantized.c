@@ -15,9 +15,10 @@
  *  - vjp (x, scales, biases) and vmap;
  *  - bad arguments give errors;
  *  - the same bits for WEFT_NUM_THREADS = 1, 2, 3, 5 (child processes);
- *  - the AVX-512 matrix-vector kernel's interleaved copies of a weight:
- *    made at its second product, the same bits, freed with it, none where
- *    unused, one set for racing threads.
+ *  - the matrix-vector kernels' interleaved copies of a weight (AVX2 and
+ *    AVX-512): made at its second product, the same bits (scales out of
+ *    the in-place range too), freed with it, none where unused, one set
+ *    for racing threads.
  *
  *   test_quantized            the tests
  *   WEFT_QUANT_CHILD=1 test_quantized   (internal) prints a hash of products
@@ -780,8 +781,9 @@ static void *race_products(void *arg)
  * and 128, 1 .. 4 rows of x, n ragged around the blocks of rows and their
  * pairs, K of three K blocks); releasing the weight frees them; none is
  * made where the kernel would not read it (K blocks that split a group,
- * external codes); four threads racing for the first copies get the same
- * bits and one set of copies. */
+ * external codes); scales out of the AVX-512 kernel's in-place range get
+ * copies and the same bits; four threads racing for the first copies get
+ * the same bits and one set of copies. */
 static void interleaved_copies_on(int lanes)
 {
 #ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
