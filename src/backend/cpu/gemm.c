@@ -842,6 +842,17 @@ size_t wf__gemm_packed_b_size(const wf_gemm_args *g)
     return (size_t)(ceil_div(g->n, nr) * nr * g->k) * wf_dtype_size(g->dtype);
 }
 
+bool wf__gemm_reads_packed_b(const wf_gemm_args *g, int64_t *nr)
+{
+    const wf_gemm_type_kernels *tk = type_kernels(g);
+    if (on_amx(g) || (g->dtype != WF_DTYPE_F32 && g->dtype != WF_DTYPE_F64) ||
+        g->b_stored != g->dtype || tk->mr == 0 || use_direct(g, tk, g->m) ||
+        use_direct_t(g, tk, g->m))
+        return false;
+    *nr = tk->nr;
+    return true;
+}
+
 void wf__gemm_pack_b(const wf_gemm_args *g, void *dst)
 {
     if (on_amx(g)) {

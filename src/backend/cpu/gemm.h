@@ -174,6 +174,12 @@ bool wf__gemm_can_pack_b(const wf_gemm_args *g);
  * against one B (convolutions) packs it once this way. The size is not
  * linear in k for every variant (AMX pads K blocks to 32). */
 size_t wf__gemm_packed_b_size(const wf_gemm_args *g);
+/* Whether a product with g's shapes and variant reads B from b_packed
+ * when it is set (float32 or float64, not AMX, not one of the few-row
+ * direct paths that read B where it lies), and then its panels' width
+ * nr: the layout wf__gemm_pack_b writes, which a caller may write itself
+ * (quantized.c dequantizes weights straight into it). */
+bool wf__gemm_reads_packed_b(const wf_gemm_args *g, int64_t *nr);
 void wf__gemm_pack_b(const wf_gemm_args *g, void *dst);
 void wf__gemm_use_packed_b(wf_gemm_args *g, wf_buffer *buffer, int64_t mblock);
 /* Bytes of packed weights alive now (tests). */

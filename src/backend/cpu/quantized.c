@@ -340,6 +340,7 @@ typedef struct qmm_job {
     wf_qmv_int8_fn qmv_int8; /* that kernel (set with int8) */
     int64_t x_rows;      /* rows of x over all its batches */
     wf_qdeq_fn qdeq; /* NULL: scalar dequantization of panels */
+    wf_qpack_fn qpack; /* NULL: panels dequantized, then packed by the GEMM */
     /* gather_qmm: product `batch` takes x's batch lhs[batch] and W's
      * rhs[batch] (checked in range); NULL: both are `batch`. */
     const int32_t *lhs, *rhs;
@@ -418,11 +419,62 @@ bool wf_quantized_matvec_int8(void)
     return int8_switch_value();
 }
 
-/* Outputs [n0, n1) of one batch through a dequantized panel and the GEMM. */
+/* Where the matrix-vector kernel asks for the next pass's words (16 rows
+ * of W, often a power of two apart, so sharing L1 sets). To L1 where it
+ * holds 48 KiB or more: on a 48 KiB 12-way L1 (Intel Xeon, model 167),
+ * 4-bit 4096 x 4096 from memory on 2 threads read 12.6 GB/s against 11.6
+ * to L2. To L2 on smaller ones: on Zen 4's 32 KiB 8-way L1, L2 read 10.1
+ * GB/s against 8.8 to L1 (commit 55b591a). */
+static bool direct_prefetch_to_l1(void) { return wf__cpu_l1d_cache_bytes() >= (48 << 10); }
+
+/* The kernels' arguments for product `batch` of the job. */
+static wf_qmv_args qmv_args_of(const qmm_job *job, int64_t batch)
+{
+    const int64_t row0 = w_batch(job, batch) * job->w_rows;
+    return (wf_qmv_args){
+        .x = job->x + x_batch(job, batch) * job->rows * job->k,
+        .ldx = job->k,
+        .rows = (int)job->rows,
+        .codes = job->codes + row0 * job->row_bytes,
+        .row_bytes = job->row_bytes,
+        .scales = job->scales + row0 * job->groups,
+        .biases = job->biases ? job->biases + row0 * job->groups : NULL,
+        .groups = job->groups,
+        .k = job->k,
+        .kcb = wf__gemm_k_block(job->k),
+        .bits = job->bits,
+        .group_size = job->group_size,
+        .mode = job->mode,
+        .out = job->out + batch * job->rows * job->n,
+        .ldo = job->n,
+        .prefetch_to_l1 = direct_prefetch_to_l1(),
+        .interleaved = job->interleaved,
+    };
+}
+
+/* Outputs [n0, n1) of product `batch` through weft's GEMM on W's rows
+ * [n0, n1) dequantized into `panel`: straight into the GEMM's packed
+ * layout where the packer and the GEMM allow it (the GEMM then does not
+ * pack B; 4-bit batch 32 on one Zen 4 core: 25% of its time went to that
+ * transposing pack), else row by row, packed by the GEMM. */
 static bool qmm_panel(const qmm_job *job, int64_t batch, int64_t n0, int64_t n1, float *panel,
                       wf_gemm_scratch *scratch)
 {
     const int64_t nb = n1 - n0, k = job->k;
+    wf_gemm_args g;
+    wf__gemm_args_init(&g, WF_DTYPE_F32, job->rows, nb, k,
+                       job->x + x_batch(job, batch) * job->rows * k, k, 1, panel,
+                       job->transpose ? 1 : nb, job->transpose ? k : 1,
+                       job->out + batch * job->rows * job->n + n0, job->n, 1.0, 0.0);
+    g.isa = job->isa;
+    int64_t nr;
+    if (job->qpack && job->transpose && wf__gemm_reads_packed_b(&g, &nr)) {
+        const wf_qmv_args a = qmv_args_of(job, batch);
+        if (job->qpack(&a, n0, n1, nr, panel)) {
+            g.b_packed = panel;
+            return wf__gemm_serial(&g, scratch) == WF_OK;
+        }
+    }
     if (job->transpose) { /* panel[j][kk] = W[n0 + j][kk] */
         for (int64_t j = 0; j < nb; j++)
             dequantize_span(job, batch, n0 + j, 0, k, panel + j * k);
@@ -430,18 +482,14 @@ static bool qmm_panel(const qmm_job *job, int64_t batch, int64_t n0, int64_t n1,
         for (int64_t kk = 0; kk < k; kk++)
             dequantize_span(job, batch, kk, n0, nb, panel + kk * nb);
     }
-    wf_gemm_args g;
-    wf__gemm_args_init(&g, WF_DTYPE_F32, job->rows, nb, k, job->x + x_batch(job, batch) * job->rows * k, k, 1,
-                       panel, job->transpose ? 1 : nb, job->transpose ? k : 1,
-                       job->out + batch * job->rows * job->n + n0, job->n, 1.0, 0.0);
-    g.isa = job->isa;
     return wf__gemm_serial(&g, scratch) == WF_OK;
 }
 
 static void qmm_panel_chunk(void *ctx, int64_t begin, int64_t end)
 {
     qmm_job *job = ctx;
-    float *panel = wf__malloc((size_t)(job->block * job->k) * sizeof(float));
+    /* rows rounded up to a multiple of the packed layout's panels (<= 64) */
+    float *panel = wf__malloc((size_t)((job->block + 63) / 64 * 64 * job->k) * sizeof(float));
     wf_gemm_scratch scratch = {0};
     bool ok = panel != NULL;
     for (int64_t t = begin; ok && t < end; t++) {
@@ -454,39 +502,12 @@ static void qmm_panel_chunk(void *ctx, int64_t begin, int64_t end)
     wf__gemm_scratch_free(&scratch);
 }
 
-/* Where the matrix-vector kernel asks for the next pass's words (16 rows
- * of W, often a power of two apart, so sharing L1 sets). To L1 where it
- * holds 48 KiB or more: on a 48 KiB 12-way L1 (Intel Xeon, model 167),
- * 4-bit 4096 x 4096 from memory on 2 threads read 12.6 GB/s against 11.6
- * to L2. To L2 on smaller ones: on Zen 4's 32 KiB 8-way L1, L2 read 10.1
- * GB/s against 8.8 to L1 (commit 55b591a). */
-static bool direct_prefetch_to_l1(void) { return wf__cpu_l1d_cache_bytes() >= (48 << 10); }
-
 static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
 {
     const qmm_job *job = ctx;
     for (int64_t t = begin; t < end; t++) {
         const int64_t batch = t / job->blocks, n0 = (t % job->blocks) * job->block;
-        const int64_t row0 = w_batch(job, batch) * job->w_rows;
-        const wf_qmv_args a = {
-            .x = job->x + x_batch(job, batch) * job->rows * job->k,
-            .ldx = job->k,
-            .rows = (int)job->rows,
-            .codes = job->codes + row0 * job->row_bytes,
-            .row_bytes = job->row_bytes,
-            .scales = job->scales + row0 * job->groups,
-            .biases = job->biases ? job->biases + row0 * job->groups : NULL,
-            .groups = job->groups,
-            .k = job->k,
-            .kcb = wf__gemm_k_block(job->k),
-            .bits = job->bits,
-            .group_size = job->group_size,
-            .mode = job->mode,
-            .out = job->out + batch * job->rows * job->n,
-            .ldo = job->n,
-            .prefetch_to_l1 = direct_prefetch_to_l1(),
-            .interleaved = job->interleaved,
-        };
+        const wf_qmv_args a = qmv_args_of(job, batch);
         if (job->int8)
             job->qmv_int8(job->int8, x_batch(job, batch) * job->rows, &a, n0,
                           min64(job->n, n0 + job->block));
@@ -716,6 +737,14 @@ static wf_qdeq_fn panel_dequantizer(const qmm_job *job)
     return job->isa == WF_GEMM_ISA_AVX2 ? wf__qdeq_avx2 : NULL;
 }
 
+/* The packer of this product's variant, or NULL. */
+static wf_qpack_fn panel_packer(const qmm_job *job)
+{
+    if (job->isa >= WF_GEMM_ISA_AVX512)
+        return wf__qpack_avx512;
+    return job->isa == WF_GEMM_ISA_AVX2 ? wf__qpack_avx2 : NULL;
+}
+
 /* Outputs per panel task: up to 256 (the GEMM packs x again for each
  * panel, so panels are wide) and at most ~4 MiB of float32 panel, a
  * multiple of 16, narrower when that leaves threads of the pool idle. */
@@ -739,6 +768,7 @@ static wf_status qmm_run(const char *op, qmm_job *job, int64_t batches, wf_array
     atomic_init(&job->failed, false);
     job->qmv = direct_kernel(job);
     job->qdeq = panel_dequantizer(job);
+    job->qpack = panel_packer(job);
     if (job->qmv) {
         job->int8 = int8_activations_of(job);
         interleaved_operands(job, inputs, d, batches);

@@ -84,6 +84,16 @@ typedef void (*wf_qdeq_fn)(const uint8_t *row, const float *scales, const float 
                            int group_size, int bits, int mode, int64_t j0, int64_t count,
                            float *dst);
 
+/* Dequantizes rows [n0, n1) of W (a's codes, scales, biases, k, kcb,
+ * bits, group size and mode; x and out unused) straight into the packed
+ * B of a float32 GEMM with n = n1 - n0 whose panels are nr wide
+ * (wf__gemm_reads_packed_b): the values dequantize gives, laid out as
+ * wf__gemm_pack_b lays out B = W[n0:n1].T, columns past n1 zero. Returns
+ * false, having written nothing, where it cannot (then dequantize and
+ * let the GEMM pack). */
+typedef bool (*wf_qpack_fn)(const wf_qmv_args *a, int64_t n0, int64_t n1, int64_t nr,
+                            float *dst);
+
 /* The opt-in int8-activation kernels (quantized_vnni.c: AVX512_VNNI, or
  * AVX2 without it): affine, 4 or 8 bits, W stored (N, K). x is rounded
  * once per product by wf__qmv_int8_prepare (rows rows of k; NULL: out of
@@ -104,6 +114,8 @@ extern const wf_qmv_fn wf__qmv_avx2;
 extern const wf_qmv_fn wf__qmv_avx512;
 extern const wf_qdeq_fn wf__qdeq_avx2;
 extern const wf_qdeq_fn wf__qdeq_avx512;
+extern const wf_qpack_fn wf__qpack_avx2;
+extern const wf_qpack_fn wf__qpack_avx512;
 
 wf_status wf__cpu_quantize(wf_array *out, wf_array *const *inputs, int ninputs,
                            const void *params);

@@ -84,6 +84,7 @@ INLINE_AVX2 vi vi_low_bits(vi v, int bits)
 
 INLINE_AVX2 vf vf_load_all(const float *p) { return _mm256_load_ps(p); }
 INLINE_AVX2 vi vi_load_all(const int32_t *p) { return _mm256_load_si256((const __m256i *)p); }
+INLINE_AVX2 void vf_store_all(float *p, vf v) { _mm256_storeu_ps(p, v); }
 
 /* dst[j][r] = src[r * stride + j] for rows r < active (0 for the others)
  * and j < count (rounded up to 8): 8x8 transposes of masked row loads. */
@@ -122,6 +123,7 @@ INLINE_AVX2 void rows_to_lanes(const void *src, int64_t stride, int active, int 
 #include "backend/cpu/quantized_kernel.h"
 
 DEFINE_QMV(qmv_avx2)
+DEFINE_QPACK(qpack_avx2)
 
 /* 8 codes from `row` at code j (a multiple of 8) as int32 lanes. */
 INLINE_AVX2 __m256i codes8(const uint8_t *row, int64_t j, int bits)
@@ -158,7 +160,9 @@ ATTR_AVX2 static void qdeq_avx2(const uint8_t *row, const float *scales, const f
 
 const wf_qmv_fn wf__qmv_avx2 = qmv_avx2;
 const wf_qdeq_fn wf__qdeq_avx2 = qdeq_avx2;
+const wf_qpack_fn wf__qpack_avx2 = qpack_avx2;
 #else
 const wf_qmv_fn wf__qmv_avx2 = 0;
 const wf_qdeq_fn wf__qdeq_avx2 = 0;
+const wf_qpack_fn wf__qpack_avx2 = 0;
 #endif

@@ -117,6 +117,7 @@ INLINE_512 vf code_float(vi half, int p, int bits)
 
 INLINE_512 vf vf_load_all(const float *p) { return _mm512_load_ps(p); }
 INLINE_512 vi vi_load_all(const int32_t *p) { return _mm512_load_si512(p); }
+INLINE_512 void vf_store_all(float *p, vf v) { _mm512_storeu_ps(p, v); }
 
 /* dst[j][r] = src[r * stride + j] for rows r < active (0 for the others)
  * and j < count: 16x16 transposes of masked row loads (a gather per j
@@ -176,6 +177,7 @@ INLINE_512 bool scales_in_range(const float *s, int64_t n)
 #include "backend/cpu/quantized_kernel.h"
 
 DEFINE_QMV(qmv_avx512)
+DEFINE_QPACK(qpack_avx512)
 
 /* 16 codes from `row` at code j (a multiple of 16) as int32 lanes. */
 INLINE_512 __m512i codes16(const uint8_t *row, int64_t j, int bits)
@@ -217,7 +219,9 @@ ATTR_512 static void qdeq_avx512(const uint8_t *row, const float *scales, const 
 
 const wf_qmv_fn wf__qmv_avx512 = qmv_avx512;
 const wf_qdeq_fn wf__qdeq_avx512 = qdeq_avx512;
+const wf_qpack_fn wf__qpack_avx512 = qpack_avx512;
 #else
 const wf_qmv_fn wf__qmv_avx512 = 0;
 const wf_qdeq_fn wf__qdeq_avx512 = 0;
+const wf_qpack_fn wf__qpack_avx512 = 0;
 #endif
