@@ -773,12 +773,13 @@ static void *race_products(void *arg)
     return NULL;
 }
 
-/* The matrix-vector kernels' interleaved copies (quantized.c), on every
- * ISA variant this CPU has: the second product with the same codes,
- * scales and biases makes them (16 rows a vector on AVX-512, 8 on AVX2,
- * none on the baseline) and later ones read them, with wf_matmul's bits
- * on the dequantized matrix every time (2, 4 and 8 bits, groups of 32, 64
- * and 128, 1 .. 4 rows of x, n ragged around the blocks of rows and their
+/* The kernels' interleaved copies (quantized.c), on every ISA variant
+ * this CPU has: the second product with the same codes, scales and biases
+ * makes them (16 rows a vector on AVX-512, 8 on AVX2, none on the
+ * baseline) and later ones read them, the matrix-vector kernel (1 .. 4
+ * rows of x) and the packer of the GEMM's panels (5 and 33 rows), with
+ * wf_matmul's bits on the dequantized matrix every time (2, 4 and 8 bits,
+ * groups of 32, 64 and 128, n ragged around the blocks of rows and their
  * pairs, K of three K blocks); releasing the weight frees them; none is
  * made where the kernel would not read it (K blocks that split a group,
  * external codes); scales out of the AVX-512 kernel's in-place range get
@@ -788,10 +789,10 @@ static void interleaved_copies_on(int lanes)
 {
 #ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
     static const int bits_list[] = {4, 8}, groups[] = {64};
-    static const int64_t ns[] = {45};
+    static const int64_t ns[] = {45}, row_counts[] = {1, 4, 5};
 #else
     static const int bits_list[] = {2, 4, 8}, groups[] = {32, 64, 128};
-    static const int64_t ns[] = {45, 100};
+    static const int64_t ns[] = {45, 100}, row_counts[] = {1, 2, 3, 4, 5, 33};
 #endif
     const int64_t kdim = 1536; /* three K blocks of 512 */
     for (size_t bi = 0; bi < sizeof bits_list / sizeof *bits_list; bi++)
@@ -802,8 +803,8 @@ static void interleaved_copies_on(int lanes)
                 qmat w;
                 if (!qmat_make(&w, ns[ni], kdim, gs, bits))
                     continue;
-                for (int64_t rows = 1; rows <= 4; rows++) {
-                    const int64_t xs[2] = {rows, kdim};
+                for (size_t ri = 0; ri < sizeof row_counts / sizeof *row_counts; ri++) {
+                    const int64_t rows = row_counts[ri], xs[2] = {rows, kdim};
                     wf_array *x = random_f32(xs, 2);
                     if (!CHECK(three_products_same_bits(x, &w, gs, bits)))
                         printf("      lanes %d bits %d group %d n %lld rows %lld\n", lanes, bits,
@@ -846,10 +847,13 @@ static void interleaved_copies_on(int lanes)
     /* extreme scales in some rows (the AVX-512 kernel checks their range
      * once, as the copies are made, and then takes its general path) */
     if (qmat_make(&w, 70, kdim, 32, 4)) {
-        const int64_t xs[2] = {2, kdim};
-        wf_array *x = random_f32(xs, 2);
-        if (CHECK(put_extreme_scales(&w, 32)))
+        const int64_t xs[2] = {2, kdim}, panel_xs[2] = {6, kdim};
+        wf_array *x = random_f32(xs, 2), *panel_x = random_f32(panel_xs, 2);
+        if (CHECK(put_extreme_scales(&w, 32))) {
             CHECK(three_products_same_bits(x, &w, 32, 4));
+            CHECK(three_products_same_bits(panel_x, &w, 32, 4));
+        }
+        wf_release(panel_x);
         CHECK_EQ_INT((int64_t)wf__qmv_interleaved_bytes(),
                      (int64_t)(before + interleaved_size(&w, 32, 4, lanes)));
         wf_release(x);

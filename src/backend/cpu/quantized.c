@@ -674,11 +674,16 @@ static void interleaved_operands(qmm_job *job, wf_array *const *inputs, const de
                                  int64_t products)
 {
     const wf_array *w = inputs[1];
-    /* the kernel's lanes; what its interleaved path takes (quantized_kernel.h,
-     * interleaved_fits): no copy that it would not read */
-    const int lanes = job->qmv == wf__qmv_avx512 ? 16 : job->qmv == wf__qmv_avx2 ? 8 : 0;
+    /* the kernels' lanes (the matrix-vector kernel's and the packer's, of one
+     * variant); what their interleaved paths take (quantized_kernel.h,
+     * interleaved_fits): no copy that they would not read */
+    const int lanes = !job->transpose                    ? 0
+                      : job->isa >= WF_GEMM_ISA_AVX512 ? 16
+                      : job->isa == WF_GEMM_ISA_AVX2   ? 8
+                                                       : 0;
     const bool fits = wf__gemm_k_block(job->k) % job->group_size == 0 &&
-                      job->group_size * job->bits % 32 == 0;
+                      job->group_size * job->bits % 32 == 0 &&
+                      (job->bits == 2 || job->bits == 4 || job->bits == 8);
     if (lanes == 0 || job->int8 || job->mode != WF_QUANT_AFFINE || !fits ||
         products != 1 || w->ndim != 2 || d[1].owned || d[2].owned || d[3].owned ||
         !interleavable(inputs[1]) || !interleavable(inputs[2]) ||
@@ -778,6 +783,8 @@ static wf_status qmm_run(const char *op, qmm_job *job, int64_t batches, wf_array
         wf__qmv_int8_free(job->int8);
         return WF_OK;
     }
+    if (job->qpack)
+        interleaved_operands(job, inputs, d, batches);
     job->block = panel_block(job->n, job->k, batches);
     job->blocks = (job->n + job->block - 1) / job->block;
     wf__parallel_for(batches * job->blocks, 1, qmm_panel_chunk, job);

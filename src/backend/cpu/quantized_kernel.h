@@ -379,98 +379,6 @@ KINLINE void fast_outputs_of(const wf_qmv_args *a, int64_t nb, int count, int ro
         fast_outputs(a, nb, count, rows, 4, a->mode);
 }
 
-/* ---------------------------------------------------------------- GEMM panels */
-
-/* The pass's rows (LANES at most) of W over K block [k0, k0 + len),
- * dequantized into a panel of the GEMM's packed B (backend/cpu/gemm.h):
- * dst[k * nr + lane], k counted from k0, a vector store per code of the
- * values fast_value gives (dequantize's bits). Lanes past the active rows
- * come out zero: rows_to_lanes gives them zero scales and biases. */
-KINLINE void pack_pass(const wf_qmv_args *a, const pass_rows *p, int64_t k0, int64_t len,
-                       int64_t nr, float *dst, int bits, int mode)
-{
-    const int per_word = 32 / bits;
-    const int64_t row_words = a->row_bytes / 4, words = len / per_word, gs = a->group_size;
-    __attribute__((aligned(64))) int32_t lane_words[CHUNK_WORDS][LANES];
-    __attribute__((aligned(64))) pass_factors t;
-    group_factors f;
-    pass_factors_fill(a, p, 1, k0, len, &t);
-    int group = 0; /* the table row of the current group */
-    int64_t next_group = (k0 / gs + 1) * gs - k0;
-    group_factors_set(t.scales[0], p->biases ? t.biases[0] : NULL, bits, &f);
-    for (int64_t first = 0; first < words; first += CHUNK_WORDS) {
-        const int count = words - first < CHUNK_WORDS ? (int)(words - first) : CHUNK_WORDS;
-        rows_to_lanes(p->words + k0 / per_word + first, row_words, p->active, count, lane_words);
-        for (int wi = 0; wi < count; wi++) {
-            const int64_t k = (first + wi) * per_word;
-            if (k == next_group) { /* a word's codes lie in one group */
-                group++;
-                next_group += gs;
-                group_factors_set(t.scales[group], p->biases ? t.biases[group] : NULL, bits, &f);
-            }
-            const vi word = vi_load_all(lane_words[wi]);
-#pragma GCC unroll 16
-            for (int i = 0; i < per_word; i++)
-                vf_store_all(dst + (k + i) * nr, fast_value(word, i * bits, bits, mode, &f));
-        }
-    }
-}
-
-/* pack_pass with the bit width and mode as constants. */
-KINLINE void pack_pass_of(const wf_qmv_args *a, const pass_rows *p, int64_t k0, int64_t len,
-                          int64_t nr, float *dst)
-{
-    const bool affine = a->mode == WF_QUANT_AFFINE;
-    if (a->bits == 2)
-        pack_pass(a, p, k0, len, nr, dst, 2, WF_QUANT_AFFINE);
-    else if (a->bits == 8)
-        pack_pass(a, p, k0, len, nr, dst, 8, affine ? WF_QUANT_AFFINE : WF_QUANT_MXFP8);
-    else if (affine)
-        pack_pass(a, p, k0, len, nr, dst, 4, WF_QUANT_AFFINE);
-    else
-        pack_pass(a, p, k0, len, nr, dst, 4, a->mode);
-}
-
-/* The packer's entry (wf_qpack_fn): rows [n0, n1) of W into the packed B
- * of a GEMM with n = n1 - n0, panels nr wide (K block b, from k0 = b *
- * kcb, at k0 * panels * nr; its panel q at q * nr * kc), columns past n1
- * zero. False, with nothing written, where the fast path cannot take the
- * rows (bit width, K blocking, scales out of the in-place range). */
-KINLINE bool qpack_rows(const wf_qmv_args *a, int64_t n0, int64_t n1, int64_t nr, float *dst)
-{
-    if (nr % LANES != 0 || !fast_bits(a) || !fast_scales_ok(a, n0, n1 - n0))
-        return false;
-    const int64_t panels = (n1 - n0 + nr - 1) / nr;
-    for (int64_t k0 = 0; k0 < a->k; k0 += a->kcb) {
-        const int64_t kc = a->k - k0 < a->kcb ? a->k - k0 : a->kcb;
-        float *block = dst + k0 * panels * nr;
-        for (int64_t r = n0; r < n0 + panels * nr; r += LANES) {
-            float *at = block + (r - n0) / nr * nr * kc + (r - n0) % nr;
-            if (r >= n1) {
-                for (int64_t k = 0; k < kc; k++)
-                    vf_store_all(at + k * nr, vf_zero());
-                continue;
-            }
-            const int count = n1 - r < LANES ? (int)(n1 - r) : LANES;
-            const pass_rows p = {
-                .words = (const int32_t *)(a->codes + r * a->row_bytes),
-                .scales = a->scales + r * a->groups,
-                .biases = a->biases ? a->biases + r * a->groups : NULL,
-                .m = lanes(count),
-                .active = count,
-            };
-            pack_pass_of(a, &p, k0, kc, nr, at);
-        }
-    }
-    return true;
-}
-
-#define DEFINE_QPACK(name)                                                                        \
-    KERNEL static bool name(const wf_qmv_args *a, int64_t n0, int64_t n1, int64_t nr, float *dst) \
-    {                                                                                              \
-        return qpack_rows(a, n0, n1, nr, dst);                                                     \
-    }
-
 /* ---------------------------------------------------------------- interleaved copies */
 
 /* Interleaved path (wf_qmv_args.interleaved): a vector of the copy
@@ -620,6 +528,142 @@ KINLINE void qmv_rows(const wf_qmv_args *a, int64_t n0, int64_t n1, int rows)
             general_outputs(a, nb, lanes(count), rows);
     }
 }
+
+/* ---------------------------------------------------------------- GEMM panels */
+
+/* The pass's rows (LANES at most) of W over K block [k0, k0 + len),
+ * dequantized into a panel of the GEMM's packed B (backend/cpu/gemm.h):
+ * dst[k * nr + lane], k counted from k0, a vector store per code of the
+ * values fast_value gives (dequantize's bits). Lanes past the active rows
+ * come out zero: rows_to_lanes gives them zero scales and biases. */
+KINLINE void pack_pass(const wf_qmv_args *a, const pass_rows *p, int64_t k0, int64_t len,
+                       int64_t nr, float *dst, int bits, int mode)
+{
+    const int per_word = 32 / bits;
+    const int64_t row_words = a->row_bytes / 4, words = len / per_word, gs = a->group_size;
+    __attribute__((aligned(64))) int32_t lane_words[CHUNK_WORDS][LANES];
+    __attribute__((aligned(64))) pass_factors t;
+    group_factors f;
+    pass_factors_fill(a, p, 1, k0, len, &t);
+    int group = 0; /* the table row of the current group */
+    int64_t next_group = (k0 / gs + 1) * gs - k0;
+    group_factors_set(t.scales[0], p->biases ? t.biases[0] : NULL, bits, &f);
+    for (int64_t first = 0; first < words; first += CHUNK_WORDS) {
+        const int count = words - first < CHUNK_WORDS ? (int)(words - first) : CHUNK_WORDS;
+        rows_to_lanes(p->words + k0 / per_word + first, row_words, p->active, count, lane_words);
+        for (int wi = 0; wi < count; wi++) {
+            const int64_t k = (first + wi) * per_word;
+            if (k == next_group) { /* a word's codes lie in one group */
+                group++;
+                next_group += gs;
+                group_factors_set(t.scales[group], p->biases ? t.biases[group] : NULL, bits, &f);
+            }
+            const vi word = vi_load_all(lane_words[wi]);
+#pragma GCC unroll 16
+            for (int i = 0; i < per_word; i++)
+                vf_store_all(dst + (k + i) * nr, fast_value(word, i * bits, bits, mode, &f));
+        }
+    }
+}
+
+/* pack_pass with the bit width and mode as constants. */
+KINLINE void pack_pass_of(const wf_qmv_args *a, const pass_rows *p, int64_t k0, int64_t len,
+                          int64_t nr, float *dst)
+{
+    const bool affine = a->mode == WF_QUANT_AFFINE;
+    if (a->bits == 2)
+        pack_pass(a, p, k0, len, nr, dst, 2, WF_QUANT_AFFINE);
+    else if (a->bits == 8)
+        pack_pass(a, p, k0, len, nr, dst, 8, affine ? WF_QUANT_AFFINE : WF_QUANT_MXFP8);
+    else if (affine)
+        pack_pass(a, p, k0, len, nr, dst, 4, WF_QUANT_AFFINE);
+    else
+        pack_pass(a, p, k0, len, nr, dst, 4, a->mode);
+}
+
+/* pack_pass from the interleaved copies (interleaved_fits): a vector of
+ * the copy holds a word of each of block's LANES rows, and a group's
+ * scales and biases likewise, so nothing is transposed. */
+KINLINE void pack_interleaved(const wf_qmv_args *a, int64_t block, int64_t k0, int64_t len,
+                              int64_t nr, float *dst, int bits)
+{
+    const int per_word = 32 / bits;
+    const int64_t row_words = a->row_bytes / 4, gs = a->group_size, group_words = gs / per_word;
+    const int32_t *words = a->interleaved.codes + block * row_words * LANES;
+    const float *scales = a->interleaved.scales + block * a->groups * LANES;
+    const float *biases =
+        a->interleaved.biases ? a->interleaved.biases + block * a->groups * LANES : NULL;
+    for (int64_t g = k0 / gs; g < (k0 + len) / gs; g++) {
+        group_factors f;
+        group_factors_set(scales + g * LANES, biases ? biases + g * LANES : NULL, bits, &f);
+        for (int64_t word = g * group_words; word < (g + 1) * group_words; word++) {
+            const vi w = vi_load_all(words + word * LANES);
+            float *row = dst + (word * per_word - k0) * nr;
+#pragma GCC unroll 16
+            for (int i = 0; i < per_word; i++)
+                vf_store_all(row + i * nr, fast_value(w, i * bits, bits, WF_QUANT_AFFINE, &f));
+        }
+    }
+}
+
+/* pack_interleaved with the bit width as a constant. */
+KINLINE void pack_interleaved_of(const wf_qmv_args *a, int64_t block, int64_t k0, int64_t len,
+                                 int64_t nr, float *dst)
+{
+    if (a->bits == 2)
+        pack_interleaved(a, block, k0, len, nr, dst, 2);
+    else if (a->bits == 4)
+        pack_interleaved(a, block, k0, len, nr, dst, 4);
+    else
+        pack_interleaved(a, block, k0, len, nr, dst, 8);
+}
+
+/* The packer's entry (wf_qpack_fn): rows [n0, n1) of W into the packed B
+ * of a GEMM with n = n1 - n0, panels nr wide (K block b, from k0 = b *
+ * kcb, at k0 * panels * nr; its panel q at q * nr * kc), columns past n1
+ * zero; from the interleaved copies where the product has them. False,
+ * with nothing written, where neither path can take the rows (bit width,
+ * K blocking, scales out of the in-place range). */
+KINLINE bool qpack_rows(const wf_qmv_args *a, int64_t n0, int64_t n1, int64_t nr, float *dst)
+{
+    const bool interleaved = interleaved_fits(a) && n0 % LANES == 0;
+    if (nr % LANES != 0 ||
+        (!interleaved && (!fast_bits(a) || !fast_scales_ok(a, n0, n1 - n0))))
+        return false;
+    const int64_t panels = (n1 - n0 + nr - 1) / nr;
+    for (int64_t k0 = 0; k0 < a->k; k0 += a->kcb) {
+        const int64_t kc = a->k - k0 < a->kcb ? a->k - k0 : a->kcb;
+        float *block = dst + k0 * panels * nr;
+        for (int64_t r = n0; r < n0 + panels * nr; r += LANES) {
+            float *at = block + (r - n0) / nr * nr * kc + (r - n0) % nr;
+            if (r >= n1) {
+                for (int64_t k = 0; k < kc; k++)
+                    vf_store_all(at + k * nr, vf_zero());
+                continue;
+            }
+            if (interleaved) { /* the copy's last block: rows padded with zeros */
+                pack_interleaved_of(a, r / LANES, k0, kc, nr, at);
+                continue;
+            }
+            const int count = n1 - r < LANES ? (int)(n1 - r) : LANES;
+            const pass_rows p = {
+                .words = (const int32_t *)(a->codes + r * a->row_bytes),
+                .scales = a->scales + r * a->groups,
+                .biases = a->biases ? a->biases + r * a->groups : NULL,
+                .m = lanes(count),
+                .active = count,
+            };
+            pack_pass_of(a, &p, k0, kc, nr, at);
+        }
+    }
+    return true;
+}
+
+#define DEFINE_QPACK(name)                                                                        \
+    KERNEL static bool name(const wf_qmv_args *a, int64_t n0, int64_t n1, int64_t nr, float *dst) \
+    {                                                                                              \
+        return qpack_rows(a, n0, n1, nr, dst);                                                     \
+    }
 
 /* The kernel's entry (wf_qmv_fn): the row count of x as a constant. */
 #define DEFINE_QMV(name)                                                                          \
