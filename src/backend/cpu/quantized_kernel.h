@@ -228,6 +228,18 @@ typedef struct pass_rows {
     int active;
 } pass_rows;
 
+/* Rows [nb, nb + count) of W (count <= LANES) as a pass's rows. */
+KINLINE pass_rows pass_rows_at(const wf_qmv_args *a, int64_t nb, int count)
+{
+    return (pass_rows){
+        .words = (const int32_t *)(a->codes + nb * a->row_bytes),
+        .scales = a->scales + nb * a->groups,
+        .biases = a->biases ? a->biases + nb * a->groups : NULL,
+        .m = lanes(count),
+        .active = count,
+    };
+}
+
 /* The scales and biases of a pass's groups as lanes (a row per lane),
  * turned at once for all its K blocks (one transpose, not one a K block
  * for its few groups): table[g] holds the pass's group g,
@@ -329,13 +341,7 @@ KINLINE void fast_pass(const wf_qmv_args *a, const pass_rows *p, int64_t nb, int
 KINLINE void fast_outputs(const wf_qmv_args *a, int64_t nb, int count, int rows, int bits,
                           int mode)
 {
-    const pass_rows p = {
-        .words = (const int32_t *)(a->codes + nb * a->row_bytes),
-        .scales = a->scales + nb * a->groups,
-        .biases = a->biases ? a->biases + nb * a->groups : NULL,
-        .m = lanes(count),
-        .active = count,
-    };
+    const pass_rows p = pass_rows_at(a, nb, count);
     const int64_t full = a->k / a->kcb, per_word = 32 / bits;
     const bool side_by_side = a->kcb % a->group_size == 0 &&
                               PASS_K_BLOCKS * (a->kcb / a->group_size) <= PASS_GROUPS;
@@ -645,14 +651,7 @@ KINLINE bool qpack_rows(const wf_qmv_args *a, int64_t n0, int64_t n1, int64_t nr
                 pack_interleaved_of(a, r / LANES, k0, kc, nr, at);
                 continue;
             }
-            const int count = n1 - r < LANES ? (int)(n1 - r) : LANES;
-            const pass_rows p = {
-                .words = (const int32_t *)(a->codes + r * a->row_bytes),
-                .scales = a->scales + r * a->groups,
-                .biases = a->biases ? a->biases + r * a->groups : NULL,
-                .m = lanes(count),
-                .active = count,
-            };
+            const pass_rows p = pass_rows_at(a, r, n1 - r < LANES ? (int)(n1 - r) : LANES);
             pack_pass_of(a, &p, k0, kc, nr, at);
         }
     }
