@@ -647,7 +647,7 @@ KINLINE bool qpack_rows(const wf_qmv_args *a, int64_t n0, int64_t n1, int64_t nr
                     vf_store_all(at + k * nr, vf_zero());
                 continue;
             }
-            if (interleaved) { /* the copy's last block: rows padded with zeros */
+            if (interleaved) { /* a block partly past n1 is W's last: zeros in the copy */
                 pack_interleaved_of(a, r / LANES, k0, kc, nr, at);
                 continue;
             }
