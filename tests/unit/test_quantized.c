@@ -227,7 +227,7 @@ static void test_same_bits_as_dense_matmul_every_variant(void)
     static const int64_t row_counts[] = {1, 3, 5, 17};
     static const int bits_list[] = {4, 3};
 #else
-    static const int64_t row_counts[] = {1, 2, 3, 4, 5, 17, 40};
+    static const int64_t row_counts[] = {1, 2, 3, 4, 5, 16, 17, 40};
     static const int bits_list[] = {2, 4, 8, 3};
 #endif
     const size_t nbits = sizeof bits_list / sizeof bits_list[0];
@@ -776,8 +776,9 @@ static void *race_products(void *arg)
 /* The kernels' interleaved copies (quantized.c), on every ISA variant
  * this CPU has: the second product with the same codes, scales and biases
  * makes them (16 rows a vector on AVX-512, 8 on AVX2, none on the
- * baseline) and later ones read them, the matrix-vector kernel (1 .. 4
- * rows of x) and the packer of the GEMM's panels (5 and 33 rows), with
+ * baseline) and later ones read them, the matrix-vector kernel (1 .. 16
+ * rows of x, 4 at a time) and the packer of the GEMM's panels (17 and 33
+ * rows), with
  * wf_matmul's bits on the dequantized matrix every time (2, 4 and 8 bits,
  * groups of 32, 64 and 128, n ragged around the blocks of rows and their
  * pairs, K of three K blocks); releasing the weight frees them; none is
@@ -789,10 +790,10 @@ static void interleaved_copies_on(int lanes)
 {
 #ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
     static const int bits_list[] = {4, 8}, groups[] = {64};
-    static const int64_t ns[] = {45}, row_counts[] = {1, 4, 5};
+    static const int64_t ns[] = {45}, row_counts[] = {1, 6, 17};
 #else
     static const int bits_list[] = {2, 4, 8}, groups[] = {32, 64, 128};
-    static const int64_t ns[] = {45, 100}, row_counts[] = {1, 2, 3, 4, 5, 33};
+    static const int64_t ns[] = {45, 100}, row_counts[] = {1, 2, 3, 4, 5, 16, 17, 33};
 #endif
     const int64_t kdim = 1536; /* three K blocks of 512 */
     for (size_t bi = 0; bi < sizeof bits_list / sizeof *bits_list; bi++)
@@ -847,7 +848,7 @@ static void interleaved_copies_on(int lanes)
     /* extreme scales in some rows (the AVX-512 kernel checks their range
      * once, as the copies are made, and then takes its general path) */
     if (qmat_make(&w, 70, kdim, 32, 4)) {
-        const int64_t xs[2] = {2, kdim}, panel_xs[2] = {6, kdim};
+        const int64_t xs[2] = {2, kdim}, panel_xs[2] = {20, kdim};
         wf_array *x = random_f32(xs, 2), *panel_x = random_f32(panel_xs, 2);
         if (CHECK(put_extreme_scales(&w, 32))) {
             CHECK(three_products_same_bits(x, &w, 32, 4));

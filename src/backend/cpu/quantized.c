@@ -507,12 +507,17 @@ static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
     const qmm_job *job = ctx;
     for (int64_t t = begin; t < end; t++) {
         const int64_t batch = t / job->blocks, n0 = (t % job->blocks) * job->block;
-        const wf_qmv_args a = qmv_args_of(job, batch);
-        if (job->int8)
-            job->qmv_int8(job->int8, x_batch(job, batch) * job->rows, &a, n0,
-                          min64(job->n, n0 + job->block));
-        else
-            job->qmv(&a, n0, min64(job->n, n0 + job->block));
+        for (int64_t r0 = 0; r0 < job->rows; r0 += WF_QMV_ROWS) {
+            wf_qmv_args a = qmv_args_of(job, batch);
+            a.rows = (int)min64(WF_QMV_ROWS, job->rows - r0);
+            a.x += r0 * a.ldx;
+            a.out += r0 * a.ldo;
+            if (job->int8)
+                job->qmv_int8(job->int8, x_batch(job, batch) * job->rows + r0, &a, n0,
+                              min64(job->n, n0 + job->block));
+            else
+                job->qmv(&a, n0, min64(job->n, n0 + job->block));
+        }
     }
 }
 
@@ -711,7 +716,7 @@ static void interleaved_operands(qmm_job *job, wf_array *const *inputs, const de
 /* The matrix-vector kernel for this product, or NULL (panel path). */
 static wf_qmv_fn direct_kernel(const qmm_job *job)
 {
-    if (!job->transpose || job->rows > WF_QMV_ROWS ||
+    if (!job->transpose || job->rows > WF_QMV_SPLIT_ROWS ||
         (job->bits != 2 && job->bits != 4 && job->bits != 8) ||
         job->row_bytes * 16 >= INT32_MAX) /* gather offsets are 32-bit */
         return NULL;
@@ -723,12 +728,13 @@ static wf_qmv_fn direct_kernel(const qmm_job *job)
 }
 
 /* x rounded for the int8 kernel (set in job->qmv_int8) where the switch
- * is on and it can take this product (direct kernel, affine 4 or 8 bits,
- * AVX2 or AVX-512), or NULL: the exact kernels. */
+ * is on and it can take this product (direct kernel, up to WF_QMV_ROWS
+ * rows, affine 4 or 8 bits, AVX2 or AVX-512), or NULL: the exact kernels. */
 static wf_qmv_int8_x *int8_activations_of(qmm_job *job)
 {
     job->qmv_int8 = wf__qmv_int8_kernel(job->isa);
-    if (!job->qmv || job->mode != WF_QUANT_AFFINE || (job->bits != 4 && job->bits != 8) ||
+    if (!job->qmv || job->rows > WF_QMV_ROWS || job->mode != WF_QUANT_AFFINE ||
+        (job->bits != 4 && job->bits != 8) ||
         job->group_size % 32 != 0 || !job->biases || !int8_switch_value() || !job->qmv_int8)
         return NULL;
     return wf__qmv_int8_prepare(job->x, job->x_rows, job->k, job->bits, job->group_size);

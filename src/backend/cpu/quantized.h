@@ -4,16 +4,18 @@
  * quantized_matmul gives the bits of weft's GEMM (gemm.h) on the
  * dequantized matrix W (dequantize's float32 values: code * scale, then
  * + bias, each rounded), for any batch size and thread count:
- *  - up to WF_QMV_ROWS rows of x against W stored (N, K) (transpose) with
- *    2, 4 or 8 bits (any mode), on AVX2 or AVX-512 (quantized_kernel.h):
- *    the codes of 8 or 16 rows of W are turned into lanes, dequantized in
- *    registers (a lane per output) and summed by the GEMM's rule: per K
- *    block (wf__gemm_k_block) acc = fma(x, w, acc) in k order (two K
- *    blocks side by side), then added to the output in K block order. The
- *    packed matrix is read once.
+ *  - up to WF_QMV_SPLIT_ROWS rows of x against W stored (N, K) (transpose)
+ *    with 2, 4 or 8 bits (any mode), on AVX2 or AVX-512
+ *    (quantized_kernel.h), WF_QMV_ROWS rows of x a call: the codes of 8
+ *    or 16 rows of W are turned into lanes, dequantized in registers (a
+ *    lane per output) and summed by the GEMM's rule: per K block
+ *    (wf__gemm_k_block) acc = fma(x, w, acc) in k order (two K blocks
+ *    side by side), then added to the output in K block order. The packed
+ *    matrix is read once from memory.
  *  - otherwise (more rows, 3/5/6 bits, W stored (K, N), the baseline
- *    variant): panels of W are dequantized into a float32 buffer and handed
- *    to the GEMM itself.
+ *    variant): panels of W are dequantized (into the GEMM's packed layout
+ *    where wf_qpack_fn can, else into a float32 buffer) and handed to the
+ *    GEMM itself.
  * Activations stay float32 (no int8/bfloat16 rounding of x), unless the
  * process opted in with wf_set_quantized_matvec_int8 (weft.h): then affine
  * 4- and 8-bit products of up to WF_QMV_ROWS rows round x to int8 on the
@@ -27,10 +29,13 @@
 #include "core/array.h"
 #include "weft.h"
 
-/* WF_QMV_ROWS: the most rows of x the matrix-vector kernels take;
- * WF_QMV_TASK_ROWS: outputs per task of the pool, a multiple of the rows
- * the kernels take per pass (16 or 8 lanes). */
-enum { WF_QMV_ROWS = 4, WF_QMV_TASK_ROWS = 96 };
+/* WF_QMV_ROWS: the most rows of x the matrix-vector kernels take a call;
+ * WF_QMV_SPLIT_ROWS: the most a product sends through them, WF_QMV_ROWS
+ * at a time on each task's rows of W (which the later groups of rows
+ * find in L2); more go through the GEMM's panels. WF_QMV_TASK_ROWS:
+ * outputs per task of the pool, a multiple of the rows the kernels take
+ * per pass (16 or 8 lanes). */
+enum { WF_QMV_ROWS = 4, WF_QMV_SPLIT_ROWS = 16, WF_QMV_TASK_ROWS = 96 };
 
 /* Bytes of interleaved copies alive now (tests). */
 size_t wf__qmv_interleaved_bytes(void);
