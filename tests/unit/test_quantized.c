@@ -778,10 +778,10 @@ static void *race_products(void *arg)
  * makes them (16 rows a vector on AVX-512, 8 on AVX2, none on the
  * baseline) and later ones read them, the matrix-vector kernel (1 .. 16
  * rows of x, 4 at a time) and the packer of the GEMM's panels (17 and 33
- * rows), with
- * wf_matmul's bits on the dequantized matrix every time (2, 4 and 8 bits,
- * groups of 32, 64 and 128, n ragged around the blocks of rows and their
- * pairs, K of three K blocks); releasing the weight frees them; none is
+ * rows), with wf_matmul's bits on the dequantized matrix every time (2, 4
+ * and 8 bits, groups of 32, 64 and 128, n ragged around the blocks of
+ * rows and their pairs, K of three K blocks); releasing the weight frees
+ * them; none is
  * made where the kernel would not read it (K blocks that split a group,
  * external codes); scales out of the AVX-512 kernel's in-place range get
  * copies and the same bits; four threads racing for the first copies get
@@ -846,7 +846,8 @@ static void interleaved_copies_on(int lanes)
     }
 
     /* extreme scales in some rows (the AVX-512 kernel checks their range
-     * once, as the copies are made, and then takes its general path) */
+     * once, as the copies are made, and then takes its general path; the
+     * panels' packer declines them and the rows are dequantized one by one) */
     if (qmat_make(&w, 70, kdim, 32, 4)) {
         const int64_t xs[2] = {2, kdim}, panel_xs[2] = {20, kdim};
         wf_array *x = random_f32(xs, 2), *panel_x = random_f32(panel_xs, 2);
