@@ -781,11 +781,10 @@ static void *race_products(void *arg)
  * rows), with wf_matmul's bits on the dequantized matrix every time (2, 4
  * and 8 bits, groups of 32, 64 and 128, n ragged around the blocks of
  * rows and their pairs, K of three K blocks); releasing the weight frees
- * them; none is
- * made where the kernel would not read it (K blocks that split a group,
- * external codes); scales out of the AVX-512 kernel's in-place range get
- * copies and the same bits; four threads racing for the first copies get
- * the same bits and one set of copies. */
+ * them; none is made where the kernels would not read it (K blocks that
+ * split a group, external codes); scales out of the AVX-512 kernel's
+ * in-place range get copies and the same bits; four threads racing for
+ * the first copies get the same bits and one set of copies. */
 static void interleaved_copies_on(int lanes)
 {
 #ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
