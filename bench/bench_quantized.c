@@ -2,9 +2,11 @@
  * bench_quantized: quantized_matmul (affine, group 64) beside the machine's
  * measured read bandwidth and weft's float32 GEMM, in one run:
  *  - read bandwidth: threads (the pool's size) summing one large buffer,
- *    the best of three read loops, measured before and after the matrix-
+ *    the best of the read loops, measured before and after the matrix-
  *    vector products (the higher kept; the products' lines are printed
- *    after it);
+ *    after it), and the sustained figure, the median of 5 s of reads
+ *    right after them (memory_bench.h: some machines read faster for a
+ *    few seconds after a pause); each line's ratio to both;
  *  - matrix-vector products (batch 1) with 2-, 4- and 8-bit weights of
  *    4096 x 4096, 14336 x 4096 (x @ W.T, W stored out x in) and
  *    4096 x 14336, rotating over enough weight matrices that their total
@@ -36,6 +38,7 @@
 #include "weft.h"
 
 enum { GROUP = 64, REPEATS = 3 };
+#define SUSTAINED_SECONDS 5.0
 
 
 /* ---------------------------------------------------------------- weights */
@@ -129,13 +132,13 @@ static matvec_figure matvec_line(int64_t out, int64_t in, int bits, int64_t rota
     return (matvec_figure){out, in, count, one, bits, best};
 }
 
-static void print_matvec(const matvec_figure *f, double bw)
+static void print_matvec(const matvec_figure *f, double bw, double sustained)
 {
     printf("matvec %2d-bit %5lld x %5lld  (%3lld matrices, %6.0f MiB)  %7.2f GB/s  %5.1f%% of "
-           "read bandwidth  %8.1f us/product\n",
+           "read bandwidth  (%5.1f%% of sustained)  %8.1f us/product\n",
            f->bits, (long long)f->out, (long long)f->in, (long long)f->count,
            (double)(f->bytes * f->count) / 1048576.0, f->gbs, 100.0 * f->gbs / bw,
-           (double)f->bytes / f->gbs / 1e3);
+           100.0 * f->gbs / sustained, (double)f->bytes / f->gbs / 1e3);
 }
 
 static void batch_line(int64_t rows, int bits)
@@ -190,11 +193,13 @@ int main(int argc, char **argv)
         for (int s = 0; s < 3; s++)
             figures[b * 3 + s] = matvec_line(shapes[s][0], shapes[s][1], widths[b], rotation);
     const double after = read_bandwidth(rotation, threads, "after them");
+    const double sustained = sustained_read_bandwidth(rotation, threads, SUSTAINED_SECONDS);
     const double bw = before > after ? before : after;
-    printf("read bandwidth (%d threads reading %lld MiB, the best read loop): %.2f GB/s\n",
-           threads, (long long)(rotation >> 20), bw);
+    printf("read bandwidth (%d threads reading %lld MiB, the best read loop): %.2f GB/s; "
+           "sustained (the median of %.0f s of reads): %.2f GB/s\n",
+           threads, (long long)(rotation >> 20), bw, SUSTAINED_SECONDS, sustained);
     for (int i = 0; i < 9; i++)
-        print_matvec(&figures[i], bw);
+        print_matvec(&figures[i], bw, sustained);
     if (argc <= 2 || strcmp(argv[2], "matvec") != 0) {
         batch_line(32, 4);
         batch_line(512, 4);
