@@ -237,7 +237,6 @@ static double read_bandwidth(int64_t bytes, int threads, const char *when)
     return best;
 }
 
-
 static int compare_doubles(const void *a, const void *b)
 {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -267,13 +266,15 @@ static double sustained_read_bandwidth(int64_t bytes, int threads, double second
     const bool vector = vector_probe_name() != NULL;
     uint64_t check = 0;
     int n = 0;
-    for (const double end = bench_now() + seconds; n < MOST_PASSES && bench_now() < end; n++)
+    const double start = bench_now();
+    for (; n < MOST_PASSES && bench_now() < start + seconds; n++)
         gbs[n] = read_pass(buf, words, threads, vector ? 2 : 4, vector, &check);
+    const double elapsed = bench_now() - start;
     qsort(gbs, (size_t)n, sizeof *gbs, compare_doubles);
     const double median = n ? gbs[n / 2] : 0;
-    printf("# sustained read: %d threads, %d passes of %lld MiB in %.0f s, %s: median %.2f GB/s "
+    printf("# sustained read: %d threads, %d passes of %lld MiB in %.1f s, %s: median %.2f GB/s "
            "(lowest %.2f, highest %.2f)\n",
-           threads, n, (long long)(bytes >> 20), seconds,
+           threads, n, (long long)(bytes >> 20), elapsed,
            vector ? "two vector streams a thread" : "four streams a thread", median,
            n ? gbs[0] : 0, n ? gbs[n - 1] : 0);
     free(buf), free(gbs);
