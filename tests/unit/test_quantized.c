@@ -784,7 +784,8 @@ static void *race_products(void *arg)
  * them; none is made where the kernels would not read it (K blocks that
  * split a group, external codes); scales out of the AVX-512 kernel's
  * in-place range get copies and the same bits; four threads racing for
- * the first copies get the same bits and one set of copies. */
+ * the first copies (two with 2 rows of x, two with 20) get the same bits
+ * and one set of copies. */
 static void interleaved_copies_on(int lanes)
 {
 #ifdef WF_TEST_SLOW_BUILD /* sanitizers, coverage */
@@ -861,17 +862,18 @@ static void interleaved_copies_on(int lanes)
         qmat_free(&w);
     }
 
-    /* four threads make their first products at once */
+    /* four threads make their first products at once, two through the
+     * matrix-vector kernel and two through the panels' packer */
     enum { RACERS = 4 };
     if (qmat_make(&w, 100, kdim, 64, 4)) {
         pthread_barrier_t start;
         pthread_barrier_init(&start, NULL, RACERS);
-        const int64_t xs[2] = {2, kdim};
-        wf_array *x = random_f32(xs, 2);
+        const int64_t xs[2] = {2, kdim}, panel_xs[2] = {20, kdim};
+        wf_array *x = random_f32(xs, 2), *panel_x = random_f32(panel_xs, 2);
         racing_products r[RACERS];
         pthread_t tid[RACERS];
         for (int t = 0; t < RACERS; t++) {
-            r[t] = (racing_products){&w, x, 64, 4, &start, false};
+            r[t] = (racing_products){&w, t % 2 ? panel_x : x, 64, 4, &start, false};
             pthread_create(&tid[t], NULL, race_products, &r[t]);
         }
         for (int t = 0; t < RACERS; t++) {
@@ -881,7 +883,7 @@ static void interleaved_copies_on(int lanes)
         CHECK_EQ_INT((int64_t)wf__qmv_interleaved_bytes(),
                      (int64_t)(before + interleaved_size(&w, 64, 4, lanes)));
         pthread_barrier_destroy(&start);
-        wf_release(x);
+        wf_release(x), wf_release(panel_x);
         qmat_free(&w);
         CHECK_EQ_INT((int64_t)wf__qmv_interleaved_bytes(), (int64_t)before);
     }
