@@ -844,10 +844,11 @@ size_t wf__gemm_packed_b_size(const wf_gemm_args *g)
 
 bool wf__gemm_reads_packed_b(const wf_gemm_args *g, int64_t *nr)
 {
+    /* packable, plain (float32 / float64: AMX and complex products pack
+     * otherwise), and not on a direct path */
     const wf_gemm_type_kernels *tk = type_kernels(g);
-    if (on_amx(g) || (g->dtype != WF_DTYPE_F32 && g->dtype != WF_DTYPE_F64) ||
-        g->b_stored != g->dtype || tk->mr == 0 || use_direct(g, tk, g->m) ||
-        use_direct_t(g, tk, g->m))
+    if (!wf__gemm_can_pack_b(g) || g->b_stored != g->dtype || on_amx(g) ||
+        use_direct(g, tk, g->m) || use_direct_t(g, tk, g->m))
         return false;
     *nr = tk->nr;
     return true;

@@ -507,8 +507,9 @@ static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
     const qmm_job *job = ctx;
     for (int64_t t = begin; t < end; t++) {
         const int64_t batch = t / job->blocks, n0 = (t % job->blocks) * job->block;
-        for (int64_t r0 = 0; r0 < job->rows; r0 += WF_QMV_ROWS) {
-            wf_qmv_args a = qmv_args_of(job, batch);
+        const wf_qmv_args all_rows = qmv_args_of(job, batch);
+        for (int64_t r0 = 0; r0 < job->rows; r0 += WF_QMV_ROWS) { /* WF_QMV_ROWS at a time */
+            wf_qmv_args a = all_rows;
             a.rows = (int)min64(WF_QMV_ROWS, job->rows - r0);
             a.x += r0 * a.ldx;
             a.out += r0 * a.ldo;
@@ -519,6 +520,24 @@ static void qmm_direct_chunk(void *ctx, int64_t begin, int64_t end)
                 job->qmv(&a, n0, min64(job->n, n0 + job->block));
         }
     }
+}
+
+/* The kernels of GEMM variant `isa` and their lanes (AVX-512 and the
+ * variants above it, AVX2); NULL and 0 for the others. */
+typedef struct variant_kernels {
+    wf_qmv_fn qmv;
+    wf_qdeq_fn qdeq;
+    wf_qpack_fn qpack;
+    int lanes;
+} variant_kernels;
+
+static variant_kernels kernels_of(int isa)
+{
+    if (isa >= WF_GEMM_ISA_AVX512 && wf__qmv_avx512)
+        return (variant_kernels){wf__qmv_avx512, wf__qdeq_avx512, wf__qpack_avx512, 16};
+    if (isa == WF_GEMM_ISA_AVX2 && wf__qmv_avx2)
+        return (variant_kernels){wf__qmv_avx2, wf__qdeq_avx2, wf__qpack_avx2, 8};
+    return (variant_kernels){0};
 }
 
 /* ---------------------------------------------------------------- interleaved copies */
@@ -684,10 +703,7 @@ static void interleaved_operands(qmm_job *job, wf_array *const *inputs, const de
     /* the kernels' lanes (the matrix-vector kernel's and the packer's, of one
      * variant); what their interleaved paths take (quantized_kernel.h,
      * interleaved_fits): no copy that they would not read */
-    const int lanes = !job->transpose                    ? 0
-                      : job->isa >= WF_GEMM_ISA_AVX512 ? 16
-                      : job->isa == WF_GEMM_ISA_AVX2   ? 8
-                                                       : 0;
+    const int lanes = job->transpose ? kernels_of(job->isa).lanes : 0;
     const bool fits = wf__gemm_k_block(job->k) % job->group_size == 0 &&
                       job->group_size * job->bits % 32 == 0 &&
                       (job->bits == 2 || job->bits == 4 || job->bits == 8);
@@ -713,18 +729,12 @@ static void interleaved_operands(qmm_job *job, wf_array *const *inputs, const de
     }
 }
 
-/* The matrix-vector kernel for this product, or NULL (panel path). */
-static wf_qmv_fn direct_kernel(const qmm_job *job)
+/* Whether the matrix-vector kernels can take this product (else: panels). */
+static bool direct_path(const qmm_job *job)
 {
-    if (!job->transpose || job->rows > WF_QMV_SPLIT_ROWS ||
-        (job->bits != 2 && job->bits != 4 && job->bits != 8) ||
-        job->row_bytes * 16 >= INT32_MAX) /* gather offsets are 32-bit */
-        return NULL;
-    if (job->isa >= WF_GEMM_ISA_AVX512)
-        return wf__qmv_avx512;
-    if (job->isa == WF_GEMM_ISA_AVX2)
-        return wf__qmv_avx2;
-    return NULL;
+    return job->transpose && job->rows <= WF_QMV_SPLIT_ROWS &&
+           (job->bits == 2 || job->bits == 4 || job->bits == 8) &&
+           job->row_bytes * 16 < INT32_MAX; /* gather offsets are 32-bit */
 }
 
 /* x rounded for the int8 kernel (set in job->qmv_int8) where the switch
@@ -738,24 +748,6 @@ static wf_qmv_int8_x *int8_activations_of(qmm_job *job)
         job->group_size % 32 != 0 || !job->biases || !int8_switch_value() || !job->qmv_int8)
         return NULL;
     return wf__qmv_int8_prepare(job->x, job->x_rows, job->k, job->bits, job->group_size);
-}
-
-/* The panel dequantizer of this product's variant (2, 4, 8 bits), or NULL. */
-static wf_qdeq_fn panel_dequantizer(const qmm_job *job)
-{
-    if (job->bits != 2 && job->bits != 4 && job->bits != 8)
-        return NULL;
-    if (job->isa >= WF_GEMM_ISA_AVX512)
-        return wf__qdeq_avx512;
-    return job->isa == WF_GEMM_ISA_AVX2 ? wf__qdeq_avx2 : NULL;
-}
-
-/* The packer of this product's variant, or NULL. */
-static wf_qpack_fn panel_packer(const qmm_job *job)
-{
-    if (job->isa >= WF_GEMM_ISA_AVX512)
-        return wf__qpack_avx512;
-    return job->isa == WF_GEMM_ISA_AVX2 ? wf__qpack_avx2 : NULL;
 }
 
 /* Outputs per panel task: up to 256 (the GEMM packs x again for each
@@ -779,9 +771,10 @@ static wf_status qmm_run(const char *op, qmm_job *job, int64_t batches, wf_array
 {
     job->isa = wf__gemm_isa();
     atomic_init(&job->failed, false);
-    job->qmv = direct_kernel(job);
-    job->qdeq = panel_dequantizer(job);
-    job->qpack = panel_packer(job);
+    const variant_kernels kernels = kernels_of(job->isa);
+    job->qmv = direct_path(job) ? kernels.qmv : NULL;
+    job->qdeq = job->bits == 2 || job->bits == 4 || job->bits == 8 ? kernels.qdeq : NULL;
+    job->qpack = kernels.qpack;
     if (job->qmv) {
         job->int8 = int8_activations_of(job);
         interleaved_operands(job, inputs, d, batches);
