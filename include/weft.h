@@ -1016,8 +1016,8 @@ wf_array *wf_dequantize_as(wf_array *codes, wf_array *scales, wf_array *biases, 
  * the scales' promoted (float). Bits: exactly those of wf_matmul(x,
  * W.T or W) with W = wf_dequantize(...) in float32 for any batch size and
  * thread count (the same per-element sums as weft's GEMM). vjp: x (a
- * quantized_matmul with !transpose), scales and biases (2-d W); never the
- * codes. */
+ * quantized_matmul with !transpose), scales and biases (2-d W); a vjp with
+ * respect to the codes fails (WF_ERR_UNSUPPORTED, as MLX). */
 wf_array *wf_quantized_matmul(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
                               bool transpose, int group_size, int bits);
 /* Batched quantized_matmul with gathered operands (mixture of experts):
@@ -1031,7 +1031,8 @@ wf_array *wf_gather_qmm(wf_array *x, wf_array *w, wf_array *scales, wf_array *bi
 /* wf_quantized_matmul and wf_gather_qmm in any mode (the two above are
  * these with WF_QUANT_AFFINE). Floating-point modes: biases NULL, uint8
  * scales; result in x's dtype; the same bit promise (W dequantized in
- * float32 is exact: element value * scale); vjp for x only. */
+ * float32 is exact: element value * scale); vjp for x only (one with
+ * respect to the uint8 scales: WF_ERR_INVALID_ARGUMENT, as MLX). */
 wf_array *wf_quantized_matmul_mode(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,
                                    bool transpose, int group_size, int bits, wf_quant_mode mode);
 wf_array *wf_gather_qmm_mode(wf_array *x, wf_array *w, wf_array *scales, wf_array *biases,

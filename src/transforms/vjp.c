@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/scope.h"
 #include "prim/prims.h"
+#include "prim/quantized.h"
 #include "prim/scatter.h"
 #include "prim/shape.h"
 #include "prim/unary.h"
@@ -154,9 +155,17 @@ static const struct {
     {&wf__prim_scatter, 2, -1}, /* a, updates, indices... */
 };
 
+/* Whether input i of `node` comes from an integer argument of the vjp
+ * (`traced`: integer_traced's flags). */
+static bool input_traced(const wf_graph *g, const bool *traced, const wf_array *node, int i)
+{
+    const wf_graph_entry *in = wf__graph_find(g, node->inputs[i]);
+    return in != NULL && traced[in - g->entries];
+}
+
 /* MLX refuses a vjp with respect to a gather's or scatter's indices (its
  * error names stop_gradient); so does weft, for indices that come from an
- * integer argument of the vjp (`traced`: integer_traced's flags). */
+ * integer argument of the vjp. */
 static wf_status check_index_inputs(const char *op, const wf_graph *g, const bool *traced,
                                     const wf_array *node)
 {
@@ -168,14 +177,36 @@ static wf_status check_index_inputs(const char *op, const wf_graph *g, const boo
         return WF_OK;
     const int first = index_operands[k].first, count = index_operands[k].count;
     const int end = count < 0 ? node->ninputs : first + count;
-    for (int i = first; i < end && i < node->ninputs; i++) {
-        const wf_graph_entry *in = wf__graph_find(g, node->inputs[i]);
-        if (in != NULL && traced[in - g->entries])
+    for (int i = first; i < end && i < node->ninputs; i++)
+        if (input_traced(g, traced, node, i))
             return wf__error(WF_ERR_INVALID_ARGUMENT,
                              "%s: cannot differentiate with respect to the indices of '%s' "
                              "(input %d); wrap them in stop_gradient",
                              op, node->prim->name, i);
-    }
+    return WF_OK;
+}
+
+/* MLX refuses a vjp of quantized_matmul or gather_qmm with respect to the
+ * codes (a RuntimeError: WF_ERR_UNSUPPORTED) and, in a floating-point
+ * mode, to the uint8 scales (a ValueError); weft too, where they come
+ * from an integer argument of the vjp (otherwise they would silently get
+ * no cotangent, as integers do). */
+static wf_status check_quantized_inputs(const char *op, const wf_graph *g, const bool *traced,
+                                        const wf_array *node)
+{
+    if (node->prim != &wf__prim_quantized_matmul && node->prim != &wf__prim_gather_qmm)
+        return WF_OK;
+    const wf_quant_params *p = node->params;
+    if (input_traced(g, traced, node, 1))
+        return wf__error(WF_ERR_UNSUPPORTED,
+                         "%s: '%s' has no derivative with respect to the quantized weights "
+                         "(codes)",
+                         op, node->prim->name);
+    if (p->mode != WF_QUANT_AFFINE && input_traced(g, traced, node, 2))
+        return wf__error(WF_ERR_INVALID_ARGUMENT,
+                         "%s: '%s' has no derivative with respect to the scales of a "
+                         "floating-point quantization mode",
+                         op, node->prim->name);
     return WF_OK;
 }
 
@@ -188,7 +219,9 @@ static wf_status pull_back(const char *op, wf_graph *g, const bool *traced, wf_g
     if (node->ninputs > MAX_RULE_INPUTS)
         return wf__error(WF_ERR_UNSUPPORTED, "%s: '%s' has %d inputs (at most %d)", op,
                          node->prim->name, node->ninputs, MAX_RULE_INPUTS);
-    const wf_status checked = check_index_inputs(op, g, traced, node);
+    wf_status checked = check_index_inputs(op, g, traced, node);
+    if (checked == WF_OK)
+        checked = check_quantized_inputs(op, g, traced, node);
     if (checked != WF_OK)
         return checked;
     bool any = false;

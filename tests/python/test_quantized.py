@@ -180,6 +180,23 @@ def test_grad_and_vmap():
     np.testing.assert_allclose(np.array(c), 2 * (x @ wd.T), rtol=1e-5, atol=1e-4)
 
 
+def test_no_gradient_with_respect_to_the_codes():
+    # as MLX: a RuntimeError (NotImplementedError is one), for
+    # quantized_matmul and gather_qmm alike; stop_gradient lets x's through
+    w = mx.array(weights((8, 64)))
+    q, s, b = mx.quantize(w, 32, 4)
+    x = mx.array(np.random.default_rng(3).standard_normal((2, 64)).astype(np.float32))
+    products = [lambda c: mx.quantized_matmul(x, c, s, b, group_size=32, bits=4),
+                lambda c: mx.gather_qmm(x, c, s, b, rhs_indices=mx.array(0), group_size=32, bits=4)]
+    for product in products:
+        with pytest.raises(RuntimeError, match="quantized weights"):
+            mx.grad(lambda c: product(c).sum())(q)
+    g = mx.grad(lambda a, c: mx.quantized_matmul(a, mx.stop_gradient(c), s, b, group_size=32,
+                                                    bits=4).sum())(x, q)
+    want = np.tile(dense(unpack(q, 4), s, b, 32).sum(0), (2, 1))
+    np.testing.assert_allclose(np.array(g), want, rtol=1e-5, atol=1e-4)
+
+
 def test_bad_arguments_raise_value_error():
     w = mx.array(weights((4, 64)))
     with pytest.raises(ValueError):

@@ -155,6 +155,23 @@ def test_gather_qmm_and_grad():
     np.testing.assert_allclose(np.array(g), np.array(gd), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_no_gradient_with_respect_to_fp_scales(mode):
+    # as MLX: a ValueError for the uint8 scales of a floating-point mode
+    group, _ = MODES[mode]
+    q, s = mx.quantize(mx.array(weights((8, 64), seed=4)), mode=mode)
+    x = mx.array(np.random.default_rng(5).standard_normal((2, 64)).astype(np.float32))
+    with pytest.raises(ValueError, match="scales of a floating-point"):
+        mx.grad(lambda s_: mx.quantized_matmul(x, q, s_, mode=mode).sum())(s)
+    with pytest.raises(ValueError, match="scales of a floating-point"):
+        mx.grad(lambda s_: mx.gather_qmm(x, q, s_, rhs_indices=mx.array(0), mode=mode).sum())(s)
+    # x's own gradient is still there afterwards
+    g = mx.grad(lambda a: mx.quantized_matmul(a, q, s, mode=mode).sum())(x)
+    d = mx.dequantize(q, s, mode=mode, dtype=mx.float32)
+    np.testing.assert_allclose(np.array(g), np.tile(np.array(d).sum(0), (2, 1)), rtol=1e-5,
+                               atol=1e-5)
+
+
 def test_bad_arguments():
     w = mx.zeros((4, 64))
     with pytest.raises(ValueError):

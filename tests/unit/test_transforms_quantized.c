@@ -166,6 +166,33 @@ static wf_status qmm_body(void *payload, wf_array *const *in, size_t n, wf_array
     return out[0] ? WF_OK : wf_last_error();
 }
 
+/* qmm_body with stop_gradient on the codes (in[1]) or, `integers`, on
+ * the codes and the scales. */
+static wf_status qmm_stopped(const qcfg *c, wf_array *const *in, size_t n, bool integers,
+                             wf_array **out, size_t *nout)
+{
+    wf_scope_begin();
+    wf_array *stopped[4] = {in[0], wf_stop_gradient(in[1]),
+                            integers ? wf_stop_gradient(in[2]) : in[2], n > 3 ? in[3] : NULL};
+    const wf_status st = qmm_body((void *)c, stopped, n, out, nout);
+    if (st == WF_OK)
+        wf_keep(out[0]);
+    wf_scope_end();
+    return st;
+}
+
+static wf_status qmm_codes_stopped_body(void *payload, wf_array *const *in, size_t n,
+                                        wf_array **out, size_t *nout)
+{
+    return qmm_stopped(payload, in, n, false, out, nout);
+}
+
+static wf_status qmm_integers_stopped_body(void *payload, wf_array *const *in, size_t n,
+                                           wf_array **out, size_t *nout)
+{
+    return qmm_stopped(payload, in, n, true, out, nout);
+}
+
 /* The same product through W = codes * s + b from differentiable ops
  * (affine; in[1] 2-d codes). */
 static wf_status dense_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
@@ -246,8 +273,20 @@ static void test_fp_mode_derivatives(void)
     wf_array *x = random_f32(xs, 2), *ct = random_f32(ys, 2);
     wf_array *in[3] = {x, m.q, m.s};
     wf_fn *f = wf_fn_new(qmm_body, (void *)&c, NULL);
+    wf_fn *codes_stopped = wf_fn_new(qmm_codes_stopped_body, (void *)&c, NULL);
+    wf_fn *integers_stopped = wf_fn_new(qmm_integers_stopped_body, (void *)&c, NULL);
     wf_array *grads[3] = {NULL, NULL, NULL};
-    if (CHECK_OK(wf_vjp(f, in, 3, &ct, 1, NULL, grads))) {
+    /* as MLX: no vjp with respect to the codes, nor to a floating-point
+     * mode's scales; the library stays usable */
+    CHECK_STATUS(wf_vjp(f, in, 3, &ct, 1, NULL, grads), WF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(wf_last_error_message(), "with respect to the quantized weights (codes)");
+    CHECK(grads[0] == NULL && grads[2] == NULL);
+    CHECK_STATUS(wf_vjp(codes_stopped, in, 3, &ct, 1, NULL, grads), WF_ERR_INVALID_ARGUMENT);
+    CHECK_STR_CONTAINS(wf_last_error_message(),
+                       "with respect to the scales of a floating-point quantization mode");
+    CHECK(grads[0] == NULL && grads[2] == NULL);
+    wf_clear_error();
+    if (CHECK_OK(wf_vjp(integers_stopped, in, 3, &ct, 1, NULL, grads))) {
         /* ct @ W: the product with the other transpose flag */
         wf_array *want = wf_quantized_matmul_mode(ct, m.q, m.s, NULL, false, 32, 4, c.mode);
         CHECK(max_rel_diff(grads[0], want) < 1e-6);
@@ -271,7 +310,7 @@ static void test_fp_mode_derivatives(void)
         tan = NULL;
     }
     wf_release(want), wf_release(tx), wf_release(ts), wf_release(ct);
-    wf_fn_release(f);
+    wf_fn_release(f), wf_fn_release(codes_stopped), wf_fn_release(integers_stopped);
     wf_release(x);
     qmat_free(&m);
 }
@@ -289,13 +328,16 @@ static wf_array *index_array(const double *v, int64_t n)
 }
 
 /* (x, codes, scales, biases) -> gather_qmm with the indices above */
+/* payload non-NULL: the codes under stop_gradient (a vjp with respect to
+ * them is refused, as in MLX). */
 static wf_status gqmm_body(void *payload, wf_array *const *in, size_t n, wf_array **out,
                            size_t *nout)
 {
-    (void)payload, (void)n;
+    (void)n;
     wf_array *lhs = index_array(gq_lhs, 4), *rhs = index_array(gq_rhs, 4);
-    out[0] = wf_gather_qmm(in[0], in[1], in[2], in[3], lhs, rhs, true, 32, 4);
-    wf_release(lhs), wf_release(rhs);
+    wf_array *codes = payload ? wf_stop_gradient(in[1]) : wf_retain(in[1]);
+    out[0] = wf_gather_qmm(in[0], codes, in[2], in[3], lhs, rhs, true, 32, 4);
+    wf_release(lhs), wf_release(rhs), wf_release(codes);
     *nout = 1;
     return out[0] ? WF_OK : wf_last_error();
 }
@@ -335,8 +377,14 @@ static void test_gather_qmm_derivatives(void)
         return;
     wf_array *x = random_f32(xs, 3), *ct = random_f32(ys, 3);
     wf_array *in[4] = {x, m.q, m.s, m.b};
-    wf_fn *f = wf_fn_new(gqmm_body, NULL, NULL), *fd = wf_fn_new(gqmm_dense_body, NULL, NULL);
+    static bool stop_codes = true;
+    wf_fn *f = wf_fn_new(gqmm_body, &stop_codes, NULL);
+    wf_fn *fd = wf_fn_new(gqmm_dense_body, NULL, NULL), *plain = wf_fn_new(gqmm_body, NULL, NULL);
     wf_array *got[4] = {NULL}, *want[4] = {NULL};
+    CHECK_STATUS(wf_vjp(plain, in, 4, &ct, 1, NULL, got), WF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(wf_last_error_message(),
+                       "'gather_qmm' has no derivative with respect to the quantized weights");
+    wf_clear_error();
     if (CHECK_OK(wf_vjp(f, in, 4, &ct, 1, NULL, got)) &&
         CHECK_OK(wf_vjp(fd, in, 4, &ct, 1, NULL, want))) {
         const int checked[3] = {0, 2, 3}; /* x, scales, biases */
@@ -359,7 +407,7 @@ static void test_gather_qmm_derivatives(void)
     wf_clear_error();
     CHECK(tan == NULL);
     wf_release(t[2]), wf_release(tx), wf_release(ct), wf_release(x);
-    wf_fn_release(f), wf_fn_release(fd);
+    wf_fn_release(f), wf_fn_release(fd), wf_fn_release(plain);
     qmat_free(&m);
 }
 
