@@ -392,19 +392,19 @@ KINLINE void fast_outputs_of(const wf_qmv_args *a, int64_t nb, int count, int ro
  * one load, and the scales and biases of a group likewise.
  * Two blocks of rows are summed side by side (two streams of lines, two
  * fma chains a row of x; two halves of K of one block read slower from
- * memory: bench_qmv_ceiling), group by group, each asked for
- * INTERLEAVED_AHEAD vectors ahead, half that at 8 bits (AVX-512, 4-bit
- * 4096 x 4096 from memory on the KVM Xeon: 19.3-19.7 GB/s at 64, 16.2-18.8
- * at 32; on Zen 4 the same at 32 and 64; 8-bit on the Xeon 22.7 at 64, 20.1
- * at 128, on Zen 4 27.8-29.7 at 64, 33.4-35.4 at 32), and the group's
- * scales and biases FACTORS_AHEAD
- * words of codes ahead (their own streams, which without it began each
- * pair of blocks with misses: AVX-512 4-bit 4096 x 4096 from memory on
- * Zen 4, one thread 12.8 -> 13.3 GB/s, two 24.8 -> 25.6; AVX2 15.6 ->
- * 17.0; 64 words ahead: no better than none). The codes are dequantized
- * and summed by the GEMM's K blocks exactly as on the fast path, so the
- * bits are the same. Needs kcb a multiple of the group size (a group
- * never straddles a K block) and groups of whole words. */
+ * memory: bench_qmv_ceiling), group by group. Each group asks for the
+ * codes interleaved_ahead(bits) vectors ahead (AVX-512, 4-bit 4096 x 4096
+ * from memory on the KVM Xeon: 19.3-19.7 GB/s at 64, 16.2-18.8 at 32; on
+ * Zen 4 the same at 32 and 64; 8-bit on the Xeon 22.7 at 64, 20.1 at 128,
+ * on Zen 4 27.8-29.7 at 64, 33.4-35.4 at 32) and for the scales and
+ * biases FACTORS_AHEAD words of codes ahead (their own streams, which
+ * without it began each pair of blocks with misses: AVX-512 4-bit 4096 x
+ * 4096 from memory on Zen 4, one thread 12.8 -> 13.3 GB/s, two 24.8 ->
+ * 25.6; AVX2 15.6 -> 17.0; at 64 words about the same, at 128 no better
+ * than none). The codes are dequantized and summed by the GEMM's K
+ * blocks exactly as on the fast path, so the bits are the same. Needs kcb
+ * a multiple of the group size (a group never straddles a K block) and
+ * groups of whole words. */
 enum { INTERLEAVED_AHEAD = 64, FACTORS_AHEAD = 32 }; /* words (vectors); a group has <= 32 */
 
 KINLINE int64_t interleaved_ahead(int bits)
