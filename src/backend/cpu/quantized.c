@@ -452,6 +452,11 @@ static wf_qmv_args qmv_args_of(const qmm_job *job, int64_t batch)
     };
 }
 
+/* Floats of a panel task's buffer: its rows of W dequantized, or packed
+ * into the GEMM's layout (panels of nr columns, rounded up; qmm_panel
+ * packs only where that fits, nr being 16 or 32 today). */
+static int64_t panel_floats(const qmm_job *job) { return (job->block + 63) / 64 * 64 * job->k; }
+
 /* Outputs [n0, n1) of product `batch` through weft's GEMM on W's rows
  * [n0, n1) dequantized into `panel`: straight into the GEMM's packed
  * layout where the packer and the GEMM allow it (the GEMM then does not
@@ -468,7 +473,8 @@ static bool qmm_panel(const qmm_job *job, int64_t batch, int64_t n0, int64_t n1,
                        job->out + batch * job->rows * job->n + n0, job->n, 1.0, 0.0);
     g.isa = job->isa;
     int64_t nr;
-    if (job->qpack && job->transpose && wf__gemm_reads_packed_b(&g, &nr)) {
+    if (job->qpack && job->transpose && wf__gemm_reads_packed_b(&g, &nr) &&
+        wf__gemm_packed_b_size(&g) <= (size_t)panel_floats(job) * sizeof(float)) {
         const wf_qmv_args a = qmv_args_of(job, batch);
         if (job->qpack(&a, n0, n1, nr, panel)) {
             g.b_packed = panel;
@@ -488,8 +494,7 @@ static bool qmm_panel(const qmm_job *job, int64_t batch, int64_t n0, int64_t n1,
 static void qmm_panel_chunk(void *ctx, int64_t begin, int64_t end)
 {
     qmm_job *job = ctx;
-    /* rows rounded up to a multiple of the packed layout's panels (<= 64) */
-    float *panel = wf__malloc((size_t)((job->block + 63) / 64 * 64 * job->k) * sizeof(float));
+    float *panel = wf__malloc((size_t)panel_floats(job) * sizeof(float));
     wf_gemm_scratch scratch = {0};
     bool ok = panel != NULL;
     for (int64_t t = begin; ok && t < end; t++) {

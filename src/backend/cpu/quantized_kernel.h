@@ -427,6 +427,7 @@ KINLINE void interleaved_units(const wf_qmv_args *a, int64_t nb, int nu, int las
 {
     const int per_word = 32 / bits;
     const int64_t row_words = a->row_bytes / 4, gs = a->group_size, group_words = gs / per_word;
+    const int64_t factor_groups_ahead = FACTORS_AHEAD / group_words;
     const int32_t *words[2];
     const float *scales[2], *biases[2];
     const float *x[2] = {a->x, vf_own_x(a->x)}; /* each unit's fmas broadcast x themselves */
@@ -458,7 +459,7 @@ KINLINE void interleaved_units(const wf_qmv_args *a, int64_t nb, int nu, int las
                 const char *ahead = (const char *)(words[u] + word * LANES);
                 for (int64_t at = 0; at < group_words * LANES * 4; at += 64)
                     _mm_prefetch(ahead + at, _MM_HINT_T0);
-                int64_t group = g + FACTORS_AHEAD / group_words;
+                int64_t group = g + factor_groups_ahead;
                 group += group >= a->groups ? (nu - 1) * a->groups : 0;
                 _mm_prefetch((const char *)(scales[u] + group * LANES), _MM_HINT_T0);
                 if (biases[u])
